@@ -1,0 +1,140 @@
+/* libtensord: the C client of tensord (see docs/protocol.md).
+ *
+ * A `struct tensord` is one connection. Calls block until the daemon answers.
+ * A handle is not thread-safe: use one per thread, or lock around it.
+ *
+ * Every call that can fail returns an int: >= 0 on success, -errno on failure.
+ * When the daemon answered with an error, the return value is
+ * -TENSORD_EREMOTE and tensord_error_code() gives the protocol's code
+ * (TENSORD_NOT_FOUND, ...). tensord_last_error() gives a readable message for
+ * any failure. Once the stream is broken (the daemon closed it, a read or write
+ * failed, a reply could not be parsed) every later call fails with the same
+ * error: the handle is dead and must be freed. Out-parameters are written only
+ * on success. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define TENSORD_EXPORT __attribute__((visibility("default")))
+#else
+#define TENSORD_EXPORT
+#endif
+
+/* Returned (negated) when the daemon answered with an error map. */
+#define TENSORD_EREMOTE 1000
+
+/* Error codes of the protocol (docs/protocol.md, "Errors"). */
+enum tensord_code {
+	TENSORD_OK = 0,
+	TENSORD_CANCELLED = 1,
+	TENSORD_INVALID_ARGUMENT = 3,
+	TENSORD_NOT_FOUND = 5,
+	TENSORD_ALREADY_EXISTS = 6,
+	TENSORD_PERMISSION_DENIED = 7,
+	TENSORD_RESOURCE_EXHAUSTED = 8,
+	TENSORD_FAILED_PRECONDITION = 9,
+	TENSORD_UNIMPLEMENTED = 12,
+	TENSORD_INTERNAL = 13,
+	TENSORD_UNAVAILABLE = 14,
+	TENSORD_SHAPE_MISMATCH = 100,
+	TENSORD_DTYPE_MISMATCH = 101,
+	TENSORD_DEVICE_LOST = 102,
+	TENSORD_PROTOCOL = 103,
+};
+
+enum tensord_dtype {
+	TENSORD_F32 = 0,
+	TENSORD_F16 = 1,
+	TENSORD_BF16 = 2,
+	TENSORD_I32 = 3,
+	TENSORD_U8 = 4,
+	TENSORD_DTYPE_COUNT
+};
+
+#define TENSORD_MAX_RANK 8
+#define TENSORD_MAX_NAME_LEN 255
+
+/* Metadata of one tensor, as `tensor.stat` returns it. */
+struct tensord_tensor_info {
+	char name[TENSORD_MAX_NAME_LEN + 1];
+	enum tensord_dtype dtype;
+	uint32_t rank;
+	uint64_t shape[TENSORD_MAX_RANK];
+	uint64_t bytes;
+	uint32_t owner;     /* uid */
+	double created;     /* Unix time, seconds */
+	double modified;
+	uint64_t version;
+	uint32_t device;
+};
+
+struct tensord;
+
+/* Connect to the daemon at `path`; NULL means $TENSORD_SOCKET, else
+ * /run/tensord/tensord.sock. On success *ret owns the connection. */
+TENSORD_EXPORT int tensord_connect(const char *path, struct tensord **ret);
+
+/* Close the connection and free the handle; NULL is accepted. */
+TENSORD_EXPORT void tensord_free(struct tensord *td);
+
+/* A readable message for the last failure on this handle ("" if none). */
+TENSORD_EXPORT const char *tensord_last_error(const struct tensord *td);
+
+/* The protocol error code of the last remote error, else 0. */
+TENSORD_EXPORT int tensord_error_code(const struct tensord *td);
+
+/* The wire name of a dtype ("f32", ...), or NULL when out of range. */
+TENSORD_EXPORT const char *tensord_dtype_name(enum tensord_dtype dtype);
+
+/* Parse a dtype name; returns the dtype or -EINVAL. */
+TENSORD_EXPORT int tensord_dtype_parse(const char *name);
+
+/* Bytes per element of `dtype` (0 when out of range). */
+TENSORD_EXPORT size_t tensord_dtype_size(enum tensord_dtype dtype);
+
+/* `ping`: on success, if `version` is not NULL, copies the daemon's version
+ * string (NUL-terminated, truncated to `version_len`). */
+TENSORD_EXPORT int tensord_ping(struct tensord *td, char *version, size_t version_len);
+
+/* Any method, with raw msgpack: `params` (`params_len` bytes) is one packed
+ * msgpack map, or NULL for none. On success *ret_result is a malloc'd buffer
+ * holding the packed result object (free() it) and *ret_len its size. */
+TENSORD_EXPORT int tensord_call_raw(struct tensord *td, const char *method,
+				    const void *params, size_t params_len,
+				    void **ret_result, size_t *ret_len);
+
+/* `info`, returned as raw msgpack like tensord_call_raw(). */
+TENSORD_EXPORT int tensord_info_raw(struct tensord *td, void **ret_result, size_t *ret_len);
+
+/* `tensor.put`: store `len` bytes of `data` as `name`. `ret_info` may be NULL. */
+TENSORD_EXPORT int tensord_put(struct tensord *td, const char *name, enum tensord_dtype dtype,
+			       uint32_t rank, const uint64_t *shape, const void *data, size_t len,
+			       struct tensord_tensor_info *ret_info);
+
+/* `tensor.get`: on success *ret_data is a malloc'd copy of the data (free() it;
+ * NULL for a zero-size tensor) and *ret_len its length. `ret_info` may be NULL. */
+TENSORD_EXPORT int tensord_get(struct tensord *td, const char *name,
+			       struct tensord_tensor_info *ret_info, void **ret_data,
+			       size_t *ret_len);
+
+/* `tensor.stat`. */
+TENSORD_EXPORT int tensord_stat(struct tensord *td, const char *name,
+				struct tensord_tensor_info *ret_info);
+
+/* `tensor.list`: `prefix` may be NULL. On success *ret_list is a malloc'd
+ * array of *ret_count entries (free() it; NULL when empty). */
+TENSORD_EXPORT int tensord_list(struct tensord *td, const char *prefix,
+				struct tensord_tensor_info **ret_list, size_t *ret_count);
+
+/* `tensor.delete`. */
+TENSORD_EXPORT int tensord_delete(struct tensord *td, const char *name);
+
+#ifdef __cplusplus
+}
+#endif

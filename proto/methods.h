@@ -1,0 +1,21 @@
+/* Method names of protocol version 1: the wire contract (docs/protocol.md). */
+#pragma once
+
+#define TDP_METHOD_PING "ping"
+#define TDP_METHOD_INFO "info"
+#define TDP_METHOD_TENSOR_PUT "tensor.put"
+#define TDP_METHOD_TENSOR_GET "tensor.get"
+#define TDP_METHOD_TENSOR_STAT "tensor.stat"
+#define TDP_METHOD_TENSOR_LIST "tensor.list"
+#define TDP_METHOD_TENSOR_DELETE "tensor.delete"
+
+/* Notification the daemon sends before closing a connection whose byte stream
+ * it could not parse: params are [ {code, name, message} ]. */
+#define TDP_NOTIFY_PROTOCOL_ERROR "protocol.error"
+
+/* msgpack-RPC message types. */
+enum tdp_msg_type {
+	TDP_MSG_REQUEST = 0,
+	TDP_MSG_RESPONSE = 1,
+	TDP_MSG_NOTIFY = 2,
+};

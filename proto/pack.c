@@ -1,0 +1,66 @@
+#include "pack.h"
+
+#include <errno.h>
+#include <string.h>
+
+int tdp_pack_cstr(msgpack_packer *pk, const char *s)
+{
+	return tdp_pack_strn(pk, s, strlen(s));
+}
+
+int tdp_pack_strn(msgpack_packer *pk, const char *s, size_t n)
+{
+	return msgpack_pack_str_with_body(pk, s, n);
+}
+
+bool tdp_obj_str_eq(const msgpack_object *o, const char *s)
+{
+	size_t n = strlen(s);
+
+	return o->type == MSGPACK_OBJECT_STR && o->via.str.size == n &&
+	       memcmp(o->via.str.ptr, s, n) == 0;
+}
+
+const msgpack_object *tdp_map_find(const msgpack_object *map, const char *key)
+{
+	if (!map || map->type != MSGPACK_OBJECT_MAP)
+		return NULL;
+	for (uint32_t i = 0; i < map->via.map.size; i++)
+		if (tdp_obj_str_eq(&map->via.map.ptr[i].key, key))
+			return &map->via.map.ptr[i].val;
+	return NULL;
+}
+
+int tdp_obj_uint(const msgpack_object *o, uint64_t *ret)
+{
+	if (!o || o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+		return -EINVAL;
+	*ret = o->via.u64;
+	return 0;
+}
+
+int tdp_obj_int(const msgpack_object *o, int64_t *ret)
+{
+	if (!o)
+		return -EINVAL;
+	if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
+		*ret = o->via.i64;
+		return 0;
+	}
+	if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= INT64_MAX) {
+		*ret = (int64_t)o->via.u64;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int tdp_obj_strcpy(const msgpack_object *o, char *dst, size_t cap)
+{
+	if (!o || o->type != MSGPACK_OBJECT_STR)
+		return -EINVAL;
+	if (o->via.str.size >= cap)
+		return -ENAMETOOLONG;
+	memcpy(dst, o->via.str.ptr, o->via.str.size);
+	dst[o->via.str.size] = '\0';
+	return 0;
+}
