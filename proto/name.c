@@ -1,6 +1,6 @@
 #include "name.h"
 
-#include "limits.h"
+#include "wire_limits.h"
 
 bool tdp_name_valid(const char *name, size_t len)
 {

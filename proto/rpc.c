@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "limits.h"
+#include "wire_limits.h"
 #include "methods.h"
 #include "pack.h"
 #include "status.h"

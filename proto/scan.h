@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "limits.h"
+#include "wire_limits.h"
 
 struct tdp_scan_limits {
 	uint64_t max_bytes;   /* largest object, in bytes */

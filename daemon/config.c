@@ -1,0 +1,173 @@
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "wire_limits.h"
+
+#define DEFAULT_SOCKET "/run/tensord/tensord.sock"
+
+void config_defaults(struct config *c)
+{
+	const char *env = getenv("TENSORD_SOCKET");
+
+	memset(c, 0, sizeof(*c));
+	snprintf(c->socket_path, sizeof(c->socket_path), "%s",
+		 env && *env && strlen(env) < sizeof(c->socket_path) ? env : DEFAULT_SOCKET);
+	c->device_pick = GPU_PICK_AUTO;
+	snprintf(c->state_dir, sizeof(c->state_dir), "/var/lib/tensord");
+	c->log_level = LOG_NOTICE;
+	c->max_tensors = 65536;
+	c->max_connections = 1024;
+	c->max_tensor_bytes = TDP_MAX_TENSOR_BYTES;
+	c->max_message_bytes = TDP_MAX_MESSAGE_BYTES;
+	c->host_mapped = true;
+	c->block_size = 0;
+}
+
+static int parse_u64(const char *v, uint64_t min, uint64_t max, uint64_t *ret)
+{
+	char *end;
+	unsigned long long x;
+
+	if (!isdigit((unsigned char)*v))
+		return -EINVAL;
+	errno = 0;
+	x = strtoull(v, &end, 10);
+	if (errno || *end || x < min || x > max)
+		return -EINVAL;
+	*ret = x;
+	return 0;
+}
+
+static int parse_bool(const char *v, bool *ret)
+{
+	if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on"))
+		*ret = true;
+	else if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "off"))
+		*ret = false;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static int set_device(struct config *c, const char *v)
+{
+	uint64_t idx;
+
+	if (!strcmp(v, "auto"))
+		c->device_pick = GPU_PICK_AUTO;
+	else if (!strcmp(v, "cpu"))
+		c->device_pick = GPU_PICK_CPU;
+	else if (parse_u64(v, 0, 255, &idx) == 0) {
+		c->device_pick = GPU_PICK_INDEX;
+		c->device_index = (uint32_t)idx;
+	} else
+		return -EINVAL;
+	return 0;
+}
+
+static int set_string(char *dst, size_t cap, const char *v)
+{
+	if (!*v || strlen(v) >= cap)
+		return -EINVAL;
+	memcpy(dst, v, strlen(v) + 1);
+	return 0;
+}
+
+int config_set(struct config *c, const char *key, const char *value, char *err, size_t err_len)
+{
+	uint64_t v = 0;
+	bool b;
+	int r = -EINVAL;
+
+	if (!strcmp(key, "socket"))
+		r = set_string(c->socket_path, sizeof(c->socket_path), value);
+	else if (!strcmp(key, "state_dir"))
+		r = set_string(c->state_dir, sizeof(c->state_dir), value);
+	else if (!strcmp(key, "device"))
+		r = set_device(c, value);
+	else if (!strcmp(key, "max_tensors"))
+		r = parse_u64(value, 1, UINT32_MAX, &c->max_tensors);
+	else if (!strcmp(key, "max_connections"))
+		r = parse_u64(value, 1, 1000000, &c->max_connections);
+	else if (!strcmp(key, "max_tensor_bytes"))
+		r = parse_u64(value, 1, TDP_MAX_TENSOR_BYTES, &c->max_tensor_bytes);
+	else if (!strcmp(key, "max_message_bytes"))
+		r = parse_u64(value, 4096, TDP_MAX_MESSAGE_BYTES, &c->max_message_bytes);
+	else if (!strcmp(key, "block_size"))
+		r = parse_u64(value, 0, (uint64_t)1 << 40, &c->block_size);
+	else if (!strcmp(key, "host_mapped"))
+		r = parse_bool(value, &c->host_mapped);
+	else if (!strcmp(key, "verbose")) {
+		r = parse_bool(value, &b);
+		if (r == 0)
+			c->log_level = b ? LOG_DEBUG : LOG_NOTICE;
+	} else {
+		snprintf(err, err_len, "unknown setting '%s'", key);
+		return -EINVAL;
+	}
+	(void)v;
+	if (r < 0)
+		snprintf(err, err_len, "invalid value '%s' for '%s'", value, key);
+	return r;
+}
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+int config_load(struct config *c, const char *path, char *err, size_t err_len)
+{
+	char line[1024], why[256];
+	unsigned lineno = 0;
+	FILE *f;
+	int r = 0;
+
+	f = fopen(path, "re");
+	if (!f) {
+		r = -errno;
+		snprintf(err, err_len, "%s: %s", path, strerror(errno));
+		return r;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *s, *eq;
+
+		lineno++;
+		if (!strchr(line, '\n') && !feof(f)) {
+			snprintf(err, err_len, "%s:%u: line too long", path, lineno);
+			r = -EINVAL;
+			break;
+		}
+		s = trim(line);
+		if (!*s || *s == '#')
+			continue;
+		eq = strchr(s, '=');
+		if (!eq) {
+			snprintf(err, err_len, "%s:%u: expected 'key = value'", path, lineno);
+			r = -EINVAL;
+			break;
+		}
+		*eq = '\0';
+		r = config_set(c, trim(s), trim(eq + 1), why, sizeof(why));
+		if (r < 0) {
+			snprintf(err, err_len, "%s:%u: %s", path, lineno, why);
+			break;
+		}
+	}
+	fclose(f);
+	return r;
+}

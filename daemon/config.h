@@ -1,0 +1,34 @@
+/* The daemon's settings: defaults, then the --config file, then flags. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/un.h>
+
+#include "gpu/device.h"
+
+struct config {
+	char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	enum gpu_pick device_pick;
+	uint32_t device_index;
+	char state_dir[256];
+	int log_level;              /* syslog priority */
+	uint64_t max_tensors;
+	uint64_t max_connections;
+	uint64_t max_tensor_bytes;
+	uint64_t max_message_bytes;
+	bool host_mapped;           /* map tensor memory when the device allows it */
+	uint64_t block_size;        /* device memory block size, 0 = automatic */
+};
+
+/* Fill `c` with the defaults (socket from $TENSORD_SOCKET or the system path). */
+void config_defaults(struct config *c);
+
+/* Set one key ("max_tensors", ...) from its text form. Returns 0, or -EINVAL
+ * with a reason in `err` (size `err_len`). */
+int config_set(struct config *c, const char *key, const char *value, char *err, size_t err_len);
+
+/* Read `key = value` lines (# comments, blank lines) from `path`. Returns 0 or
+ * -errno with a reason naming the file and line in `err`. */
+int config_load(struct config *c, const char *path, char *err, size_t err_len);

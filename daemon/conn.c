@@ -1,0 +1,288 @@
+#include "conn.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "log.h"
+#include "methods.h"
+#include "request.h"
+#include "rpc.h"
+#include "status.h"
+
+/* Stop taking new requests while this much output waits for the client. */
+#define OUT_HIGH_WATER ((size_t)8 << 20)
+/* Read at most this much per wake-up before serving, so one fast sender
+ * cannot starve the others. */
+#define READ_BUDGET ((size_t)16 << 20)
+#define READ_CHUNK ((size_t)64 << 10)
+/* Buffers larger than this are given back to the system once empty. */
+#define KEEP_BUFFER ((size_t)1 << 20)
+
+static void conn_event(void *data, uint32_t events);
+
+struct conn *conn_new(struct daemon *d, int fd)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (!c) {
+		close(fd);
+		return NULL;
+	}
+	c->d = d;
+	c->src = (struct loop_source){ .fd = fd, .fn = conn_event, .data = c };
+	c->uid = (uid_t)-1;
+	c->pid = 0;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+		c->uid = cred.uid;
+		c->pid = cred.pid;
+	}
+	tdp_scanner_reset(&c->scan);
+	if (loop_add(d->loop, &c->src, EPOLLIN | EPOLLRDHUP) < 0) {
+		close(fd);
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+void conn_close(struct conn *c)
+{
+	if (c->dead)
+		return;
+	loop_remove(c->d->loop, &c->src);
+	close(c->src.fd);
+	c->src.fd = -1;
+	c->dead = true;
+	tdp_buf_free(&c->in);
+	tdp_buf_free(&c->out);
+}
+
+void conn_free(struct conn *c)
+{
+	if (!c)
+		return;
+	conn_close(c);
+	free(c);
+}
+
+/* The stream cannot be parsed any further: say why, then close after flushing. */
+static void stream_error(struct conn *c, int code, const char *why)
+{
+	msgpack_packer pk;
+
+	log_info("closing connection of pid %d: %s", (int)c->pid, why);
+	msgpack_packer_init(&pk, &c->out, tdp_buf_msgpack_write);
+	tdp_write_error_notification(&pk, TDP_NOTIFY_PROTOCOL_ERROR, code, why);
+	c->closing = true;
+	tdp_buf_consume(&c->in, tdp_buf_len(&c->in));
+}
+
+static void scan_error(struct conn *c, int r)
+{
+	char why[160];
+
+	switch (r) {
+	case -EMSGSIZE:
+		snprintf(why, sizeof(why), "message larger than the limit of %llu bytes",
+			 (unsigned long long)c->d->cfg.max_message_bytes);
+		stream_error(c, TDP_RESOURCE_EXHAUSTED, why);
+		break;
+	case -E2BIG:
+		snprintf(why, sizeof(why), "message holds more than %llu objects",
+			 (unsigned long long)TDP_MAX_OBJECTS);
+		stream_error(c, TDP_RESOURCE_EXHAUSTED, why);
+		break;
+	case -ELOOP:
+		snprintf(why, sizeof(why), "message nested deeper than %d", TDP_MAX_DEPTH);
+		stream_error(c, TDP_PROTOCOL, why);
+		break;
+	default:
+		stream_error(c, TDP_PROTOCOL, "bytes that are not msgpack");
+		break;
+	}
+}
+
+/* Serve one complete message of `n` bytes at `p`. Returns 0, or -ENOMEM when
+ * the connection must be closed. */
+static int handle_message(struct conn *c, const uint8_t *p, size_t n)
+{
+	msgpack_unpacked u;
+	msgpack_packer pk;
+	struct tdp_message m;
+	char why[200];
+	uint32_t msgid;
+	int r = 0;
+
+	msgpack_packer_init(&pk, &c->out, tdp_buf_msgpack_write);
+	msgpack_unpacked_init(&u);
+	if (tdp_unpack(&u, p, n) < 0) {
+		stream_error(c, TDP_PROTOCOL, "undecodable message");
+	} else if (tdp_message_parse(&u.data, &m, why, sizeof(why)) < 0) {
+		if (tdp_message_request_id(&u.data, &msgid) == 0)
+			r = tdp_write_error(&pk, msgid, TDP_PROTOCOL, why);
+		else
+			stream_error(c, TDP_PROTOCOL, why);
+	} else if (m.type == TDP_MSG_REQUEST) {
+		struct request req = {
+			.d = c->d,
+			.uid = c->uid,
+			.pid = c->pid,
+			.msgid = m.msgid,
+			.params = m.params,
+			.pk = &pk,
+			.out = &c->out,
+		};
+
+		r = request_dispatch(&req, m.method, m.method_len);
+	} else if (m.type == TDP_MSG_RESPONSE) {
+		r = tdp_write_error_notification(&pk, TDP_NOTIFY_PROTOCOL_ERROR, TDP_PROTOCOL,
+						 "clients send requests, not responses");
+	}
+	/* Notifications from clients need no answer and none is defined: ignored. */
+	msgpack_unpacked_destroy(&u);
+	return r;
+}
+
+/* Serve the complete messages buffered, in order, while output is not backed
+ * up. Returns true when it stopped because of the backlog. */
+static bool process(struct conn *c)
+{
+	struct tdp_scan_limits lim = tdp_scan_default_limits;
+	bool stalled = false;
+
+	lim.max_bytes = c->d->cfg.max_message_bytes;
+	while (!c->closing) {
+		int r;
+
+		if (tdp_buf_len(&c->out) >= OUT_HIGH_WATER) {
+			stalled = true;
+			break;
+		}
+		r = tdp_scanner_feed(&c->scan, tdp_buf_head(&c->in), tdp_buf_len(&c->in), &lim);
+		if (r == 0)
+			break;
+		if (r < 0) {
+			scan_error(c, r);
+			break;
+		}
+		if (handle_message(c, tdp_buf_head(&c->in), c->scan.pos) < 0) {
+			log_error("out of memory answering pid %d; closing its connection", (int)c->pid);
+			conn_close(c);
+			return false;
+		}
+		tdp_buf_consume(&c->in, c->scan.pos);
+		tdp_scanner_reset(&c->scan);
+	}
+	if (tdp_buf_len(&c->in) == 0)
+		tdp_buf_shrink(&c->in, KEEP_BUFFER);
+	return stalled;
+}
+
+/* Read what the socket has, up to READ_BUDGET. Returns 0 or -errno (fatal). */
+static int read_input(struct conn *c)
+{
+	size_t budget = READ_BUDGET;
+
+	while (budget > 0) {
+		size_t len = tdp_buf_len(&c->in), chunk = READ_CHUNK;
+		ssize_t k;
+
+		/* Reading a large bin: take bigger bites, but never grow the buffer
+		 * past twice what actually arrived. */
+		if (c->scan.need > len) {
+			size_t want = c->scan.need - len, grow = len > READ_CHUNK ? len : READ_CHUNK;
+
+			chunk = want < grow ? want : grow;
+			if (chunk < READ_CHUNK)
+				chunk = READ_CHUNK;
+		}
+		if (tdp_buf_reserve(&c->in, chunk) < 0)
+			return -ENOMEM;
+		k = recv(c->src.fd, c->in.data + c->in.end, c->in.cap - c->in.end, MSG_DONTWAIT);
+		if (k > 0) {
+			c->in.end += (size_t)k;
+			budget = (size_t)k < budget ? budget - (size_t)k : 0;
+			continue;
+		}
+		if (k == 0) {
+			c->peer_closed = true;
+			return 0;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		return -errno;
+	}
+	return 0;
+}
+
+/* Write queued output until the socket is full. Returns 0 or -errno. */
+static int flush_output(struct conn *c)
+{
+	while (tdp_buf_len(&c->out) > 0) {
+		ssize_t k = send(c->src.fd, tdp_buf_head(&c->out), tdp_buf_len(&c->out),
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (k > 0) {
+			tdp_buf_consume(&c->out, (size_t)k);
+			continue;
+		}
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		return k < 0 ? -errno : -EPIPE;
+	}
+	tdp_buf_shrink(&c->out, KEEP_BUFFER);
+	return 0;
+}
+
+static void conn_event(void *data, uint32_t events)
+{
+	struct conn *c = data;
+	uint32_t want;
+	bool stalled;
+	int r;
+
+	if (c->dead)
+		return;
+	if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) && !c->peer_closed && !c->closing) {
+		r = read_input(c);
+		if (r < 0) {
+			if (r == -ENOMEM)
+				log_error("out of memory reading from pid %d", (int)c->pid);
+			conn_close(c);
+			return;
+		}
+	}
+	do {
+		stalled = process(c);
+		if (c->dead)
+			return;
+		if (flush_output(c) < 0) {
+			conn_close(c);
+			return;
+		}
+	} while (stalled && tdp_buf_len(&c->out) == 0);
+
+	if (tdp_buf_len(&c->out) == 0 && (c->closing || c->peer_closed)) {
+		conn_close(c);
+		return;
+	}
+	want = 0;
+	if (!c->peer_closed && !c->closing && tdp_buf_len(&c->out) < OUT_HIGH_WATER)
+		want |= EPOLLIN | EPOLLRDHUP;
+	if (tdp_buf_len(&c->out) > 0)
+		want |= EPOLLOUT;
+	if (loop_modify(c->d->loop, &c->src, want) < 0)
+		conn_close(c);
+}

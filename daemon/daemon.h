@@ -1,0 +1,26 @@
+/* The daemon's shared state, handed to every method. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "gpu/device.h"
+
+struct loop;
+struct server;
+struct store;
+
+struct daemon {
+	struct config cfg;
+	struct loop *loop;
+	struct server *server;
+	struct gpu_device *gpu;          /* the device tensors live on */
+	struct gpu_device_desc *devices; /* every device found, for info */
+	uint32_t ndevices;
+	struct store *store;
+	int64_t start_ns;                /* CLOCK_MONOTONIC at start-up */
+};
+
+/* Nanoseconds of `clock` (CLOCK_MONOTONIC, CLOCK_REALTIME...). */
+int64_t daemon_now_ns(int clock);

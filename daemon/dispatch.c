@@ -1,0 +1,75 @@
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "handlers.h"
+#include "log.h"
+#include "methods.h"
+#include "request.h"
+#include "rpc.h"
+#include "status.h"
+
+static const struct {
+	const char *name;
+	method_fn fn;
+} method_table[] = {
+	{ TDP_METHOD_PING, method_ping },
+	{ TDP_METHOD_INFO, method_info },
+	{ TDP_METHOD_TENSOR_PUT, method_tensor_put },
+	{ TDP_METHOD_TENSOR_GET, method_tensor_get },
+	{ TDP_METHOD_TENSOR_STAT, method_tensor_stat },
+	{ TDP_METHOD_TENSOR_LIST, method_tensor_list },
+	{ TDP_METHOD_TENSOR_DELETE, method_tensor_delete },
+};
+
+int request_fail(struct request *req, int code, const char *fmt, ...)
+{
+	int n;
+	va_list ap;
+
+	n = snprintf(req->message, sizeof(req->message), "%s: ", req->method);
+	if (n < 0 || (size_t)n >= sizeof(req->message))
+		n = 0;
+	va_start(ap, fmt);
+	vsnprintf(req->message + n, sizeof(req->message) - (size_t)n, fmt, ap);
+	va_end(ap);
+	req->code = code;
+	return -1;
+}
+
+int request_dispatch(struct request *req, const char *method, size_t method_len)
+{
+	size_t mark = tdp_buf_len(req->out);
+	char name[TDP_MAX_METHOD_LEN + 1];
+	method_fn fn = NULL;
+
+	snprintf(name, sizeof(name), "%.*s", (int)method_len, method);
+	for (char *p = name; *p; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
+			*p = '?';
+	req->method = name;
+	req->code = TDP_OK;
+	req->message[0] = '\0';
+	for (size_t i = 0; i < sizeof(method_table) / sizeof(method_table[0]); i++) {
+		if (strlen(method_table[i].name) == method_len &&
+		    memcmp(method_table[i].name, method, method_len) == 0) {
+			fn = method_table[i].fn;
+			break;
+		}
+	}
+	if (!fn)
+		request_fail(req, TDP_UNIMPLEMENTED, "no such method");
+	else if (fn(req) == 0)
+		return 0;
+	else if (req->code == TDP_OK)
+		request_fail(req, TDP_INTERNAL, "failed without a reason");
+	/* Drop whatever the handler wrote before failing; answer the error. */
+	req->out->end = req->out->start + mark;
+	log_debug("msgid %u: %s", req->msgid, req->message);
+	if (tdp_write_error(req->pk, req->msgid, req->code, req->message) < 0) {
+		req->out->end = req->out->start + mark;
+		return -ENOMEM;
+	}
+	return 0;
+}

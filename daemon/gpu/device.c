@@ -1,0 +1,388 @@
+#include "device.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../log.h"
+
+static VkResult create_instance(VkInstance *ret)
+{
+	VkApplicationInfo app = {
+		.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+		.pApplicationName = "tensord",
+		.applicationVersion = 1,
+		.pEngineName = "tensord",
+		.apiVersion = VK_API_VERSION_1_2,
+	};
+	VkInstanceCreateInfo ci = {
+		.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+		.pApplicationInfo = &app,
+	};
+
+	return vkCreateInstance(&ci, NULL, ret);
+}
+
+static const char *type_name(VkPhysicalDeviceType t)
+{
+	switch (t) {
+	case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
+	case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
+	case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
+	case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
+	default: return "other";
+	}
+}
+
+/* Lower is better for --device auto. */
+static int type_rank(VkPhysicalDeviceType t)
+{
+	switch (t) {
+	case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+	case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+	case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+	case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
+	default: return 4;
+	}
+}
+
+static int find_compute_queue(VkPhysicalDevice phys, uint32_t *ret)
+{
+	VkQueueFamilyProperties qf[16];
+	uint32_t n = 16, best = UINT32_MAX;
+
+	vkGetPhysicalDeviceQueueFamilyProperties(phys, &n, qf);
+	for (uint32_t i = 0; i < n; i++) {
+		if (!(qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT))
+			continue;
+		/* Prefer a family that also does graphics: on most drivers it is the
+		 * full-featured one with timestamps. */
+		if (best == UINT32_MAX || (qf[i].queueFlags & VK_QUEUE_GRAPHICS_BIT))
+			best = i;
+		if (qf[i].queueFlags & VK_QUEUE_GRAPHICS_BIT)
+			break;
+	}
+	if (best == UINT32_MAX)
+		return -ENODEV;
+	*ret = best;
+	return 0;
+}
+
+static void describe(VkPhysicalDevice phys, uint32_t index, struct gpu_device_desc *d)
+{
+	VkPhysicalDeviceDriverProperties drv = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES,
+	};
+	VkPhysicalDeviceMaintenance3Properties m3 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES,
+		.pNext = &drv,
+	};
+	VkPhysicalDeviceProperties2 p2 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+		.pNext = &m3,
+	};
+	VkPhysicalDeviceMemoryProperties mp;
+	uint32_t qf;
+
+	memset(d, 0, sizeof(*d));
+	vkGetPhysicalDeviceProperties2(phys, &p2);
+	vkGetPhysicalDeviceMemoryProperties(phys, &mp);
+	d->index = index;
+	snprintf(d->name, sizeof(d->name), "%s", p2.properties.deviceName);
+	d->type = type_name(p2.properties.deviceType);
+	d->vendor_id = p2.properties.vendorID;
+	d->device_id = p2.properties.deviceID;
+	snprintf(d->api_version, sizeof(d->api_version), "%u.%u.%u",
+		 VK_API_VERSION_MAJOR(p2.properties.apiVersion),
+		 VK_API_VERSION_MINOR(p2.properties.apiVersion),
+		 VK_API_VERSION_PATCH(p2.properties.apiVersion));
+	d->max_storage_buffer_range = p2.properties.limits.maxStorageBufferRange;
+	d->max_allocation_size = m3.maxMemoryAllocationSize;
+	d->usable = p2.properties.apiVersion >= VK_API_VERSION_1_2 &&
+		    find_compute_queue(phys, &qf) == 0;
+	if (d->usable)
+		snprintf(d->driver, sizeof(d->driver), "%s %s", drv.driverName, drv.driverInfo);
+	for (uint32_t i = 0; i < mp.memoryHeapCount; i++)
+		if ((mp.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) &&
+		    mp.memoryHeaps[i].size > d->heap_size)
+			d->heap_size = mp.memoryHeaps[i].size;
+}
+
+static int list_physical(VkInstance inst, VkPhysicalDevice **ret, uint32_t *ret_n)
+{
+	VkPhysicalDevice *list;
+	uint32_t n = 0;
+
+	if (vkEnumeratePhysicalDevices(inst, &n, NULL) != VK_SUCCESS || n == 0)
+		return -ENODEV;
+	list = calloc(n, sizeof(*list));
+	if (!list)
+		return -ENOMEM;
+	if (vkEnumeratePhysicalDevices(inst, &n, list) < 0) {
+		free(list);
+		return -ENODEV;
+	}
+	*ret = list;
+	*ret_n = n;
+	return 0;
+}
+
+int gpu_enumerate(struct gpu_device_desc **ret_list, uint32_t *ret_count)
+{
+	VkInstance inst;
+	VkPhysicalDevice *phys = NULL;
+	struct gpu_device_desc *list;
+	uint32_t n;
+	int r;
+
+	if (create_instance(&inst) != VK_SUCCESS)
+		return -ENODEV;
+	r = list_physical(inst, &phys, &n);
+	if (r < 0)
+		goto out;
+	list = calloc(n, sizeof(*list));
+	if (!list) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		describe(phys[i], i, &list[i]);
+	*ret_list = list;
+	*ret_count = n;
+	r = 0;
+out:
+	free(phys);
+	vkDestroyInstance(inst, NULL);
+	return r;
+}
+
+static int pick(const struct gpu_open_options *opts, VkPhysicalDevice *phys, uint32_t n,
+		uint32_t *ret)
+{
+	uint32_t best = UINT32_MAX;
+	int best_rank = 99;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct gpu_device_desc d;
+		VkPhysicalDeviceProperties p;
+
+		describe(phys[i], i, &d);
+		vkGetPhysicalDeviceProperties(phys[i], &p);
+		if (opts->pick == GPU_PICK_INDEX) {
+			if (i != opts->index)
+				continue;
+			if (!d.usable) {
+				log_error("device %u (%s) lacks Vulkan 1.2 or a compute queue", i, d.name);
+				return -ENODEV;
+			}
+			*ret = i;
+			return 0;
+		}
+		if (!d.usable)
+			continue;
+		if (opts->pick == GPU_PICK_CPU) {
+			if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+				*ret = i;
+				return 0;
+			}
+			continue;
+		}
+		if (type_rank(p.deviceType) < best_rank) {
+			best_rank = type_rank(p.deviceType);
+			best = i;
+		}
+	}
+	if (opts->pick == GPU_PICK_INDEX)
+		log_error("no device with index %u (found %u)", opts->index, n);
+	else if (best == UINT32_MAX)
+		log_error("no usable %sVulkan device found",
+			  opts->pick == GPU_PICK_CPU ? "CPU " : "");
+	if (best == UINT32_MAX)
+		return -ENODEV;
+	*ret = best;
+	return 0;
+}
+
+static int create_logical(struct gpu_device *g)
+{
+	float prio = 1.0f;
+	VkDeviceQueueCreateInfo qci = {
+		.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+		.queueFamilyIndex = g->queue_family,
+		.queueCount = 1,
+		.pQueuePriorities = &prio,
+	};
+	VkDeviceCreateInfo dci = {
+		.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+		.queueCreateInfoCount = 1,
+		.pQueueCreateInfos = &qci,
+	};
+	VkCommandPoolCreateInfo pci = {
+		.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+		.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+		.queueFamilyIndex = g->queue_family,
+	};
+	VkCommandBuffer cbs[2];
+	VkCommandBufferAllocateInfo cai = {
+		.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+		.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+		.commandBufferCount = 2,
+	};
+	VkFenceCreateInfo fci = { .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO };
+
+	if (vkCreateDevice(g->phys, &dci, NULL, &g->dev) != VK_SUCCESS)
+		return -EIO;
+	vkGetDeviceQueue(g->dev, g->queue_family, 0, &g->queue);
+	if (vkCreateCommandPool(g->dev, &pci, NULL, &g->pool) != VK_SUCCESS)
+		return -EIO;
+	cai.commandPool = g->pool;
+	if (vkAllocateCommandBuffers(g->dev, &cai, cbs) != VK_SUCCESS)
+		return -EIO;
+	for (unsigned i = 0; i < 2; i++) {
+		g->cmd[i].cb = cbs[i];
+		if (vkCreateFence(g->dev, &fci, NULL, &g->cmd[i].fence) != VK_SUCCESS)
+			return -EIO;
+	}
+	return 0;
+}
+
+int gpu_device_open(const struct gpu_open_options *opts, struct gpu_device **ret)
+{
+	VkPhysicalDevice *phys = NULL;
+	struct gpu_device *g;
+	uint32_t n, index;
+	int r;
+
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	if (create_instance(&g->instance) != VK_SUCCESS) {
+		log_error("cannot create a Vulkan 1.2 instance (is a Vulkan driver installed?)");
+		r = -ENODEV;
+		goto fail;
+	}
+	r = list_physical(g->instance, &phys, &n);
+	if (r < 0) {
+		log_error("Vulkan reports no physical device");
+		goto fail;
+	}
+	r = pick(opts, phys, n, &index);
+	if (r < 0)
+		goto fail;
+	g->phys = phys[index];
+	describe(g->phys, index, &g->desc);
+	vkGetPhysicalDeviceProperties(g->phys, &g->props);
+	vkGetPhysicalDeviceMemoryProperties(g->phys, &g->mem_props);
+	r = find_compute_queue(g->phys, &g->queue_family);
+	if (r < 0)
+		goto fail;
+	r = create_logical(g);
+	if (r < 0) {
+		log_error("cannot create the Vulkan device on %s", g->desc.name);
+		goto fail;
+	}
+	r = gpu_memory_init(g, opts->host_mapped, opts->block_size);
+	if (r < 0) {
+		log_error("device %s has no device-local memory type usable for storage buffers",
+			  g->desc.name);
+		goto fail;
+	}
+	free(phys);
+	*ret = g;
+	return 0;
+fail:
+	free(phys);
+	gpu_device_free(g);
+	return r;
+}
+
+void gpu_device_free(struct gpu_device *g)
+{
+	if (!g)
+		return;
+	if (g->dev) {
+		vkDeviceWaitIdle(g->dev);
+		gpu_memory_fini(g);
+		for (unsigned i = 0; i < 2; i++)
+			if (g->cmd[i].fence)
+				vkDestroyFence(g->dev, g->cmd[i].fence, NULL);
+		if (g->pool)
+			vkDestroyCommandPool(g->dev, g->pool, NULL);
+		vkDestroyDevice(g->dev, NULL);
+	}
+	if (g->instance)
+		vkDestroyInstance(g->instance, NULL);
+	free(g);
+}
+
+int gpu_result_errno(struct gpu_device *g, VkResult r)
+{
+	switch (r) {
+	case VK_SUCCESS:
+		return 0;
+	case VK_ERROR_DEVICE_LOST:
+		if (!g->lost)
+			log_error("the Vulkan device was lost");
+		g->lost = true;
+		return -ENODEV;
+	case VK_ERROR_OUT_OF_HOST_MEMORY:
+	case VK_ERROR_OUT_OF_DEVICE_MEMORY:
+		return -ENOMEM;
+	default:
+		return -EIO;
+	}
+}
+
+int gpu_cmd_wait(struct gpu_device *g, unsigned i)
+{
+	struct gpu_cmd *c = &g->cmd[i];
+	VkResult r;
+
+	if (!c->pending)
+		return 0;
+	r = vkWaitForFences(g->dev, 1, &c->fence, VK_TRUE, UINT64_MAX);
+	c->pending = false;
+	if (r != VK_SUCCESS)
+		return gpu_result_errno(g, r);
+	return gpu_result_errno(g, vkResetFences(g->dev, 1, &c->fence));
+}
+
+int gpu_cmd_begin(struct gpu_device *g, unsigned i)
+{
+	VkCommandBufferBeginInfo bi = {
+		.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+		.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+	};
+	int r;
+
+	if (g->lost)
+		return -ENODEV;
+	r = gpu_cmd_wait(g, i);
+	if (r < 0)
+		return r;
+	r = gpu_result_errno(g, vkResetCommandBuffer(g->cmd[i].cb, 0));
+	if (r < 0)
+		return r;
+	return gpu_result_errno(g, vkBeginCommandBuffer(g->cmd[i].cb, &bi));
+}
+
+int gpu_cmd_submit(struct gpu_device *g, unsigned i)
+{
+	struct gpu_cmd *c = &g->cmd[i];
+	VkSubmitInfo si = {
+		.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+		.commandBufferCount = 1,
+		.pCommandBuffers = &c->cb,
+	};
+	int r;
+
+	r = gpu_result_errno(g, vkEndCommandBuffer(c->cb));
+	if (r < 0)
+		return r;
+	r = gpu_result_errno(g, vkQueueSubmit(g->queue, 1, &si, c->fence));
+	if (r < 0)
+		return r;
+	c->pending = true;
+	return 0;
+}

@@ -1,0 +1,88 @@
+/* The Vulkan device tensord computes on: instance, physical-device choice,
+ * logical device, one compute queue and the command buffers used to record
+ * work on it. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <vulkan/vulkan.h>
+
+#include "memory.h"
+
+/* What info reports about one physical device. */
+struct gpu_device_desc {
+	uint32_t index;
+	char name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
+	const char *type;       /* "discrete", "integrated", "virtual", "cpu", "other" */
+	char driver[VK_MAX_DRIVER_NAME_SIZE + VK_MAX_DRIVER_INFO_SIZE + 4];
+	uint32_t vendor_id;
+	uint32_t device_id;
+	char api_version[32];
+	uint64_t heap_size;     /* largest device-local heap */
+	uint64_t max_storage_buffer_range;
+	uint64_t max_allocation_size;
+	bool usable;            /* Vulkan 1.2+ with a compute queue */
+};
+
+/* A command buffer with its fence, reused for every submission. */
+struct gpu_cmd {
+	VkCommandBuffer cb;
+	VkFence fence;
+	bool pending;           /* submitted, fence not yet waited for */
+};
+
+struct gpu_device {
+	VkInstance instance;
+	VkPhysicalDevice phys;
+	VkDevice dev;
+	VkQueue queue;
+	uint32_t queue_family;
+	VkCommandPool pool;
+	struct gpu_cmd cmd[2];  /* two, so a transfer can overlap host copies */
+	struct gpu_device_desc desc;
+	VkPhysicalDeviceProperties props;
+	VkPhysicalDeviceMemoryProperties mem_props;
+	struct gpu_memory mem;
+	bool lost;              /* VK_ERROR_DEVICE_LOST was seen */
+};
+
+/* How the daemon chooses its device: --device auto|cpu|INDEX. */
+enum gpu_pick {
+	GPU_PICK_AUTO = 0,      /* discrete > integrated > virtual > cpu */
+	GPU_PICK_CPU,           /* the first CPU device (lavapipe) */
+	GPU_PICK_INDEX,         /* the device with that index */
+};
+
+/* Options for gpu_device_open. */
+struct gpu_open_options {
+	enum gpu_pick pick;
+	uint32_t index;         /* with GPU_PICK_INDEX */
+	bool host_mapped;       /* allow direct CPU mapping of tensor memory when the
+				   device offers host-visible, coherent device memory */
+	uint64_t block_size;    /* VkDeviceMemory block size; 0 picks a default */
+};
+
+/* Enumerate the Vulkan devices: on success *ret_list is a malloc'd array of
+ * *ret_count descriptions (free() it). -ENODEV when Vulkan has none. */
+int gpu_enumerate(struct gpu_device_desc **ret_list, uint32_t *ret_count);
+
+/* Open the device `opts` chooses and prepare it for work. On success *ret is
+ * ready; -ENODEV when no usable device matches, -EIO on a Vulkan failure. A
+ * readable reason goes to the log. */
+int gpu_device_open(const struct gpu_open_options *opts, struct gpu_device **ret);
+
+/* Wait for outstanding work and release everything; NULL is accepted. */
+void gpu_device_free(struct gpu_device *g);
+
+/* Begin recording into cmd[i] (waits for its previous submission first). */
+int gpu_cmd_begin(struct gpu_device *g, unsigned i);
+
+/* End and submit cmd[i] without waiting. */
+int gpu_cmd_submit(struct gpu_device *g, unsigned i);
+
+/* Wait for cmd[i]'s submission, if any. Returns 0, -EIO, or -ENODEV when the
+ * device is lost. */
+int gpu_cmd_wait(struct gpu_device *g, unsigned i);
+
+/* Map a VkResult to -errno, noting device loss. */
+int gpu_result_errno(struct gpu_device *g, VkResult r);

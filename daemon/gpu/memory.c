@@ -1,0 +1,335 @@
+#include "memory.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../log.h"
+#include "device.h"
+
+#define DEFAULT_BLOCK_SIZE ((uint64_t)256 << 20)
+#define MIN_BLOCK_SIZE ((uint64_t)16 << 20)
+#define STAGING_SIZE ((uint64_t)64 << 20)
+#define BUFFER_USAGE (VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | \
+		      VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+
+static uint64_t round_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+/* Memory types a storage buffer may live in, learnt from a probe buffer. */
+static uint32_t buffer_type_bits(struct gpu_device *g, VkBufferUsageFlags usage)
+{
+	VkBufferCreateInfo bci = {
+		.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+		.size = 4096,
+		.usage = usage,
+		.sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+	};
+	VkMemoryRequirements req;
+	VkBuffer b;
+
+	if (vkCreateBuffer(g->dev, &bci, NULL, &b) != VK_SUCCESS)
+		return 0;
+	vkGetBufferMemoryRequirements(g->dev, b, &req);
+	vkDestroyBuffer(g->dev, b, NULL);
+	return req.memoryTypeBits;
+}
+
+static int pick_tensor_type(struct gpu_device *g, uint32_t bits)
+{
+	const VkPhysicalDeviceMemoryProperties *mp = &g->mem_props;
+	bool discrete = g->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
+	int best = -1;
+	uint64_t best_score = 0;
+
+	for (uint32_t i = 0; i < mp->memoryTypeCount; i++) {
+		VkMemoryPropertyFlags f = mp->memoryTypes[i].propertyFlags;
+		uint64_t heap = mp->memoryHeaps[mp->memoryTypes[i].heapIndex].size;
+		uint64_t score;
+
+		if (!(bits & (1u << i)) || !(f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT))
+			continue;
+		if (f & (VK_MEMORY_PROPERTY_PROTECTED_BIT | VK_MEMORY_PROPERTY_LAZILY_ALLOCATED_BIT))
+			continue;
+		/* The biggest heap wins; on a discrete GPU a host-visible type is the
+		 * small BAR window, so plain device memory comes first there. */
+		score = heap >> 20;
+		if (discrete && !(f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT))
+			score += (uint64_t)1 << 40;
+		if (best < 0 || score > best_score) {
+			best = (int)i;
+			best_score = score;
+		}
+	}
+	return best;
+}
+
+static int pick_staging_type(struct gpu_device *g, uint32_t bits)
+{
+	const VkPhysicalDeviceMemoryProperties *mp = &g->mem_props;
+	const VkMemoryPropertyFlags need = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+					   VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+	int best = -1;
+
+	for (uint32_t i = 0; i < mp->memoryTypeCount; i++) {
+		VkMemoryPropertyFlags f = mp->memoryTypes[i].propertyFlags;
+
+		if (!(bits & (1u << i)) || (f & need) != need)
+			continue;
+		/* Cached memory makes reading back (tensor.get) fast. */
+		if (best < 0 || ((f & VK_MEMORY_PROPERTY_HOST_CACHED_BIT) &&
+				 !(mp->memoryTypes[best].propertyFlags & VK_MEMORY_PROPERTY_HOST_CACHED_BIT)))
+			best = (int)i;
+	}
+	return best;
+}
+
+int gpu_memory_init(struct gpu_device *g, bool host_mapped, uint64_t block_size)
+{
+	struct gpu_memory *m = &g->mem;
+	const VkMemoryPropertyFlags coherent = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+					       VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+	uint32_t bits = buffer_type_bits(g, BUFFER_USAGE);
+	int t = pick_tensor_type(g, bits);
+	int s = pick_staging_type(g, buffer_type_bits(g, VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+							 VK_BUFFER_USAGE_TRANSFER_DST_BIT));
+
+	memset(m, 0, sizeof(*m));
+	if (t < 0 || s < 0)
+		return -ENODEV;
+	m->type_index = (uint32_t)t;
+	m->heap_index = g->mem_props.memoryTypes[t].heapIndex;
+	m->heap_size = g->mem_props.memoryHeaps[m->heap_index].size;
+	m->staging_type = (uint32_t)s;
+	m->host_mapped = host_mapped &&
+			 (g->mem_props.memoryTypes[t].propertyFlags & coherent) == coherent;
+	m->align = 256;
+	if (g->props.limits.minStorageBufferOffsetAlignment > m->align)
+		m->align = g->props.limits.minStorageBufferOffsetAlignment;
+	if (g->props.limits.nonCoherentAtomSize > m->align)
+		m->align = g->props.limits.nonCoherentAtomSize;
+	m->max_allocation = g->desc.max_allocation_size ? g->desc.max_allocation_size : m->heap_size;
+	m->max_allocation &= ~(m->align - 1);
+	m->block_size = block_size ? block_size : DEFAULT_BLOCK_SIZE;
+	if (m->block_size > m->max_allocation)
+		m->block_size = m->max_allocation;
+	if (m->block_size > m->heap_size / 4)
+		m->block_size = round_up(m->heap_size / 4, m->align);
+	log_info("tensor memory: type %d (heap %u, %llu MiB), %s, blocks of %llu MiB",
+		 t, m->heap_index, (unsigned long long)(m->heap_size >> 20),
+		 m->host_mapped ? "mapped by the host" : "reached through staging",
+		 (unsigned long long)(m->block_size >> 20));
+	return 0;
+}
+
+static void block_destroy(struct gpu_device *g, struct gpu_block *b)
+{
+	if (b->map)
+		vkUnmapMemory(g->dev, b->memory);
+	if (b->buffer)
+		vkDestroyBuffer(g->dev, b->buffer, NULL);
+	if (b->memory) {
+		vkFreeMemory(g->dev, b->memory, NULL);
+		g->mem.reserved -= b->size;
+	}
+	range_alloc_fini(&b->ranges);
+	free(b);
+}
+
+/* A VkBuffer of `size` bytes bound to fresh memory of type `type`. */
+static int create_bound_buffer(struct gpu_device *g, uint64_t size, VkBufferUsageFlags usage,
+			       uint32_t type, VkBuffer *ret_buffer, VkDeviceMemory *ret_memory)
+{
+	VkBufferCreateInfo bci = {
+		.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+		.size = size,
+		.usage = usage,
+		.sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+	};
+	VkMemoryAllocateInfo mai = { .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO };
+	VkMemoryRequirements req;
+	VkBuffer buffer;
+	VkDeviceMemory memory;
+	VkResult vr;
+
+	vr = vkCreateBuffer(g->dev, &bci, NULL, &buffer);
+	if (vr != VK_SUCCESS)
+		return gpu_result_errno(g, vr);
+	vkGetBufferMemoryRequirements(g->dev, buffer, &req);
+	if (!(req.memoryTypeBits & (1u << type)) || req.size > g->mem.max_allocation + g->mem.align) {
+		vkDestroyBuffer(g->dev, buffer, NULL);
+		return -ENOMEM;
+	}
+	mai.allocationSize = req.size;
+	mai.memoryTypeIndex = type;
+	vr = vkAllocateMemory(g->dev, &mai, NULL, &memory);
+	if (vr != VK_SUCCESS) {
+		vkDestroyBuffer(g->dev, buffer, NULL);
+		return gpu_result_errno(g, vr);
+	}
+	vr = vkBindBufferMemory(g->dev, buffer, memory, 0);
+	if (vr != VK_SUCCESS) {
+		vkDestroyBuffer(g->dev, buffer, NULL);
+		vkFreeMemory(g->dev, memory, NULL);
+		return gpu_result_errno(g, vr);
+	}
+	*ret_buffer = buffer;
+	*ret_memory = memory;
+	return 0;
+}
+
+static int block_create(struct gpu_device *g, uint64_t size, bool dedicated,
+			struct gpu_block **ret)
+{
+	struct gpu_block *b = calloc(1, sizeof(*b));
+	int r;
+
+	if (!b)
+		return -ENOMEM;
+	/* Drivers such as lavapipe allocate past their heap; stay inside it. */
+	if (g->mem.reserved + size > g->mem.heap_size) {
+		free(b);
+		return -ENOMEM;
+	}
+	if (range_alloc_init(&b->ranges, size) < 0) {
+		free(b);
+		return -ENOMEM;
+	}
+	r = create_bound_buffer(g, size, BUFFER_USAGE, g->mem.type_index, &b->buffer, &b->memory);
+	if (r < 0) {
+		range_alloc_fini(&b->ranges);
+		free(b);
+		return r;
+	}
+	b->size = size;
+	b->dedicated = dedicated;
+	g->mem.reserved += size;
+	if (g->mem.host_mapped &&
+	    vkMapMemory(g->dev, b->memory, 0, VK_WHOLE_SIZE, 0, &b->map) != VK_SUCCESS) {
+		b->map = NULL;
+		block_destroy(g, b);
+		return -ENOMEM;
+	}
+	b->next = g->mem.blocks;
+	g->mem.blocks = b;
+	*ret = b;
+	return 0;
+}
+
+/* Blocks start small and double with use, up to block_size, so a daemon
+ * holding a few small tensors does not pin a large block. */
+static uint64_t next_block_size(const struct gpu_memory *m, uint64_t reserved)
+{
+	uint64_t shared = 0, size = MIN_BLOCK_SIZE;
+
+	for (const struct gpu_block *b = m->blocks; b; b = b->next)
+		if (!b->dedicated)
+			shared += b->size;
+	while (size < shared || size < 2 * reserved)
+		size *= 2;
+	if (size > m->block_size)
+		size = m->block_size;
+	return round_up(size, m->align);
+}
+
+int gpu_memory_alloc(struct gpu_device *g, uint64_t size, struct gpu_alloc *ret)
+{
+	struct gpu_memory *m = &g->mem;
+	struct gpu_block *b;
+	uint64_t reserved, offset;
+	int r;
+
+	if (size == 0) {
+		*ret = (struct gpu_alloc){ 0 };
+		return 0;
+	}
+	if (size > m->max_allocation)
+		return -EFBIG;
+	reserved = round_up(size, m->align);
+	if (reserved > m->block_size / 2) {
+		r = block_create(g, reserved, true, &b);
+		if (r < 0)
+			return r;
+		if (range_alloc_take(&b->ranges, reserved, m->align, &offset) < 0)
+			return -ENOMEM; /* cannot happen: the block is empty and exactly this big */
+		goto done;
+	}
+	for (b = m->blocks; b; b = b->next)
+		if (!b->dedicated && range_alloc_take(&b->ranges, reserved, m->align, &offset) == 0)
+			goto done;
+	r = block_create(g, next_block_size(m, reserved), false, &b);
+	if (r < 0)
+		return r;
+	r = range_alloc_take(&b->ranges, reserved, m->align, &offset);
+	if (r < 0)
+		return r;
+done:
+	m->used += size;
+	*ret = (struct gpu_alloc){ .block = b, .offset = offset, .size = size, .reserved = reserved };
+	return 0;
+}
+
+void gpu_memory_free(struct gpu_device *g, struct gpu_alloc *a)
+{
+	struct gpu_block *b = a->block, **pp;
+
+	if (!b)
+		return;
+	range_alloc_give(&b->ranges, a->offset, a->reserved);
+	g->mem.used -= a->size;
+	*a = (struct gpu_alloc){ 0 };
+	if (!range_alloc_empty(&b->ranges))
+		return;
+	for (pp = &g->mem.blocks; *pp; pp = &(*pp)->next) {
+		if (*pp == b) {
+			*pp = b->next;
+			break;
+		}
+	}
+	block_destroy(g, b);
+}
+
+int gpu_memory_staging(struct gpu_device *g)
+{
+	struct gpu_memory *m = &g->mem;
+	int r;
+
+	if (m->staging_map)
+		return 0;
+	r = create_bound_buffer(g, STAGING_SIZE,
+				VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+				m->staging_type, &m->staging_buffer, &m->staging_memory);
+	if (r < 0)
+		return r;
+	if (vkMapMemory(g->dev, m->staging_memory, 0, VK_WHOLE_SIZE, 0, &m->staging_map) != VK_SUCCESS) {
+		vkDestroyBuffer(g->dev, m->staging_buffer, NULL);
+		vkFreeMemory(g->dev, m->staging_memory, NULL);
+		m->staging_buffer = VK_NULL_HANDLE;
+		m->staging_memory = VK_NULL_HANDLE;
+		m->staging_map = NULL;
+		return -ENOMEM;
+	}
+	m->staging_size = STAGING_SIZE;
+	return 0;
+}
+
+void gpu_memory_fini(struct gpu_device *g)
+{
+	struct gpu_memory *m = &g->mem;
+
+	while (m->blocks) {
+		struct gpu_block *b = m->blocks;
+
+		m->blocks = b->next;
+		block_destroy(g, b);
+	}
+	if (m->staging_map)
+		vkUnmapMemory(g->dev, m->staging_memory);
+	if (m->staging_buffer)
+		vkDestroyBuffer(g->dev, m->staging_buffer, NULL);
+	if (m->staging_memory)
+		vkFreeMemory(g->dev, m->staging_memory, NULL);
+	m->staging_map = NULL;
+}

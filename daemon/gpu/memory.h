@@ -1,0 +1,70 @@
+/* Device memory for tensors: large VkDeviceMemory blocks, each with one
+ * VkBuffer over all of it, carved into tensor-sized ranges by a free-list
+ * allocator. A tensor larger than half a block gets a dedicated block of its
+ * own. Shared blocks start at 16 MiB and double as use grows, up to the block
+ * size; blocks are given back to Vulkan when they empty out. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <vulkan/vulkan.h>
+
+#include "range_alloc.h"
+
+struct gpu_device;
+
+struct gpu_block {
+	VkDeviceMemory memory;
+	VkBuffer buffer;        /* covers the whole block */
+	void *map;              /* host pointer when mapped directly, else NULL */
+	uint64_t size;
+	bool dedicated;         /* holds exactly one allocation */
+	struct range_alloc ranges;
+	struct gpu_block *next;
+};
+
+/* A range of device memory: what a tensor's bytes occupy. A zero-size range
+ * has no block. */
+struct gpu_alloc {
+	struct gpu_block *block;
+	uint64_t offset;
+	uint64_t size;          /* the bytes asked for */
+	uint64_t reserved;      /* the bytes taken from the block (aligned) */
+};
+
+struct gpu_memory {
+	uint32_t type_index;    /* memory type for tensors */
+	uint32_t heap_index;
+	bool host_mapped;       /* tensor memory is mapped: put/get copy directly */
+	uint32_t staging_type;  /* host-visible coherent type for staging */
+	uint64_t align;         /* offset alignment inside blocks */
+	uint64_t block_size;
+	uint64_t max_allocation; /* largest single VkDeviceMemory */
+	uint64_t heap_size;
+	uint64_t used;          /* bytes of tensor data */
+	uint64_t reserved;      /* bytes of VkDeviceMemory held */
+	struct gpu_block *blocks;
+	/* staging buffer for devices whose tensor memory the host cannot map */
+	VkBuffer staging_buffer;
+	VkDeviceMemory staging_memory;
+	void *staging_map;
+	uint64_t staging_size;
+};
+
+/* Choose memory types and sizes for `g` (called by gpu_device_open).
+ * `host_mapped` allows mapping tensor memory directly; `block_size` 0 picks a
+ * default. Returns 0 or -ENODEV when the device has no suitable memory. */
+int gpu_memory_init(struct gpu_device *g, bool host_mapped, uint64_t block_size);
+
+/* Release every block and the staging buffer. */
+void gpu_memory_fini(struct gpu_device *g);
+
+/* Allocate `size` bytes of tensor memory. Returns 0, -EFBIG when `size` is over
+ * the device's largest allocation, or -ENOMEM when device memory runs out. */
+int gpu_memory_alloc(struct gpu_device *g, uint64_t size, struct gpu_alloc *ret);
+
+/* Free what gpu_memory_alloc gave; a zero-size or already freed alloc is ignored. */
+void gpu_memory_free(struct gpu_device *g, struct gpu_alloc *a);
+
+/* Get the staging buffer, creating it on first use. Returns 0 or -ENOMEM. */
+int gpu_memory_staging(struct gpu_device *g);

@@ -1,0 +1,17 @@
+/* Moving tensor bytes between host memory and device memory. */
+#pragma once
+
+#include <stdint.h>
+
+#include "memory.h"
+
+struct gpu_device;
+
+/* Copy `a->size` bytes from `src` into the device range `a`. Direct when the
+ * memory is mapped, otherwise through the staging buffer in chunks, with the
+ * host copy of one chunk overlapping the device copy of the previous one.
+ * Returns 0, -ENOMEM, -EIO, or -ENODEV when the device is lost. */
+int gpu_upload(struct gpu_device *g, const struct gpu_alloc *a, const void *src);
+
+/* Copy `a->size` bytes of the device range `a` into `dst`. Same returns. */
+int gpu_download(struct gpu_device *g, const struct gpu_alloc *a, void *dst);

@@ -1,0 +1,44 @@
+/* The event loop: epoll over file descriptors, each with a callback. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct loop;
+
+/* Called with the epoll events that fired for a source. */
+typedef void (*loop_fn)(void *data, uint32_t events);
+
+/* One watched descriptor. The owner keeps it alive while it is registered. */
+struct loop_source {
+	int fd;
+	loop_fn fn;
+	void *data;
+	uint32_t events;        /* the interest currently registered */
+};
+
+/* A new loop; NULL on failure (errno set). */
+struct loop *loop_new(void);
+
+/* Free the loop; sources must have been removed. NULL is accepted. */
+void loop_free(struct loop *l);
+
+/* Watch src->fd for `events` (EPOLLIN, EPOLLOUT...). Returns 0 or -errno. */
+int loop_add(struct loop *l, struct loop_source *src, uint32_t events);
+
+/* Change the watched events (no system call when unchanged). Returns 0 or -errno. */
+int loop_modify(struct loop *l, struct loop_source *src, uint32_t events);
+
+/* Stop watching src->fd (before closing it). */
+void loop_remove(struct loop *l, struct loop_source *src);
+
+/* Run `after` once after each batch of events: the place to free what the
+ * callbacks of the batch retired, since later events of the same batch may
+ * still point at it. */
+void loop_set_after(struct loop *l, void (*after)(void *data), void *data);
+
+/* Dispatch events until loop_quit(). Returns 0 or -errno on an epoll failure. */
+int loop_run(struct loop *l);
+
+/* Make loop_run() return after the current batch. */
+void loop_quit(struct loop *l);

@@ -1,0 +1,101 @@
+/* ping and info. */
+#include <errno.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "handlers.h"
+#include "wire_limits.h"
+#include "pack.h"
+#include "params.h"
+#include "rpc.h"
+#include "server.h"
+#include "status.h"
+#include "store.h"
+
+int method_ping(struct request *req)
+{
+	msgpack_packer *pk = req->pk;
+
+	if (params_parse(req, NULL, 0) < 0)
+		return -1;
+	if (tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 3) ||
+	    tdp_pack_cstr(pk, "pong") || msgpack_pack_true(pk) ||
+	    tdp_pack_cstr(pk, "version") || tdp_pack_cstr(pk, TENSORD_VERSION) ||
+	    tdp_pack_cstr(pk, "protocol") || msgpack_pack_int(pk, TDP_PROTOCOL_VERSION))
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	return 0;
+}
+
+static int kv_u64(msgpack_packer *pk, const char *key, uint64_t v)
+{
+	return tdp_pack_cstr(pk, key) || msgpack_pack_uint64(pk, v);
+}
+
+static int kv_str(msgpack_packer *pk, const char *key, const char *v)
+{
+	return tdp_pack_cstr(pk, key) || tdp_pack_cstr(pk, v);
+}
+
+static int write_device(msgpack_packer *pk, const struct daemon *d, const struct gpu_device_desc *dev)
+{
+	bool active = d->gpu && d->gpu->desc.index == dev->index;
+	uint64_t used = active ? d->gpu->mem.used : 0;
+	uint64_t reserved = active ? d->gpu->mem.reserved : 0;
+
+	return msgpack_pack_map(pk, 13) ||
+	       kv_u64(pk, "index", dev->index) ||
+	       kv_str(pk, "name", dev->name) ||
+	       kv_str(pk, "type", dev->type) ||
+	       kv_str(pk, "driver", dev->driver) ||
+	       kv_u64(pk, "vendor_id", dev->vendor_id) ||
+	       kv_u64(pk, "device_id", dev->device_id) ||
+	       kv_str(pk, "api_version", dev->api_version) ||
+	       tdp_pack_cstr(pk, "active") || (active ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) ||
+	       kv_u64(pk, "memory_total", dev->heap_size) ||
+	       kv_u64(pk, "memory_used", used) ||
+	       kv_u64(pk, "memory_reserved", reserved) ||
+	       kv_u64(pk, "max_storage_buffer_range", dev->max_storage_buffer_range) ||
+	       kv_u64(pk, "max_allocation_size", dev->max_allocation_size);
+}
+
+static int write_limits(msgpack_packer *pk, const struct config *c)
+{
+	return msgpack_pack_map(pk, 8) ||
+	       kv_u64(pk, "max_message_bytes", c->max_message_bytes) ||
+	       kv_u64(pk, "max_tensor_bytes", c->max_tensor_bytes) ||
+	       kv_u64(pk, "max_depth", TDP_MAX_DEPTH) ||
+	       kv_u64(pk, "max_objects", TDP_MAX_OBJECTS) ||
+	       kv_u64(pk, "max_name_len", TDP_MAX_NAME_LEN) ||
+	       kv_u64(pk, "max_rank", TDP_MAX_RANK) ||
+	       kv_u64(pk, "max_tensors", c->max_tensors) ||
+	       kv_u64(pk, "max_connections", c->max_connections);
+}
+
+int method_info(struct request *req)
+{
+	struct daemon *d = req->d;
+	msgpack_packer *pk = req->pk;
+	uint64_t count, bytes;
+	int fail;
+
+	if (params_parse(req, NULL, 0) < 0)
+		return -1;
+	store_totals(d->store, &count, &bytes);
+	fail = tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 8) ||
+	       kv_str(pk, "version", TENSORD_VERSION) ||
+	       kv_u64(pk, "protocol", TDP_PROTOCOL_VERSION) ||
+	       kv_u64(pk, "pid", (uint64_t)getpid()) ||
+	       tdp_pack_cstr(pk, "uptime") ||
+	       msgpack_pack_double(pk, (double)(daemon_now_ns(CLOCK_MONOTONIC) - d->start_ns) / 1e9) ||
+	       tdp_pack_cstr(pk, "devices") || msgpack_pack_array(pk, d->ndevices);
+	for (uint32_t i = 0; !fail && i < d->ndevices; i++)
+		fail = write_device(pk, d, &d->devices[i]);
+	fail = fail || tdp_pack_cstr(pk, "tensors") || msgpack_pack_map(pk, 2) ||
+	       kv_u64(pk, "count", count) || kv_u64(pk, "bytes", bytes) ||
+	       kv_u64(pk, "connections", server_connection_count(d->server)) ||
+	       tdp_pack_cstr(pk, "limits") || write_limits(pk, &d->cfg);
+	if (fail)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	return 0;
+}

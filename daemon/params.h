@@ -1,0 +1,34 @@
+/* Checking a request's named arguments against what a method accepts. */
+#pragma once
+
+#include <msgpack.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct request;
+
+enum param_type {
+	PARAM_STR,
+	PARAM_UINT,
+	PARAM_BOOL,
+	PARAM_ARRAY,
+	PARAM_BIN,
+	PARAM_MAP,
+};
+
+struct param {
+	const char *key;
+	enum param_type type;
+	bool required;
+	const msgpack_object *value;    /* filled in: NULL when absent */
+};
+
+/* Match the request's params map against `spec` (n entries): every key must
+ * be known and appear once with the right type, every required key must be
+ * there. Fills spec[i].value. Returns 0 or request_fail(INVALID_ARGUMENT). */
+int params_parse(struct request *req, struct param *spec, size_t n);
+
+/* Read a tensor-name argument into `dst` (TDP_MAX_NAME_LEN + 1 bytes). Returns
+ * its length, or request_fail(INVALID_ARGUMENT) when it is no valid name. */
+int params_name(struct request *req, const msgpack_object *o, char *dst);

@@ -1,0 +1,210 @@
+#include "server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "daemon.h"
+#include "log.h"
+#include "loop.h"
+#include "methods.h"
+#include "rpc.h"
+#include "status.h"
+
+struct server {
+	struct daemon *d;
+	struct loop_source listener;
+	char *unlink_path;
+	struct conn *conns;
+	uint64_t nconns;
+	bool accept_paused;     /* out of descriptors: wait for a connection to close */
+};
+
+static int fill_addr(const char *path, struct sockaddr_un *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sa->sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa->sun_path, path, strlen(path));
+	return 0;
+}
+
+/* Is someone accepting on `sa`? */
+static bool socket_alive(const struct sockaddr_un *sa)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool alive;
+
+	if (fd < 0)
+		return false;
+	alive = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 || errno != ECONNREFUSED;
+	close(fd);
+	return alive;
+}
+
+int server_listen_path(const char *path, int *ret_fd)
+{
+	struct sockaddr_un sa;
+	int fd, r;
+
+	r = fill_addr(path, &sa);
+	if (r < 0)
+		return r;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		r = -errno;
+		if (r != -EADDRINUSE || socket_alive(&sa))
+			goto fail;
+		/* A stale file from a daemon that died: take its place. */
+		unlink(path);
+		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			r = -errno;
+			goto fail;
+		}
+	}
+	if (listen(fd, SOMAXCONN) < 0) {
+		r = -errno;
+		unlink(path);
+		goto fail;
+	}
+	*ret_fd = fd;
+	return 0;
+fail:
+	close(fd);
+	return r;
+}
+
+static void refuse(int fd, const char *why)
+{
+	struct tdp_buf b = { 0 };
+	msgpack_packer pk;
+
+	msgpack_packer_init(&pk, &b, tdp_buf_msgpack_write);
+	if (tdp_write_error_notification(&pk, TDP_NOTIFY_PROTOCOL_ERROR, TDP_UNAVAILABLE, why) == 0)
+		(void)!send(fd, tdp_buf_head(&b), tdp_buf_len(&b), MSG_NOSIGNAL | MSG_DONTWAIT);
+	tdp_buf_free(&b);
+	close(fd);
+}
+
+static void on_listener(void *data, uint32_t events)
+{
+	struct server *s = data;
+
+	for (;;) {
+		int fd = accept4(s->listener.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct conn *c;
+
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+				log_warning("cannot accept: %s; waiting for a connection to close",
+					    strerror(errno));
+				s->accept_paused = true;
+				loop_modify(s->d->loop, &s->listener, 0);
+			}
+			return;
+		}
+		if (s->nconns >= s->d->cfg.max_connections) {
+			log_warning("refusing a connection: %llu clients connected (max_connections)",
+				    (unsigned long long)s->nconns);
+			refuse(fd, "too many connections");
+			continue;
+		}
+		c = conn_new(s->d, fd);
+		if (!c) {
+			log_error("cannot set up a connection");
+			continue;
+		}
+		log_debug("connection from pid %d uid %d", (int)c->pid, (int)c->uid);
+		c->next = s->conns;
+		s->conns = c;
+		s->nconns++;
+	}
+}
+
+/* After each batch: free the connections that closed during it. */
+static void reap(void *data)
+{
+	struct server *s = data;
+	struct conn **pp = &s->conns;
+	bool freed = false;
+
+	while (*pp) {
+		struct conn *c = *pp;
+
+		if (c->dead) {
+			*pp = c->next;
+			conn_free(c);
+			s->nconns--;
+			freed = true;
+		} else {
+			pp = &c->next;
+		}
+	}
+	if (freed && s->accept_paused) {
+		s->accept_paused = false;
+		loop_modify(s->d->loop, &s->listener, EPOLLIN);
+	}
+}
+
+struct server *server_new(struct daemon *d, int listen_fd, const char *unlink_path)
+{
+	struct server *s = calloc(1, sizeof(*s));
+	int flags;
+
+	if (!s)
+		return NULL;
+	s->d = d;
+	flags = fcntl(listen_fd, F_GETFL);
+	if (flags >= 0)
+		fcntl(listen_fd, F_SETFL, flags | O_NONBLOCK);
+	fcntl(listen_fd, F_SETFD, FD_CLOEXEC);
+	s->listener = (struct loop_source){ .fd = listen_fd, .fn = on_listener, .data = s };
+	if (unlink_path && !(s->unlink_path = strdup(unlink_path))) {
+		free(s);
+		return NULL;
+	}
+	if (loop_add(d->loop, &s->listener, EPOLLIN) < 0) {
+		free(s->unlink_path);
+		free(s);
+		return NULL;
+	}
+	loop_set_after(d->loop, reap, s);
+	return s;
+}
+
+void server_free(struct server *s)
+{
+	if (!s)
+		return;
+	while (s->conns) {
+		struct conn *c = s->conns;
+
+		s->conns = c->next;
+		conn_free(c);
+	}
+	loop_set_after(s->d->loop, NULL, NULL);
+	loop_remove(s->d->loop, &s->listener);
+	close(s->listener.fd);
+	if (s->unlink_path) {
+		unlink(s->unlink_path);
+		free(s->unlink_path);
+	}
+	free(s);
+}
+
+uint64_t server_connection_count(const struct server *s)
+{
+	return s->nconns;
+}

@@ -1,0 +1,24 @@
+/* The listening socket and the set of client connections. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct daemon;
+struct server;
+
+/* Create, bind and listen on a Unix stream socket at `path`, non-blocking and
+ * close-on-exec. A stale socket file nobody listens on is replaced; a live one
+ * is not (-EADDRINUSE). Returns 0 or -errno. */
+int server_listen_path(const char *path, int *ret_fd);
+
+/* Serve connections arriving on `listen_fd` (taken over; made non-blocking).
+ * `unlink_path` names a socket file to remove on shutdown, or is NULL.
+ * NULL on ENOMEM or when the loop refuses the descriptor. */
+struct server *server_new(struct daemon *d, int listen_fd, const char *unlink_path);
+
+/* Close every connection and the listening socket; NULL is accepted. */
+void server_free(struct server *s);
+
+/* Clients connected now. */
+uint64_t server_connection_count(const struct server *s);
