@@ -9,7 +9,9 @@ int tdp_buf_reserve(struct tdp_buf *b, size_t n)
 	size_t len = tdp_buf_len(b), want, cap;
 	uint8_t *p;
 
-	if (b->cap - b->end >= n)
+	/* Always leave storage behind, so that extend() can hand out a valid
+	 * pointer even for zero bytes. */
+	if (b->data && b->cap - b->end >= n)
 		return 0;
 	if (b->start > 0 && b->cap - len >= n) {
 		memmove(b->data, b->data + b->start, len);

@@ -26,7 +26,8 @@ static inline uint8_t *tdp_buf_head(const struct tdp_buf *b)
 
 /* Make room for at least `n` more bytes after `end`, growing geometrically but
  * never past `start + len + n` rounded up to a power of two. Moves unconsumed
- * bytes to the front when that frees enough room. Returns 0 or -ENOMEM. */
+ * bytes to the front when that frees enough room. Afterwards the buffer always
+ * has storage, even for n == 0. Returns 0 or -ENOMEM. */
 int tdp_buf_reserve(struct tdp_buf *b, size_t n);
 
 /* Append `n` bytes. Returns 0 or -ENOMEM. */
