@@ -123,6 +123,13 @@ TENSORD_EXPORT int tensord_get(struct tensord *td, const char *name,
 			       struct tensord_tensor_info *ret_info, void **ret_data,
 			       size_t *ret_len);
 
+/* `tensor.get` into the caller's buffer `buf` of `cap` bytes: no allocation
+ * per call, the fast path for repeated reads. -ENOBUFS (nothing written) when
+ * the tensor is larger than `cap`; tensord_stat() tells its size. */
+TENSORD_EXPORT int tensord_get_into(struct tensord *td, const char *name,
+				    struct tensord_tensor_info *ret_info, void *buf, size_t cap,
+				    size_t *ret_len);
+
 /* `tensor.stat`. */
 TENSORD_EXPORT int tensord_stat(struct tensord *td, const char *name,
 				struct tensord_tensor_info *ret_info);

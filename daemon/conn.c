@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "daemon.h"
@@ -21,8 +22,11 @@
  * cannot starve the others. */
 #define READ_BUDGET ((size_t)16 << 20)
 #define READ_CHUNK ((size_t)64 << 10)
-/* Buffers larger than this are given back to the system once empty. */
+/* Buffers larger than this are given back to the system once the connection
+ * has been idle for IDLE_TRIM_NS: a client moving big tensors keeps its
+ * buffers (fresh pages cost a fault each), an idle one does not hold memory. */
 #define KEEP_BUFFER ((size_t)1 << 20)
+#define IDLE_TRIM_NS ((int64_t)2000000000)
 
 static void conn_event(void *data, uint32_t events);
 
@@ -45,6 +49,7 @@ struct conn *conn_new(struct daemon *d, int fd)
 		c->pid = cred.pid;
 	}
 	tdp_scanner_reset(&c->scan);
+	c->last_active_ns = daemon_now_ns(CLOCK_MONOTONIC);
 	if (loop_add(d->loop, &c->src, EPOLLIN | EPOLLRDHUP) < 0) {
 		close(fd);
 		free(c);
@@ -142,11 +147,13 @@ static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 		};
 
 		r = request_dispatch(&req, m.method, m.method_len);
-	} else if (m.type == TDP_MSG_RESPONSE) {
-		r = tdp_write_error_notification(&pk, TDP_NOTIFY_PROTOCOL_ERROR, TDP_PROTOCOL,
-						 "clients send requests, not responses");
+	} else {
+		/* tensord defines no client notifications, and clients answer no
+		 * requests: the peer is not speaking this protocol. */
+		stream_error(c, TDP_PROTOCOL, m.type == TDP_MSG_RESPONSE ?
+			     "clients send requests, not responses" :
+			     "clients send requests, not notifications");
 	}
-	/* Notifications from clients need no answer and none is defined: ignored. */
 	msgpack_unpacked_destroy(&u);
 	return r;
 }
@@ -181,8 +188,6 @@ static bool process(struct conn *c)
 		tdp_buf_consume(&c->in, c->scan.pos);
 		tdp_scanner_reset(&c->scan);
 	}
-	if (tdp_buf_len(&c->in) == 0)
-		tdp_buf_shrink(&c->in, KEEP_BUFFER);
 	return stalled;
 }
 
@@ -242,7 +247,6 @@ static int flush_output(struct conn *c)
 			return 0;
 		return k < 0 ? -errno : -EPIPE;
 	}
-	tdp_buf_shrink(&c->out, KEEP_BUFFER);
 	return 0;
 }
 
@@ -255,6 +259,7 @@ static void conn_event(void *data, uint32_t events)
 
 	if (c->dead)
 		return;
+	c->last_active_ns = daemon_now_ns(CLOCK_MONOTONIC);
 	if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) && !c->peer_closed && !c->closing) {
 		r = read_input(c);
 		if (r < 0) {
@@ -285,4 +290,12 @@ static void conn_event(void *data, uint32_t events)
 		want |= EPOLLOUT;
 	if (loop_modify(c->d->loop, &c->src, want) < 0)
 		conn_close(c);
+}
+
+void conn_trim_idle(struct conn *c, int64_t now_ns)
+{
+	if (c->dead || now_ns - c->last_active_ns < IDLE_TRIM_NS)
+		return;
+	tdp_buf_shrink(&c->in, KEEP_BUFFER);
+	tdp_buf_shrink(&c->out, KEEP_BUFFER);
 }

@@ -24,6 +24,7 @@ struct conn {
 	bool peer_closed;       /* read() saw EOF: answer what is buffered, then close */
 	bool closing;           /* close once the output is flushed */
 	bool dead;              /* closed; freed after the current event batch */
+	int64_t last_active_ns; /* CLOCK_MONOTONIC of the last event */
 	struct conn *next;
 };
 
@@ -34,6 +35,10 @@ struct conn *conn_new(struct daemon *d, int fd);
 /* Close the socket now; the memory stays until conn_free() so that pending
  * events of the same batch can still look at `dead`. */
 void conn_close(struct conn *c);
+
+/* Give large, empty buffers back to the system if the connection has been
+ * idle a while (called periodically with the CLOCK_MONOTONIC time). */
+void conn_trim_idle(struct conn *c, int64_t now_ns);
 
 /* Free a closed connection. */
 void conn_free(struct conn *c);

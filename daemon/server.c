@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -21,6 +23,7 @@
 struct server {
 	struct daemon *d;
 	struct loop_source listener;
+	struct loop_source trim_timer;  /* once a second: trim idle connections */
 	char *unlink_path;
 	struct conn *conns;
 	uint64_t nconns;
@@ -158,6 +161,35 @@ static void reap(void *data)
 	}
 }
 
+static void on_trim_timer(void *data, uint32_t events)
+{
+	struct server *s = data;
+	int64_t now = daemon_now_ns(CLOCK_MONOTONIC);
+	uint64_t ticks;
+
+	if (read(s->trim_timer.fd, &ticks, sizeof(ticks)) < 0)
+		return;
+	for (struct conn *c = s->conns; c; c = c->next)
+		conn_trim_idle(c, now);
+}
+
+static int start_trim_timer(struct server *s)
+{
+	struct itimerspec its = { .it_interval.tv_sec = 1, .it_value.tv_sec = 1 };
+	int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	timerfd_settime(fd, 0, &its, NULL);
+	s->trim_timer = (struct loop_source){ .fd = fd, .fn = on_trim_timer, .data = s };
+	if (loop_add(s->d->loop, &s->trim_timer, EPOLLIN) < 0) {
+		close(fd);
+		s->trim_timer.fd = -1;
+		return -EIO;
+	}
+	return 0;
+}
+
 struct server *server_new(struct daemon *d, int listen_fd, const char *unlink_path)
 {
 	struct server *s = calloc(1, sizeof(*s));
@@ -166,6 +198,7 @@ struct server *server_new(struct daemon *d, int listen_fd, const char *unlink_pa
 	if (!s)
 		return NULL;
 	s->d = d;
+	s->trim_timer.fd = -1;
 	flags = fcntl(listen_fd, F_GETFL);
 	if (flags >= 0)
 		fcntl(listen_fd, F_SETFL, flags | O_NONBLOCK);
@@ -180,6 +213,8 @@ struct server *server_new(struct daemon *d, int listen_fd, const char *unlink_pa
 		free(s);
 		return NULL;
 	}
+	if (start_trim_timer(s) < 0)
+		log_warning("cannot start the idle-buffer timer; buffers stay until connections close");
 	loop_set_after(d->loop, reap, s);
 	return s;
 }
@@ -196,6 +231,10 @@ void server_free(struct server *s)
 	}
 	loop_set_after(s->d->loop, NULL, NULL);
 	loop_remove(s->d->loop, &s->listener);
+	if (s->trim_timer.fd >= 0) {
+		loop_remove(s->d->loop, &s->trim_timer);
+		close(s->trim_timer.fd);
+	}
 	close(s->listener.fd);
 	if (s->unlink_path) {
 		unlink(s->unlink_path);

@@ -1,0 +1,372 @@
+/* libtensord transport: the socket, request writing, reply framing, errors. */
+#include "connection.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "wire_limits.h"
+#include "methods.h"
+#include "pack.h"
+#include "rpc.h"
+#include "scan.h"
+#include "status.h"
+
+#define DEFAULT_SOCKET "/run/tensord/tensord.sock"
+/* Read at least this much at a time; a reply's declared size raises it. */
+#define READ_CHUNK ((size_t)64 << 10)
+/* Buffers are kept between calls (fresh pages cost a fault each, which
+ * dominates repeated large transfers) unless they grew past this. */
+#define KEEP_BUFFER ((size_t)256 << 20)
+/* A reply payload at least this big is handed over in place, not copied. */
+#define HANDOVER_MIN ((size_t)1 << 20)
+
+static void set_message(struct tensord *td, const char *fmt, va_list ap)
+{
+	vsnprintf(td->error, sizeof(td->error), fmt, ap);
+}
+
+int td_fail(struct tensord *td, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	/* A dead handle keeps reporting what killed it. */
+	if (td->broken)
+		return td->broken;
+	va_start(ap, fmt);
+	set_message(td, fmt, ap);
+	va_end(ap);
+	td->remote_code = 0;
+	return err;
+}
+
+/* The stream can no longer be trusted: close the socket and make every later
+ * call fail with `err` and the message already recorded. */
+static int mark_broken(struct tensord *td, int err)
+{
+	td->remote_code = 0;
+	td->broken = err;
+	if (td->fd >= 0) {
+		close(td->fd);
+		td->fd = -1;
+	}
+	return err;
+}
+
+int tensord_connect(const char *path, struct tensord **ret)
+{
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	struct tensord *td;
+	size_t len;
+	int r;
+
+	if (!ret)
+		return -EINVAL;
+	if (!path) {
+		path = getenv("TENSORD_SOCKET");
+		if (!path || !*path)
+			path = DEFAULT_SOCKET;
+	}
+	len = strlen(path);
+	if (len == 0)
+		return -EINVAL;
+	if (len >= sizeof(addr.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(addr.sun_path, path, len + 1);
+
+	td = calloc(1, sizeof(*td));
+	if (!td)
+		return -ENOMEM;
+	td->next_msgid = 1;
+	msgpack_packer_init(&td->pk, &td->out, tdp_buf_msgpack_write);
+	msgpack_unpacked_init(&td->reply);
+	td->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (td->fd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	while (connect(td->fd, (const struct sockaddr *)&addr, sizeof(addr)) < 0) {
+		if (errno == EINTR)
+			continue;
+		r = -errno;
+		goto fail;
+	}
+	*ret = td;
+	return 0;
+
+fail:
+	tensord_free(td);
+	return r;
+}
+
+void tensord_free(struct tensord *td)
+{
+	if (!td)
+		return;
+	if (td->fd >= 0)
+		close(td->fd);
+	msgpack_unpacked_destroy(&td->reply);
+	tdp_buf_free(&td->in);
+	tdp_buf_free(&td->out);
+	free(td);
+}
+
+const char *tensord_last_error(const struct tensord *td)
+{
+	return td ? td->error : "";
+}
+
+int tensord_error_code(const struct tensord *td)
+{
+	return td ? td->remote_code : 0;
+}
+
+int td_request_begin(struct tensord *td, const char *method, msgpack_packer **ret_pk)
+{
+	if (td->broken)
+		return td->broken;
+	td_request_end(td);
+	td->out.start = td->out.end = 0;
+	if (tdp_write_request_head(&td->pk, td->next_msgid, method) < 0)
+		return td_fail(td, -ENOMEM, "out of memory");
+	*ret_pk = &td->pk;
+	return 0;
+}
+
+void td_request_end(struct tensord *td)
+{
+	if (td->have_reply) {
+		tdp_buf_consume(&td->in, td->reply_len);
+		td->have_reply = false;
+		td->reply_len = 0;
+	}
+	msgpack_unpacked_destroy(&td->reply);
+	msgpack_unpacked_init(&td->reply);
+	tdp_buf_shrink(&td->in, KEEP_BUFFER);
+	td->out.start = td->out.end = 0;
+	tdp_buf_shrink(&td->out, KEEP_BUFFER);
+}
+
+void *td_take_reply_bytes(struct tensord *td, const void *p, size_t n)
+{
+	uint8_t *data, *shrunk;
+
+	if (n < HANDOVER_MIN || !td->have_reply || tdp_buf_len(&td->in) != td->reply_len) {
+		data = malloc(n);
+		if (data)
+			memcpy(data, p, n);
+		return data;
+	}
+	data = td->in.data;
+	memmove(data, p, n);
+	td->in.data = NULL;
+	td->in.cap = td->in.start = td->in.end = 0;
+	td->have_reply = false;
+	td->reply_len = 0;
+	td_request_end(td);
+	shrunk = realloc(data, n);
+	return shrunk ? shrunk : data;
+}
+
+/* Write both parts completely; a partial write leaves the stream unusable. */
+static int send_all(struct tensord *td, const void *a, size_t alen, const void *b, size_t blen)
+{
+	struct iovec iov[2] = {
+		{ .iov_base = (void *)a, .iov_len = alen },
+		{ .iov_base = (void *)b, .iov_len = blen },
+	};
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
+
+	while (msg.msg_iovlen > 0) {
+		ssize_t n = sendmsg(td->fd, &msg, MSG_NOSIGNAL);
+		size_t done;
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		done = (size_t)n;
+		while (msg.msg_iovlen > 0 && done >= msg.msg_iov[0].iov_len) {
+			done -= msg.msg_iov[0].iov_len;
+			msg.msg_iov++;
+			msg.msg_iovlen--;
+		}
+		if (msg.msg_iovlen > 0) {
+			msg.msg_iov[0].iov_base = (uint8_t *)msg.msg_iov[0].iov_base + done;
+			msg.msg_iov[0].iov_len -= done;
+		}
+	}
+	return 0;
+}
+
+static const char *scan_error(int r)
+{
+	switch (r) {
+	case -EMSGSIZE: return "reply larger than the message size limit";
+	case -ELOOP: return "reply nested too deeply";
+	case -E2BIG: return "reply holds too many objects";
+	default: return "reply is not msgpack";
+	}
+}
+
+/* Frame one whole message at the head of td->in, reading as needed. Returns
+ * its length, -EAGAIN when `dontwait` and no complete message is there, or a
+ * -errno with the handle not yet marked broken. */
+static ssize_t read_message(struct tensord *td, bool dontwait)
+{
+	struct tdp_scanner s;
+	int r;
+
+	tdp_scanner_reset(&s);
+	for (;;) {
+		size_t len = tdp_buf_len(&td->in), want;
+		ssize_t n;
+
+		r = tdp_scanner_feed(&s, tdp_buf_head(&td->in), len, &tdp_scan_default_limits);
+		if (r == 1)
+			return (ssize_t)s.pos;
+		if (r < 0) {
+			td_fail(td, -EPROTO, "%s", scan_error(r));
+			return -EPROTO;
+		}
+		/* The scanner knows how large the message is at least: reserve all
+		 * of it at once so a large tensor arrives without regrowing. */
+		want = s.need > len ? (size_t)(s.need - len) : 1;
+		if (want < READ_CHUNK)
+			want = READ_CHUNK;
+		if (tdp_buf_reserve(&td->in, want) < 0) {
+			td_fail(td, -ENOMEM, "out of memory for a %llu-byte reply",
+				(unsigned long long)s.need);
+			return -ENOMEM;
+		}
+		n = recv(td->fd, td->in.data + td->in.end, td->in.cap - td->in.end,
+			 dontwait ? MSG_DONTWAIT : 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (dontwait && (errno == EAGAIN || errno == EWOULDBLOCK))
+				return -EAGAIN;
+			r = -errno;
+			td_fail(td, r, "reading from the daemon: %s", strerror(-r));
+			return r;
+		}
+		if (n == 0) {
+			td_fail(td, -ECONNRESET, "the daemon closed the connection");
+			return -ECONNRESET;
+		}
+		td->in.end += (size_t)n;
+	}
+}
+
+/* Copy a notification's or error map's fields into a "NAME: message" text and
+ * return its code (TENSORD_INTERNAL when the map gives none). */
+static int describe_error_map(const msgpack_object *map, char *dst, size_t cap)
+{
+	const msgpack_object *code = tdp_map_find(map, "code");
+	const msgpack_object *name = tdp_map_find(map, "name");
+	const msgpack_object *msg = tdp_map_find(map, "message");
+	const char *name_s = NULL;
+	int64_t c = TDP_INTERNAL;
+	int name_len = 0, msg_len = 0;
+
+	if (!code || tdp_obj_int(code, &c) < 0 || c <= 0 || c > INT32_MAX)
+		c = TDP_INTERNAL;
+	if (name && name->type == MSGPACK_OBJECT_STR) {
+		name_s = name->via.str.ptr;
+		name_len = name->via.str.size > 64 ? 64 : (int)name->via.str.size;
+	} else {
+		name_s = tdp_status_name((int)c);
+		name_len = name_s ? (int)strlen(name_s) : 0;
+	}
+	if (!name_s || name_len == 0) {
+		name_s = "ERROR";
+		name_len = 5;
+	}
+	if (msg && msg->type == MSGPACK_OBJECT_STR)
+		msg_len = msg->via.str.size > TDP_MAX_ERROR_MESSAGE ? TDP_MAX_ERROR_MESSAGE
+								    : (int)msg->via.str.size;
+	if (msg_len > 0)
+		snprintf(dst, cap, "%.*s: %.*s", name_len, name_s, msg_len, msg->via.str.ptr);
+	else
+		snprintf(dst, cap, "%.*s", name_len, name_s);
+	return (int)c;
+}
+
+/* Read messages until the reply to `msgid`, skipping notifications other than
+ * protocol.error. On success td->reply holds it and *ret_msg describes it. */
+static int read_reply(struct tensord *td, uint32_t msgid, bool dontwait, struct tdp_message *ret_msg)
+{
+	char why[128];
+
+	for (;;) {
+		struct tdp_message m;
+		ssize_t len = read_message(td, dontwait);
+
+		if (len < 0)
+			return (int)len;
+		if (tdp_unpack(&td->reply, tdp_buf_head(&td->in), (size_t)len) < 0)
+			return td_fail(td, -EPROTO, "reply could not be decoded");
+		if (tdp_message_parse(&td->reply.data, &m, why, sizeof(why)) < 0)
+			return td_fail(td, -EPROTO, "malformed reply: %s", why);
+		if (m.type == TDP_MSG_NOTIFY) {
+			if (m.method_len == strlen(TDP_NOTIFY_PROTOCOL_ERROR) &&
+			    memcmp(m.method, TDP_NOTIFY_PROTOCOL_ERROR, m.method_len) == 0) {
+				char text[TD_ERROR_MAX - 32];
+
+				describe_error_map(m.params, text, sizeof(text));
+				return td_fail(td, -EPROTO, "daemon closed the stream: %s", text);
+			}
+			/* Progress and log events: nothing waits for them yet. */
+			tdp_buf_consume(&td->in, (size_t)len);
+			continue;
+		}
+		if (m.type != TDP_MSG_RESPONSE)
+			return td_fail(td, -EPROTO, "the daemon sent a request");
+		if (m.msgid != msgid)
+			return td_fail(td, -EPROTO, "reply to request %u while waiting for %u",
+				       m.msgid, msgid);
+		td->have_reply = true;
+		td->reply_len = (size_t)len;
+		*ret_msg = m;
+		return 0;
+	}
+}
+
+int td_request_finish(struct tensord *td, const void *tail, size_t tail_len,
+		      const msgpack_object **ret_result)
+{
+	uint32_t msgid = td->next_msgid;
+	struct tdp_message m;
+	int r;
+
+	td->next_msgid = td->next_msgid == UINT32_MAX ? 1 : td->next_msgid + 1;
+	r = send_all(td, tdp_buf_head(&td->out), tdp_buf_len(&td->out), tail, tail_len);
+	if (r < 0) {
+		/* The daemon may have said why before closing: report that. */
+		if ((r == -EPIPE || r == -ECONNRESET) && read_reply(td, msgid, true, &m) == -EPROTO)
+			return mark_broken(td, -EPROTO);
+		td_fail(td, r, "writing to the daemon: %s", strerror(-r));
+		return mark_broken(td, r);
+	}
+	td->out.start = td->out.end = 0;
+	r = read_reply(td, msgid, false, &m);
+	if (r < 0)
+		return mark_broken(td, r);
+	if (m.error->type != MSGPACK_OBJECT_NIL) {
+		if (m.error->type != MSGPACK_OBJECT_MAP) {
+			td_fail(td, -EPROTO, "malformed reply: error is not a map");
+			return mark_broken(td, -EPROTO);
+		}
+		td->remote_code = describe_error_map(m.error, td->error, sizeof(td->error));
+		return -TENSORD_EREMOTE;
+	}
+	*ret_result = m.result;
+	return 0;
+}

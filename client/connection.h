@@ -1,0 +1,67 @@
+/* Internal to libtensord: one connection and its request/response machinery.
+ *
+ * A call is three steps: td_request_begin() starts the request and hands out
+ * the packer for its params, td_request_finish() sends it (plus an optional
+ * tail of raw bytes, so a tensor payload is written straight from the caller's
+ * memory) and reads the reply, td_request_end() releases the reply. Objects
+ * from the reply point into the receive buffer and stay valid until then. */
+#pragma once
+
+#include <msgpack.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "tensord.h"
+
+#define TD_ERROR_MAX 768
+
+struct tensord {
+	int fd;
+	uint32_t next_msgid;
+	struct tdp_buf out;      /* the request being written */
+	struct tdp_buf in;       /* received bytes; the reply being read comes first */
+	msgpack_packer pk;       /* appends to `out` */
+	msgpack_unpacked reply;  /* the last reply, pointing into `in` */
+	size_t reply_len;        /* bytes of `in` that the last reply occupies */
+	bool have_reply;
+	int broken;              /* sticky -errno once the stream is unusable, else 0 */
+	int remote_code;         /* code of the last failure if it was remote, else 0 */
+	char error[TD_ERROR_MAX];
+};
+
+/* Start a request for `method`: fails at once with the sticky error of a
+ * broken handle. On success *ret_pk is the packer the caller writes the params
+ * array into. */
+int td_request_begin(struct tensord *td, const char *method, msgpack_packer **ret_pk);
+
+/* Send the request begun by td_request_begin(), followed by `tail_len` raw
+ * bytes of `tail` (may be NULL when 0), and wait for its reply. Returns 0 with
+ * *ret_result pointing at the result object, -TENSORD_EREMOTE when the daemon
+ * answered with an error, or another -errno (sticky when the stream broke). */
+int td_request_finish(struct tensord *td, const void *tail, size_t tail_len,
+		      const msgpack_object **ret_result);
+
+/* Release the reply of the last request and buffers grown for it; safe to call
+ * when there is none. */
+void td_request_end(struct tensord *td);
+
+/* A malloc'd copy of the `n` (> 0) bytes at `p`, which lie inside the current
+ * reply. A large payload that is the bulk of the receive buffer is moved to
+ * the front of that buffer, which is handed over, instead of being copied
+ * into fresh memory: the reply is then released (as td_request_end() would)
+ * and its objects must not be used any more. NULL on ENOMEM. */
+void *td_take_reply_bytes(struct tensord *td, const void *p, size_t n);
+
+/* Record a failure that leaves the stream usable: sets the message, clears the
+ * remote code and returns `err` (a -errno). On a broken handle it changes
+ * nothing and returns the sticky error. */
+__attribute__((format(printf, 3, 4)))
+int td_fail(struct tensord *td, int err, const char *fmt, ...);
+
+/* Parse a tensor metadata map into *ret. Returns 0, or -EPROTO with a reason
+ * in `why` when a field is missing or of the wrong type. Keys it does not know
+ * (such as `data`) are ignored. */
+int td_parse_tensor_info(const msgpack_object *o, struct tensord_tensor_info *ret,
+			 char *why, size_t why_len);

@@ -1,0 +1,463 @@
+/* tensorctl commands: each talks to the daemon through libtensord and prints
+ * either text for people or exactly one JSON document. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ctl.h"
+#include "dtype.h"
+#include "json.h"
+#include "npy.h"
+#include "pack.h"
+#include "print.h"
+#include "values.h"
+
+#define MSG_MAX 512
+
+static int connect_daemon(struct ctl *c)
+{
+	int r = tensord_connect(c->socket, &c->td);
+
+	if (r < 0)
+		return ctl_error("cannot connect to %s: %s", c->socket, strerror(-r));
+	return CTL_EXIT_OK;
+}
+
+/* Report a failed libtensord call. */
+static int call_failed(struct ctl *c, int r)
+{
+	const char *msg = tensord_last_error(c->td);
+
+	return ctl_error("%s", msg && *msg ? msg : strerror(r < 0 ? -r : r));
+}
+
+/* Decode a result that libtensord packed (so within the protocol's limits). */
+static int unpack_result(const void *buf, size_t len, msgpack_unpacked *u)
+{
+	size_t off = 0;
+
+	msgpack_unpacked_init(u);
+	if (msgpack_unpack_next(u, buf, len, &off) != MSGPACK_UNPACK_SUCCESS) {
+		msgpack_unpacked_destroy(u);
+		return ctl_error("malformed reply");
+	}
+	return CTL_EXIT_OK;
+}
+
+/* Call `method` with params {"name": name} (or none when NULL) and return its
+ * decoded result in *u, which points into *ret_buf (free() it after *u). */
+static int call_raw(struct ctl *c, const char *method, const char *name, msgpack_unpacked *u,
+		    void **ret_buf)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	void *res = NULL;
+	size_t len;
+	int r, status;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	if (name && (msgpack_pack_map(&pk, 1) || tdp_pack_cstr(&pk, "name") ||
+		     tdp_pack_cstr(&pk, name))) {
+		msgpack_sbuffer_destroy(&sb);
+		return ctl_error("out of memory");
+	}
+	r = tensord_call_raw(c->td, method, name ? sb.data : NULL, sb.size, &res, &len);
+	msgpack_sbuffer_destroy(&sb);
+	if (r < 0)
+		return call_failed(c, r);
+	status = unpack_result(res, len, u);
+	if (status != CTL_EXIT_OK)
+		free(res);
+	else
+		*ret_buf = res;
+	return status;
+}
+
+static void json_shape(FILE *f, uint32_t rank, const uint64_t *shape)
+{
+	fputc('[', f);
+	for (uint32_t i = 0; i < rank; i++)
+		fprintf(f, "%s%" PRIu64, i ? "," : "", shape[i]);
+	fputc(']', f);
+}
+
+/* The metadata object of --json output, without the closing brace. */
+static void json_info_open(FILE *f, const struct tensord_tensor_info *t)
+{
+	fputs("{\"name\":", f);
+	ctl_json_string(f, t->name, strlen(t->name));
+	fprintf(f, ",\"dtype\":\"%s\",\"shape\":", tensord_dtype_name(t->dtype));
+	json_shape(f, t->rank, t->shape);
+	fprintf(f, ",\"bytes\":%" PRIu64 ",\"owner\":%" PRIu32 ",\"created\":", t->bytes, t->owner);
+	ctl_json_double(f, t->created);
+	fputs(",\"modified\":", f);
+	ctl_json_double(f, t->modified);
+	fprintf(f, ",\"version\":%" PRIu64 ",\"device\":%" PRIu32, t->version, t->device);
+}
+
+static void json_info(FILE *f, const struct tensord_tensor_info *t)
+{
+	json_info_open(f, t);
+	fputc('}', f);
+}
+
+enum { COL_NAME, COL_DTYPE, COL_SHAPE, COL_SIZE, COL_VERSION, COL_MODIFIED, COL_COUNT };
+
+static void format_cell(const struct tensord_tensor_info *t, int col, char *buf, size_t cap)
+{
+	switch (col) {
+	case COL_NAME: snprintf(buf, cap, "%s", t->name); break;
+	case COL_DTYPE: snprintf(buf, cap, "%s", tensord_dtype_name(t->dtype)); break;
+	case COL_SHAPE: ctl_format_shape(buf, cap, t->rank, t->shape); break;
+	case COL_SIZE: ctl_format_size(buf, cap, t->bytes); break;
+	case COL_VERSION: snprintf(buf, cap, "%" PRIu64, t->version); break;
+	default: ctl_format_time(buf, cap, t->modified); break;
+	}
+}
+
+/* An aligned table of tensors: text left-aligned, numbers right-aligned. */
+static void print_table(FILE *f, const struct tensord_tensor_info *list, size_t n)
+{
+	static const char *const heads[COL_COUNT] = { "NAME", "DTYPE", "SHAPE", "SIZE",
+						      "VERSION", "MODIFIED" };
+	static const int right[COL_COUNT] = { 0, 0, 0, 1, 1, 0 };
+	int width[COL_COUNT];
+	char cell[300];
+
+	for (int k = 0; k < COL_COUNT; k++)
+		width[k] = (int)strlen(heads[k]);
+	for (size_t i = 0; i < n; i++)
+		for (int k = 0; k < COL_COUNT; k++) {
+			format_cell(&list[i], k, cell, sizeof(cell));
+			if ((int)strlen(cell) > width[k])
+				width[k] = (int)strlen(cell);
+		}
+	for (int k = 0; k < COL_COUNT; k++)
+		fprintf(f, "%*s%s", k + 1 < COL_COUNT ? (right[k] ? width[k] : -width[k]) : 0,
+			heads[k], k + 1 < COL_COUNT ? "  " : "\n");
+	for (size_t i = 0; i < n; i++)
+		for (int k = 0; k < COL_COUNT; k++) {
+			format_cell(&list[i], k, cell, sizeof(cell));
+			fprintf(f, "%*s%s",
+				k + 1 < COL_COUNT ? (right[k] ? width[k] : -width[k]) : 0, cell,
+				k + 1 < COL_COUNT ? "  " : "\n");
+		}
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+int ctl_cmd_ping(struct ctl *c)
+{
+	const msgpack_object *res, *version, *proto;
+	msgpack_unpacked u;
+	void *buf = NULL;
+	double t0, ms;
+	int status;
+
+	if ((status = connect_daemon(c)) != CTL_EXIT_OK)
+		return status;
+	t0 = now_ms();
+	if ((status = call_raw(c, "ping", NULL, &u, &buf)) != CTL_EXIT_OK)
+		return status;
+	ms = now_ms() - t0;
+	res = &u.data;
+	version = tdp_map_find(res, "version");
+	proto = tdp_map_find(res, "protocol");
+	if (c->json) {
+		fputc('{', stdout);
+		for (uint32_t i = 0; res->type == MSGPACK_OBJECT_MAP && i < res->via.map.size; i++) {
+			ctl_json_msgpack(stdout, &res->via.map.ptr[i].key);
+			fputc(':', stdout);
+			ctl_json_msgpack(stdout, &res->via.map.ptr[i].val);
+			fputc(',', stdout);
+		}
+		printf("\"rtt_ms\":%.3f}\n", ms);
+	} else {
+		printf("pong from tensord ");
+		if (version && version->type == MSGPACK_OBJECT_STR)
+			printf("%.*s", (int)(version->via.str.size > 64 ? 64 : version->via.str.size),
+			       version->via.str.ptr);
+		else
+			printf("(unknown version)");
+		if (proto && proto->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+			printf(" (protocol %" PRIu64 ")", proto->via.u64);
+		printf(" in %.3f ms\n", ms);
+	}
+	msgpack_unpacked_destroy(&u);
+	free(buf);
+	return CTL_EXIT_OK;
+}
+
+int ctl_cmd_info(struct ctl *c)
+{
+	msgpack_unpacked u;
+	void *res = NULL;
+	size_t len;
+	int r, status;
+
+	if ((status = connect_daemon(c)) != CTL_EXIT_OK)
+		return status;
+	if ((r = tensord_info_raw(c->td, &res, &len)) < 0)
+		return call_failed(c, r);
+	status = unpack_result(res, len, &u);
+	if (status != CTL_EXIT_OK) {
+		free(res);
+		return status;
+	}
+	if (c->json) {
+		ctl_json_msgpack(stdout, &u.data);
+		fputc('\n', stdout);
+	} else {
+		ctl_print_info(stdout, &u.data);
+	}
+	msgpack_unpacked_destroy(&u);
+	free(res);
+	return CTL_EXIT_OK;
+}
+
+int ctl_cmd_ls(struct ctl *c)
+{
+	struct tensord_tensor_info *list = NULL;
+	size_t n = 0;
+	int r, status;
+
+	if ((status = connect_daemon(c)) != CTL_EXIT_OK)
+		return status;
+	if ((r = tensord_list(c->td, c->npos ? c->pos[0] : NULL, &list, &n)) < 0)
+		return call_failed(c, r);
+	if (c->json) {
+		fputs("{\"tensors\":[", stdout);
+		for (size_t i = 0; i < n; i++) {
+			if (i > 0)
+				fputc(',', stdout);
+			json_info(stdout, &list[i]);
+		}
+		fputs("]}\n", stdout);
+	} else {
+		print_table(stdout, list, n);
+	}
+	free(list);
+	return CTL_EXIT_OK;
+}
+
+int ctl_cmd_stat(struct ctl *c)
+{
+	struct tensord_tensor_info info;
+	int r, status;
+
+	if ((status = connect_daemon(c)) != CTL_EXIT_OK)
+		return status;
+	if ((r = tensord_stat(c->td, c->pos[0], &info)) < 0)
+		return call_failed(c, r);
+	if (c->json) {
+		json_info(stdout, &info);
+		fputc('\n', stdout);
+	} else {
+		print_table(stdout, &info, 1);
+	}
+	return CTL_EXIT_OK;
+}
+
+int ctl_cmd_rm(struct ctl *c)
+{
+	const msgpack_object *bytes;
+	msgpack_unpacked u;
+	void *buf = NULL;
+	uint64_t freed;
+	char size[32];
+	int status;
+
+	if ((status = connect_daemon(c)) != CTL_EXIT_OK)
+		return status;
+	if ((status = call_raw(c, "tensor.delete", c->pos[0], &u, &buf)) != CTL_EXIT_OK)
+		return status;
+	if (c->json) {
+		ctl_json_msgpack(stdout, &u.data);
+		fputc('\n', stdout);
+	} else {
+		bytes = tdp_map_find(&u.data, "bytes");
+		if (bytes && tdp_obj_uint(bytes, &freed) == 0) {
+			ctl_format_size(size, sizeof(size), freed);
+			printf("deleted %s (%s freed)\n", c->pos[0], size);
+		} else {
+			printf("deleted %s\n", c->pos[0]);
+		}
+	}
+	msgpack_unpacked_destroy(&u);
+	free(buf);
+	return CTL_EXIT_OK;
+}
+
+/* The tensor `put` stores, from --values or --file. */
+struct put_source {
+	int dtype;
+	uint32_t rank;
+	uint64_t shape[TDP_MAX_RANK];
+	const void *data;
+	size_t len;
+	void *owned;          /* malloc'd data to free */
+	struct npy_file npy;  /* the mapped file */
+};
+
+static int source_from_values(struct ctl *c, struct put_source *s)
+{
+	char err[MSG_MAX], shape[256];
+	uint64_t count = 0;
+	size_t n;
+	int r;
+
+	if (ctl_parse_values(c->values, s->dtype, &s->owned, &n, err, sizeof(err)) < 0)
+		return ctl_usage_error("--values: %s", err);
+	/* An empty list is more often an empty shell variable than a wish. */
+	if (n == 0 && !c->shape)
+		return ctl_usage_error("--values is empty (add --shape 0 to store an empty tensor)");
+	if (!c->shape) {
+		s->rank = 1;
+		s->shape[0] = n;
+	} else if (ctl_parse_shape(c->shape, s->shape, &s->rank, err, sizeof(err)) < 0) {
+		return ctl_usage_error("--shape: %s", err);
+	}
+	r = tdp_shape_count(s->shape, s->rank, tdp_dtype_size(s->dtype), &count);
+	if (r < 0 || count != n) {
+		ctl_format_shape(shape, sizeof(shape), s->rank, s->shape);
+		if (r < 0)
+			return ctl_usage_error("shape %s is too large", shape);
+		return ctl_usage_error("%zu value%s given, shape %s needs %" PRIu64, n,
+				       n == 1 ? "" : "s", shape, count);
+	}
+	s->data = s->owned;
+	s->len = n * tdp_dtype_size(s->dtype);
+	return CTL_EXIT_OK;
+}
+
+static int source_from_file(struct ctl *c, struct put_source *s, int want)
+{
+	char err[MSG_MAX];
+	const struct npy_header *h = &s->npy.hdr;
+	size_t size;
+
+	if (npy_load(c->file, &s->npy, err, sizeof(err)) < 0)
+		return ctl_error("%s: %s", c->file, err);
+	s->dtype = npy_target_dtype(h->elem, want, err, sizeof(err));
+	if (s->dtype < 0)
+		return ctl_usage_error("%s: %s", c->file, err);
+	s->rank = h->rank;
+	memcpy(s->shape, h->shape, sizeof(s->shape));
+	size = tdp_dtype_size(s->dtype);
+	if (h->count > SIZE_MAX / size)
+		return ctl_error("%s: too large", c->file);
+	s->len = (size_t)h->count * size;
+	if (npy_same_bytes(h->elem, s->dtype)) {
+		s->data = s->npy.data;
+		return CTL_EXIT_OK;
+	}
+	s->owned = malloc(s->len ? s->len : 1);
+	if (!s->owned)
+		return ctl_error("out of memory converting %s", c->file);
+	if (npy_convert(h->elem, s->npy.data, s->dtype, s->owned, h->count, err, sizeof(err)) < 0)
+		return ctl_error("%s: %s", c->file, err);
+	s->data = s->owned;
+	return CTL_EXIT_OK;
+}
+
+int ctl_cmd_put(struct ctl *c)
+{
+	struct put_source s = { .dtype = TDP_DTYPE_F32 };
+	struct tensord_tensor_info info;
+	char shape[256], size[32];
+	int want = -1, r, status;
+
+	if (!c->file == !c->values) {
+		return ctl_usage_error("put needs exactly one of --file or --values");
+	}
+	if (c->file && c->shape)
+		return ctl_usage_error("--shape goes with --values; a .npy file has its own");
+	if (c->dtype) {
+		want = tdp_dtype_parse(c->dtype, strlen(c->dtype));
+		if (want < 0)
+			return ctl_usage_error("unknown dtype '%s' (f32 f16 bf16 i32 u8)", c->dtype);
+		s.dtype = want;
+	}
+	status = c->values ? source_from_values(c, &s) : source_from_file(c, &s, want);
+	if (status != CTL_EXIT_OK)
+		goto out;
+	if ((status = connect_daemon(c)) != CTL_EXIT_OK)
+		goto out;
+	r = tensord_put(c->td, c->pos[0], (enum tensord_dtype)s.dtype, s.rank, s.shape, s.data,
+			s.len, &info);
+	if (r < 0) {
+		status = call_failed(c, r);
+		goto out;
+	}
+	if (c->json) {
+		json_info(stdout, &info);
+		fputc('\n', stdout);
+	} else {
+		ctl_format_shape(shape, sizeof(shape), info.rank, info.shape);
+		ctl_format_size(size, sizeof(size), info.bytes);
+		printf("stored %s: %s %s, %s, version %" PRIu64 "\n", info.name,
+		       tensord_dtype_name(info.dtype), shape, size, info.version);
+	}
+out:
+	free(s.owned);
+	npy_close(&s.npy);
+	return status;
+}
+
+int ctl_cmd_get(struct ctl *c)
+{
+	struct tensord_tensor_info info;
+	char err[MSG_MAX], shape[256], size[32];
+	uint64_t count = 0;
+	void *data = NULL;
+	size_t len = 0;
+	int r, status;
+
+	if (c->out && c->json && strcmp(c->out, "-") == 0)
+		return ctl_usage_error("--json cannot be combined with --out -");
+	if ((status = connect_daemon(c)) != CTL_EXIT_OK)
+		return status;
+	if ((r = tensord_get(c->td, c->pos[0], &info, &data, &len)) < 0)
+		return call_failed(c, r);
+	count = len / tensord_dtype_size(info.dtype);
+	if (c->out) {
+		if (npy_write(c->out, (int)info.dtype, info.rank, info.shape, data, len, err,
+			      sizeof(err)) < 0) {
+			status = ctl_error("%s: %s", c->out, err);
+			goto out;
+		}
+		if (c->json) {
+			json_info_open(stdout, &info);
+			fputs(",\"file\":", stdout);
+			ctl_json_string(stdout, c->out, strlen(c->out));
+			fputs("}\n", stdout);
+		} else if (strcmp(c->out, "-") != 0) {
+			ctl_format_shape(shape, sizeof(shape), info.rank, info.shape);
+			ctl_format_size(size, sizeof(size), info.bytes);
+			printf("wrote %s: %s %s %s, %s\n", c->out, info.name,
+			       tensord_dtype_name(info.dtype), shape, size);
+		}
+	} else if (c->json) {
+		fputs("{\"name\":", stdout);
+		ctl_json_string(stdout, info.name, strlen(info.name));
+		fprintf(stdout, ",\"dtype\":\"%s\",\"shape\":", tensord_dtype_name(info.dtype));
+		json_shape(stdout, info.rank, info.shape);
+		fputs(",\"data\":", stdout);
+		ctl_print_json_values(stdout, (int)info.dtype, data, count);
+		fputs("}\n", stdout);
+	} else {
+		ctl_print_array(stdout, (int)info.dtype, info.rank, info.shape, data);
+	}
+out:
+	free(data);
+	return status;
+}

@@ -1,0 +1,403 @@
+/* libtensord: the typed calls (ping, info, tensor.*) and dtype helpers. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "connection.h"
+#include "dtype.h"
+#include "wire_limits.h"
+#include "methods.h"
+#include "name.h"
+#include "pack.h"
+#include "scan.h"
+
+_Static_assert((int)TENSORD_F32 == TDP_DTYPE_F32 && (int)TENSORD_F16 == TDP_DTYPE_F16 &&
+		       (int)TENSORD_BF16 == TDP_DTYPE_BF16 && (int)TENSORD_I32 == TDP_DTYPE_I32 &&
+		       (int)TENSORD_U8 == TDP_DTYPE_U8 && (int)TENSORD_DTYPE_COUNT == TDP_DTYPE_COUNT,
+	       "public and wire dtypes must agree");
+_Static_assert(TENSORD_MAX_RANK == TDP_MAX_RANK && TENSORD_MAX_NAME_LEN == TDP_MAX_NAME_LEN,
+	       "public and wire limits must agree");
+
+const char *tensord_dtype_name(enum tensord_dtype dtype)
+{
+	return tdp_dtype_name((int)dtype);
+}
+
+int tensord_dtype_parse(const char *name)
+{
+	if (!name)
+		return -EINVAL;
+	return tdp_dtype_parse(name, strlen(name));
+}
+
+size_t tensord_dtype_size(enum tensord_dtype dtype)
+{
+	return tdp_dtype_size((int)dtype);
+}
+
+static int check_name(struct tensord *td, const char *name)
+{
+	if (!name)
+		return td_fail(td, -EINVAL, "no tensor name given");
+	if (!tdp_name_valid(name, strnlen(name, TDP_MAX_NAME_LEN + 1)))
+		return td_fail(td, -EINVAL,
+			       "invalid tensor name (1-%d bytes of A-Z a-z 0-9 . _ : / -)",
+			       TDP_MAX_NAME_LEN);
+	return 0;
+}
+
+/* Start `method` with params [{"name": name}]. */
+static int begin_named(struct tensord *td, const char *method, const char *name,
+		       unsigned extra_keys, msgpack_packer **ret_pk)
+{
+	msgpack_packer *pk;
+	int r;
+
+	if ((r = check_name(td, name)) < 0)
+		return r;
+	if ((r = td_request_begin(td, method, &pk)) < 0)
+		return r;
+	if (msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, 1 + extra_keys) ||
+	    tdp_pack_cstr(pk, "name") || tdp_pack_cstr(pk, name))
+		return td_fail(td, -ENOMEM, "out of memory");
+	*ret_pk = pk;
+	return 0;
+}
+
+static int result_info(struct tensord *td, const msgpack_object *res,
+		       struct tensord_tensor_info *ret_info)
+{
+	char why[160];
+
+	if (td_parse_tensor_info(res, ret_info, why, sizeof(why)) < 0)
+		return td_fail(td, -EPROTO, "malformed reply: %s", why);
+	return 0;
+}
+
+int tensord_ping(struct tensord *td, char *version, size_t version_len)
+{
+	const msgpack_object *res, *v;
+	msgpack_packer *pk;
+	int r;
+
+	if (!td)
+		return -EINVAL;
+	if ((r = td_request_begin(td, TDP_METHOD_PING, &pk)) < 0)
+		return r;
+	if (msgpack_pack_array(pk, 0)) {
+		r = td_fail(td, -ENOMEM, "out of memory");
+		goto out;
+	}
+	if ((r = td_request_finish(td, NULL, 0, &res)) < 0)
+		goto out;
+	v = tdp_map_find(res, "version");
+	if (res->type != MSGPACK_OBJECT_MAP || (v && v->type != MSGPACK_OBJECT_STR)) {
+		r = td_fail(td, -EPROTO, "malformed reply to ping");
+		goto out;
+	}
+	if (version && version_len > 0) {
+		size_t n = v ? v->via.str.size : 0;
+
+		if (n >= version_len)
+			n = version_len - 1;
+		if (n)
+			memcpy(version, v->via.str.ptr, n);
+		version[n] = '\0';
+	}
+out:
+	td_request_end(td);
+	return r;
+}
+
+/* Whether `p` is exactly one msgpack map within the protocol's limits. */
+static bool is_one_map(const void *p, size_t len)
+{
+	const uint8_t *b = p;
+	struct tdp_scanner s;
+
+	if (len == 0 || !((b[0] >= 0x80 && b[0] <= 0x8f) || b[0] == 0xde || b[0] == 0xdf))
+		return false;
+	tdp_scanner_reset(&s);
+	return tdp_scanner_feed(&s, b, len, &tdp_scan_default_limits) == 1 && s.pos == len;
+}
+
+int tensord_call_raw(struct tensord *td, const char *method, const void *params,
+		     size_t params_len, void **ret_result, size_t *ret_len)
+{
+	const msgpack_object *res;
+	struct tdp_buf out = { 0 };
+	msgpack_packer opk;
+	msgpack_packer *pk;
+	size_t mlen;
+	int r;
+
+	if (!td)
+		return -EINVAL;
+	if (!method || !ret_result || !ret_len)
+		return td_fail(td, -EINVAL, "missing argument");
+	mlen = strnlen(method, TDP_MAX_METHOD_LEN + 1);
+	if (mlen == 0 || mlen > TDP_MAX_METHOD_LEN)
+		return td_fail(td, -EINVAL, "method name must be 1-%d bytes", TDP_MAX_METHOD_LEN);
+	if (params && !is_one_map(params, params_len))
+		return td_fail(td, -EINVAL, "params must be one packed msgpack map");
+	if ((r = td_request_begin(td, method, &pk)) < 0)
+		return r;
+	if (msgpack_pack_array(pk, params ? 1 : 0)) {
+		r = td_fail(td, -ENOMEM, "out of memory");
+		goto out;
+	}
+	if ((r = td_request_finish(td, params, params ? params_len : 0, &res)) < 0)
+		goto out;
+	msgpack_packer_init(&opk, &out, tdp_buf_msgpack_write);
+	if (msgpack_pack_object(&opk, *res)) {
+		tdp_buf_free(&out);
+		r = td_fail(td, -ENOMEM, "out of memory");
+		goto out;
+	}
+	/* A fresh buffer starts at offset 0, so its storage is the result. */
+	*ret_result = out.data;
+	*ret_len = tdp_buf_len(&out);
+out:
+	td_request_end(td);
+	return r;
+}
+
+int tensord_info_raw(struct tensord *td, void **ret_result, size_t *ret_len)
+{
+	return tensord_call_raw(td, TDP_METHOD_INFO, NULL, 0, ret_result, ret_len);
+}
+
+int tensord_put(struct tensord *td, const char *name, enum tensord_dtype dtype, uint32_t rank,
+		const uint64_t *shape, const void *data, size_t len,
+		struct tensord_tensor_info *ret_info)
+{
+	struct tensord_tensor_info info;
+	const msgpack_object *res;
+	msgpack_packer *pk;
+	const char *dname = tdp_dtype_name((int)dtype);
+	int r;
+
+	if (!td)
+		return -EINVAL;
+	if (!dname)
+		return td_fail(td, -EINVAL, "invalid dtype %d", (int)dtype);
+	if (rank > TDP_MAX_RANK)
+		return td_fail(td, -EINVAL, "rank %u exceeds %d", rank, TDP_MAX_RANK);
+	if ((rank > 0 && !shape) || (len > 0 && !data))
+		return td_fail(td, -EINVAL, "missing argument");
+	if (len > TDP_MAX_TENSOR_BYTES)
+		return td_fail(td, -EMSGSIZE, "tensor of %zu bytes exceeds the %llu-byte limit",
+			       len, (unsigned long long)TDP_MAX_TENSOR_BYTES);
+	if ((r = begin_named(td, TDP_METHOD_TENSOR_PUT, name, 3, &pk)) < 0)
+		return r;
+	if (tdp_pack_cstr(pk, "dtype") || tdp_pack_cstr(pk, dname) ||
+	    tdp_pack_cstr(pk, "shape") || msgpack_pack_array(pk, rank)) {
+		r = td_fail(td, -ENOMEM, "out of memory");
+		goto out;
+	}
+	for (uint32_t i = 0; i < rank; i++)
+		if (msgpack_pack_uint64(pk, shape[i])) {
+			r = td_fail(td, -ENOMEM, "out of memory");
+			goto out;
+		}
+	/* Only the bin header is packed; the payload is written from `data`. */
+	if (tdp_pack_cstr(pk, "data") || msgpack_pack_bin(pk, len)) {
+		r = td_fail(td, -ENOMEM, "out of memory");
+		goto out;
+	}
+	if ((r = td_request_finish(td, data, len, &res)) < 0)
+		goto out;
+	if (ret_info) {
+		if ((r = result_info(td, res, &info)) < 0)
+			goto out;
+		*ret_info = info;
+	}
+out:
+	td_request_end(td);
+	return r;
+}
+
+/* Send `tensor.get` and check the reply: on success *ret_res is the result
+ * map, *ret_data its data bin and *ret_info the metadata. The reply stays
+ * valid until td_request_end(). */
+static int get_reply(struct tensord *td, const char *name, struct tensord_tensor_info *ret_info,
+		     const msgpack_object **ret_data)
+{
+	struct tensord_tensor_info info;
+	const msgpack_object *res, *data;
+	msgpack_packer *pk;
+	uint64_t count;
+	int r;
+
+	if ((r = begin_named(td, TDP_METHOD_TENSOR_GET, name, 0, &pk)) < 0)
+		return r;
+	if ((r = td_request_finish(td, NULL, 0, &res)) < 0)
+		return r;
+	if ((r = result_info(td, res, &info)) < 0)
+		return r;
+	data = tdp_map_find(res, "data");
+	if (!data || data->type != MSGPACK_OBJECT_BIN)
+		return td_fail(td, -EPROTO, "malformed reply: no data");
+	if (tdp_shape_count(info.shape, info.rank, tdp_dtype_size((int)info.dtype), &count) < 0 ||
+	    count * tdp_dtype_size((int)info.dtype) != data->via.bin.size)
+		return td_fail(td, -EPROTO, "malformed reply: %u data bytes do not match the shape",
+			       data->via.bin.size);
+	*ret_info = info;
+	*ret_data = data;
+	return 0;
+}
+
+int tensord_get(struct tensord *td, const char *name, struct tensord_tensor_info *ret_info,
+		void **ret_data, size_t *ret_len)
+{
+	struct tensord_tensor_info info;
+	const msgpack_object *data;
+	void *copy = NULL;
+	size_t len;
+	int r;
+
+	if (!td)
+		return -EINVAL;
+	if (!ret_data || !ret_len)
+		return td_fail(td, -EINVAL, "missing argument");
+	if ((r = get_reply(td, name, &info, &data)) < 0)
+		goto out;
+	len = data->via.bin.size;
+	if (len > 0) {
+		/* May release the reply: `data` is dead after this. */
+		copy = td_take_reply_bytes(td, data->via.bin.ptr, len);
+		if (!copy) {
+			r = td_fail(td, -ENOMEM, "out of memory for %zu bytes", len);
+			goto out;
+		}
+	}
+	if (ret_info)
+		*ret_info = info;
+	*ret_data = copy;
+	*ret_len = len;
+out:
+	td_request_end(td);
+	return r;
+}
+
+int tensord_get_into(struct tensord *td, const char *name, struct tensord_tensor_info *ret_info,
+		     void *buf, size_t cap, size_t *ret_len)
+{
+	struct tensord_tensor_info info;
+	const msgpack_object *data;
+	int r;
+
+	if (!td)
+		return -EINVAL;
+	if ((!buf && cap) || !ret_len)
+		return td_fail(td, -EINVAL, "missing argument");
+	if ((r = get_reply(td, name, &info, &data)) < 0)
+		goto out;
+	if (data->via.bin.size > cap) {
+		r = td_fail(td, -ENOBUFS, "tensor '%s' holds %u bytes, the buffer %zu", name,
+			    data->via.bin.size, cap);
+		goto out;
+	}
+	if (data->via.bin.size)
+		memcpy(buf, data->via.bin.ptr, data->via.bin.size);
+	if (ret_info)
+		*ret_info = info;
+	*ret_len = data->via.bin.size;
+out:
+	td_request_end(td);
+	return r;
+}
+
+int tensord_stat(struct tensord *td, const char *name, struct tensord_tensor_info *ret_info)
+{
+	struct tensord_tensor_info info;
+	const msgpack_object *res;
+	msgpack_packer *pk;
+	int r;
+
+	if (!td)
+		return -EINVAL;
+	if (!ret_info)
+		return td_fail(td, -EINVAL, "missing argument");
+	if ((r = begin_named(td, TDP_METHOD_TENSOR_STAT, name, 0, &pk)) < 0)
+		return r;
+	if ((r = td_request_finish(td, NULL, 0, &res)) < 0)
+		goto out;
+	if ((r = result_info(td, res, &info)) < 0)
+		goto out;
+	*ret_info = info;
+out:
+	td_request_end(td);
+	return r;
+}
+
+int tensord_list(struct tensord *td, const char *prefix, struct tensord_tensor_info **ret_list,
+		 size_t *ret_count)
+{
+	struct tensord_tensor_info *list = NULL;
+	const msgpack_object *res, *arr;
+	msgpack_packer *pk;
+	size_t plen = prefix ? strnlen(prefix, TDP_MAX_NAME_LEN + 1) : 0;
+	char why[160];
+	int r;
+
+	if (!td)
+		return -EINVAL;
+	if (!ret_list || !ret_count)
+		return td_fail(td, -EINVAL, "missing argument");
+	if (plen > 0 && !tdp_name_valid(prefix, plen))
+		return td_fail(td, -EINVAL, "invalid prefix (up to %d bytes of A-Z a-z 0-9 . _ : / -)",
+			       TDP_MAX_NAME_LEN);
+	if ((r = td_request_begin(td, TDP_METHOD_TENSOR_LIST, &pk)) < 0)
+		return r;
+	if (plen > 0 ? (msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, 1) ||
+			tdp_pack_cstr(pk, "prefix") || tdp_pack_strn(pk, prefix, plen))
+		     : msgpack_pack_array(pk, 0)) {
+		r = td_fail(td, -ENOMEM, "out of memory");
+		goto out;
+	}
+	if ((r = td_request_finish(td, NULL, 0, &res)) < 0)
+		goto out;
+	arr = tdp_map_find(res, "tensors");
+	if (!arr || arr->type != MSGPACK_OBJECT_ARRAY) {
+		r = td_fail(td, -EPROTO, "malformed reply: no tensor list");
+		goto out;
+	}
+	if (arr->via.array.size > 0) {
+		list = calloc(arr->via.array.size, sizeof(*list));
+		if (!list) {
+			r = td_fail(td, -ENOMEM, "out of memory");
+			goto out;
+		}
+	}
+	for (uint32_t i = 0; i < arr->via.array.size; i++)
+		if (td_parse_tensor_info(&arr->via.array.ptr[i], &list[i], why, sizeof(why)) < 0) {
+			free(list);
+			r = td_fail(td, -EPROTO, "malformed reply: %s", why);
+			goto out;
+		}
+	*ret_list = list;
+	*ret_count = arr->via.array.size;
+out:
+	td_request_end(td);
+	return r;
+}
+
+int tensord_delete(struct tensord *td, const char *name)
+{
+	const msgpack_object *res;
+	msgpack_packer *pk;
+	int r;
+
+	if (!td)
+		return -EINVAL;
+	if ((r = begin_named(td, TDP_METHOD_TENSOR_DELETE, name, 0, &pk)) < 0)
+		return r;
+	if ((r = td_request_finish(td, NULL, 0, &res)) < 0)
+		goto out;
+	if (res->type != MSGPACK_OBJECT_MAP)
+		r = td_fail(td, -EPROTO, "malformed reply to tensor.delete");
+out:
+	td_request_end(td);
+	return r;
+}

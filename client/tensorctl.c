@@ -1,0 +1,249 @@
+/* tensorctl: command-line client of tensord (see docs/tensorctl.1).
+ *
+ * This file parses the command line and dispatches; the commands live in
+ * ctl_commands.c. Global options may appear anywhere before "--". */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "name.h"
+
+#ifndef TENSORD_VERSION
+#define TENSORD_VERSION "unknown"
+#endif
+
+#define DEFAULT_SOCKET "/run/tensord/tensord.sock"
+
+static const char usage_text[] =
+	"Usage: tensorctl [--socket PATH] [--json] COMMAND [ARG...]\n"
+	"\n"
+	"Commands:\n"
+	"  ping                         check that the daemon answers\n"
+	"  info                         daemon, devices, tensors and limits\n"
+	"  ls [PREFIX]                  list tensors (whose names start with PREFIX)\n"
+	"  stat NAME                    metadata of one tensor\n"
+	"  rm NAME                      delete a tensor\n"
+	"  put NAME --file F.npy [--dtype T]\n"
+	"  put NAME --values 1,2,3 [--shape 3] [--dtype f32]\n"
+	"                               store a tensor\n"
+	"  get NAME [--out F.npy]       print a tensor, or save it as .npy\n"
+	"\n"
+	"Options:\n"
+	"  --socket PATH   daemon socket (default: $TENSORD_SOCKET, else\n"
+	"                  " DEFAULT_SOCKET ")\n"
+	"  --json          print one JSON document instead of text for people\n"
+	"  -h, --help      print this help\n"
+	"  --version       print the version\n"
+	"\n"
+	"dtypes: f32 f16 bf16 i32 u8. --shape \"\" or --shape scalar is rank 0.\n"
+	"See tensorctl(1).\n";
+
+int ctl_usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("tensorctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return CTL_EXIT_USAGE;
+}
+
+int ctl_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("tensorctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return CTL_EXIT_FAIL;
+}
+
+enum opt_id { OPT_SOCKET, OPT_JSON, OPT_HELP, OPT_VERSION, OPT_FILE, OPT_VALUES, OPT_SHAPE,
+	      OPT_DTYPE, OPT_OUT };
+
+static const struct option_def {
+	const char *name;
+	char short_name;
+	bool value;
+	enum opt_id id;
+} options[] = {
+	{ "socket", 0, true, OPT_SOCKET },   { "json", 0, false, OPT_JSON },
+	{ "help", 'h', false, OPT_HELP },    { "version", 0, false, OPT_VERSION },
+	{ "file", 'f', true, OPT_FILE },     { "values", 0, true, OPT_VALUES },
+	{ "shape", 0, true, OPT_SHAPE },     { "dtype", 0, true, OPT_DTYPE },
+	{ "out", 'o', true, OPT_OUT },
+};
+
+static const struct command_def {
+	const char *name;
+	int (*run)(struct ctl *c);
+	int min_pos, max_pos;
+	unsigned opts; /* bit (1 << enum opt_id) for each command option accepted */
+} commands[] = {
+	{ "ping", ctl_cmd_ping, 0, 0, 0 },
+	{ "info", ctl_cmd_info, 0, 0, 0 },
+	{ "ls", ctl_cmd_ls, 0, 1, 0 },
+	{ "stat", ctl_cmd_stat, 1, 1, 0 },
+	{ "rm", ctl_cmd_rm, 1, 1, 0 },
+	{ "put", ctl_cmd_put, 1, 1,
+	  1u << OPT_FILE | 1u << OPT_VALUES | 1u << OPT_SHAPE | 1u << OPT_DTYPE },
+	{ "get", ctl_cmd_get, 1, 1, 1u << OPT_OUT },
+};
+
+static const struct option_def *find_option(const char *arg, const char **ret_inline)
+{
+	*ret_inline = NULL;
+	if (arg[1] != '-') {
+		if (arg[2] != '\0')
+			return NULL;
+		for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++)
+			if (options[i].short_name && options[i].short_name == arg[1])
+				return &options[i];
+		return NULL;
+	}
+	for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
+		size_t n = strlen(options[i].name);
+
+		if (strncmp(arg + 2, options[i].name, n) != 0)
+			continue;
+		if (arg[2 + n] == '\0')
+			return &options[i];
+		if (arg[2 + n] == '=' && options[i].value) {
+			*ret_inline = arg + 3 + n;
+			return &options[i];
+		}
+	}
+	return NULL;
+}
+
+static const char *option_label(const struct option_def *o, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "--%s", o->name);
+	return buf;
+}
+
+int main(int argc, char **argv)
+{
+	struct ctl c = { 0 };
+	const struct command_def *cmd = NULL;
+	bool dashdash = false, help = false, version = false;
+	unsigned given = 0;
+	char label[32];
+	int status;
+
+	c.pos = calloc((size_t)argc + 1, sizeof(*c.pos));
+	if (!c.pos)
+		return ctl_error("out of memory");
+	for (int i = 1; i < argc; i++) {
+		const char *arg = argv[i], *value;
+		const struct option_def *o;
+
+		if (!dashdash && strcmp(arg, "--") == 0) {
+			dashdash = true;
+			continue;
+		}
+		if (dashdash || arg[0] != '-' || arg[1] == '\0') {
+			if (!c.command)
+				c.command = arg;
+			else
+				c.pos[c.npos++] = arg;
+			continue;
+		}
+		o = find_option(arg, &value);
+		if (!o) {
+			status = ctl_usage_error("unknown option '%s' (see tensorctl --help)", arg);
+			goto out;
+		}
+		if (o->value && !value) {
+			if (i + 1 >= argc) {
+				status = ctl_usage_error("option %s needs a value",
+							 option_label(o, label, sizeof(label)));
+				goto out;
+			}
+			value = argv[++i];
+		}
+		given |= 1u << o->id;
+		switch (o->id) {
+		case OPT_SOCKET: c.socket = value; break;
+		case OPT_JSON: c.json = true; break;
+		case OPT_HELP: help = true; break;
+		case OPT_VERSION: version = true; break;
+		case OPT_FILE: c.file = value; break;
+		case OPT_VALUES: c.values = value; break;
+		case OPT_SHAPE: c.shape = value; break;
+		case OPT_DTYPE: c.dtype = value; break;
+		case OPT_OUT: c.out = value; break;
+		}
+	}
+	if (help || (c.command && strcmp(c.command, "help") == 0)) {
+		fputs(usage_text, stdout);
+		status = CTL_EXIT_OK;
+		goto out;
+	}
+	if (version) {
+		printf("tensorctl %s\n", TENSORD_VERSION);
+		status = CTL_EXIT_OK;
+		goto out;
+	}
+	if (!c.command) {
+		fputs(usage_text, stderr);
+		status = CTL_EXIT_USAGE;
+		goto out;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(commands[i].name, c.command) == 0)
+			cmd = &commands[i];
+	if (!cmd) {
+		status = ctl_usage_error("unknown command '%s' (see tensorctl --help)", c.command);
+		goto out;
+	}
+	for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
+		unsigned bit = 1u << options[i].id;
+
+		if (options[i].id >= OPT_FILE && (given & bit) && !(cmd->opts & bit)) {
+			status = ctl_usage_error("%s takes no option %s", cmd->name,
+						 option_label(&options[i], label, sizeof(label)));
+			goto out;
+		}
+	}
+	if (c.npos < cmd->min_pos || c.npos > cmd->max_pos) {
+		status = c.npos < cmd->min_pos
+				 ? ctl_usage_error("%s: missing NAME", cmd->name)
+				 : ctl_usage_error("%s: unexpected argument '%s'", cmd->name,
+						   c.pos[cmd->max_pos]);
+		goto out;
+	}
+	/* Names are checked here too, so that a typo is a usage error found
+	 * before any file is read or any connection made. */
+	if (c.npos > 0) {
+		size_t n = strnlen(c.pos[0], TENSORD_MAX_NAME_LEN + 1);
+		bool prefix = strcmp(cmd->name, "ls") == 0;
+
+		if (!(prefix && n == 0) && !tdp_name_valid(c.pos[0], n)) {
+			status = ctl_usage_error("invalid %s '%.*s' (1-%d bytes of A-Z a-z 0-9 "
+						 ". _ : / -)", prefix ? "prefix" : "tensor name",
+						 n > 64 ? 64 : (int)n, c.pos[0], TENSORD_MAX_NAME_LEN);
+			goto out;
+		}
+	}
+	if (!c.socket) {
+		c.socket = getenv("TENSORD_SOCKET");
+		if (!c.socket || !*c.socket)
+			c.socket = DEFAULT_SOCKET;
+	}
+	status = cmd->run(&c);
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		if (status == CTL_EXIT_OK)
+			status = ctl_error("writing to standard output failed");
+	}
+out:
+	tensord_free(c.td);
+	free(c.pos);
+	return status;
+}

@@ -1,0 +1,142 @@
+#!/bin/sh
+# Checks tensord's systemd units: usage check_units.sh SERVICE SOCKET SYSUSERS TMPFILES
+#
+# Always: every file parses (INI for units, whitespace-separated columns for
+# sysusers.d/tmpfiles.d) and carries the keys tensord depends on.
+# Then, when systemd-analyze exists and verifies a trivial unit here (it may not
+# inside containers without systemd), `systemd-analyze verify` on the units too.
+set -eu
+
+if [ $# -ne 4 ]; then
+	echo "usage: $0 SERVICE SOCKET SYSUSERS TMPFILES" >&2
+	exit 2
+fi
+service=$1 socket=$2 sysusers=$3 tmpfiles=$4
+status=0
+
+fail() {
+	echo "FAIL: $*" >&2
+	status=1
+}
+
+# Prints "Section.Key=Value" for every assignment; exits 1 on a line that is
+# neither a section header, an assignment, a comment nor blank.
+ini_flatten() {
+	awk '
+	/^[ \t]*$/ || /^[ \t]*[#;]/ { next }
+	/^\[[A-Za-z]+\][ \t]*$/ { sub(/[ \t]*$/, ""); sec = substr($0, 2, length($0) - 2); next }
+	/^[A-Za-z0-9_]+[ \t]*=/ {
+		if (sec == "") { printf "%s:%d: key outside a section\n", FILENAME, NR > "/dev/stderr"; bad = 1; next }
+		key = $0; sub(/[ \t]*=.*/, "", key)
+		val = $0; sub(/^[^=]*=[ \t]*/, "", val)
+		print sec "." key "=" val
+		next
+	}
+	{ printf "%s:%d: not INI: %s\n", FILENAME, NR, $0 > "/dev/stderr"; bad = 1 }
+	END { exit bad }' "$1"
+}
+
+# require FLAT_FILE NAME KEY [EXPECTED_VALUE]
+require() {
+	if ! grep -q "^$3=" "$1"; then
+		fail "$2: missing $3"
+	elif [ $# -ge 4 ] && ! grep -qx "$3=$4" "$1"; then
+		fail "$2: $3 is not '$4'"
+	fi
+}
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+ini_flatten "$service" > "$tmp/service.flat" || fail "$service does not parse"
+ini_flatten "$socket" > "$tmp/socket.flat" || fail "$socket does not parse"
+
+s=tensord.service
+require "$tmp/service.flat" $s Unit.Description
+require "$tmp/service.flat" $s Unit.Requires tensord.socket
+require "$tmp/service.flat" $s Service.Type notify
+require "$tmp/service.flat" $s Service.ExecStart
+require "$tmp/service.flat" $s Service.User tensord
+require "$tmp/service.flat" $s Service.Group tensord
+require "$tmp/service.flat" $s Service.StateDirectory tensord
+require "$tmp/service.flat" $s Service.WatchdogSec
+require "$tmp/service.flat" $s Service.Restart on-failure
+require "$tmp/service.flat" $s Install.WantedBy
+exec_start=$(sed -n 's/^Service\.ExecStart=//p' "$tmp/service.flat")
+case $exec_start in
+*@*) fail "$s: unsubstituted @variable@ in ExecStart=$exec_start" ;;
+/*/tensord|/*/tensord\ *) ;;
+*) fail "$s: ExecStart is not an absolute path to tensord: $exec_start" ;;
+esac
+for bad in PrivateDevices MemoryDenyWriteExecute PrivateUsers; do
+	if grep -q "^Service\.$bad=[1yt]" "$tmp/service.flat"; then
+		fail "$s: $bad= would hide the GPU from Vulkan"
+	fi
+done
+
+s=tensord.socket
+require "$tmp/socket.flat" $s Socket.ListenStream /run/tensord/tensord.sock
+require "$tmp/socket.flat" $s Socket.SocketGroup tensord
+require "$tmp/socket.flat" $s Socket.SocketMode 0660
+require "$tmp/socket.flat" $s Socket.Accept no
+require "$tmp/socket.flat" $s Install.WantedBy sockets.target
+
+# sysusers.d: types u g m r, and the user tensord.
+if ! awk '/^[ \t]*(#|$)/ { next } $1 !~ /^[ugmr]!?$/ || NF < 2 { exit 1 }' "$sysusers"; then
+	fail "$sysusers: a line is not a sysusers.d entry"
+fi
+grep -Eq '^u[ \t]+tensord[ \t]' "$sysusers" || fail "$sysusers: no user tensord"
+# tmpfiles.d: at least TYPE PATH, and the state directory.
+if ! awk '/^[ \t]*(#|$)/ { next } NF < 2 || $2 !~ /^\// { exit 1 }' "$tmpfiles"; then
+	fail "$tmpfiles: a line is not a tmpfiles.d entry"
+fi
+grep -Eq '^d[ \t]+/var/lib/tensord[ \t]' "$tmpfiles" || fail "$tmpfiles: no /var/lib/tensord"
+
+[ $status -eq 0 ] && echo "ok: units parse and carry the required keys"
+
+# sysusers.d and tmpfiles.d through systemd's own tools, into a scratch root
+# (they need no running systemd).
+if command -v systemd-sysusers >/dev/null 2>&1 && command -v systemd-tmpfiles >/dev/null 2>&1; then
+	mkdir -p "$tmp/root/etc"
+	# Absolute paths: the tools resolve relative ones inside --root.
+	cp "$sysusers" "$tmp/sysusers.conf"
+	cp "$tmpfiles" "$tmp/tmpfiles.conf"
+	if ! systemd-sysusers --root="$tmp/root" "$tmp/sysusers.conf" > "$tmp/sysusers.log" 2>&1 ||
+			! grep -q '^tensord:' "$tmp/root/etc/passwd"; then
+		fail "systemd-sysusers $sysusers:"
+		sed 's/^/  /' "$tmp/sysusers.log" >&2
+	elif ! systemd-tmpfiles --root="$tmp/root" --create "$tmp/tmpfiles.conf" > "$tmp/tmpfiles.log" 2>&1 ||
+			! [ -d "$tmp/root/var/lib/tensord" ]; then
+		fail "systemd-tmpfiles $tmpfiles:"
+		sed 's/^/  /' "$tmp/tmpfiles.log" >&2
+	else
+		echo "ok: systemd-sysusers and systemd-tmpfiles accept the entries"
+	fi
+fi
+
+# systemd-analyze verify, where it works. The probe tells "systemd cannot
+# run here" apart from "our units are wrong".
+if ! command -v systemd-analyze >/dev/null 2>&1; then
+	echo "skip: systemd-analyze not found; INI checks only"
+	exit $status
+fi
+mkdir "$tmp/probe" "$tmp/units"
+printf '[Unit]\nDescription=probe\n[Service]\nExecStart=/bin/true\n' > "$tmp/probe/probe.service"
+if ! systemd-analyze verify --man=no --generators=no "$tmp/probe/probe.service" > "$tmp/probe.log" 2>&1; then
+	echo "skip: systemd-analyze verify does not work here; INI checks only:"
+	sed 's/^/  /' "$tmp/probe.log"
+	exit $status
+fi
+# verify wants ExecStart= to exist; the daemon is not installed at test time.
+sed 's|^ExecStart=[^ ]*|ExecStart=/bin/true|' "$service" > "$tmp/units/tensord.service"
+cp "$socket" "$tmp/units/tensord.socket"
+if systemd-analyze verify --man=no --generators=no \
+		"$tmp/units/tensord.socket" "$tmp/units/tensord.service" > "$tmp/verify.log" 2>&1 &&
+		! grep -Eq 'Unknown (key|section)|[Ii]nvalid|[Ff]ailed to parse' "$tmp/verify.log"; then
+	echo "ok: systemd-analyze verify"
+	sed 's/^/  /' "$tmp/verify.log"
+else
+	fail "systemd-analyze verify:"
+	sed 's/^/  /' "$tmp/verify.log" >&2
+fi
+exit $status

@@ -1,0 +1,190 @@
+"""A real tensord for Python integration tests, and a plain msgpack-RPC client.
+
+Run with /usr/bin/python3 (Debian's python3-msgpack). The daemon binary comes
+from $TENSORD_BIN; it serves on a socket in a fresh temporary directory, its
+output goes to a log file there, printed when something goes wrong.
+"""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import msgpack
+
+
+class DaemonError(Exception):
+    pass
+
+
+class Daemon:
+    def __init__(self, extra_args=(), timeout=60):
+        self.extra_args = list(extra_args)
+        self.timeout = timeout
+        self.proc = None
+        self.dir = None
+        self.sock = None
+        self.log = None
+
+    def start(self):
+        binary = os.environ.get("TENSORD_BIN")
+        if not binary:
+            raise DaemonError("TENSORD_BIN is not set")
+        self.dir = tempfile.mkdtemp(prefix="tensord-py-", dir="/tmp")
+        self.sock = os.path.join(self.dir, "s.sock")
+        self.log = os.path.join(self.dir, "tensord.log")
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                [binary, "--socket", self.sock, "--device", "auto"] + self.extra_args,
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(self.sock)
+                s.close()
+                return self
+            except OSError:
+                s.close()
+            if self.proc.poll() is not None:
+                self.dump_log()
+                self._cleanup()
+                raise DaemonError("tensord exited with %d before serving" % self.proc.returncode)
+            if time.monotonic() > deadline:
+                self.proc.kill()
+                self.proc.wait()
+                self.dump_log()
+                self._cleanup()
+                raise DaemonError("tensord did not accept connections in %d s" % self.timeout)
+            time.sleep(0.02)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def dump_log(self):
+        sys.stderr.write("---- tensord log (%s) ----\n" % self.log)
+        try:
+            with open(self.log, "r", errors="replace") as f:
+                sys.stderr.write(f.read())
+        except OSError as e:
+            sys.stderr.write("(cannot read: %s)\n" % e)
+        sys.stderr.write("---- end of tensord log ----\n")
+
+    def stop(self, timeout=30):
+        """SIGTERM; raises DaemonError unless it exits 0 in time."""
+        if self.proc is None:
+            return
+        try:
+            if self.proc.poll() is not None:
+                self.dump_log()
+                raise DaemonError("tensord died before it was stopped (status %d)"
+                                  % self.proc.returncode)
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                rc = self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                self.dump_log()
+                raise DaemonError("tensord did not exit within %d s of SIGTERM" % timeout)
+            if rc != 0:
+                self.dump_log()
+                raise DaemonError("tensord exited with %d on SIGTERM" % rc)
+        finally:
+            self.proc = None
+            self._cleanup()
+
+    def _cleanup(self):
+        if self.dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+    def client(self):
+        return Client(self.sock)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+
+class RPCError(Exception):
+    def __init__(self, error):
+        self.error = error
+        super().__init__("%s (%s): %s" % (error.get("name"), error.get("code"),
+                                          error.get("message")))
+
+
+class Client:
+    """A msgpack-RPC client written from the spec alone: requests
+    [0, msgid, method, params], responses [1, msgid, error, result]."""
+
+    def __init__(self, path, timeout=60):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(path)
+        self.unpacker = msgpack.Unpacker(raw=False, max_buffer_size=2**31 - 1)
+        self.next_id = 1
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def send(self, obj):
+        self.sock.sendall(msgpack.packb(obj, use_bin_type=True))
+
+    def send_raw(self, data):
+        self.sock.sendall(data)
+
+    def recv(self):
+        """The next message, or None at the end of the stream."""
+        while True:
+            try:
+                return next(self.unpacker)
+            except StopIteration:
+                pass
+            try:
+                data = self.sock.recv(1 << 20)
+            except ConnectionResetError:
+                data = b""
+            if not data:
+                return None
+            self.unpacker.feed(data)
+
+    def request(self, method, params=None):
+        """Send a request; `params` is the map of named arguments, or None for []."""
+        msgid = self.next_id
+        self.next_id += 1
+        self.send([0, msgid, method, [] if params is None else [params]])
+        return msgid
+
+    def response(self, msgid):
+        msg = self.recv()
+        if msg is None:
+            raise DaemonError("connection closed while waiting for msgid %d" % msgid)
+        if not (isinstance(msg, list) and len(msg) == 4 and msg[0] == 1):
+            raise DaemonError("expected a response, got %r" % (msg,))
+        if msg[1] != msgid:
+            raise DaemonError("expected msgid %d, got %r" % (msgid, msg[1]))
+        return msg[2], msg[3]
+
+    def call_full(self, method, params=None):
+        """(error, result) of one call."""
+        return self.response(self.request(method, params))
+
+    def call(self, method, params=None):
+        error, result = self.call_full(method, params)
+        if error is not None:
+            raise RPCError(error)
+        return result

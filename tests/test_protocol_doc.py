@@ -1,0 +1,253 @@
+#!/usr/bin/python3
+"""Keeps docs/protocol.md true: every method listed under "## Methods" as
+"### `name`" is called against a real tensord with the call described in
+CALLS below, and must answer without error with the documented result keys.
+A method the document lists and CALLS lacks fails the test (so a new method
+comes with its call here); so does one CALLS has and the document dropped.
+The error table and the tensor metadata table are checked against what the
+daemon says too."""
+import os
+import re
+import struct
+import sys
+import traceback
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from daemon import Daemon  # noqa: E402
+
+
+def doc_sections(text):
+    """{"## Title": body} of the level-2 sections."""
+    sections = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            current = line[3:].strip()
+            sections[current] = []
+        elif current is not None:
+            sections[current].append(line)
+    return {k: "\n".join(v) for k, v in sections.items()}
+
+
+def doc_methods(text):
+    body = doc_sections(text).get("Methods")
+    if body is None:
+        raise AssertionError('docs/protocol.md has no "## Methods" section')
+    return re.findall(r"^### `([^`]+)`\s*$", body, re.M)
+
+
+def doc_table(body):
+    """Rows of the first markdown table in `body`, as lists of cells."""
+    rows = []
+    for line in body.splitlines():
+        line = line.strip()
+        if line.startswith("|") and line.endswith("|"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if all(re.fullmatch(r":?-+:?", c) for c in cells):
+                continue
+            rows.append(cells)
+        elif rows:
+            break
+    return rows[1:]  # without the header
+
+
+def unquote(cell):
+    return cell.strip().strip("`")
+
+
+# ---- the call table --------------------------------------------------------
+
+META_KEYS = {"name", "dtype", "shape", "bytes", "owner", "created", "modified",
+             "version", "device"}
+DATA = struct.pack("<6f", 1, 2, 3, 4, 5, 6)
+
+
+def put_doc_tensor(c, name="doc/a"):
+    c.call("tensor.put", {"name": name, "dtype": "f32", "shape": [2, 3], "data": DATA})
+
+
+def check_meta(res, name="doc/a"):
+    assert META_KEYS <= set(res), "metadata lacks %s" % sorted(META_KEYS - set(res))
+    assert res["name"] == name and res["dtype"] == "f32" and res["shape"] == [2, 3], res
+    assert res["bytes"] == 24, res
+
+
+def call_ping(c):
+    res = c.call("ping")
+    assert res["pong"] is True and res["protocol"] == 1 and isinstance(res["version"], str)
+    res = c.call("ping", {})
+    assert res["pong"] is True
+
+
+def call_info(c):
+    res = c.call("info")
+    for k in ("version", "protocol", "pid", "uptime", "devices", "tensors", "connections",
+              "limits"):
+        assert k in res, "info lacks %s" % k
+    assert res["devices"], "no devices"
+    for dev in res["devices"]:
+        for k in ("index", "name", "type", "driver", "vendor_id", "device_id", "api_version",
+                  "active", "memory_total", "memory_used", "memory_reserved",
+                  "max_storage_buffer_range", "max_allocation_size"):
+            assert k in dev, "device lacks %s" % k
+        assert dev["type"] in ("discrete", "integrated", "virtual", "cpu", "other"), dev
+        assert dev["memory_reserved"] >= dev["memory_used"], dev
+    assert sum(1 for dev in res["devices"] if dev["active"]) == 1
+    assert set(res["tensors"]) >= {"count", "bytes"}
+    assert set(res["limits"]) >= {"max_message_bytes", "max_tensor_bytes", "max_depth",
+                                  "max_objects", "max_name_len", "max_rank", "max_tensors",
+                                  "max_connections"}, res["limits"]
+    assert all(isinstance(v, int) for v in res["limits"].values()), res["limits"]
+
+
+def call_put(c):
+    res = c.call("tensor.put", {"name": "doc/a", "dtype": "f32", "shape": [2, 3],
+                                "data": DATA})
+    check_meta(res)
+    assert res["version"] == 1
+    res = c.call("tensor.put", {"name": "doc/new", "dtype": "u8", "shape": [],
+                                "data": b"\x07", "if_absent": True})
+    assert res["version"] == 1 and res["shape"] == [] and res["bytes"] == 1
+    c.call("tensor.delete", {"name": "doc/a"})
+    c.call("tensor.delete", {"name": "doc/new"})
+
+
+def call_get(c):
+    put_doc_tensor(c)
+    res = c.call("tensor.get", {"name": "doc/a"})
+    check_meta(res)
+    assert res["data"] == DATA
+    c.call("tensor.delete", {"name": "doc/a"})
+
+
+def call_stat(c):
+    put_doc_tensor(c)
+    res = c.call("tensor.stat", {"name": "doc/a"})
+    check_meta(res)
+    assert "data" not in res
+    c.call("tensor.delete", {"name": "doc/a"})
+
+
+def call_list(c):
+    put_doc_tensor(c, "doc/l/b")
+    put_doc_tensor(c, "doc/l/a")
+    res = c.call("tensor.list", {"prefix": "doc/l/"})
+    assert [t["name"] for t in res["tensors"]] == ["doc/l/a", "doc/l/b"], res
+    for t in res["tensors"]:
+        check_meta(t, t["name"])
+    res = c.call("tensor.list")  # the prefix is optional
+    assert {"doc/l/a", "doc/l/b"} <= {t["name"] for t in res["tensors"]}
+    c.call("tensor.delete", {"name": "doc/l/a"})
+    c.call("tensor.delete", {"name": "doc/l/b"})
+
+
+def call_delete(c):
+    put_doc_tensor(c)
+    res = c.call("tensor.delete", {"name": "doc/a"})
+    assert res == {"name": "doc/a", "deleted": True, "bytes": 24}, res
+
+
+CALLS = {
+    "ping": call_ping,
+    "info": call_info,
+    "tensor.put": call_put,
+    "tensor.get": call_get,
+    "tensor.stat": call_stat,
+    "tensor.list": call_list,
+    "tensor.delete": call_delete,
+}
+
+
+# ---- checks of the tables --------------------------------------------------
+
+def check_error_table(text, c):
+    """The daemon's (code, name) pairs are those of the document's table."""
+    rows = doc_table(doc_sections(text)["Errors"])
+    table = {unquote(r[1]): int(r[0]) for r in rows}
+    assert table, "no error table"
+    seen = []
+    e, _ = c.call_full("tensor.get", {"name": "doc/missing"})
+    seen.append(e)
+    e, _ = c.call_full("tensor.get", {"name": "bad name"})
+    seen.append(e)
+    e, _ = c.call_full("doc.no_such_method")
+    seen.append(e)
+    c.send([0, 4242, 42, []])
+    seen.append(c.response(4242)[0])
+    put_doc_tensor(c, "doc/e")
+    e, _ = c.call_full("tensor.put", {"name": "doc/e", "dtype": "u8", "shape": [0],
+                                      "data": b"", "if_absent": True})
+    seen.append(e)
+    c.call("tensor.delete", {"name": "doc/e"})
+    for e in seen:
+        assert isinstance(e, dict), e
+        assert e["name"] in table, "error name %s is not in the document" % e["name"]
+        assert table[e["name"]] == e["code"], \
+            "%s is code %d in the document, %d from the daemon" % (
+                e["name"], table[e["name"]], e["code"])
+    assert {e["name"] for e in seen} == {"NOT_FOUND", "INVALID_ARGUMENT", "UNIMPLEMENTED",
+                                         "PROTOCOL", "ALREADY_EXISTS"}, seen
+
+
+def check_metadata_table(text, c):
+    """tensor.stat returns exactly the keys of the metadata table."""
+    keys = {unquote(r[0]) for r in doc_table(doc_sections(text)["Tensors"])}
+    assert "name" in keys and "version" in keys, keys
+    put_doc_tensor(c, "doc/m")
+    res = c.call("tensor.stat", {"name": "doc/m"})
+    c.call("tensor.delete", {"name": "doc/m"})
+    assert set(res) == keys, "stat keys %s, document %s" % (sorted(res), sorted(keys))
+
+
+def main():
+    path = os.environ.get("PROTOCOL_DOC")
+    if not path:
+        print("PROTOCOL_DOC is not set")
+        return 1
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    methods = doc_methods(text)
+    failed = []
+    if not methods:
+        failed.append("no methods found in %s" % path)
+    for m in methods:
+        if m not in CALLS:
+            failed.append("method %s is in the document but has no call in %s"
+                          % (m, os.path.basename(__file__)))
+    for m in CALLS:
+        if m not in methods:
+            failed.append("method %s has a call here but is not in the document" % m)
+    if len(set(methods)) != len(methods):
+        failed.append("a method is documented twice: %s" % methods)
+
+    d = Daemon().start()
+    try:
+        with d.client() as c:
+            checks = [(m, CALLS[m]) for m in methods if m in CALLS]
+            checks += [("errors table", lambda cl: check_error_table(text, cl)),
+                       ("metadata table", lambda cl: check_metadata_table(text, cl))]
+            for name, fn in checks:
+                try:
+                    fn(c)
+                    print("ok   %s" % name)
+                except Exception as e:
+                    traceback.print_exc()
+                    failed.append("%s: %s" % (name, e))
+                    if not d.alive():
+                        failed.append("tensord died")
+                        break
+    finally:
+        if failed:
+            d.dump_log()
+        try:
+            d.stop()
+        except Exception as e:
+            failed.append(str(e))
+    for f in failed:
+        print("FAIL %s" % f)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

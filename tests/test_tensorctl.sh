@@ -1,0 +1,245 @@
+#!/bin/bash
+# tensorctl against a real tensord: the CLI contract of DESIGN.md and
+# tensorctl(1). Needs TENSORD_BIN, TENSORCTL_BIN and PYTHON3 (Debian's
+# /usr/bin/python3, with python3-numpy).
+set -euo pipefail
+
+: "${TENSORD_BIN:?}" "${TENSORCTL_BIN:?}"
+PY=${PYTHON3:-/usr/bin/python3}
+
+DIR=$(mktemp -d /tmp/tensorctl-test-XXXXXX)
+SOCK=$DIR/s.sock
+LOG=$DIR/tensord.log
+DPID=
+
+dump_log() {
+	echo "---- tensord log ----" >&2
+	cat "$LOG" >&2 || true
+	echo "---- end of tensord log ----" >&2
+}
+
+cleanup() {
+	if [[ -n $DPID ]] && kill -0 "$DPID" 2>/dev/null; then
+		kill -TERM "$DPID" 2>/dev/null || true
+		wait "$DPID" 2>/dev/null || true
+	fi
+	rm -rf "$DIR"
+}
+trap cleanup EXIT
+
+fail() {
+	echo "FAIL: $*" >&2
+	dump_log
+	exit 1
+}
+
+step() { echo "== $*"; }
+
+# ---- start the daemon ----
+"$TENSORD_BIN" --socket "$SOCK" --device auto >"$LOG" 2>&1 </dev/null &
+DPID=$!
+"$PY" - "$SOCK" "$DPID" <<'EOF' || fail "tensord did not start"
+import os, socket, sys, time
+path, pid = sys.argv[1], int(sys.argv[2])
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+        sys.exit(0)
+    except OSError:
+        pass
+    finally:
+        s.close()
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        state = "gone"
+    if state in ("Z", "X", "gone"):
+        print("tensord exited before serving", file=sys.stderr)
+        sys.exit(1)
+    time.sleep(0.02)
+print("tensord did not accept connections in 60 s", file=sys.stderr)
+sys.exit(1)
+EOF
+
+ctl() { "$TENSORCTL_BIN" --socket "$SOCK" "$@"; }
+
+# Run tensorctl; it must succeed and print something.
+ok() {
+	local out
+	out=$(ctl "$@" 2>"$DIR/err") || fail "tensorctl $* exited $?: $(cat "$DIR/err")"
+	[[ -n $out ]] || fail "tensorctl $* printed nothing"
+	printf '%s\n' "$out"
+}
+
+# Run tensorctl; it must fail with exactly one non-empty line on stderr.
+bad() {
+	local rc=0 lines
+	ctl "$@" >"$DIR/out" 2>"$DIR/err" || rc=$?
+	[[ $rc -ne 0 ]] || fail "tensorctl $* succeeded, want failure (stdout: $(cat "$DIR/out"))"
+	lines=$(wc -l <"$DIR/err")
+	[[ $lines -eq 1 && -n $(head -c1 "$DIR/err") ]] ||
+		fail "tensorctl $* (exit $rc): want one line on stderr, got $lines: $(cat "$DIR/err")"
+	echo "   (exit $rc) $(cat "$DIR/err")"
+}
+
+# Check JSON on stdin with Python statements over `j`.
+js() {
+	"$PY" -c '
+import json, sys
+src = sys.stdin.read()
+try:
+    j = json.loads(src)
+except ValueError as e:
+    sys.exit("not JSON (%s): %r" % (e, src[:500]))
+def flat(v):
+    return [x for e in v for x in flat(e)] if isinstance(v, list) else [v]
+exec(sys.argv[1])
+' "$1" || fail "JSON check failed: $1"
+}
+
+# ---- ping, info ----
+step ping
+ok ping | grep -qi pong || fail "ping output has no 'pong'"
+ok --json ping | js 'assert j["pong"] is True and j["protocol"] == 1, j'
+
+step "put --values / get --json"
+ok put a --values 1,2,3,4,5,6 --shape 2,3 >/dev/null
+ok --json get a | js '
+assert j["dtype"] == "f32", j
+assert j["shape"] == [2, 3], j
+vals = j.get("data", j.get("values"))
+assert vals is not None, j
+if any(isinstance(v, list) for v in vals):
+    assert len(vals) == 2 and all(len(r) == 3 for r in vals), vals
+assert flat(vals) == [1, 2, 3, 4, 5, 6], vals
+'
+out=$(ok get a)
+for v in 1 2 3 4 5 6; do
+	grep -q "$v" <<<"$out" || fail "get a (text) lacks value $v: $out"
+done
+
+ok put i --values 7,-8,9 --dtype i32 >/dev/null
+ok --json get i | js '
+assert j["dtype"] == "i32" and j["shape"] == [3], j
+assert flat(j.get("data", j.get("values"))) == [7, -8, 9], j
+'
+ok --json put s --values 2.5 --shape scalar | js 'assert j["shape"] == [] and j["bytes"] == 4, j'
+ok --json get s | js 'assert flat(j.get("data", j.get("values"))) == [2.5] and j["shape"] == [], j'
+
+step "info"
+ok info >/dev/null
+ok --json info | js '
+for k in ("devices", "tensors", "limits", "version"):
+    assert k in j, k
+assert j["tensors"]["count"] >= 3, j["tensors"]
+assert len(j["devices"]) >= 1
+'
+
+step "ls / stat"
+out=$(ok ls)
+for n in a i s; do
+	grep -qw "$n" <<<"$out" || fail "ls lacks $n: $out"
+done
+ok --json ls | js '
+names = [t["name"] for t in j["tensors"]]
+assert names == sorted(names) and {"a", "i", "s"} <= set(names), names
+a = [t for t in j["tensors"] if t["name"] == "a"][0]
+assert a["dtype"] == "f32" and a["shape"] == [2, 3] and a["bytes"] == 24, a
+'
+ok put p/x --values 1 >/dev/null
+ok put p/y --values 2 >/dev/null
+ok --json ls p/ | js 'assert [t["name"] for t in j["tensors"]] == ["p/x", "p/y"], j'
+ok stat a | grep -q f32 || fail "stat a lacks the dtype"
+ok --json stat a | js '
+assert j["name"] == "a" and j["dtype"] == "f32" and j["shape"] == [2, 3], j
+assert j["bytes"] == 24 and j["version"] == 1, j
+'
+ok put a --values 6,5,4,3,2,1 --shape 3,2 >/dev/null
+ok --json stat a | js 'assert j["version"] == 2 and j["shape"] == [3, 2], j'
+
+step "rm"
+ok rm p/x >/dev/null
+ok --json rm p/y | js 'assert j["name"] == "p/y" and j["deleted"] is True and j["bytes"] == 4, j'
+ok --json ls p/ | js 'assert j["tensors"] == [], j'
+
+step "errors"
+bad get missing
+bad stat missing
+bad rm missing
+bad put x --values 1,abc
+bad put x --values 1,,2
+bad put x --values 1,2,3 --shape 2,2
+bad put x --values 1,2 --dtype f64
+bad put 'bad name' --values 1
+bad put x --file "$DIR/does-not-exist.npy"
+printf 'this is not an npy file\n' >"$DIR/junk.npy"
+bad put x --file "$DIR/junk.npy"
+head -c 100 /dev/urandom >"$DIR/junk2.npy"
+bad put x --file "$DIR/junk2.npy"
+bad frobnicate
+bad --socket "$DIR/no-such.sock" ping
+bad --json get missing
+ok --json ls x | js 'assert j["tensors"] == [], "a failed put stored x: %r" % j'
+
+step ".npy files"
+"$PY" - "$DIR" <<'EOF' || fail "could not write .npy files"
+import sys
+import numpy as np
+d = sys.argv[1]
+rng = np.random.default_rng(1234)
+np.save(d + "/f16.npy", rng.standard_normal((3, 4)).astype(np.float16))
+np.save(d + "/f32.npy", rng.standard_normal((2, 5)).astype(np.float32))
+np.save(d + "/i32.npy", rng.integers(-2**31, 2**31, size=(5,), dtype=np.int32))
+np.save(d + "/u8.npy", rng.integers(0, 256, size=(2, 3, 4), dtype=np.uint8))
+np.save(d + "/scalar.npy", np.array(3.5, dtype=np.float32))
+np.save(d + "/empty.npy", np.zeros((3, 0), dtype=np.float32))
+EOF
+for t in f16 f32 i32 u8 scalar empty; do
+	ok put "npy/$t" --file "$DIR/$t.npy" >/dev/null
+	ok get "npy/$t" --out "$DIR/$t.back.npy" >/dev/null
+	"$PY" - "$DIR/$t.npy" "$DIR/$t.back.npy" <<'EOF' || fail "$t.npy did not come back equal"
+import sys
+import numpy as np
+a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
+assert a.dtype == b.dtype, (a.dtype, b.dtype)
+assert a.shape == b.shape, (a.shape, b.shape)
+assert a.tobytes() == b.tobytes(), "data differs"
+EOF
+	cmp "$DIR/$t.npy" "$DIR/$t.back.npy" || fail "$t.npy: the file that came back is not byte-identical"
+done
+ok --json get npy/i32 | "$PY" -c '
+import json, sys
+import numpy as np
+j = json.load(sys.stdin)
+a = np.load(sys.argv[1])
+assert j["dtype"] == "i32" and j["shape"] == [5], j
+assert j.get("data", j.get("values")) == a.tolist(), (j, a.tolist())
+' "$DIR/i32.npy" || fail "get --json of an i32 .npy shows other values"
+ok --json stat npy/f16 | js 'assert j["dtype"] == "f16" and j["shape"] == [3, 4] and j["bytes"] == 24, j'
+
+step "256 MiB .npy"
+"$PY" -c '
+import sys
+import numpy as np
+rng = np.random.default_rng(256)
+np.save(sys.argv[1], rng.integers(0, 256, size=(16384, 16384), dtype=np.uint8))
+' "$DIR/big.npy" || fail "could not write big.npy"
+ok put big --file "$DIR/big.npy" >/dev/null
+rm -f "$DIR/big.back.npy"
+ok get big --out "$DIR/big.back.npy" >/dev/null
+cmp "$DIR/big.npy" "$DIR/big.back.npy" || fail "256 MiB .npy did not come back byte-identical"
+rm -f "$DIR/big.npy" "$DIR/big.back.npy"
+ok --json stat big | js 'assert j["bytes"] == 256 << 20 and j["dtype"] == "u8" and j["shape"] == [16384, 16384], j'
+ok rm big >/dev/null
+
+# ---- stop: SIGTERM must end it with status 0 ----
+step "stop"
+kill -TERM "$DPID"
+rc=0
+wait "$DPID" || rc=$?
+DPID=
+[[ $rc -eq 0 ]] || fail "tensord exited with $rc on SIGTERM"
+echo "all tensorctl checks passed"
