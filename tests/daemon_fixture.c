@@ -130,6 +130,11 @@ int daemon_start(struct daemon_fixture *d, const char *const *extra, int timeout
 	argv[argc++] = d->sock;
 	argv[argc++] = "--device";
 	argv[argc++] = "auto";
+	/* TENSORD_CONFIG runs the same tests under other settings (the staging path). */
+	if (getenv("TENSORD_CONFIG") && *getenv("TENSORD_CONFIG")) {
+		argv[argc++] = "--config";
+		argv[argc++] = getenv("TENSORD_CONFIG");
+	}
 	for (int i = 0; extra && extra[i] && argc < 31; i++)
 		argv[argc++] = extra[i];
 	argv[argc] = NULL;
