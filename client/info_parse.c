@@ -4,25 +4,14 @@
  * is type-checked, and a wrong type is an -EPROTO, never a crash. name, dtype
  * and shape are required; the other fields default to 0 when absent. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "errorf.h"
 #include "connection.h"
 #include "dtype.h"
 #include "wire_limits.h"
 #include "pack.h"
-
-__attribute__((format(printf, 3, 4)))
-static int bad(char *why, size_t why_len, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(why, why_len, fmt, ap);
-	va_end(ap);
-	return -EPROTO;
-}
 
 static int get_uint(const msgpack_object *map, const char *key, uint64_t max, uint64_t *ret,
 		    char *why, size_t why_len)
@@ -35,7 +24,7 @@ static int get_uint(const msgpack_object *map, const char *key, uint64_t max, ui
 		return 0;
 	}
 	if (tdp_obj_uint(o, &v) < 0 || v > max)
-		return bad(why, why_len, "metadata field '%s' is not an integer in range", key);
+		return tdp_errorf(why, why_len, -EPROTO, "metadata field '%s' is not an integer in range", key);
 	*ret = v;
 	return 0;
 }
@@ -61,7 +50,7 @@ static int get_time(const msgpack_object *map, const char *key, double *ret, cha
 		*ret = (double)o->via.i64;
 		return 0;
 	default:
-		return bad(why, why_len, "metadata field '%s' is not a number", key);
+		return tdp_errorf(why, why_len, -EPROTO, "metadata field '%s' is not a number", key);
 	}
 }
 
@@ -75,31 +64,31 @@ int td_parse_tensor_info(const msgpack_object *o, struct tensord_tensor_info *re
 
 	memset(&info, 0, sizeof(info));
 	if (!o || o->type != MSGPACK_OBJECT_MAP)
-		return bad(why, why_len, "tensor metadata is not a map");
+		return tdp_errorf(why, why_len, -EPROTO, "tensor metadata is not a map");
 
 	f = tdp_map_find(o, "name");
 	if (!f || tdp_obj_strcpy(f, info.name, sizeof(info.name)) < 0)
-		return bad(why, why_len, "metadata field 'name' is missing or not a short string");
+		return tdp_errorf(why, why_len, -EPROTO, "metadata field 'name' is missing or not a short string");
 
 	f = tdp_map_find(o, "dtype");
 	if (!f || f->type != MSGPACK_OBJECT_STR)
-		return bad(why, why_len, "metadata field 'dtype' is missing or not a string");
+		return tdp_errorf(why, why_len, -EPROTO, "metadata field 'dtype' is missing or not a string");
 	dtype = tdp_dtype_parse(f->via.str.ptr, f->via.str.size);
 	if (dtype < 0)
-		return bad(why, why_len, "unknown dtype '%.*s' in metadata",
+		return tdp_errorf(why, why_len, -EPROTO, "unknown dtype '%.*s' in metadata",
 			   (int)(f->via.str.size > 16 ? 16 : f->via.str.size), f->via.str.ptr);
 	info.dtype = (enum tensord_dtype)dtype;
 
 	f = tdp_map_find(o, "shape");
 	if (!f || f->type != MSGPACK_OBJECT_ARRAY)
-		return bad(why, why_len, "metadata field 'shape' is missing or not an array");
+		return tdp_errorf(why, why_len, -EPROTO, "metadata field 'shape' is missing or not an array");
 	if (f->via.array.size > TENSORD_MAX_RANK)
-		return bad(why, why_len, "shape of rank %u exceeds %d", f->via.array.size,
+		return tdp_errorf(why, why_len, -EPROTO, "shape of rank %u exceeds %d", f->via.array.size,
 			   TENSORD_MAX_RANK);
 	info.rank = f->via.array.size;
 	for (uint32_t i = 0; i < info.rank; i++)
 		if (tdp_obj_uint(&f->via.array.ptr[i], &info.shape[i]) < 0)
-			return bad(why, why_len, "shape holds a value that is no size");
+			return tdp_errorf(why, why_len, -EPROTO, "shape holds a value that is no size");
 
 	if ((r = get_uint(o, "bytes", UINT64_MAX, &info.bytes, why, why_len)) < 0 ||
 	    (r = get_uint(o, "version", UINT64_MAX, &info.version, why, why_len)) < 0 ||
@@ -116,7 +105,7 @@ int td_parse_tensor_info(const msgpack_object *o, struct tensord_tensor_info *re
 		uint64_t count;
 
 		if (tdp_shape_count(info.shape, info.rank, tdp_dtype_size(dtype), &count) < 0)
-			return bad(why, why_len, "shape overflows");
+			return tdp_errorf(why, why_len, -EPROTO, "shape overflows");
 		info.bytes = count * tdp_dtype_size(dtype);
 	}
 	*ret = info;

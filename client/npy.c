@@ -1,11 +1,11 @@
 /* NumPy .npy reading and writing for tensorctl (format spec:
  * numpy.lib.format). The header is a Python dict literal; only the exact
  * subset NumPy writes is accepted, parsed within its stated length. */
+#include "errorf.h"
 #include "npy.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,17 +36,6 @@ static const size_t elem_sizes[NPY_ELEM_COUNT] = {
 	[NPY_U16] = 2, [NPY_F64] = 8, [NPY_I64] = 8,
 };
 
-__attribute__((format(printf, 4, 5)))
-static int fail(char *err, size_t err_len, int r, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, err_len, fmt, ap);
-	va_end(ap);
-	return r;
-}
-
 size_t npy_elem_size(enum npy_elem elem)
 {
 	return (unsigned)elem < NPY_ELEM_COUNT ? elem_sizes[elem] : 0;
@@ -67,12 +56,12 @@ static void skip_ws(struct parser *ps)
 static int syntax(struct parser *ps, const char *what)
 {
 	if (ps->p >= ps->end)
-		return fail(ps->err, ps->err_len, -EINVAL, "bad .npy header: %s, found the end",
+		return tdp_errorf(ps->err, ps->err_len, -EINVAL, "bad .npy header: %s, found the end",
 			    what);
 	if (*ps->p >= 0x20 && *ps->p < 0x7f)
-		return fail(ps->err, ps->err_len, -EINVAL, "bad .npy header: %s, found '%c'", what,
+		return tdp_errorf(ps->err, ps->err_len, -EINVAL, "bad .npy header: %s, found '%c'", what,
 			    *ps->p);
-	return fail(ps->err, ps->err_len, -EINVAL, "bad .npy header: %s, found byte 0x%02x",
+	return tdp_errorf(ps->err, ps->err_len, -EINVAL, "bad .npy header: %s, found byte 0x%02x",
 		    what, (unsigned)(uint8_t)*ps->p);
 }
 
@@ -102,7 +91,7 @@ static int parse_str(struct parser *ps, char *out, size_t cap)
 	if (ps->p >= ps->end)
 		return syntax(ps, "unterminated string");
 	if ((size_t)(ps->p - b) >= cap)
-		return fail(ps->err, ps->err_len, -EINVAL, "bad .npy header: string '%.*s...' too long",
+		return tdp_errorf(ps->err, ps->err_len, -EINVAL, "bad .npy header: string '%.*s...' too long",
 			    (int)(cap - 1), b);
 	memcpy(out, b, (size_t)(ps->p - b));
 	out[ps->p - b] = '\0';
@@ -135,13 +124,13 @@ static int parse_shape(struct parser *ps, struct npy_header *h)
 		if (accept(ps, ')'))
 			break;
 		if (h->rank == TDP_MAX_RANK)
-			return fail(ps->err, ps->err_len, -EINVAL,
+			return tdp_errorf(ps->err, ps->err_len, -EINVAL,
 				    "shape has more than %d dimensions", TDP_MAX_RANK);
 		skip_ws(ps);
 		for (b = ps->p; ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9'; ps->p++)
 			if (__builtin_mul_overflow(v, 10, &v) ||
 			    __builtin_add_overflow(v, (uint64_t)(*ps->p - '0'), &v))
-				return fail(ps->err, ps->err_len, -EOVERFLOW,
+				return tdp_errorf(ps->err, ps->err_len, -EOVERFLOW,
 					    "bad .npy header: dimension too large");
 		if (ps->p == b)
 			return syntax(ps, "expected a dimension");
@@ -163,7 +152,7 @@ static int parse_descr(struct parser *ps, struct npy_header *h)
 {
 	skip_ws(ps);
 	if (ps->p < ps->end && *ps->p == '[')
-		return fail(ps->err, ps->err_len, -ENOTSUP, "structured arrays are not supported");
+		return tdp_errorf(ps->err, ps->err_len, -ENOTSUP, "structured arrays are not supported");
 	if (parse_str(ps, h->descr, sizeof(h->descr)) < 0)
 		return -EINVAL;
 	for (size_t i = 0; i < sizeof(descrs) / sizeof(descrs[0]); i++)
@@ -172,10 +161,10 @@ static int parse_descr(struct parser *ps, struct npy_header *h)
 			return 0;
 		}
 	if (h->descr[0] == '>')
-		return fail(ps->err, ps->err_len, -ENOTSUP,
+		return tdp_errorf(ps->err, ps->err_len, -ENOTSUP,
 			    "big-endian data (descr '%s') is not supported; save "
 			    "arr.astype(arr.dtype.newbyteorder('<'))", h->descr);
-	return fail(ps->err, ps->err_len, -ENOTSUP,
+	return tdp_errorf(ps->err, ps->err_len, -ENOTSUP,
 		    "unsupported dtype (descr '%s'); supported: <f4 <f2 <i4 |u1, and "
 		    "<u2 <f8 <i8 with --dtype", h->descr);
 }
@@ -201,7 +190,7 @@ static int parse_dict(struct parser *ps, struct npy_header *h)
 		} else if (strcmp(key, "fortran_order") == 0 && !seen_order) {
 			seen_order = true;
 			if (accept_word(ps, "True"))
-				return fail(ps->err, ps->err_len, -ENOTSUP,
+				return tdp_errorf(ps->err, ps->err_len, -ENOTSUP,
 					    "Fortran-ordered arrays are not supported; save "
 					    "np.ascontiguousarray(arr)");
 			if (!accept_word(ps, "False"))
@@ -211,7 +200,7 @@ static int parse_dict(struct parser *ps, struct npy_header *h)
 			if ((r = parse_shape(ps, h)) < 0)
 				return r;
 		} else {
-			return fail(ps->err, ps->err_len, -EINVAL,
+			return tdp_errorf(ps->err, ps->err_len, -EINVAL,
 				    "bad .npy header: unexpected or repeated key '%s'", key);
 		}
 		if (accept(ps, ','))
@@ -221,7 +210,7 @@ static int parse_dict(struct parser *ps, struct npy_header *h)
 		break;
 	}
 	if (!seen_descr || !seen_order || !seen_shape)
-		return fail(ps->err, ps->err_len, -EINVAL,
+		return tdp_errorf(ps->err, ps->err_len, -EINVAL,
 			    "bad .npy header: descr, fortran_order or shape missing");
 	while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' ||
 				   *ps->p == '\r'))
@@ -241,36 +230,36 @@ int npy_parse_header(const uint8_t *buf, size_t len, struct npy_header *ret, cha
 
 	memset(&h, 0, sizeof(h));
 	if (len < 10 || memcmp(buf, MAGIC, sizeof(MAGIC)) != 0)
-		return fail(err, err_len, -EINVAL, "not a .npy file (no \\x93NUMPY magic)");
+		return tdp_errorf(err, err_len, -EINVAL, "not a .npy file (no \\x93NUMPY magic)");
 	if (buf[6] < 1 || buf[6] > 3 || buf[7] != 0)
-		return fail(err, err_len, -ENOTSUP, "unsupported .npy format version %u.%u",
+		return tdp_errorf(err, err_len, -ENOTSUP, "unsupported .npy format version %u.%u",
 			    buf[6], buf[7]);
 	if (buf[6] == 1) {
 		pre = 10;
 		hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
 	} else {
 		if (len < 12)
-			return fail(err, err_len, -EINVAL, "truncated .npy header");
+			return tdp_errorf(err, err_len, -EINVAL, "truncated .npy header");
 		pre = 12;
 		hlen = (size_t)buf[8] | (size_t)buf[9] << 8 | (size_t)buf[10] << 16 |
 		       (size_t)buf[11] << 24;
 	}
 	if (hlen > NPY_MAX_HEADER_LEN)
-		return fail(err, err_len, -EINVAL, ".npy header of %zu bytes is over the %d-byte limit",
+		return tdp_errorf(err, err_len, -EINVAL, ".npy header of %zu bytes is over the %d-byte limit",
 			    hlen, NPY_MAX_HEADER_LEN);
 	if (hlen > len - pre)
-		return fail(err, err_len, -EINVAL, "truncated .npy header (%zu of %zu bytes)",
+		return tdp_errorf(err, err_len, -EINVAL, "truncated .npy header (%zu of %zu bytes)",
 			    len - pre, hlen);
 	ps.p = (const char *)buf + pre;
 	ps.end = ps.p + hlen;
 	if ((r = parse_dict(&ps, &h)) < 0)
 		return r;
 	if (tdp_shape_count(h.shape, h.rank, npy_elem_size(h.elem), &h.count) < 0)
-		return fail(err, err_len, -EOVERFLOW, "the .npy shape is too large");
+		return tdp_errorf(err, err_len, -EOVERFLOW, "the .npy shape is too large");
 	h.data_offset = pre + hlen;
 	h.data_bytes = h.count * npy_elem_size(h.elem);
 	if (h.data_bytes != len - h.data_offset)
-		return fail(err, err_len, -EINVAL,
+		return tdp_errorf(err, err_len, -EINVAL,
 			    "the .npy file holds %zu data bytes but its shape needs %llu",
 			    len - h.data_offset, (unsigned long long)h.data_bytes);
 	*ret = h;
@@ -287,7 +276,7 @@ static int read_all(int fd, uint8_t **ret_buf, size_t *ret_len, char *err, size_
 		if (len == cap) {
 			if (cap >= NPY_MAX_STREAM_BYTES) {
 				free(buf);
-				return fail(err, err_len, -EFBIG, "input larger than %llu bytes",
+				return tdp_errorf(err, err_len, -EFBIG, "input larger than %llu bytes",
 					    (unsigned long long)NPY_MAX_STREAM_BYTES);
 			}
 			cap = cap ? 2 * cap : (size_t)1 << 20;
@@ -296,7 +285,7 @@ static int read_all(int fd, uint8_t **ret_buf, size_t *ret_len, char *err, size_
 			p = realloc(buf, cap);
 			if (!p) {
 				free(buf);
-				return fail(err, err_len, -ENOMEM, "out of memory");
+				return tdp_errorf(err, err_len, -ENOMEM, "out of memory");
 			}
 			buf = p;
 		}
@@ -307,7 +296,7 @@ static int read_all(int fd, uint8_t **ret_buf, size_t *ret_len, char *err, size_
 			int r = -errno;
 
 			free(buf);
-			return fail(err, err_len, r, "read: %s", strerror(-r));
+			return tdp_errorf(err, err_len, r, "read: %s", strerror(-r));
 		}
 		if (n == 0)
 			break;
@@ -327,13 +316,13 @@ int npy_load(const char *path, struct npy_file *ret, char *err, size_t err_len)
 
 	fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return fail(err, err_len, -errno, "%s", strerror(errno));
+		return tdp_errorf(err, err_len, -errno, "%s", strerror(errno));
 	if (fstat(fd, &st) < 0) {
-		r = fail(err, err_len, -errno, "%s", strerror(errno));
+		r = tdp_errorf(err, err_len, -errno, "%s", strerror(errno));
 		goto fail;
 	}
 	if (S_ISDIR(st.st_mode)) {
-		r = fail(err, err_len, -EISDIR, "is a directory");
+		r = tdp_errorf(err, err_len, -EISDIR, "is a directory");
 		goto fail;
 	}
 	if (S_ISREG(st.st_mode) && st.st_size > 0) {
@@ -341,7 +330,7 @@ int npy_load(const char *path, struct npy_file *ret, char *err, size_t err_len)
 		f.base = mmap(NULL, f.base_len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
 		if (f.base == MAP_FAILED) {
 			f.base = NULL;
-			r = fail(err, err_len, -errno, "mmap: %s", strerror(errno));
+			r = tdp_errorf(err, err_len, -errno, "mmap: %s", strerror(errno));
 			goto fail;
 		}
 		f.mapped = true;
@@ -408,15 +397,15 @@ int npy_target_dtype(enum npy_elem elem, int want, char *err, size_t err_len)
 		if (want >= 0)
 			return want;
 		if (elem == NPY_U16)
-			return fail(err, err_len, -EINVAL,
+			return tdp_errorf(err, err_len, -EINVAL,
 				    "uint16 data (<u2): pass --dtype bf16 if it holds bfloat16 bits");
-		return fail(err, err_len, -EINVAL, "%s data: pass --dtype %s to convert it",
+		return tdp_errorf(err, err_len, -EINVAL, "%s data: pass --dtype %s to convert it",
 			    elem == NPY_F64 ? "float64 (<f8)" : "int64 (<i8)",
 			    elem == NPY_F64 ? "f32, f16 or bf16" : "i32 or u8");
 	}
 	if (npy_same_bytes(elem, want) || !elem_is_float(elem) || want_float)
 		return want;
-	return fail(err, err_len, -EINVAL, "cannot store floating-point data as %s",
+	return tdp_errorf(err, err_len, -EINVAL, "cannot store floating-point data as %s",
 		    tdp_dtype_name(want));
 }
 
@@ -468,14 +457,14 @@ int npy_convert(enum npy_elem elem, const void *src, int dtype, void *dst, uint6
 		return 0;
 	}
 	if (to_int && elem_is_float(elem))
-		return fail(err, err_len, -EINVAL, "cannot store floating-point data as %s",
+		return tdp_errorf(err, err_len, -EINVAL, "cannot store floating-point data as %s",
 			    tdp_dtype_name(dtype));
 	for (uint64_t i = 0; i < count; i++) {
 		if (to_int) {
 			int64_t v = load_int(elem, src, i);
 
 			if (v < lo || v > hi)
-				return fail(err, err_len, -ERANGE,
+				return tdp_errorf(err, err_len, -ERANGE,
 					    "element %llu (%lld) is out of range for %s",
 					    (unsigned long long)i, (long long)v, tdp_dtype_name(dtype));
 			ctl_elem_store(dtype, dst, i, (double)v);
@@ -575,19 +564,19 @@ int npy_write(const char *path, int dtype, uint32_t rank, const uint64_t *shape,
 
 	hlen = npy_format_header(dtype, rank, shape, header, sizeof(header));
 	if (hlen < 0)
-		return fail(err, err_len, hlen, "cannot describe this tensor in a .npy header");
+		return tdp_errorf(err, err_len, hlen, "cannot describe this tensor in a .npy header");
 	fd = is_stdout ? STDOUT_FILENO
 		       : open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
 	if (fd < 0)
-		return fail(err, err_len, -errno, "%s", strerror(errno));
+		return tdp_errorf(err, err_len, -errno, "%s", strerror(errno));
 	r = write_all(fd, header, (size_t)hlen, data, len);
 	if (is_stdout)
-		return r < 0 ? fail(err, err_len, r, "write: %s", strerror(-r)) : 0;
+		return r < 0 ? tdp_errorf(err, err_len, r, "write: %s", strerror(-r)) : 0;
 	if (close(fd) < 0 && r == 0)
 		r = -errno;
 	if (r < 0) {
 		unlink(path);
-		return fail(err, err_len, r, "write: %s", strerror(-r));
+		return tdp_errorf(err, err_len, r, "write: %s", strerror(-r));
 	}
 	return 0;
 }

@@ -1,10 +1,10 @@
 /* tensorctl helpers: half floats, strict number and shape parsing. */
+#include "errorf.h"
 #include "values.h"
 
 #include <errno.h>
 #include <float.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,17 +154,6 @@ void ctl_elem_store(int dtype, void *data, size_t i, double v)
 	}
 }
 
-__attribute__((format(printf, 4, 5)))
-static int fail(char *err, size_t err_len, int r, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, err_len, fmt, ap);
-	va_end(ap);
-	return r;
-}
-
 static bool blank(char c)
 {
 	return c == ' ' || c == '\t';
@@ -225,12 +214,12 @@ int ctl_parse_shape(const char *s, uint64_t shape[TDP_MAX_RANK], uint32_t *ret_r
 	for (const char *c = pos; c < end; c++)
 		rank += *c == ',';
 	if (rank > TDP_MAX_RANK)
-		return fail(err, err_len, -EINVAL, "shape has more than %d dimensions",
+		return tdp_errorf(err, err_len, -EINVAL, "shape has more than %d dimensions",
 			    TDP_MAX_RANK);
 	for (uint32_t i = 0; i < rank; i++) {
 		next_token(&pos, end, &b, &e);
 		if (parse_int(b, e, &v) < 0 || v < 0 || *b == '+')
-			return fail(err, err_len, -EINVAL,
+			return tdp_errorf(err, err_len, -EINVAL,
 				    "bad dimension '%.*s' in shape (want non-negative integers, "
 				    "e.g. 2,3)", (int)(e - b > 32 ? 32 : e - b), b);
 		dims[i] = (uint64_t)v;
@@ -251,24 +240,24 @@ static int parse_one(const char *b, const char *e, int dtype, void *data, size_t
 	int r;
 
 	if (b == e)
-		return fail(err, err_len, -EINVAL, "value %zu is empty", i + 1);
+		return tdp_errorf(err, err_len, -EINVAL, "value %zu is empty", i + 1);
 	if (dtype == TDP_DTYPE_I32 || dtype == TDP_DTYPE_U8) {
 		int64_t lo = dtype == TDP_DTYPE_I32 ? INT32_MIN : 0;
 		int64_t hi = dtype == TDP_DTYPE_I32 ? INT32_MAX : UINT8_MAX;
 
 		r = parse_int(b, e, &iv);
 		if (r == -EINVAL)
-			return fail(err, err_len, -EINVAL, "'%.*s' is not an integer (dtype %s)", w,
+			return tdp_errorf(err, err_len, -EINVAL, "'%.*s' is not an integer (dtype %s)", w,
 				    b, tdp_dtype_name(dtype));
 		if (r < 0 || iv < lo || iv > hi)
-			return fail(err, err_len, -ERANGE, "%.*s is out of range for %s (%lld..%lld)",
+			return tdp_errorf(err, err_len, -ERANGE, "%.*s is out of range for %s (%lld..%lld)",
 				    w, b, tdp_dtype_name(dtype), (long long)lo, (long long)hi);
 		ctl_elem_store(dtype, data, i, (double)iv);
 		return 0;
 	}
 	/* strtod needs a terminated string; a number longer than tmp is no number. */
 	if ((size_t)(e - b) >= sizeof(tmp))
-		return fail(err, err_len, -EINVAL, "'%.*s...' is not a number", w, b);
+		return tdp_errorf(err, err_len, -EINVAL, "'%.*s...' is not a number", w, b);
 	memcpy(tmp, b, (size_t)(e - b));
 	tmp[e - b] = '\0';
 	errno = 0;
@@ -280,13 +269,13 @@ static int parse_one(const char *b, const char *e, int dtype, void *data, size_t
 		v = strtod(tmp, &endp);
 	}
 	if (endp == tmp || *endp != '\0' || blank(tmp[0]))
-		return fail(err, err_len, -EINVAL, "'%.*s' is not a number", w, b);
+		return tdp_errorf(err, err_len, -EINVAL, "'%.*s' is not a number", w, b);
 	if ((errno == ERANGE && isinf(v)) || (isfinite(v) && fabs(v) > FLT_MAX))
-		return fail(err, err_len, -ERANGE, "%.*s is out of range for %s", w, b,
+		return tdp_errorf(err, err_len, -ERANGE, "%.*s is out of range for %s", w, b,
 			    tdp_dtype_name(dtype));
 	ctl_elem_store(dtype, data, i, v);
 	if (isfinite(v) && !isfinite(ctl_elem_double(dtype, data, i)))
-		return fail(err, err_len, -ERANGE, "%.*s is out of range for %s (max %g)", w, b,
+		return tdp_errorf(err, err_len, -ERANGE, "%.*s is out of range for %s (max %g)", w, b,
 			    tdp_dtype_name(dtype), dtype == TDP_DTYPE_F16 ? 65504.0 : 3.3895314e38);
 	return 0;
 }
@@ -300,7 +289,7 @@ int ctl_parse_values(const char *s, int dtype, void **ret_data, size_t *ret_coun
 	int r;
 
 	if (size == 0)
-		return fail(err, err_len, -EINVAL, "unknown dtype");
+		return tdp_errorf(err, err_len, -EINVAL, "unknown dtype");
 	while (pos < end && blank(*pos))
 		pos++;
 	if (pos == end) {
@@ -312,7 +301,7 @@ int ctl_parse_values(const char *s, int dtype, void **ret_data, size_t *ret_coun
 		count += *c == ',';
 	data = calloc(count, size);
 	if (!data)
-		return fail(err, err_len, -ENOMEM, "out of memory for %zu values", count);
+		return tdp_errorf(err, err_len, -ENOMEM, "out of memory for %zu values", count);
 	for (i = 0; i < count; i++) {
 		next_token(&pos, end, &b, &e);
 		if ((r = parse_one(b, e, dtype, data, i, err, err_len)) < 0)

@@ -1,7 +1,7 @@
+#include "errorf.h"
 #include "rpc.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,17 +21,6 @@ int tdp_unpack(msgpack_unpacked *u, const uint8_t *buf, size_t len)
 	return 0;
 }
 
-__attribute__((format(printf, 3, 4)))
-static int fail(char *why, size_t why_len, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(why, why_len, fmt, ap);
-	va_end(ap);
-	return -EPROTO;
-}
-
 static int get_msgid(const msgpack_object *o, uint32_t *ret)
 {
 	if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER || o->via.u64 > UINT32_MAX)
@@ -43,9 +32,9 @@ static int get_msgid(const msgpack_object *o, uint32_t *ret)
 static int get_method(const msgpack_object *o, struct tdp_message *m, char *why, size_t why_len)
 {
 	if (o->type != MSGPACK_OBJECT_STR)
-		return fail(why, why_len, "method must be a string");
+		return tdp_errorf(why, why_len, -EPROTO, "method must be a string");
 	if (o->via.str.size == 0 || o->via.str.size > TDP_MAX_METHOD_LEN)
-		return fail(why, why_len, "method name must be 1..%d bytes", TDP_MAX_METHOD_LEN);
+		return tdp_errorf(why, why_len, -EPROTO, "method name must be 1..%d bytes", TDP_MAX_METHOD_LEN);
 	m->method = o->via.str.ptr;
 	m->method_len = o->via.str.size;
 	return 0;
@@ -54,13 +43,13 @@ static int get_method(const msgpack_object *o, struct tdp_message *m, char *why,
 static int get_params(const msgpack_object *o, struct tdp_message *m, char *why, size_t why_len)
 {
 	if (o->type != MSGPACK_OBJECT_ARRAY)
-		return fail(why, why_len, "params must be an array holding one map");
+		return tdp_errorf(why, why_len, -EPROTO, "params must be an array holding one map");
 	if (o->via.array.size == 0) {
 		m->params = NULL;
 		return 0;
 	}
 	if (o->via.array.size != 1 || o->via.array.ptr[0].type != MSGPACK_OBJECT_MAP)
-		return fail(why, why_len, "params must be an array holding one map");
+		return tdp_errorf(why, why_len, -EPROTO, "params must be an array holding one map");
 	m->params = &o->via.array.ptr[0];
 	return 0;
 }
@@ -73,18 +62,18 @@ int tdp_message_parse(const msgpack_object *o, struct tdp_message *ret, char *wh
 	int r;
 
 	if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size < 3)
-		return fail(why, why_len, "a message must be an array [type, ...]");
+		return tdp_errorf(why, why_len, -EPROTO, "a message must be an array [type, ...]");
 	a = o->via.array.ptr;
 	n = o->via.array.size;
 	if (a[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER || a[0].via.u64 > TDP_MSG_NOTIFY)
-		return fail(why, why_len, "message type must be 0, 1 or 2");
+		return tdp_errorf(why, why_len, -EPROTO, "message type must be 0, 1 or 2");
 	m.type = (int)a[0].via.u64;
 	switch (m.type) {
 	case TDP_MSG_REQUEST:
 		if (n != 4)
-			return fail(why, why_len, "a request must be [0, msgid, method, params]");
+			return tdp_errorf(why, why_len, -EPROTO, "a request must be [0, msgid, method, params]");
 		if (get_msgid(&a[1], &m.msgid) < 0)
-			return fail(why, why_len, "msgid must be an unsigned 32-bit integer");
+			return tdp_errorf(why, why_len, -EPROTO, "msgid must be an unsigned 32-bit integer");
 		if ((r = get_method(&a[2], &m, why, why_len)) < 0)
 			return r;
 		if ((r = get_params(&a[3], &m, why, why_len)) < 0)
@@ -92,15 +81,15 @@ int tdp_message_parse(const msgpack_object *o, struct tdp_message *ret, char *wh
 		break;
 	case TDP_MSG_RESPONSE:
 		if (n != 4)
-			return fail(why, why_len, "a response must be [1, msgid, error, result]");
+			return tdp_errorf(why, why_len, -EPROTO, "a response must be [1, msgid, error, result]");
 		if (get_msgid(&a[1], &m.msgid) < 0)
-			return fail(why, why_len, "msgid must be an unsigned 32-bit integer");
+			return tdp_errorf(why, why_len, -EPROTO, "msgid must be an unsigned 32-bit integer");
 		m.error = &a[2];
 		m.result = &a[3];
 		break;
 	default:
 		if (n != 3)
-			return fail(why, why_len, "a notification must be [2, method, params]");
+			return tdp_errorf(why, why_len, -EPROTO, "a notification must be [2, method, params]");
 		if ((r = get_method(&a[1], &m, why, why_len)) < 0)
 			return r;
 		if ((r = get_params(&a[2], &m, why, why_len)) < 0)
