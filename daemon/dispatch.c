@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "graph.h"
 #include "handlers.h"
 #include "log.h"
 #include "methods.h"
@@ -21,6 +22,8 @@ static const struct {
 	{ TDP_METHOD_TENSOR_STAT, method_tensor_stat },
 	{ TDP_METHOD_TENSOR_LIST, method_tensor_list },
 	{ TDP_METHOD_TENSOR_DELETE, method_tensor_delete },
+	{ TDP_METHOD_OP_RUN, graph_op_run },
+	{ TDP_METHOD_GRAPH_RUN, graph_run },
 };
 
 int request_fail(struct request *req, int code, const char *fmt, ...)

@@ -213,6 +213,7 @@ int main(int argc, char **argv)
 	struct signals sig = { .src.fd = -1 };
 	struct watchdog wd = { .src.fd = -1 };
 	struct gpu_open_options gopts = { 0 };
+	char cache_path[sizeof(d.cfg.state_dir) + 32];
 	const char *unlink_path = NULL;
 	int listen_fd = -1, r, status = EXIT_FAILURE;
 
@@ -241,6 +242,8 @@ int main(int argc, char **argv)
 	gopts.index = d.cfg.device_index;
 	gopts.host_mapped = d.cfg.host_mapped;
 	gopts.block_size = d.cfg.block_size;
+	snprintf(cache_path, sizeof(cache_path), "%s/pipeline-cache.bin", d.cfg.state_dir);
+	gopts.pipeline_cache = cache_path;
 	if (gpu_device_open(&gopts, &d.gpu) < 0)
 		goto out;
 	log_notice("device %u: %s (%s, %s), %llu MiB", d.gpu->desc.index, d.gpu->desc.name,

@@ -13,6 +13,7 @@
 #include "rpc.h"
 #include "status.h"
 #include "store.h"
+#include "tensor_meta.h"
 
 #define META_ENTRIES 9
 
@@ -35,7 +36,12 @@ static int write_meta_entries(msgpack_packer *pk, const struct tensor *t)
 	       tdp_pack_cstr(pk, "device") || msgpack_pack_uint32(pk, t->device);
 }
 
-static int write_meta_result(struct request *req, const struct tensor *t)
+int tensor_write_meta(msgpack_packer *pk, const struct tensor *t)
+{
+	return msgpack_pack_map(pk, META_ENTRIES) || write_meta_entries(pk, t);
+}
+
+int tensor_write_meta_result(struct request *req, const struct tensor *t)
 {
 	if (tdp_write_result_head(req->pk, req->msgid) < 0 ||
 	    msgpack_pack_map(req->pk, META_ENTRIES) || write_meta_entries(req->pk, t))
@@ -151,7 +157,7 @@ int method_tensor_put(struct request *req)
 	t->device = d->gpu->desc.index;
 	t->created_ns = t->modified_ns = daemon_now_ns(CLOCK_REALTIME);
 	store_put(d->store, t); /* cannot fail: room was checked above */
-	return write_meta_result(req, t);
+	return tensor_write_meta_result(req, t);
 fail:
 	free(t);
 	return -1;
@@ -205,7 +211,7 @@ int method_tensor_stat(struct request *req)
 
 	if (!t)
 		return -1;
-	return write_meta_result(req, t);
+	return tensor_write_meta_result(req, t);
 }
 
 int method_tensor_list(struct request *req)
@@ -226,7 +232,7 @@ int method_tensor_list(struct request *req)
 	fail = tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 1) ||
 	       tdp_pack_cstr(req->pk, "tensors") || msgpack_pack_array(req->pk, (uint32_t)n);
 	for (size_t i = 0; !fail && i < n; i++)
-		fail = msgpack_pack_map(req->pk, META_ENTRIES) || write_meta_entries(req->pk, list[i]);
+		fail = tensor_write_meta(req->pk, list[i]);
 	free(list);
 	if (fail)
 		return request_fail(req, TDP_INTERNAL, "out of memory");

@@ -8,6 +8,8 @@
 #define TDP_METHOD_TENSOR_STAT "tensor.stat"
 #define TDP_METHOD_TENSOR_LIST "tensor.list"
 #define TDP_METHOD_TENSOR_DELETE "tensor.delete"
+#define TDP_METHOD_OP_RUN "op.run"
+#define TDP_METHOD_GRAPH_RUN "graph.run"
 
 /* Notification the daemon sends before closing a connection whose byte stream
  * it could not parse: params are [ {code, name, message} ]. */

@@ -213,10 +213,39 @@ static int create_logical(struct gpu_device *g)
 		.queueCount = 1,
 		.pQueuePriorities = &prio,
 	};
+	/* 8- and 16-bit storage let shaders read and write f16, bf16 and u8
+	 * tensors element by element; push descriptors bind buffers without a
+	 * descriptor pool. */
+	static const char *const extensions[] = { VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME };
+	VkPhysicalDeviceVulkan12Features f12 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+	};
+	VkPhysicalDeviceVulkan11Features f11 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+		.pNext = &f12,
+	};
+	VkPhysicalDeviceFeatures2 f2 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+		.pNext = &f11,
+	};
+	VkPhysicalDeviceVulkan12Features want12 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+	};
+	VkPhysicalDeviceVulkan11Features want11 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+		.pNext = &want12,
+	};
+	VkPhysicalDeviceFeatures2 want = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+		.pNext = &want11,
+	};
 	VkDeviceCreateInfo dci = {
 		.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+		.pNext = &want,
 		.queueCreateInfoCount = 1,
 		.pQueueCreateInfos = &qci,
+		.enabledExtensionCount = 1,
+		.ppEnabledExtensionNames = extensions,
 	};
 	VkCommandPoolCreateInfo pci = {
 		.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -231,7 +260,23 @@ static int create_logical(struct gpu_device *g)
 	};
 	VkFenceCreateInfo fci = { .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO };
 
+	vkGetPhysicalDeviceFeatures2(g->phys, &f2);
+	if (!f11.storageBuffer16BitAccess || !f12.storageBuffer8BitAccess || !f2.features.shaderInt16 ||
+	    !f12.shaderInt8 || !f12.shaderFloat16) {
+		log_error("%s lacks 8/16-bit storage or arithmetic, which tensord needs", g->desc.name);
+		return -ENODEV;
+	}
+	want.features.shaderInt16 = VK_TRUE;
+	want.features.shaderInt64 = f2.features.shaderInt64;
+	want11.storageBuffer16BitAccess = VK_TRUE;
+	want12.storageBuffer8BitAccess = VK_TRUE;
+	want12.shaderInt8 = VK_TRUE;
+	want12.shaderFloat16 = VK_TRUE;
 	if (vkCreateDevice(g->phys, &dci, NULL, &g->dev) != VK_SUCCESS)
+		return -EIO;
+	g->push_descriptor = (PFN_vkCmdPushDescriptorSetKHR)
+		vkGetDeviceProcAddr(g->dev, "vkCmdPushDescriptorSetKHR");
+	if (!g->push_descriptor)
 		return -EIO;
 	vkGetDeviceQueue(g->dev, g->queue_family, 0, &g->queue);
 	if (vkCreateCommandPool(g->dev, &pci, NULL, &g->pool) != VK_SUCCESS)
@@ -288,6 +333,15 @@ int gpu_device_open(const struct gpu_open_options *opts, struct gpu_device **ret
 			  g->desc.name);
 		goto fail;
 	}
+	r = gpu_memory_alloc(g, 256, &g->dummy);
+	if (r < 0)
+		goto fail;
+	g->mem.used -= g->dummy.size; /* not tensor data; freed with the blocks */
+	r = gpu_pipelines_init(g, opts->pipeline_cache);
+	if (r < 0) {
+		log_error("cannot set up compute pipelines on %s", g->desc.name);
+		goto fail;
+	}
 	free(phys);
 	*ret = g;
 	return 0;
@@ -303,6 +357,7 @@ void gpu_device_free(struct gpu_device *g)
 		return;
 	if (g->dev) {
 		vkDeviceWaitIdle(g->dev);
+		gpu_pipelines_fini(g);
 		gpu_memory_fini(g);
 		for (unsigned i = 0; i < 2; i++)
 			if (g->cmd[i].fence)

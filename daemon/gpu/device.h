@@ -8,6 +8,7 @@
 #include <vulkan/vulkan.h>
 
 #include "memory.h"
+#include "pipeline.h"
 
 /* What info reports about one physical device. */
 struct gpu_device_desc {
@@ -43,6 +44,9 @@ struct gpu_device {
 	VkPhysicalDeviceProperties props;
 	VkPhysicalDeviceMemoryProperties mem_props;
 	struct gpu_memory mem;
+	struct gpu_pipelines *pipes;
+	struct gpu_alloc dummy;  /* bound where a shader's buffer is empty */
+	PFN_vkCmdPushDescriptorSetKHR push_descriptor;
 	bool lost;              /* VK_ERROR_DEVICE_LOST was seen */
 };
 
@@ -60,6 +64,7 @@ struct gpu_open_options {
 	bool host_mapped;       /* allow direct CPU mapping of tensor memory when the
 				   device offers host-visible, coherent device memory */
 	uint64_t block_size;    /* VkDeviceMemory block size; 0 picks a default */
+	const char *pipeline_cache; /* file for the VkPipelineCache, or NULL */
 };
 
 /* Enumerate the Vulkan devices: on success *ret_list is a malloc'd array of

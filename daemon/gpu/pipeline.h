@@ -1,0 +1,40 @@
+/* Compute pipelines, created once per shader and reused.
+ *
+ * Every op shader uses one layout: set 0 holds up to GPU_MAX_BINDINGS storage
+ * buffers bound with push descriptors (no descriptor pool, nothing allocated
+ * per dispatch), and up to GPU_PUSH_BYTES of push constants. Pipelines are
+ * compiled on first use through a VkPipelineCache that is kept in the state
+ * directory, so a restarted daemon does not recompile. */
+#pragma once
+
+#include <stdint.h>
+#include <vulkan/vulkan.h>
+
+#define GPU_MAX_BINDINGS 8
+#define GPU_PUSH_BYTES 128
+
+struct gpu_device;
+
+struct gpu_pipeline {
+	const char *shader;     /* name in the embedded shader table */
+	VkPipeline pipeline;
+};
+
+struct gpu_pipelines;
+
+/* Set up the shared layout and the pipeline cache, loading `cache_path`
+ * (may be NULL or missing). Returns 0 or -errno. */
+int gpu_pipelines_init(struct gpu_device *g, const char *cache_path);
+
+/* Save the pipeline cache (if a path was given) and destroy every pipeline. */
+void gpu_pipelines_fini(struct gpu_device *g);
+
+/* The pipeline of embedded shader `name` ("binary.f32"), compiled on first
+ * use. Returns 0, -ENOENT for an unknown shader, or -EIO. */
+int gpu_pipeline_get(struct gpu_device *g, const char *name, const struct gpu_pipeline **ret);
+
+/* The pipeline layout every op shader shares. */
+VkPipelineLayout gpu_pipeline_layout(const struct gpu_device *g);
+
+/* Number of pipelines compiled so far (for info and tests). */
+uint32_t gpu_pipeline_count(const struct gpu_device *g);

@@ -1,0 +1,129 @@
+#include "recorder.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "device.h"
+
+int gpu_rec_begin(struct gpu_recorder *rec, struct gpu_device *g)
+{
+	int r;
+
+	memset(rec, 0, sizeof(*rec));
+	rec->g = g;
+	r = gpu_cmd_begin(g, 0);
+	if (r < 0)
+		return r;
+	rec->cb = g->cmd[0].cb;
+	return 0;
+}
+
+struct gpu_binding gpu_rec_bind(struct gpu_device *g, const struct gpu_alloc *a, uint64_t offset,
+				uint64_t size, bool write)
+{
+	if (!a->block || size == 0)
+		return (struct gpu_binding){ g->dummy.block->buffer, g->dummy.offset, 16, false };
+	return (struct gpu_binding){ a->block->buffer, a->offset + offset, size, write };
+}
+
+static bool overlaps(const struct gpu_binding *a, const struct gpu_binding *b)
+{
+	return a->buffer == b->buffer && a->offset < b->offset + b->range &&
+	       b->offset < a->offset + a->range;
+}
+
+void gpu_rec_barrier(struct gpu_recorder *rec)
+{
+	VkMemoryBarrier mb = {
+		.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+		.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+		.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+				 VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
+				 VK_ACCESS_HOST_READ_BIT,
+	};
+
+	vkCmdPipelineBarrier(rec->cb,
+			     VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+			     VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT |
+			     VK_PIPELINE_STAGE_HOST_BIT,
+			     0, 1, &mb, 0, NULL, 0, NULL);
+	rec->nwritten = 0;
+	rec->barriers++;
+}
+
+/* A barrier is needed when this dispatch touches a range that a dispatch since
+ * the last barrier wrote (read-after-write, write-after-write) or read while
+ * this one writes it (write-after-read: the earlier one may still be running). */
+static void order(struct gpu_recorder *rec, const struct gpu_binding *b, unsigned n)
+{
+	bool need = rec->nwritten + n > sizeof(rec->written) / sizeof(rec->written[0]);
+
+	for (unsigned i = 0; i < n && !need; i++)
+		for (unsigned j = 0; j < rec->nwritten && !need; j++)
+			need = (b[i].write || rec->written[j].write) && overlaps(&b[i], &rec->written[j]);
+	if (need)
+		gpu_rec_barrier(rec);
+}
+
+int gpu_rec_dispatch(struct gpu_recorder *rec, const struct gpu_pipeline *p,
+		     const struct gpu_binding *bindings, unsigned nbindings,
+		     const void *push, uint32_t push_size, uint64_t invocations,
+		     uint32_t local_size)
+{
+	struct gpu_device *g = rec->g;
+	VkDescriptorBufferInfo info[GPU_MAX_BINDINGS];
+	VkWriteDescriptorSet w[GPU_MAX_BINDINGS];
+	uint8_t pushbuf[GPU_PUSH_BYTES] = { 0 };
+	uint64_t groups = (invocations + local_size - 1) / local_size, gx, gy;
+	uint32_t maxx = g->props.limits.maxComputeWorkGroupCount[0];
+	uint32_t maxy = g->props.limits.maxComputeWorkGroupCount[1];
+
+	if (nbindings > GPU_MAX_BINDINGS || push_size > GPU_PUSH_BYTES)
+		return -EINVAL;
+	if (groups == 0)
+		return 0;
+	gx = groups < maxx ? groups : maxx;
+	gy = (groups + gx - 1) / gx;
+	if (gy > maxy)
+		return -E2BIG;
+	order(rec, bindings, nbindings);
+	for (unsigned i = 0; i < nbindings; i++) {
+		info[i] = (VkDescriptorBufferInfo){ bindings[i].buffer, bindings[i].offset,
+						    bindings[i].range };
+		w[i] = (VkWriteDescriptorSet){
+			.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+			.dstBinding = i,
+			.descriptorCount = 1,
+			.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+			.pBufferInfo = &info[i],
+		};
+		rec->written[rec->nwritten++] = bindings[i];
+	}
+	vkCmdBindPipeline(rec->cb, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
+	g->push_descriptor(rec->cb, VK_PIPELINE_BIND_POINT_COMPUTE, gpu_pipeline_layout(g), 0,
+			   nbindings, w);
+	if (push_size)
+		memcpy(pushbuf, push, push_size);
+	vkCmdPushConstants(rec->cb, gpu_pipeline_layout(g), VK_SHADER_STAGE_COMPUTE_BIT, 0,
+			   GPU_PUSH_BYTES, pushbuf);
+	vkCmdDispatch(rec->cb, (uint32_t)gx, (uint32_t)gy, 1);
+	rec->dispatches++;
+	return 0;
+}
+
+int gpu_rec_submit_wait(struct gpu_recorder *rec)
+{
+	int r;
+
+	gpu_rec_barrier(rec);
+	r = gpu_cmd_submit(rec->g, 0);
+	if (r < 0)
+		return r;
+	return gpu_cmd_wait(rec->g, 0);
+}
+
+void gpu_rec_abort(struct gpu_recorder *rec)
+{
+	/* Ending the buffer lets the next gpu_cmd_begin reset it. */
+	vkEndCommandBuffer(rec->cb);
+}

@@ -1,0 +1,55 @@
+/* Recording many compute dispatches into one command buffer and one
+ * submission, with a barrier only where a dispatch touches memory an earlier
+ * dispatch of the same recording wrote. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <vulkan/vulkan.h>
+
+#include "memory.h"
+#include "pipeline.h"
+
+/* One storage buffer binding: a byte range of a device block. */
+struct gpu_binding {
+	VkBuffer buffer;
+	uint64_t offset;
+	uint64_t range;
+	bool write;
+};
+
+struct gpu_recorder {
+	struct gpu_device *g;
+	VkCommandBuffer cb;
+	struct gpu_binding written[64]; /* ranges touched since the last barrier */
+	unsigned nwritten;
+	unsigned dispatches;
+	unsigned barriers;
+};
+
+/* Start a recording on the device's command buffer. Returns 0 or -errno. */
+int gpu_rec_begin(struct gpu_recorder *rec, struct gpu_device *g);
+
+/* The binding for bytes [offset, offset + size) of allocation `a` (a shared
+ * dummy buffer when the allocation is empty). */
+struct gpu_binding gpu_rec_bind(struct gpu_device *g, const struct gpu_alloc *a, uint64_t offset,
+				uint64_t size, bool write);
+
+/* Record one dispatch of `invocations` invocations of a shader whose local
+ * size is `local_size` in x. Grids beyond the device's x limit spill into y;
+ * shaders linearise with gl_NumWorkGroups.x. `push` (size ≤ GPU_PUSH_BYTES) is
+ * copied. Returns 0, -E2BIG when the grid cannot be expressed, or -errno. */
+int gpu_rec_dispatch(struct gpu_recorder *rec, const struct gpu_pipeline *p,
+		     const struct gpu_binding *bindings, unsigned nbindings,
+		     const void *push, uint32_t push_size, uint64_t invocations,
+		     uint32_t local_size);
+
+/* Make every write recorded so far visible to what follows (for a transfer or
+ * the host). */
+void gpu_rec_barrier(struct gpu_recorder *rec);
+
+/* Submit and wait. Returns 0, -ENODEV when the device is lost, or -EIO. */
+int gpu_rec_submit_wait(struct gpu_recorder *rec);
+
+/* Abandon a recording that will not be submitted. */
+void gpu_rec_abort(struct gpu_recorder *rec);

@@ -1,0 +1,130 @@
+/* The op registry's contract: what an op declares (name, arity, attributes,
+ * shape/dtype inference, how to record it on the GPU) and the context it is
+ * handed. Adding an op means one `struct op_def` entry in its family's table,
+ * one shader (or a variant of one), one CPU reference and one test. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../gpu/recorder.h"
+#include "wire_limits.h"
+
+#define OP_MAX_INPUTS 8
+#define OP_MAX_ATTRS 12
+#define OP_MAX_INTS 8
+
+struct gpu_device;
+
+/* A tensor as an op sees it: type, shape, and where its bytes are. */
+struct op_tensor {
+	int dtype;                  /* enum tdp_dtype */
+	unsigned rank;
+	uint64_t shape[TDP_MAX_RANK];
+	uint64_t count;             /* elements */
+	uint64_t bytes;
+	struct gpu_alloc *alloc;    /* NULL until the graph allocates an output */
+};
+
+enum op_attr_type {
+	ATTR_FLOAT,                 /* any number */
+	ATTR_INT,                   /* an integer (negative allowed) */
+	ATTR_BOOL,
+	ATTR_STR,
+	ATTR_INTS,                  /* an integer or an array of up to OP_MAX_INTS */
+};
+
+struct op_attr_spec {
+	const char *name;
+	enum op_attr_type type;
+	bool required;
+};
+
+struct op_attr_value {
+	bool set;
+	double f;                   /* ATTR_FLOAT, and ATTR_INT as a double */
+	int64_t i;                  /* ATTR_INT, ATTR_BOOL */
+	char s[32];                 /* ATTR_STR */
+	int64_t ints[OP_MAX_INTS];  /* ATTR_INTS */
+	unsigned nints;
+};
+
+struct op_ctx;
+
+struct op_def {
+	const char *name;
+	unsigned min_inputs;
+	unsigned max_inputs;
+	const struct op_attr_spec *attrs;   /* terminated by a NULL name; NULL for none */
+	uint32_t code;                      /* op-specific constant, e.g. BIN_ADD */
+	/* Check inputs and attributes; fill ctx->out's dtype and shape (the
+	 * graph computes count and bytes). Returns 0 or op_fail(). */
+	int (*infer)(struct op_ctx *ctx);
+	/* Record the GPU work that computes ctx->out from ctx->in. Returns 0 or
+	 * op_fail(). */
+	int (*record)(struct op_ctx *ctx, struct gpu_recorder *rec);
+};
+
+/* Scratch memory an op asked for while recording; freed when the request ends. */
+struct op_scratch {
+	struct gpu_alloc allocs[4];
+	unsigned n;
+};
+
+struct op_ctx {
+	const struct op_def *def;
+	struct gpu_device *g;
+	unsigned ninputs;
+	struct op_tensor in[OP_MAX_INPUTS];
+	struct op_attr_value attr[OP_MAX_ATTRS];    /* in the order of def->attrs */
+	struct op_tensor out;
+	struct op_scratch scratch;
+	uint8_t priv[256];                          /* infer's notes for record */
+	/* set by op_fail */
+	int code;
+	char message[256];
+};
+
+/* Record an error: `code` is a tdp_status; the graph adds the node and op
+ * names. Returns -1. */
+__attribute__((format(printf, 3, 4)))
+int op_fail(struct op_ctx *ctx, int code, const char *fmt, ...);
+
+/* The value of attribute `name` (which the op's spec must declare). */
+const struct op_attr_value *op_attr(const struct op_ctx *ctx, const char *name);
+
+/* Device memory of `bytes` for the op's own use during this request. */
+int op_scratch_alloc(struct op_ctx *ctx, uint64_t bytes, struct gpu_alloc **ret);
+
+/* Fill count and bytes from dtype and shape; -EOVERFLOW past 64 bits. */
+int op_tensor_sizes(struct op_tensor *t);
+
+/* Normalise axis `axis` (negative counts from the end) for rank `rank`.
+ * Returns the axis or op_fail(INVALID_ARGUMENT). */
+int op_axis(struct op_ctx *ctx, int64_t axis, unsigned rank, const char *what);
+
+/* Whether dtype is f32, f16 or bf16. */
+bool op_dtype_is_float(int dtype);
+
+/* Find an op by name; NULL when none. */
+const struct op_def *op_find(const char *name, size_t len);
+
+/* Every op, for listing: *ret_count entries. */
+const struct op_def *const *op_all(size_t *ret_count);
+
+/* The op families; each table ends with an entry whose name is NULL. */
+extern const struct op_def op_defs_elementwise[];
+
+/* The storage-buffer binding of tensor `t` (all of it). Fails with
+ * RESOURCE_EXHAUSTED when it is larger than the device binds at once. */
+int op_bind(struct op_ctx *ctx, const struct op_tensor *t, bool write, struct gpu_binding *ret);
+
+/* The pipeline of shader "<family>.<variant>". */
+int op_pipeline(struct op_ctx *ctx, const char *family, const char *variant,
+		const struct gpu_pipeline **ret);
+
+/* gpu_rec_dispatch, with failures reported through op_fail. */
+int op_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_pipeline *p,
+		const struct gpu_binding *b, unsigned nb, const void *push, uint32_t push_size,
+		uint64_t invocations, uint32_t local_size);

@@ -1,0 +1,50 @@
+/* The GPU side every op shares: binding tensors, finding pipelines, dispatching. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../gpu/device.h"
+#include "op.h"
+#include "status.h"
+
+int op_bind(struct op_ctx *ctx, const struct op_tensor *t, bool write, struct gpu_binding *ret)
+{
+	uint64_t range = ctx->g->props.limits.maxStorageBufferRange;
+
+	if (t->bytes > range)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED,
+			       "a %llu-byte operand is more than this device binds at once (%llu)",
+			       (unsigned long long)t->bytes, (unsigned long long)range);
+	*ret = gpu_rec_bind(ctx->g, t->alloc, 0, t->bytes, write);
+	return 0;
+}
+
+int op_pipeline(struct op_ctx *ctx, const char *family, const char *variant,
+		const struct gpu_pipeline **ret)
+{
+	char name[64];
+	int r;
+
+	snprintf(name, sizeof(name), "%s.%s", family, variant);
+	r = gpu_pipeline_get(ctx->g, name, ret);
+	if (r == -ENOENT)
+		return op_fail(ctx, TDP_DTYPE_MISMATCH, "no %s kernel for %s", family, variant);
+	if (r < 0)
+		return op_fail(ctx, r == -ENODEV ? TDP_DEVICE_LOST : TDP_INTERNAL,
+			       "cannot build the %s pipeline", name);
+	return 0;
+}
+
+int op_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_pipeline *p,
+		const struct gpu_binding *b, unsigned nb, const void *push, uint32_t push_size,
+		uint64_t invocations, uint32_t local_size)
+{
+	int r = gpu_rec_dispatch(rec, p, b, nb, push, push_size, invocations, local_size);
+
+	if (r == -E2BIG)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "%llu invocations exceed the device's grid",
+			       (unsigned long long)invocations);
+	if (r < 0)
+		return op_fail(ctx, TDP_INTERNAL, "cannot record a dispatch (%s)", strerror(-r));
+	return 0;
+}

@@ -1,0 +1,14 @@
+/* Writing a tensor's metadata map (docs/protocol.md, "Tensors"). */
+#pragma once
+
+#include <msgpack.h>
+
+#include "request.h"
+#include "store.h"
+
+/* Pack the metadata map of `t`; nonzero on failure, like msgpack_pack_*. */
+int tensor_write_meta(msgpack_packer *pk, const struct tensor *t);
+
+/* Write a whole successful response whose result is the metadata of `t`.
+ * Returns 0 or request_fail(). */
+int tensor_write_meta_result(struct request *req, const struct tensor *t);
