@@ -65,3 +65,7 @@ int td_fail(struct tensord *td, int err, const char *fmt, ...);
  * (such as `data`) are ignored. */
 int td_parse_tensor_info(const msgpack_object *o, struct tensord_tensor_info *ret,
 			 char *why, size_t why_len);
+
+/* Whether the `len` bytes at `p` are exactly one msgpack map within the
+ * protocol's limits (so they can be spliced into a request as they are). */
+bool td_is_one_map(const void *p, size_t len);

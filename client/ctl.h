@@ -3,6 +3,7 @@
 
 #include <msgpack.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "tensord.h"
@@ -19,6 +20,8 @@ struct ctl {
 	int npos;
 	const char **pos;     /* positional arguments after the command */
 	const char *file, *values, *shape, *dtype, *out;
+	int nattrs;
+	const char **attrs;   /* --attr key=value, in order */
 	struct tensord *td;
 };
 
@@ -30,6 +33,18 @@ int ctl_usage_error(const char *fmt, ...);
 __attribute__((format(printf, 1, 2)))
 int ctl_error(const char *fmt, ...);
 
+/* Connect c->td to c->socket; on failure print why and return CTL_EXIT_FAIL. */
+int ctl_connect(struct ctl *c);
+
+/* Print the failure of a libtensord call that returned `r`; CTL_EXIT_FAIL. */
+int ctl_call_failed(struct ctl *c, int r);
+
+/* Print tensor metadata as one JSON object (no newline). */
+void ctl_json_info(FILE *f, const struct tensord_tensor_info *t);
+
+/* Print a shape as a JSON array of integers. */
+void ctl_json_shape(FILE *f, uint32_t rank, const uint64_t *shape);
+
 /* The commands: each returns an exit status and has printed any error. */
 int ctl_cmd_ping(struct ctl *c);
 int ctl_cmd_info(struct ctl *c);
@@ -38,6 +53,8 @@ int ctl_cmd_stat(struct ctl *c);
 int ctl_cmd_rm(struct ctl *c);
 int ctl_cmd_put(struct ctl *c);
 int ctl_cmd_get(struct ctl *c);
+int ctl_cmd_run(struct ctl *c);
+int ctl_cmd_graph(struct ctl *c);
 
 /* Print the `info` result for people: known fields formatted with units, any
  * others as JSON. Missing or mistyped fields are skipped, never trusted. */

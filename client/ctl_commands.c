@@ -16,7 +16,7 @@
 
 #define MSG_MAX 512
 
-static int connect_daemon(struct ctl *c)
+int ctl_connect(struct ctl *c)
 {
 	int r = tensord_connect(c->socket, &c->td);
 
@@ -25,8 +25,7 @@ static int connect_daemon(struct ctl *c)
 	return CTL_EXIT_OK;
 }
 
-/* Report a failed libtensord call. */
-static int call_failed(struct ctl *c, int r)
+int ctl_call_failed(struct ctl *c, int r)
 {
 	const char *msg = tensord_last_error(c->td);
 
@@ -67,7 +66,7 @@ static int call_raw(struct ctl *c, const char *method, const char *name, msgpack
 	r = tensord_call_raw(c->td, method, name ? sb.data : NULL, sb.size, &res, &len);
 	msgpack_sbuffer_destroy(&sb);
 	if (r < 0)
-		return call_failed(c, r);
+		return ctl_call_failed(c, r);
 	status = unpack_result(res, len, u);
 	if (status != CTL_EXIT_OK)
 		free(res);
@@ -76,7 +75,7 @@ static int call_raw(struct ctl *c, const char *method, const char *name, msgpack
 	return status;
 }
 
-static void json_shape(FILE *f, uint32_t rank, const uint64_t *shape)
+void ctl_json_shape(FILE *f, uint32_t rank, const uint64_t *shape)
 {
 	fputc('[', f);
 	for (uint32_t i = 0; i < rank; i++)
@@ -90,7 +89,7 @@ static void json_info_open(FILE *f, const struct tensord_tensor_info *t)
 	fputs("{\"name\":", f);
 	ctl_json_string(f, t->name, strlen(t->name));
 	fprintf(f, ",\"dtype\":\"%s\",\"shape\":", tensord_dtype_name(t->dtype));
-	json_shape(f, t->rank, t->shape);
+	ctl_json_shape(f, t->rank, t->shape);
 	fprintf(f, ",\"bytes\":%" PRIu64 ",\"owner\":%" PRIu32 ",\"created\":", t->bytes, t->owner);
 	ctl_json_double(f, t->created);
 	fputs(",\"modified\":", f);
@@ -98,7 +97,7 @@ static void json_info_open(FILE *f, const struct tensord_tensor_info *t)
 	fprintf(f, ",\"version\":%" PRIu64 ",\"device\":%" PRIu32, t->version, t->device);
 }
 
-static void json_info(FILE *f, const struct tensord_tensor_info *t)
+void ctl_json_info(FILE *f, const struct tensord_tensor_info *t)
 {
 	json_info_open(f, t);
 	fputc('}', f);
@@ -163,7 +162,7 @@ int ctl_cmd_ping(struct ctl *c)
 	double t0, ms;
 	int status;
 
-	if ((status = connect_daemon(c)) != CTL_EXIT_OK)
+	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
 		return status;
 	t0 = now_ms();
 	if ((status = call_raw(c, "ping", NULL, &u, &buf)) != CTL_EXIT_OK)
@@ -204,10 +203,10 @@ int ctl_cmd_info(struct ctl *c)
 	size_t len;
 	int r, status;
 
-	if ((status = connect_daemon(c)) != CTL_EXIT_OK)
+	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
 		return status;
 	if ((r = tensord_info_raw(c->td, &res, &len)) < 0)
-		return call_failed(c, r);
+		return ctl_call_failed(c, r);
 	status = unpack_result(res, len, &u);
 	if (status != CTL_EXIT_OK) {
 		free(res);
@@ -230,16 +229,16 @@ int ctl_cmd_ls(struct ctl *c)
 	size_t n = 0;
 	int r, status;
 
-	if ((status = connect_daemon(c)) != CTL_EXIT_OK)
+	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
 		return status;
 	if ((r = tensord_list(c->td, c->npos ? c->pos[0] : NULL, &list, &n)) < 0)
-		return call_failed(c, r);
+		return ctl_call_failed(c, r);
 	if (c->json) {
 		fputs("{\"tensors\":[", stdout);
 		for (size_t i = 0; i < n; i++) {
 			if (i > 0)
 				fputc(',', stdout);
-			json_info(stdout, &list[i]);
+			ctl_json_info(stdout, &list[i]);
 		}
 		fputs("]}\n", stdout);
 	} else {
@@ -254,12 +253,12 @@ int ctl_cmd_stat(struct ctl *c)
 	struct tensord_tensor_info info;
 	int r, status;
 
-	if ((status = connect_daemon(c)) != CTL_EXIT_OK)
+	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
 		return status;
 	if ((r = tensord_stat(c->td, c->pos[0], &info)) < 0)
-		return call_failed(c, r);
+		return ctl_call_failed(c, r);
 	if (c->json) {
-		json_info(stdout, &info);
+		ctl_json_info(stdout, &info);
 		fputc('\n', stdout);
 	} else {
 		print_table(stdout, &info, 1);
@@ -276,7 +275,7 @@ int ctl_cmd_rm(struct ctl *c)
 	char size[32];
 	int status;
 
-	if ((status = connect_daemon(c)) != CTL_EXIT_OK)
+	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
 		return status;
 	if ((status = call_raw(c, "tensor.delete", c->pos[0], &u, &buf)) != CTL_EXIT_OK)
 		return status;
@@ -390,16 +389,16 @@ int ctl_cmd_put(struct ctl *c)
 	status = c->values ? source_from_values(c, &s) : source_from_file(c, &s, want);
 	if (status != CTL_EXIT_OK)
 		goto out;
-	if ((status = connect_daemon(c)) != CTL_EXIT_OK)
+	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
 		goto out;
 	r = tensord_put(c->td, c->pos[0], (enum tensord_dtype)s.dtype, s.rank, s.shape, s.data,
 			s.len, &info);
 	if (r < 0) {
-		status = call_failed(c, r);
+		status = ctl_call_failed(c, r);
 		goto out;
 	}
 	if (c->json) {
-		json_info(stdout, &info);
+		ctl_json_info(stdout, &info);
 		fputc('\n', stdout);
 	} else {
 		ctl_format_shape(shape, sizeof(shape), info.rank, info.shape);
@@ -424,10 +423,10 @@ int ctl_cmd_get(struct ctl *c)
 
 	if (c->out && c->json && strcmp(c->out, "-") == 0)
 		return ctl_usage_error("--json cannot be combined with --out -");
-	if ((status = connect_daemon(c)) != CTL_EXIT_OK)
+	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
 		return status;
 	if ((r = tensord_get(c->td, c->pos[0], &info, &data, &len)) < 0)
-		return call_failed(c, r);
+		return ctl_call_failed(c, r);
 	count = len / tensord_dtype_size(info.dtype);
 	if (c->out) {
 		if (npy_write(c->out, (int)info.dtype, info.rank, info.shape, data, len, err,
@@ -450,7 +449,7 @@ int ctl_cmd_get(struct ctl *c)
 		fputs("{\"name\":", stdout);
 		ctl_json_string(stdout, info.name, strlen(info.name));
 		fprintf(stdout, ",\"dtype\":\"%s\",\"shape\":", tensord_dtype_name(info.dtype));
-		json_shape(stdout, info.rank, info.shape);
+		ctl_json_shape(stdout, info.rank, info.shape);
 		fputs(",\"data\":", stdout);
 		ctl_print_json_values(stdout, (int)info.dtype, data, count);
 		fputs("}\n", stdout);

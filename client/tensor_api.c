@@ -109,8 +109,7 @@ out:
 	return r;
 }
 
-/* Whether `p` is exactly one msgpack map within the protocol's limits. */
-static bool is_one_map(const void *p, size_t len)
+bool td_is_one_map(const void *p, size_t len)
 {
 	const uint8_t *b = p;
 	struct tdp_scanner s;
@@ -138,7 +137,7 @@ int tensord_call_raw(struct tensord *td, const char *method, const void *params,
 	mlen = strnlen(method, TDP_MAX_METHOD_LEN + 1);
 	if (mlen == 0 || mlen > TDP_MAX_METHOD_LEN)
 		return td_fail(td, -EINVAL, "method name must be 1-%d bytes", TDP_MAX_METHOD_LEN);
-	if (params && !is_one_map(params, params_len))
+	if (params && !td_is_one_map(params, params_len))
 		return td_fail(td, -EINVAL, "params must be one packed msgpack map");
 	if ((r = td_request_begin(td, method, &pk)) < 0)
 		return r;

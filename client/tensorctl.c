@@ -29,6 +29,9 @@ static const char usage_text[] =
 	"  put NAME --values 1,2,3 [--shape 3] [--dtype f32]\n"
 	"                               store a tensor\n"
 	"  get NAME [--out F.npy]       print a tensor, or save it as .npy\n"
+	"  run OP IN... [-o OUT] [--attr KEY=VALUE]...\n"
+	"                               run an op; print the result or store it as OUT\n"
+	"  graph FILE.json              run the graph.run params in FILE (JSON)\n"
 	"\n"
 	"Options:\n"
 	"  --socket PATH   daemon socket (default: $TENSORD_SOCKET, else\n"
@@ -65,7 +68,7 @@ int ctl_error(const char *fmt, ...)
 }
 
 enum opt_id { OPT_SOCKET, OPT_JSON, OPT_HELP, OPT_VERSION, OPT_FILE, OPT_VALUES, OPT_SHAPE,
-	      OPT_DTYPE, OPT_OUT };
+	      OPT_DTYPE, OPT_OUT, OPT_ATTR };
 
 static const struct option_def {
 	const char *name;
@@ -77,23 +80,27 @@ static const struct option_def {
 	{ "help", 'h', false, OPT_HELP },    { "version", 0, false, OPT_VERSION },
 	{ "file", 'f', true, OPT_FILE },     { "values", 0, true, OPT_VALUES },
 	{ "shape", 0, true, OPT_SHAPE },     { "dtype", 0, true, OPT_DTYPE },
-	{ "out", 'o', true, OPT_OUT },
+	{ "out", 'o', true, OPT_OUT },       { "attr", 'a', true, OPT_ATTR },
 };
 
 static const struct command_def {
 	const char *name;
 	int (*run)(struct ctl *c);
 	int min_pos, max_pos;
-	unsigned opts; /* bit (1 << enum opt_id) for each command option accepted */
+	unsigned opts;     /* bit (1 << enum opt_id) for each command option accepted */
+	const char *first; /* what the first argument is, for messages */
+	bool names;        /* every argument is a tensor name (checked before connecting) */
 } commands[] = {
-	{ "ping", ctl_cmd_ping, 0, 0, 0 },
-	{ "info", ctl_cmd_info, 0, 0, 0 },
-	{ "ls", ctl_cmd_ls, 0, 1, 0 },
-	{ "stat", ctl_cmd_stat, 1, 1, 0 },
-	{ "rm", ctl_cmd_rm, 1, 1, 0 },
+	{ "ping", ctl_cmd_ping, 0, 0, 0, "", false },
+	{ "info", ctl_cmd_info, 0, 0, 0, "", false },
+	{ "ls", ctl_cmd_ls, 0, 1, 0, "PREFIX", true },
+	{ "stat", ctl_cmd_stat, 1, 1, 0, "NAME", true },
+	{ "rm", ctl_cmd_rm, 1, 1, 0, "NAME", true },
 	{ "put", ctl_cmd_put, 1, 1,
-	  1u << OPT_FILE | 1u << OPT_VALUES | 1u << OPT_SHAPE | 1u << OPT_DTYPE },
-	{ "get", ctl_cmd_get, 1, 1, 1u << OPT_OUT },
+	  1u << OPT_FILE | 1u << OPT_VALUES | 1u << OPT_SHAPE | 1u << OPT_DTYPE, "NAME", true },
+	{ "get", ctl_cmd_get, 1, 1, 1u << OPT_OUT, "NAME", true },
+	{ "run", ctl_cmd_run, 1, 1 + 64, 1u << OPT_OUT | 1u << OPT_ATTR, "OP", false },
+	{ "graph", ctl_cmd_graph, 1, 1, 0, "FILE", false },
 };
 
 static const struct option_def *find_option(const char *arg, const char **ret_inline)
@@ -138,8 +145,12 @@ int main(int argc, char **argv)
 	int status;
 
 	c.pos = calloc((size_t)argc + 1, sizeof(*c.pos));
-	if (!c.pos)
+	c.attrs = calloc((size_t)argc + 1, sizeof(*c.attrs));
+	if (!c.pos || !c.attrs) {
+		free(c.pos);
+		free(c.attrs);
 		return ctl_error("out of memory");
+	}
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i], *value;
 		const struct option_def *o;
@@ -179,6 +190,7 @@ int main(int argc, char **argv)
 		case OPT_SHAPE: c.shape = value; break;
 		case OPT_DTYPE: c.dtype = value; break;
 		case OPT_OUT: c.out = value; break;
+		case OPT_ATTR: c.attrs[c.nattrs++] = value; break;
 		}
 	}
 	if (help || (c.command && strcmp(c.command, "help") == 0)) {
@@ -214,23 +226,28 @@ int main(int argc, char **argv)
 	}
 	if (c.npos < cmd->min_pos || c.npos > cmd->max_pos) {
 		status = c.npos < cmd->min_pos
-				 ? ctl_usage_error("%s: missing NAME", cmd->name)
+				 ? ctl_usage_error("%s: missing %s", cmd->name, cmd->first)
 				 : ctl_usage_error("%s: unexpected argument '%s'", cmd->name,
 						   c.pos[cmd->max_pos]);
 		goto out;
 	}
 	/* Names are checked here too, so that a typo is a usage error found
 	 * before any file is read or any connection made. */
-	if (c.npos > 0) {
-		size_t n = strnlen(c.pos[0], TENSORD_MAX_NAME_LEN + 1);
+	for (int i = cmd->names ? 0 : 1; i < c.npos; i++) {
+		size_t n = strnlen(c.pos[i], TENSORD_MAX_NAME_LEN + 1);
 		bool prefix = strcmp(cmd->name, "ls") == 0;
 
-		if (!(prefix && n == 0) && !tdp_name_valid(c.pos[0], n)) {
+		if (!(prefix && n == 0) && !tdp_name_valid(c.pos[i], n)) {
 			status = ctl_usage_error("invalid %s '%.*s' (1-%d bytes of A-Z a-z 0-9 "
 						 ". _ : / -)", prefix ? "prefix" : "tensor name",
-						 n > 64 ? 64 : (int)n, c.pos[0], TENSORD_MAX_NAME_LEN);
+						 n > 64 ? 64 : (int)n, c.pos[i], TENSORD_MAX_NAME_LEN);
 			goto out;
 		}
+	}
+	if (c.out && !strcmp(cmd->name, "run") &&
+	    !tdp_name_valid(c.out, strnlen(c.out, TENSORD_MAX_NAME_LEN + 1))) {
+		status = ctl_usage_error("invalid tensor name '%.64s' for -o", c.out);
+		goto out;
 	}
 	if (!c.socket) {
 		c.socket = getenv("TENSORD_SOCKET");
@@ -245,5 +262,6 @@ int main(int argc, char **argv)
 out:
 	tensord_free(c.td);
 	free(c.pos);
+	free(c.attrs);
 	return status;
 }

@@ -142,6 +142,28 @@ TENSORD_EXPORT int tensord_list(struct tensord *td, const char *prefix,
 /* `tensor.delete`. */
 TENSORD_EXPORT int tensord_delete(struct tensord *td, const char *name);
 
+/* `op.run`: run op `op` (docs/ops.md) on the `ninputs` stored tensors named
+ * in `inputs`. `attrs` is NULL, or `attrs_len` bytes holding one packed
+ * msgpack map of the op's attributes ({"reduction": "sum"}).
+ *
+ * With `out` set, the result is stored under that name and *ret_info (may be
+ * NULL) receives its metadata; ret_data and ret_len may then be NULL, and if
+ * given are set to NULL and 0. With `out` NULL, the result comes back:
+ * *ret_data is a malloc'd copy of its bytes (free() it; NULL for a zero-size
+ * result), *ret_len their count, and *ret_info (may be NULL) its dtype, rank,
+ * shape and bytes, other fields zero and name "". */
+TENSORD_EXPORT int tensord_op_run(struct tensord *td, const char *op, size_t ninputs,
+				  const char *const *inputs, const void *attrs, size_t attrs_len,
+				  const char *out, struct tensord_tensor_info *ret_info,
+				  void **ret_data, size_t *ret_len);
+
+/* `graph.run` with raw msgpack, like tensord_call_raw(): `params` (`len`
+ * bytes) is one packed map {"nodes": [...], "outputs": [...]?}; on success
+ * *ret_result is the malloc'd packed result {"outputs": ..., "stored": ...}
+ * (free() it) and *ret_len its size. */
+TENSORD_EXPORT int tensord_graph_run_raw(struct tensord *td, const void *params, size_t len,
+					 void **ret_result, size_t *ret_len);
+
 #ifdef __cplusplus
 }
 #endif

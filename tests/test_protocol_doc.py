@@ -148,6 +148,46 @@ def call_delete(c):
     assert res == {"name": "doc/a", "deleted": True, "bytes": 24}, res
 
 
+def call_op_run(c):
+    put_doc_tensor(c, "doc/a")
+    put_doc_tensor(c, "doc/b")
+    res = c.call("op.run", {"op": "add", "inputs": ["doc/a", "doc/b"]})
+    assert set(res) == {"dtype", "shape", "bytes", "data"}, res
+    assert res["dtype"] == "f32" and res["shape"] == [2, 3] and res["bytes"] == 24, res
+    assert res["data"] == struct.pack("<6f", 2, 4, 6, 8, 10, 12), res
+    res = c.call("op.run", {"op": "mse", "inputs": ["doc/a", "doc/b"],
+                            "attrs": {"reduction": "sum"}, "out": "doc/loss"})
+    assert META_KEYS <= set(res) and res["name"] == "doc/loss" and res["shape"] == [], res
+    e, _ = c.call_full("op.run", {"op": "add", "inputs": ["doc/a", "doc/missing"]})
+    assert e["name"] == "NOT_FOUND" and "add" in e["message"], e
+    for n in ("doc/a", "doc/b", "doc/loss"):
+        c.call("tensor.delete", {"name": n})
+
+
+def call_graph_run(c):
+    put_doc_tensor(c, "doc/a")
+    put_doc_tensor(c, "doc/b")
+    res = c.call("graph.run", {"nodes": [
+        {"id": "d", "op": "sub", "inputs": ["doc/a", "doc/b"]},
+        {"id": "s", "op": "add", "inputs": ["d", "doc/a"], "out": "doc/s"},
+        {"id": "l", "op": "mse", "inputs": ["doc/a", "s"], "out": "doc/l"}],
+        "outputs": ["s"]})
+    assert set(res) == {"outputs", "stored"}, res
+    assert set(res["outputs"]) == {"s"} and res["outputs"]["s"]["data"] == DATA, res
+    assert set(res["stored"]) == {"doc/s", "doc/l"}, res
+    check_meta(res["stored"]["doc/s"], "doc/s")
+    # a forward reference fails the whole graph and stores nothing
+    e, _ = c.call_full("graph.run", {"nodes": [
+        {"id": "x", "op": "add", "inputs": ["doc/a", "y"], "out": "doc/never"},
+        {"id": "y", "op": "add", "inputs": ["doc/a", "doc/b"]}]})
+    assert e["name"] in ("NOT_FOUND", "INVALID_ARGUMENT"), e
+    assert "node 0 'x' (add)" in e["message"], e
+    e, _ = c.call_full("tensor.stat", {"name": "doc/never"})
+    assert e["name"] == "NOT_FOUND", e
+    for n in ("doc/a", "doc/b", "doc/s", "doc/l"):
+        c.call("tensor.delete", {"name": n})
+
+
 CALLS = {
     "ping": call_ping,
     "info": call_info,
@@ -156,6 +196,8 @@ CALLS = {
     "tensor.stat": call_stat,
     "tensor.list": call_list,
     "tensor.delete": call_delete,
+    "op.run": call_op_run,
+    "graph.run": call_graph_run,
 }
 
 

@@ -184,6 +184,53 @@ bad --socket "$DIR/no-such.sock" ping
 bad --json get missing
 ok --json ls x | js 'assert j["tensors"] == [], "a failed put stored x: %r" % j'
 
+step "run / graph"
+ok put r/a --values 1,2,3,4 --shape 2,2 >/dev/null
+ok put r/b --values 10,20,30,40 --shape 2,2 >/dev/null
+ok --json run add r/a r/b | js '
+assert j["dtype"] == "f32" and j["shape"] == [2, 2], j
+assert flat(j["data"]) == [11, 22, 33, 44], j'
+ok run add r/a r/b | grep -q "33" || fail "run add printed no result"
+ok --json run mul r/a --attr scalar=2.5 | js 'assert flat(j["data"]) == [2.5, 5, 7.5, 10], j'
+ok --json run mse r/a r/b --attr reduction=sum -o r/loss | js '
+assert j["name"] == "r/loss" and j["shape"] == [] and j["version"] == 1, j'
+ok --json get r/loss | js 'assert flat(j["data"]) == [81 + 324 + 729 + 1296], j'
+ok put r/cls --values 0,1 --dtype i32 >/dev/null
+ok --json run cross_entropy r/b r/cls -a reduction=none -a 'label_smoothing=0.5' | js '
+import math
+want = []
+for row, t in (([10, 20], 0), ([30, 40], 1)):
+    lse = max(row) + math.log(sum(math.exp(v - max(row)) for v in row))
+    want.append(0.5 * (lse - row[t]) + 0.5 * (lse - sum(row) / 2))
+assert all(abs(g - w) < 1e-4 for g, w in zip(j["data"], want)), (j, want)'
+cat >"$DIR/g.json" <<'EOF'
+{"nodes": [
+  {"id": "s", "op": "add", "inputs": ["r/a", "r/b"]},
+  {"id": "p", "op": "mul", "inputs": ["s", "r/a"], "out": "r/p"}
+ ],
+ "outputs": ["s", "p"]}
+EOF
+ok graph "$DIR/g.json" | grep -q "stored r/p" || fail "graph did not list the stored name"
+ok --json graph "$DIR/g.json" | js '
+assert flat(j["outputs"]["s"]["data"]) == [11, 22, 33, 44], j
+assert flat(j["outputs"]["p"]["data"]) == [11, 44, 99, 176], j
+assert list(j["stored"]) == ["r/p"] and j["stored"]["r/p"]["shape"] == [2, 2], j'
+ok --json get r/p | js 'assert flat(j["data"]) == [11, 44, 99, 176], j'
+bad run add r/a r/missing
+bad run no_such_op r/a
+bad run add r/a --attr 'scalar=[1,'
+bad run add r/a --attr noequals
+bad run
+bad run add r/a r/b -o 'bad name'
+bad graph "$DIR/no-such.json"
+printf '{"nodes": [' >"$DIR/trunc.json"
+bad graph "$DIR/trunc.json"
+printf '[1, 2]' >"$DIR/array.json"
+bad graph "$DIR/array.json"
+printf '{"nodes": [{"op": "add", "inputs": ["r/a", "r/b"], "out": "r/never"}, {"op": "add", "inputs": ["r/a"]}]}' >"$DIR/fail.json"
+bad graph "$DIR/fail.json"
+ok --json ls r/never | js 'assert j["tensors"] == [], "a failed graph stored r/never: %r" % j'
+
 step ".npy files"
 "$PY" - "$DIR" <<'EOF' || fail "could not write .npy files"
 import sys

@@ -115,6 +115,12 @@ const struct op_def *const *op_all(size_t *ret_count);
 
 /* The op families; each table ends with an entry whose name is NULL. */
 extern const struct op_def op_defs_elementwise[];
+extern const struct op_def op_defs_layout[], op_defs_create[];
+extern const struct op_def op_defs_linalg[];
+extern const struct op_def op_defs_conv[];
+extern const struct op_def op_defs_loss[];
+extern const struct op_def op_defs_reduce[];
+extern const struct op_def op_defs_norm[];
 
 /* The storage-buffer binding of tensor `t` (all of it). Fails with
  * RESOURCE_EXHAUSTED when it is larger than the device binds at once. */

@@ -12,6 +12,10 @@
 
 static const struct op_def *const families[] = {
 	op_defs_elementwise,
+	op_defs_layout, op_defs_create,
+	op_defs_linalg, op_defs_conv,
+	op_defs_loss,
+	op_defs_reduce, op_defs_norm,
 };
 
 static const struct op_def *all_ops[256];

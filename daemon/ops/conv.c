@@ -1,0 +1,271 @@
+/* The conv family, NCHW: conv2d (stride, padding, dilation, groups, optional
+ * bias), max_pool2d and avg_pool2d. Shaders: conv2d.comp, pool2d.comp. */
+#include <string.h>
+
+#include "../../shaders/conv_codes.h"
+#include "dtype.h"
+#include "op.h"
+#include "status.h"
+
+/* Spatial sizes, kernel sizes, strides, paddings and dilations are kept below
+ * this so the shaders' signed 32-bit window arithmetic cannot overflow. */
+#define CONV_MAX_DIM (1u << 24)
+
+/* Mirrors ConvPush in shaders/conv2d.comp. */
+struct conv_push {
+	uint32_t total;
+	uint32_t c, h, w;
+	uint32_t oc, oh, ow;
+	uint32_t kh, kw;
+	uint32_t sh, sw;
+	uint32_t ph, pw;
+	uint32_t dh, dw;
+	uint32_t cpg, opg;
+	uint32_t flags;
+};
+_Static_assert(sizeof(struct conv_push) == 72, "conv_push must mirror ConvPush");
+
+/* Mirrors PoolPush in shaders/pool2d.comp. */
+struct pool_push {
+	uint32_t total;
+	uint32_t h, w;
+	uint32_t oh, ow;
+	uint32_t kh, kw;
+	uint32_t sh, sw;
+	uint32_t ph, pw;
+	uint32_t op;
+};
+_Static_assert(sizeof(struct pool_push) == 48, "pool_push must mirror PoolPush");
+
+/* Read an int-or-pair attr into (ret[0], ret[1]) = (height, width); `def` when
+ * it is absent. Values must lie in [lo, CONV_MAX_DIM). */
+static int attr_pair(struct op_ctx *ctx, const char *name, int64_t def, int64_t lo, uint32_t ret[2])
+{
+	const struct op_attr_value *v = op_attr(ctx, name);
+	int64_t p[2] = { def, def };
+
+	if (v->set) {
+		if (v->nints != 1 && v->nints != 2)
+			return op_fail(ctx, TDP_INVALID_ARGUMENT,
+				       "attr '%s' must be an integer or a pair [h, w], not %u integers", name,
+				       v->nints);
+		p[0] = v->ints[0];
+		p[1] = v->ints[v->nints - 1];
+	}
+	for (int i = 0; i < 2; i++)
+		if (p[i] < lo || p[i] >= (int64_t)CONV_MAX_DIM)
+			return op_fail(ctx, TDP_INVALID_ARGUMENT, "attr '%s' must be from %lld to %u, not %lld",
+				       name, (long long)lo, CONV_MAX_DIM - 1, (long long)p[i]);
+	ret[0] = (uint32_t)p[0];
+	ret[1] = (uint32_t)p[1];
+	return 0;
+}
+
+/* A float NCHW input `k` whose spatial dims fit the shaders' arithmetic. */
+static int check_nchw(struct op_ctx *ctx, unsigned k, const char *what)
+{
+	const struct op_tensor *t = &ctx->in[k];
+
+	if (!op_dtype_is_float(t->dtype))
+		return op_fail(ctx, TDP_DTYPE_MISMATCH, "%s needs f32, f16 or bf16, not %s", what,
+			       tdp_dtype_name(t->dtype));
+	if (t->rank != 4)
+		return op_fail(ctx, TDP_SHAPE_MISMATCH, "%s must have rank 4 (N, C, H, W), not %u", what,
+			       t->rank);
+	if (t->shape[2] >= CONV_MAX_DIM || t->shape[3] >= CONV_MAX_DIM)
+		return op_fail(ctx, TDP_SHAPE_MISMATCH, "%s is %llux%llu; height and width must be below %u",
+			       what, (unsigned long long)t->shape[2], (unsigned long long)t->shape[3],
+			       CONV_MAX_DIM);
+	if (t->count > UINT32_MAX)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "%s has more than 2^32 elements", what);
+	return 0;
+}
+
+/* Output size of one spatial dim: floor((in + 2 pad - span) / stride) + 1,
+ * where span = dilation (kernel - 1) + 1; a window larger than the padded
+ * input is an error. */
+static int out_dim(struct op_ctx *ctx, const char *axis, uint64_t in, uint32_t k, uint32_t s,
+		   uint32_t p, uint32_t d, uint64_t *ret)
+{
+	uint64_t span = (uint64_t)d * (k - 1) + 1;
+
+	if (in + 2ull * p < span)
+		return op_fail(ctx, TDP_SHAPE_MISMATCH,
+			       "the %s window (%llu with dilation) is larger than the padded input (%llu)",
+			       axis, (unsigned long long)span, (unsigned long long)(in + 2ull * p));
+	*ret = (in + 2ull * p - span) / s + 1;
+	return 0;
+}
+
+static const struct op_attr_spec conv_attrs[] = {
+	{ "stride", ATTR_INTS, false },
+	{ "padding", ATTR_INTS, false },
+	{ "dilation", ATTR_INTS, false },
+	{ "groups", ATTR_INT, false },
+	{ NULL, 0, false },
+};
+
+/* conv2d's parameters as infer worked them out (kept in ctx->priv). */
+struct conv_plan {
+	uint32_t stride[2], pad[2], dil[2], groups;
+};
+_Static_assert(sizeof(struct conv_plan) <= sizeof(((struct op_ctx *)0)->priv), "conv_plan fits priv");
+
+static int conv_infer(struct op_ctx *ctx)
+{
+	const struct op_tensor *x = &ctx->in[0], *w = &ctx->in[1];
+	struct conv_plan *pl = (struct conv_plan *)ctx->priv;
+	const struct op_attr_value *g = op_attr(ctx, "groups");
+	uint64_t c, oc, oh = 0, ow = 0;
+
+	if (check_nchw(ctx, 0, "x (input 0)") < 0)
+		return -1;
+	if (w->dtype != x->dtype)
+		return op_fail(ctx, TDP_DTYPE_MISMATCH, "x is %s but weight is %s", tdp_dtype_name(x->dtype),
+			       tdp_dtype_name(w->dtype));
+	if (ctx->ninputs == 3 && ctx->in[2].dtype != x->dtype)
+		return op_fail(ctx, TDP_DTYPE_MISMATCH, "x is %s but bias is %s", tdp_dtype_name(x->dtype),
+			       tdp_dtype_name(ctx->in[2].dtype));
+	if (attr_pair(ctx, "stride", 1, 1, pl->stride) < 0 || attr_pair(ctx, "padding", 0, 0, pl->pad) < 0 ||
+	    attr_pair(ctx, "dilation", 1, 1, pl->dil) < 0)
+		return -1;
+	if (g->set && (g->i < 1 || g->i >= (int64_t)CONV_MAX_DIM))
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "attr 'groups' must be at least 1 (got %lld)",
+			       (long long)g->i);
+	pl->groups = g->set ? (uint32_t)g->i : 1;
+	if (w->rank != 4)
+		return op_fail(ctx, TDP_SHAPE_MISMATCH,
+			       "weight (input 1) must have rank 4 (out channels, in channels / groups, kh, kw), not %u",
+			       w->rank);
+	c = x->shape[1];
+	oc = w->shape[0];
+	if (c % pl->groups || oc % pl->groups)
+		return op_fail(ctx, TDP_SHAPE_MISMATCH,
+			       "groups %u must divide the input channels (%llu) and the output channels (%llu)",
+			       pl->groups, (unsigned long long)c, (unsigned long long)oc);
+	if (w->shape[1] != c / pl->groups)
+		return op_fail(ctx, TDP_SHAPE_MISMATCH,
+			       "weight has %llu input channels per group; x has %llu channels in %u groups, so %llu",
+			       (unsigned long long)w->shape[1], (unsigned long long)c, pl->groups,
+			       (unsigned long long)(c / pl->groups));
+	if (w->shape[2] == 0 || w->shape[3] == 0 || w->shape[2] >= CONV_MAX_DIM || w->shape[3] >= CONV_MAX_DIM)
+		return op_fail(ctx, TDP_SHAPE_MISMATCH, "the kernel is %llux%llu; it must be at least 1x1",
+			       (unsigned long long)w->shape[2], (unsigned long long)w->shape[3]);
+	if (w->count > UINT32_MAX)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "weight has more than 2^32 elements");
+	if (ctx->ninputs == 3 && (ctx->in[2].rank != 1 || ctx->in[2].shape[0] != oc))
+		return op_fail(ctx, TDP_SHAPE_MISMATCH, "bias (input 2) must have shape [%llu] (the output channels)",
+			       (unsigned long long)oc);
+	if (out_dim(ctx, "height", x->shape[2], (uint32_t)w->shape[2], pl->stride[0], pl->pad[0], pl->dil[0], &oh) < 0 ||
+	    out_dim(ctx, "width", x->shape[3], (uint32_t)w->shape[3], pl->stride[1], pl->pad[1], pl->dil[1], &ow) < 0)
+		return -1;
+	ctx->out.dtype = x->dtype;
+	ctx->out.rank = 4;
+	ctx->out.shape[0] = x->shape[0];
+	ctx->out.shape[1] = oc;
+	ctx->out.shape[2] = oh;
+	ctx->out.shape[3] = ow;
+	return 0;
+}
+
+static int conv_record(struct op_ctx *ctx, struct gpu_recorder *rec)
+{
+	const struct op_tensor *x = &ctx->in[0], *w = &ctx->in[1];
+	const struct conv_plan *pl = (const struct conv_plan *)ctx->priv;
+	const struct gpu_pipeline *p;
+	struct gpu_binding bind[4];
+	struct conv_push pc = {
+		.c = (uint32_t)x->shape[1], .h = (uint32_t)x->shape[2], .w = (uint32_t)x->shape[3],
+		.oc = (uint32_t)ctx->out.shape[1], .oh = (uint32_t)ctx->out.shape[2],
+		.ow = (uint32_t)ctx->out.shape[3],
+		.kh = (uint32_t)w->shape[2], .kw = (uint32_t)w->shape[3],
+		.sh = pl->stride[0], .sw = pl->stride[1], .ph = pl->pad[0], .pw = pl->pad[1],
+		.dh = pl->dil[0], .dw = pl->dil[1],
+		.cpg = (uint32_t)(x->shape[1] / pl->groups), .opg = (uint32_t)(ctx->out.shape[1] / pl->groups),
+		.flags = ctx->ninputs == 3 ? CONV_HAS_BIAS : 0,
+	};
+
+	if (ctx->out.count > UINT32_MAX)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "a result of more than 2^32 elements");
+	pc.total = (uint32_t)ctx->out.count;
+	if (op_pipeline(ctx, "conv2d", tdp_dtype_name(x->dtype), &p) < 0 ||
+	    op_bind(ctx, x, false, &bind[0]) < 0 || op_bind(ctx, w, false, &bind[1]) < 0 ||
+	    op_bind(ctx, ctx->ninputs == 3 ? &ctx->in[2] : w, false, &bind[2]) < 0 ||
+	    op_bind(ctx, &ctx->out, true, &bind[3]) < 0)
+		return -1;
+	return op_dispatch(ctx, rec, p, bind, 4, &pc, sizeof(pc), pc.total, 256);
+}
+
+static const struct op_attr_spec pool_attrs[] = {
+	{ "kernel_size", ATTR_INTS, true },
+	{ "stride", ATTR_INTS, false },
+	{ "padding", ATTR_INTS, false },
+	{ NULL, 0, false },
+};
+
+static int pool_infer(struct op_ctx *ctx)
+{
+	const struct op_tensor *x = &ctx->in[0];
+	struct pool_push *pc = (struct pool_push *)ctx->priv;
+	uint32_t k[2], s[2], p[2];
+	uint64_t oh = 0, ow = 0;
+
+	_Static_assert(sizeof(struct pool_push) <= sizeof(ctx->priv), "pool_push fits priv");
+	if (check_nchw(ctx, 0, "x (input 0)") < 0)
+		return -1;
+	if (attr_pair(ctx, "kernel_size", 1, 1, k) < 0 || attr_pair(ctx, "padding", 0, 0, p) < 0)
+		return -1;
+	/* The stride defaults to the kernel size. */
+	if (op_attr(ctx, "stride")->set) {
+		if (attr_pair(ctx, "stride", 1, 1, s) < 0)
+			return -1;
+	} else {
+		s[0] = k[0];
+		s[1] = k[1];
+	}
+	/* As PyTorch: every window then holds at least one input element. */
+	if (p[0] > k[0] / 2 || p[1] > k[1] / 2)
+		return op_fail(ctx, TDP_INVALID_ARGUMENT,
+			       "padding (%u, %u) must be at most half the kernel size (%u, %u)", p[0], p[1],
+			       k[0], k[1]);
+	if (x->shape[2] == 0 || x->shape[3] == 0)
+		return op_fail(ctx, TDP_SHAPE_MISMATCH, "x is %llux%llu; pooling needs a non-empty image",
+			       (unsigned long long)x->shape[2], (unsigned long long)x->shape[3]);
+	if (out_dim(ctx, "height", x->shape[2], k[0], s[0], p[0], 1, &oh) < 0 ||
+	    out_dim(ctx, "width", x->shape[3], k[1], s[1], p[1], 1, &ow) < 0)
+		return -1;
+	*pc = (struct pool_push){
+		.h = (uint32_t)x->shape[2], .w = (uint32_t)x->shape[3], .oh = (uint32_t)oh, .ow = (uint32_t)ow,
+		.kh = k[0], .kw = k[1], .sh = s[0], .sw = s[1], .ph = p[0], .pw = p[1], .op = ctx->def->code,
+	};
+	ctx->out.dtype = x->dtype;
+	ctx->out.rank = 4;
+	ctx->out.shape[0] = x->shape[0];
+	ctx->out.shape[1] = x->shape[1];
+	ctx->out.shape[2] = oh;
+	ctx->out.shape[3] = ow;
+	return 0;
+}
+
+static int pool_record(struct op_ctx *ctx, struct gpu_recorder *rec)
+{
+	struct pool_push pc;
+	const struct gpu_pipeline *p;
+	struct gpu_binding bind[2];
+
+	memcpy(&pc, ctx->priv, sizeof(pc));
+	if (ctx->out.count > UINT32_MAX)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "a result of more than 2^32 elements");
+	pc.total = (uint32_t)ctx->out.count;
+	if (op_pipeline(ctx, "pool2d", tdp_dtype_name(ctx->in[0].dtype), &p) < 0 ||
+	    op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->out, true, &bind[1]) < 0)
+		return -1;
+	return op_dispatch(ctx, rec, p, bind, 2, &pc, sizeof(pc), pc.total, 256);
+}
+
+const struct op_def op_defs_conv[] = {
+	{ "conv2d", 2, 3, conv_attrs, 0, conv_infer, conv_record },
+	{ "max_pool2d", 1, 1, pool_attrs, POOL_MAX, pool_infer, pool_record },
+	{ "avg_pool2d", 1, 1, pool_attrs, POOL_AVG, pool_infer, pool_record },
+	{ NULL, 0, 0, NULL, 0, NULL, NULL },
+};

@@ -1,0 +1,226 @@
+/* Loss functions: mse, binary_cross_entropy_with_logits, cross_entropy, nll,
+ * each with reduction none | mean | sum. Shader: loss.comp, which computes
+ * every loss in f32 and reduces as a tree (see there), so results are
+ * deterministic. */
+#include <string.h>
+
+#include "../../shaders/loss_codes.h"
+#include "../gpu/device.h"
+#include "dtype.h"
+#include "op.h"
+#include "status.h"
+
+/* Mirrors LossPush in shaders/loss.comp. */
+struct loss_push {
+	uint32_t op, flags, n, c;
+	int32_t ignore_index;
+	float smoothing;
+	float denom;
+	uint32_t groups;
+};
+_Static_assert(sizeof(struct loss_push) == 32, "loss_push must mirror LossPush");
+
+enum loss_reduction { RED_MEAN, RED_SUM, RED_NONE };
+
+/* What infer leaves in ctx->priv for record. */
+struct loss_plan {
+	enum loss_reduction reduction;
+	uint64_t items;     /* elements (mse, bce) or samples (cross_entropy, nll) */
+	uint64_t classes;
+};
+_Static_assert(sizeof(struct loss_plan) <= sizeof(((struct op_ctx *)0)->priv), "priv too small");
+
+static const struct op_attr_spec elementwise_attrs[] = {
+	{ "reduction", ATTR_STR, false },
+	{ NULL, 0, false },
+};
+
+static const struct op_attr_spec ce_attrs[] = {
+	{ "reduction", ATTR_STR, false },
+	{ "label_smoothing", ATTR_FLOAT, false },
+	{ "ignore_index", ATTR_INT, false },
+	{ NULL, 0, false },
+};
+
+static const struct op_attr_spec nll_attrs[] = {
+	{ "reduction", ATTR_STR, false },
+	{ "ignore_index", ATTR_INT, false },
+	{ NULL, 0, false },
+};
+
+static struct loss_plan *plan(struct op_ctx *ctx)
+{
+	return (struct loss_plan *)(void *)ctx->priv;
+}
+
+/* Parse attrs.reduction and shape the output: the scalar of a reduction, or
+ * `rank` dims of `shape` for none. */
+static int set_reduction(struct op_ctx *ctx, unsigned rank, const uint64_t *shape)
+{
+	const struct op_attr_value *red = op_attr(ctx, "reduction");
+	struct loss_plan *pl = plan(ctx);
+
+	if (!red->set || !strcmp(red->s, "mean"))
+		pl->reduction = RED_MEAN;
+	else if (!strcmp(red->s, "sum"))
+		pl->reduction = RED_SUM;
+	else if (!strcmp(red->s, "none"))
+		pl->reduction = RED_NONE;
+	else
+		return op_fail(ctx, TDP_INVALID_ARGUMENT,
+			       "reduction must be \"none\", \"mean\" or \"sum\", not \"%s\"", red->s);
+	ctx->out.dtype = ctx->in[0].dtype;
+	ctx->out.rank = pl->reduction == RED_NONE ? rank : 0;
+	if (pl->reduction == RED_NONE)
+		memcpy(ctx->out.shape, shape, rank * sizeof(*shape));
+	return 0;
+}
+
+static int need_float(struct op_ctx *ctx, unsigned k, const char *what)
+{
+	if (!op_dtype_is_float(ctx->in[k].dtype))
+		return op_fail(ctx, TDP_DTYPE_MISMATCH, "input %u (%s) must be f32, f16 or bf16, not %s",
+			       k, what, tdp_dtype_name(ctx->in[k].dtype));
+	return 0;
+}
+
+/* mse and bce: prediction and target of one float dtype and one shape. */
+static int pointwise_infer(struct op_ctx *ctx)
+{
+	const struct op_tensor *a = &ctx->in[0], *b = &ctx->in[1];
+
+	if (need_float(ctx, 0, ctx->def->code == LOSS_MSE ? "the prediction" : "the logits") < 0)
+		return -1;
+	if (a->dtype != b->dtype)
+		return op_fail(ctx, TDP_DTYPE_MISMATCH, "the target is %s, the %s %s",
+			       tdp_dtype_name(b->dtype),
+			       ctx->def->code == LOSS_MSE ? "prediction" : "logits", tdp_dtype_name(a->dtype));
+	if (a->rank != b->rank || memcmp(a->shape, b->shape, a->rank * sizeof(a->shape[0])))
+		return op_fail(ctx, TDP_SHAPE_MISMATCH, "input 1 (the target) must have the shape of input 0");
+	plan(ctx)->items = a->count;
+	plan(ctx)->classes = 0;
+	return set_reduction(ctx, a->rank, a->shape);
+}
+
+/* cross_entropy and nll: x [N, C] floats, targets [N] i32. */
+static int class_infer(struct op_ctx *ctx)
+{
+	const struct op_tensor *x = &ctx->in[0], *t = &ctx->in[1];
+	const struct op_attr_value *ls = op_attr(ctx, "label_smoothing");
+	const struct op_attr_value *ig = op_attr(ctx, "ignore_index");
+	const char *what = ctx->def->code == LOSS_NLL ? "log-probabilities" : "logits";
+
+	if (need_float(ctx, 0, what) < 0)
+		return -1;
+	if (t->dtype != TDP_DTYPE_I32)
+		return op_fail(ctx, TDP_DTYPE_MISMATCH, "input 1 (the class indices) must be i32, not %s",
+			       tdp_dtype_name(t->dtype));
+	if (x->rank != 2)
+		return op_fail(ctx, TDP_SHAPE_MISMATCH, "input 0 (the %s) must be [N, C], not rank %u",
+			       what, x->rank);
+	if (t->rank != 1 || t->shape[0] != x->shape[0])
+		return op_fail(ctx, TDP_SHAPE_MISMATCH,
+			       "input 1 (the class indices) must be [N] = [%llu], one per row of input 0",
+			       (unsigned long long)x->shape[0]);
+	if (ls && ls->set && !(ls->f >= 0.0 && ls->f <= 1.0))
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "label_smoothing must be in [0, 1]");
+	if (ig && ig->set && (ig->i < INT32_MIN || ig->i > INT32_MAX))
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "ignore_index must fit in i32");
+	if (x->shape[1] > UINT32_MAX)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "more than 2^32 classes");
+	plan(ctx)->items = x->shape[0];
+	plan(ctx)->classes = x->shape[1];
+	return set_reduction(ctx, 1, x->shape);
+}
+
+/* A binding of the device's dummy buffer, for a slot this op leaves unused. */
+static struct gpu_binding unused(struct op_ctx *ctx)
+{
+	static const struct gpu_alloc none;
+
+	return gpu_rec_bind(ctx->g, &none, 0, 0, false);
+}
+
+static int loss_record(struct op_ctx *ctx, struct gpu_recorder *rec)
+{
+	const struct loss_plan *pl = plan(ctx);
+	const struct op_attr_value *ls = op_attr(ctx, "label_smoothing");
+	const struct op_attr_value *ig = op_attr(ctx, "ignore_index");
+	bool class_op = ctx->def->code == LOSS_CROSS_ENTROPY || ctx->def->code == LOSS_NLL;
+	struct gpu_alloc *part[2] = { NULL, NULL };
+	const struct gpu_pipeline *p;
+	struct gpu_binding b[6];
+	struct loss_push pc = {
+		.op = ctx->def->code,
+		.c = (uint32_t)pl->classes,
+		.smoothing = ls && ls->set ? (float)ls->f : 0.0f,
+		.denom = (float)pl->items,
+	};
+	uint64_t n = pl->items, groups, cur;
+	int in = -1; /* the partials buffer read at this level, -1: the inputs */
+
+	if (n > UINT32_MAX)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "more than 2^32 %s",
+			       class_op ? "samples" : "elements");
+	if (ig && ig->set) {
+		pc.flags |= LOSS_F_IGNORE;
+		pc.ignore_index = (int32_t)ig->i;
+	}
+	if (op_pipeline(ctx, "loss", tdp_dtype_name(ctx->in[0].dtype), &p) < 0 ||
+	    op_bind(ctx, &ctx->in[0], false, &b[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &b[1]) < 0 ||
+	    op_bind(ctx, &ctx->out, true, &b[5]) < 0)
+		return -1;
+	if (class_op) {
+		b[2] = b[1];
+		b[1] = unused(ctx);
+	} else {
+		b[2] = unused(ctx);
+	}
+	b[3] = b[4] = unused(ctx);
+	if (pl->reduction == RED_NONE) {
+		pc.flags |= LOSS_F_NONE;
+		pc.n = (uint32_t)n;
+		return op_dispatch(ctx, rec, p, b, 6, &pc, sizeof(pc), n, LOSS_WG);
+	}
+	if (pl->reduction == RED_MEAN)
+		pc.flags |= LOSS_F_MEAN | ((pc.flags & LOSS_F_IGNORE) ? LOSS_F_WEIGHTED : 0u);
+	/* Partials of level 0 go to part[0], of level 1 to part[1], then back
+	 * to part[0], which is large enough for every later level. */
+	groups = n ? (n + LOSS_CHUNK - 1) / LOSS_CHUNK : 1;
+	if (groups > 1) {
+		uint64_t second = (groups + LOSS_CHUNK - 1) / LOSS_CHUNK;
+
+		if (op_scratch_alloc(ctx, groups * 8, &part[0]) < 0 ||
+		    (second > 1 && op_scratch_alloc(ctx, second * 8, &part[1]) < 0))
+			return -1;
+	}
+	for (cur = n;; cur = groups, groups = (cur + LOSS_CHUNK - 1) / LOSS_CHUNK) {
+		int outp = in < 0 ? 0 : 1 - in;
+
+		pc.n = (uint32_t)cur;
+		pc.groups = (uint32_t)groups;
+		if (groups == 1) {
+			pc.flags |= LOSS_F_FINAL;
+			b[4] = unused(ctx);
+		} else {
+			b[4] = gpu_rec_bind(ctx->g, part[outp], 0, groups * 8, true);
+		}
+		if (op_dispatch(ctx, rec, p, b, 6, &pc, sizeof(pc), groups * LOSS_WG, LOSS_WG) < 0)
+			return -1;
+		if (groups == 1)
+			return 0;
+		b[3] = gpu_rec_bind(ctx->g, part[outp], 0, groups * 8, false);
+		in = outp;
+		pc.flags |= LOSS_F_PARTIALS;
+	}
+}
+
+#define POINTWISE(n, c) { n, 2, 2, elementwise_attrs, c, pointwise_infer, loss_record }
+
+const struct op_def op_defs_loss[] = {
+	POINTWISE("mse", LOSS_MSE),
+	POINTWISE("binary_cross_entropy_with_logits", LOSS_BCE_LOGITS),
+	{ "cross_entropy", 2, 2, ce_attrs, LOSS_CROSS_ENTROPY, class_infer, loss_record },
+	{ "nll", 2, 2, nll_attrs, LOSS_NLL, class_infer, loss_record },
+	{ NULL, 0, 0, NULL, 0, NULL, NULL },
+};

@@ -1,0 +1,191 @@
+/* The linalg family: matmul with NumPy's semantics (1-D operands promoted and
+ * the added dimension removed again, batch dimensions broadcast). Shaders:
+ * matmul.comp and matmul_l.comp, shared-memory tiled GEMMs (matmul.glsl) with
+ * 64x64 and 128x128 output tiles. */
+#include <stdio.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "op.h"
+#include "status.h"
+
+/* Products with at least this many 128x128 output tiles use them: enough
+ * workgroups to fill a large GPU; smaller ones keep the 64x64 tiles. */
+#define MM_LARGE_TILES 128
+#define MM_MAX_BDIMS 6
+
+/* Mirrors MmPush in shaders/matmul.comp. */
+struct mm_push {
+	uint32_t m, n, k;
+	uint32_t batches, tiles_n, tiles_mn, nbdims;
+	uint32_t bshape[MM_MAX_BDIMS];
+	uint32_t astride[MM_MAX_BDIMS];
+	uint32_t bstride[MM_MAX_BDIMS];
+};
+_Static_assert(sizeof(struct mm_push) == 100, "mm_push must mirror MmPush");
+
+/* What infer worked out for record (kept in ctx->priv). */
+struct mm_plan {
+	uint64_t m, n, k;
+	unsigned bdims;                       /* broadcast batch rank */
+	uint64_t bshape[MM_MAX_BDIMS];        /* the result's batch dims */
+	uint64_t abatch[MM_MAX_BDIMS];        /* a's batch dims, right-aligned, 1 where absent */
+	uint64_t bbatch[MM_MAX_BDIMS];
+};
+_Static_assert(sizeof(struct mm_plan) <= sizeof(((struct op_ctx *)0)->priv), "mm_plan fits priv");
+
+static void shape_str(const struct op_tensor *t, char *buf, size_t size)
+{
+	size_t len = 0;
+
+	len += (size_t)snprintf(buf, size, "[");
+	for (unsigned d = 0; d < t->rank && len < size; d++)
+		len += (size_t)snprintf(buf + len, size - len, "%s%llu", d ? "," : "",
+					(unsigned long long)t->shape[d]);
+	if (len < size)
+		snprintf(buf + len, size - len, "]");
+}
+
+static int matmul_infer(struct op_ctx *ctx)
+{
+	const struct op_tensor *a = &ctx->in[0], *b = &ctx->in[1];
+	struct mm_plan *pl = (struct mm_plan *)ctx->priv;
+	unsigned abd, bbd, r = 0;
+	uint64_t ak, bk;
+
+	if (a->dtype != b->dtype)
+		return op_fail(ctx, TDP_DTYPE_MISMATCH, "inputs are %s and %s", tdp_dtype_name(a->dtype),
+			       tdp_dtype_name(b->dtype));
+	if (!op_dtype_is_float(a->dtype))
+		return op_fail(ctx, TDP_DTYPE_MISMATCH, "needs f32, f16 or bf16, not %s",
+			       tdp_dtype_name(a->dtype));
+	if (a->rank == 0 || b->rank == 0)
+		return op_fail(ctx, TDP_SHAPE_MISMATCH, "input %d is a scalar (rank 0); matmul needs rank 1 or more",
+			       a->rank == 0 ? 0 : 1);
+	memset(pl, 0, sizeof(*pl));
+	/* A 1-D a is a row [1,K], a 1-D b a column [K,1]. */
+	pl->m = a->rank == 1 ? 1 : a->shape[a->rank - 2];
+	ak = a->shape[a->rank - 1];
+	bk = b->rank == 1 ? b->shape[0] : b->shape[b->rank - 2];
+	pl->n = b->rank == 1 ? 1 : b->shape[b->rank - 1];
+	if (ak != bk) {
+		char sa[96], sb[96];
+
+		shape_str(a, sa, sizeof(sa));
+		shape_str(b, sb, sizeof(sb));
+		return op_fail(ctx, TDP_SHAPE_MISMATCH,
+			       "inner dimensions differ: a %s has %llu columns, b %s has %llu rows", sa,
+			       (unsigned long long)ak, sb, (unsigned long long)bk);
+	}
+	pl->k = ak;
+	abd = a->rank > 2 ? a->rank - 2 : 0;
+	bbd = b->rank > 2 ? b->rank - 2 : 0;
+	pl->bdims = abd > bbd ? abd : bbd;
+	for (unsigned d = 0; d < pl->bdims; d++) {
+		int ka = (int)d - (int)(pl->bdims - abd), kb = (int)d - (int)(pl->bdims - bbd);
+		uint64_t da = ka < 0 ? 1 : a->shape[ka], db = kb < 0 ? 1 : b->shape[kb];
+
+		if (da != db && da != 1 && db != 1)
+			return op_fail(ctx, TDP_SHAPE_MISMATCH,
+				       "batch dimension %u: a has %llu, b has %llu (they must match or be 1)",
+				       d, (unsigned long long)da, (unsigned long long)db);
+		pl->abatch[d] = da;
+		pl->bbatch[d] = db;
+		pl->bshape[d] = da == 1 ? db : da;
+		ctx->out.shape[r++] = pl->bshape[d];
+	}
+	if (a->rank > 1)
+		ctx->out.shape[r++] = pl->m;
+	if (b->rank > 1)
+		ctx->out.shape[r++] = pl->n;
+	ctx->out.rank = r;
+	ctx->out.dtype = a->dtype;
+	return 0;
+}
+
+/* Collapse the batch dims for the shader: drop size-1 dims, merge neighbours
+ * that are contiguous in both operands. Strides are in elements. */
+static int mm_batch_setup(struct op_ctx *ctx, const struct mm_plan *pl, struct mm_push *pc)
+{
+	uint64_t sa = pl->m * pl->k, sb = pl->k * pl->n;
+	uint64_t st_a[MM_MAX_BDIMS], st_b[MM_MAX_BDIMS], shape[MM_MAX_BDIMS], batches = 1;
+	unsigned nd = 0;
+
+	/* Element strides per batch dim, innermost first. */
+	for (int d = (int)pl->bdims - 1; d >= 0; d--) {
+		st_a[d] = pl->abatch[d] == 1 ? 0 : sa;
+		st_b[d] = pl->bbatch[d] == 1 ? 0 : sb;
+		sa *= pl->abatch[d];
+		sb *= pl->bbatch[d];
+	}
+	for (unsigned d = 0; d < pl->bdims; d++) {
+		batches *= pl->bshape[d];
+		if (pl->bshape[d] == 1)
+			continue;
+		if (nd > 0 && st_a[nd - 1] == st_a[d] * pl->bshape[d] &&
+		    st_b[nd - 1] == st_b[d] * pl->bshape[d]) {
+			shape[nd - 1] *= pl->bshape[d];
+			st_a[nd - 1] = st_a[d];
+			st_b[nd - 1] = st_b[d];
+			continue;
+		}
+		shape[nd] = pl->bshape[d];
+		st_a[nd] = st_a[d];
+		st_b[nd] = st_b[d];
+		nd++;
+	}
+	pc->nbdims = nd;
+	for (unsigned d = 0; d < nd; d++) {
+		if (shape[d] > UINT32_MAX || st_a[d] > UINT32_MAX || st_b[d] > UINT32_MAX)
+			return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "a batch stride over 2^32 elements");
+		pc->bshape[d] = (uint32_t)shape[d];
+		pc->astride[d] = (uint32_t)st_a[d];
+		pc->bstride[d] = (uint32_t)st_b[d];
+	}
+	if (batches > UINT32_MAX)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "more than 2^32 matrices");
+	pc->batches = (uint32_t)batches;
+	return 0;
+}
+
+static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
+{
+	const struct mm_plan *pl = (const struct mm_plan *)ctx->priv;
+	const struct gpu_pipeline *p;
+	struct gpu_binding bind[3];
+	struct mm_push pc;
+	uint64_t tiles_m, tiles_n, groups, tile = 64;
+
+	/* The shader indexes in 32-bit elements (operands are bound whole, so
+	 * they fit when the device binds them); keep K clear of the loop's
+	 * wrap-around too. */
+	if (ctx->in[0].count > UINT32_MAX || ctx->in[1].count > UINT32_MAX ||
+	    ctx->out.count > UINT32_MAX || pl->k > (1ull << 31))
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "an operand of more than 2^32 elements");
+	memset(&pc, 0, sizeof(pc));
+	pc.m = (uint32_t)pl->m;
+	pc.n = (uint32_t)pl->n;
+	pc.k = (uint32_t)pl->k;
+	if (mm_batch_setup(ctx, pl, &pc) < 0)
+		return -1;
+	if (((pl->m + 127) / 128) * ((pl->n + 127) / 128) * pc.batches >= MM_LARGE_TILES)
+		tile = 128;
+	tiles_m = (pl->m + tile - 1) / tile;
+	tiles_n = (pl->n + tile - 1) / tile;
+	/* m, n < 2^32, so neither product overflows 64 bits. */
+	groups = tiles_m * tiles_n;
+	if (groups > UINT32_MAX || (groups *= pc.batches) > UINT32_MAX)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "more than 2^32 output tiles");
+	pc.tiles_n = (uint32_t)tiles_n;
+	pc.tiles_mn = (uint32_t)(tiles_m * tiles_n);
+	if (op_pipeline(ctx, tile == 128 ? "matmul_l" : "matmul", tdp_dtype_name(ctx->out.dtype), &p) < 0 ||
+	    op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
+	    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
+		return -1;
+	return op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), groups * 256, 256);
+}
+
+const struct op_def op_defs_linalg[] = {
+	{ "matmul", 2, 2, NULL, 0, matmul_infer, matmul_record },
+	{ NULL, 0, 0, NULL, 0, NULL, NULL },
+};

@@ -1,0 +1,321 @@
+/* Normalisations: softmax and log_softmax along an axis, layer_norm and
+ * rms_norm over trailing dims, batch_norm over the channel dim (running or
+ * batch statistics). Shaders: softmax.comp, norm.comp, norm_batch.comp;
+ * batch statistics come from the reduce engine (reduce_engine.c). */
+#include <string.h>
+
+#include "../../shaders/reduce_codes.h"
+#include "dtype.h"
+#include "op.h"
+#include "reduce_engine.h"
+#include "status.h"
+
+#define NORM_LOCAL 256u
+/* Longest row one workgroup normalises: lavapipe (Mesa 22.3) ends an
+ * invocation's loops after 65535 iterations in all, and the shaders loop
+ * over a row three times in steps of 256. */
+#define NORM_MAX_ROW (1ull << 22)
+
+/* Mirrors SmPush in shaders/softmax.comp. */
+struct sm_push {
+	uint32_t M, L, inner, seg_log2, op;
+};
+_Static_assert(sizeof(struct sm_push) == 20, "sm_push must mirror SmPush");
+
+/* Mirrors NormPush in shaders/norm.comp. */
+struct norm_push {
+	uint32_t M, L, seg_log2, flags;
+	float eps;
+};
+_Static_assert(sizeof(struct norm_push) == 20, "norm_push must mirror NormPush");
+
+/* Mirrors BnPush in shaders/norm_batch.comp. */
+struct bn_push {
+	uint32_t n, C, inner, flags;
+	float eps;
+};
+_Static_assert(sizeof(struct bn_push) == 20, "bn_push must mirror BnPush");
+
+/* log2 of the invocations that share a row of `len` elements: about 8
+ * elements each, at most the whole workgroup. */
+static uint32_t norm_seg_log2(uint64_t len)
+{
+	uint64_t need = (len + 7) / 8;
+	uint32_t lg = 0;
+
+	while ((1ull << lg) < need && (1u << lg) < NORM_LOCAL)
+		lg++;
+	return lg;
+}
+
+static uint64_t norm_groups(uint64_t rows, uint32_t lg)
+{
+	uint64_t per = NORM_LOCAL >> lg;
+
+	return (rows + per - 1) / per;
+}
+
+static int norm_float_input(struct op_ctx *ctx)
+{
+	const struct op_tensor *x = &ctx->in[0];
+
+	if (!op_dtype_is_float(x->dtype))
+		return op_fail(ctx, TDP_DTYPE_MISMATCH, "needs f32, f16 or bf16, not %s",
+			       tdp_dtype_name(x->dtype));
+	if (x->count >= (1ull << 31))
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "normalisations take fewer than 2^31 elements");
+	ctx->out.dtype = x->dtype;
+	ctx->out.rank = x->rank;
+	memcpy(ctx->out.shape, x->shape, sizeof(ctx->out.shape));
+	return 0;
+}
+
+static int norm_row_len(struct op_ctx *ctx, uint64_t len)
+{
+	if (len > NORM_MAX_ROW)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED,
+			       "rows of %llu elements: at most %llu are normalised together",
+			       (unsigned long long)len, NORM_MAX_ROW);
+	return 0;
+}
+
+/* attrs.eps, or `dflt`; negative (or NaN) is an error. */
+static int norm_eps(struct op_ctx *ctx, double dflt, float *ret)
+{
+	const struct op_attr_value *eps = op_attr(ctx, "eps");
+	double e = eps->set ? eps->f : dflt;
+
+	if (!(e >= 0))
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "eps must be a number >= 0");
+	*ret = (float)e;
+	return 0;
+}
+
+/* Inputs 1.. must have x's dtype and shape `shape` (rank `rank`). */
+static int norm_params(struct op_ctx *ctx, const uint64_t *shape, unsigned rank, const char *what)
+{
+	for (unsigned k = 1; k < ctx->ninputs; k++) {
+		const struct op_tensor *t = &ctx->in[k];
+		bool same = t->rank == rank;
+
+		if (t->dtype != ctx->in[0].dtype)
+			return op_fail(ctx, TDP_DTYPE_MISMATCH, "input %u is %s, x is %s", k,
+				       tdp_dtype_name(t->dtype), tdp_dtype_name(ctx->in[0].dtype));
+		for (unsigned d = 0; same && d < rank; d++)
+			same = t->shape[d] == shape[d];
+		if (!same)
+			return op_fail(ctx, TDP_SHAPE_MISMATCH, "input %u must be shaped like %s", k, what);
+	}
+	return 0;
+}
+
+static const struct op_attr_spec sm_attrs[] = {
+	{ "axis", ATTR_INT, false },
+	{ NULL, 0, false },
+};
+
+static int sm_infer(struct op_ctx *ctx)
+{
+	const struct op_attr_value *axis = op_attr(ctx, "axis");
+	int64_t want = axis->set ? axis->i : -1;
+	unsigned rank = ctx->in[0].rank;
+	/* A scalar is a row of one along axis 0 or -1. */
+	int a = rank == 0 && (want == 0 || want == -1) ? 0 : op_axis(ctx, want, rank, "axis");
+
+	if (a < 0 || norm_float_input(ctx) < 0 || norm_row_len(ctx, rank ? ctx->in[0].shape[a] : 1) < 0)
+		return -1;
+	memcpy(ctx->priv, &a, sizeof(a));
+	return 0;
+}
+
+static int sm_record(struct op_ctx *ctx, struct gpu_recorder *rec)
+{
+	const struct op_tensor *x = &ctx->in[0];
+	const struct gpu_pipeline *p;
+	struct gpu_binding bind[2];
+	struct sm_push pc = { .L = 1, .inner = 1, .op = ctx->def->code };
+	int a;
+
+	memcpy(&a, ctx->priv, sizeof(a));
+	if (x->rank) {
+		pc.L = (uint32_t)x->shape[a];
+		for (unsigned d = (unsigned)a + 1; d < x->rank; d++)
+			pc.inner *= (uint32_t)x->shape[d];
+	}
+	pc.M = (uint32_t)(x->count / pc.L);
+	pc.seg_log2 = norm_seg_log2(pc.L);
+	if (op_pipeline(ctx, "softmax", tdp_dtype_name(x->dtype), &p) < 0 ||
+	    op_bind(ctx, x, false, &bind[0]) < 0 || op_bind(ctx, &ctx->out, true, &bind[1]) < 0)
+		return -1;
+	return op_dispatch(ctx, rec, p, bind, 2, &pc, sizeof(pc),
+			   norm_groups(pc.M, pc.seg_log2) * NORM_LOCAL, NORM_LOCAL);
+}
+
+static const struct op_attr_spec ln_attrs[] = {
+	{ "ndim", ATTR_INT, false },
+	{ "eps", ATTR_FLOAT, false },
+	{ NULL, 0, false },
+};
+
+/* layer_norm (x, weight?, bias?) and rms_norm (x, weight?) over the last
+ * attrs.ndim dims. */
+static int ln_infer(struct op_ctx *ctx)
+{
+	const struct op_attr_value *ndim = op_attr(ctx, "ndim");
+	const struct op_tensor *x = &ctx->in[0];
+	int64_t nd = ndim->set ? ndim->i : 1;
+	uint64_t len = 1;
+	float eps;
+
+	if (norm_float_input(ctx) < 0 ||
+	    norm_eps(ctx, ctx->def->code == NORM_RMS ? 1e-6 : 1e-5, &eps) < 0)
+		return -1;
+	if (nd < 1 || nd > (int64_t)x->rank)
+		return op_fail(ctx, TDP_INVALID_ARGUMENT,
+			       "ndim %lld must be 1 to the rank of x (%u): the trailing dims to normalise over",
+			       (long long)nd, x->rank);
+	if (norm_params(ctx, x->shape + x->rank - nd, (unsigned)nd, "the last ndim dims of x") < 0)
+		return -1;
+	for (unsigned d = x->rank - (unsigned)nd; d < x->rank; d++)
+		len *= x->shape[d];
+	return norm_row_len(ctx, len);
+}
+
+static int ln_record(struct op_ctx *ctx, struct gpu_recorder *rec)
+{
+	const struct op_attr_value *ndim = op_attr(ctx, "ndim");
+	const struct op_tensor *x = &ctx->in[0];
+	int64_t nd = ndim->set ? ndim->i : 1;
+	struct norm_push pc = { .L = 1, .flags = ctx->def->code };
+	const struct gpu_pipeline *p;
+	struct gpu_binding bind[4];
+
+	if (norm_eps(ctx, ctx->def->code == NORM_RMS ? 1e-6 : 1e-5, &pc.eps) < 0)
+		return -1;
+	for (unsigned d = x->rank - (unsigned)nd; d < x->rank; d++)
+		pc.L *= (uint32_t)x->shape[d];
+	pc.M = (uint32_t)(x->count / pc.L);
+	pc.seg_log2 = norm_seg_log2(pc.L);
+	if (ctx->ninputs > 1)
+		pc.flags |= NORM_HAS_W;
+	if (ctx->ninputs > 2)
+		pc.flags |= NORM_HAS_B;
+	if (op_pipeline(ctx, "norm", tdp_dtype_name(x->dtype), &p) < 0 ||
+	    op_bind(ctx, x, false, &bind[0]) < 0 ||
+	    op_bind(ctx, &ctx->in[ctx->ninputs > 1 ? 1 : 0], false, &bind[1]) < 0 ||
+	    op_bind(ctx, &ctx->in[ctx->ninputs > 2 ? 2 : 0], false, &bind[2]) < 0 ||
+	    op_bind(ctx, &ctx->out, true, &bind[3]) < 0)
+		return -1;
+	return op_dispatch(ctx, rec, p, bind, 4, &pc, sizeof(pc),
+			   norm_groups(pc.M, pc.seg_log2) * NORM_LOCAL, NORM_LOCAL);
+}
+
+static const struct op_attr_spec bn_attrs[] = {
+	{ "training", ATTR_BOOL, false },
+	{ "eps", ATTR_FLOAT, false },
+	{ NULL, 0, false },
+};
+
+/* batch_norm (x, running_mean, running_var, weight?, bias?); in training
+ * mode the running statistics may be left out. */
+static int bn_infer(struct op_ctx *ctx)
+{
+	const struct op_tensor *x = &ctx->in[0];
+	bool training = op_attr(ctx, "training")->i != 0;
+	float eps;
+
+	if (norm_float_input(ctx) < 0 || norm_eps(ctx, 1e-5, &eps) < 0)
+		return -1;
+	if (x->rank < 2)
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "x must be (N, C, ...), of rank 2 or more, not %u",
+			       x->rank);
+	if (ctx->ninputs == 2 || (!training && ctx->ninputs < 3))
+		return op_fail(ctx, TDP_INVALID_ARGUMENT,
+			       "needs x, running_mean, running_var [, weight [, bias]]%s",
+			       training ? " (or x alone in training mode)" : "");
+	if (norm_params(ctx, &x->shape[1], 1, "(C,), C = dim 1 of x") < 0)
+		return -1;
+	if (training && x->count > 0 && x->count / x->shape[1] == 1)
+		return op_fail(ctx, TDP_INVALID_ARGUMENT,
+			       "training mode needs more than 1 value per channel");
+	return 0;
+}
+
+/* The batch's per-channel mean and biased variance into f32 `mean`/`var`. */
+static int bn_batch_stats(struct op_ctx *ctx, struct gpu_recorder *rec, struct gpu_binding *mean,
+			  struct gpu_binding *var)
+{
+	const struct op_tensor *x = &ctx->in[0];
+	bool reduced[TDP_MAX_RANK];
+	struct red_plan plan;
+	struct gpu_alloc *s;
+	struct red_job job = { .op = RED_SUM, .post = RED_POST_DIV, .out_flag = RED_OUT_F32 };
+	uint64_t sz = red_align(ctx, x->shape[1] * 4);
+
+	for (unsigned d = 0; d < x->rank; d++)
+		reduced[d] = d != 1;
+	if (red_plan_make(ctx, x, reduced, &plan) < 0 || op_scratch_alloc(ctx, 2 * sz, &s) < 0)
+		return -1;
+	*mean = red_bind(ctx, s, 0, plan.M * 4, true);
+	*var = red_bind(ctx, s, sz, plan.M * 4, true);
+	job.div = (float)plan.L;
+	job.out = *mean;
+	if (red_record(ctx, rec, &plan, x, &job) < 0)
+		return -1;
+	job.sqdev = true;
+	job.mean = *mean;
+	job.mean.write = false;
+	job.out = *var;
+	if (red_record(ctx, rec, &plan, x, &job) < 0)
+		return -1;
+	mean->write = var->write = false;
+	return 0;
+}
+
+static int bn_record(struct op_ctx *ctx, struct gpu_recorder *rec)
+{
+	static const struct gpu_alloc none;
+	const struct op_tensor *x = &ctx->in[0];
+	bool training = op_attr(ctx, "training")->i != 0;
+	struct bn_push pc = { .n = (uint32_t)x->count, .C = (uint32_t)x->shape[1], .inner = 1 };
+	const struct gpu_pipeline *p;
+	struct gpu_binding bind[8];
+
+	if (norm_eps(ctx, 1e-5, &pc.eps) < 0)
+		return -1;
+	for (unsigned d = 2; d < x->rank; d++)
+		pc.inner *= (uint32_t)x->shape[d];
+	for (int b = 0; b < 8; b++)
+		bind[b] = red_bind(ctx, &none, 0, 0, false);
+	if (op_pipeline(ctx, "norm_batch", tdp_dtype_name(x->dtype), &p) < 0 ||
+	    op_bind(ctx, x, false, &bind[0]) < 0 || op_bind(ctx, &ctx->out, true, &bind[5]) < 0)
+		return -1;
+	if (training) {
+		pc.flags |= NORM_STATS_F32;
+		if (bn_batch_stats(ctx, rec, &bind[6], &bind[7]) < 0)
+			return -1;
+	} else if (op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
+		   op_bind(ctx, &ctx->in[2], false, &bind[2]) < 0) {
+		return -1;
+	}
+	if (ctx->ninputs > 3) {
+		pc.flags |= NORM_HAS_W;
+		if (op_bind(ctx, &ctx->in[3], false, &bind[3]) < 0)
+			return -1;
+	}
+	if (ctx->ninputs > 4) {
+		pc.flags |= NORM_HAS_B;
+		if (op_bind(ctx, &ctx->in[4], false, &bind[4]) < 0)
+			return -1;
+	}
+	return op_dispatch(ctx, rec, p, bind, 8, &pc, sizeof(pc), pc.n, NORM_LOCAL);
+}
+
+const struct op_def op_defs_norm[] = {
+	{ "softmax", 1, 1, sm_attrs, SM_SOFTMAX, sm_infer, sm_record },
+	{ "log_softmax", 1, 1, sm_attrs, SM_LOG_SOFTMAX, sm_infer, sm_record },
+	{ "layer_norm", 1, 3, ln_attrs, 0, ln_infer, ln_record },
+	{ "rms_norm", 1, 2, ln_attrs, NORM_RMS, ln_infer, ln_record },
+	{ "batch_norm", 1, 5, bn_attrs, 0, bn_infer, bn_record },
+	{ NULL, 0, 0, NULL, 0, NULL, NULL },
+};

@@ -1,0 +1,203 @@
+/* The row-reduction engine (see reduce_engine.h). Shader: reduce.comp. */
+#include "reduce_engine.h"
+
+#include <string.h>
+
+#include "../../shaders/reduce_codes.h"
+#include "../gpu/device.h"
+#include "dtype.h"
+#include "status.h"
+
+/* Elements one invocation folds serially per pass before the tree: small,
+ * so the error of a sum grows like E + log2(n), not like n. */
+#define RED_PER_INVOCATION 16u
+#define RED_LOCAL 256u
+
+/* Mirrors RedPush in shaders/reduce.comp. */
+struct red_push {
+	uint32_t M, L, chunk, nchunks, seg_log2, op, flags, post, nk, nr;
+	float div;
+	uint32_t pad;
+	uint32_t shape[8];
+	uint32_t stride[8];
+};
+_Static_assert(sizeof(struct red_push) == 112, "red_push must mirror RedPush");
+
+int red_plan_make(struct op_ctx *ctx, const struct op_tensor *x, const bool *reduced,
+		  struct red_plan *ret)
+{
+	struct red_plan p = { .M = 1, .L = 1 };
+	uint64_t size[TDP_MAX_RANK], stride[TDP_MAX_RANK], st = 1;
+	bool red[TDP_MAX_RANK];
+	unsigned n = 0;
+
+	if (x->count >= (1ull << 31))
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "reductions take fewer than 2^31 elements");
+	for (unsigned d = 0; d < x->rank; d++) {
+		if (reduced[d])
+			p.L *= x->shape[d];
+		else
+			p.M *= x->shape[d];
+	}
+	/* Empty rows or no rows: the shader reads nothing and needs no dims. */
+	if (p.L == 0 || p.M == 0) {
+		*ret = p;
+		return 0;
+	}
+	/* Walk from the innermost dim, dropping size-1 dims and merging
+	 * neighbours of the same kind that are contiguous with each other. */
+	for (int d = (int)x->rank - 1; d >= 0; d--) {
+		uint64_t s = st;
+
+		st *= x->shape[d];
+		if (x->shape[d] == 1)
+			continue;
+		if (n > 0 && red[n - 1] == reduced[d] && stride[n - 1] * size[n - 1] == s) {
+			size[n - 1] *= x->shape[d];
+			continue;
+		}
+		size[n] = x->shape[d];
+		stride[n] = s;
+		red[n] = reduced[d];
+		n++;
+	}
+	/* The entries run innermost first: lay out kept dims, then reduced
+	 * ones, each outermost first. */
+	for (int pass = 0; pass < 2; pass++)
+		for (unsigned k = n; k-- > 0;) {
+			if (red[k] != (pass == 1))
+				continue;
+			p.shape[p.nk + p.nr] = size[k];
+			p.stride[p.nk + p.nr] = stride[k];
+			if (pass == 0)
+				p.nk++;
+			else
+				p.nr++;
+		}
+	*ret = p;
+	return 0;
+}
+
+struct gpu_binding red_bind(struct op_ctx *ctx, const struct gpu_alloc *a, uint64_t offset,
+			    uint64_t size, bool write)
+{
+	return gpu_rec_bind(ctx->g, a, offset, size, write);
+}
+
+uint64_t red_align(const struct op_ctx *ctx, uint64_t bytes)
+{
+	uint64_t al = ctx->g->props.limits.minStorageBufferOffsetAlignment;
+
+	if (al < 16)
+		al = 16;
+	return (bytes + al - 1) / al * al;
+}
+
+/* Segment size (a power of two up to the workgroup) and chunking of a row of
+ * length `len`. */
+static void red_shape_pass(uint64_t len, uint32_t *ret_log2, uint64_t *ret_chunk, uint64_t *ret_nchunks)
+{
+	uint64_t need = (len + RED_PER_INVOCATION - 1) / RED_PER_INVOCATION;
+	uint32_t lg = 0;
+
+	while ((1ull << lg) < need && (1u << lg) < RED_LOCAL)
+		lg++;
+	*ret_log2 = lg;
+	*ret_chunk = (uint64_t)RED_PER_INVOCATION << lg;
+	*ret_nchunks = len == 0 ? 1 : (len + *ret_chunk - 1) / *ret_chunk;
+}
+
+int red_record(struct op_ctx *ctx, struct gpu_recorder *rec, const struct red_plan *plan,
+	       const struct op_tensor *x, const struct red_job *job)
+{
+	static const struct gpu_alloc none;
+	bool arg = job->op == RED_ARGMAX || job->op == RED_ARGMIN;
+	struct gpu_binding dummy = red_bind(ctx, &none, 0, 0, false);
+	struct gpu_binding bind[7], part_v[2], part_i[2];
+	uint64_t len = plan->L, n1, chunk, off = 0, sz[2] = { 0, 0 };
+	struct gpu_alloc *arena = NULL;
+	const struct gpu_pipeline *p;
+	struct red_push pc;
+	uint32_t lg;
+	int cur = 0;
+
+	if (op_pipeline(ctx, "reduce", tdp_dtype_name(x->dtype), &p) < 0)
+		return -1;
+	/* Partials: pass 1 writes M * n1 of them to buffer 0, pass 2 M * n2 to
+	 * buffer 1, pass 3 back to buffer 0, and so on. */
+	red_shape_pass(len, &lg, &chunk, &n1);
+	if (n1 > 1) {
+		uint64_t n2 = (n1 + chunk - 1) / chunk;
+
+		sz[0] = red_align(ctx, plan->M * n1 * 4);
+		sz[1] = red_align(ctx, plan->M * (n2 > 1 ? n2 : 1) * 4);
+		if (op_scratch_alloc(ctx, (sz[0] + sz[1]) * (arg ? 2 : 1), &arena) < 0)
+			return -1;
+		for (int b = 0; b < 2; b++) {
+			part_v[b] = red_bind(ctx, arena, off, sz[b], true);
+			off += sz[b];
+			part_i[b] = arg ? red_bind(ctx, arena, off, sz[b], true) : dummy;
+			off += arg ? sz[b] : 0;
+		}
+	}
+	for (bool first = true;; first = false) {
+		uint64_t nchunks, groups;
+		bool last;
+
+		red_shape_pass(len, &lg, &chunk, &nchunks);
+		last = nchunks == 1;
+		memset(&pc, 0, sizeof(pc));
+		pc.M = (uint32_t)plan->M;
+		pc.L = (uint32_t)len;
+		pc.chunk = (uint32_t)chunk;
+		pc.nchunks = (uint32_t)nchunks;
+		pc.seg_log2 = lg;
+		pc.op = job->op;
+		pc.post = job->post;
+		pc.div = job->div;
+		for (int b = 0; b < 7; b++)
+			bind[b] = dummy;
+		if (first) {
+			pc.nk = plan->nk;
+			pc.nr = plan->nr;
+			for (unsigned d = 0; d < plan->nk + plan->nr; d++) {
+				pc.shape[d] = (uint32_t)plan->shape[d];
+				pc.stride[d] = (uint32_t)plan->stride[d];
+			}
+			if (op_bind(ctx, x, false, &bind[0]) < 0)
+				return -1;
+			if (job->sqdev) {
+				pc.flags |= RED_SQDEV;
+				bind[6] = job->mean;
+			}
+		} else {
+			pc.flags |= RED_IN_PARTIAL;
+			bind[1] = part_v[cur];
+			bind[1].write = false;
+			bind[2] = part_i[cur];
+			bind[2].write = false;
+			cur ^= 1;
+		}
+		if (!last) {
+			pc.flags |= RED_OUT_PARTIAL;
+			bind[3] = part_v[first ? 0 : cur];
+			bind[4] = part_i[first ? 0 : cur];
+			if (first)
+				cur = 0;
+		} else if (job->out_flag == RED_OUT_F32) {
+			pc.flags |= RED_OUT_F32;
+			bind[3] = job->out;
+		} else if (job->out_flag == RED_OUT_IDX) {
+			pc.flags |= RED_OUT_IDX;
+			bind[4] = job->out;
+		} else {
+			bind[5] = job->out;
+		}
+		groups = (plan->M + (RED_LOCAL >> lg) - 1) / (RED_LOCAL >> lg) * nchunks;
+		if (op_dispatch(ctx, rec, p, bind, 7, &pc, sizeof(pc), groups * RED_LOCAL, RED_LOCAL) < 0)
+			return -1;
+		if (last)
+			return 0;
+		len = nchunks;
+	}
+}

@@ -1,0 +1,52 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// cast: built once per (source, result) dtype pair with -DSRC_<S> -DDT_<R>
+// (variant "s_r"). Floats round to nearest even, float -> int truncates toward
+// zero and saturates (NaN -> 0), int -> int saturates, int -> float goes
+// through f32 (exact up to 2^24).
+#include "layout.glsl"
+layout(local_size_x = 256) in;
+
+#if defined(SRC_F32) || defined(SRC_I32)
+#define SRAW uint
+#elif defined(SRC_F16) || defined(SRC_BF16)
+#define SRAW uint16_t
+#elif defined(SRC_U8)
+#define SRAW uint8_t
+#else
+#error "build with one of SRC_F32 SRC_F16 SRC_BF16 SRC_I32 SRC_U8"
+#endif
+
+layout(std430, binding = 0) readonly buffer A { SRAW a[]; };
+layout(std430, binding = 1) writeonly buffer O { RAW o[]; };
+layout(push_constant) uniform P { uint n; } pc;
+
+// binary16 bits -> f32, exact (subnormals included) on every device.
+float float_from_f16_bits(uint h)
+{
+	uint sign = (h & 0x8000u) << 16;
+	uint e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+	if (e == 0u)
+		return uintBitsToFloat(sign | floatBitsToUint(float(m) * (1.0 / 16777216.0)));
+	if (e == 31u)
+		return uintBitsToFloat(sign | 0x7f800000u | (m << 13));
+	return uintBitsToFloat(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+void main()
+{
+	uint i = linear_id(256u);
+	if (i >= pc.n)
+		return;
+#if defined(SRC_F32)
+	o[i] = raw_from_float(uintBitsToFloat(a[i]));
+#elif defined(SRC_F16)
+	o[i] = raw_from_float(float_from_f16_bits(uint(a[i])));
+#elif defined(SRC_BF16)
+	o[i] = raw_from_float(uintBitsToFloat(uint(a[i]) << 16));
+#elif defined(SRC_I32)
+	o[i] = raw_from_int(int(a[i]));
+#else
+	o[i] = raw_from_int(int(uint(a[i])));
+#endif
+}

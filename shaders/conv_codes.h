@@ -1,0 +1,13 @@
+/* Constants shared by daemon/ops/conv.c and the conv2d/pool2d shaders (both
+ * include this file). */
+#ifndef TENSORD_CONV_CODES_H
+#define TENSORD_CONV_CODES_H
+
+/* pool2d.comp: which reduction over the window */
+#define POOL_MAX 0
+#define POOL_AVG 1
+
+/* conv2d.comp flags */
+#define CONV_HAS_BIAS 1
+
+#endif

@@ -1,0 +1,216 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// Row reductions: out[r] = combine over j < L of in(r, j). A row is reduced
+// by a segment of 2^seg_log2 invocations: each folds a few elements (at most
+// `chunk` / segment), then the segment combines them as a tree in shared
+// memory. Long rows are split into `nchunks` chunks whose partials a further
+// pass (RED_IN_PARTIAL) reduces the same way, so sums are pairwise.
+// Mirrors struct red_push in daemon/ops/reduce_engine.c.
+#include "common.glsl"
+#include "reduce_codes.h"
+layout(local_size_x = 256) in;
+
+#if IS_FLOAT
+#define ACC float
+#else
+#define ACC int
+#endif
+
+layout(std430, binding = 0) readonly buffer X { ELEM x[]; };
+layout(std430, binding = 1) readonly buffer PIV { ACC piv[]; };
+layout(std430, binding = 2) readonly buffer PII { uint pii[]; };
+layout(std430, binding = 3) writeonly buffer POV { ACC pov[]; };
+layout(std430, binding = 4) writeonly buffer POI { uint poi[]; };
+layout(std430, binding = 5) writeonly buffer O { ELEM o[]; };
+layout(std430, binding = 6) readonly buffer MEAN { float mean[]; };
+
+layout(push_constant) uniform RedPush {
+	uint M;         // rows (results)
+	uint L;         // row length in this pass
+	uint chunk;     // row elements one segment covers
+	uint nchunks;   // chunks per row (partials written per row)
+	uint seg_log2;  // log2 of invocations per row
+	uint op;        // RED_*
+	uint flags;     // RED_* flags
+	uint post;      // RED_POST_*
+	uint nk;        // kept dims (first nk of shape/stride)
+	uint nr;        // reduced dims (the next nr)
+	float div;      // RED_POST_DIV divisor
+	uint pad;
+	uint shape[8];
+	uint stride[8]; // element strides in the input tensor
+} pc;
+
+shared ACC sv[256];
+shared uint si[256];
+
+ACC identity(uint op)
+{
+#if IS_FLOAT
+	if (op == RED_SUM) return 0.0;
+	if (op == RED_PROD) return 1.0;
+	if (op == RED_MAX || op == RED_ARGMAX) return uintBitsToFloat(0xff800000u);
+	return uintBitsToFloat(0x7f800000u);
+#else
+	if (op == RED_SUM) return 0;
+	if (op == RED_PROD) return 1;
+	if (op == RED_MAX || op == RED_ARGMAX) return int(0x80000000u);
+	return 0x7fffffff;
+#endif
+}
+
+bool nan_(ACC v)
+{
+#if IS_FLOAT
+	return isnan(v);
+#else
+	return false;
+#endif
+}
+
+// Whether (bv, bi) beats (av, ai) for argmax/argmin: NaN wins (as NumPy),
+// then the larger (smaller) value, then the smaller index.
+bool beats(uint op, ACC av, uint ai, ACC bv, uint bi)
+{
+	if (nan_(bv) || nan_(av))
+		return nan_(bv) && (!nan_(av) || bi < ai);
+	if (bv == av)
+		return bi < ai;
+	return op == RED_ARGMAX ? bv > av : bv < av;
+}
+
+ACC combine(uint op, ACC a, ACC b)
+{
+	switch (op) {
+	case RED_SUM: return a + b;
+	case RED_PROD: return a * b;
+#if IS_FLOAT
+	case RED_MAX: return (isnan(a) || isnan(b)) ? a + b : max(a, b);
+	default: return (isnan(a) || isnan(b)) ? a + b : min(a, b);
+#else
+	case RED_MAX: return max(a, b);
+	default: return min(a, b);
+#endif
+	}
+}
+
+// Input offset of kept index r (dims 0..nk-1).
+uint kept_offset(uint r)
+{
+	uint off = 0u;
+	for (int d = int(pc.nk) - 1; d >= 0; d--) {
+		off += (r % pc.shape[d]) * pc.stride[d];
+		r /= pc.shape[d];
+	}
+	return off;
+}
+
+// Input offset of row element j (dims nk..nk+nr-1).
+uint row_offset(uint j)
+{
+	if (pc.nr == 1u)
+		return j * pc.stride[pc.nk];
+	uint off = 0u;
+	for (int d = int(pc.nk + pc.nr) - 1; d >= int(pc.nk); d--) {
+		off += (j % pc.shape[d]) * pc.stride[d];
+		j /= pc.shape[d];
+	}
+	return off;
+}
+
+ACC finish(ACC v)
+{
+#if IS_FLOAT
+	if (pc.post != RED_POST_NONE) {
+		if (pc.div <= 0.0)
+			v = (v == 0.0 || isnan(v)) ? uintBitsToFloat(0x7fc00000u) : uintBitsToFloat(0x7f800000u);
+		else
+			v = v / pc.div;
+		if (pc.post == RED_POST_SQRT_DIV)
+			v = sqrt(v);
+	}
+#endif
+	return v;
+}
+
+void main()
+{
+	uint lid = gl_LocalInvocationID.x;
+	uint S = 1u << pc.seg_log2;
+	uint t = lid & (S - 1u);
+	uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+	uint chunk = wg % pc.nchunks;
+	uint row = (wg / pc.nchunks) * (256u >> pc.seg_log2) + (lid >> pc.seg_log2);
+	bool arg = pc.op == RED_ARGMAX || pc.op == RED_ARGMIN;
+	ACC v = identity(pc.op);
+	uint vi = 0xffffffffu;
+
+	if (row < pc.M) {
+		uint j0 = chunk * pc.chunk;
+		uint j1 = pc.L - j0 < pc.chunk ? pc.L : j0 + pc.chunk;
+		bool partial = (pc.flags & RED_IN_PARTIAL) != 0u;
+		uint base = partial ? row * pc.L : kept_offset(row);
+#if IS_FLOAT
+		float m = (pc.flags & RED_SQDEV) != 0u ? mean[row] : 0.0;
+#endif
+		for (uint j = j0 + t; j < j1; j += S) {
+			ACC e;
+			uint ei = j;
+			if (partial) {
+				e = piv[base + j];
+				if (arg)
+					ei = pii[base + j];
+			} else {
+				e = LOAD(x[base + row_offset(j)]);
+#if IS_FLOAT
+				if ((pc.flags & RED_SQDEV) != 0u)
+					e = (e - m) * (e - m);
+#endif
+			}
+			if (arg) {
+				if (beats(pc.op, v, vi, e, ei)) {
+					v = e;
+					vi = ei;
+				}
+			} else {
+				v = combine(pc.op, v, e);
+			}
+		}
+	}
+
+	sv[lid] = v;
+	si[lid] = vi;
+	barrier();
+	for (uint s = S >> 1; s > 0u; s >>= 1) {
+		if (t < s) {
+			ACC bv = sv[lid + s];
+			if (arg) {
+				uint bi = si[lid + s];
+				if (beats(pc.op, sv[lid], si[lid], bv, bi)) {
+					sv[lid] = bv;
+					si[lid] = bi;
+				}
+			} else {
+				sv[lid] = combine(pc.op, sv[lid], bv);
+			}
+		}
+		barrier();
+	}
+
+	if (t != 0u || row >= pc.M)
+		return;
+	v = sv[lid];
+	vi = si[lid];
+	if ((pc.flags & RED_OUT_PARTIAL) != 0u) {
+		uint k = row * pc.nchunks + chunk;
+		pov[k] = v;
+		if (arg)
+			poi[k] = vi;
+	} else if ((pc.flags & RED_OUT_IDX) != 0u) {
+		poi[row] = vi;
+	} else if ((pc.flags & RED_OUT_F32) != 0u) {
+		pov[row] = finish(v);
+	} else {
+		o[row] = STORE(finish(v));
+	}
+}

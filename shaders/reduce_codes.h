@@ -1,0 +1,37 @@
+/* Constants shared by daemon/ops/reduce*.c, daemon/ops/norm.c and the
+ * reduce/softmax/norm shaders (both sides include this file). */
+#ifndef TENSORD_REDUCE_CODES_H
+#define TENSORD_REDUCE_CODES_H
+
+/* reduce.comp: how a row is combined */
+#define RED_SUM 0
+#define RED_PROD 1
+#define RED_MAX 2
+#define RED_MIN 3
+#define RED_ARGMAX 4
+#define RED_ARGMIN 5
+
+/* reduce.comp: flags */
+#define RED_IN_PARTIAL 1u   /* read the previous pass's partials, not the tensor */
+#define RED_OUT_PARTIAL 2u  /* write raw partials (one per row and chunk) */
+#define RED_OUT_F32 4u      /* final: write f32 values to binding 3 */
+#define RED_OUT_IDX 8u      /* final: write the index (i32) to binding 4 */
+#define RED_SQDEV 16u       /* reduce (x - mean[row])^2 instead of x */
+
+/* reduce.comp: what the final pass does to the combined value */
+#define RED_POST_NONE 0
+#define RED_POST_DIV 1      /* v / div; div <= 0 gives NaN for 0, else inf */
+#define RED_POST_SQRT_DIV 2 /* sqrt of the above */
+
+/* softmax.comp */
+#define SM_SOFTMAX 0
+#define SM_LOG_SOFTMAX 1
+
+/* norm.comp flags */
+#define NORM_RMS 1u         /* rms_norm: no centring */
+#define NORM_HAS_W 2u
+#define NORM_HAS_B 4u
+/* norm_batch.comp flags (with NORM_HAS_W, NORM_HAS_B) */
+#define NORM_STATS_F32 8u   /* mean/var are f32 batch statistics, not running stats */
+
+#endif

@@ -1,0 +1,21 @@
+"""CPU reference of the linalg family (matmul), float64 NumPy, independent of
+the shaders: an explicit broadcast-and-einsum rather than np.matmul itself,
+so the reference does not share np.matmul's shape logic with the test."""
+import numpy as np
+
+
+def matmul(a, b):
+    """NumPy matmul semantics, spelled out."""
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    a2 = a[None, :] if a.ndim == 1 else a
+    b2 = b[:, None] if b.ndim == 1 else b
+    batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    a3 = np.broadcast_to(a2, batch + a2.shape[-2:])
+    b3 = np.broadcast_to(b2, batch + b2.shape[-2:])
+    out = np.einsum("...mk,...kn->...mn", a3, b3)
+    if a.ndim == 1:
+        out = out[..., 0, :]
+    if b.ndim == 1:
+        out = out[..., 0]
+    return out

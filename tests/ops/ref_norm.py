@@ -1,0 +1,60 @@
+"""CPU references of the normalisation ops in float64 NumPy: softmax,
+log_softmax, layer_norm, rms_norm, batch_norm. Independent of the shaders."""
+import numpy as np
+
+
+def softmax(x, axis=-1):
+    if x.ndim == 0:
+        return np.ones_like(x)
+    if x.size == 0:
+        return x
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def log_softmax(x, axis=-1):
+    if x.ndim == 0:
+        return np.zeros_like(x)
+    if x.size == 0:
+        return x
+    d = x - np.max(x, axis=axis, keepdims=True)
+    return d - np.log(np.sum(np.exp(d), axis=axis, keepdims=True))
+
+
+def layer_norm(x, w=None, b=None, ndim=1, eps=1e-5):
+    axes = tuple(range(x.ndim - ndim, x.ndim))
+    m = np.mean(x, axis=axes, keepdims=True)
+    v = np.mean((x - m) ** 2, axis=axes, keepdims=True)
+    y = (x - m) / np.sqrt(v + eps)
+    if w is not None:
+        y = y * w
+    if b is not None:
+        y = y + b
+    return y
+
+
+def rms_norm(x, w=None, ndim=1, eps=1e-6):
+    axes = tuple(range(x.ndim - ndim, x.ndim))
+    y = x / np.sqrt(np.mean(x * x, axis=axes, keepdims=True) + eps)
+    return y * w if w is not None else y
+
+
+def _per_channel(p, x):
+    return p.reshape((1, -1) + (1,) * (x.ndim - 2))
+
+
+def batch_norm(x, rm=None, rv=None, w=None, b=None, training=False, eps=1e-5):
+    if x.size == 0:
+        return x
+    if training:
+        axes = (0,) + tuple(range(2, x.ndim))
+        m = np.mean(x, axis=axes, keepdims=True)
+        v = np.mean((x - m) ** 2, axis=axes, keepdims=True)
+    else:
+        m, v = _per_channel(rm, x), _per_channel(rv, x)
+    y = (x - m) / np.sqrt(v + eps)
+    if w is not None:
+        y = y * _per_channel(w, x)
+    if b is not None:
+        y = y + _per_channel(b, x)
+    return y

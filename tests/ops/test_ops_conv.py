@@ -1,0 +1,130 @@
+"""conv2d, max_pool2d and avg_pool2d x every float dtype against ref_conv.py:
+stride, padding, dilation (ints and pairs), groups (incl. depthwise), bias,
+sizes that are not multiples of the workgroup, zero-size batch and channels,
+NaN in max pooling, and the errors."""
+import time
+
+import numpy as np
+
+import harness
+import ref_conv as ref
+
+rng = np.random.default_rng(777)
+
+# f32 accumulation over C/groups * KH * KW terms, compared with float64.
+TOL = {"f32": (1e-4, 1e-4), "f16": (3e-3, 3e-3), "bf16": (2e-2, 2e-2)}
+
+# (x shape, w shape, bias?, attrs)
+CONV_CASES = [
+    ((2, 3, 7, 8), (4, 3, 3, 3), True, {}),
+    ((2, 3, 7, 8), (4, 3, 3, 3), False, {"stride": 2, "padding": 1}),
+    ((1, 2, 9, 11), (3, 2, 3, 2), True, {"stride": [2, 1], "padding": [0, 2], "dilation": [2, 3]}),
+    ((2, 4, 6, 6), (6, 2, 3, 3), True, {"groups": 2, "padding": 1}),
+    ((1, 4, 5, 7), (4, 1, 3, 3), False, {"groups": 4, "padding": [1, 1], "stride": [1, 2]}),  # depthwise
+    ((3, 5, 4, 4), (2, 5, 1, 1), True, {}),                                    # 1x1
+    ((1, 1, 3, 3), (1, 1, 5, 5), False, {"padding": 2}),                        # kernel > input, padded
+]
+
+
+def values(shape):
+    return rng.uniform(-1, 1, size=shape)
+
+
+def conv_ref(attrs):
+    def f(x, w, b=None):
+        return ref.conv2d(x, w, b, **attrs)
+    return f
+
+
+def pool_ref(fn, attrs):
+    return lambda x: fn(x, **attrs)
+
+
+POOL_CASES = [
+    ((2, 3, 9, 10), {"kernel_size": 3}),                                      # stride = kernel, remainder dropped
+    ((1, 2, 7, 6), {"kernel_size": [3, 2], "stride": [2, 1], "padding": [1, 1]}),
+    ((2, 2, 5, 5), {"kernel_size": 2, "stride": 1, "padding": 1}),
+    ((1, 1, 4, 4), {"kernel_size": 4}),
+    ((1, 1, 1, 1), {"kernel_size": 1}),
+]
+
+
+def run(ck):
+    for dt in harness.FLOAT_DTYPES:
+        for xs, ws, bias, attrs in CONV_CASES:
+            arrays = [values(xs), values(ws)] + ([values((ws[0],))] if bias else [])
+            ck.check("conv2d", arrays, [dt] * len(arrays), conv_ref(attrs), attrs=attrs, tol=TOL[dt])
+        for xs, attrs in POOL_CASES:
+            x = values(xs)
+            ck.check("max_pool2d", [x], [dt], pool_ref(ref.max_pool2d, attrs), attrs=attrs)
+            ck.check("avg_pool2d", [x], [dt], pool_ref(ref.avg_pool2d, attrs), attrs=attrs, tol=TOL[dt])
+    # Moderately large: many output elements, 144-term sums.
+    ck.check("conv2d", [values((2, 16, 21, 19)), values((24, 16, 3, 3)), values((24,))], ["f32"] * 3,
+             conv_ref({"padding": 1}), attrs={"padding": 1}, tol=TOL["f32"], label="(large)")
+    ck.check("avg_pool2d", [values((2, 8, 33, 35))], ["f32"],
+             pool_ref(ref.avg_pool2d, {"kernel_size": 3, "stride": 2, "padding": 1}),
+             attrs={"kernel_size": 3, "stride": 2, "padding": 1}, label="(large)")
+    # Zero sizes: an empty batch gives an empty result, no channels gives the bias.
+    ck.check("conv2d", [values((0, 3, 5, 5)), values((2, 3, 3, 3))], ["f32", "f32"], conv_ref({}))
+    ck.check("conv2d", [values((2, 0, 5, 5)), values((3, 0, 3, 3)), values((3,))], ["f32"] * 3, conv_ref({}))
+    ck.check("conv2d", [values((2, 3, 5, 5)), values((0, 3, 3, 3))], ["f32", "f32"], conv_ref({}))
+    ck.check("max_pool2d", [values((0, 3, 4, 4))], ["f32"], pool_ref(ref.max_pool2d, {"kernel_size": 2}),
+             attrs={"kernel_size": 2})
+    ck.check("avg_pool2d", [values((2, 0, 4, 4))], ["f32"], pool_ref(ref.avg_pool2d, {"kernel_size": 2}),
+             attrs={"kernel_size": 2})
+    # Max pooling propagates NaN (and -inf stays -inf).
+    for dt in harness.FLOAT_DTYPES:
+        x = values((1, 1, 4, 4))
+        x[0, 0, 0, 1] = np.nan
+        x[0, 0, 3, 3] = -np.inf
+        x[0, 0, 2:, 2:] = -np.inf
+        ck.check("max_pool2d", [x], [dt], pool_ref(ref.max_pool2d, {"kernel_size": 2}),
+                 attrs={"kernel_size": 2}, label="(nan)")
+    errors(ck)
+
+
+def errors(ck):
+    c = ck.c
+    c.put("x", values((2, 4, 6, 6)), "f32")
+    c.put("xh", values((2, 4, 6, 6)), "f16")
+    c.put("xi", np.ones((2, 4, 6, 6)), "i32")
+    c.put("x3", values((4, 6, 6)), "f32")
+    c.put("w", values((6, 4, 3, 3)), "f32")
+    c.put("wg", values((6, 2, 3, 3)), "f32")
+    c.put("wbig", values((6, 4, 7, 7)), "f32")
+    c.put("wi", np.ones((6, 4, 3, 3)), "i32")
+    c.put("b", values((6,)), "f32")
+    c.put("b5", values((5,)), "f32")
+    c.put("bh", values((6,)), "f16")
+    E = ck.expect_error
+    E("conv2d", ["x", "wg"], None, "SHAPE_MISMATCH", label="(weight channels)")
+    E("conv2d", ["x", "w"], {"groups": 3}, "SHAPE_MISMATCH", label="(groups do not divide)")
+    E("conv2d", ["x", "w"], {"groups": 0}, "INVALID_ARGUMENT", label="(groups 0)")
+    E("conv2d", ["x", "w", "b5"], None, "SHAPE_MISMATCH", label="(bias shape)")
+    E("conv2d", ["x", "w", "bh"], None, "DTYPE_MISMATCH", label="(bias dtype)")
+    E("conv2d", ["xh", "w"], None, "DTYPE_MISMATCH", label="(f16 x, f32 w)")
+    E("conv2d", ["xi", "wi"], None, "DTYPE_MISMATCH", label="(i32)")
+    E("conv2d", ["x3", "w"], None, "SHAPE_MISMATCH", label="(rank 3)")
+    E("conv2d", ["x", "x3"], None, "SHAPE_MISMATCH", label="(weight rank 3)")
+    E("conv2d", ["x", "wbig"], None, "SHAPE_MISMATCH", label="(kernel larger than input)")
+    E("conv2d", ["x", "w"], {"dilation": 4}, "SHAPE_MISMATCH", label="(dilated kernel larger)")
+    E("conv2d", ["x", "w"], {"stride": 0}, "INVALID_ARGUMENT", label="(stride 0)")
+    E("conv2d", ["x", "w"], {"padding": -1}, "INVALID_ARGUMENT", label="(negative padding)")
+    E("conv2d", ["x", "w"], {"padding": [1, 1, 1]}, "INVALID_ARGUMENT", label="(three paddings)")
+    E("conv2d", ["x", "w"], {"stride": 1.5}, "INVALID_ARGUMENT", label="(float stride)")
+    E("conv2d", ["x", "w"], {"stride": 1 << 40}, "INVALID_ARGUMENT", label="(huge stride)")
+    E("conv2d", ["x"], None, "INVALID_ARGUMENT", label="(one input)")
+    for op in ("max_pool2d", "avg_pool2d"):
+        E(op, ["x"], None, "INVALID_ARGUMENT", label="(no kernel_size)")
+        E(op, ["x"], {"kernel_size": 2, "padding": 2}, "INVALID_ARGUMENT", label="(padding > kernel/2)")
+        E(op, ["x"], {"kernel_size": 7}, "SHAPE_MISMATCH", label="(kernel larger than input)")
+        E(op, ["x"], {"kernel_size": 0}, "INVALID_ARGUMENT", label="(kernel 0)")
+        E(op, ["x"], {"kernel_size": 2, "stride": 0}, "INVALID_ARGUMENT", label="(stride 0)")
+        E(op, ["x"], {"kernel_size": 2, "dilation": 2}, "INVALID_ARGUMENT", label="(unknown attr)")
+        E(op, ["xi"], {"kernel_size": 2}, "DTYPE_MISMATCH", label="(i32)")
+        E(op, ["x3"], {"kernel_size": 2}, "SHAPE_MISMATCH", label="(rank 3)")
+
+
+if __name__ == "__main__":
+    t0 = time.time()
+    harness.main(lambda ck: (run(ck), print("conv: %.1f s" % (time.time() - t0))))

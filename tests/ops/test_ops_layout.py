@@ -1,0 +1,163 @@
+"""Layout ops x every dtype against ref_layout.py: transpose, permute,
+reshape, slice, concat, stack, pad, gather / index_select, one_hot; negative
+axes, zero-size tensors, sizes that are not multiples of the workgroup, a
+grid that spills into y, and bad attributes."""
+import numpy as np
+
+import harness
+import ref_layout as ref
+
+rng = np.random.default_rng(4321)
+
+
+def values(shape, dtype):
+    if dtype == "u8":
+        return rng.integers(0, 256, size=shape)
+    if dtype == "i32":
+        return rng.integers(-2**31, 2**31, size=shape, dtype=np.int64)
+    return rng.uniform(-100, 100, size=shape)
+
+
+def exact(dt):
+    return (0, 0) if dt in ("i32", "u8") else (0, 0)
+
+
+def run_dtype(ck, dt):
+    def chk(op, arrays, fn, attrs=None, dtypes=None, label=""):
+        ck.check(op, arrays, dtypes or [dt] * len(arrays), fn, attrs=attrs, tol=(0, 0), label=label)
+
+    x3 = values((3, 5, 7), dt)
+    chk("transpose", [x3], ref.transpose)
+    chk("transpose", [x3], lambda x: ref.transpose(x, 0, -1), {"dim0": 0, "dim1": -1})
+    chk("transpose", [x3], lambda x: x, {"dim0": 1, "dim1": -2}, label="(same dim)")
+    chk("transpose", [values((0, 4), dt)], ref.transpose, label="(zero size)")
+    chk("transpose", [values((5,), dt)], lambda x: x, {"dim0": 0, "dim1": 0}, label="(rank 1)")
+
+    x4 = values((2, 3, 4, 5), dt)
+    chk("permute", [x4], lambda x: ref.permute(x, [2, 0, 3, 1]), {"dims": [2, 0, 3, 1]})
+    chk("permute", [x4], lambda x: ref.permute(x, [3, 2, 1, 0]), {"dims": [-1, -2, -3, -4]}, label="(negative)")
+    chk("permute", [values((), dt)], lambda x: x, {"dims": []}, label="(rank 0)")
+
+    chk("reshape", [x3], lambda x: ref.reshape(x, (7, -1)), {"shape": [7, -1]})
+    chk("reshape", [x3], lambda x: ref.reshape(x, (105,)), {"shape": 105}, label="(int shape)")
+    chk("reshape", [values((1, 1), dt)], lambda x: ref.reshape(x, ()), {"shape": []}, label="(to rank 0)")
+    chk("reshape", [values((0, 3), dt)], lambda x: ref.reshape(x, (3, 0, 2)), {"shape": [3, 0, 2]}, label="(zero size)")
+
+    chk("slice", [x3], lambda x: x[1:, -4:-1], {"starts": [1, -4], "ends": [100, -1]})
+    chk("slice", [x3], lambda x: x[:, :, 1::3], {"starts": [1], "ends": [2**62], "steps": [3], "axes": [-1]})
+    chk("slice", [x3], lambda x: x[-100:2, ::2, 5:1], {"starts": [-100, 0, 5], "ends": [2, 9, 1], "steps": [1, 2, 1]},
+        label="(clamp, empty)")
+    chk("slice", [values((300,), dt)], lambda x: x[7:299:5], {"starts": 7, "ends": 299, "steps": 5})
+
+    a, b, c = values((2, 3, 4), dt), values((2, 1, 4), dt), values((2, 0, 4), dt)
+    chk("concat", [a, b, c, a], lambda *xs: ref.concat(*xs, axis=1), {"axis": 1})
+    chk("concat", [a, values((2, 3, 2), dt)], lambda *xs: ref.concat(*xs, axis=-1), {"axis": -1})
+    chk("concat", [a, values((5, 3, 4), dt)], lambda *xs: ref.concat(*xs, axis=0))
+    chk("concat", [values((0, 4), dt), values((0, 4), dt)], lambda *xs: ref.concat(*xs, axis=0), label="(zero size)")
+    chk("concat", [values((3,), dt) for _ in range(8)], lambda *xs: ref.concat(*xs), label="(8 inputs)")
+
+    chk("stack", [a, a, values((2, 3, 4), dt)], lambda *xs: ref.stack(*xs, axis=0))
+    chk("stack", [a, values((2, 3, 4), dt)], lambda *xs: ref.stack(*xs, axis=-1), {"axis": -1})
+    chk("stack", [a, a], lambda *xs: ref.stack(*xs, axis=2), {"axis": 2})
+    chk("stack", [values((), dt), values((), dt)], lambda *xs: ref.stack(*xs), label="(rank 0)")
+
+    chk("pad", [x3], lambda x: ref.pad(x, [1, 2, 0, 3], -7.5, dtype=dt), {"pads": [1, 2, 0, 3], "value": -7.5})
+    chk("pad", [x3], lambda x: ref.pad(x, [2, 1], 0, axes=[0], dtype=dt), {"pads": [2, 1], "axes": [-3]})
+    chk("pad", [values((0, 2), dt)], lambda x: ref.pad(x, [1, 1, 0, 0], 3, dtype=dt), {"pads": [1, 1, 0, 0], "value": 3},
+        label="(zero-size input)")
+    chk("pad", [values((4,), dt)], lambda x: ref.pad(x, [0, 0], 1e10, dtype=dt), {"pads": [0, 0], "value": 1e10},
+        label="(no padding)")
+
+    # embedding lookup: x [V, D], indices [B, T] -> [B, T, D]; -1 counts from
+    # the end, V and -V-1 give zero rows
+    emb = values((50, 7), dt)
+    idx = rng.integers(0, 50, size=(3, 4))
+    idx[0, 0], idx[1, 2], idx[2, 3] = -1, 50, -51
+    chk("gather", [emb, idx], ref.gather, dtypes=[dt, "i32"])
+    chk("index_select", [x3, np.array([4, 0, -2])], lambda x, i: ref.gather(x, i, axis=1), {"axis": -2},
+        dtypes=[dt, "i32"])
+    chk("gather", [x3, np.array(2)], lambda x, i: ref.gather(x, i, axis=2), {"axis": 2}, dtypes=[dt, "i32"],
+        label="(scalar index)")
+    chk("gather", [values((0, 3), dt), np.array([0, 1])], ref.gather, dtypes=[dt, "i32"], label="(empty table)")
+    chk("gather", [emb, np.zeros((0,))], ref.gather, dtypes=[dt, "i32"], label="(no indices)")
+
+    classes = rng.integers(-1, 6, size=(4, 3))
+    ck.check("one_hot", [classes], ["i32"], lambda i: ref.one_hot(i, 5), attrs={"num_classes": 5, "dtype": dt},
+             out_dtype=dt, tol=(0, 0))
+
+
+def run(ck):
+    for dt in harness.ALL_DTYPES:
+        run_dtype(ck, dt)
+    ck.check("one_hot", [np.array([0, 2, 1])], ["i32"], lambda i: ref.one_hot(i, 3), attrs={"num_classes": 3},
+             out_dtype="f32", label="(default dtype)")
+    ck.check("one_hot", [np.array([0, 2])], ["i32"], lambda i: np.zeros((2, 0)), attrs={"num_classes": 0},
+             out_dtype="f32", label="(no classes)")
+    # A large transpose, and a copy of more than 65535 workgroups of 256 (the
+    # grid spills into y).
+    big = rng.uniform(-1, 1, size=(513, 1031))
+    ck.check("transpose", [big], ["f32"], ref.transpose, tol=(0, 0), label="(large)")
+    huge = rng.integers(0, 256, size=(17_000_001,))
+    ck.check("reshape", [huge], ["u8"], lambda x: x.reshape(-1, 1), attrs={"shape": [-1, 1]}, tol=(0, 0),
+             label="(grid > 65535)")
+
+    c = ck.c
+    c.put("e_x", np.zeros((2, 3)), "f32")
+    c.put("e_v", np.zeros((4,)), "f32")
+    c.put("e_s", np.zeros(()), "f32")
+    c.put("e_i", np.zeros((3,), dtype=np.int64), "i32")
+    c.put("e_u", np.zeros((3,), dtype=np.int64), "u8")
+    bad = [
+        ("transpose", ["e_v"], None, "INVALID_ARGUMENT"),              # rank 1, default dims
+        ("transpose", ["e_x"], {"dim0": 2}, "INVALID_ARGUMENT"),
+        ("transpose", ["e_x"], {"dim1": -3}, "INVALID_ARGUMENT"),
+        ("transpose", ["e_x"], {"dim0": 1.5}, "INVALID_ARGUMENT"),
+        ("permute", ["e_x"], {"dims": [0, 0]}, "INVALID_ARGUMENT"),
+        ("permute", ["e_x"], {"dims": [1, 0, 2]}, "INVALID_ARGUMENT"),
+        ("permute", ["e_x"], None, "INVALID_ARGUMENT"),
+        ("reshape", ["e_x"], {"shape": [4, 2]}, "SHAPE_MISMATCH"),
+        ("reshape", ["e_x"], {"shape": [-1, -1]}, "INVALID_ARGUMENT"),
+        ("reshape", ["e_x"], {"shape": [-1, 4]}, "SHAPE_MISMATCH"),
+        ("reshape", ["e_x"], {"shape": [-2, -3]}, "INVALID_ARGUMENT"),
+        ("reshape", ["e_x"], {"shape": [2**40, 2**40, 2**40]}, "SHAPE_MISMATCH"),
+        ("slice", ["e_x"], {"starts": [0], "ends": [1], "steps": [0]}, "INVALID_ARGUMENT"),
+        ("slice", ["e_x"], {"starts": [0], "ends": [1], "steps": [-1]}, "INVALID_ARGUMENT"),
+        ("slice", ["e_x"], {"starts": [0, 0], "ends": [1]}, "INVALID_ARGUMENT"),
+        ("slice", ["e_x"], {"starts": [0, 0, 0], "ends": [1, 1, 1]}, "INVALID_ARGUMENT"),
+        ("slice", ["e_x"], {"starts": [0, 0], "ends": [1, 1], "axes": [1, -1]}, "INVALID_ARGUMENT"),
+        ("slice", ["e_x"], {"starts": [0], "ends": [1], "axes": [2]}, "INVALID_ARGUMENT"),
+        ("slice", ["e_s"], {"starts": [0], "ends": [1], "axes": [0]}, "INVALID_ARGUMENT"),
+        ("concat", ["e_x", "e_v"], None, "SHAPE_MISMATCH"),
+        ("concat", ["e_v", "e_i"], None, "DTYPE_MISMATCH"),
+        ("concat", ["e_x", "e_x"], {"axis": 2}, "INVALID_ARGUMENT"),
+        ("concat", ["e_s", "e_s"], None, "INVALID_ARGUMENT"),
+        ("concat", ["e_v"] * 9, None, "INVALID_ARGUMENT"),
+        ("concat", [], None, "INVALID_ARGUMENT"),
+        ("stack", ["e_x", "e_v"], None, "SHAPE_MISMATCH"),
+        ("stack", ["e_x", "e_x"], {"axis": 3}, "INVALID_ARGUMENT"),
+        ("stack", ["e_i", "e_u"], None, "DTYPE_MISMATCH"),
+        ("pad", ["e_x"], {"pads": [1]}, "INVALID_ARGUMENT"),
+        ("pad", ["e_x"], {"pads": [1, -1]}, "INVALID_ARGUMENT"),
+        ("pad", ["e_x"], {"pads": [1, 1, 1, 1, 1, 1]}, "INVALID_ARGUMENT"),
+        ("pad", ["e_x"], {"pads": [1, 1], "axes": [0, 1]}, "INVALID_ARGUMENT"),
+        ("pad", ["e_x"], {"pads": [1, 1, 1, 1], "axes": [0, -2]}, "INVALID_ARGUMENT"),
+        ("pad", ["e_x"], {"pads": [1, 1], "mode": "reflect"}, "INVALID_ARGUMENT"),
+        ("pad", ["e_x"], {"pads": [2**62, 2**62]}, "RESOURCE_EXHAUSTED"),
+        ("pad", ["e_x"], None, "INVALID_ARGUMENT"),
+        ("gather", ["e_x", "e_v"], None, "DTYPE_MISMATCH"),
+        ("gather", ["e_x", "e_u"], None, "DTYPE_MISMATCH"),
+        ("gather", ["e_x", "e_i"], {"axis": -3}, "INVALID_ARGUMENT"),
+        ("gather", ["e_s", "e_i"], None, "INVALID_ARGUMENT"),
+        ("gather", ["e_x"], None, "INVALID_ARGUMENT"),
+        ("one_hot", ["e_i"], None, "INVALID_ARGUMENT"),
+        ("one_hot", ["e_i"], {"num_classes": -1}, "INVALID_ARGUMENT"),
+        ("one_hot", ["e_i"], {"num_classes": 3, "dtype": "f64"}, "INVALID_ARGUMENT"),
+        ("one_hot", ["e_v"], {"num_classes": 3}, "DTYPE_MISMATCH"),
+        ("one_hot", ["e_i"], {"num_classes": 3, "bogus": 1}, "INVALID_ARGUMENT"),
+    ]
+    for op, inputs, attrs, code in bad:
+        ck.expect_error(op, inputs, attrs, code)
+
+
+if __name__ == "__main__":
+    harness.main(run)

@@ -1,0 +1,100 @@
+"""matmul x every float dtype against ref_linalg.py: NumPy's 1-D promotion,
+batch broadcasting (up to 6 alternating broadcast dims), sizes that are not
+tile multiples, zero-size M, N, K and batch, one 256^3 product, a batch big
+enough for the 128x128-tile kernel, graph.run chaining, and the errors."""
+import time
+
+import numpy as np
+
+import harness
+import ref_linalg as ref
+
+rng = np.random.default_rng(4321)
+
+# f32 accumulation over K terms, compared with float64.
+TOL = {"f32": (1e-4, 1e-4), "f16": (3e-3, 3e-3), "bf16": (2e-2, 2e-2)}
+
+SHAPES = [
+    ((3, 4), (4, 5)),
+    ((67, 33), (33, 129)),        # no size a tile multiple
+    ((4,), (4, 5)),               # 1-D left: [1,K] then the 1 removed
+    ((5, 4), (4,)),               # 1-D right
+    ((7,), (7,)),                 # 1-D both: a rank-0 result
+    ((2, 1, 3, 4), (5, 4, 6)),    # batch broadcast -> [2,5,3,6]
+    ((3, 4), (2, 4, 5)),          # 2-D against a batch
+    ((4,), (2, 4, 5)),            # 1-D against a batch -> [2,5]
+    ((2, 3, 5, 4), (4,)),         # batch against 1-D -> [2,3,5]
+    ((2, 1, 2, 1, 2, 1, 3, 4), (1, 2, 1, 2, 1, 2, 4, 2)),  # 6 batch dims, none collapsible
+    ((3, 1, 70, 20), (1, 4, 20, 65)),                     # batch broadcast, 2x2 tiles each
+]
+
+
+def values(shape):
+    return rng.uniform(-1, 1, size=shape)
+
+
+def run(ck):
+    for dt in harness.FLOAT_DTYPES:
+        for sa, sb in SHAPES:
+            ck.check("matmul", [values(sa), values(sb)], [dt, dt], ref.matmul, tol=TOL[dt])
+        # zero sizes: K = 0 gives zeros, M, N or the batch = 0 give empty results
+        for sa, sb in [((3, 0), (0, 4)), ((0, 3), (3, 4)), ((3, 5), (5, 0)), ((0, 2, 3), (3, 4)),
+                       ((2, 0), (0,)), ((0,), (0,))]:
+            ck.check("matmul", [values(sa), values(sb)], [dt, dt], ref.matmul, tol=TOL[dt])
+    # The tiled path at some size, and large K in half precision.
+    ck.check("matmul", [values((256, 256)), values((256, 256))], ["f32", "f32"], ref.matmul,
+             tol=TOL["f32"], label="(256^3)")
+    ck.check("matmul", [values((65, 300)), values((300, 63))], ["f16", "f16"], ref.matmul,
+             tol=(5e-3, 5e-3), label="(K=300)")
+    # 128x128 tiles (chosen from 128 such tiles up): batched, no size a multiple.
+    for dt in harness.FLOAT_DTYPES:
+        ck.check("matmul", [values((24, 130, 20)), values((20, 300))], [dt, dt], ref.matmul,
+                 tol=TOL[dt], label="(128-tiles)")
+    # Exact small integers: every dtype must give the exact product.
+    for dt in harness.FLOAT_DTYPES:
+        a = rng.integers(-3, 4, size=(17, 9)).astype(np.float64)
+        b = rng.integers(-3, 4, size=(9, 18)).astype(np.float64)
+        ck.check("matmul", [a, b], [dt, dt], ref.matmul, tol=(0, 0), label="(exact)")
+
+    errors(ck)
+
+
+def errors(ck):
+    c = ck.c
+    c.put("ea", values((3, 4)), "f32")
+    c.put("eb", values((5, 6)), "f32")
+    c.put("ec", values((4, 6)), "f16")
+    c.put("ei", np.ones((4, 6)), "i32")
+    c.put("ej", np.ones((3, 4)), "i32")
+    c.put("es", np.float64(2.0), "f32")
+    c.put("ebat_a", values((2, 3, 4)), "f32")
+    c.put("ebat_b", values((3, 4, 5)), "f32")
+    ck.expect_error("matmul", ["ea", "eb"], None, "SHAPE_MISMATCH", label="(inner)")
+    err, _ = c.run("matmul", ["ea", "eb"])
+    if err is None or "[3,4]" not in err["message"] or "[5,6]" not in err["message"]:
+        ck.fail("matmul inner mismatch should name both shapes: %r" % (err,))
+    ck.expect_error("matmul", ["ebat_a", "ebat_b"], None, "SHAPE_MISMATCH", label="(batch)")
+    ck.expect_error("matmul", ["ea", "ec"], None, "DTYPE_MISMATCH", label="(f32 @ f16)")
+    ck.expect_error("matmul", ["ej", "ei"], None, "DTYPE_MISMATCH", label="(i32)")
+    ck.expect_error("matmul", ["es", "ea"], None, "SHAPE_MISMATCH", label="(rank 0)")
+    ck.expect_error("matmul", ["ea"], None, "INVALID_ARGUMENT", label="(one input)")
+    ck.expect_error("matmul", ["ea", "ec"], {"transpose": True}, "INVALID_ARGUMENT", label="(attr)")
+    # graph.run: matmul chained into matmul in one submission (a barrier between).
+    g = [values((5, 7)), values((7, 3)), values((3, 4))]
+    for k, v in enumerate(g):
+        c.put("g%d" % k, v, "f32")
+    ck.checks += 1
+    err, res = c.call("graph.run", {"nodes": [
+        {"id": "p", "op": "matmul", "inputs": ["g0", "g1"]},
+        {"id": "q", "op": "matmul", "inputs": ["p", "g2"]},
+    ], "outputs": ["q"]})
+    q = [harness.quantize(v, "f32") for v in g]
+    want = ref.matmul(ref.matmul(q[0], q[1]), q[2])
+    if err is not None:
+        ck.fail("graph.run matmul chain: %r" % (err,))
+    elif not np.allclose(harness.result_array(res["outputs"]["q"]), want, atol=1e-4, rtol=1e-4):
+        ck.fail("graph.run matmul chain: wrong values")
+
+if __name__ == "__main__":
+    t0 = time.time()
+    harness.main(lambda ck: (run(ck), print("linalg: %.1f s" % (time.time() - t0))))

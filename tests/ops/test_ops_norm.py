@@ -1,0 +1,137 @@
+"""Normalisation ops (softmax log_softmax layer_norm rms_norm batch_norm) x
+f32/f16/bf16 against ref_norm.py: axes (negative too), odd and long rows,
+large logits, optional weight/bias, training and inference batch_norm,
+rank 0 and zero-size inputs, and bad input."""
+import numpy as np
+
+import harness
+import ref_norm as ref
+
+rng = np.random.default_rng(777)
+
+SM_CASES = [((5,), None), ((3, 7), -1), ((3, 7), 0), ((2, 3, 4), 1), ((2, 300), 1), ((4, 3000), -1),
+            ((3, 1000, 2), 1), ((), None), ((0, 5), -1), ((5, 0), 1)]
+
+
+def u(shape, lo=-2.0, hi=2.0):
+    return rng.uniform(lo, hi, size=shape)
+
+
+def run(ck):
+    for dt in harness.FLOAT_DTYPES:
+        # f32 exp/log through the driver's transcendental functions: a few ulp.
+        tol = (2e-6, 2e-5) if dt == "f32" else None
+        for op, fn in (("softmax", ref.softmax), ("log_softmax", ref.log_softmax)):
+            for shape, axis in SM_CASES:
+                attrs = None if axis is None else {"axis": axis}
+                ck.check(op, [u(shape)], [dt], lambda v, a=axis, fn=fn: fn(v, -1 if a is None else a),
+                         attrs=attrs, tol=tol)
+            # Large logits: stable only if the max is subtracted.
+            ck.check(op, [u((3, 50), -80, 90) * 10], [dt], lambda v, fn=fn: fn(v), tol=tol,
+                     label="(large)")
+
+        for shape, nd, params in (((4, 10), 1, 0), ((4, 10), 1, 2), ((2, 3, 8), 2, 2), ((2, 3, 8), 2, 1),
+                                  ((3, 1000), 1, 2), ((5, 2, 33), 1, 1), ((0, 6), 1, 2), ((6,), 1, 2)):
+            x = u(shape) * 3 + 1
+            ins = [x] + [u(shape[len(shape) - nd:]) for _ in range(params)]
+            ck.check("layer_norm", ins, [dt] * len(ins),
+                     lambda v, *p, nd=nd: ref.layer_norm(v, *p, ndim=nd),
+                     attrs={"ndim": nd} if nd != 1 else None, tol=(2e-5, 2e-5) if dt == "f32" else None)
+            ins = ins[:2]
+            ck.check("rms_norm", ins, [dt] * len(ins), lambda v, *p, nd=nd: ref.rms_norm(v, *p, ndim=nd),
+                     attrs={"ndim": nd} if nd != 1 else None, tol=(2e-5, 2e-5) if dt == "f32" else None)
+        x = u((3, 16)) * 1e-3
+        ck.check("layer_norm", [x], [dt], lambda v: ref.layer_norm(v, eps=0.01), attrs={"eps": 0.01},
+                 label="(eps)", tol=(2e-5, 2e-5) if dt == "f32" else None)
+        ck.check("rms_norm", [x], [dt], lambda v: ref.rms_norm(v, eps=1e-4), attrs={"eps": 1e-4},
+                 label="(eps)", tol=(2e-5, 2e-5) if dt == "f32" else None)
+
+        for shape in ((4, 3, 5, 5), (8, 3), (2, 5, 7), (3, 2, 0, 4)):
+            C = shape[1]
+            x = u(shape) * 2 + 0.5
+            rm, rv, w, b = u((C,)), u((C,), 0.5, 2), u((C,)), u((C,))
+            bt = (3e-5, 3e-5) if dt == "f32" else None
+            ck.check("batch_norm", [x, rm, rv, w, b], [dt] * 5, ref.batch_norm, tol=bt)
+            ck.check("batch_norm", [x, rm, rv], [dt] * 3, ref.batch_norm, tol=bt, label="(no affine)")
+            ck.check("batch_norm", [x, rm, rv, w, b], [dt] * 5,
+                     lambda v, *p: ref.batch_norm(v, *p, training=True), attrs={"training": True},
+                     tol=bt, label="(training)")
+            ck.check("batch_norm", [x], [dt], lambda v: ref.batch_norm(v, training=True, eps=1e-3),
+                     attrs={"training": True, "eps": 1e-3}, tol=bt, label="(training, x only)")
+            ck.check("batch_norm", [x, rm, rv, w], [dt] * 4,
+                     lambda v, *p: ref.batch_norm(v, *p, eps=0.1), attrs={"eps": 0.1, "training": False},
+                     tol=bt, label="(weight only)")
+    # A batch with many values per channel: the statistics need two passes.
+    x = u((40, 2, 30, 30)) + 5
+    ck.check("batch_norm", [x], ["f32"], lambda v: ref.batch_norm(v, training=True),
+             attrs={"training": True}, tol=(3e-5, 3e-5), label="(training, 36000 per channel)")
+
+    # In one graph (one submission): softmax rows sum to 1; batch statistics
+    # from mean/var over [0, 2, 3] match batch_norm's training mode.
+    x = u((3, 4, 5, 6)) * 3
+    ck.c.put("g_x", x, "f32")
+    ck.checks += 1
+    err, res = ck.c.call("graph.run", {"nodes": [
+        {"id": "s", "op": "softmax", "inputs": ["g_x"], "attrs": {"axis": 1}},
+        {"id": "t", "op": "sum", "inputs": ["s"], "attrs": {"axis": 1}},
+        {"id": "m", "op": "mean", "inputs": ["g_x"], "attrs": {"axis": [0, 2, 3]}},
+        {"id": "v", "op": "var", "inputs": ["g_x"], "attrs": {"axis": [0, 2, 3], "correction": 0}},
+        {"id": "bn", "op": "batch_norm", "inputs": ["g_x"], "attrs": {"training": True}},
+        {"id": "bn2", "op": "batch_norm", "inputs": ["g_x", "m", "v"]},
+        {"id": "d", "op": "sub", "inputs": ["bn", "bn2"]},
+        {"id": "e", "op": "abs", "inputs": ["d"]},
+        {"id": "f", "op": "max", "inputs": ["e"]}], "outputs": ["t", "f", "v"]})
+    if err:
+        ck.fail("graph: %r" % err)
+    else:
+        out = {k: harness.result_array(r) for k, r in res["outputs"].items()}
+        q = harness.quantize(x, "f32")
+        if not np.allclose(out["t"], 1, atol=1e-6) or not out["f"] < 1e-5 or not np.allclose(
+                out["v"], q.var(axis=(0, 2, 3)), rtol=1e-5):
+            ck.fail("graph: softmax sums %r, batch_norm difference %r, var %r" % (
+                out["t"].ravel()[:4], out["f"], out["v"]))
+
+    # The longest row one workgroup takes (2^22); one more is refused.
+    ck.check("softmax", [u((1, 1 << 22))], ["f32"], ref.softmax, tol=(1e-12, 2e-5), label="(2^22 row)")
+
+    # Bad input.
+    c = ck.c
+    c.put("n_x", u((2, 3)), "f32")
+    c.put("n_s", np.float64(1.5), "f32")
+    c.put("n_i", np.zeros((2, 3)), "i32")
+    c.put("n_h", u((2, 3)), "f16")
+    c.put("n_w3", u((3,)), "f32")
+    c.put("n_w2", u((2,)), "f32")
+    c.put("n_w3h", u((3,)), "f16")
+    c.put("n_one", u((1, 3)), "f32")
+    c.put("n_long", np.zeros((0, (1 << 22) + 1)), "f32")
+    ck.expect_error("softmax", ["n_long"], None, "RESOURCE_EXHAUSTED")
+    ck.expect_error("layer_norm", ["n_long"], None, "RESOURCE_EXHAUSTED")
+    for op in ("softmax", "log_softmax", "layer_norm", "rms_norm", "batch_norm"):
+        ck.expect_error(op, ["n_i"], None, "DTYPE_MISMATCH")
+    ck.expect_error("softmax", ["n_x"], {"axis": 2}, "INVALID_ARGUMENT")
+    ck.expect_error("log_softmax", ["n_x"], {"axis": -3}, "INVALID_ARGUMENT")
+    ck.expect_error("softmax", ["n_x"], {"axis": [0]}, "INVALID_ARGUMENT")
+    ck.expect_error("softmax", ["n_x", "n_x"], None, "INVALID_ARGUMENT")
+    ck.expect_error("layer_norm", ["n_x"], {"ndim": 0}, "INVALID_ARGUMENT")
+    ck.expect_error("layer_norm", ["n_x"], {"ndim": 3}, "INVALID_ARGUMENT")
+    ck.expect_error("layer_norm", ["n_s"], None, "INVALID_ARGUMENT")
+    ck.expect_error("layer_norm", ["n_x", "n_w2"], None, "SHAPE_MISMATCH")
+    ck.expect_error("layer_norm", ["n_x", "n_w3", "n_w2"], None, "SHAPE_MISMATCH")
+    ck.expect_error("layer_norm", ["n_x", "n_w3h"], None, "DTYPE_MISMATCH")
+    ck.expect_error("layer_norm", ["n_x"], {"eps": -1}, "INVALID_ARGUMENT")
+    ck.expect_error("rms_norm", ["n_x", "n_w3", "n_w3"], None, "INVALID_ARGUMENT")
+    ck.expect_error("rms_norm", ["n_x"], {"ndim": "1"}, "INVALID_ARGUMENT")
+    ck.expect_error("batch_norm", ["n_w3"], {"training": True}, "INVALID_ARGUMENT")
+    ck.expect_error("batch_norm", ["n_x"], None, "INVALID_ARGUMENT")
+    ck.expect_error("batch_norm", ["n_x", "n_w3"], {"training": True}, "INVALID_ARGUMENT")
+    ck.expect_error("batch_norm", ["n_x", "n_w2", "n_w3"], None, "SHAPE_MISMATCH")
+    ck.expect_error("batch_norm", ["n_x", "n_w3", "n_w3", "n_w2"], None, "SHAPE_MISMATCH")
+    ck.expect_error("batch_norm", ["n_h", "n_w3", "n_w3"], None, "DTYPE_MISMATCH")
+    ck.expect_error("batch_norm", ["n_one"], {"training": True}, "INVALID_ARGUMENT")
+    ck.expect_error("batch_norm", ["n_x"], {"training": 1}, "INVALID_ARGUMENT")
+    ck.expect_error("batch_norm", ["n_x", "n_w3", "n_w3"], {"momentum": 0.1}, "INVALID_ARGUMENT")
+
+
+if __name__ == "__main__":
+    harness.main(run)
