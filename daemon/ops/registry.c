@@ -91,9 +91,10 @@ int op_tensor_sizes(struct op_tensor *t)
 
 int op_axis(struct op_ctx *ctx, int64_t axis, unsigned rank, const char *what)
 {
-	int64_t a = axis < 0 ? axis + (int64_t)rank : axis;
+	/* A scalar has one position to name, as in NumPy: 0 or -1. */
+	int64_t n = rank ? rank : 1, a = axis < 0 ? axis + n : axis;
 
-	if (a < 0 || a >= (int64_t)(rank ? rank : 1) || (rank == 0 && axis != 0 && axis != -1))
+	if (a < 0 || a >= n)
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "%s %lld is out of range for rank %u",
 			       what, (long long)axis, rank);
 	return (int)a;
