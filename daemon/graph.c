@@ -147,7 +147,7 @@ static int resolve_input(struct graph *gr, unsigned i, unsigned k, const msgpack
 		}
 	}
 	for (unsigned j = i + 1; j < gr->n; j++)
-		if (!strcmp(gr->nodes[j].id, name))
+		if (gr->nodes[j].id[0] && !strcmp(gr->nodes[j].id, name))
 			return op_fail(ctx, TDP_INVALID_ARGUMENT,
 				       "input %u '%s' is node %u, which comes later (nodes must be in order; "
 				       "cycles are not allowed)", k, name, j);
@@ -429,6 +429,15 @@ int graph_run(struct request *req)
 	outs = p[1].value;
 	if (alloc_nodes(&gr, nodes->via.array.size) < 0)
 		return -1;
+	/* Every id first, so that a reference to a later node is recognised as
+	 * one (and refused) rather than read as a stored tensor's name. */
+	for (unsigned i = 0; i < gr.n; i++) {
+		const msgpack_object *id = nodes->via.array.ptr[i].type == MSGPACK_OBJECT_MAP ?
+					   tdp_map_find(&nodes->via.array.ptr[i], "id") : NULL;
+
+		if (id && id->type == MSGPACK_OBJECT_STR && id->via.str.size <= TDP_MAX_NAME_LEN)
+			memcpy(gr.nodes[i].id, id->via.str.ptr, id->via.str.size);
+	}
 	for (unsigned i = 0; i < gr.n; i++) {
 		struct node *nd = &gr.nodes[i];
 		struct request sub = *req;
@@ -448,7 +457,6 @@ int graph_run(struct request *req)
 				node_fail(&gr, i, TDP_INVALID_ARGUMENT, "id must be 1-255 bytes");
 				goto out;
 			}
-			memcpy(nd->id, np[0].value->via.str.ptr, np[0].value->via.str.size);
 			for (unsigned j = 0; j < i; j++)
 				if (!strcmp(gr.nodes[j].id, nd->id)) {
 					node_fail(&gr, i, TDP_INVALID_ARGUMENT, "id used by an earlier node");

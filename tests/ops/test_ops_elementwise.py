@@ -94,6 +94,23 @@ def run(ck):
     ck.expect_error("where", ["e_a", "e_a", "e_a"], None, "DTYPE_MISMATCH")
     ck.expect_error("gelu", ["e_a"], {"approximate": "cubic"}, "INVALID_ARGUMENT")
 
+    # graph.run: a reference to a later node is refused even when a stored
+    # tensor has that name (no cycles), and a failed graph stores nothing.
+    ck.checks += 1
+    err, _ = ck.c.call("graph.run", {"nodes": [
+        {"id": "x", "op": "add", "inputs": ["e_a", "e_b"], "out": "g_x"},
+        {"id": "e_a", "op": "exp", "inputs": ["x"]}]})
+    if err is None or err["name"] != "INVALID_ARGUMENT" or "comes later" not in err["message"]:
+        ck.fail("graph.run forward reference: %r" % (err,))
+    ck.checks += 1
+    err, _ = ck.c.call("graph.run", {"nodes": [
+        {"id": "ok", "op": "exp", "inputs": ["e_a"], "out": "g_ok"},
+        {"id": "bad", "op": "add", "inputs": ["ok", "e_b"]}]})
+    err2, _ = ck.c.call("tensor.stat", {"name": "g_ok"})
+    if err is None or err["name"] != "SHAPE_MISMATCH" or "node 1 'bad'" not in err["message"] or \
+            err2 is None or err2["name"] != "NOT_FOUND":
+        ck.fail("graph.run failing node: %r, stat %r" % (err, err2))
+
 
 if __name__ == "__main__":
     harness.main(run)
