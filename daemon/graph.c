@@ -27,7 +27,9 @@ struct node {
 	bool inline_out;                 /* return the result's data */
 	struct op_ctx ctx;
 	int src[OP_MAX_INPUTS];          /* producing node of each input, -1: stored */
-	struct gpu_alloc alloc;          /* the result's memory */
+	struct gpu_alloc alloc;          /* the result's own memory */
+	struct gpu_alloc *result;        /* &alloc, or input 0's memory for a view */
+	bool aliased;                    /* a view sharing input 0's memory */
 };
 
 struct graph {
@@ -246,23 +248,29 @@ static int execute(struct graph *gr)
 	for (unsigned i = 0; i < gr->n; i++) {
 		struct node *nd = &gr->nodes[i];
 
-		r = gpu_memory_alloc(g, nd->ctx.out.bytes, &nd->alloc);
-		if (r < 0)
-			return node_fail(gr, i, TDP_RESOURCE_EXHAUSTED, "out of device memory for the result");
-		nd->ctx.out.alloc = &nd->alloc;
+		/* Inputs made by earlier nodes had no memory when they were resolved. */
+		for (unsigned k = 0; k < nd->ctx.ninputs; k++)
+			if (nd->src[k] >= 0)
+				nd->ctx.in[k].alloc = gr->nodes[nd->src[k]].result;
+		if (nd->ctx.view && !nd->has_out) {
+			nd->result = nd->ctx.in[0].alloc;
+			nd->aliased = true;
+		} else {
+			r = gpu_memory_alloc(g, nd->ctx.out.bytes, &nd->alloc);
+			if (r < 0)
+				return node_fail(gr, i, TDP_RESOURCE_EXHAUSTED,
+						 "out of device memory for the result");
+			nd->result = &nd->alloc;
+		}
+		nd->ctx.out.alloc = nd->result;
 	}
-	/* Inputs made by earlier nodes had no memory when they were resolved. */
-	for (unsigned i = 0; i < gr->n; i++)
-		for (unsigned k = 0; k < gr->nodes[i].ctx.ninputs; k++)
-			if (gr->nodes[i].src[k] >= 0)
-				gr->nodes[i].ctx.in[k].alloc = &gr->nodes[gr->nodes[i].src[k]].alloc;
 	r = gpu_rec_begin(&rec, g);
 	if (r < 0)
 		return device_fail(gr, r);
 	for (unsigned i = 0; i < gr->n; i++) {
 		struct node *nd = &gr->nodes[i];
 
-		if (nd->ctx.out.count == 0)
+		if (nd->ctx.out.count == 0 || nd->aliased)
 			continue;
 		if (nd->ctx.def->record(&nd->ctx, &rec) < 0) {
 			gpu_rec_abort(&rec);
@@ -320,7 +328,7 @@ static int write_inline(struct graph *gr, unsigned i)
 	dst = tdp_buf_extend(gr->req->out, t->bytes);
 	if (!dst)
 		return request_fail(gr->req, TDP_RESOURCE_EXHAUSTED, "out of host memory for the result");
-	r = gpu_download(gr->req->d->gpu, &gr->nodes[i].alloc, dst);
+	r = gpu_download(gr->req->d->gpu, gr->nodes[i].result, dst);
 	if (r < 0)
 		return device_fail(gr, r);
 	return 0;

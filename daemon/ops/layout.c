@@ -144,6 +144,8 @@ static int reshape_infer(struct op_ctx *ctx)
 			       (unsigned long long)known, (unsigned long long)ctx->in[0].count);
 	ctx->out.rank = s->nints;
 	ctx->out.dtype = ctx->in[0].dtype;
+	/* Tensors are always contiguous, so the result is the input's bytes. */
+	ctx->view = true;
 	return 0;
 }
 

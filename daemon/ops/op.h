@@ -79,6 +79,10 @@ struct op_ctx {
 	struct op_tensor in[OP_MAX_INPUTS];
 	struct op_attr_value attr[OP_MAX_ATTRS];    /* in the order of def->attrs */
 	struct op_tensor out;
+	/* Set by infer when the result is input 0's bytes unchanged (reshape):
+	 * unless it is stored, the graph then lets it share input 0's memory and
+	 * records nothing. */
+	bool view;
 	struct op_scratch scratch;
 	uint8_t priv[256];                          /* infer's notes for record */
 	/* set by op_fail */

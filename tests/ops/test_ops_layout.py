@@ -159,5 +159,29 @@ def run(ck):
         ck.expect_error(op, inputs, attrs, code)
 
 
+def run_views(ck):
+    """reshape is a view inside a graph (later nodes read the input's memory)
+    and a copy when stored: the stored tensor must survive the input's delete."""
+    a = np.arange(12, dtype=np.float32)
+    ck.c.put("v_a", a, "f32")
+    ck.checks += 1
+    err, res = ck.c.call("graph.run", {"nodes": [
+        {"id": "v", "op": "reshape", "inputs": ["v_a"], "attrs": {"shape": [3, 4]}},
+        {"id": "t", "op": "transpose", "inputs": ["v"]},
+        {"id": "s", "op": "reshape", "inputs": ["t"], "attrs": {"shape": [-1]}, "out": "v_s"}],
+        "outputs": ["v", "t"]})
+    if err is not None:
+        ck.fail("reshape view graph: %r" % (err,))
+        return
+    if harness.result_array(res["outputs"]["v"]).tolist() != a.reshape(3, 4).tolist() or \
+            harness.result_array(res["outputs"]["t"]).tolist() != a.reshape(3, 4).T.tolist():
+        ck.fail("reshape view graph: wrong values")
+    ck.c.call("tensor.delete", {"name": "v_a"})
+    ck.checks += 1
+    err, res = ck.c.call("tensor.get", {"name": "v_s"})
+    if err is not None or harness.result_array(res).tolist() != a.reshape(3, 4).T.reshape(-1).tolist():
+        ck.fail("stored reshape is not an independent copy: %r" % (err,))
+
+
 if __name__ == "__main__":
-    harness.main(run)
+    harness.main(lambda ck: (run(ck), run_views(ck)))
