@@ -1,0 +1,264 @@
+#include "graph_core.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon.h"
+#include "dtype.h"
+#include "gpu/device.h"
+#include "gpu/transfer.h"
+#include "name.h"
+#include "ops/op.h"
+#include "pack.h"
+#include "params.h"
+#include "rpc.h"
+#include "status.h"
+#include "store.h"
+#include "tensor_meta.h"
+
+
+/* Report a node's failure with its position, id and op. */
+int graph_node_fail(struct graph *gr, unsigned i, int code, const char *what)
+{
+	struct node *nd = &gr->nodes[i];
+	const char *op = nd->ctx.def ? nd->ctx.def->name : "?";
+
+	if (gr->n == 1 && !nd->id[0])
+		return request_fail(gr->req, code, "%s: %s", op, what);
+	return request_fail(gr->req, code, "node %u%s%s%s (%s): %s", i, nd->id[0] ? " '" : "",
+			    nd->id, nd->id[0] ? "'" : "", op, what);
+}
+
+/* Check named outputs: valid, distinct, ours to replace, within the tensor limit. */
+int graph_check_outputs(struct graph *gr)
+{
+	struct request *req = gr->req;
+	uint64_t count, bytes, fresh = 0;
+
+	for (unsigned i = 0; i < gr->n; i++) {
+		struct node *nd = &gr->nodes[i];
+		struct tensor *old;
+
+		if (!nd->has_out)
+			continue;
+		for (unsigned j = 0; j < i; j++)
+			if (gr->nodes[j].has_out && !strcmp(gr->nodes[j].out_name, nd->out_name))
+				return graph_node_fail(gr, i, TDP_INVALID_ARGUMENT, "two nodes store the same name");
+		old = store_find(req->d->store, nd->out_name, strlen(nd->out_name));
+		if (old && req->uid != 0 && req->uid != old->owner)
+			return graph_node_fail(gr, i, TDP_PERMISSION_DENIED, "the output name belongs to another user");
+		fresh += !old;
+	}
+	store_totals(req->d->store, &count, &bytes);
+	if (count + fresh > req->d->cfg.max_tensors)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "storing the outputs would pass %llu tensors",
+				    (unsigned long long)req->d->cfg.max_tensors);
+	return 0;
+}
+
+static int device_fail(struct graph *gr, int r)
+{
+	if (r == -ENODEV)
+		return request_fail(gr->req, TDP_DEVICE_LOST, "the GPU was lost");
+	return request_fail(gr->req, TDP_INTERNAL, "the GPU submission failed (%s)", strerror(-r));
+}
+
+/* Allocate every result, record every node, submit once and wait. */
+int graph_execute(struct graph *gr)
+{
+	struct gpu_device *g = gr->req->d->gpu;
+	struct gpu_recorder rec;
+	int r;
+
+	for (unsigned i = 0; i < gr->n; i++) {
+		struct node *nd = &gr->nodes[i];
+
+		/* Inputs made by earlier nodes had no memory when they were resolved. */
+		for (unsigned k = 0; k < nd->ctx.ninputs; k++)
+			if (nd->src[k] >= 0)
+				nd->ctx.in[k].alloc = gr->nodes[nd->src[k]].result;
+		if (nd->ctx.view && !nd->has_out) {
+			nd->result = nd->ctx.in[0].alloc;
+			nd->aliased = true;
+		} else {
+			r = gpu_memory_alloc(g, nd->ctx.out.bytes, &nd->alloc);
+			if (r < 0)
+				return graph_node_fail(gr, i, TDP_RESOURCE_EXHAUSTED,
+						 "out of device memory for the result");
+			nd->result = &nd->alloc;
+		}
+		nd->ctx.out.alloc = nd->result;
+	}
+	r = gpu_rec_begin(&rec, g);
+	if (r < 0)
+		return device_fail(gr, r);
+	for (unsigned i = 0; i < gr->n; i++) {
+		struct node *nd = &gr->nodes[i];
+
+		if (nd->ctx.out.count == 0 || nd->aliased)
+			continue;
+		if (nd->ctx.def->record(&nd->ctx, &rec) < 0) {
+			gpu_rec_abort(&rec);
+			return graph_node_fail(gr, i, nd->ctx.code, nd->ctx.message);
+		}
+	}
+	r = gpu_rec_submit_wait(&rec);
+	if (r < 0)
+		return device_fail(gr, r);
+	return 0;
+}
+
+/* Move node `i`'s result into the store under its out name. */
+struct tensor *graph_commit(struct graph *gr, unsigned i)
+{
+	struct node *nd = &gr->nodes[i];
+	struct request *req = gr->req;
+	struct tensor *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->name_len = strlen(nd->out_name);
+	memcpy(t->name, nd->out_name, t->name_len + 1);
+	t->dtype = nd->ctx.out.dtype;
+	t->rank = nd->ctx.out.rank;
+	memcpy(t->shape, nd->ctx.out.shape, sizeof(t->shape));
+	t->count = nd->ctx.out.count;
+	t->bytes = nd->ctx.out.bytes;
+	t->owner = req->uid;
+	t->device = req->d->gpu->desc.index;
+	t->created_ns = t->modified_ns = daemon_now_ns(CLOCK_REALTIME);
+	t->alloc = nd->alloc;
+	nd->alloc = (struct gpu_alloc){ 0 };
+	store_put(req->d->store, t); /* room was checked before running */
+	return t;
+}
+
+/* {dtype, shape, bytes, data} of node `i`'s result, data read from the GPU
+ * straight into the response. */
+int graph_write_inline(struct graph *gr, unsigned i)
+{
+	const struct op_tensor *t = &gr->nodes[i].ctx.out;
+	msgpack_packer *pk = gr->req->pk;
+	int fail = msgpack_pack_map(pk, 4) ||
+		   tdp_pack_cstr(pk, "dtype") || tdp_pack_cstr(pk, tdp_dtype_name(t->dtype)) ||
+		   tdp_pack_cstr(pk, "shape") || msgpack_pack_array(pk, t->rank);
+	void *dst;
+	int r;
+
+	for (unsigned d = 0; !fail && d < t->rank; d++)
+		fail = msgpack_pack_uint64(pk, t->shape[d]);
+	if (fail || tdp_pack_cstr(pk, "bytes") || msgpack_pack_uint64(pk, t->bytes) ||
+	    tdp_pack_cstr(pk, "data") || msgpack_pack_bin(pk, t->bytes))
+		return request_fail(gr->req, TDP_INTERNAL, "out of memory");
+	dst = tdp_buf_extend(gr->req->out, t->bytes);
+	if (!dst)
+		return request_fail(gr->req, TDP_RESOURCE_EXHAUSTED, "out of host memory for the result");
+	r = gpu_download(gr->req->d->gpu, gr->nodes[i].result, dst);
+	if (r < 0)
+		return device_fail(gr, r);
+	return 0;
+}
+
+void graph_free(struct graph *gr)
+{
+	struct gpu_device *g = gr->req->d->gpu;
+
+	for (unsigned i = 0; gr->nodes && i < gr->n; i++) {
+		struct op_scratch *s = &gr->nodes[i].ctx.scratch;
+
+		gpu_memory_free(g, &gr->nodes[i].alloc);
+		for (unsigned k = 0; k < s->n; k++)
+			gpu_memory_free(g, &s->allocs[k]);
+	}
+	free(gr->nodes);
+}
+
+int graph_alloc_nodes(struct graph *gr, uint32_t n)
+{
+	if (n == 0 || n > GRAPH_MAX_NODES)
+		return request_fail(gr->req, TDP_INVALID_ARGUMENT, "a graph has 1 to %d nodes, not %u",
+				    GRAPH_MAX_NODES, n);
+	gr->nodes = calloc(n, sizeof(*gr->nodes));
+	if (!gr->nodes)
+		return request_fail(gr->req, TDP_INTERNAL, "out of memory");
+	gr->n = gr->cap = n;
+	return 0;
+}
+
+int graph_infer_node(struct graph *gr, unsigned i)
+{
+	struct op_ctx *ctx = &gr->nodes[i].ctx;
+	uint64_t max = gr->req->d->cfg.max_tensor_bytes;
+
+	if (ctx->ninputs < ctx->def->min_inputs || ctx->ninputs > ctx->def->max_inputs) {
+		if (ctx->def->min_inputs == ctx->def->max_inputs)
+			return op_fail(ctx, TDP_INVALID_ARGUMENT, "takes %u inputs, got %u",
+				       ctx->def->min_inputs, ctx->ninputs);
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "takes %u to %u inputs, got %u",
+			       ctx->def->min_inputs, ctx->def->max_inputs, ctx->ninputs);
+	}
+	for (unsigned k = 0; ctx->def->attrs && ctx->def->attrs[k].name; k++)
+		if (ctx->def->attrs[k].required && !ctx->attr[k].set)
+			return op_fail(ctx, TDP_INVALID_ARGUMENT, "missing attr '%s'", ctx->def->attrs[k].name);
+	if (ctx->def->infer(ctx) < 0)
+		return -1;
+	if (op_tensor_sizes(&ctx->out) < 0 || ctx->out.bytes > max)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "the result is larger than the limit of %llu bytes",
+			       (unsigned long long)max);
+	return 0;
+}
+
+struct op_tensor graph_stored_input(struct tensor *t)
+{
+	struct op_tensor v = {
+		.dtype = t->dtype, .rank = t->rank, .count = t->count, .bytes = t->bytes,
+		.alloc = &t->alloc,
+	};
+
+	memcpy(v.shape, t->shape, sizeof(t->shape));
+	return v;
+}
+
+int graph_append(struct graph *gr, const struct op_def *def, const int *src,
+		 struct tensor *const *stored, unsigned n, const struct op_attr_value *attrs)
+{
+	struct node *nd;
+	unsigned i = gr->n;
+
+	if (gr->n == gr->cap) {
+		unsigned cap = gr->cap ? 2 * gr->cap : 64;
+		struct node *p;
+
+		if (cap > GRAPH_MAX_NODES)
+			cap = GRAPH_MAX_NODES;
+		if (gr->n == cap)
+			return -1;
+		p = realloc(gr->nodes, cap * sizeof(*p));
+		if (!p)
+			return -1;
+		memset(p + gr->cap, 0, (cap - gr->cap) * sizeof(*p));
+		gr->nodes = p;
+		gr->cap = cap;
+	}
+	gr->n++;
+	nd = &gr->nodes[i];
+	nd->ctx.def = def;
+	nd->ctx.g = gr->req->d->gpu;
+	nd->ctx.ninputs = n;
+	if (n > OP_MAX_INPUTS) {
+		op_fail(&nd->ctx, TDP_INTERNAL, "too many inputs");
+		return -1;
+	}
+	for (unsigned k = 0; k < n; k++) {
+		nd->src[k] = src[k];
+		nd->ctx.in[k] = src[k] >= 0 ? gr->nodes[src[k]].ctx.out : graph_stored_input(stored[k]);
+	}
+	if (attrs)
+		memcpy(nd->ctx.attr, attrs, sizeof(nd->ctx.attr));
+	if (graph_infer_node(gr, i) < 0)
+		return -1;
+	return (int)i;
+}
+

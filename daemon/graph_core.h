@@ -1,0 +1,70 @@
+/* The graph engine shared by graph.run/op.run (graph.c, which parses requests)
+ * and training (which builds nodes itself): nodes, their resolution and
+ * inference, one-submission execution, and storing or returning results. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ops/op.h"
+#include "request.h"
+#include "store.h"
+
+#define GRAPH_MAX_NODES 4096
+
+struct node {
+	char id[TDP_MAX_NAME_LEN + 1];   /* "" for op.run's single node */
+	char out_name[TDP_MAX_NAME_LEN + 1];
+	bool has_out;                    /* store the result under out_name */
+	bool inline_out;                 /* return the result's data */
+	struct op_ctx ctx;
+	int src[OP_MAX_INPUTS];          /* producing node of each input, -1: stored */
+	struct gpu_alloc alloc;          /* the result's own memory */
+	struct gpu_alloc *result;        /* &alloc, or input 0's memory for a view */
+	bool aliased;                    /* a view sharing input 0's memory */
+};
+
+struct graph {
+	struct request *req;
+	struct node *nodes;
+	unsigned n;                      /* nodes in use */
+	unsigned cap;                    /* nodes allocated */
+};
+
+/* Report node `i`'s failure with its position, id and op through the request.
+ * Returns -1. */
+int graph_node_fail(struct graph *gr, unsigned i, int code, const char *what);
+
+/* Make room for `n` zeroed nodes (1..GRAPH_MAX_NODES) and use them. */
+int graph_alloc_nodes(struct graph *gr, uint32_t n);
+
+/* Append one node: op `def`, inputs given per k as an earlier node's index
+ * (src[k] >= 0) or a stored tensor (src[k] < 0, stored[k]), attributes in
+ * the order of def->attrs (NULL: none). Checks arity and runs the op's
+ * inference. Returns the node index, or -1 with ctx.code/message set on the
+ * new node (which the caller reports with graph_node_fail). */
+int graph_append(struct graph *gr, const struct op_def *def, const int *src,
+		 struct tensor *const *stored, unsigned n, const struct op_attr_value *attrs);
+
+/* An op input describing stored tensor `t` (its memory, shape and dtype). */
+struct op_tensor graph_stored_input(struct tensor *t);
+
+/* Run inference on a node whose def, inputs and attrs are set; checks arity
+ * and the result size limit. Returns 0 or -1 with ctx.code/message set. */
+int graph_infer_node(struct graph *gr, unsigned i);
+
+/* Check named outputs: valid, distinct, ours to replace, within the tensor limit. */
+int graph_check_outputs(struct graph *gr);
+
+/* Allocate every result, record every node into one command buffer, submit
+ * once and wait. Returns 0 or request_fail(). */
+int graph_execute(struct graph *gr);
+
+/* Move node `i`'s result into the store under its out name; NULL on ENOMEM. */
+struct tensor *graph_commit(struct graph *gr, unsigned i);
+
+/* Write {dtype, shape, bytes, data} of node `i`'s result into the response. */
+int graph_write_inline(struct graph *gr, unsigned i);
+
+/* Free every result that was not committed, and the nodes. */
+void graph_free(struct graph *gr);
