@@ -125,6 +125,7 @@ static int resolve_input(struct graph *gr, unsigned i, unsigned k, const msgpack
 		return op_fail(ctx, TDP_NOT_FOUND, "input %u '%s' is neither an earlier node nor a stored tensor",
 			       k, name);
 	ctx->in[k] = graph_stored_input(t);
+	gr->nodes[i].stored[k] = t;
 	return 0;
 }
 
@@ -211,12 +212,9 @@ out:
 	return r;
 }
 
-int graph_run(struct request *req)
+int graph_parse(struct graph *gr, const msgpack_object *nodes, const msgpack_object *outs)
 {
-	struct param p[] = {
-		{ "nodes", PARAM_ARRAY, true, NULL },
-		{ "outputs", PARAM_ARRAY, false, NULL },
-	};
+	struct request *req = gr->req;
 	struct param np[] = {
 		{ "id", PARAM_STR, false, NULL },
 		{ "op", PARAM_STR, true, NULL },
@@ -224,76 +222,86 @@ int graph_run(struct request *req)
 		{ "attrs", PARAM_MAP, false, NULL },
 		{ "out", PARAM_STR, false, NULL },
 	};
-	struct graph gr = { .req = req };
-	const msgpack_object *nodes, *outs;
-	uint32_t nstored = 0, ninline = 0;
-	int r = -1;
 
-	if (params_parse(req, p, 2) < 0)
-		return -1;
-	nodes = p[0].value;
-	outs = p[1].value;
-	if (graph_alloc_nodes(&gr, nodes->via.array.size) < 0)
+	if (graph_alloc_nodes(gr, nodes->via.array.size) < 0)
 		return -1;
 	/* Every id first, so that a reference to a later node is recognised as
 	 * one (and refused) rather than read as a stored tensor's name. */
-	for (unsigned i = 0; i < gr.n; i++) {
+	for (unsigned i = 0; i < gr->n; i++) {
 		const msgpack_object *id = nodes->via.array.ptr[i].type == MSGPACK_OBJECT_MAP ?
 					   tdp_map_find(&nodes->via.array.ptr[i], "id") : NULL;
 
 		if (id && id->type == MSGPACK_OBJECT_STR && id->via.str.size <= TDP_MAX_NAME_LEN)
-			memcpy(gr.nodes[i].id, id->via.str.ptr, id->via.str.size);
+			memcpy(gr->nodes[i].id, id->via.str.ptr, id->via.str.size);
 	}
-	for (unsigned i = 0; i < gr.n; i++) {
-		struct node *nd = &gr.nodes[i];
+	for (unsigned i = 0; i < gr->n; i++) {
+		struct node *nd = &gr->nodes[i];
 		struct request sub = *req;
 
 		/* Each node is a params-like map: reuse the checker, prefixing errors. */
 		if (nodes->via.array.ptr[i].type != MSGPACK_OBJECT_MAP) {
-			graph_node_fail(&gr, i, TDP_INVALID_ARGUMENT, "a node must be a map {id, op, inputs, attrs, out}");
-			goto out;
+			graph_node_fail(gr, i, TDP_INVALID_ARGUMENT, "a node must be a map {id, op, inputs, attrs, out}");
+			return -1;
 		}
 		sub.params = &nodes->via.array.ptr[i];
 		if (params_parse(&sub, np, 5) < 0) {
-			graph_node_fail(&gr, i, sub.code, strchr(sub.message, ' ') ? strchr(sub.message, ' ') + 1 : sub.message);
-			goto out;
+			graph_node_fail(gr, i, sub.code, strchr(sub.message, ' ') ? strchr(sub.message, ' ') + 1 : sub.message);
+			return -1;
 		}
 		if (np[0].value) {
 			if (np[0].value->via.str.size == 0 || np[0].value->via.str.size > TDP_MAX_NAME_LEN) {
-				graph_node_fail(&gr, i, TDP_INVALID_ARGUMENT, "id must be 1-255 bytes");
-				goto out;
+				graph_node_fail(gr, i, TDP_INVALID_ARGUMENT, "id must be 1-255 bytes");
+				return -1;
 			}
 			for (unsigned j = 0; j < i; j++)
-				if (!strcmp(gr.nodes[j].id, nd->id)) {
-					graph_node_fail(&gr, i, TDP_INVALID_ARGUMENT, "id used by an earlier node");
-					goto out;
+				if (!strcmp(gr->nodes[j].id, nd->id)) {
+					graph_node_fail(gr, i, TDP_INVALID_ARGUMENT, "id used by an earlier node");
+					return -1;
 				}
 		}
-		if (build_node(&gr, i, np[1].value, np[2].value, np[3].value) < 0) {
-			graph_node_fail(&gr, i, nd->ctx.code, nd->ctx.message);
-			goto out;
+		if (build_node(gr, i, np[1].value, np[2].value, np[3].value) < 0) {
+			graph_node_fail(gr, i, nd->ctx.code, nd->ctx.message);
+			return -1;
 		}
 		if (np[4].value) {
-			if (out_name(&gr, i, np[4].value, nd->out_name) < 0)
-				goto out;
+			if (out_name(gr, i, np[4].value, nd->out_name) < 0)
+				return -1;
 			nd->has_out = true;
-			nstored++;
 		}
 	}
 	for (uint32_t k = 0; outs && k < outs->via.array.size; k++) {
 		const msgpack_object *o = &outs->via.array.ptr[k];
 		unsigned i;
 
-		for (i = 0; i < gr.n; i++)
-			if (gr.nodes[i].id[0] && tdp_obj_str_eq(o, gr.nodes[i].id))
+		for (i = 0; i < gr->n; i++)
+			if (gr->nodes[i].id[0] && tdp_obj_str_eq(o, gr->nodes[i].id))
 				break;
-		if (i == gr.n) {
+		if (i == gr->n) {
 			request_fail(req, TDP_INVALID_ARGUMENT, "outputs[%u] names no node id", k);
-			goto out;
+			return -1;
 		}
-		if (!gr.nodes[i].inline_out)
-			ninline++;
-		gr.nodes[i].inline_out = true;
+		gr->nodes[i].inline_out = true;
+	}
+	return 0;
+}
+
+int graph_run(struct request *req)
+{
+	struct param p[] = {
+		{ "nodes", PARAM_ARRAY, true, NULL },
+		{ "outputs", PARAM_ARRAY, false, NULL },
+	};
+	struct graph gr = { .req = req };
+	uint32_t nstored = 0, ninline = 0;
+	int r = -1;
+
+	if (params_parse(req, p, 2) < 0)
+		return -1;
+	if (graph_parse(&gr, p[0].value, p[1].value) < 0)
+		goto out;
+	for (unsigned i = 0; i < gr.n; i++) {
+		nstored += gr.nodes[i].has_out;
+		ninline += gr.nodes[i].inline_out;
 	}
 	if (graph_check_outputs(&gr) < 0 || graph_execute(&gr) < 0)
 		goto out;

@@ -253,6 +253,7 @@ int graph_append(struct graph *gr, const struct op_def *def, const int *src,
 	}
 	for (unsigned k = 0; k < n; k++) {
 		nd->src[k] = src[k];
+		nd->stored[k] = src[k] >= 0 ? NULL : stored[k];
 		nd->ctx.in[k] = src[k] >= 0 ? gr->nodes[src[k]].ctx.out : graph_stored_input(stored[k]);
 	}
 	if (attrs)

@@ -19,6 +19,7 @@ struct node {
 	bool inline_out;                 /* return the result's data */
 	struct op_ctx ctx;
 	int src[OP_MAX_INPUTS];          /* producing node of each input, -1: stored */
+	struct tensor *stored[OP_MAX_INPUTS]; /* the stored tensor of inputs with src -1 */
 	struct gpu_alloc alloc;          /* the result's own memory */
 	struct gpu_alloc *result;        /* &alloc, or input 0's memory for a view */
 	bool aliased;                    /* a view sharing input 0's memory */

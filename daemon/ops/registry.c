@@ -16,6 +16,7 @@ static const struct op_def *const families[] = {
 	op_defs_linalg, op_defs_conv,
 	op_defs_loss,
 	op_defs_reduce, op_defs_norm,
+	op_defs_optim,
 };
 
 static const struct op_def *all_ops[256];

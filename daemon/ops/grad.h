@@ -1,0 +1,87 @@
+/* Reverse-mode differentiation, as the backward functions of ops see it.
+ *
+ * A backward function gets the node it differentiates and the node holding
+ * the gradient of that node's result, and appends ordinary op nodes (mul,
+ * matmul, sum...) that compute the gradient of each input. Values are named
+ * by refs: a node index (>= 0), or a stored tensor the forward graph read
+ * (< 0; from ag_input). The engine (daemon/autograd.c) accumulates gradients
+ * that reach a value along several paths and reduces broadcast gradients back
+ * to their operand's shape. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "op.h"
+
+struct autograd;
+
+/* Write the gradient ref of each of `node`'s inputs to ret_grads[k], or
+ * AG_NONE when that input gets none (integer indices, conditions). The engine
+ * reduces broadcast gradients to the input's shape. Returns 0, or -1 after a
+ * failure was recorded (by ag_emit or ag_fail). */
+typedef int (*op_backward_fn)(struct autograd *ag, unsigned node, int gout, int *ret_grads);
+
+#define AG_NONE INT32_MIN
+
+/* An attribute for ag_emit: name plus value (the spec's type decides which
+ * field is read). */
+struct ag_attr {
+	const char *name;
+	double f;
+	const int64_t *ints;
+	unsigned nints;
+	const char *s;
+	bool b;
+};
+
+/* Append op `op` on `inputs` (refs) with `attrs`. Returns the new node's ref,
+ * or -1 after recording the failure. */
+int ag_emit(struct autograd *ag, const char *op, const int *inputs, unsigned n,
+	    const struct ag_attr *attrs, unsigned nattrs);
+
+/* One- and two-input shorthands of ag_emit without attributes. */
+int ag_op1(struct autograd *ag, const char *op, int a);
+int ag_op2(struct autograd *ag, const char *op, int a, int b);
+
+/* x OP scalar (OP a binary op), e.g. ag_scalar(ag, "mul", x, 0.5). */
+int ag_scalar(struct autograd *ag, const char *op, int x, double scalar);
+
+/* The ref of input `k` of forward node `node`. */
+int ag_input(struct autograd *ag, unsigned node, unsigned k);
+
+/* The ref of forward node `node`'s own result. */
+int ag_output(struct autograd *ag, unsigned node);
+
+/* The tensor description (dtype, shape) behind a ref (a copy: emitting nodes
+ * may move the graph's storage). */
+struct op_tensor ag_tensor(struct autograd *ag, int ref);
+
+/* The op name of forward node `node`. */
+const char *ag_op_name(struct autograd *ag, unsigned node);
+
+/* An attribute value of forward node `node`. */
+const struct op_attr_value *ag_attr_of(struct autograd *ag, unsigned node, const char *name);
+
+/* Sum `grad` over the dimensions where it was broadcast so that it has the
+ * shape of `like` (a ref). Returns the ref (maybe `grad` itself) or -1. */
+int ag_unbroadcast(struct autograd *ag, int grad, int like);
+
+/* Reshape `x` to `rank`/`shape`. */
+int ag_reshape(struct autograd *ag, int x, unsigned rank, const uint64_t *shape);
+
+/* u8 mask -> the dtype of `like` (0 or 1), for masking gradients. */
+int ag_mask_like(struct autograd *ag, int mask, int like);
+
+/* `x` broadcast to the shape of `like` (x must broadcast to it). */
+int ag_broadcast_to(struct autograd *ag, int x, int like);
+
+/* `x` summed over `axis` with keepdims (the reduction a backward rule needs). */
+int ag_sum_keep(struct autograd *ag, int x, int64_t axis);
+
+/* Fail the backward pass of `node` with a reason (reported with the node). */
+__attribute__((format(printf, 3, 4)))
+int ag_fail(struct autograd *ag, unsigned node, const char *fmt, ...);
+
+/* The backward function of op `name`, or NULL when it is not differentiable. */
+op_backward_fn op_backward_find(const char *name);

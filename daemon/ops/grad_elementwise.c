@@ -1,0 +1,207 @@
+/* Backward rules of the elementwise ops (forward: elementwise.c). Every rule
+ * builds its gradient from ordinary ops; the engine reduces broadcast
+ * gradients back to each operand's shape. */
+#include <string.h>
+
+#include "grad.h"
+#include "grad_rules.h"
+
+/* The scalar form (one input + attrs.scalar): is it `scalar OP x`? */
+static bool reversed(struct autograd *ag, unsigned node)
+{
+	const struct op_attr_value *r = ag_attr_of(ag, node, "reverse");
+
+	return r && r->set && r->i;
+}
+
+static double scalar_of(struct autograd *ag, unsigned node)
+{
+	return ag_attr_of(ag, node, "scalar")->f;
+}
+
+static bool is_scalar_form(struct autograd *ag, unsigned node)
+{
+	return ag_attr_of(ag, node, "scalar")->set;
+}
+
+int grad_add(struct autograd *ag, unsigned node, int g, int *out)
+{
+	out[0] = g;
+	if (!is_scalar_form(ag, node))
+		out[1] = g;
+	return 0;
+}
+
+int grad_sub(struct autograd *ag, unsigned node, int g, int *out)
+{
+	if (is_scalar_form(ag, node)) {
+		out[0] = reversed(ag, node) ? ag_op1(ag, "neg", g) : g;
+		return out[0] < 0 ? -1 : 0;
+	}
+	out[0] = g;
+	out[1] = ag_op1(ag, "neg", g);
+	return out[1] < 0 ? -1 : 0;
+}
+
+int grad_mul(struct autograd *ag, unsigned node, int g, int *out)
+{
+	if (is_scalar_form(ag, node)) {
+		out[0] = ag_scalar(ag, "mul", g, scalar_of(ag, node));
+		return out[0] < 0 ? -1 : 0;
+	}
+	out[0] = ag_op2(ag, "mul", g, ag_input(ag, node, 1));
+	out[1] = ag_op2(ag, "mul", g, ag_input(ag, node, 0));
+	return out[0] < 0 || out[1] < 0 ? -1 : 0;
+}
+
+/* d(a/b) = g/b, -g*(a/b)/b */
+int grad_div(struct autograd *ag, unsigned node, int g, int *out)
+{
+	int y = ag_output(ag, node);
+
+	if (is_scalar_form(ag, node)) {
+		if (!reversed(ag, node)) {
+			out[0] = ag_scalar(ag, "div", g, scalar_of(ag, node));
+		} else {
+			/* s/x: -g*y/x */
+			int t = ag_op2(ag, "mul", g, y);
+
+			out[0] = ag_op1(ag, "neg", ag_op2(ag, "div", t, ag_input(ag, node, 0)));
+		}
+		return out[0] < 0 ? -1 : 0;
+	}
+	out[0] = ag_op2(ag, "div", g, ag_input(ag, node, 1));
+	out[1] = ag_op1(ag, "neg", ag_op2(ag, "div", ag_op2(ag, "mul", g, y), ag_input(ag, node, 1)));
+	return out[0] < 0 || out[1] < 0 ? -1 : 0;
+}
+
+/* d(a^b) = g*b*a^(b-1), g*y*log(a) */
+int grad_pow(struct autograd *ag, unsigned node, int g, int *out)
+{
+	int a = ag_input(ag, node, 0), y = ag_output(ag, node);
+
+	if (is_scalar_form(ag, node)) {
+		double s = scalar_of(ag, node);
+
+		if (reversed(ag, node)) /* s^x: g*y*ln(s) */
+			out[0] = ag_scalar(ag, "mul", ag_op2(ag, "mul", g, y), __builtin_log(s));
+		else
+			out[0] = ag_scalar(ag, "mul", ag_op2(ag, "mul", g, ag_scalar(ag, "pow", a, s - 1)), s);
+		return out[0] < 0 ? -1 : 0;
+	}
+	{
+		int b = ag_input(ag, node, 1);
+		int bm1 = ag_scalar(ag, "sub", b, 1);
+
+		out[0] = ag_op2(ag, "mul", ag_op2(ag, "mul", g, b), ag_op2(ag, "pow", a, bm1));
+		out[1] = ag_op2(ag, "mul", ag_op2(ag, "mul", g, y), ag_op1(ag, "log", a));
+	}
+	return out[0] < 0 || out[1] < 0 ? -1 : 0;
+}
+
+/* maximum/minimum: the gradient goes to the operand that won (a on ties). */
+static int grad_select(struct autograd *ag, unsigned node, int g, int *out, const char *cmp)
+{
+	int a = ag_input(ag, node, 0), m;
+
+	if (is_scalar_form(ag, node)) {
+		m = ag_mask_like(ag, ag_scalar(ag, cmp, a, scalar_of(ag, node)), a);
+		out[0] = ag_op2(ag, "mul", g, m);
+		return out[0] < 0 ? -1 : 0;
+	}
+	m = ag_mask_like(ag, ag_op2(ag, cmp, a, ag_input(ag, node, 1)), a);
+	out[0] = ag_op2(ag, "mul", g, m);
+	out[1] = ag_op2(ag, "sub", g, out[0]);
+	return out[0] < 0 || out[1] < 0 ? -1 : 0;
+}
+
+int grad_maximum(struct autograd *ag, unsigned node, int g, int *out)
+{
+	return grad_select(ag, node, g, out, "ge");
+}
+
+int grad_minimum(struct autograd *ag, unsigned node, int g, int *out)
+{
+	return grad_select(ag, node, g, out, "le");
+}
+
+/* Comparisons are piecewise constant: no gradient flows through them. */
+int grad_none(struct autograd *ag, unsigned node, int g, int *out)
+{
+	(void)ag;
+	(void)node;
+	(void)g;
+	(void)out;
+	return 0;
+}
+
+int grad_where(struct autograd *ag, unsigned node, int g, int *out)
+{
+	int c = ag_input(ag, node, 0), zero = ag_scalar(ag, "mul", g, 0.0);
+	int in[3] = { c, g, zero }, in2[3] = { c, zero, g };
+
+	out[1] = ag_emit(ag, "where", in, 3, NULL, 0);
+	out[2] = ag_emit(ag, "where", in2, 3, NULL, 0);
+	return out[1] < 0 || out[2] < 0 ? -1 : 0;
+}
+
+/* Unary rules: g * f'(x), written with x and y = f(x). */
+int grad_unary(struct autograd *ag, unsigned node, int g, int *out)
+{
+	int x = ag_input(ag, node, 0), y = ag_output(ag, node), d;
+	const char *name = ag_op_name(ag, node);
+
+	if (!strcmp(name, "neg")) {
+		d = ag_op1(ag, "neg", g);
+	} else if (!strcmp(name, "copy")) {
+		d = g;
+	} else if (!strcmp(name, "exp")) {
+		d = ag_op2(ag, "mul", g, y);
+	} else if (!strcmp(name, "log")) {
+		d = ag_op2(ag, "div", g, x);
+	} else if (!strcmp(name, "sqrt")) {
+		d = ag_scalar(ag, "mul", ag_op2(ag, "div", g, y), 0.5);
+	} else if (!strcmp(name, "rsqrt")) {
+		d = ag_scalar(ag, "mul", ag_op2(ag, "mul", g, ag_op2(ag, "mul", y, ag_op2(ag, "mul", y, y))), -0.5);
+	} else if (!strcmp(name, "sin")) {
+		d = ag_op2(ag, "mul", g, ag_op1(ag, "cos", x));
+	} else if (!strcmp(name, "cos")) {
+		d = ag_op1(ag, "neg", ag_op2(ag, "mul", g, ag_op1(ag, "sin", x)));
+	} else if (!strcmp(name, "tanh")) {
+		/* 1 - y^2 */
+		d = ag_op2(ag, "mul", g, ag_scalar(ag, "sub", ag_op2(ag, "mul", y, y), 1.0));
+		d = ag_op1(ag, "neg", d);
+	} else if (!strcmp(name, "sigmoid")) {
+		d = ag_op2(ag, "mul", g, ag_op2(ag, "mul", y, ag_op1(ag, "neg", ag_scalar(ag, "sub", y, 1.0))));
+	} else if (!strcmp(name, "relu")) {
+		d = ag_op2(ag, "mul", g, ag_mask_like(ag, ag_scalar(ag, "gt", x, 0.0), x));
+	} else if (!strcmp(name, "abs")) {
+		int pos = ag_mask_like(ag, ag_scalar(ag, "gt", x, 0.0), x);
+		int neg = ag_mask_like(ag, ag_scalar(ag, "lt", x, 0.0), x);
+
+		d = ag_op2(ag, "mul", g, ag_op2(ag, "sub", pos, neg));
+	} else if (!strcmp(name, "softplus")) {
+		d = ag_op2(ag, "mul", g, ag_op1(ag, "sigmoid", x));
+	} else if (!strcmp(name, "silu")) {
+		/* s + x*s*(1-s) = s*(1 + x - y) */
+		int s = ag_op1(ag, "sigmoid", x);
+
+		d = ag_op2(ag, "mul", g, ag_op2(ag, "mul", s, ag_scalar(ag, "add", ag_op2(ag, "sub", x, y), 1.0)));
+	} else if (!strcmp(name, "clamp")) {
+		const struct op_attr_value *lo = ag_attr_of(ag, node, "min"), *hi = ag_attr_of(ag, node, "max");
+		int m = -1;
+
+		if (lo->set)
+			m = ag_mask_like(ag, ag_scalar(ag, "ge", x, lo->f), x);
+		if (hi->set) {
+			int mh = ag_mask_like(ag, ag_scalar(ag, "le", x, hi->f), x);
+
+			m = m < 0 ? mh : ag_op2(ag, "mul", m, mh);
+		}
+		d = m < 0 ? g : ag_op2(ag, "mul", g, m);
+	} else {
+		return ag_fail(ag, node, "%s has no gradient rule", name);
+	}
+	out[0] = d;
+	return d < 0 ? -1 : 0;
+}

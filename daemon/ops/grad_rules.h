@@ -1,0 +1,24 @@
+/* The backward rules (op_backward_fn), listed by op in grad_table.c. */
+#pragma once
+
+#include "grad.h"
+
+int grad_add(struct autograd *ag, unsigned node, int g, int *out);
+int grad_sub(struct autograd *ag, unsigned node, int g, int *out);
+int grad_mul(struct autograd *ag, unsigned node, int g, int *out);
+int grad_div(struct autograd *ag, unsigned node, int g, int *out);
+int grad_pow(struct autograd *ag, unsigned node, int g, int *out);
+int grad_maximum(struct autograd *ag, unsigned node, int g, int *out);
+int grad_minimum(struct autograd *ag, unsigned node, int g, int *out);
+int grad_none(struct autograd *ag, unsigned node, int g, int *out);
+int grad_where(struct autograd *ag, unsigned node, int g, int *out);
+int grad_unary(struct autograd *ag, unsigned node, int g, int *out);
+int grad_matmul(struct autograd *ag, unsigned node, int g, int *out);
+int grad_sum_mean(struct autograd *ag, unsigned node, int g, int *out);
+int grad_softmax(struct autograd *ag, unsigned node, int g, int *out);
+int grad_reshape(struct autograd *ag, unsigned node, int g, int *out);
+int grad_transpose(struct autograd *ag, unsigned node, int g, int *out);
+int grad_permute(struct autograd *ag, unsigned node, int g, int *out);
+int grad_mse(struct autograd *ag, unsigned node, int g, int *out);
+int grad_bce_logits(struct autograd *ag, unsigned node, int g, int *out);
+int grad_class_loss(struct autograd *ag, unsigned node, int g, int *out);
