@@ -53,70 +53,28 @@ int ag_fail(struct autograd *ag, unsigned node, const char *fmt, ...)
 	return -1;
 }
 
-static bool set_attr(struct op_attr_value *v, enum op_attr_type type, const struct ag_attr *a)
-{
-	v->set = true;
-	switch (type) {
-	case ATTR_FLOAT:
-	case ATTR_INT:
-		v->f = a->f;
-		v->i = (int64_t)a->f;
-		return true;
-	case ATTR_BOOL:
-		v->i = a->b;
-		return true;
-	case ATTR_STR:
-		snprintf(v->s, sizeof(v->s), "%s", a->s ? a->s : "");
-		return true;
-	case ATTR_INTS:
-		if (a->nints > OP_MAX_INTS)
-			return false;
-		memcpy(v->ints, a->ints, a->nints * sizeof(*a->ints));
-		v->nints = a->nints;
-		return true;
-	}
-	return false;
-}
-
 int ag_emit(struct autograd *ag, const char *op, const int *inputs, unsigned n,
-	    const struct ag_attr *attrs, unsigned nattrs)
+	    const struct graph_attr *attrs, unsigned nattrs)
 {
-	const struct op_def *def = op_find(op, strlen(op));
-	struct op_attr_value vals[OP_MAX_ATTRS];
 	int src[OP_MAX_INPUTS];
 	struct tensor *stored[OP_MAX_INPUTS];
+	char why[300];
 	int r;
 
 	if (ag->failed)
 		return -1;
-	if (!def || n > OP_MAX_INPUTS)
-		return ag_fail(ag, ag->current, "backward needs op '%s', which is missing", op);
-	memset(vals, 0, sizeof(vals));
-	for (unsigned a = 0; a < nattrs; a++) {
-		unsigned k;
-
-		for (k = 0; def->attrs && def->attrs[k].name; k++)
-			if (!strcmp(def->attrs[k].name, attrs[a].name))
-				break;
-		if (!def->attrs || !def->attrs[k].name || !set_attr(&vals[k], def->attrs[k].type, &attrs[a]))
-			return ag_fail(ag, ag->current, "backward: op '%s' has no attr '%s'", op, attrs[a].name);
-	}
+	if (n > OP_MAX_INPUTS)
+		return ag_fail(ag, ag->current, "backward: too many operands for '%s'", op);
 	for (unsigned k = 0; k < n; k++) {
 		if (inputs[k] == -1 || inputs[k] == AG_NONE)
 			return ag_fail(ag, ag->current, "backward: a missing operand for '%s'", op);
 		src[k] = inputs[k] >= 0 ? inputs[k] : -1;
 		stored[k] = inputs[k] >= 0 ? NULL : ag->stored[-inputs[k] - 2];
 	}
-	r = graph_append(ag->gr, def, src, stored, n, vals);
+	r = graph_emit(ag->gr, op, src, stored, n, attrs, nattrs, why, sizeof(why));
 	if (r < 0) {
-		struct node *bad = ag->gr->n ? &ag->gr->nodes[ag->gr->n - 1] : NULL;
-
-		ag->failed = true;
-		ag->code = bad && bad->ctx.code ? bad->ctx.code : TDP_RESOURCE_EXHAUSTED;
-		snprintf(ag->message, sizeof(ag->message), "backward (%s): %s", op,
-			 bad && bad->ctx.message[0] ? bad->ctx.message : "graph too large");
-		if (bad && bad->ctx.def == def)
-			ag->gr->n--; /* drop the half-built node */
+		ag_fail(ag, ag->current, "backward (%s): %s", op, why);
+		ag->code = TDP_RESOURCE_EXHAUSTED;
 		return -1;
 	}
 	return r;
@@ -136,7 +94,7 @@ int ag_op2(struct autograd *ag, const char *op, int a, int b)
 
 int ag_scalar(struct autograd *ag, const char *op, int x, double scalar)
 {
-	struct ag_attr a = { .name = "scalar", .f = scalar };
+	struct graph_attr a = { .name = "scalar", .f = scalar };
 
 	return ag_emit(ag, op, &x, 1, &a, 1);
 }
@@ -180,7 +138,7 @@ const struct op_attr_value *ag_attr_of(struct autograd *ag, unsigned node, const
 int ag_reshape(struct autograd *ag, int x, unsigned rank, const uint64_t *shape)
 {
 	int64_t dims[TDP_MAX_RANK];
-	struct ag_attr a = { .name = "shape", .ints = dims, .nints = rank };
+	struct graph_attr a = { .name = "shape", .ints = dims, .nints = rank };
 
 	for (unsigned d = 0; d < rank; d++)
 		dims[d] = (int64_t)shape[d];
@@ -192,7 +150,7 @@ int ag_unbroadcast(struct autograd *ag, int grad, int like)
 	struct op_tensor g = ag_tensor(ag, grad), l = ag_tensor(ag, like);
 	int64_t axes[TDP_MAX_RANK];
 	unsigned naxes = 0, lead = g.rank - l.rank;
-	struct ag_attr a[2] = {
+	struct graph_attr a[2] = {
 		{ .name = "axis", .ints = axes },
 		{ .name = "keepdims", .b = true },
 	};
@@ -217,7 +175,7 @@ int ag_unbroadcast(struct autograd *ag, int grad, int like)
 
 int ag_mask_like(struct autograd *ag, int mask, int like)
 {
-	struct ag_attr a = { .name = "dtype", .s = tdp_dtype_name(ag_tensor(ag, like).dtype) };
+	struct graph_attr a = { .name = "dtype", .s = tdp_dtype_name(ag_tensor(ag, like).dtype) };
 
 	return ag_emit(ag, "cast", &mask, 1, &a, 1);
 }
@@ -226,7 +184,7 @@ int ag_broadcast_to(struct autograd *ag, int x, int like)
 {
 	struct op_tensor l = ag_tensor(ag, like);
 	int64_t dims[TDP_MAX_RANK];
-	struct ag_attr a[2] = {
+	struct graph_attr a[2] = {
 		{ .name = "shape", .ints = dims, .nints = l.rank },
 		{ .name = "dtype", .s = tdp_dtype_name(ag_tensor(ag, x).dtype) },
 	};
@@ -242,7 +200,7 @@ int ag_broadcast_to(struct autograd *ag, int x, int like)
 
 int ag_sum_keep(struct autograd *ag, int x, int64_t axis)
 {
-	struct ag_attr a[2] = {
+	struct graph_attr a[2] = {
 		{ .name = "axis", .ints = &axis, .nints = 1 },
 		{ .name = "keepdims", .b = true },
 	};
@@ -319,7 +277,7 @@ int autograd_build(struct graph *gr, unsigned loss, struct tensor *const *params
 		goto out;
 	}
 	{
-		struct ag_attr a[2] = {
+		struct graph_attr a[2] = {
 			{ .name = "shape", .nints = 0, .ints = NULL },
 			{ .name = "dtype", .s = tdp_dtype_name(lt.dtype) },
 		};

@@ -5,6 +5,7 @@
 
 #include "graph.h"
 #include "handlers.h"
+#include "train.h"
 #include "log.h"
 #include "methods.h"
 #include "request.h"
@@ -24,6 +25,7 @@ static const struct {
 	{ TDP_METHOD_TENSOR_DELETE, method_tensor_delete },
 	{ TDP_METHOD_OP_RUN, graph_op_run },
 	{ TDP_METHOD_GRAPH_RUN, graph_run },
+	{ TDP_METHOD_TRAIN_STEP, train_step },
 };
 
 int request_fail(struct request *req, int code, const char *fmt, ...)

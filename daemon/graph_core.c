@@ -17,6 +17,8 @@
 #include "status.h"
 #include "store.h"
 #include "tensor_meta.h"
+#include "errorf.h"
+#include <stdio.h>
 
 
 /* Report a node's failure with its position, id and op. */
@@ -263,3 +265,60 @@ int graph_append(struct graph *gr, const struct op_def *def, const int *src,
 	return (int)i;
 }
 
+
+static bool set_attr(struct op_attr_value *v, enum op_attr_type type, const struct graph_attr *a)
+{
+	v->set = true;
+	switch (type) {
+	case ATTR_FLOAT:
+	case ATTR_INT:
+		v->f = a->f;
+		v->i = (int64_t)a->f;
+		return true;
+	case ATTR_BOOL:
+		v->i = a->b;
+		return true;
+	case ATTR_STR:
+		snprintf(v->s, sizeof(v->s), "%s", a->s ? a->s : "");
+		return true;
+	case ATTR_INTS:
+		if (a->nints > OP_MAX_INTS)
+			return false;
+		memcpy(v->ints, a->ints, a->nints * sizeof(*a->ints));
+		v->nints = a->nints;
+		return true;
+	}
+	return false;
+}
+
+int graph_emit(struct graph *gr, const char *op, const int *src, struct tensor *const *stored,
+	       unsigned n, const struct graph_attr *attrs, unsigned nattrs, char *why, size_t why_len)
+{
+	const struct op_def *def = op_find(op, strlen(op));
+	struct op_attr_value vals[OP_MAX_ATTRS];
+	int r;
+
+	if (!def)
+		return tdp_errorf(why, why_len, -1, "op '%s' is missing", op);
+	memset(vals, 0, sizeof(vals));
+	for (unsigned a = 0; a < nattrs; a++) {
+		unsigned k;
+
+		for (k = 0; def->attrs && def->attrs[k].name; k++)
+			if (!strcmp(def->attrs[k].name, attrs[a].name))
+				break;
+		if (!def->attrs || !def->attrs[k].name || !set_attr(&vals[k], def->attrs[k].type, &attrs[a]))
+			return tdp_errorf(why, why_len, -1, "op '%s' has no attr '%s'", op, attrs[a].name);
+	}
+	r = graph_append(gr, def, src, stored, n, vals);
+	if (r < 0) {
+		struct node *bad = &gr->nodes[gr->n - 1];
+		bool appended = gr->n > 0 && bad->ctx.def == def && bad->ctx.message[0];
+
+		tdp_errorf(why, why_len, -1, "%s", appended ? bad->ctx.message : "the graph is too large");
+		if (appended)
+			gr->n--; /* drop the half-built node */
+		return -1;
+	}
+	return r;
+}

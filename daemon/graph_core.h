@@ -32,6 +32,17 @@ struct graph {
 	unsigned cap;                    /* nodes allocated */
 };
 
+/* A named attribute value for graph_emit (the op's spec decides which field
+ * is read: f for numbers, b for booleans, s for strings, ints for lists). */
+struct graph_attr {
+	const char *name;
+	double f;
+	const int64_t *ints;
+	unsigned nints;
+	const char *s;
+	bool b;
+};
+
 /* Report node `i`'s failure with its position, id and op through the request.
  * Returns -1. */
 int graph_node_fail(struct graph *gr, unsigned i, int code, const char *what);
@@ -49,6 +60,11 @@ int graph_append(struct graph *gr, const struct op_def *def, const int *src,
 
 /* An op input describing stored tensor `t` (its memory, shape and dtype). */
 struct op_tensor graph_stored_input(struct tensor *t);
+
+/* graph_append by op name with named attributes. Returns the node index, or
+ * -1 with a reason in `why` (`why_len` bytes). */
+int graph_emit(struct graph *gr, const char *op, const int *src, struct tensor *const *stored,
+	       unsigned n, const struct graph_attr *attrs, unsigned nattrs, char *why, size_t why_len);
 
 /* Run inference on a node whose def, inputs and attrs are set; checks arity
  * and the result size limit. Returns 0 or -1 with ctx.code/message set. */

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../graph_core.h"
 #include "op.h"
 
 struct autograd;
@@ -24,21 +25,10 @@ typedef int (*op_backward_fn)(struct autograd *ag, unsigned node, int gout, int 
 
 #define AG_NONE INT32_MIN
 
-/* An attribute for ag_emit: name plus value (the spec's type decides which
- * field is read). */
-struct ag_attr {
-	const char *name;
-	double f;
-	const int64_t *ints;
-	unsigned nints;
-	const char *s;
-	bool b;
-};
-
 /* Append op `op` on `inputs` (refs) with `attrs`. Returns the new node's ref,
  * or -1 after recording the failure. */
 int ag_emit(struct autograd *ag, const char *op, const int *inputs, unsigned n,
-	    const struct ag_attr *attrs, unsigned nattrs);
+	    const struct graph_attr *attrs, unsigned nattrs);
 
 /* One- and two-input shorthands of ag_emit without attributes. */
 int ag_op1(struct autograd *ag, const char *op, int a);

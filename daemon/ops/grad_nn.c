@@ -92,7 +92,7 @@ int grad_reshape(struct autograd *ag, unsigned node, int g, int *out)
 int grad_transpose(struct autograd *ag, unsigned node, int g, int *out)
 {
 	const struct op_attr_value *d0 = ag_attr_of(ag, node, "dim0"), *d1 = ag_attr_of(ag, node, "dim1");
-	struct ag_attr a[2] = {
+	struct graph_attr a[2] = {
 		{ .name = "dim0", .f = d0->set ? (double)d0->i : -2 },
 		{ .name = "dim1", .f = d1->set ? (double)d1->i : -1 },
 	};
@@ -106,7 +106,7 @@ int grad_permute(struct autograd *ag, unsigned node, int g, int *out)
 	const struct op_attr_value *dims = ag_attr_of(ag, node, "dims");
 	unsigned rank = ag_tensor(ag, g).rank;
 	int64_t inv[OP_MAX_INTS];
-	struct ag_attr a = { .name = "dims", .ints = inv, .nints = dims->nints };
+	struct graph_attr a = { .name = "dims", .ints = inv, .nints = dims->nints };
 
 	for (unsigned k = 0; k < dims->nints; k++) {
 		int64_t d = dims->ints[k] < 0 ? dims->ints[k] + rank : dims->ints[k];
@@ -162,7 +162,7 @@ int grad_bce_logits(struct autograd *ag, unsigned node, int g, int *out)
 static int targets(struct autograd *ag, unsigned node, int logits, double smoothing)
 {
 	struct op_tensor x = ag_tensor(ag, logits);
-	struct ag_attr a[2] = {
+	struct graph_attr a[2] = {
 		{ .name = "num_classes", .f = (double)x.shape[1] },
 		{ .name = "dtype", .s = tdp_dtype_name(x.dtype) },
 	};
