@@ -114,6 +114,7 @@ void tensord_free(struct tensord *td)
 	msgpack_unpacked_destroy(&td->reply);
 	tdp_buf_free(&td->in);
 	tdp_buf_free(&td->out);
+	tdp_buf_free(&td->notify_buf);
 	free(td);
 }
 
@@ -127,10 +128,22 @@ int tensord_error_code(const struct tensord *td)
 	return td ? td->remote_code : 0;
 }
 
+void tensord_set_notify(struct tensord *td, tensord_notify_fn fn, void *userdata)
+{
+	if (!td)
+		return;
+	td->notify = fn;
+	td->notify_data = fn ? userdata : NULL;
+}
+
 int td_request_begin(struct tensord *td, const char *method, msgpack_packer **ret_pk)
 {
 	if (td->broken)
 		return td->broken;
+	/* The reply being waited for is still unread in td->in: a call from the
+	 * callback would lose it. */
+	if (td->in_notify)
+		return td_fail(td, -EBUSY, "called from a notification callback of the same handle");
 	td_request_end(td);
 	td->out.start = td->out.end = 0;
 	if (tdp_write_request_head(&td->pk, td->next_msgid, method) < 0)
@@ -299,8 +312,38 @@ static int describe_error_map(const msgpack_object *map, char *dst, size_t cap)
 	return (int)c;
 }
 
-/* Read messages until the reply to `msgid`, skipping notifications other than
- * protocol.error. On success td->reply holds it and *ret_msg describes it. */
+/* Hand a notification to the callback with its params map packed on its
+ * own. Notifications are advisory: one that cannot be repacked (ENOMEM) is
+ * dropped rather than failing the call that is waiting. */
+static void deliver_notification(struct tensord *td, const struct tdp_message *m)
+{
+	char method[TDP_MAX_METHOD_LEN + 1];
+	msgpack_packer pk;
+	size_t n;
+
+	/* A name over the protocol's limit is no event anyone asked for. */
+	if (!td->notify || m->method_len > TDP_MAX_METHOD_LEN)
+		return;
+	n = m->method_len;
+	memcpy(method, m->method, n);
+	method[n] = '\0';
+	td->notify_buf.start = td->notify_buf.end = 0;
+	if (m->params) {
+		msgpack_packer_init(&pk, &td->notify_buf, tdp_buf_msgpack_write);
+		if (msgpack_pack_object(&pk, *m->params))
+			return;
+	}
+	td->in_notify = true;
+	td->notify(td->notify_data, method, m->params ? tdp_buf_head(&td->notify_buf) : NULL,
+		   m->params ? tdp_buf_len(&td->notify_buf) : 0);
+	td->in_notify = false;
+	td->notify_buf.start = td->notify_buf.end = 0;
+	tdp_buf_shrink(&td->notify_buf, READ_CHUNK);
+}
+
+/* Read messages until the reply to `msgid`, passing notifications other than
+ * protocol.error to the callback (or skipping them). On success td->reply
+ * holds it and *ret_msg describes it. */
 static int read_reply(struct tensord *td, uint32_t msgid, bool dontwait, struct tdp_message *ret_msg)
 {
 	char why[128];
@@ -323,7 +366,8 @@ static int read_reply(struct tensord *td, uint32_t msgid, bool dontwait, struct 
 				describe_error_map(m.params, text, sizeof(text));
 				return td_fail(td, -EPROTO, "daemon closed the stream: %s", text);
 			}
-			/* Progress and log events: nothing waits for them yet. */
+			/* Progress and log events: the caller's, if it asked for them. */
+			deliver_notification(td, &m);
 			tdp_buf_consume(&td->in, (size_t)len);
 			continue;
 		}

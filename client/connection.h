@@ -28,6 +28,10 @@ struct tensord {
 	bool have_reply;
 	int broken;              /* sticky -errno once the stream is unusable, else 0 */
 	int remote_code;         /* code of the last failure if it was remote, else 0 */
+	tensord_notify_fn notify; /* tensord_set_notify(); NULL skips notifications */
+	void *notify_data;
+	struct tdp_buf notify_buf; /* the params map handed to `notify`, repacked */
+	bool in_notify;          /* inside `notify`: calls on this handle are refused */
 	char error[TD_ERROR_MAX];
 };
 

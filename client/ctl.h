@@ -55,6 +55,18 @@ int ctl_cmd_put(struct ctl *c);
 int ctl_cmd_get(struct ctl *c);
 int ctl_cmd_run(struct ctl *c);
 int ctl_cmd_graph(struct ctl *c);
+int ctl_cmd_train(struct ctl *c);
+int ctl_cmd_step(struct ctl *c);
+
+/* Read the JSON file `path` (bounded size) and append it to `sb` as msgpack.
+ * It must hold one object; `what` shows its shape in the message otherwise.
+ * Returns CTL_EXIT_OK, or an exit status with the error printed. */
+int ctl_read_json_map(const char *path, const char *what, msgpack_sbuffer *sb);
+
+/* Check one entry {id: {"dtype", "shape", "data"}} of a result's "outputs"
+ * map and print it: "id =" and the array for people, `"id":{...}` with
+ * --json (the caller writes the separators). Returns an exit status. */
+int ctl_print_output(struct ctl *c, const msgpack_object *key, const msgpack_object *o);
 
 /* Print the `info` result for people: known fields formatted with units, any
  * others as JSON. Missing or mistyped fields are skipped, never trusted. */

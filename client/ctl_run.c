@@ -1,4 +1,5 @@
-/* tensorctl run (op.run) and graph (graph.run). */
+/* tensorctl run (op.run) and graph (graph.run), and the helpers that the
+ * train commands share with graph. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -139,8 +140,7 @@ static int read_file(const char *path, char **ret, size_t *ret_len)
 	return CTL_EXIT_OK;
 }
 
-/* One entry of the result's "outputs" map: check it and print it. */
-static int print_output(struct ctl *c, const msgpack_object *key, const msgpack_object *o)
+int ctl_print_output(struct ctl *c, const msgpack_object *key, const msgpack_object *o)
 {
 	const msgpack_object *dt = tdp_map_find(o, "dtype"), *sh = tdp_map_find(o, "shape");
 	const msgpack_object *data = tdp_map_find(o, "data");
@@ -207,7 +207,7 @@ static int print_graph_result(struct ctl *c, const msgpack_object *res)
 	for (uint32_t i = 0; i < outs->via.map.size; i++) {
 		if (c->json && i > 0)
 			fputc(',', stdout);
-		status = print_output(c, &outs->via.map.ptr[i].key, &outs->via.map.ptr[i].val);
+		status = ctl_print_output(c, &outs->via.map.ptr[i].key, &outs->via.map.ptr[i].val);
 		if (status != CTL_EXIT_OK)
 			return status;
 	}
@@ -225,31 +225,38 @@ static int print_graph_result(struct ctl *c, const msgpack_object *res)
 	return CTL_EXIT_OK;
 }
 
+int ctl_read_json_map(const char *path, const char *what, msgpack_sbuffer *sb)
+{
+	msgpack_packer pk;
+	char err[MSG_MAX], *text = NULL;
+	size_t len = 0;
+	int r, status;
+
+	if ((status = read_file(path, &text, &len)) != CTL_EXIT_OK)
+		return status;
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	r = ctl_json_to_msgpack(text, len, &pk, err, sizeof(err));
+	free(text);
+	if (r < 0)
+		return ctl_error("%s: %s", path, err);
+	if (sb->size == 0 || !(((uint8_t)sb->data[0] >= 0x80 && (uint8_t)sb->data[0] <= 0x8f) ||
+			       (uint8_t)sb->data[0] == 0xde || (uint8_t)sb->data[0] == 0xdf))
+		return ctl_error("%s: the file must hold one JSON object %s", path, what);
+	return CTL_EXIT_OK;
+}
+
 int ctl_cmd_graph(struct ctl *c)
 {
 	msgpack_sbuffer sb;
-	msgpack_packer pk;
 	msgpack_unpacked u;
-	char err[MSG_MAX], *text = NULL;
 	void *res = NULL;
-	size_t len = 0, rlen = 0, off = 0;
+	size_t rlen = 0, off = 0;
 	int r, status;
 
 	msgpack_sbuffer_init(&sb);
 	msgpack_unpacked_init(&u);
-	if ((status = read_file(c->pos[0], &text, &len)) != CTL_EXIT_OK)
+	if ((status = ctl_read_json_map(c->pos[0], "{\"nodes\": [...]}", &sb)) != CTL_EXIT_OK)
 		goto out;
-	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-	r = ctl_json_to_msgpack(text, len, &pk, err, sizeof(err));
-	if (r < 0) {
-		status = ctl_error("%s: %s", c->pos[0], err);
-		goto out;
-	}
-	if (sb.size == 0 || !(((uint8_t)sb.data[0] >= 0x80 && (uint8_t)sb.data[0] <= 0x8f) ||
-			      (uint8_t)sb.data[0] == 0xde || (uint8_t)sb.data[0] == 0xdf)) {
-		status = ctl_error("%s: the file must hold one JSON object {\"nodes\": [...]}", c->pos[0]);
-		goto out;
-	}
 	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
 		goto out;
 	if ((r = tensord_graph_run_raw(c->td, sb.data, sb.size, &res, &rlen)) < 0) {
@@ -264,7 +271,6 @@ int ctl_cmd_graph(struct ctl *c)
 out:
 	msgpack_unpacked_destroy(&u);
 	free(res);
-	free(text);
 	msgpack_sbuffer_destroy(&sb);
 	return status;
 }

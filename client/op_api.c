@@ -148,3 +148,29 @@ int tensord_graph_run_raw(struct tensord *td, const void *params, size_t len, vo
 		return td_fail(td, -EINVAL, "graph.run needs params {\"nodes\": [...]}");
 	return tensord_call_raw(td, TDP_METHOD_GRAPH_RUN, params, len, ret_result, ret_len);
 }
+
+/* Until proto/methods.h names it (the daemon side lands separately). */
+#ifndef TDP_METHOD_TRAIN_RUN
+#define TDP_METHOD_TRAIN_RUN "train.run"
+#endif
+
+int tensord_train_step_raw(struct tensord *td, const void *params, size_t len, void **ret_result,
+			   size_t *ret_len)
+{
+	if (!td)
+		return -EINVAL;
+	if (!params)
+		return td_fail(td, -EINVAL, "train.step needs params {\"nodes\", \"loss\", \"params\"}");
+	return tensord_call_raw(td, TDP_METHOD_TRAIN_STEP, params, len, ret_result, ret_len);
+}
+
+int tensord_train_run_raw(struct tensord *td, const void *params, size_t len, void **ret_result,
+			  size_t *ret_len)
+{
+	if (!td)
+		return -EINVAL;
+	if (!params)
+		return td_fail(td, -EINVAL,
+			       "train.run needs params {\"nodes\", \"loss\", \"params\", \"data\", ...}");
+	return tensord_call_raw(td, TDP_METHOD_TRAIN_RUN, params, len, ret_result, ret_len);
+}

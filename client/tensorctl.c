@@ -32,11 +32,15 @@ static const char usage_text[] =
 	"  run OP IN... [-o OUT] [--attr KEY=VALUE]...\n"
 	"                               run an op; print the result or store it as OUT\n"
 	"  graph FILE.json              run the graph.run params in FILE (JSON)\n"
+	"  train FILE.json              run the train.run params in FILE: a whole\n"
+	"                               training run, with progress as it goes\n"
+	"  step FILE.json               run the train.step params in FILE: one step\n"
 	"\n"
 	"Options:\n"
 	"  --socket PATH   daemon socket (default: $TENSORD_SOCKET, else\n"
 	"                  " DEFAULT_SOCKET ")\n"
 	"  --json          print one JSON document instead of text for people\n"
+	"                  (train: one JSON line per event, then the result)\n"
 	"  -h, --help      print this help\n"
 	"  --version       print the version\n"
 	"\n"
@@ -101,6 +105,8 @@ static const struct command_def {
 	{ "get", ctl_cmd_get, 1, 1, 1u << OPT_OUT, "NAME", true },
 	{ "run", ctl_cmd_run, 1, 1 + 64, 1u << OPT_OUT | 1u << OPT_ATTR, "OP", false },
 	{ "graph", ctl_cmd_graph, 1, 1, 0, "FILE", false },
+	{ "train", ctl_cmd_train, 1, 1, 0, "FILE", false },
+	{ "step", ctl_cmd_step, 1, 1, 0, "FILE", false },
 };
 
 static const struct option_def *find_option(const char *arg, const char **ret_inline)

@@ -109,6 +109,25 @@ TENSORD_EXPORT int tensord_call_raw(struct tensord *td, const char *method,
 				    const void *params, size_t params_len,
 				    void **ret_result, size_t *ret_len);
 
+/* Receives a notification `[2, method, [params]]` that arrived while a call
+ * on the handle waited for its response. `method` is NUL-terminated;
+ * `params` is the packed msgpack of the params map (`len` bytes), or NULL
+ * with `len` 0 when the notification had no params. Both are valid only
+ * during the callback. The callback must not call into the same handle
+ * (such calls fail with -EBUSY; tensord_free() is forbidden); it may use
+ * other handles. */
+typedef void (*tensord_notify_fn)(void *userdata, const char *method, const void *params_msgpack,
+				  size_t len);
+
+/* Route notifications to `fn` (called with `userdata`); NULL turns that off.
+ * While any call waits for its response, every notification except
+ * `protocol.error` goes to `fn` in the order received and the wait goes on;
+ * without a callback they are skipped. `protocol.error` always ends the
+ * call with -EPROTO and a dead handle. Notifications are advisory: one the
+ * library cannot hand over (out of memory, a method name over the
+ * protocol's length limit) is dropped. */
+TENSORD_EXPORT void tensord_set_notify(struct tensord *td, tensord_notify_fn fn, void *userdata);
+
 /* `info`, returned as raw msgpack like tensord_call_raw(). */
 TENSORD_EXPORT int tensord_info_raw(struct tensord *td, void **ret_result, size_t *ret_len);
 
@@ -162,6 +181,25 @@ TENSORD_EXPORT int tensord_op_run(struct tensord *td, const char *op, size_t nin
  * *ret_result is the malloc'd packed result {"outputs": ..., "stored": ...}
  * (free() it) and *ret_len its size. */
 TENSORD_EXPORT int tensord_graph_run_raw(struct tensord *td, const void *params, size_t len,
+					 void **ret_result, size_t *ret_len);
+
+/* `train.step` with raw msgpack, like tensord_call_raw(): `params` (`len`
+ * bytes) is one packed map {"nodes", "loss", "params", "optimizer"?, ...}
+ * (docs/protocol.md); on success *ret_result is the malloc'd packed result
+ * {"loss", "step", "lr", "outputs", "stored"} (free() it) and *ret_len its
+ * size. */
+TENSORD_EXPORT int tensord_train_step_raw(struct tensord *td, const void *params, size_t len,
+					  void **ret_result, size_t *ret_len);
+
+/* `train.run` with raw msgpack, like tensord_call_raw(): `params` (`len`
+ * bytes) is one packed map {"nodes", "loss", "params", "data",
+ * "batch_size", ...} (docs/protocol.md). The call blocks for the whole run;
+ * meanwhile the daemon's `train.progress` and `train.eval` notifications go
+ * to the callback set with tensord_set_notify(). The daemon cancels the run
+ * when the connection closes (the process ends, say). On success *ret_result is the malloc'd packed
+ * result {"steps", "epochs", "loss", "seconds", "samples_per_s", "stopped",
+ * "eval"} (free() it) and *ret_len its size. */
+TENSORD_EXPORT int tensord_train_run_raw(struct tensord *td, const void *params, size_t len,
 					 void **ret_result, size_t *ret_len);
 
 #ifdef __cplusplus

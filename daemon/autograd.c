@@ -112,6 +112,11 @@ int ag_input(struct autograd *ag, unsigned node, unsigned k)
 	return stored_ref(ag, t);
 }
 
+unsigned ag_ninputs(struct autograd *ag, unsigned node)
+{
+	return ag->gr->nodes[node].ctx.ninputs;
+}
+
 int ag_output(struct autograd *ag, unsigned node)
 {
 	(void)ag;

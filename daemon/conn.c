@@ -15,6 +15,7 @@
 #include "request.h"
 #include "rpc.h"
 #include "status.h"
+#include "train.h"
 
 /* Stop taking new requests while this much output waits for the client. */
 #define OUT_HIGH_WATER ((size_t)8 << 20)
@@ -62,6 +63,10 @@ void conn_close(struct conn *c)
 {
 	if (c->dead)
 		return;
+	if (c->job) {
+		train_job_cancel(c->job);
+		c->job = NULL;
+	}
 	loop_remove(c->d->loop, &c->src);
 	close(c->src.fd);
 	c->src.fd = -1;
@@ -138,6 +143,7 @@ static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 	} else if (m.type == TDP_MSG_REQUEST) {
 		struct request req = {
 			.d = c->d,
+			.conn = c,
 			.uid = c->uid,
 			.pid = c->pid,
 			.msgid = m.msgid,
@@ -166,7 +172,8 @@ static bool process(struct conn *c)
 	bool stalled = false;
 
 	lim.max_bytes = c->d->cfg.max_message_bytes;
-	while (!c->closing) {
+	/* A running job answers its request last; later ones wait for it. */
+	while (!c->closing && !c->job) {
 		int r;
 
 		if (tdp_buf_len(&c->out) >= OUT_HIGH_WATER) {
@@ -250,11 +257,49 @@ static int flush_output(struct conn *c)
 	return 0;
 }
 
+/* Serve, flush and set the epoll interest after anything happened. */
+static void conn_settle(struct conn *c)
+{
+	uint32_t want;
+	bool stalled;
+
+	do {
+		stalled = process(c);
+		if (c->dead)
+			return;
+		if (flush_output(c) < 0) {
+			conn_close(c);
+			return;
+		}
+	} while (stalled && tdp_buf_len(&c->out) == 0);
+
+	if (tdp_buf_len(&c->out) == 0 && !c->job && (c->closing || c->peer_closed)) {
+		conn_close(c);
+		return;
+	}
+	want = 0;
+	if (!c->peer_closed && !c->closing && tdp_buf_len(&c->out) < OUT_HIGH_WATER)
+		want |= EPOLLIN | EPOLLRDHUP;
+	if (tdp_buf_len(&c->out) > 0)
+		want |= EPOLLOUT;
+	if (loop_modify(c->d->loop, &c->src, want) < 0)
+		conn_close(c);
+}
+
+void conn_kick(struct conn *c)
+{
+	if (!c->dead)
+		conn_settle(c);
+}
+
+bool conn_backlogged(const struct conn *c)
+{
+	return tdp_buf_len(&c->out) >= OUT_HIGH_WATER;
+}
+
 static void conn_event(void *data, uint32_t events)
 {
 	struct conn *c = data;
-	uint32_t want;
-	bool stalled;
 	int r;
 
 	if (c->dead)
@@ -269,27 +314,12 @@ static void conn_event(void *data, uint32_t events)
 			return;
 		}
 	}
-	do {
-		stalled = process(c);
-		if (c->dead)
-			return;
-		if (flush_output(c) < 0) {
-			conn_close(c);
-			return;
-		}
-	} while (stalled && tdp_buf_len(&c->out) == 0);
-
-	if (tdp_buf_len(&c->out) == 0 && (c->closing || c->peer_closed)) {
+	/* A peer that hung up while its job runs: cancel the job. */
+	if (c->job && (c->peer_closed || (events & (EPOLLHUP | EPOLLERR)))) {
 		conn_close(c);
 		return;
 	}
-	want = 0;
-	if (!c->peer_closed && !c->closing && tdp_buf_len(&c->out) < OUT_HIGH_WATER)
-		want |= EPOLLIN | EPOLLRDHUP;
-	if (tdp_buf_len(&c->out) > 0)
-		want |= EPOLLOUT;
-	if (loop_modify(c->d->loop, &c->src, want) < 0)
-		conn_close(c);
+	conn_settle(c);
 }
 
 void conn_trim_idle(struct conn *c, int64_t now_ns)

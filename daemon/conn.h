@@ -12,6 +12,7 @@
 
 struct daemon;
 struct server;
+struct train_job;
 
 struct conn {
 	struct loop_source src;
@@ -25,6 +26,7 @@ struct conn {
 	bool closing;           /* close once the output is flushed */
 	bool dead;              /* closed; freed after the current event batch */
 	int64_t last_active_ns; /* CLOCK_MONOTONIC of the last event */
+	struct train_job *job;  /* a train.run in progress: later requests wait */
 	struct conn *next;
 };
 
@@ -35,6 +37,14 @@ struct conn *conn_new(struct daemon *d, int fd);
 /* Close the socket now; the memory stays until conn_free() so that pending
  * events of the same batch can still look at `dead`. */
 void conn_close(struct conn *c);
+
+/* Flush output and serve waiting requests after work done outside the
+ * connection's own events (a training step wrote a notification, or the
+ * connection's job ended). */
+void conn_kick(struct conn *c);
+
+/* Whether so much output waits that the connection takes no more work. */
+bool conn_backlogged(const struct conn *c);
 
 /* Give large, empty buffers back to the system if the connection has been
  * idle a while (called periodically with the CLOCK_MONOTONIC time). */

@@ -26,6 +26,7 @@ static const struct {
 	{ TDP_METHOD_OP_RUN, graph_op_run },
 	{ TDP_METHOD_GRAPH_RUN, graph_run },
 	{ TDP_METHOD_TRAIN_STEP, train_step },
+	{ TDP_METHOD_TRAIN_RUN, train_run },
 };
 
 int request_fail(struct request *req, int code, const char *fmt, ...)
@@ -48,6 +49,7 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 	size_t mark = tdp_buf_len(req->out);
 	char name[TDP_MAX_METHOD_LEN + 1];
 	method_fn fn = NULL;
+	int r;
 
 	snprintf(name, sizeof(name), "%.*s", (int)method_len, method);
 	for (char *p = name; *p; p++)
@@ -65,7 +67,7 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 	}
 	if (!fn)
 		request_fail(req, TDP_UNIMPLEMENTED, "no such method");
-	else if (fn(req) == 0)
+	else if ((r = fn(req)) == 0 || r == REQUEST_DEFERRED)
 		return 0;
 	else if (req->code == TDP_OK)
 		request_fail(req, TDP_INTERNAL, "failed without a reason");

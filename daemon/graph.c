@@ -223,27 +223,30 @@ int graph_parse(struct graph *gr, const msgpack_object *nodes, const msgpack_obj
 		{ "out", PARAM_STR, false, NULL },
 	};
 
+	unsigned base = gr->n;
+
+	gr->base = base;
 	if (graph_alloc_nodes(gr, nodes->via.array.size) < 0)
 		return -1;
 	/* Every id first, so that a reference to a later node is recognised as
 	 * one (and refused) rather than read as a stored tensor's name. */
-	for (unsigned i = 0; i < gr->n; i++) {
-		const msgpack_object *id = nodes->via.array.ptr[i].type == MSGPACK_OBJECT_MAP ?
-					   tdp_map_find(&nodes->via.array.ptr[i], "id") : NULL;
+	for (unsigned i = base; i < gr->n; i++) {
+		const msgpack_object *id = nodes->via.array.ptr[i - base].type == MSGPACK_OBJECT_MAP ?
+					   tdp_map_find(&nodes->via.array.ptr[i - base], "id") : NULL;
 
 		if (id && id->type == MSGPACK_OBJECT_STR && id->via.str.size <= TDP_MAX_NAME_LEN)
 			memcpy(gr->nodes[i].id, id->via.str.ptr, id->via.str.size);
 	}
-	for (unsigned i = 0; i < gr->n; i++) {
+	for (unsigned i = base; i < gr->n; i++) {
 		struct node *nd = &gr->nodes[i];
 		struct request sub = *req;
 
 		/* Each node is a params-like map: reuse the checker, prefixing errors. */
-		if (nodes->via.array.ptr[i].type != MSGPACK_OBJECT_MAP) {
+		if (nodes->via.array.ptr[i - base].type != MSGPACK_OBJECT_MAP) {
 			graph_node_fail(gr, i, TDP_INVALID_ARGUMENT, "a node must be a map {id, op, inputs, attrs, out}");
 			return -1;
 		}
-		sub.params = &nodes->via.array.ptr[i];
+		sub.params = &nodes->via.array.ptr[i - base];
 		if (params_parse(&sub, np, 5) < 0) {
 			graph_node_fail(gr, i, sub.code, strchr(sub.message, ' ') ? strchr(sub.message, ' ') + 1 : sub.message);
 			return -1;

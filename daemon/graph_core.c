@@ -29,7 +29,9 @@ int graph_node_fail(struct graph *gr, unsigned i, int code, const char *what)
 
 	if (gr->n == 1 && !nd->id[0])
 		return request_fail(gr->req, code, "%s: %s", op, what);
-	return request_fail(gr->req, code, "node %u%s%s%s (%s): %s", i, nd->id[0] ? " '" : "",
+	if (i < gr->base)
+		return request_fail(gr->req, code, "feeding '%s': %s", nd->id, what);
+	return request_fail(gr->req, code, "node %u%s%s%s (%s): %s", i - gr->base, nd->id[0] ? " '" : "",
 			    nd->id, nd->id[0] ? "'" : "", op, what);
 }
 
@@ -179,13 +181,20 @@ void graph_free(struct graph *gr)
 
 int graph_alloc_nodes(struct graph *gr, uint32_t n)
 {
-	if (n == 0 || n > GRAPH_MAX_NODES)
+	struct node *p;
+
+	if (n == 0 || gr->n + n > GRAPH_MAX_NODES)
 		return request_fail(gr->req, TDP_INVALID_ARGUMENT, "a graph has 1 to %d nodes, not %u",
-				    GRAPH_MAX_NODES, n);
-	gr->nodes = calloc(n, sizeof(*gr->nodes));
-	if (!gr->nodes)
-		return request_fail(gr->req, TDP_INTERNAL, "out of memory");
-	gr->n = gr->cap = n;
+				    GRAPH_MAX_NODES, gr->n + n);
+	if (gr->n + n > gr->cap) {
+		p = realloc(gr->nodes, (gr->n + n) * sizeof(*p));
+		if (!p)
+			return request_fail(gr->req, TDP_INTERNAL, "out of memory");
+		memset(p + gr->cap, 0, (gr->n + n - gr->cap) * sizeof(*p));
+		gr->nodes = p;
+		gr->cap = gr->n + n;
+	}
+	gr->n += n;
 	return 0;
 }
 

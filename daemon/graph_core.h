@@ -30,6 +30,7 @@ struct graph {
 	struct node *nodes;
 	unsigned n;                      /* nodes in use */
 	unsigned cap;                    /* nodes allocated */
+	unsigned base;                   /* nodes the daemon put before the client's */
 };
 
 /* A named attribute value for graph_emit (the op's spec decides which field
@@ -47,7 +48,7 @@ struct graph_attr {
  * Returns -1. */
 int graph_node_fail(struct graph *gr, unsigned i, int code, const char *what);
 
-/* Make room for `n` zeroed nodes (1..GRAPH_MAX_NODES) and use them. */
+/* Append `n` zeroed nodes (up to GRAPH_MAX_NODES in all). */
 int graph_alloc_nodes(struct graph *gr, uint32_t n);
 
 /* Append one node: op `def`, inputs given per k as an earlier node's index

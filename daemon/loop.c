@@ -10,6 +10,9 @@ struct loop {
 	bool quit;
 	void (*after)(void *data);
 	void *after_data;
+	bool (*idle)(void *data);
+	void *idle_data;
+	bool idle_pending;
 };
 
 struct loop *loop_new(void)
@@ -67,13 +70,24 @@ void loop_set_after(struct loop *l, void (*after)(void *data), void *data)
 	l->after_data = data;
 }
 
+void loop_set_idle(struct loop *l, bool (*idle)(void *data), void *data)
+{
+	l->idle = idle;
+	l->idle_data = data;
+}
+
+void loop_wake_idle(struct loop *l)
+{
+	l->idle_pending = true;
+}
+
 int loop_run(struct loop *l)
 {
 	struct epoll_event evs[64];
 
 	l->quit = false;
 	while (!l->quit) {
-		int n = epoll_wait(l->epfd, evs, 64, -1);
+		int n = epoll_wait(l->epfd, evs, 64, l->idle && l->idle_pending ? 0 : -1);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -85,6 +99,8 @@ int loop_run(struct loop *l)
 
 			src->fn(src->data, evs[i].events);
 		}
+		if (l->idle && l->idle_pending)
+			l->idle_pending = l->idle(l->idle_data);
 		if (l->after)
 			l->after(l->after_data);
 	}

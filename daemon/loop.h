@@ -37,6 +37,14 @@ void loop_remove(struct loop *l, struct loop_source *src);
  * still point at it. */
 void loop_set_after(struct loop *l, void (*after)(void *data), void *data);
 
+/* Call `idle` after each batch while it returns true (more work queued);
+ * while it does, the loop polls without blocking. Used for background work
+ * (training runs) that proceeds step by step between client requests. */
+void loop_set_idle(struct loop *l, bool (*idle)(void *data), void *data);
+
+/* Tell the loop the idle function has work again (after it returned false). */
+void loop_wake_idle(struct loop *l);
+
 /* Dispatch events until loop_quit(). Returns 0 or -errno on an epoll failure. */
 int loop_run(struct loop *l);
 

@@ -20,6 +20,7 @@
 #include "loop.h"
 #include "server.h"
 #include "store.h"
+#include "train.h"
 
 int64_t daemon_now_ns(int clock)
 {
@@ -260,6 +261,7 @@ int main(int argc, char **argv)
 		close(listen_fd);
 		goto out;
 	}
+	loop_set_idle(d.loop, train_jobs_run, &d);
 	if (watchdog_start(d.loop, &wd) < 0)
 		log_warning("cannot start the watchdog timer");
 	log_notice("serving on %s", unlink_path ? unlink_path : "the systemd socket");
@@ -275,6 +277,7 @@ int main(int argc, char **argv)
 	status = EXIT_SUCCESS;
 out:
 	server_free(d.server);
+	train_jobs_free();
 	store_free(d.store);
 	gpu_device_free(d.gpu);
 	free(d.devices);

@@ -16,6 +16,7 @@ static const char *type_word(enum param_type t)
 	case PARAM_BOOL: return "a boolean";
 	case PARAM_ARRAY: return "an array";
 	case PARAM_BIN: return "binary (msgpack bin)";
+	case PARAM_NUMBER: return "a number";
 	default: return "a map";
 	}
 }
@@ -28,6 +29,9 @@ static bool type_ok(const msgpack_object *o, enum param_type t)
 	case PARAM_BOOL: return o->type == MSGPACK_OBJECT_BOOLEAN;
 	case PARAM_ARRAY: return o->type == MSGPACK_OBJECT_ARRAY;
 	case PARAM_BIN: return o->type == MSGPACK_OBJECT_BIN;
+	case PARAM_NUMBER:
+		return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER || o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ||
+		       o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64;
 	default: return o->type == MSGPACK_OBJECT_MAP;
 	}
 }
@@ -88,4 +92,13 @@ int params_name(struct request *req, const msgpack_object *o, char *dst)
 	memcpy(dst, o->via.str.ptr, o->via.str.size);
 	dst[o->via.str.size] = '\0';
 	return (int)o->via.str.size;
+}
+
+double params_number(const msgpack_object *o)
+{
+	if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+		return (double)o->via.u64;
+	if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+		return (double)o->via.i64;
+	return o->via.f64;
 }

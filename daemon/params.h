@@ -15,6 +15,7 @@ enum param_type {
 	PARAM_ARRAY,
 	PARAM_BIN,
 	PARAM_MAP,
+	PARAM_NUMBER,   /* an integer or a float */
 };
 
 struct param {
@@ -28,6 +29,9 @@ struct param {
  * be known and appear once with the right type, every required key must be
  * there. Fills spec[i].value. Returns 0 or request_fail(INVALID_ARGUMENT). */
 int params_parse(struct request *req, struct param *spec, size_t n);
+
+/* The value of a PARAM_NUMBER argument as a double. */
+double params_number(const msgpack_object *o);
 
 /* Read a tensor-name argument into `dst` (TDP_MAX_NAME_LEN + 1 bytes). Returns
  * its length, or request_fail(INVALID_ARGUMENT) when it is no valid name. */

@@ -10,9 +10,14 @@
 #include "wire_limits.h"
 
 struct daemon;
+struct conn;
+
+/* A handler's return for a request it answers later itself (train.run). */
+#define REQUEST_DEFERRED 1
 
 struct request {
 	struct daemon *d;
+	struct conn *conn;              /* the connection it came on */
 	uid_t uid;                      /* of the peer, from SO_PEERCRED */
 	pid_t pid;
 	uint32_t msgid;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "autograd.h"
 #include "daemon.h"
@@ -18,6 +19,8 @@
 #include "status.h"
 #include "store.h"
 #include "tensor_meta.h"
+#include "conn.h"
+#include "loop.h"
 
 #define MAX_PARAMS 256
 
@@ -342,6 +345,168 @@ static int read_loss(struct step_ctx *sc, unsigned loss, double *ret)
 	}
 }
 
+/* What train.step and train.run share: the loss, the parameters, the
+ * optimizer. */
+struct train_spec {
+	struct optimizer opt;      /* kind OPT_NONE: gradients only */
+	char loss[TDP_MAX_NAME_LEN + 1];
+	unsigned np;
+	char names[MAX_PARAMS][TDP_MAX_NAME_LEN + 1];
+	bool grads;                /* store <param>.grad */
+};
+
+static int parse_spec(struct request *req, const msgpack_object *loss, const msgpack_object *params,
+		      const msgpack_object *opt, const msgpack_object *grads, struct train_spec *spec)
+{
+	memset(spec, 0, sizeof(*spec));
+	spec->opt.kind = OPT_NONE;
+	if (opt && parse_optimizer(req, opt, &spec->opt) < 0)
+		return -1;
+	if (tdp_obj_strcpy(loss, spec->loss, sizeof(spec->loss)) < 0)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "loss must be a node id");
+	spec->np = params->via.array.size;
+	if (spec->np == 0 || spec->np > MAX_PARAMS)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "params must name 1 to %d tensors", MAX_PARAMS);
+	for (unsigned k = 0; k < spec->np; k++)
+		if (tdp_obj_strcpy(&params->via.array.ptr[k], spec->names[k], sizeof(spec->names[k])) < 0)
+			return request_fail(req, TDP_INVALID_ARGUMENT, "params[%u] must be a tensor name", k);
+	spec->grads = grads && grads->via.boolean;
+	return 0;
+}
+
+/* Inputs the daemon feeds a step: node `id` is rows `index` of stored `src`
+ * (a minibatch, gather) or all of `src` (an evaluation set, a free view). */
+struct feed {
+	char id[TDP_MAX_NAME_LEN + 1];
+	char src[TDP_MAX_NAME_LEN + 1];
+};
+
+struct feeds {
+	struct feed f[OP_MAX_INPUTS];
+	unsigned n;
+	struct tensor *index;      /* i32 [batch], or NULL for whole tensors */
+};
+
+static int emit_feeds(struct step_ctx *sc, const struct feeds *fd)
+{
+	for (unsigned k = 0; fd && k < fd->n; k++) {
+		struct tensor *t = store_find(sc->req->d->store, fd->f[k].src, strlen(fd->f[k].src));
+		int r;
+
+		if (!t)
+			return request_fail(sc->req, TDP_NOT_FOUND, "data: no tensor named '%s'", fd->f[k].src);
+		if (fd->index) {
+			struct tensor *in[2] = { t, fd->index };
+			int src[2] = { -1, -1 };
+
+			r = emit(sc, "gather", src, in, 2, NULL, 0);
+		} else {
+			int64_t dims[TDP_MAX_RANK];
+			struct graph_attr a = { .name = "shape", .ints = dims, .nints = t->rank };
+			int src = -1;
+
+			for (unsigned d = 0; d < t->rank; d++)
+				dims[d] = (int64_t)t->shape[d];
+			r = emit(sc, "reshape", &src, &t, 1, &a, 1);
+		}
+		if (r < 0)
+			return -1;
+		snprintf(sc->gr->nodes[r].id, sizeof(sc->gr->nodes[r].id), "%s", fd->f[k].id);
+	}
+	return 0;
+}
+
+/* Build one step's graph (feeds, the client's nodes, and with `train` the
+ * backward pass and the updates), run it and read the loss. Nothing is
+ * committed: the caller stores results (graph_commit) and frees the graph. */
+static int run_step(struct request *req, const struct train_spec *spec, const msgpack_object *nodes,
+		    const msgpack_object *outputs, const struct feeds *fd, int64_t step, bool train,
+		    struct graph *gr, unsigned *ret_loss, double *ret_loss_value, double *ret_lr)
+{
+	struct step_ctx sc = { .req = req, .gr = gr };
+	struct tensor *params[MAX_PARAMS];
+	int grads[MAX_PARAMS];
+	unsigned loss;
+	double lr = 0;
+
+	gr->req = req;
+	if (emit_feeds(&sc, fd) < 0 || graph_parse(gr, nodes, outputs) < 0)
+		return -1;
+	for (loss = 0; loss < gr->n; loss++)
+		if (gr->nodes[loss].id[0] && !strcmp(gr->nodes[loss].id, spec->loss))
+			break;
+	if (loss == gr->n)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "loss names no node id");
+	if (train) {
+		for (unsigned k = 0; k < spec->np; k++) {
+			params[k] = store_find(req->d->store, spec->names[k], strlen(spec->names[k]));
+			if (!params[k])
+				return request_fail(req, TDP_NOT_FOUND, "parameter '%s' is no stored tensor",
+						    spec->names[k]);
+			if (!op_dtype_is_float(params[k]->dtype))
+				return request_fail(req, TDP_DTYPE_MISMATCH, "parameter '%s' is %s, not a float tensor",
+						    spec->names[k], tdp_dtype_name(params[k]->dtype));
+			for (unsigned j = 0; j < k; j++)
+				if (params[j] == params[k])
+					return request_fail(req, TDP_INVALID_ARGUMENT, "parameter '%s' is listed twice",
+							    spec->names[k]);
+		}
+		for (unsigned i = 0; i < gr->n; i++)
+			for (unsigned k = 0; k < spec->np; k++)
+				if (gr->nodes[i].has_out && !strcmp(gr->nodes[i].out_name, spec->names[k]))
+					return graph_node_fail(gr, i, TDP_INVALID_ARGUMENT,
+							       "stores over a parameter the step updates");
+		if (autograd_build(gr, loss, params, spec->np, grads) < 0)
+			return -1;
+		if (spec->opt.kind != OPT_NONE && spec->opt.clip_norm > 0 &&
+		    emit_clip(&sc, spec->opt.clip_norm, grads, spec->np) < 0)
+			return -1;
+		for (unsigned k = 0; spec->grads && k < spec->np; k++) {
+			char name[TDP_MAX_NAME_LEN + 32];
+
+			snprintf(name, sizeof(name), "%s.grad", params[k]->name);
+			if (gr->nodes[grads[k]].has_out) {
+				/* The node is stored already; store a copy too. */
+				grads[k] = emit(&sc, "copy", &grads[k], NULL, 1, NULL, 0);
+				if (grads[k] < 0)
+					return -1;
+			}
+			if (emit_stored_out(&sc, grads[k], name) < 0)
+				return -1;
+		}
+		if (spec->opt.kind != OPT_NONE) {
+			lr = lr_at(&spec->opt, step);
+			for (unsigned k = 0; k < spec->np; k++)
+				if (emit_update(&sc, &spec->opt, params[k], grads[k], step, lr) < 0)
+					return -1;
+		}
+	}
+	if (graph_check_outputs(gr) < 0 || graph_execute(gr) < 0 || read_loss(&sc, loss, ret_loss_value) < 0)
+		return -1;
+	if (train && !isfinite(*ret_loss_value))
+		return request_fail(req, TDP_FAILED_PRECONDITION,
+				    "the loss is %s at step %lld; parameters and state are unchanged",
+				    isnan(*ret_loss_value) ? "NaN" : "infinite", (long long)step);
+	*ret_loss = loss;
+	*ret_lr = lr;
+	return 0;
+}
+
+/* Store every result marked for storing; with `pk`, pack their names. */
+static int commit_all(struct request *req, struct graph *gr, msgpack_packer *pk)
+{
+	for (unsigned i = 0; i < gr->n; i++) {
+		struct tensor *t;
+
+		if (!gr->nodes[i].has_out)
+			continue;
+		t = graph_commit(gr, i);
+		if (!t || (pk && tdp_pack_cstr(pk, t->name)))
+			return request_fail(req, TDP_INTERNAL, "out of memory");
+	}
+	return 0;
+}
+
 int train_step(struct request *req)
 {
 	struct param p[] = {
@@ -354,11 +519,8 @@ int train_step(struct request *req)
 		{ "outputs", PARAM_ARRAY, false, NULL },
 	};
 	struct graph gr = { .req = req };
-	struct step_ctx sc = { .req = req, .gr = &gr };
-	struct optimizer opt = { .kind = OPT_NONE };
-	struct tensor *params[MAX_PARAMS];
-	int grads[MAX_PARAMS];
-	uint32_t np, nstored = 0, ninline = 0;
+	struct train_spec *spec;
+	uint32_t nstored = 0, ninline = 0;
 	int64_t step = 1;
 	unsigned loss;
 	double lr = 0, loss_value = 0;
@@ -366,79 +528,17 @@ int train_step(struct request *req)
 
 	if (params_parse(req, p, 7) < 0)
 		return -1;
-	if (p[3].value && parse_optimizer(req, p[3].value, &opt) < 0)
-		return -1;
 	if (p[4].value) {
 		if (p[4].value->via.u64 < 1 || p[4].value->via.u64 > INT32_MAX)
 			return request_fail(req, TDP_INVALID_ARGUMENT, "step must be 1 or more");
 		step = (int64_t)p[4].value->via.u64;
 	}
-	np = p[2].value->via.array.size;
-	if (np == 0 || np > MAX_PARAMS)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "params must name 1 to %d tensors", MAX_PARAMS);
-	for (uint32_t k = 0; k < np; k++) {
-		const msgpack_object *o = &p[2].value->via.array.ptr[k];
-		char name[TDP_MAX_NAME_LEN + 1];
-
-		if (tdp_obj_strcpy(o, name, sizeof(name)) < 0 ||
-		    !(params[k] = store_find(req->d->store, name, strlen(name))))
-			return request_fail(req, TDP_NOT_FOUND, "params[%u] is no stored tensor", k);
-		if (!op_dtype_is_float(params[k]->dtype))
-			return request_fail(req, TDP_DTYPE_MISMATCH, "parameter '%s' is %s, not a float tensor",
-					    name, tdp_dtype_name(params[k]->dtype));
-		for (uint32_t j = 0; j < k; j++)
-			if (params[j] == params[k])
-				return request_fail(req, TDP_INVALID_ARGUMENT, "parameter '%s' is listed twice", name);
-	}
-	if (graph_parse(&gr, p[0].value, p[6].value) < 0)
+	spec = malloc(sizeof(*spec));
+	if (!spec)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	if (parse_spec(req, p[1].value, p[2].value, p[3].value, p[5].value, spec) < 0 ||
+	    run_step(req, spec, p[0].value, p[6].value, NULL, step, true, &gr, &loss, &loss_value, &lr) < 0)
 		goto out;
-	for (loss = 0; loss < gr.n; loss++)
-		if (gr.nodes[loss].id[0] && tdp_obj_str_eq(p[1].value, gr.nodes[loss].id))
-			break;
-	if (loss == gr.n) {
-		request_fail(req, TDP_INVALID_ARGUMENT, "loss names no node id");
-		goto out;
-	}
-	for (unsigned i = 0; i < gr.n; i++)
-		for (uint32_t k = 0; k < np; k++)
-			if (gr.nodes[i].has_out && !strcmp(gr.nodes[i].out_name, params[k]->name)) {
-				graph_node_fail(&gr, i, TDP_INVALID_ARGUMENT,
-						"stores over a parameter the step updates");
-				goto out;
-			}
-	if (autograd_build(&gr, loss, params, np, grads) < 0)
-		goto out;
-	if (opt.kind != OPT_NONE && opt.clip_norm > 0 && emit_clip(&sc, opt.clip_norm, grads, np) < 0)
-		goto out;
-	if (p[5].value && p[5].value->via.boolean) {
-		for (uint32_t k = 0; k < np; k++) {
-			char name[TDP_MAX_NAME_LEN + 32];
-
-			snprintf(name, sizeof(name), "%s.grad", params[k]->name);
-			if (gr.nodes[grads[k]].has_out || gr.nodes[grads[k]].aliased) {
-				/* The node is shared; store a copy. */
-				grads[k] = emit(&sc, "copy", &grads[k], NULL, 1, NULL, 0);
-				if (grads[k] < 0)
-					goto out;
-			}
-			if (emit_stored_out(&sc, grads[k], name) < 0)
-				goto out;
-		}
-	}
-	if (opt.kind != OPT_NONE) {
-		lr = lr_at(&opt, step);
-		for (uint32_t k = 0; k < np; k++)
-			if (emit_update(&sc, &opt, params[k], grads[k], step, lr) < 0)
-				goto out;
-	}
-	if (graph_check_outputs(&gr) < 0 || graph_execute(&gr) < 0 || read_loss(&sc, loss, &loss_value) < 0)
-		goto out;
-	if (!isfinite(loss_value)) {
-		request_fail(req, TDP_FAILED_PRECONDITION,
-			     "the loss is %s at step %lld; parameters and state are unchanged",
-			     isnan(loss_value) ? "NaN" : "infinite", (long long)step);
-		goto out;
-	}
 	for (unsigned i = 0; i < gr.n; i++) {
 		nstored += gr.nodes[i].has_out;
 		ninline += gr.nodes[i].inline_out;
@@ -463,19 +563,458 @@ int train_step(struct request *req)
 		goto out;
 	}
 	/* Everything ran and the loss is finite: now parameters and state change. */
-	for (unsigned i = 0; i < gr.n; i++) {
-		struct tensor *t;
-
-		if (!gr.nodes[i].has_out)
-			continue;
-		t = graph_commit(&gr, i);
-		if (!t || tdp_pack_cstr(req->pk, t->name)) {
-			request_fail(req, TDP_INTERNAL, "out of memory");
-			goto out;
-		}
-	}
-	r = 0;
+	r = commit_all(req, &gr, req->pk);
 out:
 	graph_free(&gr);
+	free(spec);
 	return r;
+}
+
+/* ---- train.run: many steps, one per event-loop turn ---------------------- */
+
+#define MAX_METRICS 8
+
+struct train_job {
+	struct daemon *d;
+	struct conn *c;            /* NULL once the client went away */
+	struct train_job *next;
+	struct request req;        /* msgid, peer, where answers go */
+	msgpack_packer pk;
+	struct tdp_buf raw;        /* a copy of the request's params */
+	msgpack_unpacked params;   /* decoded from raw */
+	const msgpack_object *nodes;
+	struct train_spec spec;
+	struct feeds train, eval;
+	bool has_eval;
+	struct tensor index;       /* the minibatch's row numbers, not in the store */
+	uint32_t *perm;
+	uint64_t nsamples, batch, per_epoch, total, done, epochs;
+	int64_t start_step;
+	uint64_t seed, progress_every, eval_every;
+	bool shuffle, has_stop;
+	double stop_loss, last_loss;
+	char metrics[MAX_METRICS][TDP_MAX_NAME_LEN + 1];
+	unsigned nmetrics;
+	bool have_eval_result;
+	double eval_loss, eval_metrics[MAX_METRICS];
+	int64_t start_ns;
+};
+
+static struct train_job *jobs;
+
+static uint64_t splitmix64(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* The order of samples in `epoch`: a Fisher-Yates shuffle seeded by the run's
+ * seed and the epoch, so runs are reproducible. */
+static void shuffle_epoch(struct train_job *job, uint64_t epoch)
+{
+	uint64_t s = job->seed * 0x100000001b3ull + epoch;
+
+	for (uint64_t i = 0; i < job->nsamples; i++)
+		job->perm[i] = (uint32_t)i;
+	if (!job->shuffle)
+		return;
+	for (uint64_t i = job->nsamples - 1; i > 0; i--) {
+		uint64_t j = splitmix64(&s) % (i + 1);
+		uint32_t t = job->perm[i];
+
+		job->perm[i] = job->perm[j];
+		job->perm[j] = t;
+	}
+}
+
+static int parse_feeds(struct request *req, const msgpack_object *map, struct feeds *fd, const char *what)
+{
+	if (!map || map->type != MSGPACK_OBJECT_MAP || map->via.map.size == 0 ||
+	    map->via.map.size > OP_MAX_INPUTS)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "%s must map 1 to %d input names to tensors",
+				    what, OP_MAX_INPUTS);
+	fd->n = map->via.map.size;
+	for (unsigned k = 0; k < fd->n; k++)
+		if (tdp_obj_strcpy(&map->via.map.ptr[k].key, fd->f[k].id, sizeof(fd->f[k].id)) < 0 ||
+		    tdp_obj_strcpy(&map->via.map.ptr[k].val, fd->f[k].src, sizeof(fd->f[k].src)) < 0)
+			return request_fail(req, TDP_INVALID_ARGUMENT, "%s: names must be strings", what);
+	return 0;
+}
+
+static int notify_head(struct train_job *job, const char *method, uint32_t entries)
+{
+	return msgpack_pack_array(&job->pk, 3) || msgpack_pack_uint8(&job->pk, 2) ||
+	       tdp_pack_cstr(&job->pk, method) || msgpack_pack_array(&job->pk, 1) ||
+	       msgpack_pack_map(&job->pk, entries);
+}
+
+static int kv_num(msgpack_packer *pk, const char *k, double v)
+{
+	return tdp_pack_cstr(pk, k) || msgpack_pack_double(pk, v);
+}
+
+static int kv_int(msgpack_packer *pk, const char *k, uint64_t v)
+{
+	return tdp_pack_cstr(pk, k) || msgpack_pack_uint64(pk, v);
+}
+
+static double elapsed(const struct train_job *job)
+{
+	return (double)(daemon_now_ns(CLOCK_MONOTONIC) - job->start_ns) / 1e9;
+}
+
+static void notify_progress(struct train_job *job, double lr)
+{
+	double t = elapsed(job);
+
+	notify_head(job, "train.progress", 8);
+	kv_int(&job->pk, "step", (uint64_t)job->start_step + job->done - 1);
+	kv_int(&job->pk, "steps", job->total);
+	kv_int(&job->pk, "epoch", (job->done - 1) / job->per_epoch + 1);
+	kv_int(&job->pk, "epochs", job->epochs);
+	kv_num(&job->pk, "loss", job->last_loss);
+	kv_num(&job->pk, "lr", lr);
+	kv_num(&job->pk, "samples_per_s", t > 0 ? (double)(job->done * job->batch) / t : 0);
+	kv_num(&job->pk, "elapsed", t);
+}
+
+static int write_eval(msgpack_packer *pk, struct train_job *job)
+{
+	if (tdp_pack_cstr(pk, "loss") || msgpack_pack_double(pk, job->eval_loss) ||
+	    tdp_pack_cstr(pk, "metrics") || msgpack_pack_map(pk, job->nmetrics))
+		return -1;
+	for (unsigned m = 0; m < job->nmetrics; m++)
+		if (kv_num(pk, job->metrics[m], job->eval_metrics[m]))
+			return -1;
+	return 0;
+}
+
+/* Forward pass over the whole evaluation set: loss and metrics. */
+static int run_eval(struct train_job *job)
+{
+	struct graph gr = { .req = &job->req };
+	struct step_ctx sc = { .req = &job->req, .gr = &gr };
+	unsigned loss;
+	double lr;
+	int r = run_step(&job->req, &job->spec, job->nodes, NULL, &job->eval,
+			 job->start_step + (int64_t)job->done, false, &gr, &loss, &job->eval_loss, &lr);
+
+	for (unsigned m = 0; r == 0 && m < job->nmetrics; m++) {
+		unsigned i;
+
+		for (i = 0; i < gr.n; i++)
+			if (!strcmp(gr.nodes[i].id, job->metrics[m]))
+				break;
+		if (i == gr.n || gr.nodes[i].ctx.out.count != 1 || !op_dtype_is_float(gr.nodes[i].ctx.out.dtype))
+			r = request_fail(&job->req, TDP_INVALID_ARGUMENT,
+					 "eval.metrics: '%s' is no floating scalar node", job->metrics[m]);
+		else
+			r = read_loss(&sc, i, &job->eval_metrics[m]);
+	}
+	graph_free(&gr);
+	if (r < 0)
+		return -1;
+	job->have_eval_result = true;
+	notify_head(job, "train.eval", 4);
+	kv_int(&job->pk, "step", (uint64_t)job->start_step + job->done - 1);
+	kv_int(&job->pk, "epoch", (job->done - 1) / job->per_epoch + 1);
+	write_eval(&job->pk, job);
+	return 0;
+}
+
+static void job_finish(struct train_job *job, const char *stopped)
+{
+	msgpack_packer *pk = &job->pk;
+	double t = elapsed(job);
+
+	if (tdp_write_result_head(pk, job->req.msgid) < 0 || msgpack_pack_map(pk, 7) ||
+	    kv_int(pk, "steps", job->done) ||
+	    kv_int(pk, "epochs", job->done / job->per_epoch) ||
+	    kv_num(pk, "loss", job->last_loss) || kv_num(pk, "seconds", t) ||
+	    kv_num(pk, "samples_per_s", t > 0 ? (double)(job->done * job->batch) / t : 0) ||
+	    tdp_pack_cstr(pk, "stopped") || tdp_pack_cstr(pk, stopped) ||
+	    tdp_pack_cstr(pk, "eval") ||
+	    (job->have_eval_result ? (msgpack_pack_map(pk, 2) || write_eval(pk, job)) : msgpack_pack_nil(pk)))
+		return;
+}
+
+static void job_fail(struct train_job *job)
+{
+	tdp_write_error(&job->pk, job->req.msgid, job->req.code ? job->req.code : TDP_INTERNAL,
+			job->req.message);
+}
+
+/* One training step of `job`. Returns true while the job has more to do. */
+static bool job_step(struct train_job *job)
+{
+	struct graph gr = { .req = &job->req };
+	uint64_t in_epoch = job->done % job->per_epoch;
+	int64_t step = job->start_step + (int64_t)job->done;
+	unsigned loss;
+	double lr = 0;
+	int r;
+
+	if (in_epoch == 0)
+		shuffle_epoch(job, job->done / job->per_epoch);
+	r = gpu_upload(job->d->gpu, &job->index.alloc, job->perm + in_epoch * job->batch);
+	if (r < 0) {
+		request_fail(&job->req, r == -ENODEV ? TDP_DEVICE_LOST : TDP_INTERNAL, "feeding the batch failed");
+		job_fail(job);
+		return false;
+	}
+	job->req.code = 0;
+	r = run_step(&job->req, &job->spec, job->nodes, NULL, &job->train, step, true, &gr, &loss,
+		     &job->last_loss, &lr);
+	if (r == 0)
+		r = commit_all(&job->req, &gr, NULL);
+	graph_free(&gr);
+	if (r < 0) {
+		job_fail(job);
+		return false;
+	}
+	job->done++;
+	if (job->done % job->progress_every == 0 || job->done == job->total)
+		notify_progress(job, lr);
+	if (job->has_eval && (job->done % job->eval_every == 0 || job->done == job->total) &&
+	    run_eval(job) < 0) {
+		job_fail(job);
+		return false;
+	}
+	if (job->has_stop && job->last_loss <= job->stop_loss) {
+		job_finish(job, "stop_loss");
+		return false;
+	}
+	if (job->done == job->total) {
+		job_finish(job, "done");
+		return false;
+	}
+	return true;
+}
+
+static void job_free(struct train_job *job)
+{
+	gpu_memory_free(job->d->gpu, &job->index.alloc);
+	msgpack_unpacked_destroy(&job->params);
+	tdp_buf_free(&job->raw);
+	free(job->perm);
+	free(job);
+}
+
+void train_job_cancel(struct train_job *job)
+{
+	job->c = NULL;
+}
+
+bool train_jobs_run(void *data)
+{
+	struct train_job **pp = &jobs;
+	bool more = false;
+
+	(void)data;
+	while (*pp) {
+		struct train_job *job = *pp;
+		bool go_on = job->c != NULL;
+
+		if (go_on && !conn_backlogged(job->c))
+			go_on = job_step(job);
+		if (job->c)
+			conn_kick(job->c);
+		if (!go_on) {
+			if (job->c) {
+				job->c->job = NULL;
+				conn_kick(job->c);
+			}
+			*pp = job->next;
+			job_free(job);
+			continue;
+		}
+		more = true;
+		pp = &job->next;
+	}
+	return more;
+}
+
+void train_jobs_free(void)
+{
+	while (jobs) {
+		struct train_job *job = jobs;
+
+		jobs = job->next;
+		job_free(job);
+	}
+}
+
+/* Parse the run's own parameters (data, sizes, eval...) into `job`. */
+static int job_setup(struct request *req, struct train_job *job, const struct param *p)
+{
+	const msgpack_object *eval = p[10].value;
+	struct tensor *first;
+	uint64_t epochs = p[6].value ? p[6].value->via.u64 : 1;
+
+	if (parse_feeds(req, p[4].value, &job->train, "data") < 0)
+		return -1;
+	first = store_find(req->d->store, job->train.f[0].src, strlen(job->train.f[0].src));
+	if (!first || first->rank == 0)
+		return request_fail(req, TDP_NOT_FOUND, "data: '%s' is no stored tensor with rows",
+				    job->train.f[0].src);
+	job->nsamples = first->shape[0];
+	for (unsigned k = 1; k < job->train.n; k++) {
+		struct tensor *t = store_find(req->d->store, job->train.f[k].src, strlen(job->train.f[k].src));
+
+		if (!t || t->rank == 0 || t->shape[0] != job->nsamples)
+			return request_fail(req, TDP_SHAPE_MISMATCH,
+					    "data: '%s' must be stored with %llu rows like '%s'",
+					    job->train.f[k].src, (unsigned long long)job->nsamples,
+					    job->train.f[0].src);
+	}
+	job->batch = p[5].value->via.u64;
+	if (job->batch == 0 || job->batch > job->nsamples || job->nsamples > INT32_MAX)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "batch_size must be 1 to %llu (the rows of the data)",
+				    (unsigned long long)job->nsamples);
+	job->per_epoch = job->nsamples / job->batch; /* the last partial batch is dropped */
+	if (p[7].value) {
+		job->total = p[7].value->via.u64;
+		if (p[6].value)
+			return request_fail(req, TDP_INVALID_ARGUMENT, "give epochs or steps, not both");
+	} else {
+		job->total = epochs * job->per_epoch;
+	}
+	if (job->total == 0 || job->total > 100000000)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "a run has 1 to 100000000 steps");
+	job->epochs = (job->total + job->per_epoch - 1) / job->per_epoch;
+	job->seed = p[8].value ? p[8].value->via.u64 : 0;
+	job->shuffle = !p[9].value || p[9].value->via.boolean;
+	job->start_step = p[11].value ? (int64_t)p[11].value->via.u64 : 1;
+	if (job->start_step < 1 || job->start_step > INT32_MAX)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "start_step must be 1 or more");
+	job->progress_every = p[12].value ? p[12].value->via.u64 : (job->total >= 100 ? job->total / 100 : 1);
+	if (job->progress_every == 0)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "progress_every must be 1 or more");
+	if (p[13].value) {
+		job->has_stop = true;
+		job->stop_loss = params_number(p[13].value);
+	}
+	if (eval) {
+		const msgpack_object *every = tdp_map_find(eval, "every"), *metrics = tdp_map_find(eval, "metrics");
+
+		for (uint32_t k = 0; k < eval->via.map.size; k++)
+			if (!tdp_obj_str_eq(&eval->via.map.ptr[k].key, "data") &&
+			    !tdp_obj_str_eq(&eval->via.map.ptr[k].key, "every") &&
+			    !tdp_obj_str_eq(&eval->via.map.ptr[k].key, "metrics"))
+				return request_fail(req, TDP_INVALID_ARGUMENT, "eval takes data, every and metrics");
+		if (parse_feeds(req, tdp_map_find(eval, "data"), &job->eval, "eval.data") < 0)
+			return -1;
+		job->has_eval = true;
+		job->eval_every = job->per_epoch;
+		if (every && (tdp_obj_uint(every, &job->eval_every) < 0 || job->eval_every == 0))
+			return request_fail(req, TDP_INVALID_ARGUMENT, "eval.every must be 1 or more");
+		if (metrics) {
+			if (metrics->type != MSGPACK_OBJECT_ARRAY || metrics->via.array.size > MAX_METRICS)
+				return request_fail(req, TDP_INVALID_ARGUMENT, "eval.metrics: up to %d node ids",
+						    MAX_METRICS);
+			job->nmetrics = metrics->via.array.size;
+			for (unsigned m = 0; m < job->nmetrics; m++)
+				if (tdp_obj_strcpy(&metrics->via.array.ptr[m], job->metrics[m],
+						   sizeof(job->metrics[m])) < 0)
+					return request_fail(req, TDP_INVALID_ARGUMENT, "eval.metrics: node ids");
+		}
+	}
+	return 0;
+}
+
+int train_run(struct request *req)
+{
+	struct param p[] = {
+		{ "nodes", PARAM_ARRAY, true, NULL },       /* 0 */
+		{ "loss", PARAM_STR, true, NULL },
+		{ "params", PARAM_ARRAY, true, NULL },
+		{ "optimizer", PARAM_MAP, false, NULL },
+		{ "data", PARAM_MAP, true, NULL },          /* 4 */
+		{ "batch_size", PARAM_UINT, true, NULL },
+		{ "epochs", PARAM_UINT, false, NULL },
+		{ "steps", PARAM_UINT, false, NULL },
+		{ "seed", PARAM_UINT, false, NULL },        /* 8 */
+		{ "shuffle", PARAM_BOOL, false, NULL },
+		{ "eval", PARAM_MAP, false, NULL },
+		{ "start_step", PARAM_UINT, false, NULL },
+		{ "progress_every", PARAM_UINT, false, NULL }, /* 12 */
+		{ "stop_loss", PARAM_NUMBER, false, NULL },
+	};
+	struct train_job *job;
+	msgpack_sbuffer sb;
+	msgpack_packer spk;
+	struct graph gr = { .req = req };
+	unsigned loss;
+	double lv, lr;
+	int r;
+
+	if (params_parse(req, p, 14) < 0)
+		return -1;
+	if (!req->conn)
+		return request_fail(req, TDP_INTERNAL, "train.run needs a connection");
+	job = calloc(1, sizeof(*job));
+	if (!job)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	job->d = req->d;
+	msgpack_unpacked_init(&job->params);
+	if (parse_spec(req, p[1].value, p[2].value, p[3].value, NULL, &job->spec) < 0 ||
+	    job_setup(req, job, p) < 0)
+		goto fail;
+	if (job->spec.opt.kind == OPT_NONE)
+		job->spec.opt = (struct optimizer){ .kind = OPT_SGD, .lr = 0.01, .beta1 = 0.9, .beta2 = 0.999,
+						    .eps = 1e-8, .gamma = 0.1, .step_size = 1 };
+	if (!job->spec.opt.schedule[0])
+		strcpy(job->spec.opt.schedule, "constant");
+	/* Keep the request's params: the steps build their graphs from them. */
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&spk, &sb, msgpack_sbuffer_write);
+	if (msgpack_pack_object(&spk, *req->params) || tdp_buf_append(&job->raw, sb.data, sb.size) < 0) {
+		msgpack_sbuffer_destroy(&sb);
+		request_fail(req, TDP_INTERNAL, "out of memory");
+		goto fail;
+	}
+	msgpack_sbuffer_destroy(&sb);
+	if (tdp_unpack(&job->params, tdp_buf_head(&job->raw), tdp_buf_len(&job->raw)) < 0) {
+		request_fail(req, TDP_INTERNAL, "cannot keep the parameters");
+		goto fail;
+	}
+	job->nodes = tdp_map_find(&job->params.data, "nodes");
+	job->perm = malloc(job->nsamples * sizeof(*job->perm));
+	job->index = (struct tensor){ .dtype = TDP_DTYPE_I32, .rank = 1, .shape = { job->batch },
+				      .count = job->batch, .bytes = job->batch * 4 };
+	if (!job->perm || gpu_memory_alloc(req->d->gpu, job->index.bytes, &job->index.alloc) < 0) {
+		request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of memory for the run");
+		goto fail;
+	}
+	job->train.index = &job->index;
+	/* Check the whole graph once now, so a bad model fails at once. */
+	shuffle_epoch(job, 0);
+	r = gpu_upload(req->d->gpu, &job->index.alloc, job->perm);
+	if (r < 0 || run_step(req, &job->spec, job->nodes, NULL, &job->train, job->start_step, false,
+			      &gr, &loss, &lv, &lr) < 0) {
+		if (r < 0)
+			request_fail(req, TDP_INTERNAL, "feeding the batch failed");
+		graph_free(&gr);
+		goto fail;
+	}
+	graph_free(&gr);
+	job->req = *req;
+	job->req.params = NULL;
+	job->req.method = "train.run";
+	job->c = req->conn;
+	msgpack_packer_init(&job->pk, &job->c->out, tdp_buf_msgpack_write);
+	job->req.pk = &job->pk;
+	job->req.out = &job->c->out;
+	job->start_ns = daemon_now_ns(CLOCK_MONOTONIC);
+	job->c->job = job;
+	job->next = jobs;
+	jobs = job;
+	loop_wake_idle(req->d->loop);
+	return REQUEST_DEFERRED;
+fail:
+	job_free(job);
+	return -1;
 }

@@ -11,6 +11,7 @@
 #define TDP_METHOD_OP_RUN "op.run"
 #define TDP_METHOD_GRAPH_RUN "graph.run"
 #define TDP_METHOD_TRAIN_STEP "train.step"
+#define TDP_METHOD_TRAIN_RUN "train.run"
 
 /* Notification the daemon sends before closing a connection whose byte stream
  * it could not parse: params are [ {code, name, message} ]. */

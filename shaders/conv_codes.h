@@ -10,4 +10,9 @@
 /* conv2d.comp flags */
 #define CONV_HAS_BIAS 1
 
+/* conv2d_grad.comp modes */
+#define CONVG_INPUT 0
+#define CONVG_WPART 1
+#define CONVG_WSUM 2
+
 #endif

@@ -571,6 +571,131 @@ static void test_requests_on_the_wire(void **state)
 	stop(&srv, td);
 }
 
+/* Three train.progress notifications (and one without params), then the
+ * response; then a call whose callback tries to reenter the handle. */
+static void script_notifications(struct peer *p)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+
+	for (int round = 0; round < 2; round++) {
+		assert_true(read_request(p));
+		assert_true(p->msg.method_len == 9 && memcmp(p->msg.method, "train.run", 9) == 0);
+		assert_true(tdp_obj_str_eq(tdp_map_find(p->msg.params, "k"), "v"));
+		for (int i = 1; i <= 3; i++) {
+			msgpack_sbuffer_init(&sb);
+			msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+			msgpack_pack_array(&pk, 3);
+			msgpack_pack_uint8(&pk, 2);
+			tdp_pack_cstr(&pk, "train.progress");
+			msgpack_pack_array(&pk, 1);
+			msgpack_pack_map(&pk, 2);
+			tdp_pack_cstr(&pk, "step");
+			msgpack_pack_int64(&pk, i);
+			tdp_pack_cstr(&pk, "loss");
+			msgpack_pack_double(&pk, 1.0 / i);
+			send_sbuf(p, &sb, i == 2 ? 1 : 1 << 20);
+		}
+		msgpack_sbuffer_init(&sb);
+		msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+		msgpack_pack_array(&pk, 3);
+		msgpack_pack_uint8(&pk, 2);
+		tdp_pack_cstr(&pk, "log");
+		msgpack_pack_array(&pk, 0);
+		send_sbuf(p, &sb, 1 << 20);
+		reply_head(p, &sb, &pk, p->msg.msgid);
+		msgpack_pack_map(&pk, 1);
+		tdp_pack_cstr(&pk, "steps");
+		msgpack_pack_uint8(&pk, 3);
+		send_sbuf(p, &sb, 1 << 20);
+	}
+	assert_true(read_request(p));
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_array(&pk, 3);
+	msgpack_pack_uint8(&pk, 2);
+	tdp_pack_cstr(&pk, "train.progress");
+	msgpack_pack_array(&pk, 1);
+	msgpack_pack_map(&pk, 0);
+	send_sbuf(p, &sb, 1 << 20);
+	reply_head(p, &sb, &pk, p->msg.msgid);
+	msgpack_pack_map(&pk, 0);
+	send_sbuf(p, &sb, 1 << 20);
+}
+
+struct seen {
+	struct tensord *td;
+	int n;
+	int64_t steps[8];
+	double losses[8];
+	bool empty_log;
+	int reenter;
+};
+
+static void on_notify(void *userdata, const char *method, const void *params, size_t len)
+{
+	struct seen *s = userdata;
+	msgpack_unpacked u;
+	size_t off = 0;
+
+	if (strcmp(method, "log") == 0) {
+		s->empty_log = params == NULL && len == 0;
+		return;
+	}
+	assert_string_equal(method, "train.progress");
+	assert_true(s->n < 8);
+	msgpack_unpacked_init(&u);
+	assert_int_equal(msgpack_unpack_next(&u, params, len, &off), MSGPACK_UNPACK_SUCCESS);
+	assert_int_equal(off, len);
+	assert_int_equal(tdp_obj_int(tdp_map_find(&u.data, "step"), &s->steps[s->n]), 0);
+	s->losses[s->n] = tdp_map_find(&u.data, "loss")->via.f64;
+	s->n++;
+	msgpack_unpacked_destroy(&u);
+	if (s->td)
+		s->reenter = tensord_ping(s->td, NULL, 0);
+}
+
+static void test_notifications(void **state)
+{
+	struct server srv;
+	struct tensord *td = start(&srv, script_notifications);
+	const uint8_t params[] = { 0x81, 0xa1, 'k', 0xa1, 'v' };
+	struct seen seen = { 0 };
+	void *res = NULL;
+	size_t len = 0;
+
+	(void)state;
+	tensord_set_notify(td, on_notify, &seen);
+	assert_int_equal(tensord_train_run_raw(td, params, sizeof(params), &res, &len), 0);
+	assert_int_equal(seen.n, 3);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(seen.steps[i], i + 1);
+		assert_true(seen.losses[i] == 1.0 / (i + 1));
+	}
+	assert_true(seen.empty_log);
+	assert_int_equal(len, 8);
+	assert_memory_equal(res, "\x81\xa5steps\x03", 8);
+	free(res);
+	res = NULL;
+
+	/* A callback that calls back into its handle is refused, and the call
+	 * it interrupted still gets its reply. */
+	seen.n = 0;
+	seen.td = td;
+	assert_int_equal(tensord_train_run_raw(td, params, sizeof(params), &res, &len), 0);
+	assert_int_equal(seen.n, 3);
+	assert_int_equal(seen.reenter, -EBUSY);
+	free(res);
+	res = NULL;
+
+	/* Without a callback they are skipped. */
+	tensord_set_notify(td, NULL, NULL);
+	assert_int_equal(tensord_ping(td, NULL, 0), 0);
+	assert_int_equal(tensord_train_run_raw(td, NULL, 0, &res, &len), -EINVAL);
+	assert_null(res);
+	stop(&srv, td);
+}
+
 static void test_connect_errors(void **state)
 {
 	struct tensord *td = (void *)1;
@@ -601,6 +726,7 @@ int main(void)
 		cmocka_unit_test(test_garbage_reply),
 		cmocka_unit_test(test_bad_metadata),
 		cmocka_unit_test(test_requests_on_the_wire),
+		cmocka_unit_test(test_notifications),
 		cmocka_unit_test(test_connect_errors),
 	};
 

@@ -188,6 +188,38 @@ def call_graph_run(c):
         c.call("tensor.delete", {"name": n})
 
 
+def call_train_step(c):
+    # w [2, 3] and b [3] classify the two rows of doc/a into classes 0 and 2
+    put_doc_tensor(c, "doc/x")
+    c.call("tensor.put", {"name": "doc/w", "dtype": "f32", "shape": [3, 3],
+                          "data": struct.pack("<9f", *([0.1] * 9))})
+    c.call("tensor.put", {"name": "doc/b", "dtype": "f32", "shape": [3], "data": bytes(12)})
+    c.call("tensor.put", {"name": "doc/y", "dtype": "i32", "shape": [2],
+                          "data": struct.pack("<2i", 0, 2)})
+    nodes = [{"id": "z0", "op": "matmul", "inputs": ["doc/x", "doc/w"]},
+             {"id": "z", "op": "add", "inputs": ["z0", "doc/b"]},
+             {"id": "loss", "op": "cross_entropy", "inputs": ["z", "doc/y"]}]
+    res = c.call("train.step", {"nodes": nodes, "loss": "loss", "params": ["doc/w", "doc/b"],
+                                "optimizer": {"type": "adam", "lr": 0.01}, "step": 1,
+                                "outputs": ["z"]})
+    assert set(res) == {"loss", "step", "lr", "outputs", "stored"}, res
+    assert abs(res["loss"] - 1.0986123) < 1e-5 and res["step"] == 1 and res["lr"] == 0.01, res
+    assert set(res["outputs"]) == {"z"} and res["outputs"]["z"]["shape"] == [2, 3], res
+    state = {"doc/w", "doc/b", "doc/w.exp_avg", "doc/w.exp_avg_sq", "doc/b.exp_avg",
+             "doc/b.exp_avg_sq"}
+    assert set(res["stored"]) == state, res
+    assert c.call("tensor.stat", {"name": "doc/w"})["version"] == 2
+    # gradients only: nothing is updated
+    res = c.call("train.step", {"nodes": nodes, "loss": "loss", "params": ["doc/w"],
+                                "grads": True})
+    assert res["stored"] == ["doc/w.grad"] and res["lr"] == 0, res
+    assert c.call("tensor.stat", {"name": "doc/w"})["version"] == 2
+    e, _ = c.call_full("train.step", {"nodes": nodes, "loss": "z", "params": ["doc/w"]})
+    assert e["name"] == "INVALID_ARGUMENT" and "scalar" in e["message"], e
+    for n in state | {"doc/x", "doc/y", "doc/w.grad"}:
+        c.call("tensor.delete", {"name": n})
+
+
 CALLS = {
     "ping": call_ping,
     "info": call_info,
@@ -198,6 +230,7 @@ CALLS = {
     "tensor.delete": call_delete,
     "op.run": call_op_run,
     "graph.run": call_graph_run,
+    "train.step": call_train_step,
 }
 
 

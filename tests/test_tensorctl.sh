@@ -282,6 +282,93 @@ rm -f "$DIR/big.npy" "$DIR/big.back.npy"
 ok --json stat big | js 'assert j["bytes"] == 256 << 20 and j["dtype"] == "u8" and j["shape"] == [16384, 16384], j'
 ok rm big >/dev/null
 
+step "step (train.step)"
+cat >"$DIR/step.json" <<'EOF'
+{"nodes": [
+  {"id": "xw", "op": "matmul", "inputs": ["r/a", "st/w"]},
+  {"id": "loss", "op": "mse", "inputs": ["xw", "st/y"]}],
+ "loss": "loss", "params": ["st/w"], "outputs": ["xw"],
+ "optimizer": {"type": "sgd", "lr": 0.01}}
+EOF
+ok put st/w --values 0,0 --shape 2,1 >/dev/null
+ok put st/y --values 1,2 --shape 2,1 >/dev/null
+ok --json step "$DIR/step.json" | js '
+assert abs(j["loss"] - 2.5) < 1e-5 and j["step"] == 1 and abs(j["lr"] - 0.01) < 1e-9, j
+assert flat(j["outputs"]["xw"]["data"]) == [0, 0], j
+assert "st/w" in j["stored"], j'
+ok step "$DIR/step.json" | grep -q "^step 1: loss" || fail "step printed no loss line"
+bad step "$DIR/array.json"
+bad step "$DIR/no-such.json"
+
+step "train (train.run)"
+bad train "$DIR/array.json"
+bad train "$DIR/no-such.json"
+TRAIN_SRC=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../daemon/train.c
+if ! grep -q train_run "$TRAIN_SRC" 2>/dev/null; then
+	echo "   NOTE: skipping the train.run checks: the daemon has no train.run yet ($TRAIN_SRC)"
+else
+	"$PY" - "$DIR" <<'EOF' || fail "could not write the regression data"
+import sys
+import numpy as np
+d = sys.argv[1]
+rng = np.random.default_rng(64)
+x = rng.standard_normal((64, 3)).astype(np.float32)
+w = np.array([[2.0], [-3.0], [0.5]], dtype=np.float32)
+np.save(d + "/x.npy", x)
+np.save(d + "/y.npy", (x @ w + 0.7).astype(np.float32))
+EOF
+	ok put lr/x --file "$DIR/x.npy" >/dev/null
+	ok put lr/y --file "$DIR/y.npy" >/dev/null
+	ok put lr/w --values 0,0,0 --shape 3,1 >/dev/null
+	ok put lr/b --values 0 --shape 1 >/dev/null
+	cat >"$DIR/train.json" <<'EOF'
+{"nodes": [
+  {"id": "xw", "op": "matmul", "inputs": ["batch/x", "lr/w"]},
+  {"id": "pred", "op": "add", "inputs": ["xw", "lr/b"]},
+  {"id": "loss", "op": "mse", "inputs": ["pred", "batch/y"]}],
+ "loss": "loss", "params": ["lr/w", "lr/b"],
+ "optimizer": {"type": "sgd", "lr": 0.1},
+ "data": {"batch/x": "lr/x", "batch/y": "lr/y"},
+ "batch_size": 16, "epochs": 20, "seed": 7, "progress_every": 4,
+ "eval": {"data": {"batch/x": "lr/x", "batch/y": "lr/y"}, "every": 40}}
+EOF
+	ok --json train "$DIR/train.json" >"$DIR/train.out"
+	"$PY" - "$DIR/train.out" <<'EOF' || fail "train --json output is wrong: $(head -c 2000 "$DIR/train.out")"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+events = [l.get("event") for l in lines]
+assert events[-1] == "result", events
+prog = [l for l in lines if l["event"] == "progress"]
+assert len(prog) >= 5, "only %d progress lines" % len(prog)
+steps = [p["step"] for p in prog]
+assert steps == sorted(steps) and steps[-1] <= 80, steps
+for p in prog:
+    for k in ("step", "epoch", "epochs", "steps", "loss", "lr", "samples_per_s", "elapsed"):
+        assert k in p, (k, p)
+    assert p["steps"] == 80 and p["epochs"] == 20, p
+assert prog[-1]["loss"] < prog[0]["loss"], (prog[0], prog[-1])
+evals = [l for l in lines if l["event"] == "eval"]
+assert evals and all("loss" in e for e in evals), events
+r = lines[-1]
+assert r["steps"] == 80 and r["epochs"] == 20 and r["stopped"] == "done", r
+assert r["loss"] < 1e-3, r
+assert r["seconds"] > 0 and r["samples_per_s"] > 0, r
+EOF
+	ok --json get lr/w | js '
+want = [2.0, -3.0, 0.5]
+assert all(abs(g - w) < 0.02 for g, w in zip(flat(j["data"]), want)), j'
+	ok --json get lr/b | js 'assert abs(flat(j["data"])[0] - 0.7) < 0.02, j'
+	# For people, stdout not a TTY: a plain line per progress event, then the summary.
+	out=$(ok train "$DIR/train.json")
+	grep -q "^step [0-9]*/80 epoch [0-9]*/20 loss " <<<"$out" || fail "train printed no progress lines: $out"
+	grep -q "^eval step" <<<"$out" || fail "train printed no eval line: $out"
+	tail -n1 <<<"$out" | grep -q "^trained 80 steps in .* final loss .*, eval loss" ||
+		fail "train printed no summary: $out"
+	printf '{"nodes": [{"id": "l", "op": "mse", "inputs": ["batch/x", "lr/x"]}], "loss": "l",
+	  "params": ["lr/w"], "data": {"batch/x": "lr/x"}, "batch_size": 0}' >"$DIR/badtrain.json"
+	bad train "$DIR/badtrain.json"
+fi
+
 # ---- stop: SIGTERM must end it with status 0 ----
 step "stop"
 kill -TERM "$DPID"

@@ -40,6 +40,9 @@ int ag_scalar(struct autograd *ag, const char *op, int x, double scalar);
 /* The ref of input `k` of forward node `node`. */
 int ag_input(struct autograd *ag, unsigned node, unsigned k);
 
+/* How many inputs forward node `node` has (for optional inputs, e.g. a bias). */
+unsigned ag_ninputs(struct autograd *ag, unsigned node);
+
 /* The ref of forward node `node`'s own result. */
 int ag_output(struct autograd *ag, unsigned node);
 

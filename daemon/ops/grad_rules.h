@@ -22,3 +22,6 @@ int grad_permute(struct autograd *ag, unsigned node, int g, int *out);
 int grad_mse(struct autograd *ag, unsigned node, int g, int *out);
 int grad_bce_logits(struct autograd *ag, unsigned node, int g, int *out);
 int grad_class_loss(struct autograd *ag, unsigned node, int g, int *out);
+int grad_conv2d(struct autograd *ag, unsigned node, int g, int *out);
+int grad_pool2d(struct autograd *ag, unsigned node, int g, int *out);
+int grad_row_norm(struct autograd *ag, unsigned node, int g, int *out);

@@ -23,6 +23,8 @@ static const struct {
 	{ "reshape", grad_reshape }, { "transpose", grad_transpose }, { "permute", grad_permute },
 	{ "mse", grad_mse }, { "binary_cross_entropy_with_logits", grad_bce_logits },
 	{ "cross_entropy", grad_class_loss }, { "nll", grad_class_loss },
+	{ "conv2d", grad_conv2d }, { "max_pool2d", grad_pool2d }, { "avg_pool2d", grad_pool2d },
+	{ "layer_norm", grad_row_norm }, { "rms_norm", grad_row_norm },
 };
 
 op_backward_fn op_backward_find(const char *name)

@@ -122,6 +122,7 @@ extern const struct op_def op_defs_elementwise[];
 extern const struct op_def op_defs_layout[], op_defs_create[];
 extern const struct op_def op_defs_linalg[];
 extern const struct op_def op_defs_conv[];
+extern const struct op_def op_defs_conv_grad[];
 extern const struct op_def op_defs_loss[];
 extern const struct op_def op_defs_reduce[];
 extern const struct op_def op_defs_norm[];

@@ -14,6 +14,7 @@ static const struct op_def *const families[] = {
 	op_defs_elementwise,
 	op_defs_layout, op_defs_create,
 	op_defs_linalg, op_defs_conv,
+	op_defs_conv_grad,
 	op_defs_loss,
 	op_defs_reduce, op_defs_norm,
 	op_defs_optim,

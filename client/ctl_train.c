@@ -1,0 +1,418 @@
+/* tensorctl train (train.run, with its progress notifications) and step
+ * (train.step). */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "json.h"
+#include "pack.h"
+
+#define BAR_WIDTH 20
+#define LINE_MAX_LEN 512
+
+/* What train prints while the run goes on. */
+struct progress {
+	struct ctl *c;
+	bool bar;                  /* draw a one-line bar on stderr (a TTY) */
+	size_t columns;            /* the terminal's width; lines are cut to it */
+	size_t shown;              /* characters of the bar now on stderr; 0: none */
+	char last[LINE_MAX_LEN];   /* the bar's text, redrawn after an eval line */
+};
+
+/* A bounded string builder: appends are cut at the capacity, never overrun. */
+struct line {
+	char s[LINE_MAX_LEN];
+	size_t n;
+};
+
+__attribute__((format(printf, 2, 3)))
+static void add(struct line *l, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	if (l->n >= sizeof(l->s) - 1)
+		return;
+	va_start(ap, fmt);
+	k = vsnprintf(l->s + l->n, sizeof(l->s) - l->n, fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		l->n += (size_t)k < sizeof(l->s) - l->n ? (size_t)k : sizeof(l->s) - 1 - l->n;
+}
+
+/* map[key] as a number, if it is one. */
+static bool num(const msgpack_object *map, const char *key, double *ret)
+{
+	const msgpack_object *o = tdp_map_find(map, key);
+
+	if (!o)
+		return false;
+	switch (o->type) {
+	case MSGPACK_OBJECT_FLOAT32:
+	case MSGPACK_OBJECT_FLOAT64: *ret = o->via.f64; return true;
+	case MSGPACK_OBJECT_POSITIVE_INTEGER: *ret = (double)o->via.u64; return true;
+	case MSGPACK_OBJECT_NEGATIVE_INTEGER: *ret = (double)o->via.i64; return true;
+	default: return false;
+	}
+}
+
+/* map[key] as an integer, if it is one. */
+static bool inum(const msgpack_object *map, const char *key, int64_t *ret)
+{
+	const msgpack_object *o = tdp_map_find(map, key);
+
+	return o && tdp_obj_int(o, ret) == 0;
+}
+
+/* "12.3k" and the like: a rate for people. */
+static void add_rate(struct line *l, double v)
+{
+	if (v < 1e3)
+		add(l, "%.0f", v);
+	else if (v < 1e6)
+		add(l, "%.1fk", v / 1e3);
+	else if (v < 1e9)
+		add(l, "%.1fM", v / 1e6);
+	else
+		add(l, "%.1fG", v / 1e9);
+}
+
+/* " loss 0.05 acc 0.97": the loss and the metrics of an eval map. */
+static void add_eval(struct line *l, const msgpack_object *ev)
+{
+	const msgpack_object *m = tdp_map_find(ev, "metrics");
+	double v;
+
+	if (num(ev, "loss", &v))
+		add(l, " loss %.4g", v);
+	if (!m || m->type != MSGPACK_OBJECT_MAP)
+		return;
+	for (uint32_t i = 0; i < m->via.map.size; i++) {
+		const msgpack_object *k = &m->via.map.ptr[i].key, *val = &m->via.map.ptr[i].val;
+
+		if (k->type != MSGPACK_OBJECT_STR ||
+		    (val->type != MSGPACK_OBJECT_FLOAT32 && val->type != MSGPACK_OBJECT_FLOAT64 &&
+		     val->type != MSGPACK_OBJECT_POSITIVE_INTEGER &&
+		     val->type != MSGPACK_OBJECT_NEGATIVE_INTEGER))
+			continue;
+		v = val->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)val->via.u64
+		    : val->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? (double)val->via.i64
+								   : val->via.f64;
+		add(l, " %.*s %.4g", k->via.str.size > 64 ? 64 : (int)k->via.str.size,
+		    k->via.str.ptr, v);
+	}
+}
+
+/* "step 450/1000 epoch 3/10 loss 0.1234": the fields a progress map has. */
+static void add_position(struct line *l, const msgpack_object *p)
+{
+	int64_t a, b;
+	double v;
+
+	if (inum(p, "step", &a)) {
+		add(l, "step %" PRId64, a);
+		if (inum(p, "steps", &b))
+			add(l, "/%" PRId64, b);
+	}
+	if (inum(p, "epoch", &a)) {
+		add(l, "%sepoch %" PRId64, l->n ? " " : "", a);
+		if (inum(p, "epochs", &b))
+			add(l, "/%" PRId64, b);
+	}
+	if (num(p, "loss", &v))
+		add(l, "%sloss %.4g", l->n ? " " : "", v);
+}
+
+/* Wipe the bar off stderr so a line can be printed in its place. */
+static void clear_bar(struct progress *pg)
+{
+	if (!pg->shown)
+		return;
+	fprintf(stderr, "\r%*s\r", (int)pg->shown, "");
+	fflush(stderr);
+	pg->shown = 0;
+}
+
+static void draw_bar(struct progress *pg, const char *text)
+{
+	size_t n = strlen(text);
+
+	if (n > pg->columns)
+		n = pg->columns;
+	fprintf(stderr, "\r%.*s", (int)n, text);
+	if (pg->shown > n)
+		fprintf(stderr, "%*s\r%.*s", (int)(pg->shown - n), "", (int)n, text);
+	fflush(stderr);
+	pg->shown = n;
+}
+
+static void on_progress(struct progress *pg, const msgpack_object *p)
+{
+	struct line l = { .n = 0 };
+	int64_t step, steps;
+	double v, frac = 0;
+
+	if (pg->bar) {
+		if (inum(p, "step", &step) && inum(p, "steps", &steps) && steps > 0)
+			frac = (double)step / (double)steps;
+		frac = frac < 0 ? 0 : frac > 1 ? 1 : frac;
+		add(&l, "[");
+		for (int i = 0; i < BAR_WIDTH; i++)
+			add(&l, "%c", i < (int)(frac * BAR_WIDTH) ? '#' : '.');
+		add(&l, "] %3d%% ", (int)(frac * 100));
+	}
+	add_position(&l, p);
+	if (!pg->bar && num(p, "lr", &v))
+		add(&l, " lr %.4g", v);
+	if (num(p, "samples_per_s", &v)) {
+		add(&l, " ");
+		add_rate(&l, v);
+		add(&l, " samples/s");
+	}
+	if (!pg->bar && num(p, "elapsed", &v))
+		add(&l, " %.1f s", v);
+	if (pg->bar) {
+		snprintf(pg->last, sizeof(pg->last), "%s", l.s);
+		draw_bar(pg, l.s);
+	} else {
+		printf("%s\n", l.s);
+		fflush(stdout);
+	}
+}
+
+static void on_eval(struct progress *pg, const msgpack_object *e)
+{
+	struct line l = { .n = 0 };
+	int64_t a;
+
+	add(&l, "eval");
+	if (inum(e, "step", &a))
+		add(&l, " step %" PRId64, a);
+	if (inum(e, "epoch", &a))
+		add(&l, " epoch %" PRId64, a);
+	add(&l, ":");
+	add_eval(&l, e);
+	clear_bar(pg);
+	printf("%s\n", l.s);
+	fflush(stdout);
+	if (pg->bar && pg->last[0])
+		draw_bar(pg, pg->last);
+}
+
+/* {"event": EVENT, ...the map's own fields} as one line. */
+static void print_event(const char *event, const msgpack_object *m)
+{
+	printf("{\"event\":\"%s\"", event);
+	for (uint32_t i = 0; i < m->via.map.size; i++) {
+		const msgpack_object *k = &m->via.map.ptr[i].key;
+
+		if (tdp_obj_str_eq(k, "event"))
+			continue;
+		fputc(',', stdout);
+		if (k->type == MSGPACK_OBJECT_STR)
+			ctl_json_string(stdout, k->via.str.ptr, k->via.str.size);
+		else
+			fputs("\"?\"", stdout);
+		fputc(':', stdout);
+		ctl_json_msgpack(stdout, &m->via.map.ptr[i].val);
+	}
+	fputs("}\n", stdout);
+	fflush(stdout);
+}
+
+static void on_notify(void *userdata, const char *method, const void *params, size_t len)
+{
+	struct progress *pg = userdata;
+	const char *event;
+	msgpack_unpacked u;
+	size_t off = 0;
+
+	if (strcmp(method, "train.progress") == 0)
+		event = "progress";
+	else if (strcmp(method, "train.eval") == 0)
+		event = "eval";
+	else
+		return; /* other events are not about this run */
+	if (!params)
+		return;
+	msgpack_unpacked_init(&u);
+	if (msgpack_unpack_next(&u, params, len, &off) == MSGPACK_UNPACK_SUCCESS &&
+	    u.data.type == MSGPACK_OBJECT_MAP) {
+		if (pg->c->json)
+			print_event(event, &u.data);
+		else if (event[0] == 'p')
+			on_progress(pg, &u.data);
+		else
+			on_eval(pg, &u.data);
+	}
+	msgpack_unpacked_destroy(&u);
+}
+
+static int print_run_result(struct ctl *c, const msgpack_object *res)
+{
+	const msgpack_object *stopped = tdp_map_find(res, "stopped");
+	const msgpack_object *ev = tdp_map_find(res, "eval");
+	struct line l = { .n = 0 };
+	int64_t steps;
+	double secs, v;
+
+	if (res->type != MSGPACK_OBJECT_MAP)
+		return ctl_error("malformed reply: the result is not a map");
+	if (c->json) {
+		print_event("result", res);
+		return CTL_EXIT_OK;
+	}
+	if (!inum(res, "steps", &steps) || !num(res, "seconds", &secs))
+		return ctl_error("malformed reply: no steps or seconds");
+	add(&l, "trained %" PRId64 " step%s in %.*f s", steps, steps == 1 ? "" : "s",
+	    secs < 10 ? 2 : 1, secs);
+	if (num(res, "samples_per_s", &v)) {
+		add(&l, " (");
+		add_rate(&l, v);
+		add(&l, " samples/s)");
+	}
+	if (num(res, "loss", &v))
+		add(&l, ", final loss %.4g", v);
+	if (ev && ev->type == MSGPACK_OBJECT_MAP) {
+		add(&l, ", eval");
+		add_eval(&l, ev);
+	}
+	if (stopped && tdp_obj_str_eq(stopped, "stop_loss"))
+		add(&l, "; stopped early: the loss reached stop_loss");
+	printf("%s\n", l.s);
+	return CTL_EXIT_OK;
+}
+
+/* Read FILE, connect, call and unpack: what train and step share. The
+ * objects in `u` point into *ret_res, which the caller frees after them. */
+static int call_with_file(struct ctl *c, const char *what,
+			  int (*call)(struct tensord *, const void *, size_t, void **, size_t *),
+			  struct progress *pg, msgpack_unpacked *u, void **ret_res)
+{
+	msgpack_sbuffer sb;
+	void *res = NULL;
+	size_t rlen = 0, off = 0;
+	int r, status;
+
+	msgpack_sbuffer_init(&sb);
+	if ((status = ctl_read_json_map(c->pos[0], what, &sb)) != CTL_EXIT_OK)
+		goto out;
+	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
+		goto out;
+	if (pg)
+		tensord_set_notify(c->td, on_notify, pg);
+	r = call(c->td, sb.data, sb.size, &res, &rlen);
+	if (pg)
+		clear_bar(pg);
+	if (r < 0) {
+		status = ctl_call_failed(c, r);
+		goto out;
+	}
+	if (msgpack_unpack_next(u, res, rlen, &off) != MSGPACK_UNPACK_SUCCESS)
+		status = ctl_error("malformed reply");
+out:
+	*ret_res = res;
+	msgpack_sbuffer_destroy(&sb);
+	return status;
+}
+
+int ctl_cmd_train(struct ctl *c)
+{
+	struct progress pg = { .c = c, .columns = LINE_MAX_LEN };
+	msgpack_unpacked u;
+	void *res = NULL;
+	int status;
+
+	pg.bar = !c->json && isatty(STDERR_FILENO);
+	if (pg.bar) {
+		struct winsize ws;
+
+		/* One column short: a full line would wrap on some terminals. */
+		if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1)
+			pg.columns = (size_t)ws.ws_col - 1;
+	}
+	msgpack_unpacked_init(&u);
+	status = call_with_file(c, "{\"nodes\": [...], \"loss\", \"params\", \"data\", ...}",
+				tensord_train_run_raw, &pg, &u, &res);
+	if (status == CTL_EXIT_OK)
+		status = print_run_result(c, &u.data);
+	msgpack_unpacked_destroy(&u);
+	free(res);
+	return status;
+}
+
+static int print_step_result(struct ctl *c, const msgpack_object *res)
+{
+	const msgpack_object *outs = tdp_map_find(res, "outputs");
+	const msgpack_object *stored = tdp_map_find(res, "stored");
+	int64_t step = 0;
+	double loss, lr = 0;
+	int status;
+
+	if (res->type != MSGPACK_OBJECT_MAP || !num(res, "loss", &loss) ||
+	    (outs && outs->type != MSGPACK_OBJECT_MAP) ||
+	    (stored && stored->type != MSGPACK_OBJECT_ARRAY))
+		return ctl_error("malformed reply: no loss, or bad outputs or stored");
+	inum(res, "step", &step);
+	num(res, "lr", &lr);
+	if (c->json) {
+		fputs("{\"loss\":", stdout);
+		ctl_json_double(stdout, loss);
+		printf(",\"step\":%" PRId64 ",\"lr\":", step);
+		ctl_json_double(stdout, lr);
+		fputs(",\"outputs\":{", stdout);
+	} else {
+		printf("step %" PRId64 ": loss %.6g", step, loss);
+		if (lr > 0)
+			printf(", lr %.4g", lr);
+		fputc('\n', stdout);
+	}
+	for (uint32_t i = 0; outs && i < outs->via.map.size; i++) {
+		if (c->json && i > 0)
+			fputc(',', stdout);
+		status = ctl_print_output(c, &outs->via.map.ptr[i].key, &outs->via.map.ptr[i].val);
+		if (status != CTL_EXIT_OK)
+			return status;
+	}
+	if (c->json) {
+		fputs("},\"stored\":", stdout);
+		if (stored)
+			ctl_json_msgpack(stdout, stored);
+		else
+			fputs("[]", stdout);
+		fputs("}\n", stdout);
+		return CTL_EXIT_OK;
+	}
+	if (stored && stored->via.array.size > 0) {
+		fputs("stored", stdout);
+		for (uint32_t i = 0; i < stored->via.array.size; i++) {
+			const msgpack_object *n = &stored->via.array.ptr[i];
+
+			if (n->type == MSGPACK_OBJECT_STR)
+				printf("%s %.*s", i ? "," : "",
+				       n->via.str.size > 255 ? 255 : (int)n->via.str.size, n->via.str.ptr);
+		}
+		fputc('\n', stdout);
+	}
+	return CTL_EXIT_OK;
+}
+
+int ctl_cmd_step(struct ctl *c)
+{
+	msgpack_unpacked u;
+	void *res = NULL;
+	int status;
+
+	msgpack_unpacked_init(&u);
+	status = call_with_file(c, "{\"nodes\": [...], \"loss\", \"params\", ...}",
+				tensord_train_step_raw, NULL, &u, &res);
+	if (status == CTL_EXIT_OK)
+		status = print_step_result(c, &u.data);
+	msgpack_unpacked_destroy(&u);
+	free(res);
+	return status;
+}

@@ -1,0 +1,401 @@
+/* The conv_grad family: the gradients of the conv family, as ops that the
+ * backward rules of grad_conv.c emit (and clients may run directly).
+ * conv2d_grad_input and conv2d_grad_weight (shader conv2d_grad.comp),
+ * max_pool2d_grad and avg_pool2d_grad (pool2d_grad.comp). Each takes the
+ * forward's attributes plus the shape the forward's input (or weight) had,
+ * since a strided forward maps several input sizes to one output size. All
+ * sums are f32 in a fixed order: results are deterministic. */
+#include <string.h>
+
+#include "../../shaders/conv_codes.h"
+#include "../gpu/device.h"
+#include "dtype.h"
+#include "op.h"
+#include "status.h"
+
+/* As conv.c: keeps the shaders' signed 32-bit window arithmetic in range. */
+#define CONV_MAX_DIM (1u << 24)
+/* (n, oy, ox) positions one conv2d_grad_weight invocation sums: Mesa 22.3's
+ * lavapipe ends an invocation's loops after 65535 iterations in all. */
+#define WGRAD_CHUNK 4096u
+/* Loop iterations a shader invocation may run on lavapipe (see above). */
+#define LOOP_BUDGET 60000u
+
+/* Mirrors ConvGradPush in shaders/conv2d_grad.comp. */
+struct convg_push {
+	uint32_t total;
+	uint32_t n, c, h, w;
+	uint32_t oc, oh, ow;
+	uint32_t kh, kw;
+	uint32_t sh, sw;
+	uint32_t ph, pw;
+	uint32_t dh, dw;
+	uint32_t cpg, opg;
+	uint32_t mode;
+	uint32_t chunk, nchunks;
+};
+_Static_assert(sizeof(struct convg_push) == 84, "convg_push must mirror ConvGradPush");
+_Static_assert(sizeof(struct convg_push) <= sizeof(((struct op_ctx *)0)->priv), "convg_push fits priv");
+
+/* Mirrors PoolGradPush in shaders/pool2d_grad.comp. */
+struct poolg_push {
+	uint32_t total;
+	uint32_t h, w;
+	uint32_t oh, ow;
+	uint32_t kh, kw;
+	uint32_t sh, sw;
+	uint32_t ph, pw;
+	uint32_t op;
+};
+_Static_assert(sizeof(struct poolg_push) == 48, "poolg_push must mirror PoolGradPush");
+_Static_assert(sizeof(struct poolg_push) <= sizeof(((struct op_ctx *)0)->priv), "poolg_push fits priv");
+
+/* An int-or-pair attr as (height, width), `def` when absent, each in
+ * [lo, CONV_MAX_DIM) (the same rule as conv.c's). */
+static int attr_pair(struct op_ctx *ctx, const char *name, int64_t def, int64_t lo, uint32_t ret[2])
+{
+	const struct op_attr_value *v = op_attr(ctx, name);
+	int64_t p[2] = { def, def };
+
+	if (v->set) {
+		if (v->nints != 1 && v->nints != 2)
+			return op_fail(ctx, TDP_INVALID_ARGUMENT,
+				       "attr '%s' must be an integer or a pair [h, w], not %u integers", name,
+				       v->nints);
+		p[0] = v->ints[0];
+		p[1] = v->ints[v->nints - 1];
+	}
+	for (int i = 0; i < 2; i++)
+		if (p[i] < lo || p[i] >= (int64_t)CONV_MAX_DIM)
+			return op_fail(ctx, TDP_INVALID_ARGUMENT, "attr '%s' must be from %lld to %u, not %lld",
+				       name, (long long)lo, CONV_MAX_DIM - 1, (long long)p[i]);
+	ret[0] = (uint32_t)p[0];
+	ret[1] = (uint32_t)p[1];
+	return 0;
+}
+
+/* A 4-int shape attr (`input_shape`, `weight_shape`) into ret[4]; each dim
+ * below CONV_MAX_DIM and the product below 2^32. */
+static int attr_shape4(struct op_ctx *ctx, const char *name, uint64_t ret[4])
+{
+	const struct op_attr_value *v = op_attr(ctx, name);
+	uint64_t count = 1;
+
+	if (v->nints != 4)
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "attr '%s' must be 4 integers, not %u", name,
+			       v->nints);
+	for (int d = 0; d < 4; d++) {
+		if (v->ints[d] < 0 || v->ints[d] >= (int64_t)CONV_MAX_DIM)
+			return op_fail(ctx, TDP_INVALID_ARGUMENT, "attr '%s'[%d] must be from 0 to %u, not %lld",
+				       name, d, CONV_MAX_DIM - 1, (long long)v->ints[d]);
+		ret[d] = (uint64_t)v->ints[d];
+		count *= ret[d];
+	}
+	if (count > UINT32_MAX)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "attr '%s' describes more than 2^32 elements", name);
+	return 0;
+}
+
+/* A float rank-4 input `k` of at most 2^32 elements with dims below CONV_MAX_DIM. */
+static int check_nchw(struct op_ctx *ctx, unsigned k, const char *what)
+{
+	const struct op_tensor *t = &ctx->in[k];
+
+	if (!op_dtype_is_float(t->dtype))
+		return op_fail(ctx, TDP_DTYPE_MISMATCH, "%s needs f32, f16 or bf16, not %s", what,
+			       tdp_dtype_name(t->dtype));
+	if (k > 0 && t->dtype != ctx->in[0].dtype)
+		return op_fail(ctx, TDP_DTYPE_MISMATCH, "%s is %s but input 0 is %s", what,
+			       tdp_dtype_name(t->dtype), tdp_dtype_name(ctx->in[0].dtype));
+	if (t->rank != 4)
+		return op_fail(ctx, TDP_SHAPE_MISMATCH, "%s must have rank 4, not %u", what, t->rank);
+	for (int d = 0; d < 4; d++)
+		if (t->shape[d] >= CONV_MAX_DIM)
+			return op_fail(ctx, TDP_SHAPE_MISMATCH, "%s has a dimension of %llu; the limit is %u",
+				       what, (unsigned long long)t->shape[d], CONV_MAX_DIM - 1);
+	if (t->count > UINT32_MAX)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "%s has more than 2^32 elements", what);
+	return 0;
+}
+
+/* The forward's output size along one axis (as conv.c computes it). */
+static int out_dim(struct op_ctx *ctx, const char *axis, uint64_t in, uint64_t k, uint32_t s,
+		   uint32_t p, uint32_t d, uint64_t *ret)
+{
+	uint64_t span = (uint64_t)d * (k - 1) + 1;
+
+	if (k == 0 || in + 2ull * p < span)
+		return op_fail(ctx, TDP_SHAPE_MISMATCH,
+			       "the %s window (%llu with dilation) does not fit the padded input (%llu)",
+			       axis, (unsigned long long)span, (unsigned long long)(in + 2ull * p));
+	*ret = (in + 2ull * p - span) / s + 1;
+	return 0;
+}
+
+/* grad_out (input `k`) must be [n, c, oh, ow]: the forward's result. */
+static int check_grad_out(struct op_ctx *ctx, unsigned k, uint64_t n, uint64_t c, uint64_t oh, uint64_t ow)
+{
+	const uint64_t *s = ctx->in[k].shape;
+
+	if (s[0] != n || s[1] != c || s[2] != oh || s[3] != ow)
+		return op_fail(ctx, TDP_SHAPE_MISMATCH,
+			       "grad_out (input %u) is [%llu, %llu, %llu, %llu]; the forward's result is "
+			       "[%llu, %llu, %llu, %llu]", k, (unsigned long long)s[0],
+			       (unsigned long long)s[1], (unsigned long long)s[2], (unsigned long long)s[3],
+			       (unsigned long long)n, (unsigned long long)c, (unsigned long long)oh,
+			       (unsigned long long)ow);
+	return 0;
+}
+
+static const struct op_attr_spec convg_input_attrs[] = {
+	{ "stride", ATTR_INTS, false },
+	{ "padding", ATTR_INTS, false },
+	{ "dilation", ATTR_INTS, false },
+	{ "groups", ATTR_INT, false },
+	{ "input_shape", ATTR_INTS, true },
+	{ NULL, 0, false },
+};
+
+static const struct op_attr_spec convg_weight_attrs[] = {
+	{ "stride", ATTR_INTS, false },
+	{ "padding", ATTR_INTS, false },
+	{ "dilation", ATTR_INTS, false },
+	{ "groups", ATTR_INT, false },
+	{ "weight_shape", ATTR_INTS, true },
+	{ NULL, 0, false },
+};
+
+/* The forward's geometry from x's shape xs and w's shape ws, checked as
+ * conv2d checks it; grad_out (input gk) must match the result. */
+static int convg_plan(struct op_ctx *ctx, const uint64_t xs[4], const uint64_t ws[4], unsigned gk,
+		      struct convg_push *pc)
+{
+	const struct op_attr_value *gv = op_attr(ctx, "groups");
+	uint32_t s[2], p[2], d[2], groups;
+	uint64_t oh = 0, ow = 0;
+
+	if (attr_pair(ctx, "stride", 1, 1, s) < 0 || attr_pair(ctx, "padding", 0, 0, p) < 0 ||
+	    attr_pair(ctx, "dilation", 1, 1, d) < 0)
+		return -1;
+	if (gv->set && (gv->i < 1 || gv->i >= (int64_t)CONV_MAX_DIM))
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "attr 'groups' must be at least 1 (got %lld)",
+			       (long long)gv->i);
+	groups = gv->set ? (uint32_t)gv->i : 1;
+	if (xs[1] % groups || ws[0] % groups || ws[1] * groups != xs[1])
+		return op_fail(ctx, TDP_SHAPE_MISMATCH,
+			       "weight [%llu, %llu, ...] does not fit %llu input channels in %u groups",
+			       (unsigned long long)ws[0], (unsigned long long)ws[1], (unsigned long long)xs[1],
+			       groups);
+	if (out_dim(ctx, "height", xs[2], ws[2], s[0], p[0], d[0], &oh) < 0 ||
+	    out_dim(ctx, "width", xs[3], ws[3], s[1], p[1], d[1], &ow) < 0 ||
+	    check_grad_out(ctx, gk, xs[0], ws[0], oh, ow) < 0)
+		return -1;
+	*pc = (struct convg_push){
+		.n = (uint32_t)xs[0], .c = (uint32_t)xs[1], .h = (uint32_t)xs[2], .w = (uint32_t)xs[3],
+		.oc = (uint32_t)ws[0], .oh = (uint32_t)oh, .ow = (uint32_t)ow,
+		.kh = (uint32_t)ws[2], .kw = (uint32_t)ws[3],
+		.sh = s[0], .sw = s[1], .ph = p[0], .pw = p[1], .dh = d[0], .dw = d[1],
+		.cpg = (uint32_t)ws[1], .opg = (uint32_t)(ws[0] / groups),
+	};
+	return 0;
+}
+
+static void set_out(struct op_ctx *ctx, const uint64_t shape[4])
+{
+	ctx->out.dtype = ctx->in[0].dtype;
+	ctx->out.rank = 4;
+	memcpy(ctx->out.shape, shape, 4 * sizeof(*shape));
+}
+
+/* conv2d_grad_input(grad_out, weight) -> dX of input_shape. */
+static int convg_input_infer(struct op_ctx *ctx)
+{
+	struct convg_push *pc = (struct convg_push *)ctx->priv;
+	uint64_t xs[4];
+
+	if (check_nchw(ctx, 0, "grad_out (input 0)") < 0 || check_nchw(ctx, 1, "weight (input 1)") < 0 ||
+	    attr_shape4(ctx, "input_shape", xs) < 0 || convg_plan(ctx, xs, ctx->in[1].shape, 0, pc) < 0)
+		return -1;
+	/* Each invocation loops over the taps of every output channel of its group. */
+	if ((uint64_t)pc->opg * pc->kh * (pc->kw + 1u) > LOOP_BUDGET)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED,
+			       "%u output channels per group with a %ux%u kernel: the input gradient "
+			       "supports at most %u channel-taps", pc->opg, pc->kh, pc->kw, LOOP_BUDGET);
+	pc->mode = CONVG_INPUT;
+	set_out(ctx, xs);
+	return 0;
+}
+
+static int convg_input_record(struct op_ctx *ctx, struct gpu_recorder *rec)
+{
+	struct convg_push pc;
+	const struct gpu_pipeline *p;
+	struct gpu_binding bind[4];
+
+	memcpy(&pc, ctx->priv, sizeof(pc));
+	pc.total = (uint32_t)ctx->out.count;
+	/* Binding 2 (the partials) is unused in this mode: bind the result. */
+	if (op_pipeline(ctx, "conv2d_grad", tdp_dtype_name(ctx->out.dtype), &p) < 0 ||
+	    op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
+	    op_bind(ctx, &ctx->out, true, &bind[2]) < 0 || op_bind(ctx, &ctx->out, true, &bind[3]) < 0)
+		return -1;
+	return op_dispatch(ctx, rec, p, bind, 4, &pc, sizeof(pc), pc.total, 256);
+}
+
+/* conv2d_grad_weight(x, grad_out) -> dW of weight_shape. */
+static int convg_weight_infer(struct op_ctx *ctx)
+{
+	struct convg_push *pc = (struct convg_push *)ctx->priv;
+	uint64_t ws[4];
+
+	if (check_nchw(ctx, 0, "x (input 0)") < 0 || check_nchw(ctx, 1, "grad_out (input 1)") < 0 ||
+	    attr_shape4(ctx, "weight_shape", ws) < 0 || convg_plan(ctx, ctx->in[0].shape, ws, 1, pc) < 0)
+		return -1;
+	pc->mode = CONVG_WPART;
+	set_out(ctx, ws);
+	return 0;
+}
+
+static int convg_weight_record(struct op_ctx *ctx, struct gpu_recorder *rec)
+{
+	struct convg_push pc;
+	const struct gpu_pipeline *p;
+	struct gpu_binding bind[4];
+	struct op_tensor part = { .dtype = TDP_DTYPE_F32, .rank = 1 };
+	uint64_t npos, wcount = ctx->out.count, nchunks, chunk = WGRAD_CHUNK;
+	uint64_t range = ctx->g->props.limits.maxStorageBufferRange;
+
+	memcpy(&pc, ctx->priv, sizeof(pc));
+	npos = (uint64_t)pc.n * pc.oh * pc.ow;
+	if (wcount == 0)
+		return 0;
+	nchunks = npos ? (npos + chunk - 1) / chunk : 1;
+	/* Fewer, longer chunks where the partials would not fit one binding. */
+	while (nchunks > 1 && nchunks * wcount * 4 > range / 2) {
+		chunk *= 2;
+		nchunks = (npos + chunk - 1) / chunk;
+	}
+	if (chunk > WGRAD_CHUNK * 8 || nchunks * wcount > UINT32_MAX || nchunks > LOOP_BUDGET)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED,
+			       "a weight gradient of %llu elements over %llu positions is too large",
+			       (unsigned long long)wcount, (unsigned long long)npos);
+	pc.chunk = (uint32_t)chunk;
+	pc.nchunks = (uint32_t)nchunks;
+	pc.total = (uint32_t)(nchunks * wcount);
+	if (op_pipeline(ctx, "conv2d_grad", tdp_dtype_name(ctx->out.dtype), &p) < 0 ||
+	    op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
+	    op_bind(ctx, &ctx->out, true, &bind[3]) < 0)
+		return -1;
+	if (nchunks == 1) {
+		/* The one partial goes straight into dW; binding 2 is unused. */
+		bind[2] = bind[3];
+		return op_dispatch(ctx, rec, p, bind, 4, &pc, sizeof(pc), pc.total, 256);
+	}
+	part.shape[0] = nchunks * wcount;
+	part.count = part.shape[0];
+	part.bytes = part.count * 4;
+	if (op_scratch_alloc(ctx, part.bytes, &part.alloc) < 0 || op_bind(ctx, &part, true, &bind[2]) < 0 ||
+	    op_dispatch(ctx, rec, p, bind, 4, &pc, sizeof(pc), pc.total, 256) < 0)
+		return -1;
+	pc.mode = CONVG_WSUM;
+	pc.total = (uint32_t)wcount;
+	return op_dispatch(ctx, rec, p, bind, 4, &pc, sizeof(pc), pc.total, 256);
+}
+
+static const struct op_attr_spec poolg_max_attrs[] = {
+	{ "kernel_size", ATTR_INTS, true },
+	{ "stride", ATTR_INTS, false },
+	{ "padding", ATTR_INTS, false },
+	{ NULL, 0, false },
+};
+
+static const struct op_attr_spec poolg_avg_attrs[] = {
+	{ "kernel_size", ATTR_INTS, true },
+	{ "stride", ATTR_INTS, false },
+	{ "padding", ATTR_INTS, false },
+	{ "input_shape", ATTR_INTS, true },
+	{ NULL, 0, false },
+};
+
+/* The pool geometry for an input of shape xs, checked as the forward checks
+ * it; grad_out (input gk) must match the forward's result. */
+static int poolg_plan(struct op_ctx *ctx, const uint64_t xs[4], unsigned gk)
+{
+	struct poolg_push *pc = (struct poolg_push *)ctx->priv;
+	uint32_t k[2], s[2], p[2];
+	uint64_t oh = 0, ow = 0;
+
+	if (attr_pair(ctx, "kernel_size", 1, 1, k) < 0 || attr_pair(ctx, "padding", 0, 0, p) < 0)
+		return -1;
+	if (op_attr(ctx, "stride")->set) {
+		if (attr_pair(ctx, "stride", 1, 1, s) < 0)
+			return -1;
+	} else {
+		s[0] = k[0];
+		s[1] = k[1];
+	}
+	if (p[0] > k[0] / 2 || p[1] > k[1] / 2)
+		return op_fail(ctx, TDP_INVALID_ARGUMENT,
+			       "padding (%u, %u) must be at most half the kernel size (%u, %u)", p[0], p[1],
+			       k[0], k[1]);
+	if (xs[2] == 0 || xs[3] == 0)
+		return op_fail(ctx, TDP_SHAPE_MISMATCH, "the input is %llux%llu; pooling needs a non-empty image",
+			       (unsigned long long)xs[2], (unsigned long long)xs[3]);
+	if (out_dim(ctx, "height", xs[2], k[0], s[0], p[0], 1, &oh) < 0 ||
+	    out_dim(ctx, "width", xs[3], k[1], s[1], p[1], 1, &ow) < 0 ||
+	    check_grad_out(ctx, gk, xs[0], xs[1], oh, ow) < 0)
+		return -1;
+	/* Each invocation visits about (k/s)^2 windows, scanning each for max. */
+	if ((uint64_t)((k[0] + s[0] - 1) / s[0]) * ((k[1] + s[1] - 1) / s[1]) * k[0] * (k[1] + 1u) > LOOP_BUDGET)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "a %ux%u window with stride %ux%u overlaps too much",
+			       k[0], k[1], s[0], s[1]);
+	*pc = (struct poolg_push){
+		.h = (uint32_t)xs[2], .w = (uint32_t)xs[3], .oh = (uint32_t)oh, .ow = (uint32_t)ow,
+		.kh = k[0], .kw = k[1], .sh = s[0], .sw = s[1], .ph = p[0], .pw = p[1], .op = ctx->def->code,
+	};
+	set_out(ctx, xs);
+	return 0;
+}
+
+/* max_pool2d_grad(x, grad_out) -> dX. */
+static int poolg_max_infer(struct op_ctx *ctx)
+{
+	if (check_nchw(ctx, 0, "x (input 0)") < 0 || check_nchw(ctx, 1, "grad_out (input 1)") < 0)
+		return -1;
+	return poolg_plan(ctx, ctx->in[0].shape, 1);
+}
+
+/* avg_pool2d_grad(grad_out) -> dX of input_shape. */
+static int poolg_avg_infer(struct op_ctx *ctx)
+{
+	uint64_t xs[4];
+
+	if (check_nchw(ctx, 0, "grad_out (input 0)") < 0 || attr_shape4(ctx, "input_shape", xs) < 0)
+		return -1;
+	return poolg_plan(ctx, xs, 0);
+}
+
+static int poolg_record(struct op_ctx *ctx, struct gpu_recorder *rec)
+{
+	struct poolg_push pc;
+	const struct gpu_pipeline *p;
+	struct gpu_binding bind[3];
+	unsigned g = ctx->def->code == POOL_MAX ? 1 : 0;
+
+	memcpy(&pc, ctx->priv, sizeof(pc));
+	pc.total = (uint32_t)ctx->out.count;
+	/* avg reads no x: binding 0 gets grad_out. */
+	if (op_pipeline(ctx, "pool2d_grad", tdp_dtype_name(ctx->out.dtype), &p) < 0 ||
+	    op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[g], false, &bind[1]) < 0 ||
+	    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
+		return -1;
+	return op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), pc.total, 256);
+}
+
+const struct op_def op_defs_conv_grad[] = {
+	{ "conv2d_grad_input", 2, 2, convg_input_attrs, 0, convg_input_infer, convg_input_record },
+	{ "conv2d_grad_weight", 2, 2, convg_weight_attrs, 0, convg_weight_infer, convg_weight_record },
+	{ "max_pool2d_grad", 2, 2, poolg_max_attrs, POOL_MAX, poolg_max_infer, poolg_record },
+	{ "avg_pool2d_grad", 1, 1, poolg_avg_attrs, POOL_AVG, poolg_avg_infer, poolg_record },
+	{ NULL, 0, 0, NULL, 0, NULL, NULL },
+};

@@ -1,0 +1,56 @@
+#!/usr/bin/python3
+"""The digits example end to end (examples/digits): fetch the data set, train
+the MLP on a tensord of its own (--spawn $TENSORD_BIN), and require a test
+accuracy of at least 0.95 from the JSON summary on its last line.
+
+Exits 77 (meson: skipped) when the data set cannot be fetched, e.g. without
+network access; never fails for that reason."""
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLE = os.path.join(HERE, "..", "..", "examples", "digits")
+SKIP = 77
+
+
+def main():
+    binary = os.environ.get("TENSORD_BIN")
+    if not binary:
+        print("TENSORD_BIN is not set")
+        return 1
+    cache = os.environ.get("DIGITS_CACHE", os.path.join(EXAMPLE, ".data"))
+    try:
+        fetch = subprocess.run(["sh", os.path.join(EXAMPLE, "fetch.sh"), cache], capture_output=True,
+                               text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        print("SKIP: fetching the digits data set took too long")
+        return SKIP
+    sys.stdout.write(fetch.stdout)
+    sys.stdout.write(fetch.stderr)
+    lines = fetch.stdout.strip().splitlines()
+    if fetch.returncode != 0 or not lines or not os.path.exists(lines[-1]):
+        print("SKIP: the digits data set cannot be fetched (exit %d)" % fetch.returncode)
+        return SKIP
+    run = subprocess.run([sys.executable, os.path.join(EXAMPLE, "train_mlp.py"), "--spawn", binary,
+                          "--data", lines[-1]], capture_output=True, text=True, timeout=540)
+    sys.stdout.write(run.stdout)
+    sys.stdout.write(run.stderr)
+    if run.returncode != 0:
+        print("FAIL: train_mlp.py exited with %d" % run.returncode)
+        return 1
+    summary = json.loads(run.stdout.strip().splitlines()[-1])
+    for key in ("model", "test_accuracy", "seconds", "step_ms"):
+        if key not in summary:
+            print("FAIL: the summary lacks %s" % key)
+            return 1
+    if summary["test_accuracy"] < 0.95:
+        print("FAIL: test accuracy %.4f < 0.95" % summary["test_accuracy"])
+        return 1
+    print("ok: test accuracy %.4f, %.2f ms per step" % (summary["test_accuracy"], summary["step_ms"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,497 @@
+#!/usr/bin/python3
+"""Gradient checks of train.step (docs/training.md): for every op with a
+backward rule, the gradients the daemon computes (train.step with
+grads: true and no optimizer, stored as `<param>.grad`) are compared with
+central finite differences of a float64 NumPy reference of the same loss.
+
+The loss of a case is  sum(op(inputs) * R)  (or mean) with a fixed random R
+of the result's shape, built from mul + sum nodes, so every element of the
+op's result carries a different weight. Inputs are drawn away from kinks
+(relu/abs at 0, maximum/minimum ties, clamp bounds) and outside the domains
+where the op is undefined. Parameters are f32 tensors; the finite
+differences run in float64 on the f32-rounded inputs, so what is measured is
+the daemon's f32 arithmetic, held to 1e-4 of the gradient's scale plus
+1e-3 of each element (looser than f32 rounding, far tighter than any wrong
+rule).
+
+Run with /usr/bin/python3; $TENSORD_BIN names the daemon."""
+import os
+import sys
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "ops"))
+
+import numpy as np  # noqa: E402
+
+import harness  # noqa: E402
+
+rng = np.random.default_rng(20240612)
+FD_EPS = 1e-5       # float64 central differences: truncation error ~ eps^2
+# The daemon's gradients agree with float64 to ~1e-7 of their scale; these
+# bounds leave room for f32 rounding and still catch a rule that is off by a
+# factor, a sign, a missing term or a broadcast summed over the wrong axis.
+ATOL, RTOL = 1e-4, 1e-3
+
+
+# ---- input generators ------------------------------------------------------
+
+def u(shape, lo=-1.0, hi=1.0):
+    return rng.uniform(lo, hi, size=shape)
+
+
+def away(shape, lo=-2.0, hi=2.0, gap=0.15):
+    """Uniform on [lo, hi] without (-gap, gap): no kink at 0."""
+    x = rng.uniform(gap, max(abs(lo), abs(hi)), size=shape)
+    return x * rng.choice([-1.0, 1.0], size=shape)
+
+
+def pos(shape, lo=0.5, hi=2.0):
+    return rng.uniform(lo, hi, size=shape)
+
+
+def separated(shape_a, shape_b, gap=0.1):
+    """Two arrays whose broadcast elements never come closer than `gap`."""
+    a = u(shape_a, -2, 2)
+    b = u(shape_b, -2, 2)
+    for _ in range(1000):
+        if np.all(np.abs(a - b) > gap):
+            return a, b
+        b = u(shape_b, -2, 2)
+    raise AssertionError("no separated inputs for %s, %s" % (shape_a, shape_b))
+
+
+def q32(a):
+    return np.asarray(a, dtype=np.float32).astype(np.float64)
+
+
+# ---- NumPy references (float64) -------------------------------------------
+
+def softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def log_softmax(x, axis=-1):
+    m = x.max(axis=axis, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
+
+
+def reduce_loss(per, reduction, n=None):
+    if reduction == "none":
+        return per
+    if reduction == "sum":
+        return per.sum()
+    return per.sum() / (n if n is not None else per.size)
+
+
+def cross_entropy(x, t, reduction="mean", label_smoothing=0.0):
+    ls = log_softmax(x, 1)
+    nll = -ls[np.arange(len(t)), t]
+    per = (1 - label_smoothing) * nll + label_smoothing * (-ls.mean(axis=1))
+    return reduce_loss(per, reduction, len(t))
+
+
+def nll(x, t, reduction="mean"):
+    return reduce_loss(-x[np.arange(len(t)), t], reduction, len(t))
+
+
+def bce_logits(x, t, reduction="mean"):
+    per = np.maximum(x, 0) - x * t + np.log1p(np.exp(-np.abs(x)))
+    return reduce_loss(per, reduction)
+
+
+def mse(p, t, reduction="mean"):
+    return reduce_loss((p - t) ** 2, reduction)
+
+
+def sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+UNARY = {
+    "neg": (lambda x: -x, away),
+    "abs": (np.abs, away),
+    "exp": (np.exp, u),
+    "log": (np.log, pos),
+    "sqrt": (np.sqrt, pos),
+    "rsqrt": (lambda x: 1 / np.sqrt(x), pos),
+    "sin": (np.sin, lambda s: u(s, -3, 3)),
+    "cos": (np.cos, lambda s: u(s, -3, 3)),
+    "tanh": (np.tanh, lambda s: u(s, -2, 2)),
+    "sigmoid": (sigmoid, lambda s: u(s, -4, 4)),
+    "relu": (lambda x: np.maximum(x, 0), away),
+    "silu": (lambda x: x * sigmoid(x), lambda s: u(s, -4, 4)),
+    "softplus": (lambda x: np.log1p(np.exp(x)), lambda s: u(s, -4, 4)),
+    "copy": (lambda x: x, u),
+}
+
+BINARY = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "pow": lambda a, b: a ** b,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+}
+
+
+# ---- the check ---------------------------------------------------------------
+
+class Case:
+    """One gradient check. `inputs` is a list of (array, kind) with kind
+    'p' (f32 parameter), 'c' (f32 constant), 'i' (i32) or 'u8';
+    `ref(*arrays)` is the op in float64."""
+
+    def __init__(self, label, op, inputs, ref, attrs=None, reduce="sum"):
+        self.label, self.op, self.inputs, self.ref = label, op, inputs, ref
+        self.attrs, self.reduce = attrs, reduce
+
+
+def fd_grad(loss, arrays, k):
+    """Central differences of loss(arrays) with respect to arrays[k]."""
+    x = arrays[k]
+    g = np.zeros_like(x)
+    flat, gf = x.reshape(-1), g.reshape(-1)
+    for j in range(flat.size):
+        old = flat[j]
+        flat[j] = old + FD_EPS
+        hi = loss(arrays)
+        flat[j] = old - FD_EPS
+        lo = loss(arrays)
+        flat[j] = old
+        gf[j] = (hi - lo) / (2 * FD_EPS)
+    return g
+
+
+class GradChecker:
+    def __init__(self, client):
+        self.c = client
+        self.checks = 0       # gradients compared (one per parameter per case)
+        self.cases = 0
+        self.failures = 0
+        self.serial = 0
+
+    def fail(self, what):
+        self.failures += 1
+        print("FAIL", what)
+
+    def run(self, case):
+        self.cases += 1
+        self.serial += 1
+        pre = "g%d/" % self.serial
+        names, arrays, params = [], [], []
+        for j, (a, kind) in enumerate(case.inputs):
+            name = "%sin%d" % (pre, j)
+            if kind in ("p", "c"):
+                a = q32(a)
+                self.c.put(name, a, "f32")
+            elif kind == "i":
+                a = np.asarray(a, dtype=np.int64)
+                self.c.put(name, a.astype(np.int32), "i32")
+            else:
+                a = np.asarray(a, dtype=np.int64)
+                self.c.put(name, a.astype(np.uint8), "u8")
+            names.append(name)
+            arrays.append(a)
+            if kind == "p":
+                params.append(j)
+        shapes = [list(np.shape(a)) for a, _ in case.inputs]
+        what = "%s (%s %s %s, loss %s)" % (case.label, case.op, shapes, case.attrs or {}, case.reduce)
+        y = np.asarray(case.ref(*arrays), dtype=np.float64)
+        r = q32(rng.uniform(-1, 1, size=y.shape))
+        self.c.put(pre + "R", r, "f32")
+        node = {"id": "y", "op": case.op, "inputs": names}
+        if case.attrs:
+            node["attrs"] = case.attrs
+        nodes = [node,
+                 {"id": "yr", "op": "mul", "inputs": ["y", pre + "R"]},
+                 {"id": "loss", "op": case.reduce, "inputs": ["yr"]}]
+        err, res = self.c.call("train.step", {"nodes": nodes, "loss": "loss",
+                                              "params": [names[j] for j in params], "grads": True})
+        if err is not None:
+            self.checks += len(params)
+            self.fail("%s: %s: %s" % (what, err.get("name"), err.get("message")))
+            return
+
+        def loss(arrs):
+            v = np.asarray(case.ref(*arrs), dtype=np.float64) * r
+            return v.sum() if case.reduce == "sum" else v.mean()
+
+        want_loss = loss(arrays)
+        if not np.isclose(res["loss"], want_loss, atol=1e-4, rtol=1e-4):
+            self.fail("%s: loss %r, want %r" % (what, res["loss"], want_loss))
+        for j in params:
+            self.checks += 1
+            err, got = self.c.call("tensor.get", {"name": names[j] + ".grad"})
+            if err is not None:
+                self.fail("%s: no gradient of input %d: %s" % (what, j, err))
+                continue
+            if got["dtype"] != "f32" or got["shape"] != list(np.shape(arrays[j])):
+                self.fail("%s: gradient of input %d is %s %s, want f32 %s" % (
+                    what, j, got["dtype"], got["shape"], list(np.shape(arrays[j]))))
+                continue
+            g = harness.result_array(got).astype(np.float64)
+            want = fd_grad(loss, [a.astype(np.float64) if kind in "pc" else a
+                                  for a, (_, kind) in zip(arrays, case.inputs)], j)
+            scale = max(1.0, float(np.abs(want).max(initial=0.0)))
+            bad = np.abs(g - want) > ATOL * scale + RTOL * np.abs(want)
+            if bad.any():
+                i = tuple(np.argwhere(bad)[0])
+                self.fail("%s: d/d input %d: %d of %d elements differ; first at %s: got %r want %r" % (
+                    what, j, int(bad.sum()), bad.size, i, g[i], want[i]))
+        for n in names + [pre + "R"] + [names[j] + ".grad" for j in params]:
+            self.c.call("tensor.delete", {"name": n})
+
+
+# ---- the cases -----------------------------------------------------------
+
+BROADCAST_PAIRS = [
+    ((3, 4), (3, 4)),
+    ((3, 4), (4,)),
+    ((2, 1, 3), (1, 4, 1)),
+    ((4,), ()),
+    ((2, 3), (2, 1)),
+]
+
+
+def binary_inputs(op, sa, sb):
+    if op == "div":
+        return u(sa, -2, 2), away(sb, -2, 2, gap=0.5)
+    if op == "pow":
+        return pos(sa), u(sb, -1.5, 1.5)
+    if op in ("maximum", "minimum"):
+        return separated(sa, sb)
+    return u(sa, -2, 2), u(sb, -2, 2)
+
+
+def cases():
+    out = []
+    # elementwise binary, tensor-tensor, with broadcasting; both operands parameters
+    for op, f in BINARY.items():
+        for sa, sb in BROADCAST_PAIRS:
+            a, b = binary_inputs(op, sa, sb)
+            out.append(Case("binary", op, [(a, "p"), (b, "p")], f))
+        # one operand a constant: only the other gets a gradient
+        a, b = binary_inputs(op, (3, 4), (4,))
+        out.append(Case("binary, b constant", op, [(a, "p"), (b, "c")], f))
+        a, b = binary_inputs(op, (2, 3), (3,))
+        out.append(Case("binary, a constant", op, [(a, "c"), (b, "p")], f))
+    # tensor-scalar forms, plain and reversed
+    for op, f in BINARY.items():
+        for s, rev in ((0.7, False), (1.3, True), (-0.4, False)):
+            if op in ("pow",) and rev and s <= 0:
+                continue
+            x = (pos((3, 4)) if op == "pow" and not rev else
+                 away((3, 4), gap=0.5) if op == "div" and rev else
+                 u((3, 4), -2, 2))
+            if op in ("maximum", "minimum"):
+                x = np.where(np.abs(x - s) < 0.1, x + 0.3, x)
+            fn = (lambda x, f=f, s=s: f(s, x)) if rev else (lambda x, f=f, s=s: f(x, s))
+            attrs = {"scalar": s}
+            if rev:
+                attrs["reverse"] = True
+            out.append(Case("scalar%s" % (" reversed" if rev else ""), op, [(x, "p")], fn, attrs))
+    # where: condition u8 (no gradient), a and b broadcast against it
+    cond = rng.integers(0, 2, size=(3, 4))
+    out.append(Case("where", "where", [(cond, "u8"), (u((3, 4)), "p"), (u((3, 4)), "p")],
+                    lambda c, a, b: np.where(c != 0, a, b)))
+    out.append(Case("where broadcast", "where", [(cond, "u8"), (u((3, 1)), "p"), (u((4,)), "p")],
+                    lambda c, a, b: np.where(c != 0, a, b)))
+    out.append(Case("where broadcast cond", "where", [(rng.integers(0, 2, size=(4,)), "u8"),
+                                                     (u((2, 3, 4)), "p"), (u(()), "p")],
+                    lambda c, a, b: np.where(c != 0, a, b)))
+    # elementwise unary
+    for op, (f, gen) in UNARY.items():
+        for shape in ((3, 4), (5,), ()):
+            out.append(Case("unary", op, [(gen(shape), "p")], f))
+    x = u((3, 4), -2, 2)
+    for attrs in ({"min": -0.5}, {"max": 0.6}, {"min": -0.5, "max": 0.6}):
+        lo, hi = attrs.get("min", -np.inf), attrs.get("max", np.inf)
+        xc = x.copy()
+        for bound in (lo, hi):
+            if np.isfinite(bound):
+                xc = np.where(np.abs(xc - bound) < 0.08, xc + 0.2, xc)
+        out.append(Case("unary", "clamp", [(xc, "p")],
+                        lambda v, lo=lo, hi=hi: np.clip(v, lo, hi), attrs))
+    # matmul: plain, batched, batch-broadcast both ways
+    for sa, sb in (((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((4, 5), (2, 5, 3)),
+                   ((2, 1, 3, 4), (3, 4, 2)), ((2, 3, 4), (2, 4, 2)), ((1, 2), (2, 1))):
+        out.append(Case("matmul", "matmul", [(u(sa), "p"), (u(sb), "p")], np.matmul))
+    out.append(Case("matmul, b constant", "matmul", [(u((3, 4)), "p"), (u((2, 4, 5)), "c")], np.matmul))
+    # sum / mean with axis and keepdims
+    for op, f in (("sum", np.sum), ("mean", np.mean)):
+        for shape, attrs in (((3, 4), None), ((3, 4), {"axis": 0}), ((3, 4), {"axis": 1, "keepdims": True}),
+                             ((2, 3, 4), {"axis": [0, 2]}), ((2, 3, 4), {"axis": -1}),
+                             ((2, 3, 4), {"axis": [1], "keepdims": True}),
+                             ((2, 3, 4), {"axis": [0, 1, 2], "keepdims": True}), ((5,), None)):
+            a = attrs or {}
+            ax = a.get("axis")
+            ax = tuple(ax) if isinstance(ax, list) else ax
+            out.append(Case("reduce", op, [(u(shape), "p")],
+                            lambda x, f=f, ax=ax, kd=a.get("keepdims", False): f(x, axis=ax, keepdims=kd),
+                            attrs))
+    # softmax / log_softmax along different axes
+    for op, f in (("softmax", softmax), ("log_softmax", log_softmax)):
+        for shape, axis in (((3, 5), None), ((3, 5), 0), ((2, 3, 4), 1), ((2, 3, 4), -1), ((2, 3, 4), 0)):
+            x = u(shape, -3, 3)
+            out.append(Case("softmax", op, [(x, "p")],
+                            lambda v, f=f, axis=axis: f(v, -1 if axis is None else axis),
+                            None if axis is None else {"axis": axis}))
+    # layout
+    out.append(Case("layout", "reshape", [(u((2, 6)), "p")], lambda x: x.reshape(3, 4), {"shape": [3, 4]}))
+    out.append(Case("layout", "reshape", [(u((2, 3, 4)), "p")], lambda x: x.reshape(-1, 4), {"shape": [-1, 4]}))
+    out.append(Case("layout", "transpose", [(u((3, 4)), "p")], lambda x: x.T))
+    out.append(Case("layout", "transpose", [(u((2, 3, 4)), "p")], lambda x: np.swapaxes(x, 0, 2),
+                    {"dim0": 0, "dim1": 2}))
+    out.append(Case("layout", "transpose", [(u((2, 3, 4)), "p")], lambda x: np.swapaxes(x, 1, -1),
+                    {"dim0": 1, "dim1": -1}))
+    out.append(Case("layout", "permute", [(u((2, 3, 4)), "p")], lambda x: np.transpose(x, (2, 0, 1)),
+                    {"dims": [2, 0, 1]}))
+    out.append(Case("layout", "permute", [(u((2, 3, 4, 2)), "p")], lambda x: np.transpose(x, (1, 3, 0, 2)),
+                    {"dims": [1, 3, 0, 2]}))
+    # losses, each reduction
+    for red in ("mean", "sum", "none"):
+        attrs = {"reduction": red}
+        out.append(Case("loss", "mse", [(u((3, 4)), "p"), (u((3, 4)), "p")],
+                        lambda p, t, red=red: mse(p, t, red), attrs))
+        out.append(Case("loss, target constant", "mse", [(u((6,)), "p"), (u((6,)), "c")],
+                        lambda p, t, red=red: mse(p, t, red), attrs))
+        out.append(Case("loss", "binary_cross_entropy_with_logits",
+                        [(u((3, 4), -3, 3), "p"), (u((3, 4), 0, 1), "p")],
+                        lambda x, t, red=red: bce_logits(x, t, red), attrs))
+        labels = rng.integers(0, 5, size=4)
+        for ls in (0.0, 0.1, 0.3):
+            a = dict(attrs)
+            if ls:
+                a["label_smoothing"] = ls
+            out.append(Case("loss", "cross_entropy", [(u((4, 5), -3, 3), "p"), (labels, "i")],
+                            lambda x, t, red=red, ls=ls: cross_entropy(x, t, red, ls), a))
+        out.append(Case("loss", "nll", [(u((4, 5), -3, 0), "p"), (labels, "i")],
+                        lambda x, t, red=red: nll(x, t, red), attrs))
+    out.append(Case("loss, default reduction", "cross_entropy", [(u((3, 7)), "p"), (rng.integers(0, 7, size=3), "i")],
+                    lambda x, t: cross_entropy(x, t)))
+    # a few cases with the mean as the final reduction
+    out.append(Case("mean loss", "mul", [(u((3, 4)), "p"), (u((4,)), "p")], BINARY["mul"], reduce="mean"))
+    out.append(Case("mean loss", "matmul", [(u((2, 3, 4)), "p"), (u((4, 5)), "p")], np.matmul, reduce="mean"))
+    out.append(Case("mean loss", "softmax", [(u((3, 5)), "p")], softmax, reduce="mean"))
+    return out
+
+
+def composite(gc):
+    """Graphs where gradients meet: a parameter used twice, a 2-layer MLP,
+    log(softmax) vs log_softmax, a chain of reshapes and transposes."""
+    c = gc.c
+    x = q32(u((4, 3)))
+    w1, b1 = q32(u((3, 5))), q32(u((5,)))
+    w2, b2 = q32(u((5, 2))), q32(u((2,)))
+    t = q32(u((4, 2)))
+    for n, a in (("cx", x), ("cw1", w1), ("cb1", b1), ("cw2", w2), ("cb2", b2), ("ct", t)):
+        c.put(n, a, "f32")
+
+    def mlp(arrs):
+        x, w1, b1, w2, b2, t = arrs
+        h = np.tanh(x @ w1 + b1)
+        y = h @ w2 + b2
+        return ((y - t) ** 2).mean() + (h * h).sum() * 0.1
+
+    nodes = [{"id": "a", "op": "matmul", "inputs": ["cx", "cw1"]},
+             {"id": "ab", "op": "add", "inputs": ["a", "cb1"]},
+             {"id": "h", "op": "tanh", "inputs": ["ab"]},
+             {"id": "y0", "op": "matmul", "inputs": ["h", "cw2"]},
+             {"id": "y", "op": "add", "inputs": ["y0", "cb2"]},
+             {"id": "l1", "op": "mse", "inputs": ["y", "ct"]},
+             {"id": "hh", "op": "mul", "inputs": ["h", "h"]},
+             {"id": "s", "op": "sum", "inputs": ["hh"]},
+             {"id": "s1", "op": "mul", "inputs": ["s"], "attrs": {"scalar": 0.1}},
+             {"id": "loss", "op": "add", "inputs": ["l1", "s1"]}]
+    gc.cases += 1
+    err, res = c.call("train.step", {"nodes": nodes, "loss": "loss",
+                                     "params": ["cx", "cw1", "cb1", "cw2", "cb2"], "grads": True})
+    arrays = [x, w1, b1, w2, b2, t]
+    if err is not None:
+        gc.checks += 5
+        gc.fail("composite mlp: %s" % err)
+        return
+    if not np.isclose(res["loss"], mlp(arrays), rtol=1e-4, atol=1e-5):
+        gc.fail("composite mlp: loss %r want %r" % (res["loss"], mlp(arrays)))
+    for k, n in enumerate(("cx", "cw1", "cb1", "cw2", "cb2")):
+        gc.checks += 1
+        got = harness.result_array(c.call("tensor.get", {"name": n + ".grad"})[1]).astype(np.float64)
+        want = fd_grad(mlp, [a.copy() for a in arrays], k)
+        scale = max(1.0, float(np.abs(want).max()))
+        if np.any(np.abs(got - want) > ATOL * scale + RTOL * np.abs(want)):
+            gc.fail("composite mlp: d/d %s: got %r want %r" % (n, got.ravel()[:6], want.ravel()[:6]))
+
+    # a parameter used by several nodes, and by one node twice
+    p = q32(u((3, 4)))
+    c.put("cp", p, "f32")
+
+    def multi(arrs):
+        (p,) = arrs
+        return (p * p).sum() + np.exp(p).mean() + (p.T @ p).sum() * 0.5
+
+    nodes = [{"id": "pp", "op": "mul", "inputs": ["cp", "cp"]},
+             {"id": "a", "op": "sum", "inputs": ["pp"]},
+             {"id": "e", "op": "exp", "inputs": ["cp"]},
+             {"id": "b", "op": "mean", "inputs": ["e"]},
+             {"id": "pt", "op": "transpose", "inputs": ["cp"]},
+             {"id": "g", "op": "matmul", "inputs": ["pt", "cp"]},
+             {"id": "gs", "op": "sum", "inputs": ["g"]},
+             {"id": "gh", "op": "mul", "inputs": ["gs"], "attrs": {"scalar": 0.5}},
+             {"id": "ab", "op": "add", "inputs": ["a", "b"]},
+             {"id": "loss", "op": "add", "inputs": ["ab", "gh"]}]
+    gc.cases += 1
+    gc.checks += 1
+    err, res = c.call("train.step", {"nodes": nodes, "loss": "loss", "params": ["cp"], "grads": True})
+    if err is not None:
+        gc.fail("composite shared parameter: %s" % err)
+    else:
+        got = harness.result_array(c.call("tensor.get", {"name": "cp.grad"})[1]).astype(np.float64)
+        want = fd_grad(multi, [p.copy()], 0)
+        scale = max(1.0, float(np.abs(want).max()))
+        if np.any(np.abs(got - want) > ATOL * scale + RTOL * np.abs(want)):
+            gc.fail("composite shared parameter: got %r want %r" % (got.ravel()[:6], want.ravel()[:6]))
+
+    # the loss node's own gradient with outputs returned inline
+    gc.checks += 1
+    err, res = c.call("train.step", {"nodes": nodes, "loss": "loss", "params": ["cp"], "grads": True,
+                                     "outputs": ["pp", "loss"]})
+    if err is not None or set(res["outputs"]) != {"pp", "loss"}:
+        gc.fail("outputs inline: %r %r" % (err, res and res.get("outputs", {}).keys()))
+    else:
+        pp = harness.result_array(res["outputs"]["pp"]).astype(np.float64)
+        if not np.allclose(pp, p * p, rtol=1e-6, atol=1e-7):
+            gc.fail("outputs inline: pp differs")
+
+
+def refusals(gc):
+    """Gradients the rules refuse, with a clear error (not a wrong result)."""
+    c = gc.c
+    c.put("rv", q32(u((4,))), "f32")
+    c.put("rm", q32(u((4, 3))), "f32")
+    for label, nodes, params in (
+        ("matmul with a 1-D operand", [{"id": "y", "op": "matmul", "inputs": ["rv", "rm"]},
+                                       {"id": "loss", "op": "sum", "inputs": ["y"]}], ["rv"]),
+    ):
+        gc.checks += 1
+        err, _ = c.call("train.step", {"nodes": nodes, "loss": "loss", "params": params, "grads": True})
+        if err is None or err["name"] != "INVALID_ARGUMENT":
+            gc.fail("%s: expected INVALID_ARGUMENT, got %r" % (label, err))
+
+
+def run(ck):
+    gc = GradChecker(ck.c)
+    for case in cases():
+        gc.run(case)
+    composite(gc)
+    refusals(gc)
+    print("%d cases, %d gradients checked, %d failed" % (gc.cases, gc.checks, gc.failures))
+    ck.checks += gc.checks
+    ck.failures += gc.failures
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TENSORD_BIN", os.path.join(HERE, "..", "..", "build-train", "daemon", "tensord"))
+    harness.main(run)
