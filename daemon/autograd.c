@@ -267,6 +267,10 @@ int autograd_build(struct graph *gr, unsigned loss, struct tensor *const *params
 			if ((s >= 0 && ag->needs[s]) || param_index(ag, i, k, params, nparams) >= 0)
 				ag->needs[i] = true;
 		}
+		/* Integer and u8 results (comparisons, argmax, indices) carry no
+		 * gradient: what is computed from them is a constant. */
+		if (!op_dtype_is_float(gr->nodes[i].ctx.out.dtype))
+			ag->needs[i] = false;
 	}
 	lt = gr->nodes[loss].ctx.out;
 	ag->current = loss;

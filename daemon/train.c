@@ -166,8 +166,9 @@ static int emit_stored_out(struct step_ctx *sc, int node, const char *name)
 	return 0;
 }
 
-/* A stored state tensor `<param><suffix>`, or a zeros node shaped like the
- * parameter when it does not exist yet (first step). Sets *ref and *stored. */
+/* The stored state tensor `<param><suffix>` (its name goes to `name`):
+ * returns 1 and sets *ref and *stored when it exists, 0 when it does not yet
+ * (first step), -1 after request_fail when it does not fit the parameter. */
 static int state_input(struct step_ctx *sc, struct tensor *p, const char *suffix, char *name,
 		       int *ref, struct tensor **stored)
 {
@@ -175,13 +176,17 @@ static int state_input(struct step_ctx *sc, struct tensor *p, const char *suffix
 
 	snprintf(name, TDP_MAX_NAME_LEN + 32, "%s%s", p->name, suffix);
 	s = store_find(sc->req->d->store, name, strlen(name));
-	if (s && s->dtype == p->dtype && s->count == p->count) {
-		*ref = -1;
-		*stored = s;
-		return 1;
-	}
 	*stored = NULL;
-	return 0;
+	if (!s)
+		return 0;
+	if (s->dtype != p->dtype || s->rank != p->rank ||
+	    memcmp(s->shape, p->shape, p->rank * sizeof(p->shape[0])) != 0)
+		return request_fail(sc->req, TDP_FAILED_PRECONDITION,
+				    "optimizer state '%s' does not match the shape and dtype of '%s'; "
+				    "delete it to start the state afresh", name, p->name);
+	*ref = -1;
+	*stored = s;
+	return 1;
 }
 
 /* Append the update of parameter `p` whose gradient is node `g`. */
@@ -200,8 +205,11 @@ static int emit_update(struct step_ctx *sc, const struct optimizer *opt, struct 
 			{ .name = "nesterov", .b = opt->nesterov },
 		};
 		unsigned n = 2;
+		int have = opt->momentum > 0 ? state_input(sc, p, ".momentum_buffer", n1, &refs[2], &st[2]) : 0;
 
-		if (opt->momentum > 0 && state_input(sc, p, ".momentum_buffer", n1, &refs[2], &st[2]))
+		if (have < 0)
+			return -1;
+		if (have)
 			n = 3;
 		r = emit(sc, "sgd_param", refs, st, n, a, 5);
 		if (r < 0 || emit_stored_out(sc, r, p->name) < 0)
@@ -239,6 +247,8 @@ static int emit_update(struct step_ctx *sc, const struct optimizer *opt, struct 
 		int have_m = state_input(sc, p, ".exp_avg", n1, &mref[1], &ms[1]);
 		int have_v = state_input(sc, p, ".exp_avg_sq", n2, &vref[1], &vs[1]);
 
+		if (have_m < 0 || have_v < 0)
+			return -1;
 		if (!have_m || !have_v) {
 			/* First step: both moments start at zero. */
 			int64_t dims[TDP_MAX_RANK];

@@ -188,6 +188,40 @@ def call_graph_run(c):
         c.call("tensor.delete", {"name": n})
 
 
+def call_train_run(c):
+    # y = 2x learnt from 8 rows; progress notifications come before the response
+    c.call("tensor.put", {"name": "doc/rx", "dtype": "f32", "shape": [8, 1],
+                          "data": struct.pack("<8f", *range(8))})
+    c.call("tensor.put", {"name": "doc/ry", "dtype": "f32", "shape": [8, 1],
+                          "data": struct.pack("<8f", *[2.0 * i for i in range(8)])})
+    c.call("tensor.put", {"name": "doc/rw", "dtype": "f32", "shape": [1, 1], "data": bytes(4)})
+    nodes = [{"id": "h", "op": "matmul", "inputs": ["xb", "doc/rw"]},
+             {"id": "L", "op": "mse", "inputs": ["h", "yb"]}]
+    msgid = c.request("train.run", {"nodes": nodes, "loss": "L", "params": ["doc/rw"],
+                                    "optimizer": {"type": "sgd", "lr": 0.01},
+                                    "data": {"xb": "doc/rx", "yb": "doc/ry"},
+                                    "batch_size": 4, "epochs": 30})
+    notes = 0
+    while True:
+        msg = c.recv()
+        assert msg is not None, "closed during train.run"
+        if msg[0] == 2:
+            assert msg[1] == "train.progress" and "loss" in msg[2][0], msg
+            notes += 1
+            continue
+        assert msg[0] == 1 and msg[1] == msgid and msg[2] is None, msg
+        res = msg[3]
+        break
+    assert notes >= 1, "no train.progress notification"
+    assert set(res) == {"steps", "epochs", "loss", "seconds", "samples_per_s", "stopped", "eval"}, res
+    assert res["steps"] == 60 and res["stopped"] == "done" and res["loss"] < 1e-3, res
+    e, _ = c.call_full("train.run", {"nodes": nodes, "loss": "L", "params": ["doc/rw"],
+                                     "data": {"xb": "doc/rx", "yb": "doc/ry"}, "batch_size": 0})
+    assert e["name"] == "INVALID_ARGUMENT", e
+    for n in ("doc/rx", "doc/ry", "doc/rw"):
+        c.call("tensor.delete", {"name": n})
+
+
 def call_train_step(c):
     # w [2, 3] and b [3] classify the two rows of doc/a into classes 0 and 2
     put_doc_tensor(c, "doc/x")
@@ -231,6 +265,7 @@ CALLS = {
     "op.run": call_op_run,
     "graph.run": call_graph_run,
     "train.step": call_train_step,
+    "train.run": call_train_run,
 }
 
 

@@ -136,6 +136,22 @@ def main():
             _, err, _ = finish_run(c)
             check(err is not None and err["name"] == name, "expected %s, got %r" % (name, err))
         check(c.call("ping")[0] is None, "connection unusable after errors")
+
+        # 6. A mask built from a comparison is a constant, and a float cast passes
+        #    the gradient through: d/dx sum(cast_f16(x * cast(x > 0))) = (x > 0).
+        xv = np.array([[1.0, -2.0, 3.0], [-4.0, 5.0, -6.0]])
+        c.put("mx", xv, "f32")
+        mask_nodes = [
+            {"id": "m", "op": "gt", "inputs": ["mx"], "attrs": {"scalar": 0}},
+            {"id": "mf", "op": "cast", "inputs": ["m"], "attrs": {"dtype": "f32"}},
+            {"id": "p", "op": "mul", "inputs": ["mx", "mf"]},
+            {"id": "h", "op": "cast", "inputs": ["p"], "attrs": {"dtype": "f16"}},
+            {"id": "L", "op": "sum", "inputs": ["h"]}]
+        err, _ = c.call("train.step", {"nodes": mask_nodes, "loss": "L", "params": ["mx"], "grads": True})
+        check(err is None, "mask gradient: %r" % (err,))
+        if err is None:
+            g = harness.result_array(c.call("tensor.get", {"name": "mx.grad"})[1])
+            check(np.array_equal(g, (xv > 0).astype(np.float32)), "mask gradient values: %r" % (g,))
     print("%d failures" % len(failures))
     sys.exit(1 if failures else 0)
 

@@ -201,3 +201,15 @@ int grad_class_loss(struct autograd *ag, unsigned node, int g, int *out)
 	out[1] = AG_NONE;
 	return out[0] < 0 ? -1 : 0;
 }
+
+/* cast between floating dtypes passes the gradient through, cast back. */
+int grad_cast(struct autograd *ag, unsigned node, int g, int *out)
+{
+	struct op_tensor x = ag_tensor(ag, ag_input(ag, node, 0));
+	struct graph_attr a = { .name = "dtype", .s = tdp_dtype_name(x.dtype) };
+
+	if (!op_dtype_is_float(x.dtype))
+		return 0;
+	out[0] = ag_tensor(ag, g).dtype == x.dtype ? g : ag_emit(ag, "cast", &g, 1, &a, 1);
+	return out[0] < 0 ? -1 : 0;
+}

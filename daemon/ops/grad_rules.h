@@ -13,6 +13,7 @@ int grad_minimum(struct autograd *ag, unsigned node, int g, int *out);
 int grad_none(struct autograd *ag, unsigned node, int g, int *out);
 int grad_where(struct autograd *ag, unsigned node, int g, int *out);
 int grad_unary(struct autograd *ag, unsigned node, int g, int *out);
+int grad_cast(struct autograd *ag, unsigned node, int g, int *out);
 int grad_matmul(struct autograd *ag, unsigned node, int g, int *out);
 int grad_sum_mean(struct autograd *ag, unsigned node, int g, int *out);
 int grad_softmax(struct autograd *ag, unsigned node, int g, int *out);

@@ -17,7 +17,7 @@ static const struct {
 	{ "tanh", grad_unary }, { "sigmoid", grad_unary }, { "relu", grad_unary },
 	{ "silu", grad_unary }, { "softplus", grad_unary }, { "clamp", grad_unary },
 	{ "copy", grad_unary },
-	{ "matmul", grad_matmul },
+	{ "matmul", grad_matmul }, { "cast", grad_cast },
 	{ "sum", grad_sum_mean }, { "mean", grad_sum_mean },
 	{ "softmax", grad_softmax }, { "log_softmax", grad_softmax },
 	{ "reshape", grad_reshape }, { "transpose", grad_transpose }, { "permute", grad_permute },
