@@ -71,6 +71,16 @@ class Client:
                 raise ConnectionError("tensord closed the connection")
             self.unpacker.feed(data)
 
+    def next_message(self):
+        """The next message of any kind (notifications included)."""
+        while True:
+            for msg in self.unpacker:
+                return msg
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                raise ConnectionError("tensord closed the connection")
+            self.unpacker.feed(chunk)
+
     def call(self, method, params):
         return self.recv(self.send(method, params))
 
@@ -146,6 +156,12 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--prefix", default="digits/", help="name prefix of the tensors this run owns")
+    ap.add_argument("--mode", choices=("step", "run"), default="step",
+                    help="step: one pipelined train.step request per minibatch; "
+                         "run: one train.run request for the whole training")
+    ap.add_argument("--write-json", metavar="FILE",
+                    help="with --socket: store the data and fresh weights, write the train.run "
+                         "params to FILE for `tensorctl train FILE`, and exit")
     args = ap.parse_args()
     if not args.spawn and not args.socket:
         ap.error("give --socket, $TENSORD_SOCKET or --spawn")
@@ -187,6 +203,48 @@ def main():
         params = [p + n for n in ("w1", "b1", "w2", "b2")]
         optimizer = {"type": "adam", "lr": args.lr}
 
+        if args.mode == "run" or args.write_json:
+            # train.run: the daemon shuffles, gathers minibatches and loops itself; the test
+            # accuracy is a metric node evaluated after every epoch.
+            c.put(p + "yte", yte, "i32")
+            nodes = forward_nodes(p, "xb") + [
+                {"id": "loss", "op": "cross_entropy", "inputs": ["logits", "yb"]},
+                {"id": "pred", "op": "argmax", "inputs": ["logits"], "attrs": {"axis": 1}},
+                {"id": "hit", "op": "eq", "inputs": ["pred", "yb"]},
+                {"id": "hitf", "op": "cast", "inputs": ["hit"], "attrs": {"dtype": "f32"}},
+                {"id": "accuracy", "op": "mean", "inputs": ["hitf"]}]
+            run = {"nodes": nodes, "loss": "loss", "params": params, "optimizer": optimizer,
+                   "data": {"xb": p + "xtr", "yb": p + "ytr"}, "batch_size": args.batch,
+                   "epochs": args.epochs, "seed": args.seed,
+                   "eval": {"data": {"xb": p + "xte", "yb": p + "yte"}, "metrics": ["accuracy"]}}
+            if args.write_json:
+                with open(args.write_json, "w") as f:
+                    json.dump(run, f, indent=1)
+                print("wrote %s: run `tensorctl train %s`" % (args.write_json, args.write_json))
+                return 0
+            t_train = time.monotonic()
+            msgid = c.send("train.run", run)
+            while True:
+                msg = c.next_message()
+                if msg[0] == 2 and msg[1] == "train.eval":
+                    e = msg[2][0]
+                    print("epoch %d: eval loss %.4f, accuracy %.4f, %.1f s" % (
+                        e["epoch"], e["loss"], e["metrics"]["accuracy"], time.monotonic() - t_train),
+                        flush=True)
+                elif msg[0] == 1 and msg[1] == msgid:
+                    if msg[2] is not None:
+                        raise RPCError(msg[2])
+                    result = msg[3]
+                    break
+            train_s = time.monotonic() - t_train
+            step = result["steps"]
+            losses = [result["loss"]]
+            acc = result["eval"]["metrics"]["accuracy"]
+            pred = None
+            for t in c.call("tensor.list", {"prefix": p})["tensors"]:
+                c.call("tensor.delete", {"name": t["name"]})
+            return finish(proc, tmp, t_start, args, acc, None, yte, train_s, step, losses, "run")
+
         t_train = time.monotonic()
         step = 0
         for epoch in range(args.epochs):
@@ -215,17 +273,27 @@ def main():
         acc = float((pred == yte).mean())
         for t in c.call("tensor.list", {"prefix": p})["tensors"]:
             c.call("tensor.delete", {"name": t["name"]})
-    finally:
-        if proc is not None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            shutil.rmtree(tmp, ignore_errors=True)
-    print("test accuracy %.4f (%d/%d)" % (acc, int((pred == yte).sum()), len(yte)), flush=True)
-    print(json.dumps({"model": "mlp", "test_accuracy": round(acc, 4),
+    except BaseException:
+        stop(proc, tmp)
+        raise
+    return finish(proc, tmp, t_start, args, acc, pred, yte, train_s, step, losses, "step")
+
+
+def stop(proc, tmp):
+    if proc is not None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def finish(proc, tmp, t_start, args, acc, pred, yte, train_s, step, losses, mode):
+    stop(proc, tmp)
+    print("test accuracy %.4f (%d/%d)" % (acc, int(round(acc * len(yte))), len(yte)), flush=True)
+    print(json.dumps({"model": "mlp", "mode": mode, "test_accuracy": round(acc, 4),
                       "seconds": round(time.monotonic() - t_start, 2),
                       "step_ms": round(1000 * train_s / step, 2), "steps": step, "epochs": args.epochs,
                       "batch": args.batch, "final_loss": round(losses[-1], 4)}))
