@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Train a 64-128-10 MLP on the handwritten digits (8x8 images, 1797
+"""Train a 64-128-10 MLP (or, with --model cnn, a small CNN) on the handwritten digits (8x8 images, 1797
 samples; examples/digits/fetch.sh gets them) entirely inside tensord:
 
 - the training and test sets are put once; so is one tensor holding every
@@ -13,8 +13,8 @@ samples; examples/digits/fetch.sh gets them) entirely inside tensord:
 
 Usage (Debian's /usr/bin/python3, which has python3-numpy and python3-msgpack):
   examples/digits/fetch.sh
-  examples/digits/train_mlp.py --spawn build/daemon/tensord
-  examples/digits/train_mlp.py --socket /run/tensord/tensord.sock   (or $TENSORD_SOCKET)
+  examples/digits/train.py --spawn build/daemon/tensord
+  examples/digits/train.py --socket /run/tensord/tensord.sock   (or $TENSORD_SOCKET)
 
 The last line printed is a JSON summary, e.g.
   {"model": "mlp", "test_accuracy": 0.975, "seconds": 2.1, "step_ms": 6.3, ...}"""
@@ -143,6 +143,18 @@ def forward_nodes(p, x):
             {"id": "logits", "op": "add", "inputs": ["o0", p + "b2"]}]
 
 
+def cnn_forward_nodes(p, x):
+    """conv2d(1->16, 3x3, pad 1) + relu + max_pool2d 2 + linear(256->10); logits 'logits'.
+    Images arrive as rows of 64 pixels and are reshaped to [B, 1, 8, 8]."""
+    return [{"id": "img", "op": "reshape", "inputs": [x], "attrs": {"shape": [-1, 1, 8, 8]}},
+            {"id": "c0", "op": "conv2d", "inputs": ["img", p + "cw", p + "cb"], "attrs": {"padding": 1}},
+            {"id": "c1", "op": "relu", "inputs": ["c0"]},
+            {"id": "c2", "op": "max_pool2d", "inputs": ["c1"], "attrs": {"kernel_size": 2}},
+            {"id": "flat", "op": "reshape", "inputs": ["c2"], "attrs": {"shape": [-1, 256]}},
+            {"id": "o0", "op": "matmul", "inputs": ["flat", p + "w2"]},
+            {"id": "logits", "op": "add", "inputs": ["o0", p + "b2"]}]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -150,12 +162,13 @@ def main():
                     help="tensord's socket (default $TENSORD_SOCKET)")
     ap.add_argument("--spawn", metavar="BIN", help="start this tensord binary on a temporary socket")
     ap.add_argument("--data", default=os.path.join(HERE, ".data", "digits.csv.gz"))
-    ap.add_argument("--epochs", type=int, default=8)
+    ap.add_argument("--epochs", type=int, help="default: 8 for the MLP, 10 for the CNN")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--lr", type=float, default=1e-2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--prefix", default="digits/", help="name prefix of the tensors this run owns")
+    ap.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
     ap.add_argument("--mode", choices=("step", "run"), default="step",
                     help="step: one pipelined train.step request per minibatch; "
                          "run: one train.run request for the whole training")
@@ -163,6 +176,8 @@ def main():
                     help="with --socket: store the data and fresh weights, write the train.run "
                          "params to FILE for `tensorctl train FILE`, and exit")
     args = ap.parse_args()
+    if args.epochs is None:
+        args.epochs = 10 if args.model == "cnn" else 8
     if not args.spawn and not args.socket:
         ap.error("give --socket, $TENSORD_SOCKET or --spawn")
     if not os.path.exists(args.data):
@@ -192,15 +207,25 @@ def main():
         c.put(p + "xtr", xtr, "f32")
         c.put(p + "ytr", ytr, "i32")
         c.put(p + "xte", xte, "f32")
-        w1, b1 = linear_init(rng, 64, args.hidden)
-        w2, b2 = linear_init(rng, args.hidden, 10)
-        for name, a in (("w1", w1), ("b1", b1), ("w2", w2), ("b2", b2)):
+        if args.model == "cnn":
+            bound = 1.0 / 3.0  # kaiming_uniform(a=sqrt(5)) of a 1x3x3 kernel
+            cw = rng.uniform(-bound, bound, size=(16, 1, 3, 3)).astype(np.float32)
+            cb = rng.uniform(-bound, bound, size=(16,)).astype(np.float32)
+            w2, b2 = linear_init(rng, 256, 10)
+            tensors = (("cw", cw), ("cb", cb), ("w2", w2), ("b2", b2))
+            global forward_nodes
+            forward_nodes = cnn_forward_nodes
+        else:
+            w1, b1 = linear_init(rng, 64, args.hidden)
+            w2, b2 = linear_init(rng, args.hidden, 10)
+            tensors = (("w1", w1), ("b1", b1), ("w2", w2), ("b2", b2))
+        for name, a in tensors:
             c.put(p + name, a, "f32")
         # every minibatch of every epoch: row e*nb + k holds the indices of batch k of epoch e
         batches = np.concatenate([rng.permutation(len(train))[:nb * args.batch].reshape(nb, args.batch)
                                   for _ in range(args.epochs)]).astype(np.int32)
         c.put(p + "batches", batches, "i32")
-        params = [p + n for n in ("w1", "b1", "w2", "b2")]
+        params = [p + n for n, _ in tensors]
         optimizer = {"type": "adam", "lr": args.lr}
 
         if args.mode == "run" or args.write_json:
@@ -293,7 +318,7 @@ def stop(proc, tmp):
 def finish(proc, tmp, t_start, args, acc, pred, yte, train_s, step, losses, mode):
     stop(proc, tmp)
     print("test accuracy %.4f (%d/%d)" % (acc, int(round(acc * len(yte))), len(yte)), flush=True)
-    print(json.dumps({"model": "mlp", "mode": mode, "test_accuracy": round(acc, 4),
+    print(json.dumps({"model": args.model, "mode": mode, "test_accuracy": round(acc, 4),
                       "seconds": round(time.monotonic() - t_start, 2),
                       "step_ms": round(1000 * train_s / step, 2), "steps": step, "epochs": args.epochs,
                       "batch": args.batch, "final_loss": round(losses[-1], 4)}))
