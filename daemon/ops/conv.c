@@ -4,12 +4,9 @@
 
 #include "../../shaders/conv_codes.h"
 #include "dtype.h"
+#include "conv_shape.h"
 #include "op.h"
 #include "status.h"
-
-/* Spatial sizes, kernel sizes, strides, paddings and dilations are kept below
- * this so the shaders' signed 32-bit window arithmetic cannot overflow. */
-#define CONV_MAX_DIM (1u << 24)
 
 /* Mirrors ConvPush in shaders/conv2d.comp. */
 struct conv_push {
@@ -37,30 +34,6 @@ struct pool_push {
 };
 _Static_assert(sizeof(struct pool_push) == 48, "pool_push must mirror PoolPush");
 
-/* Read an int-or-pair attr into (ret[0], ret[1]) = (height, width); `def` when
- * it is absent. Values must lie in [lo, CONV_MAX_DIM). */
-static int attr_pair(struct op_ctx *ctx, const char *name, int64_t def, int64_t lo, uint32_t ret[2])
-{
-	const struct op_attr_value *v = op_attr(ctx, name);
-	int64_t p[2] = { def, def };
-
-	if (v->set) {
-		if (v->nints != 1 && v->nints != 2)
-			return op_fail(ctx, TDP_INVALID_ARGUMENT,
-				       "attr '%s' must be an integer or a pair [h, w], not %u integers", name,
-				       v->nints);
-		p[0] = v->ints[0];
-		p[1] = v->ints[v->nints - 1];
-	}
-	for (int i = 0; i < 2; i++)
-		if (p[i] < lo || p[i] >= (int64_t)CONV_MAX_DIM)
-			return op_fail(ctx, TDP_INVALID_ARGUMENT, "attr '%s' must be from %lld to %u, not %lld",
-				       name, (long long)lo, CONV_MAX_DIM - 1, (long long)p[i]);
-	ret[0] = (uint32_t)p[0];
-	ret[1] = (uint32_t)p[1];
-	return 0;
-}
-
 /* A float NCHW input `k` whose spatial dims fit the shaders' arithmetic. */
 static int check_nchw(struct op_ctx *ctx, unsigned k, const char *what)
 {
@@ -78,22 +51,6 @@ static int check_nchw(struct op_ctx *ctx, unsigned k, const char *what)
 			       CONV_MAX_DIM);
 	if (t->count > UINT32_MAX)
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "%s has more than 2^32 elements", what);
-	return 0;
-}
-
-/* Output size of one spatial dim: floor((in + 2 pad - span) / stride) + 1,
- * where span = dilation (kernel - 1) + 1; a window larger than the padded
- * input is an error. */
-static int out_dim(struct op_ctx *ctx, const char *axis, uint64_t in, uint32_t k, uint32_t s,
-		   uint32_t p, uint32_t d, uint64_t *ret)
-{
-	uint64_t span = (uint64_t)d * (k - 1) + 1;
-
-	if (in + 2ull * p < span)
-		return op_fail(ctx, TDP_SHAPE_MISMATCH,
-			       "the %s window (%llu with dilation) is larger than the padded input (%llu)",
-			       axis, (unsigned long long)span, (unsigned long long)(in + 2ull * p));
-	*ret = (in + 2ull * p - span) / s + 1;
 	return 0;
 }
 
@@ -126,8 +83,8 @@ static int conv_infer(struct op_ctx *ctx)
 	if (ctx->ninputs == 3 && ctx->in[2].dtype != x->dtype)
 		return op_fail(ctx, TDP_DTYPE_MISMATCH, "x is %s but bias is %s", tdp_dtype_name(x->dtype),
 			       tdp_dtype_name(ctx->in[2].dtype));
-	if (attr_pair(ctx, "stride", 1, 1, pl->stride) < 0 || attr_pair(ctx, "padding", 0, 0, pl->pad) < 0 ||
-	    attr_pair(ctx, "dilation", 1, 1, pl->dil) < 0)
+	if (conv_attr_pair(ctx, "stride", 1, 1, pl->stride) < 0 || conv_attr_pair(ctx, "padding", 0, 0, pl->pad) < 0 ||
+	    conv_attr_pair(ctx, "dilation", 1, 1, pl->dil) < 0)
 		return -1;
 	if (g->set && (g->i < 1 || g->i >= (int64_t)CONV_MAX_DIM))
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "attr 'groups' must be at least 1 (got %lld)",
@@ -156,8 +113,8 @@ static int conv_infer(struct op_ctx *ctx)
 	if (ctx->ninputs == 3 && (ctx->in[2].rank != 1 || ctx->in[2].shape[0] != oc))
 		return op_fail(ctx, TDP_SHAPE_MISMATCH, "bias (input 2) must have shape [%llu] (the output channels)",
 			       (unsigned long long)oc);
-	if (out_dim(ctx, "height", x->shape[2], (uint32_t)w->shape[2], pl->stride[0], pl->pad[0], pl->dil[0], &oh) < 0 ||
-	    out_dim(ctx, "width", x->shape[3], (uint32_t)w->shape[3], pl->stride[1], pl->pad[1], pl->dil[1], &ow) < 0)
+	if (conv_out_dim(ctx, "height", x->shape[2], (uint32_t)w->shape[2], pl->stride[0], pl->pad[0], pl->dil[0], &oh) < 0 ||
+	    conv_out_dim(ctx, "width", x->shape[3], (uint32_t)w->shape[3], pl->stride[1], pl->pad[1], pl->dil[1], &ow) < 0)
 		return -1;
 	ctx->out.dtype = x->dtype;
 	ctx->out.rank = 4;
@@ -213,11 +170,11 @@ static int pool_infer(struct op_ctx *ctx)
 	_Static_assert(sizeof(struct pool_push) <= sizeof(ctx->priv), "pool_push fits priv");
 	if (check_nchw(ctx, 0, "x (input 0)") < 0)
 		return -1;
-	if (attr_pair(ctx, "kernel_size", 1, 1, k) < 0 || attr_pair(ctx, "padding", 0, 0, p) < 0)
+	if (conv_attr_pair(ctx, "kernel_size", 1, 1, k) < 0 || conv_attr_pair(ctx, "padding", 0, 0, p) < 0)
 		return -1;
 	/* The stride defaults to the kernel size. */
 	if (op_attr(ctx, "stride")->set) {
-		if (attr_pair(ctx, "stride", 1, 1, s) < 0)
+		if (conv_attr_pair(ctx, "stride", 1, 1, s) < 0)
 			return -1;
 	} else {
 		s[0] = k[0];
@@ -231,8 +188,8 @@ static int pool_infer(struct op_ctx *ctx)
 	if (x->shape[2] == 0 || x->shape[3] == 0)
 		return op_fail(ctx, TDP_SHAPE_MISMATCH, "x is %llux%llu; pooling needs a non-empty image",
 			       (unsigned long long)x->shape[2], (unsigned long long)x->shape[3]);
-	if (out_dim(ctx, "height", x->shape[2], k[0], s[0], p[0], 1, &oh) < 0 ||
-	    out_dim(ctx, "width", x->shape[3], k[1], s[1], p[1], 1, &ow) < 0)
+	if (conv_out_dim(ctx, "height", x->shape[2], k[0], s[0], p[0], 1, &oh) < 0 ||
+	    conv_out_dim(ctx, "width", x->shape[3], k[1], s[1], p[1], 1, &ow) < 0)
 		return -1;
 	*pc = (struct pool_push){
 		.h = (uint32_t)x->shape[2], .w = (uint32_t)x->shape[3], .oh = (uint32_t)oh, .ow = (uint32_t)ow,

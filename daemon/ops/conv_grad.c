@@ -10,11 +10,10 @@
 #include "../../shaders/conv_codes.h"
 #include "../gpu/device.h"
 #include "dtype.h"
+#include "conv_shape.h"
 #include "op.h"
 #include "status.h"
 
-/* As conv.c: keeps the shaders' signed 32-bit window arithmetic in range. */
-#define CONV_MAX_DIM (1u << 24)
 /* (n, oy, ox) positions one conv2d_grad_weight invocation sums: Mesa 22.3's
  * lavapipe ends an invocation's loops after 65535 iterations in all. */
 #define WGRAD_CHUNK 4096u
@@ -49,30 +48,6 @@ struct poolg_push {
 };
 _Static_assert(sizeof(struct poolg_push) == 48, "poolg_push must mirror PoolGradPush");
 _Static_assert(sizeof(struct poolg_push) <= sizeof(((struct op_ctx *)0)->priv), "poolg_push fits priv");
-
-/* An int-or-pair attr as (height, width), `def` when absent, each in
- * [lo, CONV_MAX_DIM) (the same rule as conv.c's). */
-static int attr_pair(struct op_ctx *ctx, const char *name, int64_t def, int64_t lo, uint32_t ret[2])
-{
-	const struct op_attr_value *v = op_attr(ctx, name);
-	int64_t p[2] = { def, def };
-
-	if (v->set) {
-		if (v->nints != 1 && v->nints != 2)
-			return op_fail(ctx, TDP_INVALID_ARGUMENT,
-				       "attr '%s' must be an integer or a pair [h, w], not %u integers", name,
-				       v->nints);
-		p[0] = v->ints[0];
-		p[1] = v->ints[v->nints - 1];
-	}
-	for (int i = 0; i < 2; i++)
-		if (p[i] < lo || p[i] >= (int64_t)CONV_MAX_DIM)
-			return op_fail(ctx, TDP_INVALID_ARGUMENT, "attr '%s' must be from %lld to %u, not %lld",
-				       name, (long long)lo, CONV_MAX_DIM - 1, (long long)p[i]);
-	ret[0] = (uint32_t)p[0];
-	ret[1] = (uint32_t)p[1];
-	return 0;
-}
 
 /* A 4-int shape attr (`input_shape`, `weight_shape`) into ret[4]; each dim
  * below CONV_MAX_DIM and the product below 2^32. */
@@ -118,20 +93,6 @@ static int check_nchw(struct op_ctx *ctx, unsigned k, const char *what)
 	return 0;
 }
 
-/* The forward's output size along one axis (as conv.c computes it). */
-static int out_dim(struct op_ctx *ctx, const char *axis, uint64_t in, uint64_t k, uint32_t s,
-		   uint32_t p, uint32_t d, uint64_t *ret)
-{
-	uint64_t span = (uint64_t)d * (k - 1) + 1;
-
-	if (k == 0 || in + 2ull * p < span)
-		return op_fail(ctx, TDP_SHAPE_MISMATCH,
-			       "the %s window (%llu with dilation) does not fit the padded input (%llu)",
-			       axis, (unsigned long long)span, (unsigned long long)(in + 2ull * p));
-	*ret = (in + 2ull * p - span) / s + 1;
-	return 0;
-}
-
 /* grad_out (input `k`) must be [n, c, oh, ow]: the forward's result. */
 static int check_grad_out(struct op_ctx *ctx, unsigned k, uint64_t n, uint64_t c, uint64_t oh, uint64_t ow)
 {
@@ -174,8 +135,8 @@ static int convg_plan(struct op_ctx *ctx, const uint64_t xs[4], const uint64_t w
 	uint32_t s[2], p[2], d[2], groups;
 	uint64_t oh = 0, ow = 0;
 
-	if (attr_pair(ctx, "stride", 1, 1, s) < 0 || attr_pair(ctx, "padding", 0, 0, p) < 0 ||
-	    attr_pair(ctx, "dilation", 1, 1, d) < 0)
+	if (conv_attr_pair(ctx, "stride", 1, 1, s) < 0 || conv_attr_pair(ctx, "padding", 0, 0, p) < 0 ||
+	    conv_attr_pair(ctx, "dilation", 1, 1, d) < 0)
 		return -1;
 	if (gv->set && (gv->i < 1 || gv->i >= (int64_t)CONV_MAX_DIM))
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "attr 'groups' must be at least 1 (got %lld)",
@@ -186,8 +147,8 @@ static int convg_plan(struct op_ctx *ctx, const uint64_t xs[4], const uint64_t w
 			       "weight [%llu, %llu, ...] does not fit %llu input channels in %u groups",
 			       (unsigned long long)ws[0], (unsigned long long)ws[1], (unsigned long long)xs[1],
 			       groups);
-	if (out_dim(ctx, "height", xs[2], ws[2], s[0], p[0], d[0], &oh) < 0 ||
-	    out_dim(ctx, "width", xs[3], ws[3], s[1], p[1], d[1], &ow) < 0 ||
+	if (conv_out_dim(ctx, "height", xs[2], ws[2], s[0], p[0], d[0], &oh) < 0 ||
+	    conv_out_dim(ctx, "width", xs[3], ws[3], s[1], p[1], d[1], &ow) < 0 ||
 	    check_grad_out(ctx, gk, xs[0], ws[0], oh, ow) < 0)
 		return -1;
 	*pc = (struct convg_push){
@@ -325,10 +286,10 @@ static int poolg_plan(struct op_ctx *ctx, const uint64_t xs[4], unsigned gk)
 	uint32_t k[2], s[2], p[2];
 	uint64_t oh = 0, ow = 0;
 
-	if (attr_pair(ctx, "kernel_size", 1, 1, k) < 0 || attr_pair(ctx, "padding", 0, 0, p) < 0)
+	if (conv_attr_pair(ctx, "kernel_size", 1, 1, k) < 0 || conv_attr_pair(ctx, "padding", 0, 0, p) < 0)
 		return -1;
 	if (op_attr(ctx, "stride")->set) {
-		if (attr_pair(ctx, "stride", 1, 1, s) < 0)
+		if (conv_attr_pair(ctx, "stride", 1, 1, s) < 0)
 			return -1;
 	} else {
 		s[0] = k[0];
@@ -341,8 +302,8 @@ static int poolg_plan(struct op_ctx *ctx, const uint64_t xs[4], unsigned gk)
 	if (xs[2] == 0 || xs[3] == 0)
 		return op_fail(ctx, TDP_SHAPE_MISMATCH, "the input is %llux%llu; pooling needs a non-empty image",
 			       (unsigned long long)xs[2], (unsigned long long)xs[3]);
-	if (out_dim(ctx, "height", xs[2], k[0], s[0], p[0], 1, &oh) < 0 ||
-	    out_dim(ctx, "width", xs[3], k[1], s[1], p[1], 1, &ow) < 0 ||
+	if (conv_out_dim(ctx, "height", xs[2], k[0], s[0], p[0], 1, &oh) < 0 ||
+	    conv_out_dim(ctx, "width", xs[3], k[1], s[1], p[1], 1, &ow) < 0 ||
 	    check_grad_out(ctx, gk, xs[0], xs[1], oh, ow) < 0)
 		return -1;
 	/* Each invocation visits about (k/s)^2 windows, scanning each for max. */

@@ -1,0 +1,39 @@
+#include "conv_shape.h"
+
+#include "../../shaders/conv_codes.h"
+#include "status.h"
+
+int conv_attr_pair(struct op_ctx *ctx, const char *name, int64_t def, int64_t lo, uint32_t ret[2])
+{
+	const struct op_attr_value *v = op_attr(ctx, name);
+	int64_t p[2] = { def, def };
+
+	if (v->set) {
+		if (v->nints != 1 && v->nints != 2)
+			return op_fail(ctx, TDP_INVALID_ARGUMENT,
+				       "attr '%s' must be an integer or a pair [h, w], not %u integers", name,
+				       v->nints);
+		p[0] = v->ints[0];
+		p[1] = v->ints[v->nints - 1];
+	}
+	for (int i = 0; i < 2; i++)
+		if (p[i] < lo || p[i] >= (int64_t)CONV_MAX_DIM)
+			return op_fail(ctx, TDP_INVALID_ARGUMENT, "attr '%s' must be from %lld to %u, not %lld",
+				       name, (long long)lo, CONV_MAX_DIM - 1, (long long)p[i]);
+	ret[0] = (uint32_t)p[0];
+	ret[1] = (uint32_t)p[1];
+	return 0;
+}
+
+int conv_out_dim(struct op_ctx *ctx, const char *axis, uint64_t in, uint64_t k, uint32_t s,
+		 uint32_t p, uint32_t d, uint64_t *ret)
+{
+	uint64_t span = (uint64_t)d * (k ? k - 1 : 0) + 1;
+
+	if (k == 0 || in + 2ull * p < span)
+		return op_fail(ctx, TDP_SHAPE_MISMATCH,
+			       "the %s window (%llu with dilation) does not fit the padded input (%llu)",
+			       axis, (unsigned long long)span, (unsigned long long)(in + 2ull * p));
+	*ret = (in + 2ull * p - span) / s + 1;
+	return 0;
+}

@@ -1,0 +1,20 @@
+/* Shape rules conv2d, the pools and their gradients share. */
+#pragma once
+
+#include <stdint.h>
+
+#include "op.h"
+
+/* Spatial sizes, kernel sizes, strides, paddings and dilations are kept below
+ * this so the shaders' signed 32-bit window arithmetic cannot overflow. */
+#define CONV_MAX_DIM (1u << 24)
+
+/* Read an int-or-pair attr into (ret[0], ret[1]) = (height, width); `def` when
+ * it is absent. Values must lie in [lo, CONV_MAX_DIM). Returns 0 or op_fail(). */
+int conv_attr_pair(struct op_ctx *ctx, const char *name, int64_t def, int64_t lo, uint32_t ret[2]);
+
+/* Output size of one spatial dim: floor((in + 2 pad - span) / stride) + 1,
+ * where span = dilation (kernel - 1) + 1; an empty kernel or a window larger
+ * than the padded input is an error. Returns 0 or op_fail(). */
+int conv_out_dim(struct op_ctx *ctx, const char *axis, uint64_t in, uint64_t k, uint32_t s,
+		 uint32_t p, uint32_t d, uint64_t *ret);
