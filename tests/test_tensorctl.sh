@@ -3,6 +3,8 @@
 # tensorctl(1). Needs TENSORD_BIN, TENSORCTL_BIN and PYTHON3 (Debian's
 # /usr/bin/python3, with python3-numpy).
 set -euo pipefail
+# (Pipelines end in `grep PATTERN >/dev/null`, not `grep -q`: -q stops reading at the
+# first match, and the writer then dies of SIGPIPE, which pipefail reports.)
 
 : "${TENSORD_BIN:?}" "${TENSORCTL_BIN:?}"
 PY=${PYTHON3:-/usr/bin/python3}
@@ -102,7 +104,7 @@ exec(sys.argv[1])
 
 # ---- ping, info ----
 step ping
-ok ping | grep -qi pong || fail "ping output has no 'pong'"
+ok ping | grep -i pong >/dev/null || fail "ping output has no 'pong'"
 ok --json ping | js 'assert j["pong"] is True and j["protocol"] == 1, j'
 
 step "put --values / get --json"
@@ -152,7 +154,7 @@ assert a["dtype"] == "f32" and a["shape"] == [2, 3] and a["bytes"] == 24, a
 ok put p/x --values 1 >/dev/null
 ok put p/y --values 2 >/dev/null
 ok --json ls p/ | js 'assert [t["name"] for t in j["tensors"]] == ["p/x", "p/y"], j'
-ok stat a | grep -q f32 || fail "stat a lacks the dtype"
+ok stat a | grep f32 >/dev/null || fail "stat a lacks the dtype"
 ok --json stat a | js '
 assert j["name"] == "a" and j["dtype"] == "f32" and j["shape"] == [2, 3], j
 assert j["bytes"] == 24 and j["version"] == 1, j
@@ -190,7 +192,7 @@ ok put r/b --values 10,20,30,40 --shape 2,2 >/dev/null
 ok --json run add r/a r/b | js '
 assert j["dtype"] == "f32" and j["shape"] == [2, 2], j
 assert flat(j["data"]) == [11, 22, 33, 44], j'
-ok run add r/a r/b | grep -q "33" || fail "run add printed no result"
+ok run add r/a r/b | grep "33" >/dev/null || fail "run add printed no result"
 ok --json run mul r/a --attr scalar=2.5 | js 'assert flat(j["data"]) == [2.5, 5, 7.5, 10], j'
 ok --json run mse r/a r/b --attr reduction=sum -o r/loss | js '
 assert j["name"] == "r/loss" and j["shape"] == [] and j["version"] == 1, j'
@@ -210,7 +212,7 @@ cat >"$DIR/g.json" <<'EOF'
  ],
  "outputs": ["s", "p"]}
 EOF
-ok graph "$DIR/g.json" | grep -q "stored r/p" || fail "graph did not list the stored name"
+ok graph "$DIR/g.json" | grep "stored r/p" >/dev/null || fail "graph did not list the stored name"
 ok --json graph "$DIR/g.json" | js '
 assert flat(j["outputs"]["s"]["data"]) == [11, 22, 33, 44], j
 assert flat(j["outputs"]["p"]["data"]) == [11, 44, 99, 176], j
@@ -296,7 +298,7 @@ ok --json step "$DIR/step.json" | js '
 assert abs(j["loss"] - 2.5) < 1e-5 and j["step"] == 1 and abs(j["lr"] - 0.01) < 1e-9, j
 assert flat(j["outputs"]["xw"]["data"]) == [0, 0], j
 assert "st/w" in j["stored"], j'
-ok step "$DIR/step.json" | grep -q "^step 1: loss" || fail "step printed no loss line"
+ok step "$DIR/step.json" | grep "^step 1: loss" >/dev/null || fail "step printed no loss line"
 bad step "$DIR/array.json"
 bad step "$DIR/no-such.json"
 
@@ -362,7 +364,7 @@ assert all(abs(g - w) < 0.02 for g, w in zip(flat(j["data"]), want)), j'
 	out=$(ok train "$DIR/train.json")
 	grep -q "^step [0-9]*/80 epoch [0-9]*/20 loss " <<<"$out" || fail "train printed no progress lines: $out"
 	grep -q "^eval step" <<<"$out" || fail "train printed no eval line: $out"
-	tail -n1 <<<"$out" | grep -q "^trained 80 steps in .* final loss .*, eval loss" ||
+	tail -n1 <<<"$out" | grep "^trained 80 steps in .* final loss .*, eval loss" >/dev/null ||
 		fail "train printed no summary: $out"
 	printf '{"nodes": [{"id": "l", "op": "mse", "inputs": ["batch/x", "lr/x"]}], "loss": "l",
 	  "params": ["lr/w"], "data": {"batch/x": "lr/x"}, "batch_size": 0}' >"$DIR/badtrain.json"
