@@ -170,21 +170,8 @@ static int pool_infer(struct op_ctx *ctx)
 	_Static_assert(sizeof(struct pool_push) <= sizeof(ctx->priv), "pool_push fits priv");
 	if (check_nchw(ctx, 0, "x (input 0)") < 0)
 		return -1;
-	if (conv_attr_pair(ctx, "kernel_size", 1, 1, k) < 0 || conv_attr_pair(ctx, "padding", 0, 0, p) < 0)
+	if (conv_pool_window(ctx, k, s, p) < 0)
 		return -1;
-	/* The stride defaults to the kernel size. */
-	if (op_attr(ctx, "stride")->set) {
-		if (conv_attr_pair(ctx, "stride", 1, 1, s) < 0)
-			return -1;
-	} else {
-		s[0] = k[0];
-		s[1] = k[1];
-	}
-	/* As PyTorch: every window then holds at least one input element. */
-	if (p[0] > k[0] / 2 || p[1] > k[1] / 2)
-		return op_fail(ctx, TDP_INVALID_ARGUMENT,
-			       "padding (%u, %u) must be at most half the kernel size (%u, %u)", p[0], p[1],
-			       k[0], k[1]);
 	if (x->shape[2] == 0 || x->shape[3] == 0)
 		return op_fail(ctx, TDP_SHAPE_MISMATCH, "x is %llux%llu; pooling needs a non-empty image",
 			       (unsigned long long)x->shape[2], (unsigned long long)x->shape[3]);

@@ -286,19 +286,8 @@ static int poolg_plan(struct op_ctx *ctx, const uint64_t xs[4], unsigned gk)
 	uint32_t k[2], s[2], p[2];
 	uint64_t oh = 0, ow = 0;
 
-	if (conv_attr_pair(ctx, "kernel_size", 1, 1, k) < 0 || conv_attr_pair(ctx, "padding", 0, 0, p) < 0)
+	if (conv_pool_window(ctx, k, s, p) < 0)
 		return -1;
-	if (op_attr(ctx, "stride")->set) {
-		if (conv_attr_pair(ctx, "stride", 1, 1, s) < 0)
-			return -1;
-	} else {
-		s[0] = k[0];
-		s[1] = k[1];
-	}
-	if (p[0] > k[0] / 2 || p[1] > k[1] / 2)
-		return op_fail(ctx, TDP_INVALID_ARGUMENT,
-			       "padding (%u, %u) must be at most half the kernel size (%u, %u)", p[0], p[1],
-			       k[0], k[1]);
 	if (xs[2] == 0 || xs[3] == 0)
 		return op_fail(ctx, TDP_SHAPE_MISMATCH, "the input is %llux%llu; pooling needs a non-empty image",
 			       (unsigned long long)xs[2], (unsigned long long)xs[3]);

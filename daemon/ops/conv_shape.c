@@ -37,3 +37,21 @@ int conv_out_dim(struct op_ctx *ctx, const char *axis, uint64_t in, uint64_t k, 
 	*ret = (in + 2ull * p - span) / s + 1;
 	return 0;
 }
+
+int conv_pool_window(struct op_ctx *ctx, uint32_t k[2], uint32_t s[2], uint32_t p[2])
+{
+	if (conv_attr_pair(ctx, "kernel_size", 1, 1, k) < 0 || conv_attr_pair(ctx, "padding", 0, 0, p) < 0)
+		return -1;
+	if (op_attr(ctx, "stride")->set) {
+		if (conv_attr_pair(ctx, "stride", 1, 1, s) < 0)
+			return -1;
+	} else {
+		s[0] = k[0];
+		s[1] = k[1];
+	}
+	if (p[0] > k[0] / 2 || p[1] > k[1] / 2)
+		return op_fail(ctx, TDP_INVALID_ARGUMENT,
+			       "padding (%u, %u) must be at most half the kernel size (%u, %u)", p[0], p[1],
+			       k[0], k[1]);
+	return 0;
+}

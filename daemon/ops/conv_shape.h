@@ -18,3 +18,8 @@ int conv_attr_pair(struct op_ctx *ctx, const char *name, int64_t def, int64_t lo
  * than the padded input is an error. Returns 0 or op_fail(). */
 int conv_out_dim(struct op_ctx *ctx, const char *axis, uint64_t in, uint64_t k, uint32_t s,
 		 uint32_t p, uint32_t d, uint64_t *ret);
+
+/* A pooling window from attrs kernel_size, stride (default: the kernel size)
+ * and padding (at most half the kernel, as PyTorch, so every window holds an
+ * input element): (height, width) each. Returns 0 or op_fail(). */
+int conv_pool_window(struct op_ctx *ctx, uint32_t k[2], uint32_t s[2], uint32_t p[2]);
