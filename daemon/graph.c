@@ -170,6 +170,14 @@ static int out_name(struct graph *gr, unsigned i, const msgpack_object *o, char 
 	return 0;
 }
 
+/* The "gpu_ns" entry of a profiled result. */
+static int pack_gpu_ns(struct graph *gr)
+{
+	if (tdp_pack_cstr(gr->req->pk, "gpu_ns") || msgpack_pack_uint64(gr->req->pk, gr->gpu_ns))
+		return request_fail(gr->req, TDP_INTERNAL, "out of memory");
+	return 0;
+}
+
 int graph_op_run(struct request *req)
 {
 	struct param p[] = {
@@ -177,13 +185,16 @@ int graph_op_run(struct request *req)
 		{ "inputs", PARAM_ARRAY, true, NULL },
 		{ "attrs", PARAM_MAP, false, NULL },
 		{ "out", PARAM_STR, false, NULL },
+		{ "profile", PARAM_BOOL, false, NULL },
 	};
 	struct graph gr = { .req = req };
 	struct node *nd;
+	unsigned extra;
 	int r = -1;
 
-	if (params_parse(req, p, 4) < 0 || graph_alloc_nodes(&gr, 1) < 0)
+	if (params_parse(req, p, 5) < 0 || graph_alloc_nodes(&gr, 1) < 0)
 		return -1;
+	extra = p[4].value && p[4].value->via.boolean;
 	nd = &gr.nodes[0];
 	if (build_node(&gr, 0, p[0].value, p[1].value, p[2].value) < 0) {
 		graph_node_fail(&gr, 0, nd->ctx.code, nd->ctx.message);
@@ -203,10 +214,12 @@ int graph_op_run(struct request *req)
 			request_fail(req, TDP_INTERNAL, "out of memory");
 			goto out;
 		}
-		r = tensor_write_meta_result(req, t);
+		r = tensor_write_meta_result_map(req, t, extra);
 	} else {
-		r = tdp_write_result_head(req->pk, req->msgid) < 0 ? -1 : graph_write_inline(&gr, 0);
+		r = tdp_write_result_head(req->pk, req->msgid) < 0 ? -1 : graph_write_inline_map(&gr, 0, extra);
 	}
+	if (r == 0 && extra && pack_gpu_ns(&gr) < 0)
+		r = -1;
 out:
 	graph_free(&gr);
 	return r;
@@ -293,13 +306,16 @@ int graph_run(struct request *req)
 	struct param p[] = {
 		{ "nodes", PARAM_ARRAY, true, NULL },
 		{ "outputs", PARAM_ARRAY, false, NULL },
+		{ "profile", PARAM_BOOL, false, NULL },
 	};
 	struct graph gr = { .req = req };
 	uint32_t nstored = 0, ninline = 0;
+	bool profile;
 	int r = -1;
 
-	if (params_parse(req, p, 2) < 0)
+	if (params_parse(req, p, 3) < 0)
 		return -1;
+	profile = p[2].value && p[2].value->via.boolean;
 	if (graph_parse(&gr, p[0].value, p[1].value) < 0)
 		goto out;
 	for (unsigned i = 0; i < gr.n; i++) {
@@ -308,7 +324,7 @@ int graph_run(struct request *req)
 	}
 	if (graph_check_outputs(&gr) < 0 || graph_execute(&gr) < 0)
 		goto out;
-	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 2) ||
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 2 + profile) ||
 	    tdp_pack_cstr(req->pk, "outputs") || msgpack_pack_map(req->pk, ninline)) {
 		request_fail(req, TDP_INTERNAL, "out of memory");
 		goto out;
@@ -338,7 +354,7 @@ int graph_run(struct request *req)
 			goto out;
 		}
 	}
-	r = 0;
+	r = profile ? pack_gpu_ns(&gr) : 0;
 out:
 	graph_free(&gr);
 	return r;

@@ -111,6 +111,7 @@ int graph_execute(struct graph *gr)
 	r = gpu_rec_submit_wait(&rec);
 	if (r < 0)
 		return device_fail(gr, r);
+	gr->gpu_ns += g->cmd[0].gpu_ns;
 	return 0;
 }
 
@@ -143,9 +144,14 @@ struct tensor *graph_commit(struct graph *gr, unsigned i)
  * straight into the response. */
 int graph_write_inline(struct graph *gr, unsigned i)
 {
+	return graph_write_inline_map(gr, i, 0);
+}
+
+int graph_write_inline_map(struct graph *gr, unsigned i, unsigned extra)
+{
 	const struct op_tensor *t = &gr->nodes[i].ctx.out;
 	msgpack_packer *pk = gr->req->pk;
-	int fail = msgpack_pack_map(pk, 4) ||
+	int fail = msgpack_pack_map(pk, 4 + extra) ||
 		   tdp_pack_cstr(pk, "dtype") || tdp_pack_cstr(pk, tdp_dtype_name(t->dtype)) ||
 		   tdp_pack_cstr(pk, "shape") || msgpack_pack_array(pk, t->rank);
 	void *dst;

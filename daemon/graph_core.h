@@ -31,6 +31,7 @@ struct graph {
 	unsigned n;                      /* nodes in use */
 	unsigned cap;                    /* nodes allocated */
 	unsigned base;                   /* nodes the daemon put before the client's */
+	uint64_t gpu_ns;                 /* device time of its submissions (timestamps) */
 };
 
 /* A named attribute value for graph_emit (the op's spec decides which field
@@ -83,6 +84,10 @@ struct tensor *graph_commit(struct graph *gr, unsigned i);
 
 /* Write {dtype, shape, bytes, data} of node `i`'s result into the response. */
 int graph_write_inline(struct graph *gr, unsigned i);
+
+/* As graph_write_inline, with room for `extra` more entries the caller packs
+ * after it into the same map. */
+int graph_write_inline_map(struct graph *gr, unsigned i, unsigned extra);
 
 /* Free every result that was not committed, and the nodes. */
 void graph_free(struct graph *gr);

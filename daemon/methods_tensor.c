@@ -43,8 +43,13 @@ int tensor_write_meta(msgpack_packer *pk, const struct tensor *t)
 
 int tensor_write_meta_result(struct request *req, const struct tensor *t)
 {
+	return tensor_write_meta_result_map(req, t, 0);
+}
+
+int tensor_write_meta_result_map(struct request *req, const struct tensor *t, unsigned extra)
+{
 	if (tdp_write_result_head(req->pk, req->msgid) < 0 ||
-	    msgpack_pack_map(req->pk, META_ENTRIES) || write_meta_entries(req->pk, t))
+	    msgpack_pack_map(req->pk, META_ENTRIES + extra) || write_meta_entries(req->pk, t))
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	return 0;
 }

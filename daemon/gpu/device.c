@@ -47,7 +47,7 @@ static int type_rank(VkPhysicalDeviceType t)
 	}
 }
 
-static int find_compute_queue(VkPhysicalDevice phys, uint32_t *ret)
+static int find_compute_queue(VkPhysicalDevice phys, uint32_t *ret, uint32_t *ret_ts_bits)
 {
 	VkQueueFamilyProperties qf[16];
 	uint32_t n = 16, best = UINT32_MAX;
@@ -66,6 +66,7 @@ static int find_compute_queue(VkPhysicalDevice phys, uint32_t *ret)
 	if (best == UINT32_MAX)
 		return -ENODEV;
 	*ret = best;
+	*ret_ts_bits = qf[best].timestampValidBits;
 	return 0;
 }
 
@@ -83,7 +84,7 @@ static void describe(VkPhysicalDevice phys, uint32_t index, struct gpu_device_de
 		.pNext = &m3,
 	};
 	VkPhysicalDeviceMemoryProperties mp;
-	uint32_t qf;
+	uint32_t qf, ts_bits;
 
 	memset(d, 0, sizeof(*d));
 	vkGetPhysicalDeviceProperties2(phys, &p2);
@@ -100,7 +101,7 @@ static void describe(VkPhysicalDevice phys, uint32_t index, struct gpu_device_de
 	d->max_storage_buffer_range = p2.properties.limits.maxStorageBufferRange;
 	d->max_allocation_size = m3.maxMemoryAllocationSize;
 	d->usable = p2.properties.apiVersion >= VK_API_VERSION_1_2 &&
-		    find_compute_queue(phys, &qf) == 0;
+		    find_compute_queue(phys, &qf, &ts_bits) == 0;
 	if (d->usable)
 		snprintf(d->driver, sizeof(d->driver), "%s %s", drv.driverName, drv.driverInfo);
 	for (uint32_t i = 0; i < mp.memoryHeapCount; i++)
@@ -289,6 +290,19 @@ static int create_logical(struct gpu_device *g)
 		if (vkCreateFence(g->dev, &fci, NULL, &g->cmd[i].fence) != VK_SUCCESS)
 			return -EIO;
 	}
+	/* Kernel time comes from timestamps around each submission; a device
+	 * without them just reports none. */
+	if (g->timestamp_mask && g->props.limits.timestampPeriod > 0) {
+		VkQueryPoolCreateInfo pool_info = {
+			.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+			.queryType = VK_QUERY_TYPE_TIMESTAMP,
+			.queryCount = 4,
+		};
+
+		if (vkCreateQueryPool(g->dev, &pool_info, NULL, &g->timestamps) != VK_SUCCESS)
+			g->timestamps = VK_NULL_HANDLE;
+		g->timestamp_period = g->props.limits.timestampPeriod;
+	}
 	return 0;
 }
 
@@ -296,7 +310,7 @@ int gpu_device_open(const struct gpu_open_options *opts, struct gpu_device **ret
 {
 	VkPhysicalDevice *phys = NULL;
 	struct gpu_device *g;
-	uint32_t n, index;
+	uint32_t n, index, ts_bits;
 	int r;
 
 	g = calloc(1, sizeof(*g));
@@ -319,9 +333,13 @@ int gpu_device_open(const struct gpu_open_options *opts, struct gpu_device **ret
 	describe(g->phys, index, &g->desc);
 	vkGetPhysicalDeviceProperties(g->phys, &g->props);
 	vkGetPhysicalDeviceMemoryProperties(g->phys, &g->mem_props);
-	r = find_compute_queue(g->phys, &g->queue_family);
+	r = find_compute_queue(g->phys, &g->queue_family, &ts_bits);
 	if (r < 0)
 		goto fail;
+	if (ts_bits > 0 && ts_bits < 64)
+		g->timestamp_mask = (1ull << ts_bits) - 1;
+	else if (ts_bits == 64)
+		g->timestamp_mask = UINT64_MAX;
 	r = create_logical(g);
 	if (r < 0) {
 		log_error("cannot create the Vulkan device on %s", g->desc.name);
@@ -362,6 +380,8 @@ void gpu_device_free(struct gpu_device *g)
 		for (unsigned i = 0; i < 2; i++)
 			if (g->cmd[i].fence)
 				vkDestroyFence(g->dev, g->cmd[i].fence, NULL);
+		if (g->timestamps)
+			vkDestroyQueryPool(g->dev, g->timestamps, NULL);
 		if (g->pool)
 			vkDestroyCommandPool(g->dev, g->pool, NULL);
 		vkDestroyDevice(g->dev, NULL);
@@ -400,6 +420,19 @@ int gpu_cmd_wait(struct gpu_device *g, unsigned i)
 	c->pending = false;
 	if (r != VK_SUCCESS)
 		return gpu_result_errno(g, r);
+	c->gpu_ns = 0;
+	if (g->timestamps) {
+		uint64_t ts[2];
+
+		if (vkGetQueryPoolResults(g->dev, g->timestamps, 2 * i, 2, sizeof(ts), ts, sizeof(ts[0]),
+					  VK_QUERY_RESULT_64_BIT) == VK_SUCCESS) {
+			uint64_t ticks = ((ts[1] & g->timestamp_mask) - (ts[0] & g->timestamp_mask)) &
+					 g->timestamp_mask;
+
+			c->gpu_ns = (uint64_t)((double)ticks * g->timestamp_period);
+			g->busy_ns += c->gpu_ns;
+		}
+	}
 	return gpu_result_errno(g, vkResetFences(g->dev, 1, &c->fence));
 }
 
@@ -419,7 +452,12 @@ int gpu_cmd_begin(struct gpu_device *g, unsigned i)
 	r = gpu_result_errno(g, vkResetCommandBuffer(g->cmd[i].cb, 0));
 	if (r < 0)
 		return r;
-	return gpu_result_errno(g, vkBeginCommandBuffer(g->cmd[i].cb, &bi));
+	r = gpu_result_errno(g, vkBeginCommandBuffer(g->cmd[i].cb, &bi));
+	if (r < 0 || !g->timestamps)
+		return r;
+	vkCmdResetQueryPool(g->cmd[i].cb, g->timestamps, 2 * i, 2);
+	vkCmdWriteTimestamp(g->cmd[i].cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, g->timestamps, 2 * i);
+	return 0;
 }
 
 int gpu_cmd_submit(struct gpu_device *g, unsigned i)
@@ -432,6 +470,8 @@ int gpu_cmd_submit(struct gpu_device *g, unsigned i)
 	};
 	int r;
 
+	if (g->timestamps)
+		vkCmdWriteTimestamp(c->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, g->timestamps, 2 * i + 1);
 	r = gpu_result_errno(g, vkEndCommandBuffer(c->cb));
 	if (r < 0)
 		return r;

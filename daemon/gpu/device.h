@@ -30,6 +30,7 @@ struct gpu_cmd {
 	VkCommandBuffer cb;
 	VkFence fence;
 	bool pending;           /* submitted, fence not yet waited for */
+	uint64_t gpu_ns;        /* device time of its last completed submission */
 };
 
 struct gpu_device {
@@ -47,6 +48,10 @@ struct gpu_device {
 	struct gpu_pipelines *pipes;
 	struct gpu_alloc dummy;  /* bound where a shader's buffer is empty */
 	PFN_vkCmdPushDescriptorSetKHR push_descriptor;
+	VkQueryPool timestamps;  /* two per command buffer, or NULL without them */
+	double timestamp_period; /* nanoseconds per tick */
+	uint64_t timestamp_mask; /* the queue's valid timestamp bits */
+	uint64_t busy_ns;       /* device time of every submission so far */
 	bool lost;              /* VK_ERROR_DEVICE_LOST was seen */
 };
 
