@@ -205,6 +205,65 @@ static int pick(const struct gpu_open_options *opts, VkPhysicalDevice *phys, uin
 	return 0;
 }
 
+static bool has_extension(VkPhysicalDevice phys, const char *name)
+{
+	VkExtensionProperties *ext;
+	uint32_t n = 0;
+	bool found = false;
+
+	if (vkEnumerateDeviceExtensionProperties(phys, NULL, &n, NULL) != VK_SUCCESS || n == 0)
+		return false;
+	ext = calloc(n, sizeof(*ext));
+	if (!ext)
+		return false;
+	if (vkEnumerateDeviceExtensionProperties(phys, NULL, &n, ext) == VK_SUCCESS)
+		for (uint32_t i = 0; i < n && !found; i++)
+			found = !strcmp(ext[i].extensionName, name);
+	free(ext);
+	return found;
+}
+
+/* Whether the device multiplies 16x16 f16 fragments into f32 on a subgroup of
+ * 32 (what matmul_cm.comp is written for). TENSORD_NO_COOPMAT=1 turns the
+ * path off, to compare it with the scalar kernels on the same device. */
+static bool coopmat_f16_usable(struct gpu_device *g)
+{
+	PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV props_fn;
+	VkPhysicalDeviceSubgroupProperties sub = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
+	};
+	VkPhysicalDeviceProperties2 p2 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+		.pNext = &sub,
+	};
+	VkCooperativeMatrixPropertiesNV cm[64];
+	uint32_t n = 64;
+	const char *off = getenv("TENSORD_NO_COOPMAT");
+
+	if ((off && *off && strcmp(off, "0")) ||
+	    !has_extension(g->phys, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME))
+		return false;
+	vkGetPhysicalDeviceProperties2(g->phys, &p2);
+	if (sub.subgroupSize != 32 || g->props.limits.maxComputeSharedMemorySize < 16384)
+		return false;
+	props_fn = (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)vkGetInstanceProcAddr(
+		g->instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+	for (uint32_t i = 0; i < n; i++)
+		cm[i] = (VkCooperativeMatrixPropertiesNV){
+			.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV,
+		};
+	if (!props_fn || props_fn(g->phys, &n, cm) < 0)
+		return false;
+	for (uint32_t i = 0; i < n; i++)
+		if (cm[i].MSize == 16 && cm[i].NSize == 16 && cm[i].KSize == 16 &&
+		    cm[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+		    cm[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+		    cm[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+		    cm[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV && cm[i].scope == VK_SCOPE_SUBGROUP_NV)
+			return true;
+	return false;
+}
+
 static int create_logical(struct gpu_device *g)
 {
 	float prio = 1.0f;
@@ -217,7 +276,12 @@ static int create_logical(struct gpu_device *g)
 	/* 8- and 16-bit storage let shaders read and write f16, bf16 and u8
 	 * tensors element by element; push descriptors bind buffers without a
 	 * descriptor pool. */
-	static const char *const extensions[] = { VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME };
+	const char *extensions[] = { VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME,
+				     VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME };
+	VkPhysicalDeviceCooperativeMatrixFeaturesNV want_cm = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+		.cooperativeMatrix = VK_TRUE,
+	};
 	VkPhysicalDeviceVulkan12Features f12 = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
 	};
@@ -273,6 +337,13 @@ static int create_logical(struct gpu_device *g)
 	want12.storageBuffer8BitAccess = VK_TRUE;
 	want12.shaderInt8 = VK_TRUE;
 	want12.shaderFloat16 = VK_TRUE;
+	g->coopmat_f16 = f12.vulkanMemoryModel && coopmat_f16_usable(g);
+	if (g->coopmat_f16) {
+		want12.vulkanMemoryModel = VK_TRUE; /* the subgroup-scope loads use it */
+		want12.pNext = &want_cm;
+		dci.enabledExtensionCount = 2;
+		log_info("f16 matmul runs on cooperative matrices (VK_NV_cooperative_matrix)");
+	}
 	if (vkCreateDevice(g->phys, &dci, NULL, &g->dev) != VK_SUCCESS)
 		return -EIO;
 	g->push_descriptor = (PFN_vkCmdPushDescriptorSetKHR)

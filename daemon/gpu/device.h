@@ -52,6 +52,8 @@ struct gpu_device {
 	double timestamp_period; /* nanoseconds per tick */
 	uint64_t timestamp_mask; /* the queue's valid timestamp bits */
 	uint64_t busy_ns;       /* device time of every submission so far */
+	bool coopmat_f16;       /* VK_NV_cooperative_matrix with 16x16x16 f16 x f16 + f32
+				   subgroup matrices and 32-wide subgroups: matmul_cm */
 	bool lost;              /* VK_ERROR_DEVICE_LOST was seen */
 };
 
