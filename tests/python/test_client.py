@@ -58,6 +58,12 @@ def test_ping_info(client, prefix):
     assert info["tensors"]["count"] >= 1 and info["connections"] >= 1
     assert any(d["active"] for d in info["devices"])
     assert client.max_message_bytes == info["limits"]["max_message_bytes"]
+    # the daemon counts requests; ours are among them
+    with pytest.raises(tensord.NotFound):
+        client.stat(prefix + "missing")
+    after = client.info()["requests"]
+    assert after["total"] == info["requests"]["total"] + 2, (info["requests"], after)
+    assert after["failed"] >= info["requests"]["failed"] + 1
 
 
 # ---- put / get ------------------------------------------------------------------
