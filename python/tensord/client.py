@@ -361,7 +361,11 @@ class Client(_Methods):
         chunks = self._pack(msgid, method, params)
         pending = Pending(self, msgid, method, decode, on_notify)
         self._inflight[msgid] = pending
-        self._send(chunks)
+        try:
+            self._send(chunks)
+        except BaseException:
+            self._interrupted()
+            raise
         return pending
 
     def _do(self, method, params=None, decode=None, on_notify=None):
@@ -466,13 +470,24 @@ class Client(_Methods):
         return events
 
     def _wait(self, pending):
-        while not pending._done:
-            if self._sock is None:
-                # _break() finished every pending request; reaching here is a bug.
-                pending._finish(ConnectionFailed("the connection is closed"), None)
-                break
-            self._select()
-            self._read_some()
+        try:
+            while not pending._done:
+                if self._sock is None:
+                    # _break() finished every pending request; reaching here is a bug.
+                    pending._finish(ConnectionFailed("the connection is closed"), None)
+                    break
+                self._select()
+                self._read_some()
+        except BaseException:
+            self._interrupted()
+            raise
+
+    def _interrupted(self):
+        """An exception (Ctrl-C, a signal handler's) left a request half sent
+        or its answer unread: the stream's position is lost, so close it, which
+        also cancels a train.run in the daemon."""
+        if self._sock is not None:
+            self._break(ConnectionFailed("the connection was closed after an interrupted call"))
 
     def _read_some(self):
         try:

@@ -405,6 +405,21 @@ class Stop(Exception):
     pass
 
 
+def assert_run_stopped(c, name):
+    """The parameter `name` stops changing soon: no train.run updates it."""
+    import time
+    v = c.stat(name)["version"]
+    for _ in range(20):
+        time.sleep(0.2)
+        w = c.stat(name)["version"]
+        if w == v:
+            time.sleep(0.5)
+            assert c.stat(name)["version"] == v, "the run goes on"
+            return
+        v = w
+    raise AssertionError("%s is still being updated: the run was not cancelled" % name)
+
+
 def test_train_run_callback_raises_cancels(daemon, prefix):
     with tensord.Client(daemon.sock) as c:
         nodes, _ = _regression(c, prefix, rows=256)
@@ -424,7 +439,33 @@ def test_train_run_callback_raises_cancels(daemon, prefix):
     # the daemon cancelled the run (it would take 25600 steps) and serves others
     with tensord.Client(daemon.sock, timeout=60) as c:
         assert c.ping()["pong"]
-        assert c.stat(prefix + "w")["version"] < 1000
+        assert_run_stopped(c, prefix + "w")
+
+
+def test_interrupted_wait_closes_and_cancels(daemon, prefix):
+    """An exception raised while waiting (a signal handler's, Ctrl-C) closes
+    the connection, which cancels the run."""
+    import signal
+
+    def on_alarm(signum, frame):
+        raise Stop()
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        with tensord.Client(daemon.sock) as c:
+            nodes, _ = _regression(c, prefix, rows=256)
+            signal.setitimer(signal.ITIMER_REAL, 0.5)
+            with pytest.raises(Stop):
+                c.train_run(nodes, "loss", [prefix + "w", prefix + "b"],
+                            {"bx": prefix + "x", "by": prefix + "y"}, batch_size=1, epochs=100)
+            assert c.closed
+            with pytest.raises(tensord.ConnectionFailed, match="interrupted"):
+                c.ping()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    with tensord.Client(daemon.sock, timeout=60) as c:
+        assert c.ping()["pong"]
+        assert_run_stopped(c, prefix + "w")
 
 
 # ---- the generic call, errors --------------------------------------------------------
