@@ -21,15 +21,31 @@ int ctl_connect(struct ctl *c)
 	int r = tensord_connect(c->socket, &c->td);
 
 	if (r < 0)
-		return ctl_error("cannot connect to %s: %s", c->socket, strerror(-r));
+		return ctl_fail(CTL_EXIT_CONNECT, "cannot connect to %s: %s", c->socket,
+				strerror(-r));
 	return CTL_EXIT_OK;
+}
+
+/* Whether a libtensord failure means the connection failed or broke, rather
+ * than the daemon or the library refusing one call. */
+static bool connection_error(int r)
+{
+	switch (-r) {
+	case ECONNRESET: case ECONNREFUSED: case ECONNABORTED: case EPIPE: case EPROTO:
+	case ENOTCONN: case ETIMEDOUT: case EIO: case ENOENT:
+		return true;
+	default:
+		return false;
+	}
 }
 
 int ctl_call_failed(struct ctl *c, int r)
 {
 	const char *msg = tensord_last_error(c->td);
+	int status = r != -TENSORD_EREMOTE && connection_error(r) ? CTL_EXIT_CONNECT
+								   : CTL_EXIT_FAIL;
 
-	return ctl_error("%s", msg && *msg ? msg : strerror(r < 0 ? -r : r));
+	return ctl_fail(status, "%s", msg && *msg ? msg : strerror(r < 0 ? -r : r));
 }
 
 /* Decode a result that libtensord packed (so within the protocol's limits). */
@@ -148,10 +164,7 @@ static void print_table(FILE *f, const struct tensord_tensor_info *list, size_t 
 
 static double now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+	return ctl_now() * 1e3;
 }
 
 int ctl_cmd_ping(struct ctl *c)
@@ -372,7 +385,8 @@ int ctl_cmd_put(struct ctl *c)
 {
 	struct put_source s = { .dtype = TDP_DTYPE_F32 };
 	struct tensord_tensor_info info;
-	char shape[256], size[32];
+	struct ctl_bar bar;
+	char shape[256], size[32], label[300];
 	int want = -1, r, status;
 
 	if (!c->file == !c->values) {
@@ -391,8 +405,11 @@ int ctl_cmd_put(struct ctl *c)
 		goto out;
 	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
 		goto out;
+	snprintf(label, sizeof(label), "put %s", c->pos[0]);
+	ctl_bar_start(&bar, c, label);
 	r = tensord_put(c->td, c->pos[0], (enum tensord_dtype)s.dtype, s.rank, s.shape, s.data,
 			s.len, &info);
+	ctl_bar_finish(&bar);
 	if (r < 0) {
 		status = ctl_call_failed(c, r);
 		goto out;
@@ -415,7 +432,8 @@ out:
 int ctl_cmd_get(struct ctl *c)
 {
 	struct tensord_tensor_info info;
-	char err[MSG_MAX], shape[256], size[32];
+	struct ctl_bar bar;
+	char err[MSG_MAX], shape[256], size[32], label[300];
 	uint64_t count = 0;
 	void *data = NULL;
 	size_t len = 0;
@@ -425,7 +443,11 @@ int ctl_cmd_get(struct ctl *c)
 		return ctl_usage_error("--json cannot be combined with --out -");
 	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
 		return status;
-	if ((r = tensord_get(c->td, c->pos[0], &info, &data, &len)) < 0)
+	snprintf(label, sizeof(label), "get %s", c->pos[0]);
+	ctl_bar_start(&bar, c, label);
+	r = tensord_get(c->td, c->pos[0], &info, &data, &len);
+	ctl_bar_finish(&bar);
+	if (r < 0)
 		return ctl_call_failed(c, r);
 	count = len / tensord_dtype_size(info.dtype);
 	if (c->out) {

@@ -41,7 +41,7 @@ static const char *get_str(const msgpack_object *map, const char *key, int *ret_
 	return o->via.str.ptr;
 }
 
-static void format_duration(char *buf, size_t cap, double s)
+void ctl_format_duration(char *buf, size_t cap, double s)
 {
 	uint64_t t;
 
@@ -182,7 +182,7 @@ void ctl_print_info(FILE *f, const msgpack_object *info)
 		fprintf(f, ", pid %" PRIu64, v);
 	fputc('\n', f);
 	if (get_number(info, "uptime", &up)) {
-		format_duration(text, sizeof(text), up);
+		ctl_format_duration(text, sizeof(text), up);
 		fprintf(f, "%-13s %s\n", "uptime", text);
 	}
 	if (get_uint(info, "connections", &v))

@@ -22,6 +22,9 @@ static const char usage_text[] =
 	"Commands:\n"
 	"  ping                         check that the daemon answers\n"
 	"  info                         daemon, devices, tensors and limits\n"
+	"  info --watch [--interval S] [--count N]\n"
+	"                               redraw memory, clients and request rates\n"
+	"                               every S seconds (1), N times (forever)\n"
 	"  ls [PREFIX]                  list tensors (whose names start with PREFIX)\n"
 	"  stat NAME                    metadata of one tensor\n"
 	"  rm NAME                      delete a tensor\n"
@@ -43,6 +46,10 @@ static const char usage_text[] =
 	"                  (train: one JSON line per event, then the result)\n"
 	"  -h, --help      print this help\n"
 	"  --version       print the version\n"
+	"\n"
+	"Exit status: 0 success, 1 the daemon refused the request (or another\n"
+	"failure), 2 usage error, 3 the daemon could not be reached or the\n"
+	"connection failed.\n"
 	"\n"
 	"dtypes: f32 f16 bf16 i32 u8. --shape \"\" or --shape scalar is rank 0.\n"
 	"See tensorctl(1).\n";
@@ -71,8 +78,20 @@ int ctl_error(const char *fmt, ...)
 	return CTL_EXIT_FAIL;
 }
 
+int ctl_fail(int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("tensorctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return status;
+}
+
 enum opt_id { OPT_SOCKET, OPT_JSON, OPT_HELP, OPT_VERSION, OPT_FILE, OPT_VALUES, OPT_SHAPE,
-	      OPT_DTYPE, OPT_OUT, OPT_ATTR };
+	      OPT_DTYPE, OPT_OUT, OPT_ATTR, OPT_WATCH, OPT_INTERVAL, OPT_COUNT };
 
 static const struct option_def {
 	const char *name;
@@ -85,6 +104,8 @@ static const struct option_def {
 	{ "file", 'f', true, OPT_FILE },     { "values", 0, true, OPT_VALUES },
 	{ "shape", 0, true, OPT_SHAPE },     { "dtype", 0, true, OPT_DTYPE },
 	{ "out", 'o', true, OPT_OUT },       { "attr", 'a', true, OPT_ATTR },
+	{ "watch", 'w', false, OPT_WATCH },  { "interval", 'n', true, OPT_INTERVAL },
+	{ "count", 'c', true, OPT_COUNT },
 };
 
 static const struct command_def {
@@ -96,7 +117,8 @@ static const struct command_def {
 	bool names;        /* every argument is a tensor name (checked before connecting) */
 } commands[] = {
 	{ "ping", ctl_cmd_ping, 0, 0, 0, "", false },
-	{ "info", ctl_cmd_info, 0, 0, 0, "", false },
+	{ "info", ctl_cmd_info, 0, 0, 1u << OPT_WATCH | 1u << OPT_INTERVAL | 1u << OPT_COUNT, "",
+	  false },
 	{ "ls", ctl_cmd_ls, 0, 1, 0, "PREFIX", true },
 	{ "stat", ctl_cmd_stat, 1, 1, 0, "NAME", true },
 	{ "rm", ctl_cmd_rm, 1, 1, 0, "NAME", true },
@@ -197,6 +219,9 @@ int main(int argc, char **argv)
 		case OPT_DTYPE: c.dtype = value; break;
 		case OPT_OUT: c.out = value; break;
 		case OPT_ATTR: c.attrs[c.nattrs++] = value; break;
+		case OPT_WATCH: c.watch = true; break;
+		case OPT_INTERVAL: c.interval = value; break;
+		case OPT_COUNT: c.count = value; break;
 		}
 	}
 	if (help || (c.command && strcmp(c.command, "help") == 0)) {
@@ -230,6 +255,10 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
+	if ((c.interval || c.count) && !c.watch) {
+		status = ctl_usage_error("--interval and --count go with info --watch");
+		goto out;
+	}
 	if (c.npos < cmd->min_pos || c.npos > cmd->max_pos) {
 		status = c.npos < cmd->min_pos
 				 ? ctl_usage_error("%s: missing %s", cmd->name, cmd->first)
@@ -260,7 +289,7 @@ int main(int argc, char **argv)
 		if (!c.socket || !*c.socket)
 			c.socket = DEFAULT_SOCKET;
 	}
-	status = cmd->run(&c);
+	status = c.watch ? ctl_cmd_info_watch(&c) : cmd->run(&c);
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		if (status == CTL_EXIT_OK)
 			status = ctl_error("writing to standard output failed");

@@ -128,6 +128,27 @@ typedef void (*tensord_notify_fn)(void *userdata, const char *method, const void
  * protocol's length limit) is dropped. */
 TENSORD_EXPORT void tensord_set_notify(struct tensord *td, tensord_notify_fn fn, void *userdata);
 
+/* Direction of a transfer reported to a progress callback. */
+enum tensord_transfer {
+	TENSORD_TRANSFER_SEND = 0,    /* a request being written to the daemon */
+	TENSORD_TRANSFER_RECEIVE = 1, /* a reply being read from the daemon */
+	TENSORD_TRANSFER_COUNT
+};
+
+/* Receives the progress of one message: `done` of `total` bytes. For a reply,
+ * `total` is the size known so far (the whole message once the header of its
+ * tensor data arrived). The callback must not call into the same handle. */
+typedef void (*tensord_progress_fn)(void *userdata, enum tensord_transfer dir, uint64_t done,
+				    uint64_t total);
+
+/* Report the bytes of every request written and every reply read to `fn`
+ * (called with `userdata`); NULL turns that off. While a callback is set,
+ * requests are written in chunks of at most 1 MiB so that progress shows; the
+ * last call of a message has `done` == `total`. For progress bars on large
+ * tensors (tensorctl put/get). */
+TENSORD_EXPORT void tensord_set_progress(struct tensord *td, tensord_progress_fn fn,
+					 void *userdata);
+
 /* `info`, returned as raw msgpack like tensord_call_raw(). */
 TENSORD_EXPORT int tensord_info_raw(struct tensord *td, void **ret_result, size_t *ret_len);
 

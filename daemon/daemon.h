@@ -20,6 +20,8 @@ struct daemon {
 	uint32_t ndevices;
 	struct store *store;
 	int64_t start_ns;                /* CLOCK_MONOTONIC at start-up */
+	uint64_t requests;               /* requests answered (errors too), for info */
+	uint64_t requests_failed;        /* of which with an error response */
 };
 
 /* Nanoseconds of `clock` (CLOCK_MONOTONIC, CLOCK_REALTIME...). */

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "daemon.h"
 #include "graph.h"
 #include "handlers.h"
 #include "train.h"
@@ -65,12 +66,14 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 			break;
 		}
 	}
+	req->d->requests++;
 	if (!fn)
 		request_fail(req, TDP_UNIMPLEMENTED, "no such method");
 	else if ((r = fn(req)) == 0 || r == REQUEST_DEFERRED)
 		return 0;
 	else if (req->code == TDP_OK)
 		request_fail(req, TDP_INTERNAL, "failed without a reason");
+	req->d->requests_failed++;
 	/* Drop whatever the handler wrote before failing; answer the error. */
 	req->out->end = req->out->start + mark;
 	log_debug("msgid %u: %s", req->msgid, req->message);

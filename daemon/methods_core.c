@@ -82,7 +82,7 @@ int method_info(struct request *req)
 	if (params_parse(req, NULL, 0) < 0)
 		return -1;
 	store_totals(d->store, &count, &bytes);
-	fail = tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 8) ||
+	fail = tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 9) ||
 	       kv_str(pk, "version", TENSORD_VERSION) ||
 	       kv_u64(pk, "protocol", TDP_PROTOCOL_VERSION) ||
 	       kv_u64(pk, "pid", (uint64_t)getpid()) ||
@@ -94,6 +94,8 @@ int method_info(struct request *req)
 	fail = fail || tdp_pack_cstr(pk, "tensors") || msgpack_pack_map(pk, 2) ||
 	       kv_u64(pk, "count", count) || kv_u64(pk, "bytes", bytes) ||
 	       kv_u64(pk, "connections", server_connection_count(d->server)) ||
+	       tdp_pack_cstr(pk, "requests") || msgpack_pack_map(pk, 2) ||
+	       kv_u64(pk, "total", d->requests) || kv_u64(pk, "failed", d->requests_failed) ||
 	       tdp_pack_cstr(pk, "limits") || write_limits(pk, &d->cfg);
 	if (fail)
 		return request_fail(req, TDP_INTERNAL, "out of memory");

@@ -95,6 +95,7 @@ def call_info(c):
         assert dev["memory_reserved"] >= dev["memory_used"], dev
     assert sum(1 for dev in res["devices"] if dev["active"]) == 1
     assert set(res["tensors"]) >= {"count", "bytes"}
+    assert res["requests"]["total"] >= 1 and res["requests"]["failed"] >= 0, res["requests"]
     assert set(res["limits"]) >= {"max_message_bytes", "max_tensor_bytes", "max_depth",
                                   "max_objects", "max_name_len", "max_rank", "max_tensors",
                                   "max_connections"}, res["limits"]

@@ -371,6 +371,141 @@ assert all(abs(g - w) < 0.02 for g, w in zip(flat(j["data"]), want)), j'
 	bad train "$DIR/badtrain.json"
 fi
 
+step "exit status (tensorctl(1), EXIT STATUS)"
+# rc WANT ARGS...: tensorctl ARGS must exit WANT with one line on stderr (none for 0).
+rc() {
+	local want=$1 got=0
+	shift
+	ctl "$@" >"$DIR/out" 2>"$DIR/err" </dev/null || got=$?
+	[[ $got -eq $want ]] || fail "tensorctl $*: exit $got, want $want ($(cat "$DIR/err"))"
+	if [[ $want -eq 0 ]]; then
+		[[ ! -s $DIR/err ]] || fail "tensorctl $*: stderr on success: $(cat "$DIR/err")"
+	else
+		[[ $(wc -l <"$DIR/err") -eq 1 ]] || fail "tensorctl $*: want one error line: $(cat "$DIR/err")"
+	fi
+}
+rc 0 ping
+rc 1 get missing
+rc 1 --json stat missing
+rc 1 rm missing
+rc 1 run add r/a r/missing
+rc 1 graph "$DIR/fail.json"
+rc 1 put x --file "$DIR/junk.npy"
+rc 2 frobnicate
+rc 2 --frobnicate ping
+rc 2 put x --values 1,abc
+rc 2 put 'bad name' --values 1
+rc 2 ls --watch
+rc 2 info --interval 1
+rc 2 info --count 2
+rc 2 info --watch --count 0
+rc 2 info --watch --count -1
+rc 2 info --watch --count 1x
+rc 2 info --watch --interval 0
+rc 2 info --watch --interval nan
+rc 2 info --watch --interval abc
+rc 3 --socket "$DIR/no-such.sock" ping
+rc 3 --socket "$DIR/no-such.sock" --json get a
+rc 3 --socket "$DIR/no-such.sock" info --watch --count 1
+# A peer that accepts and hangs up: the connection fails mid-call.
+"$PY" - "$DIR/hangup.sock" <<'PYEOF' &
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1])
+s.listen(8)
+for _ in range(2):
+    c, _ = s.accept()
+    c.recv(65536)
+    c.close()
+PYEOF
+HPID=$!
+for _ in $(seq 100); do [[ -S $DIR/hangup.sock ]] && break; sleep 0.05; done
+rc 3 --socket "$DIR/hangup.sock" ping
+rc 3 --socket "$DIR/hangup.sock" stat a
+wait "$HPID"
+
+step "--json on every command"
+printf '{"nodes": [{"id": "s", "op": "add", "inputs": ["r/a", "r/b"]}], "outputs": ["s"]}' >"$DIR/g2.json"
+for args in "ping" "info" "ls" "ls r/" "stat r/a" "put j/x --values 1,2" "get j/x" \
+	"get j/x --out $DIR/j.npy" "put j/y --file $DIR/j.npy" "run add r/a r/b" \
+	"run add r/a r/b -o j/z" "graph $DIR/g2.json" "step $DIR/step.json" "rm j/x"; do
+	# shellcheck disable=SC2086
+	ok --json $args | js 'assert isinstance(j, dict) and j, j' || fail "--json $args"
+done
+
+step "info --watch"
+ok --json info --watch --count 3 --interval 0.1 >"$DIR/watch.json"
+"$PY" - "$DIR/watch.json" <<'PYEOF' || fail "info --watch --json: $(cat "$DIR/watch.json")"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert len(lines) == 3, len(lines)
+for l in lines:
+    for k in ("devices", "connections", "tensors", "requests", "time", "rates"):
+        assert k in l, (k, l)
+    assert l["connections"] >= 1 and any(d["active"] for d in l["devices"]), l
+assert lines[0]["rates"] == {"requests_per_s": None, "failed_per_s": None}, lines[0]["rates"]
+for a, b in zip(lines, lines[1:]):
+    assert b["rates"]["requests_per_s"] >= 0 and b["rates"]["failed_per_s"] >= 0, b["rates"]
+    assert b["requests"]["total"] > a["requests"]["total"], (a["requests"], b["requests"])
+    assert 0.05 < b["time"] - a["time"] < 5, (a["time"], b["time"])
+PYEOF
+# Rates count the requests of other clients between two samples.
+ctl --json info --watch --count 2 --interval 3 >"$DIR/rate.json" &
+WPID=$!
+for _ in $(seq 100); do [[ -s $DIR/rate.json ]] && break; sleep 0.05; done
+for _ in 1 2 3 4 5; do ctl ping >/dev/null; done
+ctl stat missing >/dev/null 2>&1 || true
+wait "$WPID" || fail "info --watch in the background failed"
+"$PY" - "$DIR/rate.json" <<'PYEOF' || fail "info --watch rates: $(cat "$DIR/rate.json")"
+import json, sys
+a, b = [json.loads(l) for l in open(sys.argv[1])]
+n = b["requests"]["total"] - a["requests"]["total"]
+assert n == 7, "5 pings, 1 stat and the second info, got %d" % n
+assert b["requests"]["failed"] - a["requests"]["failed"] == 1, (a["requests"], b["requests"])
+dt = b["time"] - a["time"]
+r = b["rates"]
+assert abs(r["requests_per_s"] * dt - 6) < 0.5, (r, dt)
+assert abs(r["failed_per_s"] * dt - 1) < 0.2, (r, dt)
+PYEOF
+# Not a terminal, no --json: a header, then a line per sample.
+out=$(ok info --watch --count 2 --interval 0.1)
+[[ $(wc -l <<<"$out") -eq 3 ]] || fail "info --watch (text) printed: $out"
+head -n1 <<<"$out" | grep "^TIME *CLIENTS *TENSORS *TENSOR SIZE *MEM USED *MEM TOTAL *REQ/S *FAILED/S$" >/dev/null ||
+	fail "info --watch header: $out"
+sed -n 3p <<<"$out" | grep -E '^[0-9:]{8} +[0-9]+ +[0-9]+ +[0-9.]+ [KMG]?i?B +[0-9.]+ [KMG]?i?B +[0-9.]+ [KMG]?i?B +[0-9.]+ +[0-9.]+$' >/dev/null ||
+	fail "info --watch line: $out"
+# On a terminal: the screen is redrawn in place (home, clear) each time.
+script -qfec "$TENSORCTL_BIN --socket $SOCK info --watch --count 2 --interval 0.1" /dev/null >"$DIR/tty.out" </dev/null ||
+	fail "info --watch on a TTY failed: $(cat "$DIR/tty.out")"
+[[ $(grep -o $'\033\\[H\033\\[J' "$DIR/tty.out" | wc -l) -eq 2 ]] || fail "info --watch did not redraw twice: $(cat -v "$DIR/tty.out")"
+for pat in "^clients " "^tensors " "^requests .*/s" "^DEV *NAME *USED *RESERVED *TOTAL *USE" '^\* [0-9]'; do
+	tr -d '\r' <"$DIR/tty.out" | grep -- "$pat" >/dev/null || fail "info --watch screen lacks '$pat': $(cat -v "$DIR/tty.out")"
+done
+
+step "progress bars on a terminal"
+"$PY" -c '
+import sys
+import numpy as np
+np.save(sys.argv[1], np.random.default_rng(5).integers(0, 256, size=(16 << 20,), dtype=np.uint8))
+' "$DIR/p16.npy" || fail "could not write p16.npy"
+tty_ctl() { script -qfec "$TENSORCTL_BIN --socket $SOCK $*" /dev/null </dev/null | tr '\r' '\n'; }
+tty_ctl put pb --file "$DIR/p16.npy" >"$DIR/tty.out"
+grep '^put pb \[#*\.*\] *[0-9]*%  [0-9.]* [KMG]\?i\?B / 16.0 MiB' "$DIR/tty.out" >/dev/null || fail "put drew no bar: $(cat -v "$DIR/tty.out")"
+grep '^put pb \[####################\] 100%  16.0 MiB / 16.0 MiB' "$DIR/tty.out" >/dev/null || fail "put bar did not reach 100%: $(cat -v "$DIR/tty.out")"
+grep '^stored pb: u8 \[16777216\], 16.0 MiB' "$DIR/tty.out" >/dev/null || fail "put printed no summary: $(cat -v "$DIR/tty.out")"
+tty_ctl get pb --out "$DIR/p16.back.npy" >"$DIR/tty.out"
+grep '^get pb \[####################\] 100%  16.0 MiB / 16.0 MiB' "$DIR/tty.out" >/dev/null || fail "get drew no bar: $(cat -v "$DIR/tty.out")"
+cmp "$DIR/p16.npy" "$DIR/p16.back.npy" || fail "p16.npy did not come back"
+# never with --json, never for small tensors, never off a terminal
+tty_ctl --json get pb --out "$DIR/p16.back.npy" >"$DIR/tty.out"
+! grep '\[#' "$DIR/tty.out" >/dev/null || fail "--json drew a bar: $(cat -v "$DIR/tty.out")"
+tty_ctl get a >"$DIR/tty.out"
+! grep '\[#' "$DIR/tty.out" >/dev/null || fail "a small get drew a bar"
+ctl put pb --file "$DIR/p16.npy" >/dev/null 2>"$DIR/err" || fail "put off a TTY failed"
+[[ ! -s $DIR/err ]] || fail "put off a TTY wrote to stderr: $(cat -v "$DIR/err")"
+ctl rm pb >/dev/null
+rm -f "$DIR/p16.npy" "$DIR/p16.back.npy"
+
 # ---- stop: SIGTERM must end it with status 0 ----
 step "stop"
 kill -TERM "$DPID"
