@@ -6,6 +6,7 @@
 
 #include "config.h"
 #include "gpu/device.h"
+#include "metrics.h"
 
 struct loop;
 struct server;
@@ -20,6 +21,7 @@ struct daemon {
 	uint32_t ndevices;
 	struct store *store;
 	int64_t start_ns;                /* CLOCK_MONOTONIC at start-up */
+	struct metrics metrics;          /* counters for info and tensorctl metrics */
 };
 
 /* Nanoseconds of `clock` (CLOCK_MONOTONIC, CLOCK_REALTIME...). */

@@ -9,6 +9,7 @@
 
 #include "memory.h"
 #include "pipeline.h"
+#include "timing.h"
 
 /* What info reports about one physical device. */
 struct gpu_device_desc {
@@ -30,6 +31,7 @@ struct gpu_cmd {
 	VkCommandBuffer cb;
 	VkFence fence;
 	bool pending;           /* submitted, fence not yet waited for */
+	int64_t submit_ns;      /* CLOCK_MONOTONIC at submission */
 };
 
 struct gpu_device {
@@ -48,6 +50,10 @@ struct gpu_device {
 	struct gpu_alloc dummy;  /* bound where a shader's buffer is empty */
 	PFN_vkCmdPushDescriptorSetKHR push_descriptor;
 	bool lost;              /* VK_ERROR_DEVICE_LOST was seen */
+	bool creation_feedback; /* VK_EXT_pipeline_creation_feedback enabled */
+	VkQueryPool queries;    /* timestamps around cmd[i]: 2i, 2i+1 (timing.c) */
+	uint64_t ts_mask;       /* the queue's valid timestamp bits */
+	struct gpu_stats stats;
 };
 
 /* How the daemon chooses its device: --device auto|cpu|INDEX. */
