@@ -57,6 +57,7 @@ int ctl_cmd_run(struct ctl *c);
 int ctl_cmd_graph(struct ctl *c);
 int ctl_cmd_train(struct ctl *c);
 int ctl_cmd_step(struct ctl *c);
+int ctl_cmd_metrics(struct ctl *c);
 
 /* Read the JSON file `path` (bounded size) and append it to `sb` as msgpack.
  * It must hold one object; `what` shows its shape in the message otherwise.

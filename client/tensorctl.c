@@ -22,6 +22,7 @@ static const char usage_text[] =
 	"Commands:\n"
 	"  ping                         check that the daemon answers\n"
 	"  info                         daemon, devices, tensors and limits\n"
+	"  metrics                      counters in the Prometheus text format\n"
 	"  ls [PREFIX]                  list tensors (whose names start with PREFIX)\n"
 	"  stat NAME                    metadata of one tensor\n"
 	"  rm NAME                      delete a tensor\n"
@@ -97,6 +98,7 @@ static const struct command_def {
 } commands[] = {
 	{ "ping", ctl_cmd_ping, 0, 0, 0, "", false },
 	{ "info", ctl_cmd_info, 0, 0, 0, "", false },
+	{ "metrics", ctl_cmd_metrics, 0, 0, 0, "", false },
 	{ "ls", ctl_cmd_ls, 0, 1, 0, "PREFIX", true },
 	{ "stat", ctl_cmd_stat, 1, 1, 0, "NAME", true },
 	{ "rm", ctl_cmd_rm, 1, 1, 0, "NAME", true },
