@@ -15,11 +15,6 @@ void log_set_level(int level)
 	max_level = level;
 }
 
-int log_get_level(void)
-{
-	return max_level;
-}
-
 bool log_stderr_is_journal(void)
 {
 	const char *env = getenv("JOURNAL_STREAM");

@@ -9,9 +9,6 @@
 /* Log lines of priority above `level` (LOG_ERR..LOG_DEBUG) are dropped. */
 void log_set_level(int level);
 
-/* The level set last (LOG_NOTICE by default). */
-int log_get_level(void);
-
 /* Whether stderr is the journal stream systemd connected (JOURNAL_STREAM
  * holds its device and inode). */
 bool log_stderr_is_journal(void);
