@@ -90,6 +90,7 @@ int ctl_cmd_graph(struct ctl *c);
 int ctl_cmd_train(struct ctl *c);
 int ctl_cmd_step(struct ctl *c);
 int ctl_cmd_info_watch(struct ctl *c);
+int ctl_cmd_metrics(struct ctl *c);
 
 /* Read the JSON file `path` (bounded size) and append it to `sb` as msgpack.
  * It must hold one object; `what` shows its shape in the message otherwise.

@@ -25,6 +25,7 @@ static const char usage_text[] =
 	"  info --watch [--interval S] [--count N]\n"
 	"                               redraw memory, clients and request rates\n"
 	"                               every S seconds (1), N times (forever)\n"
+	"  metrics                      counters in the Prometheus text format\n"
 	"  ls [PREFIX]                  list tensors (whose names start with PREFIX)\n"
 	"  stat NAME                    metadata of one tensor\n"
 	"  rm NAME                      delete a tensor\n"
@@ -119,6 +120,7 @@ static const struct command_def {
 	{ "ping", ctl_cmd_ping, 0, 0, 0, "", false },
 	{ "info", ctl_cmd_info, 0, 0, 1u << OPT_WATCH | 1u << OPT_INTERVAL | 1u << OPT_COUNT, "",
 	  false },
+	{ "metrics", ctl_cmd_metrics, 0, 0, 0, "", false },
 	{ "ls", ctl_cmd_ls, 0, 1, 0, "PREFIX", true },
 	{ "stat", ctl_cmd_stat, 1, 1, 0, "NAME", true },
 	{ "rm", ctl_cmd_rm, 1, 1, 0, "NAME", true },

@@ -82,7 +82,6 @@ static int set_string(char *dst, size_t cap, const char *v)
 
 int config_set(struct config *c, const char *key, const char *value, char *err, size_t err_len)
 {
-	uint64_t v = 0;
 	bool b;
 	int r = -EINVAL;
 
@@ -112,7 +111,6 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
 		snprintf(err, err_len, "unknown setting '%s'", key);
 		return -EINVAL;
 	}
-	(void)v;
 	if (r < 0)
 		snprintf(err, err_len, "invalid value '%s' for '%s'", value, key);
 	return r;
@@ -170,4 +168,34 @@ int config_load(struct config *c, const char *path, char *err, size_t err_len)
 	}
 	fclose(f);
 	return r;
+}
+
+void config_apply_reload(struct config *cur, const struct config *next, char *fixed,
+			 size_t fixed_len)
+{
+	size_t used = 0;
+
+	if (fixed_len)
+		fixed[0] = '\0';
+#define FIXED(cond, key)                                                                   \
+	do {                                                                               \
+		if ((cond) && used < fixed_len) {                                          \
+			int k = snprintf(fixed + used, fixed_len - used, "%s%s",           \
+					 used ? ", " : "", key);                           \
+			used = k < 0 ? fixed_len : used + (size_t)k;                       \
+		}                                                                          \
+	} while (0)
+	FIXED(strcmp(cur->socket_path, next->socket_path) != 0, "socket");
+	FIXED(strcmp(cur->state_dir, next->state_dir) != 0, "state_dir");
+	FIXED(cur->device_pick != next->device_pick ||
+	      (next->device_pick == GPU_PICK_INDEX && cur->device_index != next->device_index),
+	      "device");
+	FIXED(cur->host_mapped != next->host_mapped, "host_mapped");
+	FIXED(cur->block_size != next->block_size, "block_size");
+#undef FIXED
+	cur->log_level = next->log_level;
+	cur->max_tensors = next->max_tensors;
+	cur->max_connections = next->max_connections;
+	cur->max_tensor_bytes = next->max_tensor_bytes;
+	cur->max_message_bytes = next->max_message_bytes;
 }

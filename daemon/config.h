@@ -32,3 +32,12 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
 /* Read `key = value` lines (# comments, blank lines) from `path`. Returns 0 or
  * -errno with a reason naming the file and line in `err`. */
 int config_load(struct config *c, const char *path, char *err, size_t err_len);
+
+/* SIGHUP: take from `next` (a freshly loaded configuration) the settings that
+ * can change while the daemon runs (verbose, max_tensors, max_connections,
+ * max_tensor_bytes, max_message_bytes). The others (socket, state_dir,
+ * device, host_mapped, block_size) keep their current value; those that
+ * differ in `next` are named, comma-separated, in `fixed` (size `fixed_len`;
+ * "" when none). */
+void config_apply_reload(struct config *cur, const struct config *next, char *fixed,
+			 size_t fixed_len);

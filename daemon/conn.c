@@ -89,6 +89,7 @@ static void stream_error(struct conn *c, int code, const char *why)
 	msgpack_packer pk;
 
 	log_info("closing connection of pid %d: %s", (int)c->pid, why);
+	c->d->metrics.protocol_errors++;
 	msgpack_packer_init(&pk, &c->out, tdp_buf_msgpack_write);
 	tdp_write_error_notification(&pk, TDP_NOTIFY_PROTOCOL_ERROR, code, why);
 	c->closing = true;
@@ -221,6 +222,7 @@ static int read_input(struct conn *c)
 		k = recv(c->src.fd, c->in.data + c->in.end, c->in.cap - c->in.end, MSG_DONTWAIT);
 		if (k > 0) {
 			c->in.end += (size_t)k;
+			c->d->metrics.bytes_in += (uint64_t)k;
 			budget = (size_t)k < budget ? budget - (size_t)k : 0;
 			continue;
 		}
@@ -246,6 +248,7 @@ static int flush_output(struct conn *c)
 
 		if (k > 0) {
 			tdp_buf_consume(&c->out, (size_t)k);
+			c->d->metrics.bytes_out += (uint64_t)k;
 			continue;
 		}
 		if (k < 0 && errno == EINTR)

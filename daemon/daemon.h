@@ -6,6 +6,7 @@
 
 #include "config.h"
 #include "gpu/device.h"
+#include "metrics.h"
 
 struct loop;
 struct server;
@@ -22,6 +23,7 @@ struct daemon {
 	int64_t start_ns;                /* CLOCK_MONOTONIC at start-up */
 	uint64_t requests;               /* requests answered (errors too), for info */
 	uint64_t requests_failed;        /* of which with an error response */
+	struct metrics metrics;          /* counters for info and tensorctl metrics */
 };
 
 /* Nanoseconds of `clock` (CLOCK_MONOTONIC, CLOCK_REALTIME...). */

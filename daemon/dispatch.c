@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "daemon.h"
 #include "graph.h"
@@ -30,6 +31,19 @@ static const struct {
 	{ TDP_METHOD_TRAIN_RUN, train_run },
 };
 
+#define METHOD_COUNT (sizeof(method_table) / sizeof(method_table[0]))
+_Static_assert(METHOD_COUNT < METRICS_MAX_METHODS, "metrics.h: raise METRICS_MAX_METHODS");
+
+unsigned request_method_count(void)
+{
+	return (unsigned)METHOD_COUNT;
+}
+
+const char *request_method_name(unsigned slot)
+{
+	return slot < METHOD_COUNT ? method_table[slot].name : "other";
+}
+
 int request_fail(struct request *req, int code, const char *fmt, ...)
 {
 	int n;
@@ -50,7 +64,8 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 	size_t mark = tdp_buf_len(req->out);
 	char name[TDP_MAX_METHOD_LEN + 1];
 	method_fn fn = NULL;
-	int r;
+	int64_t t0 = daemon_now_ns(CLOCK_MONOTONIC);
+	int r = -1;
 
 	snprintf(name, sizeof(name), "%.*s", (int)method_len, method);
 	for (char *p = name; *p; p++)
@@ -59,19 +74,25 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 	req->method = name;
 	req->code = TDP_OK;
 	req->message[0] = '\0';
-	for (size_t i = 0; i < sizeof(method_table) / sizeof(method_table[0]); i++) {
+	req->slot = (unsigned)METHOD_COUNT;
+	for (size_t i = 0; i < METHOD_COUNT; i++) {
 		if (strlen(method_table[i].name) == method_len &&
 		    memcmp(method_table[i].name, method, method_len) == 0) {
 			fn = method_table[i].fn;
+			req->slot = (unsigned)i;
 			break;
 		}
 	}
 	req->d->requests++;
 	if (!fn)
 		request_fail(req, TDP_UNIMPLEMENTED, "no such method");
-	else if ((r = fn(req)) == 0 || r == REQUEST_DEFERRED)
+	else
+		r = fn(req);
+	metrics_request(&req->d->metrics, req->slot, !(r == 0 || r == REQUEST_DEFERRED),
+			(uint64_t)(daemon_now_ns(CLOCK_MONOTONIC) - t0));
+	if (r == 0 || r == REQUEST_DEFERRED)
 		return 0;
-	else if (req->code == TDP_OK)
+	if (fn && req->code == TDP_OK)
 		request_fail(req, TDP_INTERNAL, "failed without a reason");
 	req->d->requests_failed++;
 	/* Drop whatever the handler wrote before failing; answer the error. */

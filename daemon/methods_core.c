@@ -72,6 +72,66 @@ static int write_limits(msgpack_packer *pk, const struct config *c)
 	       kv_u64(pk, "max_connections", c->max_connections);
 }
 
+static int kv_seconds(msgpack_packer *pk, const char *key, uint64_t ns)
+{
+	return tdp_pack_cstr(pk, key) || msgpack_pack_double(pk, (double)ns / 1e9);
+}
+
+/* One map per method-slot counter: {"ping": n, ..., "other": n}. */
+static int write_per_method(msgpack_packer *pk, const struct metrics *m, int which)
+{
+	unsigned n = request_method_count() + 1;
+	int fail = msgpack_pack_map(pk, n);
+
+	for (unsigned i = 0; !fail && i < n; i++) {
+		const struct metrics_method *mm = &m->method[i];
+
+		fail = tdp_pack_cstr(pk, request_method_name(i)) ||
+		       (which == 0 ? msgpack_pack_uint64(pk, mm->requests) :
+			which == 1 ? msgpack_pack_uint64(pk, mm->errors) :
+				     msgpack_pack_double(pk, (double)mm->busy_ns / 1e9));
+	}
+	return fail;
+}
+
+/* The "counters" map of info (docs/protocol.md). */
+static int write_counters(msgpack_packer *pk, const struct daemon *d)
+{
+	const struct metrics *m = &d->metrics;
+	struct gpu_pipeline_stats ps = { 0 };
+	struct gpu_stats gs = { 0 };
+
+	if (d->gpu) {
+		gs = d->gpu->stats;
+		gpu_pipeline_stats(d->gpu, &ps);
+	}
+	return msgpack_pack_map(pk, 12) ||
+	       tdp_pack_cstr(pk, "requests") || write_per_method(pk, m, 0) ||
+	       tdp_pack_cstr(pk, "errors") || write_per_method(pk, m, 1) ||
+	       tdp_pack_cstr(pk, "request_seconds") || write_per_method(pk, m, 2) ||
+	       kv_u64(pk, "bytes_in", m->bytes_in) ||
+	       kv_u64(pk, "bytes_out", m->bytes_out) ||
+	       kv_u64(pk, "connections_accepted", m->connections) ||
+	       kv_u64(pk, "connections_refused", m->connections_refused) ||
+	       kv_u64(pk, "protocol_errors", m->protocol_errors) ||
+	       kv_u64(pk, "reloads", m->reloads) ||
+	       kv_u64(pk, "reload_failures", m->reload_failures) ||
+	       tdp_pack_cstr(pk, "gpu") || msgpack_pack_map(pk, 5) ||
+	       kv_u64(pk, "device", d->gpu ? d->gpu->desc.index : 0) ||
+	       kv_u64(pk, "submissions", gs.submissions) ||
+	       kv_seconds(pk, "busy_seconds", gs.busy_ns) ||
+	       kv_seconds(pk, "wait_seconds", gs.wait_ns) ||
+	       kv_str(pk, "timing", gs.timestamps ? "timestamps" : "fences") ||
+	       tdp_pack_cstr(pk, "pipelines") || msgpack_pack_map(pk, 6) ||
+	       kv_u64(pk, "built", d->gpu ? gpu_pipeline_count(d->gpu) : 0) ||
+	       kv_u64(pk, "hits", ps.hits) ||
+	       kv_u64(pk, "compiles", ps.compiles) ||
+	       kv_u64(pk, "cache_hits", ps.cache_hits) ||
+	       kv_seconds(pk, "compile_seconds", ps.compile_ns) ||
+	       tdp_pack_cstr(pk, "cache_feedback") ||
+	       (ps.feedback ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
+}
+
 int method_info(struct request *req)
 {
 	struct daemon *d = req->d;
@@ -96,7 +156,8 @@ int method_info(struct request *req)
 	       kv_u64(pk, "connections", server_connection_count(d->server)) ||
 	       tdp_pack_cstr(pk, "requests") || msgpack_pack_map(pk, 2) ||
 	       kv_u64(pk, "total", d->requests) || kv_u64(pk, "failed", d->requests_failed) ||
-	       tdp_pack_cstr(pk, "limits") || write_limits(pk, &d->cfg);
+	       tdp_pack_cstr(pk, "limits") || write_limits(pk, &d->cfg) ||
+	       tdp_pack_cstr(pk, "counters") || write_counters(pk, d);
 	if (fail)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	return 0;

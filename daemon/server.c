@@ -121,6 +121,7 @@ static void on_listener(void *data, uint32_t events)
 		if (s->nconns >= s->d->cfg.max_connections) {
 			log_warning("refusing a connection: %llu clients connected (max_connections)",
 				    (unsigned long long)s->nconns);
+			s->d->metrics.connections_refused++;
 			refuse(fd, "too many connections");
 			continue;
 		}
@@ -133,6 +134,7 @@ static void on_listener(void *data, uint32_t events)
 		c->next = s->conns;
 		s->conns = c;
 		s->nconns++;
+		s->d->metrics.connections++;
 	}
 }
 
@@ -208,14 +210,19 @@ struct server *server_new(struct daemon *d, int listen_fd, const char *unlink_pa
 		free(s);
 		return NULL;
 	}
+	if (loop_add_after(d->loop, reap, s) < 0) {
+		free(s->unlink_path);
+		free(s);
+		return NULL;
+	}
 	if (loop_add(d->loop, &s->listener, EPOLLIN) < 0) {
+		loop_remove_after(d->loop, reap, s);
 		free(s->unlink_path);
 		free(s);
 		return NULL;
 	}
 	if (start_trim_timer(s) < 0)
 		log_warning("cannot start the idle-buffer timer; buffers stay until connections close");
-	loop_set_after(d->loop, reap, s);
 	return s;
 }
 
@@ -229,7 +236,7 @@ void server_free(struct server *s)
 		s->conns = c->next;
 		conn_free(c);
 	}
-	loop_set_after(s->d->loop, NULL, NULL);
+	loop_remove_after(s->d->loop, reap, s);
 	loop_remove(s->d->loop, &s->listener);
 	if (s->trim_timer.fd >= 0) {
 		loop_remove(s->d->loop, &s->trim_timer);

@@ -109,6 +109,11 @@ static void maybe_grow(struct store *s)
 	s->nbuckets = n;
 }
 
+void store_set_max_tensors(struct store *s, uint32_t max_tensors)
+{
+	s->max_tensors = max_tensors;
+}
+
 bool store_has_room(const struct store *s)
 {
 	return s->count < s->max_tensors;

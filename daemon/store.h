@@ -51,6 +51,10 @@ int store_put(struct store *s, struct tensor *t);
 /* Remove and release the tensor named `name`. Returns 0 or -ENOENT. */
 int store_delete(struct store *s, const char *name, size_t len);
 
+/* Change the tensor limit (configuration reload). Tensors already over a
+ * lowered limit stay; new names are refused until the count drops. */
+void store_set_max_tensors(struct store *s, uint32_t max_tensors);
+
 /* Whether one more name fits under the tensor limit. */
 bool store_has_room(const struct store *s);
 

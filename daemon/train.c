@@ -754,6 +754,7 @@ static void job_finish(struct train_job *job, const char *stopped)
 static void job_fail(struct train_job *job)
 {
 	job->d->requests_failed++;
+	metrics_request_error(&job->req.d->metrics, job->req.slot);
 	tdp_write_error(&job->pk, job->req.msgid, job->req.code ? job->req.code : TDP_INTERNAL,
 			job->req.message);
 }

@@ -83,8 +83,18 @@ def call_ping(c):
 def call_info(c):
     res = c.call("info")
     for k in ("version", "protocol", "pid", "uptime", "devices", "tensors", "connections",
-              "limits"):
+              "limits", "counters"):
         assert k in res, "info lacks %s" % k
+    cnt = res["counters"]
+    for k in ("requests", "errors", "request_seconds", "bytes_in", "bytes_out",
+              "connections_accepted", "connections_refused", "protocol_errors", "reloads",
+              "reload_failures", "gpu", "pipelines"):
+        assert k in cnt, "info.counters lacks %s" % k
+    for k in ("device", "submissions", "busy_seconds", "wait_seconds", "timing"):
+        assert k in cnt["gpu"], "info.counters.gpu lacks %s" % k
+    for k in ("built", "hits", "compiles", "cache_hits", "compile_seconds", "cache_feedback"):
+        assert k in cnt["pipelines"], "info.counters.pipelines lacks %s" % k
+    assert "other" in cnt["requests"] and "info" in cnt["requests"]
     assert res["devices"], "no devices"
     for dev in res["devices"]:
         for k in ("index", "name", "type", "driver", "vendor_id", "device_id", "api_version",

@@ -47,7 +47,7 @@ static int type_rank(VkPhysicalDeviceType t)
 	}
 }
 
-static int find_compute_queue(VkPhysicalDevice phys, uint32_t *ret, uint32_t *ret_ts_bits)
+static int find_compute_queue(VkPhysicalDevice phys, uint32_t *ret)
 {
 	VkQueueFamilyProperties qf[16];
 	uint32_t n = 16, best = UINT32_MAX;
@@ -66,7 +66,6 @@ static int find_compute_queue(VkPhysicalDevice phys, uint32_t *ret, uint32_t *re
 	if (best == UINT32_MAX)
 		return -ENODEV;
 	*ret = best;
-	*ret_ts_bits = qf[best].timestampValidBits;
 	return 0;
 }
 
@@ -84,7 +83,7 @@ static void describe(VkPhysicalDevice phys, uint32_t index, struct gpu_device_de
 		.pNext = &m3,
 	};
 	VkPhysicalDeviceMemoryProperties mp;
-	uint32_t qf, ts_bits;
+	uint32_t qf;
 
 	memset(d, 0, sizeof(*d));
 	vkGetPhysicalDeviceProperties2(phys, &p2);
@@ -101,7 +100,7 @@ static void describe(VkPhysicalDevice phys, uint32_t index, struct gpu_device_de
 	d->max_storage_buffer_range = p2.properties.limits.maxStorageBufferRange;
 	d->max_allocation_size = m3.maxMemoryAllocationSize;
 	d->usable = p2.properties.apiVersion >= VK_API_VERSION_1_2 &&
-		    find_compute_queue(phys, &qf, &ts_bits) == 0;
+		    find_compute_queue(phys, &qf) == 0;
 	if (d->usable)
 		snprintf(d->driver, sizeof(d->driver), "%s %s", drv.driverName, drv.driverInfo);
 	for (uint32_t i = 0; i < mp.memoryHeapCount; i++)
@@ -211,14 +210,14 @@ static bool has_extension(VkPhysicalDevice phys, const char *name)
 	uint32_t n = 0;
 	bool found = false;
 
-	if (vkEnumerateDeviceExtensionProperties(phys, NULL, &n, NULL) != VK_SUCCESS || n == 0)
+	if (vkEnumerateDeviceExtensionProperties(phys, NULL, &n, NULL) != VK_SUCCESS || !n)
 		return false;
 	ext = calloc(n, sizeof(*ext));
 	if (!ext)
 		return false;
 	if (vkEnumerateDeviceExtensionProperties(phys, NULL, &n, ext) == VK_SUCCESS)
 		for (uint32_t i = 0; i < n && !found; i++)
-			found = !strcmp(ext[i].extensionName, name);
+			found = strcmp(ext[i].extensionName, name) == 0;
 	free(ext);
 	return found;
 }
@@ -276,8 +275,7 @@ static int create_logical(struct gpu_device *g)
 	/* 8- and 16-bit storage let shaders read and write f16, bf16 and u8
 	 * tensors element by element; push descriptors bind buffers without a
 	 * descriptor pool. */
-	const char *extensions[] = { VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME,
-				     VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME };
+	const char *extensions[3] = { VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME };
 	VkPhysicalDeviceCooperativeMatrixFeaturesNV want_cm = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
 		.cooperativeMatrix = VK_TRUE,
@@ -341,9 +339,13 @@ static int create_logical(struct gpu_device *g)
 	if (g->coopmat_f16) {
 		want12.vulkanMemoryModel = VK_TRUE; /* the subgroup-scope loads use it */
 		want12.pNext = &want_cm;
-		dci.enabledExtensionCount = 2;
+		extensions[dci.enabledExtensionCount++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
 		log_info("f16 matmul runs on cooperative matrices (VK_NV_cooperative_matrix)");
 	}
+	/* Optional: tells pipeline-cache hits apart from compiles (metrics). */
+	g->creation_feedback = has_extension(g->phys, VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME);
+	if (g->creation_feedback)
+		extensions[dci.enabledExtensionCount++] = VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME;
 	if (vkCreateDevice(g->phys, &dci, NULL, &g->dev) != VK_SUCCESS)
 		return -EIO;
 	g->push_descriptor = (PFN_vkCmdPushDescriptorSetKHR)
@@ -361,19 +363,7 @@ static int create_logical(struct gpu_device *g)
 		if (vkCreateFence(g->dev, &fci, NULL, &g->cmd[i].fence) != VK_SUCCESS)
 			return -EIO;
 	}
-	/* Kernel time comes from timestamps around each submission; a device
-	 * without them just reports none. */
-	if (g->timestamp_mask && g->props.limits.timestampPeriod > 0) {
-		VkQueryPoolCreateInfo pool_info = {
-			.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
-			.queryType = VK_QUERY_TYPE_TIMESTAMP,
-			.queryCount = 4,
-		};
-
-		if (vkCreateQueryPool(g->dev, &pool_info, NULL, &g->timestamps) != VK_SUCCESS)
-			g->timestamps = VK_NULL_HANDLE;
-		g->timestamp_period = g->props.limits.timestampPeriod;
-	}
+	gpu_timing_init(g);
 	return 0;
 }
 
@@ -381,7 +371,7 @@ int gpu_device_open(const struct gpu_open_options *opts, struct gpu_device **ret
 {
 	VkPhysicalDevice *phys = NULL;
 	struct gpu_device *g;
-	uint32_t n, index, ts_bits;
+	uint32_t n, index;
 	int r;
 
 	g = calloc(1, sizeof(*g));
@@ -404,13 +394,9 @@ int gpu_device_open(const struct gpu_open_options *opts, struct gpu_device **ret
 	describe(g->phys, index, &g->desc);
 	vkGetPhysicalDeviceProperties(g->phys, &g->props);
 	vkGetPhysicalDeviceMemoryProperties(g->phys, &g->mem_props);
-	r = find_compute_queue(g->phys, &g->queue_family, &ts_bits);
+	r = find_compute_queue(g->phys, &g->queue_family);
 	if (r < 0)
 		goto fail;
-	if (ts_bits > 0 && ts_bits < 64)
-		g->timestamp_mask = (1ull << ts_bits) - 1;
-	else if (ts_bits == 64)
-		g->timestamp_mask = UINT64_MAX;
 	r = create_logical(g);
 	if (r < 0) {
 		log_error("cannot create the Vulkan device on %s", g->desc.name);
@@ -448,11 +434,10 @@ void gpu_device_free(struct gpu_device *g)
 		vkDeviceWaitIdle(g->dev);
 		gpu_pipelines_fini(g);
 		gpu_memory_fini(g);
+		gpu_timing_fini(g);
 		for (unsigned i = 0; i < 2; i++)
 			if (g->cmd[i].fence)
 				vkDestroyFence(g->dev, g->cmd[i].fence, NULL);
-		if (g->timestamps)
-			vkDestroyQueryPool(g->dev, g->timestamps, NULL);
 		if (g->pool)
 			vkDestroyCommandPool(g->dev, g->pool, NULL);
 		vkDestroyDevice(g->dev, NULL);
@@ -483,27 +468,17 @@ int gpu_result_errno(struct gpu_device *g, VkResult r)
 int gpu_cmd_wait(struct gpu_device *g, unsigned i)
 {
 	struct gpu_cmd *c = &g->cmd[i];
+	int64_t t0;
 	VkResult r;
 
 	if (!c->pending)
 		return 0;
+	t0 = gpu_timing_now_ns();
 	r = vkWaitForFences(g->dev, 1, &c->fence, VK_TRUE, UINT64_MAX);
 	c->pending = false;
 	if (r != VK_SUCCESS)
 		return gpu_result_errno(g, r);
-	c->gpu_ns = 0;
-	if (g->timestamps) {
-		uint64_t ts[2];
-
-		if (vkGetQueryPoolResults(g->dev, g->timestamps, 2 * i, 2, sizeof(ts), ts, sizeof(ts[0]),
-					  VK_QUERY_RESULT_64_BIT) == VK_SUCCESS) {
-			uint64_t ticks = ((ts[1] & g->timestamp_mask) - (ts[0] & g->timestamp_mask)) &
-					 g->timestamp_mask;
-
-			c->gpu_ns = (uint64_t)((double)ticks * g->timestamp_period);
-			g->busy_ns += c->gpu_ns;
-		}
-	}
+	gpu_timing_completed(g, i, (uint64_t)(gpu_timing_now_ns() - t0));
 	return gpu_result_errno(g, vkResetFences(g->dev, 1, &c->fence));
 }
 
@@ -524,10 +499,9 @@ int gpu_cmd_begin(struct gpu_device *g, unsigned i)
 	if (r < 0)
 		return r;
 	r = gpu_result_errno(g, vkBeginCommandBuffer(g->cmd[i].cb, &bi));
-	if (r < 0 || !g->timestamps)
+	if (r < 0)
 		return r;
-	vkCmdResetQueryPool(g->cmd[i].cb, g->timestamps, 2 * i, 2);
-	vkCmdWriteTimestamp(g->cmd[i].cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, g->timestamps, 2 * i);
+	gpu_timing_begin(g, i);
 	return 0;
 }
 
@@ -541,8 +515,7 @@ int gpu_cmd_submit(struct gpu_device *g, unsigned i)
 	};
 	int r;
 
-	if (g->timestamps)
-		vkCmdWriteTimestamp(c->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, g->timestamps, 2 * i + 1);
+	gpu_timing_end(g, i);
 	r = gpu_result_errno(g, vkEndCommandBuffer(c->cb));
 	if (r < 0)
 		return r;
@@ -550,5 +523,6 @@ int gpu_cmd_submit(struct gpu_device *g, unsigned i)
 	if (r < 0)
 		return r;
 	c->pending = true;
+	gpu_timing_submitted(g, i);
 	return 0;
 }

@@ -9,6 +9,7 @@
 
 #include "memory.h"
 #include "pipeline.h"
+#include "timing.h"
 
 /* What info reports about one physical device. */
 struct gpu_device_desc {
@@ -30,7 +31,8 @@ struct gpu_cmd {
 	VkCommandBuffer cb;
 	VkFence fence;
 	bool pending;           /* submitted, fence not yet waited for */
-	uint64_t gpu_ns;        /* device time of its last completed submission */
+	uint64_t gpu_ns;        /* device time of its last completed submission (timing.c) */
+	int64_t submit_ns;      /* CLOCK_MONOTONIC at submission */
 };
 
 struct gpu_device {
@@ -48,13 +50,13 @@ struct gpu_device {
 	struct gpu_pipelines *pipes;
 	struct gpu_alloc dummy;  /* bound where a shader's buffer is empty */
 	PFN_vkCmdPushDescriptorSetKHR push_descriptor;
-	VkQueryPool timestamps;  /* two per command buffer, or NULL without them */
-	double timestamp_period; /* nanoseconds per tick */
-	uint64_t timestamp_mask; /* the queue's valid timestamp bits */
-	uint64_t busy_ns;       /* device time of every submission so far */
 	bool coopmat_f16;       /* VK_NV_cooperative_matrix with 16x16x16 f16 x f16 + f32
 				   subgroup matrices and 32-wide subgroups: matmul_cm */
 	bool lost;              /* VK_ERROR_DEVICE_LOST was seen */
+	bool creation_feedback; /* VK_EXT_pipeline_creation_feedback enabled */
+	VkQueryPool queries;    /* timestamps around cmd[i]: 2i, 2i+1 (timing.c) */
+	uint64_t ts_mask;       /* the queue's valid timestamp bits */
+	struct gpu_stats stats;
 };
 
 /* How the daemon chooses its device: --device auto|cpu|INDEX. */
