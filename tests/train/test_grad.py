@@ -698,6 +698,60 @@ def composite(gc):
             gc.fail("outputs inline: pp differs")
 
 
+def composite_embedding(gc):
+    """An embedding model where the new rules meet: gather of a parameter
+    with repeated indices, batch_norm (training), gelu, slice, concat, a 1-D
+    matmul and cross_entropy with ignore_index."""
+    c = gc.c
+    E, W, v = q32(u((6, 4))), q32(u((5, 3))), q32(u((3,)))
+    idx = np.array([2, 0, 2, 5, 2])
+    labels = np.array([1, -100, 2, 0, -100])
+    for n, a in (("ee", E), ("ew", W), ("ev", v)):
+        c.put(n, a, "f32")
+    c.put("ei", idx.astype(np.int32), "i32")
+    c.put("el", labels.astype(np.int32), "i32")
+
+    def model(arrs):
+        E, W, v = arrs
+        h = gelu(batch_norm(gather_ref(E, idx), training=True), "tanh")
+        h = np.concatenate([h, h[:, 1:2]], axis=1)          # [5, 5]
+        z = h @ W                                           # [5, 3]
+        return class_loss_ignore(z, labels, "mean", -100) + 0.1 * (z @ v).sum()
+
+    nodes = [{"id": "h0", "op": "gather", "inputs": ["ee", "ei"]},
+             {"id": "h1", "op": "batch_norm", "inputs": ["h0"], "attrs": {"training": True}},
+             {"id": "h2", "op": "gelu", "inputs": ["h1"], "attrs": {"approximate": "tanh"}},
+             {"id": "h3", "op": "slice", "inputs": ["h2"], "attrs": {"starts": [1], "ends": [2], "axes": [1]}},
+             {"id": "h", "op": "concat", "inputs": ["h2", "h3"], "attrs": {"axis": 1}},
+             {"id": "z", "op": "matmul", "inputs": ["h", "ew"]},
+             {"id": "l1", "op": "cross_entropy", "inputs": ["z", "el"], "attrs": {"ignore_index": -100}},
+             {"id": "zv", "op": "matmul", "inputs": ["z", "ev"]},
+             {"id": "s", "op": "sum", "inputs": ["zv"]},
+             {"id": "s1", "op": "mul", "inputs": ["s"], "attrs": {"scalar": 0.1}},
+             {"id": "loss", "op": "add", "inputs": ["l1", "s1"]}]
+    gc.cases += 1
+    err, res = c.call("train.step", {"nodes": nodes, "loss": "loss", "params": ["ee", "ew", "ev"], "grads": True})
+    arrays = [E, W, v]
+    if err is not None:
+        gc.checks += 3
+        gc.fail("composite embedding: %s" % err)
+        return
+    if not np.isclose(res["loss"], model(arrays), rtol=1e-4, atol=1e-5):
+        gc.fail("composite embedding: loss %r want %r" % (res["loss"], model(arrays)))
+    for k, n in enumerate(("ee", "ew", "ev")):
+        gc.checks += 1
+        got = harness.result_array(c.call("tensor.get", {"name": n + ".grad"})[1]).astype(np.float64)
+        want = fd_grad(model, [a.copy() for a in arrays], k)
+        scale = max(1.0, float(np.abs(want).max()))
+        if np.any(np.abs(got - want) > ATOL * scale + RTOL * np.abs(want)):
+            gc.fail("composite embedding: d/d %s: got %r want %r" % (n, got.ravel()[:6], want.ravel()[:6]))
+    # rows 1, 3 and 4 of the table are never read: their gradient is exactly 0
+    gc.checks += 1
+    got = harness.result_array(c.call("tensor.get", {"name": "ee.grad"})[1])
+    if np.any(got[[1, 3, 4]] != 0):
+        gc.fail("composite embedding: unread rows got a gradient: %r" % got[[1, 3, 4]].tolist())
+
+
 def refusals(gc):
     """Gradients the rules refuse, with a clear error (not a wrong result)."""
     c = gc.c
@@ -754,6 +808,7 @@ def run(ck):
     for case in cases():
         gc.run(case)
     composite(gc)
+    composite_embedding(gc)
     refusals(gc)
     ties(gc)
     print("%d cases, %d gradients checked, %d failed" % (gc.cases, gc.checks, gc.failures))
