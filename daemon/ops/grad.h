@@ -53,7 +53,8 @@ struct op_tensor ag_tensor(struct autograd *ag, int ref);
 /* The op name of forward node `node`. */
 const char *ag_op_name(struct autograd *ag, unsigned node);
 
-/* An attribute value of forward node `node`. */
+/* An attribute value of forward node `node`. The pointer is into the graph's
+ * node storage, which ag_emit may move: copy the value before emitting. */
 const struct op_attr_value *ag_attr_of(struct autograd *ag, unsigned node, const char *name);
 
 /* Sum `grad` over the dimensions where it was broadcast so that it has the

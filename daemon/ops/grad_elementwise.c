@@ -152,9 +152,10 @@ int grad_where(struct autograd *ag, unsigned node, int g, int *out)
 static int gelu_slope(struct autograd *ag, unsigned node, int x)
 {
 	const struct op_attr_value *approx = ag_attr_of(ag, node, "approximate");
+	bool tanh_form = approx->set && !strcmp(approx->s, "tanh"); /* before emitting moves it */
 	int x2 = ag_op2(ag, "mul", x, x);
 
-	if (approx->set && !strcmp(approx->s, "tanh")) {
+	if (tanh_form) {
 		const double c = 0.7978845608028654, k = 0.044715;
 		int inner = ag_scalar(ag, "add", ag_scalar(ag, "mul", x2, k), 1.0); /* 1 + k·x² */
 		int t = ag_op1(ag, "tanh", ag_scalar(ag, "mul", ag_op2(ag, "mul", x, inner), c));
@@ -225,13 +226,14 @@ int grad_unary(struct autograd *ag, unsigned node, int g, int *out)
 	} else if (!strcmp(name, "gelu")) {
 		d = ag_op2(ag, "mul", g, gelu_slope(ag, node, x));
 	} else if (!strcmp(name, "clamp")) {
-		const struct op_attr_value *lo = ag_attr_of(ag, node, "min"), *hi = ag_attr_of(ag, node, "max");
+		/* copies: emitting moves the node storage the attrs live in */
+		const struct op_attr_value lo = *ag_attr_of(ag, node, "min"), hi = *ag_attr_of(ag, node, "max");
 		int m = -1;
 
-		if (lo->set)
-			m = ag_mask_like(ag, ag_scalar(ag, "ge", x, lo->f), x);
-		if (hi->set) {
-			int mh = ag_mask_like(ag, ag_scalar(ag, "le", x, hi->f), x);
+		if (lo.set)
+			m = ag_mask_like(ag, ag_scalar(ag, "ge", x, lo.f), x);
+		if (hi.set) {
+			int mh = ag_mask_like(ag, ag_scalar(ag, "le", x, hi.f), x);
 
 			m = m < 0 ? mh : ag_op2(ag, "mul", m, mh);
 		}

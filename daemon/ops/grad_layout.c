@@ -92,17 +92,18 @@ static int unslice_axis(struct autograd *ag, int g, unsigned axis, int64_t b, in
 /* slice: the gradient goes back to the positions read, zeros elsewhere. */
 int grad_slice(struct autograd *ag, unsigned node, int g, int *out)
 {
-	const struct op_attr_value *starts = ag_attr_of(ag, node, "starts");
-	const struct op_attr_value *steps = ag_attr_of(ag, node, "steps");
-	const struct op_attr_value *axes = ag_attr_of(ag, node, "axes");
+	/* copies: emitting moves the node storage the attrs live in */
+	const struct op_attr_value starts = *ag_attr_of(ag, node, "starts");
+	const struct op_attr_value steps = *ag_attr_of(ag, node, "steps");
+	const struct op_attr_value axes = *ag_attr_of(ag, node, "axes");
 	struct op_tensor x = ag_tensor(ag, ag_input(ag, node, 0));
 	int r = g;
 
-	for (unsigned j = 0; j < starts->nints && r >= 0; j++) {
-		unsigned a = axes->set ? norm_axis(axes->ints[j], x.rank) : j;
+	for (unsigned j = 0; j < starts.nints && r >= 0; j++) {
+		unsigned a = axes.set ? norm_axis(axes.ints[j], x.rank) : j;
 		int64_t n = (int64_t)x.shape[a];
 
-		r = unslice_axis(ag, r, a, clamp_index(starts->ints[j], n), steps->set ? steps->ints[j] : 1, n);
+		r = unslice_axis(ag, r, a, clamp_index(starts.ints[j], n), steps.set ? steps.ints[j] : 1, n);
 	}
 	out[0] = r;
 	return r < 0 ? -1 : 0;

@@ -203,20 +203,22 @@ int grad_class_loss(struct autograd *ag, unsigned node, int g, int *out)
 {
 	int x = ag_input(ag, node, 0);
 	struct op_tensor xt = ag_tensor(ag, x);
-	const struct op_attr_value *ign = ag_attr_of(ag, node, "ignore_index");
-	const struct op_attr_value *red = ag_attr_of(ag, node, "reduction");
+	/* copies: emitting moves the node storage the attrs live in (nll has
+	 * no label_smoothing) */
+	const struct op_attr_value ign = *ag_attr_of(ag, node, "ignore_index");
+	const struct op_attr_value red = *ag_attr_of(ag, node, "reduction");
 	const struct op_attr_value *ls = ag_attr_of(ag, node, "label_smoothing");
 	bool ce = !strcmp(ag_op_name(ag, node), "cross_entropy");
-	double smoothing = ce && ls->set ? ls->f : 0.0;
+	double smoothing = ce && ls && ls->set ? ls->f : 0.0;
 	int s, t, d;
 
 	if (xt.rank != 2)
 		return ag_fail(ag, node, "the gradient needs [N, C] inputs");
-	if (ign->set) {
+	if (ign.set) {
 		int oh = targets(ag, node, x, 0.0);
-		int mask = kept_mask(ag, oh, ign->i, xt.shape[1]);
+		int mask = kept_mask(ag, oh, ign.i, xt.shape[1]);
 
-		if (!red->set || !strcmp(red->s, "mean"))
+		if (!red.set || !strcmp(red.s, "mean"))
 			s = ag_op2(ag, "div", g, ag_reduce(ag, "sum", mask, NULL, 0, false));
 		else
 			s = loss_scale(ag, node, g, xt.shape[0], true);
