@@ -36,6 +36,7 @@
 #define UN_SOFTPLUS 14
 #define UN_CLAMP 15
 #define UN_COPY 16
+#define UN_ERF 17
 
 /* flags of the elementwise push constants */
 #define EW_CONTIGUOUS 1u   /* every operand is laid out like the output */

@@ -10,6 +10,16 @@ layout(std430, binding = 1) writeonly buffer O { ELEM o[]; };
 #include "elementwise.glsl"
 
 #if IS_FLOAT
+// erf by Abramowitz-Stegun 7.1.26 refined: |error| < 1.5e-7.
+float erf_as(float x)
+{
+	float z = abs(x);
+	float t = 1.0 / (1.0 + 0.3275911 * z);
+	float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t
+		- 0.284496736) * t + 0.254829592) * t * exp(-z * z);
+	return x >= 0.0 ? y : -y;
+}
+
 float apply(uint op, float x)
 {
 	switch (op) {
@@ -28,15 +38,8 @@ float apply(uint op, float x)
 	}
 	case UN_SIGMOID: return x >= 0.0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
 	case UN_RELU: return max(x, 0.0);
-	case UN_GELU: {
-		// erf by Abramowitz-Stegun 7.1.26 refined: |error| < 1.5e-7.
-		float z = abs(x) * 0.70710678118654752;
-		float t = 1.0 / (1.0 + 0.3275911 * z);
-		float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t
-			- 0.284496736) * t + 0.254829592) * t * exp(-z * z);
-		float erfv = x >= 0.0 ? y : -y;
-		return 0.5 * x * (1.0 + erfv);
-	}
+	case UN_GELU: return 0.5 * x * (1.0 + erf_as(x * 0.70710678118654752));
+	case UN_ERF: return erf_as(x);
 	case UN_GELU_TANH: {
 		float u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
 		float e = exp(-2.0 * abs(u));

@@ -333,6 +333,7 @@ const struct op_def op_defs_elementwise[] = {
 	UNARY("sigmoid", UN_SIGMOID, NULL),
 	UNARY("relu", UN_RELU, NULL),
 	UNARY("gelu", UN_GELU, gelu_attrs),
+	UNARY("erf", UN_ERF, NULL),
 	UNARY("silu", UN_SILU, NULL),
 	UNARY("softplus", UN_SOFTPLUS, NULL),
 	UNARY("clamp", UN_CLAMP, clamp_attrs),
