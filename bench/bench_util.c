@@ -302,5 +302,5 @@ void bench_json_number(double v)
 	if (isnan(v) || isinf(v))
 		printf("null");
 	else
-		printf("%.6g", v);
+		printf("%.10g", v);
 }
