@@ -679,8 +679,8 @@ static int wl_train(struct bench *b, struct bench_result *res, int arg)
 		 sz->train_rows);
 	snprintf(res->params, sizeof(res->params),
 		 "{\"kind\": \"train_mlp\", \"dims\": [%s], \"batch\": %u, \"rows\": %u, "
-		 "\"steps\": %u, \"lr\": 0.001}",
-		 arch, sz->batch, sz->train_rows, sz->train_steps);
+		 "\"steps\": %u, \"warmup_steps\": %u, \"runs\": %u, \"lr\": 0.001}",
+		 arch, sz->batch, sz->train_rows, sz->train_steps, sz->train_warmup, sz->train_reps);
 	for (char *p = strstr(res->params, "["); p && *p != ']'; p++)
 		if (*p == '-')
 			*p = ',';
@@ -1039,7 +1039,8 @@ static void usage(FILE *f)
 		"  --only LIST     comma-separated name substrings or groups (matmul,\n"
 		"                  elementwise, reduction, normalization, conv, training,\n"
 		"                  latency, transfer)\n"
-		"  --list          print the workloads of this size and exit\n"
+		"  --list          print the workloads of this size and exit (with --json:\n"
+		"                  the JSON report with every figure null)\n"
 		"  --wait SEC      wait up to SEC seconds for the socket to accept\n"
 		"  --quiet         no progress lines on stderr\n"
 		"Exit status: 0 all workloads ran, 3 some failed (listed with their\n"
@@ -1125,16 +1126,26 @@ int main(int argc, char **argv)
 	/* Name every workload first, for --list and --only. */
 	b.dry = true;
 	for (size_t i = 0; i < NWORKLOADS; i++) {
-		struct bench_result tmp;
+		struct bench_result *res = &results[n];
 
-		init_result(&tmp, &workloads[i]);
-		workloads[i].fn(&b, &tmp, workloads[i].arg);
-		pick[i] = selected(only, tmp.name, tmp.group);
-		if (list && pick[i])
-			printf("%-22s %-14s %s\n", tmp.name, tmp.group, tmp.desc);
+		init_result(res, &workloads[i]);
+		workloads[i].fn(&b, res, workloads[i].arg);
+		pick[i] = selected(only, res->name, res->group);
+		if (!list || !pick[i])
+			continue;
+		snprintf(res->error, sizeof(res->error), "not run (--list)");
+		if (!json)
+			printf("%-22s %-14s %s\n", res->name, res->group, res->desc);
+		n++;
 	}
 	b.dry = false;
 	if (list) {
+		/* JSON with every figure null: the sizes, for compare_torch.py. */
+		if (json) {
+			snprintf(meta.version, sizeof(meta.version), "?");
+			snprintf(meta.device, sizeof(meta.device), "?");
+			bench_report_json(&meta, results, n);
+		}
 		r = 0;
 		goto out;
 	}
