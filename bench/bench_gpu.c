@@ -55,7 +55,7 @@ static const struct sizes size_full = {
 	.batch = 256, .train_rows = 256 * 64, .train_warmup = 20, .train_steps = 256,
 	.train_reps = 3,
 	.pings = 20000, .lat_warmup = 1000, .lat_ops = 5000,
-	.depth = 64, .pipelined = 100000,
+	.depth = 64, .pipelined = 20000,
 	.transfer_bytes = (uint64_t)1 << 30, .transfer_reps = 5,
 };
 

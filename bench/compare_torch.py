@@ -394,7 +394,7 @@ def build_rows(report, torch_bench):
                "tensord_error": w.get("error"),
                "torch_kernel": None, "torch_e2e": None, "torch_kernel_ns": None,
                "torch_wall_ns": None, "torch_error": None}
-        if torch_bench is not None:
+        if torch_bench is not None and row["kind"] not in GOALS:
             log("PyTorch: %s" % row["name"])
             kern, wall, err = torch_bench.run(w)
             row["torch_kernel_ns"], row["torch_wall_ns"], row["torch_error"] = kern, wall, err
@@ -421,7 +421,9 @@ def fmt(v):
 
 
 def fmt_ratio(v):
-    return "-" if num(v) is None else "%.2fx" % v
+    if num(v) is None:
+        return "-"
+    return "%.2fx" % v if v >= 0.1 else "%.2gx" % v
 
 
 def fmt_met(m):
