@@ -254,9 +254,9 @@ static int time_calls(struct bench *b, struct bench_result *res, const char *met
 		goto out;
 	}
 	for (unsigned i = 0; i < b->warmup + b->reps; i++) {
-		void *raw;
-		size_t len;
-		double dt, ns = NAN;
+		void *raw = NULL;
+		size_t len = 0;
+		double dt = 0, ns = NAN;
 
 		if ((r = call(b, res, method, what, &raw, &len, &dt)) < 0)
 			goto out;
@@ -698,9 +698,9 @@ static int wl_train(struct bench *b, struct bench_result *res, int arg)
 		goto out;
 	for (unsigned i = 0; i <= sz->train_reps; i++) {
 		unsigned steps = i == 0 ? sz->train_warmup : sz->train_steps;
-		double dt, secs, done;
-		void *raw;
-		size_t len;
+		double dt = 0, secs = 0, done = 0;
+		void *raw = NULL;
+		size_t len = 0;
 
 		if (mlp_pack_run(b, &m, steps, step) < 0) {
 			fail(res, "out of memory");
@@ -819,9 +819,9 @@ static int wl_op_latency(struct bench *b, struct bench_result *res, int arg)
 		goto out;
 	}
 	for (unsigned i = 0; i < b->sz->lat_warmup + n; i++) {
-		double dt, ns;
-		void *raw;
-		size_t len;
+		double dt = 0, ns = 0;
+		void *raw = NULL;
+		size_t len = 0;
 
 		if (call(b, res, "op.run", "op.run add", &raw, &len, &dt) < 0)
 			goto out;
