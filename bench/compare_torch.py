@@ -293,6 +293,8 @@ class TorchBench:
         x = torch.randn(rows, dims[0], device=self.dev)
         y = torch.randint(0, dims[-1], (rows,), device=self.dev)
         per_epoch = rows // batch
+        if per_epoch < 1 or steps < 1:
+            raise ValueError("batch %d over %d rows, %d steps: nothing to run" % (batch, rows, steps))
 
         def run(nsteps):
             # As train.run: each epoch a fresh shuffle, minibatches gathered from it.
