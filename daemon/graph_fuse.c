@@ -21,6 +21,8 @@
 #include "gpu/device.h"
 #include "ops/fused.h"
 
+#define SIBLING_TRIES 4
+
 struct fuse_kernel {
 	struct fused_kernel k;
 	unsigned last;                   /* the member it is recorded at */
@@ -168,24 +170,35 @@ static int build(struct planner *pl, int g, int extra, struct fuse_kernel *ret)
 	return 0;
 }
 
-/* Try node k in the groups of its producers; else start a group. */
+/* Add k to group g if it may join and the result fits one kernel. */
+static bool join(struct planner *pl, int g, unsigned k, struct fuse_kernel *scratch)
+{
+	struct group *gp = &pl->groups[g];
+
+	if (!same_key(pl, gp->m[0], k) || !can_join(pl, g, k) || build(pl, g, (int)k, scratch) < 0)
+		return false;
+	gp->m[gp->n++] = k;
+	pl->group[k] = g;
+	return true;
+}
+
+/* Try node k in the groups of its producers, then in the last few groups
+ * (siblings reading the same inputs: a kernel reads a shared input once);
+ * else start a group. */
 static void place(struct planner *pl, unsigned k, struct fuse_kernel *scratch)
 {
 	const struct node *nd = &pl->gr->nodes[k];
 	struct group *gp;
 
 	for (unsigned a = 0; a < nd->ctx.ninputs; a++) {
-		int p = nd->src[a], g;
+		int p = nd->src[a];
 
-		if (p < 0 || (g = pl->group[p]) < 0 || !same_key(pl, (unsigned)p, k))
-			continue;
-		if (!can_join(pl, g, k) || build(pl, g, (int)k, scratch) < 0)
-			continue;
-		gp = &pl->groups[g];
-		gp->m[gp->n++] = k;
-		pl->group[k] = g;
-		return;
+		if (p >= 0 && pl->group[p] >= 0 && join(pl, pl->group[p], k, scratch))
+			return;
 	}
+	for (unsigned back = 1; back <= SIBLING_TRIES && back <= pl->ngroups; back++)
+		if (join(pl, (int)(pl->ngroups - back), k, scratch))
+			return;
 	gp = &pl->groups[pl->ngroups];
 	gp->n = 1;
 	gp->m[0] = k;
