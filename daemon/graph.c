@@ -1,5 +1,6 @@
 #include "graph.h"
 #include "graph_core.h"
+#include "graph_fuse.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -307,15 +308,17 @@ int graph_run(struct request *req)
 		{ "nodes", PARAM_ARRAY, true, NULL },
 		{ "outputs", PARAM_ARRAY, false, NULL },
 		{ "profile", PARAM_BOOL, false, NULL },
+		{ "fuse", PARAM_BOOL, false, NULL },
 	};
 	struct graph gr = { .req = req };
 	uint32_t nstored = 0, ninline = 0;
 	bool profile;
 	int r = -1;
 
-	if (params_parse(req, p, 3) < 0)
+	if (params_parse(req, p, 4) < 0)
 		return -1;
 	profile = p[2].value && p[2].value->via.boolean;
+	gr.fuse = p[3].value ? p[3].value->via.boolean : graph_fuse_default(req->d->gpu);
 	if (graph_parse(&gr, p[0].value, p[1].value) < 0)
 		goto out;
 	for (unsigned i = 0; i < gr.n; i++) {
@@ -324,7 +327,7 @@ int graph_run(struct request *req)
 	}
 	if (graph_check_outputs(&gr) < 0 || graph_execute(&gr) < 0)
 		goto out;
-	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 2 + profile) ||
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 2 + 2 * profile) ||
 	    tdp_pack_cstr(req->pk, "outputs") || msgpack_pack_map(req->pk, ninline)) {
 		request_fail(req, TDP_INTERNAL, "out of memory");
 		goto out;
@@ -355,6 +358,9 @@ int graph_run(struct request *req)
 		}
 	}
 	r = profile ? pack_gpu_ns(&gr) : 0;
+	if (r == 0 && profile &&
+	    (tdp_pack_cstr(req->pk, "dispatches") || msgpack_pack_uint64(req->pk, gr.dispatches)))
+		r = request_fail(req, TDP_INTERNAL, "out of memory");
 out:
 	graph_free(&gr);
 	return r;

@@ -1,4 +1,5 @@
 #include "graph_core.h"
+#include "graph_fuse.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -76,6 +77,8 @@ int graph_execute(struct graph *gr)
 	struct gpu_recorder rec;
 	int r;
 
+	if (gr->fuse && graph_fuse_plan(gr) < 0)
+		return request_fail(gr->req, TDP_INTERNAL, "out of memory");
 	for (unsigned i = 0; i < gr->n; i++) {
 		struct node *nd = &gr->nodes[i];
 
@@ -83,7 +86,9 @@ int graph_execute(struct graph *gr)
 		for (unsigned k = 0; k < nd->ctx.ninputs; k++)
 			if (nd->src[k] >= 0)
 				nd->ctx.in[k].alloc = gr->nodes[nd->src[k]].result;
-		if (nd->ctx.view && !nd->has_out) {
+		if (nd->fused_internal) {
+			nd->result = NULL;
+		} else if (nd->ctx.view && !nd->has_out) {
 			nd->result = nd->ctx.in[0].alloc;
 			nd->aliased = true;
 		} else {
@@ -103,6 +108,13 @@ int graph_execute(struct graph *gr)
 
 		if (nd->ctx.out.count == 0 || nd->aliased)
 			continue;
+		if (nd->fused) {
+			if (graph_fuse_record(gr, i, &rec) < 0) {
+				gpu_rec_abort(&rec);
+				return graph_node_fail(gr, i, nd->ctx.code, nd->ctx.message);
+			}
+			continue;
+		}
 		if (nd->ctx.def->record(&nd->ctx, &rec) < 0) {
 			gpu_rec_abort(&rec);
 			return graph_node_fail(gr, i, nd->ctx.code, nd->ctx.message);
@@ -112,6 +124,7 @@ int graph_execute(struct graph *gr)
 	if (r < 0)
 		return device_fail(gr, r);
 	gr->gpu_ns += g->cmd[0].gpu_ns;
+	gr->dispatches += rec.dispatches;
 	return 0;
 }
 
@@ -183,6 +196,7 @@ void graph_free(struct graph *gr)
 			gpu_memory_free(g, &s->allocs[k]);
 	}
 	free(gr->nodes);
+	graph_fuse_free(gr);
 }
 
 int graph_alloc_nodes(struct graph *gr, uint32_t n)

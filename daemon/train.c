@@ -13,6 +13,7 @@
 #include "gpu/transfer.h"
 #include "graph.h"
 #include "graph_core.h"
+#include "graph_fuse.h"
 #include "pack.h"
 #include "params.h"
 #include "rpc.h"
@@ -363,6 +364,7 @@ struct train_spec {
 	unsigned np;
 	char names[MAX_PARAMS][TDP_MAX_NAME_LEN + 1];
 	bool grads;                /* store <param>.grad */
+	int fuse;                  /* fuse elementwise chains: 1, 0, -1 the device's default */
 };
 
 static int parse_spec(struct request *req, const msgpack_object *loss, const msgpack_object *params,
@@ -381,6 +383,7 @@ static int parse_spec(struct request *req, const msgpack_object *loss, const msg
 		if (tdp_obj_strcpy(&params->via.array.ptr[k], spec->names[k], sizeof(spec->names[k])) < 0)
 			return request_fail(req, TDP_INVALID_ARGUMENT, "params[%u] must be a tensor name", k);
 	spec->grads = grads && grads->via.boolean;
+	spec->fuse = -1;
 	return 0;
 }
 
@@ -447,6 +450,10 @@ static int run_step(struct request *req, const struct train_spec *spec, const ms
 			break;
 	if (loss == gr->n)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "loss names no node id");
+	/* Training steps fuse elementwise chains; the loss is read back after the
+	 * run. Evaluation reads metric nodes too, so it runs unfused. */
+	gr->fuse = train && (spec->fuse < 0 ? graph_fuse_default(req->d->gpu) : spec->fuse);
+	gr->nodes[loss].keep = true;
 	if (train) {
 		for (unsigned k = 0; k < spec->np; k++) {
 			params[k] = store_find(req->d->store, spec->names[k], strlen(spec->names[k]));
@@ -527,6 +534,7 @@ int train_step(struct request *req)
 		{ "step", PARAM_UINT, false, NULL },
 		{ "grads", PARAM_BOOL, false, NULL },
 		{ "outputs", PARAM_ARRAY, false, NULL },
+		{ "fuse", PARAM_BOOL, false, NULL },
 	};
 	struct graph gr = { .req = req };
 	struct train_spec *spec;
@@ -536,7 +544,7 @@ int train_step(struct request *req)
 	double lr = 0, loss_value = 0;
 	int r = -1;
 
-	if (params_parse(req, p, 7) < 0)
+	if (params_parse(req, p, 8) < 0)
 		return -1;
 	if (p[4].value) {
 		if (p[4].value->via.u64 < 1 || p[4].value->via.u64 > INT32_MAX)
@@ -546,8 +554,11 @@ int train_step(struct request *req)
 	spec = malloc(sizeof(*spec));
 	if (!spec)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
-	if (parse_spec(req, p[1].value, p[2].value, p[3].value, p[5].value, spec) < 0 ||
-	    run_step(req, spec, p[0].value, p[6].value, NULL, step, true, &gr, &loss, &loss_value, &lr) < 0)
+	if (parse_spec(req, p[1].value, p[2].value, p[3].value, p[5].value, spec) < 0)
+		goto out;
+	if (p[7].value)
+		spec->fuse = p[7].value->via.boolean;
+	if (run_step(req, spec, p[0].value, p[6].value, NULL, step, true, &gr, &loss, &loss_value, &lr) < 0)
 		goto out;
 	for (unsigned i = 0; i < gr.n; i++) {
 		nstored += gr.nodes[i].has_out;
