@@ -6,9 +6,8 @@
 
 #include "graph_core.h"
 
-/* Whether graphs on `g` fuse unless told otherwise: on GPUs, yes; on a CPU
- * device (lavapipe), which runs every branch of the fused interpreter for
- * every element, no. */
+/* Whether graphs on `g` fuse unless told otherwise: no, on every device for
+ * now (graph_fuse.c says why). */
 bool graph_fuse_default(const struct gpu_device *g);
 
 /* Plan the fused kernels of `gr`: sets each node's `fused` and
