@@ -97,6 +97,8 @@ static void stream_error(struct conn *c, int code, const char *why)
 	tdp_write_error_notification(&pk, TDP_NOTIFY_PROTOCOL_ERROR, code, why);
 	c->closing = true;
 	tdp_buf_consume(&c->in, tdp_buf_len(&c->in));
+	c->nqueued = 0;
+	c->scanned = 0;
 }
 
 static void scan_error(struct conn *c, int r)
@@ -231,6 +233,8 @@ static enum turn process(struct conn *c, unsigned *served)
 			return TURN_IDLE;
 		}
 		(*served)++;
+		if (c->closing)
+			break; /* a broken stream: stream_error dropped the input */
 		c->qhead = (c->qhead + 1) % cap;
 		c->nqueued--;
 		c->scanned -= n;

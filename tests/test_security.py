@@ -603,6 +603,40 @@ def test_inflight_and_backlog():
         stop(d)
 
 
+def test_config_garbage():
+    """Bad values for the limit keys stop the daemon at start-up, naming file, line and key."""
+    import subprocess
+    cfg_dir = tempfile.mkdtemp(prefix="tensord-sec-cfg-", dir="/tmp")
+    cfg = os.path.join(cfg_dir, "bad.conf")
+    try:
+        for line in ("max_inflight = 0", "max_inflight = 65537", "max_output_backlog = 1K",
+                     "stall_timeout = -1", "stall_timeout = 1.5", "user_max_tensors = x",
+                     "user_max_bytes = 12Q", "user_max_bytes = 1KiBB", "user_max_bytes = K",
+                     "max_device_bytes = 99999999999999999999", "max_connections_per_user = ",
+                     "max_device_bytes = 1P"):
+            with open(cfg, "w") as f:
+                f.write("# limits\n" + line + "\n")
+            p = subprocess.run([os.environ["TENSORD_BIN"], "--config", cfg, "--socket",
+                                os.path.join(cfg_dir, "s.sock")],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+            out = p.stdout.decode(errors="replace")
+            key = line.split("=")[0].strip()
+            check(p.returncode == 2 and "bad.conf:2" in out and key in out,
+                  "config %r: exit %d, %r" % (line, p.returncode, out))
+        # sizes with suffixes are read as powers of 1024
+        d = start("user_max_bytes = 3M\nmax_output_backlog = 64KiB\nmax_device_bytes = 1G\n")
+        try:
+            lim = d.client().call("info")["limits"]
+            check(lim["user_max_bytes"] == 3 << 20 and lim["max_output_backlog"] == 64 << 10 and
+                  lim["max_device_bytes"] == 1 << 30, "size suffixes: %r" % lim)
+        finally:
+            stop(d)
+    finally:
+        for name in os.listdir(cfg_dir):
+            os.unlink(os.path.join(cfg_dir, name))
+        os.rmdir(cfg_dir)
+
+
 def main():
     if os.geteuid() != 0:
         print("SKIP: needs root to act as other users (CI runs as root)")
@@ -621,7 +655,8 @@ def main():
         if failures:
             d.dump_log()
         stop(d)
-    for name, fn in (("quotas", test_quotas), ("device memory", test_device_memory),
+    for name, fn in (("config garbage", test_config_garbage),
+                     ("quotas", test_quotas), ("device memory", test_device_memory),
                      ("connection limits", test_connection_limits),
                      ("in-flight and backlog", test_inflight_and_backlog)):
         try:
