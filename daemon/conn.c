@@ -37,8 +37,11 @@ struct conn *conn_new(struct daemon *d, int fd, const struct access_cred *cred)
 {
 	struct conn *c = calloc(1, sizeof(*c));
 
-	if (c)
-		c->queue = calloc(d->cfg.max_inflight, sizeof(*c->queue));
+	/* The ring keeps the size it was made with, whatever a reload does. */
+	if (c) {
+		c->qcap = (uint32_t)d->cfg.max_inflight;
+		c->queue = calloc(c->qcap, sizeof(*c->queue));
+	}
 	if (!c || !c->queue) {
 		free(c);
 		close(fd);
@@ -177,7 +180,7 @@ static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 static void scan_input(struct conn *c)
 {
 	struct tdp_scan_limits lim = tdp_scan_default_limits;
-	uint32_t cap = (uint32_t)c->d->cfg.max_inflight;
+	uint32_t cap = c->qcap;
 
 	lim.max_bytes = c->d->cfg.max_message_bytes;
 	while (c->nqueued < cap && !c->scan_err) {
@@ -210,7 +213,7 @@ enum turn {
  * *served reaches TURN_BUDGET. */
 static enum turn process(struct conn *c, unsigned *served)
 {
-	uint32_t cap = (uint32_t)c->d->cfg.max_inflight;
+	uint32_t cap = c->qcap;
 
 	/* A running job answers its request last; later ones wait for it. */
 	while (!c->closing && !c->job) {
@@ -249,7 +252,7 @@ static enum turn process(struct conn *c, unsigned *served)
 static bool wants_input(const struct conn *c)
 {
 	return !c->peer_closed && !c->closing && !c->scan_err &&
-	       c->nqueued < c->d->cfg.max_inflight && !conn_backlogged(c);
+	       c->nqueued < c->qcap && !conn_backlogged(c);
 }
 
 /* Read what the socket has, up to READ_BUDGET. Returns 0 or -errno (fatal). */

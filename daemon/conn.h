@@ -29,6 +29,7 @@ struct conn {
 	/* Requests read but not answered (the in-flight ones): the sizes of the
 	 * complete messages at the head of `in`, a ring of cfg.max_inflight. */
 	uint64_t *queue;
+	uint32_t qcap;          /* cfg.max_inflight when the connection opened */
 	uint32_t qhead, nqueued;
 	size_t scanned;         /* bytes of `in` the queued messages take */
 	struct tdp_scanner scan; /* the message after them, as far as it arrived */
