@@ -21,6 +21,7 @@ struct ctl {
 	int npos;
 	const char **pos;     /* positional arguments after the command */
 	const char *file, *values, *shape, *dtype, *out;
+	const char *group;    /* chmod --group GID */
 	int nattrs;
 	const char **attrs;   /* --attr key=value, in order */
 	bool watch;           /* info --watch */
@@ -83,6 +84,7 @@ int ctl_cmd_info(struct ctl *c);
 int ctl_cmd_ls(struct ctl *c);
 int ctl_cmd_stat(struct ctl *c);
 int ctl_cmd_rm(struct ctl *c);
+int ctl_cmd_chmod(struct ctl *c);
 int ctl_cmd_put(struct ctl *c);
 int ctl_cmd_get(struct ctl *c);
 int ctl_cmd_run(struct ctl *c);

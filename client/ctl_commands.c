@@ -9,6 +9,7 @@
 #include "ctl.h"
 #include "dtype.h"
 #include "json.h"
+#include "mode.h"
 #include "npy.h"
 #include "pack.h"
 #include "print.h"
@@ -111,6 +112,10 @@ static void json_info_open(FILE *f, const struct tensord_tensor_info *t)
 	fputs(",\"modified\":", f);
 	ctl_json_double(f, t->modified);
 	fprintf(f, ",\"version\":%" PRIu64 ",\"device\":%" PRIu32, t->version, t->device);
+	if (t->mode[0]) {
+		fprintf(f, ",\"group\":%" PRIu32 ",\"mode\":", t->group);
+		ctl_json_string(f, t->mode, strlen(t->mode));
+	}
 }
 
 void ctl_json_info(FILE *f, const struct tensord_tensor_info *t)
@@ -119,7 +124,8 @@ void ctl_json_info(FILE *f, const struct tensord_tensor_info *t)
 	fputc('}', f);
 }
 
-enum { COL_NAME, COL_DTYPE, COL_SHAPE, COL_SIZE, COL_VERSION, COL_MODIFIED, COL_COUNT };
+enum { COL_NAME, COL_DTYPE, COL_SHAPE, COL_SIZE, COL_VERSION, COL_OWNER, COL_MODE, COL_MODIFIED,
+       COL_COUNT };
 
 static void format_cell(const struct tensord_tensor_info *t, int col, char *buf, size_t cap)
 {
@@ -129,6 +135,8 @@ static void format_cell(const struct tensord_tensor_info *t, int col, char *buf,
 	case COL_SHAPE: ctl_format_shape(buf, cap, t->rank, t->shape); break;
 	case COL_SIZE: ctl_format_size(buf, cap, t->bytes); break;
 	case COL_VERSION: snprintf(buf, cap, "%" PRIu64, t->version); break;
+	case COL_OWNER: snprintf(buf, cap, "%" PRIu32 ":%" PRIu32, t->owner, t->group); break;
+	case COL_MODE: snprintf(buf, cap, "%s", t->mode[0] ? t->mode : "-"); break;
 	default: ctl_format_time(buf, cap, t->modified); break;
 	}
 }
@@ -137,8 +145,8 @@ static void format_cell(const struct tensord_tensor_info *t, int col, char *buf,
 static void print_table(FILE *f, const struct tensord_tensor_info *list, size_t n)
 {
 	static const char *const heads[COL_COUNT] = { "NAME", "DTYPE", "SHAPE", "SIZE",
-						      "VERSION", "MODIFIED" };
-	static const int right[COL_COUNT] = { 0, 0, 0, 1, 1, 0 };
+						      "VERSION", "OWNER", "MODE", "MODIFIED" };
+	static const int right[COL_COUNT] = { 0, 0, 0, 1, 1, 0, 0, 0 };
 	int width[COL_COUNT];
 	char cell[300];
 
@@ -306,6 +314,40 @@ int ctl_cmd_rm(struct ctl *c)
 	}
 	msgpack_unpacked_destroy(&u);
 	free(buf);
+	return CTL_EXIT_OK;
+}
+
+int ctl_cmd_chmod(struct ctl *c)
+{
+	const char *mode = strcmp(c->pos[0], "-") ? c->pos[0] : NULL;
+	struct tensord_tensor_info info;
+	int64_t group = -1;
+	uint32_t bits;
+	char *end;
+	int r, status;
+
+	if (c->group) {
+		errno = 0;
+		group = (int64_t)strtoll(c->group, &end, 10);
+		if (errno || end == c->group || *end || group < 0 || group >= (int64_t)UINT32_MAX)
+			return ctl_usage_error("chmod: --group takes a numeric gid, not '%.64s'", c->group);
+	}
+	if (!mode && group < 0)
+		return ctl_usage_error("chmod: MODE '-' (keep the mode) needs --group");
+	if (mode && tdp_mode_parse(mode, strlen(mode), &bits) < 0)
+		return ctl_usage_error("chmod: invalid mode '%.64s' (private, or a comma list of group-read, "
+				       "group-write, world-read, world-write)", mode);
+	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
+		return status;
+	if ((r = tensord_chmod(c->td, c->pos[1], mode, group, &info)) < 0)
+		return ctl_call_failed(c, r);
+	if (c->json) {
+		ctl_json_info(stdout, &info);
+		fputc('\n', stdout);
+	} else {
+		printf("%s: owner %" PRIu32 ", group %" PRIu32 ", mode %s\n", info.name, info.owner,
+		       info.group, info.mode);
+	}
 	return CTL_EXIT_OK;
 }
 

@@ -29,6 +29,10 @@ static const char usage_text[] =
 	"  ls [PREFIX]                  list tensors (whose names start with PREFIX)\n"
 	"  stat NAME                    metadata of one tensor\n"
 	"  rm NAME                      delete a tensor\n"
+	"  chmod MODE NAME [--group GID]\n"
+	"                               who else may use a tensor: MODE is private or\n"
+	"                               group-read, group-write, world-read, world-write\n"
+	"                               (comma-separated; - keeps it)\n"
 	"  put NAME --file F.npy [--dtype T]\n"
 	"  put NAME --values 1,2,3 [--shape 3] [--dtype f32]\n"
 	"                               store a tensor\n"
@@ -92,7 +96,7 @@ int ctl_fail(int status, const char *fmt, ...)
 }
 
 enum opt_id { OPT_SOCKET, OPT_JSON, OPT_HELP, OPT_VERSION, OPT_FILE, OPT_VALUES, OPT_SHAPE,
-	      OPT_DTYPE, OPT_OUT, OPT_ATTR, OPT_WATCH, OPT_INTERVAL, OPT_COUNT };
+	      OPT_DTYPE, OPT_OUT, OPT_ATTR, OPT_WATCH, OPT_INTERVAL, OPT_COUNT, OPT_GROUP };
 
 static const struct option_def {
 	const char *name;
@@ -107,6 +111,7 @@ static const struct option_def {
 	{ "out", 'o', true, OPT_OUT },       { "attr", 'a', true, OPT_ATTR },
 	{ "watch", 'w', false, OPT_WATCH },  { "interval", 'n', true, OPT_INTERVAL },
 	{ "count", 'c', true, OPT_COUNT },
+	{ "group", 'g', true, OPT_GROUP },
 };
 
 static const struct command_def {
@@ -124,6 +129,7 @@ static const struct command_def {
 	{ "ls", ctl_cmd_ls, 0, 1, 0, "PREFIX", true },
 	{ "stat", ctl_cmd_stat, 1, 1, 0, "NAME", true },
 	{ "rm", ctl_cmd_rm, 1, 1, 0, "NAME", true },
+	{ "chmod", ctl_cmd_chmod, 2, 2, 1u << OPT_GROUP, "MODE", false },
 	{ "put", ctl_cmd_put, 1, 1,
 	  1u << OPT_FILE | 1u << OPT_VALUES | 1u << OPT_SHAPE | 1u << OPT_DTYPE, "NAME", true },
 	{ "get", ctl_cmd_get, 1, 1, 1u << OPT_OUT, "NAME", true },
@@ -224,6 +230,7 @@ int main(int argc, char **argv)
 		case OPT_WATCH: c.watch = true; break;
 		case OPT_INTERVAL: c.interval = value; break;
 		case OPT_COUNT: c.count = value; break;
+		case OPT_GROUP: c.group = value; break;
 		}
 	}
 	if (help || (c.command && strcmp(c.command, "help") == 0)) {

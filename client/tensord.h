@@ -72,6 +72,8 @@ struct tensord_tensor_info {
 	double modified;
 	uint64_t version;
 	uint32_t device;
+	uint32_t group;     /* gid the group-* modes refer to */
+	char mode[64];      /* "private", "group-read", "group-write,world-read"... */
 };
 
 struct tensord;
@@ -181,6 +183,13 @@ TENSORD_EXPORT int tensord_list(struct tensord *td, const char *prefix,
 
 /* `tensor.delete`. */
 TENSORD_EXPORT int tensord_delete(struct tensord *td, const char *name);
+
+/* `tensor.chmod`: set the mode of tensor `name` ("private", or a comma list
+ * of group-read, group-write, world-read, world-write; NULL leaves it) and
+ * its group (`group` >= 0; -1 leaves it). Only the owner or root may.
+ * *ret_info (may be NULL) receives the new metadata. */
+TENSORD_EXPORT int tensord_chmod(struct tensord *td, const char *name, const char *mode,
+				 int64_t group, struct tensord_tensor_info *ret_info);
 
 /* `op.run`: run op `op` (docs/ops.md) on the `ninputs` stored tensors named
  * in `inputs`. `attrs` is NULL, or `attrs_len` bytes holding one packed

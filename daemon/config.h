@@ -20,6 +20,14 @@ struct config {
 	uint64_t max_message_bytes;
 	bool host_mapped;           /* map tensor memory when the device allows it */
 	uint64_t block_size;        /* device memory block size, 0 = automatic */
+	uint64_t max_device_bytes;  /* device memory tensord may take, 0 = the heap */
+	/* docs/security.md: quotas and client limits; 0 = no limit where noted */
+	uint64_t user_max_tensors;  /* tensors one uid may own, 0 = none */
+	uint64_t user_max_bytes;    /* bytes one uid's tensors may hold, 0 = none */
+	uint64_t max_connections_per_user; /* 0 = none beyond max_connections */
+	uint64_t max_inflight;      /* requests read but not yet answered, per client */
+	uint64_t max_output_backlog; /* unread output at which a client is not served */
+	uint64_t stall_timeout;     /* seconds at the backlog limit before disconnecting, 0 = never */
 };
 
 /* Fill `c` with the defaults (socket from $TENSORD_SOCKET or the system path). */

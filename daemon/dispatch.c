@@ -25,6 +25,7 @@ static const struct {
 	{ TDP_METHOD_TENSOR_STAT, method_tensor_stat },
 	{ TDP_METHOD_TENSOR_LIST, method_tensor_list },
 	{ TDP_METHOD_TENSOR_DELETE, method_tensor_delete },
+	{ TDP_METHOD_TENSOR_CHMOD, method_tensor_chmod },
 	{ TDP_METHOD_OP_RUN, graph_op_run },
 	{ TDP_METHOD_GRAPH_RUN, graph_run },
 	{ TDP_METHOD_TRAIN_STEP, train_step },

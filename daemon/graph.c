@@ -11,6 +11,7 @@
 #include "dtype.h"
 #include "gpu/device.h"
 #include "gpu/transfer.h"
+#include "lookup.h"
 #include "name.h"
 #include "ops/op.h"
 #include "pack.h"
@@ -102,8 +103,9 @@ static int parse_attrs(struct op_ctx *ctx, const msgpack_object *attrs)
 static int resolve_input(struct graph *gr, unsigned i, unsigned k, const msgpack_object *ref)
 {
 	struct op_ctx *ctx = &gr->nodes[i].ctx;
-	char name[TDP_MAX_NAME_LEN + 1];
+	char name[TDP_MAX_NAME_LEN + 1], why[TDP_MAX_ERROR_MESSAGE];
 	struct tensor *t;
+	int code;
 
 	if (tdp_obj_strcpy(ref, name, sizeof(name)) < 0)
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "input %u must be a name of up to %d bytes", k,
@@ -121,10 +123,15 @@ static int resolve_input(struct graph *gr, unsigned i, unsigned k, const msgpack
 			return op_fail(ctx, TDP_INVALID_ARGUMENT,
 				       "input %u '%s' is node %u, which comes later (nodes must be in order; "
 				       "cycles are not allowed)", k, name, j);
-	t = tdp_name_valid(name, strlen(name)) ? store_find(gr->req->d->store, name, strlen(name)) : NULL;
-	if (!t)
+	if (!tdp_name_valid(name, strlen(name)))
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "input %u is neither an earlier node nor a valid "
+			       "tensor name", k);
+	code = lookup_tensor_why(gr->req, NULL, name, ACCESS_READ, &t, why, sizeof(why));
+	if (code == TDP_NOT_FOUND)
 		return op_fail(ctx, TDP_NOT_FOUND, "input %u '%s' is neither an earlier node nor a stored tensor",
 			       k, name);
+	if (code)
+		return op_fail(ctx, code, "input %u: %s", k, why);
 	ctx->in[k] = graph_stored_input(t);
 	gr->nodes[i].stored[k] = t;
 	return 0;

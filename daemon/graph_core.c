@@ -10,6 +10,8 @@
 #include "dtype.h"
 #include "gpu/device.h"
 #include "gpu/transfer.h"
+#include "lookup.h"
+#include "mode.h"
 #include "name.h"
 #include "ops/op.h"
 #include "pack.h"
@@ -36,31 +38,49 @@ int graph_node_fail(struct graph *gr, unsigned i, int code, const char *what)
 			    nd->id, nd->id[0] ? "'" : "", op, what);
 }
 
-/* Check named outputs: valid, distinct, ours to replace, within the tensor limit. */
+/* Check named outputs: valid, distinct, ours to replace, within the tensor
+ * limit and the owners' quotas. */
 int graph_check_outputs(struct graph *gr)
 {
 	struct request *req = gr->req;
+	struct lookup_output *outs;
 	uint64_t count, bytes, fresh = 0;
+	size_t nout = 0;
+	int r;
 
+	outs = calloc(gr->n ? gr->n : 1, sizeof(*outs));
+	if (!outs)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
 	for (unsigned i = 0; i < gr->n; i++) {
 		struct node *nd = &gr->nodes[i];
+		char why[TDP_MAX_ERROR_MESSAGE];
 		struct tensor *old;
+		int code;
 
 		if (!nd->has_out)
 			continue;
 		for (unsigned j = 0; j < i; j++)
-			if (gr->nodes[j].has_out && !strcmp(gr->nodes[j].out_name, nd->out_name))
+			if (gr->nodes[j].has_out && !strcmp(gr->nodes[j].out_name, nd->out_name)) {
+				free(outs);
 				return graph_node_fail(gr, i, TDP_INVALID_ARGUMENT, "two nodes store the same name");
-		old = store_find(req->d->store, nd->out_name, strlen(nd->out_name));
-		if (old && req->uid != 0 && req->uid != old->owner)
-			return graph_node_fail(gr, i, TDP_PERMISSION_DENIED, "the output name belongs to another user");
-		fresh += !old;
+			}
+		code = lookup_tensor_why(req, "out", nd->out_name, ACCESS_WRITE, &old, why, sizeof(why));
+		if (code == TDP_PERMISSION_DENIED) {
+			free(outs);
+			return graph_node_fail(gr, i, code, why);
+		}
+		fresh += code == TDP_NOT_FOUND;
+		outs[nout++] = (struct lookup_output){ .name = nd->out_name, .bytes = nd->ctx.out.bytes };
 	}
 	store_totals(req->d->store, &count, &bytes);
-	if (count + fresh > req->d->cfg.max_tensors)
-		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "storing the outputs would pass %llu tensors",
-				    (unsigned long long)req->d->cfg.max_tensors);
-	return 0;
+	if (count + fresh > req->d->cfg.max_tensors) {
+		free(outs);
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "storing the outputs would pass %llu tensors "
+				    "(max_tensors)", (unsigned long long)req->d->cfg.max_tensors);
+	}
+	r = lookup_check_quota(req, outs, nout);
+	free(outs);
+	return r;
 }
 
 static int device_fail(struct graph *gr, int r)
@@ -93,9 +113,20 @@ int graph_execute(struct graph *gr)
 			nd->aliased = true;
 		} else {
 			r = gpu_memory_alloc(g, nd->ctx.out.bytes, &nd->alloc);
-			if (r < 0)
-				return graph_node_fail(gr, i, TDP_RESOURCE_EXHAUSTED,
-						 "out of device memory for the result");
+			if (r < 0) {
+				char what[200];
+
+				if (r == -EFBIG)
+					snprintf(what, sizeof(what), "the result's %llu bytes are more than the "
+						 "device allocates at once (%llu)",
+						 (unsigned long long)nd->ctx.out.bytes,
+						 (unsigned long long)gpu_memory_largest(g));
+				else
+					snprintf(what, sizeof(what), "out of device memory for the result's %llu "
+						 "bytes (%llu of %llu taken)", (unsigned long long)nd->ctx.out.bytes,
+						 (unsigned long long)g->mem.reserved, (unsigned long long)g->mem.limit);
+				return graph_node_fail(gr, i, TDP_RESOURCE_EXHAUSTED, what);
+			}
 			nd->result = &nd->alloc;
 		}
 		nd->ctx.out.alloc = nd->result;
@@ -144,12 +175,19 @@ struct tensor *graph_commit(struct graph *gr, unsigned i)
 	memcpy(t->shape, nd->ctx.out.shape, sizeof(t->shape));
 	t->count = nd->ctx.out.count;
 	t->bytes = nd->ctx.out.bytes;
-	t->owner = req->uid;
+	t->owner = req->cred.uid; /* for a new name; a replacement keeps the old owner */
+	t->group = req->cred.gid;
+	t->mode = TDP_MODE_PRIVATE;
 	t->device = req->d->gpu->desc.index;
 	t->created_ns = t->modified_ns = daemon_now_ns(CLOCK_REALTIME);
 	t->alloc = nd->alloc;
 	nd->alloc = (struct gpu_alloc){ 0 };
-	store_put(req->d->store, t); /* room was checked before running */
+	/* Room and quota were checked before running (graph_check_outputs). */
+	if (store_put(req->d->store, t) < 0) {
+		nd->alloc = t->alloc;
+		free(t);
+		return NULL;
+	}
 	return t;
 }
 

@@ -286,6 +286,7 @@ int main(int argc, char **argv)
 	gopts.index = d.cfg.device_index;
 	gopts.host_mapped = d.cfg.host_mapped;
 	gopts.block_size = d.cfg.block_size;
+	gopts.max_bytes = d.cfg.max_device_bytes;
 	snprintf(cache_path, sizeof(cache_path), "%s/pipeline-cache.bin", d.cfg.state_dir);
 	gopts.pipeline_cache = cache_path;
 	if (gpu_device_open(&gopts, &d.gpu) < 0)
@@ -299,6 +300,7 @@ int main(int argc, char **argv)
 		goto out;
 	/* Tensors live in device memory only, so there is nothing to restore
 	 * yet; restoring belongs here, before READY=1, once there is. */
+	store_set_quota(d.store, d.cfg.user_max_tensors, d.cfg.user_max_bytes);
 	if (open_listener(&d, &listen_fd, &unlink_path) < 0)
 		goto out;
 	d.server = server_new(&d, listen_fd, unlink_path);

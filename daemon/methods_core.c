@@ -3,6 +3,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "conn.h"
 #include "daemon.h"
 #include "handlers.h"
 #include "wire_limits.h"
@@ -61,7 +62,7 @@ static int write_device(msgpack_packer *pk, const struct daemon *d, const struct
 
 static int write_limits(msgpack_packer *pk, const struct config *c)
 {
-	return msgpack_pack_map(pk, 8) ||
+	return msgpack_pack_map(pk, 16) ||
 	       kv_u64(pk, "max_message_bytes", c->max_message_bytes) ||
 	       kv_u64(pk, "max_tensor_bytes", c->max_tensor_bytes) ||
 	       kv_u64(pk, "max_depth", TDP_MAX_DEPTH) ||
@@ -69,7 +70,30 @@ static int write_limits(msgpack_packer *pk, const struct config *c)
 	       kv_u64(pk, "max_name_len", TDP_MAX_NAME_LEN) ||
 	       kv_u64(pk, "max_rank", TDP_MAX_RANK) ||
 	       kv_u64(pk, "max_tensors", c->max_tensors) ||
-	       kv_u64(pk, "max_connections", c->max_connections);
+	       kv_u64(pk, "max_connections", c->max_connections) ||
+	       kv_u64(pk, "max_connections_per_user", c->max_connections_per_user) ||
+	       kv_u64(pk, "user_max_tensors", c->user_max_tensors) ||
+	       kv_u64(pk, "user_max_bytes", c->user_max_bytes) ||
+	       kv_u64(pk, "max_device_bytes", c->max_device_bytes) ||
+	       kv_u64(pk, "max_inflight", c->max_inflight) ||
+	       kv_u64(pk, "max_output_backlog", c->max_output_backlog) ||
+	       kv_u64(pk, "stall_timeout", c->stall_timeout) ||
+	       kv_u64(pk, "turn_budget", CONN_TURN_BUDGET);
+}
+
+/* The caller's own usage against its quotas (0: no quota). */
+static int write_user(msgpack_packer *pk, const struct request *req)
+{
+	struct store_usage use;
+
+	store_usage_of(req->d->store, req->cred.uid, &use);
+	return msgpack_pack_map(pk, 6) ||
+	       kv_u64(pk, "uid", req->cred.uid) ||
+	       kv_u64(pk, "gid", req->cred.gid) ||
+	       kv_u64(pk, "tensors", use.tensors) ||
+	       kv_u64(pk, "bytes", use.bytes) ||
+	       kv_u64(pk, "max_tensors", req->d->cfg.user_max_tensors) ||
+	       kv_u64(pk, "max_bytes", req->d->cfg.user_max_bytes);
 }
 
 static int kv_seconds(msgpack_packer *pk, const char *key, uint64_t ns)
@@ -142,7 +166,7 @@ int method_info(struct request *req)
 	if (params_parse(req, NULL, 0) < 0)
 		return -1;
 	store_totals(d->store, &count, &bytes);
-	fail = tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 9) ||
+	fail = tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 11) ||
 	       kv_str(pk, "version", TENSORD_VERSION) ||
 	       kv_u64(pk, "protocol", TDP_PROTOCOL_VERSION) ||
 	       kv_u64(pk, "pid", (uint64_t)getpid()) ||
@@ -157,7 +181,8 @@ int method_info(struct request *req)
 	       tdp_pack_cstr(pk, "requests") || msgpack_pack_map(pk, 2) ||
 	       kv_u64(pk, "total", d->requests) || kv_u64(pk, "failed", d->requests_failed) ||
 	       tdp_pack_cstr(pk, "limits") || write_limits(pk, &d->cfg) ||
-	       tdp_pack_cstr(pk, "counters") || write_counters(pk, d);
+	       tdp_pack_cstr(pk, "counters") || write_counters(pk, d) ||
+	       tdp_pack_cstr(pk, "user") || write_user(pk, req);
 	if (fail)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	return 0;

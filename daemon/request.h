@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "access.h"
 #include "buf.h"
 #include "wire_limits.h"
 
@@ -20,6 +21,7 @@ struct request {
 	struct conn *conn;              /* the connection it came on */
 	uid_t uid;                      /* of the peer, from SO_PEERCRED */
 	pid_t pid;
+	struct access_cred cred;        /* the peer: what store_lookup checks */
 	uint32_t msgid;
 	const char *method;             /* NUL-terminated */
 	unsigned slot;                  /* its metrics slot: request_method_name() */

@@ -14,6 +14,7 @@
 #include "graph.h"
 #include "graph_core.h"
 #include "graph_fuse.h"
+#include "lookup.h"
 #include "pack.h"
 #include "params.h"
 #include "rpc.h"
@@ -173,13 +174,21 @@ static int emit_stored_out(struct step_ctx *sc, int node, const char *name)
 static int state_input(struct step_ctx *sc, struct tensor *p, const char *suffix, char *name,
 		       int *ref, struct tensor **stored)
 {
+	char why[TDP_MAX_ERROR_MESSAGE];
 	struct tensor *s;
+	int code;
 
 	snprintf(name, TDP_MAX_NAME_LEN + 32, "%s%s", p->name, suffix);
-	s = store_find(sc->req->d->store, name, strlen(name));
 	*stored = NULL;
-	if (!s)
+	if (strlen(name) > TDP_MAX_NAME_LEN)
+		return request_fail(sc->req, TDP_INVALID_ARGUMENT, "the state name %s is too long", name);
+	/* The step reads the state and stores its successor over it. */
+	code = lookup_tensor_why(sc->req, "optimizer state", name, ACCESS_READ | ACCESS_WRITE, &s, why,
+				 sizeof(why));
+	if (code == TDP_NOT_FOUND)
 		return 0;
+	if (code)
+		return request_fail(sc->req, code, "%s", why);
 	if (s->dtype != p->dtype || s->rank != p->rank ||
 	    memcmp(s->shape, p->shape, p->rank * sizeof(p->shape[0])) != 0)
 		return request_fail(sc->req, TDP_FAILED_PRECONDITION,
@@ -403,11 +412,11 @@ struct feeds {
 static int emit_feeds(struct step_ctx *sc, const struct feeds *fd)
 {
 	for (unsigned k = 0; fd && k < fd->n; k++) {
-		struct tensor *t = store_find(sc->req->d->store, fd->f[k].src, strlen(fd->f[k].src));
+		struct tensor *t;
 		int r;
 
-		if (!t)
-			return request_fail(sc->req, TDP_NOT_FOUND, "data: no tensor named '%s'", fd->f[k].src);
+		if (lookup_tensor(sc->req, "data", fd->f[k].src, ACCESS_READ, &t) < 0)
+			return -1;
 		if (fd->index) {
 			struct tensor *in[2] = { t, fd->index };
 			int src[2] = { -1, -1 };
@@ -456,10 +465,10 @@ static int run_step(struct request *req, const struct train_spec *spec, const ms
 	gr->nodes[loss].keep = true;
 	if (train) {
 		for (unsigned k = 0; k < spec->np; k++) {
-			params[k] = store_find(req->d->store, spec->names[k], strlen(spec->names[k]));
-			if (!params[k])
-				return request_fail(req, TDP_NOT_FOUND, "parameter '%s' is no stored tensor",
-						    spec->names[k]);
+			/* A step reads its parameters and stores their updates over them. */
+			if (lookup_tensor(req, "parameter", spec->names[k], ACCESS_READ | ACCESS_WRITE,
+					  &params[k]) < 0)
+				return -1;
 			if (!op_dtype_is_float(params[k]->dtype))
 				return request_fail(req, TDP_DTYPE_MISMATCH, "parameter '%s' is %s, not a float tensor",
 						    spec->names[k], tdp_dtype_name(params[k]->dtype));
@@ -879,15 +888,18 @@ static int job_setup(struct request *req, struct train_job *job, const struct pa
 
 	if (parse_feeds(req, p[4].value, &job->train, "data") < 0)
 		return -1;
-	first = store_find(req->d->store, job->train.f[0].src, strlen(job->train.f[0].src));
-	if (!first || first->rank == 0)
+	if (lookup_tensor(req, "data", job->train.f[0].src, ACCESS_READ, &first) < 0)
+		return -1;
+	if (first->rank == 0)
 		return request_fail(req, TDP_NOT_FOUND, "data: '%s' is no stored tensor with rows",
 				    job->train.f[0].src);
 	job->nsamples = first->shape[0];
 	for (unsigned k = 1; k < job->train.n; k++) {
-		struct tensor *t = store_find(req->d->store, job->train.f[k].src, strlen(job->train.f[k].src));
+		struct tensor *t;
 
-		if (!t || t->rank == 0 || t->shape[0] != job->nsamples)
+		if (lookup_tensor(req, "data", job->train.f[k].src, ACCESS_READ, &t) < 0)
+			return -1;
+		if (t->rank == 0 || t->shape[0] != job->nsamples)
 			return request_fail(req, TDP_SHAPE_MISMATCH,
 					    "data: '%s' must be stored with %llu rows like '%s'",
 					    job->train.f[k].src, (unsigned long long)job->nsamples,

@@ -58,8 +58,8 @@ def unquote(cell):
 
 # ---- the call table --------------------------------------------------------
 
-META_KEYS = {"name", "dtype", "shape", "bytes", "owner", "created", "modified",
-             "version", "device"}
+META_KEYS = {"name", "dtype", "shape", "bytes", "owner", "group", "mode", "created",
+             "modified", "version", "device"}
 DATA = struct.pack("<6f", 1, 2, 3, 4, 5, 6)
 
 
@@ -110,6 +110,8 @@ def call_info(c):
                                   "max_objects", "max_name_len", "max_rank", "max_tensors",
                                   "max_connections"}, res["limits"]
     assert all(isinstance(v, int) for v in res["limits"].values()), res["limits"]
+    assert set(res["user"]) == {"uid", "gid", "tensors", "bytes", "max_tensors", "max_bytes"}, res
+    assert res["user"]["uid"] == os.geteuid(), res["user"]
 
 
 def call_put(c):
@@ -157,6 +159,19 @@ def call_delete(c):
     put_doc_tensor(c)
     res = c.call("tensor.delete", {"name": "doc/a"})
     assert res == {"name": "doc/a", "deleted": True, "bytes": 24}, res
+
+
+def call_chmod(c):
+    put_doc_tensor(c)
+    res = c.call("tensor.chmod", {"name": "doc/a", "mode": "group-read,world-read", "group": 100})
+    check_meta(res)
+    assert res["mode"] == "group-read,world-read" and res["group"] == 100, res
+    assert res["version"] == 1, res
+    res = c.call("tensor.chmod", {"name": "doc/a", "mode": "private"})
+    assert res["mode"] == "private" and res["group"] == 100, res
+    e, _ = c.call_full("tensor.chmod", {"name": "doc/a", "mode": "rwx"})
+    assert e["name"] == "INVALID_ARGUMENT", e
+    c.call("tensor.delete", {"name": "doc/a"})
 
 
 def call_op_run(c):
@@ -273,6 +288,7 @@ CALLS = {
     "tensor.stat": call_stat,
     "tensor.list": call_list,
     "tensor.delete": call_delete,
+    "tensor.chmod": call_chmod,
     "op.run": call_op_run,
     "graph.run": call_graph_run,
     "train.step": call_train_step,

@@ -167,6 +167,21 @@ ok rm p/x >/dev/null
 ok --json rm p/y | js 'assert j["name"] == "p/y" and j["deleted"] is True and j["bytes"] == 4, j'
 ok --json ls p/ | js 'assert j["tensors"] == [], j'
 
+step "chmod"
+ok --json stat a | js 'assert j["mode"] == "private" and j["owner"] == j["group"] == 0, j'
+ok chmod world-read,group-write a | grep -w "group-write,world-read" >/dev/null ||
+	fail "chmod prints the new mode"
+ok --json chmod - a --group 7 | js 'assert j["group"] == 7 and j["mode"] == "group-write,world-read", j'
+ok ls | grep -w "0:7" >/dev/null || fail "ls shows owner:group"
+ok --json chmod private a | js 'assert j["mode"] == "private", j'
+ok info | grep -w "^you" >/dev/null || fail "info shows the caller's usage"
+bad chmod rw a
+bad chmod - a
+bad chmod private a --group wheel
+bad chmod private "bad name"
+bad chmod private missing
+bad chmod private
+
 step "errors"
 bad get missing
 bad stat missing

@@ -402,7 +402,7 @@ int gpu_device_open(const struct gpu_open_options *opts, struct gpu_device **ret
 		log_error("cannot create the Vulkan device on %s", g->desc.name);
 		goto fail;
 	}
-	r = gpu_memory_init(g, opts->host_mapped, opts->block_size);
+	r = gpu_memory_init(g, opts->host_mapped, opts->block_size, opts->max_bytes);
 	if (r < 0) {
 		log_error("device %s has no device-local memory type usable for storage buffers",
 			  g->desc.name);

@@ -73,6 +73,7 @@ struct gpu_open_options {
 	bool host_mapped;       /* allow direct CPU mapping of tensor memory when the
 				   device offers host-visible, coherent device memory */
 	uint64_t block_size;    /* VkDeviceMemory block size; 0 picks a default */
+	uint64_t max_bytes;     /* device memory tensord may take; 0: the whole heap */
 	const char *pipeline_cache; /* file for the VkPipelineCache, or NULL */
 };
 
