@@ -231,7 +231,7 @@ static void rmsg_free(struct rmsg *m)
  * is no msgpack. */
 static int raw_recv(struct raw *r, struct rmsg *m, int timeout_ms)
 {
-	double deadline = wall_now() + timeout_ms / 1000.0;
+	double deadline = wall_now() + timeout_ms / 1000.0 * daemon_time_scale();
 
 	memset(m, 0, sizeof(*m));
 	for (;;) {
@@ -583,7 +583,7 @@ static void test_info(void **state)
 		assert_int_equal(b.connections, c.connections + 3);
 		for (int i = 0; i < 3; i++)
 			raw_close(&r[i]);
-		deadline = wall_now() + 5;
+		deadline = wall_now() + 5 * daemon_time_scale();
 		do {
 			sleep_ms(10);
 			get_info(td, &b, 0);
@@ -2040,7 +2040,7 @@ static void test_train_run_cancel(void **state)
 		uint8_t buf[4096];
 		ssize_t n;
 
-		assert_int_equal(poll(&pfd, 1, 30000), 1);
+		assert_int_equal(poll(&pfd, 1, 30000 * daemon_time_scale()), 1);
 		n = recv(fd, buf, sizeof(buf), 0);
 		assert_true(n > 0);
 		if (buf[0] == 0x94 && buf[1] == 0x01) { /* a response: an error, surely */
