@@ -338,7 +338,12 @@ static bool set_attr(struct op_attr_value *v, enum op_attr_type type, const stru
 	v->set = true;
 	switch (type) {
 	case ATTR_FLOAT:
+		v->f = a->f;
+		return true;
 	case ATTR_INT:
+		/* Casting a double outside int64 (or NaN) is undefined behaviour. */
+		if (!(a->f > -9.2e18 && a->f < 9.2e18))
+			return false;
 		v->f = a->f;
 		v->i = (int64_t)a->f;
 		return true;

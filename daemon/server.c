@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@ struct server {
 	struct conn *conns;
 	uint64_t nconns;
 	bool accept_paused;     /* out of descriptors: wait for a connection to close */
+	bool freed;             /* connections were freed since the last trim */
 };
 
 static int fill_addr(const char *path, struct sockaddr_un *sa)
@@ -186,6 +188,7 @@ static void reap(void *data)
 			conn_free(c);
 			s->nconns--;
 			freed = true;
+			s->freed = true;
 		} else {
 			pp = &c->next;
 		}
@@ -206,6 +209,13 @@ static void on_trim_timer(void *data, uint32_t events)
 		return;
 	for (struct conn *c = s->conns; c; c = c->next)
 		conn_tick(c, now);
+	/* Closed connections leave free pages inside malloc's heap, which glibc
+	 * keeps unless asked: give them back, so that the daemon's resident
+	 * memory returns to its baseline after a burst of clients. */
+	if (s->freed) {
+		s->freed = false;
+		malloc_trim(0);
+	}
 }
 
 static void on_resume(void *data, uint32_t events)

@@ -52,6 +52,9 @@ static int num(struct request *req, const msgpack_object *map, const char *key, 
 		*v = (double)i;
 	else
 		return request_fail(req, TDP_INVALID_ARGUMENT, "optimizer.%s must be a number", key);
+	/* NaN would pass every range check below (comparisons with it are false). */
+	if (!isfinite(*v))
+		return request_fail(req, TDP_INVALID_ARGUMENT, "optimizer.%s must be finite", key);
 	return 0;
 }
 
@@ -110,7 +113,8 @@ static int parse_optimizer(struct request *req, const msgpack_object *o, struct 
 				    "optimizer.schedule must be \"constant\", \"step\" or \"cosine\"");
 	if (!(opt->lr > 0) || opt->momentum < 0 || opt->weight_decay < 0 || opt->eps <= 0 ||
 	    opt->beta1 < 0 || opt->beta1 >= 1 || opt->beta2 < 0 || opt->beta2 >= 1 || opt->clip_norm < 0 ||
-	    step_size < 1 || warmup < 0 || total < 0)
+	    step_size < 1 || warmup < 0 || total < 0 ||
+	    step_size > INT32_MAX || warmup > INT32_MAX || total > INT32_MAX)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "optimizer: a hyperparameter is out of range");
 	if (opt->nesterov && opt->momentum <= 0)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "optimizer: nesterov needs momentum > 0");

@@ -104,6 +104,14 @@ bool daemon_alive(struct daemon_fixture *d)
 	return true;
 }
 
+int daemon_time_scale(void)
+{
+	const char *v = getenv("TENSORD_TEST_TIME_SCALE");
+	int scale = v ? atoi(v) : 1;
+
+	return scale < 1 ? 1 : scale > 1000 ? 1000 : scale;
+}
+
 int daemon_start(struct daemon_fixture *d, const char *const *extra, int timeout_s)
 {
 	const char *bin = getenv("TENSORD_BIN");
@@ -161,6 +169,7 @@ int daemon_start(struct daemon_fixture *d, const char *const *extra, int timeout
 		_exit(127);
 	}
 
+	timeout_s *= daemon_time_scale();
 	deadline = now() + timeout_s;
 	for (;;) {
 		int fd = daemon_connect_raw(d);
@@ -192,8 +201,11 @@ int daemon_start(struct daemon_fixture *d, const char *const *extra, int timeout
 
 int daemon_stop(struct daemon_fixture *d, int timeout_s)
 {
-	double deadline = now() + timeout_s;
+	double deadline;
 	int ok;
+
+	timeout_s *= daemon_time_scale();
+	deadline = now() + timeout_s;
 
 	if (d->pid <= 0)
 		return -1;

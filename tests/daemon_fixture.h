@@ -17,6 +17,12 @@ struct daemon_fixture {
 	bool reaped;
 };
 
+/* How much slower than usual the daemon is expected to answer: the number in
+ * $TENSORD_TEST_TIME_SCALE (1 to 1000; default 1). Running tensord under
+ * valgrind (tests/valgrind/run.sh) sets it, and every timeout of the
+ * fixture and of the tests is multiplied by it. */
+int daemon_time_scale(void);
+
 /* Start $TENSORD_BIN --socket dir/s.sock --device auto [extra...] (NULL-ended
  * `extra`, may be NULL) and wait until its socket accepts connections, for at
  * most `timeout_s` seconds. Fails at once when the daemon exits first. Returns

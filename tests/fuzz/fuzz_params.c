@@ -1,0 +1,260 @@
+/* libFuzzer harness for the daemon's request handling past the wire: method
+ * dispatch, parameter validation (daemon/params.c), every method handler
+ * (tensor.*, op.run, graph.run with its graph parsing, train.step, train.run
+ * with its option parsing), op attribute parsing and shape inference, and the
+ * recording of each op's dispatches, on a stand-in device (gpu_stub.c) that
+ * checks every binding and grid instead of computing.
+ *
+ * The input is a stream of msgpack-RPC messages, served in order against one
+ * daemon state (so a put can feed a later op.run). It is cut and decoded
+ * exactly as daemon/conn.c does. Requests with an even msgid come from uid
+ * 1000, odd ones from uid 1001, so ownership checks are reached as well.
+ *
+ * Checked besides crashes, leaks and undefined behaviour:
+ * - every request gets exactly one well-formed response for its msgid (a
+ *   train.run may first send notifications), and an error carries a known
+ *   status name and a message naming the method;
+ * - train.run, driven for a few steps and then cancelled as if its client
+ *   left, or run to its end, leaves nothing behind;
+ * - after the stream, releasing the store frees every device allocation: no
+ *   request leaks device memory. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <time.h>
+
+#include "fuzz.h"
+#include "fuzz_gpu.h"
+
+#include "conn.h"
+#include "daemon.h"
+#include "log.h"
+#include "loop.h"
+#include "methods.h"
+#include "pack.h"
+#include "request.h"
+#include "rpc.h"
+#include "scan.h"
+#include "server.h"
+#include "status.h"
+#include "store.h"
+#include "train.h"
+
+#define CHECK(cond)                                                                 \
+	do {                                                                        \
+		if (!(cond)) {                                                      \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+			abort();                                                    \
+		}                                                                   \
+	} while (0)
+
+/* FUZZ_TRACE=1 in the environment prints every response (to check seeds). */
+static bool trace;
+
+/* Training turns a train.run gets before its "client" goes away. */
+#define JOB_TURNS 6
+#define HEAP_BYTES ((uint64_t)8 << 20)
+
+/* ---- what the handlers need from the parts of the daemon left out ---- */
+
+int64_t daemon_now_ns(int clock)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void conn_kick(struct conn *c)
+{
+	(void)c;
+}
+
+bool conn_backlogged(const struct conn *c)
+{
+	(void)c;
+	return false;
+}
+
+void loop_wake_idle(struct loop *l)
+{
+	(void)l;
+}
+
+uint64_t server_connection_count(const struct server *s)
+{
+	(void)s;
+	return 1;
+}
+
+/* ---- the harness ---- */
+
+static void release_tensor(void *userdata, struct tensor *t)
+{
+	struct daemon *d = userdata;
+
+	gpu_memory_free(d->gpu, &t->alloc);
+}
+
+/* The output holds notifications and at most one response: check each and
+ * return how many responses for `msgid` there were. */
+static unsigned check_output(struct conn *c, uint32_t msgid)
+{
+	unsigned responses = 0;
+
+	while (tdp_buf_len(&c->out) > 0) {
+		struct tdp_scanner s;
+		struct tdp_message m;
+		msgpack_unpacked u;
+		char why[200];
+
+		tdp_scanner_reset(&s);
+		CHECK(tdp_scanner_feed(&s, tdp_buf_head(&c->out), tdp_buf_len(&c->out),
+				       &tdp_scan_default_limits) == 1);
+		msgpack_unpacked_init(&u);
+		CHECK(tdp_unpack(&u, tdp_buf_head(&c->out), s.pos) == 0);
+		CHECK(tdp_message_parse(&u.data, &m, why, sizeof(why)) == 0);
+		CHECK(m.type == TDP_MSG_RESPONSE || m.type == TDP_MSG_NOTIFY);
+		if (m.type == TDP_MSG_RESPONSE) {
+			CHECK(m.msgid == msgid);
+			responses++;
+			if (m.error->type != MSGPACK_OBJECT_NIL) {
+				const msgpack_object *code = tdp_map_find(m.error, "code");
+				const msgpack_object *name = tdp_map_find(m.error, "name");
+				const msgpack_object *msg = tdp_map_find(m.error, "message");
+				const char *known;
+
+				CHECK(m.error->type == MSGPACK_OBJECT_MAP && code && name && msg);
+				CHECK(code->type == MSGPACK_OBJECT_POSITIVE_INTEGER && code->via.u64 > 0);
+				known = tdp_status_name((int)code->via.u64);
+				CHECK(known && tdp_obj_str_eq(name, known));
+				CHECK(msg->type == MSGPACK_OBJECT_STR && msg->via.str.size > 0);
+				CHECK(m.result->type == MSGPACK_OBJECT_NIL);
+				if (trace)
+					fprintf(stderr, "msgid %u: %s: %.*s\n", msgid, known,
+						(int)msg->via.str.size, msg->via.str.ptr);
+			} else if (trace) {
+				fprintf(stderr, "msgid %u: ok\n", msgid);
+			}
+		}
+		msgpack_unpacked_destroy(&u);
+		tdp_buf_consume(&c->out, s.pos);
+	}
+	return responses;
+}
+
+/* Drive a started train.run a few turns; then it ends or its client leaves. */
+static void drive_job(struct conn *c, uint32_t msgid)
+{
+	unsigned responses = 0;
+
+	for (unsigned k = 0; c->job && k < JOB_TURNS; k++) {
+		train_jobs_run(NULL);
+		responses += check_output(c, msgid);
+	}
+	if (c->job) {
+		CHECK(responses == 0);
+		train_job_cancel(c->job);
+		c->job = NULL;
+		CHECK(!train_jobs_run(NULL));
+		CHECK(check_output(c, msgid) == 0);
+	} else {
+		CHECK(responses == 1);
+	}
+}
+
+/* Serve one complete message as conn.c's handle_message does. Returns false
+ * when the daemon would close the connection. */
+static bool serve(struct conn *c, const uint8_t *p, size_t n)
+{
+	msgpack_unpacked u;
+	msgpack_packer pk;
+	struct tdp_message m;
+	char why[200];
+	uint32_t msgid;
+	bool go_on = true;
+
+	msgpack_packer_init(&pk, &c->out, tdp_buf_msgpack_write);
+	msgpack_unpacked_init(&u);
+	CHECK(tdp_unpack(&u, p, n) == 0); /* the scanner accepted it */
+	if (tdp_message_parse(&u.data, &m, why, sizeof(why)) < 0) {
+		if (tdp_message_request_id(&u.data, &msgid) == 0) {
+			CHECK(tdp_write_error(&pk, msgid, TDP_PROTOCOL, why) == 0);
+			CHECK(check_output(c, msgid) == 1);
+		} else {
+			go_on = false;
+		}
+	} else if (m.type == TDP_MSG_REQUEST) {
+		struct request req = {
+			.d = c->d,
+			.conn = c,
+			.uid = (m.msgid & 1) ? 1001 : 1000,
+			.pid = 1,
+			.msgid = m.msgid,
+			.params = m.params,
+			.pk = &pk,
+			.out = &c->out,
+		};
+
+		c->uid = req.uid;
+		CHECK(request_dispatch(&req, m.method, m.method_len) == 0);
+		if (c->job)
+			drive_job(c, m.msgid);
+		else
+			CHECK(check_output(c, m.msgid) == 1);
+	} else {
+		go_on = false;
+	}
+	msgpack_unpacked_destroy(&u);
+	return go_on;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct gpu_device gpu;
+	struct daemon d = { 0 };
+	struct conn c = { 0 };
+	struct tdp_scan_limits lim = tdp_scan_default_limits;
+	size_t off = 0;
+
+	trace = getenv("FUZZ_TRACE") != NULL;
+	log_set_level(trace ? LOG_DEBUG : LOG_EMERG);
+	fuzz_gpu_init(&gpu, HEAP_BYTES);
+	config_defaults(&d.cfg);
+	/* Small limits, so the fuzzer reaches them with small inputs. */
+	d.cfg.max_tensors = 32;
+	d.cfg.max_tensor_bytes = (uint64_t)1 << 20;
+	d.cfg.max_message_bytes = (uint64_t)4 << 20;
+	d.gpu = &gpu;
+	d.devices = &gpu.desc;
+	d.ndevices = 1;
+	d.start_ns = daemon_now_ns(CLOCK_MONOTONIC);
+	d.store = store_new((uint32_t)d.cfg.max_tensors, release_tensor, &d);
+	if (!d.store)
+		return 0;
+	c.d = &d;
+	c.src.fd = -1;
+	lim.max_bytes = d.cfg.max_message_bytes;
+
+	while (off < size) {
+		struct tdp_scanner s;
+
+		tdp_scanner_reset(&s);
+		if (tdp_scanner_feed(&s, data + off, size - off, &lim) != 1)
+			break;
+		if (!serve(&c, data + off, s.pos))
+			break;
+		off += s.pos;
+	}
+
+	CHECK(!c.job);
+	train_jobs_free();
+	store_free(d.store);
+	tdp_buf_free(&c.out);
+	tdp_buf_free(&c.in);
+	CHECK(fuzz_gpu_live_blocks() == 0);
+	CHECK(gpu.mem.used == 0 && gpu.mem.reserved == 0);
+	return 0;
+}

@@ -1,0 +1,229 @@
+/* A stand-in for the daemon's device layer (daemon/gpu/memory.c, transfer.c,
+ * pipeline.c, recorder.c) so the request handlers can be fuzzed without a GPU.
+ *
+ * Device memory is host memory (calloc), uploads and downloads are memcpy,
+ * pipelines are looked up in the embedded shader table (an op asking for a
+ * kernel variant that does not exist gets -ENOENT, as from the real layer),
+ * and dispatches compute nothing. What the stub adds is checking: every
+ * binding must lie inside a live allocation, be aligned like a real device
+ * demands and fit the binding range; every dispatch must respect the grid and
+ * push-constant limits. A violation would be an out-of-bounds access on a real
+ * GPU, so it aborts (the fuzzer reports it as a crash). Freed blocks are freed
+ * for real, so ASan reports a dispatch that binds a tensor already released. */
+#include "fuzz_gpu.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/device.h"
+#include "gpu/memory.h"
+#include "gpu/pipeline.h"
+#include "gpu/recorder.h"
+#include "gpu/transfer.h"
+#include "shaders.h"
+
+#define STUB_ALIGN 64
+
+static struct gpu_block dummy_block = { .size = 16 };
+static struct gpu_pipeline *pipelines;
+static uint64_t live_blocks;
+
+static void stub_bug(const char *what)
+{
+	fprintf(stderr, "fuzz gpu stub: %s\n", what);
+	abort();
+}
+
+void fuzz_gpu_init(struct gpu_device *g, uint64_t heap_bytes)
+{
+	memset(g, 0, sizeof(*g));
+	g->desc.index = 0;
+	snprintf(g->desc.name, sizeof(g->desc.name), "fuzz stub device");
+	g->desc.type = "cpu";
+	snprintf(g->desc.driver, sizeof(g->desc.driver), "stub");
+	snprintf(g->desc.api_version, sizeof(g->desc.api_version), "1.2.0");
+	g->desc.heap_size = heap_bytes;
+	g->desc.usable = true;
+	/* Small on purpose: tensors of a few KiB already need windowed binding. */
+	g->props.limits.maxStorageBufferRange = 1u << 16;
+	g->props.limits.minStorageBufferOffsetAlignment = 16;
+	g->props.limits.maxComputeWorkGroupCount[0] = 65535;
+	g->props.limits.maxComputeWorkGroupCount[1] = 65535;
+	g->props.limits.maxComputeWorkGroupCount[2] = 65535;
+	g->desc.max_storage_buffer_range = g->props.limits.maxStorageBufferRange;
+	g->mem.align = STUB_ALIGN;
+	g->mem.heap_size = heap_bytes;
+	g->mem.max_allocation = heap_bytes;
+	g->desc.max_allocation_size = heap_bytes;
+	g->mem.host_mapped = true;
+	dummy_block.buffer = (VkBuffer)(uintptr_t)&dummy_block;
+	g->dummy.block = &dummy_block;
+	g->dummy.size = 16;
+	g->dummy.reserved = 16;
+}
+
+uint64_t fuzz_gpu_live_blocks(void)
+{
+	return live_blocks;
+}
+
+int gpu_memory_alloc(struct gpu_device *g, uint64_t size, struct gpu_alloc *ret)
+{
+	uint64_t reserved = (size + STUB_ALIGN - 1) / STUB_ALIGN * STUB_ALIGN;
+	struct gpu_block *b;
+
+	if (size == 0) {
+		*ret = (struct gpu_alloc){ 0 };
+		return 0;
+	}
+	if (size > g->mem.max_allocation)
+		return -EFBIG;
+	if (g->mem.reserved + reserved > g->mem.heap_size)
+		return -ENOMEM;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->map = calloc(1, reserved);
+	if (!b->map) {
+		free(b);
+		return -ENOMEM;
+	}
+	b->size = reserved;
+	b->dedicated = true;
+	b->buffer = (VkBuffer)(uintptr_t)b;
+	g->mem.used += size;
+	g->mem.reserved += reserved;
+	live_blocks++;
+	*ret = (struct gpu_alloc){ .block = b, .offset = 0, .size = size, .reserved = reserved };
+	return 0;
+}
+
+void gpu_memory_free(struct gpu_device *g, struct gpu_alloc *a)
+{
+	if (!a->block)
+		return;
+	if (a->block == &dummy_block)
+		stub_bug("freeing the dummy binding");
+	g->mem.used -= a->size;
+	g->mem.reserved -= a->reserved;
+	free(a->block->map);
+	free(a->block);
+	live_blocks--;
+	*a = (struct gpu_alloc){ 0 };
+}
+
+int gpu_upload(struct gpu_device *g, const struct gpu_alloc *a, const void *src)
+{
+	(void)g;
+	if (a->size)
+		memcpy((uint8_t *)a->block->map + a->offset, src, a->size);
+	return 0;
+}
+
+int gpu_download(struct gpu_device *g, const struct gpu_alloc *a, void *dst)
+{
+	(void)g;
+	if (a->size)
+		memcpy(dst, (const uint8_t *)a->block->map + a->offset, a->size);
+	return 0;
+}
+
+int gpu_pipeline_get(struct gpu_device *g, const char *name, const struct gpu_pipeline **ret)
+{
+	int idx = shader_index(name);
+
+	(void)g;
+	if (idx < 0)
+		return -ENOENT;
+	if (!pipelines) {
+		pipelines = calloc(shader_count, sizeof(*pipelines));
+		if (!pipelines)
+			return -ENOMEM;
+	}
+	pipelines[idx].shader = shader_table[idx].name;
+	*ret = &pipelines[idx];
+	return 0;
+}
+
+uint32_t gpu_pipeline_count(const struct gpu_device *g)
+{
+	(void)g;
+	return 0;
+}
+
+int gpu_rec_begin(struct gpu_recorder *rec, struct gpu_device *g)
+{
+	memset(rec, 0, sizeof(*rec));
+	rec->g = g;
+	return 0;
+}
+
+struct gpu_binding gpu_rec_bind(struct gpu_device *g, const struct gpu_alloc *a, uint64_t offset,
+				uint64_t size, bool write)
+{
+	if (!a->block || size == 0)
+		return (struct gpu_binding){ g->dummy.block->buffer, g->dummy.offset, 16, false };
+	if (offset > a->reserved || size > a->reserved - offset)
+		stub_bug("a binding reaches past its allocation");
+	return (struct gpu_binding){ a->block->buffer, a->offset + offset, size, write };
+}
+
+void gpu_rec_barrier(struct gpu_recorder *rec)
+{
+	rec->nwritten = 0;
+	rec->barriers++;
+}
+
+int gpu_rec_dispatch(struct gpu_recorder *rec, const struct gpu_pipeline *p,
+		     const struct gpu_binding *bindings, unsigned nbindings,
+		     const void *push, uint32_t push_size, uint64_t invocations,
+		     uint32_t local_size)
+{
+	const VkPhysicalDeviceLimits *lim = &rec->g->props.limits;
+	uint64_t groups, gx, gy;
+
+	if (!p || !p->shader)
+		stub_bug("a dispatch without a pipeline");
+	if (local_size == 0)
+		stub_bug("a dispatch with local size 0");
+	if (nbindings > GPU_MAX_BINDINGS || push_size > GPU_PUSH_BYTES)
+		return -EINVAL;
+	if (push_size && !push)
+		stub_bug("push constants without data");
+	for (unsigned i = 0; i < nbindings; i++) {
+		const struct gpu_binding *b = &bindings[i];
+		/* The handle is the block itself: reading it finds freed blocks. */
+		const struct gpu_block *blk = (const struct gpu_block *)(uintptr_t)b->buffer;
+
+		if (!blk)
+			stub_bug("a binding without a buffer");
+		if (b->range == 0 || b->offset > blk->size || b->range > blk->size - b->offset)
+			stub_bug("a binding outside its buffer");
+		if (b->offset % lim->minStorageBufferOffsetAlignment)
+			stub_bug("a binding offset the device cannot bind (alignment)");
+		if (b->range > lim->maxStorageBufferRange)
+			stub_bug("a binding larger than maxStorageBufferRange");
+	}
+	groups = (invocations + local_size - 1) / local_size;
+	if (groups == 0)
+		return 0;
+	gx = groups < lim->maxComputeWorkGroupCount[0] ? groups : lim->maxComputeWorkGroupCount[0];
+	gy = (groups + gx - 1) / gx;
+	if (gy > lim->maxComputeWorkGroupCount[1])
+		return -E2BIG;
+	rec->dispatches++;
+	return 0;
+}
+
+int gpu_rec_submit_wait(struct gpu_recorder *rec)
+{
+	(void)rec;
+	return 0;
+}
+
+void gpu_rec_abort(struct gpu_recorder *rec)
+{
+	(void)rec;
+}

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Run the C integration test (tests/test_integration.c) against a tensord that
+# runs under valgrind's memcheck on lavapipe, then require of every daemon run:
+# exit status 0 after SIGTERM, no memcheck error (invalid read or write, use
+# of uninitialised memory, bad free) and no definitely lost block.
+#
+#   tests/valgrind/run.sh [BUILD_DIR]        (default: build)
+#
+# Timeouts of the test are stretched by TENSORD_TEST_TIME_SCALE (default 40
+# here): memcheck runs the daemon, and lavapipe's shader compiler, some 20 to
+# 50 times slower. The memcheck reports stay in $VALGRIND_LOG_DIR (default: a
+# temporary directory, printed).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build}
+logs=${VALGRIND_LOG_DIR:-$(mktemp -d /tmp/tensord-valgrind-XXXXXX)}
+mkdir -p "$logs"
+rm -f "$logs"/tensord-valgrind.*.log
+
+echo "== test-integration against tensord under valgrind (reports in $logs)"
+start=$(date +%s)
+TENSORD_REAL_BIN="$build/daemon/tensord" \
+TENSORD_BIN="$PWD/tests/valgrind/tensord-valgrind.sh" \
+VALGRIND_LOG_DIR="$logs" \
+TENSORD_TEST_TIME_SCALE=${TENSORD_TEST_TIME_SCALE:-40} \
+  "$build/tests/test-integration"
+rc=$?
+echo "== test-integration exited $rc after $(( $(date +%s) - start )) s"
+
+status=$rc
+shopt -s nullglob
+reports=("$logs"/tensord-valgrind.*.log)
+if [ ${#reports[@]} -eq 0 ]; then
+  echo "!! no valgrind report was written"
+  status=1
+fi
+for f in "${reports[@]}"; do
+  errors=$(sed -n 's/.*ERROR SUMMARY: \([0-9]*\) errors.*/\1/p' "$f" | tail -1)
+  lost=$(sed -n 's/.*definitely lost: \([0-9,]*\) bytes.*/\1/p' "$f" | tail -1)
+  grep -q "All heap blocks were freed" "$f" && lost=0
+  echo "$(basename "$f"): ${errors:-?} errors, ${lost:-?} bytes definitely lost"
+  if [ "${errors:-x}" != 0 ] || [ "${lost:-x}" != 0 ]; then
+    status=1
+    echo "!! memcheck found problems; the report:"
+    cat "$f"
+  fi
+done
+exit "$status"
