@@ -20,6 +20,7 @@
 #include "loop.h"
 #include "server.h"
 #include "store.h"
+#include "model.h"
 #include "train.h"
 
 int64_t daemon_now_ns(int clock)
@@ -252,7 +253,8 @@ int main(int argc, char **argv)
 		   (unsigned long long)(d.gpu->mem.heap_size >> 20));
 
 	d.store = store_new((uint32_t)d.cfg.max_tensors, release_tensor, &d);
-	if (!d.store)
+	d.models = models_new(MODEL_MAX_MODELS);
+	if (!d.store || !d.models)
 		goto out;
 	if (open_listener(&d, &listen_fd, &unlink_path) < 0)
 		goto out;
@@ -278,6 +280,7 @@ int main(int argc, char **argv)
 out:
 	server_free(d.server);
 	train_jobs_free();
+	models_free(d.models);
 	store_free(d.store);
 	gpu_device_free(d.gpu);
 	free(d.devices);
