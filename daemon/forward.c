@@ -40,7 +40,7 @@ struct tensor *feeds_source(struct request *req, const struct feeds *fd, unsigne
 	struct tensor *t = store_find(req->d->store, fd->f[k].src, strlen(fd->f[k].src));
 
 	if (!t)
-		request_fail(req, TDP_NOT_FOUND, "data: no tensor named '%s' (fed as '%s')", fd->f[k].src,
+		request_fail(req, TDP_NOT_FOUND, "no tensor named '%s' to feed input '%s'", fd->f[k].src,
 			     fd->f[k].id);
 	return t;
 }
