@@ -415,6 +415,11 @@ int ctl_model_load(struct ctl *c, const char *path)
 		msgpack_sbuffer_destroy(&sb);
 		return ctl_error("%s: %s", path, err);
 	}
+	if (!st_meta_get(&f, META_DEF)) {
+		status = ctl_error("%s has no model definition (__metadata__ \"%s\"): was it written by "
+				   "tensorctl model save? (tensorctl load puts plain tensors)", path, META_DEF);
+		goto out;
+	}
 	name = c->name ? c->name : st_meta_get(&f, META_NAME);
 	if (!name || !tdp_name_valid(name, strnlen(name, TENSORD_MAX_NAME_LEN + 1))) {
 		status = name ? ctl_error("%s: '%.64s' is no valid model name", path, name)
