@@ -59,9 +59,10 @@ static int name_list(const msgpack_object *arr, unsigned max, const char *what,
 		names[k][o->via.str.size] = '\0';
 		for (unsigned j = 0; distinct && j < k; j++)
 			if (!strcmp(names[j], names[k])) {
+				int r = tdp_errorf(why, why_len, -EINVAL, "%s: '%s' is listed twice", what, names[k]);
+
 				free(names);
-				return tdp_errorf(why, why_len, -EINVAL, "%s: '%s' is listed twice", what,
-						  names[k]);
+				return r;
 			}
 	}
 	*ret = names;
