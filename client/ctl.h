@@ -26,6 +26,12 @@ struct ctl {
 	const char **attrs;   /* --attr key=value, in order */
 	bool watch;           /* info --watch */
 	const char *interval, *count; /* info --watch --interval S --count N */
+	int ndata;
+	const char **data;    /* --data / --input IN=TENSOR, in order */
+	int nids;
+	const char **ids;     /* --metric / --output ID, in order */
+	const char *prefix, *name, *model, *batch_size, *epochs, *steps;
+	bool replace, tensors;
 	struct tensord *td;
 };
 
@@ -93,6 +99,31 @@ int ctl_cmd_train(struct ctl *c);
 int ctl_cmd_step(struct ctl *c);
 int ctl_cmd_info_watch(struct ctl *c);
 int ctl_cmd_metrics(struct ctl *c);
+int ctl_cmd_save(struct ctl *c);
+int ctl_cmd_load(struct ctl *c);
+int ctl_cmd_model(struct ctl *c);
+int ctl_cmd_evaluate(struct ctl *c);
+int ctl_cmd_predict(struct ctl *c);
+
+/* model save NAME FILE and model load FILE (ctl_save.c). */
+int ctl_model_save(struct ctl *c, const char *model, const char *path);
+int ctl_model_load(struct ctl *c, const char *path);
+
+/* Print a graph.run-shaped result {"outputs", "stored"} (graph, predict). */
+int ctl_print_graph_result(struct ctl *c, const msgpack_object *res);
+
+/* Pack a map holding the entries of `base` (a map, or NULL) whose keys
+ * `extra` (a map) lacks, then every entry of `extra`. Nonzero on failure. */
+int ctl_pack_merged(msgpack_packer *pk, const msgpack_object *base, const msgpack_object *extra);
+
+/* Pack --data/--input pairs IN=TENSOR as a map {IN: TENSOR}. Returns
+ * CTL_EXIT_OK, or CTL_EXIT_USAGE with the error printed (`opt` names the
+ * option). */
+int ctl_pack_pairs(msgpack_packer *pk, const char *const *pairs, int n, const char *opt);
+
+/* Parse a positive count option ("--batch-size 32"). Returns CTL_EXIT_OK or
+ * CTL_EXIT_USAGE with the error printed. */
+int ctl_parse_count(const char *opt, const char *text, uint64_t *ret);
 
 /* Read the JSON file `path` (bounded size) and append it to `sb` as msgpack.
  * It must hold one object; `what` shows its shape in the message otherwise.

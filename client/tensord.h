@@ -232,6 +232,39 @@ TENSORD_EXPORT int tensord_train_step_raw(struct tensord *td, const void *params
 TENSORD_EXPORT int tensord_train_run_raw(struct tensord *td, const void *params, size_t len,
 					 void **ret_result, size_t *ret_len);
 
+/* `model.define` with raw msgpack, like tensord_call_raw(): `params` (`len`
+ * bytes) is one packed map {"name", "nodes", "loss", "params", "inputs"?,
+ * "outputs"?, "optimizer"?, "step"?, "replace"?} (docs/protocol.md). On
+ * success *ret_result is the malloc'd packed result (the model.stat map;
+ * free() it) and *ret_len its size. Train a defined model with
+ * tensord_train_step_raw()/tensord_train_run_raw() and {"model": name}. */
+TENSORD_EXPORT int tensord_model_define_raw(struct tensord *td, const void *params, size_t len,
+					    void **ret_result, size_t *ret_len);
+
+/* `model.list`: the packed result {"models": [...]}, like tensord_call_raw(). */
+TENSORD_EXPORT int tensord_model_list_raw(struct tensord *td, void **ret_result, size_t *ret_len);
+
+/* `model.stat {name}`: the packed result {"name", "step", "definition",
+ * "params", "state", ...}, like tensord_call_raw(). */
+TENSORD_EXPORT int tensord_model_stat_raw(struct tensord *td, const char *name, void **ret_result,
+					  size_t *ret_len);
+
+/* `model.delete {name, tensors}`: with `tensors` nonzero the parameters and
+ * their optimizer state are deleted too. */
+TENSORD_EXPORT int tensord_model_delete(struct tensord *td, const char *name, int tensors);
+
+/* `model.evaluate` with raw msgpack: `params` is one packed map {"model",
+ * "data", "metrics"?, "batch_size"?}; the packed result is {"loss",
+ * "metrics", "samples", "batches"}. */
+TENSORD_EXPORT int tensord_model_evaluate_raw(struct tensord *td, const void *params, size_t len,
+					      void **ret_result, size_t *ret_len);
+
+/* `model.predict` with raw msgpack: `params` is one packed map {"model",
+ * "inputs", "outputs"?, "out"?}; the packed result is {"outputs",
+ * "stored"} as graph.run's. */
+TENSORD_EXPORT int tensord_model_predict_raw(struct tensord *td, const void *params, size_t len,
+					     void **ret_result, size_t *ret_len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,6 +11,7 @@
 struct loop;
 struct server;
 struct store;
+struct models;
 
 struct daemon {
 	struct config cfg;
@@ -20,6 +21,7 @@ struct daemon {
 	struct gpu_device_desc *devices; /* every device found, for info */
 	uint32_t ndevices;
 	struct store *store;
+	struct models *models;           /* model.define's registry (model.h) */
 	int64_t start_ns;                /* CLOCK_MONOTONIC at start-up */
 	uint64_t requests;               /* requests answered (errors too), for info */
 	uint64_t requests_failed;        /* of which with an error response */

@@ -8,6 +8,7 @@
 #include "graph.h"
 #include "handlers.h"
 #include "train.h"
+#include "methods_model.h"
 #include "log.h"
 #include "methods.h"
 #include "request.h"
@@ -30,6 +31,12 @@ static const struct {
 	{ TDP_METHOD_GRAPH_RUN, graph_run },
 	{ TDP_METHOD_TRAIN_STEP, train_step },
 	{ TDP_METHOD_TRAIN_RUN, train_run },
+	{ TDP_METHOD_MODEL_DEFINE, method_model_define },
+	{ TDP_METHOD_MODEL_LIST, method_model_list },
+	{ TDP_METHOD_MODEL_STAT, method_model_stat },
+	{ TDP_METHOD_MODEL_DELETE, method_model_delete },
+	{ TDP_METHOD_MODEL_EVALUATE, method_model_evaluate },
+	{ TDP_METHOD_MODEL_PREDICT, method_model_predict },
 };
 
 #define METHOD_COUNT (sizeof(method_table) / sizeof(method_table[0]))

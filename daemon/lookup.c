@@ -98,3 +98,15 @@ int lookup_check_quota(struct request *req, const struct lookup_output *outs, si
 	free(od);
 	return r < 0 ? -1 : 0;
 }
+
+struct tensor *lookup_readable(const struct request *req, const char *name, size_t len)
+{
+	char buf[TDP_MAX_NAME_LEN + 1], why[8];
+	struct tensor *t;
+
+	if (len > TDP_MAX_NAME_LEN)
+		return NULL;
+	memcpy(buf, name, len);
+	buf[len] = '\0';
+	return lookup_tensor_why(req, NULL, buf, ACCESS_READ, &t, why, sizeof(why)) == 0 ? t : NULL;
+}

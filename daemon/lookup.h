@@ -31,3 +31,7 @@ struct lookup_output {
 	uint64_t bytes;
 };
 int lookup_check_quota(struct request *req, const struct lookup_output *outs, size_t n);
+
+/* The tensor `name` (`len` bytes) if the request's client may read it, else
+ * NULL (absent or not readable; nothing is reported). */
+struct tensor *lookup_readable(const struct request *req, const char *name, size_t len);

@@ -20,6 +20,7 @@
 #include "notify.h"
 #include "server.h"
 #include "store.h"
+#include "model.h"
 #include "train.h"
 
 int64_t daemon_now_ns(int clock)
@@ -296,7 +297,8 @@ int main(int argc, char **argv)
 		   (unsigned long long)(d.gpu->mem.heap_size >> 20));
 
 	d.store = store_new((uint32_t)d.cfg.max_tensors, release_tensor, &d);
-	if (!d.store)
+	d.models = models_new(MODEL_MAX_MODELS);
+	if (!d.store || !d.models)
 		goto out;
 	/* Tensors live in device memory only, so there is nothing to restore
 	 * yet; restoring belongs here, before READY=1, once there is. */
@@ -328,6 +330,7 @@ out:
 	notify_fini(&notify);
 	server_free(d.server);
 	train_jobs_free();
+	models_free(d.models);
 	store_free(d.store);
 	gpu_device_free(d.gpu);
 	free(d.devices);

@@ -13,6 +13,12 @@
 #define TDP_METHOD_GRAPH_RUN "graph.run"
 #define TDP_METHOD_TRAIN_STEP "train.step"
 #define TDP_METHOD_TRAIN_RUN "train.run"
+#define TDP_METHOD_MODEL_DEFINE "model.define"
+#define TDP_METHOD_MODEL_LIST "model.list"
+#define TDP_METHOD_MODEL_STAT "model.stat"
+#define TDP_METHOD_MODEL_DELETE "model.delete"
+#define TDP_METHOD_MODEL_EVALUATE "model.evaluate"
+#define TDP_METHOD_MODEL_PREDICT "model.predict"
 
 /* Notification the daemon sends before closing a connection whose byte stream
  * it could not parse: params are [ {code, name, message} ]. */
