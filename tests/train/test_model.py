@@ -318,9 +318,9 @@ def test_errors(c):
     expect_error(c, "model.define", dict(base, step=-1), "INVALID_ARGUMENT", label="negative step")
     expect_error(c, "model.define", dict(base, replace="yes"), "INVALID_ARGUMENT", label="replace a string")
     expect_error(c, "model.define", dict(base, bogus=1), "INVALID_ARGUMENT", "bogus", "unknown key")
-    bad_nodes = d["nodes"][:5] + [{"id": "v", "op": "var", "inputs": ["logits"]},
+    bad_nodes = d["nodes"][:5] + [{"id": "v", "op": "adam_m", "inputs": ["logits", "logits"]},
                                   {"id": "loss", "op": "sum", "inputs": ["v"]}]
-    expect_error(c, "model.define", dict(base, nodes=bad_nodes), "INVALID_ARGUMENT", "node 5 'v' (var)",
+    expect_error(c, "model.define", dict(base, nodes=bad_nodes), "INVALID_ARGUMENT", "node 5 'v' (adam_m)",
                  "non-differentiable op on a param path")
     check(err_name(c, "model.stat", {"name": "e"}) == "NOT_FOUND", "a refused define left a model")
     # model.stat / list / delete
