@@ -465,6 +465,9 @@ int gpu_result_errno(struct gpu_device *g, VkResult r)
 	}
 }
 
+/* How long gpu_cmd_wait polls a fence before it sleeps on it. */
+#define GPU_FENCE_SPIN_NS 200000
+
 int gpu_cmd_wait(struct gpu_device *g, unsigned i)
 {
 	struct gpu_cmd *c = &g->cmd[i];
@@ -474,7 +477,16 @@ int gpu_cmd_wait(struct gpu_device *g, unsigned i)
 	if (!c->pending)
 		return 0;
 	t0 = gpu_timing_now_ns();
-	r = vkWaitForFences(g->dev, 1, &c->fence, VK_TRUE, UINT64_MAX);
+	r = VK_NOT_READY;
+	/* Small requests finish within microseconds on a GPU, sooner than a
+	 * sleeping wait wakes up: poll briefly first (not on a CPU device, whose
+	 * worker threads need the cores this would take). */
+	if (g->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU)
+		while ((r = vkGetFenceStatus(g->dev, c->fence)) == VK_NOT_READY &&
+		       gpu_timing_now_ns() - t0 < GPU_FENCE_SPIN_NS)
+			;
+	if (r == VK_NOT_READY)
+		r = vkWaitForFences(g->dev, 1, &c->fence, VK_TRUE, UINT64_MAX);
 	c->pending = false;
 	if (r != VK_SUCCESS)
 		return gpu_result_errno(g, r);

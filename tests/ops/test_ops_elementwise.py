@@ -17,6 +17,8 @@ SHAPE_PAIRS = [
     ((7, 1), ()),
     ((0, 3), (3,)),          # zero size
     ((1000,), (1,)),         # not a multiple of 256
+    ((4, 6), (4, 6)),        # same layout, whole vec4s: binary_vec4.comp (f32, f16)
+    ((1028,), (1028,)),      # likewise, over two workgroups
 ]
 
 
