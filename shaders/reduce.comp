@@ -1,5 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 // Row reductions: out[r] = combine over j < L of in(r, j). A row is reduced
 // by a segment of 2^seg_log2 invocations: each folds a few elements (at most
 // `chunk` / segment), then the segment combines them as a tree in shared
@@ -153,7 +154,21 @@ void main()
 #if IS_FLOAT
 		float m = (pc.flags & RED_SQDEV) != 0u ? mean[row] : 0.0;
 #endif
-		for (uint j = j0 + t; j < j1; j += S) {
+		uint j = j0 + t;
+		// Plain folds over one strided dim: eight loads in flight per
+		// iteration, folded in the same order as the loop below (same bits),
+		// so the kernel is not bound by one load's latency at a time.
+		if (!partial && !arg && pc.nr == 1u && (pc.flags & RED_SQDEV) == 0u) {
+			uint st = pc.stride[pc.nk];
+			for (; j + 7u * S < j1; j += 8u * S) {
+				ACC e[8];
+				[[unroll]] for (uint u = 0u; u < 8u; u++)
+					e[u] = LOAD(x[base + (j + u * S) * st]);
+				[[unroll]] for (uint u = 0u; u < 8u; u++)
+					v = combine(pc.op, v, e[u]);
+			}
+		}
+		for (; j < j1; j += S) {
 			ACC e;
 			uint ei = j;
 			if (partial) {
