@@ -27,6 +27,7 @@
 
 #include <msgpack.h>
 
+#include "bench_util.h"
 #include "tensord.h"
 
 #define BENCH_TENSOR_NAME "bench/rpc/blob"
@@ -56,82 +57,6 @@ struct results {
 	double put_gbs, get_gbs;
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* Nearest-rank percentile of a sorted array. */
-static double percentile(const double *sorted, size_t n, double p)
-{
-	size_t rank = (size_t)ceil(p * (double)n);
-
-	if (rank < 1)
-		rank = 1;
-	return sorted[rank - 1];
-}
-
-static double mean(const double *v, size_t n)
-{
-	double sum = 0;
-
-	for (size_t i = 0; i < n; i++)
-		sum += v[i];
-	return sum / (double)n;
-}
-
-static double median(double *v, size_t n)
-{
-	qsort(v, n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static int unix_connect(const char *path)
-{
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
-	int fd;
-
-	if (strlen(path) >= sizeof(addr.sun_path))
-		return -ENAMETOOLONG;
-	memcpy(addr.sun_path, path, strlen(path) + 1);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (const struct sockaddr *)&addr, sizeof(addr)) < 0) {
-		int r = -errno;
-		close(fd);
-		return r;
-	}
-	return fd;
-}
-
-static int write_all(int fd, const void *data, size_t len)
-{
-	const char *p = data;
-
-	while (len > 0) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* Fill `len` bytes with f32 values that survive a round trip bit for bit. */
 static void fill_f32(void *data, size_t len)
 {
@@ -143,157 +68,34 @@ static void fill_f32(void *data, size_t len)
 
 /* ---- tensord ---------------------------------------------------------- */
 
-static const char *tensord_socket_path(const char *path)
-{
-	const char *env;
-
-	if (path)
-		return path;
-	env = getenv("TENSORD_SOCKET");
-	return env && *env ? env : "/run/tensord/tensord.sock";
-}
-
-/* Finds `key` in a msgpack map; NULL when absent or `map` is no map. */
-static const msgpack_object *map_get(const msgpack_object *map, const char *key)
-{
-	size_t klen = strlen(key);
-
-	if (map->type != MSGPACK_OBJECT_MAP)
-		return NULL;
-	for (uint32_t i = 0; i < map->via.map.size; i++) {
-		const msgpack_object_kv *kv = &map->via.map.ptr[i];
-		if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == klen &&
-		    memcmp(kv->key.via.str.ptr, key, klen) == 0)
-			return &kv->val;
-	}
-	return NULL;
-}
-
-/* The name of the device `info` marks active, for the report header. */
-static void tensord_device_name(struct tensord *td, char *out, size_t out_len)
-{
-	void *raw = NULL;
-	size_t raw_len = 0, off = 0;
-	msgpack_unpacked msg;
-	const msgpack_object *devs;
-
-	snprintf(out, out_len, "?");
-	if (tensord_info_raw(td, &raw, &raw_len) < 0)
-		return;
-	msgpack_unpacked_init(&msg);
-	if (msgpack_unpack_next(&msg, raw, raw_len, &off) == MSGPACK_UNPACK_SUCCESS &&
-	    (devs = map_get(&msg.data, "devices")) && devs->type == MSGPACK_OBJECT_ARRAY) {
-		for (uint32_t i = 0; i < devs->via.array.size; i++) {
-			const msgpack_object *dev = &devs->via.array.ptr[i];
-			const msgpack_object *active = map_get(dev, "active");
-			const msgpack_object *name = map_get(dev, "name");
-			if (active && active->type == MSGPACK_OBJECT_BOOLEAN && active->via.boolean &&
-			    name && name->type == MSGPACK_OBJECT_STR) {
-				snprintf(out, out_len, "%.*s", (int)name->via.str.size,
-					 name->via.str.ptr);
-				break;
-			}
-		}
-	}
-	msgpack_unpacked_destroy(&msg);
-	free(raw);
-}
-
-/* Reads responses from `fd` until `count` arrived; each must be a success. */
-static int tensord_read_responses(int fd, msgpack_unpacker *u, unsigned count)
-{
-	msgpack_unpacked msg;
-	unsigned got = 0;
-	int r = 0;
-
-	msgpack_unpacked_init(&msg);
-	while (got < count) {
-		msgpack_unpack_return ur = msgpack_unpacker_next(u, &msg);
-		if (ur == MSGPACK_UNPACK_SUCCESS) {
-			const msgpack_object *o = &msg.data;
-			if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 4 ||
-			    o->via.array.ptr[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
-			    o->via.array.ptr[0].via.u64 != 1 ||
-			    o->via.array.ptr[2].type != MSGPACK_OBJECT_NIL) {
-				r = -EPROTO;
-				break;
-			}
-			got++;
-			continue;
-		}
-		if (ur != MSGPACK_UNPACK_CONTINUE) {
-			r = -EPROTO;
-			break;
-		}
-		if (!msgpack_unpacker_reserve_buffer(u, 64 * 1024)) {
-			r = -ENOMEM;
-			break;
-		}
-		ssize_t n = recv(fd, msgpack_unpacker_buffer(u), msgpack_unpacker_buffer_capacity(u), 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			r = n < 0 ? -errno : -ECONNRESET;
-			break;
-		}
-		msgpack_unpacker_buffer_consumed(u, (size_t)n);
-	}
-	msgpack_unpacked_destroy(&msg);
-	return r;
-}
-
 /* `total` pings, `depth` in flight at a time, on a raw msgpack-RPC socket;
  * returns thousands of pings per second through *ret_kops. */
 static int tensord_pipelined(const char *path, unsigned depth, unsigned total, double *ret_kops)
 {
 	msgpack_sbuffer sbuf;
 	msgpack_packer pk;
-	msgpack_unpacker u;
-	unsigned done = 0;
-	double t0;
-	int fd, r = 0;
+	double ops = 0;
+	int r = 0;
 
-	fd = unix_connect(path);
-	if (fd < 0)
-		return fd;
 	msgpack_sbuffer_init(&sbuf);
 	msgpack_packer_init(&pk, &sbuf, msgpack_sbuffer_write);
-	for (unsigned i = 0; i < depth; i++) {
-		msgpack_pack_array(&pk, 4);
-		msgpack_pack_uint8(&pk, 0);
-		msgpack_pack_uint32(&pk, i);
-		msgpack_pack_str(&pk, 4);
-		msgpack_pack_str_body(&pk, "ping", 4);
-		msgpack_pack_array(&pk, 0);
-	}
-	if (!msgpack_unpacker_init(&u, MSGPACK_UNPACKER_INIT_BUFFER_SIZE)) {
-		r = -ENOMEM;
-		goto out;
-	}
-	/* Warm-up batch, then the timed ones. */
-	r = write_all(fd, sbuf.data, sbuf.size);
+	for (unsigned i = 0; r == 0 && i < depth; i++)
+		if (msgpack_pack_array(&pk, 4) || msgpack_pack_uint8(&pk, 0) ||
+		    msgpack_pack_uint32(&pk, i) || bench_pack_str(&pk, "ping") ||
+		    msgpack_pack_array(&pk, 0))
+			r = -ENOMEM;
+	if (r == 0)
+		r = bench_pipelined(path, sbuf.data, sbuf.size, depth, total, &ops, NULL, 0);
 	if (r >= 0)
-		r = tensord_read_responses(fd, &u, depth);
-	t0 = now_s();
-	while (r >= 0 && done < total) {
-		r = write_all(fd, sbuf.data, sbuf.size);
-		if (r >= 0)
-			r = tensord_read_responses(fd, &u, depth);
-		done += depth;
-	}
-	if (r >= 0)
-		*ret_kops = (double)done / (now_s() - t0) / 1e3;
-	msgpack_unpacker_destroy(&u);
-out:
+		*ret_kops = ops / 1e3;
 	msgpack_sbuffer_destroy(&sbuf);
-	close(fd);
 	return r;
 }
 
 static int bench_tensord(const struct options *opt, double *lat, double *reps,
 			 void *data, struct results *res)
 {
-	const char *path = tensord_socket_path(opt->socket_path);
+	const char *path = bench_socket_path(opt->socket_path);
 	uint64_t shape[1] = { opt->bytes / sizeof(float) };
 	struct tensord *td = NULL;
 	void *got = NULL;
@@ -308,21 +110,21 @@ static int bench_tensord(const struct options *opt, double *lat, double *reps,
 	r = tensord_ping(td, res->version, sizeof(res->version));
 	if (r < 0)
 		goto fail;
-	tensord_device_name(td, res->device, sizeof(res->device));
+	bench_device_name(td, res->device, sizeof(res->device));
 
 	for (unsigned i = 0; i < opt->warmup; i++)
 		if ((r = tensord_ping(td, NULL, 0)) < 0)
 			goto fail;
 	for (unsigned i = 0; i < opt->pings; i++) {
-		double t0 = now_s();
+		double t0 = bench_now_s();
 		if ((r = tensord_ping(td, NULL, 0)) < 0)
 			goto fail;
-		lat[i] = (now_s() - t0) * 1e6;
+		lat[i] = (bench_now_s() - t0) * 1e6;
 	}
-	qsort(lat, opt->pings, sizeof(*lat), cmp_double);
-	res->ping_p50_us = percentile(lat, opt->pings, 0.50);
-	res->ping_p99_us = percentile(lat, opt->pings, 0.99);
-	res->ping_mean_us = mean(lat, opt->pings);
+	qsort(lat, opt->pings, sizeof(*lat), bench_cmp_double);
+	res->ping_p50_us = bench_percentile(lat, opt->pings, 0.50);
+	res->ping_p99_us = bench_percentile(lat, opt->pings, 0.99);
+	res->ping_mean_us = bench_mean(lat, opt->pings);
 
 	if (opt->depth > 0) {
 		r = tensord_pipelined(path, opt->depth, opt->pipelined, &res->pipe_kops);
@@ -334,14 +136,14 @@ static int bench_tensord(const struct options *opt, double *lat, double *reps,
 
 	/* One untimed put and get each, so first-touch allocation is not timed. */
 	for (unsigned i = 0; i <= opt->reps; i++) {
-		double t0 = now_s();
+		double t0 = bench_now_s();
 		r = tensord_put(td, BENCH_TENSOR_NAME, TENSORD_F32, 1, shape, data, opt->bytes, NULL);
 		if (r < 0)
 			goto fail;
 		if (i > 0)
-			reps[i - 1] = (double)opt->bytes / (now_s() - t0) / 1e9;
+			reps[i - 1] = (double)opt->bytes / (bench_now_s() - t0) / 1e9;
 	}
-	res->put_gbs = median(reps, opt->reps);
+	res->put_gbs = bench_median(reps, opt->reps);
 
 	/* Both sides read into one buffer reused across repetitions, as a
 	 * client streaming tensors would. */
@@ -352,10 +154,10 @@ static int bench_tensord(const struct options *opt, double *lat, double *reps,
 	}
 	for (unsigned i = 0; i <= opt->reps; i++) {
 		size_t got_len = 0;
-		double t0 = now_s(), dt;
+		double t0 = bench_now_s(), dt;
 
 		r = tensord_get_into(td, BENCH_TENSOR_NAME, NULL, got, opt->bytes, &got_len);
-		dt = now_s() - t0;
+		dt = bench_now_s() - t0;
 		if (r < 0)
 			goto fail;
 		if (got_len != opt->bytes || memcmp(got, data, opt->bytes) != 0) {
@@ -366,7 +168,7 @@ static int bench_tensord(const struct options *opt, double *lat, double *reps,
 		if (i > 0)
 			reps[i - 1] = (double)opt->bytes / dt / 1e9;
 	}
-	res->get_gbs = median(reps, opt->reps);
+	res->get_gbs = bench_median(reps, opt->reps);
 
 	r = tensord_delete(td, BENCH_TENSOR_NAME);
 	if (r < 0)
@@ -523,13 +325,13 @@ static int resp_command(struct resp *r, unsigned argc, const char *const *argv,
 	int e, n;
 
 	n = snprintf(head, sizeof(head), "*%u\r\n", argc);
-	if ((e = write_all(r->fd, head, (size_t)n)) < 0)
+	if ((e = bench_write_all(r->fd, head, (size_t)n)) < 0)
 		return e;
 	for (unsigned i = 0; i < argc; i++) {
 		n = snprintf(head, sizeof(head), "$%zu\r\n", lens[i]);
-		if ((e = write_all(r->fd, head, (size_t)n)) < 0 ||
-		    (e = write_all(r->fd, argv[i], lens[i])) < 0 ||
-		    (e = write_all(r->fd, "\r\n", 2)) < 0)
+		if ((e = bench_write_all(r->fd, head, (size_t)n)) < 0 ||
+		    (e = bench_write_all(r->fd, argv[i], lens[i])) < 0 ||
+		    (e = bench_write_all(r->fd, "\r\n", 2)) < 0)
 			return e;
 	}
 	return 0;
@@ -538,7 +340,7 @@ static int resp_command(struct resp *r, unsigned argc, const char *const *argv,
 static int resp_ping(struct resp *r)
 {
 	static const char cmd[] = "*1\r\n$4\r\nPING\r\n";
-	int e = write_all(r->fd, cmd, sizeof(cmd) - 1);
+	int e = bench_write_all(r->fd, cmd, sizeof(cmd) - 1);
 
 	return e < 0 ? e : resp_expect(r, "+PONG");
 }
@@ -578,15 +380,15 @@ static int redis_pipelined(struct resp *r, unsigned depth, unsigned total, doubl
 	/* Round 0 is the warm-up. */
 	for (unsigned round = 0; e >= 0 && done < total; round++) {
 		if (round == 1)
-			t0 = now_s();
-		e = write_all(r->fd, batch, cmd_len * depth);
+			t0 = bench_now_s();
+		e = bench_write_all(r->fd, batch, cmd_len * depth);
 		for (unsigned i = 0; e >= 0 && i < depth; i++)
 			e = resp_expect(r, "+PONG");
 		if (round > 0)
 			done += depth;
 	}
 	if (e >= 0)
-		*ret_kops = (double)done / (now_s() - t0) / 1e3;
+		*ret_kops = (double)done / (bench_now_s() - t0) / 1e3;
 	free(batch);
 	return e;
 }
@@ -602,7 +404,7 @@ static int bench_redis(const struct options *opt, double *lat, double *reps,
 	void *got = NULL;
 	int e = 0;
 
-	r.fd = unix_connect(opt->redis_path);
+	r.fd = bench_unix_connect(opt->redis_path);
 	r.off = r.len = 0;
 	if (r.fd < 0) {
 		fprintf(stderr, "bench_rpc: cannot connect to redis at %s: %s\n", opt->redis_path,
@@ -616,27 +418,27 @@ static int bench_redis(const struct options *opt, double *lat, double *reps,
 		if ((e = resp_ping(&r)) < 0)
 			goto fail;
 	for (unsigned i = 0; i < opt->pings; i++) {
-		double t0 = now_s();
+		double t0 = bench_now_s();
 		if ((e = resp_ping(&r)) < 0)
 			goto fail;
-		lat[i] = (now_s() - t0) * 1e6;
+		lat[i] = (bench_now_s() - t0) * 1e6;
 	}
-	qsort(lat, opt->pings, sizeof(*lat), cmp_double);
-	res->ping_p50_us = percentile(lat, opt->pings, 0.50);
-	res->ping_p99_us = percentile(lat, opt->pings, 0.99);
-	res->ping_mean_us = mean(lat, opt->pings);
+	qsort(lat, opt->pings, sizeof(*lat), bench_cmp_double);
+	res->ping_p50_us = bench_percentile(lat, opt->pings, 0.50);
+	res->ping_p99_us = bench_percentile(lat, opt->pings, 0.99);
+	res->ping_mean_us = bench_mean(lat, opt->pings);
 
 	if (opt->depth > 0 && (e = redis_pipelined(&r, opt->depth, opt->pipelined, &res->pipe_kops)) < 0)
 		goto fail;
 
 	for (unsigned i = 0; i <= opt->reps; i++) {
-		double t0 = now_s();
+		double t0 = bench_now_s();
 		if ((e = resp_command(&r, 3, set_argv, set_lens)) < 0 || (e = resp_expect(&r, "+OK")) < 0)
 			goto fail;
 		if (i > 0)
-			reps[i - 1] = (double)opt->bytes / (now_s() - t0) / 1e9;
+			reps[i - 1] = (double)opt->bytes / (bench_now_s() - t0) / 1e9;
 	}
-	res->put_gbs = median(reps, opt->reps);
+	res->put_gbs = bench_median(reps, opt->reps);
 
 	got = malloc(opt->bytes);
 	if (!got) {
@@ -645,12 +447,12 @@ static int bench_redis(const struct options *opt, double *lat, double *reps,
 	}
 	for (unsigned i = 0; i <= opt->reps; i++) {
 		size_t got_len = 0;
-		double t0 = now_s(), dt;
+		double t0 = bench_now_s(), dt;
 
 		if ((e = resp_command(&r, 2, get_argv, get_lens)) < 0 ||
 		    (e = resp_bulk_into(&r, got, opt->bytes, &got_len)) < 0)
 			goto fail;
-		dt = now_s() - t0;
+		dt = bench_now_s() - t0;
 		if (got_len != opt->bytes || memcmp(got, data, opt->bytes) != 0) {
 			fprintf(stderr, "bench_rpc: redis GET returned other bytes than were SET\n");
 			e = -EIO;
@@ -659,7 +461,7 @@ static int bench_redis(const struct options *opt, double *lat, double *reps,
 		if (i > 0)
 			reps[i - 1] = (double)opt->bytes / dt / 1e9;
 	}
-	res->get_gbs = median(reps, opt->reps);
+	res->get_gbs = bench_median(reps, opt->reps);
 
 	{
 		static const char *const del_argv[] = { "DEL", BENCH_REDIS_KEY };
@@ -696,29 +498,6 @@ static double row_value(const struct row *row, const struct results *res)
 	return *(const double *)(const void *)((const char *)res + row->offset);
 }
 
-static void json_string(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
-}
-
-static void json_number(double v)
-{
-	if (isnan(v))
-		printf("null");
-	else
-		printf("%.6g", v);
-}
-
 static void print_json(const struct options *opt, const struct row *rows, size_t nrows,
 		       const struct results *td, const struct results *rd)
 {
@@ -735,12 +514,12 @@ static void print_json(const struct options *opt, const struct row *rows, size_t
 			continue;
 		}
 		printf("{\"version\": ");
-		json_string(sides[s]->version);
+		bench_json_string(sides[s]->version);
 		printf(", \"device\": ");
-		json_string(sides[s]->device);
+		bench_json_string(sides[s]->device);
 		for (size_t i = 0; i < nrows; i++) {
 			printf(", \"%s\": ", rows[i].key);
-			json_number(row_value(&rows[i], sides[s]));
+			bench_json_number(row_value(&rows[i], sides[s]));
 		}
 		printf("},\n");
 	}
@@ -749,11 +528,11 @@ static void print_json(const struct options *opt, const struct row *rows, size_t
 		double a = row_value(&rows[i], td), b = row_value(&rows[i], rd);
 		printf("    {\"workload\": \"%s\", \"unit\": \"%s\", \"tensord\": ", rows[i].key,
 		       rows[i].unit);
-		json_number(a);
+		bench_json_number(a);
 		printf(", \"redis\": ");
-		json_number(b);
+		bench_json_number(b);
 		printf(", \"ratio_tensord_over_redis\": ");
-		json_number(a / b);
+		bench_json_number(a / b);
 		printf(", \"better\": \"%s\"}%s\n", rows[i].lower_is_better ? "lower" : "higher",
 		       i + 1 < nrows ? "," : "");
 	}
@@ -811,24 +590,6 @@ static void print_table(const struct options *opt, const struct row *rows, size_
 
 /* ---- main ------------------------------------------------------------- */
 
-/* Waits until `path` accepts connections, for servers still starting up. */
-static int wait_for_socket(const char *path, unsigned wait_s)
-{
-	double deadline = now_s() + wait_s;
-	int fd;
-
-	for (;;) {
-		fd = unix_connect(path);
-		if (fd >= 0) {
-			close(fd);
-			return 0;
-		}
-		if ((fd != -ENOENT && fd != -ECONNREFUSED) || now_s() >= deadline)
-			return fd;
-		nanosleep(&(struct timespec){ .tv_nsec = 50 * 1000 * 1000 }, NULL);
-	}
-}
-
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -845,19 +606,6 @@ static void usage(FILE *f)
 		"  --depth N         pipelined pings in flight, 0 to skip (default 64)\n"
 		"  --pipelined N     pipelined pings in all (default 200000)\n"
 		"  --wait SEC        wait up to SEC seconds for the sockets to accept\n");
-}
-
-static int parse_uint(const char *s, unsigned min, unsigned max, unsigned *ret)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min || v > max)
-		return -EINVAL;
-	*ret = (unsigned)v;
-	return 0;
 }
 
 int main(int argc, char **argv)
@@ -905,13 +653,13 @@ int main(int argc, char **argv)
 		case OPT_REDIS: opt.redis_path = optarg; break;
 		case OPT_JSON: opt.json = true; break;
 		case OPT_NO_TENSORD: opt.no_tensord = true; break;
-		case OPT_PINGS: e = parse_uint(optarg, 1, 100000000, &opt.pings); break;
-		case OPT_WARMUP: e = parse_uint(optarg, 0, 100000000, &opt.warmup); break;
-		case OPT_REPS: e = parse_uint(optarg, 1, 100000, &opt.reps); break;
-		case OPT_SIZE: e = parse_uint(optarg, 1, 1024, &mib); opt.bytes = (size_t)mib << 20; break;
-		case OPT_DEPTH: e = parse_uint(optarg, 0, 65536, &opt.depth); break;
-		case OPT_PIPELINED: e = parse_uint(optarg, 1, 1000000000, &opt.pipelined); break;
-		case OPT_WAIT: e = parse_uint(optarg, 0, 3600, &opt.wait_s); break;
+		case OPT_PINGS: e = bench_parse_uint(optarg, 1, 100000000, &opt.pings); break;
+		case OPT_WARMUP: e = bench_parse_uint(optarg, 0, 100000000, &opt.warmup); break;
+		case OPT_REPS: e = bench_parse_uint(optarg, 1, 100000, &opt.reps); break;
+		case OPT_SIZE: e = bench_parse_uint(optarg, 1, 1024, &mib); opt.bytes = (size_t)mib << 20; break;
+		case OPT_DEPTH: e = bench_parse_uint(optarg, 0, 65536, &opt.depth); break;
+		case OPT_PIPELINED: e = bench_parse_uint(optarg, 1, 1000000000, &opt.pipelined); break;
+		case OPT_WAIT: e = bench_parse_uint(optarg, 0, 3600, &opt.wait_s); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -929,10 +677,10 @@ int main(int argc, char **argv)
 
 	if (opt.wait_s > 0) {
 		const char *paths[2] = {
-			opt.no_tensord ? NULL : tensord_socket_path(opt.socket_path), opt.redis_path
+			opt.no_tensord ? NULL : bench_socket_path(opt.socket_path), opt.redis_path
 		};
 		for (size_t i = 0; i < 2; i++) {
-			int e = paths[i] ? wait_for_socket(paths[i], opt.wait_s) : 0;
+			int e = paths[i] ? bench_wait_for_socket(paths[i], opt.wait_s) : 0;
 			if (e < 0) {
 				fprintf(stderr, "bench_rpc: %s does not accept connections: %s\n",
 					paths[i], strerror(-e));

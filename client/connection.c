@@ -26,6 +26,8 @@
 #define KEEP_BUFFER ((size_t)256 << 20)
 /* A reply payload at least this big is handed over in place, not copied. */
 #define HANDOVER_MIN ((size_t)1 << 20)
+/* With a progress callback, requests are written in pieces this large. */
+#define PROGRESS_CHUNK ((size_t)1 << 20)
 
 static void set_message(struct tensord *td, const char *fmt, va_list ap)
 {
@@ -136,6 +138,25 @@ void tensord_set_notify(struct tensord *td, tensord_notify_fn fn, void *userdata
 	td->notify_data = fn ? userdata : NULL;
 }
 
+void tensord_set_progress(struct tensord *td, tensord_progress_fn fn, void *userdata)
+{
+	if (!td)
+		return;
+	td->progress = fn;
+	td->progress_data = fn ? userdata : NULL;
+}
+
+static void report_progress(struct tensord *td, enum tensord_transfer dir, uint64_t done,
+			    uint64_t total)
+{
+	if (!td->progress)
+		return;
+	/* Like a notification callback, it must not re-enter the handle. */
+	td->in_notify = true;
+	td->progress(td->progress_data, dir, done, total);
+	td->in_notify = false;
+}
+
 int td_request_begin(struct tensord *td, const char *method, msgpack_packer **ret_pk)
 {
 	if (td->broken)
@@ -195,16 +216,37 @@ static int send_all(struct tensord *td, const void *a, size_t alen, const void *
 		{ .iov_base = (void *)b, .iov_len = blen },
 	};
 	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
+	uint64_t total = (uint64_t)alen + blen, sent = 0;
 
 	while (msg.msg_iovlen > 0) {
-		ssize_t n = sendmsg(td->fd, &msg, MSG_NOSIGNAL);
+		struct iovec piece[2];
+		struct msghdr part = msg;
+		ssize_t n;
 		size_t done;
 
+		/* With progress to show, write a piece at a time: a blocking
+		 * sendmsg() returns only once it all went. */
+		if (td->progress) {
+			size_t left = PROGRESS_CHUNK;
+
+			part.msg_iov = piece;
+			part.msg_iovlen = 0;
+			for (size_t i = 0; i < msg.msg_iovlen && left > 0; i++) {
+				piece[i] = msg.msg_iov[i];
+				if (piece[i].iov_len > left)
+					piece[i].iov_len = left;
+				left -= piece[i].iov_len;
+				part.msg_iovlen++;
+			}
+		}
+		n = sendmsg(td->fd, &part, MSG_NOSIGNAL);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
 		}
+		sent += (uint64_t)n;
+		report_progress(td, TENSORD_TRANSFER_SEND, sent, total);
 		done = (size_t)n;
 		while (msg.msg_iovlen > 0 && done >= msg.msg_iov[0].iov_len) {
 			done -= msg.msg_iov[0].iov_len;
@@ -243,8 +285,11 @@ static ssize_t read_message(struct tensord *td, bool dontwait)
 		ssize_t n;
 
 		r = tdp_scanner_feed(&s, tdp_buf_head(&td->in), len, &tdp_scan_default_limits);
-		if (r == 1)
+		if (r == 1) {
+			if (td->progress && !dontwait && s.pos >= PROGRESS_CHUNK)
+				report_progress(td, TENSORD_TRANSFER_RECEIVE, s.pos, s.pos);
 			return (ssize_t)s.pos;
+		}
 		if (r < 0) {
 			td_fail(td, -EPROTO, "%s", scan_error(r));
 			return -EPROTO;
@@ -275,6 +320,9 @@ static ssize_t read_message(struct tensord *td, bool dontwait)
 			return -ECONNRESET;
 		}
 		td->in.end += (size_t)n;
+		if (td->progress && s.need >= PROGRESS_CHUNK)
+			report_progress(td, TENSORD_TRANSFER_RECEIVE, tdp_buf_len(&td->in),
+					s.need > tdp_buf_len(&td->in) ? s.need : tdp_buf_len(&td->in));
 	}
 }
 

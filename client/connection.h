@@ -32,6 +32,8 @@ struct tensord {
 	void *notify_data;
 	struct tdp_buf notify_buf; /* the params map handed to `notify`, repacked */
 	bool in_notify;          /* inside `notify`: calls on this handle are refused */
+	tensord_progress_fn progress; /* tensord_set_progress(); NULL: none */
+	void *progress_data;
 	char error[TD_ERROR_MAX];
 };
 

@@ -12,6 +12,7 @@
 #define CTL_EXIT_OK 0
 #define CTL_EXIT_FAIL 1
 #define CTL_EXIT_USAGE 2
+#define CTL_EXIT_CONNECT 3
 
 struct ctl {
 	const char *socket;   /* resolved socket path */
@@ -20,8 +21,17 @@ struct ctl {
 	int npos;
 	const char **pos;     /* positional arguments after the command */
 	const char *file, *values, *shape, *dtype, *out;
+	const char *group;    /* chmod --group GID */
 	int nattrs;
 	const char **attrs;   /* --attr key=value, in order */
+	bool watch;           /* info --watch */
+	const char *interval, *count; /* info --watch --interval S --count N */
+	int ndata;
+	const char **data;    /* --data / --input IN=TENSOR, in order */
+	int nids;
+	const char **ids;     /* --metric / --output ID, in order */
+	const char *prefix, *name, *model, *batch_size, *epochs, *steps;
+	bool replace, tensors;
 	struct tensord *td;
 };
 
@@ -33,11 +43,40 @@ int ctl_usage_error(const char *fmt, ...);
 __attribute__((format(printf, 1, 2)))
 int ctl_error(const char *fmt, ...);
 
-/* Connect c->td to c->socket; on failure print why and return CTL_EXIT_FAIL. */
+/* Print "tensorctl: <message>" on stderr and return `status`. */
+__attribute__((format(printf, 2, 3)))
+int ctl_fail(int status, const char *fmt, ...);
+
+/* Connect c->td to c->socket; on failure print why and return CTL_EXIT_CONNECT. */
 int ctl_connect(struct ctl *c);
 
-/* Print the failure of a libtensord call that returned `r`; CTL_EXIT_FAIL. */
+/* Print the failure of a libtensord call that returned `r`. Returns
+ * CTL_EXIT_FAIL when the daemon answered with an error (or the library
+ * refused the call), CTL_EXIT_CONNECT when the connection failed or broke. */
 int ctl_call_failed(struct ctl *c, int r);
+
+/* A progress bar on stderr for the transfers of one call (put/get of a large
+ * tensor): drawn only when stderr is a terminal and --json is off, and only
+ * for messages of at least CTL_BAR_MIN bytes. */
+#define CTL_BAR_MIN ((uint64_t)4 << 20)
+struct ctl_bar {
+	struct ctl *c;
+	const char *label;     /* "put w", shown before the bar */
+	double start, drawn;   /* monotonic seconds: the first byte, the last redraw */
+	size_t shown;          /* characters of the bar on stderr now; 0: none */
+};
+
+/* Start showing the progress of the calls on c->td (connected) as `label`. */
+void ctl_bar_start(struct ctl_bar *b, struct ctl *c, const char *label);
+
+/* Stop: wipe the bar off stderr and detach it from c->td. */
+void ctl_bar_finish(struct ctl_bar *b);
+
+/* An uptime for people: "12.5 s", "1h 02m 03s", "3d 04h 05m"; "?" if absurd. */
+void ctl_format_duration(char *buf, size_t cap, double s);
+
+/* Seconds on CLOCK_MONOTONIC. */
+double ctl_now(void);
 
 /* Print tensor metadata as one JSON object (no newline). */
 void ctl_json_info(FILE *f, const struct tensord_tensor_info *t);
@@ -51,12 +90,40 @@ int ctl_cmd_info(struct ctl *c);
 int ctl_cmd_ls(struct ctl *c);
 int ctl_cmd_stat(struct ctl *c);
 int ctl_cmd_rm(struct ctl *c);
+int ctl_cmd_chmod(struct ctl *c);
 int ctl_cmd_put(struct ctl *c);
 int ctl_cmd_get(struct ctl *c);
 int ctl_cmd_run(struct ctl *c);
 int ctl_cmd_graph(struct ctl *c);
 int ctl_cmd_train(struct ctl *c);
 int ctl_cmd_step(struct ctl *c);
+int ctl_cmd_info_watch(struct ctl *c);
+int ctl_cmd_metrics(struct ctl *c);
+int ctl_cmd_save(struct ctl *c);
+int ctl_cmd_load(struct ctl *c);
+int ctl_cmd_model(struct ctl *c);
+int ctl_cmd_evaluate(struct ctl *c);
+int ctl_cmd_predict(struct ctl *c);
+
+/* model save NAME FILE and model load FILE (ctl_save.c). */
+int ctl_model_save(struct ctl *c, const char *model, const char *path);
+int ctl_model_load(struct ctl *c, const char *path);
+
+/* Print a graph.run-shaped result {"outputs", "stored"} (graph, predict). */
+int ctl_print_graph_result(struct ctl *c, const msgpack_object *res);
+
+/* Pack a map holding the entries of `base` (a map, or NULL) whose keys
+ * `extra` (a map) lacks, then every entry of `extra`. Nonzero on failure. */
+int ctl_pack_merged(msgpack_packer *pk, const msgpack_object *base, const msgpack_object *extra);
+
+/* Pack --data/--input pairs IN=TENSOR as a map {IN: TENSOR}. Returns
+ * CTL_EXIT_OK, or CTL_EXIT_USAGE with the error printed (`opt` names the
+ * option). */
+int ctl_pack_pairs(msgpack_packer *pk, const char *const *pairs, int n, const char *opt);
+
+/* Parse a positive count option ("--batch-size 32"). Returns CTL_EXIT_OK or
+ * CTL_EXIT_USAGE with the error printed. */
+int ctl_parse_count(const char *opt, const char *text, uint64_t *ret);
 
 /* Read the JSON file `path` (bounded size) and append it to `sb` as msgpack.
  * It must hold one object; `what` shows its shape in the message otherwise.

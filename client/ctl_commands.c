@@ -9,6 +9,7 @@
 #include "ctl.h"
 #include "dtype.h"
 #include "json.h"
+#include "mode.h"
 #include "npy.h"
 #include "pack.h"
 #include "print.h"
@@ -21,15 +22,31 @@ int ctl_connect(struct ctl *c)
 	int r = tensord_connect(c->socket, &c->td);
 
 	if (r < 0)
-		return ctl_error("cannot connect to %s: %s", c->socket, strerror(-r));
+		return ctl_fail(CTL_EXIT_CONNECT, "cannot connect to %s: %s", c->socket,
+				strerror(-r));
 	return CTL_EXIT_OK;
+}
+
+/* Whether a libtensord failure means the connection failed or broke, rather
+ * than the daemon or the library refusing one call. */
+static bool connection_error(int r)
+{
+	switch (-r) {
+	case ECONNRESET: case ECONNREFUSED: case ECONNABORTED: case EPIPE: case EPROTO:
+	case ENOTCONN: case ETIMEDOUT: case EIO: case ENOENT:
+		return true;
+	default:
+		return false;
+	}
 }
 
 int ctl_call_failed(struct ctl *c, int r)
 {
 	const char *msg = tensord_last_error(c->td);
+	int status = r != -TENSORD_EREMOTE && connection_error(r) ? CTL_EXIT_CONNECT
+								   : CTL_EXIT_FAIL;
 
-	return ctl_error("%s", msg && *msg ? msg : strerror(r < 0 ? -r : r));
+	return ctl_fail(status, "%s", msg && *msg ? msg : strerror(r < 0 ? -r : r));
 }
 
 /* Decode a result that libtensord packed (so within the protocol's limits). */
@@ -95,6 +112,10 @@ static void json_info_open(FILE *f, const struct tensord_tensor_info *t)
 	fputs(",\"modified\":", f);
 	ctl_json_double(f, t->modified);
 	fprintf(f, ",\"version\":%" PRIu64 ",\"device\":%" PRIu32, t->version, t->device);
+	if (t->mode[0]) {
+		fprintf(f, ",\"group\":%" PRIu32 ",\"mode\":", t->group);
+		ctl_json_string(f, t->mode, strlen(t->mode));
+	}
 }
 
 void ctl_json_info(FILE *f, const struct tensord_tensor_info *t)
@@ -103,7 +124,8 @@ void ctl_json_info(FILE *f, const struct tensord_tensor_info *t)
 	fputc('}', f);
 }
 
-enum { COL_NAME, COL_DTYPE, COL_SHAPE, COL_SIZE, COL_VERSION, COL_MODIFIED, COL_COUNT };
+enum { COL_NAME, COL_DTYPE, COL_SHAPE, COL_SIZE, COL_VERSION, COL_OWNER, COL_MODE, COL_MODIFIED,
+       COL_COUNT };
 
 static void format_cell(const struct tensord_tensor_info *t, int col, char *buf, size_t cap)
 {
@@ -113,6 +135,8 @@ static void format_cell(const struct tensord_tensor_info *t, int col, char *buf,
 	case COL_SHAPE: ctl_format_shape(buf, cap, t->rank, t->shape); break;
 	case COL_SIZE: ctl_format_size(buf, cap, t->bytes); break;
 	case COL_VERSION: snprintf(buf, cap, "%" PRIu64, t->version); break;
+	case COL_OWNER: snprintf(buf, cap, "%" PRIu32 ":%" PRIu32, t->owner, t->group); break;
+	case COL_MODE: snprintf(buf, cap, "%s", t->mode[0] ? t->mode : "-"); break;
 	default: ctl_format_time(buf, cap, t->modified); break;
 	}
 }
@@ -121,8 +145,8 @@ static void format_cell(const struct tensord_tensor_info *t, int col, char *buf,
 static void print_table(FILE *f, const struct tensord_tensor_info *list, size_t n)
 {
 	static const char *const heads[COL_COUNT] = { "NAME", "DTYPE", "SHAPE", "SIZE",
-						      "VERSION", "MODIFIED" };
-	static const int right[COL_COUNT] = { 0, 0, 0, 1, 1, 0 };
+						      "VERSION", "OWNER", "MODE", "MODIFIED" };
+	static const int right[COL_COUNT] = { 0, 0, 0, 1, 1, 0, 0, 0 };
 	int width[COL_COUNT];
 	char cell[300];
 
@@ -148,10 +172,7 @@ static void print_table(FILE *f, const struct tensord_tensor_info *list, size_t 
 
 static double now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+	return ctl_now() * 1e3;
 }
 
 int ctl_cmd_ping(struct ctl *c)
@@ -296,6 +317,40 @@ int ctl_cmd_rm(struct ctl *c)
 	return CTL_EXIT_OK;
 }
 
+int ctl_cmd_chmod(struct ctl *c)
+{
+	const char *mode = strcmp(c->pos[0], "-") ? c->pos[0] : NULL;
+	struct tensord_tensor_info info;
+	int64_t group = -1;
+	uint32_t bits;
+	char *end;
+	int r, status;
+
+	if (c->group) {
+		errno = 0;
+		group = (int64_t)strtoll(c->group, &end, 10);
+		if (errno || end == c->group || *end || group < 0 || group >= (int64_t)UINT32_MAX)
+			return ctl_usage_error("chmod: --group takes a numeric gid, not '%.64s'", c->group);
+	}
+	if (!mode && group < 0)
+		return ctl_usage_error("chmod: MODE '-' (keep the mode) needs --group");
+	if (mode && tdp_mode_parse(mode, strlen(mode), &bits) < 0)
+		return ctl_usage_error("chmod: invalid mode '%.64s' (private, or a comma list of group-read, "
+				       "group-write, world-read, world-write)", mode);
+	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
+		return status;
+	if ((r = tensord_chmod(c->td, c->pos[1], mode, group, &info)) < 0)
+		return ctl_call_failed(c, r);
+	if (c->json) {
+		ctl_json_info(stdout, &info);
+		fputc('\n', stdout);
+	} else {
+		printf("%s: owner %" PRIu32 ", group %" PRIu32 ", mode %s\n", info.name, info.owner,
+		       info.group, info.mode);
+	}
+	return CTL_EXIT_OK;
+}
+
 /* The tensor `put` stores, from --values or --file. */
 struct put_source {
 	int dtype;
@@ -372,7 +427,8 @@ int ctl_cmd_put(struct ctl *c)
 {
 	struct put_source s = { .dtype = TDP_DTYPE_F32 };
 	struct tensord_tensor_info info;
-	char shape[256], size[32];
+	struct ctl_bar bar;
+	char shape[256], size[32], label[300];
 	int want = -1, r, status;
 
 	if (!c->file == !c->values) {
@@ -391,8 +447,11 @@ int ctl_cmd_put(struct ctl *c)
 		goto out;
 	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
 		goto out;
+	snprintf(label, sizeof(label), "put %s", c->pos[0]);
+	ctl_bar_start(&bar, c, label);
 	r = tensord_put(c->td, c->pos[0], (enum tensord_dtype)s.dtype, s.rank, s.shape, s.data,
 			s.len, &info);
+	ctl_bar_finish(&bar);
 	if (r < 0) {
 		status = ctl_call_failed(c, r);
 		goto out;
@@ -415,7 +474,8 @@ out:
 int ctl_cmd_get(struct ctl *c)
 {
 	struct tensord_tensor_info info;
-	char err[MSG_MAX], shape[256], size[32];
+	struct ctl_bar bar;
+	char err[MSG_MAX], shape[256], size[32], label[300];
 	uint64_t count = 0;
 	void *data = NULL;
 	size_t len = 0;
@@ -425,7 +485,11 @@ int ctl_cmd_get(struct ctl *c)
 		return ctl_usage_error("--json cannot be combined with --out -");
 	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
 		return status;
-	if ((r = tensord_get(c->td, c->pos[0], &info, &data, &len)) < 0)
+	snprintf(label, sizeof(label), "get %s", c->pos[0]);
+	ctl_bar_start(&bar, c, label);
+	r = tensord_get(c->td, c->pos[0], &info, &data, &len);
+	ctl_bar_finish(&bar);
+	if (r < 0)
 		return ctl_call_failed(c, r);
 	count = len / tensord_dtype_size(info.dtype);
 	if (c->out) {

@@ -41,7 +41,7 @@ static const char *get_str(const msgpack_object *map, const char *key, int *ret_
 	return o->via.str.ptr;
 }
 
-static void format_duration(char *buf, size_t cap, double s)
+void ctl_format_duration(char *buf, size_t cap, double s)
 {
 	uint64_t t;
 
@@ -159,7 +159,8 @@ void ctl_print_info(FILE *f, const msgpack_object *info)
 {
 	static const char *const known[] = { "version", "protocol", "pid", "uptime",
 					     "connections", "tensors", "devices", "limits",
-					     NULL };
+					     "user", NULL };
+	const msgpack_object *user = tdp_map_find(info, "user");
 	const msgpack_object *tensors = tdp_map_find(info, "tensors");
 	const msgpack_object *devices = tdp_map_find(info, "devices");
 	const msgpack_object *limits = tdp_map_find(info, "limits");
@@ -182,7 +183,7 @@ void ctl_print_info(FILE *f, const msgpack_object *info)
 		fprintf(f, ", pid %" PRIu64, v);
 	fputc('\n', f);
 	if (get_number(info, "uptime", &up)) {
-		format_duration(text, sizeof(text), up);
+		ctl_format_duration(text, sizeof(text), up);
 		fprintf(f, "%-13s %s\n", "uptime", text);
 	}
 	if (get_uint(info, "connections", &v))
@@ -192,6 +193,23 @@ void ctl_print_info(FILE *f, const msgpack_object *info)
 		if (get_uint(tensors, "bytes", &bytes)) {
 			ctl_format_size(text, sizeof(text), bytes);
 			fprintf(f, ", %s", text);
+		}
+		fputc('\n', f);
+	}
+	if (user && get_uint(user, "uid", &v)) {
+		uint64_t gid = 0, count = 0, max = 0;
+
+		get_uint(user, "gid", &gid);
+		get_uint(user, "tensors", &count);
+		get_uint(user, "bytes", &bytes);
+		ctl_format_size(text, sizeof(text), bytes);
+		fprintf(f, "%-13s uid %" PRIu64 " gid %" PRIu64 ": %" PRIu64 " tensors", "you", v, gid, count);
+		if (get_uint(user, "max_tensors", &max) && max)
+			fprintf(f, " of %" PRIu64, max);
+		fprintf(f, ", %s", text);
+		if (get_uint(user, "max_bytes", &max) && max) {
+			ctl_format_size(text, sizeof(text), max);
+			fprintf(f, " of %s", text);
 		}
 		fputc('\n', f);
 	}

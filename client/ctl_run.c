@@ -195,7 +195,7 @@ static int print_stored_meta(const msgpack_object *name, const msgpack_object *m
 	return CTL_EXIT_OK;
 }
 
-static int print_graph_result(struct ctl *c, const msgpack_object *res)
+int ctl_print_graph_result(struct ctl *c, const msgpack_object *res)
 {
 	const msgpack_object *outs = tdp_map_find(res, "outputs"), *stored = tdp_map_find(res, "stored");
 	int status;
@@ -267,7 +267,7 @@ int ctl_cmd_graph(struct ctl *c)
 		status = ctl_error("malformed reply");
 		goto out;
 	}
-	status = print_graph_result(c, &u.data);
+	status = ctl_print_graph_result(c, &u.data);
 out:
 	msgpack_unpacked_destroy(&u);
 	free(res);

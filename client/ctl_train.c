@@ -9,6 +9,7 @@
 
 #include "ctl.h"
 #include "json.h"
+#include "name.h"
 #include "pack.h"
 
 #define BAR_WIDTH 20
@@ -287,25 +288,21 @@ static int print_run_result(struct ctl *c, const msgpack_object *res)
 	return CTL_EXIT_OK;
 }
 
-/* Read FILE, connect, call and unpack: what train and step share. The
- * objects in `u` point into *ret_res, which the caller frees after them. */
-static int call_with_file(struct ctl *c, const char *what,
-			  int (*call)(struct tensord *, const void *, size_t, void **, size_t *),
-			  struct progress *pg, msgpack_unpacked *u, void **ret_res)
+/* Connect, call with the packed params in `sb` and unpack. The objects in
+ * `u` point into *ret_res, which the caller frees after them. */
+static int call_with_params(struct ctl *c, const msgpack_sbuffer *sb,
+			    int (*call)(struct tensord *, const void *, size_t, void **, size_t *),
+			    struct progress *pg, msgpack_unpacked *u, void **ret_res)
 {
-	msgpack_sbuffer sb;
 	void *res = NULL;
 	size_t rlen = 0, off = 0;
 	int r, status;
 
-	msgpack_sbuffer_init(&sb);
-	if ((status = ctl_read_json_map(c->pos[0], what, &sb)) != CTL_EXIT_OK)
-		goto out;
 	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
 		goto out;
 	if (pg)
 		tensord_set_notify(c->td, on_notify, pg);
-	r = call(c->td, sb.data, sb.size, &res, &rlen);
+	r = call(c->td, sb->data, sb->size, &res, &rlen);
 	if (pg)
 		clear_bar(pg);
 	if (r < 0) {
@@ -316,7 +313,77 @@ static int call_with_file(struct ctl *c, const char *what,
 		status = ctl_error("malformed reply");
 out:
 	*ret_res = res;
+	return status;
+}
+
+/* Read FILE, connect, call and unpack: what train and step share. */
+static int call_with_file(struct ctl *c, const char *what,
+			  int (*call)(struct tensord *, const void *, size_t, void **, size_t *),
+			  struct progress *pg, msgpack_unpacked *u, void **ret_res)
+{
+	msgpack_sbuffer sb;
+	int status;
+
+	*ret_res = NULL;
+	msgpack_sbuffer_init(&sb);
+	if ((status = ctl_read_json_map(c->pos[0], what, &sb)) == CTL_EXIT_OK)
+		status = call_with_params(c, &sb, call, pg, u, ret_res);
 	msgpack_sbuffer_destroy(&sb);
+	return status;
+}
+
+/* train --model NAME [FILE] --data ... : the train.run params of FILE (if
+ * any) with the options' values put over them. */
+static int model_run_params(struct ctl *c, msgpack_sbuffer *out)
+{
+	const char *what = "{\"data\": {...}, \"batch_size\", \"epochs\", ...}";
+	msgpack_sbuffer file, extra;
+	msgpack_unpacked u, ue;
+	msgpack_packer pk;
+	uint64_t batch = 0, epochs = 0, steps = 0;
+	size_t off = 0, offe = 0;
+	unsigned n;
+	int status;
+
+	if (!c->model)
+		return ctl_usage_error("train: --data, --batch-size, --epochs and --steps go with --model");
+	if ((c->batch_size && (status = ctl_parse_count("--batch-size", c->batch_size, &batch)) != CTL_EXIT_OK) ||
+	    (c->epochs && (status = ctl_parse_count("--epochs", c->epochs, &epochs)) != CTL_EXIT_OK) ||
+	    (c->steps && (status = ctl_parse_count("--steps", c->steps, &steps)) != CTL_EXIT_OK))
+		return status;
+	if (!tdp_name_valid(c->model, strnlen(c->model, TENSORD_MAX_NAME_LEN + 1)))
+		return ctl_usage_error("invalid model name '%.64s'", c->model);
+	msgpack_sbuffer_init(&file);
+	msgpack_sbuffer_init(&extra);
+	msgpack_unpacked_init(&u);
+	msgpack_unpacked_init(&ue);
+	if (c->npos == 1 && (status = ctl_read_json_map(c->pos[0], what, &file)) != CTL_EXIT_OK)
+		goto out;
+	n = 1 + (c->ndata ? 1 : 0) + (batch ? 1 : 0) + (epochs ? 1 : 0) + (steps ? 1 : 0);
+	msgpack_packer_init(&pk, &extra, msgpack_sbuffer_write);
+	if (msgpack_pack_map(&pk, n) || tdp_pack_cstr(&pk, "model") || tdp_pack_cstr(&pk, c->model)) {
+		status = ctl_error("out of memory");
+		goto out;
+	}
+	if (c->ndata && (tdp_pack_cstr(&pk, "data") ||
+			 (status = ctl_pack_pairs(&pk, c->data, c->ndata, "--data")) != CTL_EXIT_OK))
+		goto out;
+	if ((batch && (tdp_pack_cstr(&pk, "batch_size") || msgpack_pack_uint64(&pk, batch))) ||
+	    (epochs && (tdp_pack_cstr(&pk, "epochs") || msgpack_pack_uint64(&pk, epochs))) ||
+	    (steps && (tdp_pack_cstr(&pk, "steps") || msgpack_pack_uint64(&pk, steps))) ||
+	    msgpack_unpack_next(&ue, extra.data, extra.size, &offe) != MSGPACK_UNPACK_SUCCESS ||
+	    (c->npos == 1 && msgpack_unpack_next(&u, file.data, file.size, &off) != MSGPACK_UNPACK_SUCCESS)) {
+		status = ctl_error("out of memory");
+		goto out;
+	}
+	msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
+	status = ctl_pack_merged(&pk, c->npos == 1 ? &u.data : NULL, &ue.data) ? ctl_error("out of memory")
+									       : CTL_EXIT_OK;
+out:
+	msgpack_unpacked_destroy(&u);
+	msgpack_unpacked_destroy(&ue);
+	msgpack_sbuffer_destroy(&file);
+	msgpack_sbuffer_destroy(&extra);
 	return status;
 }
 
@@ -336,8 +403,20 @@ int ctl_cmd_train(struct ctl *c)
 			pg.columns = (size_t)ws.ws_col - 1;
 	}
 	msgpack_unpacked_init(&u);
-	status = call_with_file(c, "{\"nodes\": [...], \"loss\", \"params\", \"data\", ...}",
-				tensord_train_run_raw, &pg, &u, &res);
+	if (c->model || c->ndata || c->batch_size || c->epochs || c->steps) {
+		msgpack_sbuffer sb;
+
+		msgpack_sbuffer_init(&sb);
+		status = model_run_params(c, &sb);
+		if (status == CTL_EXIT_OK)
+			status = call_with_params(c, &sb, tensord_train_run_raw, &pg, &u, &res);
+		msgpack_sbuffer_destroy(&sb);
+	} else if (c->npos == 0) {
+		status = ctl_usage_error("train: missing FILE (or --model NAME)");
+	} else {
+		status = call_with_file(c, "{\"nodes\": [...], \"loss\", \"params\", \"data\", ...}",
+					tensord_train_run_raw, &pg, &u, &res);
+	}
 	if (status == CTL_EXIT_OK)
 		status = print_run_result(c, &u.data);
 	msgpack_unpacked_destroy(&u);

@@ -101,6 +101,16 @@ int td_parse_tensor_info(const msgpack_object *o, struct tensord_tensor_info *re
 	if ((r = get_uint(o, "device", UINT32_MAX, &v, why, why_len)) < 0)
 		return r;
 	info.device = (uint32_t)v;
+	/* group and mode came with access control; a daemon without it has neither. */
+	snprintf(info.mode, sizeof(info.mode), "%s", "");
+	if (tdp_map_find(o, "group")) {
+		if ((r = get_uint(o, "group", UINT32_MAX, &v, why, why_len)) < 0)
+			return r;
+		info.group = (uint32_t)v;
+	}
+	f = tdp_map_find(o, "mode");
+	if (f && tdp_obj_strcpy(f, info.mode, sizeof(info.mode)) < 0)
+		return tdp_errorf(why, why_len, -EPROTO, "metadata field 'mode' is not a short string");
 	if (!tdp_map_find(o, "bytes")) {
 		uint64_t count;
 

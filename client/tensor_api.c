@@ -382,6 +382,37 @@ out:
 	return r;
 }
 
+int tensord_chmod(struct tensord *td, const char *name, const char *mode, int64_t group,
+		  struct tensord_tensor_info *ret_info)
+{
+	struct tensord_tensor_info info;
+	const msgpack_object *res;
+	msgpack_packer *pk;
+	int r;
+
+	if (!td)
+		return -EINVAL;
+	if ((!mode && group < 0) || group > (int64_t)UINT32_MAX - 1)
+		return td_fail(td, -EINVAL, "give a mode, a group (0 to %u) or both", UINT32_MAX - 1);
+	if ((r = begin_named(td, TDP_METHOD_TENSOR_CHMOD, name, (mode ? 1 : 0) + (group >= 0 ? 1 : 0),
+			     &pk)) < 0)
+		return r;
+	if ((mode && (tdp_pack_cstr(pk, "mode") || tdp_pack_cstr(pk, mode))) ||
+	    (group >= 0 && (tdp_pack_cstr(pk, "group") || msgpack_pack_uint64(pk, (uint64_t)group)))) {
+		r = td_fail(td, -ENOMEM, "out of memory");
+		goto out;
+	}
+	if ((r = td_request_finish(td, NULL, 0, &res)) < 0)
+		goto out;
+	if ((r = result_info(td, res, &info)) < 0)
+		goto out;
+	if (ret_info)
+		*ret_info = info;
+out:
+	td_request_end(td);
+	return r;
+}
+
 int tensord_delete(struct tensord *td, const char *name)
 {
 	const msgpack_object *res;

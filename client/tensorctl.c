@@ -22,9 +22,17 @@ static const char usage_text[] =
 	"Commands:\n"
 	"  ping                         check that the daemon answers\n"
 	"  info                         daemon, devices, tensors and limits\n"
+	"  info --watch [--interval S] [--count N]\n"
+	"                               redraw memory, clients and request rates\n"
+	"                               every S seconds (1), N times (forever)\n"
+	"  metrics                      counters in the Prometheus text format\n"
 	"  ls [PREFIX]                  list tensors (whose names start with PREFIX)\n"
 	"  stat NAME                    metadata of one tensor\n"
 	"  rm NAME                      delete a tensor\n"
+	"  chmod MODE NAME [--group GID]\n"
+	"                               who else may use a tensor: MODE is private or\n"
+	"                               group-read, group-write, world-read, world-write\n"
+	"                               (comma-separated; - keeps it)\n"
 	"  put NAME --file F.npy [--dtype T]\n"
 	"  put NAME --values 1,2,3 [--shape 3] [--dtype f32]\n"
 	"                               store a tensor\n"
@@ -35,6 +43,22 @@ static const char usage_text[] =
 	"  train FILE.json              run the train.run params in FILE: a whole\n"
 	"                               training run, with progress as it goes\n"
 	"  step FILE.json               run the train.step params in FILE: one step\n"
+	"  train --model NAME [FILE.json] --data IN=TENSOR... --batch-size N\n"
+	"        [--epochs N | --steps N]\n"
+	"                               train a defined model (train.run)\n"
+	"  save PREFIX FILE.safetensors store the tensors named PREFIX... in a file\n"
+	"  load FILE.safetensors [--prefix P]\n"
+	"                               put every tensor of a file (names prefixed by P)\n"
+	"  model define NAME FILE.json [--replace]\n"
+	"                               define a model from its JSON definition\n"
+	"  model ls | model stat NAME | model rm NAME [--tensors]\n"
+	"  model save NAME FILE.safetensors\n"
+	"                               parameters, optimizer state, definition, step\n"
+	"  model load FILE.safetensors [--name NAME] [--replace]\n"
+	"  evaluate NAME --data IN=TENSOR... [--metric ID]... [--batch-size N]\n"
+	"                               loss and metrics of a model over a data set\n"
+	"  predict NAME --input IN=TENSOR... [--output ID]... [-o [ID=]NAME]\n"
+	"                               run a model forward; print or store outputs\n"
 	"\n"
 	"Options:\n"
 	"  --socket PATH   daemon socket (default: $TENSORD_SOCKET, else\n"
@@ -43,6 +67,10 @@ static const char usage_text[] =
 	"                  (train: one JSON line per event, then the result)\n"
 	"  -h, --help      print this help\n"
 	"  --version       print the version\n"
+	"\n"
+	"Exit status: 0 success, 1 the daemon refused the request (or another\n"
+	"failure), 2 usage error, 3 the daemon could not be reached or the\n"
+	"connection failed.\n"
 	"\n"
 	"dtypes: f32 f16 bf16 i32 u8. --shape \"\" or --shape scalar is rank 0.\n"
 	"See tensorctl(1).\n";
@@ -71,8 +99,22 @@ int ctl_error(const char *fmt, ...)
 	return CTL_EXIT_FAIL;
 }
 
+int ctl_fail(int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("tensorctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return status;
+}
+
 enum opt_id { OPT_SOCKET, OPT_JSON, OPT_HELP, OPT_VERSION, OPT_FILE, OPT_VALUES, OPT_SHAPE,
-	      OPT_DTYPE, OPT_OUT, OPT_ATTR };
+	      OPT_DTYPE, OPT_OUT, OPT_ATTR, OPT_WATCH, OPT_INTERVAL, OPT_COUNT, OPT_GROUP, OPT_PREFIX,
+	      OPT_NAME, OPT_MODEL, OPT_DATA, OPT_INPUT, OPT_METRIC, OPT_OUTPUT, OPT_BATCH, OPT_EPOCHS,
+	      OPT_STEPS, OPT_REPLACE, OPT_TENSORS };
 
 static const struct option_def {
 	const char *name;
@@ -85,6 +127,15 @@ static const struct option_def {
 	{ "file", 'f', true, OPT_FILE },     { "values", 0, true, OPT_VALUES },
 	{ "shape", 0, true, OPT_SHAPE },     { "dtype", 0, true, OPT_DTYPE },
 	{ "out", 'o', true, OPT_OUT },       { "attr", 'a', true, OPT_ATTR },
+	{ "watch", 'w', false, OPT_WATCH },  { "interval", 'n', true, OPT_INTERVAL },
+	{ "count", 'c', true, OPT_COUNT },
+	{ "group", 'g', true, OPT_GROUP },
+	{ "prefix", 0, true, OPT_PREFIX },   { "name", 0, true, OPT_NAME },
+	{ "model", 0, true, OPT_MODEL },     { "data", 0, true, OPT_DATA },
+	{ "input", 0, true, OPT_INPUT },     { "metric", 0, true, OPT_METRIC },
+	{ "output", 0, true, OPT_OUTPUT },   { "batch-size", 0, true, OPT_BATCH },
+	{ "epochs", 0, true, OPT_EPOCHS },   { "steps", 0, true, OPT_STEPS },
+	{ "replace", 0, false, OPT_REPLACE }, { "tensors", 0, false, OPT_TENSORS },
 };
 
 static const struct command_def {
@@ -96,17 +147,29 @@ static const struct command_def {
 	bool names;        /* every argument is a tensor name (checked before connecting) */
 } commands[] = {
 	{ "ping", ctl_cmd_ping, 0, 0, 0, "", false },
-	{ "info", ctl_cmd_info, 0, 0, 0, "", false },
+	{ "info", ctl_cmd_info, 0, 0, 1u << OPT_WATCH | 1u << OPT_INTERVAL | 1u << OPT_COUNT, "",
+	  false },
+	{ "metrics", ctl_cmd_metrics, 0, 0, 0, "", false },
 	{ "ls", ctl_cmd_ls, 0, 1, 0, "PREFIX", true },
 	{ "stat", ctl_cmd_stat, 1, 1, 0, "NAME", true },
 	{ "rm", ctl_cmd_rm, 1, 1, 0, "NAME", true },
+	{ "chmod", ctl_cmd_chmod, 2, 2, 1u << OPT_GROUP, "MODE", false },
 	{ "put", ctl_cmd_put, 1, 1,
 	  1u << OPT_FILE | 1u << OPT_VALUES | 1u << OPT_SHAPE | 1u << OPT_DTYPE, "NAME", true },
 	{ "get", ctl_cmd_get, 1, 1, 1u << OPT_OUT, "NAME", true },
 	{ "run", ctl_cmd_run, 1, 1 + 64, 1u << OPT_OUT | 1u << OPT_ATTR, "OP", false },
 	{ "graph", ctl_cmd_graph, 1, 1, 0, "FILE", false },
-	{ "train", ctl_cmd_train, 1, 1, 0, "FILE", false },
+	{ "train", ctl_cmd_train, 0, 1,
+	  1u << OPT_MODEL | 1u << OPT_DATA | 1u << OPT_BATCH | 1u << OPT_EPOCHS | 1u << OPT_STEPS, "FILE",
+	  false },
 	{ "step", ctl_cmd_step, 1, 1, 0, "FILE", false },
+	{ "save", ctl_cmd_save, 2, 2, 0, "PREFIX", false },
+	{ "load", ctl_cmd_load, 1, 1, 1u << OPT_PREFIX, "FILE", false },
+	{ "model", ctl_cmd_model, 1, 3, 1u << OPT_NAME | 1u << OPT_REPLACE | 1u << OPT_TENSORS,
+	  "SUBCOMMAND (define, ls, stat, rm, save, load)", false },
+	{ "evaluate", ctl_cmd_evaluate, 1, 1, 1u << OPT_DATA | 1u << OPT_METRIC | 1u << OPT_BATCH, "NAME",
+	  true },
+	{ "predict", ctl_cmd_predict, 1, 1, 1u << OPT_INPUT | 1u << OPT_OUTPUT | 1u << OPT_OUT, "NAME", true },
 };
 
 static const struct option_def *find_option(const char *arg, const char **ret_inline)
@@ -152,9 +215,13 @@ int main(int argc, char **argv)
 
 	c.pos = calloc((size_t)argc + 1, sizeof(*c.pos));
 	c.attrs = calloc((size_t)argc + 1, sizeof(*c.attrs));
-	if (!c.pos || !c.attrs) {
+	c.data = calloc((size_t)argc + 1, sizeof(*c.data));
+	c.ids = calloc((size_t)argc + 1, sizeof(*c.ids));
+	if (!c.pos || !c.attrs || !c.data || !c.ids) {
 		free(c.pos);
 		free(c.attrs);
+		free(c.data);
+		free(c.ids);
 		return ctl_error("out of memory");
 	}
 	for (int i = 1; i < argc; i++) {
@@ -197,6 +264,22 @@ int main(int argc, char **argv)
 		case OPT_DTYPE: c.dtype = value; break;
 		case OPT_OUT: c.out = value; break;
 		case OPT_ATTR: c.attrs[c.nattrs++] = value; break;
+		case OPT_WATCH: c.watch = true; break;
+		case OPT_INTERVAL: c.interval = value; break;
+		case OPT_COUNT: c.count = value; break;
+		case OPT_GROUP: c.group = value; break;
+		case OPT_PREFIX: c.prefix = value; break;
+		case OPT_NAME: c.name = value; break;
+		case OPT_MODEL: c.model = value; break;
+		case OPT_DATA:
+		case OPT_INPUT: c.data[c.ndata++] = value; break;
+		case OPT_METRIC:
+		case OPT_OUTPUT: c.ids[c.nids++] = value; break;
+		case OPT_BATCH: c.batch_size = value; break;
+		case OPT_EPOCHS: c.epochs = value; break;
+		case OPT_STEPS: c.steps = value; break;
+		case OPT_REPLACE: c.replace = true; break;
+		case OPT_TENSORS: c.tensors = true; break;
 		}
 	}
 	if (help || (c.command && strcmp(c.command, "help") == 0)) {
@@ -230,6 +313,10 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
+	if ((c.interval || c.count) && !c.watch) {
+		status = ctl_usage_error("--interval and --count go with info --watch");
+		goto out;
+	}
 	if (c.npos < cmd->min_pos || c.npos > cmd->max_pos) {
 		status = c.npos < cmd->min_pos
 				 ? ctl_usage_error("%s: missing %s", cmd->name, cmd->first)
@@ -260,7 +347,7 @@ int main(int argc, char **argv)
 		if (!c.socket || !*c.socket)
 			c.socket = DEFAULT_SOCKET;
 	}
-	status = cmd->run(&c);
+	status = c.watch ? ctl_cmd_info_watch(&c) : cmd->run(&c);
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		if (status == CTL_EXIT_OK)
 			status = ctl_error("writing to standard output failed");
@@ -269,5 +356,7 @@ out:
 	tensord_free(c.td);
 	free(c.pos);
 	free(c.attrs);
+	free(c.data);
+	free(c.ids);
 	return status;
 }

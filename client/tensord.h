@@ -72,6 +72,8 @@ struct tensord_tensor_info {
 	double modified;
 	uint64_t version;
 	uint32_t device;
+	uint32_t group;     /* gid the group-* modes refer to */
+	char mode[64];      /* "private", "group-read", "group-write,world-read"... */
 };
 
 struct tensord;
@@ -128,6 +130,27 @@ typedef void (*tensord_notify_fn)(void *userdata, const char *method, const void
  * protocol's length limit) is dropped. */
 TENSORD_EXPORT void tensord_set_notify(struct tensord *td, tensord_notify_fn fn, void *userdata);
 
+/* Direction of a transfer reported to a progress callback. */
+enum tensord_transfer {
+	TENSORD_TRANSFER_SEND = 0,    /* a request being written to the daemon */
+	TENSORD_TRANSFER_RECEIVE = 1, /* a reply being read from the daemon */
+	TENSORD_TRANSFER_COUNT
+};
+
+/* Receives the progress of one message: `done` of `total` bytes. For a reply,
+ * `total` is the size known so far (the whole message once the header of its
+ * tensor data arrived). The callback must not call into the same handle. */
+typedef void (*tensord_progress_fn)(void *userdata, enum tensord_transfer dir, uint64_t done,
+				    uint64_t total);
+
+/* Report the bytes of every request written and every reply read to `fn`
+ * (called with `userdata`); NULL turns that off. While a callback is set,
+ * requests are written in chunks of at most 1 MiB so that progress shows; the
+ * last call of a message has `done` == `total`. For progress bars on large
+ * tensors (tensorctl put/get). */
+TENSORD_EXPORT void tensord_set_progress(struct tensord *td, tensord_progress_fn fn,
+					 void *userdata);
+
 /* `info`, returned as raw msgpack like tensord_call_raw(). */
 TENSORD_EXPORT int tensord_info_raw(struct tensord *td, void **ret_result, size_t *ret_len);
 
@@ -160,6 +183,13 @@ TENSORD_EXPORT int tensord_list(struct tensord *td, const char *prefix,
 
 /* `tensor.delete`. */
 TENSORD_EXPORT int tensord_delete(struct tensord *td, const char *name);
+
+/* `tensor.chmod`: set the mode of tensor `name` ("private", or a comma list
+ * of group-read, group-write, world-read, world-write; NULL leaves it) and
+ * its group (`group` >= 0; -1 leaves it). Only the owner or root may.
+ * *ret_info (may be NULL) receives the new metadata. */
+TENSORD_EXPORT int tensord_chmod(struct tensord *td, const char *name, const char *mode,
+				 int64_t group, struct tensord_tensor_info *ret_info);
 
 /* `op.run`: run op `op` (docs/ops.md) on the `ninputs` stored tensors named
  * in `inputs`. `attrs` is NULL, or `attrs_len` bytes holding one packed
@@ -201,6 +231,39 @@ TENSORD_EXPORT int tensord_train_step_raw(struct tensord *td, const void *params
  * "eval"} (free() it) and *ret_len its size. */
 TENSORD_EXPORT int tensord_train_run_raw(struct tensord *td, const void *params, size_t len,
 					 void **ret_result, size_t *ret_len);
+
+/* `model.define` with raw msgpack, like tensord_call_raw(): `params` (`len`
+ * bytes) is one packed map {"name", "nodes", "loss", "params", "inputs"?,
+ * "outputs"?, "optimizer"?, "step"?, "replace"?} (docs/protocol.md). On
+ * success *ret_result is the malloc'd packed result (the model.stat map;
+ * free() it) and *ret_len its size. Train a defined model with
+ * tensord_train_step_raw()/tensord_train_run_raw() and {"model": name}. */
+TENSORD_EXPORT int tensord_model_define_raw(struct tensord *td, const void *params, size_t len,
+					    void **ret_result, size_t *ret_len);
+
+/* `model.list`: the packed result {"models": [...]}, like tensord_call_raw(). */
+TENSORD_EXPORT int tensord_model_list_raw(struct tensord *td, void **ret_result, size_t *ret_len);
+
+/* `model.stat {name}`: the packed result {"name", "step", "definition",
+ * "params", "state", ...}, like tensord_call_raw(). */
+TENSORD_EXPORT int tensord_model_stat_raw(struct tensord *td, const char *name, void **ret_result,
+					  size_t *ret_len);
+
+/* `model.delete {name, tensors}`: with `tensors` nonzero the parameters and
+ * their optimizer state are deleted too. */
+TENSORD_EXPORT int tensord_model_delete(struct tensord *td, const char *name, int tensors);
+
+/* `model.evaluate` with raw msgpack: `params` is one packed map {"model",
+ * "data", "metrics"?, "batch_size"?}; the packed result is {"loss",
+ * "metrics", "samples", "batches"}. */
+TENSORD_EXPORT int tensord_model_evaluate_raw(struct tensord *td, const void *params, size_t len,
+					      void **ret_result, size_t *ret_len);
+
+/* `model.predict` with raw msgpack: `params` is one packed map {"model",
+ * "inputs", "outputs"?, "out"?}; the packed result is {"outputs",
+ * "stored"} as graph.run's. */
+TENSORD_EXPORT int tensord_model_predict_raw(struct tensord *td, const void *params, size_t len,
+					     void **ret_result, size_t *ret_len);
 
 #ifdef __cplusplus
 }

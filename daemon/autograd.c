@@ -125,6 +125,8 @@ int ag_output(struct autograd *ag, unsigned node)
 
 struct op_tensor ag_tensor(struct autograd *ag, int ref)
 {
+	if (ref == -1 || ref == AG_NONE)
+		return (struct op_tensor){ .dtype = -1 };
 	if (ref >= 0)
 		return ag->gr->nodes[ref].ctx.out;
 	return graph_stored_input(ag->stored[-ref - 2]);
@@ -211,6 +213,32 @@ int ag_sum_keep(struct autograd *ag, int x, int64_t axis)
 	};
 
 	return ag_emit(ag, "sum", &x, 1, a, 2);
+}
+
+int ag_reduce(struct autograd *ag, const char *op, int x, const int64_t *axes, unsigned naxes,
+	      bool keepdims)
+{
+	static const int64_t none[1];
+	struct graph_attr a[2] = {
+		{ .name = "keepdims", .b = keepdims },
+		{ .name = "axis", .ints = axes ? axes : none, .nints = axes ? naxes : 0 },
+	};
+
+	return ag_emit(ag, op, &x, 1, a, axes ? 2 : 1);
+}
+
+int ag_zeros_like(struct autograd *ag, int like)
+{
+	struct op_tensor l = ag_tensor(ag, like);
+	int64_t dims[TDP_MAX_RANK] = { 0 };
+	struct graph_attr a[2] = {
+		{ .name = "shape", .ints = dims, .nints = l.rank },
+		{ .name = "dtype", .s = tdp_dtype_name(l.dtype) },
+	};
+
+	for (unsigned d = 0; d < l.rank; d++)
+		dims[d] = (int64_t)l.shape[d];
+	return ag_emit(ag, "zeros", NULL, 0, a, 2);
 }
 
 /* Add `g` into the gradient slot `*slot`. */

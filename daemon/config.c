@@ -28,6 +28,13 @@ void config_defaults(struct config *c)
 	c->max_message_bytes = TDP_MAX_MESSAGE_BYTES;
 	c->host_mapped = true;
 	c->block_size = 0;
+	c->max_device_bytes = 0;
+	c->user_max_tensors = 0;
+	c->user_max_bytes = 0;
+	c->max_connections_per_user = 0;
+	c->max_inflight = 64;
+	c->max_output_backlog = (uint64_t)8 << 20;
+	c->stall_timeout = 60;
 }
 
 static int parse_u64(const char *v, uint64_t min, uint64_t max, uint64_t *ret)
@@ -40,6 +47,41 @@ static int parse_u64(const char *v, uint64_t min, uint64_t max, uint64_t *ret)
 	errno = 0;
 	x = strtoull(v, &end, 10);
 	if (errno || *end || x < min || x > max)
+		return -EINVAL;
+	*ret = x;
+	return 0;
+}
+
+/* A byte count: decimal, optionally with a K, M, G or T suffix (powers of
+ * 1024; "KiB", "MB"... are read the same way). */
+static int parse_size(const char *v, uint64_t min, uint64_t max, uint64_t *ret)
+{
+	static const char units[] = "KMGT";
+	char digits[32];
+	size_t n = strspn(v, "0123456789");
+	const char *u = v + n, *p;
+	uint64_t x;
+	unsigned shift = 0;
+
+	if (n == 0 || n >= sizeof(digits))
+		return -EINVAL;
+	memcpy(digits, v, n);
+	digits[n] = '\0';
+	if (*u) {
+		p = strchr(units, toupper((unsigned char)*u));
+		if (!p || !*p)
+			return -EINVAL;
+		shift = 10 * (unsigned)(p - units + 1);
+		u++;
+		if (!strcmp(u, "iB") || !strcmp(u, "B"))
+			u += strlen(u);
+		if (*u)
+			return -EINVAL;
+	}
+	if (parse_u64(digits, 0, UINT64_MAX >> shift, &x) < 0)
+		return -EINVAL;
+	x <<= shift;
+	if (x < min || x > max)
 		return -EINVAL;
 	*ret = x;
 	return 0;
@@ -82,7 +124,6 @@ static int set_string(char *dst, size_t cap, const char *v)
 
 int config_set(struct config *c, const char *key, const char *value, char *err, size_t err_len)
 {
-	uint64_t v = 0;
 	bool b;
 	int r = -EINVAL;
 
@@ -97,11 +138,25 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
 	else if (!strcmp(key, "max_connections"))
 		r = parse_u64(value, 1, 1000000, &c->max_connections);
 	else if (!strcmp(key, "max_tensor_bytes"))
-		r = parse_u64(value, 1, TDP_MAX_TENSOR_BYTES, &c->max_tensor_bytes);
+		r = parse_size(value, 1, TDP_MAX_TENSOR_BYTES, &c->max_tensor_bytes);
 	else if (!strcmp(key, "max_message_bytes"))
-		r = parse_u64(value, 4096, TDP_MAX_MESSAGE_BYTES, &c->max_message_bytes);
+		r = parse_size(value, 4096, TDP_MAX_MESSAGE_BYTES, &c->max_message_bytes);
 	else if (!strcmp(key, "block_size"))
-		r = parse_u64(value, 0, (uint64_t)1 << 40, &c->block_size);
+		r = parse_size(value, 0, (uint64_t)1 << 40, &c->block_size);
+	else if (!strcmp(key, "max_device_bytes"))
+		r = parse_size(value, 0, (uint64_t)1 << 50, &c->max_device_bytes);
+	else if (!strcmp(key, "user_max_tensors"))
+		r = parse_u64(value, 0, UINT32_MAX, &c->user_max_tensors);
+	else if (!strcmp(key, "user_max_bytes"))
+		r = parse_size(value, 0, (uint64_t)1 << 50, &c->user_max_bytes);
+	else if (!strcmp(key, "max_connections_per_user"))
+		r = parse_u64(value, 0, 1000000, &c->max_connections_per_user);
+	else if (!strcmp(key, "max_inflight"))
+		r = parse_u64(value, 1, 65536, &c->max_inflight);
+	else if (!strcmp(key, "max_output_backlog"))
+		r = parse_size(value, (uint64_t)64 << 10, (uint64_t)1 << 40, &c->max_output_backlog);
+	else if (!strcmp(key, "stall_timeout"))
+		r = parse_u64(value, 0, 86400, &c->stall_timeout);
 	else if (!strcmp(key, "host_mapped"))
 		r = parse_bool(value, &c->host_mapped);
 	else if (!strcmp(key, "verbose")) {
@@ -112,7 +167,6 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
 		snprintf(err, err_len, "unknown setting '%s'", key);
 		return -EINVAL;
 	}
-	(void)v;
 	if (r < 0)
 		snprintf(err, err_len, "invalid value '%s' for '%s'", value, key);
 	return r;
@@ -170,4 +224,34 @@ int config_load(struct config *c, const char *path, char *err, size_t err_len)
 	}
 	fclose(f);
 	return r;
+}
+
+void config_apply_reload(struct config *cur, const struct config *next, char *fixed,
+			 size_t fixed_len)
+{
+	size_t used = 0;
+
+	if (fixed_len)
+		fixed[0] = '\0';
+#define FIXED(cond, key)                                                                   \
+	do {                                                                               \
+		if ((cond) && used < fixed_len) {                                          \
+			int k = snprintf(fixed + used, fixed_len - used, "%s%s",           \
+					 used ? ", " : "", key);                           \
+			used = k < 0 ? fixed_len : used + (size_t)k;                       \
+		}                                                                          \
+	} while (0)
+	FIXED(strcmp(cur->socket_path, next->socket_path) != 0, "socket");
+	FIXED(strcmp(cur->state_dir, next->state_dir) != 0, "state_dir");
+	FIXED(cur->device_pick != next->device_pick ||
+	      (next->device_pick == GPU_PICK_INDEX && cur->device_index != next->device_index),
+	      "device");
+	FIXED(cur->host_mapped != next->host_mapped, "host_mapped");
+	FIXED(cur->block_size != next->block_size, "block_size");
+#undef FIXED
+	cur->log_level = next->log_level;
+	cur->max_tensors = next->max_tensors;
+	cur->max_connections = next->max_connections;
+	cur->max_tensor_bytes = next->max_tensor_bytes;
+	cur->max_message_bytes = next->max_message_bytes;
 }

@@ -20,6 +20,14 @@ struct config {
 	uint64_t max_message_bytes;
 	bool host_mapped;           /* map tensor memory when the device allows it */
 	uint64_t block_size;        /* device memory block size, 0 = automatic */
+	uint64_t max_device_bytes;  /* device memory tensord may take, 0 = the heap */
+	/* docs/security.md: quotas and client limits; 0 = no limit where noted */
+	uint64_t user_max_tensors;  /* tensors one uid may own, 0 = none */
+	uint64_t user_max_bytes;    /* bytes one uid's tensors may hold, 0 = none */
+	uint64_t max_connections_per_user; /* 0 = none beyond max_connections */
+	uint64_t max_inflight;      /* requests read but not yet answered, per client */
+	uint64_t max_output_backlog; /* unread output at which a client is not served */
+	uint64_t stall_timeout;     /* seconds at the backlog limit before disconnecting, 0 = never */
 };
 
 /* Fill `c` with the defaults (socket from $TENSORD_SOCKET or the system path). */
@@ -32,3 +40,12 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
 /* Read `key = value` lines (# comments, blank lines) from `path`. Returns 0 or
  * -errno with a reason naming the file and line in `err`. */
 int config_load(struct config *c, const char *path, char *err, size_t err_len);
+
+/* SIGHUP: take from `next` (a freshly loaded configuration) the settings that
+ * can change while the daemon runs (verbose, max_tensors, max_connections,
+ * max_tensor_bytes, max_message_bytes). The others (socket, state_dir,
+ * device, host_mapped, block_size) keep their current value; those that
+ * differ in `next` are named, comma-separated, in `fixed` (size `fixed_len`;
+ * "" when none). */
+void config_apply_reload(struct config *cur, const struct config *next, char *fixed,
+			 size_t fixed_len);

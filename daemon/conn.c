@@ -14,15 +14,17 @@
 #include "methods.h"
 #include "request.h"
 #include "rpc.h"
+#include "server.h"
 #include "status.h"
 #include "train.h"
 
-/* Stop taking new requests while this much output waits for the client. */
-#define OUT_HIGH_WATER ((size_t)8 << 20)
 /* Read at most this much per wake-up before serving, so one fast sender
  * cannot starve the others. */
 #define READ_BUDGET ((size_t)16 << 20)
 #define READ_CHUNK ((size_t)64 << 10)
+/* TURN_BUDGET: at most this many requests per turn; the rest wait until the
+ * other clients with work had a turn (server_resume_later). */
+#define TURN_BUDGET CONN_TURN_BUDGET
 /* Buffers larger than this are given back to the system once the connection
  * has been idle for IDLE_TRIM_NS: a client moving big tensors keeps its
  * buffers (fresh pages cost a fault each), an idle one does not hold memory. */
@@ -31,28 +33,30 @@
 
 static void conn_event(void *data, uint32_t events);
 
-struct conn *conn_new(struct daemon *d, int fd)
+struct conn *conn_new(struct daemon *d, int fd, const struct access_cred *cred)
 {
 	struct conn *c = calloc(1, sizeof(*c));
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
 
-	if (!c) {
+	/* The ring keeps the size it was made with, whatever a reload does. */
+	if (c) {
+		c->qcap = (uint32_t)d->cfg.max_inflight;
+		c->queue = calloc(c->qcap, sizeof(*c->queue));
+	}
+	if (!c || !c->queue) {
+		free(c);
 		close(fd);
 		return NULL;
 	}
 	c->d = d;
 	c->src = (struct loop_source){ .fd = fd, .fn = conn_event, .data = c };
-	c->uid = (uid_t)-1;
-	c->pid = 0;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-		c->uid = cred.uid;
-		c->pid = cred.pid;
-	}
+	c->cred = *cred;
+	c->uid = cred->uid;
+	c->pid = cred->pid;
 	tdp_scanner_reset(&c->scan);
-	c->last_active_ns = daemon_now_ns(CLOCK_MONOTONIC);
+	c->last_active_ns = c->drained_ns = daemon_now_ns(CLOCK_MONOTONIC);
 	if (loop_add(d->loop, &c->src, EPOLLIN | EPOLLRDHUP) < 0) {
 		close(fd);
+		free(c->queue);
 		free(c);
 		return NULL;
 	}
@@ -73,6 +77,8 @@ void conn_close(struct conn *c)
 	c->dead = true;
 	tdp_buf_free(&c->in);
 	tdp_buf_free(&c->out);
+	c->nqueued = 0;
+	c->scanned = 0;
 }
 
 void conn_free(struct conn *c)
@@ -80,6 +86,7 @@ void conn_free(struct conn *c)
 	if (!c)
 		return;
 	conn_close(c);
+	free(c->queue);
 	free(c);
 }
 
@@ -88,11 +95,14 @@ static void stream_error(struct conn *c, int code, const char *why)
 {
 	msgpack_packer pk;
 
-	log_info("closing connection of pid %d: %s", (int)c->pid, why);
+	log_info("closing connection of pid %d (uid %u): %s", (int)c->pid, (unsigned)c->uid, why);
+	c->d->metrics.protocol_errors++;
 	msgpack_packer_init(&pk, &c->out, tdp_buf_msgpack_write);
 	tdp_write_error_notification(&pk, TDP_NOTIFY_PROTOCOL_ERROR, code, why);
 	c->closing = true;
 	tdp_buf_consume(&c->in, tdp_buf_len(&c->in));
+	c->nqueued = 0;
+	c->scanned = 0;
 }
 
 static void scan_error(struct conn *c, int r)
@@ -146,6 +156,7 @@ static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 			.conn = c,
 			.uid = c->uid,
 			.pid = c->pid,
+			.cred = c->cred,
 			.msgid = m.msgid,
 			.params = m.params,
 			.pk = &pk,
@@ -164,38 +175,85 @@ static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 	return r;
 }
 
-/* Serve the complete messages buffered, in order, while output is not backed
- * up. Returns true when it stopped because of the backlog. */
-static bool process(struct conn *c)
+/* Find the complete messages after those already queued, while the queue
+ * has room: they are the connection's in-flight requests. A broken stream is
+ * noted and reported once the requests before it were answered. */
+static void scan_input(struct conn *c)
 {
 	struct tdp_scan_limits lim = tdp_scan_default_limits;
-	bool stalled = false;
+	uint32_t cap = c->qcap;
 
 	lim.max_bytes = c->d->cfg.max_message_bytes;
-	/* A running job answers its request last; later ones wait for it. */
-	while (!c->closing && !c->job) {
+	while (c->nqueued < cap && !c->scan_err) {
+		size_t len = tdp_buf_len(&c->in);
 		int r;
 
-		if (tdp_buf_len(&c->out) >= OUT_HIGH_WATER) {
-			stalled = true;
+		if (len == c->scanned)
 			break;
-		}
-		r = tdp_scanner_feed(&c->scan, tdp_buf_head(&c->in), tdp_buf_len(&c->in), &lim);
+		r = tdp_scanner_feed(&c->scan, tdp_buf_head(&c->in) + c->scanned, len - c->scanned, &lim);
 		if (r == 0)
 			break;
 		if (r < 0) {
-			scan_error(c, r);
+			c->scan_err = r;
 			break;
 		}
-		if (handle_message(c, tdp_buf_head(&c->in), c->scan.pos) < 0) {
-			log_error("out of memory answering pid %d; closing its connection", (int)c->pid);
-			conn_close(c);
-			return false;
-		}
-		tdp_buf_consume(&c->in, c->scan.pos);
+		c->queue[(c->qhead + c->nqueued) % cap] = c->scan.pos;
+		c->nqueued++;
+		c->scanned += c->scan.pos;
 		tdp_scanner_reset(&c->scan);
 	}
-	return stalled;
+}
+
+enum turn {
+	TURN_IDLE,      /* nothing (more) to serve now */
+	TURN_BACKLOG,   /* stopped: too much output waits */
+	TURN_YIELD,     /* stopped: the turn's budget is spent, requests remain */
+};
+
+/* Serve the queued requests, in order, while output is not backed up, until
+ * *served reaches TURN_BUDGET. */
+static enum turn process(struct conn *c, unsigned *served)
+{
+	uint32_t cap = c->qcap;
+
+	/* A running job answers its request last; later ones wait for it. */
+	while (!c->closing && !c->job) {
+		uint64_t n;
+
+		if (conn_backlogged(c))
+			return TURN_BACKLOG;
+		scan_input(c);
+		if (c->nqueued == 0) {
+			if (c->scan_err)
+				scan_error(c, c->scan_err);
+			break;
+		}
+		if (*served >= TURN_BUDGET)
+			return TURN_YIELD;
+		n = c->queue[c->qhead];
+		if (handle_message(c, tdp_buf_head(&c->in), n) < 0) {
+			log_error("out of memory answering pid %d; closing its connection", (int)c->pid);
+			conn_close(c);
+			return TURN_IDLE;
+		}
+		(*served)++;
+		if (c->closing)
+			break; /* a broken stream: stream_error dropped the input */
+		c->qhead = (c->qhead + 1) % cap;
+		c->nqueued--;
+		c->scanned -= n;
+		tdp_buf_consume(&c->in, n);
+	}
+	return TURN_IDLE;
+}
+
+/* Whether the connection should read more: not while its in-flight queue is
+ * full or its output backed up (that is the throttle: the client's writes
+ * then wait in its own socket buffer). */
+static bool wants_input(const struct conn *c)
+{
+	return !c->peer_closed && !c->closing && !c->scan_err &&
+	       c->nqueued < c->qcap && !conn_backlogged(c);
 }
 
 /* Read what the socket has, up to READ_BUDGET. Returns 0 or -errno (fatal). */
@@ -203,8 +261,8 @@ static int read_input(struct conn *c)
 {
 	size_t budget = READ_BUDGET;
 
-	while (budget > 0) {
-		size_t len = tdp_buf_len(&c->in), chunk = READ_CHUNK;
+	while (budget > 0 && wants_input(c)) {
+		size_t len = tdp_buf_len(&c->in) - c->scanned, chunk = READ_CHUNK;
 		ssize_t k;
 
 		/* Reading a large bin: take bigger bites, but never grow the buffer
@@ -221,7 +279,9 @@ static int read_input(struct conn *c)
 		k = recv(c->src.fd, c->in.data + c->in.end, c->in.cap - c->in.end, MSG_DONTWAIT);
 		if (k > 0) {
 			c->in.end += (size_t)k;
+			c->d->metrics.bytes_in += (uint64_t)k;
 			budget = (size_t)k < budget ? budget - (size_t)k : 0;
+			scan_input(c);
 			continue;
 		}
 		if (k == 0) {
@@ -246,6 +306,8 @@ static int flush_output(struct conn *c)
 
 		if (k > 0) {
 			tdp_buf_consume(&c->out, (size_t)k);
+			c->d->metrics.bytes_out += (uint64_t)k;
+			c->drained_ns = daemon_now_ns(CLOCK_MONOTONIC);
 			continue;
 		}
 		if (k < 0 && errno == EINTR)
@@ -260,25 +322,33 @@ static int flush_output(struct conn *c)
 /* Serve, flush and set the epoll interest after anything happened. */
 static void conn_settle(struct conn *c)
 {
+	unsigned served = 0;
+	enum turn turn;
 	uint32_t want;
-	bool stalled;
 
 	do {
-		stalled = process(c);
+		turn = process(c, &served);
 		if (c->dead)
 			return;
 		if (flush_output(c) < 0) {
 			conn_close(c);
 			return;
 		}
-	} while (stalled && tdp_buf_len(&c->out) == 0);
+	} while (turn == TURN_BACKLOG && !conn_backlogged(c));
 
-	if (tdp_buf_len(&c->out) == 0 && !c->job && (c->closing || c->peer_closed)) {
-		conn_close(c);
-		return;
+	if (tdp_buf_len(&c->out) == 0) {
+		c->drained_ns = daemon_now_ns(CLOCK_MONOTONIC);
+		if (!c->job && (c->closing || (c->peer_closed && c->nqueued == 0 && !c->scan_err))) {
+			conn_close(c);
+			return;
+		}
+	}
+	if (turn == TURN_YIELD && !c->resume) {
+		c->resume = true;
+		server_resume_later(c->d->server);
 	}
 	want = 0;
-	if (!c->peer_closed && !c->closing && tdp_buf_len(&c->out) < OUT_HIGH_WATER)
+	if (wants_input(c))
 		want |= EPOLLIN | EPOLLRDHUP;
 	if (tdp_buf_len(&c->out) > 0)
 		want |= EPOLLOUT;
@@ -292,9 +362,16 @@ void conn_kick(struct conn *c)
 		conn_settle(c);
 }
 
+void conn_resume(struct conn *c)
+{
+	c->resume = false;
+	if (!c->dead)
+		conn_settle(c);
+}
+
 bool conn_backlogged(const struct conn *c)
 {
-	return tdp_buf_len(&c->out) >= OUT_HIGH_WATER;
+	return tdp_buf_len(&c->out) >= c->d->cfg.max_output_backlog;
 }
 
 static void conn_event(void *data, uint32_t events)
@@ -322,9 +399,21 @@ static void conn_event(void *data, uint32_t events)
 	conn_settle(c);
 }
 
-void conn_trim_idle(struct conn *c, int64_t now_ns)
+void conn_tick(struct conn *c, int64_t now_ns)
 {
-	if (c->dead || now_ns - c->last_active_ns < IDLE_TRIM_NS)
+	uint64_t limit = c->d->cfg.stall_timeout;
+
+	if (c->dead)
+		return;
+	if (limit && conn_backlogged(c) && now_ns - c->drained_ns >= (int64_t)limit * 1000000000) {
+		log_warning("disconnecting pid %d (uid %u): %zu bytes of responses unread for %llu s "
+			    "(max_output_backlog %llu, stall_timeout %llu)", (int)c->pid, (unsigned)c->uid,
+			    tdp_buf_len(&c->out), (unsigned long long)((now_ns - c->drained_ns) / 1000000000),
+			    (unsigned long long)c->d->cfg.max_output_backlog, (unsigned long long)limit);
+		conn_close(c);
+		return;
+	}
+	if (now_ns - c->last_active_ns < IDLE_TRIM_NS)
 		return;
 	tdp_buf_shrink(&c->in, KEEP_BUFFER);
 	tdp_buf_shrink(&c->out, KEEP_BUFFER);

@@ -6,10 +6,12 @@
 
 #include "config.h"
 #include "gpu/device.h"
+#include "metrics.h"
 
 struct loop;
 struct server;
 struct store;
+struct models;
 
 struct daemon {
 	struct config cfg;
@@ -19,7 +21,11 @@ struct daemon {
 	struct gpu_device_desc *devices; /* every device found, for info */
 	uint32_t ndevices;
 	struct store *store;
+	struct models *models;           /* model.define's registry (model.h) */
 	int64_t start_ns;                /* CLOCK_MONOTONIC at start-up */
+	uint64_t requests;               /* requests answered (errors too), for info */
+	uint64_t requests_failed;        /* of which with an error response */
+	struct metrics metrics;          /* counters for info and tensorctl metrics */
 };
 
 /* Nanoseconds of `clock` (CLOCK_MONOTONIC, CLOCK_REALTIME...). */

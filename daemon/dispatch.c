@@ -2,10 +2,13 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
+#include "daemon.h"
 #include "graph.h"
 #include "handlers.h"
 #include "train.h"
+#include "methods_model.h"
 #include "log.h"
 #include "methods.h"
 #include "request.h"
@@ -23,11 +26,31 @@ static const struct {
 	{ TDP_METHOD_TENSOR_STAT, method_tensor_stat },
 	{ TDP_METHOD_TENSOR_LIST, method_tensor_list },
 	{ TDP_METHOD_TENSOR_DELETE, method_tensor_delete },
+	{ TDP_METHOD_TENSOR_CHMOD, method_tensor_chmod },
 	{ TDP_METHOD_OP_RUN, graph_op_run },
 	{ TDP_METHOD_GRAPH_RUN, graph_run },
 	{ TDP_METHOD_TRAIN_STEP, train_step },
 	{ TDP_METHOD_TRAIN_RUN, train_run },
+	{ TDP_METHOD_MODEL_DEFINE, method_model_define },
+	{ TDP_METHOD_MODEL_LIST, method_model_list },
+	{ TDP_METHOD_MODEL_STAT, method_model_stat },
+	{ TDP_METHOD_MODEL_DELETE, method_model_delete },
+	{ TDP_METHOD_MODEL_EVALUATE, method_model_evaluate },
+	{ TDP_METHOD_MODEL_PREDICT, method_model_predict },
 };
+
+#define METHOD_COUNT (sizeof(method_table) / sizeof(method_table[0]))
+_Static_assert(METHOD_COUNT < METRICS_MAX_METHODS, "metrics.h: raise METRICS_MAX_METHODS");
+
+unsigned request_method_count(void)
+{
+	return (unsigned)METHOD_COUNT;
+}
+
+const char *request_method_name(unsigned slot)
+{
+	return slot < METHOD_COUNT ? method_table[slot].name : "other";
+}
 
 int request_fail(struct request *req, int code, const char *fmt, ...)
 {
@@ -49,7 +72,8 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 	size_t mark = tdp_buf_len(req->out);
 	char name[TDP_MAX_METHOD_LEN + 1];
 	method_fn fn = NULL;
-	int r;
+	int64_t t0 = daemon_now_ns(CLOCK_MONOTONIC);
+	int r = -1;
 
 	snprintf(name, sizeof(name), "%.*s", (int)method_len, method);
 	for (char *p = name; *p; p++)
@@ -58,19 +82,27 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 	req->method = name;
 	req->code = TDP_OK;
 	req->message[0] = '\0';
-	for (size_t i = 0; i < sizeof(method_table) / sizeof(method_table[0]); i++) {
+	req->slot = (unsigned)METHOD_COUNT;
+	for (size_t i = 0; i < METHOD_COUNT; i++) {
 		if (strlen(method_table[i].name) == method_len &&
 		    memcmp(method_table[i].name, method, method_len) == 0) {
 			fn = method_table[i].fn;
+			req->slot = (unsigned)i;
 			break;
 		}
 	}
+	req->d->requests++;
 	if (!fn)
 		request_fail(req, TDP_UNIMPLEMENTED, "no such method");
-	else if ((r = fn(req)) == 0 || r == REQUEST_DEFERRED)
+	else
+		r = fn(req);
+	metrics_request(&req->d->metrics, req->slot, !(r == 0 || r == REQUEST_DEFERRED),
+			(uint64_t)(daemon_now_ns(CLOCK_MONOTONIC) - t0));
+	if (r == 0 || r == REQUEST_DEFERRED)
 		return 0;
-	else if (req->code == TDP_OK)
+	if (fn && req->code == TDP_OK)
 		request_fail(req, TDP_INTERNAL, "failed without a reason");
+	req->d->requests_failed++;
 	/* Drop whatever the handler wrote before failing; answer the error. */
 	req->out->end = req->out->start + mark;
 	log_debug("msgid %u: %s", req->msgid, req->message);

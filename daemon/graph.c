@@ -1,5 +1,6 @@
 #include "graph.h"
 #include "graph_core.h"
+#include "graph_fuse.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "dtype.h"
 #include "gpu/device.h"
 #include "gpu/transfer.h"
+#include "lookup.h"
 #include "name.h"
 #include "ops/op.h"
 #include "pack.h"
@@ -101,8 +103,9 @@ static int parse_attrs(struct op_ctx *ctx, const msgpack_object *attrs)
 static int resolve_input(struct graph *gr, unsigned i, unsigned k, const msgpack_object *ref)
 {
 	struct op_ctx *ctx = &gr->nodes[i].ctx;
-	char name[TDP_MAX_NAME_LEN + 1];
+	char name[TDP_MAX_NAME_LEN + 1], why[TDP_MAX_ERROR_MESSAGE];
 	struct tensor *t;
+	int code;
 
 	if (tdp_obj_strcpy(ref, name, sizeof(name)) < 0)
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "input %u must be a name of up to %d bytes", k,
@@ -120,10 +123,15 @@ static int resolve_input(struct graph *gr, unsigned i, unsigned k, const msgpack
 			return op_fail(ctx, TDP_INVALID_ARGUMENT,
 				       "input %u '%s' is node %u, which comes later (nodes must be in order; "
 				       "cycles are not allowed)", k, name, j);
-	t = tdp_name_valid(name, strlen(name)) ? store_find(gr->req->d->store, name, strlen(name)) : NULL;
-	if (!t)
+	if (!tdp_name_valid(name, strlen(name)))
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "input %u is neither an earlier node nor a valid "
+			       "tensor name", k);
+	code = lookup_tensor_why(gr->req, NULL, name, ACCESS_READ, &t, why, sizeof(why));
+	if (code == TDP_NOT_FOUND)
 		return op_fail(ctx, TDP_NOT_FOUND, "input %u '%s' is neither an earlier node nor a stored tensor",
 			       k, name);
+	if (code)
+		return op_fail(ctx, code, "input %u: %s", k, why);
 	ctx->in[k] = graph_stored_input(t);
 	gr->nodes[i].stored[k] = t;
 	return 0;
@@ -170,6 +178,14 @@ static int out_name(struct graph *gr, unsigned i, const msgpack_object *o, char 
 	return 0;
 }
 
+/* The "gpu_ns" entry of a profiled result. */
+static int pack_gpu_ns(struct graph *gr)
+{
+	if (tdp_pack_cstr(gr->req->pk, "gpu_ns") || msgpack_pack_uint64(gr->req->pk, gr->gpu_ns))
+		return request_fail(gr->req, TDP_INTERNAL, "out of memory");
+	return 0;
+}
+
 int graph_op_run(struct request *req)
 {
 	struct param p[] = {
@@ -177,13 +193,16 @@ int graph_op_run(struct request *req)
 		{ "inputs", PARAM_ARRAY, true, NULL },
 		{ "attrs", PARAM_MAP, false, NULL },
 		{ "out", PARAM_STR, false, NULL },
+		{ "profile", PARAM_BOOL, false, NULL },
 	};
 	struct graph gr = { .req = req };
 	struct node *nd;
+	unsigned extra;
 	int r = -1;
 
-	if (params_parse(req, p, 4) < 0 || graph_alloc_nodes(&gr, 1) < 0)
+	if (params_parse(req, p, 5) < 0 || graph_alloc_nodes(&gr, 1) < 0)
 		return -1;
+	extra = p[4].value && p[4].value->via.boolean;
 	nd = &gr.nodes[0];
 	if (build_node(&gr, 0, p[0].value, p[1].value, p[2].value) < 0) {
 		graph_node_fail(&gr, 0, nd->ctx.code, nd->ctx.message);
@@ -203,10 +222,12 @@ int graph_op_run(struct request *req)
 			request_fail(req, TDP_INTERNAL, "out of memory");
 			goto out;
 		}
-		r = tensor_write_meta_result(req, t);
+		r = tensor_write_meta_result_map(req, t, extra);
 	} else {
-		r = tdp_write_result_head(req->pk, req->msgid) < 0 ? -1 : graph_write_inline(&gr, 0);
+		r = tdp_write_result_head(req->pk, req->msgid) < 0 ? -1 : graph_write_inline_map(&gr, 0, extra);
 	}
+	if (r == 0 && extra && pack_gpu_ns(&gr) < 0)
+		r = -1;
 out:
 	graph_free(&gr);
 	return r;
@@ -293,13 +314,18 @@ int graph_run(struct request *req)
 	struct param p[] = {
 		{ "nodes", PARAM_ARRAY, true, NULL },
 		{ "outputs", PARAM_ARRAY, false, NULL },
+		{ "profile", PARAM_BOOL, false, NULL },
+		{ "fuse", PARAM_BOOL, false, NULL },
 	};
 	struct graph gr = { .req = req };
 	uint32_t nstored = 0, ninline = 0;
+	bool profile;
 	int r = -1;
 
-	if (params_parse(req, p, 2) < 0)
+	if (params_parse(req, p, 4) < 0)
 		return -1;
+	profile = p[2].value && p[2].value->via.boolean;
+	gr.fuse = p[3].value ? p[3].value->via.boolean : graph_fuse_default(req->d->gpu);
 	if (graph_parse(&gr, p[0].value, p[1].value) < 0)
 		goto out;
 	for (unsigned i = 0; i < gr.n; i++) {
@@ -308,7 +334,7 @@ int graph_run(struct request *req)
 	}
 	if (graph_check_outputs(&gr) < 0 || graph_execute(&gr) < 0)
 		goto out;
-	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 2) ||
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 2 + 2 * profile) ||
 	    tdp_pack_cstr(req->pk, "outputs") || msgpack_pack_map(req->pk, ninline)) {
 		request_fail(req, TDP_INTERNAL, "out of memory");
 		goto out;
@@ -338,7 +364,10 @@ int graph_run(struct request *req)
 			goto out;
 		}
 	}
-	r = 0;
+	r = profile ? pack_gpu_ns(&gr) : 0;
+	if (r == 0 && profile &&
+	    (tdp_pack_cstr(req->pk, "dispatches") || msgpack_pack_uint64(req->pk, gr.dispatches)))
+		r = request_fail(req, TDP_INTERNAL, "out of memory");
 out:
 	graph_free(&gr);
 	return r;

@@ -1,4 +1,5 @@
 #include "graph_core.h"
+#include "graph_fuse.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -9,6 +10,8 @@
 #include "dtype.h"
 #include "gpu/device.h"
 #include "gpu/transfer.h"
+#include "lookup.h"
+#include "mode.h"
 #include "name.h"
 #include "ops/op.h"
 #include "pack.h"
@@ -35,31 +38,49 @@ int graph_node_fail(struct graph *gr, unsigned i, int code, const char *what)
 			    nd->id, nd->id[0] ? "'" : "", op, what);
 }
 
-/* Check named outputs: valid, distinct, ours to replace, within the tensor limit. */
+/* Check named outputs: valid, distinct, ours to replace, within the tensor
+ * limit and the owners' quotas. */
 int graph_check_outputs(struct graph *gr)
 {
 	struct request *req = gr->req;
+	struct lookup_output *outs;
 	uint64_t count, bytes, fresh = 0;
+	size_t nout = 0;
+	int r;
 
+	outs = calloc(gr->n ? gr->n : 1, sizeof(*outs));
+	if (!outs)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
 	for (unsigned i = 0; i < gr->n; i++) {
 		struct node *nd = &gr->nodes[i];
+		char why[TDP_MAX_ERROR_MESSAGE];
 		struct tensor *old;
+		int code;
 
 		if (!nd->has_out)
 			continue;
 		for (unsigned j = 0; j < i; j++)
-			if (gr->nodes[j].has_out && !strcmp(gr->nodes[j].out_name, nd->out_name))
+			if (gr->nodes[j].has_out && !strcmp(gr->nodes[j].out_name, nd->out_name)) {
+				free(outs);
 				return graph_node_fail(gr, i, TDP_INVALID_ARGUMENT, "two nodes store the same name");
-		old = store_find(req->d->store, nd->out_name, strlen(nd->out_name));
-		if (old && req->uid != 0 && req->uid != old->owner)
-			return graph_node_fail(gr, i, TDP_PERMISSION_DENIED, "the output name belongs to another user");
-		fresh += !old;
+			}
+		code = lookup_tensor_why(req, "out", nd->out_name, ACCESS_WRITE, &old, why, sizeof(why));
+		if (code == TDP_PERMISSION_DENIED) {
+			free(outs);
+			return graph_node_fail(gr, i, code, why);
+		}
+		fresh += code == TDP_NOT_FOUND;
+		outs[nout++] = (struct lookup_output){ .name = nd->out_name, .bytes = nd->ctx.out.bytes };
 	}
 	store_totals(req->d->store, &count, &bytes);
-	if (count + fresh > req->d->cfg.max_tensors)
-		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "storing the outputs would pass %llu tensors",
-				    (unsigned long long)req->d->cfg.max_tensors);
-	return 0;
+	if (count + fresh > req->d->cfg.max_tensors) {
+		free(outs);
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "storing the outputs would pass %llu tensors "
+				    "(max_tensors)", (unsigned long long)req->d->cfg.max_tensors);
+	}
+	r = lookup_check_quota(req, outs, nout);
+	free(outs);
+	return r;
 }
 
 static int device_fail(struct graph *gr, int r)
@@ -76,6 +97,8 @@ int graph_execute(struct graph *gr)
 	struct gpu_recorder rec;
 	int r;
 
+	if (gr->fuse && graph_fuse_plan(gr) < 0)
+		return request_fail(gr->req, TDP_INTERNAL, "out of memory");
 	for (unsigned i = 0; i < gr->n; i++) {
 		struct node *nd = &gr->nodes[i];
 
@@ -83,14 +106,27 @@ int graph_execute(struct graph *gr)
 		for (unsigned k = 0; k < nd->ctx.ninputs; k++)
 			if (nd->src[k] >= 0)
 				nd->ctx.in[k].alloc = gr->nodes[nd->src[k]].result;
-		if (nd->ctx.view && !nd->has_out) {
+		if (nd->fused_internal) {
+			nd->result = NULL;
+		} else if (nd->ctx.view && !nd->has_out) {
 			nd->result = nd->ctx.in[0].alloc;
 			nd->aliased = true;
 		} else {
 			r = gpu_memory_alloc(g, nd->ctx.out.bytes, &nd->alloc);
-			if (r < 0)
-				return graph_node_fail(gr, i, TDP_RESOURCE_EXHAUSTED,
-						 "out of device memory for the result");
+			if (r < 0) {
+				char what[200];
+
+				if (r == -EFBIG)
+					snprintf(what, sizeof(what), "the result's %llu bytes are more than the "
+						 "device allocates at once (%llu)",
+						 (unsigned long long)nd->ctx.out.bytes,
+						 (unsigned long long)gpu_memory_largest(g));
+				else
+					snprintf(what, sizeof(what), "out of device memory for the result's %llu "
+						 "bytes (%llu of %llu taken)", (unsigned long long)nd->ctx.out.bytes,
+						 (unsigned long long)g->mem.reserved, (unsigned long long)g->mem.limit);
+				return graph_node_fail(gr, i, TDP_RESOURCE_EXHAUSTED, what);
+			}
 			nd->result = &nd->alloc;
 		}
 		nd->ctx.out.alloc = nd->result;
@@ -103,6 +139,13 @@ int graph_execute(struct graph *gr)
 
 		if (nd->ctx.out.count == 0 || nd->aliased)
 			continue;
+		if (nd->fused) {
+			if (graph_fuse_record(gr, i, &rec) < 0) {
+				gpu_rec_abort(&rec);
+				return graph_node_fail(gr, i, nd->ctx.code, nd->ctx.message);
+			}
+			continue;
+		}
 		if (nd->ctx.def->record(&nd->ctx, &rec) < 0) {
 			gpu_rec_abort(&rec);
 			return graph_node_fail(gr, i, nd->ctx.code, nd->ctx.message);
@@ -111,6 +154,8 @@ int graph_execute(struct graph *gr)
 	r = gpu_rec_submit_wait(&rec);
 	if (r < 0)
 		return device_fail(gr, r);
+	gr->gpu_ns += g->cmd[0].gpu_ns;
+	gr->dispatches += rec.dispatches;
 	return 0;
 }
 
@@ -130,12 +175,19 @@ struct tensor *graph_commit(struct graph *gr, unsigned i)
 	memcpy(t->shape, nd->ctx.out.shape, sizeof(t->shape));
 	t->count = nd->ctx.out.count;
 	t->bytes = nd->ctx.out.bytes;
-	t->owner = req->uid;
+	t->owner = req->cred.uid; /* for a new name; a replacement keeps the old owner */
+	t->group = req->cred.gid;
+	t->mode = TDP_MODE_PRIVATE;
 	t->device = req->d->gpu->desc.index;
 	t->created_ns = t->modified_ns = daemon_now_ns(CLOCK_REALTIME);
 	t->alloc = nd->alloc;
 	nd->alloc = (struct gpu_alloc){ 0 };
-	store_put(req->d->store, t); /* room was checked before running */
+	/* Room and quota were checked before running (graph_check_outputs). */
+	if (store_put(req->d->store, t) < 0) {
+		nd->alloc = t->alloc;
+		free(t);
+		return NULL;
+	}
 	return t;
 }
 
@@ -143,9 +195,14 @@ struct tensor *graph_commit(struct graph *gr, unsigned i)
  * straight into the response. */
 int graph_write_inline(struct graph *gr, unsigned i)
 {
+	return graph_write_inline_map(gr, i, 0);
+}
+
+int graph_write_inline_map(struct graph *gr, unsigned i, unsigned extra)
+{
 	const struct op_tensor *t = &gr->nodes[i].ctx.out;
 	msgpack_packer *pk = gr->req->pk;
-	int fail = msgpack_pack_map(pk, 4) ||
+	int fail = msgpack_pack_map(pk, 4 + extra) ||
 		   tdp_pack_cstr(pk, "dtype") || tdp_pack_cstr(pk, tdp_dtype_name(t->dtype)) ||
 		   tdp_pack_cstr(pk, "shape") || msgpack_pack_array(pk, t->rank);
 	void *dst;
@@ -177,6 +234,7 @@ void graph_free(struct graph *gr)
 			gpu_memory_free(g, &s->allocs[k]);
 	}
 	free(gr->nodes);
+	graph_fuse_free(gr);
 }
 
 int graph_alloc_nodes(struct graph *gr, uint32_t n)

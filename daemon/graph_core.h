@@ -23,7 +23,12 @@ struct node {
 	struct gpu_alloc alloc;          /* the result's own memory */
 	struct gpu_alloc *result;        /* &alloc, or input 0's memory for a view */
 	bool aliased;                    /* a view sharing input 0's memory */
+	bool keep;                       /* the caller reads `result` after graph_execute */
+	unsigned fused;                  /* 1 + the fused kernel computing it; 0: its own */
+	bool fused_internal;             /* fused and read only inside that kernel: no memory */
 };
+
+struct fuse_kernel;
 
 struct graph {
 	struct request *req;
@@ -31,6 +36,11 @@ struct graph {
 	unsigned n;                      /* nodes in use */
 	unsigned cap;                    /* nodes allocated */
 	unsigned base;                   /* nodes the daemon put before the client's */
+	uint64_t gpu_ns;                 /* device time of its submissions (timestamps) */
+	uint64_t dispatches;             /* kernels recorded */
+	bool fuse;                       /* fuse elementwise chains (graph_fuse.c) */
+	struct fuse_kernel *kernels;     /* the fused kernels graph_fuse_plan made */
+	unsigned nkernels;
 };
 
 /* A named attribute value for graph_emit (the op's spec decides which field
@@ -75,7 +85,10 @@ int graph_infer_node(struct graph *gr, unsigned i);
 int graph_check_outputs(struct graph *gr);
 
 /* Allocate every result, record every node into one command buffer, submit
- * once and wait. Returns 0 or request_fail(). */
+ * once and wait. With `fuse` set, chains of elementwise nodes run as fused
+ * kernels first (graph_fuse.c); their intermediates then have no memory
+ * (`result` NULL) unless stored, returned inline, marked `keep` or read by a
+ * node outside the chain. Returns 0 or request_fail(). */
 int graph_execute(struct graph *gr);
 
 /* Move node `i`'s result into the store under its out name; NULL on ENOMEM. */
@@ -83,6 +96,10 @@ struct tensor *graph_commit(struct graph *gr, unsigned i);
 
 /* Write {dtype, shape, bytes, data} of node `i`'s result into the response. */
 int graph_write_inline(struct graph *gr, unsigned i);
+
+/* As graph_write_inline, with room for `extra` more entries the caller packs
+ * after it into the same map. */
+int graph_write_inline_map(struct graph *gr, unsigned i, unsigned extra);
 
 /* Free every result that was not committed, and the nodes. */
 void graph_free(struct graph *gr);

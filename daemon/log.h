@@ -1,11 +1,17 @@
-/* Logging to stderr; under systemd each line carries its syslog priority
- * prefix ("<3>") so the journal files it correctly. */
+/* Logging to stderr. When stderr is systemd's journal stream (JOURNAL_STREAM
+ * names it), each line carries its syslog priority prefix ("<3>") so the
+ * journal files it at that priority; otherwise lines read "tensord: ...". */
 #pragma once
 
+#include <stdbool.h>
 #include <syslog.h>
 
 /* Log lines of priority above `level` (LOG_ERR..LOG_DEBUG) are dropped. */
 void log_set_level(int level);
+
+/* Whether stderr is the journal stream systemd connected (JOURNAL_STREAM
+ * holds its device and inode). */
+bool log_stderr_is_journal(void);
 
 /* Log one line (no trailing newline needed). */
 __attribute__((format(printf, 2, 3)))

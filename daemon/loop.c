@@ -8,8 +8,10 @@
 struct loop {
 	int epfd;
 	bool quit;
-	void (*after)(void *data);
-	void *after_data;
+	struct {
+		void (*fn)(void *data);
+		void *data;
+	} after[LOOP_MAX_AFTER];
 	bool (*idle)(void *data);
 	void *idle_data;
 	bool idle_pending;
@@ -64,10 +66,23 @@ void loop_remove(struct loop *l, struct loop_source *src)
 	epoll_ctl(l->epfd, EPOLL_CTL_DEL, src->fd, NULL);
 }
 
-void loop_set_after(struct loop *l, void (*after)(void *data), void *data)
+int loop_add_after(struct loop *l, void (*after)(void *data), void *data)
 {
-	l->after = after;
-	l->after_data = data;
+	for (unsigned i = 0; i < LOOP_MAX_AFTER; i++) {
+		if (!l->after[i].fn) {
+			l->after[i].fn = after;
+			l->after[i].data = data;
+			return 0;
+		}
+	}
+	return -ENOSPC;
+}
+
+void loop_remove_after(struct loop *l, void (*after)(void *data), void *data)
+{
+	for (unsigned i = 0; i < LOOP_MAX_AFTER; i++)
+		if (l->after[i].fn == after && l->after[i].data == data)
+			l->after[i].fn = NULL;
 }
 
 void loop_set_idle(struct loop *l, bool (*idle)(void *data), void *data)
@@ -101,8 +116,9 @@ int loop_run(struct loop *l)
 		}
 		if (l->idle && l->idle_pending)
 			l->idle_pending = l->idle(l->idle_data);
-		if (l->after)
-			l->after(l->after_data);
+		for (unsigned i = 0; i < LOOP_MAX_AFTER; i++)
+			if (l->after[i].fn)
+				l->after[i].fn(l->after[i].data);
 	}
 	return 0;
 }

@@ -32,10 +32,17 @@ int loop_modify(struct loop *l, struct loop_source *src, uint32_t events);
 /* Stop watching src->fd (before closing it). */
 void loop_remove(struct loop *l, struct loop_source *src);
 
+/* Hooks run after each batch of events, in the order added. */
+#define LOOP_MAX_AFTER 4
+
 /* Run `after` once after each batch of events: the place to free what the
  * callbacks of the batch retired, since later events of the same batch may
- * still point at it. */
-void loop_set_after(struct loop *l, void (*after)(void *data), void *data);
+ * still point at it, or to report state the batch changed. Returns 0, or
+ * -ENOSPC when LOOP_MAX_AFTER hooks are set. */
+int loop_add_after(struct loop *l, void (*after)(void *data), void *data);
+
+/* Remove a hook added with the same `after` and `data`. */
+void loop_remove_after(struct loop *l, void (*after)(void *data), void *data);
 
 /* Call `idle` after each batch while it returns true (more work queued);
  * while it does, the loop polls without blocking. Used for background work

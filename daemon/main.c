@@ -9,7 +9,6 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
-#include <sys/timerfd.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,8 +17,10 @@
 #include "daemon.h"
 #include "log.h"
 #include "loop.h"
+#include "notify.h"
 #include "server.h"
 #include "store.h"
+#include "model.h"
 #include "train.h"
 
 int64_t daemon_now_ns(int clock)
@@ -58,45 +59,85 @@ static const struct option options[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-/* Returns 0 to run, 1 to exit successfully (help, version), -1 on a usage error. */
-static int parse_args(int argc, char **argv, struct config *cfg)
+/* The command line, kept so that a reload applies the flags over the
+ * reloaded file exactly as at start-up. */
+struct cmdline {
+	const char *config_file;
+	struct {
+		const char *key, *value;
+	} set[4];               /* one per settable flag: the last one given wins */
+	unsigned nset;
+};
+
+static void cmdline_set(struct cmdline *cl, const char *key, const char *value)
 {
-	const char *config_file = NULL;
+	for (unsigned i = 0; i < cl->nset; i++) {
+		if (!strcmp(cl->set[i].key, key)) {
+			cl->set[i].value = value;
+			return;
+		}
+	}
+	if (cl->nset < sizeof(cl->set) / sizeof(cl->set[0])) {
+		cl->set[cl->nset].key = key;
+		cl->set[cl->nset++].value = value;
+	}
+}
+
+/* Defaults, then the config file, then the flags. Returns 0 or -errno with
+ * the reason in `err`. */
+static int build_config(const struct cmdline *cl, struct config *ret, char *err, size_t err_len)
+{
+	struct config c;
+	int r;
+
+	config_defaults(&c);
+	if (cl->config_file && (r = config_load(&c, cl->config_file, err, err_len)) < 0)
+		return r;
+	for (unsigned i = 0; i < cl->nset; i++)
+		if ((r = config_set(&c, cl->set[i].key, cl->set[i].value, err, err_len)) < 0)
+			return r;
+	*ret = c;
+	return 0;
+}
+
+/* Returns 0 to run, 1 to exit successfully (help, version), -1 on a usage error. */
+static int parse_args(int argc, char **argv, struct cmdline *cl, struct config *cfg)
+{
+	struct config scratch;
 	char err[512];
 	int opt;
 
-	/* The config file first, so that flags override it wherever they stand. */
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "vh", options, NULL)) != -1)
-		if (opt == OPT_CONFIG)
-			config_file = optarg;
-	if (config_file && config_load(cfg, config_file, err, sizeof(err)) < 0) {
-		fprintf(stderr, "tensord: %s\n", err);
-		return -1;
-	}
-	optind = 1;
-	opterr = 1;
+	config_defaults(&scratch);
 	while ((opt = getopt_long(argc, argv, "vh", options, NULL)) != -1) {
-		const char *key = NULL;
+		const char *key = NULL, *value = optarg;
 
 		switch (opt) {
 		case OPT_SOCKET: key = "socket"; break;
 		case OPT_DEVICE: key = "device"; break;
 		case OPT_STATE_DIR: key = "state_dir"; break;
-		case OPT_CONFIG: break;
-		case 'v': cfg->log_level = LOG_DEBUG; break;
+		case OPT_CONFIG: cl->config_file = optarg; break;
+		case 'v': key = "verbose"; value = "yes"; break;
 		case 'h': usage(stdout); return 1;
 		case OPT_VERSION: printf("tensord %s\n", TENSORD_VERSION); return 1;
 		default: usage(stderr); return -1;
 		}
-		if (key && config_set(cfg, key, optarg, err, sizeof(err)) < 0) {
-			fprintf(stderr, "tensord: --%s: %s\n", options[opt - OPT_SOCKET].name, err);
+		if (!key)
+			continue;
+		/* Checked here so that the message names the flag. */
+		if (config_set(&scratch, key, value, err, sizeof(err)) < 0) {
+			fprintf(stderr, "tensord: %s%s: %s\n", opt == 'v' ? "-" : "--",
+				opt == 'v' ? "v" : options[opt - OPT_SOCKET].name, err);
 			return -1;
 		}
+		cmdline_set(cl, key, value);
 	}
 	if (optind < argc) {
 		fprintf(stderr, "tensord: unexpected argument '%s'\n", argv[optind]);
 		usage(stderr);
+		return -1;
+	}
+	if (build_config(cl, cfg, err, sizeof(err)) < 0) {
+		fprintf(stderr, "tensord: %s\n", err);
 		return -1;
 	}
 	return 0;
@@ -104,54 +145,52 @@ static int parse_args(int argc, char **argv, struct config *cfg)
 
 struct signals {
 	struct loop_source src;
-	struct loop *loop;
-	int signo;
+	struct daemon *d;
+	struct notify *notify;
+	const struct cmdline *cl;
+	int signo;              /* the signal that stopped the loop */
 };
+
+/* SIGHUP: re-read the configuration and apply what can change while running
+ * (config_apply_reload); a file that does not parse changes nothing. */
+static void reload(struct signals *s)
+{
+	struct daemon *d = s->d;
+	struct config next;
+	char err[512], fixed[128], failure[128];
+
+	notify_reloading(s->notify);
+	if (build_config(s->cl, &next, err, sizeof(err)) < 0) {
+		log_error("reload failed, the running configuration stays: %s", err);
+		d->metrics.reload_failures++;
+		snprintf(failure, sizeof(failure), "last reload failed: %.100s", err);
+		notify_reloaded(s->notify, failure);
+		return;
+	}
+	config_apply_reload(&d->cfg, &next, fixed, sizeof(fixed));
+	if (fixed[0])
+		log_warning("reload: %s changed; that takes a restart, the running value stays", fixed);
+	log_set_level(d->cfg.log_level);
+	store_set_max_tensors(d->store, (uint32_t)d->cfg.max_tensors);
+	d->metrics.reloads++;
+	log_notice("configuration reloaded%s%s", s->cl->config_file ? " from " : "",
+		   s->cl->config_file ? s->cl->config_file : " (no --config file: flags only)");
+	notify_reloaded(s->notify, NULL);
+}
 
 static void on_signal(void *data, uint32_t events)
 {
 	struct signals *s = data;
 	struct signalfd_siginfo si;
 
-	if (read(s->src.fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+	while (read(s->src.fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGHUP) {
+			reload(s);
+			continue;
+		}
 		s->signo = (int)si.ssi_signo;
-		loop_quit(s->loop);
+		loop_quit(s->d->loop);
 	}
-}
-
-struct watchdog {
-	struct loop_source src;
-};
-
-static void on_watchdog(void *data, uint32_t events)
-{
-	struct watchdog *w = data;
-	uint64_t ticks;
-
-	if (read(w->src.fd, &ticks, sizeof(ticks)) > 0)
-		sd_notify(0, "WATCHDOG=1");
-}
-
-/* Ping the systemd watchdog at half its interval, when one is set. */
-static int watchdog_start(struct loop *loop, struct watchdog *w)
-{
-	uint64_t usec;
-	struct itimerspec its = { 0 };
-
-	w->src.fd = -1;
-	if (sd_watchdog_enabled(0, &usec) <= 0)
-		return 0;
-	w->src.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (w->src.fd < 0)
-		return -errno;
-	usec /= 2;
-	its.it_interval.tv_sec = (time_t)(usec / 1000000);
-	its.it_interval.tv_nsec = (long)(usec % 1000000) * 1000;
-	its.it_value = its.it_interval;
-	timerfd_settime(w->src.fd, 0, &its, NULL);
-	w->src.fn = on_watchdog;
-	w->src.data = w;
-	return loop_add(loop, &w->src, EPOLLIN);
 }
 
 static void release_tensor(void *userdata, struct tensor *t)
@@ -190,7 +229,7 @@ static int open_listener(struct daemon *d, int *ret_fd, const char **ret_unlink)
 	return 0;
 }
 
-static int block_signals(struct signals *s, struct loop *loop)
+static int block_signals(struct signals *s)
 {
 	sigset_t mask;
 
@@ -198,36 +237,41 @@ static int block_signals(struct signals *s, struct loop *loop)
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
-	s->loop = loop;
 	s->src.fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (s->src.fd < 0)
 		return -errno;
 	s->src.fn = on_signal;
 	s->src.data = s;
-	return loop_add(loop, &s->src, EPOLLIN);
+	return loop_add(s->d->loop, &s->src, EPOLLIN);
 }
 
 int main(int argc, char **argv)
 {
 	struct daemon d = { 0 };
-	struct signals sig = { .src.fd = -1 };
-	struct watchdog wd = { .src.fd = -1 };
+	struct cmdline cl = { 0 };
+	struct notify notify = { 0 };
+	struct signals sig = { .src.fd = -1, .d = &d, .notify = &notify, .cl = &cl };
 	struct gpu_open_options gopts = { 0 };
 	char cache_path[sizeof(d.cfg.state_dir) + 32];
 	const char *unlink_path = NULL;
 	int listen_fd = -1, r, status = EXIT_FAILURE;
 
-	config_defaults(&d.cfg);
-	r = parse_args(argc, argv, &d.cfg);
+	r = parse_args(argc, argv, &cl, &d.cfg);
 	if (r != 0)
 		return r > 0 ? EXIT_SUCCESS : 2;
 	log_set_level(d.cfg.log_level);
 	d.start_ns = daemon_now_ns(CLOCK_MONOTONIC);
 
 	d.loop = loop_new();
-	if (!d.loop || block_signals(&sig, d.loop) < 0) {
+	if (!d.loop || block_signals(&sig) < 0) {
 		log_error("cannot set up the event loop: %s", strerror(errno));
+		goto out;
+	}
+	r = notify_init(&notify, &d);
+	if (r < 0) {
+		log_error("cannot set up systemd notification: %s", strerror(-r));
 		goto out;
 	}
 	if (mkdir(d.cfg.state_dir, 0750) < 0 && errno != EEXIST)
@@ -243,6 +287,7 @@ int main(int argc, char **argv)
 	gopts.index = d.cfg.device_index;
 	gopts.host_mapped = d.cfg.host_mapped;
 	gopts.block_size = d.cfg.block_size;
+	gopts.max_bytes = d.cfg.max_device_bytes;
 	snprintf(cache_path, sizeof(cache_path), "%s/pipeline-cache.bin", d.cfg.state_dir);
 	gopts.pipeline_cache = cache_path;
 	if (gpu_device_open(&gopts, &d.gpu) < 0)
@@ -252,8 +297,12 @@ int main(int argc, char **argv)
 		   (unsigned long long)(d.gpu->mem.heap_size >> 20));
 
 	d.store = store_new((uint32_t)d.cfg.max_tensors, release_tensor, &d);
-	if (!d.store)
+	d.models = models_new(MODEL_MAX_MODELS);
+	if (!d.store || !d.models)
 		goto out;
+	/* Tensors live in device memory only, so there is nothing to restore
+	 * yet; restoring belongs here, before READY=1, once there is. */
+	store_set_quota(d.store, d.cfg.user_max_tensors, d.cfg.user_max_bytes);
 	if (open_listener(&d, &listen_fd, &unlink_path) < 0)
 		goto out;
 	d.server = server_new(&d, listen_fd, unlink_path);
@@ -262,10 +311,10 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	loop_set_idle(d.loop, train_jobs_run, &d);
-	if (watchdog_start(d.loop, &wd) < 0)
-		log_warning("cannot start the watchdog timer");
 	log_notice("serving on %s", unlink_path ? unlink_path : "the systemd socket");
-	sd_notify(0, "READY=1\nSTATUS=serving");
+	/* Only now: the device is open, the store is ready and connections are
+	 * served, so units ordered after tensord.service find it working. */
+	notify_ready(&notify);
 
 	r = loop_run(d.loop);
 	if (r < 0) {
@@ -273,18 +322,23 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	log_notice("%s received, shutting down", strsignal(sig.signo));
-	sd_notify(0, "STOPPING=1");
+	notify_stopping(&notify);
 	status = EXIT_SUCCESS;
 out:
+	if (status != EXIT_SUCCESS)
+		sd_notify(0, "STATUS=failed; see the log");
+	notify_fini(&notify);
 	server_free(d.server);
 	train_jobs_free();
+	models_free(d.models);
 	store_free(d.store);
 	gpu_device_free(d.gpu);
 	free(d.devices);
-	if (wd.src.fd >= 0)
-		close(wd.src.fd);
-	if (sig.src.fd >= 0)
+	if (sig.src.fd >= 0) {
+		if (d.loop)
+			loop_remove(d.loop, &sig.src);
 		close(sig.src.fd);
+	}
 	loop_free(d.loop);
 	return status;
 }

@@ -3,6 +3,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "conn.h"
 #include "daemon.h"
 #include "handlers.h"
 #include "wire_limits.h"
@@ -61,7 +62,7 @@ static int write_device(msgpack_packer *pk, const struct daemon *d, const struct
 
 static int write_limits(msgpack_packer *pk, const struct config *c)
 {
-	return msgpack_pack_map(pk, 8) ||
+	return msgpack_pack_map(pk, 16) ||
 	       kv_u64(pk, "max_message_bytes", c->max_message_bytes) ||
 	       kv_u64(pk, "max_tensor_bytes", c->max_tensor_bytes) ||
 	       kv_u64(pk, "max_depth", TDP_MAX_DEPTH) ||
@@ -69,7 +70,90 @@ static int write_limits(msgpack_packer *pk, const struct config *c)
 	       kv_u64(pk, "max_name_len", TDP_MAX_NAME_LEN) ||
 	       kv_u64(pk, "max_rank", TDP_MAX_RANK) ||
 	       kv_u64(pk, "max_tensors", c->max_tensors) ||
-	       kv_u64(pk, "max_connections", c->max_connections);
+	       kv_u64(pk, "max_connections", c->max_connections) ||
+	       kv_u64(pk, "max_connections_per_user", c->max_connections_per_user) ||
+	       kv_u64(pk, "user_max_tensors", c->user_max_tensors) ||
+	       kv_u64(pk, "user_max_bytes", c->user_max_bytes) ||
+	       kv_u64(pk, "max_device_bytes", c->max_device_bytes) ||
+	       kv_u64(pk, "max_inflight", c->max_inflight) ||
+	       kv_u64(pk, "max_output_backlog", c->max_output_backlog) ||
+	       kv_u64(pk, "stall_timeout", c->stall_timeout) ||
+	       kv_u64(pk, "turn_budget", CONN_TURN_BUDGET);
+}
+
+/* The caller's own usage against its quotas (0: no quota). */
+static int write_user(msgpack_packer *pk, const struct request *req)
+{
+	struct store_usage use;
+
+	store_usage_of(req->d->store, req->cred.uid, &use);
+	return msgpack_pack_map(pk, 6) ||
+	       kv_u64(pk, "uid", req->cred.uid) ||
+	       kv_u64(pk, "gid", req->cred.gid) ||
+	       kv_u64(pk, "tensors", use.tensors) ||
+	       kv_u64(pk, "bytes", use.bytes) ||
+	       kv_u64(pk, "max_tensors", req->d->cfg.user_max_tensors) ||
+	       kv_u64(pk, "max_bytes", req->d->cfg.user_max_bytes);
+}
+
+static int kv_seconds(msgpack_packer *pk, const char *key, uint64_t ns)
+{
+	return tdp_pack_cstr(pk, key) || msgpack_pack_double(pk, (double)ns / 1e9);
+}
+
+/* One map per method-slot counter: {"ping": n, ..., "other": n}. */
+static int write_per_method(msgpack_packer *pk, const struct metrics *m, int which)
+{
+	unsigned n = request_method_count() + 1;
+	int fail = msgpack_pack_map(pk, n);
+
+	for (unsigned i = 0; !fail && i < n; i++) {
+		const struct metrics_method *mm = &m->method[i];
+
+		fail = tdp_pack_cstr(pk, request_method_name(i)) ||
+		       (which == 0 ? msgpack_pack_uint64(pk, mm->requests) :
+			which == 1 ? msgpack_pack_uint64(pk, mm->errors) :
+				     msgpack_pack_double(pk, (double)mm->busy_ns / 1e9));
+	}
+	return fail;
+}
+
+/* The "counters" map of info (docs/protocol.md). */
+static int write_counters(msgpack_packer *pk, const struct daemon *d)
+{
+	const struct metrics *m = &d->metrics;
+	struct gpu_pipeline_stats ps = { 0 };
+	struct gpu_stats gs = { 0 };
+
+	if (d->gpu) {
+		gs = d->gpu->stats;
+		gpu_pipeline_stats(d->gpu, &ps);
+	}
+	return msgpack_pack_map(pk, 12) ||
+	       tdp_pack_cstr(pk, "requests") || write_per_method(pk, m, 0) ||
+	       tdp_pack_cstr(pk, "errors") || write_per_method(pk, m, 1) ||
+	       tdp_pack_cstr(pk, "request_seconds") || write_per_method(pk, m, 2) ||
+	       kv_u64(pk, "bytes_in", m->bytes_in) ||
+	       kv_u64(pk, "bytes_out", m->bytes_out) ||
+	       kv_u64(pk, "connections_accepted", m->connections) ||
+	       kv_u64(pk, "connections_refused", m->connections_refused) ||
+	       kv_u64(pk, "protocol_errors", m->protocol_errors) ||
+	       kv_u64(pk, "reloads", m->reloads) ||
+	       kv_u64(pk, "reload_failures", m->reload_failures) ||
+	       tdp_pack_cstr(pk, "gpu") || msgpack_pack_map(pk, 5) ||
+	       kv_u64(pk, "device", d->gpu ? d->gpu->desc.index : 0) ||
+	       kv_u64(pk, "submissions", gs.submissions) ||
+	       kv_seconds(pk, "busy_seconds", gs.busy_ns) ||
+	       kv_seconds(pk, "wait_seconds", gs.wait_ns) ||
+	       kv_str(pk, "timing", gs.timestamps ? "timestamps" : "fences") ||
+	       tdp_pack_cstr(pk, "pipelines") || msgpack_pack_map(pk, 6) ||
+	       kv_u64(pk, "built", d->gpu ? gpu_pipeline_count(d->gpu) : 0) ||
+	       kv_u64(pk, "hits", ps.hits) ||
+	       kv_u64(pk, "compiles", ps.compiles) ||
+	       kv_u64(pk, "cache_hits", ps.cache_hits) ||
+	       kv_seconds(pk, "compile_seconds", ps.compile_ns) ||
+	       tdp_pack_cstr(pk, "cache_feedback") ||
+	       (ps.feedback ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
 }
 
 int method_info(struct request *req)
@@ -82,7 +166,7 @@ int method_info(struct request *req)
 	if (params_parse(req, NULL, 0) < 0)
 		return -1;
 	store_totals(d->store, &count, &bytes);
-	fail = tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 8) ||
+	fail = tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 11) ||
 	       kv_str(pk, "version", TENSORD_VERSION) ||
 	       kv_u64(pk, "protocol", TDP_PROTOCOL_VERSION) ||
 	       kv_u64(pk, "pid", (uint64_t)getpid()) ||
@@ -94,7 +178,11 @@ int method_info(struct request *req)
 	fail = fail || tdp_pack_cstr(pk, "tensors") || msgpack_pack_map(pk, 2) ||
 	       kv_u64(pk, "count", count) || kv_u64(pk, "bytes", bytes) ||
 	       kv_u64(pk, "connections", server_connection_count(d->server)) ||
-	       tdp_pack_cstr(pk, "limits") || write_limits(pk, &d->cfg);
+	       tdp_pack_cstr(pk, "requests") || msgpack_pack_map(pk, 2) ||
+	       kv_u64(pk, "total", d->requests) || kv_u64(pk, "failed", d->requests_failed) ||
+	       tdp_pack_cstr(pk, "limits") || write_limits(pk, &d->cfg) ||
+	       tdp_pack_cstr(pk, "counters") || write_counters(pk, d) ||
+	       tdp_pack_cstr(pk, "user") || write_user(pk, req);
 	if (fail)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	return 0;

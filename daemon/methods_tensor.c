@@ -1,4 +1,4 @@
-/* tensor.put, tensor.get, tensor.stat, tensor.list, tensor.delete. */
+/* tensor.put, tensor.get, tensor.stat, tensor.list, tensor.delete, tensor.chmod. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +8,9 @@
 #include "dtype.h"
 #include "gpu/transfer.h"
 #include "handlers.h"
+#include "lookup.h"
+#include "mode.h"
+#include "name.h"
 #include "pack.h"
 #include "params.h"
 #include "rpc.h"
@@ -15,12 +18,13 @@
 #include "store.h"
 #include "tensor_meta.h"
 
-#define META_ENTRIES 9
+#define META_ENTRIES 11
 
 /* The metadata entries of `t` (META_ENTRIES key/value pairs), for a map the
  * caller opened. */
 static int write_meta_entries(msgpack_packer *pk, const struct tensor *t)
 {
+	char mode[TDP_MODE_TEXT_MAX];
 	int fail = tdp_pack_cstr(pk, "name") || tdp_pack_strn(pk, t->name, t->name_len) ||
 		   tdp_pack_cstr(pk, "dtype") || tdp_pack_cstr(pk, tdp_dtype_name(t->dtype)) ||
 		   tdp_pack_cstr(pk, "shape") || msgpack_pack_array(pk, t->rank);
@@ -30,6 +34,8 @@ static int write_meta_entries(msgpack_packer *pk, const struct tensor *t)
 	return fail ||
 	       tdp_pack_cstr(pk, "bytes") || msgpack_pack_uint64(pk, t->bytes) ||
 	       tdp_pack_cstr(pk, "owner") || msgpack_pack_uint32(pk, t->owner) ||
+	       tdp_pack_cstr(pk, "group") || msgpack_pack_uint32(pk, t->group) ||
+	       tdp_pack_cstr(pk, "mode") || tdp_pack_cstr(pk, tdp_mode_format(t->mode, mode)) ||
 	       tdp_pack_cstr(pk, "created") || msgpack_pack_double(pk, (double)t->created_ns / 1e9) ||
 	       tdp_pack_cstr(pk, "modified") || msgpack_pack_double(pk, (double)t->modified_ns / 1e9) ||
 	       tdp_pack_cstr(pk, "version") || msgpack_pack_uint64(pk, t->version) ||
@@ -43,19 +49,38 @@ int tensor_write_meta(msgpack_packer *pk, const struct tensor *t)
 
 int tensor_write_meta_result(struct request *req, const struct tensor *t)
 {
+	return tensor_write_meta_result_map(req, t, 0);
+}
+
+int tensor_write_meta_result_map(struct request *req, const struct tensor *t, unsigned extra)
+{
 	if (tdp_write_result_head(req->pk, req->msgid) < 0 ||
-	    msgpack_pack_map(req->pk, META_ENTRIES) || write_meta_entries(req->pk, t))
+	    msgpack_pack_map(req->pk, META_ENTRIES + extra) || write_meta_entries(req->pk, t))
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	return 0;
 }
 
 static int device_error(struct request *req, int r, const char *what)
 {
+	const struct gpu_memory *m = &req->d->gpu->mem;
+
 	if (r == -ENODEV)
 		return request_fail(req, TDP_DEVICE_LOST, "%s: the GPU was lost", what);
 	if (r == -ENOMEM)
-		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "%s: out of memory", what);
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED,
+				    "%s: out of device memory (%llu of %llu bytes taken)", what,
+				    (unsigned long long)m->reserved, (unsigned long long)m->limit);
 	return request_fail(req, TDP_INTERNAL, "%s failed (%s)", what, strerror(-r));
+}
+
+/* Parse a mode argument (PARAM_STR) into *ret_mode. */
+static int parse_mode(struct request *req, const msgpack_object *o, uint32_t *ret_mode)
+{
+	if (tdp_mode_parse(o->via.str.ptr, o->via.str.size, ret_mode) < 0)
+		return request_fail(req, TDP_INVALID_ARGUMENT,
+				    "mode must be 'private' or a comma list of group-read, group-write, "
+				    "world-read, world-write");
+	return 0;
 }
 
 /* Parse the shape array into `t` and compute its sizes; checks rank, element
@@ -79,12 +104,6 @@ static int parse_shape(struct request *req, const msgpack_object *shape, struct 
 	return 0;
 }
 
-/* May this peer replace or delete `t`? */
-static bool may_modify(const struct request *req, const struct tensor *t)
-{
-	return req->uid == 0 || req->uid == t->owner;
-}
-
 int method_tensor_put(struct request *req)
 {
 	struct param p[] = {
@@ -93,12 +112,18 @@ int method_tensor_put(struct request *req)
 		{ "shape", PARAM_ARRAY, true, NULL },
 		{ "data", PARAM_BIN, true, NULL },
 		{ "if_absent", PARAM_BOOL, false, NULL },
+		{ "mode", PARAM_STR, false, NULL },
 	};
 	struct daemon *d = req->d;
-	struct tensor *t, *old;
-	int r;
+	struct tensor *t, *old = NULL;
+	struct lookup_output out;
+	uint32_t mode = TDP_MODE_PRIVATE;
+	char why[TDP_MAX_ERROR_MESSAGE];
+	int r, code;
 
-	if (params_parse(req, p, 5) < 0)
+	if (params_parse(req, p, 6) < 0)
+		return -1;
+	if (p[5].value && parse_mode(req, p[5].value, &mode) < 0)
 		return -1;
 	t = calloc(1, sizeof(*t));
 	if (!t)
@@ -120,27 +145,34 @@ int method_tensor_put(struct request *req)
 			     p[3].value->via.bin.size, (unsigned long long)t->bytes);
 		goto fail;
 	}
-	old = store_find(d->store, t->name, t->name_len);
-	if (old && p[4].value && p[4].value->via.boolean) {
+	code = lookup_tensor_why(req, NULL, t->name, ACCESS_WRITE, &old, why, sizeof(why));
+	if (code != TDP_NOT_FOUND && p[4].value && p[4].value->via.boolean) {
 		request_fail(req, TDP_ALREADY_EXISTS, "tensor '%s' already exists", t->name);
 		goto fail;
 	}
-	if (old && !may_modify(req, old)) {
-		request_fail(req, TDP_PERMISSION_DENIED, "tensor '%s' belongs to uid %u",
-			     t->name, old->owner);
+	if (code == TDP_PERMISSION_DENIED) {
+		request_fail(req, code, "%s", why);
+		goto fail;
+	}
+	if (old && p[5].value && !access_may_chmod(&req->cred, old->owner)) {
+		request_fail(req, TDP_PERMISSION_DENIED,
+			     "only the owner (uid %u) or root may set the mode of '%s'", old->owner, t->name);
 		goto fail;
 	}
 	if (!old && !store_has_room(d->store)) {
-		request_fail(req, TDP_RESOURCE_EXHAUSTED, "the daemon holds its limit of %llu tensors",
-			     (unsigned long long)d->cfg.max_tensors);
+		request_fail(req, TDP_RESOURCE_EXHAUSTED, "the daemon holds its limit of %llu tensors "
+			     "(max_tensors)", (unsigned long long)d->cfg.max_tensors);
 		goto fail;
 	}
+	out = (struct lookup_output){ .name = t->name, .bytes = t->bytes };
+	if (lookup_check_quota(req, &out, 1) < 0)
+		goto fail;
 	/* The new bytes go to fresh memory, so a failure leaves the old tensor as it was. */
 	r = gpu_memory_alloc(d->gpu, t->bytes, &t->alloc);
 	if (r == -EFBIG) {
 		request_fail(req, TDP_RESOURCE_EXHAUSTED,
 			     "%llu bytes is more than the device allocates at once (%llu)",
-			     (unsigned long long)t->bytes, (unsigned long long)d->gpu->mem.max_allocation);
+			     (unsigned long long)t->bytes, (unsigned long long)gpu_memory_largest(d->gpu));
 		goto fail;
 	}
 	if (r < 0) {
@@ -153,38 +185,43 @@ int method_tensor_put(struct request *req)
 		gpu_memory_free(d->gpu, &t->alloc);
 		goto fail;
 	}
-	t->owner = req->uid;
+	t->owner = req->cred.uid;
+	t->group = req->cred.gid;
+	t->mode = mode;
 	t->device = d->gpu->desc.index;
 	t->created_ns = t->modified_ns = daemon_now_ns(CLOCK_REALTIME);
-	store_put(d->store, t); /* cannot fail: room was checked above */
+	r = store_put(d->store, t); /* a replacement keeps the old owner, group and mode */
+	if (r < 0) {
+		gpu_memory_free(d->gpu, &t->alloc);
+		request_fail(req, r == -ENOSPC ? TDP_RESOURCE_EXHAUSTED : TDP_INTERNAL,
+			     r == -ENOSPC ? "the daemon holds its limit of tensors" : "out of memory");
+		goto fail;
+	}
+	if (p[5].value)
+		t->mode = mode;
 	return tensor_write_meta_result(req, t);
 fail:
 	free(t);
 	return -1;
 }
 
-/* Find the tensor named by the request's "name" (the only parameter). */
-static struct tensor *lookup(struct request *req)
+/* Find the tensor named by the request's "name" (the only parameter) for
+ * `want` (ACCESS_*). */
+static struct tensor *lookup(struct request *req, unsigned want)
 {
 	struct param p[] = { { "name", PARAM_STR, true, NULL } };
 	char name[TDP_MAX_NAME_LEN + 1];
 	struct tensor *t;
-	int len;
 
-	if (params_parse(req, p, 1) < 0)
+	if (params_parse(req, p, 1) < 0 || params_name(req, p[0].value, name) < 0 ||
+	    lookup_tensor(req, NULL, name, want, &t) < 0)
 		return NULL;
-	len = params_name(req, p[0].value, name);
-	if (len < 0)
-		return NULL;
-	t = store_find(req->d->store, name, (size_t)len);
-	if (!t)
-		request_fail(req, TDP_NOT_FOUND, "no tensor named '%s'", name);
 	return t;
 }
 
 int method_tensor_get(struct request *req)
 {
-	struct tensor *t = lookup(req);
+	struct tensor *t = lookup(req, ACCESS_READ);
 	void *dst;
 	int r;
 
@@ -207,7 +244,7 @@ int method_tensor_get(struct request *req)
 
 int method_tensor_stat(struct request *req)
 {
-	struct tensor *t = lookup(req);
+	struct tensor *t = lookup(req, ACCESS_READ);
 
 	if (!t)
 		return -1;
@@ -223,11 +260,13 @@ int method_tensor_list(struct request *req)
 
 	if (params_parse(req, p, 1) < 0)
 		return -1;
-	if (p[0].value && p[0].value->via.str.size > TDP_MAX_NAME_LEN)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "prefix longer than %d bytes",
-				    TDP_MAX_NAME_LEN);
+	/* A prefix is a name's beginning: the same characters, possibly empty. */
+	if (p[0].value && p[0].value->via.str.size > 0 &&
+	    !tdp_name_valid(p[0].value->via.str.ptr, p[0].value->via.str.size))
+		return request_fail(req, TDP_INVALID_ARGUMENT,
+				    "prefix must be up to %d bytes of A-Z a-z 0-9 . _ : / -", TDP_MAX_NAME_LEN);
 	if (store_list(req->d->store, p[0].value ? p[0].value->via.str.ptr : NULL,
-		       p[0].value ? p[0].value->via.str.size : 0, &list, &n) < 0)
+		       p[0].value ? p[0].value->via.str.size : 0, &req->cred, &list, &n) < 0)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	fail = tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 1) ||
 	       tdp_pack_cstr(req->pk, "tensors") || msgpack_pack_array(req->pk, (uint32_t)n);
@@ -241,16 +280,13 @@ int method_tensor_list(struct request *req)
 
 int method_tensor_delete(struct request *req)
 {
-	struct tensor *t = lookup(req);
+	struct tensor *t = lookup(req, ACCESS_WRITE);
 	char name[TDP_MAX_NAME_LEN + 1];
 	uint64_t bytes;
 	size_t len;
 
 	if (!t)
 		return -1;
-	if (!may_modify(req, t))
-		return request_fail(req, TDP_PERMISSION_DENIED, "tensor '%s' belongs to uid %u",
-				    t->name, t->owner);
 	len = t->name_len;
 	memcpy(name, t->name, len + 1);
 	bytes = t->bytes;
@@ -261,4 +297,46 @@ int method_tensor_delete(struct request *req)
 	    tdp_pack_cstr(req->pk, "bytes") || msgpack_pack_uint64(req->pk, bytes))
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	return 0;
+}
+
+int method_tensor_chmod(struct request *req)
+{
+	struct param p[] = {
+		{ "name", PARAM_STR, true, NULL },
+		{ "mode", PARAM_STR, false, NULL },
+		{ "group", PARAM_UINT, false, NULL },
+	};
+	char name[TDP_MAX_NAME_LEN + 1];
+	uint32_t mode = 0;
+	uint64_t group = 0;
+	struct tensor *t;
+
+	if (params_parse(req, p, 3) < 0 || params_name(req, p[0].value, name) < 0)
+		return -1;
+	if (!p[1].value && !p[2].value)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "give a mode, a group or both");
+	if (p[1].value && parse_mode(req, p[1].value, &mode) < 0)
+		return -1;
+	if (p[2].value) {
+		group = p[2].value->via.u64;
+		if (group >= UINT32_MAX)
+			return request_fail(req, TDP_INVALID_ARGUMENT, "group %llu is no gid",
+					    (unsigned long long)group);
+	}
+	/* Finding it needs no access: the check is ownership, just below. */
+	if (lookup_tensor(req, NULL, name, 0, &t) < 0)
+		return -1;
+	if (!access_may_chmod(&req->cred, t->owner))
+		return request_fail(req, TDP_PERMISSION_DENIED,
+				    "tensor '%s' belongs to uid %u; only its owner or root may change its mode",
+				    name, t->owner);
+	if (p[2].value && req->cred.uid != 0 && !access_cred_in_group(&req->cred, (gid_t)group))
+		return request_fail(req, TDP_PERMISSION_DENIED,
+				    "uid %u is not in group %llu; only root may give a tensor to a group "
+				    "it is not in", (unsigned)req->cred.uid, (unsigned long long)group);
+	if (p[1].value)
+		t->mode = mode;
+	if (p[2].value)
+		t->group = (uint32_t)group;
+	return tensor_write_meta_result(req, t);
 }

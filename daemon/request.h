@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "access.h"
 #include "buf.h"
 #include "wire_limits.h"
 
@@ -20,8 +21,10 @@ struct request {
 	struct conn *conn;              /* the connection it came on */
 	uid_t uid;                      /* of the peer, from SO_PEERCRED */
 	pid_t pid;
+	struct access_cred cred;        /* the peer: what store_lookup checks */
 	uint32_t msgid;
 	const char *method;             /* NUL-terminated */
+	unsigned slot;                  /* its metrics slot: request_method_name() */
 	const msgpack_object *params;   /* the params map, or NULL */
 	msgpack_packer *pk;             /* writes into the connection's output */
 	struct tdp_buf *out;
@@ -44,3 +47,11 @@ typedef int (*method_fn)(struct request *req);
  * for `req->msgid` in `req->out`. Returns 0, or -ENOMEM when not even an error
  * response could be written (the connection must then be closed). */
 int request_dispatch(struct request *req, const char *method, size_t method_len);
+
+/* The methods the daemon serves, in dispatch-table order: slots
+ * 0..request_method_count()-1; slot request_method_count() counts requests
+ * for names no method has. */
+unsigned request_method_count(void);
+
+/* The method name of a metrics slot; "other" for the slot of unknown names. */
+const char *request_method_name(unsigned slot);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -24,7 +25,8 @@
 struct server {
 	struct daemon *d;
 	struct loop_source listener;
-	struct loop_source trim_timer;  /* once a second: trim idle connections */
+	struct loop_source trim_timer;  /* once a second: conn_tick */
+	struct loop_source resume;      /* eventfd: connections wait for another turn */
 	char *unlink_path;
 	struct conn *conns;
 	uint64_t nconns;
@@ -101,12 +103,25 @@ static void refuse(int fd, const char *why)
 	close(fd);
 }
 
+/* Live connections of `uid`. */
+static uint64_t user_connections(const struct server *s, uid_t uid)
+{
+	uint64_t n = 0;
+
+	for (const struct conn *c = s->conns; c; c = c->next)
+		n += !c->dead && c->uid == uid;
+	return n;
+}
+
 static void on_listener(void *data, uint32_t events)
 {
 	struct server *s = data;
 
 	for (;;) {
 		int fd = accept4(s->listener.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct access_cred cred;
+		char why[160];
+		uint64_t mine;
 		struct conn *c;
 
 		if (fd < 0) {
@@ -120,13 +135,32 @@ static void on_listener(void *data, uint32_t events)
 			}
 			return;
 		}
-		if (s->nconns >= s->d->cfg.max_connections) {
-			log_warning("refusing a connection: %llu clients connected (max_connections)",
-				    (unsigned long long)s->nconns);
-			refuse(fd, "too many connections");
+		if (access_cred_from_socket(fd, &cred) < 0) {
+			log_warning("refusing a connection whose peer cannot be identified (SO_PEERCRED)");
+			refuse(fd, "the peer's credentials cannot be read");
 			continue;
 		}
-		c = conn_new(s->d, fd);
+		if (s->nconns >= s->d->cfg.max_connections) {
+			log_warning("refusing pid %d (uid %u): %llu clients connected (max_connections %llu)",
+				    (int)cred.pid, (unsigned)cred.uid, (unsigned long long)s->nconns,
+				    (unsigned long long)s->d->cfg.max_connections);
+			snprintf(why, sizeof(why), "too many connections: %llu clients connected (max_connections)",
+				 (unsigned long long)s->nconns);
+			refuse(fd, why);
+			continue;
+		}
+		if (s->d->cfg.max_connections_per_user &&
+		    (mine = user_connections(s, cred.uid)) >= s->d->cfg.max_connections_per_user) {
+			log_warning("refusing pid %d (uid %u): the uid has %llu connections "
+				    "(max_connections_per_user %llu)", (int)cred.pid, (unsigned)cred.uid,
+				    (unsigned long long)mine,
+				    (unsigned long long)s->d->cfg.max_connections_per_user);
+			snprintf(why, sizeof(why), "too many connections: uid %u has %llu "
+				 "(max_connections_per_user)", (unsigned)cred.uid, (unsigned long long)mine);
+			refuse(fd, why);
+			continue;
+		}
+		c = conn_new(s->d, fd, &cred);
 		if (!c) {
 			log_error("cannot set up a connection");
 			continue;
@@ -135,6 +169,7 @@ static void on_listener(void *data, uint32_t events)
 		c->next = s->conns;
 		s->conns = c;
 		s->nconns++;
+		s->d->metrics.connections++;
 	}
 }
 
@@ -173,7 +208,7 @@ static void on_trim_timer(void *data, uint32_t events)
 	if (read(s->trim_timer.fd, &ticks, sizeof(ticks)) < 0)
 		return;
 	for (struct conn *c = s->conns; c; c = c->next)
-		conn_trim_idle(c, now);
+		conn_tick(c, now);
 	/* Closed connections leave free pages inside malloc's heap, which glibc
 	 * keeps unless asked: give them back, so that the daemon's resident
 	 * memory returns to its baseline after a burst of clients. */
@@ -181,6 +216,42 @@ static void on_trim_timer(void *data, uint32_t events)
 		s->freed = false;
 		malloc_trim(0);
 	}
+}
+
+static void on_resume(void *data, uint32_t events)
+{
+	struct server *s = data;
+	uint64_t n;
+
+	if (read(s->resume.fd, &n, sizeof(n)) < 0)
+		return;
+	/* Each gets one more turn; one that still has work asks again. */
+	for (struct conn *c = s->conns; c; c = c->next)
+		if (c->resume)
+			conn_resume(c);
+}
+
+void server_resume_later(struct server *s)
+{
+	uint64_t one = 1;
+
+	if (s->resume.fd >= 0 && write(s->resume.fd, &one, sizeof(one)) < 0)
+		log_debug("cannot signal the resume eventfd: %s", strerror(errno));
+}
+
+static int start_resume(struct server *s)
+{
+	int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	s->resume = (struct loop_source){ .fd = fd, .fn = on_resume, .data = s };
+	if (loop_add(s->d->loop, &s->resume, EPOLLIN) < 0) {
+		close(fd);
+		s->resume.fd = -1;
+		return -EIO;
+	}
+	return 0;
 }
 
 static int start_trim_timer(struct server *s)
@@ -209,6 +280,7 @@ struct server *server_new(struct daemon *d, int listen_fd, const char *unlink_pa
 		return NULL;
 	s->d = d;
 	s->trim_timer.fd = -1;
+	s->resume.fd = -1;
 	flags = fcntl(listen_fd, F_GETFL);
 	if (flags >= 0)
 		fcntl(listen_fd, F_SETFL, flags | O_NONBLOCK);
@@ -218,14 +290,30 @@ struct server *server_new(struct daemon *d, int listen_fd, const char *unlink_pa
 		free(s);
 		return NULL;
 	}
+	if (loop_add_after(d->loop, reap, s) < 0) {
+		free(s->unlink_path);
+		free(s);
+		return NULL;
+	}
 	if (loop_add(d->loop, &s->listener, EPOLLIN) < 0) {
+		loop_remove_after(d->loop, reap, s);
 		free(s->unlink_path);
 		free(s);
 		return NULL;
 	}
 	if (start_trim_timer(s) < 0)
-		log_warning("cannot start the idle-buffer timer; buffers stay until connections close");
-	loop_set_after(d->loop, reap, s);
+		log_warning("cannot start the upkeep timer; idle buffers stay and stalled clients stay connected");
+	if (start_resume(s) < 0) {
+		loop_remove_after(d->loop, reap, s);
+		loop_remove(d->loop, &s->listener);
+		if (s->trim_timer.fd >= 0) {
+			loop_remove(d->loop, &s->trim_timer);
+			close(s->trim_timer.fd);
+		}
+		free(s->unlink_path);
+		free(s);
+		return NULL;
+	}
 	return s;
 }
 
@@ -239,11 +327,15 @@ void server_free(struct server *s)
 		s->conns = c->next;
 		conn_free(c);
 	}
-	loop_set_after(s->d->loop, NULL, NULL);
+	loop_remove_after(s->d->loop, reap, s);
 	loop_remove(s->d->loop, &s->listener);
 	if (s->trim_timer.fd >= 0) {
 		loop_remove(s->d->loop, &s->trim_timer);
 		close(s->trim_timer.fd);
+	}
+	if (s->resume.fd >= 0) {
+		loop_remove(s->d->loop, &s->resume);
+		close(s->resume.fd);
 	}
 	close(s->listener.fd);
 	if (s->unlink_path) {

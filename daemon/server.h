@@ -22,3 +22,7 @@ void server_free(struct server *s);
 
 /* Clients connected now. */
 uint64_t server_connection_count(const struct server *s);
+
+/* Ask for conn_resume() on every connection marked `resume`, after the loop
+ * has looked at other clients' events. */
+void server_resume_later(struct server *s);

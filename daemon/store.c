@@ -4,12 +4,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One uid's usage. Entries are never removed: uids come from the kernel, so
+ * there are only as many as users who ever stored a tensor. */
+struct user_entry {
+	uint32_t uid;
+	struct store_usage use;
+};
+
 struct store {
 	struct tensor **buckets;
 	size_t nbuckets;            /* a power of two */
 	uint64_t count;
 	uint64_t bytes;
 	uint32_t max_tensors;
+	uint64_t user_max_tensors;  /* 0: no quota */
+	uint64_t user_max_bytes;
+	struct user_entry *users;
+	size_t nusers, capusers;
 	store_release_fn release;
 	void *userdata;
 };
@@ -43,10 +54,53 @@ struct store *store_new(uint32_t max_tensors, store_release_fn release, void *us
 	return s;
 }
 
+static struct user_entry *user_find(const struct store *s, uint32_t uid)
+{
+	for (size_t i = 0; i < s->nusers; i++)
+		if (s->users[i].uid == uid)
+			return &s->users[i];
+	return NULL;
+}
+
+/* The entry of `uid`, created when missing; NULL on ENOMEM. */
+static struct user_entry *user_get(struct store *s, uint32_t uid)
+{
+	struct user_entry *u = user_find(s, uid);
+
+	if (u)
+		return u;
+	if (s->nusers == s->capusers) {
+		size_t cap = s->capusers ? 2 * s->capusers : 8;
+		struct user_entry *n = realloc(s->users, cap * sizeof(*n));
+
+		if (!n)
+			return NULL;
+		s->users = n;
+		s->capusers = cap;
+	}
+	u = &s->users[s->nusers++];
+	*u = (struct user_entry){ .uid = uid };
+	return u;
+}
+
+static void charge(struct store *s, struct user_entry *u, const struct tensor *t)
+{
+	s->count++;
+	s->bytes += t->bytes;
+	u->use.tensors++;
+	u->use.bytes += t->bytes;
+}
+
 static void drop(struct store *s, struct tensor *t)
 {
+	struct user_entry *u = user_find(s, t->owner);
+
 	s->count--;
 	s->bytes -= t->bytes;
+	if (u) {
+		u->use.tensors--;
+		u->use.bytes -= t->bytes;
+	}
 	if (s->release)
 		s->release(s->userdata, t);
 	free(t);
@@ -65,6 +119,7 @@ void store_free(struct store *s)
 		}
 	}
 	free(s->buckets);
+	free(s->users);
 	free(s);
 }
 
@@ -77,9 +132,20 @@ static struct tensor **slot_of(struct store *s, const char *name, size_t len)
 	return pp;
 }
 
-struct tensor *store_find(struct store *s, const char *name, size_t len)
+int store_lookup(struct store *s, const char *name, size_t len, const struct access_cred *who,
+		 unsigned want, struct tensor **ret, struct store_denial *denial)
 {
-	return *slot_of(s, name, len);
+	struct tensor *t = *slot_of(s, name, len);
+
+	if (!t)
+		return -ENOENT;
+	if (!access_allowed(who, t->owner, t->group, t->mode, want)) {
+		if (denial)
+			*denial = (struct store_denial){ .owner = t->owner, .group = t->group, .mode = t->mode };
+		return -EACCES;
+	}
+	*ret = t;
+	return 0;
 }
 
 /* Keep chains short: double the table when it averages two per bucket. A
@@ -109,6 +175,11 @@ static void maybe_grow(struct store *s)
 	s->nbuckets = n;
 }
 
+void store_set_max_tensors(struct store *s, uint32_t max_tensors)
+{
+	s->max_tensors = max_tensors;
+}
+
 bool store_has_room(const struct store *s)
 {
 	return s->count < s->max_tensors;
@@ -117,24 +188,31 @@ bool store_has_room(const struct store *s)
 int store_put(struct store *s, struct tensor *t)
 {
 	struct tensor **pp = slot_of(s, t->name, t->name_len), *old = *pp;
+	struct user_entry *u;
 
+	if (old) {
+		t->owner = old->owner;
+		t->group = old->group;
+		t->mode = old->mode;
+	} else if (!store_has_room(s)) {
+		return -ENOSPC;
+	}
+	u = user_get(s, t->owner);
+	if (!u)
+		return -ENOMEM;
 	if (old) {
 		t->created_ns = old->created_ns;
 		t->version = old->version + 1;
 		t->hash_next = old->hash_next;
 		*pp = t;
-		s->count++;
-		s->bytes += t->bytes;
+		charge(s, u, t);
 		drop(s, old);
 		return 0;
 	}
-	if (!store_has_room(s))
-		return -ENOSPC;
 	t->version = 1;
 	t->hash_next = NULL;
 	*pp = t;
-	s->count++;
-	s->bytes += t->bytes;
+	charge(s, u, t);
 	maybe_grow(s);
 	return 0;
 }
@@ -158,7 +236,7 @@ static int cmp_name(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-int store_list(struct store *s, const char *prefix, size_t prefix_len,
+int store_list(struct store *s, const char *prefix, size_t prefix_len, const struct access_cred *who,
 	       struct tensor ***ret_list, size_t *ret_count)
 {
 	struct tensor **list;
@@ -169,8 +247,9 @@ int store_list(struct store *s, const char *prefix, size_t prefix_len,
 		return -ENOMEM;
 	for (size_t i = 0; i < s->nbuckets; i++)
 		for (struct tensor *t = s->buckets[i]; t; t = t->hash_next)
-			if (!prefix || (t->name_len >= prefix_len &&
-					memcmp(t->name, prefix, prefix_len) == 0))
+			if ((!prefix || (t->name_len >= prefix_len &&
+					 memcmp(t->name, prefix, prefix_len) == 0)) &&
+			    access_allowed(who, t->owner, t->group, t->mode, ACCESS_READ))
 				list[n++] = t;
 	qsort(list, n, sizeof(*list), cmp_name);
 	*ret_list = list;
@@ -182,4 +261,46 @@ void store_totals(const struct store *s, uint64_t *ret_count, uint64_t *ret_byte
 {
 	*ret_count = s->count;
 	*ret_bytes = s->bytes;
+}
+
+void store_set_quota(struct store *s, uint64_t user_max_tensors, uint64_t user_max_bytes)
+{
+	s->user_max_tensors = user_max_tensors;
+	s->user_max_bytes = user_max_bytes;
+}
+
+void store_usage_of(const struct store *s, uint32_t uid, struct store_usage *ret)
+{
+	const struct user_entry *u = user_find(s, uid);
+
+	*ret = u ? u->use : (struct store_usage){ 0 };
+}
+
+/* `have` + `delta` > `max`, for a quota `max` (0: none). Shrinking never fails,
+ * so that a user over a lowered quota can still replace with something smaller. */
+static bool over(uint64_t have, int64_t delta, uint64_t max)
+{
+	if (max == 0 || delta <= 0)
+		return false;
+	return have > max || (uint64_t)delta > max - have;
+}
+
+int store_quota_check(struct store *s, uint32_t uid, int64_t dtensors, int64_t dbytes,
+		      const char **limit)
+{
+	struct user_entry *u = user_get(s, uid);
+
+	if (!u)
+		return -ENOMEM;
+	if (over(u->use.tensors, dtensors, s->user_max_tensors)) {
+		if (limit)
+			*limit = "user_max_tensors";
+		return -EDQUOT;
+	}
+	if (over(u->use.bytes, dbytes, s->user_max_bytes)) {
+		if (limit)
+			*limit = "user_max_bytes";
+		return -EDQUOT;
+	}
+	return 0;
 }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "access.h"
 #include "gpu/memory.h"
 #include "wire_limits.h"
 
@@ -18,7 +19,9 @@ struct tensor {
 	uint64_t shape[TDP_MAX_RANK];
 	uint64_t count;             /* elements */
 	uint64_t bytes;
-	uint32_t owner;             /* uid */
+	uint32_t owner;             /* uid, charged for the tensor's quota */
+	uint32_t group;             /* gid the group-* modes refer to */
+	uint32_t mode;              /* TDP_MODE_* bits (proto/mode.h) */
 	int64_t created_ns;         /* CLOCK_REALTIME */
 	int64_t modified_ns;
 	uint64_t version;
@@ -38,27 +41,66 @@ struct store *store_new(uint32_t max_tensors, store_release_fn release, void *us
 /* Release every tensor and the store; NULL is accepted. */
 void store_free(struct store *s);
 
-/* The tensor named `name` (`len` bytes), or NULL. */
-struct tensor *store_find(struct store *s, const char *name, size_t len);
+/* Why store_lookup refused: the tensor's owner, group and mode. */
+struct store_denial {
+	uint32_t owner;
+	uint32_t group;
+	uint32_t mode;
+};
+
+/* The one way to reach a stored tensor for a client: find `name` (`len`
+ * bytes) for `who`, who wants to do `want` (ACCESS_* bits) with it. Returns 0
+ * with *ret set, -ENOENT, or -EACCES when the tensor exists but its mode does
+ * not allow `want` to `who` (then `denial`, if not NULL, says why). */
+int store_lookup(struct store *s, const char *name, size_t len, const struct access_cred *who,
+		 unsigned want, struct tensor **ret, struct store_denial *denial);
 
 /* Insert `t` (heap-allocated, owned by the store from now on) under its name.
  * If the name is taken, `t` takes the old tensor's place, inheriting its
- * created time and bumping its version, and the old one is released. Returns
- * 0, or -ENOSPC when a new name would exceed the tensor limit (`t` is then
- * still the caller's). */
+ * created time, owner, group and mode and bumping its version, and the old
+ * one is released. Returns 0, -ENOSPC when a new name would exceed the tensor
+ * limit, or -ENOMEM (`t` is then still the caller's and nothing changed).
+ * Quotas are not checked here: callers check them (store_quota_check) before
+ * doing the work whose result they store. */
 int store_put(struct store *s, struct tensor *t);
 
 /* Remove and release the tensor named `name`. Returns 0 or -ENOENT. */
 int store_delete(struct store *s, const char *name, size_t len);
 
+/* Change the tensor limit (configuration reload). Tensors already over a
+ * lowered limit stay; new names are refused until the count drops. */
+void store_set_max_tensors(struct store *s, uint32_t max_tensors);
+
 /* Whether one more name fits under the tensor limit. */
 bool store_has_room(const struct store *s);
 
-/* Tensors whose name starts with `prefix` (NULL for all), sorted by name. On
- * success *ret_list is a malloc'd array of *ret_count pointers into the store,
- * valid until the store changes (free() the array). */
-int store_list(struct store *s, const char *prefix, size_t prefix_len,
+/* Tensors whose name starts with `prefix` (NULL for all) and that `who` may
+ * read, sorted by name. On success *ret_list is a malloc'd array of
+ * *ret_count pointers into the store, valid until the store changes (free()
+ * the array). */
+int store_list(struct store *s, const char *prefix, size_t prefix_len, const struct access_cred *who,
 	       struct tensor ***ret_list, size_t *ret_count);
 
 /* Number of tensors and their total bytes. */
 void store_totals(const struct store *s, uint64_t *ret_count, uint64_t *ret_bytes);
+
+/* What one uid holds: tensors it owns and their bytes. */
+struct store_usage {
+	uint64_t tensors;
+	uint64_t bytes;
+};
+
+/* Per-uid quotas on owned tensors and bytes; 0 means no quota. */
+void store_set_quota(struct store *s, uint64_t user_max_tensors, uint64_t user_max_bytes);
+
+/* The usage of `uid` (zeros for a uid holding nothing). */
+void store_usage_of(const struct store *s, uint32_t uid, struct store_usage *ret);
+
+/* Whether `uid` may own `dtensors` more tensors and `dbytes` more bytes (either
+ * may be negative: a replacement by a smaller tensor). Also makes sure the
+ * accounting entry for `uid` exists, so a store_put that follows cannot fail
+ * for memory. Returns 0; -EDQUOT when over a quota, with `limit` (if not
+ * NULL) set to the config key of the quota ("user_max_tensors" or
+ * "user_max_bytes"); or -ENOMEM. */
+int store_quota_check(struct store *s, uint32_t uid, int64_t dtensors, int64_t dbytes,
+		      const char **limit);

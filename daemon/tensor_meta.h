@@ -12,3 +12,7 @@ int tensor_write_meta(msgpack_packer *pk, const struct tensor *t);
 /* Write a whole successful response whose result is the metadata of `t`.
  * Returns 0 or request_fail(). */
 int tensor_write_meta_result(struct request *req, const struct tensor *t);
+
+/* As tensor_write_meta_result, with room for `extra` more entries the caller
+ * packs after it into the same map. */
+int tensor_write_meta_result_map(struct request *req, const struct tensor *t, unsigned extra);

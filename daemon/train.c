@@ -12,7 +12,10 @@
 #include "dtype.h"
 #include "gpu/transfer.h"
 #include "graph.h"
+#include "forward.h"
 #include "graph_core.h"
+#include "graph_fuse.h"
+#include "lookup.h"
 #include "pack.h"
 #include "params.h"
 #include "rpc.h"
@@ -21,6 +24,8 @@
 #include "tensor_meta.h"
 #include "conn.h"
 #include "loop.h"
+#include "methods_model.h"
+#include "model.h"
 
 #define MAX_PARAMS 256
 
@@ -176,13 +181,21 @@ static int emit_stored_out(struct step_ctx *sc, int node, const char *name)
 static int state_input(struct step_ctx *sc, struct tensor *p, const char *suffix, char *name,
 		       int *ref, struct tensor **stored)
 {
+	char why[TDP_MAX_ERROR_MESSAGE];
 	struct tensor *s;
+	int code;
 
 	snprintf(name, TDP_MAX_NAME_LEN + 32, "%s%s", p->name, suffix);
-	s = store_find(sc->req->d->store, name, strlen(name));
 	*stored = NULL;
-	if (!s)
+	if (strlen(name) > TDP_MAX_NAME_LEN)
+		return request_fail(sc->req, TDP_INVALID_ARGUMENT, "the state name %s is too long", name);
+	/* The step reads the state and stores its successor over it. */
+	code = lookup_tensor_why(sc->req, "optimizer state", name, ACCESS_READ | ACCESS_WRITE, &s, why,
+				 sizeof(why));
+	if (code == TDP_NOT_FOUND)
 		return 0;
+	if (code)
+		return request_fail(sc->req, code, "%s", why);
 	if (s->dtype != p->dtype || s->rank != p->rank ||
 	    memcmp(s->shape, p->shape, p->rank * sizeof(p->shape[0])) != 0)
 		return request_fail(sc->req, TDP_FAILED_PRECONDITION,
@@ -327,38 +340,6 @@ static int emit_clip(struct step_ctx *sc, double clip, int *grads, unsigned n)
 	return 0;
 }
 
-/* The loss value, read back from the device. */
-static int read_loss(struct step_ctx *sc, unsigned loss, double *ret)
-{
-	struct node *nd = &sc->gr->nodes[loss];
-	uint8_t b[4] = { 0 };
-	uint32_t u = 0;
-	float f;
-	int r = gpu_download(sc->req->d->gpu, nd->result, b);
-
-	if (r < 0)
-		return request_fail(sc->req, r == -ENODEV ? TDP_DEVICE_LOST : TDP_INTERNAL,
-				    "reading the loss failed");
-	switch (nd->ctx.out.dtype) {
-	case TDP_DTYPE_F32:
-		memcpy(&f, b, 4);
-		*ret = f;
-		return 0;
-	case TDP_DTYPE_BF16:
-		u = (uint32_t)(b[0] | b[1] << 8) << 16;
-		memcpy(&f, &u, 4);
-		*ret = f;
-		return 0;
-	default: { /* f16 */
-		unsigned h = b[0] | b[1] << 8, e = (h >> 10) & 31, m = h & 1023;
-		double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m | 1024, (int)e - 25);
-
-		*ret = (h & 0x8000) ? -v : v;
-		return 0;
-	}
-	}
-}
-
 /* What train.step and train.run share: the loss, the parameters, the
  * optimizer. */
 struct train_spec {
@@ -367,6 +348,7 @@ struct train_spec {
 	unsigned np;
 	char names[MAX_PARAMS][TDP_MAX_NAME_LEN + 1];
 	bool grads;                /* store <param>.grad */
+	int fuse;                  /* fuse elementwise chains: 1, 0, -1 the device's default */
 };
 
 static int parse_spec(struct request *req, const msgpack_object *loss, const msgpack_object *params,
@@ -385,57 +367,15 @@ static int parse_spec(struct request *req, const msgpack_object *loss, const msg
 		if (tdp_obj_strcpy(&params->via.array.ptr[k], spec->names[k], sizeof(spec->names[k])) < 0)
 			return request_fail(req, TDP_INVALID_ARGUMENT, "params[%u] must be a tensor name", k);
 	spec->grads = grads && grads->via.boolean;
-	return 0;
-}
-
-/* Inputs the daemon feeds a step: node `id` is rows `index` of stored `src`
- * (a minibatch, gather) or all of `src` (an evaluation set, a free view). */
-struct feed {
-	char id[TDP_MAX_NAME_LEN + 1];
-	char src[TDP_MAX_NAME_LEN + 1];
-};
-
-struct feeds {
-	struct feed f[OP_MAX_INPUTS];
-	unsigned n;
-	struct tensor *index;      /* i32 [batch], or NULL for whole tensors */
-};
-
-static int emit_feeds(struct step_ctx *sc, const struct feeds *fd)
-{
-	for (unsigned k = 0; fd && k < fd->n; k++) {
-		struct tensor *t = store_find(sc->req->d->store, fd->f[k].src, strlen(fd->f[k].src));
-		int r;
-
-		if (!t)
-			return request_fail(sc->req, TDP_NOT_FOUND, "data: no tensor named '%s'", fd->f[k].src);
-		if (fd->index) {
-			struct tensor *in[2] = { t, fd->index };
-			int src[2] = { -1, -1 };
-
-			r = emit(sc, "gather", src, in, 2, NULL, 0);
-		} else {
-			int64_t dims[TDP_MAX_RANK];
-			struct graph_attr a = { .name = "shape", .ints = dims, .nints = t->rank };
-			int src = -1;
-
-			for (unsigned d = 0; d < t->rank; d++)
-				dims[d] = (int64_t)t->shape[d];
-			r = emit(sc, "reshape", &src, &t, 1, &a, 1);
-		}
-		if (r < 0)
-			return -1;
-		snprintf(sc->gr->nodes[r].id, sizeof(sc->gr->nodes[r].id), "%s", fd->f[k].id);
-	}
+	spec->fuse = -1;
 	return 0;
 }
 
 /* Build one step's graph (feeds, the client's nodes, and with `train` the
- * backward pass and the updates), run it and read the loss. Nothing is
- * committed: the caller stores results (graph_commit) and frees the graph. */
-static int run_step(struct request *req, const struct train_spec *spec, const msgpack_object *nodes,
-		    const msgpack_object *outputs, const struct feeds *fd, int64_t step, bool train,
-		    struct graph *gr, unsigned *ret_loss, double *ret_loss_value, double *ret_lr)
+ * backward pass and the updates) without running anything. */
+static int build_step(struct request *req, const struct train_spec *spec, const msgpack_object *nodes,
+		      const msgpack_object *outputs, const struct feeds *fd, int64_t step, bool train,
+		      struct graph *gr, unsigned *ret_loss, double *ret_lr)
 {
 	struct step_ctx sc = { .req = req, .gr = gr };
 	struct tensor *params[MAX_PARAMS];
@@ -444,19 +384,23 @@ static int run_step(struct request *req, const struct train_spec *spec, const ms
 	double lr = 0;
 
 	gr->req = req;
-	if (emit_feeds(&sc, fd) < 0 || graph_parse(gr, nodes, outputs) < 0)
+	if (feeds_emit(gr, fd) < 0 || graph_parse(gr, nodes, outputs) < 0)
 		return -1;
 	for (loss = 0; loss < gr->n; loss++)
 		if (gr->nodes[loss].id[0] && !strcmp(gr->nodes[loss].id, spec->loss))
 			break;
 	if (loss == gr->n)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "loss names no node id");
+	/* Training steps fuse elementwise chains; the loss is read back after the
+	 * run. Evaluation reads metric nodes too, so it runs unfused. */
+	gr->fuse = train && (spec->fuse < 0 ? graph_fuse_default(req->d->gpu) : spec->fuse);
+	gr->nodes[loss].keep = true;
 	if (train) {
 		for (unsigned k = 0; k < spec->np; k++) {
-			params[k] = store_find(req->d->store, spec->names[k], strlen(spec->names[k]));
-			if (!params[k])
-				return request_fail(req, TDP_NOT_FOUND, "parameter '%s' is no stored tensor",
-						    spec->names[k]);
+			/* A step reads its parameters and stores their updates over them. */
+			if (lookup_tensor(req, "parameter", spec->names[k], ACCESS_READ | ACCESS_WRITE,
+					  &params[k]) < 0)
+				return -1;
 			if (!op_dtype_is_float(params[k]->dtype))
 				return request_fail(req, TDP_DTYPE_MISMATCH, "parameter '%s' is %s, not a float tensor",
 						    spec->names[k], tdp_dtype_name(params[k]->dtype));
@@ -495,7 +439,23 @@ static int run_step(struct request *req, const struct train_spec *spec, const ms
 					return -1;
 		}
 	}
-	if (graph_check_outputs(gr) < 0 || graph_execute(gr) < 0 || read_loss(&sc, loss, ret_loss_value) < 0)
+	*ret_loss = loss;
+	*ret_lr = lr;
+	return 0;
+}
+
+/* build_step, then run the graph and read the loss. Nothing is committed:
+ * the caller stores results (graph_commit) and frees the graph. */
+static int run_step(struct request *req, const struct train_spec *spec, const msgpack_object *nodes,
+		    const msgpack_object *outputs, const struct feeds *fd, int64_t step, bool train,
+		    struct graph *gr, unsigned *ret_loss, double *ret_loss_value, double *ret_lr)
+{
+	unsigned loss;
+	double lr;
+
+	if (build_step(req, spec, nodes, outputs, fd, step, train, gr, &loss, &lr) < 0 ||
+	    graph_check_outputs(gr) < 0 || graph_execute(gr) < 0 ||
+	    forward_read_scalar(req, gr, loss, ret_loss_value) < 0)
 		return -1;
 	if (train && !isfinite(*ret_loss_value))
 		return request_fail(req, TDP_FAILED_PRECONDITION,
@@ -504,6 +464,60 @@ static int run_step(struct request *req, const struct train_spec *spec, const ms
 	*ret_loss = loss;
 	*ret_lr = lr;
 	return 0;
+}
+
+int train_model_check(struct request *req, const struct model *m)
+{
+	struct graph gr = { .req = req };
+	struct train_spec *spec = malloc(sizeof(*spec));
+	unsigned loss;
+	double lr;
+	int r = -1;
+
+	if (!spec)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	if (parse_spec(req, m->loss_obj, m->params_obj, m->optimizer, NULL, spec) < 0)
+		goto out;
+	/* Each input is a zero placeholder of its example dtype and shape. */
+	for (unsigned k = 0; k < m->ninputs; k++) {
+		const struct model_input *in = &m->inputs[k];
+		struct tensor *t = in->has_spec ? NULL : lookup_readable(req, in->name, strlen(in->name));
+		int64_t dims[TDP_MAX_RANK] = { 0 };
+		struct graph_attr z[2] = { { .name = "shape", .ints = dims },
+					   { .name = "dtype", .s = tdp_dtype_name(in->has_spec ? in->dtype : 0) } };
+		char why[300];
+		int node;
+
+		if (!in->has_spec && !t) {
+			request_fail(req, TDP_INVALID_ARGUMENT,
+				     "input '%s' is no stored tensor to check the graph with; "
+				     "declare it as {\"name\", \"dtype\", \"shape\"}", in->name);
+			goto out;
+		}
+		z[0].nints = in->has_spec ? in->rank : t->rank;
+		for (unsigned d = 0; d < z[0].nints; d++)
+			dims[d] = (int64_t)(in->has_spec ? in->shape[d] : t->shape[d]);
+		if (t)
+			z[1].s = tdp_dtype_name(t->dtype);
+		node = graph_emit(&gr, "zeros", NULL, NULL, 0, z, 2, why, sizeof(why));
+		if (node < 0) {
+			request_fail(req, TDP_INVALID_ARGUMENT, "input '%s': %s", in->name, why);
+			goto out;
+		}
+		snprintf(gr.nodes[node].id, sizeof(gr.nodes[node].id), "%s", in->name);
+	}
+	if (build_step(req, spec, m->nodes, NULL, NULL, 1, true, &gr, &loss, &lr) < 0)
+		goto out;
+	for (unsigned k = 0; k < m->noutputs; k++)
+		if (forward_find(&gr, m->outputs[k]) < 0) {
+			request_fail(req, TDP_INVALID_ARGUMENT, "outputs[%u] '%s' names no node", k, m->outputs[k]);
+			goto out;
+		}
+	r = 0;
+out:
+	graph_free(&gr);
+	free(spec);
+	return r;
 }
 
 /* Store every result marked for storing; with `pk`, pack their names. */
@@ -521,37 +535,86 @@ static int commit_all(struct request *req, struct graph *gr, msgpack_packer *pk)
 	return 0;
 }
 
+/* Where a step's graph comes from: a model, or the request's own nodes,
+ * loss and params. p[0..3] are nodes, loss, params and optimizer. */
+struct source {
+	struct model *m;
+	const msgpack_object *nodes, *loss, *params, *opt;
+};
+
+static int resolve_source(struct request *req, const struct param *p, const msgpack_object *model,
+			  struct source *src)
+{
+	*src = (struct source){ .nodes = p[0].value, .loss = p[1].value, .params = p[2].value,
+				.opt = p[3].value };
+	if (!model) {
+		for (unsigned k = 0; k < 3; k++)
+			if (!p[k].value)
+				return request_fail(req, TDP_INVALID_ARGUMENT,
+						    "missing parameter '%s' (or give 'model')", p[k].key);
+		return 0;
+	}
+	if (src->nodes || src->loss || src->params)
+		return request_fail(req, TDP_INVALID_ARGUMENT,
+				    "give either 'model' or 'nodes', 'loss' and 'params', not both");
+	src->m = model_lookup(req, model);
+	if (!src->m)
+		return -1;
+	src->nodes = src->m->nodes;
+	src->loss = src->m->loss_obj;
+	src->params = src->m->params_obj;
+	if (!src->opt)
+		src->opt = src->m->optimizer;
+	return 0;
+}
+
 int train_step(struct request *req)
 {
 	struct param p[] = {
-		{ "nodes", PARAM_ARRAY, true, NULL },
-		{ "loss", PARAM_STR, true, NULL },
-		{ "params", PARAM_ARRAY, true, NULL },
+		{ "nodes", PARAM_ARRAY, false, NULL },
+		{ "loss", PARAM_STR, false, NULL },
+		{ "params", PARAM_ARRAY, false, NULL },
 		{ "optimizer", PARAM_MAP, false, NULL },
 		{ "step", PARAM_UINT, false, NULL },
 		{ "grads", PARAM_BOOL, false, NULL },
 		{ "outputs", PARAM_ARRAY, false, NULL },
+		{ "model", PARAM_STR, false, NULL },
+		{ "data", PARAM_MAP, false, NULL },
+		{ "fuse", PARAM_BOOL, false, NULL },
 	};
 	struct graph gr = { .req = req };
 	struct train_spec *spec;
+	struct feeds fd;
+	struct source src;
 	uint32_t nstored = 0, ninline = 0;
-	int64_t step = 1;
+	int64_t step;
 	unsigned loss;
 	double lr = 0, loss_value = 0;
 	int r = -1;
 
-	if (params_parse(req, p, 7) < 0)
+	if (params_parse(req, p, 10) < 0 || resolve_source(req, p, p[7].value, &src) < 0)
 		return -1;
+	step = src.m ? src.m->step + 1 : 1;
 	if (p[4].value) {
 		if (p[4].value->via.u64 < 1 || p[4].value->via.u64 > INT32_MAX)
 			return request_fail(req, TDP_INVALID_ARGUMENT, "step must be 1 or more");
 		step = (int64_t)p[4].value->via.u64;
 	}
+	if (step > INT32_MAX)
+		return request_fail(req, TDP_FAILED_PRECONDITION, "the model's step count is at its limit");
+	if (p[8].value && feeds_parse(req, p[8].value, &fd, "data") < 0)
+		return -1;
+	if (src.m && model_check_feeds(req, src.m, p[8].value ? &fd : NULL, true, "data") < 0)
+		return -1;
 	spec = malloc(sizeof(*spec));
 	if (!spec)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
-	if (parse_spec(req, p[1].value, p[2].value, p[3].value, p[5].value, spec) < 0 ||
-	    run_step(req, spec, p[0].value, p[6].value, NULL, step, true, &gr, &loss, &loss_value, &lr) < 0)
+	if (parse_spec(req, src.loss, src.params, src.opt, p[5].value, spec) < 0)
+		goto out;
+	if (p[9].value)
+		spec->fuse = p[9].value->via.boolean;
+	if (run_step(req, spec, src.nodes, p[6].value, p[8].value ? &fd : NULL, step, true, &gr, &loss,
+		     &loss_value, &lr) < 0)
 		goto out;
 	for (unsigned i = 0; i < gr.n; i++) {
 		nstored += gr.nodes[i].has_out;
@@ -578,6 +641,9 @@ int train_step(struct request *req)
 	}
 	/* Everything ran and the loss is finite: now parameters and state change. */
 	r = commit_all(req, &gr, req->pk);
+	/* The model's count follows the steps that updated it. */
+	if (r == 0 && src.m && spec->opt.kind != OPT_NONE)
+		src.m->step = step;
 out:
 	graph_free(&gr);
 	free(spec);
@@ -612,6 +678,8 @@ struct train_job {
 	bool have_eval_result;
 	double eval_loss, eval_metrics[MAX_METRICS];
 	int64_t start_ns;
+	char model[TDP_MAX_NAME_LEN + 1]; /* the model trained, "" for none */
+	uint64_t model_serial;     /* its definition: a replaced model is left alone */
 };
 
 static struct train_job *jobs;
@@ -642,20 +710,6 @@ static void shuffle_epoch(struct train_job *job, uint64_t epoch)
 		job->perm[i] = job->perm[j];
 		job->perm[j] = t;
 	}
-}
-
-static int parse_feeds(struct request *req, const msgpack_object *map, struct feeds *fd, const char *what)
-{
-	if (!map || map->type != MSGPACK_OBJECT_MAP || map->via.map.size == 0 ||
-	    map->via.map.size > OP_MAX_INPUTS)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "%s must map 1 to %d input names to tensors",
-				    what, OP_MAX_INPUTS);
-	fd->n = map->via.map.size;
-	for (unsigned k = 0; k < fd->n; k++)
-		if (tdp_obj_strcpy(&map->via.map.ptr[k].key, fd->f[k].id, sizeof(fd->f[k].id)) < 0 ||
-		    tdp_obj_strcpy(&map->via.map.ptr[k].val, fd->f[k].src, sizeof(fd->f[k].src)) < 0)
-			return request_fail(req, TDP_INVALID_ARGUMENT, "%s: names must be strings", what);
-	return 0;
 }
 
 static int notify_head(struct train_job *job, const char *method, uint32_t entries)
@@ -710,7 +764,6 @@ static int write_eval(msgpack_packer *pk, struct train_job *job)
 static int run_eval(struct train_job *job)
 {
 	struct graph gr = { .req = &job->req };
-	struct step_ctx sc = { .req = &job->req, .gr = &gr };
 	unsigned loss;
 	double lr;
 	int r = run_step(&job->req, &job->spec, job->nodes, NULL, &job->eval,
@@ -726,7 +779,7 @@ static int run_eval(struct train_job *job)
 			r = request_fail(&job->req, TDP_INVALID_ARGUMENT,
 					 "eval.metrics: '%s' is no floating scalar node", job->metrics[m]);
 		else
-			r = read_loss(&sc, i, &job->eval_metrics[m]);
+			r = forward_read_scalar(&job->req, &gr, i, &job->eval_metrics[m]);
 	}
 	graph_free(&gr);
 	if (r < 0)
@@ -757,6 +810,8 @@ static void job_finish(struct train_job *job, const char *stopped)
 
 static void job_fail(struct train_job *job)
 {
+	job->d->requests_failed++;
+	metrics_request_error(&job->req.d->metrics, job->req.slot);
 	tdp_write_error(&job->pk, job->req.msgid, job->req.code ? job->req.code : TDP_INTERNAL,
 			job->req.message);
 }
@@ -790,6 +845,12 @@ static bool job_step(struct train_job *job)
 		return false;
 	}
 	job->done++;
+	if (job->model[0]) {
+		struct model *m = models_find_serial(job->d->models, job->model, job->model_serial);
+
+		if (m)
+			m->step = step;
+	}
 	if (job->done % job->progress_every == 0 || job->done == job->total)
 		notify_progress(job, lr);
 	if (job->has_eval && (job->done % job->eval_every == 0 || job->done == job->total) &&
@@ -868,17 +929,20 @@ static int job_setup(struct request *req, struct train_job *job, const struct pa
 	struct tensor *first;
 	uint64_t epochs = p[6].value ? p[6].value->via.u64 : 1;
 
-	if (parse_feeds(req, p[4].value, &job->train, "data") < 0)
+	if (feeds_parse(req, p[4].value, &job->train, "data") < 0)
 		return -1;
-	first = store_find(req->d->store, job->train.f[0].src, strlen(job->train.f[0].src));
-	if (!first || first->rank == 0)
+	if (lookup_tensor(req, "data", job->train.f[0].src, ACCESS_READ, &first) < 0)
+		return -1;
+	if (first->rank == 0)
 		return request_fail(req, TDP_NOT_FOUND, "data: '%s' is no stored tensor with rows",
 				    job->train.f[0].src);
 	job->nsamples = first->shape[0];
 	for (unsigned k = 1; k < job->train.n; k++) {
-		struct tensor *t = store_find(req->d->store, job->train.f[k].src, strlen(job->train.f[k].src));
+		struct tensor *t;
 
-		if (!t || t->rank == 0 || t->shape[0] != job->nsamples)
+		if (lookup_tensor(req, "data", job->train.f[k].src, ACCESS_READ, &t) < 0)
+			return -1;
+		if (t->rank == 0 || t->shape[0] != job->nsamples)
 			return request_fail(req, TDP_SHAPE_MISMATCH,
 					    "data: '%s' must be stored with %llu rows like '%s'",
 					    job->train.f[k].src, (unsigned long long)job->nsamples,
@@ -901,7 +965,8 @@ static int job_setup(struct request *req, struct train_job *job, const struct pa
 	job->epochs = (job->total + job->per_epoch - 1) / job->per_epoch;
 	job->seed = p[8].value ? p[8].value->via.u64 : 0;
 	job->shuffle = !p[9].value || p[9].value->via.boolean;
-	job->start_step = p[11].value ? (int64_t)p[11].value->via.u64 : 1;
+	if (p[11].value)
+		job->start_step = (int64_t)p[11].value->via.u64;
 	if (job->start_step < 1 || job->start_step > INT32_MAX)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "start_step must be 1 or more");
 	job->progress_every = p[12].value ? p[12].value->via.u64 : (job->total >= 100 ? job->total / 100 : 1);
@@ -919,7 +984,7 @@ static int job_setup(struct request *req, struct train_job *job, const struct pa
 			    !tdp_obj_str_eq(&eval->via.map.ptr[k].key, "every") &&
 			    !tdp_obj_str_eq(&eval->via.map.ptr[k].key, "metrics"))
 				return request_fail(req, TDP_INVALID_ARGUMENT, "eval takes data, every and metrics");
-		if (parse_feeds(req, tdp_map_find(eval, "data"), &job->eval, "eval.data") < 0)
+		if (feeds_parse(req, tdp_map_find(eval, "data"), &job->eval, "eval.data") < 0)
 			return -1;
 		job->has_eval = true;
 		job->eval_every = job->per_epoch;
@@ -942,9 +1007,9 @@ static int job_setup(struct request *req, struct train_job *job, const struct pa
 int train_run(struct request *req)
 {
 	struct param p[] = {
-		{ "nodes", PARAM_ARRAY, true, NULL },       /* 0 */
-		{ "loss", PARAM_STR, true, NULL },
-		{ "params", PARAM_ARRAY, true, NULL },
+		{ "nodes", PARAM_ARRAY, false, NULL },      /* 0 */
+		{ "loss", PARAM_STR, false, NULL },
+		{ "params", PARAM_ARRAY, false, NULL },
 		{ "optimizer", PARAM_MAP, false, NULL },
 		{ "data", PARAM_MAP, true, NULL },          /* 4 */
 		{ "batch_size", PARAM_UINT, true, NULL },
@@ -956,7 +1021,9 @@ int train_run(struct request *req)
 		{ "start_step", PARAM_UINT, false, NULL },
 		{ "progress_every", PARAM_UINT, false, NULL }, /* 12 */
 		{ "stop_loss", PARAM_NUMBER, false, NULL },
+		{ "model", PARAM_STR, false, NULL },        /* 14 */
 	};
+	struct source src;
 	struct train_job *job;
 	msgpack_sbuffer sb;
 	msgpack_packer spk;
@@ -965,7 +1032,7 @@ int train_run(struct request *req)
 	double lv, lr;
 	int r;
 
-	if (params_parse(req, p, 14) < 0)
+	if (params_parse(req, p, 15) < 0 || resolve_source(req, p, p[14].value, &src) < 0)
 		return -1;
 	if (!req->conn)
 		return request_fail(req, TDP_INTERNAL, "train.run needs a connection");
@@ -974,9 +1041,17 @@ int train_run(struct request *req)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	job->d = req->d;
 	msgpack_unpacked_init(&job->params);
-	if (parse_spec(req, p[1].value, p[2].value, p[3].value, NULL, &job->spec) < 0 ||
+	job->start_step = src.m ? src.m->step + 1 : 1;
+	if (parse_spec(req, src.loss, src.params, src.opt, NULL, &job->spec) < 0 ||
 	    job_setup(req, job, p) < 0)
 		goto fail;
+	if (src.m) {
+		if (model_check_feeds(req, src.m, &job->train, true, "data") < 0 ||
+		    (job->has_eval && model_check_feeds(req, src.m, &job->eval, true, "eval.data") < 0))
+			goto fail;
+		strcpy(job->model, src.m->name);
+		job->model_serial = src.m->serial;
+	}
 	if (job->spec.opt.kind == OPT_NONE)
 		job->spec.opt = (struct optimizer){ .kind = OPT_SGD, .lr = 0.01, .beta1 = 0.9, .beta2 = 0.999,
 						    .eps = 1e-8, .gamma = 0.1, .step_size = 1 };
@@ -985,7 +1060,9 @@ int train_run(struct request *req)
 	/* Keep the request's params: the steps build their graphs from them. */
 	msgpack_sbuffer_init(&sb);
 	msgpack_packer_init(&spk, &sb, msgpack_sbuffer_write);
-	if (msgpack_pack_object(&spk, *req->params) || tdp_buf_append(&job->raw, sb.data, sb.size) < 0) {
+	if (msgpack_pack_array(&spk, 2) || msgpack_pack_object(&spk, *req->params) ||
+	    (src.m ? msgpack_pack_object(&spk, src.m->u.data) : msgpack_pack_nil(&spk)) ||
+	    tdp_buf_append(&job->raw, sb.data, sb.size) < 0) {
 		msgpack_sbuffer_destroy(&sb);
 		request_fail(req, TDP_INTERNAL, "out of memory");
 		goto fail;
@@ -995,7 +1072,7 @@ int train_run(struct request *req)
 		request_fail(req, TDP_INTERNAL, "cannot keep the parameters");
 		goto fail;
 	}
-	job->nodes = tdp_map_find(&job->params.data, "nodes");
+	job->nodes = tdp_map_find(&job->params.data.via.array.ptr[src.m ? 1 : 0], "nodes");
 	job->perm = malloc(job->nsamples * sizeof(*job->perm));
 	job->index = (struct tensor){ .dtype = TDP_DTYPE_I32, .rank = 1, .shape = { job->batch },
 				      .count = job->batch, .bytes = job->batch * 4 };

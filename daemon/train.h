@@ -10,6 +10,14 @@
  * (docs/protocol.md). */
 int train_step(struct request *req);
 
+struct model;
+
+/* Check model `m` against the stored tensors as train.step would (graph,
+ * shapes, parameters, loss, differentiability, optimizer), with a zero
+ * placeholder for each input, without running anything. Returns 0 or
+ * request_fail() naming the culprit. */
+int train_model_check(struct request *req, const struct model *m);
+
 struct train_job;
 
 /* Serve `train.run {...}` (docs/protocol.md): check the request, start a job

@@ -8,10 +8,17 @@
 #define TDP_METHOD_TENSOR_STAT "tensor.stat"
 #define TDP_METHOD_TENSOR_LIST "tensor.list"
 #define TDP_METHOD_TENSOR_DELETE "tensor.delete"
+#define TDP_METHOD_TENSOR_CHMOD "tensor.chmod"
 #define TDP_METHOD_OP_RUN "op.run"
 #define TDP_METHOD_GRAPH_RUN "graph.run"
 #define TDP_METHOD_TRAIN_STEP "train.step"
 #define TDP_METHOD_TRAIN_RUN "train.run"
+#define TDP_METHOD_MODEL_DEFINE "model.define"
+#define TDP_METHOD_MODEL_LIST "model.list"
+#define TDP_METHOD_MODEL_STAT "model.stat"
+#define TDP_METHOD_MODEL_DELETE "model.delete"
+#define TDP_METHOD_MODEL_EVALUATE "model.evaluate"
+#define TDP_METHOD_MODEL_PREDICT "model.predict"
 
 /* Notification the daemon sends before closing a connection whose byte stream
  * it could not parse: params are [ {code, name, message} ]. */

@@ -60,6 +60,9 @@ int tdp_obj_strcpy(const msgpack_object *o, char *dst, size_t cap)
 		return -EINVAL;
 	if (o->via.str.size >= cap)
 		return -ENAMETOOLONG;
+	/* A NUL inside would silently cut the string short: "a\0b" is not "a". */
+	if (memchr(o->via.str.ptr, '\0', o->via.str.size))
+		return -EINVAL;
 	memcpy(dst, o->via.str.ptr, o->via.str.size);
 	dst[o->via.str.size] = '\0';
 	return 0;

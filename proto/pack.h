@@ -25,5 +25,5 @@ int tdp_obj_uint(const msgpack_object *o, uint64_t *ret);
 int tdp_obj_int(const msgpack_object *o, int64_t *ret);
 
 /* Copy a str of at most `cap - 1` bytes into `dst` with a NUL; -EINVAL when `o`
- * is no str, -ENAMETOOLONG when it does not fit. */
+ * is no str or holds a NUL byte, -ENAMETOOLONG when it does not fit. */
 int tdp_obj_strcpy(const msgpack_object *o, char *dst, size_t cap);

@@ -9,25 +9,11 @@ layout(std430, binding = 2) writeonly buffer O { ELEM o[]; };
 #include "elementwise.glsl"
 
 #if IS_FLOAT
+#include "ew_math.glsl"
+
 float apply(uint op, float x, float y)
 {
-	switch (op) {
-	case BIN_ADD: return x + y;
-	case BIN_SUB: return x - y;
-	case BIN_MUL: return x * y;
-	case BIN_DIV: return x / y;
-	case BIN_POW: {
-		// GLSL's pow is undefined for x < 0; follow C's pow for integral y.
-		if (y == 0.0) return 1.0;
-		if (x < 0.0 && y == floor(y)) {
-			float r = pow(-x, y);
-			return mod(y, 2.0) == 1.0 ? -r : r;
-		}
-		return pow(x, y);
-	}
-	case BIN_MAXIMUM: return (isnan(x) || isnan(y)) ? x + y : max(x, y);
-	default: return (isnan(x) || isnan(y)) ? x + y : min(x, y);
-	}
+	return ew_binary(op, x, y);
 }
 #else
 int apply(uint op, int x, int y)

@@ -36,10 +36,30 @@
 #define UN_SOFTPLUS 14
 #define UN_CLAMP 15
 #define UN_COPY 16
+#define UN_ERF 17
 
 /* flags of the elementwise push constants */
 #define EW_CONTIGUOUS 1u   /* every operand is laid out like the output */
 #define EW_B_SCALAR 2u     /* the second operand is the push constant `alpha` */
 #define EW_A_SCALAR 4u     /* the first operand is the push constant `alpha` */
+
+/* fused.comp: a program of up to FU_MAX_WORDS 32-bit words (instructions from
+ * the front, f32 constants from the back). An instruction is
+ * opcode | dst << 6 | a << 10 | b << 15 | c << 20; an operand below
+ * FU_MAX_REGS names a register, FU_MAX_REGS + k the k-th constant (word
+ * FU_MAX_WORDS - 1 - k). Opcodes: a UN_* code (operand b and c: alpha, beta),
+ * FU_BINARY + a BIN_* or CMP_* code (a OP b; comparisons give 0 or 1), FU_WHERE
+ * (a != 0 ? b : c). */
+#define FU_MAX_WORDS 26
+#define FU_PER_INVOCATION 4u /* elements, 256 apart */
+#define FU_MAX_REGS 16
+#define FU_MAX_SLOTS 8     /* tensors: inputs first, then outputs */
+#define FU_MAX_CONSTS 16
+#define FU_BINARY 32u
+#define FU_WHERE 48u
+/* how an input slot is indexed (2 bits per slot in `modes`) */
+#define FU_FULL 0u         /* laid out like the output */
+#define FU_SCALAR 1u       /* one element, read everywhere */
+#define FU_SUFFIX 2u       /* the output's trailing dims: element i % mod */
 
 #endif

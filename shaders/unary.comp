@@ -10,43 +10,11 @@ layout(std430, binding = 1) writeonly buffer O { ELEM o[]; };
 #include "elementwise.glsl"
 
 #if IS_FLOAT
+#include "ew_math.glsl"
+
 float apply(uint op, float x)
 {
-	switch (op) {
-	case UN_NEG: return -x;
-	case UN_ABS: return abs(x);
-	case UN_EXP: return exp(x);
-	case UN_LOG: return log(x);
-	case UN_SQRT: return sqrt(x);
-	case UN_RSQRT: return inversesqrt(x);
-	case UN_SIN: return sin(x);
-	case UN_COS: return cos(x);
-	case UN_TANH: {
-		// tanh through exp of a non-positive argument: no overflow.
-		float e = exp(-2.0 * abs(x));
-		return sign(x) * (1.0 - e) / (1.0 + e);
-	}
-	case UN_SIGMOID: return x >= 0.0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
-	case UN_RELU: return max(x, 0.0);
-	case UN_GELU: {
-		// erf by Abramowitz-Stegun 7.1.26 refined: |error| < 1.5e-7.
-		float z = abs(x) * 0.70710678118654752;
-		float t = 1.0 / (1.0 + 0.3275911 * z);
-		float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t
-			- 0.284496736) * t + 0.254829592) * t * exp(-z * z);
-		float erfv = x >= 0.0 ? y : -y;
-		return 0.5 * x * (1.0 + erfv);
-	}
-	case UN_GELU_TANH: {
-		float u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
-		float e = exp(-2.0 * abs(u));
-		return 0.5 * x * (1.0 + sign(u) * (1.0 - e) / (1.0 + e));
-	}
-	case UN_SILU: return x >= 0.0 ? x / (1.0 + exp(-x)) : x * exp(x) / (1.0 + exp(x));
-	case UN_SOFTPLUS: return max(x, 0.0) + log(1.0 + exp(-abs(x)));
-	case UN_CLAMP: return isnan(x) ? x : min(max(x, pc.alpha), pc.beta);
-	default: return x;
-	}
+	return ew_unary(op, x, pc.alpha, pc.beta);
 }
 #else
 int apply(uint op, int x)

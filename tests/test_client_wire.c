@@ -696,6 +696,108 @@ static void test_notifications(void **state)
 	stop(&srv, td);
 }
 
+/* ---- progress of large transfers ---- */
+
+#define BIG ((size_t)3 << 20)
+
+static void script_progress(struct peer *p)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	uint8_t *blob = calloc(1, BIG);
+
+	assert_non_null(blob);
+	/* a large request, a small reply */
+	assert_true(read_request(p));
+	reply_head(p, &sb, &pk, p->msg.msgid);
+	msgpack_pack_map(&pk, 0);
+	send_sbuf(p, &sb, 1 << 20);
+	/* a small request, a large reply trickling in */
+	assert_true(read_request(p));
+	reply_head(p, &sb, &pk, p->msg.msgid);
+	msgpack_pack_map(&pk, 1);
+	tdp_pack_cstr(&pk, "data");
+	msgpack_pack_bin(&pk, BIG);
+	msgpack_pack_bin_body(&pk, blob, BIG);
+	send_sbuf(p, &sb, 64 << 10);
+	/* with the callback off */
+	assert_true(read_request(p));
+	reply_head(p, &sb, &pk, p->msg.msgid);
+	msgpack_pack_map(&pk, 0);
+	send_sbuf(p, &sb, 1 << 20);
+	free(blob);
+}
+
+struct progress_log {
+	struct tensord *td;
+	int calls[TENSORD_TRANSFER_COUNT];
+	uint64_t last_done[TENSORD_TRANSFER_COUNT], last_total[TENSORD_TRANSFER_COUNT];
+	bool monotonic;
+	int reenter;
+};
+
+static void on_progress(void *userdata, enum tensord_transfer dir, uint64_t done, uint64_t total)
+{
+	struct progress_log *l = userdata;
+
+	assert_true(dir == TENSORD_TRANSFER_SEND || dir == TENSORD_TRANSFER_RECEIVE);
+	assert_true(done <= total);
+	if (l->calls[dir] > 0 && (done < l->last_done[dir] || total < l->last_total[dir]))
+		l->monotonic = false;
+	l->calls[dir]++;
+	l->last_done[dir] = done;
+	l->last_total[dir] = total;
+	l->reenter = tensord_ping(l->td, NULL, 0);
+}
+
+static void test_progress(void **state)
+{
+	struct server srv;
+	struct tensord *td = start(&srv, script_progress);
+	struct progress_log log = { .td = td, .monotonic = true };
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	uint8_t *blob = calloc(1, BIG);
+	void *res = NULL;
+	size_t len = 0;
+
+	(void)state;
+	assert_non_null(blob);
+	tensord_set_progress(NULL, on_progress, NULL); /* accepted, does nothing */
+	tensord_set_progress(td, on_progress, &log);
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 1);
+	tdp_pack_cstr(&pk, "data");
+	msgpack_pack_bin(&pk, BIG);
+	msgpack_pack_bin_body(&pk, blob, BIG);
+	assert_int_equal(tensord_call_raw(td, "tensor.put", sb.data, sb.size, &res, &len), 0);
+	free(res);
+	/* written a MiB at a time, to the last byte */
+	assert_true(log.calls[TENSORD_TRANSFER_SEND] >= 3);
+	assert_true(log.last_total[TENSORD_TRANSFER_SEND] > BIG);
+	assert_true(log.last_done[TENSORD_TRANSFER_SEND] == log.last_total[TENSORD_TRANSFER_SEND]);
+	assert_int_equal(log.calls[TENSORD_TRANSFER_RECEIVE], 0); /* a small reply */
+	assert_int_equal(log.reenter, -EBUSY);
+
+	memset(log.calls, 0, sizeof(log.calls));
+	assert_int_equal(tensord_call_raw(td, "tensor.get", NULL, 0, &res, &len), 0);
+	assert_true(len > BIG);
+	free(res);
+	assert_true(log.calls[TENSORD_TRANSFER_RECEIVE] >= 2);
+	assert_true(log.last_done[TENSORD_TRANSFER_RECEIVE] == log.last_total[TENSORD_TRANSFER_RECEIVE]);
+	assert_true(log.last_total[TENSORD_TRANSFER_RECEIVE] > BIG);
+	assert_true(log.monotonic);
+
+	tensord_set_progress(td, NULL, &log);
+	memset(log.calls, 0, sizeof(log.calls));
+	assert_int_equal(tensord_ping(td, NULL, 0), 0);
+	assert_int_equal(log.calls[TENSORD_TRANSFER_SEND] + log.calls[TENSORD_TRANSFER_RECEIVE], 0);
+	msgpack_sbuffer_destroy(&sb);
+	free(blob);
+	stop(&srv, td);
+}
+
 static void test_connect_errors(void **state)
 {
 	struct tensord *td = (void *)1;
@@ -727,6 +829,7 @@ int main(void)
 		cmocka_unit_test(test_bad_metadata),
 		cmocka_unit_test(test_requests_on_the_wire),
 		cmocka_unit_test(test_notifications),
+		cmocka_unit_test(test_progress),
 		cmocka_unit_test(test_connect_errors),
 	};
 

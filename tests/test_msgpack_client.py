@@ -183,8 +183,51 @@ def test_protocol_error_notification(d):
         assert c.recv() is None, "connection still open after protocol.error"
 
 
+def test_profile(d):
+    """profile: true adds gpu_ns, the device time of the request's submission
+    (an int > 0: lavapipe has timestamps too), to op.run and graph.run results;
+    without it there is none; a profile that is no boolean is refused and the
+    request does nothing."""
+    with d.client() as c:
+        c.call("tensor.put", {"name": "py/p", "dtype": "f32", "shape": [4],
+                              "data": struct.pack("<4f", 1, 2, 3, 4)})
+        add = {"op": "add", "inputs": ["py/p", "py/p"]}
+        for extra in ({}, {"out": "py/q"}):
+            res = c.call("op.run", dict(add, profile=True, **extra))
+            assert isinstance(res["gpu_ns"], int) and res["gpu_ns"] > 0, res
+            if extra:
+                check_meta(res, "py/q", "f32", [4], 16, 1)
+                c.call("tensor.delete", {"name": "py/q"})
+            else:
+                assert struct.unpack("<4f", res["data"]) == (2, 4, 6, 8), res
+            for off in ({}, {"profile": False}):
+                res = c.call("op.run", dict(add, **off, **extra))
+                assert "gpu_ns" not in res, res
+                if extra:
+                    c.call("tensor.delete", {"name": "py/q"})
+        nodes = [{"id": "s", "op": "sigmoid", "inputs": ["py/p"]},
+                 {"id": "m", "op": "mul", "inputs": ["py/p", "s"], "out": "py/g"}]
+        res = c.call("graph.run", {"nodes": nodes, "outputs": ["s"], "profile": True})
+        assert set(res) == {"outputs", "stored", "gpu_ns"}, res
+        assert isinstance(res["gpu_ns"], int) and res["gpu_ns"] > 0, res
+        res = c.call("graph.run", {"nodes": nodes, "profile": False})
+        assert set(res) == {"outputs", "stored"}, res
+        c.call("tensor.delete", {"name": "py/g"})
+        for bad in ("yes", 1, 0, None, [True], {"on": True}, b"\x01"):
+            e, r = c.call_full("op.run", dict(add, out="py/never", profile=bad))
+            check_error(e, r, 3, "INVALID_ARGUMENT")
+            assert "profile" in e["message"], e
+            e, r = c.call_full("graph.run", {"nodes": nodes, "profile": bad})
+            check_error(e, r, 3, "INVALID_ARGUMENT")
+            assert "profile" in e["message"], e
+        for name in ("py/never", "py/g"):
+            e, r = c.call_full("tensor.stat", {"name": name})
+            check_error(e, r, 5, "NOT_FOUND")
+        c.call("tensor.delete", {"name": "py/p"})
+
+
 TESTS = [test_ping, test_put_get, test_pipelined, test_error_shape,
-         test_protocol_error_notification]
+         test_protocol_error_notification, test_profile]
 
 
 def main():

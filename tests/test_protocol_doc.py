@@ -58,8 +58,8 @@ def unquote(cell):
 
 # ---- the call table --------------------------------------------------------
 
-META_KEYS = {"name", "dtype", "shape", "bytes", "owner", "created", "modified",
-             "version", "device"}
+META_KEYS = {"name", "dtype", "shape", "bytes", "owner", "group", "mode", "created",
+             "modified", "version", "device"}
 DATA = struct.pack("<6f", 1, 2, 3, 4, 5, 6)
 
 
@@ -83,8 +83,18 @@ def call_ping(c):
 def call_info(c):
     res = c.call("info")
     for k in ("version", "protocol", "pid", "uptime", "devices", "tensors", "connections",
-              "limits"):
+              "limits", "counters"):
         assert k in res, "info lacks %s" % k
+    cnt = res["counters"]
+    for k in ("requests", "errors", "request_seconds", "bytes_in", "bytes_out",
+              "connections_accepted", "connections_refused", "protocol_errors", "reloads",
+              "reload_failures", "gpu", "pipelines"):
+        assert k in cnt, "info.counters lacks %s" % k
+    for k in ("device", "submissions", "busy_seconds", "wait_seconds", "timing"):
+        assert k in cnt["gpu"], "info.counters.gpu lacks %s" % k
+    for k in ("built", "hits", "compiles", "cache_hits", "compile_seconds", "cache_feedback"):
+        assert k in cnt["pipelines"], "info.counters.pipelines lacks %s" % k
+    assert "other" in cnt["requests"] and "info" in cnt["requests"]
     assert res["devices"], "no devices"
     for dev in res["devices"]:
         for k in ("index", "name", "type", "driver", "vendor_id", "device_id", "api_version",
@@ -95,10 +105,13 @@ def call_info(c):
         assert dev["memory_reserved"] >= dev["memory_used"], dev
     assert sum(1 for dev in res["devices"] if dev["active"]) == 1
     assert set(res["tensors"]) >= {"count", "bytes"}
+    assert res["requests"]["total"] >= 1 and res["requests"]["failed"] >= 0, res["requests"]
     assert set(res["limits"]) >= {"max_message_bytes", "max_tensor_bytes", "max_depth",
                                   "max_objects", "max_name_len", "max_rank", "max_tensors",
                                   "max_connections"}, res["limits"]
     assert all(isinstance(v, int) for v in res["limits"].values()), res["limits"]
+    assert set(res["user"]) == {"uid", "gid", "tensors", "bytes", "max_tensors", "max_bytes"}, res
+    assert res["user"]["uid"] == os.geteuid(), res["user"]
 
 
 def call_put(c):
@@ -146,6 +159,19 @@ def call_delete(c):
     put_doc_tensor(c)
     res = c.call("tensor.delete", {"name": "doc/a"})
     assert res == {"name": "doc/a", "deleted": True, "bytes": 24}, res
+
+
+def call_chmod(c):
+    put_doc_tensor(c)
+    res = c.call("tensor.chmod", {"name": "doc/a", "mode": "group-read,world-read", "group": 100})
+    check_meta(res)
+    assert res["mode"] == "group-read,world-read" and res["group"] == 100, res
+    assert res["version"] == 1, res
+    res = c.call("tensor.chmod", {"name": "doc/a", "mode": "private"})
+    assert res["mode"] == "private" and res["group"] == 100, res
+    e, _ = c.call_full("tensor.chmod", {"name": "doc/a", "mode": "rwx"})
+    assert e["name"] == "INVALID_ARGUMENT", e
+    c.call("tensor.delete", {"name": "doc/a"})
 
 
 def call_op_run(c):
@@ -254,6 +280,105 @@ def call_train_step(c):
         c.call("tensor.delete", {"name": n})
 
 
+# A linear classifier model on doc/mx [4, 3] with labels doc/my, for the model.* calls.
+MODEL_NODES = [{"id": "z0", "op": "matmul", "inputs": ["x", "doc/mw"]},
+               {"id": "logits", "op": "add", "inputs": ["z0", "doc/mb"]},
+               {"id": "loss", "op": "cross_entropy", "inputs": ["logits", "y"]},
+               {"id": "pred", "op": "argmax", "inputs": ["logits"], "attrs": {"axis": 1}},
+               {"id": "hit", "op": "eq", "inputs": ["pred", "y"]},
+               {"id": "hitf", "op": "cast", "inputs": ["hit"], "attrs": {"dtype": "f32"}},
+               {"id": "acc", "op": "mean", "inputs": ["hitf"]}]
+STAT_KEYS = {"name", "step", "owner", "created", "modified", "bytes", "definition", "params", "state"}
+
+
+def model_setup(c, name="doc/model"):
+    c.call("tensor.put", {"name": "doc/mw", "dtype": "f32", "shape": [3, 2],
+                          "data": struct.pack("<6f", 0.1, -0.1, 0.2, 0.0, -0.3, 0.1)})
+    c.call("tensor.put", {"name": "doc/mb", "dtype": "f32", "shape": [2], "data": bytes(8)})
+    c.call("tensor.put", {"name": "doc/mx", "dtype": "f32", "shape": [4, 3],
+                          "data": struct.pack("<12f", *range(12))})
+    c.call("tensor.put", {"name": "doc/my", "dtype": "i32", "shape": [4],
+                          "data": struct.pack("<4i", 0, 1, 1, 0)})
+    return c.call("model.define", {"name": name, "nodes": MODEL_NODES, "loss": "loss",
+                                   "params": ["doc/mw", "doc/mb"],
+                                   "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 3]},
+                                              {"name": "y", "dtype": "i32", "shape": [1]}],
+                                   "outputs": ["logits"], "optimizer": {"type": "adam", "lr": 0.01}})
+
+
+def model_teardown(c, name="doc/model"):
+    c.call("model.delete", {"name": name, "tensors": True})
+    for n in ("doc/mx", "doc/my"):
+        c.call("tensor.delete", {"name": n})
+
+
+def call_model_define(c):
+    res = model_setup(c)
+    assert set(res) == STAT_KEYS and res["step"] == 0 and res["state"] == [], res
+    e, _ = c.call_full("model.define", {"name": "doc/model", "nodes": MODEL_NODES, "loss": "loss",
+                                        "params": ["doc/mw"]})
+    assert e["name"] == "ALREADY_EXISTS", e
+    res = c.call("train.step", {"model": "doc/model", "data": {"x": "doc/mx", "y": "doc/my"}})
+    assert res["step"] == 1, res
+    assert c.call("model.stat", {"name": "doc/model"})["step"] == 1
+    model_teardown(c)
+
+
+def call_model_list(c):
+    model_setup(c)
+    res = c.call("model.list")
+    assert set(res) == {"models"}, res
+    m = [x for x in res["models"] if x["name"] == "doc/model"][0]
+    assert {"name", "step", "owner", "created", "modified", "bytes", "loss", "params", "inputs",
+            "outputs", "optimizer"} == set(m), m
+    assert m["params"] == 2 and m["inputs"] == ["x", "y"] and m["optimizer"] == "adam", m
+    model_teardown(c)
+
+
+def call_model_stat(c):
+    model_setup(c)
+    res = c.call("model.stat", {"name": "doc/model"})
+    assert set(res) == STAT_KEYS, res
+    assert res["definition"]["loss"] == "loss" and res["definition"]["outputs"] == ["logits"], res
+    assert res["params"][0] == {"name": "doc/mw", "stored": True, "dtype": "f32", "shape": [3, 2],
+                                "bytes": 24}, res["params"]
+    e, _ = c.call_full("model.stat", {"name": "doc/none"})
+    assert e["name"] == "NOT_FOUND", e
+    model_teardown(c)
+
+
+def call_model_delete(c):
+    model_setup(c)
+    c.call("train.step", {"model": "doc/model", "data": {"x": "doc/mx", "y": "doc/my"}})
+    res = c.call("model.delete", {"name": "doc/model", "tensors": True})
+    assert res["name"] == "doc/model" and res["deleted"] is True, res
+    assert sorted(res["tensors"]) == sorted(["doc/mw", "doc/mb"] + ["doc/m%s.%s" % (p, s) for p in "wb"
+                                            for s in ("exp_avg", "exp_avg_sq")]), res
+    for n in ("doc/mx", "doc/my"):
+        c.call("tensor.delete", {"name": n})
+
+
+def call_model_evaluate(c):
+    model_setup(c)
+    res = c.call("model.evaluate", {"model": "doc/model", "data": {"x": "doc/mx", "y": "doc/my"},
+                                    "metrics": ["acc"], "batch_size": 3})
+    assert set(res) == {"loss", "metrics", "samples", "batches"}, res
+    assert res["samples"] == 4 and res["batches"] == 2 and set(res["metrics"]) == {"acc"}, res
+    model_teardown(c)
+
+
+def call_model_predict(c):
+    model_setup(c)
+    res = c.call("model.predict", {"model": "doc/model", "inputs": {"x": "doc/mx"}})
+    assert set(res) == {"outputs", "stored"} and set(res["outputs"]) == {"logits"}, res
+    assert res["outputs"]["logits"]["shape"] == [4, 2], res
+    res = c.call("model.predict", {"model": "doc/model", "inputs": {"x": "doc/mx"},
+                                   "out": {"pred": "doc/pred"}})
+    assert res["outputs"] == {} and set(res["stored"]) == {"doc/pred"}, res
+    c.call("tensor.delete", {"name": "doc/pred"})
+    model_teardown(c)
+
+
 CALLS = {
     "ping": call_ping,
     "info": call_info,
@@ -262,10 +387,17 @@ CALLS = {
     "tensor.stat": call_stat,
     "tensor.list": call_list,
     "tensor.delete": call_delete,
+    "tensor.chmod": call_chmod,
     "op.run": call_op_run,
     "graph.run": call_graph_run,
     "train.step": call_train_step,
     "train.run": call_train_run,
+    "model.define": call_model_define,
+    "model.list": call_model_list,
+    "model.stat": call_model_stat,
+    "model.delete": call_model_delete,
+    "model.evaluate": call_model_evaluate,
+    "model.predict": call_model_predict,
 }
 
 

@@ -1,4 +1,5 @@
-/* The tensor store without a device: names, replacement, limits, listing. */
+/* The tensor store without a device: names, replacement, limits, listing,
+ * access checks and per-uid quotas. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,7 +10,22 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "mode.h"
 #include "store.h"
+
+static const struct access_cred root = { .uid = 0, .gid = 0 };
+static const struct access_cred alice = { .uid = 1000, .gid = 1000, .ngroups = 1, .groups = { 500 } };
+static const struct access_cred bob = { .uid = 1001, .gid = 1001 };
+static const struct access_cred carol = { .uid = 1002, .gid = 1002, .ngroups = 2, .groups = { 7, 500 } };
+
+static struct tensor *find(struct store *s, const char *name)
+{
+	struct tensor *t = NULL;
+
+	if (store_lookup(s, name, strlen(name), &root, ACCESS_READ | ACCESS_WRITE, &t, NULL) < 0)
+		return NULL;
+	return t;
+}
 
 static int released;
 
@@ -40,8 +56,8 @@ static void test_put_find_delete(void **state)
 	released = 0;
 	assert_int_equal(store_put(s, mk("a", 4)), 0);
 	assert_int_equal(store_put(s, mk("b", 8)), 0);
-	assert_non_null(store_find(s, "a", 1));
-	assert_null(store_find(s, "ab", 2));
+	assert_non_null(find(s, "a"));
+	assert_null(find(s, "ab"));
 	store_totals(s, &count, &bytes);
 	assert_int_equal(count, 2);
 	assert_int_equal(bytes, 12);
@@ -64,7 +80,7 @@ static void test_replace_keeps_created_bumps_version(void **state)
 	/* Replacing works even at the tensor limit. */
 	assert_int_equal(store_put(s, u), 0);
 	assert_int_equal(released, 1);
-	assert_ptr_equal(store_find(s, "w", 1), u);
+	assert_ptr_equal(find(s, "w"), u);
 	assert_int_equal(u->version, 2);
 	assert_int_equal(u->created_ns, 100);
 	t = mk("x", 1);
@@ -84,22 +100,127 @@ static void test_list_prefix_sorted_and_growth(void **state)
 		snprintf(name, sizeof(name), "%s/%04d", i % 2 ? "odd" : "even", i);
 		assert_int_equal(store_put(s, mk(name, 1)), 0);
 	}
-	assert_int_equal(store_list(s, "odd/", 4, &list, &n), 0);
+	assert_int_equal(store_list(s, "odd/", 4, &root, &list, &n), 0);
 	assert_int_equal(n, 500);
 	for (size_t i = 1; i < n; i++)
 		assert_true(strcmp(list[i - 1]->name, list[i]->name) < 0);
 	assert_string_equal(list[0]->name, "odd/0001");
 	free(list);
-	assert_int_equal(store_list(s, NULL, 0, &list, &n), 0);
+	assert_int_equal(store_list(s, NULL, 0, &root, &list, &n), 0);
 	assert_int_equal(n, 1000);
 	free(list);
-	assert_int_equal(store_list(s, "zzz", 3, &list, &n), 0);
+	assert_int_equal(store_list(s, "zzz", 3, &root, &list, &n), 0);
 	assert_int_equal(n, 0);
 	free(list);
 	for (int i = 0; i < 1000; i++) {
 		snprintf(name, sizeof(name), "%s/%04d", i % 2 ? "odd" : "even", i);
-		assert_non_null(store_find(s, name, strlen(name)));
+		assert_non_null(find(s, name));
 	}
+	store_free(s);
+}
+
+static struct tensor *mk_owned(const char *name, uint64_t bytes, const struct access_cred *c, uint32_t mode)
+{
+	struct tensor *t = mk(name, bytes);
+
+	t->owner = c->uid;
+	t->group = c->gid;
+	t->mode = mode;
+	return t;
+}
+
+static void test_access_modes(void **state)
+{
+	struct store *s = store_new(10, NULL, NULL);
+	struct store_denial dn = { 0 };
+	struct tensor *t = NULL, **list;
+	size_t n;
+
+	assert_int_equal(store_put(s, mk_owned("p", 4, &alice, TDP_MODE_PRIVATE)), 0);
+	/* the owner and root do anything; others nothing */
+	assert_int_equal(store_lookup(s, "p", 1, &alice, ACCESS_READ | ACCESS_WRITE, &t, NULL), 0);
+	assert_int_equal(store_lookup(s, "p", 1, &root, ACCESS_READ | ACCESS_WRITE, &t, NULL), 0);
+	t = NULL;
+	assert_int_equal(store_lookup(s, "p", 1, &bob, ACCESS_READ, &t, &dn), -EACCES);
+	assert_null(t);
+	assert_int_equal(dn.owner, 1000);
+	assert_int_equal(dn.mode, TDP_MODE_PRIVATE);
+	assert_int_equal(store_lookup(s, "q", 1, &bob, ACCESS_READ, &t, &dn), -ENOENT);
+	/* no access wanted: found by anyone (chmod checks ownership itself) */
+	assert_int_equal(store_lookup(s, "p", 1, &bob, 0, &t, NULL), 0);
+
+	/* group modes: carol is in alice's group 500 as a supplementary group */
+	assert_int_equal(store_put(s, mk_owned("g", 4, &alice, TDP_MODE_GROUP_READ)), 0);
+	find(s, "g")->group = 500;
+	assert_int_equal(store_lookup(s, "g", 1, &carol, ACCESS_READ, &t, NULL), 0);
+	assert_int_equal(store_lookup(s, "g", 1, &carol, ACCESS_WRITE, &t, NULL), -EACCES);
+	assert_int_equal(store_lookup(s, "g", 1, &bob, ACCESS_READ, &t, NULL), -EACCES);
+	find(s, "g")->mode = TDP_MODE_GROUP_READ | TDP_MODE_GROUP_WRITE;
+	assert_int_equal(store_lookup(s, "g", 1, &carol, ACCESS_READ | ACCESS_WRITE, &t, NULL), 0);
+
+	/* world modes */
+	assert_int_equal(store_put(s, mk_owned("w", 4, &alice, TDP_MODE_WORLD_READ)), 0);
+	assert_int_equal(store_lookup(s, "w", 1, &bob, ACCESS_READ, &t, NULL), 0);
+	assert_int_equal(store_lookup(s, "w", 1, &bob, ACCESS_WRITE, &t, NULL), -EACCES);
+
+	/* a replacement keeps owner, group and mode, whoever stores it */
+	assert_int_equal(store_put(s, mk_owned("g", 8, &carol, TDP_MODE_PRIVATE)), 0);
+	t = find(s, "g");
+	assert_int_equal(t->owner, 1000);
+	assert_int_equal(t->group, 500);
+	assert_int_equal(t->mode, TDP_MODE_GROUP_READ | TDP_MODE_GROUP_WRITE);
+
+	/* listing shows what the caller may read */
+	assert_int_equal(store_list(s, NULL, 0, &bob, &list, &n), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(list[0]->name, "w");
+	free(list);
+	assert_int_equal(store_list(s, NULL, 0, &carol, &list, &n), 0);
+	assert_int_equal(n, 2);
+	free(list);
+	assert_int_equal(store_list(s, NULL, 0, &alice, &list, &n), 0);
+	assert_int_equal(n, 3);
+	free(list);
+	store_free(s);
+}
+
+static void test_quota(void **state)
+{
+	struct store *s = store_new(100, NULL, NULL);
+	struct store_usage use;
+	const char *limit = NULL;
+
+	store_set_quota(s, 2, 100);
+	assert_int_equal(store_quota_check(s, 1000, 1, 60, &limit), 0);
+	assert_int_equal(store_put(s, mk_owned("a", 60, &alice, 0)), 0);
+	/* bytes over the quota */
+	assert_int_equal(store_quota_check(s, 1000, 1, 41, &limit), -EDQUOT);
+	assert_string_equal(limit, "user_max_bytes");
+	assert_int_equal(store_quota_check(s, 1000, 1, 40, &limit), 0);
+	assert_int_equal(store_put(s, mk_owned("b", 40, &alice, 0)), 0);
+	/* tensors over the quota; another uid is not affected */
+	assert_int_equal(store_quota_check(s, 1000, 1, 0, &limit), -EDQUOT);
+	assert_string_equal(limit, "user_max_tensors");
+	assert_int_equal(store_quota_check(s, 1001, 2, 100, &limit), 0);
+	/* replacing with less, or freeing, always fits */
+	assert_int_equal(store_quota_check(s, 1000, 0, -20, &limit), 0);
+	store_usage_of(s, 1000, &use);
+	assert_int_equal(use.tensors, 2);
+	assert_int_equal(use.bytes, 100);
+	assert_int_equal(store_delete(s, "a", 1), 0);
+	store_usage_of(s, 1000, &use);
+	assert_int_equal(use.tensors, 1);
+	assert_int_equal(use.bytes, 40);
+	/* a replacement moves the bytes of the owner, not of who stored it */
+	assert_int_equal(store_put(s, mk_owned("b", 10, &bob, 0)), 0);
+	store_usage_of(s, 1000, &use);
+	assert_int_equal(use.bytes, 10);
+	store_usage_of(s, 1001, &use);
+	assert_int_equal(use.tensors, 0);
+	assert_int_equal(use.bytes, 0);
+	/* no quota: anything goes */
+	store_set_quota(s, 0, 0);
+	assert_int_equal(store_quota_check(s, 1000, 1000, (int64_t)1 << 50, &limit), 0);
 	store_free(s);
 }
 
@@ -109,6 +230,8 @@ int main(void)
 		cmocka_unit_test(test_put_find_delete),
 		cmocka_unit_test(test_replace_keeps_created_bumps_version),
 		cmocka_unit_test(test_list_prefix_sorted_and_growth),
+		cmocka_unit_test(test_access_modes),
+		cmocka_unit_test(test_quota),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -204,6 +204,65 @@ static int pick(const struct gpu_open_options *opts, VkPhysicalDevice *phys, uin
 	return 0;
 }
 
+static bool has_extension(VkPhysicalDevice phys, const char *name)
+{
+	VkExtensionProperties *ext;
+	uint32_t n = 0;
+	bool found = false;
+
+	if (vkEnumerateDeviceExtensionProperties(phys, NULL, &n, NULL) != VK_SUCCESS || !n)
+		return false;
+	ext = calloc(n, sizeof(*ext));
+	if (!ext)
+		return false;
+	if (vkEnumerateDeviceExtensionProperties(phys, NULL, &n, ext) == VK_SUCCESS)
+		for (uint32_t i = 0; i < n && !found; i++)
+			found = strcmp(ext[i].extensionName, name) == 0;
+	free(ext);
+	return found;
+}
+
+/* Whether the device multiplies 16x16 f16 fragments into f32 on a subgroup of
+ * 32 (what matmul_cm.comp is written for). TENSORD_NO_COOPMAT=1 turns the
+ * path off, to compare it with the scalar kernels on the same device. */
+static bool coopmat_f16_usable(struct gpu_device *g)
+{
+	PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV props_fn;
+	VkPhysicalDeviceSubgroupProperties sub = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
+	};
+	VkPhysicalDeviceProperties2 p2 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+		.pNext = &sub,
+	};
+	VkCooperativeMatrixPropertiesNV cm[64];
+	uint32_t n = 64;
+	const char *off = getenv("TENSORD_NO_COOPMAT");
+
+	if ((off && *off && strcmp(off, "0")) ||
+	    !has_extension(g->phys, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME))
+		return false;
+	vkGetPhysicalDeviceProperties2(g->phys, &p2);
+	if (sub.subgroupSize != 32 || g->props.limits.maxComputeSharedMemorySize < 16384)
+		return false;
+	props_fn = (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)vkGetInstanceProcAddr(
+		g->instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+	for (uint32_t i = 0; i < n; i++)
+		cm[i] = (VkCooperativeMatrixPropertiesNV){
+			.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV,
+		};
+	if (!props_fn || props_fn(g->phys, &n, cm) < 0)
+		return false;
+	for (uint32_t i = 0; i < n; i++)
+		if (cm[i].MSize == 16 && cm[i].NSize == 16 && cm[i].KSize == 16 &&
+		    cm[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+		    cm[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+		    cm[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+		    cm[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV && cm[i].scope == VK_SCOPE_SUBGROUP_NV)
+			return true;
+	return false;
+}
+
 static int create_logical(struct gpu_device *g)
 {
 	float prio = 1.0f;
@@ -216,7 +275,11 @@ static int create_logical(struct gpu_device *g)
 	/* 8- and 16-bit storage let shaders read and write f16, bf16 and u8
 	 * tensors element by element; push descriptors bind buffers without a
 	 * descriptor pool. */
-	static const char *const extensions[] = { VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME };
+	const char *extensions[3] = { VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME };
+	VkPhysicalDeviceCooperativeMatrixFeaturesNV want_cm = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+		.cooperativeMatrix = VK_TRUE,
+	};
 	VkPhysicalDeviceVulkan12Features f12 = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
 	};
@@ -272,6 +335,17 @@ static int create_logical(struct gpu_device *g)
 	want12.storageBuffer8BitAccess = VK_TRUE;
 	want12.shaderInt8 = VK_TRUE;
 	want12.shaderFloat16 = VK_TRUE;
+	g->coopmat_f16 = f12.vulkanMemoryModel && coopmat_f16_usable(g);
+	if (g->coopmat_f16) {
+		want12.vulkanMemoryModel = VK_TRUE; /* the subgroup-scope loads use it */
+		want12.pNext = &want_cm;
+		extensions[dci.enabledExtensionCount++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
+		log_info("f16 matmul runs on cooperative matrices (VK_NV_cooperative_matrix)");
+	}
+	/* Optional: tells pipeline-cache hits apart from compiles (metrics). */
+	g->creation_feedback = has_extension(g->phys, VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME);
+	if (g->creation_feedback)
+		extensions[dci.enabledExtensionCount++] = VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME;
 	if (vkCreateDevice(g->phys, &dci, NULL, &g->dev) != VK_SUCCESS)
 		return -EIO;
 	g->push_descriptor = (PFN_vkCmdPushDescriptorSetKHR)
@@ -289,6 +363,7 @@ static int create_logical(struct gpu_device *g)
 		if (vkCreateFence(g->dev, &fci, NULL, &g->cmd[i].fence) != VK_SUCCESS)
 			return -EIO;
 	}
+	gpu_timing_init(g);
 	return 0;
 }
 
@@ -327,7 +402,7 @@ int gpu_device_open(const struct gpu_open_options *opts, struct gpu_device **ret
 		log_error("cannot create the Vulkan device on %s", g->desc.name);
 		goto fail;
 	}
-	r = gpu_memory_init(g, opts->host_mapped, opts->block_size);
+	r = gpu_memory_init(g, opts->host_mapped, opts->block_size, opts->max_bytes);
 	if (r < 0) {
 		log_error("device %s has no device-local memory type usable for storage buffers",
 			  g->desc.name);
@@ -359,6 +434,7 @@ void gpu_device_free(struct gpu_device *g)
 		vkDeviceWaitIdle(g->dev);
 		gpu_pipelines_fini(g);
 		gpu_memory_fini(g);
+		gpu_timing_fini(g);
 		for (unsigned i = 0; i < 2; i++)
 			if (g->cmd[i].fence)
 				vkDestroyFence(g->dev, g->cmd[i].fence, NULL);
@@ -392,14 +468,17 @@ int gpu_result_errno(struct gpu_device *g, VkResult r)
 int gpu_cmd_wait(struct gpu_device *g, unsigned i)
 {
 	struct gpu_cmd *c = &g->cmd[i];
+	int64_t t0;
 	VkResult r;
 
 	if (!c->pending)
 		return 0;
+	t0 = gpu_timing_now_ns();
 	r = vkWaitForFences(g->dev, 1, &c->fence, VK_TRUE, UINT64_MAX);
 	c->pending = false;
 	if (r != VK_SUCCESS)
 		return gpu_result_errno(g, r);
+	gpu_timing_completed(g, i, (uint64_t)(gpu_timing_now_ns() - t0));
 	return gpu_result_errno(g, vkResetFences(g->dev, 1, &c->fence));
 }
 
@@ -419,7 +498,11 @@ int gpu_cmd_begin(struct gpu_device *g, unsigned i)
 	r = gpu_result_errno(g, vkResetCommandBuffer(g->cmd[i].cb, 0));
 	if (r < 0)
 		return r;
-	return gpu_result_errno(g, vkBeginCommandBuffer(g->cmd[i].cb, &bi));
+	r = gpu_result_errno(g, vkBeginCommandBuffer(g->cmd[i].cb, &bi));
+	if (r < 0)
+		return r;
+	gpu_timing_begin(g, i);
+	return 0;
 }
 
 int gpu_cmd_submit(struct gpu_device *g, unsigned i)
@@ -432,6 +515,7 @@ int gpu_cmd_submit(struct gpu_device *g, unsigned i)
 	};
 	int r;
 
+	gpu_timing_end(g, i);
 	r = gpu_result_errno(g, vkEndCommandBuffer(c->cb));
 	if (r < 0)
 		return r;
@@ -439,5 +523,6 @@ int gpu_cmd_submit(struct gpu_device *g, unsigned i)
 	if (r < 0)
 		return r;
 	c->pending = true;
+	gpu_timing_submitted(g, i);
 	return 0;
 }

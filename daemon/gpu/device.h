@@ -9,6 +9,7 @@
 
 #include "memory.h"
 #include "pipeline.h"
+#include "timing.h"
 
 /* What info reports about one physical device. */
 struct gpu_device_desc {
@@ -30,6 +31,8 @@ struct gpu_cmd {
 	VkCommandBuffer cb;
 	VkFence fence;
 	bool pending;           /* submitted, fence not yet waited for */
+	uint64_t gpu_ns;        /* device time of its last completed submission (timing.c) */
+	int64_t submit_ns;      /* CLOCK_MONOTONIC at submission */
 };
 
 struct gpu_device {
@@ -47,7 +50,13 @@ struct gpu_device {
 	struct gpu_pipelines *pipes;
 	struct gpu_alloc dummy;  /* bound where a shader's buffer is empty */
 	PFN_vkCmdPushDescriptorSetKHR push_descriptor;
+	bool coopmat_f16;       /* VK_NV_cooperative_matrix with 16x16x16 f16 x f16 + f32
+				   subgroup matrices and 32-wide subgroups: matmul_cm */
 	bool lost;              /* VK_ERROR_DEVICE_LOST was seen */
+	bool creation_feedback; /* VK_EXT_pipeline_creation_feedback enabled */
+	VkQueryPool queries;    /* timestamps around cmd[i]: 2i, 2i+1 (timing.c) */
+	uint64_t ts_mask;       /* the queue's valid timestamp bits */
+	struct gpu_stats stats;
 };
 
 /* How the daemon chooses its device: --device auto|cpu|INDEX. */
@@ -64,6 +73,7 @@ struct gpu_open_options {
 	bool host_mapped;       /* allow direct CPU mapping of tensor memory when the
 				   device offers host-visible, coherent device memory */
 	uint64_t block_size;    /* VkDeviceMemory block size; 0 picks a default */
+	uint64_t max_bytes;     /* device memory tensord may take; 0: the whole heap */
 	const char *pipeline_cache; /* file for the VkPipelineCache, or NULL */
 };
 

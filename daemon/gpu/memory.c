@@ -86,7 +86,27 @@ static int pick_staging_type(struct gpu_device *g, uint32_t bits)
 	return best;
 }
 
-int gpu_memory_init(struct gpu_device *g, bool host_mapped, uint64_t block_size)
+/* Whether the device offers VK_EXT_memory_budget (a physical-device query,
+ * usable without enabling the extension). */
+static bool has_memory_budget(struct gpu_device *g)
+{
+	VkExtensionProperties *ext;
+	uint32_t n = 0;
+	bool found = false;
+
+	if (vkEnumerateDeviceExtensionProperties(g->phys, NULL, &n, NULL) != VK_SUCCESS || n == 0)
+		return false;
+	ext = calloc(n, sizeof(*ext));
+	if (!ext)
+		return false;
+	if (vkEnumerateDeviceExtensionProperties(g->phys, NULL, &n, ext) == VK_SUCCESS)
+		for (uint32_t i = 0; i < n && !found; i++)
+			found = !strcmp(ext[i].extensionName, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+	free(ext);
+	return found;
+}
+
+int gpu_memory_init(struct gpu_device *g, bool host_mapped, uint64_t block_size, uint64_t max_bytes)
 {
 	struct gpu_memory *m = &g->mem;
 	const VkMemoryPropertyFlags coherent = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
@@ -102,6 +122,8 @@ int gpu_memory_init(struct gpu_device *g, bool host_mapped, uint64_t block_size)
 	m->type_index = (uint32_t)t;
 	m->heap_index = g->mem_props.memoryTypes[t].heapIndex;
 	m->heap_size = g->mem_props.memoryHeaps[m->heap_index].size;
+	m->limit = max_bytes && max_bytes < m->heap_size ? max_bytes : m->heap_size;
+	m->has_budget = has_memory_budget(g);
 	m->staging_type = (uint32_t)s;
 	m->host_mapped = host_mapped &&
 			 (g->mem_props.memoryTypes[t].propertyFlags & coherent) == coherent;
@@ -115,10 +137,11 @@ int gpu_memory_init(struct gpu_device *g, bool host_mapped, uint64_t block_size)
 	m->block_size = block_size ? block_size : DEFAULT_BLOCK_SIZE;
 	if (m->block_size > m->max_allocation)
 		m->block_size = m->max_allocation;
-	if (m->block_size > m->heap_size / 4)
-		m->block_size = round_up(m->heap_size / 4, m->align);
-	log_info("tensor memory: type %d (heap %u, %llu MiB), %s, blocks of %llu MiB",
+	if (m->block_size > m->limit / 4)
+		m->block_size = round_up(m->limit / 4, m->align);
+	log_info("tensor memory: type %d (heap %u, %llu MiB, using up to %llu MiB%s), %s, blocks of %llu MiB",
 		 t, m->heap_index, (unsigned long long)(m->heap_size >> 20),
+		 (unsigned long long)(m->limit >> 20), m->has_budget ? " within the driver's budget" : "",
 		 m->host_mapped ? "mapped by the host" : "reached through staging",
 		 (unsigned long long)(m->block_size >> 20));
 	return 0;
@@ -180,19 +203,48 @@ static int create_bound_buffer(struct gpu_device *g, uint64_t size, VkBufferUsag
 	return 0;
 }
 
+/* Whether the driver's budget (VK_EXT_memory_budget) has room for `size`
+ * more bytes in the tensor heap: other processes on the GPU count too. */
+static bool budget_allows(struct gpu_device *g, uint64_t size)
+{
+	VkPhysicalDeviceMemoryBudgetPropertiesEXT budget = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT,
+	};
+	VkPhysicalDeviceMemoryProperties2 mp2 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
+		.pNext = &budget,
+	};
+	uint64_t have, usage;
+
+	if (!g->mem.has_budget)
+		return true;
+	vkGetPhysicalDeviceMemoryProperties2(g->phys, &mp2);
+	have = budget.heapBudget[g->mem.heap_index];
+	usage = budget.heapUsage[g->mem.heap_index];
+	if (have == 0)
+		return true; /* the driver does not know */
+	if (usage > have || size > have - usage) {
+		log_info("device memory budget: %llu MiB in use of %llu MiB; %llu MiB more refused",
+			 (unsigned long long)(usage >> 20), (unsigned long long)(have >> 20),
+			 (unsigned long long)(size >> 20));
+		return false;
+	}
+	return true;
+}
+
 static int block_create(struct gpu_device *g, uint64_t size, bool dedicated,
 			struct gpu_block **ret)
 {
-	struct gpu_block *b = calloc(1, sizeof(*b));
+	struct gpu_block *b;
 	int r;
 
+	/* Drivers such as lavapipe allocate past their heap; stay inside it, and
+	 * inside what the configuration and the driver's budget allow. */
+	if (size > g->mem.limit || g->mem.reserved > g->mem.limit - size || !budget_allows(g, size))
+		return -ENOMEM;
+	b = calloc(1, sizeof(*b));
 	if (!b)
 		return -ENOMEM;
-	/* Drivers such as lavapipe allocate past their heap; stay inside it. */
-	if (g->mem.reserved + size > g->mem.heap_size) {
-		free(b);
-		return -ENOMEM;
-	}
 	if (range_alloc_init(&b->ranges, size) < 0) {
 		free(b);
 		return -ENOMEM;
@@ -245,7 +297,7 @@ int gpu_memory_alloc(struct gpu_device *g, uint64_t size, struct gpu_alloc *ret)
 		*ret = (struct gpu_alloc){ 0 };
 		return 0;
 	}
-	if (size > m->max_allocation)
+	if (size > gpu_memory_largest(g))
 		return -EFBIG;
 	reserved = round_up(size, m->align);
 	if (reserved > m->block_size / 2) {
@@ -332,4 +384,9 @@ void gpu_memory_fini(struct gpu_device *g)
 	if (m->staging_memory)
 		vkFreeMemory(g->dev, m->staging_memory, NULL);
 	m->staging_map = NULL;
+}
+
+uint64_t gpu_memory_largest(const struct gpu_device *g)
+{
+	return g->mem.max_allocation < g->mem.limit ? g->mem.max_allocation : g->mem.limit;
 }

@@ -41,6 +41,8 @@ struct gpu_memory {
 	uint64_t block_size;
 	uint64_t max_allocation; /* largest single VkDeviceMemory */
 	uint64_t heap_size;
+	uint64_t limit;         /* most VkDeviceMemory tensord takes: the heap, or less by config */
+	bool has_budget;        /* VK_EXT_memory_budget: ask the driver what is left */
 	uint64_t used;          /* bytes of tensor data */
 	uint64_t reserved;      /* bytes of VkDeviceMemory held */
 	struct gpu_block *blocks;
@@ -53,14 +55,17 @@ struct gpu_memory {
 
 /* Choose memory types and sizes for `g` (called by gpu_device_open).
  * `host_mapped` allows mapping tensor memory directly; `block_size` 0 picks a
- * default. Returns 0 or -ENODEV when the device has no suitable memory. */
-int gpu_memory_init(struct gpu_device *g, bool host_mapped, uint64_t block_size);
+ * default; `max_bytes` caps the device memory taken (0: the whole heap).
+ * Returns 0 or -ENODEV when the device has no suitable memory. */
+int gpu_memory_init(struct gpu_device *g, bool host_mapped, uint64_t block_size, uint64_t max_bytes);
 
 /* Release every block and the staging buffer. */
 void gpu_memory_fini(struct gpu_device *g);
 
 /* Allocate `size` bytes of tensor memory. Returns 0, -EFBIG when `size` is over
- * the device's largest allocation, or -ENOMEM when device memory runs out. */
+ * the device's largest allocation or the memory limit (it could never fit),
+ * or -ENOMEM when device memory runs out (the limit, the heap, or the
+ * driver's budget under VK_EXT_memory_budget). */
 int gpu_memory_alloc(struct gpu_device *g, uint64_t size, struct gpu_alloc *ret);
 
 /* Free what gpu_memory_alloc gave; a zero-size or already freed alloc is ignored. */
@@ -68,3 +73,6 @@ void gpu_memory_free(struct gpu_device *g, struct gpu_alloc *a);
 
 /* Get the staging buffer, creating it on first use. Returns 0 or -ENOMEM. */
 int gpu_memory_staging(struct gpu_device *g);
+
+/* The largest single allocation gpu_memory_alloc could ever grant. */
+uint64_t gpu_memory_largest(const struct gpu_device *g);

@@ -21,6 +21,7 @@ struct gpu_pipelines {
 	char *cache_path;
 	struct gpu_pipeline *table;     /* one per embedded shader, by index */
 	uint32_t compiled;
+	struct gpu_pipeline_stats stats;
 };
 
 /* Read the cache file; a missing or unreadable file just means a cold start. */
@@ -176,9 +177,18 @@ static int compile(struct gpu_device *g, const struct shader_blob *s, VkPipeline
 		},
 		.layout = g->pipes->layout,
 	};
+	VkPipelineCreationFeedbackEXT fb = { 0 };
+	VkPipelineCreationFeedbackCreateInfoEXT fci = {
+		.sType = VK_STRUCTURE_TYPE_PIPELINE_CREATION_FEEDBACK_CREATE_INFO_EXT,
+		.pPipelineCreationFeedback = &fb,
+	};
+	struct gpu_pipeline_stats *st = &g->pipes->stats;
 	VkShaderModule module;
+	int64_t t0 = gpu_timing_now_ns();
 	VkResult r;
 
+	if (g->creation_feedback)
+		pci.pNext = &fci;
 	r = vkCreateShaderModule(g->dev, &mci, NULL, &module);
 	if (r != VK_SUCCESS)
 		return gpu_result_errno(g, r);
@@ -189,6 +199,11 @@ static int compile(struct gpu_device *g, const struct shader_blob *s, VkPipeline
 		log_error("cannot create the pipeline of shader %s (VkResult %d)", s->name, r);
 		return gpu_result_errno(g, r);
 	}
+	st->compiles++;
+	st->compile_ns += (uint64_t)(gpu_timing_now_ns() - t0);
+	if ((fb.flags & VK_PIPELINE_CREATION_FEEDBACK_VALID_BIT_EXT) &&
+	    (fb.flags & VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT_EXT))
+		st->cache_hits++;
 	return 0;
 }
 
@@ -206,6 +221,8 @@ int gpu_pipeline_get(struct gpu_device *g, const char *name, const struct gpu_pi
 			return r;
 		p->table[idx].shader = shader_table[idx].name;
 		p->compiled++;
+	} else {
+		p->stats.hits++;
 	}
 	*ret = &p->table[idx];
 	return 0;
@@ -219,4 +236,14 @@ VkPipelineLayout gpu_pipeline_layout(const struct gpu_device *g)
 uint32_t gpu_pipeline_count(const struct gpu_device *g)
 {
 	return g->pipes ? g->pipes->compiled : 0;
+}
+
+void gpu_pipeline_stats(const struct gpu_device *g, struct gpu_pipeline_stats *ret)
+{
+	if (!g->pipes) {
+		*ret = (struct gpu_pipeline_stats){ 0 };
+		return;
+	}
+	*ret = g->pipes->stats;
+	ret->feedback = g->creation_feedback;
 }

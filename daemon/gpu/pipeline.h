@@ -7,6 +7,7 @@
  * directory, so a restarted daemon does not recompile. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <vulkan/vulkan.h>
 
@@ -38,3 +39,16 @@ VkPipelineLayout gpu_pipeline_layout(const struct gpu_device *g);
 
 /* Number of pipelines compiled so far (for info and tests). */
 uint32_t gpu_pipeline_count(const struct gpu_device *g);
+
+/* How pipelines were obtained (info "counters.pipelines"). */
+struct gpu_pipeline_stats {
+	uint64_t hits;          /* lookups served by a pipeline already built */
+	uint64_t compiles;      /* pipelines built (first use of a shader) */
+	uint64_t cache_hits;    /* builds the VkPipelineCache satisfied, as the
+				   driver reports (VK_EXT_pipeline_creation_feedback) */
+	uint64_t compile_ns;    /* time spent building */
+	bool feedback;          /* the driver reports cache hits at all */
+};
+
+/* The counters above; zeros before gpu_pipelines_init. */
+void gpu_pipeline_stats(const struct gpu_device *g, struct gpu_pipeline_stats *ret);

@@ -5,6 +5,7 @@
 
 #include "../../shaders/op_codes.h"
 #include "dtype.h"
+#include "fused.h"
 #include "op.h"
 #include "status.h"
 
@@ -302,6 +303,57 @@ static int unary_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	return op_dispatch(ctx, rec, p, bind, 2, &pc, sizeof(pc), pc.n, 256);
 }
 
+/* The program form of an elementwise node, with exactly the constants its
+ * own kernel would use. */
+int ew_describe(const struct op_ctx *ctx, struct ew_desc *ret)
+{
+	const struct op_def *def = ctx->def;
+	struct ew_desc d = { .operand = { 0, 0, 0 } };
+
+	if (def->record == binary_record || def->record == compare_record) {
+		const struct op_attr_value *scalar = op_attr(ctx, "scalar");
+
+		d.opcode = FU_BINARY + def->code;
+		d.dtype = ctx->in[0].dtype;
+		d.u8_out = def->record == compare_record;
+		d.operand[1] = 1;
+		if (ctx->ninputs == 1) {
+			int k = op_attr(ctx, "reverse")->i ? 0 : 1;
+
+			d.operand[k] = -1;
+			d.operand[1 - k] = 0;
+			d.konst[k] = (float)scalar->f;
+		}
+	} else if (def->record == where_record) {
+		if (ctx->in[0].dtype != TDP_DTYPE_U8)
+			return -1;
+		d.opcode = FU_WHERE;
+		d.dtype = ctx->in[1].dtype;
+		d.operand[1] = 1;
+		d.operand[2] = 2;
+	} else if (def->record == unary_record) {
+		const struct op_attr_value *approx = op_attr(ctx, "approximate");
+
+		d.opcode = def->code;
+		d.dtype = ctx->in[0].dtype;
+		if (d.opcode == UN_GELU && approx->set && !strcmp(approx->s, "tanh"))
+			d.opcode = UN_GELU_TANH;
+		if (d.opcode == UN_CLAMP) {
+			const struct op_attr_value *lo = op_attr(ctx, "min"), *hi = op_attr(ctx, "max");
+
+			d.operand[1] = d.operand[2] = -1;
+			d.konst[1] = lo->set ? (float)lo->f : -__builtin_inff();
+			d.konst[2] = hi->set ? (float)hi->f : __builtin_inff();
+		}
+	} else {
+		return -1;
+	}
+	if (!op_dtype_is_float(d.dtype))
+		return -1;
+	*ret = d;
+	return 0;
+}
+
 #define BINARY(n, c) { n, 1, 2, binary_attrs, c, binary_infer, binary_record }
 #define COMPARE(n, c) { n, 1, 2, binary_attrs, c, compare_infer, compare_record }
 #define UNARY(n, c, attrs) { n, 1, 1, attrs, c, unary_infer, unary_record }
@@ -333,6 +385,7 @@ const struct op_def op_defs_elementwise[] = {
 	UNARY("sigmoid", UN_SIGMOID, NULL),
 	UNARY("relu", UN_RELU, NULL),
 	UNARY("gelu", UN_GELU, gelu_attrs),
+	UNARY("erf", UN_ERF, NULL),
 	UNARY("silu", UN_SILU, NULL),
 	UNARY("softplus", UN_SOFTPLUS, NULL),
 	UNARY("clamp", UN_CLAMP, clamp_attrs),

@@ -47,13 +47,14 @@ unsigned ag_ninputs(struct autograd *ag, unsigned node);
 int ag_output(struct autograd *ag, unsigned node);
 
 /* The tensor description (dtype, shape) behind a ref (a copy: emitting nodes
- * may move the graph's storage). */
+ * may move the graph's storage); dtype -1 and rank 0 for a failed ref (-1). */
 struct op_tensor ag_tensor(struct autograd *ag, int ref);
 
 /* The op name of forward node `node`. */
 const char *ag_op_name(struct autograd *ag, unsigned node);
 
-/* An attribute value of forward node `node`. */
+/* An attribute value of forward node `node`. The pointer is into the graph's
+ * node storage, which ag_emit may move: copy the value before emitting. */
 const struct op_attr_value *ag_attr_of(struct autograd *ag, unsigned node, const char *name);
 
 /* Sum `grad` over the dimensions where it was broadcast so that it has the
@@ -71,6 +72,14 @@ int ag_broadcast_to(struct autograd *ag, int x, int like);
 
 /* `x` summed over `axis` with keepdims (the reduction a backward rule needs). */
 int ag_sum_keep(struct autograd *ag, int x, int64_t axis);
+
+/* Reduction `op` (sum, mean, prod...) of `x` over `axes` (`naxes` of them;
+ * NULL: every axis), keeping the reduced dims as size 1 when `keepdims`. */
+int ag_reduce(struct autograd *ag, const char *op, int x, const int64_t *axes, unsigned naxes,
+	      bool keepdims);
+
+/* Zeros of the shape and dtype of `like`. */
+int ag_zeros_like(struct autograd *ag, int like);
 
 /* Fail the backward pass of `node` with a reason (reported with the node). */
 __attribute__((format(printf, 3, 4)))

@@ -10,9 +10,10 @@
 #define CONV_GRAD_ATTRS 5
 
 /* Copy forward attribute `name` of `node` into a[*n] when the forward set it
- * (unset ones have the same defaults in the gradient ops). */
+ * (unset ones have the same defaults in the gradient ops). A list is copied
+ * into ints[*n]: the node's own storage moves when nodes are emitted. */
 static void copy_attr(struct autograd *ag, unsigned node, const char *name, bool is_int,
-		      struct graph_attr *a, unsigned *n)
+		      struct graph_attr *a, int64_t (*ints)[OP_MAX_INTS], unsigned *n)
 {
 	const struct op_attr_value *v = ag_attr_of(ag, node, name);
 
@@ -22,7 +23,8 @@ static void copy_attr(struct autograd *ag, unsigned node, const char *name, bool
 	if (is_int) {
 		a[*n].f = (double)v->i;
 	} else {
-		a[*n].ints = v->ints;
+		memcpy(ints[*n], v->ints, v->nints * sizeof(v->ints[0]));
+		a[*n].ints = ints[*n];
 		a[*n].nints = v->nints;
 	}
 	(*n)++;
@@ -46,13 +48,13 @@ int grad_conv2d(struct autograd *ag, unsigned node, int g, int *out)
 {
 	int x = ag_input(ag, node, 0), w = ag_input(ag, node, 1);
 	struct graph_attr a[CONV_GRAD_ATTRS];
-	int64_t xs[4], ws[4];
+	int64_t ints[CONV_GRAD_ATTRS][OP_MAX_INTS], xs[4], ws[4];
 	unsigned n = 0;
 
-	copy_attr(ag, node, "stride", false, a, &n);
-	copy_attr(ag, node, "padding", false, a, &n);
-	copy_attr(ag, node, "dilation", false, a, &n);
-	copy_attr(ag, node, "groups", true, a, &n);
+	copy_attr(ag, node, "stride", false, a, ints, &n);
+	copy_attr(ag, node, "padding", false, a, ints, &n);
+	copy_attr(ag, node, "dilation", false, a, ints, &n);
+	copy_attr(ag, node, "groups", true, a, ints, &n);
 	a[n] = shape_attr(ag, x, "input_shape", xs);
 	out[0] = ag_emit(ag, "conv2d_grad_input", (const int[]){ g, w }, 2, a, n + 1);
 	a[n] = shape_attr(ag, w, "weight_shape", ws);
@@ -75,12 +77,12 @@ int grad_pool2d(struct autograd *ag, unsigned node, int g, int *out)
 {
 	int x = ag_input(ag, node, 0);
 	struct graph_attr a[4];
-	int64_t xs[4];
+	int64_t ints[4][OP_MAX_INTS], xs[4];
 	unsigned n = 0;
 
-	copy_attr(ag, node, "kernel_size", false, a, &n);
-	copy_attr(ag, node, "stride", false, a, &n);
-	copy_attr(ag, node, "padding", false, a, &n);
+	copy_attr(ag, node, "kernel_size", false, a, ints, &n);
+	copy_attr(ag, node, "stride", false, a, ints, &n);
+	copy_attr(ag, node, "padding", false, a, ints, &n);
 	if (!strcmp(ag_op_name(ag, node), "max_pool2d")) {
 		out[0] = ag_emit(ag, "max_pool2d_grad", (const int[]){ x, g }, 2, a, n);
 	} else {

@@ -1,59 +1,56 @@
-/* Backward rules of matmul, reductions, softmax, layout ops and losses. */
+/* Backward rules of matmul, softmax, reshape/transpose/permute and losses. */
 #include <string.h>
 
 #include "dtype.h"
 #include "grad.h"
 #include "grad_rules.h"
 
-/* dA = g @ B^T, dB = A^T @ g (batch broadcasting is undone by the engine). */
+/* dA = g @ B^T, dB = A^T @ g (batch broadcasting is undone by the engine).
+ * A 1-D operand is the row [1, K] (a) or the column [K, 1] (b) it is in the
+ * forward, so g gets the dimension the forward dropped back, and the
+ * operand's gradient loses it again. */
 int grad_matmul(struct autograd *ag, unsigned node, int g, int *out)
 {
 	int a = ag_input(ag, node, 0), b = ag_input(ag, node, 1);
+	struct op_tensor at = ag_tensor(ag, a), bt = ag_tensor(ag, b), gt = ag_tensor(ag, g);
+	bool a1 = at.rank == 1, b1 = bt.rank == 1;
+	uint64_t shape[TDP_MAX_RANK];
+	unsigned nb;
+	int a2 = a, b2 = b, g2 = g, da, db;
 
-	if (ag_tensor(ag, a).rank < 2 || ag_tensor(ag, b).rank < 2)
-		return ag_fail(ag, node, "the gradient of matmul with a 1-D operand is not supported; "
-			       "reshape it to 2-D");
-	out[0] = ag_op2(ag, "matmul", g, ag_op1(ag, "transpose", b));
-	out[1] = ag_op2(ag, "matmul", ag_op1(ag, "transpose", a), g);
-	return out[0] < 0 || out[1] < 0 ? -1 : 0;
-}
+	if (a1 || b1) {
+		uint64_t row[2] = { 1, at.shape[0] }, col[2] = { bt.shape[0], 1 };
 
-/* The reduced axes of a reduction node, as a keepdims shape of the input. */
-static void keep_shape(struct autograd *ag, unsigned node, unsigned *rank, uint64_t *shape,
-		       uint64_t *count)
-{
-	struct op_tensor x = ag_tensor(ag, ag_input(ag, node, 0));
-	const struct op_attr_value *axis = ag_attr_of(ag, node, "axis");
-
-	*rank = x.rank;
-	*count = 1;
-	for (unsigned d = 0; d < x.rank; d++) {
-		bool reduced = !axis->set;
-
-		for (unsigned k = 0; axis->set && k < axis->nints; k++) {
-			int64_t a = axis->ints[k] < 0 ? axis->ints[k] + x.rank : axis->ints[k];
-
-			reduced = reduced || a == (int64_t)d;
-		}
-		shape[d] = reduced ? 1 : x.shape[d];
-		if (reduced)
-			*count *= x.shape[d];
+		nb = gt.rank - (a1 ? 0 : 1) - (b1 ? 0 : 1);
+		memcpy(shape, gt.shape, sizeof(shape));
+		shape[nb] = a1 ? 1 : gt.shape[nb];
+		shape[nb + 1] = b1 ? 1 : gt.shape[gt.rank - 1];
+		g2 = ag_reshape(ag, g, nb + 2, shape);
+		if (a1)
+			a2 = ag_reshape(ag, a, 2, row);
+		if (b1)
+			b2 = ag_reshape(ag, b, 2, col);
 	}
-}
+	da = ag_op2(ag, "matmul", g2, ag_op1(ag, "transpose", b2));
+	db = ag_op2(ag, "matmul", ag_op1(ag, "transpose", a2), g2);
+	if (da < 0 || db < 0)
+		return -1;
+	/* [..., 1, K] -> [..., K] and [..., K, 1] -> [..., K]; the engine then
+	 * sums the batch dims. */
+	if (a1) {
+		struct op_tensor t = ag_tensor(ag, da);
 
-/* sum and mean: the gradient spreads evenly over the reduced elements. */
-int grad_sum_mean(struct autograd *ag, unsigned node, int g, int *out)
-{
-	uint64_t shape[TDP_MAX_RANK], count;
-	unsigned rank;
-	int x = ag_input(ag, node, 0), r;
+		t.shape[t.rank - 2] = t.shape[t.rank - 1];
+		da = ag_reshape(ag, da, t.rank - 1, t.shape);
+	}
+	if (b1) {
+		struct op_tensor t = ag_tensor(ag, db);
 
-	keep_shape(ag, node, &rank, shape, &count);
-	r = ag_reshape(ag, g, rank, shape);
-	if (r >= 0 && !strcmp(ag_op_name(ag, node), "mean"))
-		r = ag_scalar(ag, "div", r, (double)(count ? count : 1));
-	out[0] = r < 0 ? -1 : ag_broadcast_to(ag, r, x);
-	return out[0] < 0 ? -1 : 0;
+		db = ag_reshape(ag, db, t.rank - 1, t.shape);
+	}
+	out[0] = da;
+	out[1] = db;
+	return da < 0 || db < 0 ? -1 : 0;
 }
 
 static int64_t axis_of(struct autograd *ag, unsigned node)
@@ -175,31 +172,69 @@ static int targets(struct autograd *ag, unsigned node, int logits, double smooth
 			 smoothing / (double)x.shape[1]);
 }
 
-/* cross_entropy: (softmax(x) - smoothed one-hot) * scale; nll: -one-hot * scale. */
+/* Which samples count with ignore_index, as an [N, 1] mask in the logits'
+ * dtype, from the one-hot targets `oh` [N, C]: an ignore_index inside
+ * [0, C) masks the samples of that class (1 − oh[:, i]); one outside masks
+ * every sample whose class is outside [0, C) (sum of the one-hot row). The
+ * two agree with the forward on every sample whose loss is not NaN (any
+ * other out-of-range class makes the forward NaN). Exact for any C. */
+static int kept_mask(struct autograd *ag, int oh, int64_t ignore, uint64_t classes)
+{
+	int64_t axis = 1;
+
+	if (ignore >= 0 && (uint64_t)ignore < classes) {
+		int64_t b = ignore, e = ignore + 1;
+		struct graph_attr a[3] = {
+			{ .name = "starts", .ints = &b, .nints = 1 },
+			{ .name = "ends", .ints = &e, .nints = 1 },
+			{ .name = "axes", .ints = &axis, .nints = 1 },
+		};
+		int col = ag_emit(ag, "slice", &oh, 1, a, 3);
+
+		return ag_scalar(ag, "sub", ag_op1(ag, "neg", col), -1.0); /* 1 − col */
+	}
+	return ag_reduce(ag, "sum", oh, &axis, 1, true);
+}
+
+/* cross_entropy: (softmax(x) - smoothed one-hot) * scale; nll: -one-hot * scale.
+ * With ignore_index the ignored samples get 0 and the mean divides by the
+ * number of samples kept (as the forward and PyTorch). */
 int grad_class_loss(struct autograd *ag, unsigned node, int g, int *out)
 {
 	int x = ag_input(ag, node, 0);
 	struct op_tensor xt = ag_tensor(ag, x);
-	const struct op_attr_value *ign = ag_attr_of(ag, node, "ignore_index");
+	/* copies: emitting moves the node storage the attrs live in (nll has
+	 * no label_smoothing) */
+	const struct op_attr_value ign = *ag_attr_of(ag, node, "ignore_index");
+	const struct op_attr_value red = *ag_attr_of(ag, node, "reduction");
+	const struct op_attr_value *ls = ag_attr_of(ag, node, "label_smoothing");
 	bool ce = !strcmp(ag_op_name(ag, node), "cross_entropy");
-	int s, t;
+	double smoothing = ce && ls && ls->set ? ls->f : 0.0;
+	int s, t, d;
 
-	if (ign && ign->set)
-		return ag_fail(ag, node, "the gradient with ignore_index is not supported yet");
 	if (xt.rank != 2)
 		return ag_fail(ag, node, "the gradient needs [N, C] inputs");
-	s = loss_scale(ag, node, g, xt.shape[0], true);
-	if (ce) {
-		const struct op_attr_value *ls = ag_attr_of(ag, node, "label_smoothing");
+	if (ign.set) {
+		int oh = targets(ag, node, x, 0.0);
+		int mask = kept_mask(ag, oh, ign.i, xt.shape[1]);
 
-		t = targets(ag, node, x, ls->set ? ls->f : 0.0);
-		out[0] = ag_op2(ag, "mul", ag_op2(ag, "sub", ag_op1(ag, "softmax", x), t), s);
+		if (!red.set || !strcmp(red.s, "mean"))
+			s = ag_op2(ag, "div", g, ag_reduce(ag, "sum", mask, NULL, 0, false));
+		else
+			s = loss_scale(ag, node, g, xt.shape[0], true);
+		s = ag_op2(ag, "mul", s, mask);
+		t = smoothing == 0 ? oh : targets(ag, node, x, smoothing);
 	} else {
-		t = targets(ag, node, x, 0.0);
-		out[0] = ag_op1(ag, "neg", ag_op2(ag, "mul", t, s));
+		s = loss_scale(ag, node, g, xt.shape[0], true);
+		t = targets(ag, node, x, smoothing);
 	}
+	if (ce)
+		d = ag_op2(ag, "mul", ag_op2(ag, "sub", ag_op1(ag, "softmax", x), t), s);
+	else
+		d = ag_op1(ag, "neg", ag_op2(ag, "mul", t, s));
+	out[0] = d;
 	out[1] = AG_NONE;
-	return out[0] < 0 ? -1 : 0;
+	return d < 0 ? -1 : 0;
 }
 
 /* cast between floating dtypes passes the gradient through, cast back. */

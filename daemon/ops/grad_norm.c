@@ -1,11 +1,14 @@
-/* Backward rules of layer_norm and rms_norm, composed of ordinary ops (the
+/* Backward rules of layer_norm, rms_norm and batch_norm, composed of
+ * ordinary ops (the
  * row statistics are recomputed from x, in x's dtype). Over the normalised
  * trailing dims, with rstd = 1 / sqrt(var + eps) (layer_norm) or
  * 1 / sqrt(mean(x²) + eps) (rms_norm), xhat the normalised x and
  * gy = g · weight:
  *   layer_norm: dx = rstd · (gy − mean(gy) − xhat · mean(gy · xhat))
  *   rms_norm:   dx = rstd · (gy − xhat · mean(gy · xhat))
- *   dweight = g · xhat, dbias = g (the engine sums the leading dims). */
+ *   dweight = g · xhat, dbias = g (the engine sums the leading dims).
+ * batch_norm is the same with the statistics taken per channel (dim 1) over
+ * every other dim (training), or given (inference; see grad_batch_norm). */
 #include <string.h>
 
 #include "grad.h"
@@ -52,5 +55,80 @@ int grad_row_norm(struct autograd *ag, unsigned node, int g, int *out)
 		return -1;
 	if (nin > 2)
 		out[2] = g;
+	return 0;
+}
+
+/* A per-channel (C,) tensor as [1, C, 1, ...] of rank `rank`. */
+static int channel_view(struct autograd *ag, int v, unsigned rank, uint64_t c)
+{
+	uint64_t shape[TDP_MAX_RANK];
+
+	for (unsigned d = 0; d < rank; d++)
+		shape[d] = d == 1 ? c : 1;
+	return ag_reshape(ag, v, rank, shape);
+}
+
+/* batch_norm (x, running_mean, running_var, weight?, bias?), per channel c
+ * over the axes A = every dim but 1, with w = weight (1 when absent):
+ *   training (batch statistics; the running ones are not used, so they get
+ *   no gradient): xhat = (x − mean_A(x)) · rstd, rstd = 1/sqrt(var_A(x) + eps)
+ *     (biased), dx = rstd · (gy − mean_A(gy) − xhat · mean_A(gy · xhat)),
+ *     gy = g · w;
+ *   inference: rstd = 1/sqrt(running_var + eps), dx = g · w · rstd,
+ *     d running_mean = −sum_A(g · w) · rstd,
+ *     d running_var = −0.5 · sum_A(g · w · (x − running_mean)) · rstd³;
+ *   both: dweight = sum_A(g · xhat), dbias = sum_A(g). */
+int grad_batch_norm(struct autograd *ag, unsigned node, int g, int *out)
+{
+	const struct op_attr_value *tr = ag_attr_of(ag, node, "training"), *epsv = ag_attr_of(ag, node, "eps");
+	bool training = tr->set && tr->i;
+	double eps = epsv->set ? epsv->f : 1e-5;
+	unsigned nin = ag_ninputs(ag, node);
+	int x = ag_input(ag, node, 0), xc, rstd, xhat, gy;
+	struct op_tensor xt = ag_tensor(ag, x);
+	int64_t axes[TDP_MAX_RANK];
+	unsigned naxes = 0;
+
+	for (unsigned d = 0; d < xt.rank; d++)
+		if (d != 1)
+			axes[naxes++] = d;
+	gy = nin > 3 ? ag_op2(ag, "mul", g, channel_view(ag, ag_input(ag, node, 3), xt.rank, xt.shape[1])) : g;
+	if (training) {
+		int var;
+
+		xc = ag_op2(ag, "sub", x, ag_reduce(ag, "mean", x, axes, naxes, true));
+		var = ag_reduce(ag, "mean", ag_op2(ag, "mul", xc, xc), axes, naxes, true);
+		rstd = ag_op1(ag, "rsqrt", ag_scalar(ag, "add", var, eps));
+		xhat = ag_op2(ag, "mul", xc, rstd);
+		{
+			int t = ag_reduce(ag, "mean", ag_op2(ag, "mul", gy, xhat), axes, naxes, true);
+
+			t = ag_op2(ag, "sub", gy, ag_op2(ag, "mul", xhat, t));
+			t = ag_op2(ag, "sub", t, ag_reduce(ag, "mean", gy, axes, naxes, true));
+			out[0] = ag_op2(ag, "mul", t, rstd);
+		}
+	} else {
+		int rm = channel_view(ag, ag_input(ag, node, 1), xt.rank, xt.shape[1]);
+		int rstdc = ag_op1(ag, "rsqrt", ag_scalar(ag, "add", ag_input(ag, node, 2), eps)); /* (C,) */
+		int grs;
+
+		rstd = channel_view(ag, rstdc, xt.rank, xt.shape[1]);
+		xc = ag_op2(ag, "sub", x, rm);
+		xhat = ag_op2(ag, "mul", xc, rstd);
+		grs = ag_op2(ag, "mul", gy, rstd);
+		out[0] = grs;
+		out[1] = ag_op1(ag, "neg", ag_reduce(ag, "sum", grs, axes, naxes, false));
+		/* −0.5 · sum(gy · xc) · rstd³ = −0.5 · sum(grs · xhat) · rstd */
+		out[2] = ag_reduce(ag, "sum", ag_op2(ag, "mul", grs, xhat), axes, naxes, false);
+		out[2] = ag_scalar(ag, "mul", ag_op2(ag, "mul", out[2], rstdc), -0.5);
+		if (out[0] < 0 || out[1] < 0 || out[2] < 0)
+			return -1;
+	}
+	if (out[0] < 0)
+		return -1;
+	if (nin > 3 && (out[3] = ag_reduce(ag, "sum", ag_op2(ag, "mul", g, xhat), axes, naxes, false)) < 0)
+		return -1;
+	if (nin > 4 && (out[4] = ag_reduce(ag, "sum", g, axes, naxes, false)) < 0)
+		return -1;
 	return 0;
 }

@@ -16,15 +16,18 @@ static const struct {
 	{ "sqrt", grad_unary }, { "rsqrt", grad_unary }, { "sin", grad_unary }, { "cos", grad_unary },
 	{ "tanh", grad_unary }, { "sigmoid", grad_unary }, { "relu", grad_unary },
 	{ "silu", grad_unary }, { "softplus", grad_unary }, { "clamp", grad_unary },
-	{ "copy", grad_unary },
+	{ "copy", grad_unary }, { "gelu", grad_unary }, { "erf", grad_unary },
 	{ "matmul", grad_matmul }, { "cast", grad_cast },
-	{ "sum", grad_sum_mean }, { "mean", grad_sum_mean },
+	{ "sum", grad_sum_mean }, { "mean", grad_sum_mean }, { "prod", grad_prod },
+	{ "max", grad_max_min }, { "min", grad_max_min }, { "var", grad_var_std }, { "std", grad_var_std },
 	{ "softmax", grad_softmax }, { "log_softmax", grad_softmax },
 	{ "reshape", grad_reshape }, { "transpose", grad_transpose }, { "permute", grad_permute },
+	{ "slice", grad_slice }, { "concat", grad_concat }, { "stack", grad_stack }, { "pad", grad_pad },
+	{ "gather", grad_gather }, { "index_select", grad_gather }, { "index_add", grad_index_add },
 	{ "mse", grad_mse }, { "binary_cross_entropy_with_logits", grad_bce_logits },
 	{ "cross_entropy", grad_class_loss }, { "nll", grad_class_loss },
 	{ "conv2d", grad_conv2d }, { "max_pool2d", grad_pool2d }, { "avg_pool2d", grad_pool2d },
-	{ "layer_norm", grad_row_norm }, { "rms_norm", grad_row_norm },
+	{ "layer_norm", grad_row_norm }, { "rms_norm", grad_row_norm }, { "batch_norm", grad_batch_norm },
 };
 
 op_backward_fn op_backward_find(const char *name)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../gpu/device.h"
 #include "dtype.h"
 #include "op.h"
 #include "status.h"
@@ -23,6 +24,17 @@ struct mm_push {
 	uint32_t bstride[MM_MAX_BDIMS];
 };
 _Static_assert(sizeof(struct mm_push) == 100, "mm_push must mirror MmPush");
+
+/* Mirrors MmCmPush in shaders/matmul_cm.comp. */
+struct mm_cm_push {
+	uint32_t m, n, k;
+	uint32_t tiles_n, tiles_mn, batches;
+	uint32_t astride, bstride;
+};
+
+/* matmul_cm.comp's tile: M and N multiples of 128, K of 32. */
+#define MM_CM_TILE 128
+#define MM_CM_K 32
 
 /* What infer worked out for record (kept in ctx->priv). */
 struct mm_plan {
@@ -148,6 +160,37 @@ static int mm_batch_setup(struct op_ctx *ctx, const struct mm_plan *pl, struct m
 	return 0;
 }
 
+/* The tensor-core path: f16 on a device with cooperative matrices, whole
+ * tiles, and at most one batch dimension left after collapsing. */
+static int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
+			    const struct mm_plan *pl, const struct mm_push *mp)
+{
+	const struct gpu_pipeline *p;
+	struct gpu_binding bind[3];
+	struct mm_cm_push pc = {
+		.m = mp->m, .n = mp->n, .k = mp->k, .batches = mp->batches,
+		.tiles_n = (uint32_t)(pl->n / MM_CM_TILE),
+		.astride = mp->nbdims ? mp->astride[0] : 0,
+		.bstride = mp->nbdims ? mp->bstride[0] : 0,
+	};
+	uint64_t groups;
+
+	pc.tiles_mn = (uint32_t)(pl->m / MM_CM_TILE) * pc.tiles_n;
+	groups = (uint64_t)pc.tiles_mn * pc.batches;
+	if (op_pipeline(ctx, "matmul_cm", "f16", &p) < 0 ||
+	    op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
+	    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
+		return -1;
+	return op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), groups * 256, 256);
+}
+
+static bool matmul_use_cm(const struct op_ctx *ctx, const struct mm_plan *pl, const struct mm_push *pc)
+{
+	return ctx->g->coopmat_f16 && ctx->out.dtype == TDP_DTYPE_F16 && pl->m % MM_CM_TILE == 0 &&
+	       pl->n % MM_CM_TILE == 0 && pl->k % MM_CM_K == 0 && pc->nbdims <= 1 &&
+	       (uint64_t)(pl->m / MM_CM_TILE) * (pl->n / MM_CM_TILE) * pc->batches <= UINT32_MAX;
+}
+
 static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 {
 	const struct mm_plan *pl = (const struct mm_plan *)ctx->priv;
@@ -168,6 +211,8 @@ static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	pc.k = (uint32_t)pl->k;
 	if (mm_batch_setup(ctx, pl, &pc) < 0)
 		return -1;
+	if (matmul_use_cm(ctx, pl, &pc))
+		return matmul_record_cm(ctx, rec, pl, &pc);
 	if (((pl->m + 127) / 128) * ((pl->n + 127) / 128) * pc.batches >= MM_LARGE_TILES)
 		tile = 128;
 	tiles_m = (pl->m + tile - 1) / tile;

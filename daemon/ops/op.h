@@ -127,6 +127,7 @@ extern const struct op_def op_defs_loss[];
 extern const struct op_def op_defs_reduce[];
 extern const struct op_def op_defs_norm[];
 extern const struct op_def op_defs_optim[];
+extern const struct op_def op_defs_index[];
 
 /* The storage-buffer binding of tensor `t` (all of it). Fails with
  * RESOURCE_EXHAUSTED when it is larger than the device binds at once. */

@@ -18,6 +18,7 @@ static const struct op_def *const families[] = {
 	op_defs_loss,
 	op_defs_reduce, op_defs_norm,
 	op_defs_optim,
+	op_defs_index,
 };
 
 static const struct op_def *all_ops[256];

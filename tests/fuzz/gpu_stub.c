@@ -227,3 +227,15 @@ void gpu_rec_abort(struct gpu_recorder *rec)
 {
 	(void)rec;
 }
+
+uint64_t gpu_memory_largest(const struct gpu_device *g)
+{
+	(void)g;
+	return UINT64_MAX;
+}
+
+void gpu_pipeline_stats(const struct gpu_device *g, struct gpu_pipeline_stats *ret)
+{
+	(void)g;
+	memset(ret, 0, sizeof(*ret));
+}

@@ -1,5 +1,5 @@
 """CPU references of the layout ops (transpose, permute, reshape, slice,
-concat, stack, pad, gather / index_select, one_hot) in NumPy, written from
+concat, stack, pad, gather / index_select, index_add, one_hot) in NumPy, written from
 docs/ops.md, independent of the shaders. Inputs arrive as float64 arrays
 (the harness quantizes them to their dtype first)."""
 import numpy as np
@@ -75,6 +75,23 @@ def gather(x, idx, axis=0):
     out = np.take(x, safe, axis=axis)
     mask = valid.reshape((1,) * axis + valid.shape + (1,) * (x.ndim - axis - 1))
     return np.where(mask, out, 0)
+
+
+def index_add(x, idx, src, axis=0):
+    """x with src's slices added at the indices along `axis`, one index at a
+    time in order (gather's index rules: [-n, 0) counts from the end, other
+    indices outside [0, n) add nothing)."""
+    axis = axis % x.ndim
+    n = x.shape[axis]
+    out = np.array(x, dtype=np.float64, copy=True)
+    flat = idx.astype(np.int64).reshape(-1)
+    s = np.asarray(src, dtype=np.float64).reshape(x.shape[:axis] + (flat.size,) + x.shape[axis + 1:])
+    o, s = np.moveaxis(out, axis, 0), np.moveaxis(s, axis, 0)
+    for k, v in enumerate(flat):
+        v = v + n if v < 0 else v
+        if 0 <= v < n:
+            o[v] += s[k]
+    return out
 
 
 def one_hot(idx, num_classes):

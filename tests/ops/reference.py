@@ -84,6 +84,7 @@ UNARY = {
     "sigmoid": _sigmoid,
     "relu": lambda x: np.maximum(x, 0),
     "gelu": lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2))),
+    "erf": _erf,
     "gelu_tanh": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))),
     "silu": lambda x: x * _sigmoid(x),
     "softplus": lambda x: np.log1p(np.exp(-np.abs(x))) + np.maximum(x, 0),

@@ -159,6 +159,64 @@ def run(ck):
         ck.expect_error(op, inputs, attrs, code)
 
 
+def run_index_add(ck):
+    """index_add (the adjoint of gather) for every dtype it takes: repeated,
+    negative and out-of-range indices, other axes, no indices, an empty x,
+    more than 32768 indices (several passes), a grid that spills into y,
+    bit-identical repeats, and bad inputs."""
+    for dt in ("f32", "f16", "bf16", "i32"):
+        def vals(shape):
+            return rng.integers(-50, 50, size=shape) if dt == "i32" else rng.uniform(-2, 2, size=shape)
+
+        def chk(arrays, fn, attrs=None, label=""):
+            ck.check("index_add", arrays, [dt, "i32", dt], fn, attrs=attrs, label=label)
+
+        idx = np.array([[0, 5, 5, -1], [6, -7, 2, 5], [3, 3, 3, -6]])
+        chk([vals((6, 5)), idx, vals((3, 4, 5))], ref.index_add)
+        chk([vals((2, 4, 3)), np.array([3, 0, 3, -4, 9]), vals((2, 5, 3))],
+            lambda x, i, s: ref.index_add(x, i, s, axis=1), {"axis": -2})
+        chk([vals((3, 4)), np.array(2), vals((3,))], lambda x, i, s: ref.index_add(x, i, s, axis=1),
+            {"axis": 1}, label="(scalar index)")
+        chk([vals((4, 5)), np.zeros((0,)), vals((0, 5))], ref.index_add, label="(no indices)")
+        chk([vals((0, 3)), np.array([0, 1]), vals((2, 3))], ref.index_add, label="(empty x)")
+        # ~17500 f32 additions per element: allow their rounding (~1e-5 of the sum's terms)
+        big = rng.integers(-4, 4, size=(70_001,))
+        ck.check("index_add", [vals((3, 2)), big, vals((70_001, 2))], [dt, "i32", dt], ref.index_add,
+                 tol=(1e-4, 1e-5) if dt == "f32" else None, label="(3 passes)")
+    # one workgroup per (row, 256 columns): 70000 rows spill the grid into y
+    ck.check("index_add", [np.zeros((70_000,)), np.array([69_999, 5, 5]), np.array([1.0, 2.0, 3.0])],
+             ["f32", "i32", "f32"], ref.index_add, tol=(0, 0), label="(grid > 65535)")
+    # bit-identical results from run to run
+    c = ck.c
+    c.put("ia_x", rng.uniform(-1, 1, size=(5, 7)), "f32")
+    c.put("ia_i", rng.integers(0, 5, size=(40_000,)), "i32")
+    c.put("ia_s", rng.uniform(-1, 1, size=(40_000, 7)), "f32")
+    runs = [c.run("index_add", ["ia_x", "ia_i", "ia_s"]) for _ in range(3)]
+    ck.checks += 1
+    if any(e is not None for e, _ in runs) or len({r["data"] for _, r in runs}) != 1:
+        ck.fail("index_add is not bit-reproducible: %r" % ([e for e, _ in runs],))
+    c.put("ia_u", np.zeros((3, 2)), "u8")
+    c.put("ia_f", np.zeros((2,)), "f32")
+    c.put("ia_v", np.zeros((3, 2)), "f32")
+    c.put("ia_w", np.zeros((2, 2)), "f32")
+    c.put("ia_h", np.zeros((2, 2)), "f16")
+    c.put("ia_j", np.array([0, 1]), "i32")
+    c.put("ia_s0", np.zeros(()), "f32")
+    for inputs, attrs, code in (
+        (["ia_u", "ia_j", "ia_u"], None, "DTYPE_MISMATCH"),           # u8 data
+        (["ia_v", "ia_f", "ia_w"], None, "DTYPE_MISMATCH"),           # float indices
+        (["ia_v", "ia_j", "ia_h"], None, "DTYPE_MISMATCH"),           # source dtype differs
+        (["ia_v", "ia_j", "ia_v"], None, "SHAPE_MISMATCH"),           # source [3, 2], want [2, 2]
+        (["ia_v", "ia_j", "ia_f"], None, "SHAPE_MISMATCH"),
+        (["ia_v", "ia_j", "ia_w"], {"axis": 2}, "INVALID_ARGUMENT"),
+        (["ia_s0", "ia_j", "ia_f"], None, "INVALID_ARGUMENT"),        # rank 0
+        (["ia_v", "ia_j"], None, "INVALID_ARGUMENT"),
+        (["ia_v", "ia_j", "ia_w"], {"axis": "0"}, "INVALID_ARGUMENT"),
+        (["ia_v", "ia_j", "ia_w"], {"bogus": 1}, "INVALID_ARGUMENT"),
+    ):
+        ck.expect_error("index_add", inputs, attrs, code)
+
+
 def run_views(ck):
     """reshape is a view inside a graph (later nodes read the input's memory)
     and a copy when stored: the stored tensor must survive the input's delete."""
@@ -184,4 +242,4 @@ def run_views(ck):
 
 
 if __name__ == "__main__":
-    harness.main(lambda ck: (run(ck), run_views(ck)))
+    harness.main(lambda ck: (run(ck), run_index_add(ck), run_views(ck)))

@@ -50,6 +50,13 @@ def run(ck):
     for dt in harness.FLOAT_DTYPES:
         ck.check("matmul", [values((24, 130, 20)), values((20, 300))], [dt, dt], ref.matmul,
                  tol=TOL[dt], label="(128-tiles)")
+    # Whole 128x128 tiles with K a multiple of 32: on a device with cooperative
+    # matrices (an NVIDIA GPU) f16 takes matmul_cm.comp; elsewhere the tiled
+    # kernels. Run this file there before claiming a tensor-core figure.
+    for sa, sb in [((128, 32), (32, 128)), ((256, 96), (96, 384)), ((3, 128, 64), (3, 64, 256)),
+                   ((2, 128, 32), (32, 128)), ((128, 32), (4, 32, 128)), ((2, 2, 128, 32), (2, 2, 32, 128))]:
+        ck.check("matmul", [values(sa), values(sb)], ["f16", "f16"], ref.matmul,
+                 tol=(5e-3, 5e-3), label="(tensor-core tiles)")
     # Exact small integers: every dtype must give the exact product.
     for dt in harness.FLOAT_DTYPES:
         a = rng.integers(-3, 4, size=(17, 9)).astype(np.float64)

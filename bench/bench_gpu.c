@@ -1,0 +1,1223 @@
+/* bench_gpu: tensord's kernels and request path on the device it runs on, the
+ * tensord half of bench/compare_torch.py (see bench/README.md).
+ *
+ * Against a running tensord, per workload: inputs are made on the GPU (`randn`
+ * with a fixed seed, `cast` for f16/bf16), warm-up calls run untimed (the first
+ * builds the pipelines), then timed calls of the op with `out` (the result
+ * stays on the GPU) and `profile: true`. Per workload it reports the median of
+ * gpu_ns (Vulkan timestamps around the request's submission), the median wall
+ * time around the whole call through the socket (CLOCK_MONOTONIC), and the
+ * throughput derived from each. Tensors are named bench/gpu/... and deleted
+ * after each workload. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_gpu.h"
+#include "bench_util.h"
+#include "tensord.h"
+
+#define PFX "bench/gpu/"
+
+/* The sizes of one --size. */
+struct sizes {
+	const char *name;
+	unsigned reps, warmup;
+	uint64_t mm[2];          /* square f32 matmuls */
+	uint64_t mm_half;        /* square f16 and bf16 matmuls */
+	uint64_t bmm[4];         /* batch, M, K, N */
+	uint64_t elems;          /* elementwise ops, the chain, reductions */
+	uint64_t rows, cols;     /* softmax, layer_norm (last axis) */
+	uint64_t conv[5];        /* N, C, O, H, W; 3x3, padding 1 */
+	unsigned batch;          /* training minibatch */
+	unsigned train_rows;     /* rows of the stored random data set */
+	unsigned train_warmup;   /* untimed steps first */
+	unsigned train_steps;    /* steps per timed train.run */
+	unsigned train_reps;     /* timed train.runs */
+	unsigned pings, lat_warmup, lat_ops;
+	unsigned depth, pipelined;
+	uint64_t transfer_bytes;
+	unsigned transfer_reps;
+};
+
+static const struct sizes size_full = {
+	.name = "full", .reps = 20, .warmup = 3,
+	.mm = { 4096, 8192 }, .mm_half = 8192,
+	.bmm = { 64, 512, 512, 64 },
+	.elems = (uint64_t)64 << 20,
+	.rows = 4096, .cols = 4096,
+	.conv = { 32, 256, 256, 56, 56 },
+	.batch = 256, .train_rows = 256 * 64, .train_warmup = 20, .train_steps = 256,
+	.train_reps = 3,
+	.pings = 20000, .lat_warmup = 1000, .lat_ops = 5000,
+	.depth = 64, .pipelined = 20000,
+	.transfer_bytes = (uint64_t)1 << 30, .transfer_reps = 5,
+};
+
+/* Tiny, for CI on lavapipe: the same code paths, no meaningful numbers. */
+static const struct sizes size_smoke = {
+	.name = "smoke", .reps = 2, .warmup = 1,
+	.mm = { 48, 64 }, .mm_half = 64,
+	.bmm = { 4, 32, 32, 16 },
+	.elems = (uint64_t)64 << 10,
+	.rows = 64, .cols = 128,
+	.conv = { 2, 8, 8, 8, 8 },
+	.batch = 16, .train_rows = 64, .train_warmup = 1, .train_steps = 3, .train_reps = 1,
+	.pings = 200, .lat_warmup = 20, .lat_ops = 50,
+	.depth = 16, .pipelined = 256,
+	.transfer_bytes = (uint64_t)4 << 20, .transfer_reps = 2,
+};
+
+struct bench {
+	const char *path;
+	struct tensord *td;
+	const struct sizes *sz;
+	unsigned reps, warmup;
+	bool dry;               /* only name and describe the workloads */
+	msgpack_sbuffer sb;     /* params of the request being built */
+	msgpack_packer pk;
+};
+
+/* ---- failures ---------------------------------------------------------- */
+
+static int fail(struct bench_result *res, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static int fail(struct bench_result *res, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(res->error, sizeof(res->error), fmt, ap);
+	va_end(ap);
+	res->ran = false;
+	return -1;
+}
+
+static int fail_td(struct bench *b, struct bench_result *res, const char *what)
+{
+	return fail(res, "%s: %s", what, tensord_last_error(b->td));
+}
+
+/* ---- request building -------------------------------------------------- */
+
+enum kv_type { KV_INT, KV_NUM, KV_STR, KV_INTS };
+
+/* One attribute of an op. */
+struct kv {
+	const char *key;
+	enum kv_type type;
+	int64_t i;
+	double d;
+	const char *s;
+	unsigned n;
+	uint64_t ints[8];
+};
+
+#define KVI(k, v) { .key = (k), .type = KV_INT, .i = (v) }
+#define KVD(k, v) { .key = (k), .type = KV_NUM, .d = (v) }
+#define KVS(k, v) { .key = (k), .type = KV_STR, .s = (v) }
+
+static struct kv kv_shape(unsigned rank, const uint64_t *dims)
+{
+	struct kv kv = { .key = "shape", .type = KV_INTS, .n = rank };
+
+	memcpy(kv.ints, dims, rank * sizeof(*dims));
+	return kv;
+}
+
+static int pack_kvs(msgpack_packer *pk, const struct kv *kv, unsigned n)
+{
+	if (msgpack_pack_map(pk, n))
+		return -ENOMEM;
+	for (unsigned i = 0; i < n; i++) {
+		int e = bench_pack_str(pk, kv[i].key);
+
+		switch (kv[i].type) {
+		case KV_INT: e = e || msgpack_pack_int64(pk, kv[i].i); break;
+		case KV_NUM: e = e || msgpack_pack_double(pk, kv[i].d); break;
+		case KV_STR: e = e || bench_pack_str(pk, kv[i].s); break;
+		case KV_INTS:
+			e = e || msgpack_pack_array(pk, kv[i].n);
+			for (unsigned j = 0; j < kv[i].n; j++)
+				e = e || msgpack_pack_uint64(pk, kv[i].ints[j]);
+			break;
+		}
+		if (e)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int pack_strs(msgpack_packer *pk, unsigned n, const char *const *s)
+{
+	if (msgpack_pack_array(pk, n))
+		return -ENOMEM;
+	for (unsigned i = 0; i < n; i++)
+		if (bench_pack_str(pk, s[i]) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+/* A node of graph.run / train.run (`id`, `out` may be NULL), or with
+ * `profile` >= 0 the params of op.run (no id). */
+static int pack_op(msgpack_packer *pk, const char *id, const char *op, unsigned nin,
+		   const char *const *in, const struct kv *kv, unsigned nkv, const char *out,
+		   int profile)
+{
+	unsigned entries = 2 + (id != NULL) + (nkv > 0) + (out != NULL) + (profile > 0);
+
+	if (msgpack_pack_map(pk, entries) || (id && (bench_pack_str(pk, "id") < 0 ||
+						     bench_pack_str(pk, id) < 0)) ||
+	    bench_pack_str(pk, "op") < 0 || bench_pack_str(pk, op) < 0 ||
+	    bench_pack_str(pk, "inputs") < 0 || pack_strs(pk, nin, in) < 0 ||
+	    (nkv > 0 && (bench_pack_str(pk, "attrs") < 0 || pack_kvs(pk, kv, nkv) < 0)) ||
+	    (out && (bench_pack_str(pk, "out") < 0 || bench_pack_str(pk, out) < 0)) ||
+	    (profile > 0 && (bench_pack_str(pk, "profile") < 0 || msgpack_pack_true(pk))))
+		return -ENOMEM;
+	return 0;
+}
+
+/* Starts the params of the next request. */
+static msgpack_packer *params_begin(struct bench *b)
+{
+	msgpack_sbuffer_clear(&b->sb);
+	return &b->pk;
+}
+
+/* ---- calls ------------------------------------------------------------- */
+
+/* A number under `key` in a packed result map; -ENOENT when there is none. */
+static int result_number(const void *raw, size_t len, const char *key, double *ret)
+{
+	msgpack_unpacked msg;
+	size_t off = 0;
+	int r = -ENOENT;
+
+	msgpack_unpacked_init(&msg);
+	if (msgpack_unpack_next(&msg, raw, len, &off) == MSGPACK_UNPACK_SUCCESS) {
+		const msgpack_object *o = bench_map_get(&msg.data, key);
+
+		if (o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+			*ret = (double)o->via.u64;
+			r = 0;
+		} else if (o && (o->type == MSGPACK_OBJECT_FLOAT64 || o->type == MSGPACK_OBJECT_FLOAT32)) {
+			*ret = o->via.f64;
+			r = 0;
+		}
+	}
+	msgpack_unpacked_destroy(&msg);
+	return r;
+}
+
+/* One call of `method` with the params built in b->sb. On success the packed
+ * result goes to *ret_raw (free() it; NULL to drop it) and the wall time to
+ * *ret_wall_s (may be NULL). */
+static int call(struct bench *b, struct bench_result *res, const char *method, const char *what,
+		void **ret_raw, size_t *ret_len, double *ret_wall_s)
+{
+	void *raw = NULL;
+	size_t len = 0;
+	double t0 = bench_now_s(), dt;
+	int r = tensord_call_raw(b->td, method, b->sb.data, b->sb.size, &raw, &len);
+
+	dt = bench_now_s() - t0;
+	if (r < 0)
+		return fail_td(b, res, what);
+	if (ret_raw) {
+		*ret_raw = raw;
+		*ret_len = len;
+	} else {
+		free(raw);
+	}
+	if (ret_wall_s)
+		*ret_wall_s = dt;
+	return 0;
+}
+
+/* Times the request built in b->sb: b->warmup untimed calls, then b->reps
+ * timed ones; medians into res->wall_ns and, with `profiled`, res->gpu_ns
+ * (which every result must then carry). */
+static int time_calls(struct bench *b, struct bench_result *res, const char *method,
+		      const char *what, bool profiled)
+{
+	double *wall = calloc(b->reps, sizeof(*wall)), *gpu = calloc(b->reps, sizeof(*gpu));
+	int r = 0;
+
+	if (!wall || !gpu) {
+		r = fail(res, "out of memory");
+		goto out;
+	}
+	for (unsigned i = 0; i < b->warmup + b->reps; i++) {
+		void *raw = NULL;
+		size_t len = 0;
+		double dt = 0, ns = NAN;
+
+		if ((r = call(b, res, method, what, &raw, &len, &dt)) < 0)
+			goto out;
+		if (profiled && result_number(raw, len, "gpu_ns", &ns) < 0) {
+			free(raw);
+			r = fail(res, "%s: the result has no gpu_ns (a daemon without profile: true?)",
+				 what);
+			goto out;
+		}
+		free(raw);
+		if (i >= b->warmup) {
+			wall[i - b->warmup] = dt * 1e9;
+			gpu[i - b->warmup] = ns;
+		}
+	}
+	res->reps = b->reps;
+	res->wall_ns = bench_median(wall, b->reps);
+	if (profiled)
+		res->gpu_ns = bench_median(gpu, b->reps);
+out:
+	free(wall);
+	free(gpu);
+	return r;
+}
+
+/* Runs one op with `out` (setup, untimed). */
+static int run_op(struct bench *b, struct bench_result *res, const char *op, unsigned nin,
+		  const char *const *in, const struct kv *kv, unsigned nkv, const char *out)
+{
+	char what[96];
+
+	if (pack_op(params_begin(b), NULL, op, nin, in, kv, nkv, out, 0) < 0)
+		return fail(res, "out of memory");
+	snprintf(what, sizeof(what), "setup %s -> %s", op, out);
+	return call(b, res, "op.run", what, NULL, NULL, NULL);
+}
+
+/* `name` = randn(shape) with `seed`, in `dtype`: f32 straight from randn,
+ * f16/bf16 cast from an f32 randn. */
+static int make_randn(struct bench *b, struct bench_result *res, const char *name, unsigned rank,
+		      const uint64_t *dims, int64_t seed, const char *dtype)
+{
+	struct kv kv[3] = { kv_shape(rank, dims), KVI("seed", seed), KVS("dtype", "f32") };
+	const char *tmp = PFX "tmp";
+	const char *in[1] = { tmp };
+	struct kv cast[1] = { KVS("dtype", dtype) };
+
+	if (!strcmp(dtype, "f32"))
+		return run_op(b, res, "randn", 0, NULL, kv, 3, name);
+	if (run_op(b, res, "randn", 0, NULL, kv, 3, tmp) < 0 ||
+	    run_op(b, res, "cast", 1, in, cast, 1, name) < 0)
+		return -1;
+	if (tensord_delete(b->td, tmp) < 0)
+		return fail_td(b, res, "setup: tensor.delete");
+	return 0;
+}
+
+/* Derives the throughputs from res->flops or res->bytes. */
+static void set_rates(struct bench_result *res)
+{
+	if (res->flops > 0) {
+		res->kernel = res->flops / res->gpu_ns / 1e3; /* TFLOP/s */
+		res->e2e = res->flops / res->wall_ns / 1e3;
+	} else if (res->bytes > 0) {
+		res->kernel = res->bytes / res->gpu_ns; /* GB/s */
+		res->e2e = res->bytes / res->wall_ns;
+	}
+}
+
+/* "64M", "4K" or the number, for names. */
+static void fmt_count(char *out, size_t len, uint64_t n)
+{
+	if (n >= (1u << 20) && n % (1u << 20) == 0)
+		snprintf(out, len, "%lluM", (unsigned long long)(n >> 20));
+	else if (n >= (1u << 10) && n % (1u << 10) == 0)
+		snprintf(out, len, "%lluK", (unsigned long long)(n >> 10));
+	else
+		snprintf(out, len, "%llu", (unsigned long long)n);
+}
+
+static void fmt_bytes(char *out, size_t len, uint64_t n)
+{
+	if (n >= (1u << 30) && n % (1u << 30) == 0)
+		snprintf(out, len, "%lluGiB", (unsigned long long)(n >> 30));
+	else if (n >= (1u << 20) && n % (1u << 20) == 0)
+		snprintf(out, len, "%lluMiB", (unsigned long long)(n >> 20));
+	else
+		snprintf(out, len, "%lluB", (unsigned long long)n);
+}
+
+/* ---- workloads --------------------------------------------------------- */
+
+/* arg: 0, 1 = f32 sizes mm[0], mm[1]; 2 = f16, 3 = bf16 (mm_half); 4 = batched. */
+static int wl_matmul(struct bench *b, struct bench_result *res, int arg)
+{
+	static const char *const dtypes[] = { "f32", "f32", "f16", "bf16", "f32" };
+	const char *dtype = dtypes[arg];
+	const char *in[2] = { PFX "a", PFX "b" };
+	const struct sizes *sz = b->sz;
+	uint64_t bt = 1, m, k, n;
+	uint64_t da[3], db[3];
+	unsigned rank = 2;
+
+	if (arg == 4) {
+		bt = sz->bmm[0], m = sz->bmm[1], k = sz->bmm[2], n = sz->bmm[3];
+		rank = 3;
+		da[0] = db[0] = bt;
+		snprintf(res->name, sizeof(res->name), "bmm_f32_%llux%llu", (unsigned long long)bt,
+			 (unsigned long long)m);
+		snprintf(res->desc, sizeof(res->desc),
+			 "f32 %llu x ([%llu,%llu] @ [%llu,%llu]), 2*B*M*N*K flops",
+			 (unsigned long long)bt, (unsigned long long)m, (unsigned long long)k,
+			 (unsigned long long)k, (unsigned long long)n);
+	} else {
+		m = k = n = arg < 2 ? sz->mm[arg] : sz->mm_half;
+		snprintf(res->name, sizeof(res->name), "matmul_%s_%llu", dtype, (unsigned long long)m);
+		snprintf(res->desc, sizeof(res->desc),
+			 "%s [%llu,%llu] @ [%llu,%llu], 2*M*N*K flops%s", dtype,
+			 (unsigned long long)m, (unsigned long long)k, (unsigned long long)k,
+			 (unsigned long long)n, arg >= 2 ? ", f32 accumulate" : "");
+	}
+	da[rank - 2] = m, da[rank - 1] = k;
+	db[rank - 2] = k, db[rank - 1] = n;
+	snprintf(res->params, sizeof(res->params),
+		 "{\"kind\": \"matmul\", \"batch\": %llu, \"m\": %llu, \"k\": %llu, \"n\": %llu, "
+		 "\"dtype\": \"%s\"}",
+		 (unsigned long long)(arg == 4 ? bt : 0), (unsigned long long)m,
+		 (unsigned long long)k, (unsigned long long)n, dtype);
+	res->unit = "TFLOP/s";
+	res->flops = 2.0 * (double)bt * (double)m * (double)n * (double)k;
+	if (b->dry)
+		return 0;
+	if (make_randn(b, res, in[0], rank, da, 1, dtype) < 0 ||
+	    make_randn(b, res, in[1], rank, db, 2, dtype) < 0)
+		return -1;
+	if (pack_op(params_begin(b), NULL, "matmul", 2, in, NULL, 0, PFX "out", 1) < 0)
+		return fail(res, "out of memory");
+	if (time_calls(b, res, "op.run", "op.run matmul", true) < 0)
+		return -1;
+	set_rates(res);
+	return 0;
+}
+
+/* arg: 0 = add, 1 = mul. */
+static int wl_binary(struct bench *b, struct bench_result *res, int arg)
+{
+	const char *op = arg ? "mul" : "add";
+	const char *in[2] = { PFX "x", PFX "y" };
+	uint64_t n = b->sz->elems;
+	char cnt[24];
+
+	fmt_count(cnt, sizeof(cnt), n);
+	snprintf(res->name, sizeof(res->name), "%s_f32_%s", op, cnt);
+	snprintf(res->desc, sizeof(res->desc),
+		 "f32 [%llu] %s [%llu]; bytes = 2 read + 1 written = %.0f", (unsigned long long)n,
+		 arg ? "*" : "+", (unsigned long long)n, 12.0 * (double)n);
+	snprintf(res->params, sizeof(res->params), "{\"kind\": \"binary\", \"op\": \"%s\", \"n\": %llu}",
+		 op, (unsigned long long)n);
+	res->unit = "GB/s";
+	res->bytes = 12.0 * (double)n;
+	if (b->dry)
+		return 0;
+	if (make_randn(b, res, in[0], 1, &n, 3, "f32") < 0 ||
+	    make_randn(b, res, in[1], 1, &n, 4, "f32") < 0)
+		return -1;
+	if (pack_op(params_begin(b), NULL, op, 2, in, NULL, 0, PFX "out", 1) < 0)
+		return fail(res, "out of memory");
+	if (time_calls(b, res, "op.run", op, true) < 0)
+		return -1;
+	set_rates(res);
+	return 0;
+}
+
+/* x * sigmoid(x) + b as one graph.run of three nodes. */
+static int wl_chain(struct bench *b, struct bench_result *res, int arg)
+{
+	const char *x[1] = { PFX "x" }, *xs[2] = { PFX "x", "s" }, *mb[2] = { "m", PFX "b" };
+	msgpack_packer *pk;
+	uint64_t n = b->sz->elems;
+	char cnt[24];
+
+	(void)arg;
+	fmt_count(cnt, sizeof(cnt), n);
+	snprintf(res->name, sizeof(res->name), "chain_f32_%s", cnt);
+	snprintf(res->desc, sizeof(res->desc),
+		 "x*sigmoid(x)+b, f32 [%llu], one graph.run of 3 nodes; bytes = x, b read + 1 "
+		 "written = %.0f", (unsigned long long)n, 12.0 * (double)n);
+	snprintf(res->params, sizeof(res->params), "{\"kind\": \"chain\", \"n\": %llu}",
+		 (unsigned long long)n);
+	res->unit = "GB/s";
+	res->bytes = 12.0 * (double)n;
+	if (b->dry)
+		return 0;
+	if (make_randn(b, res, x[0], 1, &n, 5, "f32") < 0 ||
+	    make_randn(b, res, mb[1], 1, &n, 6, "f32") < 0)
+		return -1;
+	pk = params_begin(b);
+	if (msgpack_pack_map(pk, 2) || bench_pack_str(pk, "nodes") < 0 || msgpack_pack_array(pk, 3) ||
+	    pack_op(pk, "s", "sigmoid", 1, x, NULL, 0, NULL, 0) < 0 ||
+	    pack_op(pk, "m", "mul", 2, xs, NULL, 0, NULL, 0) < 0 ||
+	    pack_op(pk, "o", "add", 2, mb, NULL, 0, PFX "out", 0) < 0 ||
+	    bench_pack_str(pk, "profile") < 0 || msgpack_pack_true(pk))
+		return fail(res, "out of memory");
+	if (time_calls(b, res, "graph.run", "graph.run", true) < 0)
+		return -1;
+	set_rates(res);
+	return 0;
+}
+
+/* arg: 0 = sum, 1 = mean, over all elements. */
+static int wl_reduce(struct bench *b, struct bench_result *res, int arg)
+{
+	const char *op = arg ? "mean" : "sum";
+	const char *in[1] = { PFX "x" };
+	uint64_t n = b->sz->elems;
+	char cnt[24];
+
+	fmt_count(cnt, sizeof(cnt), n);
+	snprintf(res->name, sizeof(res->name), "%s_f32_%s", op, cnt);
+	snprintf(res->desc, sizeof(res->desc), "%s of f32 [%llu] to a scalar; bytes = %.0f read", op,
+		 (unsigned long long)n, 4.0 * (double)n);
+	snprintf(res->params, sizeof(res->params), "{\"kind\": \"reduce\", \"op\": \"%s\", \"n\": %llu}",
+		 op, (unsigned long long)n);
+	res->unit = "GB/s";
+	res->bytes = 4.0 * (double)n;
+	if (b->dry)
+		return 0;
+	if (make_randn(b, res, in[0], 1, &n, 7, "f32") < 0)
+		return -1;
+	if (pack_op(params_begin(b), NULL, op, 1, in, NULL, 0, PFX "out", 1) < 0)
+		return fail(res, "out of memory");
+	if (time_calls(b, res, "op.run", op, true) < 0)
+		return -1;
+	set_rates(res);
+	return 0;
+}
+
+/* arg: 0 = softmax, 1 = layer_norm (no weight, no bias), over the last axis. */
+static int wl_rownorm(struct bench *b, struct bench_result *res, int arg)
+{
+	const char *op = arg ? "layer_norm" : "softmax";
+	const char *in[1] = { PFX "x" };
+	uint64_t dims[2] = { b->sz->rows, b->sz->cols };
+	double n = (double)dims[0] * (double)dims[1];
+
+	snprintf(res->name, sizeof(res->name), "%s_f32_%llu", op, (unsigned long long)dims[0]);
+	snprintf(res->desc, sizeof(res->desc),
+		 "%s of f32 [%llu,%llu] over the last axis; bytes = 1 read + 1 written = %.0f", op,
+		 (unsigned long long)dims[0], (unsigned long long)dims[1], 8.0 * n);
+	snprintf(res->params, sizeof(res->params),
+		 "{\"kind\": \"rownorm\", \"op\": \"%s\", \"rows\": %llu, \"cols\": %llu}", op,
+		 (unsigned long long)dims[0], (unsigned long long)dims[1]);
+	res->unit = "GB/s";
+	res->bytes = 8.0 * n;
+	if (b->dry)
+		return 0;
+	if (make_randn(b, res, in[0], 2, dims, 8, "f32") < 0)
+		return -1;
+	if (pack_op(params_begin(b), NULL, op, 1, in, NULL, 0, PFX "out", 1) < 0)
+		return fail(res, "out of memory");
+	if (time_calls(b, res, "op.run", op, true) < 0)
+		return -1;
+	set_rates(res);
+	return 0;
+}
+
+/* conv2d 3x3, stride 1, padding 1, no bias, NCHW. */
+static int wl_conv(struct bench *b, struct bench_result *res, int arg)
+{
+	const uint64_t *c = b->sz->conv;
+	const char *in[2] = { PFX "x", PFX "w" };
+	uint64_t dx[4] = { c[0], c[1], c[3], c[4] }, dw[4] = { c[2], c[1], 3, 3 };
+	struct kv pad[1] = { KVI("padding", 1) };
+
+	(void)arg;
+	snprintf(res->name, sizeof(res->name), "conv2d_f32_%llux%llu", (unsigned long long)c[1],
+		 (unsigned long long)c[3]);
+	snprintf(res->desc, sizeof(res->desc),
+		 "f32 x [%llu,%llu,%llu,%llu] * w [%llu,%llu,3,3], padding 1; 2*N*O*H*W*C*9 flops",
+		 (unsigned long long)c[0], (unsigned long long)c[1], (unsigned long long)c[3],
+		 (unsigned long long)c[4], (unsigned long long)c[2], (unsigned long long)c[1]);
+	snprintf(res->params, sizeof(res->params),
+		 "{\"kind\": \"conv2d\", \"n\": %llu, \"c\": %llu, \"o\": %llu, \"h\": %llu, "
+		 "\"w\": %llu, \"k\": 3, \"padding\": 1}",
+		 (unsigned long long)c[0], (unsigned long long)c[1], (unsigned long long)c[2],
+		 (unsigned long long)c[3], (unsigned long long)c[4]);
+	res->unit = "TFLOP/s";
+	res->flops = 2.0 * (double)c[0] * (double)c[2] * (double)c[3] * (double)c[4] * (double)c[1] * 9;
+	if (b->dry)
+		return 0;
+	if (make_randn(b, res, in[0], 4, dx, 9, "f32") < 0 ||
+	    make_randn(b, res, in[1], 4, dw, 10, "f32") < 0)
+		return -1;
+	if (pack_op(params_begin(b), NULL, "conv2d", 2, in, pad, 1, PFX "out", 1) < 0)
+		return fail(res, "out of memory");
+	if (time_calls(b, res, "op.run", "op.run conv2d", true) < 0)
+		return -1;
+	set_rates(res);
+	return 0;
+}
+
+/* ---- training ---------------------------------------------------------- */
+
+#define MLP_MAX_LAYERS 4
+
+struct mlp {
+	unsigned ndims;
+	uint64_t dims[MLP_MAX_LAYERS + 1];
+	char w[MLP_MAX_LAYERS][32], bias[MLP_MAX_LAYERS][32];
+};
+
+/* Random data set x [rows, in] f32, labels y [rows] i32 in [0, classes), and
+ * He-scaled random weights with zero biases, all made on the GPU. */
+static int mlp_setup(struct bench *b, struct bench_result *res, struct mlp *m, unsigned rows)
+{
+	uint64_t dx[2] = { rows, m->dims[0] }, dy[1] = { rows };
+	struct kv rand_kv[2] = { kv_shape(1, dy), KVI("seed", 12) };
+	struct kv scale[1] = { KVD("scalar", (double)m->dims[m->ndims - 1]) };
+	struct kv to_i32[1] = { KVS("dtype", "i32") };
+	struct kv clamp[1] = { KVI("max", (int64_t)m->dims[m->ndims - 1] - 1) };
+	const char *r[1] = { "r" }, *s[1] = { "s" }, *c[1] = { "c" };
+	msgpack_packer *pk;
+
+	if (make_randn(b, res, PFX "x", 2, dx, 11, "f32") < 0)
+		return -1;
+	pk = params_begin(b);
+	if (msgpack_pack_map(pk, 1) || bench_pack_str(pk, "nodes") < 0 || msgpack_pack_array(pk, 4) ||
+	    pack_op(pk, "r", "rand", 0, NULL, rand_kv, 2, NULL, 0) < 0 ||
+	    pack_op(pk, "s", "mul", 1, r, scale, 1, NULL, 0) < 0 ||
+	    pack_op(pk, "c", "cast", 1, s, to_i32, 1, NULL, 0) < 0 ||
+	    pack_op(pk, "y", "clamp", 1, c, clamp, 1, PFX "y", 0) < 0)
+		return fail(res, "out of memory");
+	if (call(b, res, "graph.run", "setup labels", NULL, NULL, NULL) < 0)
+		return -1;
+	for (unsigned l = 0; l + 1 < m->ndims; l++) {
+		uint64_t dw[2] = { m->dims[l], m->dims[l + 1] }, db[1] = { m->dims[l + 1] };
+		struct kv w_kv[2] = { kv_shape(2, dw), KVI("seed", 20 + l) };
+		struct kv he[1] = { KVD("scalar", sqrt(2.0 / (double)m->dims[l])) };
+		struct kv b_kv[1] = { kv_shape(1, db) };
+
+		snprintf(m->w[l], sizeof(m->w[l]), PFX "w%u", l + 1);
+		snprintf(m->bias[l], sizeof(m->bias[l]), PFX "b%u", l + 1);
+		pk = params_begin(b);
+		if (msgpack_pack_map(pk, 1) || bench_pack_str(pk, "nodes") < 0 ||
+		    msgpack_pack_array(pk, 3) ||
+		    pack_op(pk, "r", "randn", 0, NULL, w_kv, 2, NULL, 0) < 0 ||
+		    pack_op(pk, "w", "mul", 1, r, he, 1, m->w[l], 0) < 0 ||
+		    pack_op(pk, "b", "zeros", 0, NULL, b_kv, 1, m->bias[l], 0) < 0)
+			return fail(res, "out of memory");
+		if (call(b, res, "graph.run", "setup weights", NULL, NULL, NULL) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* The params of one train.run of the MLP: matmul, add, relu per hidden layer,
+ * cross_entropy, Adam lr 1e-3. */
+static int mlp_pack_run(struct bench *b, const struct mlp *m, unsigned steps, unsigned start_step)
+{
+	msgpack_packer *pk = params_begin(b);
+	unsigned layers = m->ndims - 1, e = 0;
+	char prev[16] = "xb", z[16], a[16], h[16];
+
+	e |= msgpack_pack_map(pk, 10) || bench_pack_str(pk, "nodes") < 0 ||
+	     msgpack_pack_array(pk, 3 * layers);
+	for (unsigned l = 0; l < layers; l++) {
+		const char *zin[2] = { prev, m->w[l] }, *ain[2] = { z, m->bias[l] }, *hin[1] = { a };
+
+		snprintf(z, sizeof(z), "z%u", l);
+		snprintf(a, sizeof(a), "a%u", l);
+		snprintf(h, sizeof(h), "h%u", l);
+		e |= pack_op(pk, z, "matmul", 2, zin, NULL, 0, NULL, 0) < 0;
+		e |= pack_op(pk, a, "add", 2, ain, NULL, 0, NULL, 0) < 0;
+		if (l + 1 < layers) {
+			e |= pack_op(pk, h, "relu", 1, hin, NULL, 0, NULL, 0) < 0;
+			snprintf(prev, sizeof(prev), "%s", h);
+		}
+	}
+	{
+		const char *lin[2] = { a, "yb" };
+		e |= pack_op(pk, "loss", "cross_entropy", 2, lin, NULL, 0, NULL, 0) < 0;
+	}
+	e |= bench_pack_str(pk, "loss") < 0 || bench_pack_str(pk, "loss") < 0;
+	e |= bench_pack_str(pk, "params") < 0 || msgpack_pack_array(pk, 2 * layers);
+	for (unsigned l = 0; l < layers; l++)
+		e |= bench_pack_str(pk, m->w[l]) < 0 || bench_pack_str(pk, m->bias[l]) < 0;
+	e |= bench_pack_str(pk, "optimizer") < 0 || msgpack_pack_map(pk, 2) ||
+	     bench_pack_str(pk, "type") < 0 || bench_pack_str(pk, "adam") < 0 ||
+	     bench_pack_str(pk, "lr") < 0 || msgpack_pack_double(pk, 1e-3);
+	e |= bench_pack_str(pk, "data") < 0 || msgpack_pack_map(pk, 2) ||
+	     bench_pack_str(pk, "xb") < 0 || bench_pack_str(pk, PFX "x") < 0 ||
+	     bench_pack_str(pk, "yb") < 0 || bench_pack_str(pk, PFX "y") < 0;
+	e |= bench_pack_str(pk, "batch_size") < 0 || msgpack_pack_uint32(pk, b->sz->batch);
+	e |= bench_pack_str(pk, "steps") < 0 || msgpack_pack_uint32(pk, steps);
+	e |= bench_pack_str(pk, "seed") < 0 || msgpack_pack_uint32(pk, 1);
+	e |= bench_pack_str(pk, "start_step") < 0 || msgpack_pack_uint32(pk, start_step);
+	e |= bench_pack_str(pk, "progress_every") < 0 || msgpack_pack_uint32(pk, steps);
+	return e ? -ENOMEM : 0;
+}
+
+/* arg: 0 = 784-512-512-10, 1 = 64-128-10 (the digits MLP). */
+static int wl_train(struct bench *b, struct bench_result *res, int arg)
+{
+	static const uint64_t big[] = { 784, 512, 512, 10 }, digits[] = { 64, 128, 10 };
+	const struct sizes *sz = b->sz;
+	struct mlp m = { .ndims = arg ? 3 : 4 };
+	double *wall = NULL, *daemon = NULL;
+	unsigned step = 1;
+	char arch[64] = "";
+	int r = -1;
+
+	memcpy(m.dims, arg ? digits : big, m.ndims * sizeof(m.dims[0]));
+	for (unsigned i = 0; i < m.ndims; i++)
+		snprintf(arch + strlen(arch), sizeof(arch) - strlen(arch), "%s%llu", i ? "-" : "",
+			 (unsigned long long)m.dims[i]);
+	snprintf(res->name, sizeof(res->name), "train_mlp_%llu", (unsigned long long)m.dims[0]);
+	snprintf(res->desc, sizeof(res->desc),
+		 "MLP %s (ReLU, cross_entropy), batch %u, Adam lr 1e-3, train.run of %u steps "
+		 "over %u random rows; time per step", arch, sz->batch, sz->train_steps,
+		 sz->train_rows);
+	snprintf(res->params, sizeof(res->params),
+		 "{\"kind\": \"train_mlp\", \"dims\": [%s], \"batch\": %u, \"rows\": %u, "
+		 "\"steps\": %u, \"warmup_steps\": %u, \"runs\": %u, \"lr\": 0.001}",
+		 arch, sz->batch, sz->train_rows, sz->train_steps, sz->train_warmup, sz->train_reps);
+	for (char *p = strstr(res->params, "["); p && *p != ']'; p++)
+		if (*p == '-')
+			*p = ',';
+	res->unit = "us/step";
+	res->lower_better = true;
+	if (b->dry)
+		return 0;
+	wall = calloc(sz->train_reps, sizeof(*wall));
+	daemon = calloc(sz->train_reps, sizeof(*daemon));
+	if (!wall || !daemon) {
+		fail(res, "out of memory");
+		goto out;
+	}
+	if (mlp_setup(b, res, &m, sz->train_rows) < 0)
+		goto out;
+	for (unsigned i = 0; i <= sz->train_reps; i++) {
+		unsigned steps = i == 0 ? sz->train_warmup : sz->train_steps;
+		double dt = 0, secs = 0, done = 0;
+		void *raw = NULL;
+		size_t len = 0;
+
+		if (mlp_pack_run(b, &m, steps, step) < 0) {
+			fail(res, "out of memory");
+			goto out;
+		}
+		if (call(b, res, "train.run", "train.run", &raw, &len, &dt) < 0)
+			goto out;
+		if (result_number(raw, len, "seconds", &secs) < 0 ||
+		    result_number(raw, len, "steps", &done) < 0 || done != steps) {
+			free(raw);
+			fail(res, "train.run: the result lacks seconds or steps, or ran other than %u steps",
+			     steps);
+			goto out;
+		}
+		free(raw);
+		step += steps;
+		if (i > 0) {
+			wall[i - 1] = dt * 1e9 / steps;
+			daemon[i - 1] = secs * 1e9 / steps;
+		}
+	}
+	res->reps = sz->train_reps;
+	res->wall_ns = bench_median(wall, sz->train_reps);
+	res->daemon_ns = bench_median(daemon, sz->train_reps);
+	res->kernel = res->daemon_ns / 1e3;
+	res->e2e = res->wall_ns / 1e3;
+	r = 0;
+out:
+	free(wall);
+	free(daemon);
+	return r;
+}
+
+/* ---- the request path -------------------------------------------------- */
+
+static void latency_stats(struct bench_result *res, double *lat, unsigned n)
+{
+	qsort(lat, n, sizeof(*lat), bench_cmp_double);
+	res->reps = n;
+	res->wall_ns = bench_percentile(lat, n, 0.50);
+	res->p99_ns = bench_percentile(lat, n, 0.99);
+	res->e2e = res->wall_ns / 1e3;
+}
+
+static int wl_ping(struct bench *b, struct bench_result *res, int arg)
+{
+	unsigned n = b->sz->pings;
+	double *lat;
+
+	(void)arg;
+	snprintf(res->name, sizeof(res->name), "ping");
+	snprintf(res->desc, sizeof(res->desc), "p50 round trip of ping (%u after %u warm-up), p99 in JSON",
+		 n, b->sz->lat_warmup);
+	snprintf(res->params, sizeof(res->params), "{\"kind\": \"ping\", \"count\": %u}", n);
+	res->unit = "us";
+	res->lower_better = true;
+	if (b->dry)
+		return 0;
+	lat = calloc(n, sizeof(*lat));
+	if (!lat)
+		return fail(res, "out of memory");
+	for (unsigned i = 0; i < b->sz->lat_warmup + n; i++) {
+		double t0 = bench_now_s();
+
+		if (tensord_ping(b->td, NULL, 0) < 0) {
+			free(lat);
+			return fail_td(b, res, "ping");
+		}
+		if (i >= b->sz->lat_warmup)
+			lat[i - b->sz->lat_warmup] = (bench_now_s() - t0) * 1e9;
+	}
+	latency_stats(res, lat, n);
+	free(lat);
+	return 0;
+}
+
+/* Two 1-element f32 tensors a and b for the small-op rows. */
+static int make_scalars(struct bench *b, struct bench_result *res)
+{
+	static const float one[1] = { 1.5f }, two[1] = { 2.25f };
+	const uint64_t shape[1] = { 1 };
+
+	if (tensord_put(b->td, PFX "a", TENSORD_F32, 1, shape, one, sizeof(one), NULL) < 0 ||
+	    tensord_put(b->td, PFX "b", TENSORD_F32, 1, shape, two, sizeof(two), NULL) < 0)
+		return fail_td(b, res, "setup: tensor.put");
+	return 0;
+}
+
+static int wl_op_latency(struct bench *b, struct bench_result *res, int arg)
+{
+	const char *in[2] = { PFX "a", PFX "b" };
+	unsigned n = b->sz->lat_ops;
+	double *lat = NULL, *gpu = NULL;
+	int r = -1;
+
+	(void)arg;
+	snprintf(res->name, sizeof(res->name), "op_latency");
+	snprintf(res->desc, sizeof(res->desc),
+		 "p50 of op.run add on [1] f32 with out and profile (%u after %u warm-up)", n,
+		 b->sz->lat_warmup);
+	snprintf(res->params, sizeof(res->params), "{\"kind\": \"op_latency\", \"count\": %u}", n);
+	res->unit = "us";
+	res->lower_better = true;
+	if (b->dry)
+		return 0;
+	lat = calloc(n, sizeof(*lat));
+	gpu = calloc(n, sizeof(*gpu));
+	if (!lat || !gpu) {
+		fail(res, "out of memory");
+		goto out;
+	}
+	if (make_scalars(b, res) < 0)
+		goto out;
+	if (pack_op(params_begin(b), NULL, "add", 2, in, NULL, 0, PFX "out", 1) < 0) {
+		fail(res, "out of memory");
+		goto out;
+	}
+	for (unsigned i = 0; i < b->sz->lat_warmup + n; i++) {
+		double dt = 0, ns = 0;
+		void *raw = NULL;
+		size_t len = 0;
+
+		if (call(b, res, "op.run", "op.run add", &raw, &len, &dt) < 0)
+			goto out;
+		if (result_number(raw, len, "gpu_ns", &ns) < 0) {
+			free(raw);
+			fail(res, "op.run add: the result has no gpu_ns");
+			goto out;
+		}
+		free(raw);
+		if (i >= b->sz->lat_warmup) {
+			lat[i - b->sz->lat_warmup] = dt * 1e9;
+			gpu[i - b->sz->lat_warmup] = ns;
+		}
+	}
+	latency_stats(res, lat, n);
+	res->gpu_ns = bench_median(gpu, n);
+	res->kernel = res->gpu_ns / 1e3;
+	r = 0;
+out:
+	free(lat);
+	free(gpu);
+	return r;
+}
+
+static int wl_pipelined(struct bench *b, struct bench_result *res, int arg)
+{
+	const char *in[2] = { PFX "a", PFX "b" };
+	const char *path = bench_socket_path(b->path);
+	unsigned depth = b->sz->depth, total = b->sz->pipelined;
+	msgpack_sbuffer batch;
+	msgpack_packer pk;
+	char err[256] = "";
+	double ops = 0;
+	int r;
+
+	(void)arg;
+	snprintf(res->name, sizeof(res->name), "op_pipelined");
+	snprintf(res->desc, sizeof(res->desc),
+		 "op.run add on [1] f32 with out, %u written before reading, %u in all, one connection",
+		 depth, total);
+	snprintf(res->params, sizeof(res->params),
+		 "{\"kind\": \"op_pipelined\", \"depth\": %u, \"total\": %u}", depth, total);
+	res->unit = "ops/s";
+	if (b->dry)
+		return 0;
+	if (make_scalars(b, res) < 0)
+		return -1;
+	msgpack_sbuffer_init(&batch);
+	msgpack_packer_init(&pk, &batch, msgpack_sbuffer_write);
+	r = 0;
+	for (unsigned i = 0; r == 0 && i < depth; i++)
+		if (msgpack_pack_array(&pk, 4) || msgpack_pack_uint8(&pk, 0) ||
+		    msgpack_pack_uint32(&pk, i + 1) || bench_pack_str(&pk, "op.run") < 0 ||
+		    msgpack_pack_array(&pk, 1) ||
+		    pack_op(&pk, NULL, "add", 2, in, NULL, 0, PFX "out", 0) < 0)
+			r = -ENOMEM;
+	if (r == 0)
+		r = bench_pipelined(path, batch.data, batch.size, depth, total, &ops, err, sizeof(err));
+	msgpack_sbuffer_destroy(&batch);
+	if (r < 0)
+		return fail(res, "pipelined op.run: %s", err[0] ? err : strerror(-r));
+	res->reps = (total + depth - 1) / depth * depth;
+	res->wall_ns = 1e9 / ops;
+	res->e2e = ops;
+	return 0;
+}
+
+/* arg: 0 = tensor.put, 1 = tensor.get (into one reused buffer). */
+static int wl_transfer(struct bench *b, struct bench_result *res, int arg)
+{
+	const struct sizes *sz = b->sz;
+	size_t bytes = (size_t)sz->transfer_bytes;
+	uint64_t shape[1] = { bytes / sizeof(float) };
+	double *t = NULL;
+	float *data = NULL, *got = NULL;
+	char sz_s[24];
+	int r = -1;
+
+	fmt_bytes(sz_s, sizeof(sz_s), bytes);
+	snprintf(res->name, sizeof(res->name), "%s_%s", arg ? "get" : "put", sz_s);
+	snprintf(res->desc, sizeof(res->desc),
+		 "tensor.%s of f32 [%llu] (%zu bytes) through the socket%s", arg ? "get" : "put",
+		 (unsigned long long)shape[0], bytes,
+		 arg ? " into a reused buffer (tensord_get_into)" : "");
+	snprintf(res->params, sizeof(res->params), "{\"kind\": \"%s\", \"bytes\": %zu}",
+		 arg ? "get" : "put", bytes);
+	res->unit = "GB/s";
+	res->bytes = (double)bytes;
+	if (b->dry)
+		return 0;
+	t = calloc(sz->transfer_reps, sizeof(*t));
+	data = malloc(bytes);
+	got = arg ? malloc(bytes) : NULL;
+	if (!t || !data || (arg && !got)) {
+		fail(res, "out of memory for %zu bytes", bytes);
+		goto out;
+	}
+	for (size_t i = 0; i < shape[0]; i++)
+		data[i] = (float)(i % 1000003) * 0.5f - 7.25f;
+	if (arg && tensord_put(b->td, PFX "blob", TENSORD_F32, 1, shape, data, bytes, NULL) < 0) {
+		fail_td(b, res, "setup: tensor.put");
+		goto out;
+	}
+	/* One untimed repetition first. */
+	for (unsigned i = 0; i <= sz->transfer_reps; i++) {
+		double t0 = bench_now_s(), dt;
+		size_t got_len = 0;
+
+		if (arg) {
+			if (tensord_get_into(b->td, PFX "blob", NULL, got, bytes, &got_len) < 0) {
+				fail_td(b, res, "tensor.get");
+				goto out;
+			}
+		} else if (tensord_put(b->td, PFX "blob", TENSORD_F32, 1, shape, data, bytes, NULL) < 0) {
+			fail_td(b, res, "tensor.put");
+			goto out;
+		}
+		dt = bench_now_s() - t0;
+		if (arg && i == 0 && (got_len != bytes || memcmp(got, data, bytes) != 0)) {
+			fail(res, "tensor.get returned other bytes than were put");
+			goto out;
+		}
+		if (i > 0)
+			t[i - 1] = dt * 1e9;
+	}
+	res->reps = sz->transfer_reps;
+	res->wall_ns = bench_median(t, sz->transfer_reps);
+	res->e2e = res->bytes / res->wall_ns;
+	r = 0;
+out:
+	free(t);
+	free(data);
+	free(got);
+	return r;
+}
+
+/* ---- driver ------------------------------------------------------------ */
+
+struct workload {
+	const char *group;
+	int (*fn)(struct bench *b, struct bench_result *res, int arg);
+	int arg;
+};
+
+static const struct workload workloads[] = {
+	{ "matmul", wl_matmul, 0 },
+	{ "matmul", wl_matmul, 1 },
+	{ "matmul", wl_matmul, 2 },
+	{ "matmul", wl_matmul, 3 },
+	{ "matmul", wl_matmul, 4 },
+	{ "elementwise", wl_binary, 0 },
+	{ "elementwise", wl_binary, 1 },
+	{ "elementwise", wl_chain, 0 },
+	{ "reduction", wl_reduce, 0 },
+	{ "reduction", wl_reduce, 1 },
+	{ "normalization", wl_rownorm, 0 },
+	{ "normalization", wl_rownorm, 1 },
+	{ "conv", wl_conv, 0 },
+	{ "training", wl_train, 0 },
+	{ "training", wl_train, 1 },
+	{ "latency", wl_ping, 0 },
+	{ "latency", wl_op_latency, 0 },
+	{ "latency", wl_pipelined, 0 },
+	{ "transfer", wl_transfer, 0 },
+	{ "transfer", wl_transfer, 1 },
+};
+#define NWORKLOADS (sizeof(workloads) / sizeof(workloads[0]))
+
+/* Deletes every bench tensor (Adam state included); errors are ignored. */
+static void cleanup(struct bench *b)
+{
+	struct tensord_tensor_info *list = NULL;
+	size_t count = 0;
+
+	if (tensord_list(b->td, PFX, &list, &count) < 0)
+		return;
+	for (size_t i = 0; i < count; i++)
+		tensord_delete(b->td, list[i].name);
+	free(list);
+}
+
+/* Whether `name` or `group` matches an entry of the comma-separated `only`
+ * (substrings). */
+static bool selected(const char *only, const char *name, const char *group)
+{
+	const char *p = only;
+
+	if (!only)
+		return true;
+	while (*p) {
+		size_t n = strcspn(p, ",");
+		char item[64];
+
+		if (n > 0 && n < sizeof(item)) {
+			memcpy(item, p, n);
+			item[n] = '\0';
+			if (strstr(name, item) || !strcmp(group, item))
+				return true;
+		}
+		p += n + (p[n] == ',');
+	}
+	return false;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: bench_gpu [--socket PATH] [--size full|smoke] [--json] [options]\n"
+		"  --socket PATH   tensord socket (default $TENSORD_SOCKET, else\n"
+		"                  /run/tensord/tensord.sock)\n"
+		"  --size S        full (the H100 table, default) or smoke (tiny, for CI)\n"
+		"  --json          machine-readable output (for bench/compare_torch.py)\n"
+		"  --reps N        timed calls per op workload (default: full 20, smoke 2)\n"
+		"  --warmup N      untimed calls first (default: full 3, smoke 1)\n"
+		"  --only LIST     comma-separated name substrings or groups (matmul,\n"
+		"                  elementwise, reduction, normalization, conv, training,\n"
+		"                  latency, transfer)\n"
+		"  --list          print the workloads of this size and exit (with --json:\n"
+		"                  the JSON report with every figure null)\n"
+		"  --wait SEC      wait up to SEC seconds for the socket to accept\n"
+		"  --quiet         no progress lines on stderr\n"
+		"Exit status: 0 all workloads ran, 3 some failed (listed with their\n"
+		"error), 1 no daemon, 2 usage.\n");
+}
+
+static void init_result(struct bench_result *res, const struct workload *w)
+{
+	memset(res, 0, sizeof(*res));
+	res->group = w->group;
+	res->gpu_ns = res->wall_ns = res->daemon_ns = res->p99_ns = NAN;
+	res->kernel = res->e2e = NAN;
+}
+
+int main(int argc, char **argv)
+{
+	enum { OPT_SOCKET = 256, OPT_SIZE, OPT_JSON, OPT_REPS, OPT_WARMUP, OPT_ONLY, OPT_LIST,
+	       OPT_WAIT, OPT_QUIET };
+	static const struct option longopts[] = {
+		{ "socket", required_argument, NULL, OPT_SOCKET },
+		{ "size", required_argument, NULL, OPT_SIZE },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "reps", required_argument, NULL, OPT_REPS },
+		{ "warmup", required_argument, NULL, OPT_WARMUP },
+		{ "only", required_argument, NULL, OPT_ONLY },
+		{ "list", no_argument, NULL, OPT_LIST },
+		{ "wait", required_argument, NULL, OPT_WAIT },
+		{ "quiet", no_argument, NULL, OPT_QUIET },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static struct bench_result results[NWORKLOADS];
+	struct bench b = { .sz = &size_full };
+	struct bench_meta meta = { .size = NULL };
+	const char *only = NULL;
+	unsigned reps = 0, warmup = 0, wait_s = 0, n = 0, failed = 0;
+	bool json = false, list = false, quiet = false, have_reps = false, have_warmup = false;
+	bool pick[NWORKLOADS];
+	int c, r;
+
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		int e = 0;
+
+		switch (c) {
+		case OPT_SOCKET: b.path = optarg; break;
+		case OPT_SIZE:
+			if (!strcmp(optarg, "full"))
+				b.sz = &size_full;
+			else if (!strcmp(optarg, "smoke"))
+				b.sz = &size_smoke;
+			else
+				e = -EINVAL;
+			break;
+		case OPT_JSON: json = true; break;
+		case OPT_REPS: e = bench_parse_uint(optarg, 1, 100000, &reps); have_reps = true; break;
+		case OPT_WARMUP: e = bench_parse_uint(optarg, 0, 100000, &warmup); have_warmup = true; break;
+		case OPT_ONLY: only = optarg; break;
+		case OPT_LIST: list = true; break;
+		case OPT_WAIT: e = bench_parse_uint(optarg, 0, 3600, &wait_s); break;
+		case OPT_QUIET: quiet = true; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+		if (e < 0) {
+			fprintf(stderr, "bench_gpu: bad value for --%s: %s\n",
+				longopts[c - OPT_SOCKET].name, optarg);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	b.reps = have_reps ? reps : b.sz->reps;
+	b.warmup = have_warmup ? warmup : b.sz->warmup;
+	meta.size = b.sz->name;
+	meta.reps = b.reps;
+	meta.warmup = b.warmup;
+	signal(SIGPIPE, SIG_IGN);
+	msgpack_sbuffer_init(&b.sb);
+	msgpack_packer_init(&b.pk, &b.sb, msgpack_sbuffer_write);
+
+	/* Name every workload first, for --list and --only. */
+	b.dry = true;
+	for (size_t i = 0; i < NWORKLOADS; i++) {
+		struct bench_result *res = &results[n];
+
+		init_result(res, &workloads[i]);
+		workloads[i].fn(&b, res, workloads[i].arg);
+		pick[i] = selected(only, res->name, res->group);
+		if (!list || !pick[i])
+			continue;
+		snprintf(res->error, sizeof(res->error), "not run (--list)");
+		if (!json)
+			printf("%-22s %-14s %s\n", res->name, res->group, res->desc);
+		n++;
+	}
+	b.dry = false;
+	if (list) {
+		/* JSON with every figure null: the sizes, for compare_torch.py. */
+		if (json) {
+			snprintf(meta.version, sizeof(meta.version), "?");
+			snprintf(meta.device, sizeof(meta.device), "?");
+			bench_report_json(&meta, results, n);
+		}
+		r = 0;
+		goto out;
+	}
+
+	if (wait_s > 0 && (r = bench_wait_for_socket(bench_socket_path(b.path), wait_s)) < 0) {
+		fprintf(stderr, "bench_gpu: %s does not accept connections: %s\n",
+			bench_socket_path(b.path), strerror(-r));
+		r = 1;
+		goto out;
+	}
+	r = tensord_connect(bench_socket_path(b.path), &b.td);
+	if (r < 0) {
+		fprintf(stderr, "bench_gpu: cannot connect to tensord at %s: %s\n",
+			bench_socket_path(b.path), strerror(-r));
+		r = 1;
+		goto out;
+	}
+	if (tensord_ping(b.td, meta.version, sizeof(meta.version)) < 0) {
+		fprintf(stderr, "bench_gpu: ping: %s\n", tensord_last_error(b.td));
+		r = 1;
+		goto out;
+	}
+	bench_device_name(b.td, meta.device, sizeof(meta.device));
+	cleanup(&b);
+
+	for (size_t i = 0; i < NWORKLOADS; i++) {
+		struct bench_result *res = &results[n];
+		double t0 = bench_now_s();
+
+		if (!pick[i])
+			continue;
+		n++;
+		init_result(res, &workloads[i]);
+		if (!quiet) {
+			b.dry = true;
+			workloads[i].fn(&b, res, workloads[i].arg);
+			b.dry = false;
+			fprintf(stderr, "bench_gpu: %-22s ...", res->name);
+		}
+		if (!b.td && (r = tensord_connect(bench_socket_path(b.path), &b.td)) < 0) {
+			b.td = NULL;
+			fail(res, "cannot reconnect to tensord: %s", strerror(-r));
+		} else if (workloads[i].fn(&b, res, workloads[i].arg) == 0) {
+			res->ran = true;
+		}
+		if (!res->ran)
+			failed++;
+		if (!quiet) {
+			if (res->ran)
+				fprintf(stderr, " %.4g %s (%.1f s)\n",
+					isnan(res->kernel) ? res->e2e : res->kernel, res->unit,
+					bench_now_s() - t0);
+			else
+				fprintf(stderr, " FAILED: %s\n", res->error);
+		}
+		/* A dead handle (the daemon closed the stream) is replaced. */
+		if (b.td && tensord_ping(b.td, NULL, 0) < 0) {
+			tensord_free(b.td);
+			b.td = NULL;
+			if (tensord_connect(bench_socket_path(b.path), &b.td) < 0)
+				b.td = NULL;
+		}
+		if (b.td)
+			cleanup(&b);
+	}
+	if (json)
+		bench_report_json(&meta, results, n);
+	else
+		bench_report_table(&meta, results, n);
+	r = failed ? 3 : 0;
+out:
+	tensord_free(b.td);
+	msgpack_sbuffer_destroy(&b.sb);
+	return r;
+}

@@ -1,0 +1,118 @@
+# bash completion for tensorctl(1): commands, options, dtypes, files, op names
+# and the names of the tensors stored in the daemon (asked with --json ls).
+# Installed as bash-completion's completions/tensorctl; or: source this file.
+
+# The ops of docs/ops.md (tests/test_completion.sh keeps this list true).
+_tensorctl_ops="abs adam_m adam_param adam_v add arange argmax argmin avg_pool2d avg_pool2d_grad batch_norm binary_cross_entropy_with_logits cast clamp concat conv2d conv2d_grad_input conv2d_grad_weight copy cos cross_entropy div eq exp full gather ge gelu gt index_select layer_norm le log log_softmax lt matmul max max_pool2d max_pool2d_grad maximum mean min minimum mse mul ne neg nll one_hot ones pad permute pow prod rand randn relu reshape rms_norm rsqrt sgd_buf sgd_param sigmoid silu sin slice softmax softplus sqrt stack std sub sum tanh transpose var where zeros"
+
+_tensorctl_commands="ping info ls stat rm put get run graph train step help"
+_tensorctl_global_opts="--socket --json --help --version"
+
+# Tensor names starting with $1 from the daemon; quietly nothing on failure.
+_tensorctl_names()
+{
+	local bin=$1 cur=$2
+	shift 2
+	# Names are [A-Za-z0-9._:/-] only, so the JSON needs no real parser.
+	"$bin" "$@" --json ls -- "$cur" 2>/dev/null |
+		grep -o '"name":"[^"]*"' | sed 's/^"name":"//; s/"$//'
+}
+
+_tensorctl()
+{
+	local bin=${1:-tensorctl} cur= prev= line=${COMP_LINE:0:COMP_POINT}
+	local cmd= i w npos=0 n
+	local -a sock=() words=()
+	COMPREPLY=()
+
+	# Words split at blanks only: COMP_WORDS splits tensor names at ':' too.
+	read -ra words <<<"$line"
+	[[ -z $line || $line == *[[:blank:]] ]] && words+=("")
+	n=$((${#words[@]} - 1))
+	cur=${words[n]}
+	((n > 0)) && prev=${words[n - 1]}
+
+	# The command, the positional arguments before the cursor, and --socket.
+	for ((i = 1; i < n; i++)); do
+		w=${words[i]}
+		case $w in
+		--socket)
+			sock=(--socket "${words[i + 1]}")
+			((i++)) ;;
+		--socket=*) sock=("$w") ;;
+		--file | -f | --values | --shape | --dtype | --out | -o | --attr | -a | \
+			--interval | -n | --count | -c)
+			((i++)) ;;
+		-*) ;;
+		*)
+			if [[ -z $cmd ]]; then cmd=$w; else ((npos++)); fi ;;
+		esac
+	done
+
+	case $prev in
+	--socket)
+		compopt -o filenames 2>/dev/null
+		COMPREPLY=($(compgen -f -- "$cur"))
+		return ;;
+	--file | -f | --out | -o)
+		if [[ $cmd == run ]]; then
+			COMPREPLY=($(compgen -W "$(_tensorctl_names "$bin" "$cur" "${sock[@]}")" -- "$cur"))
+		else
+			compopt -o filenames 2>/dev/null
+			COMPREPLY=($(compgen -f -X '!*.npy' -- "$cur") $(compgen -d -- "$cur"))
+		fi
+		;;
+	--dtype)
+		COMPREPLY=($(compgen -W "f32 f16 bf16 i32 u8" -- "$cur"))
+		return ;;
+	--values | --shape | --attr | -a | --interval | -n | --count | -c)
+		return ;;
+	esac
+
+	if ((${#COMPREPLY[@]} == 0)); then
+		if [[ -z $cmd ]]; then
+			if [[ $cur == -* ]]; then
+				COMPREPLY=($(compgen -W "$_tensorctl_global_opts" -- "$cur"))
+			else
+				COMPREPLY=($(compgen -W "$_tensorctl_commands" -- "$cur"))
+			fi
+			return
+		fi
+		if [[ $cur == -* ]]; then
+			local opts=$_tensorctl_global_opts
+			case $cmd in
+			put) opts+=" --file --values --shape --dtype" ;;
+			get) opts+=" --out" ;;
+			run) opts+=" --out --attr" ;;
+			info) opts+=" --watch --interval --count" ;;
+			esac
+			COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+			return
+		fi
+		case $cmd in
+		ls | stat | rm | get | put)
+			((npos == 0)) &&
+				COMPREPLY=($(compgen -W "$(_tensorctl_names "$bin" "$cur" "${sock[@]}")" -- "$cur")) ;;
+		run)
+			if ((npos == 0)); then
+				COMPREPLY=($(compgen -W "$_tensorctl_ops" -- "$cur"))
+			else
+				COMPREPLY=($(compgen -W "$(_tensorctl_names "$bin" "$cur" "${sock[@]}")" -- "$cur"))
+			fi ;;
+		graph | train | step)
+			if ((npos == 0)); then
+				compopt -o filenames 2>/dev/null
+				COMPREPLY=($(compgen -f -X '!*.json' -- "$cur") $(compgen -d -- "$cur"))
+			fi ;;
+		esac
+	fi
+
+	# A ':' splits words for readline: offer only what follows the last one.
+	if [[ $cur == *:* && $COMP_WORDBREAKS == *:* ]]; then
+		local colon=${cur%"${cur##*:}"} k
+		for k in "${!COMPREPLY[@]}"; do
+			COMPREPLY[k]=${COMPREPLY[k]#"$colon"}
+		done
+	fi
+}
+complete -F _tensorctl tensorctl

@@ -1,0 +1,349 @@
+/* tensorctl info --watch: device memory, clients and request rates, sampled
+ * every --interval seconds. A full screen redrawn in place when stdout is a
+ * terminal; otherwise one line per sample (one JSON object with --json). */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "json.h"
+#include "pack.h"
+#include "print.h"
+
+#define INTERVAL_MIN 0.05
+#define INTERVAL_MAX 86400.0
+#define COUNT_MAX 1000000000ull
+
+/* What one sample shows; fields the daemon did not send stay unset. */
+struct sample {
+	double at;              /* monotonic seconds */
+	bool have_requests;
+	uint64_t requests, failed;
+	double req_rate, fail_rate; /* NAN until a previous sample exists */
+};
+
+static bool get_uint(const msgpack_object *map, const char *key, uint64_t *ret)
+{
+	return map && tdp_obj_uint(tdp_map_find(map, key), ret) == 0;
+}
+
+static bool get_double(const msgpack_object *map, const char *key, double *ret)
+{
+	const msgpack_object *o = map ? tdp_map_find(map, key) : NULL;
+
+	if (!o)
+		return false;
+	switch (o->type) {
+	case MSGPACK_OBJECT_FLOAT32:
+	case MSGPACK_OBJECT_FLOAT64: *ret = o->via.f64; return true;
+	case MSGPACK_OBJECT_POSITIVE_INTEGER: *ret = (double)o->via.u64; return true;
+	default: return false;
+	}
+}
+
+static int parse_options(struct ctl *c, double *ret_interval, uint64_t *ret_count)
+{
+	double interval = 1.0;
+	uint64_t count = 0;
+	char *end;
+
+	if (c->interval) {
+		errno = 0;
+		interval = strtod(c->interval, &end);
+		if (errno || end == c->interval || *end || !isfinite(interval) ||
+		    interval < INTERVAL_MIN || interval > INTERVAL_MAX)
+			return ctl_usage_error("--interval '%.64s': want seconds from %g to %g",
+					       c->interval, INTERVAL_MIN, INTERVAL_MAX);
+	}
+	if (c->count) {
+		errno = 0;
+		count = strtoull(c->count, &end, 10);
+		if (errno || end == c->count || *end || c->count[0] == '-' || count == 0 ||
+		    count > COUNT_MAX)
+			return ctl_usage_error("--count '%.64s': want a whole number from 1 to %llu",
+					       c->count, COUNT_MAX);
+	}
+	*ret_interval = interval;
+	*ret_count = count;
+	return CTL_EXIT_OK;
+}
+
+/* The device tensord uses (marked active), else the first. */
+static const msgpack_object *active_device(const msgpack_object *info)
+{
+	const msgpack_object *devs = tdp_map_find(info, "devices"), *first = NULL;
+
+	if (!devs || devs->type != MSGPACK_OBJECT_ARRAY)
+		return NULL;
+	for (uint32_t i = 0; i < devs->via.array.size; i++) {
+		const msgpack_object *d = &devs->via.array.ptr[i], *a;
+
+		if (d->type != MSGPACK_OBJECT_MAP)
+			continue;
+		if (!first)
+			first = d;
+		a = tdp_map_find(d, "active");
+		if (a && a->type == MSGPACK_OBJECT_BOOLEAN && a->via.boolean)
+			return d;
+	}
+	return first;
+}
+
+static void json_rate(FILE *f, double v)
+{
+	if (isnan(v))
+		fputs("null", f);
+	else
+		fprintf(f, "%.3f", v);
+}
+
+/* The info map with "time" and "rates" added, on one line. */
+static void print_json(const msgpack_object *info, const struct sample *s)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	fputc('{', stdout);
+	for (uint32_t i = 0; info->type == MSGPACK_OBJECT_MAP && i < info->via.map.size; i++) {
+		ctl_json_msgpack(stdout, &info->via.map.ptr[i].key);
+		fputc(':', stdout);
+		ctl_json_msgpack(stdout, &info->via.map.ptr[i].val);
+		fputc(',', stdout);
+	}
+	printf("\"time\":%.3f,\"rates\":{\"requests_per_s\":",
+	       (double)ts.tv_sec + (double)ts.tv_nsec / 1e9);
+	json_rate(stdout, s->req_rate);
+	fputs(",\"failed_per_s\":", stdout);
+	json_rate(stdout, s->fail_rate);
+	fputs("}}\n", stdout);
+}
+
+static void format_rate(char *buf, size_t cap, double v)
+{
+	if (isnan(v))
+		snprintf(buf, cap, "-");
+	else
+		snprintf(buf, cap, "%.1f", v);
+}
+
+static void clock_text(char *buf, size_t cap)
+{
+	struct tm tm;
+	time_t t = time(NULL);
+
+	if (!localtime_r(&t, &tm) || strftime(buf, cap, "%H:%M:%S", &tm) == 0)
+		snprintf(buf, cap, "-");
+}
+
+/* One line per sample, for logs and pipes; the header comes first. */
+static void print_line(const msgpack_object *info, const struct sample *s, bool header)
+{
+	const msgpack_object *dev = active_device(info);
+	const msgpack_object *tensors = tdp_map_find(info, "tensors");
+	char when[16], tbytes[32] = "-", used[32] = "-", total[32] = "-", rate[32], frate[32];
+	char clients[24] = "-", count[24] = "-";
+	uint64_t v;
+
+	if (header)
+		printf("%-8s  %7s  %7s  %12s  %10s  %10s  %8s  %8s\n", "TIME", "CLIENTS", "TENSORS",
+		       "TENSOR SIZE", "MEM USED", "MEM TOTAL", "REQ/S", "FAILED/S");
+	clock_text(when, sizeof(when));
+	if (get_uint(info, "connections", &v))
+		snprintf(clients, sizeof(clients), "%" PRIu64, v);
+	if (get_uint(tensors, "count", &v))
+		snprintf(count, sizeof(count), "%" PRIu64, v);
+	if (get_uint(tensors, "bytes", &v))
+		ctl_format_size(tbytes, sizeof(tbytes), v);
+	if (get_uint(dev, "memory_used", &v))
+		ctl_format_size(used, sizeof(used), v);
+	if (get_uint(dev, "memory_total", &v))
+		ctl_format_size(total, sizeof(total), v);
+	format_rate(rate, sizeof(rate), s->req_rate);
+	format_rate(frate, sizeof(frate), s->fail_rate);
+	printf("%-8s  %7s  %7s  %12s  %10s  %10s  %8s  %8s\n", when, clients, count, tbytes, used,
+	       total, rate, frate);
+}
+
+/* A field of a device map, for the table. */
+static void device_cell(const msgpack_object *d, int col, char *buf, size_t cap)
+{
+	const msgpack_object *o;
+	uint64_t used, total;
+
+	switch (col) {
+	case 0:
+		o = tdp_map_find(d, "active");
+		snprintf(buf, cap, "%s", o && o->type == MSGPACK_OBJECT_BOOLEAN && o->via.boolean
+						 ? "*" : " ");
+		if (get_uint(d, "index", &used))
+			snprintf(buf + 1, cap - 1, " %" PRIu64, used);
+		break;
+	case 1:
+		o = tdp_map_find(d, "name");
+		if (o && o->type == MSGPACK_OBJECT_STR)
+			snprintf(buf, cap, "%.*s", o->via.str.size > 48 ? 48 : (int)o->via.str.size,
+				 o->via.str.ptr);
+		else
+			snprintf(buf, cap, "?");
+		break;
+	case 2: case 3: case 4:
+		if (get_uint(d, col == 2 ? "memory_used" : col == 3 ? "memory_reserved"
+								    : "memory_total", &used))
+			ctl_format_size(buf, cap, used);
+		else
+			snprintf(buf, cap, "-");
+		break;
+	default:
+		if (get_uint(d, "memory_used", &used) && get_uint(d, "memory_total", &total) &&
+		    total > 0) {
+			double frac = (double)used / (double)total;
+			int cells = (int)(frac * 10 + 0.5);
+
+			cells = cells > 10 ? 10 : cells;
+			snprintf(buf, cap, "[%.*s%.*s] %5.1f%%", cells, "##########", 10 - cells,
+				 "..........", frac * 100);
+		} else {
+			snprintf(buf, cap, "-");
+		}
+	}
+}
+
+/* The whole screen, redrawn in place. */
+static void print_screen(const msgpack_object *info, const struct sample *s, double interval)
+{
+	static const char *const heads[] = { "DEV", "NAME", "USED", "RESERVED", "TOTAL", "USE" };
+	static const int right[] = { 0, 0, 1, 1, 1, 0 };
+	enum { NCOL = 6 };
+	const msgpack_object *tensors = tdp_map_find(info, "tensors");
+	const msgpack_object *devs = tdp_map_find(info, "devices");
+	const msgpack_object *ver = tdp_map_find(info, "version");
+	char text[64], when[16], rate[32], frate[32], cell[80];
+	int width[NCOL];
+	uint64_t v, w;
+	double up;
+
+	fputs("\033[H\033[J", stdout); /* home, clear to the end */
+	clock_text(when, sizeof(when));
+	printf("tensord %.*s", ver && ver->type == MSGPACK_OBJECT_STR && ver->via.str.size < 64
+				       ? (int)ver->via.str.size : 1,
+	       ver && ver->type == MSGPACK_OBJECT_STR && ver->via.str.size < 64 ? ver->via.str.ptr
+									   : "?");
+	if (get_uint(info, "pid", &v))
+		printf(", pid %" PRIu64, v);
+	if (get_double(info, "uptime", &up)) {
+		ctl_format_duration(text, sizeof(text), up);
+		printf(", up %s", text);
+	}
+	printf("    %s, every %g s\n\n", when, interval);
+	if (get_uint(info, "connections", &v))
+		printf("%-10s %" PRIu64 "\n", "clients", v);
+	if (get_uint(tensors, "count", &v) && get_uint(tensors, "bytes", &w)) {
+		ctl_format_size(text, sizeof(text), w);
+		printf("%-10s %" PRIu64 ", %s\n", "tensors", v, text);
+	}
+	if (s->have_requests) {
+		format_rate(rate, sizeof(rate), s->req_rate);
+		format_rate(frate, sizeof(frate), s->fail_rate);
+		printf("%-10s %s/s (%" PRIu64 " in all), failed %s/s (%" PRIu64 ")\n", "requests",
+		       rate, s->requests, frate, s->failed);
+	}
+	fputc('\n', stdout);
+	if (!devs || devs->type != MSGPACK_OBJECT_ARRAY) {
+		fflush(stdout);
+		return;
+	}
+	for (int k = 0; k < NCOL; k++)
+		width[k] = (int)strlen(heads[k]);
+	for (uint32_t i = 0; i < devs->via.array.size; i++)
+		for (int k = 0; k < NCOL; k++) {
+			if (devs->via.array.ptr[i].type != MSGPACK_OBJECT_MAP)
+				continue;
+			device_cell(&devs->via.array.ptr[i], k, cell, sizeof(cell));
+			if ((int)strlen(cell) > width[k])
+				width[k] = (int)strlen(cell);
+		}
+	for (int k = 0; k < NCOL; k++)
+		printf("%*s%s", k + 1 < NCOL ? (right[k] ? width[k] : -width[k]) : 0, heads[k],
+		       k + 1 < NCOL ? "  " : "\n");
+	for (uint32_t i = 0; i < devs->via.array.size; i++) {
+		if (devs->via.array.ptr[i].type != MSGPACK_OBJECT_MAP)
+			continue;
+		for (int k = 0; k < NCOL; k++) {
+			device_cell(&devs->via.array.ptr[i], k, cell, sizeof(cell));
+			printf("%*s%s", k + 1 < NCOL ? (right[k] ? width[k] : -width[k]) : 0, cell,
+			       k + 1 < NCOL ? "  " : "\n");
+		}
+	}
+	fflush(stdout);
+}
+
+/* Sleep until `deadline` (monotonic seconds). */
+static void sleep_until(double deadline)
+{
+	struct timespec ts = { .tv_sec = (time_t)deadline,
+			       .tv_nsec = (long)((deadline - floor(deadline)) * 1e9) };
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+int ctl_cmd_info_watch(struct ctl *c)
+{
+	struct sample prev = { .at = 0 }, cur;
+	bool tty = !c->json && isatty(STDOUT_FILENO);
+	double interval = 1.0, start;
+	uint64_t count = 0;
+	int status;
+
+	if ((status = parse_options(c, &interval, &count)) != CTL_EXIT_OK)
+		return status;
+	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
+		return status;
+	start = ctl_now();
+	for (uint64_t i = 0; count == 0 || i < count; i++) {
+		const msgpack_object *req;
+		msgpack_unpacked u;
+		size_t off = 0, len;
+		void *res = NULL;
+		int r;
+
+		if (i > 0)
+			sleep_until(start + (double)i * interval);
+		if ((r = tensord_info_raw(c->td, &res, &len)) < 0)
+			return ctl_call_failed(c, r);
+		msgpack_unpacked_init(&u);
+		if (msgpack_unpack_next(&u, res, len, &off) != MSGPACK_UNPACK_SUCCESS) {
+			msgpack_unpacked_destroy(&u);
+			free(res);
+			return ctl_error("malformed reply");
+		}
+		cur = (struct sample){ .at = ctl_now(), .req_rate = NAN, .fail_rate = NAN };
+		req = tdp_map_find(&u.data, "requests");
+		cur.have_requests = get_uint(req, "total", &cur.requests) &&
+				    get_uint(req, "failed", &cur.failed);
+		if (cur.have_requests && prev.have_requests && cur.at > prev.at) {
+			/* Our own info request is one of them: leave it out. */
+			uint64_t n = cur.requests - prev.requests;
+
+			cur.req_rate = (double)(n > 0 ? n - 1 : 0) / (cur.at - prev.at);
+			cur.fail_rate = (double)(cur.failed - prev.failed) / (cur.at - prev.at);
+		}
+		if (c->json)
+			print_json(&u.data, &cur);
+		else if (tty)
+			print_screen(&u.data, &cur, interval);
+		else
+			print_line(&u.data, &cur, i == 0);
+		fflush(stdout);
+		msgpack_unpacked_destroy(&u);
+		free(res);
+		prev = cur;
+		if (ferror(stdout))
+			return ctl_error("writing to standard output failed");
+	}
+	return CTL_EXIT_OK;
+}

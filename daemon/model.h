@@ -1,0 +1,109 @@
+/* Models: a named training graph (nodes, loss, parameters, data inputs,
+ * default outputs, optimizer) defined once and used by train.step,
+ * train.run, model.evaluate and model.predict, with its step count.
+ *
+ * The registry is a small table behind this API so that persistence (to the
+ * state dir) can be added without touching the methods: a model's whole
+ * definition is one packed msgpack map (model_definition()). */
+#pragma once
+
+#include <msgpack.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "ops/op.h"
+#include "wire_limits.h"
+
+/* Limits checked before anything is allocated for a definition. */
+#define MODEL_MAX_MODELS 1024
+#define MODEL_MAX_PARAMS 256
+#define MODEL_MAX_INPUTS OP_MAX_INPUTS
+#define MODEL_MAX_OUTPUTS 64
+#define MODEL_MAX_DEF_BYTES (4u << 20)
+#define MODEL_MAX_STEP INT32_MAX
+
+/* A data input: its name and, when the definition gave one, an example
+ * dtype and shape (used to check the graph when no tensor of that name is
+ * stored). */
+struct model_input {
+	char name[TDP_MAX_NAME_LEN + 1];
+	bool has_spec;
+	int dtype;
+	unsigned rank;
+	uint64_t shape[TDP_MAX_RANK];
+};
+
+struct model {
+	char name[TDP_MAX_NAME_LEN + 1];
+	uint64_t serial;            /* unique per definition: a replaced model gets a new one */
+	uint32_t owner;             /* uid */
+	int64_t created_ns, modified_ns; /* CLOCK_REALTIME */
+	int64_t step;               /* the last step trained (0: none) */
+	struct tdp_buf def;         /* the packed definition map */
+	msgpack_unpacked u;         /* def decoded; the fields below point into it */
+	const msgpack_object *nodes;     /* array */
+	const msgpack_object *optimizer; /* map or NULL */
+	const msgpack_object *loss_obj;  /* str */
+	const msgpack_object *params_obj; /* array of str */
+	char loss[TDP_MAX_NAME_LEN + 1];
+	unsigned nparams;
+	char (*params)[TDP_MAX_NAME_LEN + 1];
+	unsigned ninputs;
+	struct model_input inputs[MODEL_MAX_INPUTS];
+	unsigned noutputs;
+	char (*outputs)[TDP_MAX_NAME_LEN + 1];
+	struct model *next;         /* the registry's chain */
+};
+
+struct models;
+
+/* An empty registry of at most `max` models. NULL on ENOMEM. */
+struct models *models_new(uint32_t max);
+
+/* Free every model and the registry; NULL is accepted. */
+void models_free(struct models *ms);
+
+/* Check the definition map `def` ({nodes, loss, params, inputs?, outputs?,
+ * optimizer?}) for its structure and limits (not against the store: see
+ * train_model_check) and build a model named `name` holding a packed copy.
+ * Returns 0 with *ret (free with model_free unless handed to models_put), or
+ * -EINVAL with the reason in `why`, or -ENOMEM / -EFBIG (definition over
+ * MODEL_MAX_DEF_BYTES). */
+int model_new(const char *name, const msgpack_object *def, struct model **ret, char *why,
+	      size_t why_len);
+
+/* Free a model that is not in a registry; NULL is accepted. */
+void model_free(struct model *m);
+
+/* The packed definition map and its length. */
+const void *model_definition(const struct model *m, size_t *ret_len);
+
+/* Whether `id` is one of the model's declared inputs. */
+bool model_has_input(const struct model *m, const char *id);
+
+/* Whether `name` is one of the model's parameters. */
+bool model_has_param(const struct model *m, const char *name);
+
+/* The model named `name`, or NULL. */
+struct model *models_find(struct models *ms, const char *name);
+
+/* The model named `name` if it still has `serial` (not replaced), or NULL. */
+struct model *models_find_serial(struct models *ms, const char *name, uint64_t serial);
+
+/* Insert `m` (owned by the registry from now on), replacing and freeing a
+ * model of the same name. Gives `m` a fresh serial. Returns 0, or -ENOSPC
+ * when a new name would exceed the limit (`m` is then still the caller's). */
+int models_put(struct models *ms, struct model *m);
+
+/* Whether one more name fits. */
+bool models_has_room(const struct models *ms);
+
+/* Remove and free the model named `name`. Returns 0 or -ENOENT. */
+int models_delete(struct models *ms, const char *name);
+
+/* Every model, sorted by name: *ret_list is a malloc'd array of *ret_count
+ * pointers into the registry, valid until it changes (free() the array;
+ * NULL when empty). Returns 0 or -ENOMEM. */
+int models_list(struct models *ms, struct model ***ret_list, size_t *ret_count);

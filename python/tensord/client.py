@@ -1,0 +1,643 @@
+"""The tensord client: one msgpack-RPC connection over the daemon's Unix socket.
+
+Every method of the protocol (docs/protocol.md) is one small method of
+:class:`_Methods` that names the RPC, builds its params and says how to decode
+the result. :class:`Client` runs them and waits for the answer;
+:class:`Pipeline` sends them at once and hands back :class:`Pending` results,
+so many requests travel before the first answer is read. A method the client
+has no function for yet is one :meth:`Client.call` away.
+"""
+import collections
+import os
+import selectors
+import socket
+import struct
+import time
+
+import msgpack
+import numpy as np
+
+from . import dtypes as _dt
+from .errors import (ConnectionFailed, InvalidArgument, ProtocolError, ResourceExhausted,
+                     TensordError, error_from_map)
+
+__all__ = ["Client", "Pipeline", "Pending", "DeadlineExceeded", "connect", "socket_path",
+           "DEFAULT_SOCKET"]
+
+DEFAULT_SOCKET = "/run/tensord/tensord.sock"
+#: the daemon's default `max_message_bytes` (1 GiB + 1 MiB); info() updates it
+DEFAULT_MAX_MESSAGE = (1 << 30) + (1 << 20)
+_RECV_CHUNK = 1 << 20
+_SEND_CHUNK = 4 << 20
+# Values at least this large are written from the caller's memory, not packed.
+_TAIL_MIN = 64 << 10
+
+
+class DeadlineExceeded(TensordError, TimeoutError):
+    """No answer within the client's timeout; the connection is closed (the
+    stream's position is unknown), which also cancels a train.run."""
+
+    code = 4
+    name = "DEADLINE_EXCEEDED"
+
+
+def socket_path(path=None):
+    """The socket to use: `path`, else $TENSORD_SOCKET (when set and not
+    empty), else /run/tensord/tensord.sock."""
+    if path:
+        return os.fspath(path)
+    return os.environ.get("TENSORD_SOCKET") or DEFAULT_SOCKET
+
+
+def _default(obj):
+    """msgpack's fallback: NumPy scalars and arrays in params become plain values."""
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, (tuple, set, frozenset)):
+        return list(obj)
+    raise TypeError("cannot send a %s in params" % type(obj).__name__)
+
+
+def _bin_header(n):
+    if n < 1 << 8:
+        return b"\xc4" + struct.pack(">B", n)
+    if n < 1 << 16:
+        return b"\xc5" + struct.pack(">H", n)
+    return b"\xc6" + struct.pack(">I", n)
+
+
+class Pending:
+    """The answer to a request sent but perhaps not read yet."""
+
+    __slots__ = ("msgid", "method", "_client", "_decode", "_on_notify", "_done", "_error",
+                 "_result")
+
+    def __init__(self, client, msgid, method, decode, on_notify):
+        self.msgid = msgid
+        self.method = method
+        self._client = client
+        self._decode = decode
+        self._on_notify = on_notify
+        self._done = False
+        self._error = None
+        self._result = None
+
+    def done(self):
+        """Whether the answer has arrived (or the request failed)."""
+        return self._done
+
+    def result(self):
+        """Wait for the answer; return the decoded result or raise its error."""
+        if not self._done:
+            self._client._wait(self)
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def exception(self):
+        """Wait for the answer; the error it carries, or None."""
+        if not self._done:
+            self._client._wait(self)
+        return self._error
+
+    def _finish(self, error, result):
+        self._done = True
+        self._error = error
+        self._result = result
+        self._client = None
+
+    def __repr__(self):
+        state = "pending" if not self._done else "failed" if self._error else "done"
+        return "<Pending %s #%d %s>" % (self.method, self.msgid, state)
+
+
+# ---- result decoders -------------------------------------------------------
+
+def _tensor(m, copy=True):
+    """{"dtype", "shape", "data", ...} -> ndarray."""
+    if not isinstance(m, dict) or "data" not in m:
+        raise ProtocolError("expected a tensor map with data, got %r" % (m,)[:200])
+    return _dt.decode(m.get("dtype"), m.get("shape", ()), m["data"], copy=copy)
+
+
+def _outputs(result):
+    """A result whose "outputs" map holds tensors: those become arrays."""
+    if isinstance(result, dict) and isinstance(result.get("outputs"), dict):
+        result = dict(result)
+        result["outputs"] = {k: _tensor(v) for k, v in result["outputs"].items()}
+    return result
+
+
+def _params(params, kw):
+    if params is None and not kw:
+        return None
+    if params is not None and not isinstance(params, dict):
+        raise InvalidArgument("params must be a dict of named arguments, not %s"
+                              % type(params).__name__)
+    merged = dict(params or {})
+    merged.update(kw)
+    return merged
+
+
+def _name(what, value):
+    if not isinstance(value, str):
+        raise InvalidArgument("%s must be a str, not %s" % (what, type(value).__name__))
+    return value
+
+
+def _names(what, values):
+    if isinstance(values, str):
+        return [values]
+    try:
+        return [_name(what, v) for v in values]
+    except TypeError:
+        raise InvalidArgument("%s must be a list of str" % what) from None
+
+
+def _omit_none(**kw):
+    return {k: v for k, v in kw.items() if v is not None}
+
+
+class _Methods:
+    """The protocol's methods, written once for Client and Pipeline.
+
+    Each builds one request and hands it to ``self._do(method, params, decode,
+    on_notify)``: Client waits and returns the decoded result, Pipeline returns
+    a Pending. To add a method, add a function here (or use call())."""
+
+    def _do(self, method, params=None, decode=None, on_notify=None):
+        raise NotImplementedError
+
+    def call(self, method, args=None, /, *, on_notify=None, **kw):
+        """Any method: `args` (a dict) and keyword arguments are merged into
+        its named arguments; returns the result map as the daemon sent it
+        (tensor data as bytes). `on_notify(method, params)` receives the
+        notifications that arrive while the call runs::
+
+            c.call("tensor.stat", name="w")
+            c.call("train.run", {"nodes": nodes, "params": ["w"], ...})
+        """
+        return self._do(_name("method", method), _params(args, kw), None, on_notify)
+
+    def ping(self):
+        """``{"pong": True, "version": str, "protocol": 1}``."""
+        return self._do("ping")
+
+    def info(self):
+        """The daemon's version, devices, tensor totals, connections and limits."""
+        return self._do("info", decode=self._saw_info)
+
+    def _saw_info(self, result):
+        return result
+
+    def put(self, name, array, dtype=None, *, if_absent=False):
+        """Store `array` (a NumPy array, or anything np.asarray takes) as
+        `name`, replacing a tensor of that name unless `if_absent`. The dtype
+        follows the array (float32 f32, float16 f16, int32 i32, uint8 u8);
+        pass `dtype` to convert, or "bf16" (see tensord.dtypes). Returns the
+        stored tensor's metadata."""
+        dtype, shape, data = _dt.encode(array, dtype)
+        params = {"name": _name("name", name), "dtype": dtype, "shape": shape, "data": data}
+        if if_absent:
+            params["if_absent"] = True
+        return self._do("tensor.put", params)
+
+    def get(self, name, *, meta=False, copy=True):
+        """The tensor `name` as a NumPy array (bf16: uint16 bit patterns).
+        With `meta`, (array, metadata). With `copy` False the array is a
+        read-only view of the received bytes (no second copy)."""
+        def decode(m):
+            a = _tensor(m, copy=copy)
+            if meta:
+                return a, {k: v for k, v in m.items() if k != "data"}
+            return a
+        return self._do("tensor.get", {"name": _name("name", name)}, decode)
+
+    def stat(self, name):
+        """The metadata of tensor `name`."""
+        return self._do("tensor.stat", {"name": _name("name", name)})
+
+    def list(self, prefix=None):
+        """Metadata of every tensor (whose name starts with `prefix`), by name."""
+        params = None if prefix is None else {"prefix": _name("prefix", prefix)}
+        return self._do("tensor.list", params, lambda r: r["tensors"])
+
+    def delete(self, name):
+        """Delete tensor `name`; ``{"name", "deleted": True, "bytes"}``."""
+        return self._do("tensor.delete", {"name": _name("name", name)})
+
+    def op_run(self, op, inputs, attrs=None, out=None):
+        """Run one op (docs/ops.md) on stored tensors. Without `out` the result
+        comes back as an array; with it, it is stored and its metadata returned."""
+        params = {"op": _name("op", op), "inputs": _names("inputs", inputs)}
+        if attrs:
+            params["attrs"] = dict(attrs)
+        if out is not None:
+            params["out"] = _name("out", out)
+            return self._do("op.run", params)
+        return self._do("op.run", params, _tensor)
+
+    run = op_run
+
+    def graph_run(self, nodes, outputs=None):
+        """Many ops in one GPU submission. Returns ``{"outputs": {id: array},
+        "stored": {name: metadata}}``."""
+        params = {"nodes": list(nodes)}
+        if outputs is not None:
+            params["outputs"] = _names("outputs", outputs)
+        return self._do("graph.run", params, _outputs)
+
+    def train_step(self, nodes, loss, params, *, optimizer=None, step=None, grads=None,
+                   outputs=None, **options):
+        """One training step (forward, backward, optimizer update). Returns
+        ``{"loss", "step", "lr", "outputs": {id: array}, "stored": [names]}``."""
+        req = dict(nodes=list(nodes), loss=_name("loss", loss), params=_names("params", params),
+                   **_omit_none(optimizer=optimizer, step=step, grads=grads))
+        if outputs is not None:
+            req["outputs"] = _names("outputs", outputs)
+        req.update(options)
+        return self._do("train.step", req, _outputs)
+
+    def train_run(self, nodes, loss, params, data, batch_size, *, on_progress=None,
+                  on_eval=None, on_notify=None, **options):
+        """A whole training run in the daemon (docs/training.md). `options` are
+        the other params of train.run (optimizer, epochs or steps, seed,
+        shuffle, start_step, progress_every, eval, stop_loss).
+
+        While it runs, `on_progress(p)` gets each ``train.progress`` map,
+        `on_eval(e)` each ``train.eval`` map, and `on_notify(method, params)`
+        any other notification. An exception raised by a callback closes the
+        connection, which cancels the run after its current step, and is
+        raised here. Returns the run's result map."""
+        def notify(method, p):
+            if method == "train.progress" and on_progress:
+                on_progress(p)
+            elif method == "train.eval" and on_eval:
+                on_eval(p)
+            elif on_notify:
+                on_notify(method, p)
+        req = dict(nodes=list(nodes), loss=_name("loss", loss), params=_names("params", params),
+                   data=dict(data), batch_size=batch_size)
+        req.update(options)
+        return self._do("train.run", req, None, notify)
+
+
+class Client(_Methods):
+    """One connection to tensord. Not thread-safe: use one per thread.
+
+    `path` defaults to $TENSORD_SOCKET, else /run/tensord/tensord.sock.
+    `timeout` (seconds, None = wait forever) bounds each wait for the daemon;
+    when it passes, DeadlineExceeded is raised and the connection closed.
+    Use as a context manager to close it::
+
+        with tensord.Client() as c:
+            c.put("x", np.arange(6, dtype=np.float32).reshape(2, 3))
+            print(c.get("x"))
+    """
+
+    def __init__(self, path=None, timeout=None):
+        self.path = socket_path(path)
+        self.timeout = timeout
+        self.max_message_bytes = DEFAULT_MAX_MESSAGE
+        self._next_id = 1
+        self._inflight = collections.OrderedDict()   # msgid -> Pending, oldest first
+        self._broken = None
+        self._packer = msgpack.Packer(use_bin_type=True, default=_default)
+        self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=(1 << 31) - 1)
+        self._recv_buf = bytearray(_RECV_CHUNK)
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        try:
+            self._sock.settimeout(timeout)
+            self._sock.connect(self.path)
+            self._sock.setblocking(False)
+        except OSError as e:
+            self._sock.close()
+            self._sock = None
+            raise ConnectionFailed("cannot connect to %s: %s" % (self.path, e.strerror or e)) \
+                from None
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self._sock, selectors.EVENT_READ)
+
+    # ---- lifecycle ----
+    def close(self):
+        """Close the connection; requests still unanswered fail with
+        ConnectionFailed (a train.run in progress is cancelled)."""
+        if self._sock is not None:
+            self._break(ConnectionFailed("the connection was closed by the client"))
+
+    @property
+    def closed(self):
+        return self._sock is None
+
+    def fileno(self):
+        return -1 if self._sock is None else self._sock.fileno()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        sock = getattr(self, "_sock", None)
+        if sock is not None:
+            sock.close()
+
+    def __repr__(self):
+        return "<tensord.Client %s%s>" % (self.path, " closed" if self.closed else "")
+
+    # ---- requests ----
+    def submit(self, method, params=None, decode=None, on_notify=None):
+        """Send one request now and return its Pending (the low-level form of
+        every method: `params` is the dict of named arguments or None,
+        `decode(result)` turns the result map into what result() returns)."""
+        if self._broken is not None:
+            raise ConnectionFailed("the connection is closed (%s)" % self._broken)
+        msgid = self._next_id
+        self._next_id = 1 if self._next_id >= 0xFFFFFFFF else self._next_id + 1
+        chunks = self._pack(msgid, method, params)
+        pending = Pending(self, msgid, method, decode, on_notify)
+        self._inflight[msgid] = pending
+        try:
+            self._send(chunks)
+        except BaseException:
+            self._interrupted()
+            raise
+        return pending
+
+    def _do(self, method, params=None, decode=None, on_notify=None):
+        return self.submit(method, params, decode, on_notify).result()
+
+    def _saw_info(self, result):
+        limits = result.get("limits") if isinstance(result, dict) else None
+        if isinstance(limits, dict) and isinstance(limits.get("max_message_bytes"), int):
+            self.max_message_bytes = limits["max_message_bytes"]
+        return result
+
+    def pipeline(self):
+        """A Pipeline on this connection (see Pipeline)."""
+        return Pipeline(self)
+
+    def exists(self, name):
+        """Whether a tensor `name` is stored."""
+        try:
+            self.stat(name)
+            return True
+        except TensordError as e:
+            if e.name == "NOT_FOUND":
+                return False
+            raise
+
+    __contains__ = exists
+
+    def _pack(self, msgid, method, params):
+        """The request as byte chunks: a large bytes-like value (tensor data)
+        goes last, written from the caller's memory after its bin header."""
+        pk = self._packer
+        head = [pk.pack_array_header(4), pk.pack(0), pk.pack(msgid), pk.pack(method)]
+        tail = None
+        try:
+            if params is None:
+                head.append(pk.pack_array_header(0))
+            else:
+                tail_key = None
+                for k, v in params.items():
+                    if isinstance(v, (memoryview, bytes, bytearray)) and len(v) >= _TAIL_MIN:
+                        tail_key = k
+                head.append(pk.pack_array_header(1))
+                head.append(pk.pack_map_header(len(params)))
+                for k, v in params.items():
+                    if k != tail_key:
+                        head.append(pk.pack(k))
+                        head.append(pk.pack(v))
+                if tail_key is not None:
+                    tail = params[tail_key]
+                    if isinstance(tail, memoryview):
+                        tail = tail.cast("B") if tail.format != "B" or tail.ndim != 1 else tail
+                    if len(tail) > 0xFFFFFFFF:
+                        raise ResourceExhausted("%s: %d bytes of %s is over the 4 GiB a msgpack "
+                                                "bin holds" % (method, len(tail), tail_key))
+                    head.append(pk.pack(tail_key))
+                    head.append(_bin_header(len(tail)))
+        except (TypeError, ValueError, OverflowError) as e:
+            raise InvalidArgument("%s: cannot encode params: %s" % (method, e)) from None
+        head = b"".join(head)
+        total = len(head) + (len(tail) if tail is not None else 0)
+        if total > self.max_message_bytes:
+            raise ResourceExhausted("%s: the request is %d bytes, over the daemon's message "
+                                    "limit of %d" % (method, total, self.max_message_bytes))
+        return [head] if tail is None else [head, memoryview(tail)]
+
+    # ---- I/O ----
+    def _send(self, chunks):
+        """Write every chunk. While the socket is full, read what the daemon
+        sends, so a long pipeline never deadlocks against its backpressure."""
+        for chunk in chunks:
+            view = memoryview(chunk)
+            while view:
+                if self._sock is None:
+                    return  # the stream broke: the request's Pending holds why
+                try:
+                    n = self._sock.send(view[:_SEND_CHUNK])
+                    view = view[n:]
+                    continue
+                except (BlockingIOError, InterruptedError):
+                    pass
+                except OSError as e:
+                    # The daemon may have said why before it closed: read that.
+                    self._drain()
+                    self._fail_stream(ConnectionFailed("writing to the daemon: %s"
+                                                       % (e.strerror or e)))
+                    return
+                self._sel.modify(self._sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
+                try:
+                    events = self._select()
+                finally:
+                    if self._sock is not None:
+                        self._sel.modify(self._sock, selectors.EVENT_READ)
+                if any(mask & selectors.EVENT_READ for _, mask in events):
+                    self._read_some()
+
+    def _select(self):
+        events = self._sel.select(self.timeout)
+        if not events:
+            self._break(DeadlineExceeded("no progress within %g s" % self.timeout))
+            raise DeadlineExceeded("no answer from the daemon within %g s; the connection "
+                                   "is closed" % self.timeout)
+        return events
+
+    def _wait(self, pending):
+        try:
+            while not pending._done:
+                if self._sock is None:
+                    # _break() finished every pending request; reaching here is a bug.
+                    pending._finish(ConnectionFailed("the connection is closed"), None)
+                    break
+                self._select()
+                self._read_some()
+        except BaseException:
+            self._interrupted()
+            raise
+
+    def _interrupted(self):
+        """An exception (Ctrl-C, a signal handler's) left a request half sent
+        or its answer unread: the stream's position is lost, so close it, which
+        also cancels a train.run in the daemon."""
+        if self._sock is not None:
+            self._break(ConnectionFailed("the connection was closed after an interrupted call"))
+
+    def _read_some(self):
+        try:
+            n = self._sock.recv_into(self._recv_buf)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            self._fail_stream(ConnectionFailed("reading from the daemon: %s" % (e.strerror or e)))
+            return
+        if n == 0:
+            self._fail_stream(ConnectionFailed("the daemon closed the connection"))
+            return
+        self._feed(n)
+
+    def _feed(self, n):
+        self._unpacker.feed(memoryview(self._recv_buf)[:n])
+        try:
+            for msg in self._unpacker:
+                self._handle(msg)
+                if self._sock is None:
+                    return
+        except (ValueError, msgpack.UnpackException, UnicodeDecodeError) as e:
+            self._fail_stream(ProtocolError("undecodable data from the daemon: %s" % e))
+
+    def _drain(self):
+        """Read whatever already arrived, without waiting."""
+        while self._sock is not None:
+            try:
+                n = self._sock.recv_into(self._recv_buf)
+            except OSError:
+                return
+            if n == 0:
+                return
+            self._feed(n)
+
+    def _handle(self, msg):
+        if not isinstance(msg, list) or not msg or msg[0] not in (1, 2):
+            self._fail_stream(ProtocolError("the daemon sent no response or notification: %r"
+                                            % (msg,)[:200]))
+            return
+        if msg[0] == 2:
+            if len(msg) != 3 or not isinstance(msg[1], str):
+                self._fail_stream(ProtocolError("malformed notification %r" % (msg,)[:200]))
+                return
+            self._notification(msg[1], msg[2])
+            return
+        if len(msg) != 4 or not isinstance(msg[1], int):
+            self._fail_stream(ProtocolError("malformed response %r" % (msg,)[:200]))
+            return
+        pending = self._inflight.pop(msg[1], None)
+        if pending is None:
+            self._fail_stream(ProtocolError("response to request %r, which was not sent"
+                                            % (msg[1],)))
+            return
+        error, result = msg[2], msg[3]
+        if error is not None:
+            pending._finish(error_from_map(error), None)
+            return
+        try:
+            value = pending._decode(result) if pending._decode else result
+        except (TensordError, KeyError, TypeError, ValueError) as e:
+            why = e.message if isinstance(e, TensordError) else "%s: %s" % (type(e).__name__, e)
+            pending._finish(ProtocolError("%s: malformed result from the daemon (%s)"
+                                          % (pending.method, why)), None)
+            return
+        pending._finish(None, value)
+
+    def _notification(self, method, params):
+        p = params[0] if isinstance(params, list) and len(params) == 1 else params
+        if method == "protocol.error":
+            err = error_from_map(p)
+            err.message = "the daemon closed the stream: %s" % err.message
+            self._fail_stream(err)
+            return
+        if not self._inflight:
+            return
+        # Requests take effect in order: a notification belongs to the oldest.
+        pending = next(iter(self._inflight.values()))
+        if pending._on_notify is None:
+            return
+        try:
+            pending._on_notify(method, p)
+        except BaseException as e:  # noqa: B902 - KeyboardInterrupt cancels a run too
+            del self._inflight[pending.msgid]
+            pending._finish(e, None)
+            self._break(ConnectionFailed("the connection was closed after a notification "
+                                         "callback raised %s" % type(e).__name__))
+
+    def _fail_stream(self, error):
+        """The stream is unusable: every waiting request fails with `error`."""
+        self._break(error)
+
+    def _break(self, error):
+        if self._broken is None:
+            self._broken = error
+        if self._sock is not None:
+            try:
+                self._sel.unregister(self._sock)
+            except (KeyError, ValueError):
+                pass
+            self._sel.close()
+            self._sock.close()
+            self._sock = None
+        inflight, self._inflight = self._inflight, collections.OrderedDict()
+        for p in inflight.values():
+            p._finish(error, None)
+
+
+class Pipeline(_Methods):
+    """Requests sent back to back, answers read later: every method returns a
+    Pending at once. Leaving the ``with`` block waits for every answer::
+
+        with c.pipeline() as p:
+            for i in range(100):
+                p.put("x%d" % i, arrays[i])
+            total = p.op_run("add", ["x0", "x1"])
+        print(total.result())
+
+    The requests take effect in the order sent. ``results()`` waits and returns
+    every result in order, raising the first error."""
+
+    def __init__(self, client):
+        self.client = client
+        self.pending = []
+
+    def _do(self, method, params=None, decode=None, on_notify=None):
+        p = self.client.submit(method, params, decode, on_notify)
+        self.pending.append(p)
+        return p
+
+    def _saw_info(self, result):
+        return self.client._saw_info(result)
+
+    def wait(self):
+        """Wait for every answer (errors stay in their Pending)."""
+        for p in self.pending:
+            p.exception()
+
+    def results(self):
+        """Every result in order; raises the first error."""
+        return [p.result() for p in self.pending]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.wait()
+        return False
+
+
+def connect(path=None, timeout=None):
+    """A new Client (see Client)."""
+    return Client(path, timeout)

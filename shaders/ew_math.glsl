@@ -1,0 +1,79 @@
+// The floating-point math of the elementwise ops, shared by unary.comp,
+// binary.comp and fused.comp: one definition, so a fused kernel computes
+// exactly what the separate kernels compute (same f32 operations, same order).
+// alpha and beta are the unary ops' attributes (clamp's min and max).
+
+// erf by Abramowitz-Stegun 7.1.26 refined: |error| < 1.5e-7.
+float erf_as(float x)
+{
+	float z = abs(x);
+	float t = 1.0 / (1.0 + 0.3275911 * z);
+	float y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t
+		- 0.284496736) * t + 0.254829592) * t * exp(-z * z);
+	return x >= 0.0 ? y : -y;
+}
+
+float ew_unary(uint op, float x, float alpha, float beta)
+{
+	switch (op) {
+	case UN_NEG: return -x;
+	case UN_ABS: return abs(x);
+	case UN_EXP: return exp(x);
+	case UN_LOG: return log(x);
+	case UN_SQRT: return sqrt(x);
+	case UN_RSQRT: return inversesqrt(x);
+	case UN_SIN: return sin(x);
+	case UN_COS: return cos(x);
+	case UN_TANH: {
+		// tanh through exp of a non-positive argument: no overflow.
+		float e = exp(-2.0 * abs(x));
+		return sign(x) * (1.0 - e) / (1.0 + e);
+	}
+	case UN_SIGMOID: return x >= 0.0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
+	case UN_RELU: return max(x, 0.0);
+	case UN_GELU: return 0.5 * x * (1.0 + erf_as(x * 0.70710678118654752));
+	case UN_ERF: return erf_as(x);
+	case UN_GELU_TANH: {
+		float u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+		float e = exp(-2.0 * abs(u));
+		return 0.5 * x * (1.0 + sign(u) * (1.0 - e) / (1.0 + e));
+	}
+	case UN_SILU: return x >= 0.0 ? x / (1.0 + exp(-x)) : x * exp(x) / (1.0 + exp(x));
+	case UN_SOFTPLUS: return max(x, 0.0) + log(1.0 + exp(-abs(x)));
+	case UN_CLAMP: return isnan(x) ? x : min(max(x, alpha), beta);
+	default: return x;
+	}
+}
+
+float ew_binary(uint op, float x, float y)
+{
+	switch (op) {
+	case BIN_ADD: return x + y;
+	case BIN_SUB: return x - y;
+	case BIN_MUL: return x * y;
+	case BIN_DIV: return x / y;
+	case BIN_POW: {
+		// GLSL's pow is undefined for x < 0; follow C's pow for integral y.
+		if (y == 0.0) return 1.0;
+		if (x < 0.0 && y == floor(y)) {
+			float r = pow(-x, y);
+			return mod(y, 2.0) == 1.0 ? -r : r;
+		}
+		return pow(x, y);
+	}
+	case BIN_MAXIMUM: return (isnan(x) || isnan(y)) ? x + y : max(x, y);
+	default: return (isnan(x) || isnan(y)) ? x + y : min(x, y);
+	}
+}
+
+bool ew_compare(uint op, float x, float y)
+{
+	switch (op) {
+	case CMP_EQ: return x == y;
+	case CMP_NE: return x != y;
+	case CMP_LT: return x < y;
+	case CMP_LE: return x <= y;
+	case CMP_GT: return x > y;
+	default: return x >= y;
+	}
+}

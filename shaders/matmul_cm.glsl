@@ -1,0 +1,107 @@
+// The body of matmul_cm.comp, which defines the tile: BM x BN of C per
+// workgroup, K steps of BK, WARPS_M x WARPS_N subgroups of 32, FM x FN 16x16
+// accumulators per subgroup (BM = WARPS_M * FM * 16, likewise BN).
+//
+// K advances BK at a time through shared memory; the next step's operands are
+// read from global memory into registers while the current step computes.
+// Operands move as uvec4 (8 halves): BM, BN and BK must be multiples of 8
+// and the tiles a whole number of uvec4 per invocation. Rows are padded in
+// shared memory by 8 halves so that fragment loads spread over the banks.
+// Every loop over fragments is unrolled: indexing an array of cooperative
+// matrices with a loop counter makes the driver spill them (6x slower).
+#extension GL_NV_cooperative_matrix : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_control_flow_attributes : require
+
+#define WG (WARPS_M * WARPS_N * 32)
+#define ASTR (BK / 8 + 1)     // uvec4 per A row in shared memory (8 halves of padding)
+#define BSTR (BN / 8 + 1)     // uvec4 per B row
+#define A_LOADS (BM * BK / 8 / WG)
+#define B_LOADS (BK * BN / 8 / WG)
+#define A_ROWS_PER (WG / (BK / 8))   // rows one pass of the workgroup covers
+#define B_ROWS_PER (WG / (BN / 8))
+
+layout(local_size_x = WG) in;
+layout(std430, binding = 0) readonly buffer A { uvec4 a[]; };
+layout(std430, binding = 1) readonly buffer B { uvec4 b[]; };
+layout(std430, binding = 2) writeonly buffer O { float16_t o[]; };
+
+// Mirrors struct mm_cm_push in daemon/ops/matmul.c. Strides in elements.
+layout(push_constant) uniform MmCmPush {
+	uint m, n, k;
+	uint tiles_n, tiles_mn, batches;
+	uint astride, bstride;   // elements between batch matrices (0: broadcast)
+} pc;
+
+shared uvec4 As[BM * ASTR];
+shared uvec4 Bs[BK * BSTR];
+
+#define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+#define HALF fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+
+void main()
+{
+	uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+	if (wg >= pc.batches * pc.tiles_mn)
+		return;
+	uint batch = wg / pc.tiles_mn;
+	uint tile = wg - batch * pc.tiles_mn;
+	uint row0 = (tile / pc.tiles_n) * BM;
+	uint col0 = (tile % pc.tiles_n) * BN;
+	uint k8 = pc.k / 8u, n8 = pc.n / 8u;
+	uint tid = gl_LocalInvocationID.x;
+
+	uint ar = tid / (BK / 8), ac = tid % (BK / 8);
+	uint br = tid / (BN / 8), bc = tid % (BN / 8);
+	uint ga = (batch * pc.astride + row0 * pc.k) / 8u + ar * k8 + ac;
+	uint gb = (batch * pc.bstride + col0) / 8u + br * n8 + bc;
+	uvec4 ra[A_LOADS], rb[B_LOADS];
+	[[unroll]] for (int p = 0; p < A_LOADS; p++)
+		ra[p] = a[ga + uint(p * A_ROWS_PER) * k8];
+	[[unroll]] for (int p = 0; p < B_LOADS; p++)
+		rb[p] = b[gb + uint(p * B_ROWS_PER) * n8];
+
+	uint warp = gl_SubgroupID;
+	uint wm = warp / WARPS_N, wn = warp % WARPS_N;
+	ACC acc[FM][FN];
+	[[unroll]] for (int i = 0; i < FM; i++)
+		[[unroll]] for (int j = 0; j < FN; j++)
+			acc[i][j] = ACC(0.0);
+
+	for (uint k0 = 0u; k0 < pc.k; k0 += BK) {
+		[[unroll]] for (int p = 0; p < A_LOADS; p++)
+			As[(ar + uint(p * A_ROWS_PER)) * ASTR + ac] = ra[p];
+		[[unroll]] for (int p = 0; p < B_LOADS; p++)
+			Bs[(br + uint(p * B_ROWS_PER)) * BSTR + bc] = rb[p];
+		barrier();
+		if (k0 + BK < pc.k) {
+			uint na = ga + (k0 + BK) / 8u, nb = gb + (k0 + BK) * n8;
+			[[unroll]] for (int p = 0; p < A_LOADS; p++)
+				ra[p] = a[na + uint(p * A_ROWS_PER) * k8];
+			[[unroll]] for (int p = 0; p < B_LOADS; p++)
+				rb[p] = b[nb + uint(p * B_ROWS_PER) * n8];
+		}
+		[[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
+			HALF fa[FM], fb[FN];
+			[[unroll]] for (int i = 0; i < FM; i++)
+				coopMatLoadNV(fa[i], As, (wm * (FM * 16u) + uint(i) * 16u) * ASTR + kk / 8u, ASTR, false);
+			[[unroll]] for (int j = 0; j < FN; j++)
+				coopMatLoadNV(fb[j], Bs, kk * BSTR + (wn * (FN * 16u) + uint(j) * 16u) / 8u, BSTR, false);
+			[[unroll]] for (int i = 0; i < FM; i++)
+				[[unroll]] for (int j = 0; j < FN; j++)
+					acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
+		}
+		barrier();
+	}
+
+	uint obase = batch * pc.m * pc.n;
+	[[unroll]] for (int i = 0; i < FM; i++)
+		[[unroll]] for (int j = 0; j < FN; j++) {
+			HALF h = HALF(acc[i][j]);
+			uint r = row0 + wm * (FM * 16u) + uint(i) * 16u, c = col0 + wn * (FN * 16u) + uint(j) * 16u;
+			coopMatStoreNV(h, o, obase + r * pc.n + c, pc.n, false);
+		}
+}

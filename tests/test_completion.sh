@@ -1,0 +1,112 @@
+#!/bin/bash
+# The bash completion of tensorctl (client/completion/tensorctl.bash): commands,
+# options, dtypes, op names (the same list as docs/ops.md), files, and tensor
+# names asked from a real tensord. Needs TENSORD_BIN, TENSORCTL_BIN,
+# COMPLETION (the file) and OPS_DOC (docs/ops.md).
+set -euo pipefail
+: "${TENSORD_BIN:?}" "${TENSORCTL_BIN:?}" "${COMPLETION:?}" "${OPS_DOC:?}"
+
+DIR=$(mktemp -d /tmp/tensorctl-comp-XXXXXX)
+SOCK=$DIR/s.sock
+DPID=
+cleanup() {
+	if [[ -n $DPID ]]; then
+		kill -TERM "$DPID" 2>/dev/null || true
+		wait "$DPID" 2>/dev/null || true
+	fi
+	rm -rf "$DIR"
+}
+trap cleanup EXIT
+fail() {
+	echo "FAIL: $*" >&2
+	[[ -f $DIR/log ]] && cat "$DIR/log" >&2
+	exit 1
+}
+
+# shellcheck source=/dev/null
+source "$COMPLETION"
+complete -p tensorctl | grep -- '-F _tensorctl' >/dev/null || fail "no complete -F _tensorctl"
+
+# comp LINE: the completions offered with the cursor at the end of LINE, one a
+# line, sorted.
+comp() {
+	COMP_LINE="tensorctl $1"
+	COMP_POINT=${#COMP_LINE}
+	read -ra COMP_WORDS <<<"$COMP_LINE"
+	[[ $COMP_LINE == *" " ]] && COMP_WORDS+=("")
+	COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+	COMPREPLY=()
+	_tensorctl "$TENSORCTL_BIN" "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD - 1]}"
+	((${#COMPREPLY[@]} == 0)) || printf '%s\n' "${COMPREPLY[@]}" | sort
+}
+
+# expect LINE WORD...: exactly these completions.
+expect() {
+	local line=$1 got want
+	shift
+	got=$(comp "$line")
+	want=$( (($# == 0)) || printf '%s\n' "$@" | sort)
+	[[ $got == "$want" ]] || fail "completing '$line': want [$(echo $want)], got [$(echo $got)]"
+	echo "ok: '$line' -> $(echo $got)"
+}
+
+echo "== commands and options"
+cmds=$("$TENSORCTL_BIN" --help | sed -n 's/^  \([a-z][a-z]*\) .*/\1/p; s/^  \([a-z][a-z]*\)$/\1/p' | sort -u)
+[[ -n $cmds ]] || fail "no commands in tensorctl --help"
+expect "" $cmds help
+expect "in" info
+expect "s" stat step
+expect "--j" --json
+expect "--socket $SOCK --js" --json
+expect "put x --d" --dtype
+expect "put x --dtype " f32 f16 bf16 i32 u8
+expect "put x --dtype b" bf16
+expect "put x --values " 
+expect "info --w" --watch
+expect "info --watch --" --socket --json --help --version --watch --interval --count
+expect "get x --o" --out
+expect "run add a -" --socket --json --help --version --out --attr
+expect "ping " 
+
+echo "== op names"
+ops=$(grep '^| `' "$OPS_DOC" | cut -d'|' -f2 | grep -o '`[a-z_0-9]*`' | tr -d '`' | sort -u)
+[[ $(comp "run ") == "$ops" ]] || fail "run's op names differ from docs/ops.md:
+$(diff <(comp "run ") <(echo "$ops") || true)"
+expect "run matm" matmul
+expect "run cross" cross_entropy
+
+echo "== files"
+mkdir "$DIR/d"
+: >"$DIR/g.json"
+: >"$DIR/w.npy"
+: >"$DIR/notes.txt"
+expect "graph $DIR/" "$DIR/g.json" "$DIR/d"
+expect "put x --file $DIR/" "$DIR/w.npy" "$DIR/d"
+expect "get x --out $DIR/w" "$DIR/w.npy"
+expect "graph $DIR/g.json "
+
+echo "== tensor names, without a daemon: none, and no noise"
+expect "--socket $DIR/nobody.sock get "
+[[ -z $(comp "--socket $DIR/nobody.sock get " 2>&1) ]] || fail "completion printed errors"
+
+echo "== tensor names from a daemon"
+"$TENSORD_BIN" --socket "$SOCK" --device auto >"$DIR/log" 2>&1 </dev/null &
+DPID=$!
+for _ in $(seq 300); do
+	"$TENSORCTL_BIN" --socket "$SOCK" ping >/dev/null 2>&1 && break
+	kill -0 "$DPID" 2>/dev/null || fail "tensord exited"
+	sleep 0.1
+done
+for n in c/alpha c/beta c:colon other; do
+	"$TENSORCTL_BIN" --socket "$SOCK" put "$n" --values 1 >/dev/null || fail "put $n"
+done
+expect "--socket $SOCK get c/" c/alpha c/beta
+expect "--socket=$SOCK stat c" c/alpha c/beta c:colon
+expect "--socket $SOCK rm c:" colon
+expect "--socket $SOCK --json ls o" other
+expect "--socket $SOCK run add c/a" c/alpha
+expect "--socket $SOCK run add other c/b" c/beta
+expect "--socket $SOCK run add other -o c/" c/alpha c/beta
+expect "--socket $SOCK get other "
+TENSORD_SOCKET=$SOCK expect "get c/b" c/beta
+echo "all completion checks passed"
