@@ -8,7 +8,8 @@
  * The input is a stream of msgpack-RPC messages, served in order against one
  * daemon state (so a put can feed a later op.run). It is cut and decoded
  * exactly as daemon/conn.c does. Requests with an even msgid come from uid
- * 1000, odd ones from uid 1001, so ownership checks are reached as well.
+ * 1000, odd ones from uid 1001 (in group 100), so ownership and group access
+ * checks are reached as well.
  *
  * Checked besides crashes, leaks and undefined behaviour:
  * - every request gets exactly one well-formed response for its msgid (a
@@ -32,6 +33,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "loop.h"
+#include "model.h"
 #include "methods.h"
 #include "pack.h"
 #include "request.h"
@@ -198,7 +200,11 @@ static bool serve(struct conn *c, const uint8_t *p, size_t n)
 			.out = &c->out,
 		};
 
+		/* uid 1001 is in group 100, so group access rules are reached too. */
+		req.cred = (struct access_cred){ .uid = req.uid, .gid = req.uid, .pid = 1,
+						 .ngroups = req.uid == 1001, .groups = { 100 } };
 		c->uid = req.uid;
+		c->cred = req.cred;
 		CHECK(request_dispatch(&req, m.method, m.method_len) == 0);
 		if (c->job)
 			drive_job(c, m.msgid);
@@ -232,8 +238,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	d.ndevices = 1;
 	d.start_ns = daemon_now_ns(CLOCK_MONOTONIC);
 	d.store = store_new((uint32_t)d.cfg.max_tensors, release_tensor, &d);
-	if (!d.store)
+	d.models = models_new(8);
+	if (!d.store || !d.models) {
+		models_free(d.models);
+		store_free(d.store);
 		return 0;
+	}
 	c.d = &d;
 	c.src.fd = -1;
 	lim.max_bytes = d.cfg.max_message_bytes;
@@ -251,6 +261,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	CHECK(!c.job);
 	train_jobs_free();
+	models_free(d.models);
 	store_free(d.store);
 	tdp_buf_free(&c.out);
 	tdp_buf_free(&c.in);

@@ -189,6 +189,27 @@ def params_corpus():
             {"id": "L", "op": "mse", "inputs": ["h", "yb"]}],
             "loss": "L", "params": ["w"], "data": {"xb": "x", "yb": "y"},
             "batch_size": 1, "steps": 1000}) + req("tensor.stat", {"name": "w"}),
+        # Odd msgids are uid 1001 (in group 100), even ones uid 1000.
+        "tensor_chmod": req("tensor.put", {"name": "a", "dtype": "u8", "shape": [2], "data": b"ab"},
+                            msgid=101) +
+        req("tensor.chmod", {"name": "a", "mode": "group-read,world-read", "group": 100}, msgid=103) +
+        req("tensor.stat", {"name": "a"}, msgid=104) + req("tensor.get", {"name": "a"}, msgid=106) +
+        req("tensor.delete", {"name": "a"}, msgid=108) +
+        req("tensor.chmod", {"name": "a", "mode": "private"}, msgid=105),
+        "model": put("x", shape=(4, 3)) + put("m/w", shape=(3, 2), fill=0.1) + put("m/b", shape=(2,)) +
+        put("lbl", "i32", (4,), 1) +
+        req("model.define", {"name": "m", "nodes": [
+            {"id": "z0", "op": "matmul", "inputs": ["x", "m/w"]},
+            {"id": "logits", "op": "add", "inputs": ["z0", "m/b"]},
+            {"id": "loss", "op": "cross_entropy", "inputs": ["logits", "y"]}],
+            "loss": "loss", "params": ["m/w", "m/b"],
+            "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 3]},
+                       {"name": "y", "dtype": "i32", "shape": [1]}],
+            "outputs": ["logits"], "optimizer": {"type": "adam", "lr": 0.01}}) +
+        req("model.list") + req("model.stat", {"name": "m"}) +
+        req("model.evaluate", {"model": "m", "data": {"x": "x", "y": "lbl"}, "batch_size": 2}) +
+        req("model.predict", {"model": "m", "inputs": {"x": "x"}}) +
+        req("model.delete", {"name": "m", "tensors": True}),
         # Edge cases: each must be answered with an error, not a crash.
         "bad_unknown_method": req("no.such.method", {}),
         "bad_unknown_param": req("ping", {"extra": 1}),
@@ -311,7 +332,10 @@ def main():
              "reduction", "label_smoothing", "ignore_index", "stride", "padding", "dilation",
              "groups", "kernel_size", "dim0", "dim1", "dims", "starts", "ends", "axes", "pads",
              "value", "mode", "num_classes", "start", "stop", "ndim", "training",
-             "input_shape", "weight_shape", "decoupled", "mean", "sum", "none", "tanh"]
+             "input_shape", "weight_shape", "decoupled", "mean", "sum", "none", "tanh",
+             "tensor.chmod", "mode", "group", "group-read,world-read", "model.define",
+             "model.list", "model.stat", "model.delete", "model.evaluate", "model.predict",
+             "model", "replace", "tensors", "fuse"]
     words += OPS_UNARY + OPS_BINARY + OPS_REDUCE
     words += ["where", "clamp", "mse", "cross_entropy", "nll", "binary_cross_entropy_with_logits",
               "matmul", "conv2d", "max_pool2d", "avg_pool2d", "softmax", "log_softmax",
