@@ -198,6 +198,7 @@ static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	struct gpu_binding bind[3];
 	struct mm_push pc;
 	uint64_t tiles_m, tiles_n, groups, tile = 64;
+	const char *name;
 
 	/* The shader indexes in 32-bit elements (operands are bound whole, so
 	 * they fit when the device binds them); keep K clear of the loop's
@@ -223,7 +224,11 @@ static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "more than 2^32 output tiles");
 	pc.tiles_n = (uint32_t)tiles_n;
 	pc.tiles_mn = (uint32_t)(tiles_m * tiles_n);
-	if (op_pipeline(ctx, tile == 128 ? "matmul_l" : "matmul", tdp_dtype_name(ctx->out.dtype), &p) < 0 ||
+	/* Large f32 products in whole vec4s take the vectorised kernel. */
+	name = tile == 128 ? "matmul_l" : "matmul";
+	if (tile == 128 && ctx->out.dtype == TDP_DTYPE_F32 && pl->k % 4 == 0 && pl->n % 4 == 0)
+		name = "matmul_v4";
+	if (op_pipeline(ctx, name, tdp_dtype_name(ctx->out.dtype), &p) < 0 ||
 	    op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
 	    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
 		return -1;

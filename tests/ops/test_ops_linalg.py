@@ -50,6 +50,10 @@ def run(ck):
     for dt in harness.FLOAT_DTYPES:
         ck.check("matmul", [values((24, 130, 20)), values((20, 300))], [dt, dt], ref.matmul,
                  tol=TOL[dt], label="(128-tiles)")
+    # f32 with K and N multiples of 4 and 128 tiles or more: matmul_v4.comp
+    # (b broadcast over the batch, no size a tile multiple).
+    ck.check("matmul", [values((10, 260, 36)), values((36, 516))], ["f32", "f32"], ref.matmul,
+             tol=TOL["f32"], label="(vec4 tiles)")
     # Whole 128x128 tiles with K a multiple of 32: on a device with cooperative
     # matrices (an NVIDIA GPU) f16 takes matmul_cm.comp; elsewhere the tiled
     # kernels. Run this file there before claiming a tensor-core figure.
