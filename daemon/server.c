@@ -1,4 +1,5 @@
 #include "server.h"
+#include "gpu/device.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -209,6 +210,9 @@ static void on_trim_timer(void *data, uint32_t events)
 		return;
 	for (struct conn *c = s->conns; c; c = c->next)
 		conn_tick(c, now);
+	/* A big block parked for reuse goes back to the driver after 2 s. */
+	if (s->d->gpu)
+		gpu_memory_trim(s->d->gpu, now - 2000000000);
 	/* Closed connections leave free pages inside malloc's heap, which glibc
 	 * keeps unless asked: give them back, so that the daemon's resident
 	 * memory returns to its baseline after a burst of clients. */

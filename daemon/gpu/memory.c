@@ -238,6 +238,19 @@ static int block_create(struct gpu_device *g, uint64_t size, bool dedicated,
 	struct gpu_block *b;
 	int r;
 
+	if (g->mem.spare && dedicated && g->mem.spare->size == size) {
+		b = g->mem.spare;
+		g->mem.spare = NULL;
+		b->next = g->mem.blocks;
+		g->mem.blocks = b;
+		*ret = b;
+		return 0;
+	}
+	/* The spare is of another size: it must not make this one fail. */
+	if (g->mem.spare && (size > g->mem.limit || g->mem.reserved > g->mem.limit - size ||
+			     !budget_allows(g, size)))
+		gpu_memory_trim(g, INT64_MAX);
+
 	/* Drivers such as lavapipe allocate past their heap; stay inside it, and
 	 * inside what the configuration and the driver's budget allow. */
 	if (size > g->mem.limit || g->mem.reserved > g->mem.limit - size || !budget_allows(g, size))
@@ -340,7 +353,22 @@ void gpu_memory_free(struct gpu_device *g, struct gpu_alloc *a)
 			break;
 		}
 	}
+	if (b->dedicated) {
+		gpu_memory_trim(g, INT64_MAX);
+		b->next = NULL;
+		g->mem.spare = b;
+		g->mem.spare_since_ns = gpu_timing_now_ns();
+		return;
+	}
 	block_destroy(g, b);
+}
+
+void gpu_memory_trim(struct gpu_device *g, int64_t older_than_ns)
+{
+	if (g->mem.spare && g->mem.spare_since_ns < older_than_ns) {
+		block_destroy(g, g->mem.spare);
+		g->mem.spare = NULL;
+	}
 }
 
 int gpu_memory_staging(struct gpu_device *g)
@@ -371,6 +399,7 @@ void gpu_memory_fini(struct gpu_device *g)
 {
 	struct gpu_memory *m = &g->mem;
 
+	gpu_memory_trim(g, INT64_MAX);
 	while (m->blocks) {
 		struct gpu_block *b = m->blocks;
 

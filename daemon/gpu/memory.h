@@ -46,6 +46,12 @@ struct gpu_memory {
 	uint64_t used;          /* bytes of tensor data */
 	uint64_t reserved;      /* bytes of VkDeviceMemory held */
 	struct gpu_block *blocks;
+	/* A dedicated block whose tensor was freed, kept for a moment: a request
+	 * that replaces a big tensor (op.run with `out`, a training step) frees
+	 * one and allocates one of the same size, and vkAllocateMemory of a
+	 * few hundred MiB costs milliseconds. gpu_memory_trim releases it. */
+	struct gpu_block *spare;
+	int64_t spare_since_ns;
 	/* staging buffer for devices whose tensor memory the host cannot map */
 	VkBuffer staging_buffer;
 	VkDeviceMemory staging_memory;
@@ -58,6 +64,10 @@ struct gpu_memory {
  * default; `max_bytes` caps the device memory taken (0: the whole heap).
  * Returns 0 or -ENODEV when the device has no suitable memory. */
 int gpu_memory_init(struct gpu_device *g, bool host_mapped, uint64_t block_size, uint64_t max_bytes);
+
+/* Release the spare dedicated block if it has been parked since before
+ * `older_than_ns` (CLOCK_MONOTONIC; INT64_MAX releases it whatever its age). */
+void gpu_memory_trim(struct gpu_device *g, int64_t older_than_ns);
 
 /* Release every block and the staging buffer. */
 void gpu_memory_fini(struct gpu_device *g);

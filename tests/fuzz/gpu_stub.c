@@ -239,3 +239,9 @@ void gpu_pipeline_stats(const struct gpu_device *g, struct gpu_pipeline_stats *r
 	(void)g;
 	memset(ret, 0, sizeof(*ret));
 }
+
+void gpu_memory_trim(struct gpu_device *g, int64_t older_than_ns)
+{
+	(void)g;
+	(void)older_than_ns;
+}
