@@ -208,7 +208,7 @@ def test_profile(d):
         nodes = [{"id": "s", "op": "sigmoid", "inputs": ["py/p"]},
                  {"id": "m", "op": "mul", "inputs": ["py/p", "s"], "out": "py/g"}]
         res = c.call("graph.run", {"nodes": nodes, "outputs": ["s"], "profile": True})
-        assert set(res) == {"outputs", "stored", "gpu_ns"}, res
+        assert set(res) == {"outputs", "stored", "gpu_ns", "dispatches"}, res
         assert isinstance(res["gpu_ns"], int) and res["gpu_ns"] > 0, res
         res = c.call("graph.run", {"nodes": nodes, "profile": False})
         assert set(res) == {"outputs", "stored"}, res
