@@ -248,10 +248,17 @@ void config_apply_reload(struct config *cur, const struct config *next, char *fi
 	      "device");
 	FIXED(cur->host_mapped != next->host_mapped, "host_mapped");
 	FIXED(cur->block_size != next->block_size, "block_size");
+	FIXED(cur->max_device_bytes != next->max_device_bytes, "max_device_bytes");
 #undef FIXED
 	cur->log_level = next->log_level;
 	cur->max_tensors = next->max_tensors;
 	cur->max_connections = next->max_connections;
 	cur->max_tensor_bytes = next->max_tensor_bytes;
 	cur->max_message_bytes = next->max_message_bytes;
+	cur->user_max_tensors = next->user_max_tensors;
+	cur->user_max_bytes = next->user_max_bytes;
+	cur->max_connections_per_user = next->max_connections_per_user;
+	cur->max_inflight = next->max_inflight;     /* connections opened from now on */
+	cur->max_output_backlog = next->max_output_backlog;
+	cur->stall_timeout = next->stall_timeout;
 }

@@ -43,9 +43,11 @@ int config_load(struct config *c, const char *path, char *err, size_t err_len);
 
 /* SIGHUP: take from `next` (a freshly loaded configuration) the settings that
  * can change while the daemon runs (verbose, max_tensors, max_connections,
- * max_tensor_bytes, max_message_bytes). The others (socket, state_dir,
- * device, host_mapped, block_size) keep their current value; those that
- * differ in `next` are named, comma-separated, in `fixed` (size `fixed_len`;
- * "" when none). */
+ * max_tensor_bytes, max_message_bytes, the per-user quotas and connection
+ * limit, max_inflight for connections opened later, max_output_backlog,
+ * stall_timeout). The others (socket, state_dir, device, host_mapped,
+ * block_size, max_device_bytes) keep their current value; those that differ
+ * in `next` are named, comma-separated, in `fixed` (size `fixed_len`; "" when
+ * none). */
 void config_apply_reload(struct config *cur, const struct config *next, char *fixed,
 			 size_t fixed_len);

@@ -120,7 +120,7 @@ int graph_execute(struct graph *gr)
 					snprintf(what, sizeof(what), "the result's %llu bytes are more than the "
 						 "device allocates at once (%llu)",
 						 (unsigned long long)nd->ctx.out.bytes,
-						 (unsigned long long)gpu_memory_largest(g));
+						 (unsigned long long)gpu_memory_largest(&g->mem));
 				else
 					snprintf(what, sizeof(what), "out of device memory for the result's %llu "
 						 "bytes (%llu of %llu taken)", (unsigned long long)nd->ctx.out.bytes,

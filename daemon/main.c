@@ -172,6 +172,7 @@ static void reload(struct signals *s)
 		log_warning("reload: %s changed; that takes a restart, the running value stays", fixed);
 	log_set_level(d->cfg.log_level);
 	store_set_max_tensors(d->store, (uint32_t)d->cfg.max_tensors);
+	store_set_quota(d->store, d->cfg.user_max_tensors, d->cfg.user_max_bytes);
 	d->metrics.reloads++;
 	log_notice("configuration reloaded%s%s", s->cl->config_file ? " from " : "",
 		   s->cl->config_file ? s->cl->config_file : " (no --config file: flags only)");

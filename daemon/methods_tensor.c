@@ -172,7 +172,7 @@ int method_tensor_put(struct request *req)
 	if (r == -EFBIG) {
 		request_fail(req, TDP_RESOURCE_EXHAUSTED,
 			     "%llu bytes is more than the device allocates at once (%llu)",
-			     (unsigned long long)t->bytes, (unsigned long long)gpu_memory_largest(d->gpu));
+			     (unsigned long long)t->bytes, (unsigned long long)gpu_memory_largest(&d->gpu->mem));
 		goto fail;
 	}
 	if (r < 0) {

@@ -21,7 +21,8 @@ struct metrics {
 	uint64_t bytes_in;              /* read from client sockets */
 	uint64_t bytes_out;             /* written to client sockets */
 	uint64_t connections;           /* accepted and served */
-	uint64_t connections_refused;   /* turned away at max_connections */
+	uint64_t connections_refused;   /* turned away: max_connections, max_connections_per_user,
+					   unreadable credentials */
 	uint64_t protocol_errors;       /* streams closed as unparseable */
 	uint64_t reloads;               /* SIGHUP reloads that applied a config */
 	uint64_t reload_failures;       /* SIGHUP reloads refused (bad config) */

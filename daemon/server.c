@@ -138,6 +138,7 @@ static void on_listener(void *data, uint32_t events)
 		}
 		if (access_cred_from_socket(fd, &cred) < 0) {
 			log_warning("refusing a connection whose peer cannot be identified (SO_PEERCRED)");
+			s->d->metrics.connections_refused++;
 			refuse(fd, "the peer's credentials cannot be read");
 			continue;
 		}
@@ -147,6 +148,7 @@ static void on_listener(void *data, uint32_t events)
 				    (unsigned long long)s->d->cfg.max_connections);
 			snprintf(why, sizeof(why), "too many connections: %llu clients connected (max_connections)",
 				 (unsigned long long)s->nconns);
+			s->d->metrics.connections_refused++;
 			refuse(fd, why);
 			continue;
 		}
@@ -158,6 +160,7 @@ static void on_listener(void *data, uint32_t events)
 				    (unsigned long long)s->d->cfg.max_connections_per_user);
 			snprintf(why, sizeof(why), "too many connections: uid %u has %llu "
 				 "(max_connections_per_user)", (unsigned)cred.uid, (unsigned long long)mine);
+			s->d->metrics.connections_refused++;
 			refuse(fd, why);
 			continue;
 		}

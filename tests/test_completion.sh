@@ -67,6 +67,10 @@ expect "info --watch --" --socket --json --help --version --watch --interval --c
 expect "get x --o" --out
 expect "run add a -" --socket --json --help --version --out --attr
 expect "ping " 
+expect "chmod " - group-read group-write private world-read world-write
+expect "chmod world-r" world-read
+expect "chmod private x --g" --group
+expect "chmod private x --group " 
 
 echo "== op names"
 ops=$(grep '^| `' "$OPS_DOC" | cut -d'|' -f2 | grep -o '`[a-z_0-9]*`' | tr -d '`' | sort -u)
@@ -108,5 +112,7 @@ expect "--socket $SOCK run add c/a" c/alpha
 expect "--socket $SOCK run add other c/b" c/beta
 expect "--socket $SOCK run add other -o c/" c/alpha c/beta
 expect "--socket $SOCK get other "
+expect "--socket $SOCK chmod group-read c/a" c/alpha
+expect "--socket $SOCK chmod - --group 5 c/b" c/beta
 TENSORD_SOCKET=$SOCK expect "get c/b" c/beta
 echo "all completion checks passed"

@@ -238,7 +238,7 @@ def main():
         if p.returncode != 2 or "unexpected argument" not in p.stderr:
             fail("metrics extra: exit %d, %r" % (p.returncode, p.stderr))
         p = ctl(d.sock + ".missing", "metrics", check=False)
-        if p.returncode != 3 or p.stdout:
+        if p.returncode != 3 or p.stdout:   # tensorctl(1): 3 when the daemon cannot be reached
             fail("metrics without a daemon: exit %d, stdout %r" % (p.returncode, p.stdout))
         ok("usage errors and a missing daemon give exit 2 / 1 and no output")
     print("%d passed, 0 failed" % PASSED)

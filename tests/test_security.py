@@ -637,6 +637,57 @@ def test_config_garbage():
         os.rmdir(cfg_dir)
 
 
+def test_reload():
+    """SIGHUP applies new quotas and client limits; max_device_bytes waits for a restart."""
+    import signal
+    d = start("user_max_tensors = 1\nmax_connections_per_user = 1\n")
+    try:
+        # the start-up probe's connection may not be reaped yet: retry until it is
+        deadline = time.monotonic() + 10
+        while True:
+            c = d.client()
+            try:
+                c.call("ping")
+                break
+            except Exception:
+                c.close()
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        before = c.call("info")["counters"]["connections_refused"]
+        why = refused_reason(d.sock)
+        check(why is not None and "max_connections_per_user" in why["message"], "refused: %r" % (why,))
+        after = c.call("info")["counters"]["connections_refused"]
+        check(after == before + 1, "the refusal is counted (%d, then %d)" % (before, after))
+        c.call("tensor.put", {"name": "r/a", "dtype": "u8", "shape": [1], "data": b"\x01"})
+        e = err_of(c, "tensor.put", {"name": "r/b", "dtype": "u8", "shape": [1], "data": b"\x01"})
+        check(e[0] == "RESOURCE_EXHAUSTED" and "user_max_tensors" in e[1], "quota of 1: %r" % (e,))
+        with open(os.path.join(d.cfg_dir, "tensord.conf"), "w") as f:
+            f.write("user_max_tensors = 3\nmax_connections_per_user = 2\nmax_device_bytes = 64M\n")
+        d.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            info = c.call("info")
+            if info["counters"]["reloads"] == 1:
+                break
+            time.sleep(0.05)
+        lim = info["limits"]
+        check(lim["user_max_tensors"] == 3 and lim["max_connections_per_user"] == 2 and
+              lim["max_device_bytes"] == 0, "after the reload: %r" % lim)
+        check(info["user"]["max_tensors"] == 3, "info.user after the reload: %r" % info["user"])
+        e = err_of(c, "tensor.put", {"name": "r/b", "dtype": "u8", "shape": [1], "data": b"\x01"})
+        check(e[0] is None, "the raised quota applies: %r" % (e,))
+        c2 = d.client()
+        check(c2.call("ping")["pong"], "the raised connection limit applies")
+        c2.close()
+        c.close()
+        with open(d.log, errors="replace") as f:
+            log = f.read()
+        check("max_device_bytes" in log and "restart" in log, "a start-up key is reported, not applied")
+    finally:
+        stop(d)
+
+
 def main():
     if os.geteuid() != 0:
         print("SKIP: needs root to act as other users (CI runs as root)")
@@ -658,6 +709,7 @@ def main():
     for name, fn in (("config garbage", test_config_garbage),
                      ("quotas", test_quotas), ("device memory", test_device_memory),
                      ("connection limits", test_connection_limits),
+                     ("reload", test_reload),
                      ("in-flight and backlog", test_inflight_and_backlog)):
         try:
             fn()

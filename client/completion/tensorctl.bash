@@ -6,6 +6,7 @@
 _tensorctl_ops="abs adam_m adam_param adam_v add arange argmax argmin avg_pool2d avg_pool2d_grad batch_norm binary_cross_entropy_with_logits cast clamp concat conv2d conv2d_grad_input conv2d_grad_weight copy cos cross_entropy div eq erf exp full gather ge gelu gt index_add index_select layer_norm le log log_softmax lt matmul max max_pool2d max_pool2d_grad maximum mean min minimum mse mul ne neg nll one_hot ones pad permute pow prod rand randn relu reshape rms_norm rsqrt sgd_buf sgd_param sigmoid silu sin slice softmax softplus sqrt stack std sub sum tanh transpose var where zeros"
 
 _tensorctl_commands="ping info ls stat rm put get run graph train step help metrics chmod save load model evaluate predict"
+_tensorctl_modes="private group-read group-write world-read world-write"
 _tensorctl_global_opts="--socket --json --help --version"
 
 # Tensor names starting with $1 from the daemon; quietly nothing on failure.
@@ -41,8 +42,9 @@ _tensorctl()
 			((i++)) ;;
 		--socket=*) sock=("$w") ;;
 		--file | -f | --values | --shape | --dtype | --out | -o | --attr | -a | \
-			--interval | -n | --count | -c)
+			--interval | -n | --count | -c | --group | -g)
 			((i++)) ;;
+		-) [[ -n $cmd ]] && ((npos++)) ;;   # chmod's "keep the mode"
 		-*) ;;
 		*)
 			if [[ -z $cmd ]]; then cmd=$w; else ((npos++)); fi ;;
@@ -65,7 +67,7 @@ _tensorctl()
 	--dtype)
 		COMPREPLY=($(compgen -W "f32 f16 bf16 i32 u8" -- "$cur"))
 		return ;;
-	--values | --shape | --attr | -a | --interval | -n | --count | -c)
+	--values | --shape | --attr | -a | --interval | -n | --count | -c | --group | -g)
 		return ;;
 	esac
 
@@ -85,6 +87,7 @@ _tensorctl()
 			get) opts+=" --out" ;;
 			run) opts+=" --out --attr" ;;
 			info) opts+=" --watch --interval --count" ;;
+			chmod) opts+=" --group" ;;
 			esac
 			COMPREPLY=($(compgen -W "$opts" -- "$cur"))
 			return
@@ -93,6 +96,12 @@ _tensorctl()
 		ls | stat | rm | get | put)
 			((npos == 0)) &&
 				COMPREPLY=($(compgen -W "$(_tensorctl_names "$bin" "$cur" "${sock[@]}")" -- "$cur")) ;;
+		chmod)
+			if ((npos == 0)); then
+				COMPREPLY=($(compgen -W "$_tensorctl_modes -" -- "$cur"))
+			elif ((npos == 1)); then
+				COMPREPLY=($(compgen -W "$(_tensorctl_names "$bin" "$cur" "${sock[@]}")" -- "$cur"))
+			fi ;;
 		run)
 			if ((npos == 0)); then
 				COMPREPLY=($(compgen -W "$_tensorctl_ops" -- "$cur"))

@@ -310,7 +310,7 @@ int gpu_memory_alloc(struct gpu_device *g, uint64_t size, struct gpu_alloc *ret)
 		*ret = (struct gpu_alloc){ 0 };
 		return 0;
 	}
-	if (size > gpu_memory_largest(g))
+	if (size > gpu_memory_largest(m))
 		return -EFBIG;
 	reserved = round_up(size, m->align);
 	if (reserved > m->block_size / 2) {
@@ -413,9 +413,4 @@ void gpu_memory_fini(struct gpu_device *g)
 	if (m->staging_memory)
 		vkFreeMemory(g->dev, m->staging_memory, NULL);
 	m->staging_map = NULL;
-}
-
-uint64_t gpu_memory_largest(const struct gpu_device *g)
-{
-	return g->mem.max_allocation < g->mem.limit ? g->mem.max_allocation : g->mem.limit;
 }

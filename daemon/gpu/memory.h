@@ -85,4 +85,7 @@ void gpu_memory_free(struct gpu_device *g, struct gpu_alloc *a);
 int gpu_memory_staging(struct gpu_device *g);
 
 /* The largest single allocation gpu_memory_alloc could ever grant. */
-uint64_t gpu_memory_largest(const struct gpu_device *g);
+static inline uint64_t gpu_memory_largest(const struct gpu_memory *m)
+{
+	return m->max_allocation < m->limit ? m->max_allocation : m->limit;
+}

@@ -192,16 +192,19 @@ class _Methods:
     def _saw_info(self, result):
         return result
 
-    def put(self, name, array, dtype=None, *, if_absent=False):
+    def put(self, name, array, dtype=None, *, if_absent=False, mode=None):
         """Store `array` (a NumPy array, or anything np.asarray takes) as
         `name`, replacing a tensor of that name unless `if_absent`. The dtype
         follows the array (float32 f32, float16 f16, int32 i32, uint8 u8);
-        pass `dtype` to convert, or "bf16" (see tensord.dtypes). Returns the
-        stored tensor's metadata."""
+        pass `dtype` to convert, or "bf16" (see tensord.dtypes). `mode` shares
+        it (see chmod; a new tensor is "private"). Returns the stored
+        tensor's metadata."""
         dtype, shape, data = _dt.encode(array, dtype)
         params = {"name": _name("name", name), "dtype": dtype, "shape": shape, "data": data}
         if if_absent:
             params["if_absent"] = True
+        if mode is not None:
+            params["mode"] = mode
         return self._do("tensor.put", params)
 
     def get(self, name, *, meta=False, copy=True):
@@ -227,6 +230,17 @@ class _Methods:
     def delete(self, name):
         """Delete tensor `name`; ``{"name", "deleted": True, "bytes"}``."""
         return self._do("tensor.delete", {"name": _name("name", name)})
+
+    def chmod(self, name, mode=None, group=None):
+        """Who besides its owner may use tensor `name` (owner or root only):
+        `mode` "private" or a comma list of "group-read", "group-write",
+        "world-read", "world-write"; `group` a gid. Returns the metadata."""
+        params = {"name": _name("name", name)}
+        if mode is not None:
+            params["mode"] = mode
+        if group is not None:
+            params["group"] = group
+        return self._do("tensor.chmod", params)
 
     def op_run(self, op, inputs, attrs=None, out=None):
         """Run one op (docs/ops.md) on stored tensors. Without `out` the result

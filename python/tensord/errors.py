@@ -64,7 +64,8 @@ InvalidArgument = _status(
     ValueError)
 NotFound = _status("NOT_FOUND", 5, "No tensor (or other object) by that name.", LookupError)
 AlreadyExists = _status("ALREADY_EXISTS", 6, "put with if_absent=True on a name in use.")
-PermissionDenied = _status("PERMISSION_DENIED", 7, "Changing or deleting another user's tensor.")
+PermissionDenied = _status("PERMISSION_DENIED", 7,
+                           "Using a tensor its mode does not let this user read or write.")
 ResourceExhausted = _status(
     "RESOURCE_EXHAUSTED", 8,
     "Over a size or count limit, or out of device memory.")

@@ -56,6 +56,7 @@ void fuzz_gpu_init(struct gpu_device *g, uint64_t heap_bytes)
 	g->mem.align = STUB_ALIGN;
 	g->mem.heap_size = heap_bytes;
 	g->mem.max_allocation = heap_bytes;
+	g->mem.limit = heap_bytes;
 	g->desc.max_allocation_size = heap_bytes;
 	g->mem.host_mapped = true;
 	dummy_block.buffer = (VkBuffer)(uintptr_t)&dummy_block;
@@ -153,6 +154,12 @@ uint32_t gpu_pipeline_count(const struct gpu_device *g)
 	return 0;
 }
 
+void gpu_pipeline_stats(const struct gpu_device *g, struct gpu_pipeline_stats *ret)
+{
+	(void)g;
+	memset(ret, 0, sizeof(*ret));
+}
+
 int gpu_rec_begin(struct gpu_recorder *rec, struct gpu_device *g)
 {
 	memset(rec, 0, sizeof(*rec));
@@ -226,18 +233,6 @@ int gpu_rec_submit_wait(struct gpu_recorder *rec)
 void gpu_rec_abort(struct gpu_recorder *rec)
 {
 	(void)rec;
-}
-
-uint64_t gpu_memory_largest(const struct gpu_device *g)
-{
-	(void)g;
-	return UINT64_MAX;
-}
-
-void gpu_pipeline_stats(const struct gpu_device *g, struct gpu_pipeline_stats *ret)
-{
-	(void)g;
-	memset(ret, 0, sizeof(*ret));
 }
 
 void gpu_memory_trim(struct gpu_device *g, int64_t older_than_ns)

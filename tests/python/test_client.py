@@ -222,6 +222,25 @@ def test_limits_client_and_server_side(small_daemon, prefix):
         assert c.ping()["pong"]
 
 
+# ---- modes (docs/security.md; other users are tested in tests/test_security.py) ----
+
+def test_put_mode_and_chmod(client, prefix):
+    st = client.put(prefix + "m", np.ones(2, np.float32))
+    assert st["mode"] == "private" and st["owner"] == os.geteuid()
+    st = client.put(prefix + "m", np.ones(2, np.float32), mode="world-read")
+    assert st["mode"] == "world-read" and st["version"] == 2
+    st = client.chmod(prefix + "m", "group-write,world-read", group=100)
+    assert st["mode"] == "group-write,world-read" and st["group"] == 100
+    assert client.chmod(prefix + "m", group=5)["mode"] == "group-write,world-read"
+    with pytest.raises(tensord.InvalidArgument):
+        client.chmod(prefix + "m", "rwx")
+    with pytest.raises(tensord.InvalidArgument):
+        client.chmod(prefix + "m")
+    with pytest.raises(tensord.NotFound):
+        client.chmod(prefix + "none", "private")
+    client.delete(prefix + "m")
+
+
 # ---- stat, list, delete ---------------------------------------------------------
 
 def test_stat_list_delete(client, prefix):
