@@ -238,17 +238,18 @@ static int block_create(struct gpu_device *g, uint64_t size, bool dedicated,
 	struct gpu_block *b;
 	int r;
 
-	if (g->mem.spare && dedicated && g->mem.spare->size == size) {
-		b = g->mem.spare;
-		g->mem.spare = NULL;
+	for (unsigned i = 0; dedicated && i < GPU_SPARE_BLOCKS; i++) {
+		b = g->mem.spare[i];
+		if (!b || b->size != size)
+			continue;
+		g->mem.spare[i] = NULL;
 		b->next = g->mem.blocks;
 		g->mem.blocks = b;
 		*ret = b;
 		return 0;
 	}
-	/* The spare is of another size: it must not make this one fail. */
-	if (g->mem.spare && (size > g->mem.limit || g->mem.reserved > g->mem.limit - size ||
-			     !budget_allows(g, size)))
+	/* Spares of other sizes must not make this one fail. */
+	if (size > g->mem.limit || g->mem.reserved > g->mem.limit - size || !budget_allows(g, size))
 		gpu_memory_trim(g, INT64_MAX);
 
 	/* Drivers such as lavapipe allocate past their heap; stay inside it, and
@@ -354,10 +355,22 @@ void gpu_memory_free(struct gpu_device *g, struct gpu_alloc *a)
 		}
 	}
 	if (b->dedicated) {
-		gpu_memory_trim(g, INT64_MAX);
+		unsigned slot = 0;
+
+		/* An empty slot, else the one parked longest. */
+		for (unsigned i = 0; i < GPU_SPARE_BLOCKS; i++) {
+			if (!g->mem.spare[i]) {
+				slot = i;
+				break;
+			}
+			if (g->mem.spare_since_ns[i] < g->mem.spare_since_ns[slot])
+				slot = i;
+		}
+		if (g->mem.spare[slot])
+			block_destroy(g, g->mem.spare[slot]);
 		b->next = NULL;
-		g->mem.spare = b;
-		g->mem.spare_since_ns = gpu_timing_now_ns();
+		g->mem.spare[slot] = b;
+		g->mem.spare_since_ns[slot] = gpu_timing_now_ns();
 		return;
 	}
 	block_destroy(g, b);
@@ -365,10 +378,11 @@ void gpu_memory_free(struct gpu_device *g, struct gpu_alloc *a)
 
 void gpu_memory_trim(struct gpu_device *g, int64_t older_than_ns)
 {
-	if (g->mem.spare && g->mem.spare_since_ns < older_than_ns) {
-		block_destroy(g, g->mem.spare);
-		g->mem.spare = NULL;
-	}
+	for (unsigned i = 0; i < GPU_SPARE_BLOCKS; i++)
+		if (g->mem.spare[i] && g->mem.spare_since_ns[i] < older_than_ns) {
+			block_destroy(g, g->mem.spare[i]);
+			g->mem.spare[i] = NULL;
+		}
 }
 
 int gpu_memory_staging(struct gpu_device *g)

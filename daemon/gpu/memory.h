@@ -32,6 +32,9 @@ struct gpu_alloc {
 	uint64_t reserved;      /* the bytes taken from the block (aligned) */
 };
 
+/* Freed dedicated blocks kept for reuse (struct gpu_memory). */
+#define GPU_SPARE_BLOCKS 4
+
 struct gpu_memory {
 	uint32_t type_index;    /* memory type for tensors */
 	uint32_t heap_index;
@@ -46,12 +49,13 @@ struct gpu_memory {
 	uint64_t used;          /* bytes of tensor data */
 	uint64_t reserved;      /* bytes of VkDeviceMemory held */
 	struct gpu_block *blocks;
-	/* A dedicated block whose tensor was freed, kept for a moment: a request
-	 * that replaces a big tensor (op.run with `out`, a training step) frees
-	 * one and allocates one of the same size, and vkAllocateMemory of a
-	 * few hundred MiB costs milliseconds. gpu_memory_trim releases it. */
-	struct gpu_block *spare;
-	int64_t spare_since_ns;
+	/* Dedicated blocks whose tensors were freed, kept for a moment: a
+	 * request that replaces a big tensor (op.run with `out`, a graph's big
+	 * intermediates, a training step) frees some and allocates the same
+	 * sizes again, and vkAllocateMemory of a few hundred MiB costs
+	 * milliseconds. gpu_memory_trim releases them. */
+	struct gpu_block *spare[GPU_SPARE_BLOCKS];
+	int64_t spare_since_ns[GPU_SPARE_BLOCKS];
 	/* staging buffer for devices whose tensor memory the host cannot map */
 	VkBuffer staging_buffer;
 	VkDeviceMemory staging_memory;
@@ -65,8 +69,8 @@ struct gpu_memory {
  * Returns 0 or -ENODEV when the device has no suitable memory. */
 int gpu_memory_init(struct gpu_device *g, bool host_mapped, uint64_t block_size, uint64_t max_bytes);
 
-/* Release the spare dedicated block if it has been parked since before
- * `older_than_ns` (CLOCK_MONOTONIC; INT64_MAX releases it whatever its age). */
+/* Release the spare dedicated blocks parked since before `older_than_ns`
+ * (CLOCK_MONOTONIC; INT64_MAX releases them all). */
 void gpu_memory_trim(struct gpu_device *g, int64_t older_than_ns);
 
 /* Release every block and the staging buffer. */
