@@ -13,6 +13,7 @@
 #include "npy.h"
 #include "pack.h"
 #include "print.h"
+#include "safetensors.h"
 #include "values.h"
 
 #define MSG_MAX 512
@@ -360,7 +361,50 @@ struct put_source {
 	size_t len;
 	void *owned;          /* malloc'd data to free */
 	struct npy_file npy;  /* the mapped file */
+	struct st_file st;    /* or the mapped .safetensors file */
 };
+
+/* Whether `path` names a safetensors file (by its extension). */
+static bool is_safetensors(const char *path)
+{
+	size_t n = strlen(path), e = strlen(".safetensors");
+
+	return n > e && strcmp(path + n - e, ".safetensors") == 0;
+}
+
+/* put --file F.safetensors: the file's one tensor, or the one named like
+ * the target when it holds several. No dtype conversion. */
+static int source_from_safetensors(struct ctl *c, struct put_source *s, int want)
+{
+	char err[MSG_MAX];
+	const struct st_tensor *t = NULL;
+	int dt;
+
+	if (st_load(c->file, &s->st, err, sizeof(err)) < 0)
+		return ctl_error("%s: %s", c->file, err);
+	if (s->st.ntensors == 1)
+		t = &s->st.tensors[0];
+	for (size_t i = 0; !t && i < s->st.ntensors; i++)
+		if (strcmp(s->st.tensors[i].name, c->pos[0]) == 0)
+			t = &s->st.tensors[i];
+	if (!t)
+		return ctl_error("%s holds %zu tensors, none named '%s' (tensorctl load puts them all)",
+				 c->file, s->st.ntensors, c->pos[0]);
+	dt = st_dtype_to_tensord((int)t->dtype);
+	if (dt < 0)
+		return ctl_error("%s: tensor '%s' is %s, which tensord does not store", c->file, t->name,
+				 st_dtype_name((int)t->dtype));
+	if (want >= 0 && want != dt)
+		return ctl_usage_error("%s: tensor '%s' is %s; safetensors input is not converted (--dtype %s)",
+				       c->file, t->name, tdp_dtype_name(dt), tdp_dtype_name(want));
+	s->dtype = dt;
+	s->rank = t->rank;
+	for (uint32_t d = 0; d < t->rank; d++)
+		s->shape[d] = t->shape[d];
+	s->data = t->data;
+	s->len = (size_t)(t->end - t->begin);
+	return CTL_EXIT_OK;
+}
 
 static int source_from_values(struct ctl *c, struct put_source *s)
 {
@@ -442,7 +486,12 @@ int ctl_cmd_put(struct ctl *c)
 			return ctl_usage_error("unknown dtype '%s' (f32 f16 bf16 i32 u8)", c->dtype);
 		s.dtype = want;
 	}
-	status = c->values ? source_from_values(c, &s) : source_from_file(c, &s, want);
+	if (c->values)
+		status = source_from_values(c, &s);
+	else if (is_safetensors(c->file))
+		status = source_from_safetensors(c, &s, want);
+	else
+		status = source_from_file(c, &s, want);
 	if (status != CTL_EXIT_OK)
 		goto out;
 	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
@@ -468,6 +517,7 @@ int ctl_cmd_put(struct ctl *c)
 out:
 	free(s.owned);
 	npy_close(&s.npy);
+	st_close(&s.st);
 	return status;
 }
 
@@ -492,8 +542,18 @@ int ctl_cmd_get(struct ctl *c)
 	if (r < 0)
 		return ctl_call_failed(c, r);
 	count = len / tensord_dtype_size(info.dtype);
+	if (c->out && is_safetensors(c->out)) {
+		struct st_entry e = { .name = info.name, .dtype = (enum st_dtype)st_dtype_from_tensord((int)info.dtype),
+				      .rank = info.rank, .shape = info.shape, .data = data };
+
+		if (st_write(c->out, &e, 1, NULL, 0, err, sizeof(err)) < 0) {
+			status = ctl_error("%s: %s", c->out, err);
+			goto out;
+		}
+	}
 	if (c->out) {
-		if (npy_write(c->out, (int)info.dtype, info.rank, info.shape, data, len, err,
+		if (!is_safetensors(c->out) &&
+		    npy_write(c->out, (int)info.dtype, info.rank, info.shape, data, len, err,
 			      sizeof(err)) < 0) {
 			status = ctl_error("%s: %s", c->out, err);
 			goto out;

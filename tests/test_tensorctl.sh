@@ -736,6 +736,26 @@ for t in f32 f16 bf16 i32 u8 scalar; do
 	[[ "$(ctl --json get ind/$t)" == "$(ctl --json get again/ind/$t | sed 's|"again/ind/|"ind/|')" ]] ||
 		fail "ind/$t changed through save and load"
 done
+# one tensor: put --file / get --out with a .safetensors file
+bad put one/f16 --file "$DIR/ind.safetensors"
+ok put ind/i32 --file "$DIR/ind.safetensors" >/dev/null
+ok --json get ind/i32 | js 'assert j["shape"] == [2, 1] and flat(j["data"]) == [-7, 2 ** 31 - 1], j'
+ok get ind/f16 --out "$DIR/one.safetensors" >/dev/null
+"$PY" - "$DIR/one.safetensors" <<'PYEOF' || fail "get --out .safetensors: not the tensor an independent reader expects"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+h.pop("__metadata__", None)
+assert list(h) == ["ind/f16"] and h["ind/f16"]["dtype"] == "F16" and h["ind/f16"]["shape"] == [2], h
+b, e = h["ind/f16"]["data_offsets"]
+assert struct.unpack("<2e", raw[8 + n + b:8 + n + e]) == (1.5, -2.25)
+PYEOF
+ok put one/f16 --file "$DIR/one.safetensors" >/dev/null
+ok --json get one/f16 | js 'assert j["dtype"] == "f16" and flat(j["data"]) == [1.5, -2.25], j'
+bad put one/f16 --file "$DIR/one.safetensors" --dtype f32
+bad put one/x --file "$DIR/f64.safetensors"
+bad put one/x --file "$DIR/short.safetensors"
 bad load "$DIR/short.safetensors"
 bad load "$DIR/f64.safetensors"
 bad load "$DIR/hole.safetensors"
