@@ -121,6 +121,9 @@ int ctl_pack_merged(msgpack_packer *pk, const msgpack_object *base, const msgpac
  * option). */
 int ctl_pack_pairs(msgpack_packer *pk, const char *const *pairs, int n, const char *opt);
 
+/* map[key] as a double when it is a number (map may be NULL). */
+bool ctl_map_number(const msgpack_object *map, const char *key, double *ret);
+
 /* Parse a positive count option ("--batch-size 32"). Returns CTL_EXIT_OK or
  * CTL_EXIT_USAGE with the error printed. */
 int ctl_parse_count(const char *opt, const char *text, uint64_t *ret);

@@ -13,21 +13,6 @@ static bool get_uint(const msgpack_object *map, const char *key, uint64_t *ret)
 	return tdp_obj_uint(tdp_map_find(map, key), ret) == 0;
 }
 
-static bool get_number(const msgpack_object *map, const char *key, double *ret)
-{
-	const msgpack_object *o = tdp_map_find(map, key);
-
-	if (!o)
-		return false;
-	switch (o->type) {
-	case MSGPACK_OBJECT_FLOAT32:
-	case MSGPACK_OBJECT_FLOAT64: *ret = o->via.f64; return true;
-	case MSGPACK_OBJECT_POSITIVE_INTEGER: *ret = (double)o->via.u64; return true;
-	case MSGPACK_OBJECT_NEGATIVE_INTEGER: *ret = (double)o->via.i64; return true;
-	default: return false;
-	}
-}
-
 /* A str field as printf's "%.*s" arguments; "?" when absent or no string. */
 static const char *get_str(const msgpack_object *map, const char *key, int *ret_len)
 {
@@ -182,7 +167,7 @@ void ctl_print_info(FILE *f, const msgpack_object *info)
 	if (get_uint(info, "pid", &v))
 		fprintf(f, ", pid %" PRIu64, v);
 	fputc('\n', f);
-	if (get_number(info, "uptime", &up)) {
+	if (ctl_map_number(info, "uptime", &up)) {
 		ctl_format_duration(text, sizeof(text), up);
 		fprintf(f, "%-13s %s\n", "uptime", text);
 	}
@@ -234,5 +219,20 @@ void ctl_print_info(FILE *f, const msgpack_object *info)
 			fputs("?             ", f);
 		ctl_json_msgpack(f, &info->via.map.ptr[i].val);
 		fputc('\n', f);
+	}
+}
+
+bool ctl_map_number(const msgpack_object *map, const char *key, double *ret)
+{
+	const msgpack_object *o = map ? tdp_map_find(map, key) : NULL;
+
+	if (!o)
+		return false;
+	switch (o->type) {
+	case MSGPACK_OBJECT_FLOAT32:
+	case MSGPACK_OBJECT_FLOAT64: *ret = o->via.f64; return true;
+	case MSGPACK_OBJECT_POSITIVE_INTEGER: *ret = (double)o->via.u64; return true;
+	case MSGPACK_OBJECT_NEGATIVE_INTEGER: *ret = (double)o->via.i64; return true;
+	default: return false;
 	}
 }

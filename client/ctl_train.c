@@ -45,22 +45,6 @@ static void add(struct line *l, const char *fmt, ...)
 		l->n += (size_t)k < sizeof(l->s) - l->n ? (size_t)k : sizeof(l->s) - 1 - l->n;
 }
 
-/* map[key] as a number, if it is one. */
-static bool num(const msgpack_object *map, const char *key, double *ret)
-{
-	const msgpack_object *o = tdp_map_find(map, key);
-
-	if (!o)
-		return false;
-	switch (o->type) {
-	case MSGPACK_OBJECT_FLOAT32:
-	case MSGPACK_OBJECT_FLOAT64: *ret = o->via.f64; return true;
-	case MSGPACK_OBJECT_POSITIVE_INTEGER: *ret = (double)o->via.u64; return true;
-	case MSGPACK_OBJECT_NEGATIVE_INTEGER: *ret = (double)o->via.i64; return true;
-	default: return false;
-	}
-}
-
 /* map[key] as an integer, if it is one. */
 static bool inum(const msgpack_object *map, const char *key, int64_t *ret)
 {
@@ -88,7 +72,7 @@ static void add_eval(struct line *l, const msgpack_object *ev)
 	const msgpack_object *m = tdp_map_find(ev, "metrics");
 	double v;
 
-	if (num(ev, "loss", &v))
+	if (ctl_map_number(ev, "loss", &v))
 		add(l, " loss %.4g", v);
 	if (!m || m->type != MSGPACK_OBJECT_MAP)
 		return;
@@ -124,7 +108,7 @@ static void add_position(struct line *l, const msgpack_object *p)
 		if (inum(p, "epochs", &b))
 			add(l, "/%" PRId64, b);
 	}
-	if (num(p, "loss", &v))
+	if (ctl_map_number(p, "loss", &v))
 		add(l, "%sloss %.4g", l->n ? " " : "", v);
 }
 
@@ -167,14 +151,14 @@ static void on_progress(struct progress *pg, const msgpack_object *p)
 		add(&l, "] %3d%% ", (int)(frac * 100));
 	}
 	add_position(&l, p);
-	if (!pg->bar && num(p, "lr", &v))
+	if (!pg->bar && ctl_map_number(p, "lr", &v))
 		add(&l, " lr %.4g", v);
-	if (num(p, "samples_per_s", &v)) {
+	if (ctl_map_number(p, "samples_per_s", &v)) {
 		add(&l, " ");
 		add_rate(&l, v);
 		add(&l, " samples/s");
 	}
-	if (!pg->bar && num(p, "elapsed", &v))
+	if (!pg->bar && ctl_map_number(p, "elapsed", &v))
 		add(&l, " %.1f s", v);
 	if (pg->bar) {
 		snprintf(pg->last, sizeof(pg->last), "%s", l.s);
@@ -267,16 +251,16 @@ static int print_run_result(struct ctl *c, const msgpack_object *res)
 		print_event("result", res);
 		return CTL_EXIT_OK;
 	}
-	if (!inum(res, "steps", &steps) || !num(res, "seconds", &secs))
+	if (!inum(res, "steps", &steps) || !ctl_map_number(res, "seconds", &secs))
 		return ctl_error("malformed reply: no steps or seconds");
 	add(&l, "trained %" PRId64 " step%s in %.*f s", steps, steps == 1 ? "" : "s",
 	    secs < 10 ? 2 : 1, secs);
-	if (num(res, "samples_per_s", &v)) {
+	if (ctl_map_number(res, "samples_per_s", &v)) {
 		add(&l, " (");
 		add_rate(&l, v);
 		add(&l, " samples/s)");
 	}
-	if (num(res, "loss", &v))
+	if (ctl_map_number(res, "loss", &v))
 		add(&l, ", final loss %.4g", v);
 	if (ev && ev->type == MSGPACK_OBJECT_MAP) {
 		add(&l, ", eval");
@@ -432,12 +416,12 @@ static int print_step_result(struct ctl *c, const msgpack_object *res)
 	double loss, lr = 0;
 	int status;
 
-	if (res->type != MSGPACK_OBJECT_MAP || !num(res, "loss", &loss) ||
+	if (res->type != MSGPACK_OBJECT_MAP || !ctl_map_number(res, "loss", &loss) ||
 	    (outs && outs->type != MSGPACK_OBJECT_MAP) ||
 	    (stored && stored->type != MSGPACK_OBJECT_ARRAY))
 		return ctl_error("malformed reply: no loss, or bad outputs or stored");
 	inum(res, "step", &step);
-	num(res, "lr", &lr);
+	ctl_map_number(res, "lr", &lr);
 	if (c->json) {
 		fputs("{\"loss\":", stdout);
 		ctl_json_double(stdout, loss);

@@ -31,20 +31,6 @@ static bool get_uint(const msgpack_object *map, const char *key, uint64_t *ret)
 	return map && tdp_obj_uint(tdp_map_find(map, key), ret) == 0;
 }
 
-static bool get_double(const msgpack_object *map, const char *key, double *ret)
-{
-	const msgpack_object *o = map ? tdp_map_find(map, key) : NULL;
-
-	if (!o)
-		return false;
-	switch (o->type) {
-	case MSGPACK_OBJECT_FLOAT32:
-	case MSGPACK_OBJECT_FLOAT64: *ret = o->via.f64; return true;
-	case MSGPACK_OBJECT_POSITIVE_INTEGER: *ret = (double)o->via.u64; return true;
-	default: return false;
-	}
-}
-
 static int parse_options(struct ctl *c, double *ret_interval, uint64_t *ret_count)
 {
 	double interval = 1.0;
@@ -234,7 +220,7 @@ static void print_screen(const msgpack_object *info, const struct sample *s, dou
 									   : "?");
 	if (get_uint(info, "pid", &v))
 		printf(", pid %" PRIu64, v);
-	if (get_double(info, "uptime", &up)) {
+	if (ctl_map_number(info, "uptime", &up)) {
 		ctl_format_duration(text, sizeof(text), up);
 		printf(", up %s", text);
 	}
