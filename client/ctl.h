@@ -32,6 +32,7 @@ struct ctl {
 	const char **ids;     /* --metric / --output ID, in order */
 	const char *prefix, *name, *model, *batch_size, *epochs, *steps;
 	bool replace, tensors;
+	const char *groups;   /* kernel run --groups X[,Y[,Z]] (--push goes in attrs) */
 	struct tensord *td;
 };
 
@@ -104,6 +105,7 @@ int ctl_cmd_load(struct ctl *c);
 int ctl_cmd_model(struct ctl *c);
 int ctl_cmd_evaluate(struct ctl *c);
 int ctl_cmd_predict(struct ctl *c);
+int ctl_cmd_kernel(struct ctl *c);
 
 /* model save NAME FILE and model load FILE (ctl_save.c). */
 int ctl_model_save(struct ctl *c, const char *model, const char *path);

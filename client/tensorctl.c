@@ -60,6 +60,11 @@ static const char usage_text[] =
 	"                               loss and metrics of a model over a data set\n"
 	"  predict NAME --input IN=TENSOR... [--output ID]... [-o [ID=]NAME]\n"
 	"                               run a model forward; print or store outputs\n"
+	"  kernel create NAME FILE.comp|FILE.spv\n"
+	"                               compile a custom compute kernel (GLSL or SPIR-V)\n"
+	"  kernel run NAME TENSOR... --groups X[,Y[,Z]] [--push MEMBER=NUMBER]...\n"
+	"                               dispatch it on stored tensors, in place\n"
+	"  kernel ls [PREFIX] | kernel rm NAME\n"
 	"\n"
 	"Options:\n"
 	"  --socket PATH   daemon socket (default: $TENSORD_SOCKET, else\n"
@@ -115,7 +120,7 @@ int ctl_fail(int status, const char *fmt, ...)
 enum opt_id { OPT_SOCKET, OPT_JSON, OPT_HELP, OPT_VERSION, OPT_FILE, OPT_VALUES, OPT_SHAPE,
 	      OPT_DTYPE, OPT_OUT, OPT_ATTR, OPT_WATCH, OPT_INTERVAL, OPT_COUNT, OPT_GROUP, OPT_PREFIX,
 	      OPT_NAME, OPT_MODEL, OPT_DATA, OPT_INPUT, OPT_METRIC, OPT_OUTPUT, OPT_BATCH, OPT_EPOCHS,
-	      OPT_STEPS, OPT_REPLACE, OPT_TENSORS };
+	      OPT_STEPS, OPT_REPLACE, OPT_TENSORS, OPT_PUSH, OPT_GROUPS };
 
 static const struct option_def {
 	const char *name;
@@ -137,6 +142,7 @@ static const struct option_def {
 	{ "output", 0, true, OPT_OUTPUT },   { "batch-size", 0, true, OPT_BATCH },
 	{ "epochs", 0, true, OPT_EPOCHS },   { "steps", 0, true, OPT_STEPS },
 	{ "replace", 0, false, OPT_REPLACE }, { "tensors", 0, false, OPT_TENSORS },
+	{ "push", 0, true, OPT_PUSH },       { "groups", 0, true, OPT_GROUPS },
 };
 
 static const struct command_def {
@@ -171,6 +177,8 @@ static const struct command_def {
 	{ "evaluate", ctl_cmd_evaluate, 1, 1, 1u << OPT_DATA | 1u << OPT_METRIC | 1u << OPT_BATCH, "NAME",
 	  true },
 	{ "predict", ctl_cmd_predict, 1, 1, 1u << OPT_INPUT | 1u << OPT_OUTPUT | 1u << OPT_OUT, "NAME", true },
+	{ "kernel", ctl_cmd_kernel, 1, 2 + 8, 1u << OPT_PUSH | 1u << OPT_GROUPS,
+	  "SUBCOMMAND (create, run, ls, rm)", false },
 };
 
 static const struct option_def *find_option(const char *arg, const char **ret_inline)
@@ -281,6 +289,8 @@ int main(int argc, char **argv)
 		case OPT_STEPS: c.steps = value; break;
 		case OPT_REPLACE: c.replace = true; break;
 		case OPT_TENSORS: c.tensors = true; break;
+		case OPT_PUSH: c.attrs[c.nattrs++] = value; break;
+		case OPT_GROUPS: c.groups = value; break;
 		}
 	}
 	if (help || (c.command && strcmp(c.command, "help") == 0)) {

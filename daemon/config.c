@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,47 @@ void config_defaults(struct config *c)
 	c->max_inflight = 64;
 	c->max_output_backlog = (uint64_t)8 << 20;
 	c->stall_timeout = 60;
+	c->kernel_group = -1;
+	c->kernel_timeout_ms = 10000;
+}
+
+static int parse_u64(const char *v, uint64_t min, uint64_t max, uint64_t *ret);
+
+/* A group by number or name. */
+static int parse_group(const char *v, int64_t *ret)
+{
+	struct group gr, *res = NULL;
+	char buf[4096];
+	uint64_t gid;
+
+	if (!strcmp(v, "none")) {
+		*ret = -1;
+		return 0;
+	}
+	if (parse_u64(v, 0, UINT32_MAX - 1, &gid) == 0) {
+		*ret = (int64_t)gid;
+		return 0;
+	}
+	if (getgrnam_r(v, &gr, buf, sizeof(buf), &res) != 0 || !res)
+		return -EINVAL;
+	*ret = res->gr_gid;
+	return 0;
+}
+
+/* Seconds with an optional fraction ("10", "0.5"), kept in milliseconds. */
+static int parse_ms(const char *v, uint64_t min_ms, uint64_t max_ms, uint64_t *ret)
+{
+	char *end;
+	double x;
+
+	if (!isdigit((unsigned char)*v))
+		return -EINVAL;
+	errno = 0;
+	x = strtod(v, &end);
+	if (errno || *end || x * 1000 < (double)min_ms || x * 1000 > (double)max_ms)
+		return -EINVAL;
+	*ret = (uint64_t)(x * 1000 + 0.5);
+	return 0;
 }
 
 static int parse_u64(const char *v, uint64_t min, uint64_t max, uint64_t *ret)
@@ -157,6 +199,10 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
 		r = parse_size(value, (uint64_t)64 << 10, (uint64_t)1 << 40, &c->max_output_backlog);
 	else if (!strcmp(key, "stall_timeout"))
 		r = parse_u64(value, 0, 86400, &c->stall_timeout);
+	else if (!strcmp(key, "kernel_group"))
+		r = parse_group(value, &c->kernel_group);
+	else if (!strcmp(key, "kernel_timeout"))
+		r = parse_ms(value, 100, 3600 * 1000, &c->kernel_timeout_ms);
 	else if (!strcmp(key, "host_mapped"))
 		r = parse_bool(value, &c->host_mapped);
 	else if (!strcmp(key, "verbose")) {
@@ -261,4 +307,6 @@ void config_apply_reload(struct config *cur, const struct config *next, char *fi
 	cur->max_inflight = next->max_inflight;     /* connections opened from now on */
 	cur->max_output_backlog = next->max_output_backlog;
 	cur->stall_timeout = next->stall_timeout;
+	cur->kernel_group = next->kernel_group;
+	cur->kernel_timeout_ms = next->kernel_timeout_ms;
 }

@@ -28,6 +28,9 @@ struct config {
 	uint64_t max_inflight;      /* requests read but not yet answered, per client */
 	uint64_t max_output_backlog; /* unread output at which a client is not served */
 	uint64_t stall_timeout;     /* seconds at the backlog limit before disconnecting, 0 = never */
+	/* docs/kernels.md: clients' compute kernels */
+	int64_t kernel_group;       /* gid whose members may create kernels (root always), -1 = none */
+	uint64_t kernel_timeout_ms; /* a kernel submission's time limit */
 };
 
 /* Fill `c` with the defaults (socket from $TENSORD_SOCKET or the system path). */

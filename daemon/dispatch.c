@@ -9,6 +9,7 @@
 #include "handlers.h"
 #include "train.h"
 #include "methods_model.h"
+#include "methods_kernel.h"
 #include "log.h"
 #include "methods.h"
 #include "request.h"
@@ -37,6 +38,10 @@ static const struct {
 	{ TDP_METHOD_MODEL_DELETE, method_model_delete },
 	{ TDP_METHOD_MODEL_EVALUATE, method_model_evaluate },
 	{ TDP_METHOD_MODEL_PREDICT, method_model_predict },
+	{ TDP_METHOD_KERNEL_CREATE, method_kernel_create },
+	{ TDP_METHOD_KERNEL_RUN, method_kernel_run },
+	{ TDP_METHOD_KERNEL_LIST, method_kernel_list },
+	{ TDP_METHOD_KERNEL_DELETE, method_kernel_delete },
 };
 
 #define METHOD_COUNT (sizeof(method_table) / sizeof(method_table[0]))

@@ -21,6 +21,7 @@
 #include "server.h"
 #include "store.h"
 #include "model.h"
+#include "methods_kernel.h"
 #include "train.h"
 
 int64_t daemon_now_ns(int clock)
@@ -331,6 +332,7 @@ out:
 	notify_fini(&notify);
 	server_free(d.server);
 	train_jobs_free();
+	kernels_fini(&d);
 	models_free(d.models);
 	store_free(d.store);
 	gpu_device_free(d.gpu);

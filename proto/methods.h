@@ -19,6 +19,10 @@
 #define TDP_METHOD_MODEL_DELETE "model.delete"
 #define TDP_METHOD_MODEL_EVALUATE "model.evaluate"
 #define TDP_METHOD_MODEL_PREDICT "model.predict"
+#define TDP_METHOD_KERNEL_CREATE "kernel.create"
+#define TDP_METHOD_KERNEL_RUN "kernel.run"
+#define TDP_METHOD_KERNEL_LIST "kernel.list"
+#define TDP_METHOD_KERNEL_DELETE "kernel.delete"
 
 /* Notification the daemon sends before closing a connection whose byte stream
  * it could not parse: params are [ {code, name, message} ]. */

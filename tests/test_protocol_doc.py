@@ -379,6 +379,51 @@ def call_model_predict(c):
     model_teardown(c)
 
 
+DOC_KERNEL = """#version 450
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 1) writeonly buffer Y { float y[]; };
+layout(push_constant) uniform P { float alpha; uint n; };
+void main() {
+    uint i = gl_GlobalInvocationID.x;
+    if (i < n) y[i] = alpha * x[i];
+}
+"""
+
+
+def call_kernel_create(c):
+    res = c.call("kernel.create", {"name": "doc/k", "glsl": DOC_KERNEL})
+    assert set(res) == {"name", "owner", "entry", "local_size", "bindings", "push_bytes",
+                        "push", "spirv_bytes"}, res
+    assert res["local_size"] == [64, 1, 1] and res["push_bytes"] == 8, res
+
+
+def call_kernel_run(c):
+    c.call("kernel.create", {"name": "doc/k", "glsl": DOC_KERNEL})
+    c.call("tensor.put", {"name": "doc/kx", "dtype": "f32", "shape": [2],
+                          "data": struct.pack("<2f", 1, 2)})
+    c.call("tensor.put", {"name": "doc/ky", "dtype": "f32", "shape": [2],
+                          "data": struct.pack("<2f", 0, 0)})
+    res = c.call("kernel.run", {"name": "doc/k", "tensors": ["doc/kx", "doc/ky"],
+                                "push": {"alpha": 2.5, "n": 2}, "groups": [1]})
+    assert set(res) == {"name", "groups", "seconds"} and res["groups"] == [1, 1, 1], res
+    y = c.call("tensor.get", {"name": "doc/ky"})["data"]
+    assert struct.unpack("<2f", y) == (2.5, 5.0), y
+    for n in ("doc/kx", "doc/ky"):
+        c.call("tensor.delete", {"name": n})
+
+
+def call_kernel_list(c):
+    c.call("kernel.create", {"name": "doc/k", "glsl": DOC_KERNEL})
+    res = c.call("kernel.list", {"prefix": "doc/"})
+    assert set(res) == {"kernels"} and [k["name"] for k in res["kernels"]] == ["doc/k"], res
+
+
+def call_kernel_delete(c):
+    c.call("kernel.create", {"name": "doc/k", "glsl": DOC_KERNEL})
+    assert c.call("kernel.delete", {"name": "doc/k"}) == {"deleted": True}
+
+
 CALLS = {
     "ping": call_ping,
     "info": call_info,
@@ -398,6 +443,10 @@ CALLS = {
     "model.delete": call_model_delete,
     "model.evaluate": call_model_evaluate,
     "model.predict": call_model_predict,
+    "kernel.create": call_kernel_create,
+    "kernel.run": call_kernel_run,
+    "kernel.list": call_kernel_list,
+    "kernel.delete": call_kernel_delete,
 }
 
 

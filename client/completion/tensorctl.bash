@@ -5,7 +5,7 @@
 # The ops of docs/ops.md (tests/test_completion.sh keeps this list true).
 _tensorctl_ops="abs adam_m adam_param adam_v add arange argmax argmin avg_pool2d avg_pool2d_grad batch_norm binary_cross_entropy_with_logits cast clamp concat conv2d conv2d_grad_input conv2d_grad_weight copy cos cross_entropy div eq erf exp full gather ge gelu gt index_add index_select layer_norm le log log_softmax lt matmul max max_pool2d max_pool2d_grad maximum mean min minimum mse mul ne neg nll one_hot ones pad permute pow prod rand randn relu reshape rms_norm rsqrt sgd_buf sgd_param sigmoid silu sin slice softmax softplus sqrt stack std sub sum tanh transpose var where zeros"
 
-_tensorctl_commands="ping info ls stat rm put get run graph train step help metrics chmod save load model evaluate predict"
+_tensorctl_commands="ping info ls stat rm put get run graph train step help metrics chmod save load model evaluate predict kernel"
 _tensorctl_modes="private group-read group-write world-read world-write"
 _tensorctl_global_opts="--socket --json --help --version"
 
@@ -42,7 +42,7 @@ _tensorctl()
 			((i++)) ;;
 		--socket=*) sock=("$w") ;;
 		--file | -f | --values | --shape | --dtype | --out | -o | --attr | -a | \
-			--interval | -n | --count | -c | --group | -g)
+			--interval | -n | --count | -c | --group | -g | --push | --groups)
 			((i++)) ;;
 		-) [[ -n $cmd ]] && ((npos++)) ;;   # chmod's "keep the mode"
 		-*) ;;
@@ -67,7 +67,7 @@ _tensorctl()
 	--dtype)
 		COMPREPLY=($(compgen -W "f32 f16 bf16 i32 u8" -- "$cur"))
 		return ;;
-	--values | --shape | --attr | -a | --interval | -n | --count | -c | --group | -g)
+	--values | --shape | --attr | -a | --interval | -n | --count | -c | --group | -g | --push | --groups)
 		return ;;
 	esac
 
@@ -88,6 +88,7 @@ _tensorctl()
 			run) opts+=" --out --attr" ;;
 			info) opts+=" --watch --interval --count" ;;
 			chmod) opts+=" --group" ;;
+			kernel) opts+=" --groups --push" ;;
 			esac
 			COMPREPLY=($(compgen -W "$opts" -- "$cur"))
 			return
@@ -106,6 +107,15 @@ _tensorctl()
 			if ((npos == 0)); then
 				COMPREPLY=($(compgen -W "$_tensorctl_ops" -- "$cur"))
 			else
+				COMPREPLY=($(compgen -W "$(_tensorctl_names "$bin" "$cur" "${sock[@]}")" -- "$cur"))
+			fi ;;
+		kernel)
+			if ((npos == 0)); then
+				COMPREPLY=($(compgen -W "create run ls rm" -- "$cur"))
+			elif ((npos == 2)) && [[ ${words[2]} == create ]]; then
+				compopt -o filenames 2>/dev/null
+				COMPREPLY=($(compgen -f -X '!*.@(comp|spv)' -- "$cur") $(compgen -d -- "$cur"))
+			elif ((npos >= 2)) && [[ ${words[2]} == run ]]; then
 				COMPREPLY=($(compgen -W "$(_tensorctl_names "$bin" "$cur" "${sock[@]}")" -- "$cur"))
 			fi ;;
 		graph | train | step)

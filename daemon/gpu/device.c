@@ -330,6 +330,8 @@ static int create_logical(struct gpu_device *g)
 		return -ENODEV;
 	}
 	want.features.shaderInt16 = VK_TRUE;
+	/* Clients' kernels (kernel.run) must not reach past their buffers. */
+	want.features.robustBufferAccess = f2.features.robustBufferAccess;
 	want.features.shaderInt64 = f2.features.shaderInt64;
 	want11.storageBuffer16BitAccess = VK_TRUE;
 	want12.storageBuffer8BitAccess = VK_TRUE;
@@ -470,6 +472,11 @@ int gpu_result_errno(struct gpu_device *g, VkResult r)
 
 int gpu_cmd_wait(struct gpu_device *g, unsigned i)
 {
+	return gpu_cmd_wait_for(g, i, UINT64_MAX);
+}
+
+int gpu_cmd_wait_for(struct gpu_device *g, unsigned i, uint64_t timeout_ns)
+{
 	struct gpu_cmd *c = &g->cmd[i];
 	int64_t t0;
 	VkResult r;
@@ -486,7 +493,15 @@ int gpu_cmd_wait(struct gpu_device *g, unsigned i)
 		       gpu_timing_now_ns() - t0 < GPU_FENCE_SPIN_NS)
 			;
 	if (r == VK_NOT_READY)
-		r = vkWaitForFences(g->dev, 1, &c->fence, VK_TRUE, UINT64_MAX);
+		r = vkWaitForFences(g->dev, 1, &c->fence, VK_TRUE, timeout_ns);
+	if (r == VK_TIMEOUT) {
+		/* The work cannot be cancelled and still uses the command buffer:
+		 * nothing may be submitted again (docs/kernels.md). */
+		log_error("a submission ran past its %.1f s limit: the device is marked lost",
+			  (double)timeout_ns / 1e9);
+		g->lost = true;
+		return -ETIMEDOUT;
+	}
 	c->pending = false;
 	if (r != VK_SUCCESS)
 		return gpu_result_errno(g, r);

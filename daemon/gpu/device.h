@@ -99,5 +99,10 @@ int gpu_cmd_submit(struct gpu_device *g, unsigned i);
  * device is lost. */
 int gpu_cmd_wait(struct gpu_device *g, unsigned i);
 
+/* gpu_cmd_wait giving up after `timeout_ns` (UINT64_MAX: never): a work
+ * that has not finished by then is a runaway kernel, and since it cannot be
+ * stopped the device is marked lost; returns -ETIMEDOUT. */
+int gpu_cmd_wait_for(struct gpu_device *g, unsigned i, uint64_t timeout_ns);
+
 /* Map a VkResult to -errno, noting device loss. */
 int gpu_result_errno(struct gpu_device *g, VkResult r);

@@ -247,3 +247,46 @@ void gpu_pipeline_stats(const struct gpu_device *g, struct gpu_pipeline_stats *r
 	*ret = g->pipes->stats;
 	ret->feedback = g->creation_feedback;
 }
+
+int gpu_pipeline_build(struct gpu_device *g, const uint32_t *code, size_t size, const char *entry,
+		       VkPipeline *ret)
+{
+	VkShaderModuleCreateInfo mci = {
+		.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+		.codeSize = size,
+		.pCode = code,
+	};
+	VkComputePipelineCreateInfo pci = {
+		.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+		.stage = {
+			.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+			.stage = VK_SHADER_STAGE_COMPUTE_BIT,
+			.pName = entry,
+		},
+		.layout = g->pipes->layout,
+	};
+	VkShaderModule module;
+	VkPipeline pipe;
+	VkResult r;
+
+	if (g->lost)
+		return -ENODEV;
+	r = vkCreateShaderModule(g->dev, &mci, NULL, &module);
+	if (r != VK_SUCCESS)
+		return r == VK_ERROR_INVALID_SHADER_NV ? -EINVAL : gpu_result_errno(g, r);
+	pci.stage.module = module;
+	/* Not through the pipeline cache: clients' modules would grow the
+	 * daemon's cache file without bound. */
+	r = vkCreateComputePipelines(g->dev, VK_NULL_HANDLE, 1, &pci, NULL, &pipe);
+	vkDestroyShaderModule(g->dev, module, NULL);
+	if (r != VK_SUCCESS)
+		return r == VK_ERROR_INVALID_SHADER_NV ? -EINVAL : gpu_result_errno(g, r);
+	*ret = pipe;
+	return 0;
+}
+
+void gpu_pipeline_destroy(struct gpu_device *g, VkPipeline p)
+{
+	if (p != VK_NULL_HANDLE)
+		vkDestroyPipeline(g->dev, p, NULL);
+}

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <vulkan/vulkan.h>
 
@@ -52,3 +53,15 @@ struct gpu_pipeline_stats {
 
 /* The counters above; zeros before gpu_pipelines_init. */
 void gpu_pipeline_stats(const struct gpu_device *g, struct gpu_pipeline_stats *ret);
+
+/* Build a pipeline from a client's SPIR-V (`size` bytes, entry point
+ * `entry`) on the shared layout: storage buffers at set 0 bindings
+ * 0..GPU_MAX_BINDINGS-1 and GPU_PUSH_BYTES of push constants, which the
+ * caller has checked the module stays within (spirv_reflect.h). The caller
+ * owns *ret and frees it with gpu_pipeline_destroy. Returns 0, -EINVAL when
+ * the driver rejects the module, or -errno. */
+int gpu_pipeline_build(struct gpu_device *g, const uint32_t *code, size_t size, const char *entry,
+		       VkPipeline *ret);
+
+/* Destroy a pipeline gpu_pipeline_build made (VK_NULL_HANDLE is ignored). */
+void gpu_pipeline_destroy(struct gpu_device *g, VkPipeline p);

@@ -65,15 +65,16 @@ static void order(struct gpu_recorder *rec, const struct gpu_binding *b, unsigne
 		gpu_rec_barrier(rec);
 }
 
+static void record(struct gpu_recorder *rec, const struct gpu_pipeline *p,
+		   const struct gpu_binding *bindings, unsigned nbindings, const void *push,
+		   uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);
+
 int gpu_rec_dispatch(struct gpu_recorder *rec, const struct gpu_pipeline *p,
 		     const struct gpu_binding *bindings, unsigned nbindings,
 		     const void *push, uint32_t push_size, uint64_t invocations,
 		     uint32_t local_size)
 {
 	struct gpu_device *g = rec->g;
-	VkDescriptorBufferInfo info[GPU_MAX_BINDINGS];
-	VkWriteDescriptorSet w[GPU_MAX_BINDINGS];
-	uint8_t pushbuf[GPU_PUSH_BYTES] = { 0 };
 	uint64_t groups = (invocations + local_size - 1) / local_size, gx, gy;
 	uint32_t maxx = g->props.limits.maxComputeWorkGroupCount[0];
 	uint32_t maxy = g->props.limits.maxComputeWorkGroupCount[1];
@@ -86,6 +87,36 @@ int gpu_rec_dispatch(struct gpu_recorder *rec, const struct gpu_pipeline *p,
 	gy = (groups + gx - 1) / gx;
 	if (gy > maxy)
 		return -E2BIG;
+	record(rec, p, bindings, nbindings, push, push_size, (uint32_t)gx, (uint32_t)gy, 1);
+	return 0;
+}
+
+int gpu_rec_dispatch_groups(struct gpu_recorder *rec, const struct gpu_pipeline *p,
+			    const struct gpu_binding *bindings, unsigned nbindings,
+			    const void *push, uint32_t push_size, const uint32_t groups[3])
+{
+	const uint32_t *max = rec->g->props.limits.maxComputeWorkGroupCount;
+
+	if (nbindings > GPU_MAX_BINDINGS || push_size > GPU_PUSH_BYTES)
+		return -EINVAL;
+	for (unsigned k = 0; k < 3; k++)
+		if (groups[k] > max[k])
+			return -E2BIG;
+	if (!groups[0] || !groups[1] || !groups[2])
+		return 0;
+	record(rec, p, bindings, nbindings, push, push_size, groups[0], groups[1], groups[2]);
+	return 0;
+}
+
+static void record(struct gpu_recorder *rec, const struct gpu_pipeline *p,
+		   const struct gpu_binding *bindings, unsigned nbindings, const void *push,
+		   uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz)
+{
+	struct gpu_device *g = rec->g;
+	VkDescriptorBufferInfo info[GPU_MAX_BINDINGS];
+	VkWriteDescriptorSet w[GPU_MAX_BINDINGS];
+	uint8_t pushbuf[GPU_PUSH_BYTES] = { 0 };
+
 	order(rec, bindings, nbindings);
 	for (unsigned i = 0; i < nbindings; i++) {
 		info[i] = (VkDescriptorBufferInfo){ bindings[i].buffer, bindings[i].offset,
@@ -106,9 +137,8 @@ int gpu_rec_dispatch(struct gpu_recorder *rec, const struct gpu_pipeline *p,
 		memcpy(pushbuf, push, push_size);
 	vkCmdPushConstants(rec->cb, gpu_pipeline_layout(g), VK_SHADER_STAGE_COMPUTE_BIT, 0,
 			   GPU_PUSH_BYTES, pushbuf);
-	vkCmdDispatch(rec->cb, (uint32_t)gx, (uint32_t)gy, 1);
+	vkCmdDispatch(rec->cb, gx, gy, gz);
 	rec->dispatches++;
-	return 0;
 }
 
 int gpu_rec_submit_wait(struct gpu_recorder *rec)
@@ -119,7 +149,7 @@ int gpu_rec_submit_wait(struct gpu_recorder *rec)
 	r = gpu_cmd_submit(rec->g, 0);
 	if (r < 0)
 		return r;
-	return gpu_cmd_wait(rec->g, 0);
+	return gpu_cmd_wait_for(rec->g, 0, rec->timeout_ns ? rec->timeout_ns : UINT64_MAX);
 }
 
 void gpu_rec_abort(struct gpu_recorder *rec)

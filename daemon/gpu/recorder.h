@@ -25,6 +25,7 @@ struct gpu_recorder {
 	unsigned nwritten;
 	unsigned dispatches;
 	unsigned barriers;
+	uint64_t timeout_ns;            /* gpu_rec_submit_wait's limit; 0: none */
 };
 
 /* Start a recording on the device's command buffer. Returns 0 or -errno. */
@@ -44,11 +45,20 @@ int gpu_rec_dispatch(struct gpu_recorder *rec, const struct gpu_pipeline *p,
 		     const void *push, uint32_t push_size, uint64_t invocations,
 		     uint32_t local_size);
 
+/* Record one dispatch of exactly groups[0] x groups[1] x groups[2]
+ * workgroups (a client kernel's grid). Returns 0, -E2BIG past the device's
+ * limits, or -errno. */
+int gpu_rec_dispatch_groups(struct gpu_recorder *rec, const struct gpu_pipeline *p,
+			    const struct gpu_binding *bindings, unsigned nbindings,
+			    const void *push, uint32_t push_size, const uint32_t groups[3]);
+
 /* Make every write recorded so far visible to what follows (for a transfer or
  * the host). */
 void gpu_rec_barrier(struct gpu_recorder *rec);
 
-/* Submit and wait. Returns 0, -ENODEV when the device is lost, or -EIO. */
+/* Submit and wait (at most timeout_ns when set). Returns 0, -ENODEV when
+ * the device is lost, -ETIMEDOUT when the limit passed (the device is then
+ * marked lost), or -EIO. */
 int gpu_rec_submit_wait(struct gpu_recorder *rec);
 
 /* Abandon a recording that will not be submitted. */

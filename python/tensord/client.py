@@ -18,7 +18,7 @@ import msgpack
 import numpy as np
 
 from . import dtypes as _dt
-from .errors import (ConnectionFailed, InvalidArgument, ProtocolError, ResourceExhausted,
+from .errors import (ConnectionFailed, DeadlineExceeded, InvalidArgument, ProtocolError, ResourceExhausted,
                      TensordError, error_from_map)
 
 __all__ = ["Client", "Pipeline", "Pending", "DeadlineExceeded", "connect", "socket_path",
@@ -31,14 +31,6 @@ _RECV_CHUNK = 1 << 20
 _SEND_CHUNK = 4 << 20
 # Values at least this large are written from the caller's memory, not packed.
 _TAIL_MIN = 64 << 10
-
-
-class DeadlineExceeded(TensordError, TimeoutError):
-    """No answer within the client's timeout; the connection is closed (the
-    stream's position is unknown), which also cancels a train.run."""
-
-    code = 4
-    name = "DEADLINE_EXCEEDED"
 
 
 def socket_path(path=None):

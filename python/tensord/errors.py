@@ -21,7 +21,7 @@ __all__ = [
     "TensordError", "Cancelled", "InvalidArgument", "NotFound", "AlreadyExists",
     "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Unimplemented",
     "Internal", "Unavailable", "ShapeMismatch", "DtypeMismatch", "DeviceLost",
-    "ProtocolError", "ConnectionFailed", "error_from_map", "STATUS_CODES",
+    "ProtocolError", "ConnectionFailed", "DeadlineExceeded", "error_from_map", "STATUS_CODES",
 ]
 
 
@@ -77,6 +77,11 @@ Internal = _status("INTERNAL", 13, "A bug or host failure in the daemon.")
 Unavailable = _status("UNAVAILABLE", 14, "The daemon is shutting down or refused the connection.")
 ShapeMismatch = _status("SHAPE_MISMATCH", 100, "Operand shapes do not fit.", ValueError)
 DtypeMismatch = _status("DTYPE_MISMATCH", 101, "Operand dtypes do not fit.", TypeError)
+DeadlineExceeded = _status(
+    "DEADLINE_EXCEEDED", 4,
+    "No answer in time: the client's timeout (the connection is then closed, which also "
+    "cancels a train.run), or a custom kernel past the daemon's kernel_timeout.",
+    TimeoutError)
 DeviceLost = _status("DEVICE_LOST", 102, "The GPU was lost; the daemon must be restarted.")
 ProtocolError = _status(
     "PROTOCOL", 103,
@@ -95,7 +100,7 @@ class ConnectionFailed(Unavailable, ConnectionError):
 
 _CLASSES = [Cancelled, InvalidArgument, NotFound, AlreadyExists, PermissionDenied,
             ResourceExhausted, FailedPrecondition, Unimplemented, Internal, Unavailable,
-            ShapeMismatch, DtypeMismatch, DeviceLost, ProtocolError]
+            ShapeMismatch, DtypeMismatch, DeviceLost, ProtocolError, DeadlineExceeded]
 _BY_NAME = {cls.name: cls for cls in _CLASSES}
 _BY_CODE = {cls.code: cls for cls in _CLASSES}
 

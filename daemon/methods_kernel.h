@@ -1,0 +1,15 @@
+/* kernel.create, kernel.run, kernel.list, kernel.delete: clients' own
+ * compute kernels (docs/kernels.md). */
+#pragma once
+
+#include "request.h"
+
+struct daemon;
+
+int method_kernel_create(struct request *req);
+int method_kernel_run(struct request *req);
+int method_kernel_list(struct request *req);
+int method_kernel_delete(struct request *req);
+
+/* Destroy every kernel's pipeline (before the device goes). */
+void kernels_fini(struct daemon *d);
