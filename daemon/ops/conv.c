@@ -5,6 +5,7 @@
 #include "../../shaders/conv_codes.h"
 #include "dtype.h"
 #include "conv_shape.h"
+#include "conv_gemm.h"
 #include "op.h"
 #include "status.h"
 
@@ -142,6 +143,8 @@ static int conv_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 		.flags = ctx->ninputs == 3 ? CONV_HAS_BIAS : 0,
 	};
 
+	if (conv_gemm_usable(ctx, pl->groups))
+		return conv_gemm_record(ctx, rec, pl->stride, pl->pad, pl->dil);
 	if (ctx->out.count > UINT32_MAX)
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "a result of more than 2^32 elements");
 	pc.total = (uint32_t)ctx->out.count;

@@ -191,14 +191,39 @@ static bool matmul_use_cm(const struct op_ctx *ctx, const struct mm_plan *pl, co
 	       (uint64_t)(pl->m / MM_CM_TILE) * (pl->n / MM_CM_TILE) * pc->batches <= UINT32_MAX;
 }
 
+/* Pick the tiled kernel for the product `pc` describes (m, n, k and the
+ * batch fields set), fill in its tile counts and record it. */
+static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding bind[3],
+		       int dtype, struct mm_push *pc)
+{
+	const struct gpu_pipeline *p;
+	uint64_t tiles_m, tiles_n, groups, tile = 64;
+	const char *name;
+
+	if (((uint64_t)(pc->m + 127) / 128) * ((pc->n + 127) / 128) * pc->batches >= MM_LARGE_TILES)
+		tile = 128;
+	tiles_m = (pc->m + tile - 1) / tile;
+	tiles_n = (pc->n + tile - 1) / tile;
+	/* m, n < 2^32, so neither product overflows 64 bits. */
+	groups = tiles_m * tiles_n;
+	if (groups > UINT32_MAX || (groups *= pc->batches) > UINT32_MAX)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "more than 2^32 output tiles");
+	pc->tiles_n = (uint32_t)tiles_n;
+	pc->tiles_mn = (uint32_t)(tiles_m * tiles_n);
+	/* Large f32 products in whole vec4s take the vectorised kernel. */
+	name = tile == 128 ? "matmul_l" : "matmul";
+	if (tile == 128 && dtype == TDP_DTYPE_F32 && pc->k % 4 == 0 && pc->n % 4 == 0)
+		name = "matmul_v4";
+	if (op_pipeline(ctx, name, tdp_dtype_name(dtype), &p) < 0)
+		return -1;
+	return op_dispatch(ctx, rec, p, bind, 3, pc, sizeof(*pc), groups * 256, 256);
+}
+
 static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 {
 	const struct mm_plan *pl = (const struct mm_plan *)ctx->priv;
-	const struct gpu_pipeline *p;
 	struct gpu_binding bind[3];
 	struct mm_push pc;
-	uint64_t tiles_m, tiles_n, groups, tile = 64;
-	const char *name;
 
 	/* The shader indexes in 32-bit elements (operands are bound whole, so
 	 * they fit when the device binds them); keep K clear of the loop's
@@ -214,25 +239,24 @@ static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 		return -1;
 	if (matmul_use_cm(ctx, pl, &pc))
 		return matmul_record_cm(ctx, rec, pl, &pc);
-	if (((pl->m + 127) / 128) * ((pl->n + 127) / 128) * pc.batches >= MM_LARGE_TILES)
-		tile = 128;
-	tiles_m = (pl->m + tile - 1) / tile;
-	tiles_n = (pl->n + tile - 1) / tile;
-	/* m, n < 2^32, so neither product overflows 64 bits. */
-	groups = tiles_m * tiles_n;
-	if (groups > UINT32_MAX || (groups *= pc.batches) > UINT32_MAX)
-		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "more than 2^32 output tiles");
-	pc.tiles_n = (uint32_t)tiles_n;
-	pc.tiles_mn = (uint32_t)(tiles_m * tiles_n);
-	/* Large f32 products in whole vec4s take the vectorised kernel. */
-	name = tile == 128 ? "matmul_l" : "matmul";
-	if (tile == 128 && ctx->out.dtype == TDP_DTYPE_F32 && pl->k % 4 == 0 && pl->n % 4 == 0)
-		name = "matmul_v4";
-	if (op_pipeline(ctx, name, tdp_dtype_name(ctx->out.dtype), &p) < 0 ||
-	    op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
+	if (op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
 	    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
 		return -1;
-	return op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), groups * 256, 256);
+	return mm_dispatch(ctx, rec, bind, ctx->out.dtype, &pc);
+}
+
+int matmul_record_bound(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding bind[3],
+			int dtype, uint32_t m, uint32_t n, uint32_t k, uint32_t batches,
+			uint32_t astride, uint32_t bstride)
+{
+	struct mm_push pc = {
+		.m = m, .n = n, .k = k, .batches = batches, .nbdims = batches > 1,
+		.bshape = { batches }, .astride = { astride }, .bstride = { bstride },
+	};
+
+	if (k > (1u << 31))
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "a product over 2^31 terms");
+	return mm_dispatch(ctx, rec, bind, dtype, &pc);
 }
 
 const struct op_def op_defs_linalg[] = {

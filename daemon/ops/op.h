@@ -121,6 +121,15 @@ const struct op_def *const *op_all(size_t *ret_count);
 extern const struct op_def op_defs_elementwise[];
 extern const struct op_def op_defs_layout[], op_defs_create[];
 extern const struct op_def op_defs_linalg[];
+
+/* Record C[b] = A[b] @ B[b] for b < batches on explicit bindings (A [m,k],
+ * B [k,n], C [m,n], row-major, in dtype), A and B advancing astride and
+ * bstride elements per batch (0: the same matrix for all), with the kernel
+ * matmul picks for that size: for ops built on a product (conv2d). Returns
+ * 0 or op_fail(). */
+int matmul_record_bound(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding bind[3],
+			int dtype, uint32_t m, uint32_t n, uint32_t k, uint32_t batches,
+			uint32_t astride, uint32_t bstride);
 extern const struct op_def op_defs_conv[];
 extern const struct op_def op_defs_conv_grad[];
 extern const struct op_def op_defs_loss[];

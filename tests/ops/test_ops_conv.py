@@ -61,6 +61,16 @@ def run(ck):
     # Moderately large: many output elements, 144-term sums.
     ck.check("conv2d", [values((2, 16, 21, 19)), values((24, 16, 3, 3)), values((24,))], ["f32"] * 3,
              conv_ref({"padding": 1}), attrs={"padding": 1}, tol=TOL["f32"], label="(large)")
+    # Large enough for the GEMM path (im2col + matmul, f32, one group): with a
+    # bias and padding; with stride and dilation and an odd row length; and a
+    # batch whose column matrix spans two chunks on lavapipe (128 MiB bindings).
+    for xs, ws, bias, attrs in [((2, 16, 24, 20), (32, 16, 3, 3), True, {"padding": 1}),
+                                ((3, 8, 30, 26), (64, 8, 3, 3), False,
+                                 {"stride": [2, 1], "padding": [1, 2], "dilation": [1, 2]}),
+                                ((76, 3, 128, 128), (8, 3, 3, 3), True, {"padding": 1})]:
+        arrays = [values(xs), values(ws)] + ([values((ws[0],))] if bias else [])
+        ck.check("conv2d", arrays, ["f32"] * len(arrays), conv_ref(attrs), attrs=attrs, tol=TOL["f32"],
+                 label="(gemm)")
     ck.check("avg_pool2d", [values((2, 8, 33, 35))], ["f32"],
              pool_ref(ref.avg_pool2d, {"kernel_size": 3, "stride": 2, "padding": 1}),
              attrs={"kernel_size": 3, "stride": 2, "padding": 1}, label="(large)")
