@@ -35,6 +35,13 @@ void config_defaults(struct config *c)
 	c->max_inflight = 64;
 	c->max_output_backlog = (uint64_t)8 << 20;
 	c->stall_timeout = 60;
+	c->persist = CONFIG_PERSIST_AUTO;
+	c->checkpoint_interval = 30;
+}
+
+bool config_persist_on(const struct config *c)
+{
+	return c->persist == CONFIG_PERSIST_YES || (c->persist == CONFIG_PERSIST_AUTO && c->state_dir_set);
 }
 
 static int parse_u64(const char *v, uint64_t min, uint64_t max, uint64_t *ret)
@@ -129,8 +136,17 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
 
 	if (!strcmp(key, "socket"))
 		r = set_string(c->socket_path, sizeof(c->socket_path), value);
-	else if (!strcmp(key, "state_dir"))
+	else if (!strcmp(key, "state_dir")) {
 		r = set_string(c->state_dir, sizeof(c->state_dir), value);
+		if (r == 0)
+			c->state_dir_set = true;
+	} else if (!strcmp(key, "persist")) {
+		if (!strcmp(value, "auto"))
+			c->persist = CONFIG_PERSIST_AUTO, r = 0;
+		else if ((r = parse_bool(value, &b)) == 0)
+			c->persist = b ? CONFIG_PERSIST_YES : CONFIG_PERSIST_NO;
+	} else if (!strcmp(key, "checkpoint_interval"))
+		r = parse_u64(value, 0, 86400, &c->checkpoint_interval);
 	else if (!strcmp(key, "device"))
 		r = set_device(c, value);
 	else if (!strcmp(key, "max_tensors"))
@@ -248,10 +264,12 @@ void config_apply_reload(struct config *cur, const struct config *next, char *fi
 	      "device");
 	FIXED(cur->host_mapped != next->host_mapped, "host_mapped");
 	FIXED(cur->block_size != next->block_size, "block_size");
+	FIXED(config_persist_on(cur) != config_persist_on(next), "persist");
 #undef FIXED
 	cur->log_level = next->log_level;
 	cur->max_tensors = next->max_tensors;
 	cur->max_connections = next->max_connections;
 	cur->max_tensor_bytes = next->max_tensor_bytes;
 	cur->max_message_bytes = next->max_message_bytes;
+	cur->checkpoint_interval = next->checkpoint_interval;
 }

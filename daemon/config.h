@@ -8,6 +8,12 @@
 
 #include "gpu/device.h"
 
+enum config_persist {
+	CONFIG_PERSIST_AUTO = 0,    /* when state_dir was given explicitly */
+	CONFIG_PERSIST_YES = 1,
+	CONFIG_PERSIST_NO = 2,
+};
+
 struct config {
 	char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	enum gpu_pick device_pick;
@@ -28,7 +34,14 @@ struct config {
 	uint64_t max_inflight;      /* requests read but not yet answered, per client */
 	uint64_t max_output_backlog; /* unread output at which a client is not served */
 	uint64_t stall_timeout;     /* seconds at the backlog limit before disconnecting, 0 = never */
+	/* docs/durability.md */
+	bool state_dir_set;         /* state_dir came from a flag or the config file */
+	int persist;                /* CONFIG_PERSIST_* */
+	uint64_t checkpoint_interval; /* seconds between checkpoints of dirty tensors, 0 = none */
 };
+
+/* Whether tensors are checkpointed under the state directory. */
+bool config_persist_on(const struct config *c);
 
 /* Fill `c` with the defaults (socket from $TENSORD_SOCKET or the system path). */
 void config_defaults(struct config *c);

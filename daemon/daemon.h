@@ -12,6 +12,8 @@ struct loop;
 struct server;
 struct store;
 struct models;
+struct persist;
+struct checkpoint;
 
 struct daemon {
 	struct config cfg;
@@ -22,6 +24,8 @@ struct daemon {
 	uint32_t ndevices;
 	struct store *store;
 	struct models *models;           /* model.define's registry (model.h) */
+	struct persist *persist;         /* checkpoint files (persist.h), NULL when off */
+	struct checkpoint *checkpoint;   /* the periodic checkpoint (checkpoint.h) */
 	int64_t start_ns;                /* CLOCK_MONOTONIC at start-up */
 	uint64_t requests;               /* requests answered (errors too), for info */
 	uint64_t requests_failed;        /* of which with an error response */
