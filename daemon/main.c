@@ -222,11 +222,12 @@ static int restore(struct daemon *d)
 		log_error("cannot read the checkpoints in %s/tensors: %s", d->cfg.state_dir, strerror(-r));
 		return r;
 	}
-	log_notice("restored %llu tensors (%llu bytes) from %s/tensors in %.3f s%s%llu%s",
+	if (res.skipped)
+		log_warning("skipped %llu damaged or unusable checkpoint files (see above)",
+			    (unsigned long long)res.skipped);
+	log_notice("restored %llu tensors (%llu bytes) from %s/tensors in %.3f s",
 		   (unsigned long long)res.tensors, (unsigned long long)res.bytes, d->cfg.state_dir,
-		   (double)(daemon_now_ns(CLOCK_MONOTONIC) - t0) / 1e9,
-		   res.skipped ? ", skipped " : "", (unsigned long long)res.skipped,
-		   res.skipped ? " damaged or unusable files (see above)" : "");
+		   (double)(daemon_now_ns(CLOCK_MONOTONIC) - t0) / 1e9);
 	store_track_dirty(d->store, true);
 	r = checkpoint_start(d, &d->checkpoint);
 	if (r < 0)

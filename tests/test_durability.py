@@ -376,6 +376,34 @@ def test_garbage_params():
         st.cleanup()
 
 
+def tensorctl():
+    return os.path.join(os.path.dirname(os.environ["TENSORD_BIN"]), "..", "client", "tensorctl")
+
+
+def test_tensorctl_sync():
+    import subprocess
+    st = State()
+    try:
+        with st.daemon() as d, d.client() as c:
+            put(c, "ctl/a", "u8", [8], bytes(range(8)))
+            out = subprocess.run([tensorctl(), "--socket", d.sock, "sync"], capture_output=True,
+                                 text=True, timeout=60)
+            assert out.returncode == 0 and "1 tensors written" in out.stdout, out
+            out = subprocess.run([tensorctl(), "--socket", d.sock, "--json", "sync"],
+                                 capture_output=True, text=True, timeout=60)
+            j = json.loads(out.stdout)
+            assert out.returncode == 0 and j["written"] == 0 and "seconds" in j, out
+            out = subprocess.run([tensorctl(), "--socket", d.sock, "sync", "extra"],
+                                 capture_output=True, text=True, timeout=60)
+            assert out.returncode != 0 and out.stderr, out
+        with Daemon() as d:
+            out = subprocess.run([tensorctl(), "--socket", d.sock, "sync"], capture_output=True,
+                                 text=True, timeout=60)
+            assert out.returncode != 0 and "persistence is off" in out.stderr, out
+    finally:
+        st.cleanup()
+
+
 def main():
     failed = 0
     tests = [(k, v) for k, v in globals().items() if k.startswith("test_") and callable(v)]
