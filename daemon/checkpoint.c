@@ -16,6 +16,7 @@
 #include "pack.h"
 #include "params.h"
 #include "persist.h"
+#include "persist_model.h"
 #include "request.h"
 #include "rpc.h"
 #include "status.h"
@@ -86,6 +87,12 @@ int checkpoint_flush(struct daemon *d, uint64_t max_tensors, uint64_t max_bytes,
 	c = persist_commit(d->persist);
 	if (c < 0 && r == 0)
 		r = tdp_errorf(err, err_len, c, "fsync of the checkpoint directory: %s", strerror(-c));
+	if (r == 0 && d->model_persist) {
+		uint64_t mw, mr;
+
+		r = model_persist_flush(d->model_persist, d, &mw, &mr, err, err_len);
+		out.models = r == 0 ? mw + mr : 0;
+	}
 	if (r < 0)
 		return r;
 	out.seconds = (double)(daemon_now_ns(CLOCK_MONOTONIC) - t0) / 1e9;
@@ -110,7 +117,7 @@ static void on_timer(void *data, uint32_t events)
 		arm_interval(c);
 		return;
 	}
-	if (res.written || res.removed)
+	if (res.written || res.removed || res.models)
 		log_debug("checkpoint: %" PRIu64 " tensors (%" PRIu64 " bytes) written, %" PRIu64
 			  " removed in %.3f s", res.written, res.bytes, res.removed, res.seconds);
 	if (store_first_dirty(c->d->store) && c->d->cfg.checkpoint_interval)
@@ -179,10 +186,11 @@ int method_store_sync(struct request *req)
 		return request_fail(req, r == -ENOSPC || r == -EDQUOT ? TDP_RESOURCE_EXHAUSTED : TDP_UNAVAILABLE,
 				    "%s", err);
 	}
-	if (tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 4) ||
+	if (tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 5) ||
 	    tdp_pack_cstr(pk, "written") || msgpack_pack_uint64(pk, res.written) ||
 	    tdp_pack_cstr(pk, "bytes") || msgpack_pack_uint64(pk, res.bytes) ||
 	    tdp_pack_cstr(pk, "removed") || msgpack_pack_uint64(pk, res.removed) ||
+	    tdp_pack_cstr(pk, "models") || msgpack_pack_uint64(pk, res.models) ||
 	    tdp_pack_cstr(pk, "seconds") || msgpack_pack_double(pk, res.seconds))
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	return 0;

@@ -14,6 +14,7 @@ struct checkpoint;
 struct checkpoint_result {
 	uint64_t written, bytes;  /* tensor files written, their data bytes */
 	uint64_t removed;         /* files of deleted tensors removed */
+	uint64_t models;          /* model files written or removed */
 	double seconds;
 };
 
@@ -30,7 +31,8 @@ void checkpoint_free(struct checkpoint *c);
 
 /* Remove the files of deleted tensors, then write dirty tensors oldest
  * first, at most `max_tensors` of them (0: all) and stopping once `max_bytes`
- * (0: no limit) were written, then fsync the directory. Returns 0, or -errno
+ * (0: no limit) were written, then fsync the directory; then the models,
+ * when they changed. Returns 0, or -errno
  * with a message in `err` (the failed tensor stays dirty). */
 int checkpoint_flush(struct daemon *d, uint64_t max_tensors, uint64_t max_bytes,
 		     struct checkpoint_result *ret, char *err, size_t err_len);

@@ -20,6 +20,7 @@
 #include "loop.h"
 #include "notify.h"
 #include "persist.h"
+#include "persist_model.h"
 #include "server.h"
 #include "store.h"
 #include "model.h"
@@ -208,6 +209,7 @@ static void release_tensor(void *userdata, struct tensor *t)
 static int restore(struct daemon *d)
 {
 	struct persist_restored res;
+	uint64_t models, models_skipped;
 	char err[512];
 	int64_t t0 = daemon_now_ns(CLOCK_MONOTONIC);
 	int r;
@@ -222,6 +224,19 @@ static int restore(struct daemon *d)
 		log_error("cannot read the checkpoints in %s/tensors: %s", d->cfg.state_dir, strerror(-r));
 		return r;
 	}
+	r = model_persist_open(d->cfg.state_dir, &d->model_persist, err, sizeof(err));
+	if (r < 0) {
+		log_error("cannot keep models in the state directory: %s", err);
+		return r;
+	}
+	r = model_persist_restore(d->model_persist, d, &models, &models_skipped);
+	if (r < 0) {
+		log_error("cannot read the model checkpoints in %s/models: %s", d->cfg.state_dir, strerror(-r));
+		return r;
+	}
+	res.skipped += models_skipped;
+	if (models)
+		log_notice("restored %llu models from %s/models", (unsigned long long)models, d->cfg.state_dir);
 	if (res.skipped)
 		log_warning("skipped %llu damaged or unusable checkpoint files (see above)",
 			    (unsigned long long)res.skipped);
@@ -245,9 +260,9 @@ static void final_flush(struct daemon *d)
 		log_error("final checkpoint failed; changes since the last one are lost: %s", err);
 		return;
 	}
-	log_notice("final checkpoint: %llu tensors (%llu bytes) written, %llu removed in %.3f s",
-		   (unsigned long long)res.written, (unsigned long long)res.bytes,
-		   (unsigned long long)res.removed, res.seconds);
+	log_notice("final checkpoint: %llu tensors (%llu bytes) written, %llu removed, %llu model "
+		   "files changed in %.3f s", (unsigned long long)res.written, (unsigned long long)res.bytes,
+		   (unsigned long long)res.removed, (unsigned long long)res.models, res.seconds);
 }
 
 /* The listening socket: systemd's, or our own at cfg->socket_path. */
@@ -385,6 +400,7 @@ out:
 	notify_fini(&notify);
 	checkpoint_free(d.checkpoint);
 	persist_free(d.persist);
+	model_persist_free(d.model_persist);
 	server_free(d.server);
 	train_jobs_free();
 	models_free(d.models);

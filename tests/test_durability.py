@@ -376,6 +376,73 @@ def test_garbage_params():
         st.cleanup()
 
 
+MODEL_NODES = [{"id": "z0", "op": "matmul", "inputs": ["x", "m/w"]},
+               {"id": "logits", "op": "add", "inputs": ["z0", "m/b"]},
+               {"id": "loss", "op": "cross_entropy", "inputs": ["logits", "y"]}]
+
+
+def define_model(c, name, step=0):
+    return c.call("model.define", {"name": name, "nodes": MODEL_NODES, "loss": "loss",
+                                   "params": ["m/w", "m/b"], "step": step,
+                                   "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 3]},
+                                              {"name": "y", "dtype": "i32", "shape": [1]}],
+                                   "outputs": ["logits"], "optimizer": {"type": "adam", "lr": 0.01}})
+
+
+def test_models_persist():
+    """Models come back with their definition, owner and step count; a
+    deleted one stays deleted; a damaged file is skipped."""
+    st = State()
+    try:
+        with st.daemon() as d, d.client() as c:
+            put(c, "m/w", "f32", [3, 2], random_bytes("f32", [3, 2]))
+            put(c, "m/b", "f32", [2], bytes(8))
+            put(c, "m/x", "f32", [4, 3], random_bytes("f32", [4, 3]))
+            put(c, "m/y", "i32", [4], struct.pack("<4i", 0, 1, 1, 0))
+            define_model(c, "m/one")
+            define_model(c, "m/two", step=5)
+            define_model(c, "m/gone")
+            res = c.call("store.sync")
+            assert res["models"] == 3, res
+            assert c.call("store.sync")["models"] == 0
+            c.call("train.step", {"model": "m/one", "data": {"x": "m/x", "y": "m/y"}})
+            c.call("model.delete", {"name": "m/gone"})
+            before = {n: c.call("model.stat", {"name": n}) for n in ("m/one", "m/two")}
+            assert before["m/one"]["step"] == 1 and before["m/two"]["step"] == 5, before
+            w_before = c.call("tensor.get", {"name": "m/w"})["data"]
+            log = stop_log(d)
+        assert "2 model files changed" in log, log
+        files = sorted(os.listdir(os.path.join(st.state, "models")))
+        assert files == ["m%2Fone.model", "m%2Ftwo.model"], files
+        with st.daemon() as d, d.client() as c:
+            for n, b in before.items():
+                s = c.call("model.stat", {"name": n})
+                for key in ("step", "owner", "created", "modified", "definition", "params"):
+                    assert s[key] == b[key], (n, key, s[key], b[key])
+            assert error_name(c, "model.stat", {"name": "m/gone"}) == "NOT_FOUND"
+            assert c.call("tensor.get", {"name": "m/w"})["data"] == w_before
+            # the restored model trains on, and its step count goes on from 1
+            c.call("train.step", {"model": "m/one", "data": {"x": "m/x", "y": "m/y"}})
+            assert c.call("model.stat", {"name": "m/one"})["step"] == 2
+            assert c.call("store.sync")["models"] == 1
+            stop_log(d)
+        path = os.path.join(st.state, "models", "m%2Ftwo.model")
+        with open(path, "r+b") as f:
+            f.seek(20)
+            b = f.read(1)
+            f.seek(20)
+            f.write(bytes([b[0] ^ 1]))
+        d = st.daemon()
+        with d.client() as c:
+            assert c.call("model.stat", {"name": "m/one"})["step"] == 2
+            assert error_name(c, "model.stat", {"name": "m/two"}) == "NOT_FOUND"
+        log = stop_log(d)
+        assert "m%2Ftwo.model skipped: checksum mismatch" in log, log
+        assert os.path.exists(path), "a damaged file is left for inspection"
+    finally:
+        st.cleanup()
+
+
 def tensorctl():
     return os.path.join(os.path.dirname(os.environ["TENSORD_BIN"]), "..", "client", "tensorctl")
 
