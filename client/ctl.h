@@ -91,6 +91,8 @@ int ctl_cmd_info(struct ctl *c);
 int ctl_cmd_ls(struct ctl *c);
 int ctl_cmd_stat(struct ctl *c);
 int ctl_cmd_rm(struct ctl *c);
+/* store.sync: write every changed tensor to the daemon's state directory. */
+int ctl_cmd_sync(struct ctl *c);
 int ctl_cmd_chmod(struct ctl *c);
 int ctl_cmd_put(struct ctl *c);
 int ctl_cmd_get(struct ctl *c);

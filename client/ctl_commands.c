@@ -318,6 +318,42 @@ int ctl_cmd_rm(struct ctl *c)
 	return CTL_EXIT_OK;
 }
 
+int ctl_cmd_sync(struct ctl *c)
+{
+	const msgpack_object *written, *bytes, *removed, *seconds;
+	uint64_t w = 0, b = 0, r = 0;
+	msgpack_unpacked u;
+	void *buf = NULL;
+	char size[32];
+	int status;
+
+	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
+		return status;
+	if ((status = call_raw(c, "store.sync", NULL, &u, &buf)) != CTL_EXIT_OK)
+		return status;
+	if (c->json) {
+		ctl_json_msgpack(stdout, &u.data);
+		fputc('\n', stdout);
+	} else {
+		written = tdp_map_find(&u.data, "written");
+		bytes = tdp_map_find(&u.data, "bytes");
+		removed = tdp_map_find(&u.data, "removed");
+		seconds = tdp_map_find(&u.data, "seconds");
+		if (written)
+			tdp_obj_uint(written, &w);
+		if (bytes)
+			tdp_obj_uint(bytes, &b);
+		if (removed)
+			tdp_obj_uint(removed, &r);
+		ctl_format_size(size, sizeof(size), b);
+		printf("synced: %" PRIu64 " tensors written (%s), %" PRIu64 " removed in %.3f s\n", w, size, r,
+		       seconds && seconds->type == MSGPACK_OBJECT_FLOAT64 ? seconds->via.f64 : 0.0);
+	}
+	msgpack_unpacked_destroy(&u);
+	free(buf);
+	return CTL_EXIT_OK;
+}
+
 int ctl_cmd_chmod(struct ctl *c)
 {
 	const char *mode = strcmp(c->pos[0], "-") ? c->pos[0] : NULL;

@@ -29,6 +29,7 @@ static const char usage_text[] =
 	"  ls [PREFIX]                  list tensors (whose names start with PREFIX)\n"
 	"  stat NAME                    metadata of one tensor\n"
 	"  rm NAME                      delete a tensor\n"
+	"  sync                         make every change so far durable (store.sync)\n"
 	"  chmod MODE NAME [--group GID]\n"
 	"                               who else may use a tensor: MODE is private or\n"
 	"                               group-read, group-write, world-read, world-write\n"
@@ -161,6 +162,7 @@ static const struct command_def {
 	{ "stat", ctl_cmd_stat, 1, 1, 0, "NAME", true },
 	{ "rm", ctl_cmd_rm, 1, 1, 0, "NAME", true },
 	{ "chmod", ctl_cmd_chmod, 2, 2, 1u << OPT_GROUP, "MODE", false },
+	{ "sync", ctl_cmd_sync, 0, 0, 0, "", false },
 	{ "put", ctl_cmd_put, 1, 1,
 	  1u << OPT_FILE | 1u << OPT_VALUES | 1u << OPT_SHAPE | 1u << OPT_DTYPE, "NAME", true },
 	{ "get", ctl_cmd_get, 1, 1, 1u << OPT_OUT, "NAME", true },

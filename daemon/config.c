@@ -38,6 +38,8 @@ void config_defaults(struct config *c)
 	c->stall_timeout = 60;
 	c->kernel_group = -1;
 	c->kernel_timeout_ms = 10000;
+	c->persist = CONFIG_PERSIST_AUTO;
+	c->checkpoint_interval = 30;
 }
 
 static int parse_u64(const char *v, uint64_t min, uint64_t max, uint64_t *ret);
@@ -77,6 +79,11 @@ static int parse_ms(const char *v, uint64_t min_ms, uint64_t max_ms, uint64_t *r
 		return -EINVAL;
 	*ret = (uint64_t)(x * 1000 + 0.5);
 	return 0;
+}
+
+bool config_persist_on(const struct config *c)
+{
+	return c->persist == CONFIG_PERSIST_YES || (c->persist == CONFIG_PERSIST_AUTO && c->state_dir_set);
 }
 
 static int parse_u64(const char *v, uint64_t min, uint64_t max, uint64_t *ret)
@@ -171,8 +178,17 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
 
 	if (!strcmp(key, "socket"))
 		r = set_string(c->socket_path, sizeof(c->socket_path), value);
-	else if (!strcmp(key, "state_dir"))
+	else if (!strcmp(key, "state_dir")) {
 		r = set_string(c->state_dir, sizeof(c->state_dir), value);
+		if (r == 0)
+			c->state_dir_set = true;
+	} else if (!strcmp(key, "persist")) {
+		if (!strcmp(value, "auto"))
+			c->persist = CONFIG_PERSIST_AUTO, r = 0;
+		else if ((r = parse_bool(value, &b)) == 0)
+			c->persist = b ? CONFIG_PERSIST_YES : CONFIG_PERSIST_NO;
+	} else if (!strcmp(key, "checkpoint_interval"))
+		r = parse_u64(value, 0, 86400, &c->checkpoint_interval);
 	else if (!strcmp(key, "device"))
 		r = set_device(c, value);
 	else if (!strcmp(key, "max_tensors"))
@@ -295,6 +311,7 @@ void config_apply_reload(struct config *cur, const struct config *next, char *fi
 	FIXED(cur->host_mapped != next->host_mapped, "host_mapped");
 	FIXED(cur->block_size != next->block_size, "block_size");
 	FIXED(cur->max_device_bytes != next->max_device_bytes, "max_device_bytes");
+	FIXED(config_persist_on(cur) != config_persist_on(next), "persist");
 #undef FIXED
 	cur->log_level = next->log_level;
 	cur->max_tensors = next->max_tensors;
@@ -309,4 +326,5 @@ void config_apply_reload(struct config *cur, const struct config *next, char *fi
 	cur->stall_timeout = next->stall_timeout;
 	cur->kernel_group = next->kernel_group;
 	cur->kernel_timeout_ms = next->kernel_timeout_ms;
+	cur->checkpoint_interval = next->checkpoint_interval;
 }

@@ -8,6 +8,12 @@
 
 #include "gpu/device.h"
 
+enum config_persist {
+	CONFIG_PERSIST_AUTO = 0,    /* when state_dir was given explicitly */
+	CONFIG_PERSIST_YES = 1,
+	CONFIG_PERSIST_NO = 2,
+};
+
 struct config {
 	char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	enum gpu_pick device_pick;
@@ -31,7 +37,14 @@ struct config {
 	/* docs/kernels.md: clients' compute kernels */
 	int64_t kernel_group;       /* gid whose members may create kernels (root always), -1 = none */
 	uint64_t kernel_timeout_ms; /* a kernel submission's time limit */
+	/* docs/durability.md */
+	bool state_dir_set;         /* state_dir came from a flag or the config file */
+	int persist;                /* CONFIG_PERSIST_* */
+	uint64_t checkpoint_interval; /* seconds between checkpoints of dirty tensors, 0 = none */
 };
+
+/* Whether tensors are checkpointed under the state directory. */
+bool config_persist_on(const struct config *c);
 
 /* Fill `c` with the defaults (socket from $TENSORD_SOCKET or the system path). */
 void config_defaults(struct config *c);

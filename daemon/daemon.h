@@ -12,6 +12,9 @@ struct loop;
 struct server;
 struct store;
 struct models;
+struct persist;
+struct checkpoint;
+struct model_persist;
 
 struct daemon {
 	struct config cfg;
@@ -22,6 +25,9 @@ struct daemon {
 	uint32_t ndevices;
 	struct store *store;
 	struct models *models;           /* model.define's registry (model.h) */
+	struct persist *persist;         /* checkpoint files (persist.h), NULL when off */
+	struct checkpoint *checkpoint;   /* the periodic checkpoint (checkpoint.h) */
+	struct model_persist *model_persist; /* model files (persist_model.h), NULL when off */
 	int64_t start_ns;                /* CLOCK_MONOTONIC at start-up */
 	uint64_t requests;               /* requests answered (errors too), for info */
 	uint64_t requests_failed;        /* of which with an error response */

@@ -13,11 +13,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "config.h"
 #include "daemon.h"
 #include "log.h"
 #include "loop.h"
 #include "notify.h"
+#include "persist.h"
+#include "persist_model.h"
 #include "server.h"
 #include "store.h"
 #include "model.h"
@@ -174,6 +177,7 @@ static void reload(struct signals *s)
 	log_set_level(d->cfg.log_level);
 	store_set_max_tensors(d->store, (uint32_t)d->cfg.max_tensors);
 	store_set_quota(d->store, d->cfg.user_max_tensors, d->cfg.user_max_bytes);
+	checkpoint_rearm(d->checkpoint);
 	d->metrics.reloads++;
 	log_notice("configuration reloaded%s%s", s->cl->config_file ? " from " : "",
 		   s->cl->config_file ? s->cl->config_file : " (no --config file: flags only)");
@@ -200,6 +204,67 @@ static void release_tensor(void *userdata, struct tensor *t)
 	struct daemon *d = userdata;
 
 	gpu_memory_free(d->gpu, &t->alloc);
+}
+
+/* Open the checkpoint directory, load it into the store, start tracking
+ * changes and the periodic checkpoint. Returns 0 or -errno (logged). */
+static int restore(struct daemon *d)
+{
+	struct persist_restored res;
+	uint64_t models, models_skipped;
+	char err[512];
+	int64_t t0 = daemon_now_ns(CLOCK_MONOTONIC);
+	int r;
+
+	r = persist_open(d->cfg.state_dir, &d->persist, err, sizeof(err));
+	if (r < 0) {
+		log_error("cannot keep tensors in the state directory: %s (persist = no turns this off)", err);
+		return r;
+	}
+	r = persist_restore(d->persist, d, &res);
+	if (r < 0) {
+		log_error("cannot read the checkpoints in %s/tensors: %s", d->cfg.state_dir, strerror(-r));
+		return r;
+	}
+	r = model_persist_open(d->cfg.state_dir, &d->model_persist, err, sizeof(err));
+	if (r < 0) {
+		log_error("cannot keep models in the state directory: %s", err);
+		return r;
+	}
+	r = model_persist_restore(d->model_persist, d, &models, &models_skipped);
+	if (r < 0) {
+		log_error("cannot read the model checkpoints in %s/models: %s", d->cfg.state_dir, strerror(-r));
+		return r;
+	}
+	res.skipped += models_skipped;
+	if (models)
+		log_notice("restored %llu models from %s/models", (unsigned long long)models, d->cfg.state_dir);
+	if (res.skipped)
+		log_warning("skipped %llu damaged or unusable checkpoint files (see above)",
+			    (unsigned long long)res.skipped);
+	log_notice("restored %llu tensors (%llu bytes) from %s/tensors in %.3f s",
+		   (unsigned long long)res.tensors, (unsigned long long)res.bytes, d->cfg.state_dir,
+		   (double)(daemon_now_ns(CLOCK_MONOTONIC) - t0) / 1e9);
+	store_track_dirty(d->store, true);
+	r = checkpoint_start(d, &d->checkpoint);
+	if (r < 0)
+		log_error("cannot start the periodic checkpoint: %s", strerror(-r));
+	return r;
+}
+
+/* Write every dirty tensor before exiting. */
+static void final_flush(struct daemon *d)
+{
+	struct checkpoint_result res;
+	char err[512];
+
+	if (checkpoint_flush(d, 0, 0, &res, err, sizeof(err)) < 0) {
+		log_error("final checkpoint failed; changes since the last one are lost: %s", err);
+		return;
+	}
+	log_notice("final checkpoint: %llu tensors (%llu bytes) written, %llu removed, %llu model "
+		   "files changed in %.3f s", (unsigned long long)res.written, (unsigned long long)res.bytes,
+		   (unsigned long long)res.removed, (unsigned long long)res.models, res.seconds);
 }
 
 /* The listening socket: systemd's, or our own at cfg->socket_path. */
@@ -302,9 +367,11 @@ int main(int argc, char **argv)
 	d.models = models_new(MODEL_MAX_MODELS);
 	if (!d.store || !d.models)
 		goto out;
-	/* Tensors live in device memory only, so there is nothing to restore
-	 * yet; restoring belongs here, before READY=1, once there is. */
 	store_set_quota(d.store, d.cfg.user_max_tensors, d.cfg.user_max_bytes);
+	/* Restored before serving and before READY=1: a client never sees a
+	 * half-restored store (docs/durability.md). */
+	if (config_persist_on(&d.cfg) && restore(&d) < 0)
+		goto out;
 	if (open_listener(&d, &listen_fd, &unlink_path) < 0)
 		goto out;
 	d.server = server_new(&d, listen_fd, unlink_path);
@@ -319,6 +386,9 @@ int main(int argc, char **argv)
 	notify_ready(&notify);
 
 	r = loop_run(d.loop);
+	/* SIGTERM (and a failing loop) flush: whatever was acknowledged is kept. */
+	if (d.persist)
+		final_flush(&d);
 	if (r < 0) {
 		log_error("event loop failed: %s", strerror(-r));
 		goto out;
@@ -330,6 +400,9 @@ out:
 	if (status != EXIT_SUCCESS)
 		sd_notify(0, "STATUS=failed; see the log");
 	notify_fini(&notify);
+	checkpoint_free(d.checkpoint);
+	persist_free(d.persist);
+	model_persist_free(d.model_persist);
 	server_free(d.server);
 	train_jobs_free();
 	kernels_fini(&d);

@@ -338,5 +338,6 @@ int method_tensor_chmod(struct request *req)
 		t->mode = mode;
 	if (p[2].value)
 		t->group = (uint32_t)group;
+	store_mark_dirty(req->d->store, t);
 	return tensor_write_meta_result(req, t);
 }

@@ -23,6 +23,20 @@ struct store {
 	size_t nusers, capusers;
 	store_release_fn release;
 	void *userdata;
+	/* dirty tracking (docs/durability.md) */
+	bool track;
+	struct tensor *dirty_head, *dirty_tail;
+	uint64_t dirty_count, dirty_bytes;
+	struct deleted *deleted_head, *deleted_tail;
+	uint64_t deleted_count;
+	bool deletions_lost;
+};
+
+/* A deleted name whose checkpoint file is still to be removed. */
+struct deleted {
+	struct deleted *next;
+	size_t len;
+	char name[];
 };
 
 static uint64_t hash_name(const char *name, size_t len)
@@ -91,9 +105,50 @@ static void charge(struct store *s, struct user_entry *u, const struct tensor *t
 	u->use.bytes += t->bytes;
 }
 
+static void dirty_unlink(struct store *s, struct tensor *t)
+{
+	if (!t->dirty)
+		return;
+	if (t->dirty_prev)
+		t->dirty_prev->dirty_next = t->dirty_next;
+	else
+		s->dirty_head = t->dirty_next;
+	if (t->dirty_next)
+		t->dirty_next->dirty_prev = t->dirty_prev;
+	else
+		s->dirty_tail = t->dirty_prev;
+	t->dirty = false;
+	t->dirty_prev = t->dirty_next = NULL;
+	s->dirty_count--;
+	s->dirty_bytes -= t->bytes;
+}
+
+void store_mark_dirty(struct store *s, struct tensor *t)
+{
+	if (!s->track || t->dirty)
+		return;
+	t->dirty = true;
+	t->dirty_next = NULL;
+	t->dirty_prev = s->dirty_tail;
+	if (s->dirty_tail)
+		s->dirty_tail->dirty_next = t;
+	else
+		s->dirty_head = t;
+	s->dirty_tail = t;
+	s->dirty_count++;
+	s->dirty_bytes += t->bytes;
+}
+
+void store_mark_clean(struct store *s, struct tensor *t)
+{
+	dirty_unlink(s, t);
+}
+
 static void drop(struct store *s, struct tensor *t)
 {
 	struct user_entry *u = user_find(s, t->owner);
+
+	dirty_unlink(s, t);
 
 	s->count--;
 	s->bytes -= t->bytes;
@@ -117,6 +172,12 @@ void store_free(struct store *s)
 			s->buckets[i] = t->hash_next;
 			drop(s, t);
 		}
+	}
+	while (s->deleted_head) {
+		struct deleted *n = s->deleted_head;
+
+		s->deleted_head = n->next;
+		free(n);
 	}
 	free(s->buckets);
 	free(s->users);
@@ -207,12 +268,16 @@ int store_put(struct store *s, struct tensor *t)
 		*pp = t;
 		charge(s, u, t);
 		drop(s, old);
+		t->dirty = false;
+		store_mark_dirty(s, t);
 		return 0;
 	}
 	t->version = 1;
 	t->hash_next = NULL;
 	*pp = t;
 	charge(s, u, t);
+	t->dirty = false;
+	store_mark_dirty(s, t);
 	maybe_grow(s);
 	return 0;
 }
@@ -224,6 +289,24 @@ int store_delete(struct store *s, const char *name, size_t len)
 	if (!t)
 		return -ENOENT;
 	*pp = t->hash_next;
+	if (s->track) {
+		struct deleted *n = malloc(sizeof(*n) + len + 1);
+
+		if (n) {
+			n->next = NULL;
+			n->len = len;
+			memcpy(n->name, name, len);
+			n->name[len] = '\0';
+			if (s->deleted_tail)
+				s->deleted_tail->next = n;
+			else
+				s->deleted_head = n;
+			s->deleted_tail = n;
+			s->deleted_count++;
+		} else {
+			s->deletions_lost = true;
+		}
+	}
 	drop(s, t);
 	return 0;
 }
@@ -303,4 +386,54 @@ int store_quota_check(struct store *s, uint32_t uid, int64_t dtensors, int64_t d
 		return -EDQUOT;
 	}
 	return 0;
+}
+
+void store_track_dirty(struct store *s, bool on)
+{
+	s->track = on;
+}
+
+struct tensor *store_first_dirty(const struct store *s)
+{
+	return s->dirty_head;
+}
+
+void store_dirty_totals(const struct store *s, uint64_t *ret_count, uint64_t *ret_bytes,
+			uint64_t *ret_deleted)
+{
+	*ret_count = s->dirty_count;
+	*ret_bytes = s->dirty_bytes;
+	*ret_deleted = s->deleted_count;
+}
+
+size_t store_take_deleted(struct store *s, char *name)
+{
+	struct deleted *n = s->deleted_head;
+	size_t len;
+
+	if (!n)
+		return 0;
+	s->deleted_head = n->next;
+	if (!s->deleted_head)
+		s->deleted_tail = NULL;
+	s->deleted_count--;
+	len = n->len;
+	memcpy(name, n->name, len + 1);
+	free(n);
+	return len;
+}
+
+bool store_take_lost_deletions(struct store *s)
+{
+	bool lost = s->deletions_lost;
+
+	s->deletions_lost = false;
+	return lost;
+}
+
+void store_foreach(struct store *s, void (*fn)(void *data, struct tensor *t), void *data)
+{
+	for (size_t i = 0; i < s->nbuckets; i++)
+		for (struct tensor *t = s->buckets[i]; t; t = t->hash_next)
+			fn(data, t);
 }

@@ -28,6 +28,9 @@ struct tensor {
 	uint32_t device;
 	struct gpu_alloc alloc;
 	struct tensor *hash_next;
+	/* docs/durability.md: changed since its checkpoint file was written */
+	bool dirty;
+	struct tensor *dirty_prev, *dirty_next;
 };
 
 /* Called when the store drops a tensor, to free its device memory. */
@@ -104,3 +107,36 @@ void store_usage_of(const struct store *s, uint32_t uid, struct store_usage *ret
  * "user_max_bytes"); or -ENOMEM. */
 int store_quota_check(struct store *s, uint32_t uid, int64_t dtensors, int64_t dbytes,
 		      const char **limit);
+
+/* Dirty tracking for checkpoints (docs/durability.md). While on, every
+ * tensor a store_put inserts is dirty (oldest first) until store_mark_clean,
+ * and every deleted name is remembered until store_take_deleted hands it
+ * out. Off (the default) tracks nothing. */
+void store_track_dirty(struct store *s, bool on);
+
+/* Mark `t` (in the store) dirty again: a change that did not go through
+ * store_put (tensor.chmod). No-op while tracking is off. */
+void store_mark_dirty(struct store *s, struct tensor *t);
+
+/* `t`'s current bytes and metadata are durable. */
+void store_mark_clean(struct store *s, struct tensor *t);
+
+/* The oldest dirty tensor, or NULL. */
+struct tensor *store_first_dirty(const struct store *s);
+
+/* Dirty tensors and their bytes, and deletions not yet handed out. */
+void store_dirty_totals(const struct store *s, uint64_t *ret_count, uint64_t *ret_bytes,
+			uint64_t *ret_deleted);
+
+/* Hand out one remembered deletion: copies the name into `name`
+ * (TDP_MAX_NAME_LEN + 1 bytes) and returns its length; 0 when none is left.
+ * A deletion that could not be remembered (out of memory) sets the flag
+ * store_take_lost_deletions() reports instead. */
+size_t store_take_deleted(struct store *s, char *name);
+
+/* Whether a deletion was lost since the last call (then the caller must
+ * reconcile the checkpoint directory with the store); clears the flag. */
+bool store_take_lost_deletions(struct store *s);
+
+/* Call `fn` on every tensor (in no order); the store must not change meanwhile. */
+void store_foreach(struct store *s, void (*fn)(void *data, struct tensor *t), void *data);

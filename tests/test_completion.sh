@@ -55,7 +55,7 @@ cmds=$("$TENSORCTL_BIN" --help | sed -n 's/^  \([a-z][a-z]*\) .*/\1/p; s/^  \([a
 [[ -n $cmds ]] || fail "no commands in tensorctl --help"
 expect "" $cmds help
 expect "in" info
-expect "s" save stat step
+expect "s" save stat step sync
 expect "--j" --json
 expect "--socket $SOCK --js" --json
 expect "put x --d" --dtype

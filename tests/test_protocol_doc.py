@@ -8,8 +8,10 @@ The error table and the tensor metadata table are checked against what the
 daemon says too."""
 import os
 import re
+import shutil
 import struct
 import sys
+import tempfile
 import traceback
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -172,6 +174,21 @@ def call_chmod(c):
     e, _ = c.call_full("tensor.chmod", {"name": "doc/a", "mode": "rwx"})
     assert e["name"] == "INVALID_ARGUMENT", e
     c.call("tensor.delete", {"name": "doc/a"})
+
+
+def call_store_sync(c):
+    # This daemon runs without --state-dir: persistence is off.
+    e, _ = c.call_full("store.sync")
+    assert e and e["name"] == "FAILED_PRECONDITION", e
+    tmp = tempfile.mkdtemp(prefix="tensord-doc-state-", dir="/tmp")
+    try:
+        with Daemon(["--state-dir", os.path.join(tmp, "state")]) as d, d.client() as c2:
+            put_doc_tensor(c2)
+            res = c2.call("store.sync")
+            assert res["written"] == 1 and res["bytes"] == 24 and res["removed"] == 0, res
+            assert isinstance(res["seconds"], float), res
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def call_op_run(c):
@@ -433,6 +450,7 @@ CALLS = {
     "tensor.list": call_list,
     "tensor.delete": call_delete,
     "tensor.chmod": call_chmod,
+    "store.sync": call_store_sync,
     "op.run": call_op_run,
     "graph.run": call_graph_run,
     "train.step": call_train_step,

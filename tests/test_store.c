@@ -10,6 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "crc32c.h"
 #include "mode.h"
 #include "store.h"
 
@@ -224,6 +225,77 @@ static void test_quota(void **state)
 	store_free(s);
 }
 
+/* The checkpoint's dirty set (docs/durability.md): oldest first, a
+ * replacement dirty again, clean after store_mark_clean, deletions handed
+ * out once, nothing tracked while off. */
+static void test_dirty_set(void **state)
+{
+	struct store *s = store_new(10, NULL, NULL);
+	struct tensor *a = mk("a", 4), *b = mk("b", 8), *a2 = mk("a", 16);
+	uint64_t n, bytes, del;
+	char name[TDP_MAX_NAME_LEN + 1];
+
+	(void)state;
+	assert_int_equal(store_put(s, mk("off", 1)), 0);
+	assert_null(store_first_dirty(s));
+	assert_int_equal(store_delete(s, "off", 3), 0);
+	assert_int_equal(store_take_deleted(s, name), 0);
+	store_track_dirty(s, true);
+	assert_int_equal(store_put(s, a), 0);
+	assert_int_equal(store_put(s, b), 0);
+	store_dirty_totals(s, &n, &bytes, &del);
+	assert_int_equal(n, 2);
+	assert_int_equal(bytes, 12);
+	assert_ptr_equal(store_first_dirty(s), a);
+	store_mark_clean(s, a);
+	assert_ptr_equal(store_first_dirty(s), b);
+	/* The replacement of a clean tensor is dirty, behind b. */
+	assert_int_equal(store_put(s, a2), 0);
+	store_mark_clean(s, b);
+	assert_ptr_equal(store_first_dirty(s), a2);
+	store_mark_clean(s, a2);
+	assert_null(store_first_dirty(s));
+	store_mark_dirty(s, b);
+	store_mark_dirty(s, b);
+	store_dirty_totals(s, &n, &bytes, &del);
+	assert_int_equal(n, 1);
+	assert_int_equal(bytes, 8);
+	/* Deleting a dirty tensor takes it off the list and remembers its name. */
+	assert_int_equal(store_delete(s, "b", 1), 0);
+	assert_null(store_first_dirty(s));
+	assert_int_equal(store_delete(s, "a", 1), 0);
+	store_dirty_totals(s, &n, &bytes, &del);
+	assert_int_equal(n, 0);
+	assert_int_equal(bytes, 0);
+	assert_int_equal(del, 2);
+	assert_int_equal(store_take_deleted(s, name), 1);
+	assert_string_equal(name, "b");
+	assert_int_equal(store_take_deleted(s, name), 1);
+	assert_string_equal(name, "a");
+	assert_int_equal(store_take_deleted(s, name), 0);
+	assert_false(store_take_lost_deletions(s));
+	/* Pending deletions are freed with the store. */
+	assert_int_equal(store_put(s, mk("c", 1)), 0);
+	assert_int_equal(store_delete(s, "c", 1), 0);
+	store_free(s);
+}
+
+static void test_crc32c(void **state)
+{
+	static const uint8_t zeros[32];
+	uint8_t big[1000];
+
+	(void)state;
+	assert_int_equal(tdp_crc32c(0, "123456789", 9), 0xE3069283u);
+	assert_int_equal(tdp_crc32c(0, zeros, 32), 0x8A9136AAu); /* RFC 3720 B.4 */
+	assert_int_equal(tdp_crc32c(0, "", 0), 0);
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (uint8_t)(i * 7 + 3);
+	/* Incremental equals one pass, whatever the split and alignment. */
+	assert_int_equal(tdp_crc32c(tdp_crc32c(0, big, 333), big + 333, sizeof(big) - 333),
+			 tdp_crc32c(0, big, sizeof(big)));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -232,6 +304,8 @@ int main(void)
 		cmocka_unit_test(test_list_prefix_sorted_and_growth),
 		cmocka_unit_test(test_access_modes),
 		cmocka_unit_test(test_quota),
+		cmocka_unit_test(test_dirty_set),
+		cmocka_unit_test(test_crc32c),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

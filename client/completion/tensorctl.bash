@@ -5,7 +5,7 @@
 # The ops of docs/ops.md (tests/test_completion.sh keeps this list true).
 _tensorctl_ops="abs adam_m adam_param adam_v add arange argmax argmin avg_pool2d avg_pool2d_grad batch_norm binary_cross_entropy_with_logits cast clamp concat conv2d conv2d_grad_input conv2d_grad_weight copy cos cross_entropy div eq erf exp full gather ge gelu gt index_add index_select layer_norm le log log_softmax lt matmul max max_pool2d max_pool2d_grad maximum mean min minimum mse mul ne neg nll one_hot ones pad permute pow prod rand randn relu reshape rms_norm rsqrt sgd_buf sgd_param sigmoid silu sin slice softmax softplus sqrt stack std sub sum tanh transpose var where zeros"
 
-_tensorctl_commands="ping info ls stat rm put get run graph train step help metrics chmod save load model evaluate predict kernel"
+_tensorctl_commands="ping info ls stat rm sync put get run graph train step help metrics chmod save load model evaluate predict kernel"
 _tensorctl_modes="private group-read group-write world-read world-write"
 _tensorctl_global_opts="--socket --json --help --version"
 

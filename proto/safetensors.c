@@ -12,7 +12,6 @@
 
 #include "dtype.h"
 #include "errorf.h"
-#include "json.h"
 #include "json_parse.h"
 #include "pack.h"
 
@@ -537,6 +536,33 @@ static int check_names(const char **names, size_t n, const char *what, char *err
 	return 0;
 }
 
+/* `n` bytes of `s` as a quoted JSON string: quotes, backslashes and control
+ * bytes escaped, bytes that are not UTF-8 as U+FFFD. */
+static void st_json_string(FILE *f, const char *s, size_t n)
+{
+	const uint8_t *p = (const uint8_t *)s;
+	size_t i = 0;
+
+	fputc('"', f);
+	while (i < n) {
+		size_t good = i + utf8_check(p + i, n - i);
+
+		for (; i < good; i++) {
+			if (p[i] == '"' || p[i] == '\\')
+				fprintf(f, "\\%c", p[i]);
+			else if (p[i] < 0x20)
+				fprintf(f, "\\u%04x", p[i]);
+			else
+				fputc(p[i], f);
+		}
+		if (i < n) {
+			fputs("\\ufffd", f);
+			i++;
+		}
+	}
+	fputc('"', f);
+}
+
 /* The header text (unpadded) into a malloc'd *ret. */
 static int format_header(const struct st_entry *e, size_t n, const uint64_t *sizes, const struct st_meta *meta,
 			 size_t nmeta, char **ret, size_t *ret_len)
@@ -554,16 +580,16 @@ static int format_header(const struct st_entry *e, size_t n, const uint64_t *siz
 		for (size_t i = 0; i < nmeta; i++) {
 			if (i)
 				fputc(',', f);
-			ctl_json_string(f, meta[i].key, strlen(meta[i].key));
+			st_json_string(f, meta[i].key, strlen(meta[i].key));
 			fputc(':', f);
-			ctl_json_string(f, meta[i].value, strlen(meta[i].value));
+			st_json_string(f, meta[i].value, strlen(meta[i].value));
 		}
 		fputc('}', f);
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (i || nmeta)
 			fputc(',', f);
-		ctl_json_string(f, e[i].name, strlen(e[i].name));
+		st_json_string(f, e[i].name, strlen(e[i].name));
 		fprintf(f, ":{\"dtype\":\"%s\",\"shape\":[", st_dtype_name((int)e[i].dtype));
 		for (uint32_t d = 0; d < e[i].rank; d++)
 			fprintf(f, "%s%llu", d ? "," : "", (unsigned long long)e[i].shape[d]);
