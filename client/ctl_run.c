@@ -36,7 +36,7 @@ static int pack_attrs(struct ctl *c, msgpack_sbuffer *sb)
 			return ctl_usage_error("--attr '%s': expected key=value", c->attrs[i]);
 		if (tdp_pack_strn(&pk, c->attrs[i], (size_t)(eq - c->attrs[i])))
 			return ctl_error("out of memory");
-		if (ctl_attr_value_to_msgpack(eq + 1, &pk, err, sizeof(err)) < 0)
+		if (tdp_attr_value_to_msgpack(eq + 1, &pk, err, sizeof(err)) < 0)
 			return ctl_usage_error("--attr %.*s: %s", (int)(eq - c->attrs[i]), c->attrs[i], err);
 	}
 	return CTL_EXIT_OK;
@@ -235,7 +235,7 @@ int ctl_read_json_map(const char *path, const char *what, msgpack_sbuffer *sb)
 	if ((status = read_file(path, &text, &len)) != CTL_EXIT_OK)
 		return status;
 	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
-	r = ctl_json_to_msgpack(text, len, &pk, err, sizeof(err));
+	r = tdp_json_to_msgpack(text, len, &pk, err, sizeof(err));
 	free(text);
 	if (r < 0)
 		return ctl_error("%s: %s", path, err);

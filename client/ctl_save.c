@@ -365,7 +365,7 @@ static int define_params(struct ctl *c, const char *path, const struct st_file *
 	msgpack_sbuffer_init(&sb);
 	msgpack_unpacked_init(&u);
 	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-	if (ctl_json_to_msgpack(def, strlen(def), &pk, err, sizeof(err)) < 0 ||
+	if (tdp_json_to_msgpack(def, strlen(def), &pk, err, sizeof(err)) < 0 ||
 	    msgpack_unpack_next(&u, sb.data, sb.size, &off) != MSGPACK_UNPACK_SUCCESS ||
 	    u.data.type != MSGPACK_OBJECT_MAP) {
 		status = ctl_error("%s: the model definition in __metadata__ is no JSON object", path);

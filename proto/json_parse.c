@@ -348,7 +348,7 @@ static int value(struct jp *j, unsigned depth)
 	}
 }
 
-int ctl_json_to_msgpack(const char *text, size_t len, msgpack_packer *pk, char *err,
+int tdp_json_to_msgpack(const char *text, size_t len, msgpack_packer *pk, char *err,
 			size_t err_len)
 {
 	struct jp j = { .s = text, .end = text + len, .p = text, .pk = pk, .msg = err,
@@ -364,7 +364,7 @@ int ctl_json_to_msgpack(const char *text, size_t len, msgpack_packer *pk, char *
 	return 0;
 }
 
-int ctl_attr_value_to_msgpack(const char *text, msgpack_packer *pk, char *err, size_t err_len)
+int tdp_attr_value_to_msgpack(const char *text, msgpack_packer *pk, char *err, size_t err_len)
 {
 	struct jp j = { .s = text, .end = text + strlen(text), .p = text, .msg = err,
 			.msg_len = err_len };
@@ -374,7 +374,7 @@ int ctl_attr_value_to_msgpack(const char *text, msgpack_packer *pk, char *err, s
 	if (value(&j, 0) == 0) {
 		blanks(&j);
 		if (j.p == j.end)
-			return ctl_json_to_msgpack(text, n, pk, err, err_len);
+			return tdp_json_to_msgpack(text, n, pk, err, err_len);
 	}
 	if (text[0] == '[' || text[0] == '{' || text[0] == '"') {
 		if (!j.err)

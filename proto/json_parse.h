@@ -17,11 +17,11 @@
 /* Convert the `len` bytes of JSON at `text` into one msgpack object appended
  * through `pk`. Returns 0, or -EINVAL with "line L, column C: why" in `err`
  * (and possibly a partial object written: discard the buffer), or -ENOMEM. */
-int ctl_json_to_msgpack(const char *text, size_t len, msgpack_packer *pk, char *err,
+int tdp_json_to_msgpack(const char *text, size_t len, msgpack_packer *pk, char *err,
 			size_t err_len);
 
 /* Pack a --attr value: JSON (1, 2.5, true, null, "s", [1, 2], {...}) when it
  * parses as such; otherwise, unless it starts with '[', '{' or '"', the text
  * itself as a string (so `reduction=sum` needs no quotes). Returns 0, or
  * -EINVAL / -ENOMEM with a message in `err`. */
-int ctl_attr_value_to_msgpack(const char *text, msgpack_packer *pk, char *err, size_t err_len);
+int tdp_attr_value_to_msgpack(const char *text, msgpack_packer *pk, char *err, size_t err_len);

@@ -342,7 +342,7 @@ int st_parse(const uint8_t *buf, size_t len, struct st_file *ret, char *err, siz
 		goto fail;
 	}
 	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-	r = ctl_json_to_msgpack((const char *)buf + 8, (size_t)n, &pk, why, sizeof(why));
+	r = tdp_json_to_msgpack((const char *)buf + 8, (size_t)n, &pk, why, sizeof(why));
 	if (r < 0) {
 		r = tdp_errorf(err, err_len, r, "header JSON: %s", r == -ENOMEM ? "out of memory" : why);
 		goto fail;

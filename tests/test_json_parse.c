@@ -27,8 +27,8 @@ static int roundtrip(const char *in, char *out, size_t cap, char *err, size_t er
 
 	msgpack_sbuffer_init(&sb);
 	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-	r = attr ? ctl_attr_value_to_msgpack(in, &pk, err, err_len)
-		 : ctl_json_to_msgpack(in, strlen(in), &pk, err, err_len);
+	r = attr ? tdp_attr_value_to_msgpack(in, &pk, err, err_len)
+		 : tdp_json_to_msgpack(in, strlen(in), &pk, err, err_len);
 	if (r == 0) {
 		msgpack_unpacked_init(&u);
 		assert_int_equal(msgpack_unpack_next(&u, sb.data, sb.size, &off), MSGPACK_UNPACK_SUCCESS);
