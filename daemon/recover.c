@@ -189,6 +189,15 @@ static void after_batch(void *data)
 
 	if (!d->gpu || !d->gpu->lost)
 		return;
+	/* Freeing the device would wait for the runaway work, perhaps forever
+	 * (docs/kernels.md): that loss lasts until a restart. */
+	if (d->gpu->runaway) {
+		if (!rc->runaway_logged)
+			log_error("device recovery: not possible while a runaway kernel may still run "
+				  "on the device; GPU requests fail with DEVICE_LOST until tensord is restarted");
+		rc->runaway_logged = true;
+		return;
+	}
 	if (rc->retry_ns && daemon_now_ns(CLOCK_MONOTONIC) < rc->retry_ns)
 		return;
 	rc->retry_ns = 0;

@@ -26,6 +26,7 @@ struct recovery {
 	char lost[RECOVER_MAX_LOST_NAMES][TDP_MAX_NAME_LEN + 1];
 	unsigned nlost;
 	/* the reset in progress */
+	bool runaway_logged;        /* the loss was a runaway kernel's: no recovery */
 	bool dropped;               /* device state released, new device not yet open */
 	int64_t start_ns, retry_ns; /* CLOCK_MONOTONIC */
 	char **pending;             /* names of tensors lost or rolled back */

@@ -522,6 +522,7 @@ int gpu_cmd_wait_for(struct gpu_device *g, unsigned i, uint64_t timeout_ns)
 		log_error("a submission ran past its %.1f s limit: the device is marked lost",
 			  (double)timeout_ns / 1e9);
 		g->lost = true;
+		g->runaway = true;
 		return -ETIMEDOUT;
 	}
 	c->pending = false;

@@ -53,6 +53,8 @@ struct gpu_device {
 	bool coopmat_f16;       /* VK_NV_cooperative_matrix with 16x16x16 f16 x f16 + f32
 				   subgroup matrices and 32-wide subgroups: matmul_cm */
 	bool lost;              /* VK_ERROR_DEVICE_LOST was seen */
+	bool runaway;           /* lost because a submission outran its time limit: it
+				   may still run, so the device cannot be freed */
 	uint64_t fault_lost_at; /* TENSORD_FAULT_DEVICE_LOST: the submission (1-based,
 				   counted from gpu_device_open) that reports a loss; 0: off */
 	uint64_t submits;       /* submissions attempted since gpu_device_open */
