@@ -21,6 +21,17 @@ from daemon import Daemon, RPCError  # noqa: E402
 
 RNG = np.random.default_rng(11)
 FAULT = "TENSORD_FAULT_DEVICE_LOST"
+SCALE = """#version 450
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer In { float x[]; };
+layout(std430, binding = 1) writeonly buffer Out { float y[]; };
+layout(push_constant) uniform P { float alpha; uint n; };
+void main() {
+    uint i = gl_GlobalInvocationID.x;
+    if (i < n)
+        y[i] = alpha * x[i];
+}
+"""
 
 
 def start(fault, args=()):
@@ -142,6 +153,10 @@ def test_without_state_dir():
         b = RNG.standard_normal((4, 2)).astype(np.float32)
         put(c, "a", a)
         put(c, "b", b)
+        # kernel.create is for root (or kernel_group, unset here).
+        kernels = os.geteuid() == 0
+        if kernels:
+            c.call("kernel.create", {"name": "scale", "glsl": SCALE})
         base_fds = fds(d)
         run_until_lost(c, a, b)
         assert d.alive() and c.call("ping")["pong"] is True
@@ -156,6 +171,19 @@ def test_without_state_dir():
         put(c, "b", b)
         r = c.call("op.run", {"op": "matmul", "inputs": ["a", "b"]})
         assert np.allclose(np.frombuffer(r["data"], np.float32).reshape(4, 2), a @ b, rtol=1e-5, atol=1e-5)
+        if kernels:
+            # Custom kernels went with the device; created again, they run on the new one.
+            assert c.call("kernel.list", {})["kernels"] == []
+            err, _ = c.call_full("kernel.run", {"name": "scale", "tensors": ["a", "b"],
+                                                "push": {"alpha": 2.0, "n": 8}, "groups": [1]})
+            assert err and err["name"] == "NOT_FOUND", err
+            c.call("kernel.create", {"name": "scale", "glsl": SCALE})
+            x = np.arange(64, dtype=np.float32)
+            put(c, "kx", x)
+            put(c, "ky", np.zeros(64, np.float32))
+            c.call("kernel.run", {"name": "scale", "tensors": ["kx", "ky"],
+                                  "push": {"alpha": 2.5, "n": 64}, "groups": [1]})
+            assert np.array_equal(get(c, "ky"), 2.5 * x), "kernel after recovery"
         assert fds(d) <= base_fds + 2, "descriptors leaked"
         c.close()
     finally:
