@@ -171,6 +171,10 @@ static void recover(struct daemon *d)
 		rc->retry_ns = daemon_now_ns(CLOCK_MONOTONIC) + RECOVER_RETRY_NS;
 		return;
 	}
+	/* info's gpu counters never decrease (docs/protocol.md). */
+	ng->stats.submissions += d->gpu->stats.submissions;
+	ng->stats.busy_ns += d->gpu->stats.busy_ns;
+	ng->stats.wait_ns += d->gpu->stats.wait_ns;
 	gpu_device_free(d->gpu);
 	d->gpu = ng;
 	rc->dropped = false;

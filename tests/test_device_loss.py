@@ -109,6 +109,7 @@ def test_with_state_dir():
             assert sorted(lr["lost"]) == ["a", "fresh"] and lr["lost_count"] == 2, lr
             assert lr["restored"] == 3 and lr["jobs_stopped"] == 0, lr
             assert lr["time"] > 1e9 and lr["seconds"] >= 0, lr
+            assert info["counters"]["gpu"]["submissions"] >= 25, "gpu counters went back"
             # Synced tensors byte-exact, the unsynced change rolled back, the
             # new one gone, the deletion kept.
             assert get(c, "a").tobytes() == a.tobytes(), "a not rolled back to its checkpoint"
