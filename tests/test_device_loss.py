@@ -100,7 +100,8 @@ def test_with_state_dir():
             info = c.call("info")
             assert info["device_resets"] == 0 and info["last_reset"] is None, info
 
-            run_until_lost(c, a + 100, b)
+            ran = run_until_lost(c, a + 100, b)
+            subs = info["counters"]["gpu"]["submissions"] + ran
             assert d.alive(), "tensord died"
             assert c.call("ping")["pong"] is True
             info = c.call("info")
@@ -109,7 +110,7 @@ def test_with_state_dir():
             assert sorted(lr["lost"]) == ["a", "fresh"] and lr["lost_count"] == 2, lr
             assert lr["restored"] == 3 and lr["jobs_stopped"] == 0, lr
             assert lr["time"] > 1e9 and lr["seconds"] >= 0, lr
-            assert info["counters"]["gpu"]["submissions"] >= 25, "gpu counters went back"
+            assert info["counters"]["gpu"]["submissions"] >= subs, "gpu counters went back"
             # Synced tensors byte-exact, the unsynced change rolled back, the
             # new one gone, the deletion kept.
             assert get(c, "a").tobytes() == a.tobytes(), "a not rolled back to its checkpoint"
