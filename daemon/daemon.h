@@ -15,6 +15,7 @@ struct models;
 struct persist;
 struct checkpoint;
 struct model_persist;
+struct recovery;
 
 struct daemon {
 	struct config cfg;
@@ -32,7 +33,15 @@ struct daemon {
 	uint64_t requests;               /* requests answered (errors too), for info */
 	uint64_t requests_failed;        /* of which with an error response */
 	struct metrics metrics;          /* counters for info and tensorctl metrics */
+	const struct gpu_open_options *gpu_opts; /* how d->gpu was opened, to re-open it */
+	struct recovery *recovery;       /* device loss recovery (recover.h) */
 };
+
+/* Open the checkpoint directories, load tensors and models into d->store and
+ * d->models (clean), start dirty tracking and the periodic checkpoint: at
+ * start-up, and again after a device loss (recover.c). Returns 0 or -errno
+ * (logged). */
+int daemon_restore(struct daemon *d);
 
 /* Nanoseconds of `clock` (CLOCK_MONOTONIC, CLOCK_REALTIME...). */
 int64_t daemon_now_ns(int clock);

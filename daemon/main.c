@@ -21,6 +21,7 @@
 #include "notify.h"
 #include "persist.h"
 #include "persist_model.h"
+#include "recover.h"
 #include "server.h"
 #include "store.h"
 #include "model.h"
@@ -206,9 +207,7 @@ static void release_tensor(void *userdata, struct tensor *t)
 	gpu_memory_free(d->gpu, &t->alloc);
 }
 
-/* Open the checkpoint directory, load it into the store, start tracking
- * changes and the periodic checkpoint. Returns 0 or -errno (logged). */
-static int restore(struct daemon *d)
+int daemon_restore(struct daemon *d)
 {
 	struct persist_restored res;
 	uint64_t models, models_skipped;
@@ -357,6 +356,7 @@ int main(int argc, char **argv)
 	gopts.max_bytes = d.cfg.max_device_bytes;
 	snprintf(cache_path, sizeof(cache_path), "%s/pipeline-cache.bin", d.cfg.state_dir);
 	gopts.pipeline_cache = cache_path;
+	d.gpu_opts = &gopts;
 	if (gpu_device_open(&gopts, &d.gpu) < 0)
 		goto out;
 	log_notice("device %u: %s (%s, %s), %llu MiB", d.gpu->desc.index, d.gpu->desc.name,
@@ -370,7 +370,7 @@ int main(int argc, char **argv)
 	store_set_quota(d.store, d.cfg.user_max_tensors, d.cfg.user_max_bytes);
 	/* Restored before serving and before READY=1: a client never sees a
 	 * half-restored store (docs/durability.md). */
-	if (config_persist_on(&d.cfg) && restore(&d) < 0)
+	if (config_persist_on(&d.cfg) && daemon_restore(&d) < 0)
 		goto out;
 	if (open_listener(&d, &listen_fd, &unlink_path) < 0)
 		goto out;
@@ -380,6 +380,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	loop_set_idle(d.loop, train_jobs_run, &d);
+	if (recover_init(&d) < 0)
+		goto out;
 	log_notice("serving on %s", unlink_path ? unlink_path : "the systemd socket");
 	/* Only now: the device is open, the store is ready and connections are
 	 * served, so units ordered after tensord.service find it working. */
@@ -404,6 +406,7 @@ out:
 	persist_free(d.persist);
 	model_persist_free(d.model_persist);
 	server_free(d.server);
+	recover_fini(&d);
 	train_jobs_free();
 	kernels_fini(&d);
 	models_free(d.models);

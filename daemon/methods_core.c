@@ -5,6 +5,7 @@
 
 #include "conn.h"
 #include "daemon.h"
+#include "recover.h"
 #include "handlers.h"
 #include "wire_limits.h"
 #include "pack.h"
@@ -156,6 +157,28 @@ static int write_counters(msgpack_packer *pk, const struct daemon *d)
 	       (ps.feedback ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
 }
 
+/* info's "device_resets" and "last_reset" (recover.h). */
+static int write_resets(msgpack_packer *pk, const struct daemon *d)
+{
+	const struct recovery *rc = d->recovery;
+	int fail;
+
+	fail = tdp_pack_cstr(pk, "device_resets") || msgpack_pack_uint64(pk, rc ? rc->resets : 0) ||
+	       tdp_pack_cstr(pk, "last_reset");
+	if (fail || !rc || !rc->resets)
+		return fail || msgpack_pack_nil(pk);
+	fail = msgpack_pack_map(pk, 6) ||
+	       tdp_pack_cstr(pk, "time") || msgpack_pack_double(pk, (double)rc->time_ns / 1e9) ||
+	       tdp_pack_cstr(pk, "seconds") || msgpack_pack_double(pk, rc->seconds) ||
+	       tdp_pack_cstr(pk, "restored") || msgpack_pack_uint64(pk, rc->restored) ||
+	       tdp_pack_cstr(pk, "lost_count") || msgpack_pack_uint64(pk, rc->lost_count) ||
+	       tdp_pack_cstr(pk, "jobs_stopped") || msgpack_pack_uint64(pk, rc->jobs_stopped) ||
+	       tdp_pack_cstr(pk, "lost") || msgpack_pack_array(pk, rc->nlost);
+	for (unsigned i = 0; !fail && i < rc->nlost; i++)
+		fail = tdp_pack_cstr(pk, rc->lost[i]);
+	return fail;
+}
+
 int method_info(struct request *req)
 {
 	struct daemon *d = req->d;
@@ -166,7 +189,7 @@ int method_info(struct request *req)
 	if (params_parse(req, NULL, 0) < 0)
 		return -1;
 	store_totals(d->store, &count, &bytes);
-	fail = tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 11) ||
+	fail = tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 13) ||
 	       kv_str(pk, "version", TENSORD_VERSION) ||
 	       kv_u64(pk, "protocol", TDP_PROTOCOL_VERSION) ||
 	       kv_u64(pk, "pid", (uint64_t)getpid()) ||
@@ -182,7 +205,8 @@ int method_info(struct request *req)
 	       kv_u64(pk, "total", d->requests) || kv_u64(pk, "failed", d->requests_failed) ||
 	       tdp_pack_cstr(pk, "limits") || write_limits(pk, &d->cfg) ||
 	       tdp_pack_cstr(pk, "counters") || write_counters(pk, d) ||
-	       tdp_pack_cstr(pk, "user") || write_user(pk, req);
+	       tdp_pack_cstr(pk, "user") || write_user(pk, req) ||
+	       write_resets(pk, d);
 	if (fail)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	return 0;

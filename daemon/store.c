@@ -437,3 +437,24 @@ void store_foreach(struct store *s, void (*fn)(void *data, struct tensor *t), vo
 		for (struct tensor *t = s->buckets[i]; t; t = t->hash_next)
 			fn(data, t);
 }
+
+void store_clear(struct store *s)
+{
+	for (size_t i = 0; i < s->nbuckets; i++) {
+		while (s->buckets[i]) {
+			struct tensor *t = s->buckets[i];
+
+			s->buckets[i] = t->hash_next;
+			drop(s, t);
+		}
+	}
+	while (s->deleted_head) {
+		struct deleted *n = s->deleted_head;
+
+		s->deleted_head = n->next;
+		free(n);
+	}
+	s->deleted_tail = NULL;
+	s->deleted_count = 0;
+	s->deletions_lost = false;
+}

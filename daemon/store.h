@@ -140,3 +140,8 @@ bool store_take_lost_deletions(struct store *s);
 
 /* Call `fn` on every tensor (in no order); the store must not change meanwhile. */
 void store_foreach(struct store *s, void (*fn)(void *data, struct tensor *t), void *data);
+
+/* Release every tensor and forget remembered deletions, recording nothing
+ * (device recovery, recover.c: the tensors' memory belonged to a lost
+ * device). Limits, quotas and the tracking switch stay. */
+void store_clear(struct store *s);

@@ -922,6 +922,26 @@ void train_jobs_free(void)
 	}
 }
 
+unsigned train_jobs_abort(int code, const char *message)
+{
+	unsigned n = 0;
+
+	while (jobs) {
+		struct train_job *job = jobs;
+
+		jobs = job->next;
+		if (job->c) {
+			request_fail(&job->req, code, "%s", message);
+			job_fail(job);
+			job->c->job = NULL;
+			conn_kick(job->c);
+		}
+		job_free(job);
+		n++;
+	}
+	return n;
+}
+
 /* Parse the run's own parameters (data, sizes, eval...) into `job`. */
 static int job_setup(struct request *req, struct train_job *job, const struct param *p)
 {

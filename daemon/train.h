@@ -35,3 +35,8 @@ bool train_jobs_run(void *data);
 
 /* Free every job (at shutdown, after the connections closed). */
 void train_jobs_free(void);
+
+/* Fail every running job with `code` and `message` (its client gets the
+ * error response) and free it: device recovery, before the device its
+ * buffers live on goes (recover.c). Returns how many jobs there were. */
+unsigned train_jobs_abort(int code, const char *message);

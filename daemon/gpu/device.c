@@ -369,6 +369,27 @@ static int create_logical(struct gpu_device *g)
 	return 0;
 }
 
+/* TENSORD_FAULT_DEVICE_LOST=N, a test switch: N >= 1 makes the Nth
+ * submission fail as a lost device would. Unset, empty or 0: off. */
+static uint64_t fault_lost_at(void)
+{
+	const char *v = getenv("TENSORD_FAULT_DEVICE_LOST");
+	unsigned long long n;
+	char *end;
+
+	if (!v || !*v)
+		return 0;
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno || *end || v[0] == '-') {
+		log_warning("TENSORD_FAULT_DEVICE_LOST=%s is not a submission count; ignored", v);
+		return 0;
+	}
+	if (n)
+		log_warning("fault injection: submission %llu on this device will report a lost device", n);
+	return n;
+}
+
 int gpu_device_open(const struct gpu_open_options *opts, struct gpu_device **ret)
 {
 	VkPhysicalDevice *phys = NULL;
@@ -414,6 +435,7 @@ int gpu_device_open(const struct gpu_open_options *opts, struct gpu_device **ret
 	if (r < 0)
 		goto fail;
 	g->mem.used -= g->dummy.size; /* not tensor data; freed with the blocks */
+	g->fault_lost_at = fault_lost_at();
 	r = gpu_pipelines_init(g, opts->pipeline_cache);
 	if (r < 0) {
 		log_error("cannot set up compute pipelines on %s", g->desc.name);
@@ -500,6 +522,7 @@ int gpu_cmd_wait_for(struct gpu_device *g, unsigned i, uint64_t timeout_ns)
 		log_error("a submission ran past its %.1f s limit: the device is marked lost",
 			  (double)timeout_ns / 1e9);
 		g->lost = true;
+		g->runaway = true;
 		return -ETIMEDOUT;
 	}
 	c->pending = false;
@@ -546,7 +569,10 @@ int gpu_cmd_submit(struct gpu_device *g, unsigned i)
 	r = gpu_result_errno(g, vkEndCommandBuffer(c->cb));
 	if (r < 0)
 		return r;
-	r = gpu_result_errno(g, vkQueueSubmit(g->queue, 1, &si, c->fence));
+	/* An injected loss takes the path a real one takes (docs/durability.md). */
+	g->submits++;
+	r = gpu_result_errno(g, g->fault_lost_at && g->submits == g->fault_lost_at ?
+				VK_ERROR_DEVICE_LOST : vkQueueSubmit(g->queue, 1, &si, c->fence));
 	if (r < 0)
 		return r;
 	c->pending = true;

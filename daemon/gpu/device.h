@@ -53,6 +53,11 @@ struct gpu_device {
 	bool coopmat_f16;       /* VK_NV_cooperative_matrix with 16x16x16 f16 x f16 + f32
 				   subgroup matrices and 32-wide subgroups: matmul_cm */
 	bool lost;              /* VK_ERROR_DEVICE_LOST was seen */
+	bool runaway;           /* lost because a submission outran its time limit: it
+				   may still run, so the device cannot be freed */
+	uint64_t fault_lost_at; /* TENSORD_FAULT_DEVICE_LOST: the submission (1-based,
+				   counted from gpu_device_open) that reports a loss; 0: off */
+	uint64_t submits;       /* submissions attempted since gpu_device_open */
 	bool creation_feedback; /* VK_EXT_pipeline_creation_feedback enabled */
 	VkQueryPool queries;    /* timestamps around cmd[i]: 2i, 2i+1 (timing.c) */
 	uint64_t ts_mask;       /* the queue's valid timestamp bits */
@@ -83,7 +88,9 @@ int gpu_enumerate(struct gpu_device_desc **ret_list, uint32_t *ret_count);
 
 /* Open the device `opts` chooses and prepare it for work. On success *ret is
  * ready; -ENODEV when no usable device matches, -EIO on a Vulkan failure. A
- * readable reason goes to the log. */
+ * readable reason goes to the log. The fault-injection switch
+ * TENSORD_FAULT_DEVICE_LOST=N (docs/durability.md) is read here: the Nth
+ * submission on this device then reports VK_ERROR_DEVICE_LOST. */
 int gpu_device_open(const struct gpu_open_options *opts, struct gpu_device **ret);
 
 /* Wait for outstanding work and release everything; NULL is accepted. */

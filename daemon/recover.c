@@ -1,0 +1,238 @@
+/* Device loss recovery (docs/durability.md, "Device loss").
+ *
+ * Everything that lives on the device goes with it: the tensors' memory,
+ * training runs' buffers, custom kernels' pipelines. What survives is what
+ * the checkpoint files hold, so recovery is the start-up restore again on a
+ * new device, after noting which tensors had changed since their files were
+ * written (those are lost, or rolled back to their file). */
+#include "recover.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "checkpoint.h"
+#include "config.h"
+#include "daemon.h"
+#include "log.h"
+#include "loop.h"
+#include "methods_kernel.h"
+#include "model.h"
+#include "pack.h"
+#include "persist.h"
+#include "persist_model.h"
+#include "status.h"
+#include "store.h"
+#include "train.h"
+#include "wire_limits.h"
+
+/* How long to wait before trying again when the device does not re-open. */
+#define RECOVER_RETRY_NS 1000000000ll
+
+static struct recovery *of(const struct daemon *d)
+{
+	return d->recovery;
+}
+
+/* Remember `t`'s name as lost (or about to be rolled back). */
+static void note_lost(void *data, struct tensor *t)
+{
+	struct daemon *d = data;
+	struct recovery *rc = of(d);
+	char *name;
+
+	if (d->persist && !t->dirty)
+		return;
+	rc->pending_count++;
+	if (rc->npending == rc->cappending) {
+		size_t cap = rc->cappending ? 2 * rc->cappending : 16;
+		char **n = realloc(rc->pending, cap * sizeof(*n));
+
+		if (!n)
+			return;
+		rc->pending = n;
+		rc->cappending = cap;
+	}
+	name = strdup(t->name);
+	if (name)
+		rc->pending[rc->npending++] = name;
+}
+
+/* Deletions need no device: make them durable now, so that the restore does
+ * not bring deleted tensors back. */
+static void commit_deletions(struct daemon *d)
+{
+	char name[TDP_MAX_NAME_LEN + 1];
+	size_t len;
+
+	while ((len = store_take_deleted(d->store, name)) > 0)
+		if (persist_remove(d->persist, name, len) < 0)
+			log_error("device recovery: cannot remove the checkpoint of deleted tensor '%s'", name);
+	if (store_take_lost_deletions(d->store) && persist_reconcile(d->persist, d->store) < 0)
+		log_error("device recovery: cannot remove the checkpoints of deleted tensors");
+	if (persist_commit(d->persist) < 0)
+		log_error("device recovery: cannot sync the checkpoint directory");
+}
+
+/* Release everything that belongs to the lost device, still open. */
+static void drop_device_state(struct daemon *d)
+{
+	struct recovery *rc = of(d);
+	uint64_t count, bytes;
+
+	rc->pending_jobs = train_jobs_abort(TDP_DEVICE_LOST,
+					    "the device was lost: the training run stopped");
+	if (d->persist)
+		commit_deletions(d);
+	store_foreach(d->store, note_lost, d);
+	store_totals(d->store, &count, &bytes);
+	log_warning("device recovery: releasing %llu tensors (%llu bytes), %llu training runs "
+		    "and every custom kernel of the lost device", (unsigned long long)count,
+		    (unsigned long long)bytes, (unsigned long long)rc->pending_jobs);
+	kernels_fini(d);
+	if (d->persist) {
+		struct models *ms = models_new(MODEL_MAX_MODELS);
+
+		checkpoint_free(d->checkpoint);
+		d->checkpoint = NULL;
+		persist_free(d->persist);
+		d->persist = NULL;
+		model_persist_free(d->model_persist);
+		d->model_persist = NULL;
+		/* The models come back from their files too, so that their step
+		 * counts match the restored parameters. */
+		if (ms) {
+			models_free(d->models);
+			d->models = ms;
+		}
+		store_track_dirty(d->store, false);
+	}
+	store_clear(d->store);
+}
+
+/* Log and record, for info, what the reset did. */
+static void report(struct daemon *d, bool persisted)
+{
+	struct recovery *rc = of(d);
+	uint64_t count, bytes;
+
+	store_totals(d->store, &count, &bytes);
+	rc->nlost = 0;
+	for (size_t i = 0; i < rc->npending; i++) {
+		const char *name = rc->pending[i];
+		struct tensor *t;
+
+		if (!persisted)
+			log_warning("device recovery: tensor '%s' lost (no state directory)", name);
+		else if (store_lookup(d->store, name, strlen(name), &access_daemon, 0, &t, NULL) == 0)
+			log_warning("device recovery: tensor '%s' rolled back to its checkpoint (version %llu): "
+				    "later changes are lost", name, (unsigned long long)t->version);
+		else
+			log_warning("device recovery: tensor '%s' lost: created or replaced since its "
+				    "last checkpoint", name);
+		if (rc->nlost < RECOVER_MAX_LOST_NAMES)
+			snprintf(rc->lost[rc->nlost++], sizeof(rc->lost[0]), "%s", name);
+		free(rc->pending[i]);
+	}
+	rc->npending = 0;
+	rc->resets++;
+	rc->time_ns = daemon_now_ns(CLOCK_REALTIME);
+	rc->seconds = (double)(daemon_now_ns(CLOCK_MONOTONIC) - rc->start_ns) / 1e9;
+	rc->restored = count;
+	rc->lost_count = rc->pending_count;
+	rc->jobs_stopped = rc->pending_jobs;
+	rc->pending_count = rc->pending_jobs = 0;
+	log_notice("device recovery: device %u re-created in %.3f s; %llu tensors restored, %llu lost "
+		   "or rolled back%s, %llu training runs stopped (reset %llu)", d->gpu->desc.index,
+		   rc->seconds, (unsigned long long)count, (unsigned long long)rc->lost_count,
+		   persisted ? "" : " (no state directory: everything)",
+		   (unsigned long long)rc->jobs_stopped, (unsigned long long)rc->resets);
+}
+
+static void recover(struct daemon *d)
+{
+	struct recovery *rc = of(d);
+	bool persisted = config_persist_on(&d->cfg);
+	struct gpu_device *ng;
+	int r;
+
+	if (!rc->dropped) {
+		rc->start_ns = daemon_now_ns(CLOCK_MONOTONIC);
+		log_error("device recovery: the device was lost; re-creating it%s",
+			  persisted ? " and restoring the checkpoints" : "");
+		drop_device_state(d);
+		rc->dropped = true;
+	}
+	r = gpu_device_open(d->gpu_opts, &ng);
+	if (r < 0) {
+		log_error("device recovery: cannot open the device again (%s); retrying in 1 s",
+			  strerror(-r));
+		rc->retry_ns = daemon_now_ns(CLOCK_MONOTONIC) + RECOVER_RETRY_NS;
+		return;
+	}
+	/* info's gpu counters never decrease (docs/protocol.md). */
+	ng->stats.submissions += d->gpu->stats.submissions;
+	ng->stats.busy_ns += d->gpu->stats.busy_ns;
+	ng->stats.wait_ns += d->gpu->stats.wait_ns;
+	gpu_device_free(d->gpu);
+	d->gpu = ng;
+	rc->dropped = false;
+	if (persisted && daemon_restore(d) < 0)
+		log_error("device recovery: restoring the checkpoints failed (see above); the store "
+			  "serves what was restored, without persistence");
+	report(d, persisted);
+}
+
+/* After each batch: a loss seen by any request (or training step) is
+ * recovered from here, when nothing of the batch points at the store. */
+static void after_batch(void *data)
+{
+	struct daemon *d = data;
+	struct recovery *rc = of(d);
+
+	if (!d->gpu || !d->gpu->lost)
+		return;
+	/* Freeing the device would wait for the runaway work, perhaps forever
+	 * (docs/kernels.md): that loss lasts until a restart. */
+	if (d->gpu->runaway) {
+		if (!rc->runaway_logged)
+			log_error("device recovery: not possible while a runaway kernel may still run "
+				  "on the device; GPU requests fail with DEVICE_LOST until tensord is restarted");
+		rc->runaway_logged = true;
+		return;
+	}
+	if (rc->retry_ns && daemon_now_ns(CLOCK_MONOTONIC) < rc->retry_ns)
+		return;
+	rc->retry_ns = 0;
+	recover(d);
+}
+
+int recover_init(struct daemon *d)
+{
+	int r;
+
+	d->recovery = calloc(1, sizeof(*d->recovery));
+	if (!d->recovery)
+		return -ENOMEM;
+	r = loop_add_after(d->loop, after_batch, d);
+	if (r < 0) {
+		free(d->recovery);
+		d->recovery = NULL;
+	}
+	return r;
+}
+
+void recover_fini(struct daemon *d)
+{
+	struct recovery *rc = d->recovery;
+
+	if (!rc)
+		return;
+	loop_remove_after(d->loop, after_batch, d);
+	for (size_t i = 0; i < rc->npending; i++)
+		free(rc->pending[i]);
+	free(rc->pending);
+	free(rc);
+	d->recovery = NULL;
+}

@@ -1,0 +1,44 @@
+/* Device loss recovery (docs/durability.md, "Device loss"): once a request
+ * has seen VK_ERROR_DEVICE_LOST, the event loop re-creates the device and
+ * restores the tensors and models from their checkpoints, reporting what
+ * was lost since. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wire_limits.h"
+
+struct daemon;
+
+/* Names info's last_reset.lost lists; the log names every one. */
+#define RECOVER_MAX_LOST_NAMES 64
+/* What recover.c keeps; info reports the last reset (docs/protocol.md). */
+struct recovery {
+	uint64_t resets;
+	/* the last reset, for info */
+	int64_t time_ns;            /* CLOCK_REALTIME when it completed */
+	double seconds;
+	uint64_t restored;          /* tensors back from their checkpoints */
+	uint64_t lost_count;        /* changed or created since their checkpoint */
+	uint64_t jobs_stopped;
+	char lost[RECOVER_MAX_LOST_NAMES][TDP_MAX_NAME_LEN + 1];
+	unsigned nlost;
+	/* the reset in progress */
+	bool runaway_logged;        /* the loss was a runaway kernel's: no recovery */
+	bool dropped;               /* device state released, new device not yet open */
+	int64_t start_ns, retry_ns; /* CLOCK_MONOTONIC */
+	char **pending;             /* names of tensors lost or rolled back */
+	size_t npending, cappending;
+	uint64_t pending_count;     /* npending, plus those not kept for memory */
+	uint64_t pending_jobs;
+};
+
+/* Register the recovery on d->loop (an after-batch hook). Returns 0 or
+ * -errno. */
+int recover_init(struct daemon *d);
+
+/* Remove the hook and free what recover_init() allocated; safe to call when
+ * recover_init() was not. */
+void recover_fini(struct daemon *d);
