@@ -30,6 +30,9 @@ class Daemon:
         self.log = None
 
     def start(self):
+        # Started already (`with Daemon(...).start() as d`): one daemon, not two.
+        if self.proc is not None and self.proc.poll() is None:
+            return self
         binary = os.environ.get("TENSORD_BIN")
         if not binary:
             raise DaemonError("TENSORD_BIN is not set")
