@@ -45,6 +45,27 @@ struct persist {
 	int dirfd;
 };
 
+int persist_open_subdir(const char *state_dir, const char *sub, char *path, size_t path_len,
+			int *ret_fd, char *err, size_t err_len)
+{
+	int fd;
+
+	if ((size_t)snprintf(path, path_len, "%s/%s", state_dir, sub) >= path_len)
+		return tdp_errorf(err, err_len, -ENAMETOOLONG, "state directory path too long");
+	if (mkdir(state_dir, 0750) < 0 && errno != EEXIST)
+		return tdp_errorf(err, err_len, -errno, "cannot create %s: %s", state_dir, strerror(errno));
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		return tdp_errorf(err, err_len, -errno, "cannot create %s: %s", path, strerror(errno));
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return tdp_errorf(err, err_len, -errno, "cannot open %s: %s", path, strerror(errno));
+	/* Every user's data: only the daemon reads the files. */
+	if (fchmod(fd, 0700) < 0)
+		log_warning("cannot make %s private: %s", path, strerror(errno));
+	*ret_fd = fd;
+	return 0;
+}
+
 int persist_open(const char *state_dir, struct persist **ret, char *err, size_t err_len)
 {
 	struct persist *p = calloc(1, sizeof(*p));
@@ -52,29 +73,11 @@ int persist_open(const char *state_dir, struct persist **ret, char *err, size_t 
 
 	if (!p)
 		return tdp_errorf(err, err_len, -ENOMEM, "out of memory");
-	if ((size_t)snprintf(p->dir, sizeof(p->dir), "%s/tensors", state_dir) >= sizeof(p->dir)) {
-		free(p);
-		return tdp_errorf(err, err_len, -ENAMETOOLONG, "state directory path too long");
-	}
-	if (mkdir(state_dir, 0750) < 0 && errno != EEXIST) {
-		r = tdp_errorf(err, err_len, -errno, "cannot create %s: %s", state_dir, strerror(errno));
+	r = persist_open_subdir(state_dir, "tensors", p->dir, sizeof(p->dir), &p->dirfd, err, err_len);
+	if (r < 0) {
 		free(p);
 		return r;
 	}
-	if (mkdir(p->dir, 0700) < 0 && errno != EEXIST) {
-		r = tdp_errorf(err, err_len, -errno, "cannot create %s: %s", p->dir, strerror(errno));
-		free(p);
-		return r;
-	}
-	p->dirfd = open(p->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (p->dirfd < 0) {
-		r = tdp_errorf(err, err_len, -errno, "cannot open %s: %s", p->dir, strerror(errno));
-		free(p);
-		return r;
-	}
-	/* Tensors of every user: only the daemon reads the files. */
-	if (fchmod(p->dirfd, 0700) < 0)
-		log_warning("cannot make %s private: %s", p->dir, strerror(errno));
 	*ret = p;
 	return 0;
 }

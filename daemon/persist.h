@@ -16,6 +16,12 @@ struct persist;
  * -errno with a message in `err`. */
 int persist_open(const char *state_dir, struct persist **ret, char *err, size_t err_len);
 
+/* Create `state_dir` (0750) and its subdirectory `sub` (0700, made private
+ * if it existed), write the subdirectory's path to `path` and open it.
+ * Returns 0 with *ret_fd, or -errno with a message in `err`. */
+int persist_open_subdir(const char *state_dir, const char *sub, char *path, size_t path_len,
+			int *ret_fd, char *err, size_t err_len);
+
 /* Close; NULL is accepted. */
 void persist_free(struct persist *p);
 

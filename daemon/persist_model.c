@@ -17,6 +17,7 @@
 #include "log.h"
 #include "model.h"
 #include "name.h"
+#include "persist.h"
 #include "pack.h"
 #include "rpc.h"
 #include "scan.h"
@@ -49,18 +50,8 @@ int model_persist_open(const char *state_dir, struct model_persist **ret, char *
 
 	if (!mp)
 		return tdp_errorf(err, err_len, -ENOMEM, "out of memory");
-	if ((size_t)snprintf(mp->dir, sizeof(mp->dir), "%s/models", state_dir) >= sizeof(mp->dir)) {
-		free(mp);
-		return tdp_errorf(err, err_len, -ENAMETOOLONG, "state directory path too long");
-	}
-	if (mkdir(mp->dir, 0700) < 0 && errno != EEXIST) {
-		r = tdp_errorf(err, err_len, -errno, "cannot create %s: %s", mp->dir, strerror(errno));
-		free(mp);
-		return r;
-	}
-	mp->dirfd = open(mp->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (mp->dirfd < 0) {
-		r = tdp_errorf(err, err_len, -errno, "cannot open %s: %s", mp->dir, strerror(errno));
+	r = persist_open_subdir(state_dir, "models", mp->dir, sizeof(mp->dir), &mp->dirfd, err, err_len);
+	if (r < 0) {
 		free(mp);
 		return r;
 	}
