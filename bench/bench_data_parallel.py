@@ -48,15 +48,10 @@ def get(c, name):
 
 
 def run_train(c, params):
-    msgid = c.request("train.run", params)
-    while True:
-        m = c.recv()
-        if m is None:
-            raise ConnectionError("closed during train.run")
-        if m[0] == 1 and m[1] == msgid:
-            if m[2]:
-                raise RuntimeError("train.run: %r" % (m[2],))
-            return m[3]
+    error, result = c.call_past_notifications("train.run", params)
+    if error:
+        raise RuntimeError("train.run: %r" % (error,))
+    return result
 
 
 def mlp_nodes(dims):

@@ -120,6 +120,38 @@ static int alloc_for(struct request *req, struct gpu_device *g, struct tensor *t
 	return 0;
 }
 
+/* Room for `t` (name and bytes set), replacing `old` (NULL for a new name):
+ * the tensor limit and the owner's quota. Returns 0 or request_fail(). */
+static int check_room(struct request *req, const struct tensor *t, const struct tensor *old)
+{
+	struct lookup_output out = { .name = t->name, .bytes = t->bytes };
+
+	if (!old && !store_has_room(req->d->store))
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "the daemon holds its limit of %llu tensors "
+				    "(max_tensors)", (unsigned long long)req->d->cfg.max_tensors);
+	return lookup_check_quota(req, &out, 1);
+}
+
+/* Store `t` (its memory on `g`, filled) as the caller's with `mode`; a
+ * replacement keeps the old owner, group and mode. On failure its memory is
+ * freed (not `t`). Returns 0 or request_fail(). */
+static int store_as_new(struct request *req, struct gpu_device *g, struct tensor *t, uint32_t mode)
+{
+	int r;
+
+	t->owner = req->cred.uid;
+	t->group = req->cred.gid;
+	t->mode = mode;
+	t->created_ns = t->modified_ns = daemon_now_ns(CLOCK_REALTIME);
+	r = store_put(req->d->store, t);
+	if (r < 0) {
+		gpu_memory_free(g, &t->alloc);
+		return request_fail(req, r == -ENOSPC ? TDP_RESOURCE_EXHAUSTED : TDP_INTERNAL,
+				    r == -ENOSPC ? "the daemon holds its limit of tensors" : "out of memory");
+	}
+	return 0;
+}
+
 int method_tensor_put(struct request *req)
 {
 	struct param p[] = {
@@ -133,7 +165,6 @@ int method_tensor_put(struct request *req)
 	};
 	struct daemon *d = req->d;
 	struct tensor *t, *old = NULL;
-	struct lookup_output out;
 	struct gpu_device *g;
 	uint32_t mode = TDP_MODE_PRIVATE, device = 0;
 	char why[TDP_MAX_ERROR_MESSAGE];
@@ -179,13 +210,7 @@ int method_tensor_put(struct request *req)
 			     "only the owner (uid %u) or root may set the mode of '%s'", old->owner, t->name);
 		goto fail;
 	}
-	if (!old && !store_has_room(d->store)) {
-		request_fail(req, TDP_RESOURCE_EXHAUSTED, "the daemon holds its limit of %llu tensors "
-			     "(max_tensors)", (unsigned long long)d->cfg.max_tensors);
-		goto fail;
-	}
-	out = (struct lookup_output){ .name = t->name, .bytes = t->bytes };
-	if (lookup_check_quota(req, &out, 1) < 0)
+	if (check_room(req, t, old) < 0)
 		goto fail;
 	/* A replacement stays where the tensor was unless told otherwise. */
 	t->device = p[6].value ? device : old ? old->device : devices_default(d);
@@ -199,17 +224,8 @@ int method_tensor_put(struct request *req)
 		gpu_memory_free(g, &t->alloc);
 		goto fail;
 	}
-	t->owner = req->cred.uid;
-	t->group = req->cred.gid;
-	t->mode = mode;
-	t->created_ns = t->modified_ns = daemon_now_ns(CLOCK_REALTIME);
-	r = store_put(d->store, t); /* a replacement keeps the old owner, group and mode */
-	if (r < 0) {
-		gpu_memory_free(g, &t->alloc);
-		request_fail(req, r == -ENOSPC ? TDP_RESOURCE_EXHAUSTED : TDP_INTERNAL,
-			     r == -ENOSPC ? "the daemon holds its limit of tensors" : "out of memory");
+	if (store_as_new(req, g, t, mode) < 0)
 		goto fail;
-	}
 	if (p[5].value)
 		t->mode = mode;
 	return tensor_write_meta_result(req, t);
@@ -367,7 +383,6 @@ int method_tensor_copy(struct request *req)
 	struct daemon *d = req->d;
 	char src_name[TDP_MAX_NAME_LEN + 1], why[TDP_MAX_ERROR_MESSAGE];
 	struct tensor *src, *old = NULL, *t;
-	struct lookup_output out;
 	struct gpu_device *g;
 	uint32_t device;
 	int r, code;
@@ -389,13 +404,8 @@ int method_tensor_copy(struct request *req)
 		request_fail(req, code, "%s", why);
 		goto fail;
 	}
-	if (!old && !store_has_room(d->store)) {
-		request_fail(req, TDP_RESOURCE_EXHAUSTED, "the daemon holds its limit of %llu tensors "
-			     "(max_tensors)", (unsigned long long)d->cfg.max_tensors);
-		goto fail;
-	}
-	out = (struct lookup_output){ .name = t->name, .bytes = src->bytes };
-	if (lookup_check_quota(req, &out, 1) < 0)
+	t->bytes = src->bytes;
+	if (check_room(req, t, old) < 0)
 		goto fail;
 	t->dtype = src->dtype;
 	t->rank = src->rank;
@@ -412,17 +422,9 @@ int method_tensor_copy(struct request *req)
 		gpu_memory_free(g, &t->alloc);
 		goto fail;
 	}
-	t->owner = req->cred.uid;
-	t->group = req->cred.gid;
-	t->mode = TDP_MODE_PRIVATE;
-	t->created_ns = t->modified_ns = daemon_now_ns(CLOCK_REALTIME);
-	r = store_put(d->store, t); /* a replacement (or a move) keeps owner, group and mode */
-	if (r < 0) {
-		gpu_memory_free(g, &t->alloc);
-		request_fail(req, r == -ENOSPC ? TDP_RESOURCE_EXHAUSTED : TDP_INTERNAL,
-			     r == -ENOSPC ? "the daemon holds its limit of tensors" : "out of memory");
+	/* A replacement (or a move) keeps owner, group and mode. */
+	if (store_as_new(req, g, t, TDP_MODE_PRIVATE) < 0)
 		goto fail;
-	}
 	return tensor_write_meta_result(req, t);
 fail:
 	free(t);

@@ -186,6 +186,17 @@ class Client:
         """(error, result) of one call."""
         return self.response(self.request(method, params))
 
+    def call_past_notifications(self, method, params=None):
+        """(error, result) of a call whose answer may follow notifications
+        (train.run's progress and eval), which are skipped."""
+        msgid = self.request(method, params)
+        while True:
+            msg = self.recv()
+            if msg is None:
+                raise DaemonError("connection closed while waiting for msgid %d" % msgid)
+            if msg[0] == 1 and msg[1] == msgid:
+                return msg[2], msg[3]
+
     def call(self, method, params=None):
         error, result = self.call_full(method, params)
         if error is not None:

@@ -149,13 +149,7 @@ def test_graph_two_devices(c, rng):
 
 def run_train(c, params):
     """train.run to its end: (error, result), notifications skipped."""
-    msgid = c.request("train.run", params)
-    while True:
-        m = c.recv()
-        if m is None:
-            raise ConnectionError("closed during train.run")
-        if m[0] == 1 and m[1] == msgid:
-            return m[2], m[3]
+    return c.call_past_notifications("train.run", params)
 
 
 MLP = [
