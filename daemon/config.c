@@ -20,7 +20,7 @@ void config_defaults(struct config *c)
 	memset(c, 0, sizeof(*c));
 	snprintf(c->socket_path, sizeof(c->socket_path), "%s",
 		 env && *env && strlen(env) < sizeof(c->socket_path) ? env : DEFAULT_SOCKET);
-	c->device_pick = GPU_PICK_AUTO;
+	c->device.pick = GPU_PICK_AUTO;
 	snprintf(c->state_dir, sizeof(c->state_dir), "/var/lib/tensord");
 	c->log_level = LOG_NOTICE;
 	c->max_tensors = 65536;
@@ -149,17 +149,27 @@ static int parse_bool(const char *v, bool *ret)
 
 static int set_device(struct config *c, const char *v)
 {
+	struct gpu_choice ch = { .pick = GPU_PICK_LIST };
+	char buf[256], *save = NULL;
 	uint64_t idx;
 
-	if (!strcmp(v, "auto"))
-		c->device_pick = GPU_PICK_AUTO;
-	else if (!strcmp(v, "cpu"))
-		c->device_pick = GPU_PICK_CPU;
-	else if (parse_u64(v, 0, 255, &idx) == 0) {
-		c->device_pick = GPU_PICK_INDEX;
-		c->device_index = (uint32_t)idx;
-	} else
+	if (!strcmp(v, "auto") || !strcmp(v, "all") || !strcmp(v, "cpu")) {
+		c->device = (struct gpu_choice){
+			.pick = !strcmp(v, "auto") ? GPU_PICK_AUTO : !strcmp(v, "all") ? GPU_PICK_ALL : GPU_PICK_CPU,
+		};
+		return 0;
+	}
+	if (!*v || strlen(v) >= sizeof(buf))
 		return -EINVAL;
+	memcpy(buf, v, strlen(v) + 1);
+	for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (ch.n == GPU_MAX_DEVICES || parse_u64(tok, 0, 255, &idx) < 0)
+			return -EINVAL;
+		ch.index[ch.n++] = (uint32_t)idx;
+	}
+	if (ch.n == 0 || v[strlen(v) - 1] == ',' || v[0] == ',' || strstr(v, ",,"))
+		return -EINVAL;
+	c->device = ch;
 	return 0;
 }
 
@@ -305,9 +315,7 @@ void config_apply_reload(struct config *cur, const struct config *next, char *fi
 	} while (0)
 	FIXED(strcmp(cur->socket_path, next->socket_path) != 0, "socket");
 	FIXED(strcmp(cur->state_dir, next->state_dir) != 0, "state_dir");
-	FIXED(cur->device_pick != next->device_pick ||
-	      (next->device_pick == GPU_PICK_INDEX && cur->device_index != next->device_index),
-	      "device");
+	FIXED(memcmp(&cur->device, &next->device, sizeof(cur->device)) != 0, "device");
 	FIXED(cur->host_mapped != next->host_mapped, "host_mapped");
 	FIXED(cur->block_size != next->block_size, "block_size");
 	FIXED(cur->max_device_bytes != next->max_device_bytes, "max_device_bytes");

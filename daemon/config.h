@@ -16,8 +16,7 @@ enum config_persist {
 
 struct config {
 	char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	enum gpu_pick device_pick;
-	uint32_t device_index;
+	struct gpu_choice device;    /* which devices to open (docs/devices.md) */
 	char state_dir[256];
 	int log_level;              /* syslog priority */
 	uint64_t max_tensors;

@@ -21,7 +21,10 @@ struct daemon {
 	struct config cfg;
 	struct loop *loop;
 	struct server *server;
-	struct gpu_device *gpu;          /* the device tensors live on */
+	struct gpu_device *gpus[GPU_MAX_DEVICES]; /* the devices opened, by id (devices.h) */
+	uint32_t ngpus;
+	struct gpu_open_options gpu_opts[GPU_MAX_DEVICES]; /* how each was opened, to re-open it */
+	char *pipeline_cache[GPU_MAX_DEVICES]; /* each one's pipeline cache file */
 	struct gpu_device_desc *devices; /* every device found, for info */
 	uint32_t ndevices;
 	struct store *store;
@@ -33,7 +36,6 @@ struct daemon {
 	uint64_t requests;               /* requests answered (errors too), for info */
 	uint64_t requests_failed;        /* of which with an error response */
 	struct metrics metrics;          /* counters for info and tensorctl metrics */
-	const struct gpu_open_options *gpu_opts; /* how d->gpu was opened, to re-open it */
 	struct recovery *recovery;       /* device loss recovery (recover.h) */
 };
 

@@ -29,6 +29,7 @@ static const struct {
 	{ TDP_METHOD_TENSOR_LIST, method_tensor_list },
 	{ TDP_METHOD_TENSOR_DELETE, method_tensor_delete },
 	{ TDP_METHOD_TENSOR_CHMOD, method_tensor_chmod },
+	{ TDP_METHOD_TENSOR_COPY, method_tensor_copy },
 	{ TDP_METHOD_STORE_SYNC, method_store_sync },
 	{ TDP_METHOD_OP_RUN, graph_op_run },
 	{ TDP_METHOD_GRAPH_RUN, graph_run },

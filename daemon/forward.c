@@ -185,7 +185,7 @@ int forward_read_scalar(struct request *req, struct graph *gr, unsigned i, doubl
 
 	if (nd->ctx.out.count != 1 || !op_dtype_is_float(nd->ctx.out.dtype))
 		return request_fail(req, TDP_INVALID_ARGUMENT, "'%s' is no floating scalar node", nd->id);
-	r = gpu_download(req->d->gpu, nd->result, b);
+	r = gpu_download(nd->ctx.g, nd->result, b);
 	if (r < 0)
 		return request_fail(req, r == -ENODEV ? TDP_DEVICE_LOST : TDP_INTERNAL,
 				    "reading '%s' back failed", nd->id);

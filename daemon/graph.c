@@ -132,6 +132,10 @@ static int resolve_input(struct graph *gr, unsigned i, unsigned k, const msgpack
 			       k, name);
 	if (code)
 		return op_fail(ctx, code, "input %u: %s", k, why);
+	if (!graph_stored(gr, t))
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "input %u '%s' is not copied to the replicas "
+			       "(a data-parallel run copies its parameters, their state and its data)", k, name);
+	t = graph_stored(gr, t);
 	ctx->in[k] = graph_stored_input(t);
 	gr->nodes[i].stored[k] = t;
 	return 0;
@@ -139,13 +143,12 @@ static int resolve_input(struct graph *gr, unsigned i, unsigned k, const msgpack
 
 /* Set up node `i` from its op name, inputs and attrs, and infer its result. */
 static int build_node(struct graph *gr, unsigned i, const msgpack_object *op,
-		      const msgpack_object *inputs, const msgpack_object *attrs)
+		      const msgpack_object *inputs, const msgpack_object *attrs, const msgpack_object *device)
 {
 	struct node *nd = &gr->nodes[i];
 	struct op_ctx *ctx = &nd->ctx;
-	struct daemon *d = gr->req->d;
+	uint32_t ngpus = gr->req->d->ngpus;
 
-	ctx->g = d->gpu;
 	if (op->type != MSGPACK_OBJECT_STR || !(ctx->def = op_find(op->via.str.ptr, op->via.str.size))) {
 		char name[40] = "?";
 
@@ -162,6 +165,11 @@ static int build_node(struct graph *gr, unsigned i, const msgpack_object *op,
 	for (unsigned k = 0; k < ctx->ninputs; k++)
 		if (resolve_input(gr, i, k, &inputs->via.array.ptr[k]) < 0)
 			return -1;
+	if (device && device->via.u64 >= ngpus)
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "device must be a device id, 0 to %u (tensord uses "
+			       "%u device%s; see info)", ngpus - 1, ngpus, ngpus == 1 ? "" : "s");
+	if (graph_place_node(gr, i, device ? (int)device->via.u64 : -1) < 0)
+		return -1;
 	if (parse_attrs(ctx, attrs) < 0)
 		return -1;
 	return graph_infer_node(gr, i);
@@ -194,17 +202,18 @@ int graph_op_run(struct request *req)
 		{ "attrs", PARAM_MAP, false, NULL },
 		{ "out", PARAM_STR, false, NULL },
 		{ "profile", PARAM_BOOL, false, NULL },
+		{ "device", PARAM_UINT, false, NULL },
 	};
 	struct graph gr = { .req = req };
 	struct node *nd;
 	unsigned extra;
 	int r = -1;
 
-	if (params_parse(req, p, 5) < 0 || graph_alloc_nodes(&gr, 1) < 0)
+	if (params_parse(req, p, 6) < 0 || graph_alloc_nodes(&gr, 1) < 0)
 		return -1;
 	extra = p[4].value && p[4].value->via.boolean;
 	nd = &gr.nodes[0];
-	if (build_node(&gr, 0, p[0].value, p[1].value, p[2].value) < 0) {
+	if (build_node(&gr, 0, p[0].value, p[1].value, p[2].value, p[5].value) < 0) {
 		graph_node_fail(&gr, 0, nd->ctx.code, nd->ctx.message);
 		goto out;
 	}
@@ -242,6 +251,7 @@ int graph_parse(struct graph *gr, const msgpack_object *nodes, const msgpack_obj
 		{ "inputs", PARAM_ARRAY, true, NULL },
 		{ "attrs", PARAM_MAP, false, NULL },
 		{ "out", PARAM_STR, false, NULL },
+		{ "device", PARAM_UINT, false, NULL },
 	};
 
 	unsigned base = gr->n;
@@ -264,11 +274,12 @@ int graph_parse(struct graph *gr, const msgpack_object *nodes, const msgpack_obj
 
 		/* Each node is a params-like map: reuse the checker, prefixing errors. */
 		if (nodes->via.array.ptr[i - base].type != MSGPACK_OBJECT_MAP) {
-			graph_node_fail(gr, i, TDP_INVALID_ARGUMENT, "a node must be a map {id, op, inputs, attrs, out}");
+			graph_node_fail(gr, i, TDP_INVALID_ARGUMENT,
+					"a node must be a map {id, op, inputs, attrs, out, device}");
 			return -1;
 		}
 		sub.params = &nodes->via.array.ptr[i - base];
-		if (params_parse(&sub, np, 5) < 0) {
+		if (params_parse(&sub, np, 6) < 0) {
 			graph_node_fail(gr, i, sub.code, strchr(sub.message, ' ') ? strchr(sub.message, ' ') + 1 : sub.message);
 			return -1;
 		}
@@ -283,7 +294,7 @@ int graph_parse(struct graph *gr, const msgpack_object *nodes, const msgpack_obj
 					return -1;
 				}
 		}
-		if (build_node(gr, i, np[1].value, np[2].value, np[3].value) < 0) {
+		if (build_node(gr, i, np[1].value, np[2].value, np[3].value, np[5].value) < 0) {
 			graph_node_fail(gr, i, nd->ctx.code, nd->ctx.message);
 			return -1;
 		}
@@ -325,7 +336,7 @@ int graph_run(struct request *req)
 	if (params_parse(req, p, 4) < 0)
 		return -1;
 	profile = p[2].value && p[2].value->via.boolean;
-	gr.fuse = p[3].value ? p[3].value->via.boolean : graph_fuse_default(req->d->gpu);
+	gr.fuse = p[3].value ? p[3].value->via.boolean : graph_fuse_default(req->d->gpus[0]);
 	if (graph_parse(&gr, p[0].value, p[1].value) < 0)
 		goto out;
 	for (unsigned i = 0; i < gr.n; i++) {

@@ -7,6 +7,8 @@
 #include <time.h>
 
 #include "daemon.h"
+#include "devices.h"
+#include "gpu/recorder.h"
 #include "dtype.h"
 #include "gpu/device.h"
 #include "gpu/transfer.h"
@@ -90,73 +92,195 @@ static int device_fail(struct graph *gr, int r)
 	return request_fail(gr->req, TDP_INTERNAL, "the GPU submission failed (%s)", strerror(-r));
 }
 
-/* Allocate every result, record every node, submit once and wait. */
-int graph_execute(struct graph *gr)
+int graph_place_node(struct graph *gr, unsigned i, int want)
 {
-	struct gpu_device *g = gr->req->d->gpu;
-	struct gpu_recorder rec;
+	struct node *nd = &gr->nodes[i];
+	const struct daemon *d = gr->req->d;
+	int have = -1;
+	unsigned first = 0;
+
+	for (unsigned k = 0; k < nd->ctx.ninputs; k++) {
+		int dev = nd->src[k] >= 0 ? (int)gr->nodes[nd->src[k]].device :
+			  nd->stored[k] ? (int)nd->stored[k]->device : -1;
+
+		if (dev < 0)
+			continue;
+		if (have >= 0 && dev != have)
+			return op_fail(&nd->ctx, TDP_FAILED_PRECONDITION,
+				       "input %u is on device %d but input %u on device %d; an op's "
+				       "inputs must be on one device (move one with tensor.copy)",
+				       first, have, k, dev);
+		if (have < 0)
+			first = k;
+		have = dev;
+	}
+	if (want >= 0 && have >= 0 && want != have)
+		return op_fail(&nd->ctx, TDP_FAILED_PRECONDITION,
+			       "input %u is on device %d, not on device %d where the node is to run "
+			       "(move it with tensor.copy)", first, have, want);
+	if (have < 0)
+		have = want;
+	if (have < 0) {
+		if (!gr->default_set)
+			gr->default_device = gr->replica ? gr->replica->device : devices_default(d);
+		gr->default_set = true;
+		have = (int)gr->default_device;
+	}
+	nd->device = (uint32_t)have;
+	nd->ctx.g = d->gpus[have];
+	return 0;
+}
+
+struct tensor *graph_stored(const struct graph *gr, struct tensor *t)
+{
+	if (!gr->replica)
+		return t;
+	for (unsigned k = 0; k < gr->replica->n; k++)
+		if (!strcmp(gr->replica->tensors[k]->name, t->name))
+			return gr->replica->tensors[k];
+	return NULL;
+}
+
+/* Give node `i` its result memory (or none: a view, a fused intermediate). */
+static int alloc_result(struct graph *gr, unsigned i)
+{
+	struct node *nd = &gr->nodes[i];
+	struct gpu_device *g = nd->ctx.g;
+	char what[200];
 	int r;
 
-	if (gr->fuse && graph_fuse_plan(gr) < 0)
-		return request_fail(gr->req, TDP_INTERNAL, "out of memory");
-	for (unsigned i = 0; i < gr->n; i++) {
-		struct node *nd = &gr->nodes[i];
-
-		/* Inputs made by earlier nodes had no memory when they were resolved. */
-		for (unsigned k = 0; k < nd->ctx.ninputs; k++)
-			if (nd->src[k] >= 0)
-				nd->ctx.in[k].alloc = gr->nodes[nd->src[k]].result;
-		if (nd->fused_internal) {
-			nd->result = NULL;
-		} else if (nd->ctx.view && !nd->has_out) {
-			nd->result = nd->ctx.in[0].alloc;
-			nd->aliased = true;
-		} else {
-			r = gpu_memory_alloc(g, nd->ctx.out.bytes, &nd->alloc);
-			if (r < 0) {
-				char what[200];
-
-				if (r == -EFBIG)
-					snprintf(what, sizeof(what), "the result's %llu bytes are more than the "
-						 "device allocates at once (%llu)",
-						 (unsigned long long)nd->ctx.out.bytes,
-						 (unsigned long long)gpu_memory_largest(&g->mem));
-				else
-					snprintf(what, sizeof(what), "out of device memory for the result's %llu "
-						 "bytes (%llu of %llu taken)", (unsigned long long)nd->ctx.out.bytes,
-						 (unsigned long long)g->mem.reserved, (unsigned long long)g->mem.limit);
-				return graph_node_fail(gr, i, TDP_RESOURCE_EXHAUSTED, what);
-			}
-			nd->result = &nd->alloc;
+	/* Inputs made by earlier nodes had no memory when they were resolved. */
+	for (unsigned k = 0; k < nd->ctx.ninputs; k++)
+		if (nd->src[k] >= 0)
+			nd->ctx.in[k].alloc = gr->nodes[nd->src[k]].result;
+	if (nd->fused_internal) {
+		nd->result = NULL;
+	} else if (nd->ctx.view && !nd->has_out) {
+		nd->result = nd->ctx.in[0].alloc;
+		nd->aliased = true;
+	} else {
+		r = gpu_memory_alloc(g, nd->ctx.out.bytes, &nd->alloc);
+		if (r < 0) {
+			if (r == -EFBIG)
+				snprintf(what, sizeof(what), "the result's %llu bytes are more than device %u "
+					 "allocates at once (%llu)", (unsigned long long)nd->ctx.out.bytes, g->id,
+					 (unsigned long long)gpu_memory_largest(&g->mem));
+			else
+				snprintf(what, sizeof(what), "out of device memory on device %u for the result's %llu "
+					 "bytes (%llu of %llu taken)", g->id, (unsigned long long)nd->ctx.out.bytes,
+					 (unsigned long long)g->mem.reserved, (unsigned long long)g->mem.limit);
+			return graph_node_fail(gr, i, TDP_RESOURCE_EXHAUSTED, what);
 		}
-		nd->ctx.out.alloc = nd->result;
+		nd->result = &nd->alloc;
 	}
-	r = gpu_rec_begin(&rec, g);
-	if (r < 0)
-		return device_fail(gr, r);
-	for (unsigned i = 0; i < gr->n; i++) {
+	nd->ctx.out.alloc = nd->result;
+	return 0;
+}
+
+/* The recording for device `id`, begun on first use. */
+static struct gpu_recorder *recorder(struct graph *gr, uint32_t id, int *ret_err)
+{
+	const struct daemon *d = gr->req->d;
+
+	if (!gr->recs) {
+		gr->recs = calloc(d->ngpus, sizeof(*gr->recs));
+		if (!gr->recs) {
+			*ret_err = -ENOMEM;
+			return NULL;
+		}
+		gr->nrecs = d->ngpus;
+	}
+	if (!gr->recs[id].g) {
+		int r = gpu_rec_begin(&gr->recs[id], d->gpus[id]);
+
+		if (r < 0) {
+			gr->recs[id].g = NULL;
+			*ret_err = r;
+			return NULL;
+		}
+	}
+	return &gr->recs[id];
+}
+
+/* Abandon every recording not yet submitted; forget them all. */
+static void abort_recordings(struct graph *gr)
+{
+	for (uint32_t id = 0; id < gr->nrecs; id++)
+		if (gr->recs[id].g && gr->recs[id].cb) {
+			gpu_rec_abort(&gr->recs[id]);
+			gr->recs[id].g = NULL;
+		}
+}
+
+int graph_submit_part(struct graph *gr, unsigned first, unsigned last)
+{
+	int r = 0;
+
+	if (gr->fuse && first == 0 && graph_fuse_plan(gr) < 0)
+		return request_fail(gr->req, TDP_INTERNAL, "out of memory");
+	for (unsigned i = first; i < last; i++)
+		if (alloc_result(gr, i) < 0)
+			return -1;
+	for (unsigned i = first; i < last; i++) {
 		struct node *nd = &gr->nodes[i];
+		struct gpu_recorder *rec;
 
 		if (nd->ctx.out.count == 0 || nd->aliased)
 			continue;
-		if (nd->fused) {
-			if (graph_fuse_record(gr, i, &rec) < 0) {
-				gpu_rec_abort(&rec);
-				return graph_node_fail(gr, i, nd->ctx.code, nd->ctx.message);
-			}
-			continue;
+		rec = recorder(gr, nd->device, &r);
+		if (!rec) {
+			abort_recordings(gr);
+			return device_fail(gr, r);
 		}
-		if (nd->ctx.def->record(&nd->ctx, &rec) < 0) {
-			gpu_rec_abort(&rec);
+		if (nd->fused ? graph_fuse_record(gr, i, rec) < 0 : nd->ctx.def->record(&nd->ctx, rec) < 0) {
+			abort_recordings(gr);
 			return graph_node_fail(gr, i, nd->ctx.code, nd->ctx.message);
 		}
 	}
-	r = gpu_rec_submit_wait(&rec);
-	if (r < 0)
-		return device_fail(gr, r);
-	gr->gpu_ns += g->cmd[0].gpu_ns;
-	gr->dispatches += rec.dispatches;
+	/* Every device's part is submitted before any is waited for: they run at once. */
+	for (uint32_t id = 0; id < gr->nrecs; id++) {
+		struct gpu_recorder *rec = &gr->recs[id];
+
+		if (!rec->g || !rec->cb)
+			continue;
+		r = gpu_rec_submit(rec);
+		rec->cb = VK_NULL_HANDLE; /* submitted (or ended): only a wait is left */
+		if (r < 0) {
+			rec->g = NULL;
+			abort_recordings(gr);
+			graph_wait(gr);
+			return device_fail(gr, r);
+		}
+	}
 	return 0;
+}
+
+int graph_wait(struct graph *gr)
+{
+	int err = 0;
+
+	for (uint32_t id = 0; id < gr->nrecs; id++) {
+		struct gpu_recorder *rec = &gr->recs[id];
+		int r;
+
+		if (!rec->g || rec->cb)
+			continue;
+		r = gpu_rec_wait(rec);
+		if (r < 0 && !err)
+			err = r;
+		if (r == 0)
+			gr->gpu_ns += rec->g->cmd[0].gpu_ns;
+		gr->dispatches += rec->dispatches;
+		rec->g = NULL;
+	}
+	return err < 0 ? device_fail(gr, err) : 0;
+}
+
+int graph_execute(struct graph *gr)
+{
+	if (graph_submit_part(gr, 0, gr->n) < 0)
+		return -1;
+	return graph_wait(gr);
 }
 
 /* Move node `i`'s result into the store under its out name. */
@@ -178,7 +302,7 @@ struct tensor *graph_commit(struct graph *gr, unsigned i)
 	t->owner = req->cred.uid; /* for a new name; a replacement keeps the old owner */
 	t->group = req->cred.gid;
 	t->mode = TDP_MODE_PRIVATE;
-	t->device = req->d->gpu->desc.index;
+	t->device = nd->device;
 	t->created_ns = t->modified_ns = daemon_now_ns(CLOCK_REALTIME);
 	t->alloc = nd->alloc;
 	nd->alloc = (struct gpu_alloc){ 0 };
@@ -216,7 +340,7 @@ int graph_write_inline_map(struct graph *gr, unsigned i, unsigned extra)
 	dst = tdp_buf_extend(gr->req->out, t->bytes);
 	if (!dst)
 		return request_fail(gr->req, TDP_RESOURCE_EXHAUSTED, "out of host memory for the result");
-	r = gpu_download(gr->req->d->gpu, gr->nodes[i].result, dst);
+	r = gpu_download(gr->nodes[i].ctx.g, gr->nodes[i].result, dst);
 	if (r < 0)
 		return device_fail(gr, r);
 	return 0;
@@ -224,11 +348,21 @@ int graph_write_inline_map(struct graph *gr, unsigned i, unsigned extra)
 
 void graph_free(struct graph *gr)
 {
-	struct gpu_device *g = gr->req->d->gpu;
-
+	/* Work still running reads and writes the memory freed below. */
+	if (gr->recs) {
+		abort_recordings(gr);
+		for (uint32_t id = 0; id < gr->nrecs; id++)
+			if (gr->recs[id].g)
+				gpu_rec_wait(&gr->recs[id]);
+	}
+	free(gr->recs);
+	gr->recs = NULL;
 	for (unsigned i = 0; gr->nodes && i < gr->n; i++) {
 		struct op_scratch *s = &gr->nodes[i].ctx.scratch;
+		struct gpu_device *g = gr->nodes[i].ctx.g;
 
+		if (!g)
+			continue;
 		gpu_memory_free(g, &gr->nodes[i].alloc);
 		for (unsigned k = 0; k < s->n; k++)
 			gpu_memory_free(g, &s->allocs[k]);
@@ -314,7 +448,6 @@ int graph_append(struct graph *gr, const struct op_def *def, const int *src,
 	gr->n++;
 	nd = &gr->nodes[i];
 	nd->ctx.def = def;
-	nd->ctx.g = gr->req->d->gpu;
 	nd->ctx.ninputs = n;
 	if (n > OP_MAX_INPUTS) {
 		op_fail(&nd->ctx, TDP_INTERNAL, "too many inputs");
@@ -322,9 +455,15 @@ int graph_append(struct graph *gr, const struct op_def *def, const int *src,
 	}
 	for (unsigned k = 0; k < n; k++) {
 		nd->src[k] = src[k];
-		nd->stored[k] = src[k] >= 0 ? NULL : stored[k];
-		nd->ctx.in[k] = src[k] >= 0 ? gr->nodes[src[k]].ctx.out : graph_stored_input(stored[k]);
+		nd->stored[k] = src[k] >= 0 ? NULL : graph_stored(gr, stored[k]);
+		if (src[k] < 0 && !nd->stored[k]) {
+			op_fail(&nd->ctx, TDP_INTERNAL, "'%s' has no replica", stored[k]->name);
+			return -1;
+		}
+		nd->ctx.in[k] = src[k] >= 0 ? gr->nodes[src[k]].ctx.out : graph_stored_input(nd->stored[k]);
 	}
+	if (graph_place_node(gr, i, -1) < 0)
+		return -1;
 	if (attrs)
 		memcpy(nd->ctx.attr, attrs, sizeof(nd->ctx.attr));
 	if (graph_infer_node(gr, i) < 0)

@@ -26,9 +26,12 @@ struct node {
 	bool keep;                       /* the caller reads `result` after graph_execute */
 	unsigned fused;                  /* 1 + the fused kernel computing it; 0: its own */
 	bool fused_internal;             /* fused and read only inside that kernel: no memory */
+	uint32_t device;                 /* the device it runs on (ctx.g's id) */
 };
 
 struct fuse_kernel;
+struct gpu_recorder;
+struct graph_replica;
 
 struct graph {
 	struct request *req;
@@ -41,6 +44,20 @@ struct graph {
 	bool fuse;                       /* fuse elementwise chains (graph_fuse.c) */
 	struct fuse_kernel *kernels;     /* the fused kernels graph_fuse_plan made */
 	unsigned nkernels;
+	bool default_set;                /* default_device chosen (graph_place_node) */
+	uint32_t default_device;         /* for nodes nothing else places */
+	const struct graph_replica *replica; /* data-parallel replica: stored tensors swapped */
+	struct gpu_recorder *recs;       /* per device id: the recordings submitted, not waited */
+	uint32_t nrecs;
+};
+
+/* A data-parallel replica (train_parallel.c): the graph runs on `device`
+ * with `tensors[k]` (that device's copies, not in the store) wherever the
+ * client named the stored tensor of the same name. */
+struct graph_replica {
+	uint32_t device;
+	struct tensor **tensors;
+	unsigned n;
 };
 
 /* A named attribute value for graph_emit (the op's spec decides which field
@@ -84,8 +101,26 @@ int graph_infer_node(struct graph *gr, unsigned i);
 /* Check named outputs: valid, distinct, ours to replace, within the tensor limit. */
 int graph_check_outputs(struct graph *gr);
 
-/* Allocate every result, record every node into one command buffer, submit
- * once and wait. With `fuse` set, chains of elementwise nodes run as fused
+/* Place node `i` (inputs resolved) on a device: `want` (a device id, -1 for
+ * none), else its inputs' device, else the graph's default device; sets
+ * nd->device and nd->ctx.g. Inputs on different devices, or not on `want`,
+ * fail with FAILED_PRECONDITION. Returns 0 or -1 with ctx.code/message set. */
+int graph_place_node(struct graph *gr, unsigned i, int want);
+
+/* The tensor a node reads for stored tensor `t`: `t`, or in a replica's
+ * graph its copy on the replica's device (NULL when it has none). */
+struct tensor *graph_stored(const struct graph *gr, struct tensor *t);
+
+/* Allocate the results of nodes [first, last), record them into one command
+ * buffer per device and submit those without waiting (graph_wait). Nodes
+ * before `first` must have run. Returns 0 or request_fail(). */
+int graph_submit_part(struct graph *gr, unsigned first, unsigned last);
+
+/* Wait for what graph_submit_part submitted. Returns 0 or request_fail(). */
+int graph_wait(struct graph *gr);
+
+/* Allocate every result, record every node into one command buffer per
+ * device, submit them all and wait. With `fuse` set, chains of elementwise nodes run as fused
  * kernels first (graph_fuse.c); their intermediates then have no memory
  * (`result` NULL) unless stored, returned inline, marked `keep` or read by a
  * node outside the chain. Returns 0 or request_fail(). */

@@ -12,3 +12,4 @@ int method_tensor_stat(struct request *req);
 int method_tensor_list(struct request *req);
 int method_tensor_delete(struct request *req);
 int method_tensor_chmod(struct request *req);
+int method_tensor_copy(struct request *req);

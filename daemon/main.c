@@ -16,6 +16,7 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "daemon.h"
+#include "devices.h"
 #include "log.h"
 #include "loop.h"
 #include "notify.h"
@@ -204,7 +205,7 @@ static void release_tensor(void *userdata, struct tensor *t)
 {
 	struct daemon *d = userdata;
 
-	gpu_memory_free(d->gpu, &t->alloc);
+	gpu_memory_free(devices_of(d, t), &t->alloc);
 }
 
 int daemon_restore(struct daemon *d)
@@ -319,8 +320,6 @@ int main(int argc, char **argv)
 	struct cmdline cl = { 0 };
 	struct notify notify = { 0 };
 	struct signals sig = { .src.fd = -1, .d = &d, .notify = &notify, .cl = &cl };
-	struct gpu_open_options gopts = { 0 };
-	char cache_path[sizeof(d.cfg.state_dir) + 32];
 	const char *unlink_path = NULL;
 	int listen_fd = -1, r, status = EXIT_FAILURE;
 
@@ -343,25 +342,8 @@ int main(int argc, char **argv)
 	if (mkdir(d.cfg.state_dir, 0750) < 0 && errno != EEXIST)
 		log_info("cannot create state directory %s: %s", d.cfg.state_dir, strerror(errno));
 
-	r = gpu_enumerate(&d.devices, &d.ndevices);
-	if (r < 0) {
-		log_error("no Vulkan device found (install a Vulkan driver; without a GPU, "
-			  "Mesa's lavapipe from mesa-vulkan-drivers)");
+	if (devices_open(&d) < 0)
 		goto out;
-	}
-	gopts.pick = d.cfg.device_pick;
-	gopts.index = d.cfg.device_index;
-	gopts.host_mapped = d.cfg.host_mapped;
-	gopts.block_size = d.cfg.block_size;
-	gopts.max_bytes = d.cfg.max_device_bytes;
-	snprintf(cache_path, sizeof(cache_path), "%s/pipeline-cache.bin", d.cfg.state_dir);
-	gopts.pipeline_cache = cache_path;
-	d.gpu_opts = &gopts;
-	if (gpu_device_open(&gopts, &d.gpu) < 0)
-		goto out;
-	log_notice("device %u: %s (%s, %s), %llu MiB", d.gpu->desc.index, d.gpu->desc.name,
-		   d.gpu->desc.type, d.gpu->desc.driver,
-		   (unsigned long long)(d.gpu->mem.heap_size >> 20));
 
 	d.store = store_new((uint32_t)d.cfg.max_tensors, release_tensor, &d);
 	d.models = models_new(MODEL_MAX_MODELS);
@@ -411,8 +393,7 @@ out:
 	kernels_fini(&d);
 	models_free(d.models);
 	store_free(d.store);
-	gpu_device_free(d.gpu);
-	free(d.devices);
+	devices_close(&d);
 	if (sig.src.fd >= 0) {
 		if (d.loop)
 			loop_remove(d.loop, &sig.src);

@@ -39,14 +39,13 @@ static int kv_str(msgpack_packer *pk, const char *key, const char *v)
 	return tdp_pack_cstr(pk, key) || tdp_pack_cstr(pk, v);
 }
 
-static int write_device(msgpack_packer *pk, const struct daemon *d, const struct gpu_device_desc *dev)
-{
-	bool active = d->gpu && d->gpu->desc.index == dev->index;
-	uint64_t used = active ? d->gpu->mem.used : 0;
-	uint64_t reserved = active ? d->gpu->mem.reserved : 0;
+static int kv_seconds(msgpack_packer *pk, const char *key, uint64_t ns);
 
-	return msgpack_pack_map(pk, 13) ||
-	       kv_u64(pk, "index", dev->index) ||
+/* The entries every device has, active or not (13). */
+static int write_device_desc(msgpack_packer *pk, const struct gpu_device_desc *dev, bool active,
+			     uint64_t used, uint64_t reserved)
+{
+	return kv_u64(pk, "index", dev->index) ||
 	       kv_str(pk, "name", dev->name) ||
 	       kv_str(pk, "type", dev->type) ||
 	       kv_str(pk, "driver", dev->driver) ||
@@ -59,6 +58,57 @@ static int write_device(msgpack_packer *pk, const struct daemon *d, const struct
 	       kv_u64(pk, "memory_reserved", reserved) ||
 	       kv_u64(pk, "max_storage_buffer_range", dev->max_storage_buffer_range) ||
 	       kv_u64(pk, "max_allocation_size", dev->max_allocation_size);
+}
+
+struct per_device_count {
+	uint64_t n[GPU_MAX_DEVICES];
+};
+
+static void count_tensor(void *data, struct tensor *t)
+{
+	struct per_device_count *c = data;
+
+	if (t->device < GPU_MAX_DEVICES)
+		c->n[t->device]++;
+}
+
+/* info's "devices": the devices in use by id, then the others found. */
+static int write_devices(msgpack_packer *pk, const struct daemon *d)
+{
+	struct per_device_count per = { { 0 } };
+	uint32_t unused = 0;
+	int fail;
+
+	store_foreach(d->store, count_tensor, &per);
+	for (uint32_t i = 0; i < d->ndevices; i++) {
+		bool used = false;
+
+		for (uint32_t id = 0; id < d->ngpus; id++)
+			used |= d->gpus[id]->desc.index == i;
+		unused += !used;
+	}
+	fail = msgpack_pack_array(pk, d->ngpus + unused);
+	for (uint32_t id = 0; !fail && id < d->ngpus; id++) {
+		const struct gpu_device *g = d->gpus[id];
+
+		fail = msgpack_pack_map(pk, 19) ||
+		       write_device_desc(pk, &g->desc, true, g->mem.used, g->mem.reserved) ||
+		       kv_u64(pk, "id", id) ||
+		       kv_u64(pk, "memory_limit", g->mem.limit) ||
+		       kv_u64(pk, "tensors", per.n[id]) ||
+		       kv_u64(pk, "submissions", g->stats.submissions) ||
+		       kv_seconds(pk, "busy_seconds", g->stats.busy_ns) ||
+		       tdp_pack_cstr(pk, "load") || msgpack_pack_double(pk, g->load);
+	}
+	for (uint32_t i = 0; !fail && i < d->ndevices; i++) {
+		bool used = false;
+
+		for (uint32_t id = 0; id < d->ngpus; id++)
+			used |= d->gpus[id]->desc.index == i;
+		if (!used)
+			fail = msgpack_pack_map(pk, 13) || write_device_desc(pk, &d->devices[i], false, 0, 0);
+	}
+	return fail;
 }
 
 static int write_limits(msgpack_packer *pk, const struct config *c)
@@ -125,10 +175,23 @@ static int write_counters(msgpack_packer *pk, const struct daemon *d)
 	const struct metrics *m = &d->metrics;
 	struct gpu_pipeline_stats ps = { 0 };
 	struct gpu_stats gs = { 0 };
+	uint64_t built = 0;
 
-	if (d->gpu) {
-		gs = d->gpu->stats;
-		gpu_pipeline_stats(d->gpu, &ps);
+	/* Summed over the devices (docs/protocol.md). */
+	for (uint32_t id = 0; id < d->ngpus; id++) {
+		struct gpu_pipeline_stats one;
+
+		gs.submissions += d->gpus[id]->stats.submissions;
+		gs.busy_ns += d->gpus[id]->stats.busy_ns;
+		gs.wait_ns += d->gpus[id]->stats.wait_ns;
+		gs.timestamps = d->gpus[id]->stats.timestamps;
+		gpu_pipeline_stats(d->gpus[id], &one);
+		ps.hits += one.hits;
+		ps.compiles += one.compiles;
+		ps.cache_hits += one.cache_hits;
+		ps.compile_ns += one.compile_ns;
+		ps.feedback = one.feedback;
+		built += gpu_pipeline_count(d->gpus[id]);
 	}
 	return msgpack_pack_map(pk, 12) ||
 	       tdp_pack_cstr(pk, "requests") || write_per_method(pk, m, 0) ||
@@ -142,13 +205,13 @@ static int write_counters(msgpack_packer *pk, const struct daemon *d)
 	       kv_u64(pk, "reloads", m->reloads) ||
 	       kv_u64(pk, "reload_failures", m->reload_failures) ||
 	       tdp_pack_cstr(pk, "gpu") || msgpack_pack_map(pk, 5) ||
-	       kv_u64(pk, "device", d->gpu ? d->gpu->desc.index : 0) ||
+	       kv_u64(pk, "device", d->ngpus ? d->gpus[0]->desc.index : 0) ||
 	       kv_u64(pk, "submissions", gs.submissions) ||
 	       kv_seconds(pk, "busy_seconds", gs.busy_ns) ||
 	       kv_seconds(pk, "wait_seconds", gs.wait_ns) ||
 	       kv_str(pk, "timing", gs.timestamps ? "timestamps" : "fences") ||
 	       tdp_pack_cstr(pk, "pipelines") || msgpack_pack_map(pk, 6) ||
-	       kv_u64(pk, "built", d->gpu ? gpu_pipeline_count(d->gpu) : 0) ||
+	       kv_u64(pk, "built", built) ||
 	       kv_u64(pk, "hits", ps.hits) ||
 	       kv_u64(pk, "compiles", ps.compiles) ||
 	       kv_u64(pk, "cache_hits", ps.cache_hits) ||
@@ -195,9 +258,7 @@ int method_info(struct request *req)
 	       kv_u64(pk, "pid", (uint64_t)getpid()) ||
 	       tdp_pack_cstr(pk, "uptime") ||
 	       msgpack_pack_double(pk, (double)(daemon_now_ns(CLOCK_MONOTONIC) - d->start_ns) / 1e9) ||
-	       tdp_pack_cstr(pk, "devices") || msgpack_pack_array(pk, d->ndevices);
-	for (uint32_t i = 0; !fail && i < d->ndevices; i++)
-		fail = write_device(pk, d, &d->devices[i]);
+	       tdp_pack_cstr(pk, "devices") || write_devices(pk, d);
 	fail = fail || tdp_pack_cstr(pk, "tensors") || msgpack_pack_map(pk, 2) ||
 	       kv_u64(pk, "count", count) || kv_u64(pk, "bytes", bytes) ||
 	       kv_u64(pk, "connections", server_connection_count(d->server)) ||

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "daemon.h"
+#include "devices.h"
 #include "glsl_compile.h"
 #include "gpu/pipeline.h"
 #include "gpu/recorder.h"
@@ -34,7 +35,7 @@
 struct kernel {
 	char name[TDP_MAX_NAME_LEN + 1];
 	uint32_t owner;
-	struct gpu_pipeline pipe;       /* .shader points at name */
+	struct gpu_pipeline pipe[GPU_MAX_DEVICES]; /* one per device; .shader points at name */
 	struct spv_info info;
 	uint64_t spirv_bytes;
 	int64_t created_ns;
@@ -56,7 +57,9 @@ static void kernel_free(struct daemon *d, struct kernel *k)
 {
 	if (!k)
 		return;
-	gpu_pipeline_destroy(d->gpu, k->pipe.pipeline);
+	for (uint32_t id = 0; id < d->ngpus; id++)
+		if (k->pipe[id].pipeline)
+			gpu_pipeline_destroy(d->gpus[id], k->pipe[id].pipeline);
 	free(k);
 }
 
@@ -261,7 +264,12 @@ int method_kernel_create(struct request *req)
 				 k->info.local_size[2]);
 		goto out;
 	}
-	r = gpu_pipeline_build(req->d->gpu, words, nwords * 4, k->info.entry, &k->pipe.pipeline);
+	/* Built for every device, so it runs wherever its tensors are. */
+	for (uint32_t id = 0; r >= 0 && id < req->d->ngpus; id++) {
+		r = gpu_pipeline_build(req->d->gpus[id], words, nwords * 4, k->info.entry,
+				       &k->pipe[id].pipeline);
+		k->pipe[id].shader = k->name;
+	}
 	if (r < 0) {
 		r = request_fail(req, r == -ENODEV ? TDP_DEVICE_LOST :
 				 r == -ENOMEM ? TDP_RESOURCE_EXHAUSTED : TDP_INVALID_ARGUMENT,
@@ -269,7 +277,6 @@ int method_kernel_create(struct request *req)
 		goto out;
 	}
 	snprintf(k->name, sizeof(k->name), "%s", name);
-	k->pipe.shader = k->name;
 	k->owner = req->cred.uid;
 	k->spirv_bytes = nwords * 4;
 	k->created_ns = daemon_now_ns(CLOCK_REALTIME);
@@ -367,8 +374,9 @@ int method_kernel_run(struct request *req)
 		{ "groups", PARAM_ARRAY, true, NULL },
 	};
 	struct daemon *d = req->d;
-	const uint32_t *maxg = d->gpu->props.limits.maxComputeWorkGroupCount;
-	uint64_t maxrange = d->gpu->props.limits.maxStorageBufferRange;
+	struct gpu_device *g = NULL;
+	const uint32_t *maxg;
+	uint64_t maxrange;
 	struct gpu_binding b[SPV_MAX_BINDINGS];
 	struct tensor *t[SPV_MAX_BINDINGS];
 	uint8_t push[SPV_MAX_PUSH_BYTES] = { 0 };
@@ -399,6 +407,17 @@ int method_kernel_run(struct request *req)
 	k = kernels[idx];
 	if (read_dims(req, spec[3].value, "groups", UINT32_MAX, groups) < 0)
 		return -1;
+	/* The device of the tensors (checked below), else the first. */
+	g = d->gpus[0];
+	if (spec[1].value->via.array.size > 0 && spec[1].value->via.array.ptr[0].type == MSGPACK_OBJECT_STR) {
+		struct tensor *first = lookup_readable(req, spec[1].value->via.array.ptr[0].via.str.ptr,
+						       spec[1].value->via.array.ptr[0].via.str.size);
+
+		if (first)
+			g = devices_of(d, first);
+	}
+	maxg = g->props.limits.maxComputeWorkGroupCount;
+	maxrange = g->props.limits.maxStorageBufferRange;
 	for (unsigned i = 0; i < 3; i++)
 		if (groups[i] > maxg[i])
 			return request_fail(req, TDP_INVALID_ARGUMENT,
@@ -436,13 +455,18 @@ int method_kernel_run(struct request *req)
 			return request_fail(req, TDP_RESOURCE_EXHAUSTED,
 					    "%s: tensor '%s' is larger than the device binds (%llu bytes)",
 					    what, tname, (unsigned long long)maxrange);
-		b[i] = gpu_rec_bind(d->gpu, &t[i]->alloc, 0, t[i]->bytes, !sb->readonly);
+		if (devices_of(d, t[i]) != g)
+			return request_fail(req, TDP_FAILED_PRECONDITION,
+					    "%s: tensor '%s' is on device %u, tensors[0] on device %u; a kernel's "
+					    "tensors must be on one device (move one with tensor.copy)",
+					    what, tname, t[i]->device, g->id);
+		b[i] = gpu_rec_bind(g, &t[i]->alloc, 0, t[i]->bytes, !sb->readonly);
 	}
 	t0 = daemon_now_ns(CLOCK_MONOTONIC);
-	r = gpu_rec_begin(&rec, d->gpu);
+	r = gpu_rec_begin(&rec, g);
 	if (r == 0) {
 		rec.timeout_ns = d->cfg.kernel_timeout_ms * 1000000ull;
-		r = gpu_rec_dispatch_groups(&rec, &k->pipe, b, ta->size, push, k->info.push_bytes,
+		r = gpu_rec_dispatch_groups(&rec, &k->pipe[g->id], b, ta->size, push, k->info.push_bytes,
 					    groups);
 		if (r < 0)
 			gpu_rec_abort(&rec);

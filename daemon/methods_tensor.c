@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "daemon.h"
+#include "devices.h"
 #include "dtype.h"
 #include "gpu/transfer.h"
 #include "handlers.h"
@@ -60,9 +61,9 @@ int tensor_write_meta_result_map(struct request *req, const struct tensor *t, un
 	return 0;
 }
 
-static int device_error(struct request *req, int r, const char *what)
+static int device_error(struct request *req, const struct gpu_device *g, int r, const char *what)
 {
-	const struct gpu_memory *m = &req->d->gpu->mem;
+	const struct gpu_memory *m = &g->mem;
 
 	if (r == -ENODEV)
 		return request_fail(req, TDP_DEVICE_LOST, "%s: the GPU was lost", what);
@@ -104,6 +105,21 @@ static int parse_shape(struct request *req, const msgpack_object *shape, struct 
 	return 0;
 }
 
+/* Give `t` (bytes set) fresh memory on `g`. Returns 0 or request_fail(). */
+static int alloc_for(struct request *req, struct gpu_device *g, struct tensor *t)
+{
+	int r = gpu_memory_alloc(g, t->bytes, &t->alloc);
+
+	if (r == -EFBIG)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED,
+				    "%llu bytes is more than device %u allocates at once (%llu)",
+				    (unsigned long long)t->bytes, g->id,
+				    (unsigned long long)gpu_memory_largest(&g->mem));
+	if (r < 0)
+		return device_error(req, g, r, "allocating device memory");
+	return 0;
+}
+
 int method_tensor_put(struct request *req)
 {
 	struct param p[] = {
@@ -113,17 +129,21 @@ int method_tensor_put(struct request *req)
 		{ "data", PARAM_BIN, true, NULL },
 		{ "if_absent", PARAM_BOOL, false, NULL },
 		{ "mode", PARAM_STR, false, NULL },
+		{ "device", PARAM_UINT, false, NULL },
 	};
 	struct daemon *d = req->d;
 	struct tensor *t, *old = NULL;
 	struct lookup_output out;
-	uint32_t mode = TDP_MODE_PRIVATE;
+	struct gpu_device *g;
+	uint32_t mode = TDP_MODE_PRIVATE, device = 0;
 	char why[TDP_MAX_ERROR_MESSAGE];
 	int r, code;
 
-	if (params_parse(req, p, 6) < 0)
+	if (params_parse(req, p, 7) < 0)
 		return -1;
 	if (p[5].value && parse_mode(req, p[5].value, &mode) < 0)
+		return -1;
+	if (p[6].value && devices_param(req, p[6].value, "device", &device) < 0)
 		return -1;
 	t = calloc(1, sizeof(*t));
 	if (!t)
@@ -167,32 +187,25 @@ int method_tensor_put(struct request *req)
 	out = (struct lookup_output){ .name = t->name, .bytes = t->bytes };
 	if (lookup_check_quota(req, &out, 1) < 0)
 		goto fail;
+	/* A replacement stays where the tensor was unless told otherwise. */
+	t->device = p[6].value ? device : old ? old->device : devices_default(d);
+	g = devices_of(d, t);
 	/* The new bytes go to fresh memory, so a failure leaves the old tensor as it was. */
-	r = gpu_memory_alloc(d->gpu, t->bytes, &t->alloc);
-	if (r == -EFBIG) {
-		request_fail(req, TDP_RESOURCE_EXHAUSTED,
-			     "%llu bytes is more than the device allocates at once (%llu)",
-			     (unsigned long long)t->bytes, (unsigned long long)gpu_memory_largest(&d->gpu->mem));
+	if (alloc_for(req, g, t) < 0)
 		goto fail;
-	}
+	r = gpu_upload(g, &t->alloc, p[3].value->via.bin.ptr);
 	if (r < 0) {
-		device_error(req, r, "allocating device memory");
-		goto fail;
-	}
-	r = gpu_upload(d->gpu, &t->alloc, p[3].value->via.bin.ptr);
-	if (r < 0) {
-		device_error(req, r, "uploading");
-		gpu_memory_free(d->gpu, &t->alloc);
+		device_error(req, g, r, "uploading");
+		gpu_memory_free(g, &t->alloc);
 		goto fail;
 	}
 	t->owner = req->cred.uid;
 	t->group = req->cred.gid;
 	t->mode = mode;
-	t->device = d->gpu->desc.index;
 	t->created_ns = t->modified_ns = daemon_now_ns(CLOCK_REALTIME);
 	r = store_put(d->store, t); /* a replacement keeps the old owner, group and mode */
 	if (r < 0) {
-		gpu_memory_free(d->gpu, &t->alloc);
+		gpu_memory_free(g, &t->alloc);
 		request_fail(req, r == -ENOSPC ? TDP_RESOURCE_EXHAUSTED : TDP_INTERNAL,
 			     r == -ENOSPC ? "the daemon holds its limit of tensors" : "out of memory");
 		goto fail;
@@ -236,9 +249,9 @@ int method_tensor_get(struct request *req)
 	if (!dst)
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of host memory for %llu bytes",
 				    (unsigned long long)t->bytes);
-	r = gpu_download(req->d->gpu, &t->alloc, dst);
+	r = gpu_download(devices_of(req->d, t), &t->alloc, dst);
 	if (r < 0)
-		return device_error(req, r, "downloading");
+		return device_error(req, devices_of(req->d, t), r, "downloading");
 	return 0;
 }
 
@@ -340,4 +353,78 @@ int method_tensor_chmod(struct request *req)
 		t->group = (uint32_t)group;
 	store_mark_dirty(req->d->store, t);
 	return tensor_write_meta_result(req, t);
+}
+
+/* tensor.copy {src, dst, device?}: dst becomes a copy of src on `device`
+ * (src's by default); dst == src moves the tensor (docs/devices.md). */
+int method_tensor_copy(struct request *req)
+{
+	struct param p[] = {
+		{ "src", PARAM_STR, true, NULL },
+		{ "dst", PARAM_STR, true, NULL },
+		{ "device", PARAM_UINT, false, NULL },
+	};
+	struct daemon *d = req->d;
+	char src_name[TDP_MAX_NAME_LEN + 1], why[TDP_MAX_ERROR_MESSAGE];
+	struct tensor *src, *old = NULL, *t;
+	struct lookup_output out;
+	struct gpu_device *g;
+	uint32_t device;
+	int r, code;
+
+	if (params_parse(req, p, 3) < 0 || params_name(req, p[0].value, src_name) < 0 ||
+	    lookup_tensor(req, "src", src_name, ACCESS_READ, &src) < 0)
+		return -1;
+	if (p[2].value && devices_param(req, p[2].value, "device", &device) < 0)
+		return -1;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	r = params_name(req, p[1].value, t->name);
+	if (r < 0)
+		goto fail;
+	t->name_len = (size_t)r;
+	code = lookup_tensor_why(req, "dst", t->name, ACCESS_WRITE, &old, why, sizeof(why));
+	if (code == TDP_PERMISSION_DENIED) {
+		request_fail(req, code, "%s", why);
+		goto fail;
+	}
+	if (!old && !store_has_room(d->store)) {
+		request_fail(req, TDP_RESOURCE_EXHAUSTED, "the daemon holds its limit of %llu tensors "
+			     "(max_tensors)", (unsigned long long)d->cfg.max_tensors);
+		goto fail;
+	}
+	out = (struct lookup_output){ .name = t->name, .bytes = src->bytes };
+	if (lookup_check_quota(req, &out, 1) < 0)
+		goto fail;
+	t->dtype = src->dtype;
+	t->rank = src->rank;
+	memcpy(t->shape, src->shape, sizeof(t->shape));
+	t->count = src->count;
+	t->bytes = src->bytes;
+	t->device = p[2].value ? device : src->device;
+	g = devices_of(d, t);
+	if (alloc_for(req, g, t) < 0)
+		goto fail;
+	r = gpu_copy(devices_of(d, src), &src->alloc, g, &t->alloc);
+	if (r < 0) {
+		device_error(req, g, r, "copying");
+		gpu_memory_free(g, &t->alloc);
+		goto fail;
+	}
+	t->owner = req->cred.uid;
+	t->group = req->cred.gid;
+	t->mode = TDP_MODE_PRIVATE;
+	t->created_ns = t->modified_ns = daemon_now_ns(CLOCK_REALTIME);
+	r = store_put(d->store, t); /* a replacement (or a move) keeps owner, group and mode */
+	if (r < 0) {
+		gpu_memory_free(g, &t->alloc);
+		request_fail(req, r == -ENOSPC ? TDP_RESOURCE_EXHAUSTED : TDP_INTERNAL,
+			     r == -ENOSPC ? "the daemon holds its limit of tensors" : "out of memory");
+		goto fail;
+	}
+	return tensor_write_meta_result(req, t);
+fail:
+	free(t);
+	return -1;
 }

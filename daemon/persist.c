@@ -14,6 +14,7 @@
 #include "access.h"
 #include "crc32c.h"
 #include "daemon.h"
+#include "devices.h"
 #include "dtype.h"
 #include "errorf.h"
 #include "gpu/transfer.h"
@@ -112,12 +113,13 @@ int persist_write(struct persist *p, struct daemon *d, const struct tensor *t, c
 		  size_t err_len)
 {
 	char path[PATH_MAX + TDP_NAME_FILE_MAX + 16], owner[16], group[16], mode[TDP_MODE_TEXT_MAX];
-	char version[24], created[24], modified[24], crc[16];
+	char version[24], created[24], modified[24], crc[16], device[16];
 	struct st_entry e = { .name = t->name, .rank = t->rank, .shape = t->shape };
 	struct st_meta meta[] = {
 		{ "format", PERSIST_FORMAT }, { "tensord_name", t->name }, { "owner", owner },
 		{ "group", group }, { "mode", mode }, { "version", version },
 		{ "created_ns", created }, { "modified_ns", modified }, { "crc32c", crc },
+		{ "device", device },
 	};
 	void *buf;
 	int r, dt = st_dtype_from_tensord(t->dtype);
@@ -131,7 +133,7 @@ int persist_write(struct persist *p, struct daemon *d, const struct tensor *t, c
 	buf = malloc(t->bytes ? t->bytes : 1);
 	if (!buf)
 		return tdp_errorf(err, err_len, -ENOMEM, "out of memory for %" PRIu64 " bytes", t->bytes);
-	r = gpu_download(d->gpu, &t->alloc, buf);
+	r = gpu_download(devices_of(d, t), &t->alloc, buf);
 	if (r < 0) {
 		free(buf);
 		return tdp_errorf(err, err_len, r, "reading from the device: %s", strerror(-r));
@@ -143,6 +145,7 @@ int persist_write(struct persist *p, struct daemon *d, const struct tensor *t, c
 	snprintf(created, sizeof(created), "%" PRId64, t->created_ns);
 	snprintf(modified, sizeof(modified), "%" PRId64, t->modified_ns);
 	snprintf(crc, sizeof(crc), "%08" PRIx32, tdp_crc32c(0, buf, t->bytes));
+	snprintf(device, sizeof(device), "%" PRIu32, t->device);
 	e.data = buf;
 	r = st_write(path, &e, 1, meta, sizeof(meta) / sizeof(meta[0]), err, err_len);
 	free(buf);
@@ -256,7 +259,8 @@ static int restore_one(struct persist *p, struct daemon *d, const char *file, ch
 	char path[PATH_MAX + TDP_NAME_FILE_MAX + 16], why[256];
 	struct st_file f = { 0 };
 	struct tensor *t = NULL;
-	uint64_t version;
+	struct gpu_device *g;
+	uint64_t version, dev;
 	int r;
 
 	snprintf(path, sizeof(path), "%s/%s", p->dir, file);
@@ -274,25 +278,28 @@ static int restore_one(struct persist *p, struct daemon *d, const char *file, ch
 		snprintf(why, sizeof(why), "the store holds max_tensors tensors");
 		goto skip;
 	}
-	r = gpu_memory_alloc(d->gpu, t->bytes, &t->alloc);
+	/* Back to its device when that still exists (docs/devices.md). */
+	t->device = parse_u64_text(st_meta_get(&f, "device"), UINT32_MAX, &dev) == 0 && dev < d->ngpus ?
+		    (uint32_t)dev : devices_default(d);
+	g = devices_of(d, t);
+	r = gpu_memory_alloc(g, t->bytes, &t->alloc);
 	if (r < 0) {
 		snprintf(why, sizeof(why), "no device memory for %" PRIu64 " bytes: %s", t->bytes,
 			 strerror(-r));
 		goto skip;
 	}
-	r = gpu_upload(d->gpu, &t->alloc, f.tensors[0].data);
+	r = gpu_upload(g, &t->alloc, f.tensors[0].data);
 	if (r < 0) {
 		snprintf(why, sizeof(why), "uploading: %s", strerror(-r));
-		gpu_memory_free(d->gpu, &t->alloc);
+		gpu_memory_free(g, &t->alloc);
 		goto skip;
 	}
-	t->device = d->gpu->desc.index;
 	version = t->version;
 	/* The store's tensor limit was checked; quotas are not: these tensors
 	 * were admitted before. */
 	if (store_quota_check(d->store, t->owner, 0, 0, NULL) < 0 || store_put(d->store, t) < 0) {
 		snprintf(why, sizeof(why), "out of memory");
-		gpu_memory_free(d->gpu, &t->alloc);
+		gpu_memory_free(g, &t->alloc);
 		goto skip;
 	}
 	t->version = version;

@@ -15,6 +15,7 @@
 #include "checkpoint.h"
 #include "config.h"
 #include "daemon.h"
+#include "devices.h"
 #include "log.h"
 #include "loop.h"
 #include "methods_kernel.h"
@@ -143,9 +144,8 @@ static void report(struct daemon *d, bool persisted)
 	rc->lost_count = rc->pending_count;
 	rc->jobs_stopped = rc->pending_jobs;
 	rc->pending_count = rc->pending_jobs = 0;
-	log_notice("device recovery: device %u re-created in %.3f s; %llu tensors restored, %llu lost "
-		   "or rolled back%s, %llu training runs stopped (reset %llu)", d->gpu->desc.index,
-		   rc->seconds, (unsigned long long)count, (unsigned long long)rc->lost_count,
+	log_notice("device recovery: lost devices re-created in %.3f s; %llu tensors restored, %llu lost "
+		   "or rolled back%s, %llu training runs stopped (reset %llu)", rc->seconds, (unsigned long long)count, (unsigned long long)rc->lost_count,
 		   persisted ? "" : " (no state directory: everything)",
 		   (unsigned long long)rc->jobs_stopped, (unsigned long long)rc->resets);
 }
@@ -154,8 +154,7 @@ static void recover(struct daemon *d)
 {
 	struct recovery *rc = of(d);
 	bool persisted = config_persist_on(&d->cfg);
-	struct gpu_device *ng;
-	int r;
+	int r = 0;
 
 	if (!rc->dropped) {
 		rc->start_ns = daemon_now_ns(CLOCK_MONOTONIC);
@@ -164,19 +163,16 @@ static void recover(struct daemon *d)
 		drop_device_state(d);
 		rc->dropped = true;
 	}
-	r = gpu_device_open(d->gpu_opts, &ng);
+	/* Every lost device is opened again (info's gpu counters carry over);
+	 * the others stay as they are. */
+	for (uint32_t id = 0; r == 0 && id < d->ngpus; id++)
+		if (d->gpus[id]->lost && (r = devices_reopen(d, id)) < 0)
+			log_error("device recovery: cannot open device %u again (%s); retrying in 1 s", id,
+				  strerror(-r));
 	if (r < 0) {
-		log_error("device recovery: cannot open the device again (%s); retrying in 1 s",
-			  strerror(-r));
 		rc->retry_ns = daemon_now_ns(CLOCK_MONOTONIC) + RECOVER_RETRY_NS;
 		return;
 	}
-	/* info's gpu counters never decrease (docs/protocol.md). */
-	ng->stats.submissions += d->gpu->stats.submissions;
-	ng->stats.busy_ns += d->gpu->stats.busy_ns;
-	ng->stats.wait_ns += d->gpu->stats.wait_ns;
-	gpu_device_free(d->gpu);
-	d->gpu = ng;
 	rc->dropped = false;
 	if (persisted && daemon_restore(d) < 0)
 		log_error("device recovery: restoring the checkpoints failed (see above); the store "
@@ -190,12 +186,15 @@ static void after_batch(void *data)
 {
 	struct daemon *d = data;
 	struct recovery *rc = of(d);
+	bool runaway = false;
 
-	if (!d->gpu || !d->gpu->lost)
+	if (!devices_any_lost(d))
 		return;
+	for (uint32_t id = 0; id < d->ngpus; id++)
+		runaway |= d->gpus[id]->runaway;
 	/* Freeing the device would wait for the runaway work, perhaps forever
 	 * (docs/kernels.md): that loss lasts until a restart. */
-	if (d->gpu->runaway) {
+	if (runaway) {
 		if (!rc->runaway_logged)
 			log_error("device recovery: not possible while a runaway kernel may still run "
 				  "on the device; GPU requests fail with DEVICE_LOST until tensord is restarted");

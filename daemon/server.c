@@ -17,6 +17,7 @@
 
 #include "conn.h"
 #include "daemon.h"
+#include "devices.h"
 #include "log.h"
 #include "loop.h"
 #include "methods.h"
@@ -214,8 +215,10 @@ static void on_trim_timer(void *data, uint32_t events)
 	for (struct conn *c = s->conns; c; c = c->next)
 		conn_tick(c, now);
 	/* A big block parked for reuse goes back to the driver after 2 s. */
-	if (s->d->gpu)
-		gpu_memory_trim(s->d->gpu, now - 2000000000);
+	for (uint32_t id = 0; id < s->d->ngpus; id++)
+		if (s->d->gpus[id])
+			gpu_memory_trim(s->d->gpus[id], now - 2000000000);
+	devices_sample_load(s->d, now);
 	/* Closed connections leave free pages inside malloc's heap, which glibc
 	 * keeps unless asked: give them back, so that the daemon's resident
 	 * memory returns to its baseline after a burst of clients. */

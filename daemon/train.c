@@ -9,6 +9,7 @@
 
 #include "autograd.h"
 #include "daemon.h"
+#include "devices.h"
 #include "dtype.h"
 #include "gpu/transfer.h"
 #include "graph.h"
@@ -393,7 +394,7 @@ static int build_step(struct request *req, const struct train_spec *spec, const 
 		return request_fail(req, TDP_INVALID_ARGUMENT, "loss names no node id");
 	/* Training steps fuse elementwise chains; the loss is read back after the
 	 * run. Evaluation reads metric nodes too, so it runs unfused. */
-	gr->fuse = train && (spec->fuse < 0 ? graph_fuse_default(req->d->gpu) : spec->fuse);
+	gr->fuse = train && (spec->fuse < 0 ? graph_fuse_default(req->d->gpus[0]) : spec->fuse);
 	gr->nodes[loss].keep = true;
 	if (train) {
 		for (unsigned k = 0; k < spec->np; k++) {
@@ -667,6 +668,7 @@ struct train_job {
 	struct feeds train, eval;
 	bool has_eval;
 	struct tensor index;       /* the minibatch's row numbers, not in the store */
+	uint32_t device;           /* the data's device, where index lives */
 	uint32_t *perm;
 	uint64_t nsamples, batch, per_epoch, total, done, epochs;
 	int64_t start_step;
@@ -828,7 +830,7 @@ static bool job_step(struct train_job *job)
 
 	if (in_epoch == 0)
 		shuffle_epoch(job, job->done / job->per_epoch);
-	r = gpu_upload(job->d->gpu, &job->index.alloc, job->perm + in_epoch * job->batch);
+	r = gpu_upload(devices_of(job->d, &job->index), &job->index.alloc, job->perm + in_epoch * job->batch);
 	if (r < 0) {
 		request_fail(&job->req, r == -ENODEV ? TDP_DEVICE_LOST : TDP_INTERNAL, "feeding the batch failed");
 		job_fail(job);
@@ -871,7 +873,7 @@ static bool job_step(struct train_job *job)
 
 static void job_free(struct train_job *job)
 {
-	gpu_memory_free(job->d->gpu, &job->index.alloc);
+	gpu_memory_free(devices_of(job->d, &job->index), &job->index.alloc);
 	msgpack_unpacked_destroy(&job->params);
 	tdp_buf_free(&job->raw);
 	free(job->perm);
@@ -957,6 +959,7 @@ static int job_setup(struct request *req, struct train_job *job, const struct pa
 		return request_fail(req, TDP_NOT_FOUND, "data: '%s' is no stored tensor with rows",
 				    job->train.f[0].src);
 	job->nsamples = first->shape[0];
+	job->device = first->device;
 	for (unsigned k = 1; k < job->train.n; k++) {
 		struct tensor *t;
 
@@ -1094,16 +1097,19 @@ int train_run(struct request *req)
 	}
 	job->nodes = tdp_map_find(&job->params.data.via.array.ptr[src.m ? 1 : 0], "nodes");
 	job->perm = malloc(job->nsamples * sizeof(*job->perm));
-	job->index = (struct tensor){ .dtype = TDP_DTYPE_I32, .rank = 1, .shape = { job->batch },
-				      .count = job->batch, .bytes = job->batch * 4 };
-	if (!job->perm || gpu_memory_alloc(req->d->gpu, job->index.bytes, &job->index.alloc) < 0) {
+	/* The minibatch's row numbers live with the data. */
+	job->index = (struct tensor){ .name = "#index", .dtype = TDP_DTYPE_I32, .rank = 1,
+				      .shape = { job->batch }, .count = job->batch, .bytes = job->batch * 4,
+				      .device = job->device };
+	if (!job->perm || gpu_memory_alloc(devices_of(req->d, &job->index), job->index.bytes,
+					   &job->index.alloc) < 0) {
 		request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of memory for the run");
 		goto fail;
 	}
 	job->train.index = &job->index;
 	/* Check the whole graph once now, so a bad model fails at once. */
 	shuffle_epoch(job, 0);
-	r = gpu_upload(req->d->gpu, &job->index.alloc, job->perm);
+	r = gpu_upload(devices_of(req->d, &job->index), &job->index.alloc, job->perm);
 	if (r < 0 || run_step(req, &job->spec, job->nodes, NULL, &job->train, job->start_step, false,
 			      &gr, &loss, &lv, &lr) < 0) {
 		if (r < 0)

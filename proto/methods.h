@@ -9,6 +9,7 @@
 #define TDP_METHOD_TENSOR_LIST "tensor.list"
 #define TDP_METHOD_TENSOR_DELETE "tensor.delete"
 #define TDP_METHOD_TENSOR_CHMOD "tensor.chmod"
+#define TDP_METHOD_TENSOR_COPY "tensor.copy"
 #define TDP_METHOD_STORE_SYNC "store.sync"
 #define TDP_METHOD_OP_RUN "op.run"
 #define TDP_METHOD_GRAPH_RUN "graph.run"

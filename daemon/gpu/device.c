@@ -91,6 +91,7 @@ static void describe(VkPhysicalDevice phys, uint32_t index, struct gpu_device_de
 	d->index = index;
 	snprintf(d->name, sizeof(d->name), "%s", p2.properties.deviceName);
 	d->type = type_name(p2.properties.deviceType);
+	d->rank = type_rank(p2.properties.deviceType);
 	d->vendor_id = p2.properties.vendorID;
 	d->device_id = p2.properties.deviceID;
 	snprintf(d->api_version, sizeof(d->api_version), "%u.%u.%u",
@@ -157,50 +158,47 @@ out:
 	return r;
 }
 
-static int pick(const struct gpu_open_options *opts, VkPhysicalDevice *phys, uint32_t n,
-		uint32_t *ret)
+int gpu_choose(const struct gpu_device_desc *found, uint32_t nfound, const struct gpu_choice *c,
+	       uint32_t *ret_index, uint32_t *ret_n)
 {
-	uint32_t best = UINT32_MAX;
-	int best_rank = 99;
+	uint32_t out[GPU_MAX_DEVICES], n = 0;
+	int best = 99;
 
-	for (uint32_t i = 0; i < n; i++) {
-		struct gpu_device_desc d;
-		VkPhysicalDeviceProperties p;
-
-		describe(phys[i], i, &d);
-		vkGetPhysicalDeviceProperties(phys[i], &p);
-		if (opts->pick == GPU_PICK_INDEX) {
-			if (i != opts->index)
-				continue;
-			if (!d.usable) {
-				log_error("device %u (%s) lacks Vulkan 1.2 or a compute queue", i, d.name);
+	if (c->pick == GPU_PICK_LIST) {
+		for (uint32_t k = 0; k < c->n && k < GPU_MAX_DEVICES; k++) {
+			if (c->index[k] >= nfound) {
+				log_error("no device with index %u (found %u)", c->index[k], nfound);
 				return -ENODEV;
 			}
-			*ret = i;
-			return 0;
-		}
-		if (!d.usable)
-			continue;
-		if (opts->pick == GPU_PICK_CPU) {
-			if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
-				*ret = i;
-				return 0;
+			if (!found[c->index[k]].usable) {
+				log_error("device %u (%s) lacks Vulkan 1.2 or a compute queue", c->index[k],
+					  found[c->index[k]].name);
+				return -ENODEV;
 			}
-			continue;
+			out[n++] = c->index[k];
 		}
-		if (type_rank(p.deviceType) < best_rank) {
-			best_rank = type_rank(p.deviceType);
-			best = i;
+	} else {
+		for (uint32_t i = 0; i < nfound; i++)
+			if (found[i].usable && found[i].rank < best)
+				best = found[i].rank;
+		for (uint32_t i = 0; i < nfound && n < GPU_MAX_DEVICES; i++) {
+			if (!found[i].usable)
+				continue;
+			if (c->pick == GPU_PICK_CPU ? strcmp(found[i].type, "cpu") != 0 :
+			    c->pick == GPU_PICK_AUTO && found[i].rank != best)
+				continue;
+			out[n++] = i;
+			/* One CPU device: lavapipe twice would only halve each one's threads. */
+			if (c->pick == GPU_PICK_CPU || (c->pick == GPU_PICK_AUTO && best == 3))
+				break;
 		}
 	}
-	if (opts->pick == GPU_PICK_INDEX)
-		log_error("no device with index %u (found %u)", opts->index, n);
-	else if (best == UINT32_MAX)
-		log_error("no usable %sVulkan device found",
-			  opts->pick == GPU_PICK_CPU ? "CPU " : "");
-	if (best == UINT32_MAX)
+	if (n == 0) {
+		log_error("no usable %sVulkan device found", c->pick == GPU_PICK_CPU ? "CPU " : "");
 		return -ENODEV;
-	*ret = best;
+	}
+	memcpy(ret_index, out, n * sizeof(*out));
+	*ret_n = n;
 	return 0;
 }
 
@@ -410,11 +408,20 @@ int gpu_device_open(const struct gpu_open_options *opts, struct gpu_device **ret
 		log_error("Vulkan reports no physical device");
 		goto fail;
 	}
-	r = pick(opts, phys, n, &index);
-	if (r < 0)
+	index = opts->index;
+	if (index >= n) {
+		log_error("no device with index %u (found %u)", index, n);
+		r = -ENODEV;
 		goto fail;
+	}
+	g->id = opts->id;
 	g->phys = phys[index];
 	describe(g->phys, index, &g->desc);
+	if (!g->desc.usable) {
+		log_error("device %u (%s) lacks Vulkan 1.2 or a compute queue", index, g->desc.name);
+		r = -ENODEV;
+		goto fail;
+	}
 	vkGetPhysicalDeviceProperties(g->phys, &g->props);
 	vkGetPhysicalDeviceMemoryProperties(g->phys, &g->mem_props);
 	r = find_compute_queue(g->phys, &g->queue_family);

@@ -24,6 +24,7 @@ struct gpu_device_desc {
 	uint64_t max_storage_buffer_range;
 	uint64_t max_allocation_size;
 	bool usable;            /* Vulkan 1.2+ with a compute queue */
+	int rank;               /* 0 discrete, 1 integrated, 2 virtual, 3 cpu, 4 other */
 };
 
 /* A command buffer with its fence, reused for every submission. */
@@ -36,6 +37,7 @@ struct gpu_cmd {
 };
 
 struct gpu_device {
+	uint32_t id;            /* tensord's device id: its place among the devices opened */
 	VkInstance instance;
 	VkPhysicalDevice phys;
 	VkDevice dev;
@@ -62,19 +64,32 @@ struct gpu_device {
 	VkQueryPool queries;    /* timestamps around cmd[i]: 2i, 2i+1 (timing.c) */
 	uint64_t ts_mask;       /* the queue's valid timestamp bits */
 	struct gpu_stats stats;
+	uint64_t load_busy_ns;  /* stats.busy_ns when the load was last sampled */
+	int64_t load_at_ns;     /* CLOCK_MONOTONIC of that sample */
+	double load;            /* busy fraction over the last sampling interval */
 };
 
-/* How the daemon chooses its device: --device auto|cpu|INDEX. */
+/* The most devices tensord opens at once. */
+#define GPU_MAX_DEVICES 16
+
+/* Which devices the daemon opens: --device auto|all|cpu|I,J,... */
 enum gpu_pick {
-	GPU_PICK_AUTO = 0,      /* discrete > integrated > virtual > cpu */
+	GPU_PICK_AUTO = 0,      /* every usable device of the best kind present */
+	GPU_PICK_ALL,           /* every usable device */
 	GPU_PICK_CPU,           /* the first CPU device (lavapipe) */
-	GPU_PICK_INDEX,         /* the device with that index */
+	GPU_PICK_LIST,          /* the listed Vulkan indexes (repeats allowed) */
+};
+
+struct gpu_choice {
+	enum gpu_pick pick;
+	uint32_t n;             /* with GPU_PICK_LIST */
+	uint32_t index[GPU_MAX_DEVICES];
 };
 
 /* Options for gpu_device_open. */
 struct gpu_open_options {
-	enum gpu_pick pick;
-	uint32_t index;         /* with GPU_PICK_INDEX */
+	uint32_t index;         /* the Vulkan physical device index to open */
+	uint32_t id;            /* the id tensord gives it (struct gpu_device.id) */
 	bool host_mapped;       /* allow direct CPU mapping of tensor memory when the
 				   device offers host-visible, coherent device memory */
 	uint64_t block_size;    /* VkDeviceMemory block size; 0 picks a default */
@@ -82,12 +97,19 @@ struct gpu_open_options {
 	const char *pipeline_cache; /* file for the VkPipelineCache, or NULL */
 };
 
+/* The Vulkan indexes `c` selects among the `nfound` devices `found`
+ * (gpu_enumerate), in id order: *ret_n entries into ret_index (room for
+ * GPU_MAX_DEVICES). Returns 0, or -ENODEV with a reason logged when a listed
+ * index does not exist or is unusable, or nothing usable matches. */
+int gpu_choose(const struct gpu_device_desc *found, uint32_t nfound, const struct gpu_choice *c,
+	       uint32_t *ret_index, uint32_t *ret_n);
+
 /* Enumerate the Vulkan devices: on success *ret_list is a malloc'd array of
  * *ret_count descriptions (free() it). -ENODEV when Vulkan has none. */
 int gpu_enumerate(struct gpu_device_desc **ret_list, uint32_t *ret_count);
 
-/* Open the device `opts` chooses and prepare it for work. On success *ret is
- * ready; -ENODEV when no usable device matches, -EIO on a Vulkan failure. A
+/* Open Vulkan device opts->index and prepare it for work. On success *ret is
+ * ready; -ENODEV when it does not exist or is unusable, -EIO on a Vulkan failure. A
  * readable reason goes to the log. The fault-injection switch
  * TENSORD_FAULT_DEVICE_LOST=N (docs/durability.md) is read here: the Nth
  * submission on this device then reports VK_ERROR_DEVICE_LOST. */

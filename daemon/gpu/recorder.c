@@ -141,15 +141,22 @@ static void record(struct gpu_recorder *rec, const struct gpu_pipeline *p,
 	rec->dispatches++;
 }
 
+int gpu_rec_submit(struct gpu_recorder *rec)
+{
+	gpu_rec_barrier(rec);
+	return gpu_cmd_submit(rec->g, 0);
+}
+
+int gpu_rec_wait(struct gpu_recorder *rec)
+{
+	return gpu_cmd_wait_for(rec->g, 0, rec->timeout_ns ? rec->timeout_ns : UINT64_MAX);
+}
+
 int gpu_rec_submit_wait(struct gpu_recorder *rec)
 {
-	int r;
+	int r = gpu_rec_submit(rec);
 
-	gpu_rec_barrier(rec);
-	r = gpu_cmd_submit(rec->g, 0);
-	if (r < 0)
-		return r;
-	return gpu_cmd_wait_for(rec->g, 0, rec->timeout_ns ? rec->timeout_ns : UINT64_MAX);
+	return r < 0 ? r : gpu_rec_wait(rec);
 }
 
 void gpu_rec_abort(struct gpu_recorder *rec)

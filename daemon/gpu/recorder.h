@@ -61,5 +61,12 @@ void gpu_rec_barrier(struct gpu_recorder *rec);
  * marked lost), or -EIO. */
 int gpu_rec_submit_wait(struct gpu_recorder *rec);
 
+/* gpu_rec_submit_wait in two halves, so that recordings on several devices
+ * run at once: submit (with a final barrier) without waiting... */
+int gpu_rec_submit(struct gpu_recorder *rec);
+
+/* ...and wait for it later (at most timeout_ns when set). Same returns. */
+int gpu_rec_wait(struct gpu_recorder *rec);
+
 /* Abandon a recording that will not be submitted. */
 void gpu_rec_abort(struct gpu_recorder *rec);

@@ -1,6 +1,7 @@
 #include "transfer.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "device.h"
@@ -104,4 +105,63 @@ int gpu_download(struct gpu_device *g, const struct gpu_alloc *a, void *dst)
 		return 0;
 	}
 	return staged(g, DOWNLOAD, a, dst);
+}
+
+/* Device-side copy of src into dst on one device. */
+static int copy_on_device(struct gpu_device *g, const struct gpu_alloc *src, const struct gpu_alloc *dst)
+{
+	VkBufferCopy region = { .srcOffset = src->offset, .dstOffset = dst->offset, .size = src->size };
+	int r = gpu_cmd_begin(g, 0);
+
+	if (r < 0)
+		return r;
+	vkCmdCopyBuffer(g->cmd[0].cb, src->block->buffer, dst->block->buffer, 1, &region);
+	r = gpu_cmd_submit(g, 0);
+	return r < 0 ? r : gpu_cmd_wait(g, 0);
+}
+
+/* The window [off, off + n) of `a`. */
+static struct gpu_alloc window(const struct gpu_alloc *a, uint64_t off, uint64_t n)
+{
+	struct gpu_alloc w = *a;
+
+	w.offset += off;
+	w.size = n;
+	return w;
+}
+
+int gpu_copy(struct gpu_device *sg, const struct gpu_alloc *src, struct gpu_device *dg,
+	     const struct gpu_alloc *dst)
+{
+	uint64_t chunk = (uint64_t)64 << 20;
+	uint8_t *buf;
+	int r = 0;
+
+	if (src->size != dst->size)
+		return -EINVAL;
+	if (src->size == 0)
+		return 0;
+	if (sg->lost || dg->lost)
+		return -ENODEV;
+	if (sg == dg)
+		return copy_on_device(sg, src, dst);
+	if (dst->block->map)
+		return gpu_download(sg, src, (uint8_t *)dst->block->map + dst->offset);
+	if (src->block->map)
+		return gpu_upload(dg, dst, (uint8_t *)src->block->map + src->offset);
+	if (chunk > src->size)
+		chunk = src->size;
+	buf = malloc(chunk);
+	if (!buf)
+		return -ENOMEM;
+	for (uint64_t off = 0; r == 0 && off < src->size; off += chunk) {
+		uint64_t n = src->size - off < chunk ? src->size - off : chunk;
+		struct gpu_alloc s = window(src, off, n), d = window(dst, off, n);
+
+		r = gpu_download(sg, &s, buf);
+		if (r == 0)
+			r = gpu_upload(dg, &d, buf);
+	}
+	free(buf);
+	return r;
 }

@@ -28,6 +28,7 @@
 
 #include "fuzz.h"
 #include "fuzz_gpu.h"
+#include "devices.h"
 
 #include "conn.h"
 #include "daemon.h"
@@ -109,7 +110,7 @@ static void release_tensor(void *userdata, struct tensor *t)
 {
 	struct daemon *d = userdata;
 
-	gpu_memory_free(d->gpu, &t->alloc);
+	gpu_memory_free(devices_of(d, t), &t->alloc);
 }
 
 /* The output holds notifications and at most one response: check each and
@@ -231,7 +232,11 @@ static bool serve(struct conn *c, const uint8_t *p, size_t n)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static struct gpu_device gpu;
+	/* Two devices, so the fuzzer reaches the several-device paths; each
+	 * one's accounting is checked at the end (a free on the wrong device
+	 * shows there). */
+	static struct gpu_device gpu, gpu1;
+	static struct gpu_device_desc found[2];
 	struct daemon d = { 0 };
 	struct conn c = { 0 };
 	struct tdp_scan_limits lim = tdp_scan_default_limits;
@@ -240,14 +245,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	trace = getenv("FUZZ_TRACE") != NULL;
 	log_set_level(trace ? LOG_DEBUG : LOG_EMERG);
 	fuzz_gpu_init(&gpu, HEAP_BYTES);
+	fuzz_gpu_init(&gpu1, HEAP_BYTES);
+	gpu1.id = 1;
+	gpu1.desc.index = 1;
+	found[0] = gpu.desc;
+	found[1] = gpu1.desc;
 	config_defaults(&d.cfg);
 	/* Small limits, so the fuzzer reaches them with small inputs. */
 	d.cfg.max_tensors = 32;
 	d.cfg.max_tensor_bytes = (uint64_t)1 << 20;
 	d.cfg.max_message_bytes = (uint64_t)4 << 20;
-	d.gpu = &gpu;
-	d.devices = &gpu.desc;
-	d.ndevices = 1;
+	d.gpus[0] = &gpu;
+	d.gpus[1] = &gpu1;
+	d.ngpus = 2;
+	d.devices = found;
+	d.ndevices = 2;
 	d.start_ns = daemon_now_ns(CLOCK_MONOTONIC);
 	d.store = store_new((uint32_t)d.cfg.max_tensors, release_tensor, &d);
 	d.models = models_new(8);
@@ -279,5 +291,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	tdp_buf_free(&c.in);
 	CHECK(fuzz_gpu_live_blocks() == 0);
 	CHECK(gpu.mem.used == 0 && gpu.mem.reserved == 0);
+	CHECK(gpu1.mem.used == 0 && gpu1.mem.reserved == 0);
 	return 0;
 }

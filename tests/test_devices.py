@@ -1,0 +1,201 @@
+#!/usr/bin/python3
+"""Several devices (docs/devices.md) against a real tensord started with
+`--device 0,0`: two Vulkan logical devices on lavapipe, each with its own
+queue and memory, which is how the suite gets two devices without two GPUs.
+
+Checks placement (explicit, default by free memory, replacement keeps its
+device), tensor.copy between devices and on one (bytes equal, a move keeps
+owner and mode), ops on each device against NumPy, inputs on two devices
+refused before anything runs, one graph.run with a part on each device,
+info's per-device entries, checkpoints restoring tensors to their device,
+data-parallel train.run over both devices against a one-device run, and
+garbage for every new parameter."""
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from daemon import Daemon, RPCError  # noqa: E402
+
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL", what)
+
+
+def put(c, name, arr, **kw):
+    arr = np.ascontiguousarray(arr)
+    p = {"name": name, "dtype": {"float32": "f32", "int32": "i32"}[str(arr.dtype)],
+         "shape": list(arr.shape), "data": arr.tobytes()}
+    p.update(kw)
+    return c.call("tensor.put", p)
+
+
+def get(c, name):
+    r = c.call("tensor.get", {"name": name})
+    dt = {"f32": np.float32, "i32": np.int32}[r["dtype"]]
+    return np.frombuffer(r["data"], dtype=dt).reshape(r["shape"])
+
+
+def err(c, method, params):
+    e, _ = c.call_full(method, params)
+    return (e or {}).get("name"), (e or {}).get("message", "")
+
+
+def test_placement_and_copy(c, rng):
+    info = c.call("info")
+    active = [d for d in info["devices"] if d["active"]]
+    check([d["id"] for d in active] == [0, 1], "two active devices with ids 0, 1: %r" % active)
+    for d in active:
+        for k in ("memory_limit", "tensors", "submissions", "busy_seconds", "load"):
+            check(k in d, "device %s has %s" % (d.get("id"), k))
+
+    a = rng.standard_normal((3, 5)).astype(np.float32)
+    b = rng.standard_normal((3, 5)).astype(np.float32)
+    check(put(c, "a0", a, device=0)["device"] == 0, "put on device 0")
+    check(put(c, "b1", b, device=1)["device"] == 1, "put on device 1")
+    check(c.call("tensor.stat", {"name": "b1"})["device"] == 1, "stat shows device 1")
+    # Replacing without `device` keeps the device.
+    check(put(c, "b1", b)["device"] == 1, "a replacement stays on its device")
+    # Default: the device with the most free memory. Device 0 now holds more.
+    big = np.zeros((64, 1024), np.float32)
+    put(c, "big0", big, device=0)
+    check(put(c, "fresh", a)["device"] == 1, "a new tensor goes to the device with more free memory")
+    c.call("tensor.delete", {"name": "fresh"})
+
+    # Ops run where their inputs are; results stay there.
+    r = c.call("op.run", {"op": "add", "inputs": ["b1", "b1"], "out": "s1"})
+    check(r["device"] == 1, "op result on its inputs' device")
+    check(np.allclose(get(c, "s1"), b + b), "add on device 1 = NumPy")
+    r = c.call("op.run", {"op": "mul", "inputs": ["a0", "a0"], "out": "s0"})
+    check(r["device"] == 0 and np.allclose(get(c, "s0"), a * a), "mul on device 0 = NumPy")
+
+    # Inputs on two devices: refused before anything runs, naming the devices.
+    e = err(c, "op.run", {"op": "add", "inputs": ["a0", "b1"], "out": "bad"})
+    check(e[0] == "FAILED_PRECONDITION" and "device 0" in e[1] and "device 1" in e[1],
+          "mixed devices refused: %r" % (e,))
+    check(err(c, "tensor.stat", {"name": "bad"})[0] == "NOT_FOUND", "nothing stored after a refusal")
+    e = err(c, "op.run", {"op": "neg", "inputs": ["a0"], "device": 1})
+    check(e[0] == "FAILED_PRECONDITION", "a device the inputs are not on: %r" % (e,))
+    r = c.call("op.run", {"op": "neg", "inputs": ["a0"], "device": 0})
+    check(np.allclose(np.frombuffer(r["data"], np.float32).reshape(3, 5), -a), "explicit matching device")
+
+    # tensor.copy across devices and on one device.
+    r = c.call("tensor.copy", {"src": "a0", "dst": "a1", "device": 1})
+    check(r["device"] == 1 and r["shape"] == [3, 5] and r["dtype"] == "f32", "copy metadata %r" % r)
+    check(np.array_equal(get(c, "a1"), a), "copied bytes equal")
+    r = c.call("tensor.copy", {"src": "a0", "dst": "a0b"})
+    check(r["device"] == 0 and np.array_equal(get(c, "a0b"), a), "copy on one device")
+    r = c.call("op.run", {"op": "add", "inputs": ["a1", "b1"]})
+    check(np.allclose(np.frombuffer(r["data"], np.float32).reshape(3, 5), a + b), "op on the copy")
+    # A move keeps mode and bumps the version.
+    c.call("tensor.chmod", {"name": "a0b", "mode": "world-read"})
+    v = c.call("tensor.stat", {"name": "a0b"})["version"]
+    r = c.call("tensor.copy", {"src": "a0b", "dst": "a0b", "device": 1})
+    check(r["device"] == 1 and r["mode"] == "world-read" and r["version"] == v + 1, "move: %r" % r)
+    check(np.array_equal(get(c, "a0b"), a), "moved bytes equal")
+    # A big one through the copy path, and a copy back.
+    x = rng.standard_normal((257, 1031)).astype(np.float32)
+    put(c, "x0", x, device=0)
+    c.call("tensor.copy", {"src": "x0", "dst": "x1", "device": 1})
+    c.call("tensor.copy", {"src": "x1", "dst": "x0back", "device": 0})
+    check(np.array_equal(get(c, "x0back"), x), "round trip 0 -> 1 -> 0 byte-exact")
+
+    # info counts tensors per device.
+    per = {d["id"]: d["tensors"] for d in c.call("info")["devices"] if d["active"]}
+    listed = c.call("tensor.list")["tensors"]
+    want = {0: sum(1 for t in listed if t["device"] == 0), 1: sum(1 for t in listed if t["device"] == 1)}
+    check(per == want, "info tensors per device %r = list %r" % (per, want))
+    used = {d["id"]: d["memory_used"] for d in c.call("info")["devices"] if d["active"]}
+    check(used[0] >= big.nbytes and used[1] >= x.nbytes, "memory used per device %r" % used)
+
+
+def test_graph_two_devices(c, rng):
+    w0 = rng.standard_normal((16, 8)).astype(np.float32)
+    w1 = rng.standard_normal((16, 8)).astype(np.float32)
+    x0 = rng.standard_normal((4, 16)).astype(np.float32)
+    put(c, "g/w0", w0, device=0)
+    put(c, "g/x0", x0, device=0)
+    put(c, "g/w1", w1, device=1)
+    put(c, "g/x1", x0, device=1)
+    r = c.call("graph.run", {"nodes": [
+        {"id": "h0", "op": "matmul", "inputs": ["g/x0", "g/w0"]},
+        {"id": "y0", "op": "relu", "inputs": ["h0"], "out": "g/y0"},
+        {"id": "h1", "op": "matmul", "inputs": ["g/x1", "g/w1"], "device": 1},
+        {"id": "y1", "op": "tanh", "inputs": ["h1"], "out": "g/y1"},
+        {"id": "z", "op": "full", "inputs": [], "attrs": {"shape": [2, 2], "value": 3.0}, "device": 1},
+    ], "outputs": ["h1", "z"], "profile": True})
+    check(r["stored"]["g/y0"]["device"] == 0 and r["stored"]["g/y1"]["device"] == 1,
+          "each part stored on its device")
+    check(np.allclose(get(c, "g/y0"), np.maximum(x0 @ w0, 0), atol=1e-4), "device 0 part = NumPy")
+    check(np.allclose(get(c, "g/y1"), np.tanh(x0 @ w1), atol=1e-4), "device 1 part = NumPy")
+    h1 = np.frombuffer(r["outputs"]["h1"]["data"], np.float32).reshape(4, 8)
+    check(np.allclose(h1, x0 @ w1, atol=1e-4), "inline output from device 1")
+    check(np.all(np.frombuffer(r["outputs"]["z"]["data"], np.float32) == 3.0), "a node placed by device")
+    check(r["dispatches"] >= 5, "dispatches counted over both devices: %r" % r["dispatches"])
+    # A node reading another device's result is refused, naming the node.
+    e = err(c, "graph.run", {"nodes": [
+        {"id": "h0", "op": "neg", "inputs": ["g/x0"]},
+        {"id": "bad", "op": "add", "inputs": ["h0", "g/x1"], "out": "g/never"}]})
+    check(e[0] == "FAILED_PRECONDITION" and "'bad'" in e[1], "cross-device edge refused: %r" % (e,))
+    check(err(c, "tensor.stat", {"name": "g/never"})[0] == "NOT_FOUND", "nothing stored")
+
+
+def test_garbage(c):
+    a = np.ones((2, 2), np.float32)
+    for dev in (2, 99, -1, "0", 1.5, None, [0], 2**40):
+        p = {"name": "gg", "dtype": "f32", "shape": [2, 2], "data": a.tobytes(), "device": dev}
+        check(err(c, "tensor.put", p)[0] == "INVALID_ARGUMENT", "tensor.put device %r" % (dev,))
+    check(err(c, "tensor.stat", {"name": "gg"})[0] == "NOT_FOUND", "no tensor from bad puts")
+    put(c, "gg", a, device=0)
+    for p in ({"src": "gg", "dst": "h", "device": 2}, {"src": "gg", "dst": "h", "device": "1"},
+              {"src": "gg"}, {"dst": "h"}, {"src": "gg", "dst": ""}, {"src": "gg", "dst": "a b"},
+              {"src": 5, "dst": "h"}, {"src": "gg", "dst": "h", "extra": 1}):
+        check(err(c, "tensor.copy", p)[0] == "INVALID_ARGUMENT", "tensor.copy %r" % (p,))
+    check(err(c, "tensor.copy", {"src": "nope", "dst": "h"})[0] == "NOT_FOUND", "copy of nothing")
+    for dev in (2, -1, "x"):
+        check(err(c, "op.run", {"op": "neg", "inputs": ["gg"], "device": dev})[0] == "INVALID_ARGUMENT",
+              "op.run device %r" % (dev,))
+        e = err(c, "graph.run", {"nodes": [{"id": "n", "op": "neg", "inputs": ["gg"], "device": dev}]})
+        check(e[0] == "INVALID_ARGUMENT", "graph node device %r: %r" % (dev, e))
+    check(c.call("ping") is not None, "alive after garbage")
+
+
+def main():
+    rng = np.random.default_rng(7)
+    with Daemon(["--device", "0,0"]) as d:
+        with d.client() as c:
+            test_placement_and_copy(c, rng)
+            test_graph_two_devices(c, rng)
+            test_garbage(c)
+    # Checkpoints remember the device.
+    with tempfile.TemporaryDirectory(dir="/tmp") as state:
+        args = ["--device", "0,0", "--state-dir", state]
+        with Daemon(args) as d:
+            with d.client() as c:
+                put(c, "p/one", np.arange(6, dtype=np.float32), device=1)
+                put(c, "p/zero", np.arange(4, dtype=np.float32), device=0)
+                c.call("store.sync")
+        with Daemon(args) as d:
+            with d.client() as c:
+                check(c.call("tensor.stat", {"name": "p/one"})["device"] == 1, "restored to device 1")
+                check(c.call("tensor.stat", {"name": "p/zero"})["device"] == 0, "restored to device 0")
+                check(np.array_equal(get(c, "p/one"), np.arange(6, dtype=np.float32)), "restored bytes")
+        # Fewer devices now: the tensor lands on one that exists.
+        with Daemon(["--device", "0", "--state-dir", state]) as d:
+            with d.client() as c:
+                check(c.call("tensor.stat", {"name": "p/one"})["device"] == 0, "restored to device 0 of 1")
+    if failures:
+        print("%d failures" % len(failures))
+        sys.exit(1)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
