@@ -120,11 +120,13 @@ int graph_place_node(struct graph *gr, unsigned i, int want)
 			       "(move it with tensor.copy)", first, have, want);
 	if (have < 0)
 		have = want;
-	if (have < 0) {
-		if (!gr->default_set)
-			gr->default_device = gr->replica ? gr->replica->device : devices_default(d);
+	/* A node that nothing places (no inputs, no device: a constant) runs
+	 * where the graph's first placed node runs, else on device 0. */
+	if (have < 0)
+		have = gr->default_set ? (int)gr->default_device : gr->replica ? (int)gr->replica->device : 0;
+	if (!gr->default_set) {
+		gr->default_device = (uint32_t)have;
 		gr->default_set = true;
-		have = (int)gr->default_device;
 	}
 	nd->device = (uint32_t)have;
 	nd->ctx.g = d->gpus[have];

@@ -27,6 +27,7 @@
 #include "loop.h"
 #include "methods_model.h"
 #include "model.h"
+#include "train_parallel.h"
 
 #define MAX_PARAMS 256
 
@@ -341,6 +342,61 @@ static int emit_clip(struct step_ctx *sc, double clip, int *grads, unsigned n)
 	return 0;
 }
 
+/* Replace the `n` gradient nodes grads[] by views into one f32 vector: each
+ * flattened, all concatenated (eight at a time) into node *ret_flat, then
+ * sliced and reshaped back, so that whatever reads a gradient after
+ * *ret_flat reads the vector (data parallel: train_parallel.h). */
+static int emit_flat_grads(struct step_ctx *sc, struct tensor *const *params, int *grads, unsigned n,
+			   int *ret_flat)
+{
+	int parts[MAX_PARAMS];
+	unsigned np = n;
+	int64_t off = 0;
+
+	for (unsigned k = 0; k < n; k++) {
+		int64_t count = (int64_t)params[k]->count;
+		struct graph_attr a = { .name = "shape", .ints = &count, .nints = 1 };
+
+		if (params[k]->dtype != TDP_DTYPE_F32)
+			return request_fail(sc->req, TDP_DTYPE_MISMATCH, "data-parallel training needs f32 "
+					    "parameters; '%s' is %s", params[k]->name,
+					    tdp_dtype_name(params[k]->dtype));
+		parts[k] = emit(sc, "reshape", &grads[k], NULL, 1, &a, 1);
+		if (parts[k] < 0)
+			return -1;
+	}
+	while (np > 1) {
+		unsigned out = 0;
+
+		for (unsigned k = 0; k < np; k += OP_MAX_INPUTS) {
+			unsigned m = np - k < OP_MAX_INPUTS ? np - k : OP_MAX_INPUTS;
+
+			parts[out] = m == 1 ? parts[k] : emit(sc, "concat", &parts[k], NULL, m, NULL, 0);
+			if (parts[out++] < 0)
+				return -1;
+		}
+		np = out;
+	}
+	/* Its own memory: the mean is written into it. */
+	if (sc->gr->nodes[parts[0]].ctx.view && (parts[0] = emit(sc, "copy", &parts[0], NULL, 1, NULL, 0)) < 0)
+		return -1;
+	*ret_flat = parts[0];
+	for (unsigned k = 0; k < n; k++) {
+		int64_t end = off + (int64_t)params[k]->count, dims[TDP_MAX_RANK];
+		struct graph_attr sl[2] = { { .name = "starts", .ints = &off, .nints = 1 },
+					    { .name = "ends", .ints = &end, .nints = 1 } };
+		struct graph_attr sh = { .name = "shape", .ints = dims, .nints = params[k]->rank };
+		int piece = emit(sc, "slice", ret_flat, NULL, 1, sl, 2);
+
+		for (unsigned d = 0; d < params[k]->rank; d++)
+			dims[d] = (int64_t)params[k]->shape[d];
+		if (piece < 0 || (grads[k] = emit(sc, "reshape", &piece, NULL, 1, &sh, 1)) < 0)
+			return -1;
+		off = end;
+	}
+	return 0;
+}
+
 /* What train.step and train.run share: the loss, the parameters, the
  * optimizer. */
 struct train_spec {
@@ -376,7 +432,7 @@ static int parse_spec(struct request *req, const msgpack_object *loss, const msg
  * backward pass and the updates) without running anything. */
 static int build_step(struct request *req, const struct train_spec *spec, const msgpack_object *nodes,
 		      const msgpack_object *outputs, const struct feeds *fd, int64_t step, bool train,
-		      struct graph *gr, unsigned *ret_loss, double *ret_lr)
+		      struct graph *gr, unsigned *ret_loss, double *ret_lr, int *ret_flat)
 {
 	struct step_ctx sc = { .req = req, .gr = gr };
 	struct tensor *params[MAX_PARAMS];
@@ -409,6 +465,11 @@ static int build_step(struct request *req, const struct train_spec *spec, const 
 				if (params[j] == params[k])
 					return request_fail(req, TDP_INVALID_ARGUMENT, "parameter '%s' is listed twice",
 							    spec->names[k]);
+			/* A replica's graph reads (and autograd looks for) its own copy. */
+			if (!graph_stored(gr, params[k]))
+				return request_fail(req, TDP_INTERNAL, "parameter '%s' has no replica",
+						    spec->names[k]);
+			params[k] = graph_stored(gr, params[k]);
 		}
 		for (unsigned i = 0; i < gr->n; i++)
 			for (unsigned k = 0; k < spec->np; k++)
@@ -416,6 +477,10 @@ static int build_step(struct request *req, const struct train_spec *spec, const 
 					return graph_node_fail(gr, i, TDP_INVALID_ARGUMENT,
 							       "stores over a parameter the step updates");
 		if (autograd_build(gr, loss, params, spec->np, grads) < 0)
+			return -1;
+		/* Data parallel: the gradients meet in one vector, averaged across
+		 * devices between the two halves of the step (train_parallel.h). */
+		if (ret_flat && emit_flat_grads(&sc, params, grads, spec->np, ret_flat) < 0)
 			return -1;
 		if (spec->opt.kind != OPT_NONE && spec->opt.clip_norm > 0 &&
 		    emit_clip(&sc, spec->opt.clip_norm, grads, spec->np) < 0)
@@ -454,7 +519,7 @@ static int run_step(struct request *req, const struct train_spec *spec, const ms
 	unsigned loss;
 	double lr;
 
-	if (build_step(req, spec, nodes, outputs, fd, step, train, gr, &loss, &lr) < 0 ||
+	if (build_step(req, spec, nodes, outputs, fd, step, train, gr, &loss, &lr, NULL) < 0 ||
 	    graph_check_outputs(gr) < 0 || graph_execute(gr) < 0 ||
 	    forward_read_scalar(req, gr, loss, ret_loss_value) < 0)
 		return -1;
@@ -507,7 +572,7 @@ int train_model_check(struct request *req, const struct model *m)
 		}
 		snprintf(gr.nodes[node].id, sizeof(gr.nodes[node].id), "%s", in->name);
 	}
-	if (build_step(req, spec, m->nodes, NULL, NULL, 1, true, &gr, &loss, &lr) < 0)
+	if (build_step(req, spec, m->nodes, NULL, NULL, 1, true, &gr, &loss, &lr, NULL) < 0)
 		goto out;
 	for (unsigned k = 0; k < m->noutputs; k++)
 		if (forward_find(&gr, m->outputs[k]) < 0) {
@@ -669,6 +734,10 @@ struct train_job {
 	bool has_eval;
 	struct tensor index;       /* the minibatch's row numbers, not in the store */
 	uint32_t device;           /* the data's device, where index lives */
+	uint32_t devs[GPU_MAX_DEVICES]; /* data parallel: devs[0] = device, then the replicas' */
+	unsigned ndev;             /* 1: one device */
+	uint64_t shard;            /* rows per device per step */
+	struct dp *dp;             /* the replicas (train_parallel.h), NULL on one device */
 	uint32_t *perm;
 	uint64_t nsamples, batch, per_epoch, total, done, epochs;
 	int64_t start_step;
@@ -794,12 +863,33 @@ static int run_eval(struct train_job *job)
 	return 0;
 }
 
+/* A data-parallel run's "devices" and "replica_max_diff" (-1: unreadable). */
+static void write_parallel(struct train_job *job)
+{
+	struct tensor *params[MAX_PARAMS];
+	double diff = -1;
+	unsigned n = 0;
+
+	for (unsigned k = 0; k < job->spec.np; k++)
+		if (store_lookup(job->d->store, job->spec.names[k], strlen(job->spec.names[k]), &access_daemon,
+				 0, &params[n], NULL) == 0)
+			n++;
+	if (n == job->spec.np)
+		diff = dp_max_diff(job->dp, params, n);
+	if (tdp_pack_cstr(&job->pk, "devices") || msgpack_pack_array(&job->pk, job->ndev))
+		return;
+	for (unsigned i = 0; i < job->ndev; i++)
+		if (msgpack_pack_uint32(&job->pk, job->devs[i]))
+			return;
+	kv_num(&job->pk, "replica_max_diff", diff);
+}
+
 static void job_finish(struct train_job *job, const char *stopped)
 {
 	msgpack_packer *pk = &job->pk;
 	double t = elapsed(job);
 
-	if (tdp_write_result_head(pk, job->req.msgid) < 0 || msgpack_pack_map(pk, 7) ||
+	if (tdp_write_result_head(pk, job->req.msgid) < 0 || msgpack_pack_map(pk, 7 + (job->dp ? 2 : 0)) ||
 	    kv_int(pk, "steps", job->done) ||
 	    kv_int(pk, "epochs", job->done / job->per_epoch) ||
 	    kv_num(pk, "loss", job->last_loss) || kv_num(pk, "seconds", t) ||
@@ -808,6 +898,8 @@ static void job_finish(struct train_job *job, const char *stopped)
 	    tdp_pack_cstr(pk, "eval") ||
 	    (job->have_eval_result ? (msgpack_pack_map(pk, 2) || write_eval(pk, job)) : msgpack_pack_nil(pk)))
 		return;
+	if (job->dp)
+		write_parallel(job);
 }
 
 static void job_fail(struct train_job *job)
@@ -818,31 +910,110 @@ static void job_fail(struct train_job *job)
 			job->req.message);
 }
 
-/* One training step of `job`. Returns true while the job has more to do. */
-static bool job_step(struct train_job *job)
+/* One step on one device: upload the batch's rows, run, store. */
+static int step_one(struct train_job *job, int64_t step, uint64_t in_epoch, double *ret_lr)
 {
 	struct graph gr = { .req = &job->req };
-	uint64_t in_epoch = job->done % job->per_epoch;
-	int64_t step = job->start_step + (int64_t)job->done;
 	unsigned loss;
-	double lr = 0;
 	int r;
 
-	if (in_epoch == 0)
-		shuffle_epoch(job, job->done / job->per_epoch);
 	r = gpu_upload(devices_of(job->d, &job->index), &job->index.alloc, job->perm + in_epoch * job->batch);
-	if (r < 0) {
-		request_fail(&job->req, r == -ENODEV ? TDP_DEVICE_LOST : TDP_INTERNAL, "feeding the batch failed");
-		job_fail(job);
-		return false;
-	}
-	job->req.code = 0;
+	if (r < 0)
+		return request_fail(&job->req, r == -ENODEV ? TDP_DEVICE_LOST : TDP_INTERNAL,
+				    "feeding the batch failed");
 	r = run_step(&job->req, &job->spec, job->nodes, NULL, &job->train, step, true, &gr, &loss,
-		     &job->last_loss, &lr);
+		     &job->last_loss, ret_lr);
 	if (r == 0)
 		r = commit_all(&job->req, &gr, NULL);
 	graph_free(&gr);
+	return r;
+}
+
+/* One data-parallel step (docs/devices.md): each device its shard of the
+ * batch, forward and backward at once on all, the gradients averaged on
+ * the host, then each device's update, at once on all. */
+static int step_parallel(struct train_job *job, int64_t step, uint64_t in_epoch, double *ret_lr)
+{
+	struct graph gr[GPU_MAX_DEVICES], *grp[GPU_MAX_DEVICES] = { NULL };
+	unsigned n = job->ndev, loss[GPU_MAX_DEVICES];
+	int flat[GPU_MAX_DEVICES] = { 0 }, r = 0;
+	double sum = 0, lv;
+
+	memset(gr, 0, n * sizeof(gr[0]));
+	for (unsigned i = 0; i < n; i++) {
+		struct tensor *ix = i == 0 ? &job->index : job->dp->r[i - 1].index;
+
+		gr[i].req = &job->req;
+		gr[i].replica = i == 0 ? NULL : &job->dp->r[i - 1].view;
+		grp[i] = &gr[i];
+		r = gpu_upload(devices_of(job->d, ix), &ix->alloc, job->perm + in_epoch * job->batch + i * job->shard);
+		if (r < 0) {
+			r = request_fail(&job->req, r == -ENODEV ? TDP_DEVICE_LOST : TDP_INTERNAL,
+					 "feeding the batch to device %u failed", job->devs[i]);
+			goto out;
+		}
+	}
+	for (unsigned i = 0; i < n; i++) {
+		r = build_step(&job->req, &job->spec, job->nodes, NULL, &job->train, step, true, &gr[i],
+			       &loss[i], ret_lr, &flat[i]);
+		gr[i].fuse = false; /* a fused kernel could span the two halves */
+		if (r < 0 || (i == 0 && (r = graph_check_outputs(&gr[0])) < 0))
+			goto out;
+	}
+	/* Forward and backward on every device, then the mean gradient... */
+	for (unsigned i = 0; r == 0 && i < n; i++)
+		r = graph_submit_part(&gr[i], 0, (unsigned)flat[i] + 1);
+	for (unsigned i = 0; i < n; i++)
+		if (graph_wait(&gr[i]) < 0 && r == 0)
+			r = -1;
+	if (r < 0)
+		goto out;
+	r = dp_average(job->dp, grp, n, (unsigned)flat[0]);
 	if (r < 0) {
+		r = request_fail(&job->req, r == -ENODEV ? TDP_DEVICE_LOST : TDP_INTERNAL,
+				 "averaging the gradients failed (%s)", strerror(-r));
+		goto out;
+	}
+	/* ...and every device's update. */
+	for (unsigned i = 0; r == 0 && i < n; i++)
+		r = graph_submit_part(&gr[i], (unsigned)flat[i] + 1, gr[i].n);
+	for (unsigned i = 0; i < n; i++)
+		if (graph_wait(&gr[i]) < 0 && r == 0)
+			r = -1;
+	for (unsigned i = 0; r == 0 && i < n; i++) {
+		r = forward_read_scalar(&job->req, &gr[i], loss[i], &lv);
+		sum += lv;
+	}
+	if (r < 0)
+		goto out;
+	job->last_loss = sum / n;
+	if (!isfinite(job->last_loss)) {
+		r = request_fail(&job->req, TDP_FAILED_PRECONDITION,
+				 "the loss is %s at step %lld; parameters and state are unchanged",
+				 isnan(job->last_loss) ? "NaN" : "infinite", (long long)step);
+		goto out;
+	}
+	r = commit_all(&job->req, &gr[0], NULL);
+	for (unsigned i = 1; r == 0 && i < n; i++)
+		if (dp_commit(job->dp, &job->dp->r[i - 1], &gr[i]) < 0)
+			r = request_fail(&job->req, TDP_INTERNAL, "out of memory");
+out:
+	for (unsigned i = 0; i < n; i++)
+		graph_free(&gr[i]);
+	return r;
+}
+
+/* One training step of `job`. Returns true while the job has more to do. */
+static bool job_step(struct train_job *job)
+{
+	uint64_t in_epoch = job->done % job->per_epoch;
+	int64_t step = job->start_step + (int64_t)job->done;
+	double lr = 0;
+
+	if (in_epoch == 0)
+		shuffle_epoch(job, job->done / job->per_epoch);
+	job->req.code = 0;
+	if ((job->dp ? step_parallel(job, step, in_epoch, &lr) : step_one(job, step, in_epoch, &lr)) < 0) {
 		job_fail(job);
 		return false;
 	}
@@ -873,6 +1044,7 @@ static bool job_step(struct train_job *job)
 
 static void job_free(struct train_job *job)
 {
+	dp_free(job->dp);
 	gpu_memory_free(devices_of(job->d, &job->index), &job->index.alloc);
 	msgpack_unpacked_destroy(&job->params);
 	tdp_buf_free(&job->raw);
@@ -1027,6 +1199,79 @@ static int job_setup(struct request *req, struct train_job *job, const struct pa
 	return 0;
 }
 
+/* train.run's `devices` (docs/devices.md): none or one device id means one
+ * device; two or more, data parallel with the batch split evenly. */
+static int parse_devices(struct request *req, struct train_job *job, const msgpack_object *o)
+{
+	uint32_t n = o ? o->via.array.size : 0;
+
+	job->ndev = 1;
+	job->devs[0] = job->device;
+	job->shard = job->batch;
+	if (n == 0)
+		return 0;
+	if (n > req->d->ngpus)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "devices: %u ids, but tensord uses %u devices",
+				    n, req->d->ngpus);
+	for (uint32_t i = 0; i < n; i++) {
+		char what[32];
+
+		snprintf(what, sizeof(what), "devices[%u]", i);
+		if (devices_param(req, &o->via.array.ptr[i], what, &job->devs[i]) < 0)
+			return -1;
+		for (uint32_t j = 0; j < i; j++)
+			if (job->devs[j] == job->devs[i])
+				return request_fail(req, TDP_INVALID_ARGUMENT, "devices: %u is listed twice",
+						    job->devs[i]);
+	}
+	if (job->devs[0] != job->device)
+		return request_fail(req, TDP_FAILED_PRECONDITION, "devices[0] must be the device the data "
+				    "and parameters are on (%u), not %u", job->device, job->devs[0]);
+	if (job->batch % n)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "batch_size %llu does not split evenly over "
+				    "%u devices", (unsigned long long)job->batch, n);
+	job->ndev = n;
+	job->shard = job->batch / n;
+	return 0;
+}
+
+/* Copy what a step reads (the first step's stored inputs) to the replicas. */
+static int start_replicas(struct request *req, struct train_job *job)
+{
+	struct graph gr = { .req = req };
+	struct tensor **copy = NULL;
+	unsigned ncopy = 0, loss;
+	double lr;
+	int flat, r;
+
+	r = build_step(req, &job->spec, job->nodes, NULL, &job->train, job->start_step, true, &gr, &loss,
+		       &lr, &flat);
+	if (r == 0 && !(copy = calloc(gr.n * OP_MAX_INPUTS + 1, sizeof(*copy))))
+		r = request_fail(req, TDP_INTERNAL, "out of memory");
+	for (unsigned i = 0; r == 0 && i < gr.n; i++)
+		for (unsigned k = 0; k < gr.nodes[i].ctx.ninputs; k++) {
+			struct tensor *t = gr.nodes[i].src[k] < 0 ? gr.nodes[i].stored[k] : NULL;
+			unsigned j;
+
+			if (!t || t == &job->index)
+				continue;
+			for (j = 0; j < ncopy && copy[j] != t; j++)
+				;
+			if (j == ncopy)
+				copy[ncopy++] = t;
+		}
+	if (r == 0) {
+		r = dp_start(req->d, job->devs, job->ndev, copy, ncopy, job->shard, &job->dp);
+		if (r < 0)
+			r = request_fail(req, r == -ENODEV ? TDP_DEVICE_LOST : TDP_RESOURCE_EXHAUSTED,
+					 "copying the parameters and data to the other devices failed (%s)",
+					 strerror(-r));
+	}
+	free(copy);
+	graph_free(&gr);
+	return r;
+}
+
 int train_run(struct request *req)
 {
 	struct param p[] = {
@@ -1045,6 +1290,7 @@ int train_run(struct request *req)
 		{ "progress_every", PARAM_UINT, false, NULL }, /* 12 */
 		{ "stop_loss", PARAM_NUMBER, false, NULL },
 		{ "model", PARAM_STR, false, NULL },        /* 14 */
+		{ "devices", PARAM_ARRAY, false, NULL },
 	};
 	struct source src;
 	struct train_job *job;
@@ -1055,7 +1301,7 @@ int train_run(struct request *req)
 	double lv, lr;
 	int r;
 
-	if (params_parse(req, p, 15) < 0 || resolve_source(req, p, p[14].value, &src) < 0)
+	if (params_parse(req, p, 16) < 0 || resolve_source(req, p, p[14].value, &src) < 0)
 		return -1;
 	if (!req->conn)
 		return request_fail(req, TDP_INTERNAL, "train.run needs a connection");
@@ -1066,7 +1312,7 @@ int train_run(struct request *req)
 	msgpack_unpacked_init(&job->params);
 	job->start_step = src.m ? src.m->step + 1 : 1;
 	if (parse_spec(req, src.loss, src.params, src.opt, NULL, &job->spec) < 0 ||
-	    job_setup(req, job, p) < 0)
+	    job_setup(req, job, p) < 0 || parse_devices(req, job, p[15].value) < 0)
 		goto fail;
 	if (src.m) {
 		if (model_check_feeds(req, src.m, &job->train, true, "data") < 0 ||
@@ -1098,8 +1344,8 @@ int train_run(struct request *req)
 	job->nodes = tdp_map_find(&job->params.data.via.array.ptr[src.m ? 1 : 0], "nodes");
 	job->perm = malloc(job->nsamples * sizeof(*job->perm));
 	/* The minibatch's row numbers live with the data. */
-	job->index = (struct tensor){ .name = "#index", .dtype = TDP_DTYPE_I32, .rank = 1,
-				      .shape = { job->batch }, .count = job->batch, .bytes = job->batch * 4,
+	job->index = (struct tensor){ .name = "#index", .name_len = 6, .dtype = TDP_DTYPE_I32, .rank = 1,
+				      .shape = { job->shard }, .count = job->shard, .bytes = job->shard * 4,
 				      .device = job->device };
 	if (!job->perm || gpu_memory_alloc(devices_of(req->d, &job->index), job->index.bytes,
 					   &job->index.alloc) < 0) {
@@ -1118,6 +1364,8 @@ int train_run(struct request *req)
 		goto fail;
 	}
 	graph_free(&gr);
+	if (job->ndev > 1 && start_replicas(req, job) < 0)
+		goto fail;
 	job->req = *req;
 	job->req.params = NULL;
 	job->req.method = "train.run";

@@ -147,6 +147,90 @@ def test_graph_two_devices(c, rng):
     check(err(c, "tensor.stat", {"name": "g/never"})[0] == "NOT_FOUND", "nothing stored")
 
 
+def run_train(c, params):
+    """train.run to its end: (error, result), notifications skipped."""
+    msgid = c.request("train.run", params)
+    while True:
+        m = c.recv()
+        if m is None:
+            raise ConnectionError("closed during train.run")
+        if m[0] == 1 and m[1] == msgid:
+            return m[2], m[3]
+
+
+MLP = [
+    {"id": "h", "op": "matmul", "inputs": ["xb", "w1"]},
+    {"id": "h2", "op": "add", "inputs": ["h", "b1"]},
+    {"id": "a", "op": "relu", "inputs": ["h2"]},
+    {"id": "o", "op": "matmul", "inputs": ["a", "w2"]},
+    {"id": "z", "op": "add", "inputs": ["o", "b2"]},
+    {"id": "L", "op": "cross_entropy", "inputs": ["z", "yb"]},
+]
+
+
+def put_mlp(c, rng, prefix=""):
+    x = rng.standard_normal((96, 12)).astype(np.float32)
+    y = rng.integers(0, 5, 96).astype(np.int32)
+    params = {"w1": rng.standard_normal((12, 16)).astype(np.float32) * 0.3,
+              "b1": np.zeros(16, np.float32),
+              "w2": rng.standard_normal((16, 5)).astype(np.float32) * 0.3,
+              "b2": np.zeros(5, np.float32)}
+    return x, y, params
+
+
+def test_data_parallel(c, rng):
+    """The same run on one device and on two: parameters within float
+    tolerance, replicas identical, the reported loss the same; garbage."""
+    x, y, params = put_mlp(c, rng)
+    put(c, "dp/x", x, device=0)
+    put(c, "dp/y", y, device=0)
+    results = {}
+    for label, devices in (("one", None), ("two", [0, 1])):
+        for k, v in params.items():
+            put(c, k, v, device=0)
+            for state in (k + ".exp_avg", k + ".exp_avg_sq"):  # Adam's, from the run before
+                c.call_full("tensor.delete", {"name": state})
+        p = {"nodes": MLP, "loss": "L", "params": list(params), "data": {"xb": "dp/x", "yb": "dp/y"},
+             "batch_size": 32, "epochs": 3, "seed": 5,
+             "optimizer": {"type": "adam", "lr": 0.01, "clip_norm": 1.0}}
+        if devices:
+            p["devices"] = devices
+        mem0 = [x["memory_used"] for x in c.call("info")["devices"] if x["active"]][1]
+        e, r = run_train(c, p)
+        mem1 = [x["memory_used"] for x in c.call("info")["devices"] if x["active"]][1]
+        check(e is None, "train.run on %s device(s): %r" % (label, e))
+        check(mem0 == mem1, "device 1 memory back after the run (replicas freed): %d -> %d" % (mem0, mem1))
+        if e:
+            return
+        results[label] = (r, {k: get(c, k).copy() for k in params})
+    r1, p1 = results["one"]
+    r2, p2 = results["two"]
+    check(r2.get("devices") == [0, 1], "result names the devices: %r" % r2.get("devices"))
+    check(r2.get("replica_max_diff") == 0.0, "replicas identical: %r" % r2.get("replica_max_diff"))
+    check("devices" not in r1, "a one-device run reports no devices")
+    check(r1["steps"] == r2["steps"] == 9, "same steps")
+    check(abs(r1["loss"] - r2["loss"]) < 1e-4, "same final loss %r %r" % (r1["loss"], r2["loss"]))
+    for k in params:
+        diff = float(np.max(np.abs(p1[k] - p2[k])))
+        check(diff < 1e-4, "%s within float tolerance of one device: %g" % (k, diff))
+        check(not np.array_equal(p1[k], params[k]), "%s was trained" % k)
+    # Still on the first device; the replicas are gone (memory back).
+    check(all(c.call("tensor.stat", {"name": k})["device"] == 0 for k in params), "params stay on device 0")
+    # Garbage and refusals, each before anything runs.
+    base = {"nodes": MLP, "loss": "L", "params": list(params), "data": {"xb": "dp/x", "yb": "dp/y"},
+            "batch_size": 32, "steps": 1}
+    for devs, code in (([0, 0], "INVALID_ARGUMENT"), ([0, 2], "INVALID_ARGUMENT"), ([0, "1"], "INVALID_ARGUMENT"),
+                       ([1, 0], "FAILED_PRECONDITION"), ([0, 1, 1], "INVALID_ARGUMENT"), ("01", "INVALID_ARGUMENT"),
+                       ([-1, 0], "INVALID_ARGUMENT")):
+        e = run_train(c, dict(base, devices=devs))[0]
+        check(e is not None and e["name"] == code, "devices %r -> %s: %r" % (devs, code, e))
+    e = run_train(c, dict(base, devices=[0, 1], batch_size=31))[0]
+    check(e is not None and e["name"] == "INVALID_ARGUMENT" and "evenly" in e["message"], "uneven batch: %r" % e)
+    # A single id is one device.
+    e, r = run_train(c, dict(base, devices=[0]))
+    check(e is None and "devices" not in r, "devices [0] is a one-device run: %r" % (e,))
+
+
 def test_garbage(c):
     a = np.ones((2, 2), np.float32)
     for dev in (2, 99, -1, "0", 1.5, None, [0], 2**40):
@@ -173,6 +257,7 @@ def main():
         with d.client() as c:
             test_placement_and_copy(c, rng)
             test_graph_two_devices(c, rng)
+            test_data_parallel(c, rng)
             test_garbage(c)
     # Checkpoints remember the device.
     with tempfile.TemporaryDirectory(dir="/tmp") as state:
