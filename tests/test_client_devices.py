@@ -273,7 +273,10 @@ def test_train():
     check(j["devices"] == [0, 1] and j["steps"] == 4, j)
     # errors: the daemon's, and usage errors before anything is sent
     bad(1, "train", dp, "--devices", "0,0", match="INVALID_ARGUMENT")
-    bad(1, "train", dp, "--devices", "0", match="INVALID_ARGUMENT")
+    # one id: a plain run on that device, no replicas
+    j = [json.loads(l) for l in ok("--json", "train", dp, "--devices", "0").splitlines()][-1]
+    check(j["event"] == "result" and "devices" not in j and "replica_max_diff" not in j, j)
+    bad(1, "train", dp, "--devices", "0,1,0", match="INVALID_ARGUMENT")
     bad(1, "train", dp, "--devices", "0,5", match="INVALID_ARGUMENT")
     bad(1, "train", "--model", "m", "--data", "bx=tx", "--data", "by=ty", "--batch-size", "15",
         "--devices", "0,1", match="INVALID_ARGUMENT")
