@@ -312,6 +312,24 @@ def test_watch():
                         re.M), "watch screen lacks device %d:\n%s" % (k, out))
 
 
+def test_metrics():
+    ok("put", "m0", "--values", "1,2", "--device", "0")
+    ok("run", "add", "m0", "m0")
+    text = ok("metrics")
+    info = {d["id"]: d for d in okj("info")["devices"] if d["active"]}
+    for fam in ("tensord_device_tensors", "tensord_device_memory_limit_bytes",
+                "tensord_device_load", "tensord_device_submissions_total",
+                "tensord_device_busy_seconds_total"):
+        for i in (0, 1):
+            check(re.search(r'^%s\{id="%d",device="%d"\} [0-9.e+-]+$' % (fam, i, info[i]["index"]),
+                            text, re.M), "metrics lack %s of device %d:\n%s" % (fam, i, text))
+    m = re.search(r'^tensord_device_submissions_total\{id="0",device="[0-9]+"\} ([0-9]+)$', text, re.M)
+    check(int(m.group(1)) >= 1, "device 0 ran the add")
+    m = re.search(r'^tensord_device_memory_limit_bytes\{id="1",device="[0-9]+"\} ([0-9]+)$', text, re.M)
+    check(int(m.group(1)) == info[1]["memory_limit"], "memory_limit agrees with info")
+    ok("rm", "m0")
+
+
 def main():
     global SOCK
     if not CTL:
@@ -321,7 +339,8 @@ def main():
     d = Daemon(["--device", "0,0"]).start()
     SOCK = d.sock
     try:
-        for t in (test_info, test_put_ls_stat, test_copy, test_run, test_train, test_watch):
+        for t in (test_info, test_put_ls_stat, test_copy, test_run, test_train, test_watch,
+                  test_metrics):
             try:
                 t()
                 print("ok   %s" % t.__name__)
