@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""Data-parallel train.run over several devices against one device, in the
+same run (docs/devices.md, docs/performance.md).
+
+Starts tensord (TENSORD_BIN or --tensord) with `--device DEVICES` (default
+`auto`: every GPU of the best kind), puts an MLP (784-512-512-10 by default)
+and synthetic data, then for each batch size:
+
+1. correctness: the same number of steps from the same initial parameters and
+   the same seed on one device and on all devices; prints the largest
+   parameter difference (absolute and relative to the parameter's largest
+   magnitude) and the daemon's replica_max_diff;
+2. throughput: train.run's own samples_per_s on one device and on all,
+   after a warm-up run each, and their ratio;
+3. with PyTorch present (the GPU host), PyTorch's one-GPU eager loop at the
+   same batch for reference.
+
+Not a timed test: run it by hand, e.g. on a host with two GPUs
+
+    . .gpu-runtime/enter.sh
+    TENSORD_BIN=build-release/daemon/tensord python3 bench/bench_data_parallel.py
+
+and on lavapipe (`--device 0,0 --dims 32,64,10 --rows 2048 --batches 64`)
+only as a smoke run: two logical devices on one CPU give no speed-up."""
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from daemon import Daemon  # noqa: E402
+
+
+def put(c, name, arr):
+    arr = np.ascontiguousarray(arr)
+    dt = {"float32": "f32", "int32": "i32"}[str(arr.dtype)]
+    c.call("tensor.put", {"name": name, "dtype": dt, "shape": list(arr.shape), "data": arr.tobytes(),
+                          "device": 0})
+
+
+def get(c, name):
+    r = c.call("tensor.get", {"name": name})
+    return np.frombuffer(r["data"], np.float32).reshape(r["shape"]).copy()
+
+
+def run_train(c, params):
+    msgid = c.request("train.run", params)
+    while True:
+        m = c.recv()
+        if m is None:
+            raise ConnectionError("closed during train.run")
+        if m[0] == 1 and m[1] == msgid:
+            if m[2]:
+                raise RuntimeError("train.run: %r" % (m[2],))
+            return m[3]
+
+
+def mlp_nodes(dims):
+    nodes, h = [], "xb"
+    for i in range(len(dims) - 1):
+        nodes.append({"id": "m%d" % i, "op": "matmul", "inputs": [h, "w%d" % i]})
+        nodes.append({"id": "z%d" % i, "op": "add", "inputs": ["m%d" % i, "b%d" % i]})
+        h = "z%d" % i
+        if i + 2 < len(dims):
+            nodes.append({"id": "r%d" % i, "op": "relu", "inputs": [h]})
+            h = "r%d" % i
+    nodes.append({"id": "L", "op": "cross_entropy", "inputs": [h, "yb"]})
+    return nodes
+
+
+def init_params(dims, seed):
+    rng = np.random.default_rng(seed)
+    p = {}
+    for i in range(len(dims) - 1):
+        bound = 1.0 / np.sqrt(dims[i])
+        p["w%d" % i] = rng.uniform(-bound, bound, (dims[i], dims[i + 1])).astype(np.float32)
+        p["b%d" % i] = rng.uniform(-bound, bound, dims[i + 1]).astype(np.float32)
+    return p
+
+
+def reset(c, params):
+    for k, v in params.items():
+        put(c, k, v)
+        for s in (".exp_avg", ".exp_avg_sq"):
+            c.call_full("tensor.delete", {"name": k + s})
+
+
+def torch_samples_per_s(dims, rows, batch, steps):
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    dev = torch.device("cuda:0")
+    torch.manual_seed(0)
+    layers = []
+    for i in range(len(dims) - 1):
+        layers.append(torch.nn.Linear(dims[i], dims[i + 1]))
+        if i + 2 < len(dims):
+            layers.append(torch.nn.ReLU())
+    model = torch.nn.Sequential(*layers).to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x = torch.randn(rows, dims[0], device=dev)
+    y = torch.randint(0, dims[-1], (rows,), device=dev)
+
+    def run(n):
+        done = 0
+        while done < n:
+            perm = torch.randperm(rows, device=dev)
+            for j in range(rows // batch):
+                if done == n:
+                    break
+                idx = perm[j * batch:(j + 1) * batch]
+                opt.zero_grad(set_to_none=True)
+                F.cross_entropy(model(x[idx]), y[idx]).backward()
+                opt.step()
+                done += 1
+    run(10)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    run(steps)
+    torch.cuda.synchronize()
+    return steps * batch / (time.perf_counter() - t0)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tensord", default=os.environ.get("TENSORD_BIN"))
+    ap.add_argument("--device", default="auto", help="tensord's --device (default auto)")
+    ap.add_argument("--dims", default="784,512,512,10")
+    ap.add_argument("--rows", type=int, default=65536)
+    ap.add_argument("--batches", default="512,4096,16384")
+    ap.add_argument("--steps", type=int, default=100, help="measured steps per run")
+    ap.add_argument("--check-steps", type=int, default=50, help="steps of the equality check")
+    ap.add_argument("--out-json")
+    ap.add_argument("--out-markdown")
+    a = ap.parse_args()
+    if not a.tensord:
+        sys.exit("set TENSORD_BIN or --tensord")
+    os.environ["TENSORD_BIN"] = a.tensord
+    dims = [int(d) for d in a.dims.split(",")]
+    batches = [int(b) for b in a.batches.split(",")]
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((a.rows, dims[0])).astype(np.float32)
+    y = rng.integers(0, dims[-1], a.rows).astype(np.int32)
+    init = init_params(dims, 2)
+    rows = []
+    with Daemon(["--device", a.device], timeout=120) as d:
+        with d.client() as c:
+            devs = [x_ for x_ in c.call("info")["devices"] if x_["active"]]
+            ids = [x_["id"] for x_ in devs]
+            print("devices: " + "; ".join("%d: %s" % (x_["id"], x_["name"]) for x_ in devs))
+            if len(ids) < 2:
+                sys.exit("tensord opened %d device; data parallel needs two (--device)" % len(ids))
+            put(c, "x", x)
+            put(c, "y", y)
+            base = {"nodes": mlp_nodes(dims), "loss": "L", "params": list(init),
+                    "data": {"xb": "x", "yb": "y"}, "optimizer": {"type": "adam", "lr": 1e-3},
+                    "seed": 3, "progress_every": 1000000}
+            for batch in batches:
+                if batch % len(ids) or batch > a.rows:
+                    continue
+                row = {"batch": batch, "devices": len(ids)}
+                # 1. The same steps from the same start: one device vs all.
+                got = {}
+                for label, dv in (("one", None), ("all", ids)):
+                    reset(c, init)
+                    p = dict(base, batch_size=batch, steps=a.check_steps)
+                    if dv:
+                        p["devices"] = dv
+                    res = run_train(c, p)
+                    got[label] = ({k: get(c, k) for k in init}, res)
+                worst_abs = max(float(np.max(np.abs(got["one"][0][k] - got["all"][0][k]))) for k in init)
+                worst_rel = max(float(np.max(np.abs(got["one"][0][k] - got["all"][0][k])) /
+                                      max(float(np.max(np.abs(got["one"][0][k]))), 1e-12)) for k in init)
+                row.update(max_abs_diff=worst_abs, max_rel_diff=worst_rel,
+                           replica_max_diff=got["all"][1].get("replica_max_diff"),
+                           loss_one=got["one"][1]["loss"], loss_all=got["all"][1]["loss"])
+                # 2. Throughput, each after a warm-up run.
+                for label, dv in (("one", None), ("all", ids)):
+                    reset(c, init)
+                    p = dict(base, batch_size=batch)
+                    if dv:
+                        p["devices"] = dv
+                    run_train(c, dict(p, steps=10))
+                    res = run_train(c, dict(p, steps=a.steps))
+                    row["samples_per_s_" + label] = res["samples_per_s"]
+                row["speedup"] = row["samples_per_s_all"] / row["samples_per_s_one"]
+                row["torch_one_gpu_samples_per_s"] = torch_samples_per_s(dims, a.rows, batch, a.steps)
+                rows.append(row)
+                print(json.dumps(row))
+                sys.stdout.flush()
+    lines = ["| batch | devices | one device (samples/s) | %d devices (samples/s) | ratio | "
+             "max abs diff | max rel diff | replica_max_diff | PyTorch 1 GPU (samples/s) |" % len(ids),
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        t = r["torch_one_gpu_samples_per_s"]
+        lines.append("| %d | %d | %.0f | %.0f | %.2f | %.2e | %.2e | %s | %s |" % (
+            r["batch"], r["devices"], r["samples_per_s_one"], r["samples_per_s_all"], r["speedup"],
+            r["max_abs_diff"], r["max_rel_diff"], r["replica_max_diff"], "%.0f" % t if t else "-"))
+    md = "\n".join(lines)
+    print(md)
+    if a.out_json:
+        with open(a.out_json, "w") as f:
+            json.dump({"dims": dims, "rows": rows}, f, indent=1)
+    if a.out_markdown:
+        with open(a.out_markdown, "w") as f:
+            f.write(md + "\n")
+
+
+if __name__ == "__main__":
+    main()
