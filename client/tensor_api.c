@@ -15,11 +15,6 @@ _Static_assert((int)TENSORD_F32 == TDP_DTYPE_F32 && (int)TENSORD_F16 == TDP_DTYP
 		       (int)TENSORD_BF16 == TDP_DTYPE_BF16 && (int)TENSORD_I32 == TDP_DTYPE_I32 &&
 		       (int)TENSORD_U8 == TDP_DTYPE_U8 && (int)TENSORD_DTYPE_COUNT == TDP_DTYPE_COUNT,
 	       "public and wire dtypes must agree");
-/* Until proto/methods.h names it (the daemon side lands separately). */
-#ifndef TDP_METHOD_TENSOR_COPY
-#define TDP_METHOD_TENSOR_COPY "tensor.copy"
-#endif
-
 _Static_assert(TENSORD_MAX_RANK == TDP_MAX_RANK && TENSORD_MAX_NAME_LEN == TDP_MAX_NAME_LEN,
 	       "public and wire limits must agree");
 
