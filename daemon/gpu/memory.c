@@ -238,9 +238,9 @@ static int block_create(struct gpu_device *g, uint64_t size, bool dedicated,
 	struct gpu_block *b;
 	int r;
 
-	for (unsigned i = 0; dedicated && i < GPU_SPARE_BLOCKS; i++) {
+	for (unsigned i = 0; i < GPU_SPARE_BLOCKS; i++) {
 		b = g->mem.spare[i];
-		if (!b || b->size != size)
+		if (!b || b->size != size || b->dedicated != dedicated)
 			continue;
 		g->mem.spare[i] = NULL;
 		b->next = g->mem.blocks;
@@ -354,7 +354,9 @@ void gpu_memory_free(struct gpu_device *g, struct gpu_alloc *a)
 			break;
 		}
 	}
-	if (b->dedicated) {
+	/* Parked, not freed: a training step empties its blocks at its end and
+	 * fills blocks of the same sizes again at the next one. */
+	{
 		unsigned slot = 0;
 
 		/* An empty slot, else the one parked longest. */
@@ -371,9 +373,7 @@ void gpu_memory_free(struct gpu_device *g, struct gpu_alloc *a)
 		b->next = NULL;
 		g->mem.spare[slot] = b;
 		g->mem.spare_since_ns[slot] = gpu_timing_now_ns();
-		return;
 	}
-	block_destroy(g, b);
 }
 
 void gpu_memory_trim(struct gpu_device *g, int64_t older_than_ns)

@@ -32,8 +32,8 @@ struct gpu_alloc {
 	uint64_t reserved;      /* the bytes taken from the block (aligned) */
 };
 
-/* Freed dedicated blocks kept for reuse (struct gpu_memory). */
-#define GPU_SPARE_BLOCKS 4
+/* Emptied blocks kept for reuse (struct gpu_memory). */
+#define GPU_SPARE_BLOCKS 8
 
 struct gpu_memory {
 	uint32_t type_index;    /* memory type for tensors */
@@ -49,10 +49,10 @@ struct gpu_memory {
 	uint64_t used;          /* bytes of tensor data */
 	uint64_t reserved;      /* bytes of VkDeviceMemory held */
 	struct gpu_block *blocks;
-	/* Dedicated blocks whose tensors were freed, kept for a moment: a
-	 * request that replaces a big tensor (op.run with `out`, a graph's big
-	 * intermediates, a training step) frees some and allocates the same
-	 * sizes again, and vkAllocateMemory of a few hundred MiB costs
+	/* Blocks whose tensors were all freed (dedicated or shared), kept for
+	 * a moment: a request that replaces a big tensor (op.run with `out`, a
+	 * graph's big intermediates, a training step) frees some and allocates
+	 * the same sizes again, and vkAllocateMemory of a few hundred MiB costs
 	 * milliseconds. gpu_memory_trim releases them. */
 	struct gpu_block *spare[GPU_SPARE_BLOCKS];
 	int64_t spare_since_ns[GPU_SPARE_BLOCKS];

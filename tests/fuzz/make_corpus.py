@@ -258,6 +258,25 @@ def params_corpus():
         req("train.run", {"nodes": [{"id": "z", "op": "sum", "inputs": ["xb"]}],
                           "loss": "z", "params": ["a"], "data": {"xb": "a", "yb": "m"},
                           "batch_size": 1, "epochs": 1, "steps": 2}),
+        # Several devices (docs/devices.md): the harness has two stub devices.
+        "devices": setup + put("d1", device=1) + put("w", shape=(3,), fill=0.1, device=0) +
+        req("tensor.copy", {"src": "a", "dst": "a1", "device": 1}) +
+        req("tensor.copy", {"src": "a1", "dst": "a1", "device": 0}) +
+        req("op.run", {"op": "add", "inputs": ["a", "d1"]}) +
+        req("op.run", {"op": "neg", "inputs": ["d1"], "device": 1, "out": "n1"}) +
+        req("graph.run", {"nodes": [{"id": "x", "op": "neg", "inputs": ["a"]},
+                                    {"id": "y", "op": "neg", "inputs": ["d1"], "device": 1},
+                                    {"id": "z", "op": "full", "inputs": [], "device": 1,
+                                     "attrs": {"shape": [2], "value": 1}}],
+                          "outputs": ["x", "y", "z"]}) +
+        req("train.run", {"nodes": [{"id": "h", "op": "mul", "inputs": ["xb", "w"]},
+                                    {"id": "z", "op": "mean", "inputs": ["h"]}],
+                          "loss": "z", "params": ["w"], "data": {"xb": "a"},
+                          "batch_size": 2, "steps": 2, "devices": [0, 1]}) +
+        req("tensor.copy", {"src": "a", "dst": "q", "device": 7}) +
+        req("train.run", {"nodes": [{"id": "z", "op": "sum", "inputs": ["xb"]}],
+                          "loss": "z", "params": ["a"], "data": {"xb": "a"},
+                          "batch_size": 1, "devices": [1, 0]}),
         "bad_framing": req("ping") + b"\x94\x00\x05\xa4ping\x92\x80\x80" +
         b"\x94\x00\xce\xff\xff\xff\xff\xa4ping\x90" + b"\x93\x01\x02\x03" + req("ping"),
         "params_not_map": b"\x94\x00\x04\xa4ping\x91\x05" + req("info"),
@@ -335,7 +354,8 @@ def main():
              "input_shape", "weight_shape", "decoupled", "mean", "sum", "none", "tanh",
              "tensor.chmod", "mode", "group", "group-read,world-read", "model.define",
              "model.list", "model.stat", "model.delete", "model.evaluate", "model.predict",
-             "model", "replace", "tensors", "fuse"]
+             "model", "replace", "tensors", "fuse", "tensor.copy", "src", "dst", "device",
+             "devices"]
     words += OPS_UNARY + OPS_BINARY + OPS_REDUCE
     words += ["where", "clamp", "mse", "cross_entropy", "nll", "binary_cross_entropy_with_logits",
               "matmul", "conv2d", "max_pool2d", "avg_pool2d", "softmax", "log_softmax",
