@@ -214,15 +214,41 @@ static void abort_recordings(struct graph *gr)
 		}
 }
 
-int graph_submit_part(struct graph *gr, unsigned first, unsigned last)
+/* Record the staging copies `c` (`n`) of a part on device `id`. */
+static int record_copies(struct graph *gr, uint32_t id, const struct graph_copy *c, unsigned n,
+			 bool to_device)
 {
+	struct gpu_recorder *rec;
 	int r = 0;
 
+	if (!n)
+		return 0;
+	rec = recorder(gr, id, &r);
+	if (!rec)
+		return r;
+	for (unsigned k = 0; k < n; k++)
+		gpu_rec_staging_copy(rec, c[k].node >= 0 ? gr->nodes[c[k].node].result : c[k].alloc,
+				     c[k].staging_offset, to_device);
+	return 0;
+}
+
+int graph_submit_part(struct graph *gr, unsigned first, unsigned last)
+{
+	const struct graph_copy *before = gr->copies_before, *after = gr->copies_after;
+	unsigned nbefore = gr->ncopies_before, nafter = gr->ncopies_after;
+	int r = 0;
+
+	gr->copies_before = gr->copies_after = NULL;
+	gr->ncopies_before = gr->ncopies_after = 0;
 	if (gr->fuse && first == 0 && graph_fuse_plan(gr) < 0)
 		return request_fail(gr->req, TDP_INTERNAL, "out of memory");
 	for (unsigned i = first; i < last; i++)
 		if (alloc_result(gr, i) < 0)
 			return -1;
+	if (first < last && (r = record_copies(gr, gr->nodes[first].device, before, nbefore, true)) < 0) {
+		abort_recordings(gr);
+		return device_fail(gr, r);
+	}
 	for (unsigned i = first; i < last; i++) {
 		struct node *nd = &gr->nodes[i];
 		struct gpu_recorder *rec;
@@ -238,6 +264,10 @@ int graph_submit_part(struct graph *gr, unsigned first, unsigned last)
 			abort_recordings(gr);
 			return graph_node_fail(gr, i, nd->ctx.code, nd->ctx.message);
 		}
+	}
+	if (first < last && (r = record_copies(gr, gr->nodes[first].device, after, nafter, false)) < 0) {
+		abort_recordings(gr);
+		return device_fail(gr, r);
 	}
 	/* Every device's part is submitted before any is waited for: they run at once. */
 	for (uint32_t id = 0; id < gr->nrecs; id++) {

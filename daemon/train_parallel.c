@@ -181,6 +181,47 @@ int dp_average(struct dp *dp, struct graph *const *grs, unsigned n, unsigned fla
 	return 0;
 }
 
+static uint64_t align_up(uint64_t v)
+{
+	return (v + 255) & ~(uint64_t)255;
+}
+
+int dp_staging_plan(struct dp *dp, struct gpu_device *first, uint64_t flat_bytes, uint64_t shard,
+		    struct dp_staging *ret)
+{
+	struct dp_staging st = { .loss = align_up(flat_bytes) };
+
+	st.index = align_up(st.loss + 4);
+	for (unsigned i = 0; i <= dp->n; i++) {
+		struct gpu_device *g = i == 0 ? first : dp->d->gpus[dp->r[i - 1].device];
+		int r = gpu_memory_staging(g);
+
+		if (r < 0)
+			return r;
+		if (st.index + shard * 4 > g->mem.staging_size)
+			return -E2BIG;
+	}
+	*ret = st;
+	return 0;
+}
+
+void dp_average_staged(struct gpu_device *const *devs, unsigned n, uint64_t count)
+{
+	float *mean = devs[0]->mem.staging_map;
+
+	/* In device order, so every run sums the same way. */
+	for (unsigned g = 1; g < n; g++) {
+		const float *one = devs[g]->mem.staging_map;
+
+		for (uint64_t i = 0; i < count; i++)
+			mean[i] += one[i];
+	}
+	for (uint64_t i = 0; i < count; i++)
+		mean[i] /= (float)n;
+	for (unsigned g = 1; g < n; g++)
+		memcpy(devs[g]->mem.staging_map, mean, count * sizeof(float));
+}
+
 double dp_max_diff(struct dp *dp, struct tensor *const *stored, unsigned n)
 {
 	double worst = 0;

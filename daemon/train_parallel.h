@@ -49,6 +49,24 @@ int dp_commit(struct dp *dp, struct dp_replica *r, struct graph *gr);
  * Returns 0 or -errno from the transfers. */
 int dp_average(struct dp *dp, struct graph *const *grs, unsigned n, unsigned flat);
 
+/* Where a data-parallel step keeps its transfers in each device's staging
+ * buffer, so they ride in the step's own submissions: the flat gradient at
+ * 0, the loss at `loss`, the shard's row numbers at `index`. */
+struct dp_staging {
+	uint64_t loss, index;
+};
+
+/* Lay out `flat_bytes` of gradient, a 4-byte loss and `shard` row numbers in
+ * every replica's and `first`'s staging buffer (creating them). Returns 0, or
+ * -E2BIG when they do not fit (the step then transfers separately), or
+ * -ENOMEM. */
+int dp_staging_plan(struct dp *dp, struct gpu_device *first, uint64_t flat_bytes, uint64_t shard,
+		    struct dp_staging *ret);
+
+/* dp_average for gradients the step copied into each device's staging
+ * buffer at offset 0 (`devs[i]` ran grs[i]): the mean goes back there. */
+void dp_average_staged(struct gpu_device *const *devs, unsigned n, uint64_t count);
+
 /* The largest |difference| between each replica's copy of a tensor named in
  * `names` (`n` entries) and the stored tensor `stored[k]` on the first
  * device. Returns it, or a negative value when they cannot be read. */

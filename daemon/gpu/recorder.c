@@ -141,6 +141,26 @@ static void record(struct gpu_recorder *rec, const struct gpu_pipeline *p,
 	rec->dispatches++;
 }
 
+void gpu_rec_staging_copy(struct gpu_recorder *rec, const struct gpu_alloc *a, uint64_t staging_offset,
+			  bool to_device)
+{
+	VkBufferCopy region = { .size = a->size };
+
+	if (!a->size)
+		return;
+	gpu_rec_barrier(rec);
+	if (to_device) {
+		region.srcOffset = staging_offset;
+		region.dstOffset = a->offset;
+		vkCmdCopyBuffer(rec->cb, rec->g->mem.staging_buffer, a->block->buffer, 1, &region);
+	} else {
+		region.srcOffset = a->offset;
+		region.dstOffset = staging_offset;
+		vkCmdCopyBuffer(rec->cb, a->block->buffer, rec->g->mem.staging_buffer, 1, &region);
+	}
+	gpu_rec_barrier(rec);
+}
+
 int gpu_rec_submit(struct gpu_recorder *rec)
 {
 	gpu_rec_barrier(rec);

@@ -330,3 +330,21 @@ int gpu_copy(struct gpu_device *sg, const struct gpu_alloc *src, struct gpu_devi
 		       src->size);
 	return 0;
 }
+
+/* No staging buffer: a data-parallel step then takes its transfer-per-copy
+ * path, which this stub serves with memcpy. */
+int gpu_memory_staging(struct gpu_device *g)
+{
+	(void)g;
+	return -ENOMEM;
+}
+
+void gpu_rec_staging_copy(struct gpu_recorder *rec, const struct gpu_alloc *a, uint64_t staging_offset,
+			  bool to_device)
+{
+	(void)rec;
+	(void)a;
+	(void)staging_offset;
+	(void)to_device;
+	stub_bug("a staging copy without a staging buffer");
+}
