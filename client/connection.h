@@ -75,3 +75,7 @@ int td_parse_tensor_info(const msgpack_object *o, struct tensord_tensor_info *re
 /* Whether the `len` bytes at `p` are exactly one msgpack map within the
  * protocol's limits (so they can be spliced into a request as they are). */
 bool td_is_one_map(const void *p, size_t len);
+
+/* Check a `device` argument of the public API: an id (>= 0) or
+ * TENSORD_DEVICE_ANY. Returns 0, or -EINVAL recorded on `td`. */
+int td_check_device(struct tensord *td, int device);

@@ -33,6 +33,8 @@ struct ctl {
 	const char *prefix, *name, *model, *batch_size, *epochs, *steps;
 	bool replace, tensors;
 	const char *groups;   /* kernel run --groups X[,Y[,Z]] (--push goes in attrs) */
+	const char *device;   /* put, copy, run --device ID */
+	const char *devices;  /* train --devices ID,ID,... */
 	struct tensord *td;
 };
 
@@ -145,3 +147,58 @@ int ctl_print_output(struct ctl *c, const msgpack_object *key, const msgpack_obj
 /* Print the `info` result for people: known fields formatted with units, any
  * others as JSON. Missing or mistyped fields are skipped, never trusted. */
 void ctl_print_info(FILE *f, const msgpack_object *info);
+
+/* ---- several devices (ctl_devices.c, docs/devices.md) ---- */
+
+/* The most device ids one --devices list or one table holds. */
+#define CTL_MAX_DEVICE_LIST 64
+
+/* Parse a device id option ("--device 1"): a decimal int >= 0. Returns
+ * CTL_EXIT_OK, or CTL_EXIT_USAGE with the error printed. */
+int ctl_parse_device(const char *opt, const char *text, int *ret);
+
+/* Pack "0,1,..." (option `opt`) as a msgpack array of device ids. Only the
+ * syntax is checked here: which lists make sense is the daemon's to say.
+ * Returns CTL_EXIT_OK, or an exit status with the error printed. */
+int ctl_pack_device_list(msgpack_packer *pk, const char *opt, const char *text);
+
+/* copy SRC DST [--device ID] (alias cp): tensor.copy. */
+int ctl_cmd_copy(struct ctl *c);
+
+/* Whether an entry of info's `devices` is one tensord uses. */
+bool ctl_device_active(const msgpack_object *d);
+
+/* The active entries of info's `devices` array (may be NULL or no array),
+ * sorted by id, into ret[0..cap); returns how many. */
+size_t ctl_active_devices(const msgpack_object *devices, const msgpack_object **ret, size_t cap);
+
+/* A device's memory limit: `memory_limit`, else (an older daemon) its heap. */
+bool ctl_device_limit(const msgpack_object *d, uint64_t *ret);
+
+/* Columns of a device table. */
+enum ctl_device_col {
+	CTL_DEV_ID = 0,
+	CTL_DEV_INDEX,
+	CTL_DEV_NAME,
+	CTL_DEV_TYPE,
+	CTL_DEV_USED,
+	CTL_DEV_LIMIT,
+	CTL_DEV_TENSORS,
+	CTL_DEV_LOAD,           /* "35%" */
+	CTL_DEV_USE,            /* a bar of used / limit */
+	CTL_DEV_LOADBAR,        /* a bar of the load */
+	CTL_DEV_COL_COUNT
+};
+
+/* The text of one cell ("-" when the daemon did not send the field). */
+void ctl_device_cell(const msgpack_object *d, enum ctl_device_col col, char *buf, size_t cap);
+
+/* An aligned table of `n` device maps with the columns `cols`, each line
+ * starting with `indent`: a header, then a line per device. */
+void ctl_print_device_table(FILE *f, const msgpack_object *const *devs, size_t n,
+			    const enum ctl_device_col *cols, int ncols, const char *indent);
+
+/* info's `devices` for people: a table of the devices in use (id, Vulkan
+ * index, name, type, memory used and limit, tensors, load), a line of details
+ * for each, and a line for each device found but not used. */
+void ctl_print_devices(FILE *f, const msgpack_object *devices);

@@ -125,8 +125,8 @@ void ctl_json_info(FILE *f, const struct tensord_tensor_info *t)
 	fputc('}', f);
 }
 
-enum { COL_NAME, COL_DTYPE, COL_SHAPE, COL_SIZE, COL_VERSION, COL_OWNER, COL_MODE, COL_MODIFIED,
-       COL_COUNT };
+enum { COL_NAME, COL_DTYPE, COL_SHAPE, COL_SIZE, COL_DEVICE, COL_VERSION, COL_OWNER, COL_MODE,
+       COL_MODIFIED, COL_COUNT };
 
 static void format_cell(const struct tensord_tensor_info *t, int col, char *buf, size_t cap)
 {
@@ -135,6 +135,7 @@ static void format_cell(const struct tensord_tensor_info *t, int col, char *buf,
 	case COL_DTYPE: snprintf(buf, cap, "%s", tensord_dtype_name(t->dtype)); break;
 	case COL_SHAPE: ctl_format_shape(buf, cap, t->rank, t->shape); break;
 	case COL_SIZE: ctl_format_size(buf, cap, t->bytes); break;
+	case COL_DEVICE: snprintf(buf, cap, "%" PRIu32, t->device); break;
 	case COL_VERSION: snprintf(buf, cap, "%" PRIu64, t->version); break;
 	case COL_OWNER: snprintf(buf, cap, "%" PRIu32 ":%" PRIu32, t->owner, t->group); break;
 	case COL_MODE: snprintf(buf, cap, "%s", t->mode[0] ? t->mode : "-"); break;
@@ -145,9 +146,9 @@ static void format_cell(const struct tensord_tensor_info *t, int col, char *buf,
 /* An aligned table of tensors: text left-aligned, numbers right-aligned. */
 static void print_table(FILE *f, const struct tensord_tensor_info *list, size_t n)
 {
-	static const char *const heads[COL_COUNT] = { "NAME", "DTYPE", "SHAPE", "SIZE",
+	static const char *const heads[COL_COUNT] = { "NAME", "DTYPE", "SHAPE", "SIZE", "DEVICE",
 						      "VERSION", "OWNER", "MODE", "MODIFIED" };
-	static const int right[COL_COUNT] = { 0, 0, 0, 1, 1, 0, 0, 0 };
+	static const int right[COL_COUNT] = { 0, 0, 0, 1, 1, 1, 0, 0, 0 };
 	int width[COL_COUNT];
 	char cell[300];
 
@@ -509,11 +510,13 @@ int ctl_cmd_put(struct ctl *c)
 	struct tensord_tensor_info info;
 	struct ctl_bar bar;
 	char shape[256], size[32], label[300];
-	int want = -1, r, status;
+	int want = -1, device = TENSORD_DEVICE_ANY, r, status;
 
 	if (!c->file == !c->values) {
 		return ctl_usage_error("put needs exactly one of --file or --values");
 	}
+	if (c->device && (status = ctl_parse_device("--device", c->device, &device)) != CTL_EXIT_OK)
+		return status;
 	if (c->file && c->shape)
 		return ctl_usage_error("--shape goes with --values; a .npy file has its own");
 	if (c->dtype) {
@@ -534,8 +537,8 @@ int ctl_cmd_put(struct ctl *c)
 		goto out;
 	snprintf(label, sizeof(label), "put %s", c->pos[0]);
 	ctl_bar_start(&bar, c, label);
-	r = tensord_put(c->td, c->pos[0], (enum tensord_dtype)s.dtype, s.rank, s.shape, s.data,
-			s.len, &info);
+	r = tensord_put_on(c->td, c->pos[0], (enum tensord_dtype)s.dtype, s.rank, s.shape, s.data,
+			   s.len, device, &info);
 	ctl_bar_finish(&bar);
 	if (r < 0) {
 		status = ctl_call_failed(c, r);
@@ -547,8 +550,8 @@ int ctl_cmd_put(struct ctl *c)
 	} else {
 		ctl_format_shape(shape, sizeof(shape), info.rank, info.shape);
 		ctl_format_size(size, sizeof(size), info.bytes);
-		printf("stored %s: %s %s, %s, version %" PRIu64 "\n", info.name,
-		       tensord_dtype_name(info.dtype), shape, size, info.version);
+		printf("stored %s: %s %s, %s, version %" PRIu64 ", device %" PRIu32 "\n", info.name,
+		       tensord_dtype_name(info.dtype), shape, size, info.version, info.device);
 	}
 out:
 	free(s.owned);

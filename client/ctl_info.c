@@ -47,57 +47,6 @@ void ctl_format_duration(char *buf, size_t cap, double s)
 			 t / 3600 % 24, t / 60 % 60);
 }
 
-static void print_size_field(FILE *f, const msgpack_object *map, const char *key,
-			     const char *label, bool *first)
-{
-	char size[32];
-	uint64_t v;
-
-	if (!get_uint(map, key, &v))
-		return;
-	ctl_format_size(size, sizeof(size), v);
-	fprintf(f, "%s%s %s", *first ? "" : ", ", size, label);
-	*first = false;
-}
-
-static void print_device(FILE *f, const msgpack_object *d)
-{
-	const msgpack_object *active = tdp_map_find(d, "active");
-	const char *s;
-	uint64_t idx;
-	bool first = true;
-	int n;
-
-	if (d->type != MSGPACK_OBJECT_MAP) {
-		fputs("  ", f);
-		ctl_json_msgpack(f, d);
-		fputc('\n', f);
-		return;
-	}
-	fprintf(f, "  %s ", active && active->type == MSGPACK_OBJECT_BOOLEAN &&
-				     active->via.boolean ? "*" : " ");
-	if (get_uint(d, "index", &idx))
-		fprintf(f, "%" PRIu64 "  ", idx);
-	s = get_str(d, "name", &n);
-	fprintf(f, "%.*s\n", n, s);
-	s = get_str(d, "type", &n);
-	fprintf(f, "      type %.*s", n, s);
-	s = get_str(d, "driver", &n);
-	fprintf(f, ", driver %.*s", n, s);
-	s = get_str(d, "api_version", &n);
-	fprintf(f, ", Vulkan %.*s\n", n, s);
-	fputs("      memory ", f);
-	print_size_field(f, d, "memory_used", "used", &first);
-	print_size_field(f, d, "memory_reserved", "reserved", &first);
-	print_size_field(f, d, "memory_total", "total", &first);
-	fputs(first ? "?\n" : "\n", f);
-	first = true;
-	fputs("      largest ", f);
-	print_size_field(f, d, "max_allocation_size", "allocation", &first);
-	print_size_field(f, d, "max_storage_buffer_range", "storage buffer", &first);
-	fputs(first ? "?\n" : "\n", f);
-}
-
 static bool ends_with(const msgpack_object *key, const char *suffix)
 {
 	size_t n = strlen(suffix);
@@ -198,11 +147,8 @@ void ctl_print_info(FILE *f, const msgpack_object *info)
 		}
 		fputc('\n', f);
 	}
-	if (devices && devices->type == MSGPACK_OBJECT_ARRAY) {
-		fprintf(f, "devices%s\n", devices->via.array.size ? "" : "       none");
-		for (uint32_t i = 0; i < devices->via.array.size; i++)
-			print_device(f, &devices->via.array.ptr[i]);
-	}
+	if (devices)
+		ctl_print_devices(f, devices);
 	if (limits) {
 		fputs("limits", f);
 		print_limits(f, limits);

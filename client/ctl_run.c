@@ -64,8 +64,8 @@ static void print_stored(const struct tensord_tensor_info *info)
 
 	ctl_format_shape(shape, sizeof(shape), info->rank, info->shape);
 	ctl_format_size(size, sizeof(size), info->bytes);
-	printf("stored %s: %s %s, %s, version %" PRIu64 "\n", info->name,
-	       tensord_dtype_name(info->dtype), shape, size, info->version);
+	printf("stored %s: %s %s, %s, version %" PRIu64 ", device %" PRIu32 "\n", info->name,
+	       tensord_dtype_name(info->dtype), shape, size, info->version, info->device);
 }
 
 int ctl_cmd_run(struct ctl *c)
@@ -74,15 +74,17 @@ int ctl_cmd_run(struct ctl *c)
 	msgpack_sbuffer sb;
 	void *data = NULL;
 	size_t len = 0;
-	int r, status;
+	int device = TENSORD_DEVICE_ANY, r, status;
 
+	if (c->device && (status = ctl_parse_device("--device", c->device, &device)) != CTL_EXIT_OK)
+		return status;
 	msgpack_sbuffer_init(&sb);
 	if (c->nattrs > 0 && (status = pack_attrs(c, &sb)) != CTL_EXIT_OK)
 		goto out;
 	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
 		goto out;
-	r = tensord_op_run(c->td, c->pos[0], (size_t)(c->npos - 1), c->pos + 1,
-			   c->nattrs ? sb.data : NULL, sb.size, c->out, &info, &data, &len);
+	r = tensord_op_run_on(c->td, c->pos[0], (size_t)(c->npos - 1), c->pos + 1,
+			      c->nattrs ? sb.data : NULL, sb.size, c->out, device, &info, &data, &len);
 	if (r < 0) {
 		status = ctl_call_failed(c, r);
 		goto out;
@@ -174,11 +176,14 @@ static int print_stored_meta(const msgpack_object *name, const msgpack_object *m
 {
 	const msgpack_object *dt = tdp_map_find(meta, "dtype"), *sh = tdp_map_find(meta, "shape");
 	const msgpack_object *by = tdp_map_find(meta, "bytes"), *ve = tdp_map_find(meta, "version");
+	const msgpack_object *dev = tdp_map_find(meta, "device");
 	struct tensord_tensor_info info;
+	uint64_t device = 0;
 	int dtype;
 
 	memset(&info, 0, sizeof(info));
-	if (tdp_obj_strcpy(name, info.name, sizeof(info.name)) < 0 || !dt ||
+	if ((dev && (tdp_obj_uint(dev, &device) < 0 || device > UINT32_MAX)) ||
+	    tdp_obj_strcpy(name, info.name, sizeof(info.name)) < 0 || !dt ||
 	    dt->type != MSGPACK_OBJECT_STR || !sh || sh->type != MSGPACK_OBJECT_ARRAY ||
 	    sh->via.array.size > TDP_MAX_RANK || !by || tdp_obj_uint(by, &info.bytes) < 0 || !ve ||
 	    tdp_obj_uint(ve, &info.version) < 0)
@@ -187,6 +192,7 @@ static int print_stored_meta(const msgpack_object *name, const msgpack_object *m
 	if (dtype < 0)
 		return ctl_error("malformed reply: bad metadata of a stored tensor");
 	info.dtype = (enum tensord_dtype)dtype;
+	info.device = (uint32_t)device;
 	info.rank = sh->via.array.size;
 	for (uint32_t i = 0; i < info.rank; i++)
 		if (tdp_obj_uint(&sh->via.array.ptr[i], &info.shape[i]) < 0)

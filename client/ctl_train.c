@@ -241,6 +241,7 @@ static int print_run_result(struct ctl *c, const msgpack_object *res)
 {
 	const msgpack_object *stopped = tdp_map_find(res, "stopped");
 	const msgpack_object *ev = tdp_map_find(res, "eval");
+	const msgpack_object *devs = tdp_map_find(res, "devices");
 	struct line l = { .n = 0 };
 	int64_t steps;
 	double secs, v;
@@ -265,6 +266,17 @@ static int print_run_result(struct ctl *c, const msgpack_object *res)
 	if (ev && ev->type == MSGPACK_OBJECT_MAP) {
 		add(&l, ", eval");
 		add_eval(&l, ev);
+	}
+	if (devs && devs->type == MSGPACK_OBJECT_ARRAY) {
+		add(&l, "; devices");
+		for (uint32_t i = 0; i < devs->via.array.size; i++) {
+			int64_t id;
+
+			if (tdp_obj_int(&devs->via.array.ptr[i], &id) == 0)
+				add(&l, "%s%" PRId64, i ? "," : " ", id);
+		}
+		if (ctl_map_number(res, "replica_max_diff", &v))
+			add(&l, ", replica_max_diff %.3g", v);
 	}
 	if (stopped && tdp_obj_str_eq(stopped, "stop_loss"))
 		add(&l, "; stopped early: the loss reached stop_loss");
@@ -343,7 +355,8 @@ static int model_run_params(struct ctl *c, msgpack_sbuffer *out)
 	msgpack_unpacked_init(&ue);
 	if (c->npos == 1 && (status = ctl_read_json_map(c->pos[0], what, &file)) != CTL_EXIT_OK)
 		goto out;
-	n = 1 + (c->ndata ? 1 : 0) + (batch ? 1 : 0) + (epochs ? 1 : 0) + (steps ? 1 : 0);
+	n = 1 + (c->ndata ? 1 : 0) + (batch ? 1 : 0) + (epochs ? 1 : 0) + (steps ? 1 : 0) +
+	    (c->devices ? 1 : 0);
 	msgpack_packer_init(&pk, &extra, msgpack_sbuffer_write);
 	if (msgpack_pack_map(&pk, n) || tdp_pack_cstr(&pk, "model") || tdp_pack_cstr(&pk, c->model)) {
 		status = ctl_error("out of memory");
@@ -351,6 +364,9 @@ static int model_run_params(struct ctl *c, msgpack_sbuffer *out)
 	}
 	if (c->ndata && (tdp_pack_cstr(&pk, "data") ||
 			 (status = ctl_pack_pairs(&pk, c->data, c->ndata, "--data")) != CTL_EXIT_OK))
+		goto out;
+	if (c->devices && (tdp_pack_cstr(&pk, "devices") ||
+			   (status = ctl_pack_device_list(&pk, "--devices", c->devices)) != CTL_EXIT_OK))
 		goto out;
 	if ((batch && (tdp_pack_cstr(&pk, "batch_size") || msgpack_pack_uint64(&pk, batch))) ||
 	    (epochs && (tdp_pack_cstr(&pk, "epochs") || msgpack_pack_uint64(&pk, epochs))) ||
@@ -363,6 +379,44 @@ static int model_run_params(struct ctl *c, msgpack_sbuffer *out)
 	msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
 	status = ctl_pack_merged(&pk, c->npos == 1 ? &u.data : NULL, &ue.data) ? ctl_error("out of memory")
 									       : CTL_EXIT_OK;
+out:
+	msgpack_unpacked_destroy(&u);
+	msgpack_unpacked_destroy(&ue);
+	msgpack_sbuffer_destroy(&file);
+	msgpack_sbuffer_destroy(&extra);
+	return status;
+}
+
+/* train FILE --devices ...: the params of FILE with "devices" put over them. */
+static int file_run_params(struct ctl *c, msgpack_sbuffer *out)
+{
+	const char *what = "{\"nodes\": [...], \"loss\", \"params\", \"data\", ...}";
+	msgpack_sbuffer file, extra;
+	msgpack_unpacked u, ue;
+	msgpack_packer pk;
+	size_t off = 0, offe = 0;
+	int status;
+
+	msgpack_sbuffer_init(&file);
+	msgpack_sbuffer_init(&extra);
+	msgpack_unpacked_init(&u);
+	msgpack_unpacked_init(&ue);
+	msgpack_packer_init(&pk, &extra, msgpack_sbuffer_write);
+	/* The option first: a usage error is reported before the file is read. */
+	if (msgpack_pack_map(&pk, 1) || tdp_pack_cstr(&pk, "devices")) {
+		status = ctl_error("out of memory");
+		goto out;
+	}
+	if ((status = ctl_pack_device_list(&pk, "--devices", c->devices)) != CTL_EXIT_OK ||
+	    (status = ctl_read_json_map(c->pos[0], what, &file)) != CTL_EXIT_OK)
+		goto out;
+	if (msgpack_unpack_next(&ue, extra.data, extra.size, &offe) != MSGPACK_UNPACK_SUCCESS ||
+	    msgpack_unpack_next(&u, file.data, file.size, &off) != MSGPACK_UNPACK_SUCCESS) {
+		status = ctl_error("out of memory");
+		goto out;
+	}
+	msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
+	status = ctl_pack_merged(&pk, &u.data, &ue.data) ? ctl_error("out of memory") : CTL_EXIT_OK;
 out:
 	msgpack_unpacked_destroy(&u);
 	msgpack_unpacked_destroy(&ue);
@@ -397,6 +451,14 @@ int ctl_cmd_train(struct ctl *c)
 		msgpack_sbuffer_destroy(&sb);
 	} else if (c->npos == 0) {
 		status = ctl_usage_error("train: missing FILE (or --model NAME)");
+	} else if (c->devices) {
+		msgpack_sbuffer sb;
+
+		msgpack_sbuffer_init(&sb);
+		status = file_run_params(c, &sb);
+		if (status == CTL_EXIT_OK)
+			status = call_with_params(c, &sb, tensord_train_run_raw, &pg, &u, &res);
+		msgpack_sbuffer_destroy(&sb);
 	} else {
 		status = call_with_file(c, "{\"nodes\": [...], \"loss\", \"params\", \"data\", ...}",
 					tensord_train_run_raw, &pg, &u, &res);

@@ -58,25 +58,39 @@ static int parse_options(struct ctl *c, double *ret_interval, uint64_t *ret_coun
 	return CTL_EXIT_OK;
 }
 
-/* The device tensord uses (marked active), else the first. */
-static const msgpack_object *active_device(const msgpack_object *info)
+/* Memory used and limit summed over the devices in use, and their loads
+ * ("35%,0%", by id) for the one-line form. */
+static void device_totals(const msgpack_object *info, char *used, char *limit, size_t cap,
+			  char *loads, size_t loads_cap)
 {
-	const msgpack_object *devs = tdp_map_find(info, "devices"), *first = NULL;
+	const msgpack_object *devs[CTL_MAX_DEVICE_LIST];
+	size_t n = ctl_active_devices(tdp_map_find(info, "devices"), devs, CTL_MAX_DEVICE_LIST);
+	uint64_t u = 0, l = 0, v;
+	bool have_used = n > 0, have_limit = n > 0;
+	size_t off = 0;
 
-	if (!devs || devs->type != MSGPACK_OBJECT_ARRAY)
-		return NULL;
-	for (uint32_t i = 0; i < devs->via.array.size; i++) {
-		const msgpack_object *d = &devs->via.array.ptr[i], *a;
+	snprintf(loads, loads_cap, "-");
+	for (size_t i = 0; i < n; i++) {
+		char cell[32];
 
-		if (d->type != MSGPACK_OBJECT_MAP)
-			continue;
-		if (!first)
-			first = d;
-		a = tdp_map_find(d, "active");
-		if (a && a->type == MSGPACK_OBJECT_BOOLEAN && a->via.boolean)
-			return d;
+		if (get_uint(devs[i], "memory_used", &v))
+			u += v;
+		else
+			have_used = false;
+		if (ctl_device_limit(devs[i], &v))
+			l += v;
+		else
+			have_limit = false;
+		ctl_device_cell(devs[i], CTL_DEV_LOAD, cell, sizeof(cell));
+		if (off < loads_cap)
+			off += (size_t)snprintf(loads + off, loads_cap - off, "%s%s", i ? "," : "", cell);
 	}
-	return first;
+	snprintf(used, cap, "-");
+	snprintf(limit, cap, "-");
+	if (have_used)
+		ctl_format_size(used, cap, u);
+	if (have_limit)
+		ctl_format_size(limit, cap, l);
 }
 
 static void json_rate(FILE *f, double v)
@@ -128,15 +142,14 @@ static void clock_text(char *buf, size_t cap)
 /* One line per sample, for logs and pipes; the header comes first. */
 static void print_line(const msgpack_object *info, const struct sample *s, bool header)
 {
-	const msgpack_object *dev = active_device(info);
 	const msgpack_object *tensors = tdp_map_find(info, "tensors");
-	char when[16], tbytes[32] = "-", used[32] = "-", total[32] = "-", rate[32], frate[32];
+	char when[16], tbytes[32] = "-", used[32], limit[32], loads[256], rate[32], frate[32];
 	char clients[24] = "-", count[24] = "-";
 	uint64_t v;
 
 	if (header)
-		printf("%-8s  %7s  %7s  %12s  %10s  %10s  %8s  %8s\n", "TIME", "CLIENTS", "TENSORS",
-		       "TENSOR SIZE", "MEM USED", "MEM TOTAL", "REQ/S", "FAILED/S");
+		printf("%-8s  %7s  %7s  %12s  %10s  %10s  %8s  %8s  %s\n", "TIME", "CLIENTS", "TENSORS",
+		       "TENSOR SIZE", "MEM USED", "MEM LIMIT", "REQ/S", "FAILED/S", "LOAD");
 	clock_text(when, sizeof(when));
 	if (get_uint(info, "connections", &v))
 		snprintf(clients, sizeof(clients), "%" PRIu64, v);
@@ -144,71 +157,25 @@ static void print_line(const msgpack_object *info, const struct sample *s, bool 
 		snprintf(count, sizeof(count), "%" PRIu64, v);
 	if (get_uint(tensors, "bytes", &v))
 		ctl_format_size(tbytes, sizeof(tbytes), v);
-	if (get_uint(dev, "memory_used", &v))
-		ctl_format_size(used, sizeof(used), v);
-	if (get_uint(dev, "memory_total", &v))
-		ctl_format_size(total, sizeof(total), v);
+	device_totals(info, used, limit, sizeof(used), loads, sizeof(loads));
 	format_rate(rate, sizeof(rate), s->req_rate);
 	format_rate(frate, sizeof(frate), s->fail_rate);
-	printf("%-8s  %7s  %7s  %12s  %10s  %10s  %8s  %8s\n", when, clients, count, tbytes, used,
-	       total, rate, frate);
-}
-
-/* A field of a device map, for the table. */
-static void device_cell(const msgpack_object *d, int col, char *buf, size_t cap)
-{
-	const msgpack_object *o;
-	uint64_t used, total;
-
-	switch (col) {
-	case 0:
-		o = tdp_map_find(d, "active");
-		snprintf(buf, cap, "%s", o && o->type == MSGPACK_OBJECT_BOOLEAN && o->via.boolean
-						 ? "*" : " ");
-		if (get_uint(d, "index", &used))
-			snprintf(buf + 1, cap - 1, " %" PRIu64, used);
-		break;
-	case 1:
-		o = tdp_map_find(d, "name");
-		if (o && o->type == MSGPACK_OBJECT_STR)
-			snprintf(buf, cap, "%.*s", o->via.str.size > 48 ? 48 : (int)o->via.str.size,
-				 o->via.str.ptr);
-		else
-			snprintf(buf, cap, "?");
-		break;
-	case 2: case 3: case 4:
-		if (get_uint(d, col == 2 ? "memory_used" : col == 3 ? "memory_reserved"
-								    : "memory_total", &used))
-			ctl_format_size(buf, cap, used);
-		else
-			snprintf(buf, cap, "-");
-		break;
-	default:
-		if (get_uint(d, "memory_used", &used) && get_uint(d, "memory_total", &total) &&
-		    total > 0) {
-			double frac = (double)used / (double)total;
-			int cells = (int)(frac * 10 + 0.5);
-
-			cells = cells > 10 ? 10 : cells;
-			snprintf(buf, cap, "[%.*s%.*s] %5.1f%%", cells, "##########", 10 - cells,
-				 "..........", frac * 100);
-		} else {
-			snprintf(buf, cap, "-");
-		}
-	}
+	printf("%-8s  %7s  %7s  %12s  %10s  %10s  %8s  %8s  %s\n", when, clients, count, tbytes, used,
+	       limit, rate, frate, loads);
 }
 
 /* The whole screen, redrawn in place. */
 static void print_screen(const msgpack_object *info, const struct sample *s, double interval)
 {
-	static const char *const heads[] = { "DEV", "NAME", "USED", "RESERVED", "TOTAL", "USE" };
-	static const int right[] = { 0, 0, 1, 1, 1, 0 };
-	enum { NCOL = 6 };
+	static const enum ctl_device_col cols[] = { CTL_DEV_ID, CTL_DEV_INDEX, CTL_DEV_NAME,
+						   CTL_DEV_TENSORS, CTL_DEV_USED, CTL_DEV_LIMIT,
+						   CTL_DEV_USE, CTL_DEV_LOADBAR };
 	const msgpack_object *tensors = tdp_map_find(info, "tensors");
 	const msgpack_object *devs = tdp_map_find(info, "devices");
 	const msgpack_object *ver = tdp_map_find(info, "version");
-	char text[64], when[16], rate[32], frate[32], cell[80];
-	int width[NCOL];
+	const msgpack_object *active[CTL_MAX_DEVICE_LIST];
+	char text[64], when[16], rate[32], frate[32];
+	size_t n, others = 0;
 	uint64_t v, w;
 	double up;
 
@@ -242,28 +209,16 @@ static void print_screen(const msgpack_object *info, const struct sample *s, dou
 		fflush(stdout);
 		return;
 	}
-	for (int k = 0; k < NCOL; k++)
-		width[k] = (int)strlen(heads[k]);
+	n = ctl_active_devices(devs, active, CTL_MAX_DEVICE_LIST);
 	for (uint32_t i = 0; i < devs->via.array.size; i++)
-		for (int k = 0; k < NCOL; k++) {
-			if (devs->via.array.ptr[i].type != MSGPACK_OBJECT_MAP)
-				continue;
-			device_cell(&devs->via.array.ptr[i], k, cell, sizeof(cell));
-			if ((int)strlen(cell) > width[k])
-				width[k] = (int)strlen(cell);
-		}
-	for (int k = 0; k < NCOL; k++)
-		printf("%*s%s", k + 1 < NCOL ? (right[k] ? width[k] : -width[k]) : 0, heads[k],
-		       k + 1 < NCOL ? "  " : "\n");
-	for (uint32_t i = 0; i < devs->via.array.size; i++) {
-		if (devs->via.array.ptr[i].type != MSGPACK_OBJECT_MAP)
-			continue;
-		for (int k = 0; k < NCOL; k++) {
-			device_cell(&devs->via.array.ptr[i], k, cell, sizeof(cell));
-			printf("%*s%s", k + 1 < NCOL ? (right[k] ? width[k] : -width[k]) : 0, cell,
-			       k + 1 < NCOL ? "  " : "\n");
-		}
-	}
+		if (!ctl_device_active(&devs->via.array.ptr[i]))
+			others++;
+	if (n > 0)
+		ctl_print_device_table(stdout, active, n, cols, (int)(sizeof(cols) / sizeof(cols[0])), "");
+	else
+		printf("no device in use\n");
+	if (others > 0)
+		printf("(%zu other device%s found, not used)\n", others, others == 1 ? "" : "s");
 	fflush(stdout);
 }
 

@@ -80,6 +80,15 @@ int tensord_op_run(struct tensord *td, const char *op, size_t ninputs, const cha
 		   const void *attrs, size_t attrs_len, const char *out,
 		   struct tensord_tensor_info *ret_info, void **ret_data, size_t *ret_len)
 {
+	return tensord_op_run_on(td, op, ninputs, inputs, attrs, attrs_len, out, TENSORD_DEVICE_ANY,
+				 ret_info, ret_data, ret_len);
+}
+
+int tensord_op_run_on(struct tensord *td, const char *op, size_t ninputs,
+		      const char *const *inputs, const void *attrs, size_t attrs_len,
+		      const char *out, int device, struct tensord_tensor_info *ret_info,
+		      void **ret_data, size_t *ret_len)
+{
 	struct tensord_tensor_info info;
 	const msgpack_object *res, *data = NULL;
 	msgpack_packer *pk;
@@ -90,12 +99,14 @@ int tensord_op_run(struct tensord *td, const char *op, size_t ninputs, const cha
 
 	if (!td)
 		return -EINVAL;
-	if ((r = check_op_args(td, op, ninputs, inputs, attrs, attrs_len, out, ret_data, ret_len)) < 0)
+	if ((r = check_op_args(td, op, ninputs, inputs, attrs, attrs_len, out, ret_data, ret_len)) < 0 ||
+	    (r = td_check_device(td, device)) < 0)
 		return r;
 	if ((r = td_request_begin(td, TDP_METHOD_OP_RUN, &pk)) < 0)
 		return r;
 	/* attrs go last: their packed bytes are sent as they are, after the key. */
-	if (msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, 2 + !!out + !!attrs) ||
+	if (msgpack_pack_array(pk, 1) ||
+	    msgpack_pack_map(pk, 2 + !!out + !!attrs + (device >= 0 ? 1 : 0)) ||
 	    tdp_pack_cstr(pk, "op") || tdp_pack_cstr(pk, op) ||
 	    tdp_pack_cstr(pk, "inputs") || msgpack_pack_array(pk, (uint32_t)ninputs)) {
 		r = td_fail(td, -ENOMEM, "out of memory");
@@ -107,6 +118,7 @@ int tensord_op_run(struct tensord *td, const char *op, size_t ninputs, const cha
 			goto out;
 		}
 	if ((out && (tdp_pack_cstr(pk, "out") || tdp_pack_cstr(pk, out))) ||
+	    (device >= 0 && (tdp_pack_cstr(pk, "device") || msgpack_pack_int(pk, device))) ||
 	    (attrs && tdp_pack_cstr(pk, "attrs"))) {
 		r = td_fail(td, -ENOMEM, "out of memory");
 		goto out;

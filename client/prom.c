@@ -181,6 +181,47 @@ static void per_device(struct prom *p, const msgpack_object *devices, const char
 	}
 }
 
+/* Device i of `devices` if tensord uses it (active, with an id no earlier
+ * device has), else NULL: the series of the devices in use are keyed by id,
+ * since one Vulkan device may be opened twice (docs/devices.md). */
+static const msgpack_object *used_device_at(const msgpack_object *devices, uint32_t i)
+{
+	const msgpack_object *d = &devices->via.array.ptr[i], *a;
+	uint64_t id, other;
+
+	if (d->type != MSGPACK_OBJECT_MAP || tdp_obj_uint(tdp_map_find(d, "id"), &id) < 0)
+		return NULL;
+	a = tdp_map_find(d, "active");
+	if (!a || a->type != MSGPACK_OBJECT_BOOLEAN || !a->via.boolean)
+		return NULL;
+	for (uint32_t j = 0; j < i; j++) {
+		const msgpack_object *e = &devices->via.array.ptr[j];
+
+		if (e->type == MSGPACK_OBJECT_MAP &&
+		    tdp_obj_uint(tdp_map_find(e, "id"), &other) == 0 && other == id)
+			return NULL;
+	}
+	return d;
+}
+
+/* One family with a sample {id, device} per device in use taking field `key`. */
+static void per_used_device(struct prom *p, const msgpack_object *devices, const char *key,
+			    const char *name, const char *type, const char *help)
+{
+	char labels[LABELS_MAX];
+
+	for (uint32_t i = 0; i < devices->via.array.size; i++) {
+		const msgpack_object *d = used_device_at(devices, i);
+
+		if (!d)
+			continue;
+		labels[0] = '\0';
+		label_obj(labels, sizeof(labels), "id", tdp_map_find(d, "id"));
+		label_obj(labels, sizeof(labels), "device", tdp_map_find(d, "index"));
+		sample(p, name, type, help, labels, tdp_map_find(d, key));
+	}
+}
+
 static void write_devices(struct prom *p, const msgpack_object *devices)
 {
 	static const char info[] = "tensord_device_info";
@@ -210,6 +251,16 @@ static void write_devices(struct prom *p, const msgpack_object *devices)
 		   "Bytes of tensor data on the device.");
 	per_device(p, devices, "memory_reserved", "tensord_device_memory_reserved_bytes",
 		   "Bytes of Vulkan memory tensord holds on the device (>= used).");
+	per_used_device(p, devices, "memory_limit", "tensord_device_memory_limit_bytes", "gauge",
+			"Bytes tensord may hold on a device it uses (id: tensord's device id).");
+	per_used_device(p, devices, "tensors", "tensord_device_tensors", "gauge",
+			"Tensors stored on a device tensord uses.");
+	per_used_device(p, devices, "load", "tensord_device_load", "gauge",
+			"Fraction of the last second a device tensord uses was busy.");
+	per_used_device(p, devices, "submissions", "tensord_device_submissions_total", "counter",
+			"Command buffers submitted to a device tensord uses.");
+	per_used_device(p, devices, "busy_seconds", "tensord_device_busy_seconds_total", "counter",
+			"Execution time of the work submitted to a device tensord uses.");
 }
 
 static void write_limits(struct prom *p, const msgpack_object *limits)

@@ -35,6 +35,14 @@ size_t tensord_dtype_size(enum tensord_dtype dtype)
 	return tdp_dtype_size((int)dtype);
 }
 
+int td_check_device(struct tensord *td, int device)
+{
+	if (device < TENSORD_DEVICE_ANY)
+		return td_fail(td, -EINVAL, "invalid device %d (an id from info's devices, or -1 for any)",
+			       device);
+	return 0;
+}
+
 static int check_name(struct tensord *td, const char *name)
 {
 	if (!name)
@@ -170,6 +178,13 @@ int tensord_put(struct tensord *td, const char *name, enum tensord_dtype dtype, 
 		const uint64_t *shape, const void *data, size_t len,
 		struct tensord_tensor_info *ret_info)
 {
+	return tensord_put_on(td, name, dtype, rank, shape, data, len, TENSORD_DEVICE_ANY, ret_info);
+}
+
+int tensord_put_on(struct tensord *td, const char *name, enum tensord_dtype dtype, uint32_t rank,
+		   const uint64_t *shape, const void *data, size_t len, int device,
+		   struct tensord_tensor_info *ret_info)
+{
 	struct tensord_tensor_info info;
 	const msgpack_object *res;
 	msgpack_packer *pk;
@@ -178,6 +193,8 @@ int tensord_put(struct tensord *td, const char *name, enum tensord_dtype dtype, 
 
 	if (!td)
 		return -EINVAL;
+	if ((r = td_check_device(td, device)) < 0)
+		return r;
 	if (!dname)
 		return td_fail(td, -EINVAL, "invalid dtype %d", (int)dtype);
 	if (rank > TDP_MAX_RANK)
@@ -187,9 +204,11 @@ int tensord_put(struct tensord *td, const char *name, enum tensord_dtype dtype, 
 	if (len > TDP_MAX_TENSOR_BYTES)
 		return td_fail(td, -EMSGSIZE, "tensor of %zu bytes exceeds the %llu-byte limit",
 			       len, (unsigned long long)TDP_MAX_TENSOR_BYTES);
-	if ((r = begin_named(td, TDP_METHOD_TENSOR_PUT, name, 3, &pk)) < 0)
+	if ((r = begin_named(td, TDP_METHOD_TENSOR_PUT, name, device >= 0 ? 4 : 3, &pk)) < 0)
 		return r;
-	if (tdp_pack_cstr(pk, "dtype") || tdp_pack_cstr(pk, dname) ||
+	/* data goes last: its bytes are written from the caller's memory. */
+	if ((device >= 0 && (tdp_pack_cstr(pk, "device") || msgpack_pack_int(pk, device))) ||
+	    tdp_pack_cstr(pk, "dtype") || tdp_pack_cstr(pk, dname) ||
 	    tdp_pack_cstr(pk, "shape") || msgpack_pack_array(pk, rank)) {
 		r = td_fail(td, -ENOMEM, "out of memory");
 		goto out;
@@ -399,6 +418,40 @@ int tensord_chmod(struct tensord *td, const char *name, const char *mode, int64_
 		return r;
 	if ((mode && (tdp_pack_cstr(pk, "mode") || tdp_pack_cstr(pk, mode))) ||
 	    (group >= 0 && (tdp_pack_cstr(pk, "group") || msgpack_pack_uint64(pk, (uint64_t)group)))) {
+		r = td_fail(td, -ENOMEM, "out of memory");
+		goto out;
+	}
+	if ((r = td_request_finish(td, NULL, 0, &res)) < 0)
+		goto out;
+	if ((r = result_info(td, res, &info)) < 0)
+		goto out;
+	if (ret_info)
+		*ret_info = info;
+out:
+	td_request_end(td);
+	return r;
+}
+
+int tensord_copy(struct tensord *td, const char *src, const char *dst, int device,
+		 struct tensord_tensor_info *ret_info)
+{
+	struct tensord_tensor_info info;
+	const msgpack_object *res;
+	msgpack_packer *pk;
+	int r;
+
+	if (!td)
+		return -EINVAL;
+	if ((r = td_check_device(td, device)) < 0)
+		return r;
+	if ((r = check_name(td, src)) < 0 || (r = check_name(td, dst)) < 0)
+		return r;
+	if ((r = td_request_begin(td, TDP_METHOD_TENSOR_COPY, &pk)) < 0)
+		return r;
+	if (msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, device >= 0 ? 3 : 2) ||
+	    tdp_pack_cstr(pk, "src") || tdp_pack_cstr(pk, src) ||
+	    tdp_pack_cstr(pk, "dst") || tdp_pack_cstr(pk, dst) ||
+	    (device >= 0 && (tdp_pack_cstr(pk, "device") || msgpack_pack_int(pk, device)))) {
 		r = td_fail(td, -ENOMEM, "out of memory");
 		goto out;
 	}

@@ -21,9 +21,11 @@ static const char usage_text[] =
 	"\n"
 	"Commands:\n"
 	"  ping                         check that the daemon answers\n"
-	"  info                         daemon, devices, tensors and limits\n"
+	"  info                         daemon, devices (ID: what --device takes),\n"
+	"                               tensors and limits\n"
 	"  info --watch [--interval S] [--count N]\n"
-	"                               redraw memory, clients and request rates\n"
+	"                               redraw memory and load of each device,\n"
+	"                               clients and request rates\n"
 	"                               every S seconds (1), N times (forever)\n"
 	"  metrics                      counters in the Prometheus text format\n"
 	"  ls [PREFIX]                  list tensors (whose names start with PREFIX)\n"
@@ -34,19 +36,23 @@ static const char usage_text[] =
 	"                               who else may use a tensor: MODE is private or\n"
 	"                               group-read, group-write, world-read, world-write\n"
 	"                               (comma-separated; - keeps it)\n"
-	"  put NAME --file F.npy|F.safetensors [--dtype T]\n"
-	"  put NAME --values 1,2,3 [--shape 3] [--dtype f32]\n"
-	"                               store a tensor\n"
+	"  put NAME --file F.npy|F.safetensors [--dtype T] [--device ID]\n"
+	"  put NAME --values 1,2,3 [--shape 3] [--dtype f32] [--device ID]\n"
+	"                               store a tensor (on device ID)\n"
+	"  copy SRC DST [--device ID]   copy a tensor (to device ID; DST = SRC moves\n"
+	"                               it there); cp is the same\n"
 	"  get NAME [--out F.npy|F.safetensors]\n"
 	"                               print a tensor, or save it as .npy/.safetensors\n"
-	"  run OP IN... [-o OUT] [--attr KEY=VALUE]...\n"
+	"  run OP IN... [-o OUT] [--attr KEY=VALUE]... [--device ID]\n"
 	"                               run an op; print the result or store it as OUT\n"
 	"  graph FILE.json              run the graph.run params in FILE (JSON)\n"
-	"  train FILE.json              run the train.run params in FILE: a whole\n"
-	"                               training run, with progress as it goes\n"
+	"  train FILE.json [--devices ID,ID...]\n"
+	"                               run the train.run params in FILE: a whole\n"
+	"                               training run, with progress as it goes;\n"
+	"                               data-parallel over the devices listed\n"
 	"  step FILE.json               run the train.step params in FILE: one step\n"
 	"  train --model NAME [FILE.json] --data IN=TENSOR... --batch-size N\n"
-	"        [--epochs N | --steps N]\n"
+	"        [--epochs N | --steps N] [--devices ID,ID...]\n"
 	"                               train a defined model (train.run)\n"
 	"  save PREFIX FILE.safetensors store the tensors named PREFIX... in a file\n"
 	"  load FILE.safetensors [--prefix P]\n"
@@ -121,7 +127,7 @@ int ctl_fail(int status, const char *fmt, ...)
 enum opt_id { OPT_SOCKET, OPT_JSON, OPT_HELP, OPT_VERSION, OPT_FILE, OPT_VALUES, OPT_SHAPE,
 	      OPT_DTYPE, OPT_OUT, OPT_ATTR, OPT_WATCH, OPT_INTERVAL, OPT_COUNT, OPT_GROUP, OPT_PREFIX,
 	      OPT_NAME, OPT_MODEL, OPT_DATA, OPT_INPUT, OPT_METRIC, OPT_OUTPUT, OPT_BATCH, OPT_EPOCHS,
-	      OPT_STEPS, OPT_REPLACE, OPT_TENSORS, OPT_PUSH, OPT_GROUPS };
+	      OPT_STEPS, OPT_REPLACE, OPT_TENSORS, OPT_PUSH, OPT_GROUPS, OPT_DEVICE, OPT_DEVICES };
 
 static const struct option_def {
 	const char *name;
@@ -144,6 +150,7 @@ static const struct option_def {
 	{ "epochs", 0, true, OPT_EPOCHS },   { "steps", 0, true, OPT_STEPS },
 	{ "replace", 0, false, OPT_REPLACE }, { "tensors", 0, false, OPT_TENSORS },
 	{ "push", 0, true, OPT_PUSH },       { "groups", 0, true, OPT_GROUPS },
+	{ "device", 0, true, OPT_DEVICE }, { "devices", 0, true, OPT_DEVICES },
 };
 
 static const struct command_def {
@@ -164,13 +171,16 @@ static const struct command_def {
 	{ "chmod", ctl_cmd_chmod, 2, 2, 1u << OPT_GROUP, "MODE", false },
 	{ "sync", ctl_cmd_sync, 0, 0, 0, "", false },
 	{ "put", ctl_cmd_put, 1, 1,
-	  1u << OPT_FILE | 1u << OPT_VALUES | 1u << OPT_SHAPE | 1u << OPT_DTYPE, "NAME", true },
+	  1u << OPT_FILE | 1u << OPT_VALUES | 1u << OPT_SHAPE | 1u << OPT_DTYPE | 1u << OPT_DEVICE,
+	  "NAME", true },
+	{ "copy", ctl_cmd_copy, 2, 2, 1u << OPT_DEVICE, "SRC DST", true },
+	{ "cp", ctl_cmd_copy, 2, 2, 1u << OPT_DEVICE, "SRC DST", true },
 	{ "get", ctl_cmd_get, 1, 1, 1u << OPT_OUT, "NAME", true },
-	{ "run", ctl_cmd_run, 1, 1 + 64, 1u << OPT_OUT | 1u << OPT_ATTR, "OP", false },
+	{ "run", ctl_cmd_run, 1, 1 + 64, 1u << OPT_OUT | 1u << OPT_ATTR | 1u << OPT_DEVICE, "OP", false },
 	{ "graph", ctl_cmd_graph, 1, 1, 0, "FILE", false },
 	{ "train", ctl_cmd_train, 0, 1,
-	  1u << OPT_MODEL | 1u << OPT_DATA | 1u << OPT_BATCH | 1u << OPT_EPOCHS | 1u << OPT_STEPS, "FILE",
-	  false },
+	  1u << OPT_MODEL | 1u << OPT_DATA | 1u << OPT_BATCH | 1u << OPT_EPOCHS | 1u << OPT_STEPS |
+	  1u << OPT_DEVICES, "FILE", false },
 	{ "step", ctl_cmd_step, 1, 1, 0, "FILE", false },
 	{ "save", ctl_cmd_save, 2, 2, 0, "PREFIX", false },
 	{ "load", ctl_cmd_load, 1, 1, 1u << OPT_PREFIX, "FILE", false },
@@ -293,6 +303,8 @@ int main(int argc, char **argv)
 		case OPT_TENSORS: c.tensors = true; break;
 		case OPT_PUSH: c.attrs[c.nattrs++] = value; break;
 		case OPT_GROUPS: c.groups = value; break;
+		case OPT_DEVICE: c.device = value; break;
+		case OPT_DEVICES: c.devices = value; break;
 		}
 	}
 	if (help || (c.command && strcmp(c.command, "help") == 0)) {

@@ -71,7 +71,7 @@ struct tensord_tensor_info {
 	double created;     /* Unix time, seconds */
 	double modified;
 	uint64_t version;
-	uint32_t device;
+	uint32_t device;    /* id of the device holding it (docs/devices.md) */
 	uint32_t group;     /* gid the group-* modes refer to */
 	char mode[64];      /* "private", "group-read", "group-write,world-read"... */
 };
@@ -154,10 +154,24 @@ TENSORD_EXPORT void tensord_set_progress(struct tensord *td, tensord_progress_fn
 /* `info`, returned as raw msgpack like tensord_call_raw(). */
 TENSORD_EXPORT int tensord_info_raw(struct tensord *td, void **ret_result, size_t *ret_len);
 
+/* For the `device` argument of the calls below: no device asked for, the
+ * daemon chooses (docs/devices.md). Any other value is a device id, as
+ * info's `devices[].id` and a tensor's `device` give it. */
+#define TENSORD_DEVICE_ANY (-1)
+
 /* `tensor.put`: store `len` bytes of `data` as `name`. `ret_info` may be NULL. */
 TENSORD_EXPORT int tensord_put(struct tensord *td, const char *name, enum tensord_dtype dtype,
 			       uint32_t rank, const uint64_t *shape, const void *data, size_t len,
 			       struct tensord_tensor_info *ret_info);
+
+/* `tensor.put` on device `device`: as tensord_put(), storing the tensor on
+ * the device with that id, or, with TENSORD_DEVICE_ANY, where the daemon
+ * chooses (a new tensor: the device with the most free memory; a replaced
+ * one: where it was). A device id the daemon does not have is its
+ * INVALID_ARGUMENT; a value below -1 is -EINVAL, refused before sending. */
+TENSORD_EXPORT int tensord_put_on(struct tensord *td, const char *name, enum tensord_dtype dtype,
+				  uint32_t rank, const uint64_t *shape, const void *data,
+				  size_t len, int device, struct tensord_tensor_info *ret_info);
 
 /* `tensor.get`: on success *ret_data is a malloc'd copy of the data (free() it;
  * NULL for a zero-size tensor) and *ret_len its length. `ret_info` may be NULL. */
@@ -180,6 +194,15 @@ TENSORD_EXPORT int tensord_stat(struct tensord *td, const char *name,
  * array of *ret_count entries (free() it; NULL when empty). */
 TENSORD_EXPORT int tensord_list(struct tensord *td, const char *prefix,
 				struct tensord_tensor_info **ret_list, size_t *ret_count);
+
+/* `tensor.copy`: copy the stored tensor `src` into a tensor `dst` on device
+ * `device` (TENSORD_DEVICE_ANY: `src`'s device). Between devices the bytes go
+ * through the daemon's host memory. `dst` equal to `src` moves the tensor,
+ * keeping its owner, group and mode; an existing `dst` is replaced (it needs
+ * write permission). *ret_info (may be NULL) receives `dst`'s metadata, whose
+ * `device` says where it lives. */
+TENSORD_EXPORT int tensord_copy(struct tensord *td, const char *src, const char *dst, int device,
+				struct tensord_tensor_info *ret_info);
 
 /* `tensor.delete`. */
 TENSORD_EXPORT int tensord_delete(struct tensord *td, const char *name);
@@ -206,6 +229,18 @@ TENSORD_EXPORT int tensord_op_run(struct tensord *td, const char *op, size_t nin
 				  const char *out, struct tensord_tensor_info *ret_info,
 				  void **ret_data, size_t *ret_len);
 
+/* `op.run` on device `device`: as tensord_op_run(). The op runs where its
+ * inputs live, which must then be `device`; inputs on different devices, or
+ * on another device than `device`, are the daemon's FAILED_PRECONDITION
+ * (tensord never copies between devices by itself: tensord_copy() does). An
+ * op without inputs runs on `device`. TENSORD_DEVICE_ANY leaves it to the
+ * inputs (or the daemon). A value below -1 is -EINVAL. */
+TENSORD_EXPORT int tensord_op_run_on(struct tensord *td, const char *op, size_t ninputs,
+				     const char *const *inputs, const void *attrs,
+				     size_t attrs_len, const char *out, int device,
+				     struct tensord_tensor_info *ret_info, void **ret_data,
+				     size_t *ret_len);
+
 /* `graph.run` with raw msgpack, like tensord_call_raw(): `params` (`len`
  * bytes) is one packed map {"nodes": [...], "outputs": [...]?}; on success
  * *ret_result is the malloc'd packed result {"outputs": ..., "stored": ...}
@@ -228,7 +263,9 @@ TENSORD_EXPORT int tensord_train_step_raw(struct tensord *td, const void *params
  * to the callback set with tensord_set_notify(). The daemon cancels the run
  * when the connection closes (the process ends, say). On success *ret_result is the malloc'd packed
  * result {"steps", "epochs", "loss", "seconds", "samples_per_s", "stopped",
- * "eval"} (free() it) and *ret_len its size. */
+ * "eval"} (free() it) and *ret_len its size; "devices": [id, ...] in the
+ * params trains data-parallel on those devices, and the result then also
+ * has "devices" and "replica_max_diff" (docs/devices.md). */
 TENSORD_EXPORT int tensord_train_run_raw(struct tensord *td, const void *params, size_t len,
 					 void **ret_result, size_t *ret_len);
 

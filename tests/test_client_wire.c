@@ -571,6 +571,113 @@ static void test_requests_on_the_wire(void **state)
 	stop(&srv, td);
 }
 
+/* The request's `device` param: -1 when absent (and the key count then one less). */
+static int64_t device_param(struct peer *p, uint32_t keys_without)
+{
+	const msgpack_object *o = tdp_map_find(p->msg.params, "device");
+	int64_t v;
+
+	if (!o) {
+		assert_int_equal(p->msg.params->via.map.size, keys_without);
+		return -1;
+	}
+	assert_int_equal(p->msg.params->via.map.size, keys_without + 1);
+	assert_int_equal(tdp_obj_int(o, &v), 0);
+	return v;
+}
+
+/* put_on with and without a device, copy twice, op_run_on: the params as
+ * docs/protocol.md says; each answered with metadata on device 3. */
+static void script_devices(struct peer *p)
+{
+	static const int64_t want[] = { 2, -1, 0, -1, 1, -1 };
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+
+	for (int i = 0; i < 6; i++) {
+		const msgpack_object *o;
+
+		assert_true(read_request(p));
+		if (i < 2) {
+			assert_true(p->msg.method_len == 10 && memcmp(p->msg.method, "tensor.put", 10) == 0);
+			assert_int_equal(device_param(p, 4), want[i]);
+			o = tdp_map_find(p->msg.params, "data");
+			assert_true(o && o->type == MSGPACK_OBJECT_BIN && o->via.bin.size == 24);
+		} else if (i < 4) {
+			assert_true(p->msg.method_len == 11 && memcmp(p->msg.method, "tensor.copy", 11) == 0);
+			assert_int_equal(device_param(p, 2), want[i]);
+			assert_true(tdp_obj_str_eq(tdp_map_find(p->msg.params, "src"), "w/1"));
+			assert_true(tdp_obj_str_eq(tdp_map_find(p->msg.params, "dst"), i == 2 ? "w/2" : "w/1"));
+		} else {
+			assert_true(p->msg.method_len == 6 && memcmp(p->msg.method, "op.run", 6) == 0);
+			assert_int_equal(device_param(p, i == 4 ? 4 : 3), want[i]);
+			assert_true(tdp_obj_str_eq(tdp_map_find(p->msg.params, "out"), "w/3"));
+			/* attrs come last, after device, as sent: still a map */
+			o = tdp_map_find(p->msg.params, "attrs");
+			assert_true(i == 5 || (o && o->type == MSGPACK_OBJECT_MAP && o->via.map.size == 1));
+		}
+		reply_head(p, &sb, &pk, p->msg.msgid);
+		pack_info(&pk, "w/1", 1);
+		tdp_pack_cstr(&pk, "device");
+		msgpack_pack_uint8(&pk, 3);
+		send_sbuf(p, &sb, 1 << 20);
+	}
+	/* A copy answered with metadata that is no metadata. */
+	assert_true(read_request(p));
+	reply_head(p, &sb, &pk, p->msg.msgid);
+	msgpack_pack_map(&pk, 1);
+	tdp_pack_cstr(&pk, "device");
+	msgpack_pack_int8(&pk, -1);
+	send_sbuf(p, &sb, 1 << 20);
+}
+
+static void test_devices(void **state)
+{
+	struct tensord_tensor_info info;
+	struct server srv;
+	struct tensord *td = start(&srv, script_devices);
+	const char *inputs[] = { "w/1", "w/2" };
+	const uint8_t attrs[] = { 0x81, 0xa1, 'k', 0x01 };
+	uint64_t shape[2] = { 2, 3 };
+	float data[6] = { 1, 2, 3, 4, 5, 6 };
+	void *out = NULL;
+	size_t len = 0;
+
+	(void)state;
+	/* Refused before anything is sent: the script sees only good requests. */
+	assert_int_equal(tensord_put_on(NULL, "w/1", TENSORD_F32, 2, shape, data, 24, 0, NULL), -EINVAL);
+	assert_int_equal(tensord_put_on(td, "w/1", TENSORD_F32, 2, shape, data, 24, -2, NULL), -EINVAL);
+	assert_non_null(strstr(tensord_last_error(td), "device"));
+	assert_int_equal(tensord_put_on(td, "w/1", TENSORD_F32, 2, shape, data, 24, INT32_MIN, NULL),
+			 -EINVAL);
+	assert_int_equal(tensord_copy(NULL, "w/1", "w/2", 0, NULL), -EINVAL);
+	assert_int_equal(tensord_copy(td, "w/1", "w/2", -7, NULL), -EINVAL);
+	assert_int_equal(tensord_copy(td, NULL, "w/2", 0, NULL), -EINVAL);
+	assert_int_equal(tensord_copy(td, "w/1", NULL, 0, NULL), -EINVAL);
+	assert_int_equal(tensord_copy(td, "w/1", "bad name", 0, NULL), -EINVAL);
+	assert_int_equal(tensord_copy(td, "", "w/2", 0, NULL), -EINVAL);
+	assert_int_equal(tensord_op_run_on(td, "add", 2, inputs, NULL, 0, "w/3", -2, NULL, NULL, NULL),
+			 -EINVAL);
+
+	assert_int_equal(tensord_put_on(td, "w/1", TENSORD_F32, 2, shape, data, 24, 2, &info), 0);
+	assert_int_equal(info.device, 3);
+	assert_int_equal(tensord_put_on(td, "w/1", TENSORD_F32, 2, shape, data, 24, TENSORD_DEVICE_ANY,
+					NULL), 0);
+	memset(&info, 0, sizeof(info));
+	assert_int_equal(tensord_copy(td, "w/1", "w/2", 0, &info), 0);
+	assert_true(info.device == 3 && strcmp(info.name, "w/1") == 0 && info.rank == 2);
+	assert_int_equal(tensord_copy(td, "w/1", "w/1", TENSORD_DEVICE_ANY, NULL), 0);
+	assert_int_equal(tensord_op_run_on(td, "add", 2, inputs, attrs, sizeof(attrs), "w/3", 1, &info,
+					   &out, &len), 0);
+	assert_true(out == NULL && len == 0 && info.device == 3);
+	assert_int_equal(tensord_op_run(td, "add", 2, inputs, NULL, 0, "w/3", NULL, NULL, NULL), 0);
+	/* A reply that is no metadata: -EPROTO, *ret_info untouched, the handle still usable. */
+	info.device = 77;
+	assert_int_equal(tensord_copy(td, "w/1", "w/2", 1, &info), -EPROTO);
+	assert_int_equal(info.device, 77);
+	stop(&srv, td);
+}
+
 /* Three train.progress notifications (and one without params), then the
  * response; then a call whose callback tries to reenter the handle. */
 static void script_notifications(struct peer *p)
@@ -828,6 +935,7 @@ int main(void)
 		cmocka_unit_test(test_garbage_reply),
 		cmocka_unit_test(test_bad_metadata),
 		cmocka_unit_test(test_requests_on_the_wire),
+		cmocka_unit_test(test_devices),
 		cmocka_unit_test(test_notifications),
 		cmocka_unit_test(test_progress),
 		cmocka_unit_test(test_connect_errors),

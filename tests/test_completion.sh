@@ -58,14 +58,22 @@ expect "in" info
 expect "s" save stat step sync
 expect "--j" --json
 expect "--socket $SOCK --js" --json
-expect "put x --d" --dtype
+expect "put x --d" --dtype --device
+expect "put x --de" --device
+expect "put x --device " 
+expect "copy a b --d" --device
+expect "cp a b -" --socket --json --help --version --device
+expect "train --dev" --devices
+expect "train --devices " 
+expect "train --model m --devices 0,1 -" --socket --json --help --version --model --data \
+	--batch-size --epochs --steps --devices
 expect "put x --dtype " f32 f16 bf16 i32 u8
 expect "put x --dtype b" bf16
 expect "put x --values " 
 expect "info --w" --watch
 expect "info --watch --" --socket --json --help --version --watch --interval --count
 expect "get x --o" --out
-expect "run add a -" --socket --json --help --version --out --attr
+expect "run add a -" --socket --json --help --version --out --attr --device
 expect "ping " 
 expect "chmod " - group-read group-write private world-read world-write
 expect "chmod world-r" world-read
@@ -114,5 +122,12 @@ expect "--socket $SOCK run add other -o c/" c/alpha c/beta
 expect "--socket $SOCK get other "
 expect "--socket $SOCK chmod group-read c/a" c/alpha
 expect "--socket $SOCK chmod - --group 5 c/b" c/beta
+expect "--socket $SOCK copy c/a" c/alpha
+expect "--socket $SOCK cp c/alpha c/b" c/beta
+expect "--socket $SOCK copy --device 0 c/alpha o" other
+expect "--socket $SOCK copy c/alpha c/beta "
+# Device ids come from info (the devices in use have an "id").
+expect "--socket $SOCK put x --device " 0
+expect "--socket $SOCK run add c/alpha --device " 0
 TENSORD_SOCKET=$SOCK expect "get c/b" c/beta
 echo "all completion checks passed"

@@ -250,6 +250,59 @@ static void hostile_labels(void **state)
 	build_free(&b);
 }
 
+/* Several devices in use, two of them the same Vulkan device (--device 0,0):
+ * the per-device families of devices in use are keyed by id. */
+static void devices_in_use(void **state)
+{
+	struct built b;
+	char *text = NULL;
+
+	(void)state;
+	build_begin(&b);
+	msgpack_pack_map(&b.pk, 1);
+	str(&b.pk, "devices");
+	msgpack_pack_array(&b.pk, 5);
+	for (int id = 0; id < 2; id++) {
+		msgpack_pack_map(&b.pk, 7);
+		str(&b.pk, "index"); msgpack_pack_uint32(&b.pk, 0);
+		str(&b.pk, "active"); msgpack_pack_true(&b.pk);
+		str(&b.pk, "id"); msgpack_pack_uint32(&b.pk, (uint32_t)id);
+		str(&b.pk, "tensors"); msgpack_pack_uint32(&b.pk, 10 + (uint32_t)id);
+		str(&b.pk, "load"); msgpack_pack_double(&b.pk, 0.25 * (id + 1));
+		str(&b.pk, "busy_seconds"); msgpack_pack_double(&b.pk, 1.5 + id);
+		str(&b.pk, "submissions"); msgpack_pack_uint32(&b.pk, 7);
+	}
+	/* an id seen before: dropped */
+	msgpack_pack_map(&b.pk, 4);
+	str(&b.pk, "index"); msgpack_pack_uint32(&b.pk, 3);
+	str(&b.pk, "active"); msgpack_pack_true(&b.pk);
+	str(&b.pk, "id"); msgpack_pack_uint32(&b.pk, 1);
+	str(&b.pk, "tensors"); msgpack_pack_uint32(&b.pk, 99);
+	/* not in use, or no id: none of these families */
+	msgpack_pack_map(&b.pk, 3);
+	str(&b.pk, "index"); msgpack_pack_uint32(&b.pk, 1);
+	str(&b.pk, "active"); msgpack_pack_false(&b.pk);
+	str(&b.pk, "tensors"); msgpack_pack_uint32(&b.pk, 98);
+	msgpack_pack_map(&b.pk, 3);
+	str(&b.pk, "index"); msgpack_pack_uint32(&b.pk, 2);
+	str(&b.pk, "active"); msgpack_pack_true(&b.pk);
+	str(&b.pk, "tensors"); msgpack_pack_uint32(&b.pk, 97);
+	/* device_info and device_active for indexes 0, 3, 1, 2; 4 x 2 of devices in use */
+	assert_int_equal(run(build_end(&b), &text), 16);
+	assert_int_equal(check_valid(text), 16);
+	assert_non_null(strstr(text, "tensord_device_tensors{id=\"0\",device=\"0\"} 10\n"));
+	assert_non_null(strstr(text, "tensord_device_tensors{id=\"1\",device=\"0\"} 11\n"));
+	assert_non_null(strstr(text, "tensord_device_load{id=\"1\",device=\"0\"} 0.5\n"));
+	assert_non_null(strstr(text, "# TYPE tensord_device_busy_seconds_total counter\n"));
+	assert_non_null(strstr(text, "tensord_device_busy_seconds_total{id=\"0\",device=\"0\"} 1.5\n"));
+	assert_int_equal(count(text, "tensord_device_submissions_total{"), 2);
+	assert_null(strstr(text, "} 99\n"));
+	assert_null(strstr(text, "} 98\n"));
+	assert_null(strstr(text, "} 97\n"));
+	free(text);
+	build_free(&b);
+}
+
 static void duplicates_and_special_values(void **state)
 {
 	struct built b;
@@ -333,6 +386,7 @@ int main(void)
 		cmocka_unit_test(empty_and_unknown_map),
 		cmocka_unit_test(wrong_types),
 		cmocka_unit_test(hostile_labels),
+		cmocka_unit_test(devices_in_use),
 		cmocka_unit_test(duplicates_and_special_values),
 		cmocka_unit_test(well_formed),
 	};

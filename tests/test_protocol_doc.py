@@ -105,7 +105,17 @@ def call_info(c):
             assert k in dev, "device lacks %s" % k
         assert dev["type"] in ("discrete", "integrated", "virtual", "cpu", "other"), dev
         assert dev["memory_reserved"] >= dev["memory_used"], dev
-    assert sum(1 for dev in res["devices"] if dev["active"]) == 1
+    # several devices may be active (docs/devices.md); each has an id and its usage
+    active = [dev for dev in res["devices"] if dev["active"]]
+    assert len(active) >= 1, res["devices"]
+    for dev in active:
+        for k in ("id", "memory_limit", "tensors", "submissions", "busy_seconds", "load"):
+            assert k in dev, "active device lacks %s: %r" % (k, dev)
+        assert 0 <= dev["load"] <= 1, dev
+    assert sorted(dev["id"] for dev in active) == list(range(len(active))), active
+    for dev in res["devices"]:
+        if not dev["active"]:
+            assert "id" not in dev and "load" not in dev, dev
     assert set(res["tensors"]) >= {"count", "bytes"}
     assert res["requests"]["total"] >= 1 and res["requests"]["failed"] >= 0, res["requests"]
     assert set(res["limits"]) >= {"max_message_bytes", "max_tensor_bytes", "max_depth",
@@ -124,6 +134,12 @@ def call_put(c):
     res = c.call("tensor.put", {"name": "doc/new", "dtype": "u8", "shape": [],
                                 "data": b"\x07", "if_absent": True})
     assert res["version"] == 1 and res["shape"] == [] and res["bytes"] == 1
+    res = c.call("tensor.put", {"name": "doc/a", "dtype": "f32", "shape": [2, 3],
+                                "data": DATA, "device": 0})
+    assert res["device"] == 0 and res["version"] == 2, res
+    e, _ = c.call_full("tensor.put", {"name": "doc/a", "dtype": "f32", "shape": [2, 3],
+                                      "data": DATA, "device": 16})
+    assert e["name"] == "INVALID_ARGUMENT", e
     c.call("tensor.delete", {"name": "doc/a"})
     c.call("tensor.delete", {"name": "doc/new"})
 
@@ -176,6 +192,27 @@ def call_chmod(c):
     c.call("tensor.delete", {"name": "doc/a"})
 
 
+def call_copy(c):
+    put_doc_tensor(c)
+    res = c.call("tensor.copy", {"src": "doc/a", "dst": "doc/c"})
+    check_meta(res, "doc/c")
+    src = c.call("tensor.stat", {"name": "doc/a"})
+    assert res["device"] == src["device"] and res["version"] == 1, (res, src)
+    assert c.call("tensor.get", {"name": "doc/c"})["data"] == DATA
+    res = c.call("tensor.copy", {"src": "doc/a", "dst": "doc/a", "device": 0})  # a move
+    check_meta(res)
+    assert res["device"] == 0 and res["mode"] == "private", res
+    assert c.call("tensor.get", {"name": "doc/a"})["data"] == DATA
+    e, _ = c.call_full("tensor.copy", {"src": "doc/missing", "dst": "doc/c"})
+    assert e["name"] == "NOT_FOUND", e
+    e, _ = c.call_full("tensor.copy", {"src": "doc/a", "dst": "bad name"})
+    assert e["name"] == "INVALID_ARGUMENT", e
+    e, _ = c.call_full("tensor.copy", {"src": "doc/a", "dst": "doc/c", "device": 16})
+    assert e["name"] == "INVALID_ARGUMENT", e
+    for n in ("doc/a", "doc/c"):
+        c.call("tensor.delete", {"name": n})
+
+
 def call_store_sync(c):
     # This daemon runs without --state-dir: persistence is off.
     e, _ = c.call_full("store.sync")
@@ -203,6 +240,11 @@ def call_op_run(c):
     assert META_KEYS <= set(res) and res["name"] == "doc/loss" and res["shape"] == [], res
     e, _ = c.call_full("op.run", {"op": "add", "inputs": ["doc/a", "doc/missing"]})
     assert e["name"] == "NOT_FOUND" and "add" in e["message"], e
+    dev = c.call("tensor.stat", {"name": "doc/a"})["device"]
+    res = c.call("op.run", {"op": "add", "inputs": ["doc/a", "doc/b"], "device": dev})
+    assert res["data"] == struct.pack("<6f", 2, 4, 6, 8, 10, 12), res
+    e, _ = c.call_full("op.run", {"op": "add", "inputs": ["doc/a", "doc/b"], "device": 16})
+    assert e["name"] == "INVALID_ARGUMENT", e
     for n in ("doc/a", "doc/b", "doc/loss"):
         c.call("tensor.delete", {"name": n})
 
@@ -213,7 +255,7 @@ def call_graph_run(c):
     res = c.call("graph.run", {"nodes": [
         {"id": "d", "op": "sub", "inputs": ["doc/a", "doc/b"]},
         {"id": "s", "op": "add", "inputs": ["d", "doc/a"], "out": "doc/s"},
-        {"id": "l", "op": "mse", "inputs": ["doc/a", "s"], "out": "doc/l"}],
+        {"id": "l", "op": "mse", "inputs": ["doc/a", "s"], "out": "doc/l", "device": 0}],
         "outputs": ["s"]})
     assert set(res) == {"outputs", "stored"}, res
     assert set(res["outputs"]) == {"s"} and res["outputs"]["s"]["data"] == DATA, res
@@ -261,6 +303,11 @@ def call_train_run(c):
     e, _ = c.call_full("train.run", {"nodes": nodes, "loss": "L", "params": ["doc/rw"],
                                      "data": {"xb": "doc/rx", "yb": "doc/ry"}, "batch_size": 0})
     assert e["name"] == "INVALID_ARGUMENT", e
+    # devices: two or more distinct ids (the data-parallel run is in test_client_devices.py)
+    e, _ = c.call_full("train.run", {"nodes": nodes, "loss": "L", "params": ["doc/rw"],
+                                     "data": {"xb": "doc/rx", "yb": "doc/ry"}, "batch_size": 4,
+                                     "devices": [0, 0]})
+    assert e["name"] == "INVALID_ARGUMENT" and "devices" in e["message"], e
     for n in ("doc/rx", "doc/ry", "doc/rw"):
         c.call("tensor.delete", {"name": n})
 
@@ -450,6 +497,7 @@ CALLS = {
     "tensor.list": call_list,
     "tensor.delete": call_delete,
     "tensor.chmod": call_chmod,
+    "tensor.copy": call_copy,
     "store.sync": call_store_sync,
     "op.run": call_op_run,
     "graph.run": call_graph_run,

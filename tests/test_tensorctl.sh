@@ -485,16 +485,17 @@ PYEOF
 # Not a terminal, no --json: a header, then a line per sample.
 out=$(ok info --watch --count 2 --interval 0.1)
 [[ $(wc -l <<<"$out") -eq 3 ]] || fail "info --watch (text) printed: $out"
-head -n1 <<<"$out" | grep "^TIME *CLIENTS *TENSORS *TENSOR SIZE *MEM USED *MEM TOTAL *REQ/S *FAILED/S$" >/dev/null ||
+head -n1 <<<"$out" | grep "^TIME *CLIENTS *TENSORS *TENSOR SIZE *MEM USED *MEM LIMIT *REQ/S *FAILED/S *LOAD$" >/dev/null ||
 	fail "info --watch header: $out"
-sed -n 3p <<<"$out" | grep -E '^[0-9:]{8} +[0-9]+ +[0-9]+ +[0-9.]+ [KMG]?i?B +[0-9.]+ [KMG]?i?B +[0-9.]+ [KMG]?i?B +[0-9.]+ +[0-9.]+$' >/dev/null ||
+sed -n 3p <<<"$out" | grep -E '^[0-9:]{8} +[0-9]+ +[0-9]+ +[0-9.]+ [KMG]?i?B +[0-9.]+ [KMG]?i?B +[0-9.]+ [KMG]?i?B +[0-9.]+ +[0-9.]+ +[0-9]+%$' >/dev/null ||
 	fail "info --watch line: $out"
 # On a terminal: the screen is redrawn in place (home, clear) each time.
 script -qfec "$TENSORCTL_BIN --socket $SOCK info --watch --count 2 --interval 0.1" /dev/null >"$DIR/tty.out" </dev/null ||
 	fail "info --watch on a TTY failed: $(cat "$DIR/tty.out")"
 [[ $(grep -o $'\033\\[H\033\\[J' "$DIR/tty.out" | wc -l) -eq 2 ]] || fail "info --watch did not redraw twice: $(cat -v "$DIR/tty.out")"
-for pat in "^clients " "^tensors " "^requests .*/s" "^DEV *NAME *USED *RESERVED *TOTAL *USE" '^\* [0-9]'; do
-	tr -d '\r' <"$DIR/tty.out" | grep -- "$pat" >/dev/null || fail "info --watch screen lacks '$pat': $(cat -v "$DIR/tty.out")"
+for pat in "^clients " "^tensors " "^requests .*/s" "^ID *INDEX *NAME *TENSORS *USED *LIMIT *USE *LOAD$" \
+	'^ 0 +[0-9]+ .* [0-9]+ +[0-9.]+ [KMG]?i?B +[0-9.]+ [KMG]?i?B +\[[#.]{10}\] +[0-9.]+% +\[[#.]{10}\] +[0-9]+%$'; do
+	tr -d '\r' <"$DIR/tty.out" | grep -E -- "$pat" >/dev/null || fail "info --watch screen lacks '$pat': $(cat -v "$DIR/tty.out")"
 done
 
 step "progress bars on a terminal"

@@ -5,7 +5,7 @@
 # The ops of docs/ops.md (tests/test_completion.sh keeps this list true).
 _tensorctl_ops="abs adam_m adam_param adam_v add arange argmax argmin avg_pool2d avg_pool2d_grad batch_norm binary_cross_entropy_with_logits cast clamp concat conv2d conv2d_grad_input conv2d_grad_weight copy cos cross_entropy div eq erf exp full gather ge gelu gt index_add index_select layer_norm le log log_softmax lt matmul max max_pool2d max_pool2d_grad maximum mean min minimum mse mul ne neg nll one_hot ones pad permute pow prod rand randn relu reshape rms_norm rsqrt sgd_buf sgd_param sigmoid silu sin slice softmax softplus sqrt stack std sub sum tanh transpose var where zeros"
 
-_tensorctl_commands="ping info ls stat rm sync put get run graph train step help metrics chmod save load model evaluate predict kernel"
+_tensorctl_commands="ping info ls stat rm sync put get copy run graph train step help metrics chmod save load model evaluate predict kernel"
 _tensorctl_modes="private group-read group-write world-read world-write"
 _tensorctl_global_opts="--socket --json --help --version"
 
@@ -17,6 +17,15 @@ _tensorctl_names()
 	# Names are [A-Za-z0-9._:/-] only, so the JSON needs no real parser.
 	"$bin" "$@" --json ls -- "$cur" 2>/dev/null |
 		grep -o '"name":"[^"]*"' | sed 's/^"name":"//; s/"$//'
+}
+
+# Device ids (what --device takes) from the daemon's info; quietly nothing on failure.
+_tensorctl_devices()
+{
+	local bin=$1
+	shift
+	# Only the devices tensord uses have "id" (docs/protocol.md, info).
+	"$bin" "$@" --json info 2>/dev/null | grep -o '"id":[0-9]*' | sed 's/^"id"://'
 }
 
 _tensorctl()
@@ -42,7 +51,9 @@ _tensorctl()
 			((i++)) ;;
 		--socket=*) sock=("$w") ;;
 		--file | -f | --values | --shape | --dtype | --out | -o | --attr | -a | \
-			--interval | -n | --count | -c | --group | -g | --push | --groups)
+			--interval | -n | --count | -c | --group | -g | --push | --groups | \
+			--device | --devices | --model | --data | --batch-size | --epochs | --steps | \
+			--prefix | --name | --input | --metric | --output)
 			((i++)) ;;
 		-) [[ -n $cmd ]] && ((npos++)) ;;   # chmod's "keep the mode"
 		-*) ;;
@@ -67,6 +78,12 @@ _tensorctl()
 	--dtype)
 		COMPREPLY=($(compgen -W "f32 f16 bf16 i32 u8" -- "$cur"))
 		return ;;
+	--device)
+		COMPREPLY=($(compgen -W "$(_tensorctl_devices "$bin" "${sock[@]}")" -- "$cur"))
+		return ;;
+	--devices | --model | --data | --batch-size | --epochs | --steps | --prefix | --name | \
+		--input | --metric | --output)
+		return ;;
 	--values | --shape | --attr | -a | --interval | -n | --count | -c | --group | -g | --push | --groups)
 		return ;;
 	esac
@@ -83,9 +100,11 @@ _tensorctl()
 		if [[ $cur == -* ]]; then
 			local opts=$_tensorctl_global_opts
 			case $cmd in
-			put) opts+=" --file --values --shape --dtype" ;;
+			put) opts+=" --file --values --shape --dtype --device" ;;
 			get) opts+=" --out" ;;
-			run) opts+=" --out --attr" ;;
+			copy | cp) opts+=" --device" ;;
+			run) opts+=" --out --attr --device" ;;
+			train) opts+=" --model --data --batch-size --epochs --steps --devices" ;;
 			info) opts+=" --watch --interval --count" ;;
 			chmod) opts+=" --group" ;;
 			kernel) opts+=" --groups --push" ;;
@@ -96,6 +115,9 @@ _tensorctl()
 		case $cmd in
 		ls | stat | rm | get | put)
 			((npos == 0)) &&
+				COMPREPLY=($(compgen -W "$(_tensorctl_names "$bin" "$cur" "${sock[@]}")" -- "$cur")) ;;
+		copy | cp)
+			((npos <= 1)) &&
 				COMPREPLY=($(compgen -W "$(_tensorctl_names "$bin" "$cur" "${sock[@]}")" -- "$cur")) ;;
 		chmod)
 			if ((npos == 0)); then

@@ -152,6 +152,15 @@ def _omit_none(**kw):
     return {k: v for k, v in kw.items() if v is not None}
 
 
+def _device(what, value):
+    """A device id (info()["devices"][i]["id"]): an int >= 0. bool is no id."""
+    if isinstance(value, np.integer):
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidArgument("%s must be a device id (an int >= 0), not %r" % (what, value))
+    return value
+
+
 class _Methods:
     """The protocol's methods, written once for Client and Pipeline.
 
@@ -184,19 +193,26 @@ class _Methods:
     def _saw_info(self, result):
         return result
 
-    def put(self, name, array, dtype=None, *, if_absent=False, mode=None):
+    def put(self, name, array, dtype=None, *, if_absent=False, mode=None, device=None):
         """Store `array` (a NumPy array, or anything np.asarray takes) as
         `name`, replacing a tensor of that name unless `if_absent`. The dtype
         follows the array (float32 f32, float16 f16, int32 i32, uint8 u8);
         pass `dtype` to convert, or "bf16" (see tensord.dtypes). `mode` shares
-        it (see chmod; a new tensor is "private"). Returns the stored
-        tensor's metadata."""
+        it (see chmod; a new tensor is "private"). `device` (an id from
+        info()["devices"]) says where it lives; without it the daemon picks
+        the device with the most free memory for a new tensor and keeps a
+        replaced one where it was. Returns the stored tensor's metadata
+        (its "device" says where it went)."""
+        if device is not None:
+            device = _device("device", device)
         dtype, shape, data = _dt.encode(array, dtype)
         params = {"name": _name("name", name), "dtype": dtype, "shape": shape, "data": data}
         if if_absent:
             params["if_absent"] = True
         if mode is not None:
             params["mode"] = mode
+        if device is not None:
+            params["device"] = device
         return self._do("tensor.put", params)
 
     def get(self, name, *, meta=False, copy=True):
@@ -234,10 +250,24 @@ class _Methods:
             params["group"] = group
         return self._do("tensor.chmod", params)
 
-    def op_run(self, op, inputs, attrs=None, out=None):
+    def copy(self, src, dst, device=None):
+        """Copy stored tensor `src` into `dst` (tensor.copy) on device
+        `device`, by default `src`'s. ``copy(x, x, device=1)`` moves `x` to
+        device 1. Returns `dst`'s metadata."""
+        params = {"src": _name("src", src), "dst": _name("dst", dst)}
+        if device is not None:
+            params["device"] = _device("device", device)
+        return self._do("tensor.copy", params)
+
+    def op_run(self, op, inputs, attrs=None, out=None, device=None):
         """Run one op (docs/ops.md) on stored tensors. Without `out` the result
-        comes back as an array; with it, it is stored and its metadata returned."""
+        comes back as an array; with it, it is stored and its metadata returned.
+        The op runs on the device holding its inputs, which must all be on one
+        device (else FailedPrecondition); `device` names it, and is where an
+        op without inputs runs."""
         params = {"op": _name("op", op), "inputs": _names("inputs", inputs)}
+        if device is not None:
+            params["device"] = _device("device", device)
         if attrs:
             params["attrs"] = dict(attrs)
         if out is not None:
@@ -248,8 +278,10 @@ class _Methods:
     run = op_run
 
     def graph_run(self, nodes, outputs=None):
-        """Many ops in one GPU submission. Returns ``{"outputs": {id: array},
-        "stored": {name: metadata}}``."""
+        """Many ops in one GPU submission per device. Each node is a dict
+        ``{"id", "op", "inputs", "attrs", "out", "device"}`` as docs/protocol.md
+        says (a node's "device" as `op_run`'s). Returns ``{"outputs": {id:
+        array}, "stored": {name: metadata}}``."""
         params = {"nodes": list(nodes)}
         if outputs is not None:
             params["outputs"] = _names("outputs", outputs)
@@ -267,10 +299,15 @@ class _Methods:
         return self._do("train.step", req, _outputs)
 
     def train_run(self, nodes, loss, params, data, batch_size, *, on_progress=None,
-                  on_eval=None, on_notify=None, **options):
+                  on_eval=None, on_notify=None, devices=None, **options):
         """A whole training run in the daemon (docs/training.md). `options` are
         the other params of train.run (optimizer, epochs or steps, seed,
         shuffle, start_step, progress_every, eval, stop_loss).
+
+        `devices` (two or more device ids, the first holding the parameters
+        and data) trains data-parallel (docs/devices.md): `batch_size` must
+        be a multiple of their count, and the result then also has "devices"
+        and "replica_max_diff".
 
         While it runs, `on_progress(p)` gets each ``train.progress`` map,
         `on_eval(e)` each ``train.eval`` map, and `on_notify(method, params)`
@@ -286,6 +323,13 @@ class _Methods:
                 on_notify(method, p)
         req = dict(nodes=list(nodes), loss=_name("loss", loss), params=_names("params", params),
                    data=dict(data), batch_size=batch_size)
+        if devices is not None:
+            if isinstance(devices, (str, bytes)):
+                raise InvalidArgument("devices must be a list of device ids, not %r" % (devices,))
+            try:
+                req["devices"] = [_device("devices[%d]" % i, d) for i, d in enumerate(devices)]
+            except TypeError:
+                raise InvalidArgument("devices must be a list of device ids") from None
         req.update(options)
         return self._do("train.run", req, None, notify)
 
