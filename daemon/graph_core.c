@@ -10,6 +10,7 @@
 #include "dtype.h"
 #include "gpu/device.h"
 #include "gpu/transfer.h"
+#include "kernel_node.h"
 #include "lookup.h"
 #include "mode.h"
 #include "name.h"
@@ -134,6 +135,7 @@ int graph_execute(struct graph *gr)
 	r = gpu_rec_begin(&rec, g);
 	if (r < 0)
 		return device_fail(gr, r);
+	rec.timeout_ns = kernel_node_timeout_ns(gr);
 	for (unsigned i = 0; i < gr->n; i++) {
 		struct node *nd = &gr->nodes[i];
 
@@ -152,6 +154,8 @@ int graph_execute(struct graph *gr)
 		}
 	}
 	r = gpu_rec_submit_wait(&rec);
+	if (r == -ETIMEDOUT)
+		return kernel_node_timeout_fail(gr);
 	if (r < 0)
 		return device_fail(gr, r);
 	gr->gpu_ns += g->cmd[0].gpu_ns;

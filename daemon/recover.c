@@ -17,7 +17,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "loop.h"
-#include "methods_kernel.h"
+#include "kernel.h"
 #include "model.h"
 #include "pack.h"
 #include "persist.h"
