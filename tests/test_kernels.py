@@ -346,7 +346,29 @@ def test_graph_nodes(c):
     check(np.allclose(arr(r["outputs"]["sq2"]), (2 * v) ** 4, rtol=1e-5),
           "a kernel node reading a kernel node")
 
-    # Reading only a stored tensor the kernel writes needs no copy of it kept.
+    # In a training step's forward graph: fine on the data's path; no gradient
+    # flows through a kernel.
+    xt = rng.standard_normal((3, 4)).astype(np.float32)
+    wt = rng.standard_normal((4, 1)).astype(np.float32)
+    put(c, "tx", xt)
+    put(c, "tw", wt)
+    put(c, "ty", np.zeros((3, 1), np.float32))
+    r = c.call("train.step", {"nodes": [
+        {"id": "xs", "kernel": "gsquare", "inputs": ["tx"], "groups": [1]},
+        {"id": "p", "op": "matmul", "inputs": ["xs", "tw"]},
+        {"id": "l", "op": "mse", "inputs": ["p", "ty"]}], "loss": "l", "params": ["tw"],
+        "optimizer": {"lr": 0.01}})
+    want = float((((xt * xt) @ wt) ** 2).mean())
+    check(abs(r["loss"] - want) <= 1e-4 * max(1.0, abs(want)),
+          "train.step with a kernel node: loss %r, NumPy %r" % (r["loss"], want))
+    e = err(c, "train.step", {"nodes": [
+        {"id": "p", "op": "matmul", "inputs": ["tx", "tw"]},
+        {"id": "k", "kernel": "gsquare", "inputs": ["p"], "groups": [1]},
+        {"id": "l", "op": "mse", "inputs": ["k", "ty"]}], "loss": "l", "params": ["tw"]})
+    check(e[0] == "INVALID_ARGUMENT" and "node 1 'k' (kernel)" in e[1] and
+          "not differentiable" in e[1], "no gradient through a kernel node: %r" % (e,))
+
+    # A kernel that writes nothing has no result to give.
     c.call("kernel.create", {"name": "readonly2", "glsl": READ_ONLY})
     e = node_err(c, [{"id": "k", "kernel": "readonly2", "inputs": ["gv", "gv"], "groups": [1]}],
                  where="node 0 'k'")
@@ -575,6 +597,15 @@ def test_tensorctl(d):
         r = run("kernel", "run", "cli/scale", "cli/x", "--groups", "1")
         check(r.returncode == 1 and "INVALID_ARGUMENT" in r.stderr or "binds 2" in r.stderr,
               "tensorctl binding count: %r" % (r,))
+        gj = os.path.join(tmp, "g.json")
+        with open(gj, "w") as f:
+            f.write('{"nodes": [{"id": "s", "op": "add", "inputs": ["cli/x", "cli/x"]},'
+                    ' {"id": "k", "kernel": "cli/scale", "inputs": ["s", "cli/y"],'
+                    ' "push": {"alpha": 0.5, "n": 4, "bias": 1}, "groups": [1]}],'
+                    ' "outputs": ["k"]}')
+        r = run("--json", "graph", gj)
+        check(r.returncode == 0 and "[2,3,4,5]" in r.stdout.replace(" ", "").replace(".0,", ",")
+              .replace(".0]", "]"), "tensorctl graph with a kernel node: %r" % (r,))
         r = run("--json", "kernel", "ls", "cli/")
         check(r.returncode == 0 and "cli/scale_spv" in r.stdout, "tensorctl kernel ls: %r" % (r,))
         r = run("kernel", "rm", "cli/scale")
