@@ -148,7 +148,7 @@ int kernel_node_build(struct graph *gr, unsigned i, const msgpack_object *kernel
 	if (!groups)
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "missing groups (workgroups in x, y, z)");
 	if ((code = kernel_check_count(k, ctx->ninputs, why, sizeof(why))) ||
-	    (code = kernel_read_groups(req->d->gpu, groups, "groups", p->groups, why, sizeof(why))) ||
+	    (code = kernel_read_groups(ctx->g, groups, "groups", p->groups, why, sizeof(why))) ||
 	    (push && (code = kernel_read_push(k, push, p->push, why, sizeof(why)))))
 		return op_fail(ctx, code, "%s", why);
 	if (pick_result(ctx, k, result) < 0)
@@ -158,7 +158,7 @@ int kernel_node_build(struct graph *gr, unsigned i, const msgpack_object *kernel
 		char what[32];
 
 		snprintf(what, sizeof(what), "input %u", b);
-		code = kernel_check_tensor(req->d->gpu, k, b, what, tname, ctx->in[b].bytes, why,
+		code = kernel_check_tensor(ctx->g, k, b, what, tname, ctx->in[b].bytes, why,
 					   sizeof(why));
 		if (code)
 			return op_fail(ctx, code, "%s", why);

@@ -19,7 +19,8 @@ struct graph;
 extern const struct op_def kernel_node_op;
 
 /* Finish node `i` of `gr`, whose inputs are resolved (ninputs, in[], src[],
- * stored[]) and whose def is kernel_node_op: find the caller's kernel named
+ * stored[]), whose def is kernel_node_op and whose ctx.g is the device it
+ * runs on: find the caller's kernel named
  * by `kernel`, check every input against its binding as kernel.run checks
  * its tensors (count, size, what the device binds, write access to stored
  * tensors bound writable), read `groups` (required), `push` and `result`
