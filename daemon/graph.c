@@ -11,6 +11,7 @@
 #include "dtype.h"
 #include "gpu/device.h"
 #include "gpu/transfer.h"
+#include "kernel_node.h"
 #include "lookup.h"
 #include "name.h"
 #include "ops/op.h"
@@ -141,13 +142,39 @@ static int resolve_input(struct graph *gr, unsigned i, unsigned k, const msgpack
 	return 0;
 }
 
+/* Resolve every input of node `i`. */
+static int resolve_inputs(struct graph *gr, unsigned i, const msgpack_object *inputs)
+{
+	struct op_ctx *ctx = &gr->nodes[i].ctx;
+
+	if (inputs->type != MSGPACK_OBJECT_ARRAY || inputs->via.array.size > OP_MAX_INPUTS)
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "inputs must be an array of up to %d names",
+			       OP_MAX_INPUTS);
+	ctx->ninputs = inputs->via.array.size;
+	for (unsigned k = 0; k < ctx->ninputs; k++)
+		if (resolve_input(gr, i, k, &inputs->via.array.ptr[k]) < 0)
+			return -1;
+	return 0;
+}
+
+/* Place node `i` (inputs resolved) on `device` (a request's parameter, or
+ * NULL) or where its inputs are. */
+static int place_node(struct graph *gr, unsigned i, const msgpack_object *device)
+{
+	uint32_t ngpus = gr->req->d->ngpus;
+
+	if (device && device->via.u64 >= ngpus)
+		return op_fail(&gr->nodes[i].ctx, TDP_INVALID_ARGUMENT, "device must be a device id, 0 to %u "
+			       "(tensord uses %u device%s; see info)", ngpus - 1, ngpus, ngpus == 1 ? "" : "s");
+	return graph_place_node(gr, i, device ? (int)device->via.u64 : -1);
+}
+
 /* Set up node `i` from its op name, inputs and attrs, and infer its result. */
 static int build_node(struct graph *gr, unsigned i, const msgpack_object *op,
 		      const msgpack_object *inputs, const msgpack_object *attrs, const msgpack_object *device)
 {
 	struct node *nd = &gr->nodes[i];
 	struct op_ctx *ctx = &nd->ctx;
-	uint32_t ngpus = gr->req->d->ngpus;
 
 	if (op->type != MSGPACK_OBJECT_STR || !(ctx->def = op_find(op->via.str.ptr, op->via.str.size))) {
 		char name[40] = "?";
@@ -158,19 +185,7 @@ static int build_node(struct graph *gr, unsigned i, const msgpack_object *op,
 				*c = '?';
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "unknown op '%s' (docs/ops.md lists them)", name);
 	}
-	if (inputs->type != MSGPACK_OBJECT_ARRAY || inputs->via.array.size > OP_MAX_INPUTS)
-		return op_fail(ctx, TDP_INVALID_ARGUMENT, "inputs must be an array of up to %d names",
-			       OP_MAX_INPUTS);
-	ctx->ninputs = inputs->via.array.size;
-	for (unsigned k = 0; k < ctx->ninputs; k++)
-		if (resolve_input(gr, i, k, &inputs->via.array.ptr[k]) < 0)
-			return -1;
-	if (device && device->via.u64 >= ngpus)
-		return op_fail(ctx, TDP_INVALID_ARGUMENT, "device must be a device id, 0 to %u (tensord uses "
-			       "%u device%s; see info)", ngpus - 1, ngpus, ngpus == 1 ? "" : "s");
-	if (graph_place_node(gr, i, device ? (int)device->via.u64 : -1) < 0)
-		return -1;
-	if (parse_attrs(ctx, attrs) < 0)
+	if (resolve_inputs(gr, i, inputs) < 0 || place_node(gr, i, device) < 0 || parse_attrs(ctx, attrs) < 0)
 		return -1;
 	return graph_infer_node(gr, i);
 }
@@ -242,17 +257,40 @@ out:
 	return r;
 }
 
+/* An op node takes op and attrs, a kernel node kernel, push, groups and
+ * result (graph_parse's np[] order). */
+static int node_kind_fail(struct graph *gr, unsigned i, const struct param *np)
+{
+	const char *why = NULL;
+
+	if (!np[1].value && !np[5].value)
+		why = "missing parameter 'op' (or 'kernel', for a custom kernel)";
+	else if (np[1].value && np[5].value)
+		why = "give op or kernel, not both";
+	else if (np[5].value && np[3].value)
+		why = "attrs are an op's; a kernel node takes push";
+	else if (np[1].value && (np[6].value || np[7].value || np[8].value))
+		why = "push, groups and result are a kernel node's";
+	return why ? graph_node_fail(gr, i, TDP_INVALID_ARGUMENT, why) : 0;
+}
+
 int graph_parse(struct graph *gr, const msgpack_object *nodes, const msgpack_object *outs)
 {
 	struct request *req = gr->req;
 	struct param np[] = {
 		{ "id", PARAM_STR, false, NULL },
-		{ "op", PARAM_STR, true, NULL },
+		{ "op", PARAM_STR, false, NULL },
 		{ "inputs", PARAM_ARRAY, true, NULL },
 		{ "attrs", PARAM_MAP, false, NULL },
 		{ "out", PARAM_STR, false, NULL },
+		/* a custom kernel's node instead of an op's (kernel_node.c) */
+		{ "kernel", PARAM_STR, false, NULL },
+		{ "push", PARAM_MAP, false, NULL },
+		{ "groups", PARAM_ARRAY, false, NULL },
+		{ "result", PARAM_UINT, false, NULL },
 		{ "device", PARAM_UINT, false, NULL },
 	};
+	const unsigned nnp = sizeof(np) / sizeof(np[0]);
 
 	unsigned base = gr->n;
 
@@ -271,6 +309,7 @@ int graph_parse(struct graph *gr, const msgpack_object *nodes, const msgpack_obj
 	for (unsigned i = base; i < gr->n; i++) {
 		struct node *nd = &gr->nodes[i];
 		struct request sub = *req;
+		const msgpack_object *push;
 
 		/* Each node is a params-like map: reuse the checker, prefixing errors. */
 		if (nodes->via.array.ptr[i - base].type != MSGPACK_OBJECT_MAP) {
@@ -279,7 +318,10 @@ int graph_parse(struct graph *gr, const msgpack_object *nodes, const msgpack_obj
 			return -1;
 		}
 		sub.params = &nodes->via.array.ptr[i - base];
-		if (params_parse(&sub, np, 6) < 0) {
+		/* push is a map of members or raw bytes, as in kernel.run. */
+		push = tdp_map_find(sub.params, "push");
+		np[6].type = push && push->type == MSGPACK_OBJECT_BIN ? PARAM_BIN : PARAM_MAP;
+		if (params_parse(&sub, np, nnp) < 0) {
 			graph_node_fail(gr, i, sub.code, strchr(sub.message, ' ') ? strchr(sub.message, ' ') + 1 : sub.message);
 			return -1;
 		}
@@ -294,7 +336,16 @@ int graph_parse(struct graph *gr, const msgpack_object *nodes, const msgpack_obj
 					return -1;
 				}
 		}
-		if (build_node(gr, i, np[1].value, np[2].value, np[3].value, np[5].value) < 0) {
+		if (node_kind_fail(gr, i, np) < 0)
+			return -1;
+		if (np[5].value) {
+			nd->ctx.def = &kernel_node_op;
+			if (resolve_inputs(gr, i, np[2].value) < 0 || place_node(gr, i, np[9].value) < 0 ||
+			    kernel_node_build(gr, i, np[5].value, np[6].value, np[7].value, np[8].value) < 0) {
+				graph_node_fail(gr, i, nd->ctx.code, nd->ctx.message);
+				return -1;
+			}
+		} else if (build_node(gr, i, np[1].value, np[2].value, np[3].value, np[9].value) < 0) {
 			graph_node_fail(gr, i, nd->ctx.code, nd->ctx.message);
 			return -1;
 		}

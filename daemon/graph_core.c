@@ -12,6 +12,7 @@
 #include "dtype.h"
 #include "gpu/device.h"
 #include "gpu/transfer.h"
+#include "kernel_node.h"
 #include "lookup.h"
 #include "mode.h"
 #include "name.h"
@@ -200,6 +201,8 @@ static struct gpu_recorder *recorder(struct graph *gr, uint32_t id, int *ret_err
 			*ret_err = r;
 			return NULL;
 		}
+		/* A graph with a custom kernel runs under kernel_timeout. */
+		gr->recs[id].timeout_ns = kernel_node_timeout_ns(gr);
 	}
 	return &gr->recs[id];
 }
@@ -305,6 +308,8 @@ int graph_wait(struct graph *gr)
 		gr->dispatches += rec->dispatches;
 		rec->g = NULL;
 	}
+	if (err == -ETIMEDOUT)
+		return kernel_node_timeout_fail(gr);
 	return err < 0 ? device_fail(gr, err) : 0;
 }
 

@@ -26,7 +26,7 @@
 #include "server.h"
 #include "store.h"
 #include "model.h"
-#include "methods_kernel.h"
+#include "kernel.h"
 #include "train.h"
 
 int64_t daemon_now_ns(int clock)

@@ -2,9 +2,10 @@
  *
  * A kernel is a client's compute shader, compiled (GLSL, through glslang) or
  * taken as SPIR-V, reflected (spirv_reflect.c) and built into a pipeline on
- * the layout every op shares, kept under (owner uid, name). kernel.run binds
- * stored tensors to its storage buffers in order and dispatches it alone in
- * one submission with a time limit. */
+ * the layout every op shares, kept under (owner uid, name) in the registry
+ * (kernel.c). kernel.run binds stored tensors to its storage buffers in order
+ * and dispatches it alone in one submission with a time limit; a graph.run
+ * node does the same inside a graph (kernel_node.c), through the same checks. */
 #include "methods_kernel.h"
 
 #include <errno.h>
@@ -17,8 +18,7 @@
 #include "daemon.h"
 #include "devices.h"
 #include "glsl_compile.h"
-#include "gpu/pipeline.h"
-#include "gpu/recorder.h"
+#include "kernel.h"
 #include "lookup.h"
 #include "name.h"
 #include "pack.h"
@@ -28,53 +28,6 @@
 #include "spirv_validate.h"
 #include "status.h"
 #include "store.h"
-
-#define KERNEL_MAX 256          /* kernels in the daemon, all owners together */
-#define KERNEL_MAX_PER_USER 64
-
-struct kernel {
-	char name[TDP_MAX_NAME_LEN + 1];
-	uint32_t owner;
-	struct gpu_pipeline pipe[GPU_MAX_DEVICES]; /* one per device; .shader points at name */
-	struct spv_info info;
-	uint64_t spirv_bytes;
-	int64_t created_ns;
-	uint64_t runs;
-};
-
-static struct kernel *kernels[KERNEL_MAX];
-static unsigned nkernels;
-
-static int find(uint32_t owner, const char *name)
-{
-	for (unsigned i = 0; i < nkernels; i++)
-		if (kernels[i]->owner == owner && !strcmp(kernels[i]->name, name))
-			return (int)i;
-	return -1;
-}
-
-static void kernel_free(struct daemon *d, struct kernel *k)
-{
-	if (!k)
-		return;
-	for (uint32_t id = 0; id < d->ngpus; id++)
-		if (k->pipe[id].pipeline)
-			gpu_pipeline_destroy(d->gpus[id], k->pipe[id].pipeline);
-	free(k);
-}
-
-static void remove_at(struct daemon *d, unsigned i)
-{
-	kernel_free(d, kernels[i]);
-	kernels[i] = kernels[--nkernels];
-	kernels[nkernels] = NULL;
-}
-
-void kernels_fini(struct daemon *d)
-{
-	while (nkernels)
-		remove_at(d, nkernels - 1);
-}
 
 /* Root, or a member of the configured kernel_group. */
 static bool may_create(const struct request *req)
@@ -130,30 +83,6 @@ static int write_kernel(msgpack_packer *pk, const struct kernel *k)
 	return fail || tdp_pack_cstr(pk, "spirv_bytes") || msgpack_pack_uint64(pk, k->spirv_bytes);
 }
 
-/* Read `n` (1..3) non-negative integers of array `o` into out[3] (missing: 1). */
-static int read_dims(struct request *req, const msgpack_object *o, const char *what,
-		     uint32_t max, uint32_t out[3])
-{
-	const msgpack_object_array *a = &o->via.array;
-
-	if (a->size < 1 || a->size > 3)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "%s: 1 to 3 integers, not %u", what,
-				    a->size);
-	for (unsigned k = 0; k < 3; k++) {
-		const msgpack_object *v = k < a->size ? &a->ptr[k] : NULL;
-
-		if (!v) {
-			out[k] = 1;
-			continue;
-		}
-		if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER || v->via.u64 > max)
-			return request_fail(req, TDP_INVALID_ARGUMENT,
-					    "%s[%u]: an integer 0..%u", what, k, max);
-		out[k] = (uint32_t)v->via.u64;
-	}
-	return 0;
-}
-
 int method_kernel_create(struct request *req)
 {
 	struct param spec[] = {
@@ -170,7 +99,7 @@ int method_kernel_create(struct request *req)
 	size_t nwords = 0;
 	struct kernel *k = NULL;
 	char *src = NULL;
-	int idx, r, owned = 0;
+	int r, owned = 0;
 
 	if (params_parse(req, spec, sizeof(spec) / sizeof(spec[0])) < 0 ||
 	    params_name(req, spec[0].value, name) < 0)
@@ -190,17 +119,16 @@ int method_kernel_create(struct request *req)
 		memcpy(entry, e->ptr, e->size);
 		entry[e->size] = '\0';
 	}
-	if (spec[4].value && read_dims(req, spec[4].value, "workgroup", 1024, wg) < 0)
-		return -1;
+	if (spec[4].value && (r = kernel_read_dims(spec[4].value, "workgroup", 1024, wg, why,
+						    sizeof(why))) != 0)
+		return request_fail(req, r, "%s", why);
 	if (spec[4].value && (!wg[0] || !wg[1] || !wg[2]))
 		return request_fail(req, TDP_INVALID_ARGUMENT, "workgroup: sizes must be at least 1");
-	for (unsigned i = 0, n = 0; i < nkernels; i++)
-		if (kernels[i]->owner == req->cred.uid && strcmp(kernels[i]->name, name) &&
-		    ++n >= KERNEL_MAX_PER_USER)
-			return request_fail(req, TDP_RESOURCE_EXHAUSTED,
-					    "uid %u already has %d kernels", (unsigned)req->cred.uid,
-					    KERNEL_MAX_PER_USER);
-	if (find(req->cred.uid, name) < 0 && nkernels >= KERNEL_MAX)
+	if (kernel_count_owner(req->cred.uid, name) >= KERNEL_MAX_PER_USER)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED,
+				    "uid %u already has %d kernels", (unsigned)req->cred.uid,
+				    KERNEL_MAX_PER_USER);
+	if (!kernel_find(req->cred.uid, name) && kernel_count() >= KERNEL_MAX)
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "the daemon holds %d kernels",
 				    KERNEL_MAX);
 
@@ -284,10 +212,7 @@ int method_kernel_create(struct request *req)
 		r = request_fail(req, TDP_INTERNAL, "out of memory");
 		goto out;
 	}
-	idx = find(k->owner, name);
-	if (idx >= 0)
-		remove_at(req->d, (unsigned)idx);
-	kernels[nkernels++] = k;
+	kernel_insert(req->d, k);
 	k = NULL;
 	r = 0;
 out:
@@ -295,74 +220,6 @@ out:
 	if (owned)
 		free(words);
 	return r;
-}
-
-/* Fill the push-constant bytes from `o`: a map of member name to number, or
- * bin of exactly the block's size. */
-static int read_push(struct request *req, const struct kernel *k, const msgpack_object *o,
-		     uint8_t *buf)
-{
-	const struct spv_info *in = &k->info;
-
-	if (o->type == MSGPACK_OBJECT_BIN) {
-		if (o->via.bin.size != in->push_bytes)
-			return request_fail(req, TDP_INVALID_ARGUMENT,
-					    "push: %u bytes given, kernel '%s' declares %u",
-					    o->via.bin.size, k->name, in->push_bytes);
-		memcpy(buf, o->via.bin.ptr, o->via.bin.size);
-		return 0;
-	}
-	if (o->type != MSGPACK_OBJECT_MAP)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "push: a map of member to number, or bin");
-	for (uint32_t i = 0; i < o->via.map.size; i++) {
-		const msgpack_object *key = &o->via.map.ptr[i].key, *v = &o->via.map.ptr[i].val;
-		const struct spv_push_member *m = NULL;
-		double x;
-
-		if (key->type != MSGPACK_OBJECT_STR)
-			return request_fail(req, TDP_INVALID_ARGUMENT, "push: keys are member names");
-		for (unsigned j = 0; j < in->npush && !m; j++)
-			if (strlen(in->push[j].name) == key->via.str.size &&
-			    !memcmp(in->push[j].name, key->via.str.ptr, key->via.str.size))
-				m = &in->push[j];
-		if (!m)
-			return request_fail(req, TDP_INVALID_ARGUMENT,
-					    "push: kernel '%s' has no push constant '%.*s'", k->name,
-					    (int)(key->via.str.size > 64 ? 64 : key->via.str.size),
-					    key->via.str.ptr);
-		if (m->type == SPV_SCALAR_OTHER || m->offset + 4 > in->push_bytes)
-			return request_fail(req, TDP_INVALID_ARGUMENT,
-					    "push: '%s' is not a 32-bit scalar; send push as bin",
-					    m->name);
-		if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER &&
-		    v->type != MSGPACK_OBJECT_NEGATIVE_INTEGER &&
-		    v->type != MSGPACK_OBJECT_FLOAT32 && v->type != MSGPACK_OBJECT_FLOAT64)
-			return request_fail(req, TDP_INVALID_ARGUMENT, "push: '%s' must be a number",
-					    m->name);
-		x = params_number(v);
-		if (m->type == SPV_SCALAR_F32) {
-			float f = (float)x;
-
-			memcpy(buf + m->offset, &f, 4);
-		} else if (m->type == SPV_SCALAR_I32) {
-			int32_t iv;
-
-			if (x != floor(x) || x < INT32_MIN || x > INT32_MAX)
-				return request_fail(req, TDP_INVALID_ARGUMENT,
-						    "push: '%s' is an int; %g does not fit", m->name, x);
-			iv = (int32_t)x;
-			memcpy(buf + m->offset, &iv, 4);
-		} else {
-			uint32_t uv;
-
-			if (x != floor(x) || x < 0 || x > UINT32_MAX)
-				return request_fail(req, TDP_INVALID_ARGUMENT,
-						    "push: '%s' is a uint; %g does not fit", m->name, x);
-			uv = (uint32_t)x;
-			memcpy(buf + m->offset, &uv, 4);
-		}
-	}
-	return 0;
 }
 
 int method_kernel_run(struct request *req)
@@ -374,19 +231,17 @@ int method_kernel_run(struct request *req)
 		{ "groups", PARAM_ARRAY, true, NULL },
 	};
 	struct daemon *d = req->d;
-	struct gpu_device *g = NULL;
-	const uint32_t *maxg;
-	uint64_t maxrange;
+	struct gpu_device *g;
 	struct gpu_binding b[SPV_MAX_BINDINGS];
 	struct tensor *t[SPV_MAX_BINDINGS];
 	uint8_t push[SPV_MAX_PUSH_BYTES] = { 0 };
-	char name[TDP_MAX_NAME_LEN + 1], what[32];
+	char name[TDP_MAX_NAME_LEN + 1], what[32], why[TDP_MAX_ERROR_MESSAGE - 64];
 	const msgpack_object_array *ta;
 	struct gpu_recorder rec;
 	uint32_t groups[3];
 	struct kernel *k;
 	int64_t t0, now;
-	int idx, r;
+	int r;
 
 	/* push may also be bin: look for it before params_parse types it. */
 	if (req->params && req->params->type == MSGPACK_OBJECT_MAP)
@@ -400,14 +255,11 @@ int method_kernel_run(struct request *req)
 	if (params_parse(req, spec, sizeof(spec) / sizeof(spec[0])) < 0 ||
 	    params_name(req, spec[0].value, name) < 0)
 		return -1;
-	idx = find(req->cred.uid, name);
-	if (idx < 0)
+	k = kernel_find(req->cred.uid, name);
+	if (!k)
 		return request_fail(req, TDP_NOT_FOUND, "uid %u has no kernel named '%s'",
 				    (unsigned)req->cred.uid, name);
-	k = kernels[idx];
-	if (read_dims(req, spec[3].value, "groups", UINT32_MAX, groups) < 0)
-		return -1;
-	/* The device of the tensors (checked below), else the first. */
+	/* The device of the tensors (each checked below), else the first. */
 	g = d->gpus[0];
 	if (spec[1].value->via.array.size > 0 && spec[1].value->via.array.ptr[0].type == MSGPACK_OBJECT_STR) {
 		struct tensor *first = lookup_readable(req, spec[1].value->via.array.ptr[0].via.str.ptr,
@@ -416,20 +268,11 @@ int method_kernel_run(struct request *req)
 		if (first)
 			g = devices_of(d, first);
 	}
-	maxg = g->props.limits.maxComputeWorkGroupCount;
-	maxrange = g->props.limits.maxStorageBufferRange;
-	for (unsigned i = 0; i < 3; i++)
-		if (groups[i] > maxg[i])
-			return request_fail(req, TDP_INVALID_ARGUMENT,
-					    "groups[%u] = %u is more than the device's %u", i,
-					    groups[i], maxg[i]);
 	ta = &spec[1].value->via.array;
-	if (ta->size != k->info.nbindings)
-		return request_fail(req, TDP_INVALID_ARGUMENT,
-				    "kernel '%s' binds %u storage buffers; %u tensors given", name,
-				    k->info.nbindings, ta->size);
-	if (spec[2].value && read_push(req, k, spec[2].value, push) < 0)
-		return -1;
+	if ((r = kernel_read_groups(g, spec[3].value, "groups", groups, why, sizeof(why))) ||
+	    (r = kernel_check_count(k, ta->size, why, sizeof(why))) ||
+	    (spec[2].value && (r = kernel_read_push(k, spec[2].value, push, why, sizeof(why)))))
+		return request_fail(req, r, "%s", why);
 	for (unsigned i = 0; i < ta->size; i++) {
 		const struct spv_binding *sb = &k->info.bindings[i];
 		char tname[TDP_MAX_NAME_LEN + 1];
@@ -444,17 +287,9 @@ int method_kernel_run(struct request *req)
 		if (lookup_tensor(req, what, tname,
 				  sb->readonly ? ACCESS_READ : ACCESS_READ | ACCESS_WRITE, &t[i]) < 0)
 			return -1;
-		if (t[i]->bytes < sb->min_bytes ||
-		    (sb->stride && (t[i]->bytes - sb->min_bytes) % sb->stride))
-			return request_fail(req, TDP_SHAPE_MISMATCH,
-					    "%s: tensor '%s' has %llu bytes; binding %u needs %llu%s%u",
-					    what, tname, (unsigned long long)t[i]->bytes, i,
-					    (unsigned long long)sb->min_bytes,
-					    sb->stride ? " plus a multiple of " : "", sb->stride);
-		if (t[i]->bytes > maxrange)
-			return request_fail(req, TDP_RESOURCE_EXHAUSTED,
-					    "%s: tensor '%s' is larger than the device binds (%llu bytes)",
-					    what, tname, (unsigned long long)maxrange);
+		r = kernel_check_tensor(g, k, i, what, tname, t[i]->bytes, why, sizeof(why));
+		if (r)
+			return request_fail(req, r, "%s", why);
 		if (devices_of(d, t[i]) != g)
 			return request_fail(req, TDP_FAILED_PRECONDITION,
 					    "%s: tensor '%s' is on device %u, tensors[0] on device %u; a kernel's "
@@ -466,8 +301,7 @@ int method_kernel_run(struct request *req)
 	r = gpu_rec_begin(&rec, g);
 	if (r == 0) {
 		rec.timeout_ns = d->cfg.kernel_timeout_ms * 1000000ull;
-		r = gpu_rec_dispatch_groups(&rec, &k->pipe[g->id], b, ta->size, push, k->info.push_bytes,
-					    groups);
+		r = kernel_record(&rec, k, b, push, groups);
 		if (r < 0)
 			gpu_rec_abort(&rec);
 		else
@@ -487,7 +321,6 @@ int method_kernel_run(struct request *req)
 			t[i]->modified_ns = now;
 			t[i]->version++;
 		}
-	k->runs++;
 	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 3) ||
 	    tdp_pack_cstr(req->pk, "name") || tdp_pack_cstr(req->pk, name) ||
 	    tdp_pack_cstr(req->pk, "groups") || msgpack_pack_array(req->pk, 3) ||
@@ -512,13 +345,13 @@ int method_kernel_list(struct request *req)
 		pre = &spec[0].value->via.str;
 #define LISTED(k) ((k)->owner == req->cred.uid && \
 		   (!pre || (strlen((k)->name) >= pre->size && !memcmp((k)->name, pre->ptr, pre->size))))
-	for (unsigned i = 0; i < nkernels; i++)
-		n += LISTED(kernels[i]);
+	for (unsigned i = 0; i < kernel_count(); i++)
+		n += LISTED(kernel_at(i));
 	fail = tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 1) ||
 	       tdp_pack_cstr(req->pk, "kernels") || msgpack_pack_array(req->pk, n);
-	for (unsigned i = 0; !fail && i < nkernels; i++)
-		if (LISTED(kernels[i]))
-			fail = write_kernel(req->pk, kernels[i]);
+	for (unsigned i = 0; !fail && i < kernel_count(); i++)
+		if (LISTED(kernel_at(i)))
+			fail = write_kernel(req->pk, kernel_at(i));
 #undef LISTED
 	return fail ? request_fail(req, TDP_INTERNAL, "out of memory") : 0;
 }
@@ -527,15 +360,12 @@ int method_kernel_delete(struct request *req)
 {
 	struct param spec[] = { { "name", PARAM_STR, true, NULL } };
 	char name[TDP_MAX_NAME_LEN + 1];
-	int idx;
 
 	if (params_parse(req, spec, 1) < 0 || params_name(req, spec[0].value, name) < 0)
 		return -1;
-	idx = find(req->cred.uid, name);
-	if (idx < 0)
+	if (kernel_remove(req->d, req->cred.uid, name) < 0)
 		return request_fail(req, TDP_NOT_FOUND, "uid %u has no kernel named '%s'",
 				    (unsigned)req->cred.uid, name);
-	remove_at(req->d, (unsigned)idx);
 	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 1) ||
 	    tdp_pack_cstr(req->pk, "deleted") || msgpack_pack_true(req->pk))
 		return request_fail(req, TDP_INTERNAL, "out of memory");

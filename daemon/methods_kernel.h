@@ -4,12 +4,7 @@
 
 #include "request.h"
 
-struct daemon;
-
 int method_kernel_create(struct request *req);
 int method_kernel_run(struct request *req);
 int method_kernel_list(struct request *req);
 int method_kernel_delete(struct request *req);
-
-/* Destroy every kernel's pipeline (before the device goes). */
-void kernels_fini(struct daemon *d);

@@ -16,9 +16,10 @@
 #include "config.h"
 #include "daemon.h"
 #include "devices.h"
+#include "gpu/device.h"
+#include "kernel.h"
 #include "log.h"
 #include "loop.h"
-#include "methods_kernel.h"
 #include "model.h"
 #include "pack.h"
 #include "persist.h"
@@ -180,6 +181,32 @@ static void recover(struct daemon *d)
 	report(d, persisted);
 }
 
+/* While a runaway kernel's work may still run, freeing the device would
+ * wait for it, perhaps for a long time (docs/kernels.md): poll its fence
+ * instead, after every batch (the server's one-second timer makes one at
+ * least every second), and let the recovery go on once it has ended.
+ * Returns whether it has. */
+static bool runaway_ended(struct daemon *d)
+{
+	struct recovery *rc = of(d);
+
+	if (!rc->runaway_logged) {
+		log_error("device recovery: waiting for the runaway kernel to end (its fence to "
+			  "signal, or the driver to report the device lost); GPU requests fail "
+			  "with DEVICE_LOST until then");
+		rc->runaway_logged = true;
+		rc->runaway_ns = daemon_now_ns(CLOCK_MONOTONIC);
+	}
+	/* Every device a runaway kernel holds must be done with it. */
+	for (uint32_t id = 0; id < d->ngpus; id++)
+		if (d->gpus[id]->runaway && !gpu_device_runaway_ended(d->gpus[id]))
+			return false;
+	log_notice("device recovery: the runaway kernel's work ended %.1f s after its time limit",
+		   (double)(daemon_now_ns(CLOCK_MONOTONIC) - rc->runaway_ns) / 1e9);
+	rc->runaway_logged = false;
+	return true;
+}
+
 /* After each batch: a loss seen by any request (or training step) is
  * recovered from here, when nothing of the batch points at the store. */
 static void after_batch(void *data)
@@ -192,15 +219,8 @@ static void after_batch(void *data)
 		return;
 	for (uint32_t id = 0; id < d->ngpus; id++)
 		runaway |= d->gpus[id]->runaway;
-	/* Freeing the device would wait for the runaway work, perhaps forever
-	 * (docs/kernels.md): that loss lasts until a restart. */
-	if (runaway) {
-		if (!rc->runaway_logged)
-			log_error("device recovery: not possible while a runaway kernel may still run "
-				  "on the device; GPU requests fail with DEVICE_LOST until tensord is restarted");
-		rc->runaway_logged = true;
+	if (runaway && !runaway_ended(d))
 		return;
-	}
 	if (rc->retry_ns && daemon_now_ns(CLOCK_MONOTONIC) < rc->retry_ns)
 		return;
 	rc->retry_ns = 0;

@@ -26,7 +26,9 @@ struct recovery {
 	char lost[RECOVER_MAX_LOST_NAMES][TDP_MAX_NAME_LEN + 1];
 	unsigned nlost;
 	/* the reset in progress */
-	bool runaway_logged;        /* the loss was a runaway kernel's: no recovery */
+	bool runaway_logged;        /* the loss was a runaway kernel's: recovery waits
+				       until its work ends (gpu_device_runaway_ended) */
+	int64_t runaway_ns;         /* CLOCK_MONOTONIC when that wait began */
 	bool dropped;               /* device state released, new device not yet open */
 	int64_t start_ns, retry_ns; /* CLOCK_MONOTONIC */
 	char **pending;             /* names of tensors lost or rolled back */

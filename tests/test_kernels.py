@@ -2,8 +2,11 @@
 """Clients' own compute kernels (docs/kernels.md) against a real tensord:
 GLSL compiled in the daemon and SPIR-V sent as bytes, checked against NumPy;
 compile errors with line numbers; binding, size and push-constant mismatches;
-the kernel_group permission rule (a forked child drops to another uid, which
-needs root as in CI: that part is skipped without it); garbage params."""
+kernels as graph.run nodes between builtin ops, stored through `out`, with
+every check kernel.run makes naming the node, and stored tensors untouched by
+a graph unless it stores over them; the kernel_group permission rule (a
+forked child drops to another uid, which needs root as in CI: that part is
+skipped without it); garbage params."""
 import os
 import subprocess
 import sys
@@ -51,6 +54,29 @@ FIXED_BLOCK = """#version 450
 layout(local_size_x = 1) in;
 layout(std430, binding = 0) buffer B { vec4 head; float v[4]; };
 void main() { v[0] = head.x; }
+"""
+
+# Two writable bindings: y = x * 2 (binding 1), z = x + 1 (binding 2).
+TWO_OUT = """#version 450
+layout(local_size_x = 32) in;
+layout(std430, binding = 0) readonly buffer In { float x[]; };
+layout(std430, binding = 1) buffer A { float y[]; };
+layout(std430, binding = 2) buffer B { float z[]; };
+void main() {
+    uint i = gl_GlobalInvocationID.x;
+    if (i < x.length()) {
+        y[i] = x[i] * 2.0;
+        z[i] = x[i] + 1.0;
+    }
+}
+"""
+
+# Reads only: as a graph node it would have no result.
+READ_ONLY = """#version 450
+layout(local_size_x = 1) in;
+layout(std430, binding = 0) readonly buffer In { float x[]; };
+layout(std430, binding = 1) readonly buffer In2 { float w[]; };
+void main() { if (x[0] > w[0]) return; }
 """
 
 UBO = """#version 450
@@ -203,6 +229,228 @@ def test_errors(c):
           "writes past a buffer do not land elsewhere")
 
 
+def stat(c, name):
+    return c.call("tensor.stat", {"name": name})
+
+
+def arr(res):
+    """An inline graph output as a NumPy array."""
+    return np.frombuffer(res["data"], dtype="<f4").reshape(res["shape"])
+
+
+def node_err(c, nodes, where="node 1 'k'", **params):
+    """The (status, message) of a graph.run that must fail at `where`."""
+    p = {"nodes": nodes}
+    p.update(params)
+    e = err(c, "graph.run", p)
+    check(e[0] is not None and where in e[1], "the error names %s: %r" % (where, e))
+    return e
+
+
+def test_graph_nodes(c):
+    """Kernels as graph.run nodes (docs/kernels.md, "Kernels in a graph")."""
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((8, 25)).astype(np.float32)
+    b = rng.standard_normal((8, 25)).astype(np.float32)
+    w = rng.standard_normal((25, 4)).astype(np.float32)
+    put(c, "ga", a)
+    put(c, "gb", b)
+    put(c, "gw", w)
+    put(c, "gz", np.zeros((8, 25), np.float32))
+    z_before = stat(c, "gz")
+
+    # builtin op -> custom kernel reading its result -> builtin op reading the kernel's.
+    r = c.call("graph.run", {"nodes": [
+        {"id": "s", "op": "add", "inputs": ["ga", "gb"]},
+        {"id": "k", "kernel": "scale", "inputs": ["s", "gz"],
+         "push": {"alpha": 1.5, "n": 200, "bias": 2}, "groups": [4]},
+        {"id": "m", "op": "matmul", "inputs": ["k", "gw"]}],
+        "outputs": ["k", "m"], "profile": True})
+    want_k = 1.5 * (a + b) + 2
+    check(r["outputs"]["k"]["shape"] == [8, 25], "a kernel node's result has its binding's "
+          "shape: %r" % r["outputs"]["k"]["shape"])
+    check(np.allclose(arr(r["outputs"]["k"]), want_k, rtol=1e-5, atol=1e-5),
+          "op -> kernel: the kernel node reads the op's result")
+    check(np.allclose(arr(r["outputs"]["m"]), want_k @ w, rtol=1e-4, atol=1e-4),
+          "op -> kernel -> matmul matches NumPy")
+    check(r["dispatches"] >= 3, "three nodes, one submission: %r" % r)
+    z_after = stat(c, "gz")
+    check((get(c, "gz") == 0).all() and z_after["version"] == z_before["version"],
+          "a stored tensor bound writable is not changed by the graph: %r" % z_after)
+
+    # The same, fused: the kernel reads a member of an elementwise chain.
+    r = c.call("graph.run", {"nodes": [
+        {"id": "p", "op": "mul", "inputs": ["ga", "gb"]},
+        {"id": "q", "op": "add", "inputs": ["p", "ga"]},
+        {"id": "k", "kernel": "scale", "inputs": ["p", "gz"],
+         "push": {"alpha": -1, "n": 200, "bias": 0}, "groups": [4]},
+        {"id": "t", "op": "add", "inputs": ["k", "q"]}], "outputs": ["t"], "fuse": True})
+    check(np.allclose(arr(r["outputs"]["t"]), -(a * b) + (a * b + a), rtol=1e-5, atol=1e-5),
+          "a kernel node inside a fused graph")
+
+    # Stored under `out`, like any node; stored over an input, that input is
+    # replaced only then (a version later).
+    x = get(c, "kx")
+    ky_before = stat(c, "ky")
+    r = c.call("graph.run", {"nodes": [
+        {"id": "k", "kernel": "scale", "inputs": ["kx", "ky"],
+         "push": {"alpha": 3, "n": 1000, "bias": 0}, "groups": [16], "out": "kout"}]})
+    check(r["stored"]["kout"]["shape"] == [1000] and r["outputs"] == {},
+          "graph.run reports the stored kernel result: %r" % r)
+    check(np.allclose(get(c, "kout"), 3 * x), "a kernel node's result stored under out")
+    check(stat(c, "ky")["version"] == ky_before["version"], "the bound tensor stays as it was")
+    c.call("graph.run", {"nodes": [
+        {"id": "k", "kernel": "scale", "inputs": ["kx", "ky"],
+         "push": {"alpha": -1, "n": 1000, "bias": 0}, "groups": [16], "out": "ky"}]})
+    check(np.allclose(get(c, "ky"), -x) and stat(c, "ky")["version"] == ky_before["version"] + 1,
+          "out over the bound tensor replaces it: in place through a graph")
+
+    # The kernel writes in place on a copy of what is bound: what it leaves
+    # alone keeps the bound tensor's values.
+    put(c, "g9", np.full(1000, 9, np.float32))
+    r = c.call("graph.run", {"nodes": [
+        {"id": "k", "kernel": "scale", "inputs": ["kx", "g9"],
+         "push": {"alpha": 2, "n": 10, "bias": 0}, "groups": [16]}], "outputs": ["k"]})
+    got = arr(r["outputs"]["k"])
+    check(np.allclose(got[:10], 2 * x[:10]) and (got[10:] == 9).all(),
+          "a kernel node starts from the bound tensor's values")
+
+    # result: which writable binding; the default is the last one.
+    c.call("kernel.create", {"name": "two_out", "glsl": TWO_OUT})
+    v = np.linspace(-3, 3, 40, dtype=np.float32)
+    put(c, "gv", v)
+    put(c, "gy", np.full(40, 9, np.float32))
+    put(c, "gq", np.full(40, 7, np.float32))
+    r = c.call("graph.run", {"nodes": [
+        {"id": "d", "kernel": "two_out", "inputs": ["gv", "gy", "gq"], "groups": [2]},
+        {"id": "r1", "kernel": "two_out", "inputs": ["gv", "gy", "gq"], "groups": [2],
+         "result": 1}], "outputs": ["d", "r1"]})
+    check(np.allclose(arr(r["outputs"]["d"]), v + 1), "default result: the last writable binding")
+    check(np.allclose(arr(r["outputs"]["r1"]), v * 2), "result: 1 picks binding 1")
+    check((get(c, "gy") == 9).all() and (get(c, "gq") == 7).all(),
+          "the other writable binding is scratch: stored tensors unchanged")
+
+    # A kernel writing an earlier node's result works on its own copy: the
+    # node that comes after still reads the original.
+    put(c, "gs", v)
+    c.call("kernel.create", {"name": "gsquare", "glsl": SQUARE_NO_SIZE, "workgroup": [32]})
+    r = c.call("graph.run", {"nodes": [
+        {"id": "n1", "op": "add", "inputs": ["gs", "gs"]},
+        {"id": "sq", "kernel": "gsquare", "inputs": ["n1"], "groups": [2]},
+        {"id": "n3", "op": "sub", "inputs": ["sq", "n1"]},
+        {"id": "sq2", "kernel": "gsquare", "inputs": ["sq"], "groups": [2]}],
+        "outputs": ["n1", "n3", "sq2"]})
+    check(np.allclose(arr(r["outputs"]["n1"]), 2 * v), "the kernel did not write n1 itself")
+    check(np.allclose(arr(r["outputs"]["n3"]), 4 * v * v - 2 * v, rtol=1e-5, atol=1e-5),
+          "a later node reads n1 as it was and sq as the kernel left it")
+    check(np.allclose(arr(r["outputs"]["sq2"]), (2 * v) ** 4, rtol=1e-5),
+          "a kernel node reading a kernel node")
+
+    # In a training step's forward graph: fine on the data's path; no gradient
+    # flows through a kernel.
+    xt = rng.standard_normal((3, 4)).astype(np.float32)
+    wt = rng.standard_normal((4, 1)).astype(np.float32)
+    put(c, "tx", xt)
+    put(c, "tw", wt)
+    put(c, "ty", np.zeros((3, 1), np.float32))
+    r = c.call("train.step", {"nodes": [
+        {"id": "xs", "kernel": "gsquare", "inputs": ["tx"], "groups": [1]},
+        {"id": "p", "op": "matmul", "inputs": ["xs", "tw"]},
+        {"id": "l", "op": "mse", "inputs": ["p", "ty"]}], "loss": "l", "params": ["tw"],
+        "optimizer": {"lr": 0.01}})
+    want = float((((xt * xt) @ wt) ** 2).mean())
+    check(abs(r["loss"] - want) <= 1e-4 * max(1.0, abs(want)),
+          "train.step with a kernel node: loss %r, NumPy %r" % (r["loss"], want))
+    e = err(c, "train.step", {"nodes": [
+        {"id": "p", "op": "matmul", "inputs": ["tx", "tw"]},
+        {"id": "k", "kernel": "gsquare", "inputs": ["p"], "groups": [1]},
+        {"id": "l", "op": "mse", "inputs": ["k", "ty"]}], "loss": "l", "params": ["tw"]})
+    check(e[0] == "INVALID_ARGUMENT" and "node 1 'k' (kernel)" in e[1] and
+          "not differentiable" in e[1], "no gradient through a kernel node: %r" % (e,))
+
+    # A kernel that writes nothing has no result to give.
+    c.call("kernel.create", {"name": "readonly2", "glsl": READ_ONLY})
+    e = node_err(c, [{"id": "k", "kernel": "readonly2", "inputs": ["gv", "gv"], "groups": [1]}],
+                 where="node 0 'k'")
+    check(e[0] == "INVALID_ARGUMENT" and "no result" in e[1], "a kernel writing nothing: %r" % (e,))
+
+
+def test_graph_node_errors(c):
+    """Every check of kernel.run, for a node, names the node; a failed graph
+    leaves stored tensors as they were."""
+    first = {"id": "s", "op": "add", "inputs": ["big", "big"]}
+
+    def k(**kw):
+        n = {"id": "k", "kernel": "scale", "inputs": ["s", "big"],
+             "push": {"alpha": 1, "n": 100, "bias": 0}, "groups": [2]}
+        n.update(kw)
+        return [first, {key: val for key, val in n.items() if val is not None}]
+
+    cases = [
+        # (node, status, words in the message)
+        (k(kernel="nosuch"), "NOT_FOUND", "'nosuch'"),
+        (k(inputs=["s"]), "INVALID_ARGUMENT", "binds 2"),
+        (k(inputs=["s", "big", "big"]), "INVALID_ARGUMENT", "binds 2"),
+        (k(inputs=["s", "nosuch"]), "NOT_FOUND", "nosuch"),
+        (k(kernel="fixed", inputs=["small"], push=None), "SHAPE_MISMATCH", "'small'"),
+        (k(push={"beta": 1}), "INVALID_ARGUMENT", "beta"),
+        (k(push={"n": -1}), "INVALID_ARGUMENT", "'n'"),
+        (k(push={"n": 1.5}), "INVALID_ARGUMENT", "'n'"),
+        (k(push=b"\0" * 8), "INVALID_ARGUMENT", "8 bytes"),
+        (k(push=3), "INVALID_ARGUMENT", "push"),
+        (k(groups=None), "INVALID_ARGUMENT", "groups"),
+        (k(groups=[]), "INVALID_ARGUMENT", "groups"),
+        (k(groups=[1, 1, 1, 1]), "INVALID_ARGUMENT", "groups"),
+        (k(groups=[-1]), "INVALID_ARGUMENT", "groups"),
+        (k(groups=[1 << 40]), "INVALID_ARGUMENT", "groups"),
+        (k(groups=[1, 1 << 31]), "INVALID_ARGUMENT", "groups[1]"),
+        (k(groups="a"), "INVALID_ARGUMENT", "groups"),
+        (k(result=5), "INVALID_ARGUMENT", "result"),
+        (k(result=0), "INVALID_ARGUMENT", "readonly"),
+        (k(result=-1), "INVALID_ARGUMENT", "result"),
+        (k(kernel=7), "INVALID_ARGUMENT", "kernel"),
+        (k(kernel="bad name!"), "INVALID_ARGUMENT", "kernel"),
+        (k(op="add"), "INVALID_ARGUMENT", "not both"),
+        (k(attrs={"scalar": 1}), "INVALID_ARGUMENT", "attrs"),
+        (k(kernel=None), "INVALID_ARGUMENT", "'op'"),
+        (k(kernel=None, op="add", inputs=["big", "big"]), "INVALID_ARGUMENT", "push, groups"),
+        (k(kernel=None, push=None, groups=None), "INVALID_ARGUMENT", "'op'"),
+        (k(inputs="big"), "INVALID_ARGUMENT", "inputs"),
+        (k(inputs=["s", 5]), "INVALID_ARGUMENT", "input 1"),
+        (k(inputs=["later", "big"]), "INVALID_ARGUMENT", "comes later"),
+    ]
+    for nodes, status, words in cases:
+        if "later" in nodes[1]["inputs"]:
+            nodes = nodes + [{"id": "later", "op": "add", "inputs": ["big", "big"]}]
+        e = node_err(c, nodes)
+        check(e[0] == status and words in e[1], "kernel node %r -> %r" % (nodes[1], e))
+
+    # A failed graph stores nothing: not the kernel node's out, not over a
+    # tensor it binds, whether it fails before or after the kernel node.
+    put(c, "keep", np.arange(100, dtype=np.float32))
+    before = stat(c, "keep")
+    for nodes in (
+            [first,
+             {"id": "k", "kernel": "scale", "inputs": ["s", "keep"],
+              "push": {"alpha": 0, "n": 100, "bias": 0}, "groups": [2], "out": "keep"},
+             {"id": "bad", "op": "matmul", "inputs": ["k", "gw"]}],
+            [{"id": "k", "kernel": "scale", "inputs": ["big", "keep"],
+              "push": {"alpha": 0, "n": 100, "bias": 0}, "groups": [2], "out": "keep"},
+             {"id": "k2", "kernel": "scale", "inputs": ["big", "keep"], "groups": [1],
+              "out": "keep"}],
+            [{"id": "k", "kernel": "scale", "inputs": ["big", "keep"],
+              "push": {"alpha": 0, "n": 100, "bias": 0}, "groups": [2], "out": "fresh"},
+             {"id": "k2", "kernel": "scale", "inputs": ["k", "keep"], "groups": [1],
+              "push": {"alpha": 0}, "out": "bad name!"}]):
+        e = err(c, "graph.run", {"nodes": nodes})
+        check(e[0] is not None, "the graph fails: %r" % (e,))
+        after = stat(c, "keep")
+        check((get(c, "keep") == np.arange(100)).all() and after["version"] == before["version"],
+              "a failed graph leaves the bound tensor as it was: %r" % (e,))
+        check(err(c, "tensor.stat", {"name": "fresh"})[0] == "NOT_FOUND",
+              "a failed graph stores no kernel result")
+
+
 def test_garbage(c):
     cases = [
         ("kernel.create", {}),
@@ -274,6 +522,35 @@ def test_permission(sock_dir):
                 return list(get(c, "u")), [k["name"] for k in c.call("kernel.list")["kernels"]]
         vals, names = sec.as_user(65533, run_own, groups=[4242])
         check(vals == [1, 4, 9, 16] and names == ["k"], "member runs its kernel: %r" % vals)
+
+        # root's tensor, readable by everyone: a kernel may read it, in a
+        # graph as in kernel.run, but binding it writable needs write access
+        # there too (though the node writes a copy).
+        with d.client() as c:
+            c.call("tensor.put", {"name": "pub", "dtype": "f32", "shape": [4],
+                                  "data": f32bytes([1, 2, 3, 4]), "mode": "world-read"})
+
+        def use_pub():
+            from daemon import Client
+            with Client(d.sock) as c:
+                c.call("kernel.create", {"name": "sc", "glsl": SCALE})
+                c.call("tensor.put", {"name": "mine", "dtype": "f32", "shape": [4],
+                                      "data": f32bytes([0, 0, 0, 0])})
+                ok = c.call("graph.run", {"nodes": [
+                    {"id": "r", "kernel": "sc", "inputs": ["pub", "mine"], "groups": [1],
+                     "push": {"alpha": 2, "n": 4, "bias": 0}}], "outputs": ["r"]})
+                return (list(np.frombuffer(ok["outputs"]["r"]["data"], "<f4")),
+                        err(c, "graph.run", {"nodes": [
+                            {"id": "a", "op": "add", "inputs": ["pub", "pub"]},
+                            {"id": "w", "kernel": "k", "inputs": ["pub"], "groups": [1]}]}),
+                        err(c, "kernel.run", {"name": "k", "tensors": ["pub"], "groups": [1]}))
+        vals, node_e, run_e = sec.as_user(65533, use_pub, groups=[4242])
+        check(vals == [2, 4, 6, 8], "a kernel node reads a readable tensor: %r" % (vals,))
+        check(node_e[0] == "PERMISSION_DENIED" and "node 1 'w'" in node_e[1] and "'pub'" in node_e[1],
+              "a kernel node binding a read-only tensor writable: %r" % (node_e,))
+        check(run_e[0] == "PERMISSION_DENIED", "kernel.run agrees: %r" % (run_e,))
+        with d.client() as c:
+            check(list(get(c, "pub")) == [1, 2, 3, 4], "pub unchanged")
         with d.client() as c:
             check(c.call("kernel.list")["kernels"] == [], "kernels are per owner")
             e = err(c, "kernel.run", {"name": "k", "tensors": ["u"], "groups": [1]})
@@ -320,6 +597,15 @@ def test_tensorctl(d):
         r = run("kernel", "run", "cli/scale", "cli/x", "--groups", "1")
         check(r.returncode == 1 and "INVALID_ARGUMENT" in r.stderr or "binds 2" in r.stderr,
               "tensorctl binding count: %r" % (r,))
+        gj = os.path.join(tmp, "g.json")
+        with open(gj, "w") as f:
+            f.write('{"nodes": [{"id": "s", "op": "add", "inputs": ["cli/x", "cli/x"]},'
+                    ' {"id": "k", "kernel": "cli/scale", "inputs": ["s", "cli/y"],'
+                    ' "push": {"alpha": 0.5, "n": 4, "bias": 1}, "groups": [1]}],'
+                    ' "outputs": ["k"]}')
+        r = run("--json", "graph", gj)
+        check(r.returncode == 0 and "[2,3,4,5]" in r.stdout.replace(" ", "").replace(".0,", ",")
+              .replace(".0]", "]"), "tensorctl graph with a kernel node: %r" % (r,))
         r = run("--json", "kernel", "ls", "cli/")
         check(r.returncode == 0 and "cli/scale_spv" in r.stdout, "tensorctl kernel ls: %r" % (r,))
         r = run("kernel", "rm", "cli/scale")
@@ -335,6 +621,8 @@ def main():
             test_glsl(c)
             test_spirv(c)
             test_errors(c)
+            test_graph_nodes(c)
+            test_graph_node_errors(c)
             test_garbage(c)
     if os.geteuid() == 0:
         test_permission(None)

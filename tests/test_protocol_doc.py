@@ -473,7 +473,19 @@ def call_kernel_run(c):
     assert set(res) == {"name", "groups", "seconds"} and res["groups"] == [1, 1, 1], res
     y = c.call("tensor.get", {"name": "doc/ky"})["data"]
     assert struct.unpack("<2f", y) == (2.5, 5.0), y
-    for n in ("doc/kx", "doc/ky"):
+    # the same kernel as a graph.run node, between two ops (graph.run's kernel nodes)
+    res = c.call("graph.run", {"nodes": [
+        {"id": "x2", "op": "add", "inputs": ["doc/kx", "doc/kx"]},
+        {"id": "k", "kernel": "doc/k", "inputs": ["x2", "doc/ky"],
+         "push": {"alpha": 0.5, "n": 2}, "groups": [1]},
+        {"id": "s", "op": "add", "inputs": ["k", "doc/kx"], "out": "doc/ks"}], "outputs": ["k"]})
+    assert struct.unpack("<2f", res["outputs"]["k"]["data"]) == (1.0, 2.0), res
+    assert set(res["stored"]) == {"doc/ks"}, res
+    y = c.call("tensor.get", {"name": "doc/ks"})["data"]
+    assert struct.unpack("<2f", y) == (2.0, 4.0), y
+    y = c.call("tensor.get", {"name": "doc/ky"})["data"]
+    assert struct.unpack("<2f", y) == (2.5, 5.0), y
+    for n in ("doc/kx", "doc/ky", "doc/ks"):
         c.call("tensor.delete", {"name": n})
 
 

@@ -539,6 +539,25 @@ int gpu_cmd_wait_for(struct gpu_device *g, unsigned i, uint64_t timeout_ns)
 	return gpu_result_errno(g, vkResetFences(g->dev, 1, &c->fence));
 }
 
+bool gpu_device_runaway_ended(struct gpu_device *g)
+{
+	for (unsigned i = 0; i < 2; i++) {
+		struct gpu_cmd *c = &g->cmd[i];
+		VkResult r;
+
+		if (!c->pending)
+			continue;
+		r = vkGetFenceStatus(g->dev, c->fence);
+		if (r == VK_NOT_READY)
+			return false;
+		c->pending = false;
+		if (r != VK_SUCCESS)
+			gpu_result_errno(g, r);
+	}
+	g->runaway = false;
+	return true;
+}
+
 int gpu_cmd_begin(struct gpu_device *g, unsigned i)
 {
 	VkCommandBufferBeginInfo bi = {

@@ -133,5 +133,13 @@ int gpu_cmd_wait(struct gpu_device *g, unsigned i);
  * stopped the device is marked lost; returns -ETIMEDOUT. */
 int gpu_cmd_wait_for(struct gpu_device *g, unsigned i, uint64_t timeout_ns);
 
+/* While the device is lost to a runaway submission (`runaway`): poll, without
+ * waiting, whether that work has ended (its fence signalled, or the driver
+ * reports the device lost, as NVIDIA's does once its watchdog ends long
+ * work). Returns true once nothing is pending any more: `runaway` is then
+ * cleared (the device stays lost) and the device may be freed without
+ * waiting on the work. */
+bool gpu_device_runaway_ended(struct gpu_device *g);
+
 /* Map a VkResult to -errno, noting device loss. */
 int gpu_result_errno(struct gpu_device *g, VkResult r);

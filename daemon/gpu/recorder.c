@@ -69,6 +69,26 @@ static void record(struct gpu_recorder *rec, const struct gpu_pipeline *p,
 		   const struct gpu_binding *bindings, unsigned nbindings, const void *push,
 		   uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);
 
+void gpu_rec_copy(struct gpu_recorder *rec, const struct gpu_binding *src,
+		  const struct gpu_binding *dst)
+{
+	struct gpu_binding b[2] = { *src, *dst };
+	VkBufferCopy region = {
+		.srcOffset = src->offset,
+		.dstOffset = dst->offset,
+		.size = src->range < dst->range ? src->range : dst->range,
+	};
+
+	b[0].write = false;
+	b[1].write = true;
+	if (region.size == 0)
+		return;
+	order(rec, b, 2);
+	vkCmdCopyBuffer(rec->cb, src->buffer, dst->buffer, 1, &region);
+	rec->written[rec->nwritten++] = b[0];
+	rec->written[rec->nwritten++] = b[1];
+}
+
 int gpu_rec_dispatch(struct gpu_recorder *rec, const struct gpu_pipeline *p,
 		     const struct gpu_binding *bindings, unsigned nbindings,
 		     const void *push, uint32_t push_size, uint64_t invocations,

@@ -1,6 +1,7 @@
-/* Recording many compute dispatches into one command buffer and one
- * submission, with a barrier only where a dispatch touches memory an earlier
- * dispatch of the same recording wrote. */
+/* Recording many compute dispatches (and buffer copies) into one command
+ * buffer and one submission, with a barrier only where a dispatch or copy
+ * touches memory an earlier one of the same recording wrote, or writes
+ * memory an earlier one read. */
 #pragma once
 
 #include <stdbool.h>
@@ -51,6 +52,13 @@ int gpu_rec_dispatch(struct gpu_recorder *rec, const struct gpu_pipeline *p,
 int gpu_rec_dispatch_groups(struct gpu_recorder *rec, const struct gpu_pipeline *p,
 			    const struct gpu_binding *bindings, unsigned nbindings,
 			    const void *push, uint32_t push_size, const uint32_t groups[3]);
+
+/* Record a copy of src's range into dst's (min of the two ranges), ordered
+ * as a dispatch reading src and writing dst would be: a barrier first where
+ * an earlier dispatch or copy wrote either range or read dst, and what follows
+ * that touches dst waits for it. */
+void gpu_rec_copy(struct gpu_recorder *rec, const struct gpu_binding *src,
+		  const struct gpu_binding *dst);
 
 /* Make every write recorded so far visible to what follows (for a transfer or
  * the host). */

@@ -32,6 +32,7 @@
 
 #include "conn.h"
 #include "daemon.h"
+#include "kernel.h"
 #include "log.h"
 #include "loop.h"
 #include "model.h"
@@ -255,6 +256,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	d.cfg.max_tensors = 32;
 	d.cfg.max_tensor_bytes = (uint64_t)1 << 20;
 	d.cfg.max_message_bytes = (uint64_t)4 << 20;
+	/* uid 1001 (in group 100) may create kernels: kernel.* and kernel nodes. */
+	d.cfg.kernel_group = 100;
 	d.gpus[0] = &gpu;
 	d.gpus[1] = &gpu1;
 	d.ngpus = 2;
@@ -285,6 +288,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	CHECK(!c.job);
 	train_jobs_free();
+	kernels_fini(&d);
 	models_free(d.models);
 	store_free(d.store);
 	tdp_buf_free(&c.out);

@@ -183,6 +183,28 @@ void gpu_rec_barrier(struct gpu_recorder *rec)
 	rec->barriers++;
 }
 
+/* Every binding inside its (live) buffer, aligned, bindable at once. */
+static void check_bindings(const struct gpu_recorder *rec, const struct gpu_binding *bindings,
+			   unsigned nbindings)
+{
+	const VkPhysicalDeviceLimits *lim = &rec->g->props.limits;
+
+	for (unsigned i = 0; i < nbindings; i++) {
+		const struct gpu_binding *b = &bindings[i];
+		/* The handle is the block itself: reading it finds freed blocks. */
+		const struct gpu_block *blk = (const struct gpu_block *)(uintptr_t)b->buffer;
+
+		if (!blk)
+			stub_bug("a binding without a buffer");
+		if (b->range == 0 || b->offset > blk->size || b->range > blk->size - b->offset)
+			stub_bug("a binding outside its buffer");
+		if (b->offset % lim->minStorageBufferOffsetAlignment)
+			stub_bug("a binding offset the device cannot bind (alignment)");
+		if (b->range > lim->maxStorageBufferRange)
+			stub_bug("a binding larger than maxStorageBufferRange");
+	}
+}
+
 int gpu_rec_dispatch(struct gpu_recorder *rec, const struct gpu_pipeline *p,
 		     const struct gpu_binding *bindings, unsigned nbindings,
 		     const void *push, uint32_t push_size, uint64_t invocations,
@@ -199,20 +221,7 @@ int gpu_rec_dispatch(struct gpu_recorder *rec, const struct gpu_pipeline *p,
 		return -EINVAL;
 	if (push_size && !push)
 		stub_bug("push constants without data");
-	for (unsigned i = 0; i < nbindings; i++) {
-		const struct gpu_binding *b = &bindings[i];
-		/* The handle is the block itself: reading it finds freed blocks. */
-		const struct gpu_block *blk = (const struct gpu_block *)(uintptr_t)b->buffer;
-
-		if (!blk)
-			stub_bug("a binding without a buffer");
-		if (b->range == 0 || b->offset > blk->size || b->range > blk->size - b->offset)
-			stub_bug("a binding outside its buffer");
-		if (b->offset % lim->minStorageBufferOffsetAlignment)
-			stub_bug("a binding offset the device cannot bind (alignment)");
-		if (b->range > lim->maxStorageBufferRange)
-			stub_bug("a binding larger than maxStorageBufferRange");
-	}
+	check_bindings(rec, bindings, nbindings);
 	groups = (invocations + local_size - 1) / local_size;
 	if (groups == 0)
 		return 0;
@@ -263,10 +272,10 @@ int gpu_rec_dispatch_groups(struct gpu_recorder *rec, const struct gpu_pipeline 
 			    const struct gpu_binding *bindings, unsigned nbindings,
 			    const void *push, uint32_t push_size, const uint32_t groups[3])
 {
-	(void)bindings;
 	(void)push;
 	if (!p || nbindings > GPU_MAX_BINDINGS || push_size > GPU_PUSH_BYTES)
 		return -EINVAL;
+	check_bindings(rec, bindings, nbindings);
 	for (unsigned k = 0; k < 3; k++)
 		if (groups[k] > rec->g->props.limits.maxComputeWorkGroupCount[k])
 			return -E2BIG;
@@ -347,4 +356,16 @@ void gpu_rec_staging_copy(struct gpu_recorder *rec, const struct gpu_alloc *a, u
 	(void)staging_offset;
 	(void)to_device;
 	stub_bug("a staging copy without a staging buffer");
+}
+
+/* A kernel node's copy of a writable binding: checked like a dispatch's. */
+void gpu_rec_copy(struct gpu_recorder *rec, const struct gpu_binding *src,
+		  const struct gpu_binding *dst)
+{
+	check_bindings(rec, src, 1);
+	check_bindings(rec, dst, 1);
+	if (src->range != dst->range)
+		stub_bug("a copy between ranges of different sizes");
+	if (!dst->write)
+		stub_bug("a copy into a range not marked written");
 }

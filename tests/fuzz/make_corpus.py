@@ -64,6 +64,19 @@ OPS_BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne
 OPS_REDUCE = ["sum", "prod", "max", "min", "mean", "var", "std", "argmax", "argmin"]
 
 
+# y = alpha * x over n elements (kernel_graph).
+KERNEL = """#version 450
+layout(local_size_x = 8) in;
+layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 1) buffer Y { float y[]; };
+layout(push_constant) uniform P { float alpha; uint n; };
+void main() {
+    uint i = gl_GlobalInvocationID.x;
+    if (i < n) y[i] = alpha * x[i];
+}
+"""
+
+
 def params_corpus():
     setup = (put("a", shape=(2, 3)) + put("b", shape=(2, 3), fill=2.0) +
              put("m", shape=(3, 4)) + put("i", "i32", (2,), 1) + put("c", "u8", (2, 3), 1))
@@ -149,6 +162,33 @@ def params_corpus():
             {"id": "s", "op": "sum", "inputs": ["p"], "attrs": {"axis": [0], "keepdims": True},
              "out": "stored_s"}],
             "outputs": ["p", "s"]}),
+        # uid 1001 (odd msgids) may create kernels in fuzz_params.c.
+        "kernel_graph": setup + req("kernel.create", {"name": "k", "glsl": KERNEL}, msgid=1001) +
+        req("tensor.put", {"name": "ka", **f32(2, 3)}, msgid=1003) +
+        req("tensor.put", {"name": "kb", **f32(2, 3)}, msgid=1005) +
+        req("kernel.run", {"name": "k", "tensors": ["ka", "kb"], "push": {"alpha": 2, "n": 6},
+                           "groups": [1]}, msgid=1007) +
+        req("graph.run", {"nodes": [
+            {"id": "s", "op": "add", "inputs": ["ka", "ka"]},
+            {"id": "k", "kernel": "k", "inputs": ["s", "kb"], "push": {"alpha": 2, "n": 6},
+             "groups": [1], "result": 1},
+            {"id": "m", "op": "mul", "inputs": ["k", "s"], "out": "km"}],
+            "outputs": ["k", "m"]}, msgid=1009) +
+        req("graph.run", {"nodes": [
+            {"id": "k", "kernel": "k", "inputs": ["ka", "kb"], "push": b"\0" * 8,
+             "groups": [2, 1, 1], "out": "kb"},
+            {"id": "k2", "kernel": "k", "inputs": ["k", "ka"], "groups": [1]}]}, msgid=1011) +
+        req("graph.run", {"nodes": [
+            {"id": "k", "kernel": "k", "inputs": ["ka"], "groups": [1]}]}, msgid=1013) +
+        req("graph.run", {"nodes": [
+            {"id": "k", "kernel": "k", "inputs": ["ka", "kb"], "groups": [1], "result": 0}]},
+            msgid=1015) +
+        req("graph.run", {"nodes": [
+            {"id": "k", "kernel": "k", "inputs": ["ka", "kb"], "op": "add", "groups": [1]}]},
+            msgid=1017) +
+        req("graph.run", {"nodes": [
+            {"id": "k", "kernel": "k", "inputs": ["ka", "a"], "groups": [1]}]}, msgid=1019) +
+        req("kernel.delete", {"name": "k"}, msgid=1021),
         "graph_forward_ref": setup + req("graph.run", {"nodes": [
             {"id": "x", "op": "add", "inputs": ["y", "a"]},
             {"id": "y", "op": "neg", "inputs": ["a"]}]}),
@@ -355,7 +395,10 @@ def main():
              "tensor.chmod", "mode", "group", "group-read,world-read", "model.define",
              "model.list", "model.stat", "model.delete", "model.evaluate", "model.predict",
              "model", "replace", "tensors", "fuse", "tensor.copy", "src", "dst", "device",
-             "devices"]
+             "devices",
+             "kernel", "kernel.create", "kernel.run",
+             "kernel.list", "kernel.delete", "glsl", "spirv", "entry", "workgroup", "push",
+             "result"]
     words += OPS_UNARY + OPS_BINARY + OPS_REDUCE
     words += ["where", "clamp", "mse", "cross_entropy", "nll", "binary_cross_entropy_with_logits",
               "matmul", "conv2d", "max_pool2d", "avg_pool2d", "softmax", "log_softmax",
