@@ -225,6 +225,45 @@ def test_data_parallel(c, rng):
     check(e is None and "devices" not in r, "devices [0] is a one-device run: %r" % (e,))
 
 
+SCALE = """#version 450
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer In { float x[]; };
+layout(std430, binding = 1) buffer Out { float y[]; };
+layout(push_constant) uniform P { float alpha; uint n; };
+void main() {
+    uint i = gl_GlobalInvocationID.x;
+    if (i < n)
+        y[i] = alpha * x[i];
+}
+"""
+
+
+def test_kernels(c, rng):
+    """A custom kernel runs on whichever device its tensors are on, alone and
+    as a graph node; tensors on two devices are refused."""
+    c.call("kernel.create", {"name": "scale2", "glsl": SCALE})
+    x = rng.standard_normal(100).astype(np.float32)
+    put(c, "k/x1", x, device=1)
+    put(c, "k/y1", np.zeros(100, np.float32), device=1)
+    put(c, "k/y0", np.zeros(100, np.float32), device=0)
+    c.call("kernel.run", {"name": "scale2", "tensors": ["k/x1", "k/y1"], "push": {"alpha": 3.0, "n": 100},
+                          "groups": [2]})
+    check(np.allclose(get(c, "k/y1"), 3 * x), "kernel.run on device 1 = NumPy")
+    e = err(c, "kernel.run", {"name": "scale2", "tensors": ["k/x1", "k/y0"], "push": {"alpha": 1.0, "n": 100},
+                              "groups": [2]})
+    check(e[0] == "FAILED_PRECONDITION" and "device" in e[1], "kernel tensors on two devices: %r" % (e,))
+    r = c.call("graph.run", {"nodes": [
+        {"id": "k", "kernel": "scale2", "inputs": ["k/x1", "k/y1"], "push": {"alpha": 2.0, "n": 100},
+         "groups": [2]},
+        {"id": "s", "op": "add", "inputs": ["k", "k/x1"], "out": "k/s1"}]})
+    check(r["stored"]["k/s1"]["device"] == 1, "kernel node result on device 1")
+    check(np.allclose(get(c, "k/s1"), 3 * x), "kernel node on device 1 then add = NumPy")
+    e = err(c, "graph.run", {"nodes": [
+        {"id": "k", "kernel": "scale2", "inputs": ["k/x1", "k/y0"], "push": {"alpha": 2.0, "n": 100},
+         "groups": [2]}]})
+    check(e[0] == "FAILED_PRECONDITION" and "'k'" in e[1], "kernel node inputs on two devices: %r" % (e,))
+
+
 def test_garbage(c):
     a = np.ones((2, 2), np.float32)
     for dev in (2, 99, -1, "0", 1.5, None, [0], 2**40):
@@ -247,12 +286,18 @@ def test_garbage(c):
 
 def main():
     rng = np.random.default_rng(7)
-    with Daemon(["--device", "0,0"]) as d:
+    # kernel.create needs root or kernel_group: the test's own group.
+    conf = tempfile.NamedTemporaryFile("w", suffix=".conf", dir="/tmp", delete=False)
+    conf.write("kernel_group = %d\n" % os.getgid())
+    conf.close()
+    with Daemon(["--device", "0,0", "--config", conf.name]) as d:
         with d.client() as c:
             test_placement_and_copy(c, rng)
             test_graph_two_devices(c, rng)
             test_data_parallel(c, rng)
+            test_kernels(c, rng)
             test_garbage(c)
+    os.unlink(conf.name)
     # Checkpoints remember the device.
     with tempfile.TemporaryDirectory(dir="/tmp") as state:
         args = ["--device", "0,0", "--state-dir", state]
