@@ -133,6 +133,8 @@ def main():
     ap.add_argument("--batches", default="512,4096,16384")
     ap.add_argument("--steps", type=int, default=100, help="measured steps per run")
     ap.add_argument("--check-steps", type=int, default=50, help="steps of the equality check")
+    ap.add_argument("--max-rel-diff", type=float,
+                    help="exit 1 when SGD's one-device and all-device parameters differ more (smoke runs)")
     ap.add_argument("--out-json")
     ap.add_argument("--out-markdown")
     a = ap.parse_args()
@@ -227,6 +229,11 @@ def main():
     if a.out_markdown:
         with open(a.out_markdown, "w") as f:
             f.write(md + "\n")
+    if a.max_rel_diff is not None:
+        bad = [r["batch"] for r in rows if not (r["sgd_max_rel_diff"] <= a.max_rel_diff and
+                                               r["sgd_replica_max_diff"] == 0.0)]
+        if bad or not rows:
+            sys.exit("parameters differ beyond %g (or replicas differ) at batch %r" % (a.max_rel_diff, bad))
 
 
 if __name__ == "__main__":
