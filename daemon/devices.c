@@ -95,10 +95,27 @@ uint64_t devices_free_bytes(const struct gpu_device *g)
 	return g->mem.limit > g->mem.used ? g->mem.limit - g->mem.used : 0;
 }
 
-uint32_t devices_default(const struct daemon *d)
-{
-	uint32_t best = 0;
+_Static_assert(STORE_DEVICES == GPU_MAX_DEVICES, "the store counts usage per device id");
 
+uint32_t devices_default(const struct daemon *d, uint32_t owner, uint64_t bytes)
+{
+	struct store_usage u;
+	uint32_t best = 0;
+	int home = -1;
+
+	/* Where the owner's tensors are, so that ops on them work... */
+	store_usage_of(d->store, owner, &u);
+	for (uint32_t id = 0; id < d->ngpus; id++) {
+		if (!u.device_tensors[id] || devices_free_bytes(d->gpus[id]) < bytes)
+			continue;
+		if (home < 0 || u.device_bytes[id] > u.device_bytes[home] ||
+		    (u.device_bytes[id] == u.device_bytes[home] &&
+		     u.device_tensors[id] > u.device_tensors[home]))
+			home = (int)id;
+	}
+	if (home >= 0)
+		return (uint32_t)home;
+	/* ...else the device with the most free memory. */
 	for (uint32_t id = 1; id < d->ngpus; id++)
 		if (devices_free_bytes(d->gpus[id]) > devices_free_bytes(d->gpus[best]))
 			best = id;

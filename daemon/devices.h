@@ -30,9 +30,12 @@ struct gpu_device *devices_of(const struct daemon *d, const struct tensor *t);
 /* Device memory still free on `g` for tensors: its limit less what is taken. */
 uint64_t devices_free_bytes(const struct gpu_device *g);
 
-/* The default device for a new tensor: the one with the most free memory,
- * ties to the lowest id. */
-uint32_t devices_default(const struct daemon *d);
+/* The default device for a new tensor of `bytes` owned by uid `owner`
+ * (docs/devices.md): the device holding most of the owner's bytes (then
+ * most of its tensors) that has room for it, so a user's tensors stay
+ * together; for an owner with none (or no room there), the device with the
+ * most free memory, ties to the lowest id. */
+uint32_t devices_default(const struct daemon *d, uint32_t owner, uint64_t bytes);
 
 /* Read a `device` parameter `v` (a device id) into *ret. Returns 0, or
  * request_fail() with INVALID_ARGUMENT naming `what` and the ids in use. */

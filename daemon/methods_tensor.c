@@ -213,7 +213,7 @@ int method_tensor_put(struct request *req)
 	if (check_room(req, t, old) < 0)
 		goto fail;
 	/* A replacement stays where the tensor was unless told otherwise. */
-	t->device = p[6].value ? device : old ? old->device : devices_default(d);
+	t->device = p[6].value ? device : old ? old->device : devices_default(d, req->cred.uid, t->bytes);
 	g = devices_of(d, t);
 	/* The new bytes go to fresh memory, so a failure leaves the old tensor as it was. */
 	if (alloc_for(req, g, t) < 0)

@@ -280,7 +280,7 @@ static int restore_one(struct persist *p, struct daemon *d, const char *file, ch
 	}
 	/* Back to its device when that still exists (docs/devices.md). */
 	t->device = parse_u64_text(st_meta_get(&f, "device"), UINT32_MAX, &dev) == 0 && dev < d->ngpus ?
-		    (uint32_t)dev : devices_default(d);
+		    (uint32_t)dev : devices_default(d, t->owner, t->bytes);
 	g = devices_of(d, t);
 	r = gpu_memory_alloc(g, t->bytes, &t->alloc);
 	if (r < 0) {

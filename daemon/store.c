@@ -103,6 +103,10 @@ static void charge(struct store *s, struct user_entry *u, const struct tensor *t
 	s->bytes += t->bytes;
 	u->use.tensors++;
 	u->use.bytes += t->bytes;
+	if (t->device < STORE_DEVICES) {
+		u->use.device_tensors[t->device]++;
+		u->use.device_bytes[t->device] += t->bytes;
+	}
 }
 
 static void dirty_unlink(struct store *s, struct tensor *t)
@@ -155,6 +159,10 @@ static void drop(struct store *s, struct tensor *t)
 	if (u) {
 		u->use.tensors--;
 		u->use.bytes -= t->bytes;
+		if (t->device < STORE_DEVICES) {
+			u->use.device_tensors[t->device]--;
+			u->use.device_bytes[t->device] -= t->bytes;
+		}
 	}
 	if (s->release)
 		s->release(s->userdata, t);

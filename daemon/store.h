@@ -88,9 +88,13 @@ int store_list(struct store *s, const char *prefix, size_t prefix_len, const str
 void store_totals(const struct store *s, uint64_t *ret_count, uint64_t *ret_bytes);
 
 /* What one uid holds: tensors it owns and their bytes. */
+#define STORE_DEVICES 16          /* = GPU_MAX_DEVICES (devices.c checks) */
+
 struct store_usage {
 	uint64_t tensors;
 	uint64_t bytes;
+	uint64_t device_tensors[STORE_DEVICES]; /* of those, on each device id */
+	uint64_t device_bytes[STORE_DEVICES];
 };
 
 /* Per-uid quotas on owned tensors and bytes; 0 means no quota. */

@@ -63,10 +63,13 @@ def test_placement_and_copy(c, rng):
     check(c.call("tensor.stat", {"name": "b1"})["device"] == 1, "stat shows device 1")
     # Replacing without `device` keeps the device.
     check(put(c, "b1", b)["device"] == 1, "a replacement stays on its device")
-    # Default: the device with the most free memory. Device 0 now holds more.
+    # Default: where the caller's tensors are (most of its bytes), even though
+    # device 1 has more free memory now.
     big = np.zeros((64, 1024), np.float32)
     put(c, "big0", big, device=0)
-    check(put(c, "fresh", a)["device"] == 1, "a new tensor goes to the device with more free memory")
+    free = {x["id"]: x["memory_limit"] - x["memory_used"] for x in c.call("info")["devices"] if x["active"]}
+    check(free[1] > free[0], "device 1 has more free memory: %r" % free)
+    check(put(c, "fresh", a)["device"] == 0, "a new tensor goes where the caller's bytes are")
     c.call("tensor.delete", {"name": "fresh"})
 
     # Ops run where their inputs are; results stay there.
@@ -297,6 +300,19 @@ def main():
             test_data_parallel(c, rng)
             test_kernels(c, rng)
             test_garbage(c)
+    os.unlink(conf.name)
+    # No room where the caller's tensors are: the device with the most free
+    # memory. A first tensor: the most free memory too (ties to device 0).
+    conf = tempfile.NamedTemporaryFile("w", suffix=".conf", dir="/tmp", delete=False)
+    conf.write("max_device_bytes = %d\n" % (8 << 20))
+    conf.close()
+    with Daemon(["--device", "0,0", "--config", conf.name]) as d:
+        with d.client() as c:
+            check(put(c, "first", np.zeros(4, np.float32))["device"] == 0, "a first tensor on device 0")
+            put(c, "six", np.zeros(6 << 18, np.float32), device=0)  # 6 MiB of 8
+            r = put(c, "two", np.zeros(3 << 18, np.float32))  # 3 MiB: no room on device 0
+            check(r["device"] == 1, "no room with the caller's tensors: the freer device (%r)" % r["device"])
+            check(put(c, "small", np.zeros(4, np.float32))["device"] == 0, "small ones stay with the most bytes")
     os.unlink(conf.name)
     # Checkpoints remember the device.
     with tempfile.TemporaryDirectory(dir="/tmp") as state:

@@ -199,9 +199,9 @@ class _Methods:
         follows the array (float32 f32, float16 f16, int32 i32, uint8 u8);
         pass `dtype` to convert, or "bf16" (see tensord.dtypes). `mode` shares
         it (see chmod; a new tensor is "private"). `device` (an id from
-        info()["devices"]) says where it lives; without it the daemon picks
-        the device with the most free memory for a new tensor and keeps a
-        replaced one where it was. Returns the stored tensor's metadata
+        info()["devices"]) says where it lives; without it the daemon puts a
+        new tensor with the caller's other tensors (else on the device with
+        the most free memory) and keeps a replaced one where it was. Returns the stored tensor's metadata
         (its "device" says where it went)."""
         if device is not None:
             device = _device("device", device)
