@@ -401,11 +401,24 @@ out:
 	return r;
 }
 
-int tensord_chmod(struct tensord *td, const char *name, const char *mode, int64_t group,
-		  struct tensord_tensor_info *ret_info)
+/* Send the request packed so far and read the tensor metadata it answers
+ * into *ret_info (if not NULL); ends the request. Returns 0 or -errno. */
+static int finish_with_info(struct tensord *td, struct tensord_tensor_info *ret_info)
 {
 	struct tensord_tensor_info info;
 	const msgpack_object *res;
+	int r;
+
+	if ((r = td_request_finish(td, NULL, 0, &res)) == 0 && (r = result_info(td, res, &info)) == 0 &&
+	    ret_info)
+		*ret_info = info;
+	td_request_end(td);
+	return r;
+}
+
+int tensord_chmod(struct tensord *td, const char *name, const char *mode, int64_t group,
+		  struct tensord_tensor_info *ret_info)
+{
 	msgpack_packer *pk;
 	int r;
 
@@ -419,24 +432,15 @@ int tensord_chmod(struct tensord *td, const char *name, const char *mode, int64_
 	if ((mode && (tdp_pack_cstr(pk, "mode") || tdp_pack_cstr(pk, mode))) ||
 	    (group >= 0 && (tdp_pack_cstr(pk, "group") || msgpack_pack_uint64(pk, (uint64_t)group)))) {
 		r = td_fail(td, -ENOMEM, "out of memory");
-		goto out;
+		td_request_end(td);
+		return r;
 	}
-	if ((r = td_request_finish(td, NULL, 0, &res)) < 0)
-		goto out;
-	if ((r = result_info(td, res, &info)) < 0)
-		goto out;
-	if (ret_info)
-		*ret_info = info;
-out:
-	td_request_end(td);
-	return r;
+	return finish_with_info(td, ret_info);
 }
 
 int tensord_copy(struct tensord *td, const char *src, const char *dst, int device,
 		 struct tensord_tensor_info *ret_info)
 {
-	struct tensord_tensor_info info;
-	const msgpack_object *res;
 	msgpack_packer *pk;
 	int r;
 
@@ -453,17 +457,10 @@ int tensord_copy(struct tensord *td, const char *src, const char *dst, int devic
 	    tdp_pack_cstr(pk, "dst") || tdp_pack_cstr(pk, dst) ||
 	    (device >= 0 && (tdp_pack_cstr(pk, "device") || msgpack_pack_int(pk, device)))) {
 		r = td_fail(td, -ENOMEM, "out of memory");
-		goto out;
+		td_request_end(td);
+		return r;
 	}
-	if ((r = td_request_finish(td, NULL, 0, &res)) < 0)
-		goto out;
-	if ((r = result_info(td, res, &info)) < 0)
-		goto out;
-	if (ret_info)
-		*ret_info = info;
-out:
-	td_request_end(td);
-	return r;
+	return finish_with_info(td, ret_info);
 }
 
 int tensord_delete(struct tensord *td, const char *name)
