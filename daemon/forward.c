@@ -175,12 +175,32 @@ int forward_find(const struct graph *gr, const char *id)
 	return -1;
 }
 
+double forward_scalar_value(int dtype, const uint8_t *b)
+{
+	uint32_t u;
+	float f;
+
+	switch (dtype) {
+	case TDP_DTYPE_F32:
+		memcpy(&f, b, 4);
+		return f;
+	case TDP_DTYPE_BF16:
+		u = (uint32_t)(b[0] | b[1] << 8) << 16;
+		memcpy(&f, &u, 4);
+		return f;
+	default: { /* f16 */
+		unsigned h = b[0] | b[1] << 8, e = (h >> 10) & 31, m = h & 1023;
+		double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m | 1024, (int)e - 25);
+
+		return (h & 0x8000) ? -v : v;
+	}
+	}
+}
+
 int forward_read_scalar(struct request *req, struct graph *gr, unsigned i, double *ret)
 {
 	struct node *nd = &gr->nodes[i];
 	uint8_t b[4] = { 0 };
-	uint32_t u = 0;
-	float f;
 	int r;
 
 	if (nd->ctx.out.count != 1 || !op_dtype_is_float(nd->ctx.out.dtype))
@@ -189,22 +209,6 @@ int forward_read_scalar(struct request *req, struct graph *gr, unsigned i, doubl
 	if (r < 0)
 		return request_fail(req, r == -ENODEV ? TDP_DEVICE_LOST : TDP_INTERNAL,
 				    "reading '%s' back failed", nd->id);
-	switch (nd->ctx.out.dtype) {
-	case TDP_DTYPE_F32:
-		memcpy(&f, b, 4);
-		*ret = f;
-		return 0;
-	case TDP_DTYPE_BF16:
-		u = (uint32_t)(b[0] | b[1] << 8) << 16;
-		memcpy(&f, &u, 4);
-		*ret = f;
-		return 0;
-	default: { /* f16 */
-		unsigned h = b[0] | b[1] << 8, e = (h >> 10) & 31, m = h & 1023;
-		double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m | 1024, (int)e - 25);
-
-		*ret = (h & 0x8000) ? -v : v;
-		return 0;
-	}
-	}
+	*ret = forward_scalar_value(nd->ctx.out.dtype, b);
+	return 0;
 }

@@ -53,3 +53,6 @@ int forward_find(const struct graph *gr, const char *id);
 /* Read the one element of floating scalar node `i` back from the device
  * (f32, f16 or bf16) into *ret. Returns 0 or request_fail(). */
 int forward_read_scalar(struct request *req, struct graph *gr, unsigned i, double *ret);
+
+/* The value of a floating scalar of `dtype` (f32, bf16, f16) stored at `b`. */
+double forward_scalar_value(int dtype, const uint8_t *b);

@@ -217,7 +217,7 @@ static void abort_recordings(struct graph *gr)
 		}
 }
 
-/* Record the staging copies `c` (`n`) of a part on device `id`. */
+/* Record the host copies `c` (`n`) of a part on device `id`. */
 static int record_copies(struct graph *gr, uint32_t id, const struct graph_copy *c, unsigned n,
 			 bool to_device)
 {
@@ -230,8 +230,8 @@ static int record_copies(struct graph *gr, uint32_t id, const struct graph_copy 
 	if (!rec)
 		return r;
 	for (unsigned k = 0; k < n; k++)
-		gpu_rec_staging_copy(rec, c[k].node >= 0 ? gr->nodes[c[k].node].result : c[k].alloc,
-				     c[k].staging_offset, to_device);
+		gpu_rec_host_copy(rec, c[k].node >= 0 ? gr->nodes[c[k].node].result : c[k].alloc, c[k].host,
+				  c[k].offset, to_device);
 	return 0;
 }
 

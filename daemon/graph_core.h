@@ -49,7 +49,7 @@ struct graph {
 	const struct graph_replica *replica; /* data-parallel replica: stored tensors swapped */
 	struct gpu_recorder *recs;       /* per device id: the recordings submitted, not waited */
 	uint32_t nrecs;
-	/* Copies through the staging buffer that the next graph_submit_part
+	/* Copies to and from a host buffer that the next graph_submit_part
 	 * records before its first node and after its last (data parallel,
 	 * one device); it clears them. */
 	const struct graph_copy *copies_before, *copies_after;
@@ -57,11 +57,12 @@ struct graph {
 };
 
 /* A copy between node `node`'s result (or `alloc` when node < 0) and the
- * staging buffer of the graph's device at `staging_offset`. */
+ * host-visible buffer `host` of the graph's device at `offset`. */
 struct graph_copy {
 	int node;
 	const struct gpu_alloc *alloc;
-	uint64_t staging_offset;
+	VkBuffer host;
+	uint64_t offset;
 };
 
 /* A data-parallel replica (train_parallel.c): the graph runs on `device`

@@ -931,29 +931,29 @@ static int step_one(struct train_job *job, int64_t step, uint64_t in_epoch, doub
 
 /* One data-parallel step (docs/devices.md): each device its shard of the
  * batch, forward and backward at once on all, the gradients averaged on
- * the host, then each device's update, at once on all. Where they fit, the
- * shard's row numbers, the gradients and the loss travel through each
- * device's staging buffer inside the step's two submissions (no round trip
- * of their own); otherwise each is a transfer of its own. */
+ * the host, then each device's update, at once on all. The shard's row
+ * numbers, the gradients and the loss travel through each device's
+ * exchange buffer inside the step's two submissions (no round trips of
+ * their own). */
 static int step_parallel(struct train_job *job, int64_t step, uint64_t in_epoch, double *ret_lr)
 {
-	struct graph gr[GPU_MAX_DEVICES], *grp[GPU_MAX_DEVICES] = { NULL };
-	struct gpu_device *dev[GPU_MAX_DEVICES];
+	struct graph gr[GPU_MAX_DEVICES];
+	struct gpu_host_buffer *x[GPU_MAX_DEVICES];
 	struct tensor *ix[GPU_MAX_DEVICES];
-	struct graph_copy cin[GPU_MAX_DEVICES][2], cout[GPU_MAX_DEVICES];
+	struct graph_copy cin[GPU_MAX_DEVICES], cout[GPU_MAX_DEVICES];
+	const struct dp_layout *at = &job->dp->at;
 	unsigned n = job->ndev, loss[GPU_MAX_DEVICES];
 	int flat[GPU_MAX_DEVICES] = { 0 }, r = 0;
-	struct dp_staging st;
-	bool staged = false;
-	double sum = 0, lv;
+	double sum = 0;
 
 	memset(gr, 0, n * sizeof(gr[0]));
 	for (unsigned i = 0; i < n; i++) {
 		ix[i] = i == 0 ? &job->index : job->dp->r[i - 1].index;
-		dev[i] = devices_of(job->d, ix[i]);
+		x[i] = dp_xfer(job->dp, i);
 		gr[i].req = &job->req;
 		gr[i].replica = i == 0 ? NULL : &job->dp->r[i - 1].view;
-		grp[i] = &gr[i];
+		memcpy((uint8_t *)x[i]->map + at->index, job->perm + in_epoch * job->batch + i * job->shard,
+		       job->shard * 4);
 	}
 	for (unsigned i = 0; i < n; i++) {
 		r = build_step(&job->req, &job->spec, job->nodes, NULL, &job->train, step, true, &gr[i],
@@ -961,68 +961,44 @@ static int step_parallel(struct train_job *job, int64_t step, uint64_t in_epoch,
 		gr[i].fuse = false; /* a fused kernel could span the two halves */
 		if (r < 0 || (i == 0 && (r = graph_check_outputs(&gr[0])) < 0))
 			goto out;
-	}
-	staged = gr[0].nodes[loss[0]].ctx.out.dtype == TDP_DTYPE_F32 &&
-		 dp_staging_plan(job->dp, dev[0], gr[0].nodes[flat[0]].ctx.out.bytes, job->shard, &st) == 0;
-	for (unsigned i = 0; i < n; i++) {
-		const uint32_t *rows = job->perm + in_epoch * job->batch + i * job->shard;
-
-		if (staged) {
-			memcpy((uint8_t *)dev[i]->mem.staging_map + st.index, rows, job->shard * 4);
-			cin[i][0] = (struct graph_copy){ .node = -1, .alloc = &ix[i]->alloc, .staging_offset = st.index };
-			cout[i] = (struct graph_copy){ .node = flat[i], .staging_offset = 0 };
-			gr[i].copies_before = cin[i];
-			gr[i].ncopies_before = 1;
-			gr[i].copies_after = &cout[i];
-			gr[i].ncopies_after = 1;
-		} else if ((r = gpu_upload(dev[i], &ix[i]->alloc, rows)) < 0) {
-			r = request_fail(&job->req, r == -ENODEV ? TDP_DEVICE_LOST : TDP_INTERNAL,
-					 "feeding the batch to device %u failed", job->devs[i]);
+		if (gr[i].nodes[flat[i]].ctx.out.count != job->dp->flat_count) {
+			r = request_fail(&job->req, TDP_INTERNAL, "the gradients changed size during the run");
 			goto out;
 		}
 	}
-	/* Forward and backward on every device, then the mean gradient... */
-	for (unsigned i = 0; r == 0 && i < n; i++)
-		r = graph_submit_part(&gr[i], 0, (unsigned)flat[i] + 1);
-	for (unsigned i = 0; i < n; i++)
-		if (graph_wait(&gr[i]) < 0 && r == 0)
-			r = -1;
-	if (r < 0)
-		goto out;
-	if (staged) {
-		dp_average_staged(dev, n, gr[0].nodes[flat[0]].ctx.out.count);
-	} else if ((r = dp_average(job->dp, grp, n, (unsigned)flat[0])) < 0) {
-		r = request_fail(&job->req, r == -ENODEV ? TDP_DEVICE_LOST : TDP_INTERNAL,
-				 "averaging the gradients failed (%s)", strerror(-r));
-		goto out;
-	}
-	/* ...and every device's update. */
-	for (unsigned i = 0; staged && i < n; i++) {
-		cin[i][0] = (struct graph_copy){ .node = flat[i], .staging_offset = 0 };
-		cout[i] = (struct graph_copy){ .node = (int)loss[i], .staging_offset = st.loss };
-		gr[i].copies_before = cin[i];
-		gr[i].ncopies_before = 1;
-		gr[i].copies_after = &cout[i];
-		gr[i].ncopies_after = 1;
-	}
-	for (unsigned i = 0; r == 0 && i < n; i++)
-		r = graph_submit_part(&gr[i], (unsigned)flat[i] + 1, gr[i].n);
-	for (unsigned i = 0; i < n; i++)
-		if (graph_wait(&gr[i]) < 0 && r == 0)
-			r = -1;
+	/* Forward and backward on every device (rows in, gradients out)... */
 	for (unsigned i = 0; r == 0 && i < n; i++) {
-		float f;
-
-		if (staged) {
-			memcpy(&f, (uint8_t *)dev[i]->mem.staging_map + st.loss, 4);
-			lv = f;
-		} else {
-			r = forward_read_scalar(&job->req, &gr[i], loss[i], &lv);
-		}
-		sum += lv;
+		cin[i] = (struct graph_copy){ .node = -1, .alloc = &ix[i]->alloc, .host = x[i]->buffer,
+					      .offset = at->index };
+		cout[i] = (struct graph_copy){ .node = flat[i], .host = x[i]->buffer, .offset = 0 };
+		gr[i].copies_before = &cin[i];
+		gr[i].copies_after = &cout[i];
+		gr[i].ncopies_before = gr[i].ncopies_after = 1;
+		r = graph_submit_part(&gr[i], 0, (unsigned)flat[i] + 1);
 	}
+	for (unsigned i = 0; i < n; i++)
+		if (graph_wait(&gr[i]) < 0 && r == 0)
+			r = -1;
 	if (r < 0)
 		goto out;
+	/* ...the mean gradient... */
+	dp_average(job->dp);
+	/* ...and every device's update (mean in, loss out). */
+	for (unsigned i = 0; r == 0 && i < n; i++) {
+		cin[i] = (struct graph_copy){ .node = flat[i], .host = x[i]->buffer, .offset = 0 };
+		cout[i] = (struct graph_copy){ .node = (int)loss[i], .host = x[i]->buffer, .offset = at->loss };
+		gr[i].copies_before = &cin[i];
+		gr[i].copies_after = &cout[i];
+		gr[i].ncopies_before = gr[i].ncopies_after = 1;
+		r = graph_submit_part(&gr[i], (unsigned)flat[i] + 1, gr[i].n);
+	}
+	for (unsigned i = 0; i < n; i++)
+		if (graph_wait(&gr[i]) < 0 && r == 0)
+			r = -1;
+	if (r < 0)
+		goto out;
+	for (unsigned i = 0; i < n; i++)
+		sum += forward_scalar_value(gr[i].nodes[loss[i]].ctx.out.dtype, (uint8_t *)x[i]->map + at->loss);
 	job->last_loss = sum / n;
 	if (!isfinite(job->last_loss)) {
 		r = request_fail(&job->req, TDP_FAILED_PRECONDITION,
@@ -1298,7 +1274,8 @@ static int start_replicas(struct request *req, struct train_job *job)
 				copy[ncopy++] = t;
 		}
 	if (r == 0) {
-		r = dp_start(req->d, job->devs, job->ndev, copy, ncopy, job->shard, &job->dp);
+		r = dp_start(req->d, job->devs, job->ndev, copy, ncopy, job->shard,
+			     gr.nodes[flat].ctx.out.count, &job->dp);
 		if (r < 0)
 			r = request_fail(req, r == -ENODEV ? TDP_DEVICE_LOST : TDP_RESOURCE_EXHAUSTED,
 					 "copying the parameters and data to the other devices failed (%s)",

@@ -59,8 +59,13 @@ static void free_copy(struct daemon *d, struct tensor *t)
 	free(t);
 }
 
+static uint64_t align_up(uint64_t v)
+{
+	return (v + 255) & ~(uint64_t)255;
+}
+
 int dp_start(struct daemon *d, const uint32_t *devices, unsigned ndev, struct tensor *const *copy,
-	     unsigned ncopy, uint64_t shard, struct dp **ret)
+	     unsigned ncopy, uint64_t shard, uint64_t flat_count, struct dp **ret)
 {
 	struct tensor index = { .name = "#index", .name_len = 6, .dtype = TDP_DTYPE_I32, .rank = 1,
 				.shape = { shard }, .count = shard, .bytes = shard * 4 };
@@ -70,6 +75,14 @@ int dp_start(struct daemon *d, const uint32_t *devices, unsigned ndev, struct te
 	if (!dp)
 		return -ENOMEM;
 	dp->d = d;
+	dp->flat_count = flat_count;
+	dp->at.loss = align_up(flat_count * 4);
+	dp->at.index = align_up(dp->at.loss + 4);
+	dp->at.size = dp->at.index + shard * 4;
+	for (unsigned i = 0; r == 0 && i < ndev && i < GPU_MAX_DEVICES; i++) {
+		dp->devs[i] = devices[i];
+		r = gpu_host_buffer_create(d->gpus[devices[i]], dp->at.size, &dp->xfer[i]);
+	}
 	for (unsigned i = 1; r == 0 && i < ndev && i < GPU_MAX_DEVICES; i++) {
 		struct dp_replica *rep = &dp->r[dp->n++];
 		struct tensor *t;
@@ -152,74 +165,27 @@ static int reserve(struct dp *dp, uint64_t n)
 	return 0;
 }
 
-int dp_average(struct dp *dp, struct graph *const *grs, unsigned n, unsigned flat)
+struct gpu_host_buffer *dp_xfer(struct dp *dp, unsigned i)
 {
-	uint64_t count = grs[0]->nodes[flat].ctx.out.count;
-	int r = reserve(dp, count);
-
-	if (r < 0)
-		return r;
-	/* In device order, so every run sums the same way. */
-	for (unsigned g = 0; g < n; g++) {
-		const struct node *nd = &grs[g]->nodes[flat];
-
-		r = gpu_download(nd->ctx.g, nd->result, g == 0 ? dp->sum : dp->one);
-		if (r < 0)
-			return r;
-		for (uint64_t i = 0; g > 0 && i < count; i++)
-			dp->sum[i] += dp->one[i];
-	}
-	for (uint64_t i = 0; i < count; i++)
-		dp->sum[i] /= (float)n;
-	for (unsigned g = 0; g < n; g++) {
-		const struct node *nd = &grs[g]->nodes[flat];
-
-		r = gpu_upload(nd->ctx.g, nd->result, dp->sum);
-		if (r < 0)
-			return r;
-	}
-	return 0;
+	return &dp->xfer[i];
 }
 
-static uint64_t align_up(uint64_t v)
+void dp_average(struct dp *dp)
 {
-	return (v + 255) & ~(uint64_t)255;
-}
-
-int dp_staging_plan(struct dp *dp, struct gpu_device *first, uint64_t flat_bytes, uint64_t shard,
-		    struct dp_staging *ret)
-{
-	struct dp_staging st = { .loss = align_up(flat_bytes) };
-
-	st.index = align_up(st.loss + 4);
-	for (unsigned i = 0; i <= dp->n; i++) {
-		struct gpu_device *g = i == 0 ? first : dp->d->gpus[dp->r[i - 1].device];
-		int r = gpu_memory_staging(g);
-
-		if (r < 0)
-			return r;
-		if (st.index + shard * 4 > g->mem.staging_size)
-			return -E2BIG;
-	}
-	*ret = st;
-	return 0;
-}
-
-void dp_average_staged(struct gpu_device *const *devs, unsigned n, uint64_t count)
-{
-	float *mean = devs[0]->mem.staging_map;
+	float *mean = dp->xfer[0].map;
+	unsigned n = dp->n + 1;
 
 	/* In device order, so every run sums the same way. */
 	for (unsigned g = 1; g < n; g++) {
-		const float *one = devs[g]->mem.staging_map;
+		const float *one = dp->xfer[g].map;
 
-		for (uint64_t i = 0; i < count; i++)
+		for (uint64_t i = 0; i < dp->flat_count; i++)
 			mean[i] += one[i];
 	}
-	for (uint64_t i = 0; i < count; i++)
+	for (uint64_t i = 0; i < dp->flat_count; i++)
 		mean[i] /= (float)n;
 	for (unsigned g = 1; g < n; g++)
-		memcpy(devs[g]->mem.staging_map, mean, count * sizeof(float));
+		memcpy(dp->xfer[g].map, mean, dp->flat_count * sizeof(float));
 }
 
 double dp_max_diff(struct dp *dp, struct tensor *const *stored, unsigned n)
@@ -256,6 +222,9 @@ void dp_free(struct dp *dp)
 {
 	if (!dp)
 		return;
+	for (unsigned i = 0; i < GPU_MAX_DEVICES; i++)
+		if (dp->xfer[i].map)
+			gpu_host_buffer_free(dp->d->gpus[dp->devs[i]], &dp->xfer[i]);
 	for (unsigned i = 0; i < dp->n; i++) {
 		struct dp_replica *r = &dp->r[i];
 

@@ -385,27 +385,49 @@ void gpu_memory_trim(struct gpu_device *g, int64_t older_than_ns)
 		}
 }
 
+int gpu_host_buffer_create(struct gpu_device *g, uint64_t size, struct gpu_host_buffer *ret)
+{
+	struct gpu_host_buffer b = { .size = size };
+	int r = create_bound_buffer(g, size, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+				    g->mem.staging_type, &b.buffer, &b.memory);
+
+	if (r < 0)
+		return r;
+	if (vkMapMemory(g->dev, b.memory, 0, VK_WHOLE_SIZE, 0, &b.map) != VK_SUCCESS) {
+		vkDestroyBuffer(g->dev, b.buffer, NULL);
+		vkFreeMemory(g->dev, b.memory, NULL);
+		return -ENOMEM;
+	}
+	*ret = b;
+	return 0;
+}
+
+void gpu_host_buffer_free(struct gpu_device *g, struct gpu_host_buffer *b)
+{
+	if (b->map)
+		vkUnmapMemory(g->dev, b->memory);
+	if (b->buffer)
+		vkDestroyBuffer(g->dev, b->buffer, NULL);
+	if (b->memory)
+		vkFreeMemory(g->dev, b->memory, NULL);
+	*b = (struct gpu_host_buffer){ 0 };
+}
+
 int gpu_memory_staging(struct gpu_device *g)
 {
 	struct gpu_memory *m = &g->mem;
+	struct gpu_host_buffer b;
 	int r;
 
 	if (m->staging_map)
 		return 0;
-	r = create_bound_buffer(g, STAGING_SIZE,
-				VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-				m->staging_type, &m->staging_buffer, &m->staging_memory);
+	r = gpu_host_buffer_create(g, STAGING_SIZE, &b);
 	if (r < 0)
 		return r;
-	if (vkMapMemory(g->dev, m->staging_memory, 0, VK_WHOLE_SIZE, 0, &m->staging_map) != VK_SUCCESS) {
-		vkDestroyBuffer(g->dev, m->staging_buffer, NULL);
-		vkFreeMemory(g->dev, m->staging_memory, NULL);
-		m->staging_buffer = VK_NULL_HANDLE;
-		m->staging_memory = VK_NULL_HANDLE;
-		m->staging_map = NULL;
-		return -ENOMEM;
-	}
-	m->staging_size = STAGING_SIZE;
+	m->staging_buffer = b.buffer;
+	m->staging_memory = b.memory;
+	m->staging_map = b.map;
+	m->staging_size = b.size;
 	return 0;
 }
 

@@ -88,6 +88,22 @@ void gpu_memory_free(struct gpu_device *g, struct gpu_alloc *a);
 /* Get the staging buffer, creating it on first use. Returns 0 or -ENOMEM. */
 int gpu_memory_staging(struct gpu_device *g);
 
+/* A host-visible, mapped buffer the device copies to and from inside its own
+ * submissions (data-parallel training's gradient exchange). */
+struct gpu_host_buffer {
+	VkBuffer buffer;
+	VkDeviceMemory memory;
+	void *map;
+	uint64_t size;
+};
+
+/* Create `ret` with `size` bytes in the staging memory type. Returns 0 or
+ * -errno (-ENOMEM). */
+int gpu_host_buffer_create(struct gpu_device *g, uint64_t size, struct gpu_host_buffer *ret);
+
+/* Release `b` (zeroed); an empty one is accepted. */
+void gpu_host_buffer_free(struct gpu_device *g, struct gpu_host_buffer *b);
+
 /* The largest single allocation gpu_memory_alloc could ever grant. */
 static inline uint64_t gpu_memory_largest(const struct gpu_memory *m)
 {

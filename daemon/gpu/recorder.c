@@ -161,8 +161,8 @@ static void record(struct gpu_recorder *rec, const struct gpu_pipeline *p,
 	rec->dispatches++;
 }
 
-void gpu_rec_staging_copy(struct gpu_recorder *rec, const struct gpu_alloc *a, uint64_t staging_offset,
-			  bool to_device)
+void gpu_rec_host_copy(struct gpu_recorder *rec, const struct gpu_alloc *a, VkBuffer host, uint64_t offset,
+		       bool to_device)
 {
 	VkBufferCopy region = { .size = a->size };
 
@@ -170,13 +170,13 @@ void gpu_rec_staging_copy(struct gpu_recorder *rec, const struct gpu_alloc *a, u
 		return;
 	gpu_rec_barrier(rec);
 	if (to_device) {
-		region.srcOffset = staging_offset;
+		region.srcOffset = offset;
 		region.dstOffset = a->offset;
-		vkCmdCopyBuffer(rec->cb, rec->g->mem.staging_buffer, a->block->buffer, 1, &region);
+		vkCmdCopyBuffer(rec->cb, host, a->block->buffer, 1, &region);
 	} else {
 		region.srcOffset = a->offset;
-		region.dstOffset = staging_offset;
-		vkCmdCopyBuffer(rec->cb, a->block->buffer, rec->g->mem.staging_buffer, 1, &region);
+		region.dstOffset = offset;
+		vkCmdCopyBuffer(rec->cb, a->block->buffer, host, 1, &region);
 	}
 	gpu_rec_barrier(rec);
 }

@@ -69,13 +69,13 @@ void gpu_rec_barrier(struct gpu_recorder *rec);
  * marked lost), or -EIO. */
 int gpu_rec_submit_wait(struct gpu_recorder *rec);
 
-/* Record a copy between the device's staging buffer at `staging_offset` and
- * the allocation `a` (staging to `a` when `to_device`, else back), with a
- * barrier on either side, so a submission can take its own inputs from the
- * host and leave results for it without extra round trips. The staging
- * buffer must exist (gpu_memory_staging) and hold the range. */
-void gpu_rec_staging_copy(struct gpu_recorder *rec, const struct gpu_alloc *a, uint64_t staging_offset,
-			  bool to_device);
+/* Record a copy between the host-visible buffer `host` (a gpu_host_buffer of
+ * this device) at `offset` and the allocation `a` (host to `a` when
+ * `to_device`, else back), with a barrier on either side, so a submission
+ * takes its own inputs from the host and leaves results for it without
+ * round trips of their own. `host` must hold the range. */
+void gpu_rec_host_copy(struct gpu_recorder *rec, const struct gpu_alloc *a, VkBuffer host, uint64_t offset,
+		       bool to_device);
 
 /* gpu_rec_submit_wait in two halves, so that recordings on several devices
  * run at once: submit (with a final barrier) without waiting... */

@@ -340,22 +340,47 @@ int gpu_copy(struct gpu_device *sg, const struct gpu_alloc *src, struct gpu_devi
 	return 0;
 }
 
-/* No staging buffer: a data-parallel step then takes its transfer-per-copy
- * path, which this stub serves with memcpy. */
-int gpu_memory_staging(struct gpu_device *g)
+/* A host buffer is host memory behind a small header; its VkBuffer handle
+ * points at the header, so a recorded copy can check its range. */
+struct stub_host {
+	uint64_t size;
+	uint8_t data[];
+};
+
+int gpu_host_buffer_create(struct gpu_device *g, uint64_t size, struct gpu_host_buffer *ret)
 {
+	struct stub_host *h = calloc(1, sizeof(*h) + size);
+
 	(void)g;
-	return -ENOMEM;
+	if (!h)
+		return -ENOMEM;
+	h->size = size;
+	*ret = (struct gpu_host_buffer){ .buffer = (VkBuffer)(uintptr_t)h, .map = h->data, .size = size };
+	return 0;
 }
 
-void gpu_rec_staging_copy(struct gpu_recorder *rec, const struct gpu_alloc *a, uint64_t staging_offset,
-			  bool to_device)
+void gpu_host_buffer_free(struct gpu_device *g, struct gpu_host_buffer *b)
 {
+	(void)g;
+	free((void *)(uintptr_t)b->buffer);
+	*b = (struct gpu_host_buffer){ 0 };
+}
+
+/* Copied at once: the stub's dispatches compute nothing anyway. */
+void gpu_rec_host_copy(struct gpu_recorder *rec, const struct gpu_alloc *a, VkBuffer host, uint64_t offset,
+		       bool to_device)
+{
+	struct stub_host *h = (struct stub_host *)(uintptr_t)host;
+
 	(void)rec;
-	(void)a;
-	(void)staging_offset;
-	(void)to_device;
-	stub_bug("a staging copy without a staging buffer");
+	if (!a->size)
+		return;
+	if (!a->block || a->offset + a->size > a->block->size || offset > h->size || a->size > h->size - offset)
+		stub_bug("a host copy outside its buffers");
+	if (to_device)
+		memcpy((uint8_t *)a->block->map + a->offset, h->data + offset, a->size);
+	else
+		memcpy(h->data + offset, (uint8_t *)a->block->map + a->offset, a->size);
 }
 
 /* A kernel node's copy of a writable binding: checked like a dispatch's. */
