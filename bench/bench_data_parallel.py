@@ -131,7 +131,8 @@ def main():
     ap.add_argument("--dims", default="784,512,512,10")
     ap.add_argument("--rows", type=int, default=65536)
     ap.add_argument("--batches", default="512,4096,16384")
-    ap.add_argument("--steps", type=int, default=100, help="measured steps per run")
+    ap.add_argument("--steps", type=int, default=300,
+                    help="measured steps per run (the first steps of a run are slower: use hundreds)")
     ap.add_argument("--check-steps", type=int, default=50, help="steps of the equality check")
     ap.add_argument("--max-rel-diff", type=float,
                     help="exit 1 when SGD's one-device and all-device parameters differ more (smoke runs)")
