@@ -92,17 +92,48 @@ static void add_eval(struct line *l, const msgpack_object *ev)
 	}
 }
 
+/* The step a progress or eval map is at within this run (run_step, 1 to the
+ * run's steps; from a daemon that predates it, step) in *ret_own, and the
+ * step's number for the optimizer (step: counted on from the model's earlier
+ * runs or start_step) in *ret_abs, or -1 when the map has none. False when
+ * the map has neither. */
+static bool run_position(const msgpack_object *p, int64_t *ret_own, int64_t *ret_abs)
+{
+	int64_t own, abs = -1;
+	bool has_abs = inum(p, "step", &abs);
+
+	if (!inum(p, "run_step", &own)) {
+		if (!has_abs)
+			return false;
+		own = abs;
+	}
+	*ret_own = own;
+	*ret_abs = has_abs ? abs : -1;
+	return true;
+}
+
+/* "step 21/30 (model step 171)": the run's own step of its total, then the
+ * optimizer's count when it differs (a model trained before, a start_step). */
+static void add_step(struct line *l, const struct progress *pg, const msgpack_object *p, bool total)
+{
+	int64_t own, abs, b;
+
+	if (!run_position(p, &own, &abs))
+		return;
+	add(l, "%sstep %" PRId64, l->n ? " " : "", own);
+	if (total && inum(p, "steps", &b))
+		add(l, "/%" PRId64, b);
+	if (abs >= 0 && abs != own)
+		add(l, " (%s step %" PRId64 ")", pg->c->model ? "model" : "optimizer", abs);
+}
+
 /* "step 450/1000 epoch 3/10 loss 0.1234": the fields a progress map has. */
-static void add_position(struct line *l, const msgpack_object *p)
+static void add_position(struct line *l, const struct progress *pg, const msgpack_object *p)
 {
 	int64_t a, b;
 	double v;
 
-	if (inum(p, "step", &a)) {
-		add(l, "step %" PRId64, a);
-		if (inum(p, "steps", &b))
-			add(l, "/%" PRId64, b);
-	}
+	add_step(l, pg, p, true);
 	if (inum(p, "epoch", &a)) {
 		add(l, "%sepoch %" PRId64, l->n ? " " : "", a);
 		if (inum(p, "epochs", &b))
@@ -138,11 +169,11 @@ static void draw_bar(struct progress *pg, const char *text)
 static void on_progress(struct progress *pg, const msgpack_object *p)
 {
 	struct line l = { .n = 0 };
-	int64_t step, steps;
+	int64_t step, abs, steps;
 	double v, frac = 0;
 
 	if (pg->bar) {
-		if (inum(p, "step", &step) && inum(p, "steps", &steps) && steps > 0)
+		if (run_position(p, &step, &abs) && inum(p, "steps", &steps) && steps > 0)
 			frac = (double)step / (double)steps;
 		frac = frac < 0 ? 0 : frac > 1 ? 1 : frac;
 		add(&l, "[");
@@ -150,7 +181,7 @@ static void on_progress(struct progress *pg, const msgpack_object *p)
 			add(&l, "%c", i < (int)(frac * BAR_WIDTH) ? '#' : '.');
 		add(&l, "] %3d%% ", (int)(frac * 100));
 	}
-	add_position(&l, p);
+	add_position(&l, pg, p);
 	if (!pg->bar && ctl_map_number(p, "lr", &v))
 		add(&l, " lr %.4g", v);
 	if (ctl_map_number(p, "samples_per_s", &v)) {
@@ -175,8 +206,7 @@ static void on_eval(struct progress *pg, const msgpack_object *e)
 	int64_t a;
 
 	add(&l, "eval");
-	if (inum(e, "step", &a))
-		add(&l, " step %" PRId64, a);
+	add_step(&l, pg, e, false);
 	if (inum(e, "epoch", &a))
 		add(&l, " epoch %" PRId64, a);
 	add(&l, ":");

@@ -809,8 +809,9 @@ static void notify_progress(struct train_job *job, double lr)
 {
 	double t = elapsed(job);
 
-	notify_head(job, "train.progress", 8);
+	notify_head(job, "train.progress", 9);
 	kv_int(&job->pk, "step", (uint64_t)job->start_step + job->done - 1);
+	kv_int(&job->pk, "run_step", job->done);
 	kv_int(&job->pk, "steps", job->total);
 	kv_int(&job->pk, "epoch", (job->done - 1) / job->per_epoch + 1);
 	kv_int(&job->pk, "epochs", job->epochs);
@@ -856,8 +857,9 @@ static int run_eval(struct train_job *job)
 	if (r < 0)
 		return -1;
 	job->have_eval_result = true;
-	notify_head(job, "train.eval", 4);
+	notify_head(job, "train.eval", 5);
 	kv_int(&job->pk, "step", (uint64_t)job->start_step + job->done - 1);
+	kv_int(&job->pk, "run_step", job->done);
 	kv_int(&job->pk, "epoch", (job->done - 1) / job->per_epoch + 1);
 	write_eval(&job->pk, job);
 	return 0;

@@ -599,12 +599,21 @@ import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 prog = [l for l in lines if l["event"] == "progress"]
 assert prog[0]["step"] == 5 and prog[-1]["step"] == 12, [p["step"] for p in prog]
+# the run's own count: 1 to its 8 steps, whatever the model's count
+assert [p["run_step"] for p in prog] == [p["step"] - 4 for p in prog], prog
+assert prog[0]["run_step"] == 1 and prog[-1]["run_step"] == 8 == prog[-1]["steps"], prog
 assert lines[-1]["event"] == "result" and lines[-1]["steps"] == 8, lines[-1]
 EOF2
 ok --json model stat cu | js 'assert j["step"] == 12, j'
-printf '{"epochs": 1, "seed": 3}' >"$DIR/runopts.json"
-ok train --model cu "$DIR/runopts.json" --data x=md/x --data y=md/y --batch-size 16 |
-	tail -n1 | grep "^trained 2 steps" >/dev/null || fail "train --model FILE printed no summary"
+printf '{"epochs": 1, "seed": 3, "progress_every": 1, "eval": {"data": {"x": "md/x", "y": "md/y"}}}' \
+	>"$DIR/runopts.json"
+# A model trained before: progress is the run's step of the run's total, the
+# model's own count beside it (not "step 13/2").
+out=$(ok train --model cu "$DIR/runopts.json" --data x=md/x --data y=md/y --batch-size 16)
+tail -n1 <<<"$out" | grep "^trained 2 steps" >/dev/null || fail "train --model FILE printed no summary"
+[ "$(grep '^step ' <<<"$out" | sed 's/ epoch.*//')" = "step 1/2 (model step 13)
+step 2/2 (model step 14)" ] || fail "train --model progress is not the run's own step of its total: $out"
+grep -q "^eval step 2 (model step 14) epoch 1: loss " <<<"$out" || fail "train --model eval line: $out"
 # evaluate and predict against NumPy
 ok --json evaluate cu --data x=md/x --data y=md/y --metric mae >"$DIR/eval.json"
 ok --json get cu/w >"$DIR/cuw.json"

@@ -397,6 +397,16 @@ def test_train_run_with_progress(client, prefix):
                            data={"bx": prefix + "x", "by": prefix + "y"}, batch_size=16,
                            steps=4, start_step=81)
     assert res["steps"] == 4
+    # a run that goes on from step 85 (as on a model trained before): the
+    # README's progress line is the run's own step of its total
+    lines = []
+
+    def readme_progress(p):
+        lines.append(("step %d/%d" % (p["run_step"], p["steps"]), p["step"]))
+    client.train_run(nodes, "loss", [prefix + "w", prefix + "b"],
+                     data={"bx": prefix + "x", "by": prefix + "y"}, batch_size=16,
+                     steps=3, start_step=85, progress_every=1, on_progress=readme_progress)
+    assert lines == [("step 1/3", 85), ("step 2/3", 86), ("step 3/3", 87)], lines
     # other notifications and the generic form
     seen = []
     client.call("train.run", nodes=nodes, loss="loss", params=[prefix + "w"],
