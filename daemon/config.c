@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <grp.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,14 @@ void config_defaults(struct config *c)
 		 env && *env && strlen(env) < sizeof(c->socket_path) ? env : DEFAULT_SOCKET);
 	c->device.pick = GPU_PICK_AUTO;
 	snprintf(c->state_dir, sizeof(c->state_dir), "/var/lib/tensord");
+	/* systemd's StateDirectory= (the shipped unit's): a state directory given
+	 * for this daemon, so persist = auto keeps tensors there. The first of a
+	 * colon-separated list. */
+	env = getenv("STATE_DIRECTORY");
+	if (env && *env == '/' && strcspn(env, ":") < sizeof(c->state_dir)) {
+		snprintf(c->state_dir, sizeof(c->state_dir), "%.*s", (int)strcspn(env, ":"), env);
+		c->state_dir_set = true;
+	}
 	c->log_level = LOG_NOTICE;
 	c->max_tensors = 65536;
 	c->max_connections = 1024;
@@ -181,67 +190,181 @@ static int set_string(char *dst, size_t cap, const char *v)
 	return 0;
 }
 
+/* The configuration keys: how each is read and where it goes. A new key is
+ * one row here (and its default in config_defaults); `tensord --print-config`
+ * lists the rows, and the docs_drift test checks the man page and the shipped
+ * tensord.conf against that list. */
+enum key_kind {
+	KEY_STRING,     /* a char array of `size` bytes, not empty */
+	KEY_COUNT,      /* uint64_t, decimal, min..max */
+	KEY_SIZE,       /* uint64_t bytes, with an optional K/M/G/T suffix, min..max */
+	KEY_MS,         /* uint64_t ms, given in seconds with a fraction, min..max ms */
+	KEY_BOOL,       /* bool */
+	KEY_DEVICE,     /* struct gpu_choice */
+	KEY_PERSIST,    /* int, CONFIG_PERSIST_* */
+	KEY_GROUP,      /* int64_t gid, -1 = none */
+	KEY_VERBOSE,    /* int log_level: LOG_DEBUG or LOG_NOTICE */
+};
+
+struct config_key {
+	const char *name;
+	enum key_kind kind;
+	size_t offset, size;    /* of the field in struct config */
+	uint64_t min, max;
+};
+
+#define FIELD(f) offsetof(struct config, f), sizeof(((struct config *)0)->f)
+
+static const struct config_key keys[] = {
+	{ "socket", KEY_STRING, FIELD(socket_path), 0, 0 },
+	{ "state_dir", KEY_STRING, FIELD(state_dir), 0, 0 },
+	{ "persist", KEY_PERSIST, FIELD(persist), 0, 0 },
+	{ "checkpoint_interval", KEY_COUNT, FIELD(checkpoint_interval), 0, 86400 },
+	{ "device", KEY_DEVICE, FIELD(device), 0, 0 },
+	{ "max_tensors", KEY_COUNT, FIELD(max_tensors), 1, UINT32_MAX },
+	{ "max_connections", KEY_COUNT, FIELD(max_connections), 1, 1000000 },
+	{ "max_tensor_bytes", KEY_SIZE, FIELD(max_tensor_bytes), 1, TDP_MAX_TENSOR_BYTES },
+	{ "max_message_bytes", KEY_SIZE, FIELD(max_message_bytes), 4096, TDP_MAX_MESSAGE_BYTES },
+	{ "block_size", KEY_SIZE, FIELD(block_size), 0, (uint64_t)1 << 40 },
+	{ "max_device_bytes", KEY_SIZE, FIELD(max_device_bytes), 0, (uint64_t)1 << 50 },
+	{ "user_max_tensors", KEY_COUNT, FIELD(user_max_tensors), 0, UINT32_MAX },
+	{ "user_max_bytes", KEY_SIZE, FIELD(user_max_bytes), 0, (uint64_t)1 << 50 },
+	{ "max_connections_per_user", KEY_COUNT, FIELD(max_connections_per_user), 0, 1000000 },
+	{ "max_inflight", KEY_COUNT, FIELD(max_inflight), 1, 65536 },
+	{ "max_output_backlog", KEY_SIZE, FIELD(max_output_backlog), (uint64_t)64 << 10,
+	  (uint64_t)1 << 40 },
+	{ "stall_timeout", KEY_COUNT, FIELD(stall_timeout), 0, 86400 },
+	{ "kernel_group", KEY_GROUP, FIELD(kernel_group), 0, 0 },
+	{ "kernel_timeout", KEY_MS, FIELD(kernel_timeout_ms), 100, 3600 * 1000 },
+	{ "host_mapped", KEY_BOOL, FIELD(host_mapped), 0, 0 },
+	{ "verbose", KEY_VERBOSE, FIELD(log_level), 0, 0 },
+};
+
+#undef FIELD
+
+static int set_key(struct config *c, const struct config_key *k, const char *value)
+{
+	void *field = (char *)c + k->offset;
+	bool b;
+	int r;
+
+	switch (k->kind) {
+	case KEY_STRING:
+		return set_string(field, k->size, value);
+	case KEY_COUNT:
+		return parse_u64(value, k->min, k->max, field);
+	case KEY_SIZE:
+		return parse_size(value, k->min, k->max, field);
+	case KEY_MS:
+		return parse_ms(value, k->min, k->max, field);
+	case KEY_BOOL:
+		return parse_bool(value, field);
+	case KEY_DEVICE:
+		return set_device(c, value);
+	case KEY_PERSIST:
+		if (!strcmp(value, "auto")) {
+			c->persist = CONFIG_PERSIST_AUTO;
+			return 0;
+		}
+		if ((r = parse_bool(value, &b)) == 0)
+			c->persist = b ? CONFIG_PERSIST_YES : CONFIG_PERSIST_NO;
+		return r;
+	case KEY_GROUP:
+		return parse_group(value, field);
+	case KEY_VERBOSE:
+		if ((r = parse_bool(value, &b)) == 0)
+			c->log_level = b ? LOG_DEBUG : LOG_NOTICE;
+		return r;
+	}
+	return -EINVAL;
+}
+
 int config_set(struct config *c, const char *key, const char *value, char *err, size_t err_len)
 {
-	bool b;
-	int r = -EINVAL;
+	const struct config_key *k = NULL;
+	int r;
 
-	if (!strcmp(key, "socket"))
-		r = set_string(c->socket_path, sizeof(c->socket_path), value);
-	else if (!strcmp(key, "state_dir")) {
-		r = set_string(c->state_dir, sizeof(c->state_dir), value);
-		if (r == 0)
-			c->state_dir_set = true;
-	} else if (!strcmp(key, "persist")) {
-		if (!strcmp(value, "auto"))
-			c->persist = CONFIG_PERSIST_AUTO, r = 0;
-		else if ((r = parse_bool(value, &b)) == 0)
-			c->persist = b ? CONFIG_PERSIST_YES : CONFIG_PERSIST_NO;
-	} else if (!strcmp(key, "checkpoint_interval"))
-		r = parse_u64(value, 0, 86400, &c->checkpoint_interval);
-	else if (!strcmp(key, "device"))
-		r = set_device(c, value);
-	else if (!strcmp(key, "max_tensors"))
-		r = parse_u64(value, 1, UINT32_MAX, &c->max_tensors);
-	else if (!strcmp(key, "max_connections"))
-		r = parse_u64(value, 1, 1000000, &c->max_connections);
-	else if (!strcmp(key, "max_tensor_bytes"))
-		r = parse_size(value, 1, TDP_MAX_TENSOR_BYTES, &c->max_tensor_bytes);
-	else if (!strcmp(key, "max_message_bytes"))
-		r = parse_size(value, 4096, TDP_MAX_MESSAGE_BYTES, &c->max_message_bytes);
-	else if (!strcmp(key, "block_size"))
-		r = parse_size(value, 0, (uint64_t)1 << 40, &c->block_size);
-	else if (!strcmp(key, "max_device_bytes"))
-		r = parse_size(value, 0, (uint64_t)1 << 50, &c->max_device_bytes);
-	else if (!strcmp(key, "user_max_tensors"))
-		r = parse_u64(value, 0, UINT32_MAX, &c->user_max_tensors);
-	else if (!strcmp(key, "user_max_bytes"))
-		r = parse_size(value, 0, (uint64_t)1 << 50, &c->user_max_bytes);
-	else if (!strcmp(key, "max_connections_per_user"))
-		r = parse_u64(value, 0, 1000000, &c->max_connections_per_user);
-	else if (!strcmp(key, "max_inflight"))
-		r = parse_u64(value, 1, 65536, &c->max_inflight);
-	else if (!strcmp(key, "max_output_backlog"))
-		r = parse_size(value, (uint64_t)64 << 10, (uint64_t)1 << 40, &c->max_output_backlog);
-	else if (!strcmp(key, "stall_timeout"))
-		r = parse_u64(value, 0, 86400, &c->stall_timeout);
-	else if (!strcmp(key, "kernel_group"))
-		r = parse_group(value, &c->kernel_group);
-	else if (!strcmp(key, "kernel_timeout"))
-		r = parse_ms(value, 100, 3600 * 1000, &c->kernel_timeout_ms);
-	else if (!strcmp(key, "host_mapped"))
-		r = parse_bool(value, &c->host_mapped);
-	else if (!strcmp(key, "verbose")) {
-		r = parse_bool(value, &b);
-		if (r == 0)
-			c->log_level = b ? LOG_DEBUG : LOG_NOTICE;
-	} else {
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]) && !k; i++)
+		if (!strcmp(key, keys[i].name))
+			k = &keys[i];
+	if (!k) {
 		snprintf(err, err_len, "unknown setting '%s'", key);
 		return -EINVAL;
 	}
+	r = set_key(c, k, value);
 	if (r < 0)
 		snprintf(err, err_len, "invalid value '%s' for '%s'", value, key);
+	else if (k->offset == offsetof(struct config, state_dir))
+		c->state_dir_set = true;
 	return r;
+}
+
+/* A byte count as config_set reads it back: the largest of K, M, G, T that
+ * divides it exactly, else plain bytes. */
+static void print_size(FILE *f, uint64_t v)
+{
+	static const char units[] = "KMGT";
+	int u = -1;
+
+	while (v && u < 3 && (v & 1023) == 0) {
+		v >>= 10;
+		u++;
+	}
+	fprintf(f, "%" PRIu64 "%.*s", v, u >= 0 ? 1 : 0, u >= 0 ? &units[u] : "");
+}
+
+static void print_key(FILE *f, const struct config *c, const struct config_key *k)
+{
+	const void *field = (const char *)c + k->offset;
+	const struct gpu_choice *dev = &c->device;
+	uint64_t v;
+
+	fprintf(f, "%s = ", k->name);
+	switch (k->kind) {
+	case KEY_STRING:
+		fprintf(f, "%s", (const char *)field);
+		break;
+	case KEY_COUNT:
+		fprintf(f, "%" PRIu64, *(const uint64_t *)field);
+		break;
+	case KEY_SIZE:
+		print_size(f, *(const uint64_t *)field);
+		break;
+	case KEY_MS:
+		v = *(const uint64_t *)field;
+		fprintf(f, "%" PRIu64, v / 1000);
+		if (v % 1000)
+			fprintf(f, ".%03" PRIu64, v % 1000);
+		break;
+	case KEY_BOOL:
+		fprintf(f, "%s", *(const bool *)field ? "yes" : "no");
+		break;
+	case KEY_DEVICE:
+		if (dev->pick != GPU_PICK_LIST)
+			fprintf(f, "%s", dev->pick == GPU_PICK_AUTO ? "auto" : dev->pick == GPU_PICK_ALL ? "all" : "cpu");
+		for (uint32_t i = 0; dev->pick == GPU_PICK_LIST && i < dev->n; i++)
+			fprintf(f, "%s%" PRIu32, i ? "," : "", dev->index[i]);
+		break;
+	case KEY_PERSIST:
+		fprintf(f, "%s", c->persist == CONFIG_PERSIST_YES ? "yes" : c->persist == CONFIG_PERSIST_NO ? "no" : "auto");
+		break;
+	case KEY_GROUP:
+		if (c->kernel_group < 0)
+			fprintf(f, "none");
+		else
+			fprintf(f, "%" PRId64, c->kernel_group);
+		break;
+	case KEY_VERBOSE:
+		fprintf(f, "%s", c->log_level >= LOG_DEBUG ? "yes" : "no");
+		break;
+	}
+	fputc('\n', f);
+}
+
+void config_print(FILE *f, const struct config *c)
+{
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		print_key(f, c, &keys[i]);
 }
 
 static char *trim(char *s)

@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/un.h>
 
 #include "gpu/device.h"
@@ -37,7 +38,7 @@ struct config {
 	int64_t kernel_group;       /* gid whose members may create kernels (root always), -1 = none */
 	uint64_t kernel_timeout_ms; /* a kernel submission's time limit */
 	/* docs/durability.md */
-	bool state_dir_set;         /* state_dir came from a flag or the config file */
+	bool state_dir_set;         /* state_dir came from a flag, the config file or $STATE_DIRECTORY */
 	int persist;                /* CONFIG_PERSIST_* */
 	uint64_t checkpoint_interval; /* seconds between checkpoints of dirty tensors, 0 = none */
 };
@@ -45,12 +46,18 @@ struct config {
 /* Whether tensors are checkpointed under the state directory. */
 bool config_persist_on(const struct config *c);
 
-/* Fill `c` with the defaults (socket from $TENSORD_SOCKET or the system path). */
+/* Fill `c` with the defaults (socket from $TENSORD_SOCKET or the system path;
+ * state_dir from $STATE_DIRECTORY, systemd's StateDirectory=, which counts as
+ * given explicitly, or /var/lib/tensord). */
 void config_defaults(struct config *c);
 
-/* Set one key ("max_tensors", ...) from its text form. Returns 0, or -EINVAL
+/* Set one key ("max_tensors", ...; the table in config.c) from its text form. Returns 0, or -EINVAL
  * with a reason in `err` (size `err_len`). */
 int config_set(struct config *c, const char *key, const char *value, char *err, size_t err_len);
+
+/* Write every key as a `key = value` line, in the form config_set reads
+ * back, with the values of `c` (tensord --print-config). */
+void config_print(FILE *f, const struct config *c);
 
 /* Read `key = value` lines (# comments, blank lines) from `path`. Returns 0 or
  * -errno with a reason naming the file and line in `err`. */

@@ -44,15 +44,26 @@ static void usage(FILE *f)
 		"Keep named tensors on a GPU and serve them over msgpack-RPC.\n\n"
 		"  --socket PATH      listen on PATH (default $TENSORD_SOCKET, else\n"
 		"                     /run/tensord/tensord.sock); ignored under socket activation\n"
-		"  --device DEV       auto (discrete > integrated > cpu), cpu, or an index\n"
-		"  --state-dir DIR    where state is kept (default /var/lib/tensord)\n"
+		"  --device DEV       which Vulkan devices to open: auto (the default: every\n"
+		"                     device of the best kind, discrete > integrated > cpu),\n"
+		"                     all (every usable one), cpu, or indexes I,J,... (in that\n"
+		"                     order; repeats open one device twice)\n"
+		"  --state-dir DIR    where state is kept (default /var/lib/tensord); giving it\n"
+		"                     keeps tensors and models across restarts (unless\n"
+		"                     persist = no)\n"
 		"  --config FILE      read 'key = value' settings (see tensord(8))\n"
 		"  -v, --verbose      log requests and device details\n"
+		"      --print-config\n"
+		"                     print the settings in force ('key = value' lines, every\n"
+		"                     key: defaults, then --config FILE, then flags) and exit\n"
+		"      --list-options\n"
+		"                     print the long options, one per line, and exit\n"
 		"  -h, --help         show this help\n"
 		"      --version      show the version\n");
 }
 
-enum { OPT_SOCKET = 256, OPT_DEVICE, OPT_STATE_DIR, OPT_CONFIG, OPT_VERSION };
+enum { OPT_SOCKET = 256, OPT_DEVICE, OPT_STATE_DIR, OPT_CONFIG, OPT_VERSION, OPT_PRINT_CONFIG,
+       OPT_LIST_OPTIONS };
 
 static const struct option options[] = {
 	{ "socket", required_argument, NULL, OPT_SOCKET },
@@ -62,8 +73,23 @@ static const struct option options[] = {
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
+	{ "print-config", no_argument, NULL, OPT_PRINT_CONFIG },
+	{ "list-options", no_argument, NULL, OPT_LIST_OPTIONS },
 	{ NULL, 0, NULL, 0 },
 };
+
+/* --list-options: "--name[ ARG][ -c]" per line, from the table getopt reads
+ * (the docs_drift test checks --help and tensord(8) against it). */
+static void list_options(void)
+{
+	for (const struct option *o = options; o->name; o++)
+	{
+		printf("--%s%s", o->name, o->has_arg ? " ARG" : "");
+		if (o->val < 256)
+			printf(" -%c", o->val);
+		putchar('\n');
+	}
+}
 
 /* The command line, kept so that a reload applies the flags over the
  * reloaded file exactly as at start-up. */
@@ -106,11 +132,13 @@ static int build_config(const struct cmdline *cl, struct config *ret, char *err,
 	return 0;
 }
 
-/* Returns 0 to run, 1 to exit successfully (help, version), -1 on a usage error. */
+/* Returns 0 to run, 1 to exit successfully (help, version, --print-config,
+ * --list-options), -1 on a usage error. */
 static int parse_args(int argc, char **argv, struct cmdline *cl, struct config *cfg)
 {
 	struct config scratch;
 	char err[512];
+	bool print = false;
 	int opt;
 
 	config_defaults(&scratch);
@@ -125,6 +153,8 @@ static int parse_args(int argc, char **argv, struct cmdline *cl, struct config *
 		case 'v': key = "verbose"; value = "yes"; break;
 		case 'h': usage(stdout); return 1;
 		case OPT_VERSION: printf("tensord %s\n", TENSORD_VERSION); return 1;
+		case OPT_PRINT_CONFIG: print = true; break;
+		case OPT_LIST_OPTIONS: list_options(); return 1;
 		default: usage(stderr); return -1;
 		}
 		if (!key)
@@ -145,6 +175,10 @@ static int parse_args(int argc, char **argv, struct cmdline *cl, struct config *
 	if (build_config(cl, cfg, err, sizeof(err)) < 0) {
 		fprintf(stderr, "tensord: %s\n", err);
 		return -1;
+	}
+	if (print) {
+		config_print(stdout, cfg);
+		return 1;
 	}
 	return 0;
 }

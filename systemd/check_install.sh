@@ -81,8 +81,9 @@ case $exec_start in
 *) fail "ExecStart=$exec_start does not run $sbindir/tensord with $sysconfdir/tensord.conf" ;;
 esac
 [ -x "$root$sbindir/tensord" ] || fail "$sbindir/tensord is not executable"
-# The shipped config file must be one the daemon accepts.
-if ! "$root$sbindir/tensord" --config "$root$sysconfdir/tensord.conf" --help > /dev/null 2>"$tmp/conf.log"; then
+# The shipped config file must be one the daemon accepts (--print-config
+# loads it; --help would exit before reading it).
+if ! "$root$sbindir/tensord" --config "$root$sysconfdir/tensord.conf" --print-config > /dev/null 2>"$tmp/conf.log"; then
 	fail "tensord refuses the installed $sysconfdir/tensord.conf:"
 	sed 's/^/  /' "$tmp/conf.log" >&2
 fi
