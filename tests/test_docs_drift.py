@@ -169,6 +169,17 @@ def test_shipped_config_lists_every_key_with_its_default():
     assert print_config("--config", path) == defaults
 
 
+def test_every_parsed_key_is_in_the_table():
+    """A key parsed outside the table (an `else if (!strcmp(key, "x"))` of the
+    old config_set, say after a merge) would be missing from --print-config
+    and so from every check here."""
+    with open(os.path.join(ROOT, "daemon", "config.c"), encoding="utf-8") as f:
+        src = f.read()
+    parsed = set(re.findall(r'strcmp\(\s*key\s*,\s*"([^"]+)"\s*\)', src))
+    missing = sorted(parsed - {k for k, _ in print_config()})
+    assert not missing, "daemon/config.c parses %s outside its keys[] table" % ", ".join(missing)
+
+
 def test_print_config_round_trips():
     """What --print-config prints reads back as the same settings, so (a)
     compares values, not spellings."""
