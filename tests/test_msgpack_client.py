@@ -342,9 +342,16 @@ def test_notifications_ignored(d):
         c.send([2, "tensor.delete", [{"name": "note/x"}]])   # not executed
         assert c.call("tensor.get", {"name": "note/x"})["data"] == b"\x05"
         c.call("tensor.delete", {"name": "note/x"})
-    # and in the log at debug level only when -v: this daemon runs without it
+    # logged at debug level: not by this daemon, by one started with -v
     with open(d.log, errors="replace") as f:
         assert "notification" not in f.read()
+    with Daemon(["-v"]) as dv:
+        with dv.client() as c:
+            c.send([2, "no.such\nnotification", []])
+            assert c.call("ping")["pong"] is True
+        with open(dv.log, errors="replace") as f:
+            log = f.read()
+        assert "notification 'no.such?notification' ignored" in log, log
 
 
 TESTS = [test_ping, test_put_get, test_pipelined, test_error_shape,
