@@ -164,12 +164,20 @@ static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 		};
 
 		r = request_dispatch(&req, m.method, m.method_len);
+	} else if (m.type == TDP_MSG_NOTIFY) {
+		/* tensord defines no client notifications: ignored, whatever the
+		 * method (docs/protocol.md); the connection goes on. */
+		char name[65];
+		uint32_t len = m.method_len < 64 ? m.method_len : 64;
+
+		for (uint32_t i = 0; i < len; i++)
+			name[i] = (unsigned char)m.method[i] < 0x20 || (unsigned char)m.method[i] >= 0x7f ?
+				  '?' : m.method[i];
+		name[len] = '\0';
+		log_debug("uid %u: notification '%s' ignored", (unsigned)c->uid, name);
 	} else {
-		/* tensord defines no client notifications, and clients answer no
-		 * requests: the peer is not speaking this protocol. */
-		stream_error(c, TDP_PROTOCOL, m.type == TDP_MSG_RESPONSE ?
-			     "clients send requests, not responses" :
-			     "clients send requests, not notifications");
+		/* Clients answer no requests: the peer is not speaking this protocol. */
+		stream_error(c, TDP_PROTOCOL, "clients send requests, not responses");
 	}
 	msgpack_unpacked_destroy(&u);
 	return r;

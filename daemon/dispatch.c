@@ -99,6 +99,10 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 			break;
 		}
 	}
+	/* Clients that pack strings as bin are served as if they sent str
+	 * (docs/protocol.md). The tree is this request's own unpacked copy. */
+	if (req->params)
+		tdp_params_accept_bin((msgpack_object *)req->params, 0);
 	req->d->requests++;
 	if (!fn)
 		request_fail(req, TDP_UNIMPLEMENTED, "no such method");

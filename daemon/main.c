@@ -27,6 +27,7 @@
 #include "store.h"
 #include "model.h"
 #include "kernel.h"
+#include "sanitize.h"
 #include "train.h"
 
 int64_t daemon_now_ns(int clock)
@@ -357,6 +358,7 @@ int main(int argc, char **argv)
 	const char *unlink_path = NULL;
 	int listen_fd = -1, r, status = EXIT_FAILURE;
 
+	sanitize_init();
 	r = parse_args(argc, argv, &cl, &d.cfg);
 	if (r != 0)
 		return r > 0 ? EXIT_SUCCESS : 2;

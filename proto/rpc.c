@@ -29,12 +29,94 @@ static int get_msgid(const msgpack_object *o, uint32_t *ret)
 	return 0;
 }
 
+bool tdp_utf8_valid(const char *str, size_t len)
+{
+	const uint8_t *s = (const uint8_t *)str;
+	size_t i = 0;
+
+	while (i < len) {
+		uint8_t c = s[i];
+		uint32_t cp;
+		size_t n;
+
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf)
+			n = 1, cp = c & 0x1f;
+		else if (c >= 0xe0 && c <= 0xef)
+			n = 2, cp = c & 0x0f;
+		else if (c >= 0xf0 && c <= 0xf4)
+			n = 3, cp = c & 0x07;
+		else
+			return false;
+		if (len - i <= n)
+			return false;
+		for (size_t k = 1; k <= n; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (s[i + k] & 0x3f);
+		}
+		/* overlongs, surrogates, past U+10FFFF */
+		if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10ffff ||
+		    (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		i += n + 1;
+	}
+	return true;
+}
+
+/* The params that hold bytes, not text: their bin values stay bin. */
+static bool binary_key(const msgpack_object *k)
+{
+	static const char *const keys[] = { "data", "spirv", "push" };
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (tdp_obj_str_eq(k, keys[i]))
+			return true;
+	return false;
+}
+
+/* A bin that is valid UTF-8 becomes the str it stands for (same layout). */
+static void bin_to_str(msgpack_object *o)
+{
+	if (o->type == MSGPACK_OBJECT_BIN && tdp_utf8_valid(o->via.bin.ptr, o->via.bin.size))
+		o->type = MSGPACK_OBJECT_STR;
+}
+
+void tdp_params_accept_bin(msgpack_object *o, unsigned depth)
+{
+	if (depth > TDP_MAX_DEPTH)
+		return;
+	if (o->type == MSGPACK_OBJECT_ARRAY) {
+		for (uint32_t i = 0; i < o->via.array.size; i++) {
+			bin_to_str(&o->via.array.ptr[i]);
+			tdp_params_accept_bin(&o->via.array.ptr[i], depth + 1);
+		}
+	} else if (o->type == MSGPACK_OBJECT_MAP) {
+		for (uint32_t i = 0; i < o->via.map.size; i++) {
+			msgpack_object_kv *kv = &o->via.map.ptr[i];
+
+			bin_to_str(&kv->key);
+			if (!binary_key(&kv->key))
+				bin_to_str(&kv->val);
+			else if (kv->val.type == MSGPACK_OBJECT_STR)
+				kv->val.type = MSGPACK_OBJECT_BIN;
+			tdp_params_accept_bin(&kv->val, depth + 1);
+		}
+	}
+}
+
 static int get_method(const msgpack_object *o, struct tdp_message *m, char *why, size_t why_len)
 {
-	if (o->type != MSGPACK_OBJECT_STR)
+	/* str, or bin as clients that predate the str/bin split send it. */
+	if (o->type != MSGPACK_OBJECT_STR && o->type != MSGPACK_OBJECT_BIN)
 		return tdp_errorf(why, why_len, -EPROTO, "method must be a string");
 	if (o->via.str.size == 0 || o->via.str.size > TDP_MAX_METHOD_LEN)
 		return tdp_errorf(why, why_len, -EPROTO, "method name must be 1..%d bytes", TDP_MAX_METHOD_LEN);
+	if (!tdp_utf8_valid(o->via.str.ptr, o->via.str.size))
+		return tdp_errorf(why, why_len, -EPROTO, "method name must be UTF-8");
 	m->method = o->via.str.ptr;
 	m->method_len = o->via.str.size;
 	return 0;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <msgpack.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "buf.h"
@@ -17,6 +18,18 @@ struct tdp_message {
 	const msgpack_object *error;   /* responses: nil or the error map */
 	const msgpack_object *result;  /* responses */
 };
+
+/* Whether `len` bytes at `s` are valid UTF-8 (no overlongs, surrogates or
+ * code points past U+10FFFF). */
+bool tdp_utf8_valid(const char *s, size_t len);
+
+/* Accept bin where a str is meant (docs/protocol.md, "Transport and
+ * framing"): in the params tree `o`, rewrite in place every map key and every
+ * value that is a bin holding valid UTF-8 into a str, except the values of
+ * the byte-holding keys `data`, `spirv` and `push`: a str there becomes a
+ * bin (clients that pack every byte string as raw). `depth` is that of `o`
+ * (0 for the params map); nothing deeper than TDP_MAX_DEPTH is visited. */
+void tdp_params_accept_bin(msgpack_object *o, unsigned depth);
 
 /* Decode the `len` bytes of one message that tdp_scanner_feed() accepted into
  * `u` (initialised by the caller with msgpack_unpacked_init). Returns 0, or

@@ -20,6 +20,42 @@ class DaemonError(Exception):
     pass
 
 
+LSAN_SUPPRESSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lsan.supp")
+
+
+def sanitizer_env(env=None):
+    """`env` (default: ours) with tests/lsan.supp in LSAN_OPTIONS, unless
+    suppressions are named there already: leaks inside the Vulkan driver do
+    not fail a sanitizer run, tensord's own still do (docs/testing.md)."""
+    env = dict(os.environ if env is None else env)
+    opts = env.get("LSAN_OPTIONS", "")
+    if "suppressions=" not in opts:
+        env["LSAN_OPTIONS"] = ":".join(
+            o for o in (opts, "suppressions=" + LSAN_SUPPRESSIONS, "print_suppressions=0") if o)
+    return env
+
+
+def private_state_args(tmpdir, extra_args=()):
+    """Arguments that give a test daemon a state directory under `tmpdir`, so
+    that no test reads or writes /var/lib/tensord (its pipeline cache goes
+    there otherwise). Nothing when the test names a --state-dir itself. With
+    no --config of the test's, a config file in `tmpdir` sets the directory
+    and `persist = no`: the daemon behaves as one started without
+    --state-dir. With the test's own --config (which the test may rewrite and
+    reload), --state-dir is given on the command line: persistence is then on
+    (persist = auto), into that private, empty directory."""
+    args = list(extra_args)
+    if any(a == "--state-dir" or a.startswith("--state-dir=") for a in args):
+        return []
+    state = os.path.join(tmpdir, "state")
+    if any(a == "--config" or a.startswith("--config=") for a in args):
+        return ["--state-dir", state]
+    conf = os.path.join(tmpdir, "test-state.conf")
+    with open(conf, "w") as f:
+        f.write("state_dir = %s\npersist = no\n" % state)
+    return ["--config", conf]
+
+
 class Daemon:
     def __init__(self, extra_args=(), timeout=60):
         self.extra_args = list(extra_args)
@@ -39,10 +75,12 @@ class Daemon:
         self.dir = tempfile.mkdtemp(prefix="tensord-py-", dir="/tmp")
         self.sock = os.path.join(self.dir, "s.sock")
         self.log = os.path.join(self.dir, "tensord.log")
+        argv = [binary, "--socket", self.sock, "--device", "auto"]
+        argv += private_state_args(self.dir, self.extra_args) + self.extra_args
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [binary, "--socket", self.sock, "--device", "auto"] + self.extra_args,
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=sanitizer_env())
         deadline = time.monotonic() + self.timeout
         while True:
             try:

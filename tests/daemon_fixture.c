@@ -2,15 +2,16 @@
  * daemon_fixture.h). */
 #include "daemon_fixture.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -57,22 +58,55 @@ static void describe_status(int status)
 			strsignal(WTERMSIG(status)));
 }
 
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if (flag == FTW_DP)
+		rmdir(path);
+	else
+		unlink(path);
+	return 0;
+}
+
+/* The temporary directory and everything in it (the state directory too). */
 static void remove_dir(struct daemon_fixture *d)
 {
-	DIR *dir = opendir(d->dir);
-	struct dirent *e;
-	char path[sizeof(d->dir) + 258];
+	nftw(d->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
 
-	if (!dir)
-		return;
-	while ((e = readdir(dir))) {
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", d->dir, e->d_name);
-		unlink(path);
+/* dir/test-state.conf: `state_dir = dir/state` and `persist = no`, then the
+ * lines of $TENSORD_CONFIG when it is set. Every test daemon keeps its state
+ * (the pipeline cache) there and never touches /var/lib/tensord; persistence
+ * stays off as without --state-dir. Returns 0 or -1. */
+static int write_state_config(const struct daemon_fixture *d, char *conf, size_t conf_len)
+{
+	const char *extra = getenv("TENSORD_CONFIG");
+	FILE *out, *in;
+	char buf[4096];
+	size_t n;
+	int r = 0;
+
+	snprintf(conf, conf_len, "%s/test-state.conf", d->dir);
+	out = fopen(conf, "we");
+	if (!out)
+		return -1;
+	fprintf(out, "state_dir = %s/state\npersist = no\n", d->dir);
+	if (extra && *extra) {
+		in = fopen(extra, "re");
+		if (!in) {
+			fclose(out);
+			return -1;
+		}
+		while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+			fwrite(buf, 1, n, out);
+		fclose(in);
 	}
-	closedir(dir);
-	rmdir(d->dir);
+	if (ferror(out))
+		r = -1;
+	if (fclose(out) != 0)
+		r = -1;
+	return r;
 }
 
 int daemon_connect_raw(const struct daemon_fixture *d)
@@ -116,6 +150,7 @@ int daemon_start(struct daemon_fixture *d, const char *const *extra, int timeout
 {
 	const char *bin = getenv("TENSORD_BIN");
 	const char *argv[32];
+	char conf[sizeof(d->dir) + 32];
 	int argc = 0;
 	double deadline;
 	pid_t parent = getpid();
@@ -138,11 +173,15 @@ int daemon_start(struct daemon_fixture *d, const char *const *extra, int timeout
 	argv[argc++] = d->sock;
 	argv[argc++] = "--device";
 	argv[argc++] = "auto";
-	/* TENSORD_CONFIG runs the same tests under other settings (the staging path). */
-	if (getenv("TENSORD_CONFIG") && *getenv("TENSORD_CONFIG")) {
-		argv[argc++] = "--config";
-		argv[argc++] = getenv("TENSORD_CONFIG");
+	/* A private state directory; TENSORD_CONFIG, copied into the same
+	 * file, runs the same tests under other settings (the staging path). */
+	if (write_state_config(d, conf, sizeof(conf)) < 0) {
+		perror("test-state.conf");
+		remove_dir(d);
+		return -1;
 	}
+	argv[argc++] = "--config";
+	argv[argc++] = conf;
 	for (int i = 0; extra && extra[i] && argc < 31; i++)
 		argv[argc++] = extra[i];
 	argv[argc] = NULL;

@@ -102,7 +102,10 @@ expect "--socket $DIR/nobody.sock get "
 [[ -z $(comp "--socket $DIR/nobody.sock get " 2>&1) ]] || fail "completion printed errors"
 
 echo "== tensor names from a daemon"
-"$TENSORD_BIN" --socket "$SOCK" --device auto >"$DIR/log" 2>&1 </dev/null &
+# A private state directory, persistence off as without --state-dir: no test
+# touches /var/lib/tensord (docs/testing.md).
+printf 'state_dir = %s\npersist = no\n' "$DIR/state" >"$DIR/test-state.conf"
+"$TENSORD_BIN" --socket "$SOCK" --device auto --config "$DIR/test-state.conf" >"$DIR/log" 2>&1 </dev/null &
 DPID=$!
 for _ in $(seq 300); do
 	"$TENSORCTL_BIN" --socket "$SOCK" ping >/dev/null 2>&1 && break

@@ -921,8 +921,8 @@ static void test_errors(void **state)
 	pstr(&p.pk, "shape");
 	msgpack_pack_array(&p.pk, 0);
 	pstr(&p.pk, "data");
-	pstr(&p.pk, "abcd"); /* str, not bin */
-	expect_remote(td, call_params(td, "tensor.put", &p), TENSORD_INVALID_ARGUMENT, "data str");
+	msgpack_pack_uint32(&p.pk, 1234); /* a number, not bytes (str is taken as bytes) */
+	expect_remote(td, call_params(td, "tensor.put", &p), TENSORD_INVALID_ARGUMENT, "data int");
 
 	params_init(&p, 3);
 	pstr(&p.pk, "name");
@@ -1409,16 +1409,50 @@ static void test_response_from_client(void **state)
 	ping_ok();
 }
 
+/* A client notification is ignored, whatever its method (known, unknown,
+ * bin): no answer, no disconnect; the next request is answered. */
 static void test_notification_from_client(void **state)
 {
+	static const char notes[] =
+		"\x93\x02\xa4ping\x90"                 /* [2, "ping", []] */
+		"\x93\x02\xa8no.such!\x91\x80"        /* [2, "no.such!", [{}]] */
+		"\x93\x02\xc4\x08nvim_rpc\x90";        /* [2, bin "nvim_rpc", []] */
+	struct rmsg m;
 	struct raw r;
+	const msgpack_object *res;
 
 	(void)state;
 	raw_open(&r);
-	raw_send(&r, "\x93\x02\xa4ping\x90", 8); /* [2, "ping", []] */
-	expect_broken_stream(&r, TENSORD_PROTOCOL, TENSORD_PROTOCOL, "a notification message");
+	raw_send(&r, notes, sizeof(notes) - 1);
+	raw_send(&r, "\x94\x00\x09\xa4ping\x90", 9); /* [0, 9, "ping", []] */
+	assert_true(expect_response(&r, &m, 9, &res)->type == MSGPACK_OBJECT_NIL);
+	assert_non_null(tdp_map_find(res, "pong"));
+	rmsg_free(&m);
 	raw_close(&r);
 	ping_ok();
+}
+
+/* The method name as msgpack bin (clients from before the str/bin split). */
+static void test_bin_method(void **state)
+{
+	struct rmsg m;
+	struct raw r;
+	const msgpack_object *res;
+
+	(void)state;
+	raw_open(&r);
+	raw_send(&r, "\x94\x00\x0a\xc4\x04ping\x90", 10); /* [0, 10, bin "ping", []] */
+	assert_true(expect_response(&r, &m, 10, &res)->type == MSGPACK_OBJECT_NIL);
+	assert_non_null(tdp_map_find(res, "pong"));
+	rmsg_free(&m);
+	/* not UTF-8: a PROTOCOL error for that msgid, and the connection goes on */
+	raw_send(&r, "\x94\x00\x0b\xc4\x02\xff\xfe\x90", 8);
+	check_error_object(expect_response(&r, &m, 11, NULL), TENSORD_PROTOCOL);
+	rmsg_free(&m);
+	raw_send(&r, "\x94\x00\x0c\xc4\x04ping\x90", 10);
+	assert_true(expect_response(&r, &m, 12, &res)->type == MSGPACK_OBJECT_NIL);
+	rmsg_free(&m);
+	raw_close(&r);
 }
 
 static void test_oversized_header(void **state)
@@ -2085,6 +2119,7 @@ int main(void)
 		cmocka_unit_test(test_garbage_stream),
 		cmocka_unit_test(test_response_from_client),
 		cmocka_unit_test(test_notification_from_client),
+		cmocka_unit_test(test_bin_method),
 		cmocka_unit_test(test_oversized_header),
 		cmocka_unit_test(test_not_a_request),
 		cmocka_unit_test(test_depth_limit),

@@ -152,9 +152,14 @@ def test_error_shape(d):
         e, r = c.call_full("tensor.put", {"name": "py x", "dtype": "f32", "shape": [1],
                                           "data": b"abcd"})
         check_error(e, r, 3, "INVALID_ARGUMENT")
-        # a str where the data bin belongs
+        # a str where the data bin belongs: its bytes, as an encoder without
+        # bin would send them (docs/protocol.md)
+        c.call("tensor.put", {"name": "py/s", "dtype": "u8", "shape": [4], "data": "abcd"})
+        assert c.call("tensor.get", {"name": "py/s"})["data"] == b"abcd"
+        c.call("tensor.delete", {"name": "py/s"})
+        # ... but not something else
         e, r = c.call_full("tensor.put", {"name": "py/x", "dtype": "u8", "shape": [4],
-                                          "data": "abcd"})
+                                          "data": 1234})
         check_error(e, r, 3, "INVALID_ARGUMENT")
         c.call("tensor.put", {"name": "py/once", "dtype": "u8", "shape": [1], "data": b"x"})
         e, r = c.call_full("tensor.put", {"name": "py/once", "dtype": "u8", "shape": [1],
@@ -226,8 +231,132 @@ def test_profile(d):
         c.call("tensor.delete", {"name": "py/p"})
 
 
+def pack_all_bin(obj):
+    """msgpack with every string packed as bin, as msgpack-RPC clients written
+    for servers that predate the str/bin split do: built by hand here, since
+    python3-msgpack packs str as str."""
+    if isinstance(obj, str):
+        obj = obj.encode()
+    if isinstance(obj, bytes):
+        n = len(obj)
+        head = (b"\xc4" + struct.pack("B", n) if n < 1 << 8 else
+                b"\xc5" + struct.pack(">H", n) if n < 1 << 16 else b"\xc6" + struct.pack(">I", n))
+        return head + obj
+    if isinstance(obj, (list, tuple)):
+        n = len(obj)
+        head = bytes([0x90 | n]) if n < 16 else b"\xdc" + struct.pack(">H", n)
+        return head + b"".join(pack_all_bin(o) for o in obj)
+    if isinstance(obj, dict):
+        n = len(obj)
+        head = bytes([0x80 | n]) if n < 16 else b"\xde" + struct.pack(">H", n)
+        return head + b"".join(pack_all_bin(k) + pack_all_bin(v) for k, v in obj.items())
+    return msgpack.packb(obj)
+
+
+def call_packed(c, packer, msgid, method, params):
+    """Send one request packed by `packer`; returns (error, result)."""
+    c.send_raw(packer([0, msgid, method, [params]]))
+    msg = c.recv()
+    assert isinstance(msg, list) and msg[:2] == [1, msgid], msg
+    return msg[2], msg[3]
+
+
+def exercise_client(c, packer, prefix):
+    """Every kind of string a request holds (method, keys, names, dtype, op,
+    nested attrs and graph nodes), packed by `packer`."""
+    def call(method, params):
+        e, r = call_packed(c, packer, call.msgid, method, params)
+        call.msgid += 1
+        assert e is None, "%s: %r" % (method, e)
+        return r
+    call.msgid = 100
+
+    assert call("ping", {})["pong"] is True
+    a = struct.pack("<4f", 1.0, -2.0, 3.5, 8.0)
+    meta = call("tensor.put", {"name": prefix + "a", "dtype": "f32", "shape": [2, 2], "data": a})
+    check_meta(meta, prefix + "a", "f32", [2, 2], 16, 1)
+    got = call("tensor.get", {"name": prefix + "a"})
+    assert got["data"] == a and got["dtype"] == "f32" and got["shape"] == [2, 2], got
+    # u8 data that happens to be UTF-8 text stays bytes
+    call("tensor.put", {"name": prefix + "t", "dtype": "u8", "shape": [4], "data": b"abcd"})
+    assert call("tensor.get", {"name": prefix + "t"})["data"] == b"abcd"
+    res = call("op.run", {"op": "sum", "inputs": [prefix + "a"], "attrs": {"axis": [1]}})
+    assert struct.unpack("<2f", res["data"]) == (-1.0, 11.5), res
+    res = call("op.run", {"op": "cast", "inputs": [prefix + "a"], "attrs": {"dtype": "i32"}})
+    assert res["dtype"] == "i32" and struct.unpack("<4i", res["data"]) == (1, -2, 3, 8), res
+    nodes = [{"id": "s", "op": "add", "inputs": [prefix + "a", prefix + "a"]},
+             {"id": "m", "op": "mul", "inputs": ["s", prefix + "a"], "out": prefix + "m"}]
+    res = call("graph.run", {"nodes": nodes, "outputs": ["s"]})
+    assert struct.unpack("<4f", res["outputs"]["s"]["data"]) == (2.0, -4.0, 7.0, 16.0), res
+    assert prefix + "m" in res["stored"], res
+    names = {m["name"] for m in call("tensor.list", {"prefix": prefix})["tensors"]}
+    assert names == {prefix + "a", prefix + "t", prefix + "m"}, names
+    # errors still come back as errors, the connection goes on
+    e, r = call_packed(c, packer, 1, "no.such.method", {})
+    check_error(e, r, 12, "UNIMPLEMENTED")
+    e, r = call_packed(c, packer, 2, "tensor.get", {"name": prefix + "a", "bogus": 1})
+    check_error(e, r, 3, "INVALID_ARGUMENT")
+    e, r = call_packed(c, packer, 3, "tensor.put", {"name": prefix + "x", "dtype": "f64",
+                                                    "shape": [1], "data": b"\0" * 8})
+    check_error(e, r, 3, "INVALID_ARGUMENT")
+    for n in ("a", "t", "m"):
+        call("tensor.delete", {"name": prefix + n})
+
+
+def test_bin_client(d):
+    """A client that packs every string as bin: method names, map keys and
+    string params are read as str (docs/protocol.md), tensor data stays bytes."""
+    with d.client() as c:
+        # the bytes on the wire really are bin: the method of ping is c4 04 "ping"
+        assert pack_all_bin([0, 1, "ping", []]) == b"\x94\x00\x01\xc4\x04ping\x90"
+        exercise_client(c, pack_all_bin, "bin/")
+        # a bin method that is not UTF-8: PROTOCOL for that msgid only
+        c.send_raw(b"\x94\x00\x07\xc4\x02\xff\xfe\x90")
+        msg = c.recv()
+        assert msg[:2] == [1, 7], msg
+        check_error(msg[2], msg[3], 103, "PROTOCOL")
+        assert c.call("ping")["pong"] is True
+
+
+def test_raw_client(d):
+    """A client whose encoder predates bin: msgpack.packb(use_bin_type=False)
+    packs str and bytes alike as raw (str); tensor data arrives as str."""
+    with d.client() as c:
+        raw = lambda obj: msgpack.packb(obj, use_bin_type=False)  # noqa: E731
+        assert raw(b"ab") == b"\xa2ab"
+        exercise_client(c, raw, "raw/")
+
+
+def test_notifications_ignored(d):
+    """Client notifications (type 2), unknown method or not, str or bin, are
+    ignored: no answer, no disconnect, and requests keep working."""
+    with d.client() as c:
+        c.send([2, "no.such.notification", [{"x": 1}]])
+        c.send([2, "ping", []])
+        c.send_raw(pack_all_bin([2, "nvim_buf_lines_event", [{"a": "b"}]]))
+        c.send_raw(msgpack.packb([2, "old.client", []], use_bin_type=False))
+        c.send([0, 42, "ping", []])
+        msg = c.recv()
+        assert msg[:3] == [1, 42, None] and msg[3]["pong"] is True, msg
+        c.call("tensor.put", {"name": "note/x", "dtype": "u8", "shape": [1], "data": b"\x05"})
+        c.send([2, "tensor.delete", [{"name": "note/x"}]])   # not executed
+        assert c.call("tensor.get", {"name": "note/x"})["data"] == b"\x05"
+        c.call("tensor.delete", {"name": "note/x"})
+    # logged at debug level: not by this daemon, by one started with -v
+    with open(d.log, errors="replace") as f:
+        assert "notification" not in f.read()
+    with Daemon(["-v"]) as dv:
+        with dv.client() as c:
+            c.send([2, "no.such\nnotification", []])
+            assert c.call("ping")["pong"] is True
+        with open(dv.log, errors="replace") as f:
+            log = f.read()
+        assert "notification 'no.such?notification' ignored" in log, log
+
+
 TESTS = [test_ping, test_put_get, test_pipelined, test_error_shape,
-         test_protocol_error_notification, test_profile]
+         test_protocol_error_notification, test_profile, test_bin_client,
+         test_raw_client, test_notifications_ignored]
 
 
 def main():

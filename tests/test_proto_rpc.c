@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -224,7 +225,8 @@ static void pack_spoiled_request(msgpack_packer *pk, enum spoil sp)
 	case SP_METHOD_LONG:
 		pk_str(pk, "01234567890123456789012345678901234567890123456789012345678901234");
 		break;
-	case SP_METHOD_BIN: msgpack_pack_bin_with_body(pk, "ping", 4); break;
+	/* bin is accepted as a method name, but only when it is UTF-8 */
+	case SP_METHOD_BIN: msgpack_pack_bin_with_body(pk, "p\xffng", 4); break;
 	default: pk_str(pk, "ping"); break;
 	}
 	switch (sp) {
@@ -252,7 +254,7 @@ static void test_parse_bad_requests(void **state)
 {
 	static const char *const names[SP_COUNT] = {
 		"msgid -1", "msgid 2^32", "msgid str", "msgid float", "msgid nil",
-		"method int", "method empty", "method 65 bytes", "method bin",
+		"method int", "method empty", "method 65 bytes", "method bin not UTF-8",
 		"params map", "params [1,2]", "params [str]", "params [{},{}]", "params nil",
 	};
 
@@ -320,6 +322,134 @@ static void test_parse_bad_shapes(void **state)
 				 msgpack_pack_uint8(&m.pk, 7); msgpack_pack_uint8(&m.pk, 42);
 				 msgpack_pack_array(&m.pk, 0); });
 #undef CASE
+}
+
+/* Method names as bin (clients from before msgpack's str/bin split), in
+ * requests and notifications; str that is not UTF-8 is refused like bin. */
+static void test_parse_bin_method(void **state)
+{
+	static const char long_name[TDP_MAX_METHOD_LEN + 1] =
+		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+	struct tdp_message t;
+	char why[128] = "";
+	struct msg m;
+
+	(void)state;
+	msg_init(&m);
+	msgpack_pack_array(&m.pk, 4);
+	msgpack_pack_uint8(&m.pk, 0);
+	msgpack_pack_uint32(&m.pk, 77);
+	msgpack_pack_bin_with_body(&m.pk, "tensor.get", 10);
+	msgpack_pack_array(&m.pk, 0);
+	assert_int_equal(tdp_message_parse(msg_decode(&m), &t, why, sizeof(why)), 0);
+	assert_int_equal(t.type, 0);
+	assert_int_equal(t.msgid, 77);
+	assert_int_equal(t.method_len, 10);
+	assert_memory_equal(t.method, "tensor.get", 10);
+	msg_done(&m);
+
+	msg_init(&m);
+	msgpack_pack_array(&m.pk, 3);
+	msgpack_pack_uint8(&m.pk, 2);
+	msgpack_pack_bin_with_body(&m.pk, "nvim_\xc3\xa9v", 8);  /* UTF-8 é */
+	msgpack_pack_array(&m.pk, 0);
+	assert_int_equal(tdp_message_parse(msg_decode(&m), &t, why, sizeof(why)), 0);
+	assert_int_equal(t.type, 2);
+	assert_int_equal(t.method_len, 8);
+	msg_done(&m);
+
+	/* the same length limit as str: 64 bytes pass, 65 do not */
+	for (unsigned len = TDP_MAX_METHOD_LEN; len <= TDP_MAX_METHOD_LEN + 1; len++) {
+		msg_init(&m);
+		msgpack_pack_array(&m.pk, 4);
+		msgpack_pack_uint8(&m.pk, 0);
+		msgpack_pack_uint8(&m.pk, 1);
+		msgpack_pack_bin_with_body(&m.pk, long_name, len);
+		msgpack_pack_array(&m.pk, 0);
+		if (len == TDP_MAX_METHOD_LEN)
+			assert_int_equal(tdp_message_parse(msg_decode(&m), &t, why, sizeof(why)), 0);
+		else
+			expect_proto_error(&m, "bin method 65 bytes");
+		msg_done(&m);
+	}
+	/* str that is not UTF-8 (an overlong '/') */
+	msg_init(&m);
+	msgpack_pack_array(&m.pk, 4);
+	msgpack_pack_uint8(&m.pk, 0);
+	msgpack_pack_uint8(&m.pk, 1);
+	msgpack_pack_str_with_body(&m.pk, "a\xc0\xaf" "b", 4);
+	msgpack_pack_array(&m.pk, 0);
+	expect_proto_error(&m, "str method not UTF-8");
+	msg_done(&m);
+}
+
+static void test_utf8_valid(void **state)
+{
+	static const struct {
+		const char *s;
+		bool ok;
+	} cases[] = {
+		{ "", true }, { "ping", true }, { "\xc3\xa9", true }, { "\xe2\x82\xac", true },
+		{ "\xf0\x9f\x98\x80", true }, { "\xf4\x8f\xbf\xbf", true },
+		{ "\xff", false }, { "\xc0\xaf", false }, { "\xe0\x80\xaf", false },
+		{ "\xed\xa0\x80", false }, { "\xf4\x90\x80\x80", false }, { "\xc3", false },
+		{ "\xe2\x82", false }, { "\x80", false }, { "a\xc3(", false },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		if (tdp_utf8_valid(cases[i].s, strlen(cases[i].s)) != cases[i].ok)
+			fail_msg("case %zu: want %d", i, cases[i].ok);
+}
+
+/* tdp_params_accept_bin: bin keys and text values become str, the byte
+ * params (data, spirv, push) become bin, non-UTF-8 bin stays bin. */
+static void test_params_accept_bin(void **state)
+{
+	struct msg m;
+	msgpack_object *p;
+	const msgpack_object *v, *attrs;
+
+	(void)state;
+	msg_init(&m);
+	msgpack_pack_map(&m.pk, 6);
+	msgpack_pack_bin_with_body(&m.pk, "name", 4);
+	msgpack_pack_bin_with_body(&m.pk, "a/b", 3);
+	msgpack_pack_bin_with_body(&m.pk, "data", 4);
+	msgpack_pack_bin_with_body(&m.pk, "abcd", 4);      /* UTF-8, but bytes */
+	msgpack_pack_bin_with_body(&m.pk, "spirv", 5);
+	msgpack_pack_str_with_body(&m.pk, "\x03\x02", 2); /* raw client: str */
+	msgpack_pack_bin_with_body(&m.pk, "inputs", 6);
+	msgpack_pack_array(&m.pk, 2);
+	msgpack_pack_bin_with_body(&m.pk, "x", 1);
+	msgpack_pack_bin_with_body(&m.pk, "\xff", 1);     /* not UTF-8: stays bin */
+	msgpack_pack_bin_with_body(&m.pk, "attrs", 5);
+	msgpack_pack_map(&m.pk, 1);
+	msgpack_pack_bin_with_body(&m.pk, "dtype", 5);
+	msgpack_pack_bin_with_body(&m.pk, "f32", 3);
+	msgpack_pack_bin_with_body(&m.pk, "\xfe", 1);     /* a key that is no text */
+	msgpack_pack_uint8(&m.pk, 1);
+	p = (msgpack_object *)msg_decode(&m);
+	tdp_params_accept_bin(p, 0);
+	assert_int_equal(p->via.map.ptr[0].key.type, MSGPACK_OBJECT_STR);
+	assert_true(str_is(tdp_map_find(p, "name"), "a/b"));
+	v = tdp_map_find(p, "data");
+	assert_non_null(v);
+	assert_int_equal(v->type, MSGPACK_OBJECT_BIN);
+	assert_memory_equal(v->via.bin.ptr, "abcd", 4);
+	v = tdp_map_find(p, "spirv");
+	assert_non_null(v);
+	assert_int_equal(v->type, MSGPACK_OBJECT_BIN);
+	assert_int_equal(v->via.bin.size, 2);
+	v = tdp_map_find(p, "inputs");
+	assert_non_null(v);
+	assert_true(str_is(&v->via.array.ptr[0], "x"));
+	assert_int_equal(v->via.array.ptr[1].type, MSGPACK_OBJECT_BIN);
+	attrs = tdp_map_find(p, "attrs");
+	assert_non_null(attrs);
+	assert_true(str_is(tdp_map_find(attrs, "dtype"), "f32"));
+	assert_int_equal(p->via.map.ptr[5].key.type, MSGPACK_OBJECT_BIN);
+	msg_done(&m);
 }
 
 static void test_parse_why_truncated(void **state)
@@ -857,6 +987,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_request),
 		cmocka_unit_test(test_parse_response_notification),
+		cmocka_unit_test(test_parse_bin_method),
+		cmocka_unit_test(test_utf8_valid),
+		cmocka_unit_test(test_params_accept_bin),
 		cmocka_unit_test(test_parse_bad_requests),
 		cmocka_unit_test(test_parse_bad_shapes),
 		cmocka_unit_test(test_parse_why_truncated),

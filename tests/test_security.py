@@ -617,7 +617,8 @@ def test_config_garbage():
             with open(cfg, "w") as f:
                 f.write("# limits\n" + line + "\n")
             p = subprocess.run([os.environ["TENSORD_BIN"], "--config", cfg, "--socket",
-                                os.path.join(cfg_dir, "s.sock")],
+                                os.path.join(cfg_dir, "s.sock"),
+                                "--state-dir", os.path.join(cfg_dir, "state")],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
             out = p.stdout.decode(errors="replace")
             key = line.split("=")[0].strip()

@@ -38,7 +38,10 @@ fail() {
 step() { echo "== $*"; }
 
 # ---- start the daemon ----
-"$TENSORD_BIN" --socket "$SOCK" --device auto >"$LOG" 2>&1 </dev/null &
+# A private state directory, persistence off as without --state-dir: no test
+# touches /var/lib/tensord (docs/testing.md).
+printf 'state_dir = %s\npersist = no\n' "$DIR/state" >"$DIR/test-state.conf"
+"$TENSORD_BIN" --socket "$SOCK" --device auto --config "$DIR/test-state.conf" >"$LOG" 2>&1 </dev/null &
 DPID=$!
 "$PY" - "$SOCK" "$DPID" <<'EOF' || fail "tensord did not start"
 import os, socket, sys, time

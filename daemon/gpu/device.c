@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../log.h"
+#include "../sanitize.h"
 
 static VkResult create_instance(VkInstance *ret)
 {
@@ -348,6 +349,7 @@ static int create_logical(struct gpu_device *g)
 		extensions[dci.enabledExtensionCount++] = VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME;
 	if (vkCreateDevice(g->phys, &dci, NULL, &g->dev) != VK_SUCCESS)
 		return -EIO;
+	sanitize_device_created(g->dev);
 	g->push_descriptor = (PFN_vkCmdPushDescriptorSetKHR)
 		vkGetDeviceProcAddr(g->dev, "vkCmdPushDescriptorSetKHR");
 	if (!g->push_descriptor)

@@ -224,6 +224,9 @@ static bool serve(struct conn *c, const uint8_t *p, size_t n)
 			drive_job(c, m.msgid);
 		else
 			CHECK(check_output(c, m.msgid) == 1);
+	} else if (m.type == TDP_MSG_NOTIFY) {
+		/* ignored, as daemon/conn.c does: no answer, the stream goes on */
+		CHECK(tdp_buf_len(&c->out) == 0);
 	} else {
 		go_on = false;
 	}

@@ -155,6 +155,7 @@ static void check_message(const uint8_t *p, size_t n)
 		CHECK(m.type >= TDP_MSG_REQUEST && m.type <= TDP_MSG_NOTIFY);
 		if (m.type != TDP_MSG_RESPONSE) {
 			CHECK(m.method_len >= 1 && m.method_len <= TDP_MAX_METHOD_LEN);
+			CHECK(tdp_utf8_valid(m.method, m.method_len));
 			CHECK((const uint8_t *)m.method >= p && (const uint8_t *)m.method + m.method_len <= p + n);
 			CHECK(!m.params || m.params->type == MSGPACK_OBJECT_MAP);
 		}

@@ -26,6 +26,23 @@ def req(method, params=None, msgid=None):
                          use_bin_type=True)
 
 
+def pack_all_bin(obj):
+    """msgpack with every string as bin (clients from before the str/bin split)."""
+    if isinstance(obj, str):
+        obj = obj.encode()
+    if isinstance(obj, bytes):
+        n = len(obj)
+        head = (b"\xc4" + struct.pack("B", n) if n < 1 << 8 else
+                b"\xc5" + struct.pack(">H", n) if n < 1 << 16 else b"\xc6" + struct.pack(">I", n))
+        return head + obj
+    if isinstance(obj, (list, tuple)):
+        return b"\xdc" + struct.pack(">H", len(obj)) + b"".join(pack_all_bin(o) for o in obj)
+    if isinstance(obj, dict):
+        return b"\xde" + struct.pack(">H", len(obj)) + b"".join(
+            pack_all_bin(k) + pack_all_bin(v) for k, v in obj.items())
+    return msgpack.packb(obj)
+
+
 def f32(*shape, fill=0.5):
     n = 1
     for s in shape:
@@ -320,6 +337,21 @@ def params_corpus():
         "bad_framing": req("ping") + b"\x94\x00\x05\xa4ping\x92\x80\x80" +
         b"\x94\x00\xce\xff\xff\xff\xff\xa4ping\x90" + b"\x93\x01\x02\x03" + req("ping"),
         "params_not_map": b"\x94\x00\x04\xa4ping\x91\x05" + req("info"),
+        # every string as bin, and every string and byte string as raw (str)
+        "all_bin": b"".join(pack_all_bin([0, 2 * i + 200, m, [p]]) for i, (m, p) in enumerate([
+            ("tensor.put", {"name": "a", **f32(2, 3)}),
+            ("op.run", {"op": "sum", "inputs": ["a"], "attrs": {"axis": [1]}, "out": "b"}),
+            ("graph.run", {"nodes": [{"id": "s", "op": "add", "inputs": ["a", "a"]}],
+                           "outputs": ["s"]}),
+            ("tensor.list", {"prefix": ""}), ("tensor.delete", {"name": "b"})])),
+        "raw_client": b"".join(msgpack.packb([0, 2 * i + 300, m, [p]], use_bin_type=False)
+                               for i, (m, p) in enumerate([
+            ("tensor.put", {"name": "r", **f32(3)}),
+            ("op.run", {"op": "cast", "inputs": ["r"], "attrs": {"dtype": "i32"}}),
+            ("tensor.get", {"name": "r"})])),
+        "notifications": msgpack.packb([2, "no.such", [{"x": 1}]]) +
+        pack_all_bin([2, "nvim_event", []]) + msgpack.packb([2, "ping", []]) +
+        msgpack.packb([0, 320, "ping", []]),
     }
     for name, data in seeds.items():
         write("params", name, data)
@@ -361,6 +393,12 @@ def rpc_corpus():
         "not_array": msgpack.packb({"a": 1}),
         "negative_type": msgpack.packb([-1, 1, "ping", []]),
         "empty": b"",
+        "method_bin": b"\x94\x00\x01\xc4\x04ping\x90",
+        "method_bin_not_utf8": b"\x94\x00\x01\xc4\x02\xff\xfe\x90",
+        "method_str_not_utf8": b"\x94\x00\x01\xa2\xc0\xaf\x90",
+        "notification_bin": b"\x93\x02\xc4\x08nvim_rpc\x91\x81\xc4\x01k\xc4\x01v",
+        "notification_unknown": msgpack.packb([2, "no.such", [{"a": 1}]]) + req("ping"),
+        "all_bin_request": pack_all_bin([0, 9, "tensor.get", [{"name": "w"}]]),
     }
     for name, data in seeds.items():
         write("rpc", name, data)
@@ -412,7 +450,7 @@ def main():
     dictionary(os.path.join(HERE, "rpc.dict"),
                ["\x94\x00", "\x94\x01", "\x93\x02", "\xc4", "\xc5", "\xc6", "\xd9", "\xda", "\xdb",
                 "\xdc", "\xdd", "\xde", "\xdf", "\xc7", "\xc8", "\xc9", "\xd4", "\xd8", "\xcf",
-                "\xce", "\xc1", "\xa4ping", "\x91\x80", "\x90"])
+                "\xce", "\xc1", "\xa4ping", "\xc4\x04ping", "\x91\x80", "\x90"])
     return 0
 
 
