@@ -8,8 +8,13 @@ layout(push_constant) uniform EwPush {
 	uint shape[8];   // output dims
 	uint astride[8]; // element strides of operand a in output index space (0: broadcast)
 	uint bstride[8];
+#if IS_FLOAT
 	float alpha;     // scalar operand, or the first attribute
 	float beta;      // second attribute
+#else
+	int alpha;       // integer dtypes: the same, exact (union ew_num in C)
+	int beta;
+#endif
 } pc;
 
 // Element offsets of operands a and b (c uses astride too: where's condition

@@ -13,6 +13,48 @@ float erf_as(float x)
 	return x >= 0.0 ? y : -y;
 }
 
+// x with the sign bit of `neg` (true: negative), set through the bits so no
+// compiler folding or flush-to-zero can lose the sign of a zero.
+float ew_with_sign(float x, bool neg)
+{
+	uint u = floatBitsToUint(x) & 0x7fffffffu;
+	return uintBitsToFloat(neg ? (u | 0x80000000u) : u);
+}
+
+// C99 pow (Annex F.9.4.4), for f32, f16 and bf16 alike: GLSL's pow is
+// undefined for x <= 0, so every special case is decided here and GLSL's
+// pow only ever sees a finite x > 0 and a finite y != 0.
+float c_pow(float x, float y)
+{
+	const float inf = uintBitsToFloat(0x7f800000u);
+	if (y == 0.0 || x == 1.0)
+		return 1.0;                          // pow(x, ±0) = 1, pow(+1, y) = 1, even for NaN
+	if (isnan(x) || isnan(y))
+		return uintBitsToFloat(0x7fc00000u);
+	float ay = abs(y);
+	// Every float of magnitude >= 2^24 is an even integer.
+	bool yint = ay >= 16777216.0 || y == floor(y);
+	bool yodd = yint && ay < 16777216.0 && mod(ay, 2.0) == 1.0;
+	bool xneg = (floatBitsToUint(x) & 0x80000000u) != 0u;
+	float ax = abs(x);
+	if (isinf(y)) {
+		if (ax == 1.0)
+			return 1.0;                  // pow(-1, ±inf) = 1
+		return (ax > 1.0) == (y > 0.0) ? inf : 0.0;
+	}
+	if (ax == 0.0) {                             // ±0: odd integral y keeps the sign
+		float r = y < 0.0 ? inf : 0.0;
+		return ew_with_sign(r, xneg && yodd);
+	}
+	if (isinf(x)) {
+		float r = y < 0.0 ? 0.0 : inf;
+		return ew_with_sign(r, xneg && yodd);
+	}
+	if (xneg && !yint)
+		return uintBitsToFloat(0x7fc00000u); // negative base, fractional exponent
+	return ew_with_sign(pow(ax, y), xneg && yodd);
+}
+
 float ew_unary(uint op, float x, float alpha, float beta)
 {
 	switch (op) {
@@ -52,15 +94,7 @@ float ew_binary(uint op, float x, float y)
 	case BIN_SUB: return x - y;
 	case BIN_MUL: return x * y;
 	case BIN_DIV: return x / y;
-	case BIN_POW: {
-		// GLSL's pow is undefined for x < 0; follow C's pow for integral y.
-		if (y == 0.0) return 1.0;
-		if (x < 0.0 && y == floor(y)) {
-			float r = pow(-x, y);
-			return mod(y, 2.0) == 1.0 ? -r : r;
-		}
-		return pow(x, y);
-	}
+	case BIN_POW: return c_pow(x, y);
 	case BIN_MAXIMUM: return (isnan(x) || isnan(y)) ? x + y : max(x, y);
 	default: return (isnan(x) || isnan(y)) ? x + y : min(x, y);
 	}

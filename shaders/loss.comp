@@ -13,13 +13,20 @@
 // over the partials until one workgroup remains, which writes the result.
 // The order of every addition depends only on the item count: results are
 // bit-for-bit reproducible.
+//
+// cross_entropy first runs a row pass (LOSS_F_ROWS): each row of logits is
+// reduced by a segment of 2^seg_log2 invocations (row_common.glsl), which
+// writes the row's (logsumexp, sum of logits) to the partials-out buffer;
+// the loss pass reads them from the partials-in binding. No invocation loops
+// over a whole row, so rows of up to LOSS_MAX_CLASSES stay inside lavapipe's
+// per-invocation loop limit.
 #include "common.glsl"
 #include "loss_codes.h"
 layout(local_size_x = LOSS_WG) in;
 layout(std430, binding = 0) readonly buffer X { ELEM x[]; };      // pred, logits, log-probs
 layout(std430, binding = 1) readonly buffer Y { ELEM y[]; };      // float targets
 layout(std430, binding = 2) readonly buffer T { int cls[]; };     // class targets
-layout(std430, binding = 3) readonly buffer PI { vec2 pin[]; };   // partials in
+layout(std430, binding = 3) readonly buffer PI { vec2 pin[]; };   // partials in; cross_entropy's row stats
 layout(std430, binding = 4) writeonly buffer PO { vec2 pout[]; }; // partials out
 layout(std430, binding = 5) writeonly buffer O { ELEM o[]; };     // result
 
@@ -32,7 +39,10 @@ layout(push_constant) uniform LossPush {
 	float smoothing;   // cross_entropy's label_smoothing
 	float denom;       // the divisor of a mean without ignore_index
 	uint groups;       // workgroups that hold items at this level
+	uint seg_log2;     // row pass: log2 of the invocations per row
 } pc;
+
+#include "row_common.glsl"
 
 shared vec2 red[LOSS_WG];
 
@@ -60,16 +70,8 @@ vec2 class_loss(uint i)
 	uint row = i * pc.c;
 	if (pc.op == LOSS_NLL)
 		return vec2(-LOAD(x[row + uint(t)]), 1.0);
-	float m = uintBitsToFloat(0xff800000u); // -inf
-	for (uint k = 0u; k < pc.c; k++)
-		m = max(m, LOAD(x[row + k]));
-	float s = 0.0, sx = 0.0;
-	for (uint k = 0u; k < pc.c; k++) {
-		float v = LOAD(x[row + k]);
-		s += exp(v - m);
-		sx += v;
-	}
-	float lse = m + log(s);
+	vec2 st = pin[i]; // (logsumexp, sum) from the row pass
+	float lse = st.x, sx = st.y;
 	float xt = LOAD(x[row + uint(t)]);
 	float loss = lse - xt;
 	if (pc.smoothing != 0.0)
@@ -93,9 +95,43 @@ vec2 item(uint i)
 	return class_loss(i);
 }
 
+// The row pass: row `row` of x reduced by the 2^lg invocations of its
+// segment; every invocation of the workgroup calls it (barriers).
+void row_stats(uint lid)
+{
+	uint lg = pc.seg_log2;
+	uint S = 1u << lg;
+	uint t = lid & (S - 1u);
+	uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+	uint row = wg * (uint(LOSS_WG) >> lg) + (lid >> lg);
+	bool live = row < pc.n;
+	uint base = live ? row * pc.c : 0u;
+
+	float m = uintBitsToFloat(0xff800000u); // -inf
+	for (uint j = t; live && j < pc.c; j += S) {
+		float v = LOAD(x[base + j]);
+		m = (isnan(m) || isnan(v)) ? m + v : max(m, v);
+	}
+	m = row_max(m, lid, lg);
+	float s = 0.0, cs = 0.0, sx = 0.0; // sx plainly: a -inf logit must give -inf, not NaN
+	for (uint j = t; live && j < pc.c; j += S) {
+		float v = LOAD(x[base + j]);
+		kahan_add(s, cs, exp(v - m));
+		sx += v;
+	}
+	s = row_sum(s, lid, lg);
+	sx = row_sum(sx, lid, lg);
+	if (live && t == 0u)
+		pout[row] = vec2(m + log(s), sx);
+}
+
 void main()
 {
 	uint lid = gl_LocalInvocationID.x;
+	if ((pc.flags & LOSS_F_ROWS) != 0u) {
+		row_stats(lid);
+		return;
+	}
 	if ((pc.flags & LOSS_F_NONE) != 0u) {
 		uint i = linear_id(LOSS_WG);
 		if (i < pc.n)

@@ -14,6 +14,12 @@
 #define LOSS_F_MEAN 8u       /* the final value is a mean, not a sum */
 #define LOSS_F_WEIGHTED 16u  /* divide by the sum of weights (ignore_index), not `denom` */
 #define LOSS_F_IGNORE 32u    /* targets equal to ignore_index weigh 0 */
+#define LOSS_F_ROWS 64u      /* cross_entropy's row pass: (logsumexp, sum) of each row */
+
+/* cross_entropy's rows are at most this wide: a row pass invocation then
+ * loops at most 2 * 2^22 / 256 = 32768 times (Mesa 22.3's lavapipe ends an
+ * invocation's loops after 65535 iterations in all). */
+#define LOSS_MAX_CLASSES (1u << 22)
 
 #define LOSS_WG 256          /* invocations per workgroup */
 #define LOSS_PER_THREAD 8    /* items each invocation folds in, in order, before the tree */

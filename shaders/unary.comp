@@ -23,7 +23,7 @@ int apply(uint op, int x)
 	case UN_NEG: return -x;
 	case UN_ABS: return abs(x);
 	case UN_RELU: return max(x, 0);
-	case UN_CLAMP: return min(max(x, int(pc.alpha)), int(pc.beta));
+	case UN_CLAMP: return min(max(x, pc.alpha), pc.beta);
 	default: return x;
 	}
 }

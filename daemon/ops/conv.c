@@ -143,8 +143,16 @@ static int conv_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 		.flags = ctx->ninputs == 3 ? CONV_HAS_BIAS : 0,
 	};
 
-	if (conv_gemm_usable(ctx, pl->groups))
+	/* The direct kernel's loops: channels, rows of the window, taps. */
+	uint64_t iters = (uint64_t)pc.cpg * (1 + (uint64_t)pc.kh * (1 + pc.kw));
+
+	if (conv_gemm_usable(ctx, pl->groups, iters > OP_LOOP_BUDGET))
 		return conv_gemm_record(ctx, rec, pl->stride, pl->pad, pl->dil);
+	if (iters > OP_LOOP_BUDGET)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED,
+			       "%u channels per group x %ux%u taps is too many terms per output for this dtype "
+			       "(at most about %u; f32 with groups = 1 takes up to %u)",
+			       pc.cpg, pc.kh, pc.kw, OP_LOOP_BUDGET, OP_LOOP_BUDGET * 16);
 	if (ctx->out.count > UINT32_MAX)
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "a result of more than 2^32 elements");
 	pc.total = (uint32_t)ctx->out.count;
@@ -181,6 +189,13 @@ static int pool_infer(struct op_ctx *ctx)
 	if (conv_out_dim(ctx, "height", x->shape[2], k[0], s[0], p[0], 1, &oh) < 0 ||
 	    conv_out_dim(ctx, "width", x->shape[3], k[1], s[1], p[1], 1, &ow) < 0)
 		return -1;
+	/* One invocation loops over its window clipped to the input. */
+	if ((uint64_t)(k[0] < x->shape[2] ? k[0] : x->shape[2]) *
+	    (1 + (k[1] < x->shape[3] ? k[1] : x->shape[3])) > OP_LOOP_BUDGET)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED,
+			       "a %ux%u window over a %llux%llu image: at most about %u elements are pooled together",
+			       k[0], k[1], (unsigned long long)x->shape[2], (unsigned long long)x->shape[3],
+			       OP_LOOP_BUDGET);
 	*pc = (struct pool_push){
 		.h = (uint32_t)x->shape[2], .w = (uint32_t)x->shape[3], .oh = (uint32_t)oh, .ow = (uint32_t)ow,
 		.kh = k[0], .kw = k[1], .sh = s[0], .sw = s[1], .ph = p[0], .pw = p[1], .op = ctx->def->code,

@@ -43,7 +43,7 @@ static uint64_t chunk_images(const struct op_ctx *ctx, uint64_t col_bytes_per_im
 	return col_bytes_per_image ? cap / col_bytes_per_image : 0;
 }
 
-bool conv_gemm_usable(const struct op_ctx *ctx, uint32_t groups)
+bool conv_gemm_usable(const struct op_ctx *ctx, uint32_t groups, bool wide)
 {
 	const struct op_tensor *x = &ctx->in[0], *w = &ctx->in[1];
 	uint64_t k = x->shape[1] * w->shape[2] * w->shape[3];
@@ -52,7 +52,7 @@ bool conv_gemm_usable(const struct op_ctx *ctx, uint32_t groups)
 	uint64_t per = chunk_images(ctx, k * hw * 4);
 
 	if (x->dtype != TDP_DTYPE_F32 || groups != 1 || ctx->out.count == 0 ||
-	    ctx->out.count * k < CONV_GEMM_MIN_MACS || per == 0)
+	    (ctx->out.count * k < CONV_GEMM_MIN_MACS && !wide) || per == 0)
 		return false;
 	/* 32-bit indexing, and chunks of the output bound at aligned offsets. */
 	if (x->count > UINT32_MAX || ctx->out.count > UINT32_MAX || k * hw * per > UINT32_MAX ||

@@ -1,6 +1,7 @@
 /* Elementwise ops with NumPy broadcasting: binary arithmetic, comparisons,
  * where, unary functions. Shaders: binary.comp, compare.comp, where.comp,
  * unary.comp (all through elementwise.glsl). */
+#include <math.h>
 #include <string.h>
 
 #include "../../shaders/op_codes.h"
@@ -9,13 +10,20 @@
 #include "op.h"
 #include "status.h"
 
+/* A number in the push constants: `f` for floating dtypes, `i` for integer
+ * ones (the GLSL block declares alpha and beta with the dtype's type). */
+union ew_num {
+	float f;
+	int32_t i;
+};
+
 /* Mirrors EwPush in shaders/elementwise.glsl. */
 struct ew_push {
 	uint32_t n, rank, op, flags;
 	uint32_t shape[8];
 	uint32_t astride[8];
 	uint32_t bstride[8];
-	float alpha, beta;
+	union ew_num alpha, beta;
 };
 _Static_assert(sizeof(struct ew_push) == 120, "ew_push must mirror EwPush");
 
@@ -110,6 +118,26 @@ static int ew_setup(struct op_ctx *ctx, const struct op_tensor *a, const struct 
 	return 0;
 }
 
+/* Number attr `name` of an integer op on `dtype` (i32, u8) as the exact
+ * integer the shader computes with: a fractional, non-finite or
+ * out-of-range value is INVALID_ARGUMENT (NumPy's same-kind casting refuses
+ * a float for an integer array, and NumPy 2 an out-of-range Python int). */
+static int int_attr(struct op_ctx *ctx, const char *name, int dtype, int32_t *ret)
+{
+	double v = op_attr(ctx, name)->f;
+	double lo = dtype == TDP_DTYPE_U8 ? 0.0 : -2147483648.0;
+	double hi = dtype == TDP_DTYPE_U8 ? 255.0 : 2147483647.0;
+
+	if (!isfinite(v) || v != trunc(v))
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "attr '%s' (%g) must be an integer for a %s tensor",
+			       name, v, tdp_dtype_name(dtype));
+	if (v < lo || v > hi)
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "attr '%s' (%.0f) is outside the range of %s (%.0f to %.0f)",
+			       name, v, tdp_dtype_name(dtype), lo, hi);
+	*ret = (int32_t)v;
+	return 0;
+}
+
 static const struct op_attr_spec binary_attrs[] = {
 	{ "scalar", ATTR_FLOAT, false },
 	{ "reverse", ATTR_BOOL, false },
@@ -129,6 +157,12 @@ static int binary_infer_dtype(struct op_ctx *ctx, int out_dtype)
 	if (ctx->ninputs == 2 && ctx->in[0].dtype != ctx->in[1].dtype)
 		return op_fail(ctx, TDP_DTYPE_MISMATCH, "inputs are %s and %s",
 			       tdp_dtype_name(ctx->in[0].dtype), tdp_dtype_name(ctx->in[1].dtype));
+	if (scalar->set && !op_dtype_is_float(ctx->in[0].dtype)) {
+		int32_t v;
+
+		if (int_attr(ctx, "scalar", ctx->in[0].dtype, &v) < 0)
+			return -1;
+	}
 	if (broadcast(ctx, ops, ctx->ninputs, &ctx->out) < 0)
 		return -1;
 	ctx->out.dtype = out_dtype < 0 ? ctx->in[0].dtype : out_dtype;
@@ -158,7 +192,10 @@ static int binary_record_family(struct op_ctx *ctx, struct gpu_recorder *rec, co
 	pc.op = ctx->def->code;
 	if (!b) {
 		pc.flags |= op_attr(ctx, "reverse")->i ? EW_A_SCALAR : EW_B_SCALAR;
-		pc.alpha = (float)scalar->f;
+		if (op_dtype_is_float(a->dtype))
+			pc.alpha.f = (float)scalar->f;
+		else if (int_attr(ctx, "scalar", a->dtype, &pc.alpha.i) < 0)
+			return -1;
 		if (op_attr(ctx, "reverse")->i)
 			memcpy(pc.bstride, pc.astride, sizeof(pc.bstride));
 	}
@@ -275,6 +312,13 @@ static int unary_infer(struct op_ctx *ctx)
 	if (!op_dtype_is_float(ctx->in[0].dtype) && !unary_takes_ints(ctx->def->code))
 		return op_fail(ctx, TDP_DTYPE_MISMATCH, "needs f32, f16 or bf16, not %s",
 			       tdp_dtype_name(ctx->in[0].dtype));
+	if (ctx->def->code == UN_CLAMP && !op_dtype_is_float(ctx->in[0].dtype)) {
+		int32_t v;
+
+		if ((op_attr(ctx, "min")->set && int_attr(ctx, "min", ctx->in[0].dtype, &v) < 0) ||
+		    (op_attr(ctx, "max")->set && int_attr(ctx, "max", ctx->in[0].dtype, &v) < 0))
+			return -1;
+	}
 	if (approx && approx->set && strcmp(approx->s, "none") && strcmp(approx->s, "tanh"))
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "approximate must be \"none\" or \"tanh\"");
 	ctx->out.dtype = ctx->in[0].dtype;
@@ -298,12 +342,16 @@ static int unary_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	if (pc.op == UN_CLAMP) {
 		const struct op_attr_value *lo = op_attr(ctx, "min"), *hi = op_attr(ctx, "max");
 
-		pc.alpha = lo->set ? (float)lo->f : -__builtin_inff();
-		pc.beta = hi->set ? (float)hi->f : __builtin_inff();
-		if (!op_dtype_is_float(ctx->in[0].dtype)) {
-			/* Integer bounds: keep them inside int32 for the shader's int(). */
-			pc.alpha = lo->set ? (float)(lo->f < -2147483648.0 ? -2147483648.0 : lo->f) : -2147483648.0f;
-			pc.beta = hi->set ? (float)(hi->f > 2147483520.0 ? 2147483520.0 : hi->f) : 2147483520.0f;
+		if (op_dtype_is_float(ctx->in[0].dtype)) {
+			pc.alpha.f = lo->set ? (float)lo->f : -__builtin_inff();
+			pc.beta.f = hi->set ? (float)hi->f : __builtin_inff();
+		} else {
+			/* Integer bounds, exact (infer checked them); absent: no bound. */
+			pc.alpha.i = INT32_MIN;
+			pc.beta.i = INT32_MAX;
+			if ((lo->set && int_attr(ctx, "min", ctx->in[0].dtype, &pc.alpha.i) < 0) ||
+			    (hi->set && int_attr(ctx, "max", ctx->in[0].dtype, &pc.beta.i) < 0))
+				return -1;
 		}
 	}
 	if (op_pipeline(ctx, "unary", tdp_dtype_name(ctx->in[0].dtype), &p) < 0 ||

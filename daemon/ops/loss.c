@@ -17,8 +17,9 @@ struct loss_push {
 	float smoothing;
 	float denom;
 	uint32_t groups;
+	uint32_t seg_log2;
 };
-_Static_assert(sizeof(struct loss_push) == 32, "loss_push must mirror LossPush");
+_Static_assert(sizeof(struct loss_push) == 36, "loss_push must mirror LossPush");
 
 enum loss_reduction { RED_MEAN, RED_SUM, RED_NONE };
 
@@ -126,8 +127,11 @@ static int class_infer(struct op_ctx *ctx)
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "label_smoothing must be in [0, 1]");
 	if (ig && ig->set && (ig->i < INT32_MIN || ig->i > INT32_MAX))
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "ignore_index must fit in i32");
-	if (x->shape[1] > UINT32_MAX)
-		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "more than 2^32 classes");
+	if (ctx->def->code == LOSS_CROSS_ENTROPY && x->shape[1] > LOSS_MAX_CLASSES)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "rows of %llu classes: at most %u are supported",
+			       (unsigned long long)x->shape[1], LOSS_MAX_CLASSES);
+	if (x->count > UINT32_MAX)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "more than 2^32 logits");
 	plan(ctx)->items = x->shape[0];
 	plan(ctx)->classes = x->shape[1];
 	return set_reduction(ctx, 1, x->shape);
@@ -139,6 +143,31 @@ static struct gpu_binding unused(struct op_ctx *ctx)
 	static const struct gpu_alloc none;
 
 	return gpu_rec_bind(ctx->g, &none, 0, 0, false);
+}
+
+/* cross_entropy's row pass: each row's (logsumexp, sum of logits) into
+ * scratch memory, bound as the partials-in buffer of the loss pass. */
+static int row_stats_record(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_pipeline *p,
+			    struct gpu_binding *b, struct loss_push pc, uint64_t rows)
+{
+	uint64_t need = (pc.c + 7) / 8, per, groups;
+	struct gpu_alloc *stats;
+
+	pc.seg_log2 = 0;
+	while ((1ull << pc.seg_log2) < need && (1u << pc.seg_log2) < LOSS_WG)
+		pc.seg_log2++;
+	per = LOSS_WG >> pc.seg_log2;
+	groups = (rows + per - 1) / per;
+	pc.flags = LOSS_F_ROWS;
+	pc.n = (uint32_t)rows;
+	if (op_scratch_alloc(ctx, rows * 8, &stats) < 0)
+		return -1;
+	b[4] = gpu_rec_bind(ctx->g, stats, 0, rows * 8, true);
+	if (op_dispatch(ctx, rec, p, b, 6, &pc, sizeof(pc), groups * LOSS_WG, LOSS_WG) < 0)
+		return -1;
+	b[3] = gpu_rec_bind(ctx->g, stats, 0, rows * 8, false);
+	b[4] = unused(ctx);
+	return 0;
 }
 
 static int loss_record(struct op_ctx *ctx, struct gpu_recorder *rec)
@@ -177,6 +206,8 @@ static int loss_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 		b[2] = unused(ctx);
 	}
 	b[3] = b[4] = unused(ctx);
+	if (ctx->def->code == LOSS_CROSS_ENTROPY && n > 0 && row_stats_record(ctx, rec, p, b, pc, n) < 0)
+		return -1;
 	if (pl->reduction == RED_NONE) {
 		pc.flags |= LOSS_F_NONE;
 		pc.n = (uint32_t)n;

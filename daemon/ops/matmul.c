@@ -13,6 +13,10 @@
 /* Products with at least this many 128x128 output tiles use them: enough
  * workgroups to fill a large GPU; smaller ones keep the 64x64 tiles. */
 #define MM_LARGE_TILES 128
+/* K advances 16 (matmul, matmul_v4) or 8 (matmul_l) per loop iteration of an
+ * invocation: the longest products each kernel takes (OP_LOOP_BUDGET). */
+#define MM_MAX_K (OP_LOOP_BUDGET * 16ull)
+#define MM_L_MAX_K (OP_LOOP_BUDGET * 8ull)
 #define MM_MAX_BDIMS 6
 
 /* Mirrors MmPush in shaders/matmul.comp. */
@@ -200,7 +204,11 @@ static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struc
 	uint64_t tiles_m, tiles_n, groups, tile = 64;
 	const char *name;
 
-	if (((uint64_t)(pc->m + 127) / 128) * ((pc->n + 127) / 128) * pc->batches >= MM_LARGE_TILES)
+	if (pc->k > MM_MAX_K)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "a product of %u terms: at most %llu are summed",
+			       pc->k, MM_MAX_K);
+	if (((uint64_t)(pc->m + 127) / 128) * ((pc->n + 127) / 128) * pc->batches >= MM_LARGE_TILES &&
+	    (pc->k <= MM_L_MAX_K || (dtype == TDP_DTYPE_F32 && pc->k % 4 == 0 && pc->n % 4 == 0)))
 		tile = 128;
 	tiles_m = (pc->m + tile - 1) / tile;
 	tiles_n = (pc->n + tile - 1) / tile;
@@ -237,6 +245,9 @@ static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	pc.k = (uint32_t)pl->k;
 	if (mm_batch_setup(ctx, pl, &pc) < 0)
 		return -1;
+	if (pl->k > MM_MAX_K)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "a product of %llu terms: at most %llu are summed",
+			       (unsigned long long)pl->k, MM_MAX_K);
 	if (matmul_use_cm(ctx, pl, &pc))
 		return matmul_record_cm(ctx, rec, pl, &pc);
 	if (op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||

@@ -14,6 +14,12 @@
 #define OP_MAX_INPUTS 8
 #define OP_MAX_ATTRS 12
 #define OP_MAX_INTS 8
+/* Loop iterations one shader invocation may run, summed over all its loops:
+ * Mesa 22.3's lavapipe ends an invocation's loops after 65535 iterations in
+ * all (silently: the result is wrong). An op whose kernel would loop longer
+ * on some input takes another path or is RESOURCE_EXHAUSTED, on every
+ * device alike. */
+#define OP_LOOP_BUDGET 60000u
 
 struct gpu_device;
 

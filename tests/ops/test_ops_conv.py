@@ -135,6 +135,37 @@ def errors(ck):
         E(op, ["x3"], {"kernel_size": 2}, "SHAPE_MISMATCH", label="(rank 3)")
 
 
+
+def run_wide(ck):
+    """Lavapipe ends an invocation's loops after 65535 iterations in all:
+    convolutions with many terms per output take the GEMM path (f32) or are
+    RESOURCE_EXHAUSTED, as are pooling windows over about 60,000 elements;
+    never a silently short sum."""
+    rng = np.random.default_rng(99)
+    x = rng.uniform(-1, 1, size=(1, 70_000, 1, 1))
+    w = rng.uniform(-1, 1, size=(2, 70_000, 1, 1))
+    dot = lambda a, b: np.einsum("nchw,ochw->no", a, b).reshape(1, 2, 1, 1)
+    ck.check("conv2d", [x, w], ["f32", "f32"], dot, tol=(1e-3, 1e-4), label="(70,000 channels)")
+    img = rng.uniform(-1, 1, size=(1, 1, 300, 300))
+    ck.check("conv2d", [img, img], ["f32", "f32"], lambda a, b: np.sum(a * b).reshape(1, 1, 1, 1),
+             tol=(1e-3, 1e-4), label="(300x300 kernel)")
+    for dt in ("f16", "bf16"):
+        ck.c.put("wx_" + dt, x, dt)
+        ck.c.put("ww_" + dt, w, dt)
+        ck.expect_error("conv2d", ["wx_" + dt, "ww_" + dt], None, "RESOURCE_EXHAUSTED", label="(70,000 channels)")
+    ck.c.put("wx_g", x, "f32")
+    ck.c.put("ww_g", rng.uniform(-1, 1, size=(2, 35_000, 1, 1)), "f32")
+    ck.expect_error("conv2d", ["wx_g", "ww_g"], {"groups": 2}, "RESOURCE_EXHAUSTED", label="(groups, 35,000 channels each)")
+    small = rng.uniform(-1, 1, size=(1, 2, 150, 150))
+    ck.check("max_pool2d", [small], ["f32"], lambda v: v.max(axis=(2, 3)).reshape(1, 2, 1, 1),
+             attrs={"kernel_size": 150}, label="(150x150 window)")
+    ck.check("avg_pool2d", [small], ["f32"], lambda v: v.mean(axis=(2, 3)).reshape(1, 2, 1, 1),
+             attrs={"kernel_size": 150}, tol=(1e-5, 1e-4), label="(150x150 window)")
+    ck.c.put("wimg", img, "f32")
+    for op in ("max_pool2d", "avg_pool2d"):
+        ck.expect_error(op, ["wimg"], {"kernel_size": 300}, "RESOURCE_EXHAUSTED", label="(300x300 window)")
+
+
 if __name__ == "__main__":
     t0 = time.time()
-    harness.main(lambda ck: (run(ck), print("conv: %.1f s" % (time.time() - t0))))
+    harness.main(lambda ck: (run(ck), run_wide(ck), print("conv: %.1f s" % (time.time() - t0))))

@@ -24,6 +24,10 @@ def run_fill(ck):
                      attrs={"shape": [2, 3], "value": v, "dtype": dt}, out_dtype=dt, tol=EXACT)
     ck.check("zeros", [], [], lambda: np.zeros((4,)), attrs={"shape": 4}, out_dtype="f32", label="(default dtype)")
     ck.check("full", [], [], lambda: np.full((3,), 7.0), attrs={"shape": [3], "value": 7}, out_dtype="f32")
+    # integers into i32 are exact (not rounded through f32), as docs/ops.md says
+    for v in (16777217, -16777217, 2**31 - 1, -2**31, 123456789):
+        ck.check("full", [], [], lambda v=v: np.full((3,), v), attrs={"shape": [3], "value": v, "dtype": "i32"},
+                 out_dtype="i32", tol=EXACT, label="(exact %d)" % v)
 
 
 def run_arange(ck):

@@ -114,5 +114,172 @@ def run(ck):
         ck.fail("graph.run failing node: %r, stat %r" % (err, err2))
 
 
+# ---- integer scalars are exact; pow follows C (issue 13, part 3) ----
+
+I32_EDGE = np.array([0, 1, -1, 5, -7, 16777215, 16777216, 16777217, -16777217, 2**31 - 1, -2**31, 123456789],
+                    dtype=np.int64)
+
+
+def _pow_mod(x, e, dtype):
+    """Integer pow as the daemon's (negative exponents: 0 except bases +-1), wrapped."""
+    out = []
+    for v in np.asarray(x, dtype=np.int64).ravel():
+        v = int(v)
+        if e < 0:
+            out.append(1 if v == 1 else ((-1 if e % 2 else 1) if v == -1 else 0))
+        else:
+            out.append(pow(v, e, 2**32))
+    return ref.wrap(np.array(out, dtype=np.int64).reshape(np.shape(x)), dtype)
+
+
+def _expect_attr_error(ck, op, inputs, attrs, names):
+    """INVALID_ARGUMENT whose message names the op and every string in `names`."""
+    ck.checks += 1
+    err, _ = ck.c.run(op, inputs, attrs)
+    if err is None or err["name"] != "INVALID_ARGUMENT" or op not in err["message"] or \
+            any(n not in err["message"] for n in names):
+        ck.fail("%s %s %s: expected INVALID_ARGUMENT naming %s, got %r" % (op, inputs, attrs, names, err))
+
+
+def run_int_scalars(ck):
+    """Scalars on i32/u8 tensors are exact integers (not rounded through f32),
+    wrap like the two-tensor form, and a scalar the dtype cannot hold (out of
+    range, fractional, non-finite) is INVALID_ARGUMENT naming attr and dtype."""
+    x = I32_EDGE
+    for s in (16777217, -16777217, 2**31 - 1, -2**31, 123456789, 3):
+        for op in ("add", "sub", "mul", "div", "maximum", "minimum"):
+            fn = ref.BINARY_INT[op]
+            ck.check(op, [x], ["i32"], lambda v, fn=fn, s=s: ref.wrap(fn(v, np.full_like(v, s)), "i32"),
+                     attrs={"scalar": s}, label="(i32 scalar %d)" % s)
+            ck.check(op, [x], ["i32"], lambda v, fn=fn, s=s: ref.wrap(fn(np.full_like(v, s), v), "i32"),
+                     attrs={"scalar": s, "reverse": True}, label="(i32 reverse scalar %d)" % s)
+        for op, fn in ref.COMPARE.items():
+            ck.check(op, [x], ["i32"], lambda v, fn=fn, s=s: fn(v, np.float64(s)),
+                     attrs={"scalar": s}, out_dtype="u8", label="(i32 scalar %d)" % s)
+            ck.check(op, [x], ["i32"], lambda v, fn=fn, s=s: fn(np.float64(s), v),
+                     attrs={"scalar": s, "reverse": True}, out_dtype="u8", label="(i32 reverse scalar %d)" % s)
+    for e in (0, 1, 2, 3, 31, -1):
+        ck.check("pow", [x], ["i32"], lambda v, e=e: _pow_mod(v, e, "i32"), attrs={"scalar": e},
+                 label="(i32 scalar %d)" % e)
+    # clamp bounds are exact too; an absent bound is no bound
+    ck.check("clamp", [x], ["i32"], lambda v: np.clip(v, -16777217, 16777217),
+             attrs={"min": -16777217, "max": 16777217}, label="(i32 exact bounds)")
+    ck.check("clamp", [x], ["i32"], lambda v: np.clip(v, -2**31, 2**31 - 2),
+             attrs={"max": 2**31 - 2}, label="(i32 max only)")
+    ck.check("clamp", [x], ["i32"], lambda v: np.clip(v, 16777217, 2**31 - 1),
+             attrs={"min": 16777217}, label="(i32 min only)")
+    # 2.0 is the integer 2 (msgpack floats and ints are not told apart)
+    ck.check("add", [x], ["i32"], lambda v: ref.wrap(v + 2, "i32"), attrs={"scalar": 2.0}, label="(i32 scalar 2.0)")
+    u = np.array([0, 1, 2, 100, 200, 254, 255], dtype=np.int64)
+    for s in (0, 1, 200, 255):
+        for op in ("add", "sub", "mul", "div", "maximum", "minimum"):
+            fn = ref.BINARY_INT[op]
+            ck.check(op, [u], ["u8"], lambda v, fn=fn, s=s: ref.wrap(fn(v, np.full_like(v, s)), "u8"),
+                     attrs={"scalar": s}, label="(u8 scalar %d)" % s)
+            ck.check(op, [u], ["u8"], lambda v, fn=fn, s=s: ref.wrap(fn(np.full_like(v, s), v), "u8"),
+                     attrs={"scalar": s, "reverse": True}, label="(u8 reverse scalar %d)" % s)
+        for op, fn in ref.COMPARE.items():
+            ck.check(op, [u], ["u8"], lambda v, fn=fn, s=s: fn(v, np.float64(s)),
+                     attrs={"scalar": s}, out_dtype="u8", label="(u8 scalar %d)" % s)
+    ck.check("clamp", [u], ["u8"], lambda v: np.clip(v, 1, 254), attrs={"min": 1, "max": 254}, label="(u8)")
+    # refused: what the dtype cannot hold, and fractions (NumPy's same-kind rule)
+    ck.c.put("s_i", x, "i32")
+    ck.c.put("s_u", u, "u8")
+    for op in ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "lt", "ge"):
+        for v in (2**31, -2**31 - 1, 2**40, 2.5, -0.5, 16777216.5, float("inf"), float("nan")):
+            _expect_attr_error(ck, op, ["s_i"], {"scalar": v}, ["'scalar'", "i32"])
+        for v in (256, -1, 1.5):
+            _expect_attr_error(ck, op, ["s_u"], {"scalar": v, "reverse": True}, ["'scalar'", "u8"])
+    _expect_attr_error(ck, "clamp", ["s_i"], {"min": 0.5}, ["'min'", "i32"])
+    _expect_attr_error(ck, "clamp", ["s_i"], {"max": 2**31}, ["'max'", "i32"])
+    _expect_attr_error(ck, "clamp", ["s_u"], {"min": -1}, ["'min'", "u8"])
+    _expect_attr_error(ck, "clamp", ["s_u"], {"min": 0, "max": 300}, ["'max'", "u8"])
+    # graph.run refuses at the node, before anything runs
+    ck.checks += 1
+    err, _ = ck.c.call("graph.run", {"nodes": [{"id": "n", "op": "add", "inputs": ["s_i"],
+                                                "attrs": {"scalar": 0.5}, "out": "s_bad"}]})
+    if err is None or err["name"] != "INVALID_ARGUMENT" or "'scalar'" not in err["message"]:
+        ck.fail("graph.run with a fractional i32 scalar: %r" % (err,))
+
+
+POW_X = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 1.5, -1.5, float("inf"), float("-inf"),
+         float("nan")]
+POW_Y = [0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 0.5, -0.5, 1.5, -2.5, 63.0, 2.0**24, -(2.0**24),
+         3e38, float("inf"), float("-inf"), float("nan")]
+
+
+def _pow_ok(got, want, rtol):
+    """Exact (value and sign of zero, inf, nan) where either side is 0 or not
+    finite; relative `rtol` elsewhere (GLSL pow is exp2(y log2 x))."""
+    got = np.asarray(got, np.float64)
+    want = np.asarray(want, np.float64)
+    special = ~np.isfinite(want) | (want == 0) | ~np.isfinite(got) | (got == 0)
+    with np.errstate(invalid="ignore"):
+        exact = (np.isnan(got) & np.isnan(want)) | ((got == want) & (np.signbit(got) == np.signbit(want)))
+        close = np.isclose(got, want, rtol=rtol, atol=0)
+    return np.where(special, exact, close)
+
+
+def _pow_check(ck, inputs, dtypes, attrs, want, dt, label, bx, by):
+    """Run pow on `inputs`; compare with `want`; bx, by: the operand of each element (for the message)."""
+    ck.checks += 1
+    names = []
+    for a, d in zip(inputs, dtypes):
+        ck.serial += 1
+        names.append("p%d" % ck.serial)
+        ck.c.put(names[-1], a, d)
+    err, res = ck.c.run("pow", names, attrs)
+    if err is not None:
+        ck.fail("pow %s %s: %r" % (label, dt, err))
+        return
+    got = harness.result_array(res)
+    ok = _pow_ok(got, want, 5e-5 if dt == "f32" else harness.TOL[dt][1])
+    if got.shape != want.shape or not ok.all():
+        i = np.argwhere(~ok)[0] if got.shape == want.shape else None
+        ck.fail("pow %s %s: %d wrong; first x=%r y=%r got %r want %r" % (
+            label, dt, int((~ok).sum()), bx[tuple(i)] if i is not None else None,
+            by[tuple(i)] if i is not None else None, got[tuple(i)] if i is not None else got.shape,
+            want[tuple(i)] if i is not None else want.shape))
+
+
+def _pow_ref(x, y, dt):
+    """C's powf (NumPy's float32 power calls it) on the stored values, rounded to dt."""
+    with np.errstate(all="ignore"):
+        r = np.power(np.float32(x) if np.isscalar(x) else x.astype(np.float32),
+                     np.float32(y) if np.isscalar(y) else y.astype(np.float32))
+    return harness.quantize(r, dt)
+
+
+def run_pow_special(ck):
+    """pow on a table of special values x every float dtype, in the broadcast
+    (binary.comp), same-shape (binary_vec4.comp for f32/f16) and both scalar
+    forms, against C's pow: exact for 0, inf, nan and the sign of zero."""
+    xs = np.array(POW_X)
+    ys = np.array(POW_Y)
+    for dt in harness.FLOAT_DTYPES:
+        qx = harness.quantize(xs, dt)
+        qy = harness.quantize(ys, dt)
+        bx, by = np.broadcast_arrays(qx[:, None], qy[None, :])
+        _pow_check(ck, [xs[:, None], ys[None, :]], [dt, dt], None, _pow_ref(bx, by, dt), dt, "(broadcast)", bx, by)
+        fx, fy = bx.ravel(), by.ravel()
+        pad = (-fx.size) % 4
+        fx = np.concatenate([fx, np.ones(pad)])
+        fy = np.concatenate([fy, np.ones(pad)])
+        _pow_check(ck, [fx, fy], [dt, dt], None, _pow_ref(fx, fy, dt), dt, "(same shape)", fx, fy)
+        for y in POW_Y:
+            _pow_check(ck, [xs], [dt], {"scalar": y}, _pow_ref(qx, np.float32(y), dt), dt, "(scalar %r)" % y,
+                       qx, np.full_like(qx, np.float32(y)))
+        for x in POW_X:
+            _pow_check(ck, [ys], [dt], {"scalar": x, "reverse": True}, _pow_ref(np.float32(x), qy, dt), dt,
+                       "(reverse scalar %r)" % x, np.full_like(qy, np.float32(x)), qy)
+
+
+
+def run_all(ck):
+    run(ck)
+    run_int_scalars(ck)
+    run_pow_special(ck)
+
+
 if __name__ == "__main__":
-    harness.main(run)
+    harness.main(run_all)

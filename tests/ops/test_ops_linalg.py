@@ -106,6 +106,25 @@ def errors(ck):
     elif not np.allclose(harness.result_array(res["outputs"]["q"]), want, atol=1e-4, rtol=1e-4):
         ck.fail("graph.run matmul chain: wrong values")
 
+
+def run_long_k(ck):
+    """Lavapipe ends an invocation's loops after 65535 iterations in all: the
+    longest product the kernels take (K = 960,000) is right in f32 and f16,
+    a longer one is RESOURCE_EXHAUSTED, never a silently short sum."""
+    rng = np.random.default_rng(77)
+    k = 900_001
+    a = rng.uniform(-1, 1, size=(2, k))
+    b = rng.uniform(-1, 1, size=(k, 3))
+    for dt in ("f32", "f16"):
+        ck.check("matmul", [a, b], [dt, dt], ref.matmul, tol=(0.05, 1e-3), label="(K = 900,001)")
+    k = (1 << 20) + 3
+    ck.c.put("lk_a", rng.uniform(-1, 1, size=(1, k)), "f32")
+    ck.c.put("lk_b", rng.uniform(-1, 1, size=(k, 1)), "f32")
+    ck.expect_error("matmul", ["lk_a", "lk_b"], None, "RESOURCE_EXHAUSTED", label="(K = 2^20 + 3)")
+    for n in ("lk_a", "lk_b"):
+        ck.c.call("tensor.delete", {"name": n})
+
+
 if __name__ == "__main__":
     t0 = time.time()
-    harness.main(lambda ck: (run(ck), print("linalg: %.1f s" % (time.time() - t0))))
+    harness.main(lambda ck: (run(ck), run_long_k(ck), print("linalg: %.1f s" % (time.time() - t0))))

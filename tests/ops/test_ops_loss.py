@@ -108,5 +108,74 @@ def run(ck):
     ck.expect_error("nll", ["e/ii", "e/i"], None, "DTYPE_MISMATCH")
 
 
+def _ce_grad(x, t, smoothing, n):
+    """d mean(cross_entropy) / dx: (softmax(x) - smoothed one-hot) / N (PyTorch)."""
+    m = x.max(axis=1, keepdims=True)
+    e = np.exp(x - m)
+    g = e / e.sum(axis=1, keepdims=True)
+    c = x.shape[1]
+    g -= smoothing / c
+    g[np.arange(x.shape[0]), t] -= 1.0 - smoothing
+    return g / n
+
+
+def run_wide(ck):
+    """Rows of 32,768 classes and more (lavapipe ends an invocation's loops
+    after 65535 iterations in all, so a row must not be one invocation's
+    loop): cross_entropy's value and gradient on 4 x 70,000 and 2 x 2^22,
+    the largest row; wider rows are RESOURCE_EXHAUSTED (nll takes any width)."""
+    for n, c in [(4, 70_000), (3, 32_768), (2, 1 << 22)]:
+        x = rng.uniform(-6, 6, size=(n, c))
+        x[0, 5] = 40.0  # one dominant logit: the loss of that row is near 0, never negative
+        t = rng.integers(0, c, size=(n,))
+        t[0] = 5
+        dts = harness.FLOAT_DTYPES if c < (1 << 22) else ["f32"]
+        for dt in dts:
+            tol = (1e-4, 1e-4) if dt == "f32" else None
+            for red in REDUCTIONS:
+                got = ck.check("cross_entropy", [x, t], [dt, "i32"], lambda a, b, r=red: ref.cross_entropy(a, b, r),
+                               attrs={"reduction": red}, tol=tol, label="(%d classes)" % c)
+                if got is not None and (got < 0).any():
+                    ck.fail("cross_entropy over %d classes (%s): a negative loss %r" % (c, dt, got.min()))
+                ck.check("cross_entropy", [x, t], [dt, "i32"],
+                         lambda a, b, r=red: ref.cross_entropy(a, b, r, 0.1, ignore_index=int(t[1])),
+                         attrs={"reduction": red, "label_smoothing": 0.1, "ignore_index": int(t[1])}, tol=tol,
+                         label="(%d classes, smoothing, ignore)" % c)
+        # the gradient, through train.step
+        if c > 70_000:
+            continue
+        ck.checks += 1
+        x32 = x.astype(np.float32)
+        ck.c.put("w/x", x32, "f32")
+        ck.c.put("w/t", t, "i32")
+        err, res = ck.c.call("train.step", {"nodes": [{"id": "loss", "op": "cross_entropy", "inputs": ["w/x", "w/t"],
+                                                       "attrs": {"label_smoothing": 0.1}}],
+                                            "loss": "loss", "params": ["w/x"], "grads": True})
+        if err is not None:
+            ck.fail("cross_entropy gradient over %d classes: %r" % (c, err))
+            continue
+        want_loss = ref.cross_entropy(x32.astype(np.float64), t.astype(np.float64), "mean", 0.1)
+        err, g = ck.c.call("tensor.get", {"name": "w/x.grad"})
+        want = _ce_grad(x32.astype(np.float64), t, 0.1, n)
+        got = harness.result_array(g).astype(np.float64) if err is None else None
+        if not np.isclose(res["loss"], want_loss, rtol=1e-4, atol=1e-4):
+            ck.fail("cross_entropy over %d classes: train.step loss %r, want %r" % (c, res["loss"], want_loss))
+        if got is None or got.shape != want.shape or not np.allclose(got, want, rtol=1e-4, atol=1e-7):
+            ck.fail("cross_entropy gradient over %d classes: %s" % (
+                c, err if got is None else "max error %g" % np.abs(got - want).max()))
+    ck.c.put("w/big", np.zeros((1, (1 << 22) + 1)), "f32")
+    ck.c.put("w/t1", np.zeros((1,)), "i32")
+    ck.expect_error("cross_entropy", ["w/big", "w/t1"], None, "RESOURCE_EXHAUSTED", label="(2^22 + 1 classes)")
+    # nll reads one logit per row: any width
+    lp = rng.uniform(-9, 0, size=(2, (1 << 22) + 1))
+    ck.check("nll", [lp, np.array([0, (1 << 22)])], ["f32", "i32"], lambda a, b: ref.nll(a, b, "sum"),
+             attrs={"reduction": "sum"}, label="(2^22 + 1 classes)")
+
+
+def run_all(ck):
+    run(ck)
+    run_wide(ck)
+
+
 if __name__ == "__main__":
-    harness.main(run)
+    harness.main(run_all)
