@@ -44,8 +44,8 @@ static void test_reflect_scale(void **state)
 	size_t n;
 	uint32_t *w = compile(scale_src, NULL, &n);
 
-	assert_int_equal(spirv_validate(w, n, why, sizeof(why)), 0);
-	assert_int_equal(spv_reflect(w, n, NULL, &info, why, sizeof(why)), 0);
+	assert_int_equal(spirv_validate(w, n, NULL, why, sizeof(why)), 0);
+	assert_int_equal(spv_reflect(w, n, NULL, NULL, &info, why, sizeof(why)), 0);
 	assert_string_equal(info.entry, "main");
 	assert_int_equal(info.local_size[0], 64);
 	assert_int_equal(info.local_size[1], 2);
@@ -67,7 +67,7 @@ static void test_reflect_scale(void **state)
 	assert_int_equal(info.push[2].type, SPV_SCALAR_I32);
 	assert_int_equal(info.push[3].offset, 16);
 	assert_int_equal(info.push[3].type, SPV_SCALAR_OTHER);
-	assert_int_equal(spv_reflect(w, n, "other", &info, why, sizeof(why)), -EINVAL);
+	assert_int_equal(spv_reflect(w, n, "other", NULL, &info, why, sizeof(why)), -EINVAL);
 	assert_non_null(strstr(why, "other"));
 	free(w);
 }
@@ -88,7 +88,7 @@ static void test_workgroup_preamble(void **state)
 	size_t n;
 
 	w = compile(src, "layout(local_size_x = 8, local_size_y = 1, local_size_z = 1) in;\n", &n);
-	assert_int_equal(spv_reflect(w, n, NULL, &info, why, sizeof(why)), 0);
+	assert_int_equal(spv_reflect(w, n, NULL, NULL, &info, why, sizeof(why)), 0);
 	assert_int_equal(info.local_size[0], 8);
 	free(w);
 	/* Messages keep the client's line numbers. */
@@ -97,7 +97,7 @@ static void test_workgroup_preamble(void **state)
 	assert_non_null(strstr(why, "0:3:"));
 	/* No local size at all is refused by reflection (glslang takes it). */
 	if (glsl_compile(src, NULL, &w, &n, why, sizeof(why)) == 0) {
-		assert_int_equal(spv_reflect(w, n, NULL, &info, why, sizeof(why)), 0);
+		assert_int_equal(spv_reflect(w, n, NULL, NULL, &info, why, sizeof(why)), 0);
 		free(w);
 	}
 }
@@ -132,7 +132,7 @@ static void test_refused(void **state)
 		uint32_t *w = compile(srcs[i], NULL, &n);
 
 		why[0] = '\0';
-		assert_int_equal(spv_reflect(w, n, NULL, &info, why, sizeof(why)), -EINVAL);
+		assert_int_equal(spv_reflect(w, n, NULL, NULL, &info, why, sizeof(why)), -EINVAL);
 		assert_true(strlen(why) > 0);
 		free(w);
 	}
@@ -158,20 +158,20 @@ static void test_garbage(void **state)
 
 	assert_non_null(m);
 	/* Nothing, NULL, too short, bad magic. */
-	assert_int_equal(spv_reflect(NULL, 0, NULL, &info, why, sizeof(why)), -EINVAL);
-	assert_int_equal(spv_reflect(w, 4, NULL, &info, why, sizeof(why)), -EINVAL);
+	assert_int_equal(spv_reflect(NULL, 0, NULL, NULL, &info, why, sizeof(why)), -EINVAL);
+	assert_int_equal(spv_reflect(w, 4, NULL, NULL, &info, why, sizeof(why)), -EINVAL);
 	memcpy(m, w, n * sizeof(*m));
 	m[0] ^= 1;
-	assert_int_equal(spv_reflect(m, n, NULL, &info, why, sizeof(why)), -EINVAL);
+	assert_int_equal(spv_reflect(m, n, NULL, NULL, &info, why, sizeof(why)), -EINVAL);
 	/* Hostile bounds. */
 	memcpy(m, w, n * sizeof(*m));
 	m[3] = 0xffffffffu;
-	assert_int_equal(spv_reflect(m, n, NULL, &info, why, sizeof(why)), -EINVAL);
+	assert_int_equal(spv_reflect(m, n, NULL, NULL, &info, why, sizeof(why)), -EINVAL);
 	m[3] = 0;
-	assert_int_equal(spv_reflect(m, n, NULL, &info, why, sizeof(why)), -EINVAL);
+	assert_int_equal(spv_reflect(m, n, NULL, NULL, &info, why, sizeof(why)), -EINVAL);
 	/* Every truncation. */
 	for (size_t k = 0; k < n; k++)
-		(void)spv_reflect(w, k, NULL, &info, why, sizeof(why));
+		(void)spv_reflect(w, k, NULL, NULL, &info, why, sizeof(why));
 	/* Random words behind a valid header. */
 	for (unsigned round = 0; round < 2000; round++) {
 		junk[0] = 0x07230203u;
@@ -186,7 +186,7 @@ static void test_garbage(void **state)
 			if (k % 3 == 0)
 				junk[k] = x % 64;
 		}
-		(void)spv_reflect(junk, 5 + next() % 59, NULL, &info, why, sizeof(why));
+		(void)spv_reflect(junk, 5 + next() % 59, NULL, NULL, &info, why, sizeof(why));
 	}
 	/* Bit flips and word replacements in a real module. */
 	for (unsigned round = 0; round < 3000; round++) {
@@ -199,7 +199,7 @@ static void test_garbage(void **state)
 			else
 				m[at] = next() % 128;
 		}
-		(void)spv_reflect(m, n, NULL, &info, why, sizeof(why));
+		(void)spv_reflect(m, n, NULL, NULL, &info, why, sizeof(why));
 	}
 	free(m);
 	free(w);
