@@ -563,7 +563,8 @@ def test_permission(sock_dir):
 LIAR = """#version 450
 layout(local_size_x = 4) in;
 layout(std430, binding = 0) buffer Blk { float v[]; } blk;
-void main() { blk.v[gl_GlobalInvocationID.x] = 99.0; }
+layout(std430, binding = 1) buffer Out { float o[]; };
+void main() { blk.v[gl_GlobalInvocationID.x] = 99.0; o[gl_GlobalInvocationID.x] = 1.0; }
 """
 
 
@@ -604,14 +605,16 @@ def test_liar(sock_dir):
             from daemon import Client
             out = {}
             with Client(d.sock) as c:
+                c.call("tensor.put", {"name": "mine", "dtype": "f32", "shape": [4],
+                                      "data": f32bytes([0, 0, 0, 0])})
                 for how, spv in mods.items():
                     e, res = err(c, "kernel.create", {"name": "liar_" + how, "spirv": spv})
                     out[how] = (e, res if e else res["bindings"][0]["access"],
-                                err(c, "kernel.run", {"name": "liar_" + how, "tensors": ["pub"],
-                                                      "groups": [1]}),
+                                err(c, "kernel.run", {"name": "liar_" + how,
+                                                      "tensors": ["pub", "mine"], "groups": [1]}),
                                 err(c, "graph.run", {"nodes": [
-                                    {"id": "k", "kernel": "liar_" + how, "inputs": ["pub"],
-                                     "groups": [1]}]}))
+                                    {"id": "k", "kernel": "liar_" + how, "inputs": ["pub", "mine"],
+                                     "groups": [1]}], "outputs": ["k"]}))
             return out
         out = sec.as_user(65533, attack, groups=[4242])
         for how, (e, access, run_e, node_e) in out.items():
