@@ -256,6 +256,8 @@ static int exchange(int in, int out, const char *msg, size_t len, char **buf, si
 		ssize_t k;
 
 		if (left <= 0) {
+			if (in >= 0)
+				close(in);
 			*buf = b;
 			*n = have;
 			return -ETIMEDOUT;
@@ -457,6 +459,7 @@ int glsl_child_main(void)
 #endif
 	if (!in)
 		return 2;
+	/* Every path below ends the process: what it holds goes with it. */
 	for (;;) {
 		ssize_t k = read(0, in + have, max - have);
 
@@ -491,5 +494,7 @@ int glsl_child_main(void)
 		put_all(head, 8);
 		put_all(log, head[1]);
 	}
+	free(words);
+	free(in);
 	return 0;
 }
