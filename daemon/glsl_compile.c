@@ -407,8 +407,15 @@ int glsl_compile_isolated(const char *src, const char *preamble, unsigned second
 				 (unsigned)(GLSL_CHILD_STACK >> 20));
 	} else if (r == 0) {
 		r = answer(buf, n, ret_words, ret_nwords, log, cap);
-		if (r == -EPIPE && cap)
+		/* Died without answering (a sanitizer's report of a crash). */
+		if (r == -EPIPE && WIFEXITED(st) && WEXITSTATUS(st)) {
+			r = -EINVAL;
+			if (cap)
+				snprintf(log, cap, "the compiler crashed on this source (exit status %d)",
+					 WEXITSTATUS(st));
+		} else if (r == -EPIPE && cap) {
 			snprintf(log, cap, "the compiler process gave no usable answer");
+		}
 	}
 	free(buf);
 	return r == -EPIPE ? -EIO : r;
