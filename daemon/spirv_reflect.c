@@ -618,7 +618,8 @@ static void mark(struct parser *p, uint32_t id)
  * pointer derived from a variable (access chains, copies, casts, phis and
  * selects, to a fixed point) and every instruction that may write through
  * one (stores, memory copies, atomics, extended instructions with pointer
- * operands, and any function call it is passed to) marks the variable. */
+ * operands, any function call it is passed to, a store or return of the
+ * pointer itself) marks the variable. */
 static int writes(struct parser *p)
 {
 	bool changed = true;
@@ -655,8 +656,11 @@ static int writes(struct parser *p)
 	for (size_t i = 5; i < p->n; i += p->w[i] >> 16) {
 		uint32_t len = p->w[i] >> 16, op = p->w[i] & 0xffff, from = 0;
 
-		if (op == 62 || op == 63 || op == 64)   /* OpStore, OpCopyMemory(Sized): the target */
+		if (op == 63 || op == 64)               /* OpCopyMemory(Sized): the target */
 			from = len >= 2 ? 1 : len;
+		else if (op == 62 || op == 254)         /* OpStore: the target, and a pointer stored
+							 * or returned escapes */
+			from = 1;
 		else if (op == 57)                      /* OpFunctionCall: the arguments */
 			from = 4;
 		else if (op == 12)                      /* OpExtInst (modf, frexp write) */
@@ -666,7 +670,7 @@ static int writes(struct parser *p)
 			from = 1;
 		else
 			continue;
-		for (uint32_t k = from; k < len && (op < 62 || op > 64 || k == 1); k++)
+		for (uint32_t k = from; k < len && (op != 63 && op != 64 ? true : k == 1); k++)
 			mark(p, p->w[i + k]);
 	}
 	return 0;
