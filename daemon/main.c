@@ -17,6 +17,7 @@
 #include "config.h"
 #include "daemon.h"
 #include "devices.h"
+#include "glsl_compile.h"
 #include "log.h"
 #include "loop.h"
 #include "notify.h"
@@ -358,6 +359,10 @@ int main(int argc, char **argv)
 	const char *unlink_path = NULL;
 	int listen_fd = -1, r, status = EXIT_FAILURE;
 
+	/* The GLSL compiler child (glsl_compile.h): nothing of the daemon. */
+	if (argc == 2 && !strcmp(argv[1], GLSL_CHILD_ARG))
+		return glsl_child_main();
+	glsl_child_exe = "/proc/self/exe";
 	sanitize_init();
 	r = parse_args(argc, argv, &cl, &d.cfg);
 	if (r != 0)

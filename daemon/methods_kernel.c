@@ -83,6 +83,26 @@ static int write_kernel(msgpack_packer *pk, const struct kernel *k)
 	return fail || tdp_pack_cstr(pk, "spirv_bytes") || msgpack_pack_uint64(pk, k->spirv_bytes);
 }
 
+/* What every device allows (kernels are built for all of them): the least
+ * of their compute limits, Int64 only where all have it enabled. */
+static void device_limits(const struct daemon *d, struct spv_limits *lim)
+{
+	memset(lim, 0, sizeof(*lim));
+	lim->int64 = d->ngpus > 0;
+	for (uint32_t id = 0; id < d->ngpus; id++) {
+		const VkPhysicalDeviceLimits *l = &d->gpus[id]->props.limits;
+
+		lim->int64 = lim->int64 && d->gpus[id]->shader_int64;
+		for (unsigned k = 0; k < 3; k++)
+			if (!id || l->maxComputeWorkGroupSize[k] < lim->max_wg[k])
+				lim->max_wg[k] = l->maxComputeWorkGroupSize[k];
+		if (!id || l->maxComputeWorkGroupInvocations < lim->max_invocations)
+			lim->max_invocations = l->maxComputeWorkGroupInvocations;
+		if (!id || l->maxComputeSharedMemorySize < lim->max_shared)
+			lim->max_shared = l->maxComputeSharedMemorySize;
+	}
+}
+
 int method_kernel_create(struct request *req)
 {
 	struct param spec[] = {
@@ -98,6 +118,7 @@ int method_kernel_create(struct request *req)
 	uint32_t wg[3], *words = NULL;
 	size_t nwords = 0;
 	struct kernel *k = NULL;
+	struct spv_limits lim;
 	char *src = NULL;
 	int r, owned = 0;
 
@@ -147,11 +168,15 @@ int method_kernel_create(struct request *req)
 			snprintf(preamble, sizeof(preamble),
 				 "layout(local_size_x = %u, local_size_y = %u, local_size_z = %u) in;\n",
 				 wg[0], wg[1], wg[2]);
-		r = glsl_compile(src, spec[4].value ? preamble : NULL, &words, &nwords, why,
-				 sizeof(why));
+		/* In a child process; the loop waits for it, at most
+		 * GLSL_CHILD_SECONDS (docs/kernels.md). */
+		r = glsl_compile_isolated(src, spec[4].value ? preamble : NULL, GLSL_CHILD_SECONDS,
+					  &words, &nwords, why, sizeof(why));
 		free(src);
 		if (r == -ENOMEM)
 			return request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of memory");
+		if (r == -ETIMEDOUT || r == -E2BIG)
+			return request_fail(req, TDP_RESOURCE_EXHAUSTED, "glsl does not compile: %s", why);
 		if (r < 0)
 			return request_fail(req, r == -EINVAL ? TDP_INVALID_ARGUMENT : TDP_INTERNAL,
 					    "glsl does not compile: %s", why);
@@ -176,9 +201,10 @@ int method_kernel_create(struct request *req)
 		r = request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of memory");
 		goto out;
 	}
-	r = spirv_validate(words, nwords, why, sizeof(why));
+	device_limits(req->d, &lim);
+	r = spirv_validate(words, nwords, &lim, why, sizeof(why));
 	if (r == 0)
-		r = spv_reflect(words, nwords, entry, &k->info, why, sizeof(why));
+		r = spv_reflect(words, nwords, entry, &lim, &k->info, why, sizeof(why));
 	if (r < 0) {
 		r = request_fail(req, r == -ENOMEM ? TDP_RESOURCE_EXHAUSTED : TDP_INVALID_ARGUMENT,
 				 "%s", r == -ENOMEM ? "out of memory" : why);

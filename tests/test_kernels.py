@@ -559,6 +559,178 @@ def test_permission(sock_dir):
         sec.stop(d)
 
 
+# Stores to its buffer; liar_spirv() adds NonWritable to it.
+LIAR = """#version 450
+layout(local_size_x = 4) in;
+layout(std430, binding = 0) buffer Blk { float v[]; } blk;
+layout(std430, binding = 1) buffer Out { float o[]; };
+void main() { blk.v[gl_GlobalInvocationID.x] = 99.0; o[gl_GlobalInvocationID.x] = 1.0; }
+"""
+
+
+def liar_spirv(decoration):
+    """LIAR as SPIR-V with `decoration` (NonWritable on %blk or on member 0
+    of %Blk) added: it declares the buffer read-only and stores anyway."""
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "k.spv"), "wb") as f:
+            f.write(spirv_of(LIAR))
+        text = subprocess.run(["spirv-dis", os.path.join(d, "k.spv")], check=True,
+                              capture_output=True, text=True).stdout
+        check("OpDecorate %Blk Block" in text, "LIAR disassembles as expected")
+        text = text.replace("OpDecorate %Blk Block", "OpDecorate %Blk Block\n" + decoration)
+        with open(os.path.join(d, "k.spvasm"), "w") as f:
+            f.write(text)
+        subprocess.run(["spirv-as", "--target-env", "vulkan1.1", "-o", os.path.join(d, "o.spv"),
+                        os.path.join(d, "k.spvasm")], check=True)
+        with open(os.path.join(d, "o.spv"), "rb") as f:
+            return f.read()
+
+
+def test_liar(sock_dir):
+    """Issue 14 item 1: uid 65533 (may create kernels) and root's world-read
+    tensor. A kernel that declares its buffer NonWritable (on the variable,
+    on the member) but stores to it needs write access, in kernel.run and as
+    a graph node: the tensor and its version stay as they were."""
+    import test_security as sec
+    d = sec.start("kernel_group = 4242\n")
+    try:
+        with d.client() as c:
+            c.call("tensor.put", {"name": "pub", "dtype": "f32", "shape": [4],
+                                  "data": f32bytes([1, 2, 3, 4]), "mode": "world-read"})
+            version = stat(c, "pub")["version"]
+        mods = {"variable": liar_spirv("OpDecorate %blk NonWritable"),
+                "member": liar_spirv("OpMemberDecorate %Blk 0 NonWritable")}
+
+        def attack():
+            from daemon import Client
+            out = {}
+            with Client(d.sock) as c:
+                c.call("tensor.put", {"name": "mine", "dtype": "f32", "shape": [4],
+                                      "data": f32bytes([0, 0, 0, 0])})
+                for how, spv in mods.items():
+                    e, res = err(c, "kernel.create", {"name": "liar_" + how, "spirv": spv})
+                    out[how] = (e, res if e else res["bindings"][0]["access"],
+                                err(c, "kernel.run", {"name": "liar_" + how,
+                                                      "tensors": ["pub", "mine"], "groups": [1]}),
+                                err(c, "graph.run", {"nodes": [
+                                    {"id": "k", "kernel": "liar_" + how, "inputs": ["pub", "mine"],
+                                     "groups": [1]}], "outputs": ["k"]}))
+            return out
+        out = sec.as_user(65533, attack, groups=[4242])
+        for how, (e, access, run_e, node_e) in out.items():
+            check(e is None and access == "write",
+                  "NonWritable on the %s but stored to: reflected writable: %r" % (how, (e, access)))
+            check(run_e[0] == "PERMISSION_DENIED",
+                  "kernel.run of the %s liar on a world-read tensor: %r" % (how, run_e))
+            check(node_e[0] == "PERMISSION_DENIED",
+                  "graph node of the %s liar on a world-read tensor: %r" % (how, node_e))
+        with d.client() as c:
+            check(list(get(c, "pub")) == [1, 2, 3, 4], "pub unchanged: %r" % list(get(c, "pub")))
+            check(stat(c, "pub")["version"] == version, "pub's version unchanged")
+    finally:
+        sec.stop(d)
+
+
+BUFFER_REFERENCE = """#version 450
+#extension GL_EXT_buffer_reference : require
+#extension GL_EXT_buffer_reference_uvec2 : require
+layout(local_size_x = 1) in;
+layout(buffer_reference, std430) buffer Ptr { float v[]; };
+layout(std430, binding = 0) buffer B { uvec2 addr; float o; };
+void main() { o = Ptr(addr).v[0]; }
+"""
+
+FLOAT64 = """#version 450
+layout(local_size_x = 1) in;
+layout(std430, binding = 0) buffer B { float v[]; };
+void main() { double d = double(v[0]); v[0] = float(d * 2.0lf); }
+"""
+
+WIDE = """#version 450
+layout(local_size_x = 1024, local_size_y = 4) in;
+layout(std430, binding = 0) buffer B { float v[]; };
+void main() { v[0] = 1.0; }
+"""
+
+SHARED_BIG = """#version 450
+layout(local_size_x = 1) in;
+shared float s[1 << 20];
+layout(std430, binding = 0) buffer B { float v[]; };
+void main() { s[uint(v[1])] = 1.0; barrier(); v[0] = s[uint(v[2])]; }
+"""
+
+LOCAL_BIG = """#version 450
+layout(local_size_x = 1) in;
+layout(std430, binding = 0) buffer B { float v[]; };
+void main() { float a[536870912]; a[uint(v[1])] = 1.0; v[0] = a[uint(v[2])]; }
+"""
+
+# ~60 KB of one expression: glslang's tree walks recurse once per term.
+DEEP = ("#version 450\nlayout(local_size_x = 1) in;\n"
+        "layout(std430, binding = 0) buffer B { float v[]; };\n"
+        "void main() { v[0] = 1.0" + "+v[1]" * 12000 + "; }\n")
+
+# Each macro expands to two of the one before: 2^24 tokens of 1000 bytes.
+MACROS = ("#version 450\nlayout(local_size_x = 1) in;\n"
+          "layout(std430, binding = 0) buffer B { float v[]; };\n#define A0 " + "v" * 1000 + "\n" +
+          "".join("#define A%d A%d+A%d\n" % (i, i - 1, i - 1) for i in range(1, 25)) +
+          "void main() { v[0] = A24; }\n")
+
+
+def include_src(path):
+    return ("#version 450\n#extension GL_GOOGLE_include_directive : require\n"
+            "#include \"%s\"\nlayout(local_size_x = 1) in;\n"
+            "layout(std430, binding = 0) buffer B { float v[]; };\nvoid main() { v[0] = 1.0; }\n"
+            % path)
+
+
+def test_sandbox(c, d):
+    """Issue 14 items 2-4: no raw pointers or types the device lacks, every
+    limit checked before a pipeline exists, the compiler in a child process
+    that may crash or exhaust its limits, no #include."""
+    def alive(what):
+        from daemon import Client
+        with Client(d.sock) as other:
+            check(other.call("ping") is not None, "daemon serves others after %s" % what)
+
+    e = err(c, "kernel.create", {"name": "bref", "spirv": spirv_of(BUFFER_REFERENCE)})
+    check(e[0] == "INVALID_ARGUMENT" and "PhysicalStorageBufferAddresses" in e[1],
+          "buffer_reference SPIR-V refused: %r" % (e,))
+    e = err(c, "kernel.create", {"name": "bref", "glsl": BUFFER_REFERENCE})
+    check(e[0] == "INVALID_ARGUMENT" and "PhysicalStorageBufferAddresses" in e[1],
+          "buffer_reference GLSL refused: %r" % (e,))
+    e = err(c, "kernel.create", {"name": "f64", "glsl": FLOAT64})
+    check(e[0] == "INVALID_ARGUMENT" and "Float64" in e[1], "Float64 refused: %r" % (e,))
+    for name, src, says in (("wide", WIDE, "maxComputeWorkGroupInvocations"),
+                            ("shared", SHARED_BIG, "maxComputeSharedMemorySize"),
+                            ("local", LOCAL_BIG, "per invocation")):
+        e = err(c, "kernel.create", {"name": name, "glsl": src})
+        check(e[0] == "INVALID_ARGUMENT" and says in e[1], "%s refused: %r" % (name, e))
+        alive(name)
+    e = err(c, "kernel.create", {"name": "deep", "glsl": DEEP})
+    check(e[0] == "INVALID_ARGUMENT" and "crashed" in e[1], "compiler crash: %r" % (e,))
+    alive("a compiler crash")
+    # Under ASan the child has no address-space limit (the shadow memory
+    # needs terabytes of it): only its time limit would stop this one.
+    asan = b"libasan" in subprocess.run(["ldd", os.environ["TENSORD_BIN"]],
+                                        capture_output=True).stdout
+    if not asan:
+        e = err(c, "kernel.create", {"name": "macros", "glsl": MACROS})
+        check(e[0] == "RESOURCE_EXHAUSTED" and "memory limit" in e[1],
+              "compiler out of memory: %r" % (e,))
+        alive("a compiler out of memory")
+    msgs = []
+    for path in ("/etc/passwd", "/etc/shadow", "/nonexistent/x"):
+        e = err(c, "kernel.create", {"name": "inc", "glsl": include_src(path)})
+        check(e[0] == "INVALID_ARGUMENT", "#include %s refused: %r" % (path, e))
+        msgs.append(e[1])
+    check("root" not in msgs[0] and "root" not in msgs[1], "nothing of the file shows: %r" % msgs)
+    check(msgs[0] == msgs[1] == msgs[2], "the same error for any file: %r" % msgs)
+    # A plain kernel still compiles afterwards.
+    e = err(c, "kernel.create", {"name": "ok", "glsl": SCALE})
+    check(e[0] is None, "a good kernel after all that: %r" % (e,))
+
+
 def test_tensorctl(d):
     ctl = os.environ.get("TENSORCTL_BIN")
     if not ctl:
@@ -624,8 +796,10 @@ def main():
             test_graph_nodes(c)
             test_graph_node_errors(c)
             test_garbage(c)
+            test_sandbox(c, d)
     if os.geteuid() == 0:
         test_permission(None)
+        test_liar(None)
     else:
         print("not root: permission tests skipped")
     if failures:

@@ -332,6 +332,7 @@ static int create_logical(struct gpu_device *g)
 	/* Clients' kernels (kernel.run) must not reach past their buffers. */
 	want.features.robustBufferAccess = f2.features.robustBufferAccess;
 	want.features.shaderInt64 = f2.features.shaderInt64;
+	g->shader_int64 = f2.features.shaderInt64; /* clients' kernels may use Int64 */
 	want11.storageBuffer16BitAccess = VK_TRUE;
 	want12.storageBuffer8BitAccess = VK_TRUE;
 	want12.shaderInt8 = VK_TRUE;

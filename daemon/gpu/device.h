@@ -47,6 +47,7 @@ struct gpu_device {
 	struct gpu_cmd cmd[2];  /* two, so a transfer can overlap host copies */
 	struct gpu_device_desc desc;
 	VkPhysicalDeviceProperties props;
+	bool shader_int64;      /* shaderInt64 enabled (clients' kernels may use it) */
 	VkPhysicalDeviceMemoryProperties mem_props;
 	struct gpu_memory mem;
 	struct gpu_pipelines *pipes;

@@ -94,6 +94,60 @@ void main() {
 """
 
 
+# Refused by the kernel allow-list (spirv_validate.c): KERNEL's SPIR-V with
+# its OpCapability Shader operand replaced by each forbidden capability,
+# its memory model made PhysicalStorageBuffer64, and a buffer_reference
+# module; then limits: a local size over the device's.
+FORBIDDEN_CAPS = [4, 5, 6, 10, 12, 4441, 4442, 5345, 5347, 4434, 4435, 4449, 4450]
+BUFFER_REFERENCE = """#version 450
+#extension GL_EXT_buffer_reference : require
+#extension GL_EXT_buffer_reference_uvec2 : require
+layout(local_size_x = 1) in;
+layout(buffer_reference, std430) buffer Ptr { float v[]; };
+layout(std430, binding = 0) buffer B { uvec2 addr; float o; };
+void main() { o = Ptr(addr).v[0]; }
+"""
+
+
+def spirv_of(src):
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "k.comp")
+        with open(path, "w") as f:
+            f.write(src)
+        subprocess.run(["glslangValidator", "-V", "--target-env", "vulkan1.1", "-o",
+                        os.path.join(d, "k.spv"), path], check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(d, "k.spv"), "rb") as f:
+            return f.read()
+
+
+def patched(words, opcode, operand, value):
+    w = list(words)
+    i = 5
+    while i < len(w):
+        if w[i] & 0xffff == opcode:
+            w[i + operand] = value
+            break
+        i += w[i] >> 16
+    return struct.pack("<%dI" % len(w), *w)
+
+
+def kernel_forbidden_corpus():
+    base = spirv_of(KERNEL)
+    words = struct.unpack("<%dI" % (len(base) // 4), base)
+    msgs = [req("kernel.create", {"name": "c%d" % c, "spirv": patched(words, 17, 1, c)},
+                msgid=1101 + 2 * i) for i, c in enumerate(FORBIDDEN_CAPS)]
+    msgs.append(req("kernel.create", {"name": "mm", "spirv": patched(words, 14, 1, 5348)},
+                    msgid=1201))
+    msgs.append(req("kernel.create", {"name": "ls", "spirv": patched(words, 16, 3, 1 << 20)},
+                    msgid=1203))
+    msgs.append(req("kernel.create", {"name": "br", "spirv": spirv_of(BUFFER_REFERENCE)},
+                    msgid=1205))
+    msgs.append(req("kernel.create", {"name": "brg", "glsl": BUFFER_REFERENCE}, msgid=1207))
+    write("params", "kernel_forbidden", b"".join(msgs))
+
+
 def params_corpus():
     setup = (put("a", shape=(2, 3)) + put("b", shape=(2, 3), fill=2.0) +
              put("m", shape=(3, 4)) + put("i", "i32", (2,), 1) + put("c", "u8", (2, 3), 1))
@@ -414,6 +468,7 @@ def dictionary(path, tokens):
 
 def main():
     params_corpus()
+    kernel_forbidden_corpus()
     rpc_corpus()
     words = ["ping", "info", "tensor.put", "tensor.get", "tensor.stat", "tensor.list",
              "tensor.delete", "op.run", "graph.run", "train.step", "train.run",
