@@ -41,11 +41,14 @@ def private_state_args(tmpdir, extra_args=()):
     there otherwise). Nothing when the test names a --state-dir itself. With
     no --config of the test's, a config file in `tmpdir` sets the directory
     and `persist = no`: the daemon behaves as one started without
-    --state-dir. With the test's own --config (which the test may rewrite and
+    --state-dir. Nothing either when the test sets $STATE_DIRECTORY (as
+    systemd's StateDirectory= does). With the test's own --config (which the test may rewrite and
     reload), --state-dir is given on the command line: persistence is then on
     (persist = auto), into that private, empty directory."""
     args = list(extra_args)
     if any(a == "--state-dir" or a.startswith("--state-dir=") for a in args):
+        return []
+    if os.environ.get("STATE_DIRECTORY"):  # the test plays systemd's StateDirectory=
         return []
     state = os.path.join(tmpdir, "state")
     if any(a == "--config" or a.startswith("--config=") for a in args):
