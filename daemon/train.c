@@ -611,13 +611,15 @@ out:
 /* Store every result marked for storing; with `pk`, pack their names. */
 static int commit_all(struct request *req, struct graph *gr, msgpack_packer *pk)
 {
+	char shown[NAMES_SHOWN_MAX];
+
 	for (unsigned i = 0; i < gr->n; i++) {
 		struct tensor *t;
 
 		if (!gr->nodes[i].has_out)
 			continue;
 		t = graph_commit(gr, i);
-		if (!t || (pk && tdp_pack_cstr(pk, t->name)))
+		if (!t || (pk && tdp_pack_cstr(pk, lookup_show(req, t->name, shown))))
 			return request_fail(req, TDP_INTERNAL, "out of memory");
 	}
 	return 0;
