@@ -139,7 +139,16 @@ def bob_after(sock, alice):
         out["train shared"] = sum_step(c, q + "shared/w", {"type": "sgd", "lr": 0.5, "momentum": 0.9})
         out["shared buf"] = err_of(c, "tensor.stat", {"name": q + "shared/w.momentum_buffer"})
         out["own buf"] = err_of(c, "tensor.stat", {"name": "shared/w.momentum_buffer"})
-        return out
+    # libtensord and tensorctl take qualified names too
+    ctl = os.environ.get("TENSORCTL_BIN")
+    if ctl:
+        run = subprocess.run([ctl, "--socket", sock, "--json", "get", q + "shared/r"],
+                             capture_output=True, text=True)
+        out["ctl get"] = (run.returncode, run.stdout, run.stderr)
+        run = subprocess.run([ctl, "--socket", sock, "--json", "ls", q],
+                             capture_output=True, text=True)
+        out["ctl ls"] = (run.returncode, run.stdout, run.stderr)
+    return out
 
 
 def test_attacks(d, uids):
@@ -204,6 +213,12 @@ def test_attacks(d, uids):
     check(e[0] is None and e[1]["owner"] == alice and e[1]["mode"] == "world-write",
           "its momentum buffer is alice's, shared as the tensor is: %r" % (e,))
     check(after["own buf"][0] == "NOT_FOUND", "nothing in bob's namespace: %r" % (after["own buf"],))
+    if "ctl get" in after:
+        rc, stdout, stderr = after["ctl get"]
+        check(rc == 0 and "7" in stdout, "tensorctl get ~alice/shared/r: %r" % (after["ctl get"],))
+        rc, stdout, stderr = after["ctl ls"]
+        check(rc == 0 and (q + "shared/r") in stdout and (q + "shared/w") in stdout,
+              "tensorctl ls ~alice/: %r" % (after["ctl ls"],))
 
     # carol sees alice's shared tensor as bob does; nothing of bob's
     def carol_looks():
