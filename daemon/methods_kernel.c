@@ -287,7 +287,8 @@ int method_kernel_run(struct request *req)
 		if (lookup_tensor(req, what, tname,
 				  sb->readonly ? ACCESS_READ : ACCESS_READ | ACCESS_WRITE, &t[i]) < 0)
 			return -1;
-		r = kernel_check_tensor(g, k, i, what, tname, t[i]->bytes, why, sizeof(why));
+		r = kernel_check_tensor(g, k, i, what, lookup_show(req, tname, shown), t[i]->bytes, why,
+					sizeof(why));
 		if (r)
 			return request_fail(req, r, "%s", why);
 		if (devices_of(d, t[i]) != g)
