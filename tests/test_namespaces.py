@@ -11,8 +11,10 @@ parameters; here every plain name is the caller's own, so none of it
 reaches her. Explicit sharing (`~alice/name` of a world-readable tensor)
 still works. Runs as root (CI does) to create the users and switch to them;
 otherwise it is skipped (exit 77)."""
+import json
 import os
 import pwd
+import shutil
 import struct
 import subprocess
 import sys
@@ -20,7 +22,7 @@ import traceback
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from daemon import Client  # noqa: E402
+from daemon import Client, Daemon  # noqa: E402
 from test_security import as_user, check, err_of, f32, failures, start, stop  # noqa: E402
 
 USERS = ("tdnsalice", "tdnsbob", "tdnscarol")
@@ -243,6 +245,56 @@ def test_attacks(d, uids):
     c.close()
 
 
+def test_legacy_state(uids):
+    """A checkpoint written before namespaces (the plain name inside) comes
+    back in its owner's namespace, and the next checkpoint renames its file."""
+    alice = uids[0]
+    top = __import__("tempfile").mkdtemp(prefix="tensord-ns-", dir="/tmp")
+    state = os.path.join(top, "state")
+    tensors = os.path.join(state, "tensors")
+    try:
+        d = Daemon(["--state-dir", state]).start()
+        os.chmod(d.dir, 0o755)
+        os.chmod(d.sock, 0o666)
+        as_user(alice, lambda: Client(d.sock).call("tensor.put", {
+            "name": "legacy/w", "dtype": "f32", "shape": [2], "data": f32(4, 5)}))
+        with d.client() as c:
+            c.call("store.sync")
+        d.stop()
+        key_file = "%d%%2Flegacy%%2Fw.safetensors" % alice
+        with open(os.path.join(tensors, key_file), "rb") as f:
+            raw = f.read()
+        n = struct.unpack("<Q", raw[:8])[0]
+        header = json.loads(raw[8:8 + n])
+        header["legacy/w"] = header.pop("%d/legacy/w" % alice)
+        header["__metadata__"]["tensord_name"] = "legacy/w"
+        text = json.dumps(header).encode()
+        text += b" " * (-len(text) % 8)
+        os.unlink(os.path.join(tensors, key_file))
+        with open(os.path.join(tensors, "legacy%2Fw.safetensors"), "wb") as f:
+            f.write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+
+        d = Daemon(["--state-dir", state]).start()
+        os.chmod(d.dir, 0o755)
+        os.chmod(d.sock, 0o666)
+
+        def alice_reads():
+            with Client(d.sock) as c:
+                return c.call("tensor.get", {"name": "legacy/w"})
+        res = as_user(alice, alice_reads)
+        check(res["data"] == f32(4, 5) and res["owner"] == alice and res["name"] == "legacy/w",
+              "a pre-namespace tensor is its owner's plain name again: %r" % res)
+        with d.client() as c:
+            c.call("store.sync")
+            e = err_of(c, "tensor.get", {"name": "legacy/w"})
+            check(e[0] == "NOT_FOUND", "not root's: %r" % (e,))
+        files = sorted(os.listdir(tensors))
+        check(files == [key_file], "the old checkpoint file is renamed: %r" % files)
+        d.stop()
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
 def main():
     if os.geteuid() != 0:
         print("SKIP: needs root to create users and act as them (CI runs as root)")
@@ -252,6 +304,7 @@ def main():
     try:
         test_attacks(d, uids)
         check(d.alive(), "the daemon survived")
+        test_legacy_state(uids)
     except Exception:
         traceback.print_exc()
         failures.append("attacks raised")
