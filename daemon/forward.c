@@ -75,9 +75,11 @@ int feeds_emit(struct graph *gr, const struct feeds *fd)
 						   { .name = "ends", .ints = &e, .nints = 1 } };
 
 			op = "slice";
+			char shown[NAMES_SHOWN_MAX];
+
 			if (t->rank == 0)
 				return request_fail(req, TDP_SHAPE_MISMATCH, "data: '%s' is a scalar, not rows",
-						    t->name);
+						    lookup_show(req, t->name, shown));
 			r = graph_emit(gr, op, src, &t, 1, a, 2, why, sizeof(why));
 		} else {
 			struct graph_attr a = { .name = "shape", .ints = dims, .nints = t->rank };

@@ -448,6 +448,7 @@ int method_model_evaluate(struct request *req)
 	const char *want[MAX_METRICS + 1];
 	double sums[MAX_METRICS + 1] = { 0 };
 	uint64_t rows = 0, batch, batches = 0;
+	char shown[NAMES_SHOWN_MAX], shown2[NAMES_SHOWN_MAX];
 	unsigned nmetrics = 0;
 	struct model *m;
 	struct feeds fd;
@@ -469,9 +470,11 @@ int method_model_evaluate(struct request *req)
 		else if (p[3].value && (t->rank == 0 || t->shape[0] != rows))
 			return request_fail(req, TDP_SHAPE_MISMATCH,
 					    "data: '%s' must have %llu rows like '%s' to be split into batches",
-					    t->name, (unsigned long long)rows, fd.f[0].src);
+					    lookup_show(req, t->name, shown), (unsigned long long)rows,
+					    lookup_show(req, fd.f[0].src, shown2));
 		if (p[3].value && t->rank == 0)
-			return request_fail(req, TDP_SHAPE_MISMATCH, "data: '%s' is a scalar, not rows", t->name);
+			return request_fail(req, TDP_SHAPE_MISMATCH, "data: '%s' is a scalar, not rows",
+					    lookup_show(req, t->name, shown));
 	}
 	batch = p[3].value ? p[3].value->via.u64 : rows;
 	if (p[3].value && batch == 0)

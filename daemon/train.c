@@ -366,6 +366,7 @@ static int emit_clip(struct step_ctx *sc, double clip, int *grads, unsigned n)
 static int emit_flat_grads(struct step_ctx *sc, struct tensor *const *params, int *grads, unsigned n,
 			   int *ret_flat)
 {
+	char pshown[NAMES_SHOWN_MAX];
 	int parts[MAX_PARAMS];
 	unsigned np = n;
 	int64_t off = 0;
@@ -376,7 +377,7 @@ static int emit_flat_grads(struct step_ctx *sc, struct tensor *const *params, in
 
 		if (params[k]->dtype != TDP_DTYPE_F32)
 			return request_fail(sc->req, TDP_DTYPE_MISMATCH, "data-parallel training needs f32 "
-					    "parameters; '%s' is %s", params[k]->name,
+					    "parameters; '%s' is %s", lookup_show(sc->req, params[k]->name, pshown),
 					    tdp_dtype_name(params[k]->dtype));
 		parts[k] = emit(sc, "reshape", &grads[k], NULL, 1, &a, 1);
 		if (parts[k] < 0)
