@@ -15,14 +15,15 @@ int lookup_tensor_why(const struct request *req, const char *what, const char *n
 {
 	struct store_denial dn;
 	char mode[TDP_MODE_TEXT_MAX], shown[NAMES_SHOWN_MAX];
-	int r = store_lookup(req->d->store, name, strlen(name), &req->cred, want, ret, &dn);
+	bool create = (want & ACCESS_WRITE) && !(want & LOOKUP_EXISTING);
+	int r = store_lookup(req->d->store, name, strlen(name), &req->cred, want & ~LOOKUP_EXISTING, ret, &dn);
 	uint32_t ns;
 	size_t off;
 
 	if (r == 0)
 		return 0;
 	names_show(req->cred.uid, name, shown);
-	if (r == -ENOENT && (want & ACCESS_WRITE) && names_key_split(name, strlen(name), &ns, &off) == 0 &&
+	if (r == -ENOENT && create && names_key_split(name, strlen(name), &ns, &off) == 0 &&
 	    !names_may_create(&req->cred, ns)) {
 		char login[33];
 

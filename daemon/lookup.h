@@ -17,7 +17,10 @@
  * (TDP_NOT_FOUND, TDP_PERMISSION_DENIED) with a reason naming `what`
  * ("input 0", "parameter", NULL for none) written to `why` (`cap` bytes).
  * A name that does not exist, wanted for writing (to create it), in a
- * namespace the client may not create names in is TDP_PERMISSION_DENIED. */
+ * namespace the client may not create names in is TDP_PERMISSION_DENIED,
+ * unless `want` has LOOKUP_EXISTING (the caller only acts on an existing
+ * tensor: delete). */
+#define LOOKUP_EXISTING (1u << 8)
 int lookup_tensor_why(const struct request *req, const char *what, const char *name, unsigned want,
 		      struct tensor **ret, char *why, size_t cap);
 

@@ -323,7 +323,7 @@ int method_tensor_list(struct request *req)
 
 int method_tensor_delete(struct request *req)
 {
-	struct tensor *t = lookup(req, ACCESS_WRITE);
+	struct tensor *t = lookup(req, ACCESS_WRITE | LOOKUP_EXISTING);
 	char name[TDP_MAX_NAME_LEN + 1], shown[NAMES_SHOWN_MAX];
 	uint64_t bytes;
 	size_t len;

@@ -137,6 +137,10 @@ def bob_after(sock, alice):
         out["copy"] = err_of(c, "tensor.copy", {"src": q + "shared/r", "dst": "copied"})
         out["chmod"] = err_of(c, "tensor.chmod", {"name": q + "shared/r", "mode": "world-write"})
         out["no user"] = err_of(c, "tensor.get", {"name": "~tdns-nosuchuser/x"})
+        out["delete missing"] = err_of(c, "tensor.delete", {"name": q + "missing"})
+        out["bad refs"] = [err_of(c, "tensor.get", {"name": n})[0]
+                           for n in ("~/x", "~%s" % USERS[0], "~%s/" % USERS[0], "~a b/x", "~99999999999/x",
+                                     "x~y")]
         # training her world-writable tensor: the state is hers, as the tensor
         out["train shared"] = sum_step(c, q + "shared/w", {"type": "sgd", "lr": 0.5, "momentum": 0.9})
         out["shared buf"] = err_of(c, "tensor.stat", {"name": q + "shared/w.momentum_buffer"})
@@ -209,6 +213,9 @@ def test_attacks(d, uids):
     check(after["chmod"][0] == "PERMISSION_DENIED", "bob cannot chmod alice's: %r" % (after["chmod"],))
     check(after["no user"][0] == "INVALID_ARGUMENT" and "no such user" in after["no user"][1],
           "an unknown user: %r" % (after["no user"],))
+    check(after["delete missing"][0] == "NOT_FOUND", "deleting a missing ~alice/name: %r"
+          % (after["delete missing"],))
+    check(after["bad refs"] == ["INVALID_ARGUMENT"] * 6, "malformed qualified names: %r" % after["bad refs"])
     check(after["train shared"][0] is None, "bob trains alice's world-writable tensor: %r"
           % (after["train shared"],))
     e = after["shared buf"]
