@@ -71,7 +71,6 @@ int graph_check_outputs(struct graph *gr)
 		if (nd->out_like) {
 			struct tensor base = { .owner = nd->like_owner };
 
-			snprintf(base.name, sizeof(base.name), "%s", nd->out_name);
 			code = lookup_derived_why(req, "out", nd->out_name, &base, ACCESS_WRITE, &old, why,
 						  sizeof(why));
 		} else {

@@ -56,9 +56,11 @@ int lookup_derived_why(const struct request *req, const char *what, const char *
 	}
 	/* Never use a derived tensor someone else put in its place. */
 	if (t->owner != base->owner) {
-		snprintf(why, cap, "%s%s'%s' belongs to uid %u, not to uid %u who owns '%s'; it is not used: "
+		snprintf(why, cap, "%s%s'%s' belongs to uid %u, not to uid %u who owns %s%s%s; it is not used: "
 			 "delete it", what ? what : "", what ? ": " : "", names_show(req->cred.uid, name, shown),
-			 t->owner, base->owner, names_show(req->cred.uid, base->name, bshown));
+			 t->owner, base->owner, base->name[0] ? "'" : "what it derives from",
+			 base->name[0] ? names_show(req->cred.uid, base->name, bshown) : "",
+			 base->name[0] ? "'" : "");
 		return TDP_FAILED_PRECONDITION;
 	}
 	return lookup_tensor_why(req, what, name, want, ret, why, cap);
