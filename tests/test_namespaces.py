@@ -311,7 +311,6 @@ def main():
     try:
         test_attacks(d, uids)
         check(d.alive(), "the daemon survived")
-        test_legacy_state(uids)
     except Exception:
         traceback.print_exc()
         failures.append("attacks raised")
@@ -319,6 +318,12 @@ def main():
         if failures:
             d.dump_log()
         stop(d)
+    try:
+        test_legacy_state(uids)
+    except Exception:
+        traceback.print_exc()
+        failures.append("legacy state raised")
+    finally:
         for name in created:
             subprocess.run(["userdel", name], check=False)
     for f in failures:
