@@ -36,7 +36,7 @@ int ctl_pack_pairs(msgpack_packer *pk, const char *const *pairs, int n, const ch
 		const char *eq = strchr(pairs[i], '=');
 		size_t klen = eq ? (size_t)(eq - pairs[i]) : 0;
 
-		if (!eq || klen == 0 || klen > TENSORD_MAX_NAME_LEN || !tdp_name_valid(eq + 1, strlen(eq + 1)))
+		if (!eq || klen == 0 || klen > TENSORD_MAX_NAME_LEN || !tdp_ref_valid(eq + 1, strlen(eq + 1), false))
 			return ctl_usage_error("%s wants INPUT=TENSOR (a tensor name of 1-%d bytes of A-Z a-z "
 					       "0-9 . _ : / -), not '%.64s'", opt, TENSORD_MAX_NAME_LEN, pairs[i]);
 		for (int j = 0; j < i; j++)
@@ -337,7 +337,7 @@ out:
 
 static int check_name_arg(const char *what, const char *name)
 {
-	if (!tdp_name_valid(name, strnlen(name, TENSORD_MAX_NAME_LEN + 1)))
+	if (!tdp_ref_valid(name, strnlen(name, TENSORD_MAX_NAME_LEN + 1), false))
 		return ctl_usage_error("invalid %s '%.64s' (1-%d bytes of A-Z a-z 0-9 . _ : / -)", what, name,
 				       TENSORD_MAX_NAME_LEN);
 	return CTL_EXIT_OK;

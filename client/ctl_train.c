@@ -377,7 +377,7 @@ static int model_run_params(struct ctl *c, msgpack_sbuffer *out)
 	    (c->epochs && (status = ctl_parse_count("--epochs", c->epochs, &epochs)) != CTL_EXIT_OK) ||
 	    (c->steps && (status = ctl_parse_count("--steps", c->steps, &steps)) != CTL_EXIT_OK))
 		return status;
-	if (!tdp_name_valid(c->model, strnlen(c->model, TENSORD_MAX_NAME_LEN + 1)))
+	if (!tdp_ref_valid(c->model, strnlen(c->model, TENSORD_MAX_NAME_LEN + 1), false))
 		return ctl_usage_error("invalid model name '%.64s'", c->model);
 	msgpack_sbuffer_init(&file);
 	msgpack_sbuffer_init(&extra);

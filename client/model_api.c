@@ -13,7 +13,7 @@
 
 static int check_model_name(struct tensord *td, const char *name)
 {
-	if (!name || !tdp_name_valid(name, strnlen(name, TDP_MAX_NAME_LEN + 1)))
+	if (!name || !tdp_ref_valid(name, strnlen(name, TDP_MAX_NAME_LEN + 1), false))
 		return td_fail(td, -EINVAL, "invalid model name (1-%d bytes of A-Z a-z 0-9 . _ : / -)",
 			       TDP_MAX_NAME_LEN);
 	return 0;

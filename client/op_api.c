@@ -63,10 +63,10 @@ static int check_op_args(struct tensord *td, const char *op, size_t ninputs,
 	for (size_t i = 0; i < ninputs; i++) {
 		size_t len = inputs[i] ? strnlen(inputs[i], TDP_MAX_NAME_LEN + 1) : 0;
 
-		if (!inputs[i] || !tdp_name_valid(inputs[i], len))
+		if (!inputs[i] || !tdp_ref_valid(inputs[i], len, false))
 			return td_fail(td, -EINVAL, "input %zu is no valid tensor name", i);
 	}
-	if (out && !tdp_name_valid(out, strnlen(out, TDP_MAX_NAME_LEN + 1)))
+	if (out && !tdp_ref_valid(out, strnlen(out, TDP_MAX_NAME_LEN + 1), false))
 		return td_fail(td, -EINVAL,
 			       "invalid out name (1-%d bytes of A-Z a-z 0-9 . _ : / -)", TDP_MAX_NAME_LEN);
 	if (attrs && !td_is_one_map(attrs, attrs_len))

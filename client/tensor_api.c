@@ -47,7 +47,7 @@ static int check_name(struct tensord *td, const char *name)
 {
 	if (!name)
 		return td_fail(td, -EINVAL, "no tensor name given");
-	if (!tdp_name_valid(name, strnlen(name, TDP_MAX_NAME_LEN + 1)))
+	if (!tdp_ref_valid(name, strnlen(name, TDP_MAX_NAME_LEN + 1), false))
 		return td_fail(td, -EINVAL,
 			       "invalid tensor name (1-%d bytes of A-Z a-z 0-9 . _ : / -)",
 			       TDP_MAX_NAME_LEN);
@@ -363,7 +363,7 @@ int tensord_list(struct tensord *td, const char *prefix, struct tensord_tensor_i
 		return -EINVAL;
 	if (!ret_list || !ret_count)
 		return td_fail(td, -EINVAL, "missing argument");
-	if (plen > 0 && !tdp_name_valid(prefix, plen))
+	if (plen > 0 && !tdp_ref_valid(prefix, plen, true))
 		return td_fail(td, -EINVAL, "invalid prefix (up to %d bytes of A-Z a-z 0-9 . _ : / -)",
 			       TDP_MAX_NAME_LEN);
 	if ((r = td_request_begin(td, TDP_METHOD_TENSOR_LIST, &pk)) < 0)

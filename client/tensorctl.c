@@ -355,7 +355,7 @@ int main(int argc, char **argv)
 		size_t n = strnlen(c.pos[i], TENSORD_MAX_NAME_LEN + 1);
 		bool prefix = strcmp(cmd->name, "ls") == 0;
 
-		if (!(prefix && n == 0) && !tdp_name_valid(c.pos[i], n)) {
+		if (!tdp_ref_valid(c.pos[i], n, prefix)) {
 			status = ctl_usage_error("invalid %s '%.*s' (1-%d bytes of A-Z a-z 0-9 "
 						 ". _ : / -)", prefix ? "prefix" : "tensor name",
 						 n > 64 ? 64 : (int)n, c.pos[i], TENSORD_MAX_NAME_LEN);
@@ -363,7 +363,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (c.out && !strcmp(cmd->name, "run") &&
-	    !tdp_name_valid(c.out, strnlen(c.out, TENSORD_MAX_NAME_LEN + 1))) {
+	    !tdp_ref_valid(c.out, strnlen(c.out, TENSORD_MAX_NAME_LEN + 1), false)) {
 		status = ctl_usage_error("invalid tensor name '%.64s' for -o", c.out);
 		goto out;
 	}

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "names.h"
 #include "ops/grad.h"
 #include "status.h"
 
@@ -363,8 +364,10 @@ int autograd_build(struct graph *gr, unsigned loss, struct tensor *const *params
 	}
 	for (unsigned p = 0; p < nparams; p++) {
 		if (pgrad[p] == AG_NONE) {
-			r = request_fail(gr->req, TDP_INVALID_ARGUMENT,
-					 "parameter '%s' does not affect the loss", params[p]->name);
+			char shown[NAMES_SHOWN_MAX];
+
+			r = request_fail(gr->req, TDP_INVALID_ARGUMENT, "parameter '%s' does not affect the loss",
+					 names_show(gr->req->cred.uid, params[p]->name, shown));
 			goto out;
 		}
 		ret_grads[p] = pgrad[p];

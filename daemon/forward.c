@@ -1,5 +1,6 @@
 #include "forward.h"
 #include "lookup.h"
+#include "names.h"
 
 #include <errno.h>
 #include <math.h>
@@ -24,7 +25,10 @@ int feeds_parse(struct request *req, const msgpack_object *map, struct feeds *fd
 	fd->n = map->via.map.size;
 	for (unsigned k = 0; k < fd->n; k++) {
 		if (tdp_obj_strcpy(&map->via.map.ptr[k].key, fd->f[k].id, sizeof(fd->f[k].id)) < 0 ||
-		    tdp_obj_strcpy(&map->via.map.ptr[k].val, fd->f[k].src, sizeof(fd->f[k].src)) < 0 ||
+		    map->via.map.ptr[k].val.type != MSGPACK_OBJECT_STR ||
+		    /* the tensor's name as a store key (names.h) */
+		    names_qualify(req->cred.uid, map->via.map.ptr[k].val.via.str.ptr,
+				  map->via.map.ptr[k].val.via.str.size, fd->f[k].src, NULL) < 0 ||
 		    !fd->f[k].id[0])
 			return request_fail(req, TDP_INVALID_ARGUMENT, "%s: names must be strings of 1-%d bytes",
 					    what, TDP_MAX_NAME_LEN);
@@ -71,9 +75,11 @@ int feeds_emit(struct graph *gr, const struct feeds *fd)
 						   { .name = "ends", .ints = &e, .nints = 1 } };
 
 			op = "slice";
+			char shown[NAMES_SHOWN_MAX];
+
 			if (t->rank == 0)
 				return request_fail(req, TDP_SHAPE_MISMATCH, "data: '%s' is a scalar, not rows",
-						    t->name);
+						    lookup_show(req, t->name, shown));
 			r = graph_emit(gr, op, src, &t, 1, a, 2, why, sizeof(why));
 		} else {
 			struct graph_attr a = { .name = "shape", .ints = dims, .nints = t->rank };

@@ -13,6 +13,7 @@
 #include "gpu/transfer.h"
 #include "kernel_node.h"
 #include "lookup.h"
+#include "names.h"
 #include "name.h"
 #include "ops/op.h"
 #include "pack.h"
@@ -104,7 +105,7 @@ static int parse_attrs(struct op_ctx *ctx, const msgpack_object *attrs)
 static int resolve_input(struct graph *gr, unsigned i, unsigned k, const msgpack_object *ref)
 {
 	struct op_ctx *ctx = &gr->nodes[i].ctx;
-	char name[TDP_MAX_NAME_LEN + 1], why[TDP_MAX_ERROR_MESSAGE];
+	char name[NAMES_SHOWN_MAX], key[TDP_MAX_NAME_LEN + 1], why[TDP_MAX_ERROR_MESSAGE];
 	struct tensor *t;
 	int code;
 
@@ -124,10 +125,10 @@ static int resolve_input(struct graph *gr, unsigned i, unsigned k, const msgpack
 			return op_fail(ctx, TDP_INVALID_ARGUMENT,
 				       "input %u '%s' is node %u, which comes later (nodes must be in order; "
 				       "cycles are not allowed)", k, name, j);
-	if (!tdp_name_valid(name, strlen(name)))
+	if (names_qualify(gr->req->cred.uid, name, strlen(name), key, NULL) < 0)
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "input %u is neither an earlier node nor a valid "
 			       "tensor name", k);
-	code = lookup_tensor_why(gr->req, NULL, name, ACCESS_READ, &t, why, sizeof(why));
+	code = lookup_tensor_why(gr->req, NULL, key, ACCESS_READ, &t, why, sizeof(why));
 	if (code == TDP_NOT_FOUND)
 		return op_fail(ctx, TDP_NOT_FOUND, "input %u '%s' is neither an earlier node nor a stored tensor",
 			       k, name);
@@ -190,14 +191,14 @@ static int build_node(struct graph *gr, unsigned i, const msgpack_object *op,
 	return graph_infer_node(gr, i);
 }
 
-/* Read an output name argument into `dst`. */
+/* Read an output name argument into `dst` as a store key (names.h). */
 static int out_name(struct graph *gr, unsigned i, const msgpack_object *o, char *dst)
 {
-	if (o->type != MSGPACK_OBJECT_STR || !tdp_name_valid(o->via.str.ptr, o->via.str.size))
+	if (o->type != MSGPACK_OBJECT_STR ||
+	    names_qualify(gr->req->cred.uid, o->via.str.ptr, o->via.str.size, dst, NULL) < 0)
 		return graph_node_fail(gr, i, TDP_INVALID_ARGUMENT,
-				 "out must be a tensor name (1-255 bytes of A-Z a-z 0-9 . _ : / -)");
-	memcpy(dst, o->via.str.ptr, o->via.str.size);
-	dst[o->via.str.size] = '\0';
+				 "out must be a tensor name (1-255 bytes of A-Z a-z 0-9 . _ : / -, optionally "
+				 "after ~user/; with the namespace's uid and a slash at most 255)");
 	return 0;
 }
 
@@ -421,7 +422,7 @@ int graph_run(struct request *req)
 		if (!gr.nodes[i].has_out)
 			continue;
 		t = graph_commit(&gr, i);
-		if (!t || tdp_pack_cstr(req->pk, t->name) || tensor_write_meta(req->pk, t)) {
+		if (!t || tensor_pack_name(req, t) || tensor_write_meta(req, t)) {
 			request_fail(req, TDP_INTERNAL, "out of memory");
 			goto out;
 		}

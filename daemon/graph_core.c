@@ -14,6 +14,7 @@
 #include "gpu/transfer.h"
 #include "kernel_node.h"
 #include "lookup.h"
+#include "names.h"
 #include "mode.h"
 #include "name.h"
 #include "ops/op.h"
@@ -67,8 +68,15 @@ int graph_check_outputs(struct graph *gr)
 				free(outs);
 				return graph_node_fail(gr, i, TDP_INVALID_ARGUMENT, "two nodes store the same name");
 			}
-		code = lookup_tensor_why(req, "out", nd->out_name, ACCESS_WRITE, &old, why, sizeof(why));
-		if (code == TDP_PERMISSION_DENIED) {
+		if (nd->out_like) {
+			struct tensor base = { .owner = nd->like_owner };
+
+			code = lookup_derived_why(req, "out", nd->out_name, &base, ACCESS_WRITE, &old, why,
+						  sizeof(why));
+		} else {
+			code = lookup_tensor_why(req, "out", nd->out_name, ACCESS_WRITE, &old, why, sizeof(why));
+		}
+		if (code == TDP_PERMISSION_DENIED || code == TDP_FAILED_PRECONDITION) {
 			free(outs);
 			return graph_node_fail(gr, i, code, why);
 		}
@@ -336,9 +344,16 @@ struct tensor *graph_commit(struct graph *gr, unsigned i)
 	memcpy(t->shape, nd->ctx.out.shape, sizeof(t->shape));
 	t->count = nd->ctx.out.count;
 	t->bytes = nd->ctx.out.bytes;
-	t->owner = req->cred.uid; /* for a new name; a replacement keeps the old owner */
-	t->group = req->cred.gid;
+	/* For a new name (a replacement keeps the old owner, group and mode):
+	 * its namespace's owner, or for a derived tensor made by someone else
+	 * the owner, group and mode of what it derives from. */
+	names_new_owner(&req->cred, t->name, &t->owner, &t->group);
 	t->mode = TDP_MODE_PRIVATE;
+	if (nd->out_like && nd->like_owner != req->cred.uid) {
+		t->owner = nd->like_owner;
+		t->group = nd->like_group;
+		t->mode = nd->like_mode;
+	}
 	t->device = nd->device;
 	t->created_ns = t->modified_ns = daemon_now_ns(CLOCK_REALTIME);
 	t->alloc = nd->alloc;

@@ -16,6 +16,11 @@ struct node {
 	char id[TDP_MAX_NAME_LEN + 1];   /* "" for op.run's single node */
 	char out_name[TDP_MAX_NAME_LEN + 1];
 	bool has_out;                    /* store the result under out_name */
+	/* A derived out (optimizer state, .grad: docs/security.md): created, if
+	 * new, in the namespace of and owned by like_owner, whoever runs the
+	 * step; an existing one must belong to like_owner. */
+	bool out_like;
+	uint32_t like_owner, like_group, like_mode;
 	bool inline_out;                 /* return the result's data */
 	struct op_ctx ctx;
 	int src[OP_MAX_INPUTS];          /* producing node of each input, -1: stored */

@@ -19,6 +19,7 @@
 #include "graph_core.h"
 #include "kernel.h"
 #include "lookup.h"
+#include "names.h"
 #include "name.h"
 #include "pack.h"
 #include "status.h"
@@ -134,7 +135,7 @@ int kernel_node_build(struct graph *gr, unsigned i, const msgpack_object *kernel
 	struct op_ctx *ctx = &nd->ctx;
 	struct request *req = gr->req;
 	struct kn_priv *p = priv_of(ctx);
-	char name[TDP_MAX_NAME_LEN + 1], why[sizeof(ctx->message)];
+	char name[TDP_MAX_NAME_LEN + 1], why[sizeof(ctx->message)], shown[NAMES_SHOWN_MAX];
 	struct kernel *k;
 	int code;
 
@@ -154,7 +155,8 @@ int kernel_node_build(struct graph *gr, unsigned i, const msgpack_object *kernel
 	if (pick_result(ctx, k, result) < 0)
 		return -1;
 	for (unsigned b = 0; b < ctx->ninputs; b++) {
-		const char *tname = nd->src[b] >= 0 ? gr->nodes[nd->src[b]].id : nd->stored[b]->name;
+		const char *tname = nd->src[b] >= 0 ? gr->nodes[nd->src[b]].id
+						      : lookup_show(req, nd->stored[b]->name, shown);
 		char what[32];
 
 		snprintf(what, sizeof(what), "input %u", b);
@@ -167,7 +169,7 @@ int kernel_node_build(struct graph *gr, unsigned i, const msgpack_object *kernel
 		if (nd->src[b] < 0 && !k->info.bindings[b].readonly) {
 			struct tensor *t;
 
-			code = lookup_tensor_why(req, what, tname, ACCESS_READ | ACCESS_WRITE, &t, why,
+			code = lookup_tensor_why(req, what, nd->stored[b]->name, ACCESS_READ | ACCESS_WRITE, &t, why,
 						 sizeof(why));
 			if (code)
 				return op_fail(ctx, code, "%s (binding %u of kernel '%s' writes)", why, b,

@@ -7,25 +7,85 @@
 
 #include "daemon.h"
 #include "mode.h"
+#include "names.h"
 #include "status.h"
 
 int lookup_tensor_why(const struct request *req, const char *what, const char *name, unsigned want,
 		      struct tensor **ret, char *why, size_t cap)
 {
 	struct store_denial dn;
-	char mode[TDP_MODE_TEXT_MAX];
-	int r = store_lookup(req->d->store, name, strlen(name), &req->cred, want, ret, &dn);
+	char mode[TDP_MODE_TEXT_MAX], shown[NAMES_SHOWN_MAX];
+	bool create = (want & ACCESS_WRITE) && !(want & LOOKUP_EXISTING);
+	int r = store_lookup(req->d->store, name, strlen(name), &req->cred, want & ~LOOKUP_EXISTING, ret, &dn);
+	uint32_t ns;
+	size_t off;
 
 	if (r == 0)
 		return 0;
+	names_show(req->cred.uid, name, shown);
+	if (r == -ENOENT && create && names_key_split(name, strlen(name), &ns, &off) == 0 &&
+	    !names_may_create(&req->cred, ns)) {
+		char login[33];
+
+		names_login(ns, login);
+		snprintf(why, cap, "%s%s'%s' is in the namespace of %s (uid %u): only its owner or root may "
+			 "create names there", what ? what : "", what ? ": " : "", shown, login, (unsigned)ns);
+		return TDP_PERMISSION_DENIED;
+	}
 	if (r == -ENOENT) {
-		snprintf(why, cap, "%s%sno tensor named '%s'", what ? what : "", what ? ": " : "", name);
+		snprintf(why, cap, "%s%sno tensor named '%s'", what ? what : "", what ? ": " : "", shown);
 		return TDP_NOT_FOUND;
 	}
 	snprintf(why, cap, "%s%stensor '%s' belongs to uid %u (group %u, mode %s) and may not be %s by uid %u",
-		 what ? what : "", what ? ": " : "", name, dn.owner, dn.group, tdp_mode_format(dn.mode, mode),
+		 what ? what : "", what ? ": " : "", shown, dn.owner, dn.group, tdp_mode_format(dn.mode, mode),
 		 want & ACCESS_WRITE ? "changed" : "read", (unsigned)req->cred.uid);
 	return TDP_PERMISSION_DENIED;
+}
+
+int lookup_derived_why(const struct request *req, const char *what, const char *name,
+		       const struct tensor *base, unsigned want, struct tensor **ret, char *why, size_t cap)
+{
+	char shown[NAMES_SHOWN_MAX], bshown[NAMES_SHOWN_MAX];
+	struct tensor *t;
+	int r = store_lookup(req->d->store, name, strlen(name), &access_daemon, 0, &t, NULL);
+
+	if (r == -ENOENT) {
+		snprintf(why, cap, "%s%sno tensor named '%s'", what ? what : "", what ? ": " : "",
+			 names_show(req->cred.uid, name, shown));
+		return TDP_NOT_FOUND;
+	}
+	/* Never use a derived tensor someone else put in its place. */
+	if (t->owner != base->owner) {
+		snprintf(why, cap, "%s%s'%s' belongs to uid %u, not to uid %u who owns %s%s%s; it is not used: "
+			 "delete it", what ? what : "", what ? ": " : "", names_show(req->cred.uid, name, shown),
+			 t->owner, base->owner, base->name[0] ? "'" : "what it derives from",
+			 base->name[0] ? names_show(req->cred.uid, base->name, bshown) : "",
+			 base->name[0] ? "'" : "");
+		return TDP_FAILED_PRECONDITION;
+	}
+	return lookup_tensor_why(req, what, name, want, ret, why, cap);
+}
+
+const char *lookup_show(const struct request *req, const char *key, char *out)
+{
+	return names_show(req->cred.uid, key, out);
+}
+
+int lookup_key(struct request *req, const char *text, size_t len, char *key)
+{
+	int n = names_qualify(req->cred.uid, text, len, key, NULL);
+
+	if (n == -ESRCH)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "'%.*s': no such user", (int)len, text);
+	if (n == -ENAMETOOLONG)
+		return request_fail(req, TDP_INVALID_ARGUMENT,
+				    "'%.*s' is too long: a name and its namespace (the uid and a slash) "
+				    "are at most %d bytes", (int)len, text, TDP_MAX_NAME_LEN);
+	if (n < 0)
+		return request_fail(req, TDP_INVALID_ARGUMENT,
+				    "invalid tensor name (1-%d bytes of A-Z a-z 0-9 . _ : / -, "
+				    "optionally after ~user/)", TDP_MAX_NAME_LEN);
+	return n;
 }
 
 int lookup_tensor(struct request *req, const char *what, const char *name, unsigned want,
@@ -62,8 +122,13 @@ int lookup_check_quota(struct request *req, const struct lookup_output *outs, si
 		if (store_lookup(s, outs[i].name, strlen(outs[i].name), &access_daemon, ACCESS_WRITE, &old,
 				 NULL) < 0)
 			old = NULL;
-		if (old)
+		if (old) {
 			uid = old->owner;
+		} else {
+			uint32_t group;
+
+			names_new_owner(&req->cred, outs[i].name, &uid, &group);
+		}
 		for (k = 0; k < nod && od[k].uid != uid; k++)
 			;
 		if (k == nod)
@@ -101,12 +166,10 @@ int lookup_check_quota(struct request *req, const struct lookup_output *outs, si
 
 struct tensor *lookup_readable(const struct request *req, const char *name, size_t len)
 {
-	char buf[TDP_MAX_NAME_LEN + 1], why[8];
+	char key[TDP_MAX_NAME_LEN + 1], why[8];
 	struct tensor *t;
 
-	if (len > TDP_MAX_NAME_LEN)
+	if (names_qualify(req->cred.uid, name, len, key, NULL) < 0)
 		return NULL;
-	memcpy(buf, name, len);
-	buf[len] = '\0';
-	return lookup_tensor_why(req, NULL, buf, ACCESS_READ, &t, why, sizeof(why)) == 0 ? t : NULL;
+	return lookup_tensor_why(req, NULL, key, ACCESS_READ, &t, why, sizeof(why)) == 0 ? t : NULL;
 }

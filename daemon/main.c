@@ -20,6 +20,7 @@
 #include "glsl_compile.h"
 #include "log.h"
 #include "loop.h"
+#include "names.h"
 #include "notify.h"
 #include "persist.h"
 #include "persist_model.h"
@@ -282,6 +283,7 @@ int daemon_restore(struct daemon *d)
 		   (unsigned long long)res.tensors, (unsigned long long)res.bytes, d->cfg.state_dir,
 		   (double)(daemon_now_ns(CLOCK_MONOTONIC) - t0) / 1e9);
 	store_track_dirty(d->store, true);
+	names_migrate(d->store, d->models);
 	r = checkpoint_start(d, &d->checkpoint);
 	if (r < 0)
 		log_error("cannot start the periodic checkpoint: %s", strerror(-r));

@@ -7,6 +7,7 @@
 #include "daemon.h"
 #include "recover.h"
 #include "handlers.h"
+#include "names.h"
 #include "wire_limits.h"
 #include "pack.h"
 #include "params.h"
@@ -221,8 +222,9 @@ static int write_counters(msgpack_packer *pk, const struct daemon *d)
 }
 
 /* info's "device_resets" and "last_reset" (recover.h). */
-static int write_resets(msgpack_packer *pk, const struct daemon *d)
+static int write_resets(msgpack_packer *pk, const struct daemon *d, uint32_t viewer)
 {
+	char shown[NAMES_SHOWN_MAX];
 	const struct recovery *rc = d->recovery;
 	int fail;
 
@@ -238,7 +240,7 @@ static int write_resets(msgpack_packer *pk, const struct daemon *d)
 	       tdp_pack_cstr(pk, "jobs_stopped") || msgpack_pack_uint64(pk, rc->jobs_stopped) ||
 	       tdp_pack_cstr(pk, "lost") || msgpack_pack_array(pk, rc->nlost);
 	for (unsigned i = 0; !fail && i < rc->nlost; i++)
-		fail = tdp_pack_cstr(pk, rc->lost[i]);
+		fail = tdp_pack_cstr(pk, names_show(viewer, rc->lost[i], shown));
 	return fail;
 }
 
@@ -267,7 +269,7 @@ int method_info(struct request *req)
 	       tdp_pack_cstr(pk, "limits") || write_limits(pk, &d->cfg) ||
 	       tdp_pack_cstr(pk, "counters") || write_counters(pk, d) ||
 	       tdp_pack_cstr(pk, "user") || write_user(pk, req) ||
-	       write_resets(pk, d);
+	       write_resets(pk, d, req->cred.uid);
 	if (fail)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	return 0;

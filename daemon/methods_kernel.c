@@ -20,6 +20,7 @@
 #include "glsl_compile.h"
 #include "kernel.h"
 #include "lookup.h"
+#include "names.h"
 #include "name.h"
 #include "pack.h"
 #include "params.h"
@@ -301,26 +302,26 @@ int method_kernel_run(struct request *req)
 		return request_fail(req, r, "%s", why);
 	for (unsigned i = 0; i < ta->size; i++) {
 		const struct spv_binding *sb = &k->info.bindings[i];
-		char tname[TDP_MAX_NAME_LEN + 1];
+		char tname[TDP_MAX_NAME_LEN + 1], shown[NAMES_SHOWN_MAX];
 
 		snprintf(what, sizeof(what), "tensors[%u]", i);
 		if (ta->ptr[i].type != MSGPACK_OBJECT_STR ||
-		    !tdp_name_valid(ta->ptr[i].via.str.ptr, ta->ptr[i].via.str.size))
+		    names_qualify(req->cred.uid, ta->ptr[i].via.str.ptr, ta->ptr[i].via.str.size, tname,
+				  NULL) < 0)
 			return request_fail(req, TDP_INVALID_ARGUMENT, "%s: not a valid tensor name",
 					    what);
-		memcpy(tname, ta->ptr[i].via.str.ptr, ta->ptr[i].via.str.size);
-		tname[ta->ptr[i].via.str.size] = '\0';
 		if (lookup_tensor(req, what, tname,
 				  sb->readonly ? ACCESS_READ : ACCESS_READ | ACCESS_WRITE, &t[i]) < 0)
 			return -1;
-		r = kernel_check_tensor(g, k, i, what, tname, t[i]->bytes, why, sizeof(why));
+		r = kernel_check_tensor(g, k, i, what, lookup_show(req, tname, shown), t[i]->bytes, why,
+					sizeof(why));
 		if (r)
 			return request_fail(req, r, "%s", why);
 		if (devices_of(d, t[i]) != g)
 			return request_fail(req, TDP_FAILED_PRECONDITION,
 					    "%s: tensor '%s' is on device %u, tensors[0] on device %u; a kernel's "
 					    "tensors must be on one device (move one with tensor.copy)",
-					    what, tname, t[i]->device, g->id);
+					    what, lookup_show(req, tname, shown), t[i]->device, g->id);
 		b[i] = gpu_rec_bind(g, &t[i]->alloc, 0, t[i]->bytes, !sb->readonly);
 	}
 	t0 = daemon_now_ns(CLOCK_MONOTONIC);

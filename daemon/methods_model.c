@@ -17,6 +17,7 @@
 #include "lookup.h"
 #include "model.h"
 #include "name.h"
+#include "names.h"
 #include "pack.h"
 #include "params.h"
 #include "rpc.h"
@@ -37,14 +38,15 @@ static bool may_modify(const struct request *req, uint32_t owner)
 
 struct model *model_lookup(struct request *req, const msgpack_object *name)
 {
-	char buf[TDP_MAX_NAME_LEN + 1];
+	char buf[TDP_MAX_NAME_LEN + 1], shown[NAMES_SHOWN_MAX];
 	struct model *m;
 
-	if (name->type != MSGPACK_OBJECT_STR || params_name(req, name, buf) < 0)
+	/* Model names are per-user like tensor names (docs/security.md). */
+	if (name->type != MSGPACK_OBJECT_STR || params_tensor_key(req, name, buf) < 0)
 		return NULL;
 	m = models_find(req->d->models, buf);
 	if (!m)
-		request_fail(req, TDP_NOT_FOUND, "no model named '%s'", buf);
+		request_fail(req, TDP_NOT_FOUND, "no model named '%s'", lookup_show(req, buf, shown));
 	return m;
 }
 
@@ -115,12 +117,40 @@ static int pack_names(msgpack_packer *pk, char (*names)[TDP_MAX_NAME_LEN + 1], u
 	return 0;
 }
 
+/* Names `names` (store keys) as the client sees them. */
+static int pack_shown(struct request *req, char (*names)[TDP_MAX_NAME_LEN + 1], unsigned n)
+{
+	char shown[NAMES_SHOWN_MAX];
+
+	if (msgpack_pack_array(req->pk, n))
+		return -1;
+	for (unsigned k = 0; k < n; k++)
+		if (tdp_pack_cstr(req->pk, lookup_show(req, names[k], shown)))
+			return -1;
+	return 0;
+}
+
+/* Whether key `key` names one of the model's parameters, as the client
+ * resolves them. */
+static bool is_param_key(struct request *req, const struct model *m, const char *key)
+{
+	char k2[TDP_MAX_NAME_LEN + 1];
+
+	for (unsigned k = 0; k < m->nparams; k++)
+		if (names_qualify(req->cred.uid, m->params[k], strlen(m->params[k]), k2, NULL) >= 0 &&
+		    !strcmp(k2, key))
+			return true;
+	return false;
+}
+
 /* The entries every model description has (name, step, owner, times, bytes). */
 #define COMMON_ENTRIES 6
 
 static int pack_common(struct request *req, msgpack_packer *pk, const struct model *m)
 {
-	return tdp_pack_cstr(pk, "name") || tdp_pack_cstr(pk, m->name) ||
+	char shown[NAMES_SHOWN_MAX];
+
+	return tdp_pack_cstr(pk, "name") || tdp_pack_cstr(pk, lookup_show(req, m->name, shown)) ||
 	       tdp_pack_cstr(pk, "step") || msgpack_pack_int64(pk, m->step) ||
 	       tdp_pack_cstr(pk, "owner") || msgpack_pack_uint32(pk, m->owner) ||
 	       tdp_pack_cstr(pk, "created") || msgpack_pack_double(pk, (double)m->created_ns / 1e9) ||
@@ -131,6 +161,7 @@ static int pack_common(struct request *req, msgpack_packer *pk, const struct mod
 /* The model.stat result map of `m`. */
 static int pack_stat(struct request *req, msgpack_packer *pk, const struct model *m)
 {
+	char shown[NAMES_SHOWN_MAX];
 	uint32_t nstate = 0;
 
 	for (unsigned k = 0; k < m->nparams; k++)
@@ -156,7 +187,7 @@ static int pack_stat(struct request *req, msgpack_packer *pk, const struct model
 		for (unsigned s = 0; s < STATE_SUFFIXES; s++) {
 			struct tensor *t = state_tensor(req, m->params[k], s);
 
-			if (t && tdp_pack_strn(pk, t->name, t->name_len))
+			if (t && tdp_pack_cstr(pk, lookup_show(req, t->name, shown)))
 				return -1;
 		}
 	return 0;
@@ -165,7 +196,7 @@ static int pack_stat(struct request *req, msgpack_packer *pk, const struct model
 /* The request's "name" as a valid name in `dst`. */
 static int name_param(struct request *req, const msgpack_object *o, char *dst)
 {
-	return params_name(req, o, dst) < 0 ? -1 : 0;
+	return params_tensor_key(req, o, dst) < 0 ? -1 : 0;
 }
 
 int method_model_define(struct request *req)
@@ -182,8 +213,9 @@ int method_model_define(struct request *req)
 		{ "step", PARAM_UINT, false, NULL },
 		{ "replace", PARAM_BOOL, false, NULL },
 	};
-	char name[TDP_MAX_NAME_LEN + 1], why[TDP_MAX_ERROR_MESSAGE];
+	char name[TDP_MAX_NAME_LEN + 1], why[TDP_MAX_ERROR_MESSAGE], shown[NAMES_SHOWN_MAX];
 	msgpack_object_kv kv[6];
+	uint32_t group;
 	msgpack_object def = { .type = MSGPACK_OBJECT_MAP };
 	struct model *old, *m = NULL;
 	int64_t now;
@@ -192,11 +224,20 @@ int method_model_define(struct request *req)
 	if (params_parse(req, p, 9) < 0 || name_param(req, p[0].value, name) < 0)
 		return -1;
 	old = models_find(req->d->models, name);
+	lookup_show(req, name, shown);
 	if (old && !(p[8].value && p[8].value->via.boolean))
 		return request_fail(req, TDP_ALREADY_EXISTS,
-				    "model '%s' already exists (\"replace\": true redefines it)", name);
+				    "model '%s' already exists (\"replace\": true redefines it)", shown);
 	if (old && !may_modify(req, old->owner))
-		return request_fail(req, TDP_PERMISSION_DENIED, "model '%s' belongs to uid %u", name, old->owner);
+		return request_fail(req, TDP_PERMISSION_DENIED, "model '%s' belongs to uid %u", shown, old->owner);
+	if (!old) {
+		uint32_t ns;
+		size_t off;
+
+		if (names_key_split(name, strlen(name), &ns, &off) == 0 && !names_may_create(&req->cred, ns))
+			return request_fail(req, TDP_PERMISSION_DENIED, "model '%s' would be in the namespace of "
+					    "uid %u: only its owner or root may create names there", shown, ns);
+	}
 	if (!old && !models_has_room(req->d->models))
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "the daemon holds its limit of %d models",
 				    MODEL_MAX_MODELS);
@@ -225,7 +266,10 @@ int method_model_define(struct request *req)
 		return -1;
 	}
 	now = daemon_now_ns(CLOCK_REALTIME);
-	m->owner = req->uid;
+	if (old)
+		m->owner = old->owner;
+	else
+		names_new_owner(&req->cred, name, &m->owner, &group);
 	m->created_ns = old ? old->created_ns : now;
 	m->modified_ns = now;
 	m->step = p[7].value ? (int64_t)p[7].value->via.u64 : 0;
@@ -253,13 +297,22 @@ int method_model_stat(struct request *req)
 int method_model_list(struct request *req)
 {
 	struct model **list;
-	size_t n;
+	size_t n, kept = 0;
 	int fail;
 
 	if (params_parse(req, NULL, 0) < 0)
 		return -1;
 	if (models_list(req->d->models, &list, &n) < 0)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
+	/* The caller's own namespace (docs/security.md, "Names"). */
+	for (size_t i = 0; i < n; i++) {
+		uint32_t ns;
+		size_t off;
+
+		if (names_key_split(list[i]->name, strlen(list[i]->name), &ns, &off) == 0 && ns == req->cred.uid)
+			list[kept++] = list[i];
+	}
+	n = kept;
 	fail = tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 1) ||
 	       tdp_pack_cstr(req->pk, "models") || msgpack_pack_array(req->pk, (uint32_t)n);
 	for (size_t i = 0; !fail && i < n; i++) {
@@ -289,7 +342,7 @@ int method_model_delete(struct request *req)
 		{ "name", PARAM_STR, true, NULL },
 		{ "tensors", PARAM_BOOL, false, NULL },
 	};
-	char name[TDP_MAX_NAME_LEN + 1];
+	char name[TDP_MAX_NAME_LEN + 1], shown[NAMES_SHOWN_MAX];
 	char (*gone)[TDP_MAX_NAME_LEN + 1] = NULL;
 	unsigned ngone = 0;
 	struct model *m;
@@ -298,7 +351,8 @@ int method_model_delete(struct request *req)
 	if (params_parse(req, p, 2) < 0 || !(m = model_lookup(req, p[0].value)))
 		return -1;
 	if (!may_modify(req, m->owner))
-		return request_fail(req, TDP_PERMISSION_DENIED, "model '%s' belongs to uid %u", m->name, m->owner);
+		return request_fail(req, TDP_PERMISSION_DENIED, "model '%s' belongs to uid %u",
+				    lookup_show(req, m->name, shown), m->owner);
 	strcpy(name, m->name);
 	if (p[1].value && p[1].value->via.boolean) {
 		/* Every tensor first: all of them go, or none. */
@@ -314,7 +368,7 @@ int method_model_delete(struct request *req)
 					continue;
 				if (!may_modify(req, t->owner)) {
 					request_fail(req, TDP_PERMISSION_DENIED, "tensor '%s' belongs to uid %u",
-						     t->name, t->owner);
+						     lookup_show(req, t->name, shown), t->owner);
 					goto out;
 				}
 				strcpy(gone[ngone++], t->name);
@@ -324,9 +378,9 @@ int method_model_delete(struct request *req)
 	}
 	models_delete(req->d->models, name);
 	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 3) ||
-	    tdp_pack_cstr(req->pk, "name") || tdp_pack_cstr(req->pk, name) ||
+	    tdp_pack_cstr(req->pk, "name") || tdp_pack_cstr(req->pk, lookup_show(req, name, shown)) ||
 	    tdp_pack_cstr(req->pk, "deleted") || msgpack_pack_true(req->pk) ||
-	    tdp_pack_cstr(req->pk, "tensors") || pack_names(req->pk, gone, ngone)) {
+	    tdp_pack_cstr(req->pk, "tensors") || pack_shown(req, gone, ngone)) {
 		request_fail(req, TDP_INTERNAL, "out of memory");
 		goto out;
 	}
@@ -394,6 +448,7 @@ int method_model_evaluate(struct request *req)
 	const char *want[MAX_METRICS + 1];
 	double sums[MAX_METRICS + 1] = { 0 };
 	uint64_t rows = 0, batch, batches = 0;
+	char shown[NAMES_SHOWN_MAX], shown2[NAMES_SHOWN_MAX];
 	unsigned nmetrics = 0;
 	struct model *m;
 	struct feeds fd;
@@ -415,9 +470,11 @@ int method_model_evaluate(struct request *req)
 		else if (p[3].value && (t->rank == 0 || t->shape[0] != rows))
 			return request_fail(req, TDP_SHAPE_MISMATCH,
 					    "data: '%s' must have %llu rows like '%s' to be split into batches",
-					    t->name, (unsigned long long)rows, fd.f[0].src);
+					    lookup_show(req, t->name, shown), (unsigned long long)rows,
+					    lookup_show(req, fd.f[0].src, shown2));
 		if (p[3].value && t->rank == 0)
-			return request_fail(req, TDP_SHAPE_MISMATCH, "data: '%s' is a scalar, not rows", t->name);
+			return request_fail(req, TDP_SHAPE_MISMATCH, "data: '%s' is a scalar, not rows",
+					    lookup_show(req, t->name, shown));
 	}
 	batch = p[3].value ? p[3].value->via.u64 : rows;
 	if (p[3].value && batch == 0)
@@ -524,13 +581,16 @@ int method_model_predict(struct request *req)
 			if (tdp_obj_strcpy(&out->via.map.ptr[k].key, id, TDP_MAX_NAME_LEN + 1) < 0 || !id[0])
 				return request_fail(req, TDP_INVALID_ARGUMENT, "out: keys must be node ids");
 			if (out->via.map.ptr[k].val.type != MSGPACK_OBJECT_STR ||
-			    params_name(req, &out->via.map.ptr[k].val, names[k]) < 0)
+			    names_qualify(req->cred.uid, out->via.map.ptr[k].val.via.str.ptr,
+					  out->via.map.ptr[k].val.via.str.size, names[k], NULL) < 0)
 				return request_fail(req, TDP_INVALID_ARGUMENT,
 						    "out['%s'] must be a tensor name (1-%d bytes of A-Z a-z 0-9 . _ : / -)",
 						    id, TDP_MAX_NAME_LEN);
-			if (model_has_param(m, names[k]))
+			if (is_param_key(req, m, names[k]))
 				return request_fail(req, TDP_INVALID_ARGUMENT,
-						    "out['%s']: '%s' is a parameter of the model", id, names[k]);
+						    "out['%s']: '%.*s' is a parameter of the model", id,
+						    (int)out->via.map.ptr[k].val.via.str.size,
+						    out->via.map.ptr[k].val.via.str.ptr);
 			want[ninline + k] = id;
 		}
 	}
@@ -577,7 +637,7 @@ int method_model_predict(struct request *req)
 		if (!fw.gr.nodes[i].has_out)
 			continue;
 		t = graph_commit(&fw.gr, i);
-		if (!t || tdp_pack_cstr(req->pk, t->name) || tensor_write_meta(req->pk, t)) {
+		if (!t || tensor_pack_name(req, t) || tensor_write_meta(req, t)) {
 			request_fail(req, TDP_INTERNAL, "out of memory");
 			goto out;
 		}

@@ -12,6 +12,7 @@
 #include "lookup.h"
 #include "mode.h"
 #include "name.h"
+#include "names.h"
 #include "pack.h"
 #include "params.h"
 #include "rpc.h"
@@ -23,10 +24,10 @@
 
 /* The metadata entries of `t` (META_ENTRIES key/value pairs), for a map the
  * caller opened. */
-static int write_meta_entries(msgpack_packer *pk, const struct tensor *t)
+static int write_meta_entries(const struct request *req, msgpack_packer *pk, const struct tensor *t)
 {
-	char mode[TDP_MODE_TEXT_MAX];
-	int fail = tdp_pack_cstr(pk, "name") || tdp_pack_strn(pk, t->name, t->name_len) ||
+	char mode[TDP_MODE_TEXT_MAX], shown[NAMES_SHOWN_MAX];
+	int fail = tdp_pack_cstr(pk, "name") || tdp_pack_cstr(pk, lookup_show(req, t->name, shown)) ||
 		   tdp_pack_cstr(pk, "dtype") || tdp_pack_cstr(pk, tdp_dtype_name(t->dtype)) ||
 		   tdp_pack_cstr(pk, "shape") || msgpack_pack_array(pk, t->rank);
 
@@ -43,9 +44,16 @@ static int write_meta_entries(msgpack_packer *pk, const struct tensor *t)
 	       tdp_pack_cstr(pk, "device") || msgpack_pack_uint32(pk, t->device);
 }
 
-int tensor_write_meta(msgpack_packer *pk, const struct tensor *t)
+int tensor_write_meta(struct request *req, const struct tensor *t)
 {
-	return msgpack_pack_map(pk, META_ENTRIES) || write_meta_entries(pk, t);
+	return msgpack_pack_map(req->pk, META_ENTRIES) || write_meta_entries(req, req->pk, t);
+}
+
+int tensor_pack_name(struct request *req, const struct tensor *t)
+{
+	char shown[NAMES_SHOWN_MAX];
+
+	return tdp_pack_cstr(req->pk, lookup_show(req, t->name, shown));
 }
 
 int tensor_write_meta_result(struct request *req, const struct tensor *t)
@@ -56,7 +64,7 @@ int tensor_write_meta_result(struct request *req, const struct tensor *t)
 int tensor_write_meta_result_map(struct request *req, const struct tensor *t, unsigned extra)
 {
 	if (tdp_write_result_head(req->pk, req->msgid) < 0 ||
-	    msgpack_pack_map(req->pk, META_ENTRIES + extra) || write_meta_entries(req->pk, t))
+	    msgpack_pack_map(req->pk, META_ENTRIES + extra) || write_meta_entries(req, req->pk, t))
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	return 0;
 }
@@ -132,15 +140,15 @@ static int check_room(struct request *req, const struct tensor *t, const struct 
 	return lookup_check_quota(req, &out, 1);
 }
 
-/* Store `t` (its memory on `g`, filled) as the caller's with `mode`; a
- * replacement keeps the old owner, group and mode. On failure its memory is
+/* Store `t` (its memory on `g`, filled) with `mode`, owned by its
+ * namespace's owner (names_new_owner); a replacement keeps the old owner,
+ * group and mode. On failure its memory is
  * freed (not `t`). Returns 0 or request_fail(). */
 static int store_as_new(struct request *req, struct gpu_device *g, struct tensor *t, uint32_t mode)
 {
 	int r;
 
-	t->owner = req->cred.uid;
-	t->group = req->cred.gid;
+	names_new_owner(&req->cred, t->name, &t->owner, &t->group);
 	t->mode = mode;
 	t->created_ns = t->modified_ns = daemon_now_ns(CLOCK_REALTIME);
 	r = store_put(req->d->store, t);
@@ -167,7 +175,7 @@ int method_tensor_put(struct request *req)
 	struct tensor *t, *old = NULL;
 	struct gpu_device *g;
 	uint32_t mode = TDP_MODE_PRIVATE, device = 0;
-	char why[TDP_MAX_ERROR_MESSAGE];
+	char why[TDP_MAX_ERROR_MESSAGE], shown[NAMES_SHOWN_MAX];
 	int r, code;
 
 	if (params_parse(req, p, 7) < 0)
@@ -179,7 +187,7 @@ int method_tensor_put(struct request *req)
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
-	r = params_name(req, p[0].value, t->name);
+	r = params_tensor_key(req, p[0].value, t->name);
 	if (r < 0)
 		goto fail;
 	t->name_len = (size_t)r;
@@ -198,7 +206,7 @@ int method_tensor_put(struct request *req)
 	}
 	code = lookup_tensor_why(req, NULL, t->name, ACCESS_WRITE, &old, why, sizeof(why));
 	if (code != TDP_NOT_FOUND && p[4].value && p[4].value->via.boolean) {
-		request_fail(req, TDP_ALREADY_EXISTS, "tensor '%s' already exists", t->name);
+		request_fail(req, TDP_ALREADY_EXISTS, "tensor '%s' already exists", lookup_show(req, t->name, shown));
 		goto fail;
 	}
 	if (code == TDP_PERMISSION_DENIED) {
@@ -207,7 +215,8 @@ int method_tensor_put(struct request *req)
 	}
 	if (old && p[5].value && !access_may_chmod(&req->cred, old->owner)) {
 		request_fail(req, TDP_PERMISSION_DENIED,
-			     "only the owner (uid %u) or root may set the mode of '%s'", old->owner, t->name);
+			     "only the owner (uid %u) or root may set the mode of '%s'", old->owner,
+			     lookup_show(req, t->name, shown));
 		goto fail;
 	}
 	if (check_room(req, t, old) < 0)
@@ -242,7 +251,7 @@ static struct tensor *lookup(struct request *req, unsigned want)
 	char name[TDP_MAX_NAME_LEN + 1];
 	struct tensor *t;
 
-	if (params_parse(req, p, 1) < 0 || params_name(req, p[0].value, name) < 0 ||
+	if (params_parse(req, p, 1) < 0 || params_tensor_key(req, p[0].value, name) < 0 ||
 	    lookup_tensor(req, NULL, name, want, &t) < 0)
 		return NULL;
 	return t;
@@ -257,7 +266,7 @@ int method_tensor_get(struct request *req)
 	if (!t)
 		return -1;
 	if (tdp_write_result_head(req->pk, req->msgid) < 0 ||
-	    msgpack_pack_map(req->pk, META_ENTRIES + 1) || write_meta_entries(req->pk, t) ||
+	    msgpack_pack_map(req->pk, META_ENTRIES + 1) || write_meta_entries(req, req->pk, t) ||
 	    tdp_pack_cstr(req->pk, "data") || msgpack_pack_bin(req->pk, t->bytes))
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	/* The bytes go from the device straight into the output buffer. */
@@ -283,24 +292,29 @@ int method_tensor_stat(struct request *req)
 int method_tensor_list(struct request *req)
 {
 	struct param p[] = { { "prefix", PARAM_STR, false, NULL } };
+	char key[TDP_MAX_NAME_LEN + 1];
 	struct tensor **list;
 	size_t n;
-	int fail;
+	int fail, kn;
 
 	if (params_parse(req, p, 1) < 0)
 		return -1;
-	/* A prefix is a name's beginning: the same characters, possibly empty. */
-	if (p[0].value && p[0].value->via.str.size > 0 &&
-	    !tdp_name_valid(p[0].value->via.str.ptr, p[0].value->via.str.size))
+	/* A prefix is a name's beginning (possibly empty), in the caller's
+	 * namespace or, after "~user/", in that user's (docs/security.md). */
+	kn = names_qualify_prefix(req->cred.uid, p[0].value ? p[0].value->via.str.ptr : "",
+				  p[0].value ? p[0].value->via.str.size : 0, key);
+	if (kn == -ESRCH)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "prefix: no such user");
+	if (kn < 0)
 		return request_fail(req, TDP_INVALID_ARGUMENT,
-				    "prefix must be up to %d bytes of A-Z a-z 0-9 . _ : / -", TDP_MAX_NAME_LEN);
-	if (store_list(req->d->store, p[0].value ? p[0].value->via.str.ptr : NULL,
-		       p[0].value ? p[0].value->via.str.size : 0, &req->cred, &list, &n) < 0)
+				    "prefix must be up to %d bytes of A-Z a-z 0-9 . _ : / -, optionally after "
+				    "~user/", TDP_MAX_NAME_LEN);
+	if (store_list(req->d->store, key, (size_t)kn, &req->cred, &list, &n) < 0)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	fail = tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 1) ||
 	       tdp_pack_cstr(req->pk, "tensors") || msgpack_pack_array(req->pk, (uint32_t)n);
 	for (size_t i = 0; !fail && i < n; i++)
-		fail = tensor_write_meta(req->pk, list[i]);
+		fail = tensor_write_meta(req, list[i]);
 	free(list);
 	if (fail)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
@@ -309,8 +323,8 @@ int method_tensor_list(struct request *req)
 
 int method_tensor_delete(struct request *req)
 {
-	struct tensor *t = lookup(req, ACCESS_WRITE);
-	char name[TDP_MAX_NAME_LEN + 1];
+	struct tensor *t = lookup(req, ACCESS_WRITE | LOOKUP_EXISTING);
+	char name[TDP_MAX_NAME_LEN + 1], shown[NAMES_SHOWN_MAX];
 	uint64_t bytes;
 	size_t len;
 
@@ -321,7 +335,7 @@ int method_tensor_delete(struct request *req)
 	bytes = t->bytes;
 	store_delete(req->d->store, name, len);
 	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 3) ||
-	    tdp_pack_cstr(req->pk, "name") || tdp_pack_strn(req->pk, name, len) ||
+	    tdp_pack_cstr(req->pk, "name") || tdp_pack_cstr(req->pk, lookup_show(req, name, shown)) ||
 	    tdp_pack_cstr(req->pk, "deleted") || msgpack_pack_true(req->pk) ||
 	    tdp_pack_cstr(req->pk, "bytes") || msgpack_pack_uint64(req->pk, bytes))
 		return request_fail(req, TDP_INTERNAL, "out of memory");
@@ -335,12 +349,12 @@ int method_tensor_chmod(struct request *req)
 		{ "mode", PARAM_STR, false, NULL },
 		{ "group", PARAM_UINT, false, NULL },
 	};
-	char name[TDP_MAX_NAME_LEN + 1];
+	char name[TDP_MAX_NAME_LEN + 1], shown[NAMES_SHOWN_MAX];
 	uint32_t mode = 0;
 	uint64_t group = 0;
 	struct tensor *t;
 
-	if (params_parse(req, p, 3) < 0 || params_name(req, p[0].value, name) < 0)
+	if (params_parse(req, p, 3) < 0 || params_tensor_key(req, p[0].value, name) < 0)
 		return -1;
 	if (!p[1].value && !p[2].value)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "give a mode, a group or both");
@@ -358,7 +372,7 @@ int method_tensor_chmod(struct request *req)
 	if (!access_may_chmod(&req->cred, t->owner))
 		return request_fail(req, TDP_PERMISSION_DENIED,
 				    "tensor '%s' belongs to uid %u; only its owner or root may change its mode",
-				    name, t->owner);
+				    lookup_show(req, name, shown), t->owner);
 	if (p[2].value && req->cred.uid != 0 && !access_cred_in_group(&req->cred, (gid_t)group))
 		return request_fail(req, TDP_PERMISSION_DENIED,
 				    "uid %u is not in group %llu; only root may give a tensor to a group "
@@ -387,7 +401,7 @@ int method_tensor_copy(struct request *req)
 	uint32_t device;
 	int r, code;
 
-	if (params_parse(req, p, 3) < 0 || params_name(req, p[0].value, src_name) < 0 ||
+	if (params_parse(req, p, 3) < 0 || params_tensor_key(req, p[0].value, src_name) < 0 ||
 	    lookup_tensor(req, "src", src_name, ACCESS_READ, &src) < 0)
 		return -1;
 	if (p[2].value && devices_param(req, p[2].value, "device", &device) < 0)
@@ -395,7 +409,7 @@ int method_tensor_copy(struct request *req)
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
-	r = params_name(req, p[1].value, t->name);
+	r = params_tensor_key(req, p[1].value, t->name);
 	if (r < 0)
 		goto fail;
 	t->name_len = (size_t)r;

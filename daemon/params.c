@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lookup.h"
 #include "name.h"
 #include "pack.h"
 #include "request.h"
@@ -92,6 +93,11 @@ int params_name(struct request *req, const msgpack_object *o, char *dst)
 	memcpy(dst, o->via.str.ptr, o->via.str.size);
 	dst[o->via.str.size] = '\0';
 	return (int)o->via.str.size;
+}
+
+int params_tensor_key(struct request *req, const msgpack_object *o, char *dst)
+{
+	return lookup_key(req, o->via.str.ptr, o->via.str.size, dst);
 }
 
 double params_number(const msgpack_object *o)

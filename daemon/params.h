@@ -36,3 +36,8 @@ double params_number(const msgpack_object *o);
 /* Read a tensor-name argument into `dst` (TDP_MAX_NAME_LEN + 1 bytes). Returns
  * its length, or request_fail(INVALID_ARGUMENT) when it is no valid name. */
 int params_name(struct request *req, const msgpack_object *o, char *dst);
+
+/* Read a tensor-name argument ("name" in the client's namespace, or
+ * "~user/name") as a store key into `dst` (TDP_MAX_NAME_LEN + 1 bytes,
+ * names.h). Returns its length, or request_fail(INVALID_ARGUMENT). */
+int params_tensor_key(struct request *req, const msgpack_object *o, char *dst);

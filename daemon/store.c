@@ -290,13 +290,9 @@ int store_put(struct store *s, struct tensor *t)
 	return 0;
 }
 
-int store_delete(struct store *s, const char *name, size_t len)
+/* Remember that `name` (`len` bytes) is gone, for the checkpoint writer. */
+static void remember_deleted(struct store *s, const char *name, size_t len)
 {
-	struct tensor **pp = slot_of(s, name, len), *t = *pp;
-
-	if (!t)
-		return -ENOENT;
-	*pp = t->hash_next;
 	if (s->track) {
 		struct deleted *n = malloc(sizeof(*n) + len + 1);
 
@@ -315,7 +311,40 @@ int store_delete(struct store *s, const char *name, size_t len)
 			s->deletions_lost = true;
 		}
 	}
+}
+
+int store_delete(struct store *s, const char *name, size_t len)
+{
+	struct tensor **pp = slot_of(s, name, len), *t = *pp;
+
+	if (!t)
+		return -ENOENT;
+	*pp = t->hash_next;
+	remember_deleted(s, name, len);
 	drop(s, t);
+	return 0;
+}
+
+int store_rename(struct store *s, struct tensor *t, const char *name, size_t len)
+{
+	struct tensor **pp;
+
+	if (len > TDP_MAX_NAME_LEN)
+		return -ENAMETOOLONG;
+	if (*slot_of(s, name, len))
+		return -EEXIST;
+	pp = slot_of(s, t->name, t->name_len);
+	if (*pp != t)
+		return -ENOENT;
+	*pp = t->hash_next;
+	remember_deleted(s, t->name, t->name_len);
+	memcpy(t->name, name, len);
+	t->name[len] = '\0';
+	t->name_len = len;
+	pp = slot_of(s, name, len);
+	t->hash_next = NULL;
+	*pp = t;
+	store_mark_dirty(s, t);
 	return 0;
 }
 

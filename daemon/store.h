@@ -70,6 +70,11 @@ int store_put(struct store *s, struct tensor *t);
 /* Remove and release the tensor named `name`. Returns 0 or -ENOENT. */
 int store_delete(struct store *s, const char *name, size_t len);
 
+/* Give `t` (in the store) the name `name` (`len` bytes), which must be
+ * free: the old name counts as deleted and `t` as dirty for checkpoints.
+ * Returns 0, -EEXIST (taken), -ENAMETOOLONG or -ENOENT (`t` not stored). */
+int store_rename(struct store *s, struct tensor *t, const char *name, size_t len);
+
 /* Change the tensor limit (configuration reload). Tensors already over a
  * lowered limit stay; new names are refused until the count drops. */
 void store_set_max_tensors(struct store *s, uint32_t max_tensors);

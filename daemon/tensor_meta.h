@@ -6,8 +6,12 @@
 #include "request.h"
 #include "store.h"
 
-/* Pack the metadata map of `t`; nonzero on failure, like msgpack_pack_*. */
-int tensor_write_meta(msgpack_packer *pk, const struct tensor *t);
+/* Pack the metadata map of `t` into req->pk, its name as the request's
+ * client sees it (names.h); nonzero on failure, like msgpack_pack_*. */
+int tensor_write_meta(struct request *req, const struct tensor *t);
+
+/* Pack `t`'s name as the request's client sees it; nonzero on failure. */
+int tensor_pack_name(struct request *req, const struct tensor *t);
 
 /* Write a whole successful response whose result is the metadata of `t`.
  * Returns 0 or request_fail(). */

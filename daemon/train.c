@@ -17,6 +17,7 @@
 #include "graph_core.h"
 #include "graph_fuse.h"
 #include "lookup.h"
+#include "names.h"
 #include "pack.h"
 #include "params.h"
 #include "rpc.h"
@@ -177,13 +178,28 @@ static int emit_stored_out(struct step_ctx *sc, int node, const char *name)
 	return 0;
 }
 
+/* emit_stored_out for a tensor derived from parameter `p` (its state or
+ * gradient; its name is in p's namespace): it belongs to p's owner. */
+static int emit_derived_out(struct step_ctx *sc, int node, const char *name, const struct tensor *p)
+{
+	struct node *nd = &sc->gr->nodes[node];
+
+	if (emit_stored_out(sc, node, name) < 0)
+		return -1;
+	nd->out_like = true;
+	nd->like_owner = p->owner;
+	nd->like_group = p->group;
+	nd->like_mode = p->mode;
+	return 0;
+}
+
 /* The stored state tensor `<param><suffix>` (its name goes to `name`):
  * returns 1 and sets *ref and *stored when it exists, 0 when it does not yet
  * (first step), -1 after request_fail when it does not fit the parameter. */
 static int state_input(struct step_ctx *sc, struct tensor *p, const char *suffix, char *name,
 		       int *ref, struct tensor **stored)
 {
-	char why[TDP_MAX_ERROR_MESSAGE];
+	char why[TDP_MAX_ERROR_MESSAGE], shown[NAMES_SHOWN_MAX], pshown[NAMES_SHOWN_MAX];
 	struct tensor *s;
 	int code;
 
@@ -192,8 +208,8 @@ static int state_input(struct step_ctx *sc, struct tensor *p, const char *suffix
 	if (strlen(name) > TDP_MAX_NAME_LEN)
 		return request_fail(sc->req, TDP_INVALID_ARGUMENT, "the state name %s is too long", name);
 	/* The step reads the state and stores its successor over it. */
-	code = lookup_tensor_why(sc->req, "optimizer state", name, ACCESS_READ | ACCESS_WRITE, &s, why,
-				 sizeof(why));
+	code = lookup_derived_why(sc->req, "optimizer state", name, p, ACCESS_READ | ACCESS_WRITE, &s, why,
+				  sizeof(why));
 	if (code == TDP_NOT_FOUND)
 		return 0;
 	if (code)
@@ -202,7 +218,8 @@ static int state_input(struct step_ctx *sc, struct tensor *p, const char *suffix
 	    memcmp(s->shape, p->shape, p->rank * sizeof(p->shape[0])) != 0)
 		return request_fail(sc->req, TDP_FAILED_PRECONDITION,
 				    "optimizer state '%s' does not match the shape and dtype of '%s'; "
-				    "delete it to start the state afresh", name, p->name);
+				    "delete it to start the state afresh", lookup_show(sc->req, name, shown),
+				    lookup_show(sc->req, p->name, pshown));
 	*ref = -1;
 	*stored = s;
 	return 1;
@@ -239,7 +256,7 @@ static int emit_update(struct step_ctx *sc, const struct optimizer *opt, struct 
 
 			snprintf(n1, sizeof(n1), "%s.momentum_buffer", p->name);
 			r = emit(sc, "sgd_buf", br, bs, n, a + 1, 3);
-			if (r < 0 || emit_stored_out(sc, r, n1) < 0)
+			if (r < 0 || emit_derived_out(sc, r, n1, p) < 0)
 				return -1;
 		}
 		return 0;
@@ -287,7 +304,7 @@ static int emit_update(struct step_ctx *sc, const struct optimizer *opt, struct 
 		}
 		m = emit(sc, "adam_m", mref, ms, 3, am, 3);
 		v = m < 0 ? -1 : emit(sc, "adam_v", vref, vs, 3, av, 3);
-		if (v < 0 || emit_stored_out(sc, m, n1) < 0 || emit_stored_out(sc, v, n2) < 0)
+		if (v < 0 || emit_derived_out(sc, m, n1, p) < 0 || emit_derived_out(sc, v, n2, p) < 0)
 			return -1;
 		refs[1] = m;
 		refs[2] = v;
@@ -349,6 +366,7 @@ static int emit_clip(struct step_ctx *sc, double clip, int *grads, unsigned n)
 static int emit_flat_grads(struct step_ctx *sc, struct tensor *const *params, int *grads, unsigned n,
 			   int *ret_flat)
 {
+	char pshown[NAMES_SHOWN_MAX];
 	int parts[MAX_PARAMS];
 	unsigned np = n;
 	int64_t off = 0;
@@ -359,7 +377,7 @@ static int emit_flat_grads(struct step_ctx *sc, struct tensor *const *params, in
 
 		if (params[k]->dtype != TDP_DTYPE_F32)
 			return request_fail(sc->req, TDP_DTYPE_MISMATCH, "data-parallel training needs f32 "
-					    "parameters; '%s' is %s", params[k]->name,
+					    "parameters; '%s' is %s", lookup_show(sc->req, params[k]->name, pshown),
 					    tdp_dtype_name(params[k]->dtype));
 		parts[k] = emit(sc, "reshape", &grads[k], NULL, 1, &a, 1);
 		if (parts[k] < 0)
@@ -420,8 +438,12 @@ static int parse_spec(struct request *req, const msgpack_object *loss, const msg
 	spec->np = params->via.array.size;
 	if (spec->np == 0 || spec->np > MAX_PARAMS)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "params must name 1 to %d tensors", MAX_PARAMS);
+	/* Parameter names become store keys here (names.h); derived names
+	 * built from them are in the parameter's namespace. */
 	for (unsigned k = 0; k < spec->np; k++)
-		if (tdp_obj_strcpy(&params->via.array.ptr[k], spec->names[k], sizeof(spec->names[k])) < 0)
+		if (params->via.array.ptr[k].type != MSGPACK_OBJECT_STR ||
+		    names_qualify(req->cred.uid, params->via.array.ptr[k].via.str.ptr,
+				  params->via.array.ptr[k].via.str.size, spec->names[k], NULL) < 0)
 			return request_fail(req, TDP_INVALID_ARGUMENT, "params[%u] must be a tensor name", k);
 	spec->grads = grads && grads->via.boolean;
 	spec->fuse = -1;
@@ -435,6 +457,7 @@ static int build_step(struct request *req, const struct train_spec *spec, const 
 		      struct graph *gr, unsigned *ret_loss, double *ret_lr, int *ret_flat)
 {
 	struct step_ctx sc = { .req = req, .gr = gr };
+	char pshown[NAMES_SHOWN_MAX];
 	struct tensor *params[MAX_PARAMS];
 	int grads[MAX_PARAMS];
 	unsigned loss;
@@ -460,15 +483,15 @@ static int build_step(struct request *req, const struct train_spec *spec, const 
 				return -1;
 			if (!op_dtype_is_float(params[k]->dtype))
 				return request_fail(req, TDP_DTYPE_MISMATCH, "parameter '%s' is %s, not a float tensor",
-						    spec->names[k], tdp_dtype_name(params[k]->dtype));
+						    lookup_show(req, spec->names[k], pshown), tdp_dtype_name(params[k]->dtype));
 			for (unsigned j = 0; j < k; j++)
 				if (params[j] == params[k])
 					return request_fail(req, TDP_INVALID_ARGUMENT, "parameter '%s' is listed twice",
-							    spec->names[k]);
+							    lookup_show(req, spec->names[k], pshown));
 			/* A replica's graph reads (and autograd looks for) its own copy. */
 			if (!graph_stored(gr, params[k]))
 				return request_fail(req, TDP_INTERNAL, "parameter '%s' has no replica",
-						    spec->names[k]);
+						    lookup_show(req, spec->names[k], pshown));
 			params[k] = graph_stored(gr, params[k]);
 		}
 		for (unsigned i = 0; i < gr->n; i++)
@@ -495,7 +518,7 @@ static int build_step(struct request *req, const struct train_spec *spec, const 
 				if (grads[k] < 0)
 					return -1;
 			}
-			if (emit_stored_out(&sc, grads[k], name) < 0)
+			if (emit_derived_out(&sc, grads[k], name, params[k]) < 0)
 				return -1;
 		}
 		if (spec->opt.kind != OPT_NONE) {
@@ -589,13 +612,15 @@ out:
 /* Store every result marked for storing; with `pk`, pack their names. */
 static int commit_all(struct request *req, struct graph *gr, msgpack_packer *pk)
 {
+	char shown[NAMES_SHOWN_MAX];
+
 	for (unsigned i = 0; i < gr->n; i++) {
 		struct tensor *t;
 
 		if (!gr->nodes[i].has_out)
 			continue;
 		t = graph_commit(gr, i);
-		if (!t || (pk && tdp_pack_cstr(pk, t->name)))
+		if (!t || (pk && tdp_pack_cstr(pk, lookup_show(req, t->name, shown))))
 			return request_fail(req, TDP_INTERNAL, "out of memory");
 	}
 	return 0;

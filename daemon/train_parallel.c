@@ -1,5 +1,6 @@
 /* Data-parallel replicas and gradient averaging (train_parallel.h). */
 #include "train_parallel.h"
+#include "names.h"
 
 #include <errno.h>
 #include <math.h>
@@ -38,6 +39,9 @@ static int new_copy(struct daemon *d, const struct tensor *like, uint32_t device
 		return -ENOMEM;
 	memcpy(t->name, like->name, sizeof(t->name));
 	t->name_len = like->name_len;
+	t->owner = like->owner;     /* derived-name checks compare owners */
+	t->group = like->group;
+	t->mode = like->mode;
 	t->dtype = like->dtype;
 	t->rank = like->rank;
 	memcpy(t->shape, like->shape, sizeof(t->shape));
@@ -133,6 +137,14 @@ int dp_commit(struct dp *dp, struct dp_replica *r, struct graph *gr)
 			t->name_len = strlen(nd->out_name);
 			memcpy(t->name, nd->out_name, t->name_len + 1);
 			t->device = r->device;
+			if (nd->out_like) {
+				t->owner = nd->like_owner;
+			} else {
+				size_t off;
+
+				if (names_key_split(t->name, t->name_len, &t->owner, &off) < 0)
+					t->owner = 0;
+			}
 		}
 		gpu_memory_free(dp->d->gpus[r->device], &t->alloc);
 		t->dtype = nd->ctx.out.dtype;

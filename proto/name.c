@@ -19,6 +19,27 @@ bool tdp_name_valid(const char *name, size_t len)
 	return true;
 }
 
+bool tdp_ref_valid(const char *ref, size_t len, bool prefix)
+{
+	if (len > 0 && ref[0] == '~') {
+		const char *slash = memchr(ref, '/', len);
+		size_t ulen = slash ? (size_t)(slash - ref - 1) : 0;
+
+		if (!slash || ulen == 0 || ulen > 32)
+			return false;
+		for (size_t i = 1; i <= ulen; i++) {
+			char c = ref[i];
+
+			if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+			      c == '.' || c == '_' || c == '-'))
+				return false;
+		}
+		ref = slash + 1;
+		len -= ulen + 2;
+	}
+	return (prefix && len == 0) || tdp_name_valid(ref, len);
+}
+
 static bool keep_plain(char c, size_t i)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||

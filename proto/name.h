@@ -10,6 +10,13 @@
  * of ASCII letters, digits and . _ : / - */
 bool tdp_name_valid(const char *name, size_t len);
 
+/* Whether `ref` (`len` bytes) names a tensor or model the way a client may
+ * write it: a valid name, optionally after "~USER/" (USER: 1-32 bytes of
+ * A-Z a-z 0-9 . _ -, a login name or a uid) for another user's namespace
+ * (docs/security.md, "Names"). With `prefix`, the part after the qualifier
+ * may also be empty (a tensor.list prefix). */
+bool tdp_ref_valid(const char *ref, size_t len, bool prefix);
+
 /* The longest file name tdp_name_to_file writes, NUL included: every byte
  * of a TDP_MAX_NAME_LEN name may take three. */
 #define TDP_NAME_FILE_MAX (3 * TDP_MAX_NAME_LEN + 1)

@@ -65,15 +65,25 @@ def read_safetensors(path):
     return header, buf
 
 
+def key(name):
+    """The store key of a plain name of ours: "<uid>/<name>" (docs/security.md,
+    "Names"); checkpoints hold the key."""
+    return "%d/%s" % (os.getuid(), name)
+
+
 def encode_name(name):
-    """The documented file name of a tensor."""
+    """The documented file name of our tensor `name`."""
     out = []
-    for i, ch in enumerate(name):
+    for i, ch in enumerate(key(name)):
         if ch == "/" or ch == "%" or ch == ":" or (i == 0 and ch == "."):
             out.append("%%%02X" % ord(ch))
         else:
             out.append(ch)
     return "".join(out) + ".safetensors"
+
+
+# Model files are named by the model's key too.
+MODEL_NS = "%d%%2F" % os.getuid()
 
 
 # ---- helpers ------------------------------------------------------------------
@@ -202,11 +212,11 @@ def test_files_are_safetensors():
             path = os.path.join(st.tensors(), encode_name("fmt/w"))
             assert os.path.exists(path), os.listdir(st.tensors())
             header, buf = read_safetensors(path)
-            assert header["fmt/w"]["dtype"] == "F16" and header["fmt/w"]["shape"] == [4, 3]
-            b, e = header["fmt/w"]["data_offsets"]
+            assert header[key("fmt/w")]["dtype"] == "F16" and header[key("fmt/w")]["shape"] == [4, 3]
+            b, e = header[key("fmt/w")]["data_offsets"]
             assert buf[b:e] == data
             meta = header["__metadata__"]
-            assert meta["tensord_name"] == "fmt/w" and meta["mode"] == "group-read", meta
+            assert meta["tensord_name"] == key("fmt/w") and meta["mode"] == "group-read", meta
             assert meta["owner"] == str(owner) and meta["version"] == "1", meta
             assert int(meta["crc32c"], 16) == crc32c(data), meta
             assert (8 + len(json.dumps(header)) + 7) // 8 * 8 >= 8  # header is JSON
@@ -413,7 +423,7 @@ def test_models_persist():
             log = stop_log(d)
         assert "2 model files changed" in log, log
         files = sorted(os.listdir(os.path.join(st.state, "models")))
-        assert files == ["m%2Fone.model", "m%2Ftwo.model"], files
+        assert files == [MODEL_NS + "m%2Fone.model", MODEL_NS + "m%2Ftwo.model"], files
         with st.daemon() as d, d.client() as c:
             for n, b in before.items():
                 s = c.call("model.stat", {"name": n})
@@ -426,7 +436,7 @@ def test_models_persist():
             assert c.call("model.stat", {"name": "m/one"})["step"] == 2
             assert c.call("store.sync")["models"] == 1
             stop_log(d)
-        path = os.path.join(st.state, "models", "m%2Ftwo.model")
+        path = os.path.join(st.state, "models", MODEL_NS + "m%2Ftwo.model")
         with open(path, "r+b") as f:
             f.seek(20)
             b = f.read(1)
@@ -437,7 +447,7 @@ def test_models_persist():
             assert c.call("model.stat", {"name": "m/one"})["step"] == 2
             assert error_name(c, "model.stat", {"name": "m/two"}) == "NOT_FOUND"
         log = stop_log(d)
-        assert "m%2Ftwo.model skipped: checksum mismatch" in log, log
+        assert MODEL_NS + "m%2Ftwo.model skipped: checksum mismatch" in log, log
         assert os.path.exists(path), "a damaged file is left for inspection"
     finally:
         st.cleanup()

@@ -879,13 +879,23 @@ static void test_errors(void **state)
 	PUT_ERR(TENSORD_INVALID_ARGUMENT, "data too short", "e/a", "f32", s23, 2, data, 20, NULL);
 	PUT_ERR(TENSORD_INVALID_ARGUMENT, "data too long", "e/a", "f32", s23, 2, data, 28, NULL);
 	PUT_ERR(TENSORD_INVALID_ARGUMENT, "unknown key", "e/a", "f32", s23, 2, data, 24, "bogus");
-	/* rank 8 is fine, and a 255-byte name */
-	longname[255] = '\0';
+	/* rank 8 is fine, and the longest name: 255 bytes with the namespace
+	 * the daemon keeps it in, "<uid>/" (docs/security.md, "Names") */
+	{
+		char ns[16];
+		size_t longest = 255 - (size_t)snprintf(ns, sizeof(ns), "%u/", (unsigned)getuid());
+
+		longname[longest + 1] = '\0';
+		pack_put(&p, longname, "u8", s8, 8, data, 2, NULL);
+		expect_remote(td, call_params(td, "tensor.put", &p), TENSORD_INVALID_ARGUMENT,
+			      "a name one byte too long for its namespace");
+		longname[longest] = '\0';
+	}
 	pack_put(&p, longname, "u8", s8, 8, data, 2, NULL);
-	check_ok(td, call_params(td, "tensor.put", &p), "put 255-byte name, rank 8");
-	check_ok(td, tensord_stat(td, longname, &info), "stat 255-byte name");
+	check_ok(td, call_params(td, "tensor.put", &p), "put longest name, rank 8");
+	check_ok(td, tensord_stat(td, longname, &info), "stat longest name");
 	assert_int_equal(info.rank, 8);
-	check_ok(td, tensord_delete(td, longname), "delete 255-byte name");
+	check_ok(td, tensord_delete(td, longname), "delete longest name");
 #undef PUT_ERR
 
 	/* ill-typed and missing arguments */

@@ -537,16 +537,16 @@ def test_permission(sock_dir):
                 c.call("tensor.put", {"name": "mine", "dtype": "f32", "shape": [4],
                                       "data": f32bytes([0, 0, 0, 0])})
                 ok = c.call("graph.run", {"nodes": [
-                    {"id": "r", "kernel": "sc", "inputs": ["pub", "mine"], "groups": [1],
+                    {"id": "r", "kernel": "sc", "inputs": ["~root/pub", "mine"], "groups": [1],
                      "push": {"alpha": 2, "n": 4, "bias": 0}}], "outputs": ["r"]})
                 return (list(np.frombuffer(ok["outputs"]["r"]["data"], "<f4")),
                         err(c, "graph.run", {"nodes": [
-                            {"id": "a", "op": "add", "inputs": ["pub", "pub"]},
-                            {"id": "w", "kernel": "k", "inputs": ["pub"], "groups": [1]}]}),
-                        err(c, "kernel.run", {"name": "k", "tensors": ["pub"], "groups": [1]}))
+                            {"id": "a", "op": "add", "inputs": ["~root/pub", "~root/pub"]},
+                            {"id": "w", "kernel": "k", "inputs": ["~root/pub"], "groups": [1]}]}),
+                        err(c, "kernel.run", {"name": "k", "tensors": ["~root/pub"], "groups": [1]}))
         vals, node_e, run_e = sec.as_user(65533, use_pub, groups=[4242])
         check(vals == [2, 4, 6, 8], "a kernel node reads a readable tensor: %r" % (vals,))
-        check(node_e[0] == "PERMISSION_DENIED" and "node 1 'w'" in node_e[1] and "'pub'" in node_e[1],
+        check(node_e[0] == "PERMISSION_DENIED" and "node 1 'w'" in node_e[1] and "'~root/pub'" in node_e[1],
               "a kernel node binding a read-only tensor writable: %r" % (node_e,))
         check(run_e[0] == "PERMISSION_DENIED", "kernel.run agrees: %r" % (run_e,))
         with d.client() as c:

@@ -109,32 +109,35 @@ def denied(pair, name):
 
 # ---- access --------------------------------------------------------------
 
-NODES_ADD = [{"id": "s", "op": "add", "inputs": ["sec/p", "sec/p"]}]
+NODES_ADD = [{"id": "s", "op": "add", "inputs": ["~root/sec/p", "~root/sec/p"]}]
 
 
 def other_user_attempts(sock):
-    """What a non-owner gets for each way of touching private sec/p."""
+    """What a non-owner gets for each way of touching root's private sec/p,
+    named explicitly as ~root/sec/p (a plain name is the caller's own)."""
     with Client(sock) as c:
         out = {}
         c.call("tensor.put", {"name": "sec/mine", "dtype": "f32", "shape": [2], "data": f32(1, 2)})
-        out["get"] = err_of(c, "tensor.get", {"name": "sec/p"})
-        out["stat"] = err_of(c, "tensor.stat", {"name": "sec/p"})
-        out["put"] = err_of(c, "tensor.put", {"name": "sec/p", "dtype": "f32", "shape": [2],
+        out["get"] = err_of(c, "tensor.get", {"name": "~root/sec/p"})
+        out["stat"] = err_of(c, "tensor.stat", {"name": "~root/sec/p"})
+        out["put"] = err_of(c, "tensor.put", {"name": "~root/sec/p", "dtype": "f32", "shape": [2],
                                               "data": f32(9, 9)})
-        out["delete"] = err_of(c, "tensor.delete", {"name": "sec/p"})
-        out["chmod"] = err_of(c, "tensor.chmod", {"name": "sec/p", "mode": "world-write"})
-        out["op_input"] = err_of(c, "op.run", {"op": "add", "inputs": ["sec/p", "sec/mine"]})
+        out["delete"] = err_of(c, "tensor.delete", {"name": "~root/sec/p"})
+        out["chmod"] = err_of(c, "tensor.chmod", {"name": "~root/sec/p", "mode": "world-write"})
+        out["op_input"] = err_of(c, "op.run", {"op": "add", "inputs": ["~root/sec/p", "sec/mine"]})
         out["op_out"] = err_of(c, "op.run", {"op": "add", "inputs": ["sec/mine", "sec/mine"],
-                                             "out": "sec/p"})
+                                             "out": "~root/sec/p"})
         out["graph"] = err_of(c, "graph.run", {"nodes": NODES_ADD, "outputs": ["s"]})
         out["train_param"] = err_of(c, "train.step", {
-            "nodes": [{"id": "L", "op": "sum", "inputs": ["sec/p"]}], "loss": "L",
-            "params": ["sec/p"], "optimizer": {"type": "sgd", "lr": 0.1}})
+            "nodes": [{"id": "L", "op": "sum", "inputs": ["~root/sec/p"]}], "loss": "L",
+            "params": ["~root/sec/p"], "optimizer": {"type": "sgd", "lr": 0.1}})
         out["train_data"] = err_of(c, "train.run", {
             "nodes": [{"id": "h", "op": "mul", "inputs": ["xb", "sec/mine"]},
                       {"id": "L", "op": "sum", "inputs": ["h"]}],
-            "loss": "L", "params": ["sec/mine"], "data": {"xb": "sec/p"}, "batch_size": 1})
+            "loss": "L", "params": ["sec/mine"], "data": {"xb": "~root/sec/p"}, "batch_size": 1})
         out["list"] = [t["name"] for t in c.call("tensor.list", {"prefix": "sec/"})["tensors"]]
+        out["root_list"] = [t["name"] for t in c.call("tensor.list", {"prefix": "~root/sec/"})["tensors"]]
+        out["plain"] = err_of(c, "tensor.get", {"name": "sec/p"})
         out["mine"] = c.call("tensor.stat", {"name": "sec/mine"})
         out["info_user"] = c.call("info")["user"]
         return out
@@ -153,7 +156,9 @@ def test_access(d):
         check(denied(out[k], "sec/p"), "nobody %s on a private tensor: %r" % (k, out[k]))
     check("uid 0" in out["get"][1] and "private" in out["get"][1],
           "the denial names owner and mode: %r" % (out["get"],))
-    check(out["list"] == ["sec/mine"], "list hides what the caller cannot read: %r" % out["list"])
+    check(out["list"] == ["sec/mine"], "list shows the caller's namespace: %r" % out["list"])
+    check(out["root_list"] == [], "list hides what the caller cannot read: %r" % out["root_list"])
+    check(out["plain"][0] == "NOT_FOUND", "a plain name is the caller's own: %r" % (out["plain"],))
     mine = out["mine"]
     check(mine["owner"] == NOBODY and mine["group"] == NOBODY and mine["mode"] == "private",
           "nobody owns what it created: %r" % mine)
@@ -165,9 +170,10 @@ def test_access(d):
     check(res["data"] == f32(3, 4) and res["version"] == 1, "the denied put changed sec/p: %r" % res)
 
     # root may do all to nobody's tensor
-    res = c.call("tensor.get", {"name": "sec/mine"})
-    check(res["data"] == f32(1, 2), "root reads another's private tensor")
-    res = c.call("op.run", {"op": "add", "inputs": ["sec/mine", "sec/p"], "out": "sec/mine"})
+    res = c.call("tensor.get", {"name": "~nobody/sec/mine"})
+    check(res["data"] == f32(1, 2) and res["name"] == "~nobody/sec/mine",
+          "root reads another's private tensor: %r" % res["name"])
+    res = c.call("op.run", {"op": "add", "inputs": ["~nobody/sec/mine", "sec/p"], "out": "~%d/sec/mine" % NOBODY})
     check(res["owner"] == NOBODY and res["version"] == 2, "a replacement by root keeps the owner: %r" % res)
     check(c.call("info")["user"]["uid"] == 0, "info.user for root")
 
@@ -177,14 +183,14 @@ def test_access(d):
 
     def read_after_chmod():
         with Client(d.sock) as cc:
-            return (cc.call("tensor.get", {"name": "sec/p"})["data"],
-                    cc.call("op.run", {"op": "add", "inputs": ["sec/p", "sec/p"]})["data"],
-                    [t["name"] for t in cc.call("tensor.list", {"prefix": "sec/p"})["tensors"]],
-                    err_of(cc, "tensor.put", {"name": "sec/p", "dtype": "f32", "shape": [2],
+            return (cc.call("tensor.get", {"name": "~root/sec/p"})["data"],
+                    cc.call("op.run", {"op": "add", "inputs": ["~root/sec/p", "~0/sec/p"]})["data"],
+                    [t["name"] for t in cc.call("tensor.list", {"prefix": "~root/sec/p"})["tensors"]],
+                    err_of(cc, "tensor.put", {"name": "~root/sec/p", "dtype": "f32", "shape": [2],
                                               "data": f32(0, 0)}),
-                    err_of(cc, "tensor.delete", {"name": "sec/p"}))
+                    err_of(cc, "tensor.delete", {"name": "~root/sec/p"}))
     data, summed, listed, put, delete = as_user(NOBODY, read_after_chmod)
-    check(data == f32(3, 4) and summed == f32(6, 8) and listed == ["sec/p"],
+    check(data == f32(3, 4) and summed == f32(6, 8) and listed == ["~root/sec/p"],
           "world-read lets others read and use as input")
     check(denied(put, "sec/p") and denied(delete, "sec/p"), "world-read does not let others write")
 
@@ -193,23 +199,24 @@ def test_access(d):
 
     def write_after_chmod():
         with Client(d.sock) as cc:
-            res = cc.call("tensor.put", {"name": "sec/p", "dtype": "f32", "shape": [2],
+            res = cc.call("tensor.put", {"name": "~root/sec/p", "dtype": "f32", "shape": [2],
                                          "data": f32(7, 8)})
-            mode_put = err_of(cc, "tensor.put", {"name": "sec/p", "dtype": "f32", "shape": [2],
+            mode_put = err_of(cc, "tensor.put", {"name": "~root/sec/p", "dtype": "f32", "shape": [2],
                                                  "data": f32(7, 8), "mode": "private"})
-            chmod = err_of(cc, "tensor.chmod", {"name": "sec/p", "mode": "private"})
-            return res, mode_put, chmod, cc.call("tensor.delete", {"name": "sec/p"})
+            chmod = err_of(cc, "tensor.chmod", {"name": "~root/sec/p", "mode": "private"})
+            return res, mode_put, chmod, cc.call("tensor.delete", {"name": "~root/sec/p"})
     res, mode_put, chmod, deleted = as_user(NOBODY, write_after_chmod)
     check(res["owner"] == 0 and res["mode"] == "world-write" and res["version"] == 2,
           "a world-write replacement keeps owner and mode: %r" % res)
     check(denied(mode_put, "sec/p"), "only the owner sets the mode through put: %r" % (mode_put,))
     check(denied(chmod, "sec/p"), "only the owner chmods: %r" % (chmod,))
     check(deleted["deleted"] is True, "world-write lets others delete")
-    c.call("tensor.delete", {"name": "sec/mine"})
+    c.call("tensor.delete", {"name": "~nobody/sec/mine"})
     c.close()
 
 
 def test_groups(d):
+    A_T = "~%d/grp/t" % USER_A     # A's tensor, as the others name it
     def a_creates():
         with Client(d.sock) as cc:
             cc.call("tensor.put", {"name": "grp/t", "dtype": "f32", "shape": [1], "data": f32(5),
@@ -224,8 +231,8 @@ def test_groups(d):
 
     def try_rw():
         with Client(d.sock) as cc:
-            return (err_of(cc, "tensor.get", {"name": "grp/t"}),
-                    err_of(cc, "tensor.put", {"name": "grp/t", "dtype": "f32", "shape": [1],
+            return (err_of(cc, "tensor.get", {"name": A_T}),
+                    err_of(cc, "tensor.put", {"name": A_T, "dtype": "f32", "shape": [1],
                                               "data": f32(6)}))
     got, put = as_user(USER_B, try_rw, gid=USER_B, groups=[GROUP])
     check(got[0] is None and got[1]["data"] == f32(5), "a group member reads group-read: %r" % (got,))
@@ -243,9 +250,9 @@ def test_groups(d):
 
     # root gives the tensor to any group
     c = d.client()
-    res = c.call("tensor.chmod", {"name": "grp/t", "group": 1, "mode": "private"})
+    res = c.call("tensor.chmod", {"name": A_T, "group": 1, "mode": "private"})
     check(res["group"] == 1 and res["mode"] == "private", "root chmods anything: %r" % res)
-    c.call("tensor.delete", {"name": "grp/t"})
+    c.call("tensor.delete", {"name": A_T})
     c.close()
 
 

@@ -280,6 +280,39 @@ static void test_dirty_set(void **state)
 	store_free(s);
 }
 
+/* store_rename (moving pre-namespace names into a namespace): the tensor is
+ * found under its new name only, the old name is a deletion for the
+ * checkpoint writer, the tensor is dirty; a taken name is refused. */
+static void test_rename(void **state)
+{
+	struct store *s = store_new(10, NULL, NULL);
+	struct tensor *w = mk("w", 4), *other = mk("x", 4);
+	char name[TDP_MAX_NAME_LEN + 1];
+	uint64_t n, bytes, del;
+
+	(void)state;
+	assert_int_equal(store_put(s, w), 0);
+	assert_int_equal(store_put(s, other), 0);
+	store_track_dirty(s, true);
+	assert_int_equal(store_rename(s, w, "x", 1), -EEXIST);
+	assert_ptr_equal(find(s, "w"), w);
+	assert_int_equal(store_rename(s, w, "1000/w", 6), 0);
+	assert_null(find(s, "w"));
+	assert_ptr_equal(find(s, "1000/w"), w);
+	assert_string_equal(w->name, "1000/w");
+	assert_int_equal(w->name_len, 6);
+	assert_ptr_equal(store_first_dirty(s), w);
+	store_dirty_totals(s, &n, &bytes, &del);
+	assert_int_equal(n, 1);
+	assert_int_equal(del, 1);
+	assert_int_equal(store_take_deleted(s, name), 1);
+	assert_string_equal(name, "w");
+	assert_int_equal(store_rename(s, w, "w", 1), 0);   /* and back */
+	assert_ptr_equal(find(s, "w"), w);
+	assert_null(find(s, "1000/w"));
+	store_free(s);
+}
+
 static void test_crc32c(void **state)
 {
 	static const uint8_t zeros[32];
@@ -305,6 +338,7 @@ int main(void)
 		cmocka_unit_test(test_access_modes),
 		cmocka_unit_test(test_quota),
 		cmocka_unit_test(test_dirty_set),
+		cmocka_unit_test(test_rename),
 		cmocka_unit_test(test_crc32c),
 	};
 
