@@ -611,9 +611,9 @@ def test_liar(sock_dir):
                     e, res = err(c, "kernel.create", {"name": "liar_" + how, "spirv": spv})
                     out[how] = (e, res if e else res["bindings"][0]["access"],
                                 err(c, "kernel.run", {"name": "liar_" + how,
-                                                      "tensors": ["pub", "mine"], "groups": [1]}),
+                                                      "tensors": ["~root/pub", "mine"], "groups": [1]}),
                                 err(c, "graph.run", {"nodes": [
-                                    {"id": "k", "kernel": "liar_" + how, "inputs": ["pub", "mine"],
+                                    {"id": "k", "kernel": "liar_" + how, "inputs": ["~root/pub", "mine"],
                                      "groups": [1]}], "outputs": ["k"]}))
             return out
         out = sec.as_user(65533, attack, groups=[4242])
