@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -467,6 +468,216 @@ def test_tensorctl_sync():
             out = subprocess.run([tensorctl(), "--socket", d.sock, "sync"], capture_output=True,
                                  text=True, timeout=60)
             assert out.returncode != 0 and "persistence is off" in out.stderr, out
+    finally:
+        st.cleanup()
+
+# ---- issue 14: kernel writes, hostile names, full disks, hostile state dirs ----
+
+KERNEL_SCALE = """#version 450
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer In { float x[]; };
+layout(std430, binding = 1) writeonly buffer Out { float y[]; };
+layout(push_constant) uniform P { float alpha; uint n; };
+void main() {
+    uint i = gl_GlobalInvocationID.x;
+    if (i < n)
+        y[i] = alpha * x[i];
+}
+"""
+
+
+def test_kernel_run_is_durable():
+    """kernel.run's output is marked dirty with a new version: store.sync
+    writes it, kill -9 and a restart bring the new bytes back."""
+    st = State()
+    try:
+        x = np.arange(64, dtype=np.float32)
+        d = st.daemon()
+        with d.client() as c:
+            put(c, "kx", "f32", [64], x.tobytes())
+            put(c, "ky", "f32", [64], np.zeros(64, np.float32).tobytes())
+            c.call("store.sync", {})
+            v0 = c.call("tensor.stat", {"name": "ky"})["version"]
+            c.call("kernel.create", {"name": "scale", "glsl": KERNEL_SCALE})
+            c.call("kernel.run", {"name": "scale", "tensors": ["kx", "ky"],
+                                  "push": {"alpha": 3.0, "n": 64}, "groups": [1]})
+            assert c.call("tensor.stat", {"name": "ky"})["version"] > v0, "version not bumped"
+            res = c.call("store.sync", {})
+            assert res["written"] == 1, res
+        kill9(d)
+        hdr, buf = read_safetensors(os.path.join(st.tensors(), encode_name("ky")))
+        assert bytes(buf) == (3.0 * x).tobytes(), "the checkpoint holds the old bytes"
+        d = st.daemon()
+        with d.client() as c:
+            got = c.call("tensor.get", {"name": "ky"})["data"]
+            assert got == (3.0 * x).tobytes(), "kill -9 brought the old bytes back"
+            c.call("kernel.create", {"name": "scale", "glsl": KERNEL_SCALE})
+            c.call("kernel.run", {"name": "scale", "tensors": ["kx", "ky"],
+                                  "push": {"alpha": 5.0, "n": 64}, "groups": [1]})
+        stop_log(d)
+        d = st.daemon()
+        with d.client() as c:
+            got = c.call("tensor.get", {"name": "ky"})["data"]
+            assert got == (5.0 * x).tobytes(), "a clean restart brought the old bytes back"
+        d.stop()
+    finally:
+        st.cleanup()
+
+
+def long_name(n, ch="/"):
+    """A valid n-byte name whose encoded file name is far over NAME_MAX."""
+    return ("a" + ch * n)[:n - 1] + "z"
+
+
+def test_long_names_checkpoint_and_restore():
+    """Names whose encoding is over NAME_MAX get a bounded file name (%H and
+    the SHA-256 of the name, the name inside); they, a long model name and
+    everybody else's tensors are written and come back."""
+    import hashlib
+    st = State()
+    try:
+        names = [long_name(84), long_name(255), long_name(255, ":"), "x" * 255, "y" * 200]
+        datas = {n: random_bytes("f32", [3]) for n in names}
+        model = "m" + "/" * 200 + "z"
+        d = st.daemon()
+        with d.client() as c:
+            for n in names:
+                put(c, n, "f32", [3], datas[n])
+            put(c, "small", "u8", [2], b"\x01\x02")
+            put(c, "m/w", "f32", [3, 2], random_bytes("f32", [3, 2]))
+            put(c, "m/b", "f32", [2], bytes(8))
+            define_model(c, model)
+            res = c.call("store.sync", {})
+            assert res["written"] == len(names) + 3 and res["models"] == 1, res
+            assert res["failed"] == 0, res
+        kill9(d)
+        files = sorted(os.listdir(st.tensors()))
+        assert all(len(f) <= 255 for f in files), files
+        for n in names[:3]:
+            f = "%H" + hashlib.sha256(n.encode()).hexdigest() + ".safetensors"
+            assert f in files, (n, files)
+            hdr, buf = read_safetensors(os.path.join(st.tensors(), f))
+            assert hdr["__metadata__"]["tensord_name"] == n and n in hdr, hdr
+        assert encode_name("y" * 200) in files, files
+        mfile = "%H" + hashlib.sha256(model.encode()).hexdigest() + ".model"
+        assert mfile in os.listdir(os.path.join(st.state, "models")), "model file"
+        d = st.daemon()
+        with d.client() as c:
+            for n in names:
+                assert c.call("tensor.get", {"name": n})["data"] == datas[n], n
+            assert c.call("tensor.get", {"name": "small"})["data"] == b"\x01\x02"
+            ms = [m["name"] for m in c.call("model.list", {})["models"]]
+            assert model in ms, ms
+            c.call("tensor.delete", {"name": names[0]})
+            c.call("store.sync", {})
+        d.stop()
+        assert not [f for f in os.listdir(st.tensors()) if f.startswith("%H" + hashlib.sha256(
+            names[0].encode()).hexdigest())], "the deleted long name's file stayed"
+    finally:
+        st.cleanup()
+
+
+def test_unwritable_tensor_does_not_stop_others():
+    """A tensor whose checkpoint fails (TENSORD_FAULT_CHECKPOINT_BYTES, as a
+    full disk) is its owner's error (UNAVAILABLE, named); the rest are
+    written by the same store.sync, by the timer, and at shutdown."""
+    st = State(interval=1)
+    os.environ["TENSORD_FAULT_CHECKPOINT_BYTES"] = "4096"
+    try:
+        d = st.daemon()
+        with d.client() as c:
+            put(c, "big", "u8", [8192], bytes(8192))     # first in line, cannot be written
+            put(c, "ok1", "f32", [4], np.ones(4, np.float32).tobytes())
+            e, _ = c.call_full("store.sync", {})
+            assert e and e["name"] == "UNAVAILABLE" and "'big'" in e["message"], e
+            assert "No space left" in e["message"], e
+            assert os.path.exists(os.path.join(st.tensors(), encode_name("ok1"))), "ok1 not written"
+            put(c, "ok2", "f32", [4], np.full(4, 2, np.float32).tobytes())
+            deadline = time.monotonic() + 10
+            while not os.path.exists(os.path.join(st.tensors(), encode_name("ok2"))):
+                assert time.monotonic() < deadline, "the timer never wrote ok2"
+                time.sleep(0.1)
+            put(c, "ok3", "f32", [1], np.ones(1, np.float32).tobytes())
+        log = stop_log(d)
+        assert "cannot write 'big'" in log, log
+        d = st.daemon()
+        with d.client() as c:
+            names = sorted(t["name"] for t in c.call("tensor.list", {})["tensors"])
+            assert names == ["ok1", "ok2", "ok3"], names
+        d.stop()
+    finally:
+        del os.environ["TENSORD_FAULT_CHECKPOINT_BYTES"]
+        st.cleanup()
+
+
+def state_dir_refused(state, why):
+    """tensord must exit non-zero at start-up naming `why`."""
+    binary = os.environ["TENSORD_BIN"]
+    tmp = tempfile.mkdtemp(prefix="tensord-sd-", dir="/tmp")
+    try:
+        p = subprocess.run([binary, "--socket", os.path.join(tmp, "s"), "--device", "auto",
+                            "--state-dir", state], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+        out = p.stdout.decode(errors="replace")
+        assert p.returncode != 0, "started with an unsafe state dir %s\n%s" % (state, out)
+        assert why in out, out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_unsafe_state_dir_refused():
+    """A state dir (or tensors/) another user owns, or one others may write,
+    is refused at start-up; a new one is created 0700."""
+    if os.geteuid() != 0:
+        print("skipped: needs root to chown")
+        return
+    st = State()
+    try:
+        os.mkdir(st.state, 0o700)
+        os.chown(st.state, 65534, 65534)
+        state_dir_refused(st.state, "belongs to uid 65534")
+        os.chown(st.state, 0, 0)
+        os.chmod(st.state, 0o777)
+        state_dir_refused(st.state, "writable by its group or others")
+        os.chmod(st.state, 0o700)
+        os.mkdir(st.tensors(), 0o700)
+        os.chown(st.tensors(), 65534, 65534)
+        state_dir_refused(st.state, "belongs to uid 65534")
+        os.rmdir(st.tensors())
+        os.symlink("/etc", st.tensors())
+        mode = os.stat("/etc").st_mode
+        state_dir_refused(st.state, "a link is not followed")
+        assert os.stat("/etc").st_mode == mode, "/etc was chmodded"
+        os.unlink(st.tensors())
+        fresh = os.path.join(st.dir, "fresh")
+        d = Daemon(["--state-dir", fresh]).start()
+        d.stop()
+        assert os.stat(fresh).st_mode & 0o777 == 0o700, oct(os.stat(fresh).st_mode)
+    finally:
+        st.cleanup()
+
+
+def test_planted_fifo_and_symlink_skipped():
+    """A FIFO or a symbolic link in tensors/ or models/ is skipped and logged;
+    start-up finishes and the real checkpoints are served."""
+    st = State()
+    try:
+        d = st.daemon()
+        with d.client() as c:
+            put(c, "real", "u8", [3], b"abc")
+        stop_log(d)
+        os.mkfifo(os.path.join(st.tensors(), encode_name("fifo")))
+        os.mkfifo(os.path.join(st.state, "models", "fifo.model"))
+        os.symlink(os.path.join(st.tensors(), encode_name("real")),
+                   os.path.join(st.tensors(), encode_name("link")))
+        d = Daemon(["--state-dir", st.state, "--config", st.conf], timeout=20).start()
+        with d.client() as c:
+            names = sorted(t["name"] for t in c.call("tensor.list", {})["tensors"])
+            assert names == ["real"], names
+        log = stop_log(d)
+        assert "fifo.safetensors skipped: not a regular file" in log, log
+        assert "link.safetensors skipped: a symbolic link" in log, log
+        assert "fifo.model skipped: not a regular file" in log, log
     finally:
         st.cleanup()
 
