@@ -69,8 +69,8 @@ static void note_lost(void *data, struct tensor *t)
  * it more access than the live one had (its owner may have revoked access
  * since, docs/security.md). Same data (version): the live metadata as it
  * was; older data: the live group, and only the modes both allowed (group
- * bits only when the group is the same). Returns whether it changed `t`. */
-static bool apply_live_meta(struct tensor *t, const struct recover_pending *live)
+ * bits only when the group is the same). */
+static void apply_live_meta(struct tensor *t, const struct recover_pending *live)
 {
 	uint32_t mode = live->mode, group = live->group;
 
@@ -79,11 +79,8 @@ static bool apply_live_meta(struct tensor *t, const struct recover_pending *live
 		if (t->group != live->group)
 			mode &= ~(uint32_t)(TDP_MODE_GROUP_READ | TDP_MODE_GROUP_WRITE);
 	}
-	if (t->mode == mode && t->group == group)
-		return false;
 	t->mode = mode;
 	t->group = group;
-	return true;
 }
 
 /* Deletions need no device: make them durable now, so that the restore does
@@ -159,15 +156,18 @@ static void report(struct daemon *d, bool persisted)
 			store_delete(d->store, name, strlen(name));
 			log_warning("device recovery: tensor '%s' lost: its checkpoint has another owner", name);
 		} else if (store_lookup(d->store, name, strlen(name), &access_daemon, 0, &t, NULL) == 0) {
-			bool meta = apply_live_meta(t, &rc->pending[i]);
-			char mode[TDP_MODE_TEXT_MAX];
+			char mode[TDP_MODE_TEXT_MAX], live[TDP_MODE_TEXT_MAX];
 
-			/* Its metadata differs from the file now: write it. */
+			/* Its metadata may differ from the file now: write it. */
+			apply_live_meta(t, &rc->pending[i]);
 			store_mark_dirty(d->store, t);
 			log_warning("device recovery: tensor '%s' rolled back to its checkpoint (version %llu): "
-				    "later changes are lost; owner %u, group %u, mode %s as it was live%s",
-				    name, (unsigned long long)t->version, t->owner, t->group,
-				    tdp_mode_format(t->mode, mode), meta ? " (narrowed to what both allowed)" : "");
+				    "later changes are lost; owner %u, group %u, mode %s%s%s%s", name,
+				    (unsigned long long)t->version, t->owner, t->group,
+				    tdp_mode_format(t->mode, mode),
+				    t->mode == rc->pending[i].mode ? " as it was live" : " (live: ",
+				    t->mode == rc->pending[i].mode ? "" : tdp_mode_format(rc->pending[i].mode, live),
+				    t->mode == rc->pending[i].mode ? "" : "; narrowed, the data is older)");
 		} else
 			log_warning("device recovery: tensor '%s' lost: created or replaced since its "
 				    "last checkpoint", name);

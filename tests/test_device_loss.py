@@ -240,6 +240,123 @@ def test_bad_switch_values():
         finally:
             d.stop()
 
+VICTIM = 65533
+OTHER = 65532
+
+
+def as_user(uid, fn):
+    """Run fn() in a child running as `uid`; returns what it returns
+    (picklable), re-raises its failure."""
+    import pickle
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            res = ("ok", fn())
+        except BaseException as e:  # noqa: B902 - everything goes back to the parent
+            res = ("err", "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc()))
+        data = pickle.dumps(res)
+        while data:
+            data = data[os.write(w, data):]
+        os._exit(0)
+    os.close(w)
+    chunks = []
+    while True:
+        chunk = os.read(r, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(r)
+    os.waitpid(pid, 0)
+    kind, val = pickle.loads(b"".join(chunks))
+    if kind == "err":
+        raise AssertionError("as uid %d: %s" % (uid, val))
+    return val
+
+
+def test_loss_keeps_revocations():
+    """Another user's forced device loss rolls data back to its checkpoint
+    but never widens access: a tensor its owner made private (and overwrote)
+    since the checkpoint stays private, a chmod alone is kept, and older data
+    whose live mode is wider comes back no wider than its checkpoint; the
+    rolled-back names are in last_reset."""
+    if os.geteuid() != 0:
+        print("skipped: needs root to switch users")
+        return
+    state = tempfile.mkdtemp(prefix="tensord-devloss-", dir="/tmp")
+    old = np.arange(4, dtype=np.float32)
+    new = old + 100
+    try:
+        d = start(40, ["--state-dir", state])
+        try:
+            os.chmod(d.dir, 0o755)
+            os.chmod(d.sock, 0o666)
+
+            def victim_setup():
+                with d.client() as c:
+                    for n in ("v/revoked", "v/chmod", "v/widened"):
+                        put(c, n, old)
+                    c.call("tensor.chmod", {"name": "v/revoked", "mode": "world-read"})
+                    c.call("tensor.chmod", {"name": "v/chmod", "mode": "world-read"})
+                    c.call("store.sync", {})
+                    # Revoked and overwritten; revoked only; new public data.
+                    put(c, "v/revoked", new)
+                    c.call("tensor.chmod", {"name": "v/revoked", "mode": "private"})
+                    c.call("tensor.chmod", {"name": "v/chmod", "mode": "private"})
+                    put(c, "v/widened", new)
+                    c.call("tensor.chmod", {"name": "v/widened", "mode": "world-read"})
+            a = RNG.standard_normal((4, 4)).astype(np.float32)
+            with d.client() as c:
+                put(c, "a", a)
+                put(c, "b", a)
+            as_user(VICTIM, victim_setup)
+            with d.client() as c:
+                run_until_lost(c, a, a)
+                info = c.call("info")
+                assert info["device_resets"] == 1, info
+                lost = sorted(info["last_reset"]["lost"])
+                assert lost == ["v/chmod", "v/revoked", "v/widened"], info["last_reset"]
+
+            def other_reads():
+                with d.client() as c:
+                    out = {}
+                    for n in ("v/revoked", "v/chmod", "v/widened"):
+                        e, r = c.call_full("tensor.get", {"name": n})
+                        out[n] = e["name"] if e else r["data"]
+                    return out
+            got = as_user(OTHER, other_reads)
+            assert got == {n: "PERMISSION_DENIED" for n in got}, got
+
+            def victim_reads():
+                with d.client() as c:
+                    out = {}
+                    for n in ("v/revoked", "v/chmod", "v/widened"):
+                        st = c.call("tensor.stat", {"name": n})
+                        out[n] = (st["mode"], get(c, n).tobytes())
+                    return out
+            got = as_user(VICTIM, victim_reads)
+            assert got["v/revoked"] == ("private", old.tobytes()), got
+            assert got["v/chmod"] == ("private", old.tobytes()), got
+            assert got["v/widened"] == ("private", old.tobytes()), got
+            # The restored metadata reaches the checkpoint: a restart keeps it.
+            with d.client() as c:
+                c.call("store.sync", {})
+        finally:
+            d.stop()
+        d = Daemon(["--state-dir", state]).start()
+        try:
+            with d.client() as c:
+                for n in ("v/revoked", "v/chmod", "v/widened"):
+                    assert c.call("tensor.stat", {"name": n})["mode"] == "private", n
+        finally:
+            d.stop()
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
 
 def main():
     failed = 0
