@@ -519,6 +519,17 @@ def test_kernel_run_is_durable():
         with d.client() as c:
             got = c.call("tensor.get", {"name": "ky"})["data"]
             assert got == (5.0 * x).tobytes(), "a clean restart brought the old bytes back"
+            # A kernel node storing its result (`out`) is durable too.
+            c.call("kernel.create", {"name": "scale", "glsl": KERNEL_SCALE})
+            c.call("graph.run", {"nodes": [{"id": "k", "kernel": "scale", "inputs": ["kx", "ky"],
+                                            "push": {"alpha": 7.0, "n": 64}, "groups": [1],
+                                            "result": 1, "out": "ky"}]})
+            assert c.call("store.sync", {})["written"] == 1
+        kill9(d)
+        d = st.daemon()
+        with d.client() as c:
+            got = c.call("tensor.get", {"name": "ky"})["data"]
+            assert got == (7.0 * x).tobytes(), "a kernel node's out was not checkpointed"
         d.stop()
     finally:
         st.cleanup()
@@ -639,6 +650,19 @@ def test_unsafe_state_dir_refused():
         os.chown(st.state, 0, 0)
         os.chmod(st.state, 0o777)
         state_dir_refused(st.state, "writable by its group or others")
+        # Without persistence the daemon runs, but keeps no pipeline cache
+        # in a directory others may write (they could plant one, or a link).
+        nopersist = os.path.join(st.dir, "nopersist.conf")
+        with open(nopersist, "w") as f:
+            f.write("persist = no\n")
+        d = Daemon(["--state-dir", st.state, "--config", nopersist]).start()
+        with d.client() as c:
+            put(c, "p", "f32", [2], bytes(8))
+            c.call("op.run", {"op": "add", "inputs": ["p", "p"]})
+        log = stop_log(d)
+        assert "no pipeline cache" in log, log
+        assert not [f for f in os.listdir(st.state) if f.startswith("pipeline-cache")], \
+            os.listdir(st.state)
         os.chmod(st.state, 0o700)
         os.mkdir(st.tensors(), 0o700)
         os.chown(st.tensors(), 65534, 65534)
