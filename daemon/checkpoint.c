@@ -93,7 +93,7 @@ static int flush(struct daemon *d, uint64_t max_tensors, uint64_t max_bytes, boo
 	uint64_t ndirty, dirty_bytes, ndeleted;
 	struct tensor *t;
 	size_t len;
-	int r = 0, c;
+	int c;
 
 	if (!d->persist)
 		return tdp_errorf(err, err_len, -ENOTCONN, "persistence is off");
@@ -126,8 +126,6 @@ static int flush(struct daemon *d, uint64_t max_tensors, uint64_t max_bytes, boo
 			log_error("checkpoint: cannot write '%s' (it stays dirty and is retried; the "
 				  "other tensors are written): %s", t->name, why);
 			checkpoint_note_failure(&out, who, t->owner, "tensor", t->name, why);
-			if (!r)
-				r = tdp_errorf(err, err_len, c, "writing '%s': %s", t->name, why);
 			backoff(d, t);
 			continue;
 		}
@@ -139,15 +137,8 @@ static int flush(struct daemon *d, uint64_t max_tensors, uint64_t max_bytes, boo
 	c = persist_commit(d->persist);
 	if (c < 0)
 		return tdp_errorf(err, err_len, c, "fsync of the checkpoint directory: %s", strerror(-c));
-	if (d->model_persist) {
-		uint64_t before = out.failed;
-
-		c = model_persist_flush(d->model_persist, d, who, &out, err, err_len);
-		if (c < 0)
-			return c;
-		if (out.failed > before && !r)
-			r = -EIO;
-	}
+	if (d->model_persist && (c = model_persist_flush(d->model_persist, d, who, &out, err, err_len)) < 0)
+		return c;
 	out.seconds = (double)(daemon_now_ns(CLOCK_MONOTONIC) - t0) / 1e9;
 	*ret = out;
 	return 0;
