@@ -82,21 +82,14 @@ static void backoff(struct daemon *d, struct tensor *t)
 	store_mark_dirty(d->store, t);
 }
 
-/* The flush; `periodic` skips tensors waiting out a backoff, `who` (-1: no
- * one) is the uid whose failed names go to out->mine (0: every name). */
-static int flush(struct daemon *d, uint64_t max_tensors, uint64_t max_bytes, bool periodic,
-		 int64_t who, struct checkpoint_result *ret, char *err, size_t err_len)
+/* Remove the files of deleted tensors (before any write: a name deleted
+ * and created again must not lose its new file to the old deletion). */
+static void remove_deleted(struct daemon *d, struct checkpoint_result *out)
 {
-	struct checkpoint_result out = { 0 };
 	char name[TDP_MAX_NAME_LEN + 1];
-	int64_t t0 = daemon_now_ns(CLOCK_MONOTONIC);
-	uint64_t ndirty, dirty_bytes, ndeleted;
-	struct tensor *t;
 	size_t len;
 	int c;
 
-	if (!d->persist)
-		return tdp_errorf(err, err_len, -ENOTCONN, "persistence is off");
 	if (store_take_lost_deletions(d->store) && (c = persist_reconcile(d->persist, d->store)) < 0)
 		log_error("checkpoint: cannot remove the files of deleted tensors: %s", strerror(-c));
 	while ((len = store_take_deleted(d->store, name)) > 0) {
@@ -104,8 +97,45 @@ static int flush(struct daemon *d, uint64_t max_tensors, uint64_t max_bytes, boo
 		if (c < 0)
 			log_error("checkpoint: cannot remove the file of '%s': %s", name, strerror(-c));
 		else
-			out.removed++;
+			out->removed++;
 	}
+}
+
+int checkpoint_tensor_now(struct daemon *d, struct tensor *t)
+{
+	struct checkpoint_result out = { 0 };
+	char why[TDP_MAX_ERROR_MESSAGE];
+	int r;
+
+	if (!d->persist || !t->dirty)
+		return 0;
+	remove_deleted(d, &out);
+	r = persist_write(d->persist, d, t, why, sizeof(why));
+	if (r == 0 && (r = persist_commit(d->persist)) < 0)
+		snprintf(why, sizeof(why), "fsync of the checkpoint directory: %s", strerror(-r));
+	if (r < 0) {
+		log_error("checkpoint: cannot write '%s' now (it stays dirty): %s", t->name, why);
+		return r;
+	}
+	t->ckpt_failures = 0;
+	store_mark_clean(d->store, t);
+	return 0;
+}
+
+/* The flush; `periodic` skips tensors waiting out a backoff, `who` (-1: no
+ * one) is the uid whose failed names go to out->mine (0: every name). */
+static int flush(struct daemon *d, uint64_t max_tensors, uint64_t max_bytes, bool periodic,
+		 int64_t who, struct checkpoint_result *ret, char *err, size_t err_len)
+{
+	struct checkpoint_result out = { 0 };
+	int64_t t0 = daemon_now_ns(CLOCK_MONOTONIC);
+	uint64_t ndirty, dirty_bytes, ndeleted;
+	struct tensor *t;
+	int c;
+
+	if (!d->persist)
+		return tdp_errorf(err, err_len, -ENOTCONN, "persistence is off");
+	remove_deleted(d, &out);
 	/* Each dirty tensor is tried at most once: a failed one goes to the
 	 * back, so one that cannot be written never holds up the others. */
 	store_dirty_totals(d->store, &ndirty, &dirty_bytes, &ndeleted);

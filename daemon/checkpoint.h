@@ -10,6 +10,7 @@
 struct daemon;
 struct request;
 struct checkpoint;
+struct tensor;
 
 /* What one flush did. */
 struct checkpoint_result {
@@ -45,6 +46,13 @@ void checkpoint_free(struct checkpoint *c);
  * directory itself failed. */
 int checkpoint_flush(struct daemon *d, uint64_t max_tensors, uint64_t max_bytes,
 		     struct checkpoint_result *ret, char *err, size_t err_len);
+
+/* Write `t` (in the store, dirty) to its file now and make it durable, after
+ * removing the files of deleted tensors: for changes that must not wait for
+ * the next checkpoint (a tensor.chmod that revokes access). A failure is
+ * logged and leaves `t` dirty. Returns 0 (also when persistence is off or
+ * `t` is clean) or -errno. */
+int checkpoint_tensor_now(struct daemon *d, struct tensor *t);
 
 /* Count a failed write of `what` ("tensor", "model") `name` owned by `owner`
  * in `acc`, and list it in acc->mine when `who` is its owner or 0 (root);

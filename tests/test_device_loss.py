@@ -280,16 +280,19 @@ def as_user(uid, fn):
 
 def test_loss_keeps_revocations():
     """Another user's forced device loss rolls data back to its checkpoint
-    but never widens access: a tensor its owner made private (and overwrote)
-    since the checkpoint stays private, a chmod alone is kept, and older data
-    whose live mode is wider comes back no wider than its checkpoint; the
-    rolled-back names are in last_reset."""
+    but never widens access. tensor.chmod writes its checkpoint at once, so
+    to have checkpoints older and wider than the live tensors, the new data
+    is too large to be written (TENSORD_FAULT_CHECKPOINT_BYTES): a tensor its
+    owner overwrote and made private since the checkpoint stays private, and
+    older data whose live mode is wider comes back no wider than its
+    checkpoint; the rolled-back names are in last_reset."""
     if os.geteuid() != 0:
         print("skipped: needs root to switch users")
         return
     state = tempfile.mkdtemp(prefix="tensord-devloss-", dir="/tmp")
     old = np.arange(4, dtype=np.float32)
-    new = old + 100
+    new = np.arange(64, dtype=np.float32) + 100    # 256 bytes: never written
+    os.environ["TENSORD_FAULT_CHECKPOINT_BYTES"] = "128"
     try:
         d = start(40, ["--state-dir", state])
         try:
@@ -303,7 +306,8 @@ def test_loss_keeps_revocations():
                     c.call("tensor.chmod", {"name": "v/revoked", "mode": "world-read"})
                     c.call("tensor.chmod", {"name": "v/chmod", "mode": "world-read"})
                     c.call("store.sync", {})
-                    # Revoked and overwritten; revoked only; new public data.
+                    # Revoked and overwritten; revoked only (written at once, so
+                    # not rolled back); new public data.
                     put(c, "v/revoked", new)
                     c.call("tensor.chmod", {"name": "v/revoked", "mode": "private"})
                     c.call("tensor.chmod", {"name": "v/chmod", "mode": "private"})
@@ -318,8 +322,6 @@ def test_loss_keeps_revocations():
                 run_until_lost(c, a, a)
                 info = c.call("info")
                 assert info["device_resets"] == 1, info
-                lost = sorted(info["last_reset"]["lost"])
-                assert lost == ["v/chmod", "v/revoked", "v/widened"], info["last_reset"]
 
             def other_reads():
                 with d.client() as c:
@@ -330,6 +332,8 @@ def test_loss_keeps_revocations():
                     return out
             got = as_user(OTHER, other_reads)
             assert got == {n: "PERMISSION_DENIED" for n in got}, got
+            lost = sorted(info["last_reset"]["lost"])
+            assert lost == ["v/revoked", "v/widened"], info["last_reset"]
 
             def victim_reads():
                 with d.client() as c:
@@ -355,6 +359,7 @@ def test_loss_keeps_revocations():
         finally:
             d.stop()
     finally:
+        del os.environ["TENSORD_FAULT_CHECKPOINT_BYTES"]
         shutil.rmtree(state, ignore_errors=True)
 
 
