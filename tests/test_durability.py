@@ -644,6 +644,50 @@ def test_chmod_is_durable_at_once():
     finally:
         st.cleanup()
 
+def full_disk_scenario(mnt):
+    """Run in a private mount namespace with a 1 MiB tmpfs at `mnt`."""
+    state = os.path.join(mnt, "state")
+    small = np.arange(4, dtype=np.float32).tobytes()
+    d = Daemon(["--state-dir", state]).start()
+    with d.client() as c:
+        put(c, "big", "u8", [2 << 20], bytes(2 << 20))      # larger than the disk
+        put(c, "ok", "f32", [4], small)
+        e, _ = c.call_full("store.sync", {})
+        assert e and e["name"] == "UNAVAILABLE", e
+        assert "'big'" in e["message"] and "No space left" in e["message"], e
+        files = os.listdir(os.path.join(state, "tensors"))
+        assert files == [encode_name("ok")], files               # no temporary file left
+    stop_log(d)
+    d = Daemon(["--state-dir", state]).start()
+    with d.client() as c:
+        assert [t["name"] for t in c.call("tensor.list", {})["tensors"]] == ["ok"]
+        assert c.call("tensor.get", {"name": "ok"})["data"] == small
+    d.stop()
+
+
+def test_real_full_disk():
+    """On a really full disk (a 1 MiB tmpfs in a private mount namespace; needs
+    root): the tensor that does not fit is the caller's UNAVAILABLE, the
+    others are written and restored."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        print("skipped: needs root and unshare")
+        return
+    tmp = tempfile.mkdtemp(prefix="tensord-full-", dir="/tmp")
+    try:
+        mnt = os.path.join(tmp, "mnt")
+        os.mkdir(mnt, 0o700)
+        script = 'mount -t tmpfs -o size=1m,mode=0700 tmpfs "$1" || exit 77; exec "$2" "$3" --full-disk "$1"'
+        p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
+                            mnt, sys.executable, os.path.abspath(__file__)],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+        out = p.stdout.decode(errors="replace")
+        if p.returncode == 77:
+            print("skipped: cannot mount a tmpfs here\n" + out)
+            return
+        assert p.returncode == 0, out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
 
 def state_dir_refused(state, why):
     """tensord must exit non-zero at start-up naming `why`."""
@@ -746,4 +790,7 @@ def main():
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--full-disk":
+        full_disk_scenario(sys.argv[2])
+        sys.exit(0)
     sys.exit(main())
