@@ -17,7 +17,7 @@ import numpy as np
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from daemon import Daemon, RPCError  # noqa: E402
+from daemon import Daemon, RPCError, as_user  # noqa: E402
 
 RNG = np.random.default_rng(11)
 FAULT = "TENSORD_FAULT_DEVICE_LOST"
@@ -242,40 +242,6 @@ def test_bad_switch_values():
 
 VICTIM = 65533
 OTHER = 65532
-
-
-def as_user(uid, fn):
-    """Run fn() in a child running as `uid`; returns what it returns
-    (picklable), re-raises its failure."""
-    import pickle
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-            res = ("ok", fn())
-        except BaseException as e:  # noqa: B902 - everything goes back to the parent
-            res = ("err", "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc()))
-        data = pickle.dumps(res)
-        while data:
-            data = data[os.write(w, data):]
-        os._exit(0)
-    os.close(w)
-    chunks = []
-    while True:
-        chunk = os.read(r, 1 << 16)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(r)
-    os.waitpid(pid, 0)
-    kind, val = pickle.loads(b"".join(chunks))
-    if kind == "err":
-        raise AssertionError("as uid %d: %s" % (uid, val))
-    return val
 
 
 def test_loss_keeps_revocations():
