@@ -5,6 +5,7 @@ before a completed store.sync, damaged files are reported and skipped, and
 the files are plain safetensors that the independent parser below reads.
 
 Run with /usr/bin/python3 and TENSORD_BIN set (meson test durability)."""
+import hashlib
 import json
 import os
 import shutil
@@ -537,6 +538,15 @@ def test_kernel_run_is_durable():
         st.cleanup()
 
 
+def rule_file(name, suffix):
+    """docs/durability.md: the encoded name when it leaves room for a 16-byte
+    temporary suffix within NAME_MAX, else %H and the SHA-256 of the name."""
+    enc = encode_name(name)[:-len(".safetensors")]
+    if len(enc) + len(suffix) + 16 <= 255:
+        return enc + suffix
+    return "%H" + hashlib.sha256(name.encode()).hexdigest() + suffix
+
+
 def long_name(n, ch="/"):
     """A valid n-byte name whose encoded file name is far over NAME_MAX."""
     return ("a" + ch * n)[:n - 1] + "z"
@@ -546,7 +556,6 @@ def test_long_names_checkpoint_and_restore():
     """Names whose encoding is over NAME_MAX get a bounded file name (%H and
     the SHA-256 of the name, the name inside); they, a long model name and
     everybody else's tensors are written and come back."""
-    import hashlib
     st = State()
     try:
         names = [long_name(84), long_name(255), long_name(255, ":"), "x" * 255, "y" * 200]
@@ -564,16 +573,21 @@ def test_long_names_checkpoint_and_restore():
             assert res["written"] == len(names) + 3 and res["models"] == 1, res
             assert res["failed"] == 0, res
         kill9(d)
-        files = sorted(os.listdir(st.tensors()))
-        assert all(len(f) <= 255 for f in files), files
-        for n in names[:3]:
-            f = "%H" + hashlib.sha256(n.encode()).hexdigest() + ".safetensors"
-            assert f in files, (n, files)
-            hdr, buf = read_safetensors(os.path.join(st.tensors(), f))
-            assert hdr["__metadata__"]["tensord_name"] == n and n in hdr, hdr
-        assert encode_name("y" * 200) in files, files
-        mfile = "%H" + hashlib.sha256(model.encode()).hexdigest() + ".model"
-        assert mfile in os.listdir(os.path.join(st.state, "models")), "model file"
+        # Every file is named by the documented rule from the name inside it
+        # (whatever form the daemon gives its internal names), and within NAME_MAX.
+        inside = {}
+        for f in os.listdir(st.tensors()):
+            hdr, _ = read_safetensors(os.path.join(st.tensors(), f))
+            name = hdr["__metadata__"]["tensord_name"]
+            assert f == rule_file(name, ".safetensors") and len(f) <= 255, (f, name)
+            assert name in hdr, hdr
+            inside[name] = f
+        for n in names + ["small"]:
+            assert [k for k in inside if k == n or k.endswith("/" + n)], (n, inside)
+        hashed = [f for f in inside.values() if f.startswith("%H")]
+        assert len(hashed) == 4, inside      # three long names and "x" * 255
+        mfiles = os.listdir(os.path.join(st.state, "models"))
+        assert len(mfiles) == 1 and mfiles[0].startswith("%H") and len(mfiles[0]) <= 255, mfiles
         d = st.daemon()
         with d.client() as c:
             for n in names:
@@ -584,8 +598,8 @@ def test_long_names_checkpoint_and_restore():
             c.call("tensor.delete", {"name": names[0]})
             c.call("store.sync", {})
         d.stop()
-        assert not [f for f in os.listdir(st.tensors()) if f.startswith("%H" + hashlib.sha256(
-            names[0].encode()).hexdigest())], "the deleted long name's file stayed"
+        left = [f for f in os.listdir(st.tensors()) if f.startswith("%H")]
+        assert len(left) == 3, "the deleted long name's file stayed: %r" % left
     finally:
         st.cleanup()
 
