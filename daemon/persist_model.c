@@ -153,7 +153,7 @@ static int write_model(struct model_persist *mp, const struct model *m, char *er
 	for (int i = 0; i < 4; i++)
 		head[4 + i] = (uint8_t)(crc >> (8 * i));
 	errno = 0;
-	fd = openat(mp->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	fd = openat(mp->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0 || write(fd, head, 8) != 8 || write(fd, sb.data, sb.size) != (ssize_t)sb.size ||
 	    fsync(fd) < 0) {
 		r = tdp_errorf(err, err_len, errno ? -errno : -EIO, "model '%s': %s", m->name,
