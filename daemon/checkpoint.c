@@ -49,18 +49,47 @@ static void arm_interval(struct checkpoint *c)
 	arm(c, c->d->cfg.checkpoint_interval * 1000000000u);
 }
 
-int checkpoint_flush(struct daemon *d, uint64_t max_tensors, uint64_t max_bytes,
-		     struct checkpoint_result *ret, char *err, size_t err_len)
-{
-	struct checkpoint_result out = { 0 };
-	char name[TDP_MAX_NAME_LEN + 1];
-	int64_t t0 = daemon_now_ns(CLOCK_MONOTONIC);
-	struct tensor *t;
-	size_t len;
-	int r = 0, c;
+/* The longest wait before the timer retries a tensor whose write failed. */
+#define CHECKPOINT_BACKOFF_MAX_NS (3600 * 1000000000ll)
 
-	if (!d->persist)
-		return tdp_errorf(err, err_len, -ENOTCONN, "persistence is off");
+void checkpoint_note_failure(struct checkpoint_result *acc, int64_t who, uint32_t owner,
+			     const char *what, const char *name, const char *why)
+{
+	size_t n = strlen(acc->mine);
+
+	acc->failed++;
+	if (who < 0 || (who != 0 && (uint32_t)who != owner))
+		return;
+	acc->failed_mine++;
+	if (n + 8 < sizeof(acc->mine))
+		snprintf(acc->mine + n, sizeof(acc->mine) - n, "%s%s '%s' (%s)", n ? ", " : "", what,
+			 name, why);
+}
+
+/* After a failed write of `t`: to the back of the line, not retried by the
+ * timer for a while (the interval, doubling, at most an hour). */
+static void backoff(struct daemon *d, struct tensor *t)
+{
+	uint64_t base = (d->cfg.checkpoint_interval ? d->cfg.checkpoint_interval : 1) * 1000000000ull;
+	unsigned k = t->ckpt_failures < 12 ? t->ckpt_failures : 12;
+	int64_t wait = (int64_t)(base << k);
+
+	if (wait <= 0 || wait > CHECKPOINT_BACKOFF_MAX_NS)
+		wait = CHECKPOINT_BACKOFF_MAX_NS;
+	t->ckpt_failures++;
+	t->ckpt_retry_ns = daemon_now_ns(CLOCK_MONOTONIC) + wait;
+	store_mark_clean(d->store, t);
+	store_mark_dirty(d->store, t);
+}
+
+/* Remove the files of deleted tensors (before any write: a name deleted
+ * and created again must not lose its new file to the old deletion). */
+static void remove_deleted(struct daemon *d, struct checkpoint_result *out)
+{
+	char name[TDP_MAX_NAME_LEN + 1];
+	size_t len;
+	int c;
+
 	if (store_take_lost_deletions(d->store) && (c = persist_reconcile(d->persist, d->store)) < 0)
 		log_error("checkpoint: cannot remove the files of deleted tensors: %s", strerror(-c));
 	while ((len = store_take_deleted(d->store, name)) > 0) {
@@ -68,36 +97,87 @@ int checkpoint_flush(struct daemon *d, uint64_t max_tensors, uint64_t max_bytes,
 		if (c < 0)
 			log_error("checkpoint: cannot remove the file of '%s': %s", name, strerror(-c));
 		else
-			out.removed++;
+			out->removed++;
 	}
-	while ((t = store_first_dirty(d->store)) && (!max_tensors || out.written < max_tensors) &&
-	       (!max_bytes || out.bytes < max_bytes)) {
-		r = persist_write(d->persist, d, t, err, err_len);
-		if (r < 0) {
-			char why[TDP_MAX_ERROR_MESSAGE];
+}
 
-			snprintf(why, sizeof(why), "%s", err);
-			r = tdp_errorf(err, err_len, r, "writing '%s': %s", t->name, why);
+int checkpoint_tensor_now(struct daemon *d, struct tensor *t)
+{
+	struct checkpoint_result out = { 0 };
+	char why[TDP_MAX_ERROR_MESSAGE];
+	int r;
+
+	if (!d->persist || !t->dirty)
+		return 0;
+	remove_deleted(d, &out);
+	r = persist_write(d->persist, d, t, why, sizeof(why));
+	if (r == 0 && (r = persist_commit(d->persist)) < 0)
+		snprintf(why, sizeof(why), "fsync of the checkpoint directory: %s", strerror(-r));
+	if (r < 0) {
+		log_error("checkpoint: cannot write '%s' now (it stays dirty): %s", t->name, why);
+		return r;
+	}
+	t->ckpt_failures = 0;
+	store_mark_clean(d->store, t);
+	return 0;
+}
+
+/* The flush; `periodic` skips tensors waiting out a backoff, `who` (-1: no
+ * one) is the uid whose failed names go to out->mine (0: every name). */
+static int flush(struct daemon *d, uint64_t max_tensors, uint64_t max_bytes, bool periodic,
+		 int64_t who, struct checkpoint_result *ret, char *err, size_t err_len)
+{
+	struct checkpoint_result out = { 0 };
+	int64_t t0 = daemon_now_ns(CLOCK_MONOTONIC);
+	uint64_t ndirty, dirty_bytes, ndeleted;
+	struct tensor *t;
+	int c;
+
+	if (!d->persist)
+		return tdp_errorf(err, err_len, -ENOTCONN, "persistence is off");
+	remove_deleted(d, &out);
+	/* Each dirty tensor is tried at most once: a failed one goes to the
+	 * back, so one that cannot be written never holds up the others. */
+	store_dirty_totals(d->store, &ndirty, &dirty_bytes, &ndeleted);
+	for (uint64_t i = 0; i < ndirty && (t = store_first_dirty(d->store)); i++) {
+		char why[TDP_MAX_ERROR_MESSAGE];
+
+		if ((max_tensors && out.written >= max_tensors) || (max_bytes && out.bytes >= max_bytes)) {
+			out.more = true;
 			break;
 		}
+		if (periodic && t->ckpt_failures && t->ckpt_retry_ns > t0) {
+			store_mark_clean(d->store, t);
+			store_mark_dirty(d->store, t);
+			continue;
+		}
+		c = persist_write(d->persist, d, t, why, sizeof(why));
+		if (c < 0) {
+			log_error("checkpoint: cannot write '%s' (it stays dirty and is retried; the "
+				  "other tensors are written): %s", t->name, why);
+			checkpoint_note_failure(&out, who, t->owner, "tensor", t->name, why);
+			backoff(d, t);
+			continue;
+		}
+		t->ckpt_failures = 0;
 		store_mark_clean(d->store, t);
 		out.written++;
 		out.bytes += t->bytes;
 	}
 	c = persist_commit(d->persist);
-	if (c < 0 && r == 0)
-		r = tdp_errorf(err, err_len, c, "fsync of the checkpoint directory: %s", strerror(-c));
-	if (r == 0 && d->model_persist) {
-		uint64_t mw, mr;
-
-		r = model_persist_flush(d->model_persist, d, &mw, &mr, err, err_len);
-		out.models = r == 0 ? mw + mr : 0;
-	}
-	if (r < 0)
-		return r;
+	if (c < 0)
+		return tdp_errorf(err, err_len, c, "fsync of the checkpoint directory: %s", strerror(-c));
+	if (d->model_persist && (c = model_persist_flush(d->model_persist, d, who, &out, err, err_len)) < 0)
+		return c;
 	out.seconds = (double)(daemon_now_ns(CLOCK_MONOTONIC) - t0) / 1e9;
 	*ret = out;
 	return 0;
+}
+
+int checkpoint_flush(struct daemon *d, uint64_t max_tensors, uint64_t max_bytes,
+		     struct checkpoint_result *ret, char *err, size_t err_len)
+{
+	return flush(d, max_tensors, max_bytes, max_tensors || max_bytes, -1, ret, err, err_len);
 }
 
 static void on_timer(void *data, uint32_t events)
@@ -120,7 +200,10 @@ static void on_timer(void *data, uint32_t events)
 	if (res.written || res.removed || res.models)
 		log_debug("checkpoint: %" PRIu64 " tensors (%" PRIu64 " bytes) written, %" PRIu64
 			  " removed in %.3f s", res.written, res.bytes, res.removed, res.seconds);
-	if (store_first_dirty(c->d->store) && c->d->cfg.checkpoint_interval)
+	if (res.failed)
+		log_warning("checkpoint: %" PRIu64 " tensors or models could not be written (see above)",
+			    res.failed);
+	if (res.more && c->d->cfg.checkpoint_interval)
 		arm(c, CHECKPOINT_YIELD_NS);
 	else
 		arm_interval(c);
@@ -181,12 +264,18 @@ int method_store_sync(struct request *req)
 		return request_fail(req, TDP_FAILED_PRECONDITION,
 				    "persistence is off: start tensord with --state-dir (or state_dir in "
 				    "its config) and persist not 'no'");
-	r = checkpoint_flush(req->d, 0, 0, &res, err, sizeof(err));
-	if (r < 0) {
-		return request_fail(req, r == -ENOSPC || r == -EDQUOT ? TDP_RESOURCE_EXHAUSTED : TDP_UNAVAILABLE,
-				    "%s", err);
-	}
-	if (tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 5) ||
+	r = flush(req->d, 0, 0, false, req->cred.uid, &res, err, sizeof(err));
+	if (r < 0)
+		return request_fail(req, TDP_UNAVAILABLE, "%s", err);
+	/* The caller's own failures are its error; another user's are only
+	 * counted (their names are that user's business). */
+	if (res.failed_mine)
+		return request_fail(req, TDP_UNAVAILABLE,
+				    "store.sync: %" PRIu64 " of your tensors or models could not be "
+				    "written (they stay dirty and are retried; the rest were written): %s",
+				    res.failed_mine, res.mine);
+	if (tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 6) ||
+	    tdp_pack_cstr(pk, "failed") || msgpack_pack_uint64(pk, res.failed) ||
 	    tdp_pack_cstr(pk, "written") || msgpack_pack_uint64(pk, res.written) ||
 	    tdp_pack_cstr(pk, "bytes") || msgpack_pack_uint64(pk, res.bytes) ||
 	    tdp_pack_cstr(pk, "removed") || msgpack_pack_uint64(pk, res.removed) ||

@@ -2,24 +2,39 @@
 #include "devices.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "daemon.h"
 #include "log.h"
+#include "persist_file.h"
 #include "request.h"
 #include "status.h"
 #include "store.h"
 
-/* <state-dir>/pipeline-cache.bin for device 0, pipeline-cache.ID.bin after. */
+/* <state-dir>/pipeline-cache.bin for device 0, pipeline-cache.ID.bin after;
+ * NULL (no cache) when the state directory is not safe: another user could
+ * plant a cache for the driver, a FIFO, or a link the daemon would write
+ * through (docs/durability.md, "The state directory must be safe"). */
 static char *cache_path(const struct daemon *d, uint32_t id)
 {
-	char *p = NULL;
-	int n = id == 0 ? asprintf(&p, "%s/pipeline-cache.bin", d->cfg.state_dir) :
-			  asprintf(&p, "%s/pipeline-cache.%u.bin", d->cfg.state_dir, id);
+	char *p = NULL, err[512];
+	int n, fd = open(d->cfg.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
+	if (fd < 0)
+		return NULL;
+	n = persist_dir_check(fd, d->cfg.state_dir, err, sizeof(err));
+	close(fd);
+	if (n < 0) {
+		log_warning("no pipeline cache: %s", err);
+		return NULL;
+	}
+	n = id == 0 ? asprintf(&p, "%s/pipeline-cache.bin", d->cfg.state_dir) :
+		      asprintf(&p, "%s/pipeline-cache.%u.bin", d->cfg.state_dir, id);
 	return n < 0 ? NULL : p;
 }
 

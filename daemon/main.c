@@ -382,7 +382,7 @@ int main(int argc, char **argv)
 		log_error("cannot set up systemd notification: %s", strerror(-r));
 		goto out;
 	}
-	if (mkdir(d.cfg.state_dir, 0750) < 0 && errno != EEXIST)
+	if (mkdir(d.cfg.state_dir, 0700) < 0 && errno != EEXIST)
 		log_info("cannot create state directory %s: %s", d.cfg.state_dir, strerror(errno));
 
 	if (devices_open(&d) < 0)

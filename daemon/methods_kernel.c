@@ -347,6 +347,8 @@ int method_kernel_run(struct request *req)
 		if (!k->info.bindings[i].readonly) {
 			t[i]->modified_ns = now;
 			t[i]->version++;
+			/* Durable like any write (docs/durability.md). */
+			store_mark_dirty(d->store, t[i]);
 		}
 	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 3) ||
 	    tdp_pack_cstr(req->pk, "name") || tdp_pack_cstr(req->pk, name) ||

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "checkpoint.h"
 #include "daemon.h"
 #include "devices.h"
 #include "dtype.h"
@@ -382,6 +383,9 @@ int method_tensor_chmod(struct request *req)
 	if (p[2].value)
 		t->group = (uint32_t)group;
 	store_mark_dirty(req->d->store, t);
+	/* Durable at once, so a crash or a device loss never brings back the
+	 * access it may revoke (docs/durability.md). */
+	checkpoint_tensor_now(req->d, t);
 	return tensor_write_meta_result(req, t);
 }
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 #include "log.h"
 #include "mode.h"
 #include "name.h"
+#include "persist_file.h"
 #include "safetensors.h"
 #include "store.h"
 
@@ -31,16 +33,6 @@
 #define PERSIST_SUFFIX ".safetensors"
 #define PERSIST_SUFFIX_LEN (sizeof(PERSIST_SUFFIX) - 1)
 
-/* The tensor name of checkpoint file `file`, into `name`; its length or -EINVAL. */
-static int name_of_file(const char *file, char *name)
-{
-	size_t n = strlen(file);
-
-	if (n <= PERSIST_SUFFIX_LEN || strcmp(file + n - PERSIST_SUFFIX_LEN, PERSIST_SUFFIX) != 0)
-		return -EINVAL;
-	return tdp_name_from_file(file, n - PERSIST_SUFFIX_LEN, name);
-}
-
 struct persist {
 	char dir[PATH_MAX];
 	int dirfd;
@@ -49,17 +41,36 @@ struct persist {
 int persist_open_subdir(const char *state_dir, const char *sub, char *path, size_t path_len,
 			int *ret_fd, char *err, size_t err_len)
 {
-	int fd;
+	int sfd, fd, r;
 
 	if ((size_t)snprintf(path, path_len, "%s/%s", state_dir, sub) >= path_len)
 		return tdp_errorf(err, err_len, -ENAMETOOLONG, "state directory path too long");
-	if (mkdir(state_dir, 0750) < 0 && errno != EEXIST)
+	if (mkdir(state_dir, 0700) < 0 && errno != EEXIST)
 		return tdp_errorf(err, err_len, -errno, "cannot create %s: %s", state_dir, strerror(errno));
-	if (mkdir(path, 0700) < 0 && errno != EEXIST)
-		return tdp_errorf(err, err_len, -errno, "cannot create %s: %s", path, strerror(errno));
-	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* The directory itself may be a link an administrator made; what it
+	 * leads to must be ours and closed to others (docs/durability.md). */
+	sfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (sfd < 0)
+		return tdp_errorf(err, err_len, -errno, "cannot open %s: %s", state_dir, strerror(errno));
+	if ((r = persist_dir_check(sfd, state_dir, err, err_len)) < 0) {
+		close(sfd);
+		return r;
+	}
+	if (mkdirat(sfd, sub, 0700) < 0 && errno != EEXIST) {
+		r = tdp_errorf(err, err_len, -errno, "cannot create %s: %s", path, strerror(errno));
+		close(sfd);
+		return r;
+	}
+	fd = openat(sfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	r = -errno;
+	close(sfd);
 	if (fd < 0)
-		return tdp_errorf(err, err_len, -errno, "cannot open %s: %s", path, strerror(errno));
+		return tdp_errorf(err, err_len, r, "cannot open %s: %s", path,
+				  r == -ELOOP || r == -ENOTDIR ? "not a directory (a link is not followed)" : strerror(-r));
+	if ((r = persist_dir_check(fd, path, err, err_len)) < 0) {
+		close(fd);
+		return r;
+	}
 	/* Every user's data: only the daemon reads the files. */
 	if (fchmod(fd, 0700) < 0)
 		log_warning("cannot make %s private: %s", path, strerror(errno));
@@ -99,14 +110,38 @@ int persist_commit(struct persist *p)
 
 static int file_path(const struct persist *p, const char *name, size_t len, char *path, size_t cap)
 {
-	char enc[TDP_NAME_FILE_MAX];
-	int n = tdp_name_to_file(name, len, enc, sizeof(enc));
+	char file[PERSIST_FILE_MAX];
+	int n = persist_file_name(name, len, PERSIST_SUFFIX, file);
 
 	if (n < 0)
 		return n;
-	if ((size_t)snprintf(path, cap, "%s/%s" PERSIST_SUFFIX, p->dir, enc) >= cap)
+	if ((size_t)snprintf(path, cap, "%s/%s", p->dir, file) >= cap)
 		return -ENAMETOOLONG;
 	return 0;
+}
+
+/* TENSORD_FAULT_CHECKPOINT_BYTES (docs/durability.md, "Fault injection"):
+ * a tensor of more bytes fails its checkpoint as on a full disk. */
+static uint64_t fault_bytes(void)
+{
+	static int read_env;
+	static uint64_t limit;
+
+	if (!read_env) {
+		const char *v = getenv("TENSORD_FAULT_CHECKPOINT_BYTES");
+		char *end;
+
+		read_env = 1;
+		if (v && *v) {
+			errno = 0;
+			limit = strtoull(v, &end, 10);
+			if (errno || *end || *v < '0' || *v > '9') {
+				log_warning("TENSORD_FAULT_CHECKPOINT_BYTES=%s is not a byte count: ignored", v);
+				limit = 0;
+			}
+		}
+	}
+	return limit;
 }
 
 int persist_write(struct persist *p, struct daemon *d, const struct tensor *t, char *err,
@@ -130,6 +165,9 @@ int persist_write(struct persist *p, struct daemon *d, const struct tensor *t, c
 	e.dtype = (enum st_dtype)dt;
 	if ((r = file_path(p, t->name, t->name_len, path, sizeof(path))) < 0)
 		return tdp_errorf(err, err_len, r, "no file name for the tensor");
+	if (fault_bytes() && t->bytes > fault_bytes())
+		return tdp_errorf(err, err_len, -ENOSPC, "%s (TENSORD_FAULT_CHECKPOINT_BYTES)",
+				  strerror(ENOSPC));
 	buf = malloc(t->bytes ? t->bytes : 1);
 	if (!buf)
 		return tdp_errorf(err, err_len, -ENOMEM, "out of memory for %" PRIu64 " bytes", t->bytes);
@@ -154,13 +192,12 @@ int persist_write(struct persist *p, struct daemon *d, const struct tensor *t, c
 
 int persist_remove(struct persist *p, const char *name, size_t len)
 {
-	char enc[TDP_NAME_FILE_MAX + PERSIST_SUFFIX_LEN];
-	int n = tdp_name_to_file(name, len, enc, TDP_NAME_FILE_MAX);
+	char file[PERSIST_FILE_MAX];
+	int n = persist_file_name(name, len, PERSIST_SUFFIX, file);
 
 	if (n < 0)
 		return n;
-	memcpy(enc + n, PERSIST_SUFFIX, PERSIST_SUFFIX_LEN + 1);
-	if (unlinkat(p->dirfd, enc, 0) < 0 && errno != ENOENT)
+	if (unlinkat(p->dirfd, file, 0) < 0 && errno != ENOENT)
 		return -errno;
 	return 0;
 }
@@ -253,20 +290,74 @@ static int check_file(const struct st_file *f, const char *name, size_t len, con
 	return 0;
 }
 
-/* Load one file into the store. Returns 1 when loaded, 0 when skipped. */
-static int restore_one(struct persist *p, struct daemon *d, const char *file, char *name, size_t len)
+/* Map file `file` of the directory (never following a link or waiting on a
+ * FIFO) and parse it into `f`. Returns 0 or -errno with the reason in `why`. */
+static int load_at(const struct persist *p, const char *file, struct st_file *f, char *why,
+		   size_t why_len)
+{
+	struct stat st;
+	void *base;
+	int r, fd = persist_file_open(p->dirfd, file, &st, why, why_len);
+
+	if (fd < 0)
+		return fd;
+	if (st.st_size < 8) {
+		close(fd);
+		return tdp_errorf(why, why_len, -EINVAL, "%lld bytes is too short", (long long)st.st_size);
+	}
+	base = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	r = -errno;
+	close(fd);
+	if (base == MAP_FAILED)
+		return tdp_errorf(why, why_len, r, "mmap: %s", strerror(-r));
+	r = st_parse(base, (size_t)st.st_size, f, why, why_len);
+	if (r < 0) {
+		munmap(base, (size_t)st.st_size);
+		return r;
+	}
+	f->base = base;
+	f->base_len = (size_t)st.st_size;
+	return 0;
+}
+
+/* The tensor name of parsed file `file` into `name` (from the file name, or
+ * for a hashed file name from the metadata, checked against the file
+ * name). Returns its length or -EINVAL. */
+static int name_in_file(const struct st_file *f, const char *file, char *name)
+{
+	int len = persist_file_parse(file, PERSIST_SUFFIX, name);
+	const char *inside = st_meta_get(f, "tensord_name");
+
+	if (len != -EAGAIN)
+		return len;
+	if (!inside || !tdp_name_valid(inside, strlen(inside)) || !persist_file_is_of(file, inside, PERSIST_SUFFIX))
+		return -EINVAL;
+	memcpy(name, inside, strlen(inside) + 1);
+	return (int)strlen(inside);
+}
+
+/* Load one file into the store (its tensor's name into `name`). Returns 1
+ * when loaded, 0 when skipped. */
+static int restore_one(struct persist *p, struct daemon *d, const char *file, char *name)
 {
 	char path[PATH_MAX + TDP_NAME_FILE_MAX + 16], why[256];
 	struct st_file f = { 0 };
 	struct tensor *t = NULL;
 	struct gpu_device *g;
 	uint64_t version, dev;
+	size_t len;
 	int r;
 
 	snprintf(path, sizeof(path), "%s/%s", p->dir, file);
-	r = st_load(path, &f, why, sizeof(why));
+	r = load_at(p, file, &f, why, sizeof(why));
 	if (r < 0)
 		goto skip;
+	r = name_in_file(&f, file, name);
+	if (r < 0) {
+		snprintf(why, sizeof(why), "the name inside does not match the file name");
+		goto skip;
+	}
+	len = (size_t)r;
 	t = calloc(1, sizeof(*t));
 	if (!t) {
 		snprintf(why, sizeof(why), "out of memory");
@@ -334,23 +425,23 @@ int persist_restore(struct persist *p, struct daemon *d, struct persist_restored
 
 		if (de->d_name[0] == '.')
 			continue;
-		len = name_of_file(de->d_name, name);
+		len = persist_file_parse(de->d_name, PERSIST_SUFFIX, name);
 		/* A write that never reached its rename. */
 		if (len < 0 && strstr(de->d_name, PERSIST_SUFFIX ".tmp-")) {
 			if (unlinkat(p->dirfd, de->d_name, 0) == 0)
 				log_info("removed the unfinished checkpoint %s/%s", p->dir, de->d_name);
 			continue;
 		}
-		if (len < 0) {
+		if (len < 0 && len != -EAGAIN) {
 			log_error("checkpoint %s/%s skipped: not the file name of a tensor", p->dir, de->d_name);
 			out.skipped++;
 			continue;
 		}
-		if (restore_one(p, d, de->d_name, name, (size_t)len)) {
+		if (restore_one(p, d, de->d_name, name)) {
 			struct tensor *t;
 
 			out.tensors++;
-			if (store_lookup(d->store, name, (size_t)len, &access_daemon, 0, &t, NULL) == 0)
+			if (store_lookup(d->store, name, strlen(name), &access_daemon, 0, &t, NULL) == 0)
 				out.bytes += t->bytes;
 		} else {
 			out.skipped++;
@@ -376,12 +467,21 @@ int persist_reconcile(struct persist *p, struct store *s)
 	}
 	rewinddir(dir);
 	while ((de = readdir(dir))) {
-		char name[TDP_MAX_NAME_LEN + 1];
+		char name[TDP_MAX_NAME_LEN + 1], why[128];
+		struct st_file f = { 0 };
 		struct tensor *t;
-		int len = name_of_file(de->d_name, name);
+		int len = persist_file_parse(de->d_name, PERSIST_SUFFIX, name);
 
-		if (de->d_name[0] == '.' || len < 0)
+		if (de->d_name[0] == '.' || (len < 0 && len != -EAGAIN))
 			continue;
+		/* A hashed file name: the name is inside. */
+		if (len == -EAGAIN) {
+			len = load_at(p, de->d_name, &f, why, sizeof(why)) < 0 ? -EINVAL :
+			      name_in_file(&f, de->d_name, name);
+			st_close(&f);
+			if (len < 0)
+				continue;
+		}
 		if (store_lookup(s, name, (size_t)len, &access_daemon, 0, &t, NULL) == -ENOENT &&
 		    unlinkat(p->dirfd, de->d_name, 0) < 0 && errno != ENOENT)
 			r = -errno;

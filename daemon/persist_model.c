@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "crc32c.h"
 #include "daemon.h"
 #include "errorf.h"
@@ -18,6 +19,7 @@
 #include "model.h"
 #include "name.h"
 #include "persist.h"
+#include "persist_file.h"
 #include "pack.h"
 #include "rpc.h"
 #include "scan.h"
@@ -66,15 +68,6 @@ void model_persist_free(struct model_persist *mp)
 	close(mp->dirfd);
 	free(mp->seen);
 	free(mp);
-}
-
-static int name_of_file(const char *file, char *name)
-{
-	size_t n = strlen(file);
-
-	if (n <= SUFFIX_LEN || strcmp(file + n - SUFFIX_LEN, SUFFIX) != 0)
-		return -EINVAL;
-	return tdp_name_from_file(file, n - SUFFIX_LEN, name);
 }
 
 static int cmp_written(const void *a, const void *b)
@@ -131,18 +124,17 @@ static bool was_written(const struct model_persist *mp, const struct model *m)
 
 static int write_model(struct model_persist *mp, const struct model *m, char *err, size_t err_len)
 {
-	char enc[TDP_NAME_FILE_MAX + SUFFIX_LEN], tmp[TDP_NAME_FILE_MAX + SUFFIX_LEN + 16];
+	char enc[PERSIST_FILE_MAX], tmp[PERSIST_FILE_MAX + 8];
 	msgpack_sbuffer sb;
 	msgpack_packer pk;
 	size_t dlen;
 	const void *def = model_definition(m, &dlen);
 	uint8_t head[8];
 	uint32_t crc;
-	int fd = -1, r, n = tdp_name_to_file(m->name, strlen(m->name), enc, TDP_NAME_FILE_MAX);
+	int fd = -1, r, n = persist_file_name(m->name, strlen(m->name), SUFFIX, enc);
 
 	if (n < 0)
-		return tdp_errorf(err, err_len, n, "model '%s': no file name", m->name);
-	memcpy(enc + n, SUFFIX, SUFFIX_LEN + 1);
+		return tdp_errorf(err, err_len, n, "no file name");
 	snprintf(tmp, sizeof(tmp), "%s.tmp", enc);
 	msgpack_sbuffer_init(&sb);
 	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
@@ -161,7 +153,7 @@ static int write_model(struct model_persist *mp, const struct model *m, char *er
 	for (int i = 0; i < 4; i++)
 		head[4 + i] = (uint8_t)(crc >> (8 * i));
 	errno = 0;
-	fd = openat(mp->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	fd = openat(mp->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0 || write(fd, head, 8) != 8 || write(fd, sb.data, sb.size) != (ssize_t)sb.size ||
 	    fsync(fd) < 0) {
 		r = tdp_errorf(err, err_len, errno ? -errno : -EIO, "model '%s': %s", m->name,
@@ -188,8 +180,8 @@ out:
 	return r;
 }
 
-int model_persist_flush(struct model_persist *mp, struct daemon *d, uint64_t *ret_written,
-			uint64_t *ret_removed, char *err, size_t err_len)
+int model_persist_flush(struct model_persist *mp, struct daemon *d, int64_t who,
+			struct checkpoint_result *acc, char *err, size_t err_len)
 {
 	struct model **list;
 	struct written *now;
@@ -202,28 +194,34 @@ int model_persist_flush(struct model_persist *mp, struct daemon *d, uint64_t *re
 	if (same(now, n, mp->seen, mp->nseen)) {
 		free(list);
 		free(now);
-		*ret_written = *ret_removed = 0;
 		return 0;
 	}
 	for (size_t i = 0; i < n; i++) {
+		char why[TDP_MAX_ERROR_MESSAGE];
+
 		if (was_written(mp, list[i]))
 			continue;
-		if ((r = write_model(mp, list[i], err, err_len)) < 0)
-			goto out;
+		if (write_model(mp, list[i], why, sizeof(why)) < 0) {
+			log_error("checkpoint: cannot write model '%s' (retried at the next flush; the "
+				  "others are written): %s", list[i]->name, why);
+			checkpoint_note_failure(acc, who, list[i]->owner, "model", list[i]->name, why);
+			/* Not written: a step no model has, so it differs next time. */
+			for (size_t k = 0; k < n; k++)
+				if (now[k].serial == list[i]->serial)
+					now[k].step = -1;
+			continue;
+		}
 		written++;
 	}
 	/* Remove the files of models deleted since (files skipped at start-up
 	 * stay for inspection). */
 	for (size_t i = 0; i < mp->nseen; i++) {
-		char enc[TDP_NAME_FILE_MAX + SUFFIX_LEN];
-		int k;
+		char enc[PERSIST_FILE_MAX];
 
 		if (models_find(d->models, mp->seen[i].name))
 			continue;
-		k = tdp_name_to_file(mp->seen[i].name, strlen(mp->seen[i].name), enc, TDP_NAME_FILE_MAX);
-		if (k < 0)
+		if (persist_file_name(mp->seen[i].name, strlen(mp->seen[i].name), SUFFIX, enc) < 0)
 			continue;
-		memcpy(enc + k, SUFFIX, SUFFIX_LEN + 1);
 		if (unlinkat(mp->dirfd, enc, 0) == 0)
 			removed++;
 		else if (errno != ENOENT)
@@ -237,8 +235,7 @@ int model_persist_flush(struct model_persist *mp, struct daemon *d, uint64_t *re
 	mp->seen = now;
 	mp->nseen = n;
 	now = NULL;
-	*ret_written = written;
-	*ret_removed = removed;
+	acc->models += written + removed;
 	r = 0;
 out:
 	free(list);
@@ -246,10 +243,28 @@ out:
 	return r;
 }
 
-/* Read and check one file into a new model. Returns 0 with *ret or -EINVAL
+/* For a hashed file name (`hashed`), copy the name inside map `o` into
+ * `name` when it is a valid name whose file name is `file`. Returns 0 or
+ * -EINVAL. */
+static int name_inside(const msgpack_object *o, const char *file, bool hashed, char *name)
+{
+	const msgpack_object *n = tdp_map_find(o, "name");
+
+	if (!hashed)
+		return 0;
+	if (!n || n->type != MSGPACK_OBJECT_STR || n->via.str.size > TDP_MAX_NAME_LEN ||
+	    !tdp_name_valid(n->via.str.ptr, n->via.str.size))
+		return -EINVAL;
+	memcpy(name, n->via.str.ptr, n->via.str.size);
+	name[n->via.str.size] = 0;
+	return persist_file_is_of(file, name, SUFFIX) ? 0 : -EINVAL;
+}
+
+/* Read and check one file into a new model; `name` holds its name, or with
+ * `hashed` receives it from inside the file. Returns 0 with *ret or -EINVAL
  * with the reason in `why`. */
-static int load_model(struct model_persist *mp, const char *file, const char *name, struct model **ret,
-		      char *why, size_t why_len)
+static int load_model(struct model_persist *mp, const char *file, char *name, bool hashed,
+		      struct model **ret, char *why, size_t why_len)
 {
 	static const struct tdp_scan_limits lim = { MAX_FILE, 32, 1u << 20 };
 	const msgpack_object *o, *def, *owner, *created, *modified, *step;
@@ -261,15 +276,15 @@ static int load_model(struct model_persist *mp, const char *file, const char *na
 	int64_t c_ns, m_ns, st;
 	uint32_t crc;
 	struct model *m = NULL;
-	int fd = openat(mp->dirfd, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), r;
+	int fd = persist_file_open(mp->dirfd, file, &stt, why, why_len), r;
 
 	msgpack_unpacked_init(&u);
 	msgpack_unpacked_init(&du);
 	if (fd < 0) {
-		r = tdp_errorf(why, why_len, -errno, "%s", strerror(errno));
+		r = fd;
 		goto out;
 	}
-	if (fstat(fd, &stt) < 0 || !S_ISREG(stt.st_mode) || stt.st_size < 9 || (size_t)stt.st_size > MAX_FILE) {
+	if (stt.st_size < 9 || (size_t)stt.st_size > MAX_FILE) {
 		r = tdp_errorf(why, why_len, -EINVAL, "not a model file of a plausible size");
 		goto out;
 	}
@@ -290,6 +305,10 @@ static int load_model(struct model_persist *mp, const char *file, const char *na
 		goto out;
 	}
 	o = &u.data;
+	if (o->type != MSGPACK_OBJECT_MAP || name_inside(o, file, hashed, name) < 0) {
+		r = tdp_errorf(why, why_len, -EINVAL, "the name inside does not match the file name");
+		goto out;
+	}
 	def = tdp_map_find(o, "definition");
 	owner = tdp_map_find(o, "owner");
 	created = tdp_map_find(o, "created_ns");
@@ -352,7 +371,9 @@ int model_persist_restore(struct model_persist *mp, struct daemon *d, uint64_t *
 
 		if (de->d_name[0] == '.')
 			continue;
-		if (name_of_file(de->d_name, name) < 0) {
+		int len = persist_file_parse(de->d_name, SUFFIX, name);
+
+		if (len < 0 && len != -EAGAIN) {
 			size_t n = strlen(de->d_name);
 
 			if (n > 4 && !strcmp(de->d_name + n - 4, ".tmp")) {
@@ -364,7 +385,7 @@ int model_persist_restore(struct model_persist *mp, struct daemon *d, uint64_t *
 			skipped++;
 			continue;
 		}
-		if (load_model(mp, de->d_name, name, &m, why, sizeof(why)) < 0) {
+		if (load_model(mp, de->d_name, name, len == -EAGAIN, &m, why, sizeof(why)) < 0) {
 			log_error("model checkpoint %s/%s skipped: %s", mp->dir, de->d_name, why);
 			skipped++;
 			continue;

@@ -9,6 +9,7 @@
 
 struct daemon;
 struct model_persist;
+struct checkpoint_result;
 
 /* Create (mode 0700) and open `state_dir`/models. Returns 0 with *ret, or
  * -errno with a message in `err`. */
@@ -23,7 +24,10 @@ int model_persist_restore(struct model_persist *mp, struct daemon *d, uint64_t *
 			  uint64_t *ret_skipped);
 
 /* When d->models changed since the last call: write the files of new or
- * changed models, remove those of deleted ones, fsync the directory.
- * Returns 0 with the counts, or -errno with a message in `err`. */
-int model_persist_flush(struct model_persist *mp, struct daemon *d, uint64_t *ret_written,
-			uint64_t *ret_removed, char *err, size_t err_len);
+ * changed models, remove those of deleted ones, fsync the directory. A
+ * model whose file cannot be written is logged, counted in `acc` (for `who`,
+ * as checkpoint_note_failure) and tried again at the next flush; the others
+ * are written. Adds the files written or removed to acc->models. Returns 0,
+ * or -errno with a message in `err` when the directory cannot be synced. */
+int model_persist_flush(struct model_persist *mp, struct daemon *d, int64_t who,
+			struct checkpoint_result *acc, char *err, size_t err_len);

@@ -20,6 +20,7 @@
 #include "kernel.h"
 #include "log.h"
 #include "loop.h"
+#include "mode.h"
 #include "model.h"
 #include "pack.h"
 #include "persist.h"
@@ -42,23 +43,44 @@ static void note_lost(void *data, struct tensor *t)
 {
 	struct daemon *d = data;
 	struct recovery *rc = of(d);
-	char *name;
+	struct recover_pending *e;
 
 	if (d->persist && !t->dirty)
 		return;
 	rc->pending_count++;
 	if (rc->npending == rc->cappending) {
 		size_t cap = rc->cappending ? 2 * rc->cappending : 16;
-		char **n = realloc(rc->pending, cap * sizeof(*n));
+		struct recover_pending *n = realloc(rc->pending, cap * sizeof(*n));
 
 		if (!n)
 			return;
 		rc->pending = n;
 		rc->cappending = cap;
 	}
-	name = strdup(t->name);
-	if (name)
-		rc->pending[rc->npending++] = name;
+	e = &rc->pending[rc->npending];
+	*e = (struct recover_pending){ .owner = t->owner, .group = t->group, .mode = t->mode,
+				       .version = t->version };
+	e->name = strdup(t->name);
+	if (e->name)
+		rc->npending++;
+}
+
+/* The checkpoint of `t` is older than the live tensor `live` was: never give
+ * it more access than the live one had (its owner may have revoked access
+ * since, docs/security.md). Same data (version): the live metadata as it
+ * was; older data: the live group, and only the modes both allowed (group
+ * bits only when the group is the same). */
+static void apply_live_meta(struct tensor *t, const struct recover_pending *live)
+{
+	uint32_t mode = live->mode, group = live->group;
+
+	if (t->version != live->version) {
+		mode &= t->mode;
+		if (t->group != live->group)
+			mode &= ~(uint32_t)(TDP_MODE_GROUP_READ | TDP_MODE_GROUP_WRITE);
+	}
+	t->mode = mode;
+	t->group = group;
 }
 
 /* Deletions need no device: make them durable now, so that the restore does
@@ -122,20 +144,36 @@ static void report(struct daemon *d, bool persisted)
 	store_totals(d->store, &count, &bytes);
 	rc->nlost = 0;
 	for (size_t i = 0; i < rc->npending; i++) {
-		const char *name = rc->pending[i];
+		const char *name = rc->pending[i].name;
 		struct tensor *t;
 
-		if (!persisted)
+		if (!persisted) {
 			log_warning("device recovery: tensor '%s' lost (no state directory)", name);
-		else if (store_lookup(d->store, name, strlen(name), &access_daemon, 0, &t, NULL) == 0)
+		} else if (store_lookup(d->store, name, strlen(name), &access_daemon, 0, &t, NULL) == 0 &&
+			   t->owner != rc->pending[i].owner) {
+			/* Cannot be (a deletion's file goes first), but never serve one
+			 * user's old data as another's. */
+			store_delete(d->store, name, strlen(name));
+			log_warning("device recovery: tensor '%s' lost: its checkpoint has another owner", name);
+		} else if (store_lookup(d->store, name, strlen(name), &access_daemon, 0, &t, NULL) == 0) {
+			char mode[TDP_MODE_TEXT_MAX], live[TDP_MODE_TEXT_MAX];
+
+			/* Its metadata may differ from the file now: write it. */
+			apply_live_meta(t, &rc->pending[i]);
+			store_mark_dirty(d->store, t);
 			log_warning("device recovery: tensor '%s' rolled back to its checkpoint (version %llu): "
-				    "later changes are lost", name, (unsigned long long)t->version);
-		else
+				    "later changes are lost; owner %u, group %u, mode %s%s%s%s", name,
+				    (unsigned long long)t->version, t->owner, t->group,
+				    tdp_mode_format(t->mode, mode),
+				    t->mode == rc->pending[i].mode ? " as it was live" : " (live: ",
+				    t->mode == rc->pending[i].mode ? "" : tdp_mode_format(rc->pending[i].mode, live),
+				    t->mode == rc->pending[i].mode ? "" : "; narrowed, the data is older)");
+		} else
 			log_warning("device recovery: tensor '%s' lost: created or replaced since its "
 				    "last checkpoint", name);
 		if (rc->nlost < RECOVER_MAX_LOST_NAMES)
 			snprintf(rc->lost[rc->nlost++], sizeof(rc->lost[0]), "%s", name);
-		free(rc->pending[i]);
+		free(rc->pending[i].name);
 	}
 	rc->npending = 0;
 	rc->resets++;
@@ -250,7 +288,7 @@ void recover_fini(struct daemon *d)
 		return;
 	loop_remove_after(d->loop, after_batch, d);
 	for (size_t i = 0; i < rc->npending; i++)
-		free(rc->pending[i]);
+		free(rc->pending[i].name);
 	free(rc->pending);
 	free(rc);
 	d->recovery = NULL;

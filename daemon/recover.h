@@ -14,6 +14,14 @@ struct daemon;
 
 /* Names info's last_reset.lost lists; the log names every one. */
 #define RECOVER_MAX_LOST_NAMES 64
+/* A tensor changed since its checkpoint, as it was live when the device was
+ * lost: a restored (older) copy gets no more access than this allowed. */
+struct recover_pending {
+	char *name;
+	uint32_t owner, group, mode;
+	uint64_t version;
+};
+
 /* What recover.c keeps; info reports the last reset (docs/protocol.md). */
 struct recovery {
 	uint64_t resets;
@@ -31,7 +39,7 @@ struct recovery {
 	int64_t runaway_ns;         /* CLOCK_MONOTONIC when that wait began */
 	bool dropped;               /* device state released, new device not yet open */
 	int64_t start_ns, retry_ns; /* CLOCK_MONOTONIC */
-	char **pending;             /* names of tensors lost or rolled back */
+	struct recover_pending *pending; /* tensors lost or rolled back */
 	size_t npending, cappending;
 	uint64_t pending_count;     /* npending, plus those not kept for memory */
 	uint64_t pending_jobs;

@@ -31,6 +31,8 @@ struct tensor {
 	/* docs/durability.md: changed since its checkpoint file was written */
 	bool dirty;
 	struct tensor *dirty_prev, *dirty_next;
+	uint32_t ckpt_failures;     /* checkpoint writes failed in a row */
+	int64_t ckpt_retry_ns;      /* CLOCK_MONOTONIC: the timer retries it after */
 };
 
 /* Called when the store drops a tensor, to free its device memory. */

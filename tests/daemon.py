@@ -5,6 +5,7 @@ from $TENSORD_BIN; it serves on a socket in a fresh temporary directory, its
 output goes to a log file there, printed when something goes wrong.
 """
 import os
+import pickle
 import shutil
 import signal
 import socket
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
 import msgpack
 
@@ -243,3 +245,37 @@ class Client:
         if error is not None:
             raise RPCError(error)
         return result
+
+
+def as_user(uid, fn):
+    """Run fn() in a forked child running as `uid` (gid `uid`, no
+    supplementary groups; needs root); returns what it returns (picklable),
+    re-raises its failure as AssertionError."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            res = ("ok", fn())
+        except BaseException as e:  # noqa: B902 - everything goes back to the parent
+            res = ("err", "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc()))
+        data = pickle.dumps(res)
+        while data:
+            data = data[os.write(w, data):]
+        os._exit(0)
+    os.close(w)
+    chunks = []
+    while True:
+        chunk = os.read(r, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(r)
+    os.waitpid(pid, 0)
+    kind, val = pickle.loads(b"".join(chunks))
+    if kind == "err":
+        raise AssertionError("as uid %d: %s" % (uid, val))
+    return val

@@ -17,7 +17,7 @@ import numpy as np
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from daemon import Daemon, RPCError  # noqa: E402
+from daemon import Daemon, RPCError, as_user  # noqa: E402
 
 RNG = np.random.default_rng(11)
 FAULT = "TENSORD_FAULT_DEVICE_LOST"
@@ -240,6 +240,94 @@ def test_bad_switch_values():
             c.close()
         finally:
             d.stop()
+
+VICTIM = 65533
+OTHER = 65532
+
+
+def test_loss_keeps_revocations():
+    """Another user's forced device loss rolls data back to its checkpoint
+    but never widens access. tensor.chmod writes its checkpoint at once, so
+    to have checkpoints older and wider than the live tensors, the new data
+    is too large to be written (TENSORD_FAULT_CHECKPOINT_BYTES): a tensor its
+    owner overwrote and made private since the checkpoint stays private, and
+    older data whose live mode is wider comes back no wider than its
+    checkpoint; the rolled-back names are in last_reset."""
+    if os.geteuid() != 0:
+        print("skipped: needs root to switch users")
+        return
+    state = tempfile.mkdtemp(prefix="tensord-devloss-", dir="/tmp")
+    old = np.arange(4, dtype=np.float32)
+    new = np.arange(64, dtype=np.float32) + 100    # 256 bytes: never written
+    os.environ["TENSORD_FAULT_CHECKPOINT_BYTES"] = "128"
+    try:
+        d = start(40, ["--state-dir", state])
+        try:
+            os.chmod(d.dir, 0o755)
+            os.chmod(d.sock, 0o666)
+
+            def victim_setup():
+                with d.client() as c:
+                    for n in ("v/revoked", "v/chmod", "v/widened"):
+                        put(c, n, old)
+                    c.call("tensor.chmod", {"name": "v/revoked", "mode": "world-read"})
+                    c.call("tensor.chmod", {"name": "v/chmod", "mode": "world-read"})
+                    c.call("store.sync", {})
+                    # Revoked and overwritten; revoked only (written at once, so
+                    # not rolled back); new public data.
+                    put(c, "v/revoked", new)
+                    c.call("tensor.chmod", {"name": "v/revoked", "mode": "private"})
+                    c.call("tensor.chmod", {"name": "v/chmod", "mode": "private"})
+                    put(c, "v/widened", new)
+                    c.call("tensor.chmod", {"name": "v/widened", "mode": "world-read"})
+            a = RNG.standard_normal((4, 4)).astype(np.float32)
+            with d.client() as c:
+                put(c, "a", a)
+                put(c, "b", a)
+            as_user(VICTIM, victim_setup)
+            with d.client() as c:
+                run_until_lost(c, a, a)
+                info = c.call("info")
+                assert info["device_resets"] == 1, info
+
+            def other_reads():
+                with d.client() as c:
+                    out = {}
+                    for n in ("v/revoked", "v/chmod", "v/widened"):
+                        e, r = c.call_full("tensor.get", {"name": n})
+                        out[n] = e["name"] if e else r["data"]
+                    return out
+            got = as_user(OTHER, other_reads)
+            assert got == {n: "PERMISSION_DENIED" for n in got}, got
+            lost = sorted(info["last_reset"]["lost"])
+            assert lost == ["v/revoked", "v/widened"], info["last_reset"]
+
+            def victim_reads():
+                with d.client() as c:
+                    out = {}
+                    for n in ("v/revoked", "v/chmod", "v/widened"):
+                        st = c.call("tensor.stat", {"name": n})
+                        out[n] = (st["mode"], get(c, n).tobytes())
+                    return out
+            got = as_user(VICTIM, victim_reads)
+            assert got["v/revoked"] == ("private", old.tobytes()), got
+            assert got["v/chmod"] == ("private", old.tobytes()), got
+            assert got["v/widened"] == ("private", old.tobytes()), got
+            # The restored metadata reaches the checkpoint: a restart keeps it.
+            with d.client() as c:
+                c.call("store.sync", {})
+        finally:
+            d.stop()
+        d = Daemon(["--state-dir", state]).start()
+        try:
+            with d.client() as c:
+                for n in ("v/revoked", "v/chmod", "v/widened"):
+                    assert c.call("tensor.stat", {"name": n})["mode"] == "private", n
+        finally:
+            d.stop()
+    finally:
+        del os.environ["TENSORD_FAULT_CHECKPOINT_BYTES"]
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def main():
