@@ -12,6 +12,7 @@
 #include "daemon.h"
 #include "errorf.h"
 #include "log.h"
+#include "names.h"
 #include "loop.h"
 #include "pack.h"
 #include "params.h"
@@ -56,6 +57,7 @@ void checkpoint_note_failure(struct checkpoint_result *acc, int64_t who, uint32_
 			     const char *what, const char *name, const char *why)
 {
 	size_t n = strlen(acc->mine);
+	char shown[NAMES_SHOWN_MAX];
 
 	acc->failed++;
 	if (who < 0 || (who != 0 && (uint32_t)who != owner))
@@ -63,7 +65,7 @@ void checkpoint_note_failure(struct checkpoint_result *acc, int64_t who, uint32_
 	acc->failed_mine++;
 	if (n + 8 < sizeof(acc->mine))
 		snprintf(acc->mine + n, sizeof(acc->mine) - n, "%s%s '%s' (%s)", n ? ", " : "", what,
-			 name, why);
+			 names_show((uint32_t)who, name, shown), why);
 }
 
 /* After a failed write of `t`: to the back of the line, not retried by the
@@ -271,7 +273,7 @@ int method_store_sync(struct request *req)
 	 * counted (their names are that user's business). */
 	if (res.failed_mine)
 		return request_fail(req, TDP_UNAVAILABLE,
-				    "store.sync: %" PRIu64 " of your tensors or models could not be "
+				    "%" PRIu64 " of your tensors or models could not be "
 				    "written (they stay dirty and are retried; the rest were written): %s",
 				    res.failed_mine, res.mine);
 	if (tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 6) ||

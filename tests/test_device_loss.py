@@ -294,12 +294,12 @@ def test_loss_keeps_revocations():
                 with d.client() as c:
                     out = {}
                     for n in ("v/revoked", "v/chmod", "v/widened"):
-                        e, r = c.call_full("tensor.get", {"name": n})
+                        e, r = c.call_full("tensor.get", {"name": "~%d/%s" % (VICTIM, n)})
                         out[n] = e["name"] if e else r["data"]
                     return out
             got = as_user(OTHER, other_reads)
             assert got == {n: "PERMISSION_DENIED" for n in got}, got
-            lost = sorted(info["last_reset"]["lost"])
+            lost = sorted(n.split("/", 1)[1] for n in info["last_reset"]["lost"])
             assert lost == ["v/revoked", "v/widened"], info["last_reset"]
 
             def victim_reads():
@@ -322,6 +322,7 @@ def test_loss_keeps_revocations():
         try:
             with d.client() as c:
                 for n in ("v/revoked", "v/chmod", "v/widened"):
+                    n = "~%d/%s" % (VICTIM, n)
                     assert c.call("tensor.stat", {"name": n})["mode"] == "private", n
         finally:
             d.stop()
