@@ -32,10 +32,17 @@ void config_defaults(struct config *c)
 	c->max_device_bytes = 0;
 	c->user_max_tensors = 0;
 	c->user_max_bytes = 0;
-	c->max_connections_per_user = 0;
+	c->max_connections_per_user = 64;
 	c->max_inflight = 64;
 	c->max_output_backlog = (uint64_t)8 << 20;
 	c->stall_timeout = 60;
+	c->input_timeout = 30;
+	c->max_input_bytes = (uint64_t)64 << 20;
+	c->user_max_buffer_bytes = (uint64_t)1536 << 20;
+	c->user_max_models = 64;
+	c->user_max_kernels = 16;
+	c->request_timeout_ms = 10000;
+	c->stop_timeout = 20;
 	c->kernel_group = -1;
 	c->kernel_timeout_ms = 10000;
 	c->persist = CONFIG_PERSIST_AUTO;
@@ -225,6 +232,20 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
 		r = parse_size(value, (uint64_t)64 << 10, (uint64_t)1 << 40, &c->max_output_backlog);
 	else if (!strcmp(key, "stall_timeout"))
 		r = parse_u64(value, 0, 86400, &c->stall_timeout);
+	else if (!strcmp(key, "input_timeout"))
+		r = parse_u64(value, 0, 86400, &c->input_timeout);
+	else if (!strcmp(key, "max_input_bytes"))
+		r = parse_size(value, (uint64_t)64 << 10, (uint64_t)1 << 40, &c->max_input_bytes);
+	else if (!strcmp(key, "user_max_buffer_bytes"))
+		r = parse_size(value, 0, (uint64_t)1 << 50, &c->user_max_buffer_bytes);
+	else if (!strcmp(key, "user_max_models"))
+		r = parse_u64(value, 0, 1000000, &c->user_max_models);
+	else if (!strcmp(key, "user_max_kernels"))
+		r = parse_u64(value, 1, 64, &c->user_max_kernels);
+	else if (!strcmp(key, "request_timeout"))
+		r = parse_ms(value, 100, 3600 * 1000, &c->request_timeout_ms);
+	else if (!strcmp(key, "stop_timeout"))
+		r = parse_u64(value, 0, 3600, &c->stop_timeout);
 	else if (!strcmp(key, "kernel_group"))
 		r = parse_group(value, &c->kernel_group);
 	else if (!strcmp(key, "kernel_timeout"))
@@ -334,5 +355,12 @@ void config_apply_reload(struct config *cur, const struct config *next, char *fi
 	cur->stall_timeout = next->stall_timeout;
 	cur->kernel_group = next->kernel_group;
 	cur->kernel_timeout_ms = next->kernel_timeout_ms;
+	cur->input_timeout = next->input_timeout;
+	cur->max_input_bytes = next->max_input_bytes;
+	cur->user_max_buffer_bytes = next->user_max_buffer_bytes;
+	cur->user_max_models = next->user_max_models;
+	cur->user_max_kernels = next->user_max_kernels;
+	cur->request_timeout_ms = next->request_timeout_ms;
+	cur->stop_timeout = next->stop_timeout;
 	cur->checkpoint_interval = next->checkpoint_interval;
 }
