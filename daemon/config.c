@@ -42,7 +42,7 @@ void config_defaults(struct config *c)
 	c->user_max_models = 64;
 	c->user_max_kernels = 16;
 	c->request_timeout_ms = 10000;
-	c->stop_timeout = 20;
+	c->stop_timeout = 15;
 	c->kernel_group = -1;
 	c->kernel_timeout_ms = 10000;
 	c->persist = CONFIG_PERSIST_AUTO;
