@@ -180,6 +180,47 @@ def test_user_buffer():
         stop(d)
 
 
+def test_input_cap():
+    """Requests queued behind a train.run wait in the client's socket once
+    max_input_bytes of them are buffered: the daemon does not read 48 MiB."""
+    d = start("max_input_bytes = 2M\ninput_timeout = 0\n")
+    try:
+
+        def attack():
+            c = Client(d.sock)
+            rows = 64
+            for name, dtype, shape, data in (
+                    ("in/x", "f32", [rows, 3], bytes(4 * rows * 3)),
+                    ("in/y", "i32", [rows], bytes(4 * rows)),
+                    ("in/w", "f32", [3, 2], bytes(24)), ("in/b", "f32", [2], bytes(8))):
+                c.call("tensor.put", {"name": name, "dtype": dtype, "shape": shape, "data": data})
+            c.send([0, 100, "train.run", [{
+                "nodes": [{"id": "z0", "op": "matmul", "inputs": ["x", "in/w"]},
+                          {"id": "logits", "op": "add", "inputs": ["z0", "in/b"]},
+                          {"id": "loss", "op": "cross_entropy", "inputs": ["logits", "y"]}],
+                "loss": "loss", "params": ["in/w", "in/b"], "data": {"x": "in/x", "y": "in/y"},
+                "batch_size": 8, "steps": 10000000, "progress_every": 1000000}]])
+            msg = msgpack.packb([0, 200, "tensor.put", [{"name": "in/big", "dtype": "u8",
+                                                         "shape": [1 << 20],
+                                                         "data": bytes(1 << 20)}]])
+            data = msg * 48
+            c.sock.setblocking(False)
+            sent, end = 0, time.monotonic() + 3
+            while sent < len(data) and time.monotonic() < end:
+                try:
+                    sent += c.sock.send(data[sent:sent + (1 << 20)])
+                except BlockingIOError:
+                    time.sleep(0.05)
+            c.close()
+            return sent
+        sent = as_user(ATTACKER, attack)
+        # (No ping timing here: the training steps themselves hold the loop.)
+        check(sent < 6 << 20, "behind a running job the daemon took %.1f MiB of 48 MiB of "
+              "requests (max_input_bytes 2M)" % (sent / 1048576))
+    finally:
+        stop(d)
+
+
 def test_unread_output():
     d = start("stall_timeout = 2\n")
     try:
@@ -253,6 +294,7 @@ def test_connections_per_user():
         stop(d)
     d = start("max_connections = 128\nmax_connections_per_user = 1000\n")
     try:
+        r, w = os.pipe()
         pid = os.fork()
         if pid == 0:
             os.setresgid(ATTACKER, ATTACKER, ATTACKER)
@@ -262,9 +304,13 @@ def test_connections_per_user():
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 s.connect(d.sock)
                 socks.append(s)
-            time.sleep(4)
+            os.write(w, b"x")
+            time.sleep(6)
             os._exit(0)
-        time.sleep(1.5)
+        os.close(w)
+        os.read(r, 1)
+        os.close(r)
+        time.sleep(1.0)
         try:
             with d.client() as c:
                 n = c.call("info")["connections"]
@@ -365,7 +411,7 @@ def main():
     if os.geteuid() != 0:
         print("needs root to act as other uids; skipped")
         return 77
-    for t in (test_slowloris, test_user_buffer, test_unread_output, test_connections_per_user,
+    for t in (test_slowloris, test_user_buffer, test_input_cap, test_unread_output, test_connections_per_user,
               test_models_and_kernels, test_fd_limit):
         print("--", t.__name__, flush=True)
         try:
