@@ -165,7 +165,9 @@ def test_user_buffer():
                                         "user_max_buffer_bytes" in w["message"] for w in refused),
               "connections past the uid's 16 MiB are closed with the reason: %r" % (whys,))
         check(whys.count("open") <= 3, "at most 16 MiB worth stay open: %r" % (whys,))
-        check(grown < 40 << 10, "the daemon's peak memory grew %d KiB for 48 MiB sent" % grown)
+        # (A sanitizer build's allocator keeps freed memory in quarantine.)
+        check(grown < 40 << 10 or "ASAN_OPTIONS" in os.environ,
+              "the daemon's peak memory grew %d KiB for 48 MiB sent" % grown)
         check("user_max_buffer_bytes" in log_of(d), "the disconnect is logged")
         check(p.worst is not None and p.worst < 0.05, "the victim's ping: worst %.1f ms"
               % (1e3 * (p.worst or 9)))
