@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -436,6 +437,14 @@ static void conn_event(void *data, uint32_t events)
 	conn_settle(c);
 }
 
+/* Whether bytes wait in the socket, not read yet (the loop was busy). */
+static bool input_waiting(const struct conn *c)
+{
+	int n = 0;
+
+	return ioctl(c->src.fd, FIONREAD, &n) == 0 && n > 0;
+}
+
 void conn_tick(struct conn *c, int64_t now_ns)
 {
 	uint64_t limit = c->d->cfg.stall_timeout;
@@ -454,7 +463,7 @@ void conn_tick(struct conn *c, int64_t now_ns)
 	}
 	limit = c->d->cfg.input_timeout;
 	if (limit && partial_input(c) && wants_input(c) &&
-	    now_ns - c->input_ns >= (int64_t)limit * 1000000000) {
+	    now_ns - c->input_ns >= (int64_t)limit * 1000000000 && !input_waiting(c)) {
 		log_warning("disconnecting pid %d (uid %u): a message started %zu bytes ago got no "
 			    "byte for %llu s (input_timeout %llu)", (int)c->pid, (unsigned)c->uid,
 			    tdp_buf_len(&c->in) - c->scanned,
