@@ -174,11 +174,17 @@ static void raise_fd_limit(void)
 }
 
 /* max_connections must leave OWN_FDS descriptors free under the file limit,
- * or a checkpoint fails with EMFILE once clients took them: lower it. */
+ * or a checkpoint fails with EMFILE once clients took them: lower it. Also
+ * warn about a user_max_buffer_bytes too small for one message. */
 static void fit_fd_limit(struct config *c)
 {
 	uint64_t fit;
 
+	if (c->user_max_buffer_bytes && c->user_max_buffer_bytes < c->max_message_bytes)
+		log_warning("user_max_buffer_bytes (%llu) is below max_message_bytes (%llu): a message "
+			    "that large costs its sender the connection",
+			    (unsigned long long)c->user_max_buffer_bytes,
+			    (unsigned long long)c->max_message_bytes);
 	if (!fd_limit || fd_limit == UINT64_MAX)
 		return;
 	fit = fd_limit > OWN_FDS + 1 ? fd_limit - OWN_FDS : 1;
