@@ -41,10 +41,17 @@ void config_defaults(struct config *c)
 	c->max_device_bytes = 0;
 	c->user_max_tensors = 0;
 	c->user_max_bytes = 0;
-	c->max_connections_per_user = 0;
+	c->max_connections_per_user = 64;
 	c->max_inflight = 64;
 	c->max_output_backlog = (uint64_t)8 << 20;
 	c->stall_timeout = 60;
+	c->input_timeout = 30;
+	c->max_input_bytes = (uint64_t)64 << 20;
+	c->user_max_buffer_bytes = (uint64_t)1536 << 20;
+	c->user_max_models = 64;
+	c->user_max_kernels = 16;
+	c->request_timeout_ms = 10000;
+	c->stop_timeout = 15;
 	c->kernel_group = -1;
 	c->kernel_timeout_ms = 10000;
 	c->persist = CONFIG_PERSIST_AUTO;
@@ -234,6 +241,13 @@ static const struct config_key keys[] = {
 	{ "max_output_backlog", KEY_SIZE, FIELD(max_output_backlog), (uint64_t)64 << 10,
 	  (uint64_t)1 << 40 },
 	{ "stall_timeout", KEY_COUNT, FIELD(stall_timeout), 0, 86400 },
+	{ "input_timeout", KEY_COUNT, FIELD(input_timeout), 0, 86400 },
+	{ "max_input_bytes", KEY_SIZE, FIELD(max_input_bytes), (uint64_t)64 << 10, (uint64_t)1 << 40 },
+	{ "user_max_buffer_bytes", KEY_SIZE, FIELD(user_max_buffer_bytes), 0, (uint64_t)1 << 50 },
+	{ "user_max_models", KEY_COUNT, FIELD(user_max_models), 0, 1000000 },
+	{ "user_max_kernels", KEY_COUNT, FIELD(user_max_kernels), 1, 64 },
+	{ "request_timeout", KEY_MS, FIELD(request_timeout_ms), 100, 3600 * 1000 },
+	{ "stop_timeout", KEY_COUNT, FIELD(stop_timeout), 0, 3600 },
 	{ "kernel_group", KEY_GROUP, FIELD(kernel_group), 0, 0 },
 	{ "kernel_timeout", KEY_MS, FIELD(kernel_timeout_ms), 100, 3600 * 1000 },
 	{ "host_mapped", KEY_BOOL, FIELD(host_mapped), 0, 0 },
@@ -457,5 +471,12 @@ void config_apply_reload(struct config *cur, const struct config *next, char *fi
 	cur->stall_timeout = next->stall_timeout;
 	cur->kernel_group = next->kernel_group;
 	cur->kernel_timeout_ms = next->kernel_timeout_ms;
+	cur->input_timeout = next->input_timeout;
+	cur->max_input_bytes = next->max_input_bytes;
+	cur->user_max_buffer_bytes = next->user_max_buffer_bytes;
+	cur->user_max_models = next->user_max_models;
+	cur->user_max_kernels = next->user_max_kernels;
+	cur->request_timeout_ms = next->request_timeout_ms;
+	cur->stop_timeout = next->stop_timeout;
 	cur->checkpoint_interval = next->checkpoint_interval;
 }

@@ -33,7 +33,14 @@ struct config {
 	uint64_t max_connections_per_user; /* 0 = none beyond max_connections */
 	uint64_t max_inflight;      /* requests read but not yet answered, per client */
 	uint64_t max_output_backlog; /* unread output at which a client is not served */
-	uint64_t stall_timeout;     /* seconds at the backlog limit before disconnecting, 0 = never */
+	uint64_t stall_timeout;     /* seconds output may wait unread before disconnecting, 0 = never */
+	uint64_t input_timeout;     /* seconds a started message may go without a byte, 0 = never */
+	uint64_t max_input_bytes;   /* input buffered per connection before reading pauses */
+	uint64_t user_max_buffer_bytes; /* input + output buffered for one uid's connections, 0 = none */
+	uint64_t user_max_models;   /* models one uid may own, 0 = none beyond the daemon's */
+	uint64_t user_max_kernels;  /* kernels one uid may own */
+	uint64_t request_timeout_ms; /* any GPU submission's time limit */
+	uint64_t stop_timeout;      /* seconds from SIGTERM to exit at the latest, 0 = none */
 	/* docs/kernels.md: clients' compute kernels */
 	int64_t kernel_group;       /* gid whose members may create kernels (root always), -1 = none */
 	uint64_t kernel_timeout_ms; /* a kernel submission's time limit */
@@ -67,7 +74,9 @@ int config_load(struct config *c, const char *path, char *err, size_t err_len);
  * can change while the daemon runs (verbose, max_tensors, max_connections,
  * max_tensor_bytes, max_message_bytes, the per-user quotas and connection
  * limit, max_inflight for connections opened later, max_output_backlog,
- * stall_timeout). The others (socket, state_dir, device, host_mapped,
+ * stall_timeout, input_timeout, max_input_bytes, user_max_buffer_bytes,
+ * user_max_models, user_max_kernels, kernel_timeout, request_timeout,
+ * stop_timeout). The others (socket, state_dir, device, host_mapped,
  * block_size, max_device_bytes) keep their current value; those that differ
  * in `next` are named, comma-separated, in `fixed` (size `fixed_len`; "" when
  * none). */

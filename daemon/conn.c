@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,7 +54,7 @@ struct conn *conn_new(struct daemon *d, int fd, const struct access_cred *cred)
 	c->uid = cred->uid;
 	c->pid = cred->pid;
 	tdp_scanner_reset(&c->scan);
-	c->last_active_ns = c->drained_ns = daemon_now_ns(CLOCK_MONOTONIC);
+	c->last_active_ns = c->drained_ns = c->input_ns = daemon_now_ns(CLOCK_MONOTONIC);
 	if (loop_add(d->loop, &c->src, EPOLLIN | EPOLLRDHUP) < 0) {
 		close(fd);
 		free(c->queue);
@@ -260,14 +261,48 @@ static enum turn process(struct conn *c, unsigned *served)
  * then wait in its own socket buffer). */
 static bool wants_input(const struct conn *c)
 {
+	/* max_input_bytes: queued requests beyond it wait in the client's socket
+	 * (the message after them may still grow to max_message_bytes). */
 	return !c->peer_closed && !c->closing && !c->scan_err &&
-	       c->nqueued < c->qcap && !conn_backlogged(c);
+	       c->nqueued < c->qcap && !conn_backlogged(c) &&
+	       (c->nqueued == 0 || c->scanned < c->d->cfg.max_input_bytes);
+}
+
+/* Whether the connection holds the start of a message not complete yet. */
+static bool partial_input(const struct conn *c)
+{
+	return tdp_buf_len(&c->in) > c->scanned || c->scan.pos > 0;
+}
+
+/* user_max_buffer_bytes: the bytes the uid's connections buffer (input and
+ * output), `others` of them on its other connections, are over the limit:
+ * close this one, the one that grew. Returns whether it did. */
+static bool over_user_buffer(struct conn *c, uint64_t others)
+{
+	uint64_t cap = c->d->cfg.user_max_buffer_bytes, mine, total;
+	char why[200];
+
+	if (!cap)
+		return false;
+	mine = tdp_buf_len(&c->in) + tdp_buf_len(&c->out);
+	total = others + mine;
+	if (total <= cap)
+		return false;
+	log_warning("disconnecting pid %d (uid %u): the uid's connections buffer %llu bytes "
+		    "(user_max_buffer_bytes %llu)", (int)c->pid, (unsigned)c->uid,
+		    (unsigned long long)total, (unsigned long long)cap);
+	snprintf(why, sizeof(why), "uid %u's connections buffer more than %llu bytes "
+		 "(user_max_buffer_bytes)", (unsigned)c->uid, (unsigned long long)cap);
+	stream_error(c, TDP_RESOURCE_EXHAUSTED, why);
+	return true;
 }
 
 /* Read what the socket has, up to READ_BUDGET. Returns 0 or -errno (fatal). */
 static int read_input(struct conn *c)
 {
 	size_t budget = READ_BUDGET;
+	uint64_t others = c->d->cfg.user_max_buffer_bytes ?
+			  server_user_buffered(c->d->server, c->uid, c) : 0;
 
 	while (budget > 0 && wants_input(c)) {
 		size_t len = tdp_buf_len(&c->in) - c->scanned, chunk = READ_CHUNK;
@@ -288,6 +323,9 @@ static int read_input(struct conn *c)
 		if (k > 0) {
 			c->in.end += (size_t)k;
 			c->d->metrics.bytes_in += (uint64_t)k;
+			c->input_ns = daemon_now_ns(CLOCK_MONOTONIC);
+			if (over_user_buffer(c, others))
+				return 0;
 			budget = (size_t)k < budget ? budget - (size_t)k : 0;
 			scan_input(c);
 			continue;
@@ -407,17 +445,38 @@ static void conn_event(void *data, uint32_t events)
 	conn_settle(c);
 }
 
+/* Whether bytes wait in the socket, not read yet (the loop was busy). */
+static bool input_waiting(const struct conn *c)
+{
+	int n = 0;
+
+	return ioctl(c->src.fd, FIONREAD, &n) == 0 && n > 0;
+}
+
 void conn_tick(struct conn *c, int64_t now_ns)
 {
 	uint64_t limit = c->d->cfg.stall_timeout;
 
 	if (c->dead)
 		return;
-	if (limit && conn_backlogged(c) && now_ns - c->drained_ns >= (int64_t)limit * 1000000000) {
+	/* Output waits only once the socket buffer is full: the client reads
+	 * nothing, whether or not the backlog reached max_output_backlog. */
+	if (limit && tdp_buf_len(&c->out) > 0 && now_ns - c->drained_ns >= (int64_t)limit * 1000000000) {
 		log_warning("disconnecting pid %d (uid %u): %zu bytes of responses unread for %llu s "
 			    "(max_output_backlog %llu, stall_timeout %llu)", (int)c->pid, (unsigned)c->uid,
 			    tdp_buf_len(&c->out), (unsigned long long)((now_ns - c->drained_ns) / 1000000000),
 			    (unsigned long long)c->d->cfg.max_output_backlog, (unsigned long long)limit);
+		conn_close(c);
+		return;
+	}
+	limit = c->d->cfg.input_timeout;
+	if (limit && partial_input(c) && wants_input(c) &&
+	    now_ns - c->input_ns >= (int64_t)limit * 1000000000 && !input_waiting(c)) {
+		log_warning("disconnecting pid %d (uid %u): a message started %zu bytes ago got no "
+			    "byte for %llu s (input_timeout %llu)", (int)c->pid, (unsigned)c->uid,
+			    tdp_buf_len(&c->in) - c->scanned,
+			    (unsigned long long)((now_ns - c->input_ns) / 1000000000),
+			    (unsigned long long)limit);
 		conn_close(c);
 		return;
 	}

@@ -40,6 +40,7 @@ struct conn {
 	bool resume;            /* served its turn's budget with requests left */
 	int64_t last_active_ns; /* CLOCK_MONOTONIC of the last event */
 	int64_t drained_ns;     /* CLOCK_MONOTONIC when output last moved or was empty */
+	int64_t input_ns;       /* CLOCK_MONOTONIC when input last arrived */
 	struct train_job *job;  /* a train.run in progress: later requests wait */
 	struct conn *next;
 };
@@ -67,8 +68,9 @@ void conn_resume(struct conn *c);
 
 /* Periodic upkeep (called about once a second with the CLOCK_MONOTONIC
  * time): give large, empty buffers back to the system if the connection has
- * been idle a while, and disconnect a client whose output sat at the backlog
- * limit without draining for cfg.stall_timeout seconds. */
+ * been idle a while, and disconnect a client whose output sat unread for
+ * cfg.stall_timeout seconds, or whose started message got no byte for
+ * cfg.input_timeout seconds while the daemon was reading. */
 void conn_tick(struct conn *c, int64_t now_ns);
 
 /* Free a closed connection. */

@@ -316,6 +316,11 @@ int graph_wait(struct graph *gr)
 		gr->dispatches += rec->dispatches;
 		rec->g = NULL;
 	}
+	/* request_timeout bounds every submission; kernel_timeout may be lower. */
+	if (err == -ETIMEDOUT && !kernel_node_timeout_ns(gr))
+		return request_fail(gr->req, TDP_DEADLINE_EXCEEDED, "the graph ran past request_timeout "
+				    "(%.1f s); the GPU is now marked lost and will be re-created",
+				    (double)gr->req->d->cfg.request_timeout_ms / 1e3);
 	if (err == -ETIMEDOUT)
 		return kernel_node_timeout_fail(gr);
 	return err < 0 ? device_fail(gr, err) : 0;

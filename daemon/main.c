@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
@@ -186,6 +187,79 @@ static int parse_args(int argc, char **argv, struct cmdline *cl, struct config *
 	return 0;
 }
 
+/* Descriptors kept for the daemon's own use (devices, checkpoint files,
+ * timers, the journal) on top of one per connection. */
+#define OWN_FDS 256
+
+/* RLIMIT_NOFILE's soft limit, raised to the hard one at start-up. */
+static uint64_t fd_limit;
+
+/* Raise the soft RLIMIT_NOFILE to the hard limit (start-up only). */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	if (rl.rlim_cur < rl.rlim_max) {
+		struct rlimit up = { rl.rlim_max, rl.rlim_max };
+
+		if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+			rl.rlim_cur = rl.rlim_max;
+	}
+	fd_limit = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+}
+
+/* max_connections must leave OWN_FDS descriptors free under the file limit,
+ * or a checkpoint fails with EMFILE once clients took them: lower it. Also
+ * warn about a user_max_buffer_bytes too small for one message. */
+static void fit_fd_limit(struct config *c)
+{
+	uint64_t fit;
+
+	if (c->user_max_buffer_bytes && c->user_max_buffer_bytes < c->max_message_bytes)
+		log_warning("user_max_buffer_bytes (%llu) is below max_message_bytes (%llu): a message "
+			    "that large costs its sender the connection",
+			    (unsigned long long)c->user_max_buffer_bytes,
+			    (unsigned long long)c->max_message_bytes);
+	if (!fd_limit || fd_limit == UINT64_MAX)
+		return;
+	fit = fd_limit > OWN_FDS + 1 ? fd_limit - OWN_FDS : 1;
+	if (c->max_connections <= fit)
+		return;
+	log_warning("max_connections %llu does not fit the open-file limit of %llu (the daemon "
+		    "keeps %d for itself): serving at most %llu connections; raise LimitNOFILE=",
+		    (unsigned long long)c->max_connections, (unsigned long long)fd_limit, OWN_FDS,
+		    (unsigned long long)fit);
+	c->max_connections = fit;
+}
+
+/* The GPU wait policy from the configuration: request_timeout bounds every
+ * submission, and the watchdog is fed while the loop waits. */
+static void apply_wait_policy(const struct config *c, struct notify *n)
+{
+	gpu_set_wait_policy(c->request_timeout_ms * 1000000ull, notify_keepalive, n);
+}
+
+/* stop_timeout passed after SIGTERM: the shutdown is stuck (a checkpoint on
+ * a device that does not answer); exit now rather than be killed. */
+static void on_stop_deadline(int signo)
+{
+	static const char msg[] = "tensord: stop_timeout passed during shutdown; exiting now\n";
+
+	(void)signo;
+	(void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+	_exit(EXIT_FAILURE);
+}
+
+static void arm_stop_deadline(const struct config *c)
+{
+	if (!c->stop_timeout)
+		return;
+	signal(SIGALRM, on_stop_deadline);
+	alarm((unsigned)c->stop_timeout);
+}
+
 struct signals {
 	struct loop_source src;
 	struct daemon *d;
@@ -210,7 +284,9 @@ static void reload(struct signals *s)
 		notify_reloaded(s->notify, failure);
 		return;
 	}
+	fit_fd_limit(&next);
 	config_apply_reload(&d->cfg, &next, fixed, sizeof(fixed));
+	apply_wait_policy(&d->cfg, s->notify);
 	if (fixed[0])
 		log_warning("reload: %s changed; that takes a restart, the running value stays", fixed);
 	log_set_level(d->cfg.log_level);
@@ -233,6 +309,8 @@ static void on_signal(void *data, uint32_t events)
 			reload(s);
 			continue;
 		}
+		if (!s->signo)
+			arm_stop_deadline(&s->d->cfg);
 		s->signo = (int)si.ssi_signo;
 		loop_quit(s->d->loop);
 	}
@@ -290,11 +368,35 @@ int daemon_restore(struct daemon *d)
 	return r;
 }
 
-/* Write every dirty tensor before exiting. */
+struct skip_lost {
+	struct daemon *d;
+	uint64_t n;
+};
+
+static void skip_lost(void *data, struct tensor *t)
+{
+	struct skip_lost *sk = data;
+
+	if (t->dirty && devices_of(sk->d, t)->lost) {
+		store_mark_clean(sk->d->store, t);
+		sk->n++;
+	}
+}
+
+/* Write every dirty tensor before exiting, but those on a lost device: what
+ * it holds cannot be read, so their files keep the last checkpoint. */
 static void final_flush(struct daemon *d)
 {
 	struct checkpoint_result res;
 	char err[512];
+
+	if (devices_any_lost(d)) {
+		struct skip_lost sk = { d, 0 };
+
+		store_foreach(d->store, skip_lost, &sk);
+		log_warning("final checkpoint: %llu changed tensors on a lost device are skipped; "
+			    "their files keep the last checkpoint", (unsigned long long)sk.n);
+	}
 
 	if (checkpoint_flush(d, 0, 0, &res, err, sizeof(err)) < 0) {
 		log_error("final checkpoint failed; changes since the last one are lost: %s", err);
@@ -352,6 +454,15 @@ static int block_signals(struct signals *s)
 	return loop_add(s->d->loop, &s->src, EPOLLIN);
 }
 
+/* Whether a device still runs work that outran its time limit. */
+static bool runaway_running(struct daemon *d)
+{
+	for (uint32_t id = 0; id < d->ngpus; id++)
+		if (d->gpus[id] && d->gpus[id]->runaway && !gpu_device_runaway_ended(d->gpus[id]))
+			return true;
+	return false;
+}
+
 int main(int argc, char **argv)
 {
 	struct daemon d = { 0 };
@@ -382,6 +493,9 @@ int main(int argc, char **argv)
 		log_error("cannot set up systemd notification: %s", strerror(-r));
 		goto out;
 	}
+	raise_fd_limit();
+	fit_fd_limit(&d.cfg);
+	apply_wait_policy(&d.cfg, &notify);
 	if (mkdir(d.cfg.state_dir, 0700) < 0 && errno != EEXIST)
 		log_info("cannot create state directory %s: %s", d.cfg.state_dir, strerror(errno));
 
@@ -426,6 +540,15 @@ int main(int argc, char **argv)
 out:
 	if (status != EXIT_SUCCESS)
 		sd_notify(0, "STATUS=failed; see the log");
+	if (runaway_running(&d)) {
+		/* Tearing down would wait for the runaway work or free memory it
+		 * still uses (docs/kernels.md): exit, the kernel ends with us. */
+		log_error("a device still runs a submission that outran its time limit: exiting "
+			  "without tearing the devices down");
+		server_free(d.server);
+		_exit(status);
+	}
+	gpu_set_wait_policy(0, NULL, NULL);
 	notify_fini(&notify);
 	checkpoint_free(d.checkpoint);
 	persist_free(d.persist);

@@ -114,7 +114,7 @@ static int write_devices(msgpack_packer *pk, const struct daemon *d)
 
 static int write_limits(msgpack_packer *pk, const struct config *c)
 {
-	return msgpack_pack_map(pk, 16) ||
+	return msgpack_pack_map(pk, 23) ||
 	       kv_u64(pk, "max_message_bytes", c->max_message_bytes) ||
 	       kv_u64(pk, "max_tensor_bytes", c->max_tensor_bytes) ||
 	       kv_u64(pk, "max_depth", TDP_MAX_DEPTH) ||
@@ -130,6 +130,13 @@ static int write_limits(msgpack_packer *pk, const struct config *c)
 	       kv_u64(pk, "max_inflight", c->max_inflight) ||
 	       kv_u64(pk, "max_output_backlog", c->max_output_backlog) ||
 	       kv_u64(pk, "stall_timeout", c->stall_timeout) ||
+	       kv_u64(pk, "input_timeout", c->input_timeout) ||
+	       kv_u64(pk, "max_input_bytes", c->max_input_bytes) ||
+	       kv_u64(pk, "user_max_buffer_bytes", c->user_max_buffer_bytes) ||
+	       kv_u64(pk, "user_max_models", c->user_max_models) ||
+	       kv_u64(pk, "user_max_kernels", c->user_max_kernels) ||
+	       kv_u64(pk, "request_timeout_ms", c->request_timeout_ms) ||
+	       kv_u64(pk, "kernel_timeout_ms", c->kernel_timeout_ms) ||
 	       kv_u64(pk, "turn_budget", CONN_TURN_BUDGET);
 }
 

@@ -146,10 +146,10 @@ int method_kernel_create(struct request *req)
 		return request_fail(req, r, "%s", why);
 	if (spec[4].value && (!wg[0] || !wg[1] || !wg[2]))
 		return request_fail(req, TDP_INVALID_ARGUMENT, "workgroup: sizes must be at least 1");
-	if (kernel_count_owner(req->cred.uid, name) >= KERNEL_MAX_PER_USER)
+	if (kernel_count_owner(req->cred.uid, name) >= req->d->cfg.user_max_kernels)
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED,
-				    "uid %u already has %d kernels", (unsigned)req->cred.uid,
-				    KERNEL_MAX_PER_USER);
+				    "uid %u already has %llu kernels (user_max_kernels)",
+				    (unsigned)req->cred.uid, (unsigned long long)req->d->cfg.user_max_kernels);
 	if (!kernel_find(req->cred.uid, name) && kernel_count() >= KERNEL_MAX)
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "the daemon holds %d kernels",
 				    KERNEL_MAX);

@@ -241,6 +241,11 @@ int method_model_define(struct request *req)
 	if (!old && !models_has_room(req->d->models))
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "the daemon holds its limit of %d models",
 				    MODEL_MAX_MODELS);
+	if (!old && req->d->cfg.user_max_models &&
+	    models_count_owner(req->d->models, req->cred.uid) >= req->d->cfg.user_max_models)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "uid %u already owns %llu models "
+				    "(user_max_models)", (unsigned)req->cred.uid,
+				    (unsigned long long)req->d->cfg.user_max_models);
 	if (p[7].value && p[7].value->via.u64 > MODEL_MAX_STEP)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "step must be 0 to %d", MODEL_MAX_STEP);
 	if (p[1].value->via.array.size > GRAPH_MAX_NODES)

@@ -76,6 +76,9 @@ static int device_error(struct request *req, const struct gpu_device *g, int r, 
 
 	if (r == -ENODEV)
 		return request_fail(req, TDP_DEVICE_LOST, "%s: the GPU was lost", what);
+	if (r == -ETIMEDOUT)
+		return request_fail(req, TDP_DEADLINE_EXCEEDED, "%s ran past request_timeout; the GPU "
+				    "is now marked lost and will be re-created", what);
 	if (r == -ENOMEM)
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED,
 				    "%s: out of device memory (%llu of %llu bytes taken)", what,

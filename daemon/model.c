@@ -298,6 +298,15 @@ bool models_has_room(const struct models *ms)
 	return ms->count < ms->max;
 }
 
+uint32_t models_count_owner(const struct models *ms, uint32_t owner)
+{
+	uint32_t n = 0;
+
+	for (const struct model *m = ms->head; m; m = m->next)
+		n += m->owner == owner;
+	return n;
+}
+
 int models_put(struct models *ms, struct model *m)
 {
 	struct model **pp;

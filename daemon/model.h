@@ -97,6 +97,9 @@ struct model *models_find_serial(struct models *ms, const char *name, uint64_t s
  * when a new name would exceed the limit (`m` is then still the caller's). */
 int models_put(struct models *ms, struct model *m);
 
+/* Models owned by uid `owner` (user_max_models, docs/security.md). */
+uint32_t models_count_owner(const struct models *ms, uint32_t owner);
+
 /* Whether one more name fits. */
 bool models_has_room(const struct models *ms);
 

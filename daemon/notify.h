@@ -47,3 +47,9 @@ void notify_reloaded(struct notify *n, const char *failure);
 
 /* STOPPING=1 and a final STATUS= as shutdown begins. */
 void notify_stopping(struct notify *n);
+
+/* Called while the loop waits for the GPU (gpu_set_wait_policy's hook, with
+ * the struct notify): WATCHDOG=1 when the watchdog timer has ticked since the
+ * last ping. A wait is bounded by request_timeout, so a stuck daemon still
+ * misses its pings. */
+void notify_keepalive(void *data);

@@ -115,6 +115,23 @@ static uint64_t user_connections(const struct server *s, uid_t uid)
 	return n;
 }
 
+uint64_t server_user_buffered(const struct server *s, uid_t uid, const struct conn *except)
+{
+	uint64_t n = 0;
+
+	for (const struct conn *c = s->conns; c; c = c->next)
+		if (!c->dead && c->uid == uid && c != except)
+			n += tdp_buf_len(&c->in) + tdp_buf_len(&c->out);
+	return n;
+}
+
+/* Connection slots only root may take: 1/64 of max_connections, so that an
+ * administrator gets in while other users hold every other slot. */
+static uint64_t root_reserved(const struct config *cfg)
+{
+	return cfg->max_connections / 64;
+}
+
 static void on_listener(void *data, uint32_t events)
 {
 	struct server *s = data;
@@ -143,7 +160,8 @@ static void on_listener(void *data, uint32_t events)
 			refuse(fd, "the peer's credentials cannot be read");
 			continue;
 		}
-		if (s->nconns >= s->d->cfg.max_connections) {
+		if (s->nconns >= s->d->cfg.max_connections ||
+		    (cred.uid != 0 && s->nconns >= s->d->cfg.max_connections - root_reserved(&s->d->cfg))) {
 			log_warning("refusing pid %d (uid %u): %llu clients connected (max_connections %llu)",
 				    (int)cred.pid, (unsigned)cred.uid, (unsigned long long)s->nconns,
 				    (unsigned long long)s->d->cfg.max_connections);

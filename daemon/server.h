@@ -3,9 +3,11 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct daemon;
 struct server;
+struct conn;
 
 /* Create, bind and listen on a Unix stream socket at `path`, non-blocking and
  * close-on-exec. A stale socket file nobody listens on is replaced; a live one
@@ -26,3 +28,7 @@ uint64_t server_connection_count(const struct server *s);
 /* Ask for conn_resume() on every connection marked `resume`, after the loop
  * has looked at other clients' events. */
 void server_resume_later(struct server *s);
+
+/* Bytes buffered (input and output) by the live connections of `uid` other
+ * than `except` (may be NULL): user_max_buffer_bytes (docs/security.md). */
+uint64_t server_user_buffered(const struct server *s, uid_t uid, const struct conn *except);

@@ -60,6 +60,10 @@ require "$tmp/service.flat" $s Service.User tensord
 require "$tmp/service.flat" $s Service.Group tensord
 require "$tmp/service.flat" $s Service.StateDirectory tensord
 require "$tmp/service.flat" $s Service.WatchdogSec
+# max_connections (1024) plus the daemon's own 256 descriptors must fit, and
+# the stop timeout must exceed request_timeout + stop_timeout (10 + 15 s).
+require "$tmp/service.flat" $s Service.LimitNOFILE 4096
+require "$tmp/service.flat" $s Service.TimeoutStopSec 30s
 require "$tmp/service.flat" $s Service.Restart on-failure
 require "$tmp/service.flat" $s Install.WantedBy
 require "$tmp/service.flat" $s Service.NotifyAccess main

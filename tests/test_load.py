@@ -22,6 +22,7 @@ import random
 import selectors
 import socket
 import sys
+import tempfile
 import time
 
 import msgpack
@@ -313,7 +314,19 @@ def idle_rss(pid):
 
 
 def main():
-    with Daemon() as d:
+    # One uid opens all CLIENTS connections: more than the default
+    # max_connections_per_user (64), so this load test lifts it.
+    cfg = tempfile.NamedTemporaryFile("w", prefix="tensord-load-", suffix=".conf", delete=False)
+    cfg.write("max_connections_per_user = 0\n")
+    cfg.close()
+    try:
+        return run(cfg.name)
+    finally:
+        os.unlink(cfg.name)
+
+
+def run(cfg):
+    with Daemon(["--config", cfg]) as d:
         pid = d.proc.pid
         warm_up(d)
         c = d.client()

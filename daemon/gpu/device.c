@@ -464,6 +464,14 @@ void gpu_device_free(struct gpu_device *g)
 {
 	if (!g)
 		return;
+	if (g->dev && g->runaway && !gpu_device_runaway_ended(g)) {
+		/* Waiting for the device to go idle would wait for the runaway
+		 * work, perhaps for ever, and freeing what it uses under it is
+		 * not safe: leave it all to the process's exit. */
+		log_error("%s still runs a submission that outran its time limit: its "
+			  "teardown is skipped", g->desc.name);
+		return;
+	}
 	if (g->dev) {
 		vkDeviceWaitIdle(g->dev);
 		gpu_pipelines_fini(g);
@@ -501,10 +509,50 @@ int gpu_result_errno(struct gpu_device *g, VkResult r)
 
 /* How long gpu_cmd_wait polls a fence before it sleeps on it. */
 #define GPU_FENCE_SPIN_NS 200000
+/* A fence wait sleeps at most this long at a time, then calls the wait hook
+ * (the systemd watchdog keeps being fed while a submission runs). */
+#define GPU_WAIT_SLICE_NS ((uint64_t)250000000)
+
+static struct {
+	uint64_t limit_ns;      /* every submission's time limit; 0: none */
+	void (*hook)(void *data);
+	void *data;
+} wait_policy;
+
+void gpu_set_wait_policy(uint64_t limit_ns, void (*hook)(void *data), void *data)
+{
+	wait_policy.limit_ns = limit_ns;
+	wait_policy.hook = hook;
+	wait_policy.data = data;
+}
 
 int gpu_cmd_wait(struct gpu_device *g, unsigned i)
 {
 	return gpu_cmd_wait_for(g, i, UINT64_MAX);
+}
+
+/* Wait for `fence` at most `limit_ns` (UINT64_MAX: never give up), in
+ * slices, calling the wait hook after each one. */
+static VkResult wait_sliced(struct gpu_device *g, VkFence fence, uint64_t limit_ns)
+{
+	int64_t t0 = gpu_timing_now_ns();
+
+	for (;;) {
+		uint64_t spent = (uint64_t)(gpu_timing_now_ns() - t0), slice = GPU_WAIT_SLICE_NS;
+		VkResult r;
+
+		if (limit_ns != UINT64_MAX) {
+			if (spent >= limit_ns)
+				return vkGetFenceStatus(g->dev, fence) == VK_SUCCESS ? VK_SUCCESS : VK_TIMEOUT;
+			if (limit_ns - spent < slice)
+				slice = limit_ns - spent;
+		}
+		r = vkWaitForFences(g->dev, 1, &fence, VK_TRUE, slice);
+		if (r != VK_TIMEOUT)
+			return r;
+		if (wait_policy.hook)
+			wait_policy.hook(wait_policy.data);
+	}
 }
 
 int gpu_cmd_wait_for(struct gpu_device *g, unsigned i, uint64_t timeout_ns)
@@ -515,6 +563,8 @@ int gpu_cmd_wait_for(struct gpu_device *g, unsigned i, uint64_t timeout_ns)
 
 	if (!c->pending)
 		return 0;
+	if (wait_policy.limit_ns && wait_policy.limit_ns < timeout_ns)
+		timeout_ns = wait_policy.limit_ns;
 	t0 = gpu_timing_now_ns();
 	r = VK_NOT_READY;
 	/* Small requests finish within microseconds on a GPU, sooner than a
@@ -525,7 +575,7 @@ int gpu_cmd_wait_for(struct gpu_device *g, unsigned i, uint64_t timeout_ns)
 		       gpu_timing_now_ns() - t0 < GPU_FENCE_SPIN_NS)
 			;
 	if (r == VK_NOT_READY)
-		r = vkWaitForFences(g->dev, 1, &c->fence, VK_TRUE, timeout_ns);
+		r = wait_sliced(g, c->fence, timeout_ns);
 	if (r == VK_TIMEOUT) {
 		/* The work cannot be cancelled and still uses the command buffer:
 		 * nothing may be submitted again (docs/kernels.md). */

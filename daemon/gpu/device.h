@@ -116,7 +116,9 @@ int gpu_enumerate(struct gpu_device_desc **ret_list, uint32_t *ret_count);
  * submission on this device then reports VK_ERROR_DEVICE_LOST. */
 int gpu_device_open(const struct gpu_open_options *opts, struct gpu_device **ret);
 
-/* Wait for outstanding work and release everything; NULL is accepted. */
+/* Wait for outstanding work and release everything; NULL is accepted. A
+ * device whose runaway submission (`runaway`) still runs is left alone
+ * (logged): its teardown would wait for that work or free memory under it. */
 void gpu_device_free(struct gpu_device *g);
 
 /* Begin recording into cmd[i] (waits for its previous submission first). */
@@ -133,6 +135,13 @@ int gpu_cmd_wait(struct gpu_device *g, unsigned i);
  * that has not finished by then is a runaway kernel, and since it cannot be
  * stopped the device is marked lost; returns -ETIMEDOUT. */
 int gpu_cmd_wait_for(struct gpu_device *g, unsigned i, uint64_t timeout_ns);
+
+/* Every fence wait (gpu_cmd_wait, gpu_cmd_wait_for) gives up after at most
+ * `limit_ns` (0: no limit beyond the caller's), marking the device lost as
+ * a runaway would; it sleeps in slices of at most 250 ms and calls `hook`
+ * (if not NULL) with `data` between them, so a long wait keeps the systemd
+ * watchdog fed. Process-wide; set at start-up and on reload. */
+void gpu_set_wait_policy(uint64_t limit_ns, void (*hook)(void *data), void *data);
 
 /* While the device is lost to a runaway submission (`runaway`): poll, without
  * waiting, whether that work has ended (its fence signalled, or the driver

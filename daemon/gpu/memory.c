@@ -149,6 +149,13 @@ int gpu_memory_init(struct gpu_device *g, bool host_mapped, uint64_t block_size,
 
 static void block_destroy(struct gpu_device *g, struct gpu_block *b)
 {
+	/* Work that outran its time limit may still use the block: keep it
+	 * until the device is freed, after that work ended. */
+	if (g->runaway) {
+		b->next = g->mem.retired;
+		g->mem.retired = b;
+		return;
+	}
 	if (b->map)
 		vkUnmapMemory(g->dev, b->memory);
 	if (b->buffer)
@@ -436,6 +443,12 @@ void gpu_memory_fini(struct gpu_device *g)
 	struct gpu_memory *m = &g->mem;
 
 	gpu_memory_trim(g, INT64_MAX);
+	while (m->retired) {
+		struct gpu_block *b = m->retired;
+
+		m->retired = b->next;
+		block_destroy(g, b);
+	}
 	while (m->blocks) {
 		struct gpu_block *b = m->blocks;
 

@@ -55,6 +55,7 @@ struct gpu_memory {
 	 * the same sizes again, and vkAllocateMemory of a few hundred MiB costs
 	 * milliseconds. gpu_memory_trim releases them. */
 	struct gpu_block *spare[GPU_SPARE_BLOCKS];
+	struct gpu_block *retired; /* emptied while a runaway submission ran (device.h) */
 	int64_t spare_since_ns[GPU_SPARE_BLOCKS];
 	/* staging buffer for devices whose tensor memory the host cannot map */
 	VkBuffer staging_buffer;
