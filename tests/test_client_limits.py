@@ -235,7 +235,7 @@ def test_unread_output():
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.connect(d.sock)
             for i in range(3):   # 3 MiB of responses: under max_output_backlog (8 MiB)
-                s.sendall(msgpack.packb([0, i, "tensor.get", [{"name": "pub/big"}]]))
+                s.sendall(msgpack.packb([0, i, "tensor.get", [{"name": "~root/pub/big"}]]))
             time.sleep(4)
             n = 0
             s.settimeout(5)
