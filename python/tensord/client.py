@@ -163,10 +163,10 @@ def _names(what, values):
 
 def _attrs(attrs):
     """An op's attrs as sent: a "dtype" in any form dtype_name() takes
-    becomes its wire name."""
+    becomes its wire name (see dtypes.attr_dtype)."""
     attrs = dict(attrs)
     if "dtype" in attrs:
-        attrs["dtype"] = _dt.dtype_name(attrs["dtype"])
+        attrs["dtype"] = _dt.attr_dtype(attrs["dtype"])
     return attrs
 
 

@@ -40,7 +40,7 @@ import numpy.typing as npt
 
 from .errors import InvalidArgument
 
-__all__ = ["DTYPES", "NUMPY_DTYPES", "MAX_RANK", "DTypeLike", "dtype_name", "dtype_of",
+__all__ = ["DTYPES", "NUMPY_DTYPES", "MAX_RANK", "DTypeLike", "dtype_name", "attr_dtype", "dtype_of",
            "encode", "decode", "f32_to_bf16", "bf16_to_f32"]
 
 #: what a dtype argument takes: a wire name, a NumPy name, type or dtype
@@ -88,6 +88,19 @@ def dtype_name(dtype: DTypeLike) -> str:
         raise InvalidArgument("dtype %s has no tensord dtype (one of %s: NumPy float32 float16 "
                               "int32 uint8)%s" % (np_dtype, " ".join(DTYPES), hint))
     return name
+
+
+def attr_dtype(dtype: Any) -> Any:
+    """An op's "dtype" attr as sent: dtype_name(dtype), except that a string
+    that is neither a wire name nor a NumPy name goes to the daemon as it is
+    (a newer daemon may know it; an unknown one is its INVALID_ARGUMENT)."""
+    if isinstance(dtype, str) and dtype not in NUMPY_DTYPES and \
+            dtype.lower() not in _ALIASES:
+        try:
+            np.dtype(dtype)
+        except (TypeError, ValueError):
+            return dtype
+    return dtype_name(dtype)
 
 
 def f32_to_bf16(a: npt.ArrayLike) -> np.ndarray:
