@@ -8,22 +8,23 @@ docs/protocol.md::
 
     with tensord.Client() as c:          # $TENSORD_SOCKET or /run/tensord/tensord.sock
         c.put("a", np.ones((2, 3), np.float32))
-        c.put("b", np.arange(6, dtype=np.float32).reshape(2, 3))
+        c.put("b", np.arange(6).reshape(2, 3), dtype=np.float32)
+        c.put("r", np.random.rand(2, 3), cast=True)   # float64 -> f32, by request
         print(c.op_run("add", ["a", "b"]))
 """
 from .client import (DEFAULT_SOCKET, Client, DeadlineExceeded, Pending, Pipeline, connect,
                      socket_path)
-from .dtypes import DTYPES, bf16_to_f32, f32_to_bf16
+from .dtypes import DTYPES, DTypeLike, bf16_to_f32, dtype_name, f32_to_bf16
 from .errors import (STATUS_CODES, AlreadyExists, Cancelled, ConnectionFailed, DeviceLost,
                      DtypeMismatch, FailedPrecondition, Internal, InvalidArgument, NotFound,
                      PermissionDenied, ProtocolError, ResourceExhausted, ShapeMismatch,
                      TensordError, Unavailable, Unimplemented, error_from_map)
 
-__version__ = "0.1.0"
+__version__: str = "0.1.0"
 
 __all__ = [
     "Client", "Pipeline", "Pending", "connect", "socket_path", "DEFAULT_SOCKET", "DTYPES",
-    "f32_to_bf16", "bf16_to_f32", "TensordError", "Cancelled", "InvalidArgument", "NotFound",
+    "DTypeLike", "dtype_name", "f32_to_bf16", "bf16_to_f32", "TensordError", "Cancelled", "InvalidArgument", "NotFound",
     "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition",
     "Unimplemented", "Internal", "Unavailable", "ShapeMismatch", "DtypeMismatch", "DeviceLost",
     "ProtocolError", "ConnectionFailed", "DeadlineExceeded", "STATUS_CODES", "error_from_map",

@@ -7,12 +7,15 @@ the result. :class:`Client` runs them and waits for the answer;
 so many requests travel before the first answer is read. A method the client
 has no function for yet is one :meth:`Client.call` away.
 """
+from __future__ import annotations
+
 import collections
 import os
 import selectors
 import socket
 import struct
 import time
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 import msgpack
 import numpy as np
@@ -25,6 +28,13 @@ __all__ = ["Client", "Pipeline", "Pending", "DeadlineExceeded", "connect", "sock
            "DEFAULT_SOCKET"]
 
 DEFAULT_SOCKET = "/run/tensord/tensord.sock"
+
+#: a path to the daemon's socket
+PathLike = Union[str, "os.PathLike[str]"]
+#: a notification callback: (method, params)
+NotifyFn = Callable[[str, Any], None]
+#: a result map as the daemon sends it
+Result = Dict[str, Any]
 #: the daemon's default `max_message_bytes` (1 GiB + 1 MiB); info() updates it
 DEFAULT_MAX_MESSAGE = (1 << 30) + (1 << 20)
 _RECV_CHUNK = 1 << 20
@@ -33,7 +43,7 @@ _SEND_CHUNK = 4 << 20
 _TAIL_MIN = 64 << 10
 
 
-def socket_path(path=None):
+def socket_path(path: Optional[PathLike] = None) -> str:
     """The socket to use: `path`, else $TENSORD_SOCKET (when set and not
     empty), else /run/tensord/tensord.sock."""
     if path:
@@ -45,6 +55,8 @@ def _default(obj):
     """msgpack's fallback: NumPy scalars and arrays in params become plain values."""
     if isinstance(obj, np.generic):
         return obj.item()
+    if isinstance(obj, np.dtype) or (isinstance(obj, type) and issubclass(obj, np.generic)):
+        return _dt.dtype_name(obj)   # a NumPy dtype anywhere in params: its wire name
     if isinstance(obj, np.ndarray):
         return obj.tolist()
     if isinstance(obj, (tuple, set, frozenset)):
@@ -66,7 +78,8 @@ class Pending:
     __slots__ = ("msgid", "method", "_client", "_decode", "_on_notify", "_done", "_error",
                  "_result")
 
-    def __init__(self, client, msgid, method, decode, on_notify):
+    def __init__(self, client: "Client", msgid: int, method: str,
+                 decode: Optional[Callable[[Any], Any]], on_notify: Optional[NotifyFn]) -> None:
         self.msgid = msgid
         self.method = method
         self._client = client
@@ -76,11 +89,11 @@ class Pending:
         self._error = None
         self._result = None
 
-    def done(self):
+    def done(self) -> bool:
         """Whether the answer has arrived (or the request failed)."""
         return self._done
 
-    def result(self):
+    def result(self) -> Any:
         """Wait for the answer; return the decoded result or raise its error."""
         if not self._done:
             self._client._wait(self)
@@ -88,7 +101,7 @@ class Pending:
             raise self._error
         return self._result
 
-    def exception(self):
+    def exception(self) -> Optional[BaseException]:
         """Wait for the answer; the error it carries, or None."""
         if not self._done:
             self._client._wait(self)
@@ -148,6 +161,26 @@ def _names(what, values):
         raise InvalidArgument("%s must be a list of str" % what) from None
 
 
+def _attrs(attrs):
+    """An op's attrs as sent: a "dtype" in any form dtype_name() takes
+    becomes its wire name (see dtypes.attr_dtype)."""
+    attrs = dict(attrs)
+    if "dtype" in attrs:
+        attrs["dtype"] = _dt.attr_dtype(attrs["dtype"])
+    return attrs
+
+
+def _nodes(nodes):
+    """Graph nodes as sent: each node's attrs through _attrs()."""
+    out = []
+    for node in nodes:
+        if isinstance(node, Mapping) and isinstance(node.get("attrs"), Mapping):
+            node = dict(node)
+            node["attrs"] = _attrs(node["attrs"])
+        out.append(node)
+    return out
+
+
 def _omit_none(**kw):
     return {k: v for k, v in kw.items() if v is not None}
 
@@ -171,7 +204,8 @@ class _Methods:
     def _do(self, method, params=None, decode=None, on_notify=None):
         raise NotImplementedError
 
-    def call(self, method, args=None, /, *, on_notify=None, **kw):
+    def call(self, method: str, args: Optional[Mapping[str, Any]] = None, /, *,
+             on_notify: Optional[NotifyFn] = None, **kw: Any) -> Any:
         """Any method: `args` (a dict) and keyword arguments are merged into
         its named arguments; returns the result map as the daemon sent it
         (tensor data as bytes). `on_notify(method, params)` receives the
@@ -182,22 +216,27 @@ class _Methods:
         """
         return self._do(_name("method", method), _params(args, kw), None, on_notify)
 
-    def ping(self):
+    def ping(self) -> Any:
         """``{"pong": True, "version": str, "protocol": 1}``."""
         return self._do("ping")
 
-    def info(self):
+    def info(self) -> Any:
         """The daemon's version, devices, tensor totals, connections and limits."""
         return self._do("info", decode=self._saw_info)
 
     def _saw_info(self, result):
         return result
 
-    def put(self, name, array, dtype=None, *, if_absent=False, mode=None, device=None):
+    def put(self, name: str, array: Any, dtype: Optional[_dt.DTypeLike] = None, *,
+            cast: bool = False, if_absent: bool = False, mode: Optional[str] = None,
+            device: Optional[int] = None) -> Any:
         """Store `array` (a NumPy array, or anything np.asarray takes) as
         `name`, replacing a tensor of that name unless `if_absent`. The dtype
         follows the array (float32 f32, float16 f16, int32 i32, uint8 u8);
-        pass `dtype` to convert, or "bf16" (see tensord.dtypes). `mode` shares
+        other arrays (float64, int64, bool) are refused unless `cast` (float
+        to f32, integers to i32, bools to u8) or `dtype` says what to store.
+        `dtype` converts: "f32", np.float32, "float32", or "bf16" (see
+        tensord.dtypes). `mode` shares
         it (see chmod; a new tensor is "private"). `device` (an id from
         info()["devices"]) says where it lives; without it the daemon puts a
         new tensor with the caller's other tensors (else on the device with
@@ -205,7 +244,7 @@ class _Methods:
         (its "device" says where it went)."""
         if device is not None:
             device = _device("device", device)
-        dtype, shape, data = _dt.encode(array, dtype)
+        dtype, shape, data = _dt.encode(array, dtype, cast)
         params = {"name": _name("name", name), "dtype": dtype, "shape": shape, "data": data}
         if if_absent:
             params["if_absent"] = True
@@ -215,7 +254,7 @@ class _Methods:
             params["device"] = device
         return self._do("tensor.put", params)
 
-    def get(self, name, *, meta=False, copy=True):
+    def get(self, name: str, *, meta: bool = False, copy: bool = True) -> Any:
         """The tensor `name` as a NumPy array (bf16: uint16 bit patterns).
         With `meta`, (array, metadata). With `copy` False the array is a
         read-only view of the received bytes (no second copy)."""
@@ -226,20 +265,20 @@ class _Methods:
             return a
         return self._do("tensor.get", {"name": _name("name", name)}, decode)
 
-    def stat(self, name):
+    def stat(self, name: str) -> Any:
         """The metadata of tensor `name`."""
         return self._do("tensor.stat", {"name": _name("name", name)})
 
-    def list(self, prefix=None):
+    def list(self, prefix: Optional[str] = None) -> Any:
         """Metadata of every tensor (whose name starts with `prefix`), by name."""
         params = None if prefix is None else {"prefix": _name("prefix", prefix)}
         return self._do("tensor.list", params, lambda r: r["tensors"])
 
-    def delete(self, name):
+    def delete(self, name: str) -> Any:
         """Delete tensor `name`; ``{"name", "deleted": True, "bytes"}``."""
         return self._do("tensor.delete", {"name": _name("name", name)})
 
-    def chmod(self, name, mode=None, group=None):
+    def chmod(self, name: str, mode: Optional[str] = None, group: Optional[int] = None) -> Any:
         """Who besides its owner may use tensor `name` (owner or root only):
         `mode` "private" or a comma list of "group-read", "group-write",
         "world-read", "world-write"; `group` a gid. Returns the metadata."""
@@ -250,7 +289,7 @@ class _Methods:
             params["group"] = group
         return self._do("tensor.chmod", params)
 
-    def copy(self, src, dst, device=None):
+    def copy(self, src: str, dst: str, device: Optional[int] = None) -> Any:
         """Copy stored tensor `src` into `dst` (tensor.copy) on device
         `device`, by default `src`'s. ``copy(x, x, device=1)`` moves `x` to
         device 1. Returns `dst`'s metadata."""
@@ -259,7 +298,9 @@ class _Methods:
             params["device"] = _device("device", device)
         return self._do("tensor.copy", params)
 
-    def op_run(self, op, inputs, attrs=None, out=None, device=None):
+    def op_run(self, op: str, inputs: Union[str, Sequence[str]],
+               attrs: Optional[Mapping[str, Any]] = None, out: Optional[str] = None,
+               device: Optional[int] = None) -> Any:
         """Run one op (docs/ops.md) on stored tensors. Without `out` the result
         comes back as an array; with it, it is stored and its metadata returned.
         The op runs on the device holding its inputs, which must all be on one
@@ -269,7 +310,7 @@ class _Methods:
         if device is not None:
             params["device"] = _device("device", device)
         if attrs:
-            params["attrs"] = dict(attrs)
+            params["attrs"] = _attrs(attrs)
         if out is not None:
             params["out"] = _name("out", out)
             return self._do("op.run", params)
@@ -277,29 +318,37 @@ class _Methods:
 
     run = op_run
 
-    def graph_run(self, nodes, outputs=None):
+    def graph_run(self, nodes: Iterable[Mapping[str, Any]],
+                  outputs: Optional[Sequence[str]] = None) -> Any:
         """Many ops in one GPU submission per device. Each node is a dict
         ``{"id", "op", "inputs", "attrs", "out", "device"}`` as docs/protocol.md
         says (a node's "device" as `op_run`'s). Returns ``{"outputs": {id:
         array}, "stored": {name: metadata}}``."""
-        params = {"nodes": list(nodes)}
+        params = {"nodes": _nodes(nodes)}
         if outputs is not None:
             params["outputs"] = _names("outputs", outputs)
         return self._do("graph.run", params, _outputs)
 
-    def train_step(self, nodes, loss, params, *, optimizer=None, step=None, grads=None,
-                   outputs=None, **options):
+    def train_step(self, nodes: Iterable[Mapping[str, Any]], loss: str,
+                   params: Union[str, Sequence[str]], *,
+                   optimizer: Optional[Mapping[str, Any]] = None, step: Optional[int] = None,
+                   grads: Optional[Mapping[str, str]] = None,
+                   outputs: Optional[Sequence[str]] = None, **options: Any) -> Any:
         """One training step (forward, backward, optimizer update). Returns
         ``{"loss", "step", "lr", "outputs": {id: array}, "stored": [names]}``."""
-        req = dict(nodes=list(nodes), loss=_name("loss", loss), params=_names("params", params),
+        req = dict(nodes=_nodes(nodes), loss=_name("loss", loss), params=_names("params", params),
                    **_omit_none(optimizer=optimizer, step=step, grads=grads))
         if outputs is not None:
             req["outputs"] = _names("outputs", outputs)
         req.update(options)
         return self._do("train.step", req, _outputs)
 
-    def train_run(self, nodes, loss, params, data, batch_size, *, on_progress=None,
-                  on_eval=None, on_notify=None, devices=None, **options):
+    def train_run(self, nodes: Iterable[Mapping[str, Any]], loss: str,
+                  params: Union[str, Sequence[str]], data: Mapping[str, str], batch_size: int,
+                  *, on_progress: Optional[Callable[[Result], None]] = None,
+                  on_eval: Optional[Callable[[Result], None]] = None,
+                  on_notify: Optional[NotifyFn] = None, devices: Optional[Sequence[int]] = None,
+                  **options: Any) -> Any:
         """A whole training run in the daemon (docs/training.md). `options` are
         the other params of train.run (optimizer, epochs or steps, seed,
         shuffle, start_step, progress_every, eval, stop_loss).
@@ -321,7 +370,7 @@ class _Methods:
                 on_eval(p)
             elif on_notify:
                 on_notify(method, p)
-        req = dict(nodes=list(nodes), loss=_name("loss", loss), params=_names("params", params),
+        req = dict(nodes=_nodes(nodes), loss=_name("loss", loss), params=_names("params", params),
                    data=dict(data), batch_size=batch_size)
         if devices is not None:
             if isinstance(devices, (str, bytes)):
@@ -347,7 +396,7 @@ class Client(_Methods):
             print(c.get("x"))
     """
 
-    def __init__(self, path=None, timeout=None):
+    def __init__(self, path: Optional[PathLike] = None, timeout: Optional[float] = None) -> None:
         self.path = socket_path(path)
         self.timeout = timeout
         self.max_message_bytes = DEFAULT_MAX_MESSAGE
@@ -371,23 +420,23 @@ class Client(_Methods):
         self._sel.register(self._sock, selectors.EVENT_READ)
 
     # ---- lifecycle ----
-    def close(self):
+    def close(self) -> None:
         """Close the connection; requests still unanswered fail with
         ConnectionFailed (a train.run in progress is cancelled)."""
         if self._sock is not None:
             self._break(ConnectionFailed("the connection was closed by the client"))
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._sock is None
 
-    def fileno(self):
+    def fileno(self) -> int:
         return -1 if self._sock is None else self._sock.fileno()
 
-    def __enter__(self):
+    def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> bool:
         self.close()
         return False
 
@@ -400,7 +449,9 @@ class Client(_Methods):
         return "<tensord.Client %s%s>" % (self.path, " closed" if self.closed else "")
 
     # ---- requests ----
-    def submit(self, method, params=None, decode=None, on_notify=None):
+    def submit(self, method: str, params: Optional[Mapping[str, Any]] = None,
+               decode: Optional[Callable[[Any], Any]] = None,
+               on_notify: Optional[NotifyFn] = None) -> Pending:
         """Send one request now and return its Pending (the low-level form of
         every method: `params` is the dict of named arguments or None,
         `decode(result)` turns the result map into what result() returns)."""
@@ -427,11 +478,11 @@ class Client(_Methods):
             self.max_message_bytes = limits["max_message_bytes"]
         return result
 
-    def pipeline(self):
+    def pipeline(self) -> "Pipeline":
         """A Pipeline on this connection (see Pipeline)."""
         return Pipeline(self)
 
-    def exists(self, name):
+    def exists(self, name: str) -> bool:
         """Whether a tensor `name` is stored."""
         try:
             self.stat(name)
@@ -659,9 +710,9 @@ class Pipeline(_Methods):
     The requests take effect in the order sent. ``results()`` waits and returns
     every result in order, raising the first error."""
 
-    def __init__(self, client):
+    def __init__(self, client: Client) -> None:
         self.client = client
-        self.pending = []
+        self.pending: List[Pending] = []
 
     def _do(self, method, params=None, decode=None, on_notify=None):
         p = self.client.submit(method, params, decode, on_notify)
@@ -671,23 +722,23 @@ class Pipeline(_Methods):
     def _saw_info(self, result):
         return self.client._saw_info(result)
 
-    def wait(self):
+    def wait(self) -> None:
         """Wait for every answer (errors stay in their Pending)."""
         for p in self.pending:
             p.exception()
 
-    def results(self):
+    def results(self) -> List[Any]:
         """Every result in order; raises the first error."""
         return [p.result() for p in self.pending]
 
-    def __enter__(self):
+    def __enter__(self) -> "Pipeline":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> bool:
         self.wait()
         return False
 
 
-def connect(path=None, timeout=None):
+def connect(path: Optional[PathLike] = None, timeout: Optional[float] = None) -> Client:
     """A new Client (see Client)."""
     return Client(path, timeout)

@@ -16,6 +16,9 @@ Arguments the client refuses before sending anything raise the same classes
 A status name this client does not know yet becomes a plain TensordError with
 that name and code, so a newer daemon never breaks an older client.
 """
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Type
 
 __all__ = [
     "TensordError", "Cancelled", "InvalidArgument", "NotFound", "AlreadyExists",
@@ -34,7 +37,8 @@ class TensordError(Exception):
     code = 2
     name = "UNKNOWN"
 
-    def __init__(self, message, code=None, name=None, remote=False):
+    def __init__(self, message: str, code: Optional[int] = None, name: Optional[str] = None,
+                 remote: bool = False) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
@@ -43,15 +47,15 @@ class TensordError(Exception):
             self.name = name
         self.remote = remote
 
-    def __str__(self):
+    def __str__(self) -> str:
         return "%s: %s" % (self.name, self.message)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "%s(code=%d, name=%r, message=%r)" % (
             type(self).__name__, self.code, self.name, self.message)
 
 
-def _status(name, code, doc, *bases):
+def _status(name: str, code: int, doc: str, *bases: type) -> Type[TensordError]:
     cls = type("".join(p.capitalize() for p in name.split("_")),
                (TensordError,) + bases, {"code": code, "name": name, "__doc__": doc})
     return cls
@@ -94,7 +98,8 @@ class ConnectionFailed(Unavailable, ConnectionError):
 
     A subclass of both :class:`Unavailable` and the built-in ConnectionError."""
 
-    def __init__(self, message, code=None, name=None, remote=False):
+    def __init__(self, message: str, code: Optional[int] = None, name: Optional[str] = None,
+                 remote: bool = False) -> None:
         Unavailable.__init__(self, message, code, name, remote)
 
 
@@ -105,10 +110,10 @@ _BY_NAME = {cls.name: cls for cls in _CLASSES}
 _BY_CODE = {cls.code: cls for cls in _CLASSES}
 
 #: status name -> code, as docs/protocol.md lists them
-STATUS_CODES = {cls.name: cls.code for cls in _CLASSES}
+STATUS_CODES: Dict[str, int] = {cls.name: cls.code for cls in _CLASSES}
 
 
-def error_from_map(err):
+def error_from_map(err: Any) -> TensordError:
     """The exception for an error map ``{"code", "name", "message"}`` from the
     daemon. Missing or ill-typed fields are filled in, never trusted."""
     if not isinstance(err, dict):
