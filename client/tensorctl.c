@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "ctl_help.h"
 #include "name.h"
 
 #ifndef TENSORD_VERSION
@@ -20,6 +21,8 @@ static const char usage_text[] =
 	"Usage: tensorctl [--socket PATH] [--json] COMMAND [ARG...]\n"
 	"\n"
 	"Commands:\n"
+	"  help [COMMAND | run OP]      the help of one command (also COMMAND --help),\n"
+	"                               or an op's inputs and attrs\n"
 	"  ping                         check that the daemon answers\n"
 	"  info                         daemon, devices (ID: what --device takes),\n"
 	"                               tensors and limits\n"
@@ -72,13 +75,16 @@ static const char usage_text[] =
 	"  kernel run NAME TENSOR... --groups X[,Y[,Z]] [--push MEMBER=NUMBER]...\n"
 	"                               dispatch it on stored tensors, in place\n"
 	"  kernel ls [PREFIX] | kernel rm NAME\n"
-	"\n"
+	"\n";
+
+/* The rest of the usage (one string literal must stay under 4095 bytes). */
+static const char usage_options[] =
 	"Options:\n"
 	"  --socket PATH   daemon socket (default: $TENSORD_SOCKET, else\n"
 	"                  " DEFAULT_SOCKET ")\n"
 	"  --json          print one JSON document instead of text for people\n"
 	"                  (train: one JSON line per event, then the result)\n"
-	"  -h, --help      print this help\n"
+	"  -h, --help      print this help (after a command: that command's help)\n"
 	"  --version       print the version\n"
 	"\n"
 	"Exit status: 0 success, 1 the daemon refused the request (or another\n"
@@ -225,6 +231,38 @@ static const char *option_label(const struct option_def *o, char *buf, size_t ca
 	return buf;
 }
 
+/* --help, help, help CMD, CMD --help, run OP --help, help run OP. */
+static int print_help(const struct ctl *c, bool flag)
+{
+	const char *topic = NULL, *op = NULL;
+
+	if (c->command && strcmp(c->command, "help") == 0) {
+		if (c->npos > 2 || (c->npos == 2 && strcmp(c->pos[0], "run")))
+			return ctl_usage_error("usage: tensorctl help [COMMAND | run OP]");
+		topic = c->npos ? c->pos[0] : flag ? "help" : NULL;
+		op = c->npos == 2 ? c->pos[1] : NULL;
+	} else if (flag && c->command) {
+		topic = c->command;
+		op = strcmp(topic, "run") == 0 && c->npos ? c->pos[0] : NULL;
+	}
+	if (!topic) {
+		fputs(usage_text, stdout);
+		fputs(usage_options, stdout);
+		return CTL_EXIT_OK;
+	}
+	if (op) {
+		if (ctl_help_op(stdout, op) != 0) {
+			fflush(stdout);
+			return ctl_usage_error("run: no op '%.64s' in docs/ops.md (the daemon does not "
+					       "list its ops; see docs/ops.md)", op);
+		}
+		return CTL_EXIT_OK;
+	}
+	if (ctl_help_command(stdout, topic) != 0)
+		return ctl_usage_error("unknown command '%.64s' (see tensorctl --help)", topic);
+	return CTL_EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
 	struct ctl c = { 0 };
@@ -308,8 +346,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (help || (c.command && strcmp(c.command, "help") == 0)) {
-		fputs(usage_text, stdout);
-		status = CTL_EXIT_OK;
+		status = print_help(&c, help);
 		goto out;
 	}
 	if (version) {
@@ -319,6 +356,7 @@ int main(int argc, char **argv)
 	}
 	if (!c.command) {
 		fputs(usage_text, stderr);
+		fputs(usage_options, stderr);
 		status = CTL_EXIT_USAGE;
 		goto out;
 	}
