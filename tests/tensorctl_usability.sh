@@ -40,3 +40,23 @@ grep "no op 'no_such_op'" "$DIR/err" >/dev/null || fail "run no_such_op --help: 
 want_rc 2 help no-such-command
 want_rc 0 help
 [[ $(cat "$DIR/out") == "$global" ]] || fail "tensorctl help is not the global help"
+
+step "required flags: exit 2, with the option's name"
+# want_usage MESSAGE-REGEX ARGS...: exit 2 and the message on stderr.
+want_usage() {
+	local re=$1
+	shift
+	want_rc 2 "$@"
+	grep -E -e "$re" "$DIR/err" >/dev/null || fail "tensorctl $*: stderr lacks /$re/: $(cat "$DIR/err")"
+	! grep -E '(^|[^"])batch_size([^"]|$)|INVALID_ARGUMENT' "$DIR/err" >/dev/null ||
+		fail "tensorctl $*: protocol names in: $(cat "$DIR/err")"
+}
+want_usage '--batch-size' train --model no-such-model --data x=a
+want_usage '--data' train --model no-such-model --batch-size 4
+want_usage '--epochs or --steps' train --model m --data x=a --batch-size 4 --epochs 1 --steps 2
+printf '{"data": {"x": "a"}}\n' >"$DIR/train-nobatch.json"
+want_usage '--batch-size N \(or "batch_size" in' train --model m "$DIR/train-nobatch.json"
+want_usage '--data' evaluate m
+want_usage '--input' predict m
+want_usage '--groups' kernel run k a
+want_usage '--file or --values' put x
