@@ -16,6 +16,7 @@
 
 struct ctl {
 	const char *socket;   /* resolved socket path */
+	enum { CTL_SOCKET_DEFAULT, CTL_SOCKET_ENV, CTL_SOCKET_OPTION } socket_from;
 	bool json;
 	const char *command;
 	int npos;

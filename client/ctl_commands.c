@@ -22,9 +22,24 @@ int ctl_connect(struct ctl *c)
 {
 	int r = tensord_connect(c->socket, &c->td);
 
+	const char *hint = "";
+
+	if (r == -ENOENT || r == -ECONNREFUSED) {
+		if (c->socket_from == CTL_SOCKET_DEFAULT)
+			hint = " \u2014 is tensord running? Start it (systemctl start tensord.socket) "
+			       "or set TENSORD_SOCKET / --socket";
+		else if (c->socket_from == CTL_SOCKET_ENV)
+			hint = " \u2014 is tensord running? This path is $TENSORD_SOCKET: start tensord "
+			       "there, or unset it / use --socket";
+		else
+			hint = " \u2014 is tensord running on that socket (--socket)?";
+	} else if (r == -EACCES) {
+		hint = " \u2014 the socket's owner or group must let you in (docs/security.md), "
+		       "or run a daemon of your own and use --socket";
+	}
 	if (r < 0)
-		return ctl_fail(CTL_EXIT_CONNECT, "cannot connect to %s: %s", c->socket,
-				strerror(-r));
+		return ctl_fail(CTL_EXIT_CONNECT, "cannot connect to %s: %s%s", c->socket,
+				strerror(-r), hint);
 	return CTL_EXIT_OK;
 }
 

@@ -405,10 +405,14 @@ int main(int argc, char **argv)
 		status = ctl_usage_error("invalid tensor name '%.64s' for -o", c.out);
 		goto out;
 	}
+	c.socket_from = CTL_SOCKET_OPTION;
 	if (!c.socket) {
 		c.socket = getenv("TENSORD_SOCKET");
-		if (!c.socket || !*c.socket)
+		c.socket_from = CTL_SOCKET_ENV;
+		if (!c.socket || !*c.socket) {
 			c.socket = DEFAULT_SOCKET;
+			c.socket_from = CTL_SOCKET_DEFAULT;
+		}
 	}
 	status = c.watch ? ctl_cmd_info_watch(&c) : cmd->run(&c);
 	if (fflush(stdout) != 0 || ferror(stdout)) {

@@ -60,3 +60,15 @@ want_usage '--data' evaluate m
 want_usage '--input' predict m
 want_usage '--groups' kernel run k a
 want_usage '--file or --values' put x
+
+step "unreachable daemon: a hint (no test touches the default socket)"
+rc=0
+TENSORD_SOCKET=$DIR/no-daemon.sock "$TENSORCTL_BIN" ls 2>"$DIR/err" || rc=$?
+[[ $rc -eq 3 && $(wc -l <"$DIR/err") -eq 1 ]] || fail "ls, no daemon: exit $rc: $(cat "$DIR/err")"
+grep -F "cannot connect to $DIR/no-daemon.sock: No such file or directory" "$DIR/err" >/dev/null &&
+	grep -F 'is tensord running?' "$DIR/err" >/dev/null && grep -F 'TENSORD_SOCKET' "$DIR/err" >/dev/null ||
+	fail "no hint: $(cat "$DIR/err")"
+rc=0
+"$TENSORCTL_BIN" --socket "$DIR/no-daemon.sock" ping 2>"$DIR/err" || rc=$?
+[[ $rc -eq 3 ]] && grep -F 'is tensord running on that socket (--socket)?' "$DIR/err" >/dev/null ||
+	fail "ping --socket, no daemon: exit $rc: $(cat "$DIR/err")"
