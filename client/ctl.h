@@ -21,7 +21,9 @@ struct ctl {
 	const char *command;
 	int npos;
 	const char **pos;     /* positional arguments after the command */
-	const char *file, *values, *shape, *dtype, *out;
+	const char *file, *values, *shape, *dtype, *out; /* out: the last -o/--out */
+	int nouts;
+	const char **outs;    /* every -o/--out, in order (get NAME... takes one per name) */
 	const char *group;    /* chmod --group GID */
 	int nattrs;
 	const char **attrs;   /* --attr key=value, in order */
@@ -81,6 +83,18 @@ void ctl_format_duration(char *buf, size_t cap, double s);
 
 /* Seconds on CLOCK_MONOTONIC. */
 double ctl_now(void);
+
+/* One tensor of rm/stat/get (ctl_commands.c); the commands themselves, with
+ * several names or --prefix, are in ctl_multi.c. `element`: part of a list
+ * (JSON without the newline; get prints "NAME =" before the array). Each
+ * returns an exit status with any error printed. c->td is connected. */
+int ctl_stat_one(struct ctl *c, const char *name);
+int ctl_rm_one(struct ctl *c, const char *name, bool element);
+/* `out`: NULL (print), "-" (.npy on stdout), F.npy or F.safetensors. */
+int ctl_get_one(struct ctl *c, const char *name, const char *out, bool element);
+
+/* An aligned table of tensors (ls, stat). */
+void ctl_print_tensor_table(FILE *f, const struct tensord_tensor_info *list, size_t n);
 
 /* Print tensor metadata as one JSON object (no newline). */
 void ctl_json_info(FILE *f, const struct tensord_tensor_info *t);

@@ -16,6 +16,8 @@
 #endif
 
 #define DEFAULT_SOCKET "/run/tensord/tensord.sock"
+/* rm/stat/get NAME...: as many as the command line holds. */
+#define MAX_NAMES (1 << 20)
 
 static const char usage_text[] =
 	"Usage: tensorctl [--socket PATH] [--json] COMMAND [ARG...]\n"
@@ -32,8 +34,9 @@ static const char usage_text[] =
 	"                               every S seconds (1), N times (forever)\n"
 	"  metrics                      counters in the Prometheus text format\n"
 	"  ls [PREFIX]                  list tensors (whose names start with PREFIX)\n"
-	"  stat NAME                    metadata of one tensor\n"
-	"  rm NAME                      delete a tensor\n"
+	"  stat NAME... | stat --prefix P\n"
+	"                               metadata of tensors\n"
+	"  rm NAME... | rm --prefix P   delete tensors (those whose names start with P)\n"
 	"  sync                         make every change so far durable (store.sync)\n"
 	"  chmod MODE NAME [--group GID]\n"
 	"                               who else may use a tensor: MODE is private or\n"
@@ -44,8 +47,9 @@ static const char usage_text[] =
 	"                               store a tensor (on device ID)\n"
 	"  copy SRC DST [--device ID]   copy a tensor (to device ID; DST = SRC moves\n"
 	"                               it there); cp is the same\n"
-	"  get NAME [--out F.npy|F.safetensors]\n"
-	"                               print a tensor, or save it as .npy/.safetensors\n"
+	"  get NAME... [--out F.npy|F.safetensors|DIR/]... | get --prefix P [--out DIR/]\n"
+	"                               print tensors, or save them as .npy/.safetensors\n"
+	"                               (one --out per name, or a directory)\n"
 	"  run OP IN... [-o OUT] [--attr KEY=VALUE]... [--device ID]\n"
 	"                               run an op; print the result or store it as OUT\n"
 	"  graph FILE.json              run the graph.run params in FILE (JSON)\n"
@@ -172,8 +176,8 @@ static const struct command_def {
 	  false },
 	{ "metrics", ctl_cmd_metrics, 0, 0, 0, "", false },
 	{ "ls", ctl_cmd_ls, 0, 1, 0, "PREFIX", true },
-	{ "stat", ctl_cmd_stat, 1, 1, 0, "NAME", true },
-	{ "rm", ctl_cmd_rm, 1, 1, 0, "NAME", true },
+	{ "stat", ctl_cmd_stat, 0, MAX_NAMES, 1u << OPT_PREFIX, "NAME", true },
+	{ "rm", ctl_cmd_rm, 0, MAX_NAMES, 1u << OPT_PREFIX, "NAME", true },
 	{ "chmod", ctl_cmd_chmod, 2, 2, 1u << OPT_GROUP, "MODE", false },
 	{ "sync", ctl_cmd_sync, 0, 0, 0, "", false },
 	{ "put", ctl_cmd_put, 1, 1,
@@ -181,7 +185,7 @@ static const struct command_def {
 	  "NAME", true },
 	{ "copy", ctl_cmd_copy, 2, 2, 1u << OPT_DEVICE, "SRC DST", true },
 	{ "cp", ctl_cmd_copy, 2, 2, 1u << OPT_DEVICE, "SRC DST", true },
-	{ "get", ctl_cmd_get, 1, 1, 1u << OPT_OUT, "NAME", true },
+	{ "get", ctl_cmd_get, 0, MAX_NAMES, 1u << OPT_OUT | 1u << OPT_PREFIX, "NAME", true },
 	{ "run", ctl_cmd_run, 1, 1 + 64, 1u << OPT_OUT | 1u << OPT_ATTR | 1u << OPT_DEVICE, "OP", false },
 	{ "graph", ctl_cmd_graph, 1, 1, 0, "FILE", false },
 	{ "train", ctl_cmd_train, 0, 1,
@@ -276,7 +280,9 @@ int main(int argc, char **argv)
 	c.attrs = calloc((size_t)argc + 1, sizeof(*c.attrs));
 	c.data = calloc((size_t)argc + 1, sizeof(*c.data));
 	c.ids = calloc((size_t)argc + 1, sizeof(*c.ids));
-	if (!c.pos || !c.attrs || !c.data || !c.ids) {
+	c.outs = calloc((size_t)argc + 1, sizeof(*c.outs));
+	if (!c.pos || !c.attrs || !c.data || !c.ids || !c.outs) {
+		free(c.outs);
 		free(c.pos);
 		free(c.attrs);
 		free(c.data);
@@ -321,7 +327,7 @@ int main(int argc, char **argv)
 		case OPT_VALUES: c.values = value; break;
 		case OPT_SHAPE: c.shape = value; break;
 		case OPT_DTYPE: c.dtype = value; break;
-		case OPT_OUT: c.out = value; break;
+		case OPT_OUT: c.out = c.outs[c.nouts++] = value; break;
 		case OPT_ATTR: c.attrs[c.nattrs++] = value; break;
 		case OPT_WATCH: c.watch = true; break;
 		case OPT_INTERVAL: c.interval = value; break;
@@ -425,5 +431,6 @@ out:
 	free(c.attrs);
 	free(c.data);
 	free(c.ids);
+	free(c.outs);
 	return status;
 }

@@ -72,3 +72,48 @@ rc=0
 "$TENSORCTL_BIN" --socket "$DIR/no-daemon.sock" ping 2>"$DIR/err" || rc=$?
 [[ $rc -eq 3 ]] && grep -F 'is tensord running on that socket (--socket)?' "$DIR/err" >/dev/null ||
 	fail "ping --socket, no daemon: exit $rc: $(cat "$DIR/err")"
+
+step "several names and --prefix: rm, stat, get"
+for i in 1 2 3 4; do ok put multi/t$i --values "$i,$((i * 10))" >/dev/null; done
+ok put multi_t1 --values 9 >/dev/null
+ok --json stat multi/t1 multi/t3 | js '
+assert [t["name"] for t in j["tensors"]] == ["multi/t1", "multi/t3"], j'
+out=$(ok stat multi/t2 multi/t4)
+[[ $(grep -c '^multi/t[24] ' <<<"$out") -eq 2 ]] || fail "stat of two names: $out"
+ok --json stat --prefix multi/ | js '
+assert [t["name"] for t in j["tensors"]] == ["multi/t%d" % i for i in (1, 2, 3, 4)], j'
+ok --json get multi/t1 multi/t2 | js '
+assert [(t["name"], t["data"]) for t in j["tensors"]] == [("multi/t1", [1, 10]), ("multi/t2", [2, 20])], j'
+out=$(ok get multi/t1 multi/t2)
+grep -x 'multi/t2 =' <<<"$out" >/dev/null || fail "get of two names names them: $out"
+# One --out per name, in order; or one directory.
+ok get multi/t1 multi/t2 --out "$DIR/g1.npy" --out "$DIR/g2.safetensors" >/dev/null
+ok get --prefix multi/ --out "$DIR/gdir/" >/dev/null
+"$PY" - "$DIR" <<'PYEOF' || fail "get --out per name / directory wrote the wrong files"
+import json, os, struct, sys
+import numpy as np
+d = sys.argv[1]
+assert np.load(os.path.join(d, "g1.npy")).tolist() == [1, 10]
+raw = open(os.path.join(d, "g2.safetensors"), "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+assert h["multi/t2"]["shape"] == [2]
+assert sorted(os.listdir(os.path.join(d, "gdir"))) == ["multi_t%d.npy" % i for i in (1, 2, 3, 4)]
+assert np.load(os.path.join(d, "gdir", "multi_t4.npy")).tolist() == [4, 40]
+PYEOF
+want_rc 2 get multi/t1 multi/t2 --out "$DIR/only-one.npy"
+want_rc 2 get multi/t1 multi/t2 multi/t3 --out "$DIR/a.npy" --out "$DIR/b.npy"
+want_rc 2 get --prefix multi/ --out "$DIR/x.npy"
+want_rc 2 rm multi/t1 --prefix multi/
+want_rc 2 rm
+want_rc 2 rm --prefix ''
+# rm goes on past a missing name, says so, and exits 1.
+want_rc 1 rm multi/t1 multi/missing multi/t2
+grep -F 'multi/missing' "$DIR/err" >/dev/null || fail "rm: the missing name is not named: $(cat "$DIR/err")"
+[[ $(grep -c '^deleted multi/t[12] ' "$DIR/out") -eq 2 ]] || fail "rm several: $(cat "$DIR/out")"
+ok --json rm --prefix multi/ | js '
+assert [d["name"] for d in j["deleted"]] == ["multi/t3", "multi/t4"] and all(d["deleted"] for d in j["deleted"]), j'
+ok --json ls multi | js 'assert [t["name"] for t in j["tensors"]] == ["multi_t1"], j'
+ok rm --prefix multi/ | grep 'nothing deleted' >/dev/null || fail "rm --prefix with no match"
+want_rc 1 get --prefix multi/
+ok rm multi_t1 >/dev/null
