@@ -117,3 +117,26 @@ ok --json ls multi | js 'assert [t["name"] for t in j["tensors"]] == ["multi_t1"
 ok rm --prefix multi/ | grep 'nothing deleted' >/dev/null || fail "rm --prefix with no match"
 want_rc 1 get --prefix multi/
 ok rm multi_t1 >/dev/null
+
+step "JSON numbers: shortest text that reads back, positional like Python's repr"
+ok put num/f --values 10,0.1,100,1e20,0.0001,-2.5,16777216 >/dev/null
+out=$(ok --json get num/f)
+grep -F '"data":[10,0.1,100,1e+20,0.0001,-2.5,16777216]' <<<"$out" >/dev/null || fail "get --json numbers: $out"
+ok --json stat num/f | "$PY" -c '
+import re, sys
+t = sys.stdin.read()
+m = re.search(r"\"created\":([^,}]*)", t)
+assert m and "e" not in m.group(1) and float(m.group(1)) > 1e9, t
+' || fail "stat --json: created is not positional"
+# Every f32 printed reads back to the same f32 (NumPy as the reference).
+ok put num/r --values 0.1,0.2,0.3,1e-7,3.4e38,1.17549435e-38,123456.789,0.333333333 >/dev/null
+ok --json get num/r | "$PY" -c '
+import json, sys
+import numpy as np
+j = json.loads(sys.stdin.read())
+want = np.array([0.1, 0.2, 0.3, 1e-7, 3.4e38, 1.17549435e-38, 123456.789, 0.333333333], dtype=np.float32)
+got = np.array(j["data"], dtype=np.float32)
+assert (got.view(np.uint32) == want.view(np.uint32)).all(), (j["data"], want)
+assert j["data"][0] == 0.1 and j["data"][6] == 123456.79, j["data"]
+' || fail "get --json: f32 values do not read back"
+ok rm --prefix num/ >/dev/null
