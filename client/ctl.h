@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "safetensors.h"
 #include "tensord.h"
 
 /* Exit statuses: see docs/tensorctl.1, EXIT STATUS. */
@@ -125,6 +126,20 @@ int ctl_cmd_model(struct ctl *c);
 int ctl_cmd_evaluate(struct ctl *c);
 int ctl_cmd_predict(struct ctl *c);
 int ctl_cmd_kernel(struct ctl *c);
+
+/* ---- input files (ctl_input.c): "-" is standard input ---- */
+
+/* The most bytes of a safetensors file read from standard input. */
+#define CTL_STDIN_ST_MAX ((size_t)16 << 30)
+
+/* Read all of `path` ("-": standard input), at most `max` bytes, into a
+ * malloc'd, NUL-terminated buffer. Returns CTL_EXIT_OK, or an exit status
+ * with the error printed. */
+int ctl_read_input(const char *path, size_t max, char **ret, size_t *ret_len);
+
+/* st_load(), or for "-" standard input read into *ret_buf (free() it after
+ * st_close(); NULL for a file). Returns 0, or -errno with a message in `err`. */
+int ctl_st_load(const char *path, struct st_file *ret, void **ret_buf, char *err, size_t err_len);
 
 /* model save NAME FILE and model load FILE (ctl_save.c). */
 int ctl_model_save(struct ctl *c, const char *model, const char *path);

@@ -96,6 +96,8 @@ static const char usage_options[] =
 	"connection failed.\n"
 	"\n"
 	"dtypes: f32 f16 bf16 i32 u8. --shape \"\" or --shape scalar is rank 0.\n"
+	"Every FILE read (put --file, graph, train, step, load, model define/load,\n"
+	"kernel create) may be - for standard input.\n"
 	"See tensorctl(1).\n";
 
 int ctl_usage_error(const char *fmt, ...)

@@ -140,3 +140,28 @@ assert (got.view(np.uint32) == want.view(np.uint32)).all(), (j["data"], want)
 assert j["data"][0] == 0.1 and j["data"][6] == 123456.79, j["data"]
 ' || fail "get --json: f32 values do not read back"
 ok rm --prefix num/ >/dev/null
+
+step "- reads standard input: put --file -, graph -, load -, kernel create -"
+"$PY" -c '
+import sys, numpy as np
+np.save(sys.stdout.buffer, np.array([[1.5, 2], [3, 4]], dtype=np.float32))' |
+	ctl --json put in/a --file - | js 'assert j["name"] == "in/a" and j["shape"] == [2, 2], j'
+ok --json get in/a | js 'assert flat(j["data"]) == [1.5, 2, 3, 4], j'
+printf '{"nodes": [{"id": "s", "op": "add", "inputs": ["in/a", "in/a"]}], "outputs": ["s"]}' |
+	ctl --json graph - | js 'assert flat(j["outputs"]["s"]["data"]) == [3, 4, 6, 8], j'
+ok save in/ "$DIR/in.safetensors" >/dev/null
+ctl --json load - --prefix in2/ <"$DIR/in.safetensors" | js 'assert j["tensors"] == ["in2/in/a"], j'
+ok --json get in2/in/a | js 'assert flat(j["data"]) == [1.5, 2, 3, 4], j'
+want_rc 1 load - <"$DIR/junk.npy"
+grep -E '^tensorctl: -: ' "$DIR/err" >/dev/null || fail "load - of junk: $(cat "$DIR/err")"
+printf '#version 450\nlayout(local_size_x = 1) in;\nlayout(std430, binding = 0) buffer D { float v[]; };\nvoid main() { v[gl_GlobalInvocationID.x] *= 2.0; }\n' |
+	ctl kernel create in/double - >/dev/null || fail "kernel create - failed"
+ok kernel run in/double in/a --groups 4 >/dev/null
+ok --json get in/a | js 'assert flat(j["data"]) == [3, 4, 6, 8], j'
+ctl kernel rm in/double || fail "kernel rm"
+want_rc 2 get in/a --out "$DIR/x.txt"
+grep -F "unknown extension" "$DIR/err" >/dev/null || fail "get --out x.txt: $(cat "$DIR/err")"
+[[ ! -e $DIR/x.txt ]] || fail "get --out x.txt wrote a file"
+want_rc 2 get in/a --out "$DIR/x"
+ok rm --prefix in/ >/dev/null
+ok rm --prefix in2/ >/dev/null
