@@ -224,9 +224,14 @@ enum ctl_device_col {
 void ctl_device_cell(const msgpack_object *d, enum ctl_device_col col, char *buf, size_t cap);
 
 /* An aligned table of `n` device maps with the columns `cols`, each line
- * starting with `indent`: a header, then a line per device. */
+ * starting with `indent`: a header, then a line per device. Device names
+ * are cut to `name_max` bytes (0: shown whole, up to 40). */
 void ctl_print_device_table(FILE *f, const msgpack_object *const *devs, size_t n,
-			    const enum ctl_device_col *cols, int ncols, const char *indent);
+			    const enum ctl_device_col *cols, int ncols, const char *indent, int name_max);
+
+/* The width of the widest line of that table, without the indent. */
+int ctl_device_table_width(const msgpack_object *const *devs, size_t n, const enum ctl_device_col *cols,
+			   int ncols, int name_max);
 
 /* info's `devices` for people: a table of the devices in use (id, Vulkan
  * index, name, type, memory used and limit, tensors, load), a line of details

@@ -165,3 +165,48 @@ grep -F "unknown extension" "$DIR/err" >/dev/null || fail "get --out x.txt: $(ca
 want_rc 2 get in/a --out "$DIR/x"
 ok rm --prefix in/ >/dev/null
 ok rm --prefix in2/ >/dev/null
+
+step "info for people: aligned sections, counters summarised, no raw JSON"
+ok run add r/a r/a >/dev/null 2>&1 || true
+out=$(ok info)
+! grep -E '[{}"]' <<<"$out" >/dev/null || fail "info prints raw JSON: $(grep -E '[{}"]' <<<"$out")"
+for pat in '^daemon +tensord ' '^you +uid ' '^devices +[0-9]+ in use' '^requests +[0-9]+ \([0-9]+ failed\)$' \
+	'^  busiest +[a-z.]+ [0-9]+' '^  traffic +[0-9.]+ [KMG]?i?B in, ' '^  connections +[0-9]+ accepted' '^limits$'; do
+	grep -E -e "$pat" <<<"$out" >/dev/null || fail "info lacks /$pat/:
+$out"
+done
+# The limits: one aligned column of values (every value starts at the same column).
+printf '%s\n' "$out" >"$DIR/info.txt"
+"$PY" - "$DIR/info.txt" <<'PYEOF' || fail "info: limits are not aligned"
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+i = lines.index("limits")
+block = []
+for l in lines[i + 1:]:
+    if not l.startswith("  "):
+        break
+    block.append(l)
+assert len(block) >= 8, block
+cols = {re.match(r"^  \S+ +", l).end() for l in block}
+assert len(cols) == 1, block
+assert (max(len(l) for l in lines if not l.startswith("  device ")) < 100), lines
+PYEOF
+ok --json info | js 'assert "tensor.put" in j["counters"]["requests"] and "limits" in j, list(j)'
+
+step "info --watch fits the terminal: \$COLUMNS, or the terminal's size"
+for how in "env COLUMNS=80" "stty cols 70;" "stty cols 100;"; do
+	case $how in env*) width=80 ;; *70*) width=70 ;; *) width=100 ;; esac
+	script -qfec "$how $TENSORCTL_BIN --socket $SOCK info --watch --count 1" /dev/null >"$DIR/tty.out" </dev/null ||
+		fail "info --watch ($how) failed: $(cat "$DIR/tty.out")"
+	"$PY" - "$DIR/tty.out" "$width" <<'PYEOF' || fail "info --watch ($how) does not fit $width columns: $(cat -v "$DIR/tty.out")"
+import re, sys
+text = open(sys.argv[1], encoding="utf-8", errors="replace").read().replace("\r", "")
+text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)
+lines = text.splitlines()
+width = int(sys.argv[2])
+assert all(len(l) < width for l in lines), [l for l in lines if len(l) >= width]
+assert any(re.match(r"^ID +(INDEX +)?NAME +TENSORS", l) for l in lines), lines
+row = [l for l in lines if re.match(r"^ 0 ", l)]
+assert row and re.search(r"\[[#.]{10}\] +[0-9.]+%", row[0]), lines
+PYEOF
+done
