@@ -75,6 +75,15 @@ int ctl_read_input(const char *path, size_t max, char **ret, size_t *ret_len)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return ctl_error("%s: %s", path, strerror(errno));
+	if (fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISSOCK(st.st_mode))) {
+		/* A pipe such as bash's <(...): read it to its end. */
+		int r = read_stream(fd, max, ret, ret_len);
+
+		close(fd);
+		if (r == -EFBIG)
+			return ctl_error("%s: more than %zu MiB", path, max >> 20);
+		return r < 0 ? ctl_error("%s: %s", path, strerror(-r)) : CTL_EXIT_OK;
+	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
 		close(fd);
 		return ctl_error("%s: not a regular file of at most %zu MiB", path, max >> 20);

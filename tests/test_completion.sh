@@ -53,7 +53,8 @@ expect() {
 echo "== commands and options"
 cmds=$("$TENSORCTL_BIN" --help | sed -n 's/^  \([a-z][a-z]*\) .*/\1/p; s/^  \([a-z][a-z]*\)$/\1/p' | sort -u)
 [[ -n $cmds ]] || fail "no commands in tensorctl --help"
-expect "" $cmds help
+grep -x help <<<"$cmds" >/dev/null || fail "tensorctl --help lists no help command"
+expect "" $cmds
 expect "in" info
 expect "s" save stat step sync
 expect "--j" --json
@@ -80,6 +81,16 @@ expect "chmod world-r" world-read
 expect "chmod private x --g" --group
 expect "chmod private x --group " 
 
+echo "== every command's options: those of its own help (tensorctl help CMD)"
+for c in $cmds; do
+	want=$("$TENSORCTL_BIN" help "$c" | sed -n '/^Options:/,/^$/p' | grep -oE '^  (-[a-z], )?--[a-z-]+' |
+		grep -oE -- '--[a-z-]+' | sort || true)
+	got=$(comp "$c x --" | grep -vxE -- '--(socket|json|help|version)' || true)
+	[[ $got == "$want" ]] || fail "$c: completion offers [$(echo $got)], tensorctl help $c lists [$(echo $want)]"
+done
+expect "help " $cmds cp
+expect "help run matm" matmul
+
 echo "== op names"
 ops=$(grep '^| `' "$OPS_DOC" | cut -d'|' -f2 | grep -o '`[a-z_0-9]*`' | tr -d '`' | sort -u)
 [[ $(comp "run ") == "$ops" ]] || fail "run's op names differ from docs/ops.md:
@@ -96,6 +107,16 @@ expect "graph $DIR/" "$DIR/g.json" "$DIR/d"
 expect "put x --file $DIR/" "$DIR/w.npy" "$DIR/d"
 expect "get x --out $DIR/w" "$DIR/w.npy"
 expect "graph $DIR/g.json "
+: >"$DIR/m.safetensors"
+: >"$DIR/d.json"
+expect "put x --file $DIR/" "$DIR/w.npy" "$DIR/m.safetensors" "$DIR/d"
+expect "get x --out $DIR/" "$DIR/w.npy" "$DIR/m.safetensors" "$DIR/d"
+expect "load $DIR/" "$DIR/m.safetensors" "$DIR/d"
+expect "model load $DIR/" "$DIR/m.safetensors" "$DIR/d"
+expect "model save m $DIR/" "$DIR/m.safetensors" "$DIR/d"
+expect "save p/ $DIR/" "$DIR/m.safetensors" "$DIR/d"
+expect "model define m $DIR/" "$DIR/d.json" "$DIR/g.json" "$DIR/d"
+expect "model " define ls stat rm save load
 
 echo "== tensor names, without a daemon: none, and no noise"
 expect "--socket $DIR/nobody.sock get "
@@ -122,7 +143,9 @@ expect "--socket $SOCK --json ls o" other
 expect "--socket $SOCK run add c/a" c/alpha
 expect "--socket $SOCK run add other c/b" c/beta
 expect "--socket $SOCK run add other -o c/" c/alpha c/beta
-expect "--socket $SOCK get other "
+# rm, stat and get take several names.
+expect "--socket $SOCK get other c/a" c/alpha
+expect "--socket $SOCK rm other c/alpha c/b" c/beta
 expect "--socket $SOCK chmod group-read c/a" c/alpha
 expect "--socket $SOCK chmod - --group 5 c/b" c/beta
 expect "--socket $SOCK copy c/a" c/alpha
@@ -133,4 +156,11 @@ expect "--socket $SOCK copy c/alpha c/beta "
 expect "--socket $SOCK put x --device " 0
 expect "--socket $SOCK run add c/alpha --device " 0
 TENSORD_SOCKET=$SOCK expect "get c/b" c/beta
+echo "== model names from a daemon"
+printf '%s\n' '{"nodes": [{"id": "pred", "op": "mul", "inputs": ["x", "c/alpha"]}, {"id": "loss", "op": "mse", "inputs": ["pred", "y"]}], "loss": "loss", "params": ["c/alpha"], "outputs": ["pred"], "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 1]}, {"name": "y", "dtype": "f32", "shape": [1, 1]}]}' >"$DIR/mdef.json"
+"$TENSORCTL_BIN" --socket "$SOCK" model define cm/first "$DIR/mdef.json" >/dev/null 2>"$DIR/merr" ||
+	fail "model define: $(cat "$DIR/merr")"
+expect "--socket $SOCK model stat cm/" cm/first
+expect "--socket $SOCK evaluate c" cm/first
+expect "--socket $SOCK train --model c" cm/first
 echo "all completion checks passed"

@@ -1,6 +1,11 @@
 # bash completion for tensorctl(1): commands, options, dtypes, files, op names
-# and the names of the tensors stored in the daemon (asked with --json ls).
+# and the names of the tensors and models stored in the daemon (asked with
+# --json ls / --json model ls). tests/test_completion.sh checks the commands
+# and each command's options against tensorctl's own help.
 # Installed as bash-completion's completions/tensorctl; or: source this file.
+
+# The file patterns (*.@(npy|safetensors)) need extglob, as bash-completion sets.
+shopt -s extglob
 
 # The ops of docs/ops.md (tests/test_completion.sh keeps this list true).
 _tensorctl_ops="abs adam_m adam_param adam_v add arange argmax argmin avg_pool2d avg_pool2d_grad batch_norm binary_cross_entropy_with_logits cast clamp concat conv2d conv2d_grad_input conv2d_grad_weight copy cos cross_entropy div eq erf exp full gather ge gelu gt index_add index_select layer_norm le log log_softmax lt matmul max max_pool2d max_pool2d_grad maximum mean min minimum mse mul ne neg nll one_hot ones pad permute pow prod rand randn relu reshape rms_norm rsqrt sgd_buf sgd_param sigmoid silu sin slice softmax softplus sqrt stack std sub sum tanh transpose var where zeros"
@@ -19,6 +24,15 @@ _tensorctl_names()
 		grep -o '"name":"[^"]*"' | sed 's/^"name":"//; s/"$//'
 }
 
+# Model names starting with $2 from the daemon; quietly nothing on failure.
+_tensorctl_models()
+{
+	local bin=$1 cur=$2
+	shift 2
+	"$bin" "$@" --json model ls 2>/dev/null |
+		grep -o '"name":"[^"]*"' | sed 's/^"name":"//; s/"$//'
+}
+
 # Device ids (what --device takes) from the daemon's info; quietly nothing on failure.
 _tensorctl_devices()
 {
@@ -31,7 +45,7 @@ _tensorctl_devices()
 _tensorctl()
 {
 	local bin=${1:-tensorctl} cur= prev= line=${COMP_LINE:0:COMP_POINT}
-	local cmd= i w npos=0 n
+	local cmd= sub= i w npos=0 n
 	local -a sock=() words=()
 	COMPREPLY=()
 
@@ -58,7 +72,12 @@ _tensorctl()
 		-) [[ -n $cmd ]] && ((npos++)) ;;   # chmod's "keep the mode"
 		-*) ;;
 		*)
-			if [[ -z $cmd ]]; then cmd=$w; else ((npos++)); fi ;;
+			if [[ -z $cmd ]]; then
+				cmd=$w
+			else
+				((npos == 0)) && sub=$w   # model/kernel's subcommand, help's topic
+				((npos++))
+			fi ;;
 		esac
 	done
 
@@ -68,20 +87,23 @@ _tensorctl()
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return ;;
 	--file | -f | --out | -o)
-		if [[ $cmd == run ]]; then
+		if [[ $cmd == run || $cmd == predict ]]; then
 			COMPREPLY=($(compgen -W "$(_tensorctl_names "$bin" "$cur" "${sock[@]}")" -- "$cur"))
 		else
 			compopt -o filenames 2>/dev/null
-			COMPREPLY=($(compgen -f -X '!*.npy' -- "$cur") $(compgen -d -- "$cur"))
+			COMPREPLY=($(compgen -f -X '!*.@(npy|safetensors)' -- "$cur") $(compgen -d -- "$cur"))
 		fi
 		;;
+	--model)
+		COMPREPLY=($(compgen -W "$(_tensorctl_models "$bin" "$cur" "${sock[@]}")" -- "$cur"))
+		return ;;
 	--dtype)
 		COMPREPLY=($(compgen -W "f32 f16 bf16 i32 u8" -- "$cur"))
 		return ;;
 	--device)
 		COMPREPLY=($(compgen -W "$(_tensorctl_devices "$bin" "${sock[@]}")" -- "$cur"))
 		return ;;
-	--devices | --model | --data | --batch-size | --epochs | --steps | --prefix | --name | \
+	--devices | --data | --batch-size | --epochs | --steps | --prefix | --name | \
 		--input | --metric | --output)
 		return ;;
 	--values | --shape | --attr | -a | --interval | -n | --count | -c | --group | -g | --push | --groups)
@@ -101,7 +123,11 @@ _tensorctl()
 			local opts=$_tensorctl_global_opts
 			case $cmd in
 			put) opts+=" --file --values --shape --dtype --device" ;;
-			get) opts+=" --out" ;;
+			get) opts+=" --out --prefix" ;;
+			stat | rm | load) opts+=" --prefix" ;;
+			model) opts+=" --replace --tensors --name" ;;
+			evaluate) opts+=" --data --metric --batch-size" ;;
+			predict) opts+=" --input --output --out" ;;
 			copy | cp) opts+=" --device" ;;
 			run) opts+=" --out --attr --device" ;;
 			train) opts+=" --model --data --batch-size --epochs --steps --devices" ;;
@@ -113,9 +139,42 @@ _tensorctl()
 			return
 		fi
 		case $cmd in
-		ls | stat | rm | get | put)
+		ls | put)
 			((npos == 0)) &&
 				COMPREPLY=($(compgen -W "$(_tensorctl_names "$bin" "$cur" "${sock[@]}")" -- "$cur")) ;;
+		stat | rm | get)
+			COMPREPLY=($(compgen -W "$(_tensorctl_names "$bin" "$cur" "${sock[@]}")" -- "$cur")) ;;
+		help)
+			if ((npos == 0)); then
+				COMPREPLY=($(compgen -W "$_tensorctl_commands cp" -- "$cur"))
+			elif ((npos == 1)) && [[ $sub == run ]]; then
+				COMPREPLY=($(compgen -W "$_tensorctl_ops" -- "$cur"))
+			fi ;;
+		evaluate | predict)
+			((npos == 0)) &&
+				COMPREPLY=($(compgen -W "$(_tensorctl_models "$bin" "$cur" "${sock[@]}")" -- "$cur")) ;;
+		model)
+			if ((npos == 0)); then
+				COMPREPLY=($(compgen -W "define ls stat rm save load" -- "$cur"))
+			elif ((npos == 1)) && [[ $sub == stat || $sub == rm || $sub == save ]]; then
+				COMPREPLY=($(compgen -W "$(_tensorctl_models "$bin" "$cur" "${sock[@]}")" -- "$cur"))
+			elif [[ ($npos == 1 && $sub == load) || ($npos == 2 && $sub == save) ]]; then
+				compopt -o filenames 2>/dev/null
+				COMPREPLY=($(compgen -f -X '!*.safetensors' -- "$cur") $(compgen -d -- "$cur"))
+			elif ((npos == 2)) && [[ $sub == define ]]; then
+				compopt -o filenames 2>/dev/null
+				COMPREPLY=($(compgen -f -X '!*.json' -- "$cur") $(compgen -d -- "$cur"))
+			fi ;;
+		load)
+			if ((npos == 0)); then
+				compopt -o filenames 2>/dev/null
+				COMPREPLY=($(compgen -f -X '!*.safetensors' -- "$cur") $(compgen -d -- "$cur"))
+			fi ;;
+		save)
+			if ((npos == 1)); then
+				compopt -o filenames 2>/dev/null
+				COMPREPLY=($(compgen -f -X '!*.safetensors' -- "$cur") $(compgen -d -- "$cur"))
+			fi ;;
 		copy | cp)
 			((npos <= 1)) &&
 				COMPREPLY=($(compgen -W "$(_tensorctl_names "$bin" "$cur" "${sock[@]}")" -- "$cur")) ;;
@@ -134,10 +193,10 @@ _tensorctl()
 		kernel)
 			if ((npos == 0)); then
 				COMPREPLY=($(compgen -W "create run ls rm" -- "$cur"))
-			elif ((npos == 2)) && [[ ${words[2]} == create ]]; then
+			elif ((npos == 2)) && [[ $sub == create ]]; then
 				compopt -o filenames 2>/dev/null
 				COMPREPLY=($(compgen -f -X '!*.@(comp|spv)' -- "$cur") $(compgen -d -- "$cur"))
-			elif ((npos >= 2)) && [[ ${words[2]} == run ]]; then
+			elif ((npos >= 2)) && [[ $sub == run ]]; then
 				COMPREPLY=($(compgen -W "$(_tensorctl_names "$bin" "$cur" "${sock[@]}")" -- "$cur"))
 			fi ;;
 		graph | train | step)
