@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "safetensors.h"
 #include "tensord.h"
 
 /* Exit statuses: see docs/tensorctl.1, EXIT STATUS. */
@@ -16,11 +17,14 @@
 
 struct ctl {
 	const char *socket;   /* resolved socket path */
+	enum { CTL_SOCKET_DEFAULT, CTL_SOCKET_ENV, CTL_SOCKET_OPTION } socket_from;
 	bool json;
 	const char *command;
 	int npos;
 	const char **pos;     /* positional arguments after the command */
-	const char *file, *values, *shape, *dtype, *out;
+	const char *file, *values, *shape, *dtype, *out; /* out: the last -o/--out */
+	int nouts;
+	const char **outs;    /* every -o/--out, in order (get NAME... takes one per name) */
 	const char *group;    /* chmod --group GID */
 	int nattrs;
 	const char **attrs;   /* --attr key=value, in order */
@@ -81,6 +85,18 @@ void ctl_format_duration(char *buf, size_t cap, double s);
 /* Seconds on CLOCK_MONOTONIC. */
 double ctl_now(void);
 
+/* One tensor of rm/stat/get (ctl_commands.c); the commands themselves, with
+ * several names or --prefix, are in ctl_multi.c. `element`: part of a list
+ * (JSON without the newline; get prints "NAME =" before the array). Each
+ * returns an exit status with any error printed. c->td is connected. */
+int ctl_stat_one(struct ctl *c, const char *name);
+int ctl_rm_one(struct ctl *c, const char *name, bool element);
+/* `out`: NULL (print), "-" (.npy on stdout), F.npy or F.safetensors. */
+int ctl_get_one(struct ctl *c, const char *name, const char *out, bool element);
+
+/* An aligned table of tensors (ls, stat). */
+void ctl_print_tensor_table(FILE *f, const struct tensord_tensor_info *list, size_t n);
+
 /* Print tensor metadata as one JSON object (no newline). */
 void ctl_json_info(FILE *f, const struct tensord_tensor_info *t);
 
@@ -110,6 +126,20 @@ int ctl_cmd_model(struct ctl *c);
 int ctl_cmd_evaluate(struct ctl *c);
 int ctl_cmd_predict(struct ctl *c);
 int ctl_cmd_kernel(struct ctl *c);
+
+/* ---- input files (ctl_input.c): "-" is standard input ---- */
+
+/* The most bytes of a safetensors file read from standard input. */
+#define CTL_STDIN_ST_MAX ((size_t)16 << 30)
+
+/* Read all of `path` ("-": standard input), at most `max` bytes, into a
+ * malloc'd, NUL-terminated buffer. Returns CTL_EXIT_OK, or an exit status
+ * with the error printed. */
+int ctl_read_input(const char *path, size_t max, char **ret, size_t *ret_len);
+
+/* st_load(), or for "-" standard input read into *ret_buf (free() it after
+ * st_close(); NULL for a file). Returns 0, or -errno with a message in `err`. */
+int ctl_st_load(const char *path, struct st_file *ret, void **ret_buf, char *err, size_t err_len);
 
 /* model save NAME FILE and model load FILE (ctl_save.c). */
 int ctl_model_save(struct ctl *c, const char *model, const char *path);
@@ -194,9 +224,14 @@ enum ctl_device_col {
 void ctl_device_cell(const msgpack_object *d, enum ctl_device_col col, char *buf, size_t cap);
 
 /* An aligned table of `n` device maps with the columns `cols`, each line
- * starting with `indent`: a header, then a line per device. */
+ * starting with `indent`: a header, then a line per device. Device names
+ * are cut to `name_max` bytes (0: shown whole, up to 40). */
 void ctl_print_device_table(FILE *f, const msgpack_object *const *devs, size_t n,
-			    const enum ctl_device_col *cols, int ncols, const char *indent);
+			    const enum ctl_device_col *cols, int ncols, const char *indent, int name_max);
+
+/* The width of the widest line of that table, without the indent. */
+int ctl_device_table_width(const msgpack_object *const *devs, size_t n, const enum ctl_device_col *cols,
+			   int ncols, int name_max);
 
 /* info's `devices` for people: a table of the devices in use (id, Vulkan
  * index, name, type, memory used and limit, tensors, load), a line of details

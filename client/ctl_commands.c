@@ -22,9 +22,24 @@ int ctl_connect(struct ctl *c)
 {
 	int r = tensord_connect(c->socket, &c->td);
 
+	const char *hint = "";
+
+	if (r == -ENOENT || r == -ECONNREFUSED) {
+		if (c->socket_from == CTL_SOCKET_DEFAULT)
+			hint = " \u2014 is tensord running? Start it (systemctl start tensord.socket) "
+			       "or set TENSORD_SOCKET / --socket";
+		else if (c->socket_from == CTL_SOCKET_ENV)
+			hint = " \u2014 is tensord running? This path is $TENSORD_SOCKET: start tensord "
+			       "there, or unset it / use --socket";
+		else
+			hint = " \u2014 is tensord running on that socket (--socket)?";
+	} else if (r == -EACCES) {
+		hint = " \u2014 the socket's owner or group must let you in (docs/security.md), "
+		       "or run a daemon of your own and use --socket";
+	}
 	if (r < 0)
-		return ctl_fail(CTL_EXIT_CONNECT, "cannot connect to %s: %s", c->socket,
-				strerror(-r));
+		return ctl_fail(CTL_EXIT_CONNECT, "cannot connect to %s: %s%s", c->socket,
+				strerror(-r), hint);
 	return CTL_EXIT_OK;
 }
 
@@ -144,7 +159,7 @@ static void format_cell(const struct tensord_tensor_info *t, int col, char *buf,
 }
 
 /* An aligned table of tensors: text left-aligned, numbers right-aligned. */
-static void print_table(FILE *f, const struct tensord_tensor_info *list, size_t n)
+void ctl_print_tensor_table(FILE *f, const struct tensord_tensor_info *list, size_t n)
 {
 	static const char *const heads[COL_COUNT] = { "NAME", "DTYPE", "SHAPE", "SIZE", "DEVICE",
 						      "VERSION", "OWNER", "MODE", "MODIFIED" };
@@ -265,31 +280,29 @@ int ctl_cmd_ls(struct ctl *c)
 		}
 		fputs("]}\n", stdout);
 	} else {
-		print_table(stdout, list, n);
+		ctl_print_tensor_table(stdout, list, n);
 	}
 	free(list);
 	return CTL_EXIT_OK;
 }
 
-int ctl_cmd_stat(struct ctl *c)
+int ctl_stat_one(struct ctl *c, const char *name)
 {
 	struct tensord_tensor_info info;
-	int r, status;
+	int r;
 
-	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
-		return status;
-	if ((r = tensord_stat(c->td, c->pos[0], &info)) < 0)
+	if ((r = tensord_stat(c->td, name, &info)) < 0)
 		return ctl_call_failed(c, r);
 	if (c->json) {
 		ctl_json_info(stdout, &info);
 		fputc('\n', stdout);
 	} else {
-		print_table(stdout, &info, 1);
+		ctl_print_tensor_table(stdout, &info, 1);
 	}
 	return CTL_EXIT_OK;
 }
 
-int ctl_cmd_rm(struct ctl *c)
+int ctl_rm_one(struct ctl *c, const char *name, bool element)
 {
 	const msgpack_object *bytes;
 	msgpack_unpacked u;
@@ -298,20 +311,19 @@ int ctl_cmd_rm(struct ctl *c)
 	char size[32];
 	int status;
 
-	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
-		return status;
-	if ((status = call_raw(c, "tensor.delete", c->pos[0], &u, &buf)) != CTL_EXIT_OK)
+	if ((status = call_raw(c, "tensor.delete", name, &u, &buf)) != CTL_EXIT_OK)
 		return status;
 	if (c->json) {
 		ctl_json_msgpack(stdout, &u.data);
-		fputc('\n', stdout);
+		if (!element)
+			fputc('\n', stdout);
 	} else {
 		bytes = tdp_map_find(&u.data, "bytes");
 		if (bytes && tdp_obj_uint(bytes, &freed) == 0) {
 			ctl_format_size(size, sizeof(size), freed);
-			printf("deleted %s (%s freed)\n", c->pos[0], size);
+			printf("deleted %s (%s freed)\n", name, size);
 		} else {
-			printf("deleted %s\n", c->pos[0]);
+			printf("deleted %s\n", name);
 		}
 	}
 	msgpack_unpacked_destroy(&u);
@@ -560,52 +572,49 @@ out:
 	return status;
 }
 
-int ctl_cmd_get(struct ctl *c)
+int ctl_get_one(struct ctl *c, const char *name, const char *out, bool element)
 {
 	struct tensord_tensor_info info;
 	struct ctl_bar bar;
 	char err[MSG_MAX], shape[256], size[32], label[300];
+	const char *end = element ? "}" : "}\n";
 	uint64_t count = 0;
 	void *data = NULL;
 	size_t len = 0;
-	int r, status;
+	int r, status = CTL_EXIT_OK;
 
-	if (c->out && c->json && strcmp(c->out, "-") == 0)
-		return ctl_usage_error("--json cannot be combined with --out -");
-	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
-		return status;
-	snprintf(label, sizeof(label), "get %s", c->pos[0]);
+	snprintf(label, sizeof(label), "get %s", name);
 	ctl_bar_start(&bar, c, label);
-	r = tensord_get(c->td, c->pos[0], &info, &data, &len);
+	r = tensord_get(c->td, name, &info, &data, &len);
 	ctl_bar_finish(&bar);
 	if (r < 0)
 		return ctl_call_failed(c, r);
 	count = len / tensord_dtype_size(info.dtype);
-	if (c->out && is_safetensors(c->out)) {
+	if (out && is_safetensors(out)) {
 		struct st_entry e = { .name = info.name, .dtype = (enum st_dtype)st_dtype_from_tensord((int)info.dtype),
 				      .rank = info.rank, .shape = info.shape, .data = data };
 
-		if (st_write(c->out, &e, 1, NULL, 0, err, sizeof(err)) < 0) {
-			status = ctl_error("%s: %s", c->out, err);
+		if (st_write(out, &e, 1, NULL, 0, err, sizeof(err)) < 0) {
+			status = ctl_error("%s: %s", out, err);
 			goto out;
 		}
 	}
-	if (c->out) {
-		if (!is_safetensors(c->out) &&
-		    npy_write(c->out, (int)info.dtype, info.rank, info.shape, data, len, err,
+	if (out) {
+		if (!is_safetensors(out) &&
+		    npy_write(out, (int)info.dtype, info.rank, info.shape, data, len, err,
 			      sizeof(err)) < 0) {
-			status = ctl_error("%s: %s", c->out, err);
+			status = ctl_error("%s: %s", out, err);
 			goto out;
 		}
 		if (c->json) {
 			json_info_open(stdout, &info);
 			fputs(",\"file\":", stdout);
-			ctl_json_string(stdout, c->out, strlen(c->out));
-			fputs("}\n", stdout);
-		} else if (strcmp(c->out, "-") != 0) {
+			ctl_json_string(stdout, out, strlen(out));
+			fputs(end, stdout);
+		} else if (strcmp(out, "-") != 0) {
 			ctl_format_shape(shape, sizeof(shape), info.rank, info.shape);
 			ctl_format_size(size, sizeof(size), info.bytes);
-			printf("wrote %s: %s %s %s, %s\n", c->out, info.name,
+			printf("wrote %s: %s %s %s, %s\n", out, info.name,
 			       tensord_dtype_name(info.dtype), shape, size);
 		}
 	} else if (c->json) {
@@ -615,8 +624,10 @@ int ctl_cmd_get(struct ctl *c)
 		ctl_json_shape(stdout, info.rank, info.shape);
 		fputs(",\"data\":", stdout);
 		ctl_print_json_values(stdout, (int)info.dtype, data, count);
-		fputs("}\n", stdout);
+		fputs(end, stdout);
 	} else {
+		if (element)
+			printf("%s =\n", info.name);
 		ctl_print_array(stdout, (int)info.dtype, info.rank, info.shape, data);
 	}
 out:

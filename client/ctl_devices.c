@@ -220,15 +220,53 @@ void ctl_device_cell(const msgpack_object *d, enum ctl_device_col col, char *buf
 	}
 }
 
-void ctl_print_device_table(FILE *f, const msgpack_object *const *devs, size_t n,
-			    const enum ctl_device_col *cols, int ncols, const char *indent)
+static const char *const device_heads[CTL_DEV_COL_COUNT] = {
+	[CTL_DEV_ID] = "ID", [CTL_DEV_INDEX] = "INDEX", [CTL_DEV_NAME] = "NAME",
+	[CTL_DEV_TYPE] = "TYPE", [CTL_DEV_USED] = "USED", [CTL_DEV_LIMIT] = "LIMIT",
+	[CTL_DEV_TENSORS] = "TENSORS", [CTL_DEV_LOAD] = "LOAD", [CTL_DEV_USE] = "USE",
+	[CTL_DEV_LOADBAR] = "LOAD",
+};
+
+/* The cell of `col` for one device, names cut to `name_max` bytes (0: as is). */
+static void cell_of(const msgpack_object *d, enum ctl_device_col col, int name_max, char *buf, size_t cap)
 {
-	static const char *const heads[CTL_DEV_COL_COUNT] = {
-		[CTL_DEV_ID] = "ID", [CTL_DEV_INDEX] = "INDEX", [CTL_DEV_NAME] = "NAME",
-		[CTL_DEV_TYPE] = "TYPE", [CTL_DEV_USED] = "USED", [CTL_DEV_LIMIT] = "LIMIT",
-		[CTL_DEV_TENSORS] = "TENSORS", [CTL_DEV_LOAD] = "LOAD", [CTL_DEV_USE] = "USE",
-		[CTL_DEV_LOADBAR] = "LOAD",
-	};
+	ctl_device_cell(d, col, buf, cap);
+	if (col == CTL_DEV_NAME && name_max > 0 && strlen(buf) > (size_t)name_max)
+		buf[name_max] = '\0';
+}
+
+/* Column widths of a device table; returns the width of its widest line. */
+static int table_widths(const msgpack_object *const *devs, size_t n, const enum ctl_device_col *cols,
+			int ncols, int name_max, int *width)
+{
+	char cell[80];
+	int total = 0;
+
+	for (int k = 0; k < ncols; k++)
+		width[k] = (int)strlen(device_heads[cols[k]]);
+	for (size_t i = 0; i < n; i++)
+		for (int k = 0; k < ncols; k++) {
+			cell_of(devs[i], cols[k], name_max, cell, sizeof(cell));
+			if ((int)strlen(cell) > width[k])
+				width[k] = (int)strlen(cell);
+		}
+	for (int k = 0; k < ncols; k++)
+		total += width[k] + (k + 1 < ncols ? 2 : 0);
+	return total;
+}
+
+int ctl_device_table_width(const msgpack_object *const *devs, size_t n, const enum ctl_device_col *cols,
+			   int ncols, int name_max)
+{
+	int width[CTL_DEV_COL_COUNT];
+
+	return table_widths(devs, n, cols, ncols > CTL_DEV_COL_COUNT ? CTL_DEV_COL_COUNT : ncols, name_max,
+			    width);
+}
+
+void ctl_print_device_table(FILE *f, const msgpack_object *const *devs, size_t n,
+			    const enum ctl_device_col *cols, int ncols, const char *indent, int name_max)
+{
 	static const bool right[CTL_DEV_COL_COUNT] = {
 		[CTL_DEV_ID] = true, [CTL_DEV_INDEX] = true, [CTL_DEV_USED] = true,
 		[CTL_DEV_LIMIT] = true, [CTL_DEV_TENSORS] = true, [CTL_DEV_LOAD] = true,
@@ -236,22 +274,17 @@ void ctl_print_device_table(FILE *f, const msgpack_object *const *devs, size_t n
 	int width[CTL_DEV_COL_COUNT] = { 0 };
 	char cell[80];
 
-	for (int k = 0; k < ncols; k++)
-		width[k] = (int)strlen(heads[cols[k]]);
-	for (size_t i = 0; i < n; i++)
-		for (int k = 0; k < ncols; k++) {
-			ctl_device_cell(devs[i], cols[k], cell, sizeof(cell));
-			if ((int)strlen(cell) > width[k])
-				width[k] = (int)strlen(cell);
-		}
+	if (ncols > CTL_DEV_COL_COUNT)
+		ncols = CTL_DEV_COL_COUNT;
+	table_widths(devs, n, cols, ncols, name_max, width);
 	for (size_t i = 0; i <= n; i++) {
 		fputs(indent, f);
 		for (int k = 0; k < ncols; k++) {
-			const char *text = heads[cols[k]];
+			const char *text = device_heads[cols[k]];
 			bool last = k + 1 == ncols;
 
 			if (i > 0) {
-				ctl_device_cell(devs[i - 1], cols[k], cell, sizeof(cell));
+				cell_of(devs[i - 1], cols[k], name_max, cell, sizeof(cell));
 				text = cell;
 			}
 			fprintf(f, "%*s%s", last ? 0 : right[cols[k]] ? width[k] : -width[k], text,
@@ -319,7 +352,7 @@ void ctl_print_devices(FILE *f, const msgpack_object *devices)
 		fprintf(f, ", %zu other%s found", others, others == 1 ? "" : "s");
 	fputc('\n', f);
 	if (n > 0)
-		ctl_print_device_table(f, active, n, cols, (int)(sizeof(cols) / sizeof(cols[0])), "  ");
+		ctl_print_device_table(f, active, n, cols, (int)(sizeof(cols) / sizeof(cols[0])), "  ", 0);
 	for (size_t i = 0; i < n; i++) {
 		ctl_device_cell(active[i], CTL_DEV_ID, cell, sizeof(cell));
 		fprintf(f, "  device %s: ", cell);

@@ -55,29 +55,160 @@ static bool ends_with(const msgpack_object *key, const char *suffix)
 	       memcmp(key->via.str.ptr + key->via.str.size - n, suffix, n) == 0;
 }
 
-static void print_limits(FILE *f, const msgpack_object *limits)
+/* Width of the first column of a section's lines: the longest key + 2. */
+static int key_width(const msgpack_object *map, int min)
 {
-	char size[32];
+	int w = min;
 
-	if (limits->type != MSGPACK_OBJECT_MAP) {
-		ctl_json_msgpack(f, limits);
-		fputc('\n', f);
+	for (uint32_t i = 0; i < map->via.map.size; i++) {
+		const msgpack_object *k = &map->via.map.ptr[i].key;
+
+		if (k->type == MSGPACK_OBJECT_STR && (int)k->via.str.size + 2 > w)
+			w = k->via.str.size > 62 ? 64 : (int)k->via.str.size + 2;
+	}
+	return w;
+}
+
+/* One value for people: numbers and strings as text, sizes with units for
+ * *_bytes keys, maps and arrays summarised (--json has them whole). */
+static void print_value(FILE *f, const msgpack_object *k, const msgpack_object *v)
+{
+	char text[64];
+
+	switch (v->type) {
+	case MSGPACK_OBJECT_POSITIVE_INTEGER:
+		if (ends_with(k, "_bytes")) {
+			ctl_format_size(text, sizeof(text), v->via.u64);
+			fprintf(f, "%s (%" PRIu64 ")", text, v->via.u64);
+		} else {
+			fprintf(f, "%" PRIu64, v->via.u64);
+		}
+		break;
+	case MSGPACK_OBJECT_NEGATIVE_INTEGER: fprintf(f, "%" PRId64, v->via.i64); break;
+	case MSGPACK_OBJECT_FLOAT32:
+	case MSGPACK_OBJECT_FLOAT64: fprintf(f, "%.6g", v->via.f64); break;
+	case MSGPACK_OBJECT_BOOLEAN: fputs(v->via.boolean ? "yes" : "no", f); break;
+	case MSGPACK_OBJECT_NIL: fputs("-", f); break;
+	case MSGPACK_OBJECT_STR:
+		fprintf(f, "%.*s", v->via.str.size > 200 ? 200 : (int)v->via.str.size, v->via.str.ptr);
+		break;
+	case MSGPACK_OBJECT_MAP: fprintf(f, "%" PRIu32 " fields (see --json)", v->via.map.size); break;
+	case MSGPACK_OBJECT_ARRAY: fprintf(f, "%" PRIu32 " entries (see --json)", v->via.array.size); break;
+	default: fputs("?", f); break;
+	}
+}
+
+/* A title line, then every entry of `map` as an aligned "  key  value" line. */
+static void print_section(FILE *f, const char *title, const msgpack_object *map)
+{
+	int w;
+
+	fprintf(f, "%s\n", title);
+	if (map->type != MSGPACK_OBJECT_MAP)
 		return;
+	w = key_width(map, 13);
+	for (uint32_t i = 0; i < map->via.map.size; i++) {
+		const msgpack_object *k = &map->via.map.ptr[i].key;
+		bool str = k->type == MSGPACK_OBJECT_STR;
+
+		fprintf(f, "  %-*.*s", w, str ? (int)(k->via.str.size > 62 ? 62 : k->via.str.size) : 1,
+			str ? k->via.str.ptr : "?");
+		print_value(f, k, &map->via.map.ptr[i].val);
+		fputc('\n', f);
+	}
+}
+
+/* The (up to) three methods of counters.requests with the most requests,
+ * "tensor.put 3 (1 failed), info 1"; "none yet" when all are 0. */
+static void print_busiest(FILE *f, const msgpack_object *req, const msgpack_object *err)
+{
+	bool used[256] = { false };
+	uint32_t n = req->via.map.size < 256 ? req->via.map.size : 256;
+	int shown = 0;
+
+	for (; shown < 3; shown++) {
+		const msgpack_object *k;
+		uint64_t best = 0, v, e;
+		uint32_t at = n;
+		char key[72];
+
+		for (uint32_t i = 0; i < n; i++)
+			if (!used[i] && req->via.map.ptr[i].key.type == MSGPACK_OBJECT_STR &&
+			    tdp_obj_uint(&req->via.map.ptr[i].val, &v) == 0 && v > best) {
+				best = v;
+				at = i;
+			}
+		if (at == n)
+			break;
+		used[at] = true;
+		k = &req->via.map.ptr[at].key;
+		snprintf(key, sizeof(key), "%.*s", k->via.str.size > 64 ? 64 : (int)k->via.str.size,
+			 k->via.str.ptr);
+		fprintf(f, "%s%s %" PRIu64, shown ? ", " : "", key, best);
+		if (err && err->type == MSGPACK_OBJECT_MAP && get_uint(err, key, &e) && e)
+			fprintf(f, " (%" PRIu64 " failed)", e);
+	}
+	if (!shown)
+		fputs("none yet", f);
+}
+
+/* `requests` and `counters` as one section of summaries (--json: all). */
+static void print_requests(FILE *f, const msgpack_object *info)
+{
+	const msgpack_object *req = tdp_map_find(info, "requests"), *cnt = tdp_map_find(info, "counters");
+	const msgpack_object *by = cnt ? tdp_map_find(cnt, "requests") : NULL, *sub;
+	uint64_t a, b, c2;
+	char x[32], y[32];
+	double s;
+
+	if (!req && !cnt)
+		return;
+	fputs("requests", f);
+	if (req && get_uint(req, "total", &a)) {
+		fprintf(f, "      %" PRIu64, a);
+		if (get_uint(req, "failed", &b))
+			fprintf(f, " (%" PRIu64 " failed)", b);
 	}
 	fputc('\n', f);
-	for (uint32_t i = 0; i < limits->via.map.size; i++) {
-		const msgpack_object *k = &limits->via.map.ptr[i].key;
-		const msgpack_object *v = &limits->via.map.ptr[i].val;
-		int kw = k->type == MSGPACK_OBJECT_STR ? (int)(k->via.str.size > 40 ? 40 : k->via.str.size) : 1;
-
-		fprintf(f, "  %-*.*s ", 20, kw, k->type == MSGPACK_OBJECT_STR ? k->via.str.ptr : "?");
-		if (ends_with(k, "_bytes") && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
-			ctl_format_size(size, sizeof(size), v->via.u64);
-			fprintf(f, "%s (%" PRIu64 ")\n", size, v->via.u64);
-		} else {
-			ctl_json_msgpack(f, v);
-			fputc('\n', f);
-		}
+	if (!cnt || cnt->type != MSGPACK_OBJECT_MAP)
+		return;
+	if (by && by->type == MSGPACK_OBJECT_MAP) {
+		fprintf(f, "  %-12s", "busiest");
+		print_busiest(f, by, tdp_map_find(cnt, "errors"));
+		fputc('\n', f);
+	}
+	if (get_uint(cnt, "bytes_in", &a) && get_uint(cnt, "bytes_out", &b)) {
+		ctl_format_size(x, sizeof(x), a);
+		ctl_format_size(y, sizeof(y), b);
+		fprintf(f, "  %-12s%s in, %s out\n", "traffic", x, y);
+	}
+	if (get_uint(cnt, "connections_accepted", &a) && get_uint(cnt, "connections_refused", &b)) {
+		fprintf(f, "  %-12s%" PRIu64 " accepted, %" PRIu64 " refused", "connections", a, b);
+		if (get_uint(cnt, "protocol_errors", &c2))
+			fprintf(f, ", %" PRIu64 " closed for protocol errors", c2);
+		fputc('\n', f);
+	}
+	if (get_uint(cnt, "reloads", &a) && get_uint(cnt, "reload_failures", &b))
+		fprintf(f, "  %-12s%" PRIu64 " applied, %" PRIu64 " refused\n", "reloads", a, b);
+	if ((sub = tdp_map_find(cnt, "gpu")) && get_uint(sub, "submissions", &a)) {
+		fprintf(f, "  %-12s%" PRIu64 " submissions", "gpu", a);
+		if (ctl_map_number(sub, "busy_seconds", &s))
+			fprintf(f, ", busy %.3g s", s);
+		if (ctl_map_number(sub, "wait_seconds", &s))
+			fprintf(f, ", waited %.3g s", s);
+		fputc('\n', f);
+	}
+	if ((sub = tdp_map_find(cnt, "pipelines")) && get_uint(sub, "built", &a)) {
+		fprintf(f, "  %-12s%" PRIu64 " built", "pipelines", a);
+		if (get_uint(sub, "hits", &b))
+			fprintf(f, ", %" PRIu64 " hits", b);
+		if (get_uint(sub, "compiles", &b))
+			fprintf(f, ", %" PRIu64 " compiles", b);
+		if (get_uint(sub, "cache_hits", &b))
+			fprintf(f, " (%" PRIu64 " from the cache)", b);
+		if (ctl_map_number(sub, "compile_seconds", &s))
+			fprintf(f, ", %.3g s compiling", s);
+		fputc('\n', f);
 	}
 }
 
@@ -89,26 +220,17 @@ static bool is_key(const msgpack_object *k, const char *const *known)
 	return false;
 }
 
-void ctl_print_info(FILE *f, const msgpack_object *info)
+/* daemon, uptime, connections, tensors, you, resets: the lines at the top. */
+static void print_head(FILE *f, const msgpack_object *info)
 {
-	static const char *const known[] = { "version", "protocol", "pid", "uptime",
-					     "connections", "tensors", "devices", "limits",
-					     "user", NULL };
 	const msgpack_object *user = tdp_map_find(info, "user");
 	const msgpack_object *tensors = tdp_map_find(info, "tensors");
-	const msgpack_object *devices = tdp_map_find(info, "devices");
-	const msgpack_object *limits = tdp_map_find(info, "limits");
 	char text[64];
-	uint64_t v, bytes;
+	uint64_t v, bytes = 0;
 	double up;
 	int n;
 	const char *s;
 
-	if (info->type != MSGPACK_OBJECT_MAP) {
-		ctl_json_msgpack(f, info);
-		fputc('\n', f);
-		return;
-	}
 	s = get_str(info, "version", &n);
 	fprintf(f, "%-13s tensord %.*s", "daemon", n, s);
 	if (get_uint(info, "protocol", &v))
@@ -147,25 +269,60 @@ void ctl_print_info(FILE *f, const msgpack_object *info)
 		}
 		fputc('\n', f);
 	}
-	if (devices)
-		ctl_print_devices(f, devices);
-	if (limits) {
-		fputs("limits", f);
-		print_limits(f, limits);
-	}
-	for (uint32_t i = 0; i < info->via.map.size; i++) {
-		const msgpack_object *k = &info->via.map.ptr[i].key;
+	if (get_uint(info, "device_resets", &v)) {
+		const msgpack_object *last = tdp_map_find(info, "last_reset");
 
-		if (is_key(k, known))
-			continue;
-		if (k->type == MSGPACK_OBJECT_STR)
-			fprintf(f, "%-13.*s ", (int)(k->via.str.size > 64 ? 64 : k->via.str.size),
-				k->via.str.ptr);
-		else
-			fputs("?             ", f);
-		ctl_json_msgpack(f, &info->via.map.ptr[i].val);
+		fprintf(f, "%-13s %" PRIu64, "resets", v);
+		if (last && last->type == MSGPACK_OBJECT_MAP && get_uint(last, "lost_count", &bytes))
+			fprintf(f, " (the last rolled back %" PRIu64 " tensors)", bytes);
 		fputc('\n', f);
 	}
+}
+
+/* Top-level entries this tensorctl does not know: scalars as aligned lines
+ * (maps == false), or maps as a section each (maps == true). */
+static void print_unknown(FILE *f, const msgpack_object *info, const char *const *known, bool maps)
+{
+	for (uint32_t i = 0; i < info->via.map.size; i++) {
+		const msgpack_object *k = &info->via.map.ptr[i].key;
+		const msgpack_object *v = &info->via.map.ptr[i].val;
+		char title[72];
+
+		if (is_key(k, known) || k->type != MSGPACK_OBJECT_STR || (v->type == MSGPACK_OBJECT_MAP) != maps)
+			continue;
+		snprintf(title, sizeof(title), "%.*s", k->via.str.size > 64 ? 64 : (int)k->via.str.size,
+			 k->via.str.ptr);
+		if (maps) {
+			print_section(f, title, v);
+		} else {
+			fprintf(f, "%-13s ", title);
+			print_value(f, k, v);
+			fputc('\n', f);
+		}
+	}
+}
+
+void ctl_print_info(FILE *f, const msgpack_object *info)
+{
+	static const char *const known[] = { "version", "protocol", "pid", "uptime", "connections",
+					     "tensors", "devices", "limits", "user", "requests",
+					     "counters", "device_resets", "last_reset", NULL };
+	const msgpack_object *devices = tdp_map_find(info, "devices");
+	const msgpack_object *limits = tdp_map_find(info, "limits");
+
+	if (info->type != MSGPACK_OBJECT_MAP) {
+		ctl_json_msgpack(f, info);
+		fputc('\n', f);
+		return;
+	}
+	print_head(f, info);
+	print_unknown(f, info, known, false);
+	if (devices)
+		ctl_print_devices(f, devices);
+	print_requests(f, info);
+	if (limits)
+		print_section(f, "limits", limits);
+	print_unknown(f, info, known, true);
 }
 
 bool ctl_map_number(const msgpack_object *map, const char *key, double *ret)

@@ -15,35 +15,6 @@
 
 #define KERNEL_FILE_MAX ((size_t)4 << 20)
 
-static int read_file(const char *path, char **ret, size_t *ret_len)
-{
-	struct stat st;
-	char *buf;
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return ctl_error("cannot open %s: %s", path, strerror(errno));
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > KERNEL_FILE_MAX) {
-		close(fd);
-		return ctl_error("%s: not a regular file of at most %zu bytes", path, KERNEL_FILE_MAX);
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		close(fd);
-		return ctl_error("out of memory");
-	}
-	n = read(fd, buf, (size_t)st.st_size);
-	close(fd);
-	if (n != st.st_size) {
-		free(buf);
-		return ctl_error("cannot read %s", path);
-	}
-	buf[n] = '\0';
-	*ret = buf;
-	*ret_len = (size_t)n;
-	return CTL_EXIT_OK;
-}
 
 static const msgpack_object *get(const msgpack_object *map, const char *key)
 {
@@ -238,7 +209,7 @@ int ctl_cmd_kernel(struct ctl *c)
 			goto out;
 		}
 		if ((status = check_name("kernel name", c->pos[1])) != CTL_EXIT_OK ||
-		    (status = read_file(c->pos[2], &text, &len)) != CTL_EXIT_OK)
+		    (status = ctl_read_input(c->pos[2], KERNEL_FILE_MAX, &text, &len)) != CTL_EXIT_OK)
 			goto out;
 		dot = strrchr(c->pos[2], '.');
 		spirv = (dot && !strcmp(dot, ".spv")) ||

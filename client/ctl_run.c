@@ -105,43 +105,6 @@ out:
 	return status;
 }
 
-/* Read all of `path` (at most GRAPH_FILE_MAX bytes) into a malloc'd buffer. */
-static int read_file(const char *path, char **ret, size_t *ret_len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat st;
-	size_t n = 0;
-	char *buf;
-
-	if (fd < 0)
-		return ctl_error("%s: %s", path, strerror(errno));
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > (off_t)GRAPH_FILE_MAX) {
-		close(fd);
-		return ctl_error("%s: not a regular file of at most %u MiB", path, GRAPH_FILE_MAX >> 20);
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		close(fd);
-		return ctl_error("out of memory");
-	}
-	while (n < (size_t)st.st_size) {
-		ssize_t k = read(fd, buf + n, (size_t)st.st_size - n);
-
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0) {
-			free(buf);
-			close(fd);
-			return ctl_error("%s: %s", path, k < 0 ? strerror(errno) : "file shrank while read");
-		}
-		n += (size_t)k;
-	}
-	close(fd);
-	*ret = buf;
-	*ret_len = n;
-	return CTL_EXIT_OK;
-}
-
 int ctl_print_output(struct ctl *c, const msgpack_object *key, const msgpack_object *o)
 {
 	const msgpack_object *dt = tdp_map_find(o, "dtype"), *sh = tdp_map_find(o, "shape");
@@ -238,7 +201,7 @@ int ctl_read_json_map(const char *path, const char *what, msgpack_sbuffer *sb)
 	size_t len = 0;
 	int r, status;
 
-	if ((status = read_file(path, &text, &len)) != CTL_EXIT_OK)
+	if ((status = ctl_read_input(path, GRAPH_FILE_MAX, &text, &len)) != CTL_EXIT_OK)
 		return status;
 	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
 	r = tdp_json_to_msgpack(text, len, &pk, err, sizeof(err));

@@ -200,9 +200,10 @@ int ctl_cmd_load(struct ctl *c)
 	struct st_file f;
 	char err[MSG_MAX], size[32];
 	uint64_t bytes = 0;
+	void *in = NULL;
 	int status;
 
-	if (st_load(path, &f, err, sizeof(err)) < 0)
+	if (ctl_st_load(path, &f, &in, err, sizeof(err)) < 0)
 		return ctl_error("%s: %s", path, err);
 	if ((status = check_file_tensors(path, &f, prefix)) != CTL_EXIT_OK ||
 	    (status = ctl_connect(c)) != CTL_EXIT_OK || (status = put_tensors(c, &f, prefix, &bytes)) != CTL_EXIT_OK)
@@ -226,6 +227,7 @@ int ctl_cmd_load(struct ctl *c)
 	}
 out:
 	st_close(&f);
+	free(in);
 	return status;
 }
 
@@ -405,13 +407,13 @@ int ctl_model_load(struct ctl *c, const char *path)
 	msgpack_sbuffer sb;
 	const char *name;
 	char err[MSG_MAX], size[32];
-	void *res = NULL;
+	void *res = NULL, *in = NULL;
 	size_t rlen;
 	uint64_t bytes = 0;
 	int r, status;
 
 	msgpack_sbuffer_init(&sb);
-	if (st_load(path, &f, err, sizeof(err)) < 0) {
+	if (ctl_st_load(path, &f, &in, err, sizeof(err)) < 0) {
 		msgpack_sbuffer_destroy(&sb);
 		return ctl_error("%s: %s", path, err);
 	}
@@ -467,5 +469,6 @@ out:
 	free(res);
 	msgpack_sbuffer_destroy(&sb);
 	st_close(&f);
+	free(in);
 	return status;
 }

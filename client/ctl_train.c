@@ -358,6 +358,35 @@ static int call_with_file(struct ctl *c, const char *what,
 	return status;
 }
 
+/* Whether map `m` has the key `key`. */
+static bool map_has(const msgpack_object *m, const char *key)
+{
+	size_t n = strlen(key);
+
+	if (m->type != MSGPACK_OBJECT_MAP)
+		return false;
+	for (uint32_t i = 0; i < m->via.map.size; i++) {
+		const msgpack_object *k = &m->via.map.ptr[i].key;
+
+		if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == n && !memcmp(k->via.str.ptr, key, n))
+			return true;
+	}
+	return false;
+}
+
+/* train --model NAME FILE: "data" and "batch_size" from the options or the
+ * file, else a usage error naming both. */
+static int check_required(struct ctl *c, const msgpack_object *file, const msgpack_object *opts)
+{
+	if (!map_has(file, "data") && !map_has(opts, "data"))
+		return ctl_usage_error("train --model: missing --data INPUT=TENSOR (or \"data\" in %.64s)",
+				       c->pos[0]);
+	if (!map_has(file, "batch_size") && !map_has(opts, "batch_size"))
+		return ctl_usage_error("train --model: missing --batch-size N (or \"batch_size\" in %.64s)",
+				       c->pos[0]);
+	return CTL_EXIT_OK;
+}
+
 /* train --model NAME [FILE] --data ... : the train.run params of FILE (if
  * any) with the options' values put over them. */
 static int model_run_params(struct ctl *c, msgpack_sbuffer *out)
@@ -379,6 +408,13 @@ static int model_run_params(struct ctl *c, msgpack_sbuffer *out)
 		return status;
 	if (!tdp_ref_valid(c->model, strnlen(c->model, TENSORD_MAX_NAME_LEN + 1), false))
 		return ctl_usage_error("invalid model name '%.64s'", c->model);
+	if (epochs && steps)
+		return ctl_usage_error("train: give --epochs or --steps, not both");
+	/* Required: checked here, with the options' names (a FILE may give them). */
+	if (c->npos == 0 && !c->ndata)
+		return ctl_usage_error("train --model: missing --data INPUT=TENSOR");
+	if (c->npos == 0 && !batch)
+		return ctl_usage_error("train --model: missing --batch-size N");
 	msgpack_sbuffer_init(&file);
 	msgpack_sbuffer_init(&extra);
 	msgpack_unpacked_init(&u);
@@ -406,6 +442,8 @@ static int model_run_params(struct ctl *c, msgpack_sbuffer *out)
 		status = ctl_error("out of memory");
 		goto out;
 	}
+	if (c->npos == 1 && (status = check_required(c, &u.data, &ue.data)) != CTL_EXIT_OK)
+		goto out;
 	msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
 	status = ctl_pack_merged(&pk, c->npos == 1 ? &u.data : NULL, &ue.data) ? ctl_error("out of memory")
 									       : CTL_EXIT_OK;

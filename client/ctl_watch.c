@@ -3,9 +3,11 @@
  * terminal; otherwise one line per sample (one JSON object with --json). */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -164,12 +166,104 @@ static void print_line(const msgpack_object *info, const struct sample *s, bool 
 	       limit, rate, frate, loads);
 }
 
-/* The whole screen, redrawn in place. */
+static void print_screen_to(FILE *f, const msgpack_object *info, const struct sample *s, double interval,
+			    int width);
+
+/* The terminal's width: TIOCGWINSZ on stdout, else $COLUMNS, else 0 (not
+ * known: a pseudo-terminal nobody sized; nothing is cut). */
+static int term_columns(void)
+{
+	struct winsize ws;
+	const char *env = getenv("COLUMNS");
+	char *end;
+	long v;
+
+	if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+		return ws.ws_col;
+	if (env && *env) {
+		errno = 0;
+		v = strtol(env, &end, 10);
+		if (!errno && !*end && v > 0 && v <= 100000)
+			return (int)v;
+	}
+	return 0;
+}
+
+/* Write `text` to stdout with each line cut to `width` columns (a UTF-8
+ * continuation byte takes none), so that nothing wraps. */
+static void write_clipped(const char *text, size_t len, int width)
+{
+	int col = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)text[i];
+
+		if (ch == '\n') {
+			col = 0;
+			putchar('\n');
+			continue;
+		}
+		if ((ch & 0xc0) != 0x80)
+			col++;
+		if (col <= width)
+			putchar(ch);
+	}
+}
+
+/* The device table that fits `width`: names cut first (down to 8), then
+ * without the INDEX column; anything wider is cut by write_clipped(). */
+static void print_fitting_table(FILE *f, const msgpack_object *const *active, size_t n, int width)
+{
+	static const enum ctl_device_col full[] = { CTL_DEV_ID, CTL_DEV_INDEX, CTL_DEV_NAME,
+						    CTL_DEV_TENSORS, CTL_DEV_USED, CTL_DEV_LIMIT,
+						    CTL_DEV_USE, CTL_DEV_LOADBAR };
+	static const enum ctl_device_col narrow[] = { CTL_DEV_ID, CTL_DEV_NAME, CTL_DEV_TENSORS,
+						      CTL_DEV_USED, CTL_DEV_LIMIT, CTL_DEV_USE,
+						      CTL_DEV_LOADBAR };
+	const int nfull = (int)(sizeof(full) / sizeof(full[0]));
+	const int nnarrow = (int)(sizeof(narrow) / sizeof(narrow[0]));
+	int name_max = 0;
+
+	if (ctl_device_table_width(active, n, full, nfull, 0) > width) {
+		for (name_max = 40; name_max > 8; name_max--)
+			if (ctl_device_table_width(active, n, full, nfull, name_max) <= width)
+				break;
+		if (ctl_device_table_width(active, n, full, nfull, name_max) > width) {
+			for (name_max = 40; name_max > 8; name_max--)
+				if (ctl_device_table_width(active, n, narrow, nnarrow, name_max) <= width)
+					break;
+			ctl_print_device_table(f, active, n, narrow, nnarrow, "", name_max);
+			return;
+		}
+	}
+	ctl_print_device_table(f, active, n, full, nfull, "", name_max);
+}
+
+/* The whole screen, redrawn in place, fitted to the terminal's width. */
 static void print_screen(const msgpack_object *info, const struct sample *s, double interval)
 {
-	static const enum ctl_device_col cols[] = { CTL_DEV_ID, CTL_DEV_INDEX, CTL_DEV_NAME,
-						   CTL_DEV_TENSORS, CTL_DEV_USED, CTL_DEV_LIMIT,
-						   CTL_DEV_USE, CTL_DEV_LOADBAR };
+	char *buf = NULL;
+	size_t len = 0;
+	int cols = term_columns();
+	int width = cols > 0 ? cols - 1 : INT_MAX; /* a full line wraps on some terminals */
+	FILE *m = cols > 0 ? open_memstream(&buf, &len) : NULL;
+
+	fputs("\033[H\033[J", stdout); /* home, clear to the end */
+	if (!m) {
+		print_screen_to(stdout, info, s, interval, width);
+	} else {
+		print_screen_to(m, info, s, interval, width < 20 ? 20 : width);
+		if (fclose(m) == 0)
+			write_clipped(buf, len, width < 20 ? 20 : width);
+		free(buf);
+	}
+	fflush(stdout);
+}
+
+/* The screen's text on `f`. */
+static void print_screen_to(FILE *f, const msgpack_object *info, const struct sample *s, double interval,
+			    int width)
+{
 	const msgpack_object *tensors = tdp_map_find(info, "tensors");
 	const msgpack_object *devs = tdp_map_find(info, "devices");
 	const msgpack_object *ver = tdp_map_find(info, "version");
@@ -179,47 +273,43 @@ static void print_screen(const msgpack_object *info, const struct sample *s, dou
 	uint64_t v, w;
 	double up;
 
-	fputs("\033[H\033[J", stdout); /* home, clear to the end */
 	clock_text(when, sizeof(when));
-	printf("tensord %.*s", ver && ver->type == MSGPACK_OBJECT_STR && ver->via.str.size < 64
+	fprintf(f, "tensord %.*s", ver && ver->type == MSGPACK_OBJECT_STR && ver->via.str.size < 64
 				       ? (int)ver->via.str.size : 1,
 	       ver && ver->type == MSGPACK_OBJECT_STR && ver->via.str.size < 64 ? ver->via.str.ptr
 									   : "?");
 	if (get_uint(info, "pid", &v))
-		printf(", pid %" PRIu64, v);
+		fprintf(f, ", pid %" PRIu64, v);
 	if (ctl_map_number(info, "uptime", &up)) {
 		ctl_format_duration(text, sizeof(text), up);
-		printf(", up %s", text);
+		fprintf(f, ", up %s", text);
 	}
-	printf("    %s, every %g s\n\n", when, interval);
+	fprintf(f, "    %s, every %g s\n\n", when, interval);
 	if (get_uint(info, "connections", &v))
-		printf("%-10s %" PRIu64 "\n", "clients", v);
+		fprintf(f, "%-10s %" PRIu64 "\n", "clients", v);
 	if (get_uint(tensors, "count", &v) && get_uint(tensors, "bytes", &w)) {
 		ctl_format_size(text, sizeof(text), w);
-		printf("%-10s %" PRIu64 ", %s\n", "tensors", v, text);
+		fprintf(f, "%-10s %" PRIu64 ", %s\n", "tensors", v, text);
 	}
 	if (s->have_requests) {
 		format_rate(rate, sizeof(rate), s->req_rate);
 		format_rate(frate, sizeof(frate), s->fail_rate);
-		printf("%-10s %s/s (%" PRIu64 " in all), failed %s/s (%" PRIu64 ")\n", "requests",
-		       rate, s->requests, frate, s->failed);
+		fprintf(f, "%-10s %s/s (%" PRIu64 " in all), failed %s/s (%" PRIu64 ")\n", "requests",
+			rate, s->requests, frate, s->failed);
 	}
-	fputc('\n', stdout);
-	if (!devs || devs->type != MSGPACK_OBJECT_ARRAY) {
-		fflush(stdout);
+	fputc('\n', f);
+	if (!devs || devs->type != MSGPACK_OBJECT_ARRAY)
 		return;
-	}
 	n = ctl_active_devices(devs, active, CTL_MAX_DEVICE_LIST);
 	for (uint32_t i = 0; i < devs->via.array.size; i++)
 		if (!ctl_device_active(&devs->via.array.ptr[i]))
 			others++;
 	if (n > 0)
-		ctl_print_device_table(stdout, active, n, cols, (int)(sizeof(cols) / sizeof(cols[0])), "");
+		print_fitting_table(f, active, n, width);
 	else
-		printf("no device in use\n");
+		fprintf(f, "no device in use\n");
 	if (others > 0)
-		printf("(%zu other device%s found, not used)\n", others, others == 1 ? "" : "s");
-	fflush(stdout);
+		fprintf(f, "(%zu other device%s found, not used)\n", others, others == 1 ? "" : "s");
 }
 
 /* Sleep until `deadline` (monotonic seconds). */

@@ -83,11 +83,7 @@ void ctl_json_double(FILE *f, double v)
 		fputs("null", f);
 		return;
 	}
-	for (int prec = 15; prec <= 17; prec++) {
-		snprintf(buf, sizeof(buf), "%.*g", prec, v);
-		if (strtod(buf, NULL) == v)
-			break;
-	}
+	ctl_format_double(buf, sizeof(buf), v);
 	fputs(buf, f);
 }
 

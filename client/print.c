@@ -72,6 +72,8 @@ static bool reads_back(const char *text, int dtype, double v)
 	}
 }
 
+static void shortest_text(char *buf, size_t cap, double v, int digits);
+
 void ctl_format_float(char *buf, size_t cap, int dtype, double v)
 {
 	if (isnan(v)) {
@@ -82,21 +84,78 @@ void ctl_format_float(char *buf, size_t cap, int dtype, double v)
 		snprintf(buf, cap, v < 0 ? "-inf" : "inf");
 		return;
 	}
-	/* Values of all float dtypes are floats, so 9 digits always read back.
-	 * Reading back is (all but) monotonic in the digits, so search; `hi`
-	 * always reads back, which keeps the result right either way. */
-	int lo = 1, hi = 9;
+	/* Values of all float dtypes are floats, so 9 digits always read back:
+	 * the first digit count that does is the shortest. */
+	int digits = 1;
 
-	while (lo < hi) {
-		int mid = (lo + hi) / 2;
-
-		snprintf(buf, cap, "%.*g", mid, v);
+	for (; digits < 9; digits++) {
+		snprintf(buf, cap, "%.*g", digits, v);
 		if (reads_back(buf, dtype, v))
-			hi = mid;
-		else
-			lo = mid + 1;
+			break;
 	}
-	snprintf(buf, cap, "%.*g", lo, v);
+	shortest_text(buf, cap, v, digits);
+}
+
+/* `v` with `digits` significant digits: positional when its decimal exponent
+ * is in [-4, 16) as Python's repr writes floats ("10", "0.0001", "1234.5"),
+ * else "%g"'s exponent form ("1e+20", "1e-05"). */
+static void shortest_text(char *buf, size_t cap, double v, int digits)
+{
+	char sig[40], out[64];
+	size_t n = 0, o = 0;
+	int e;
+
+	snprintf(sig, sizeof(sig), "%.*e", digits - 1, v);
+	e = atoi(strchr(sig, 'e') + 1);
+	if (e < -4 || e >= 16) {
+		snprintf(buf, cap, "%.*g", digits, v);
+		return;
+	}
+	/* The significant digits of "%e", placed around the point by hand
+	 * ("%f" would print the binary value's digits beyond them). */
+	char d[24];
+
+	for (const char *q = sig; *q && *q != 'e'; q++)
+		if (*q >= '0' && *q <= '9' && n + 1 < sizeof(d))
+			d[n++] = *q;
+	while (n > 1 && d[n - 1] == '0')
+		n--;
+	if (sig[0] == '-')
+		out[o++] = '-';
+	if (e < 0) {
+		out[o++] = '0';
+		out[o++] = '.';
+		for (int k = -1; k > e; k--)
+			out[o++] = '0';
+		for (size_t k = 0; k < n; k++)
+			out[o++] = d[k];
+	} else {
+		for (int k = 0; k <= e; k++)
+			out[o++] = (size_t)k < n ? d[k] : '0';
+		if (n > (size_t)e + 1) {
+			out[o++] = '.';
+			for (size_t k = (size_t)e + 1; k < n; k++)
+				out[o++] = d[k];
+		}
+	}
+	out[o] = '\0';
+	snprintf(buf, cap, "%s", out);
+}
+
+void ctl_format_double(char *buf, size_t cap, double v)
+{
+	int digits = 1;
+
+	if (!isfinite(v)) {
+		snprintf(buf, cap, isnan(v) ? "nan" : v < 0 ? "-inf" : "inf");
+		return;
+	}
+	for (; digits < 17; digits++) {
+		snprintf(buf, cap, "%.*g", digits, v);
+		if (strtod(buf, NULL) == v)
+			break;
+	}
+	shortest_text(buf, cap, v, digits);
 }
 
 void ctl_format_elem(char *buf, size_t cap, int dtype, const void *data, uint64_t i,

@@ -22,9 +22,14 @@ void ctl_format_shape(char *buf, size_t cap, uint32_t rank, const uint64_t *shap
 void ctl_format_time(char *buf, size_t cap, double unix_time);
 
 /* The shortest decimal text that reads back (strtof, then rounded to `dtype`)
- * as the same value of float dtype `dtype`: "0.1", "1e+10", "-0". NaN and
+ * as the same value of float dtype `dtype`: "0.1", "10", "1e+20", "-0";
+ * positional for decimal exponents -4..15, as Python's repr. NaN and
  * infinities give "nan", "inf", "-inf". */
 void ctl_format_float(char *buf, size_t cap, int dtype, double v);
+
+/* The same for a double (strtod reads it back exactly): "0.1", "10",
+ * "0.30000000000000004", "1e+300". */
+void ctl_format_double(char *buf, size_t cap, double v);
 
 /* Element `i` of `data` as text: shortest floats, decimal integers. With
  * `numpy_style`, integral floats get a trailing "." as NumPy prints them. */

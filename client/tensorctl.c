@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "ctl_help.h"
 #include "name.h"
 
 #ifndef TENSORD_VERSION
@@ -15,11 +16,15 @@
 #endif
 
 #define DEFAULT_SOCKET "/run/tensord/tensord.sock"
+/* rm/stat/get NAME...: as many as the command line holds. */
+#define MAX_NAMES (1 << 20)
 
 static const char usage_text[] =
 	"Usage: tensorctl [--socket PATH] [--json] COMMAND [ARG...]\n"
 	"\n"
 	"Commands:\n"
+	"  help [COMMAND | run OP]      the help of one command (also COMMAND --help),\n"
+	"                               or an op's inputs and attrs\n"
 	"  ping                         check that the daemon answers\n"
 	"  info                         daemon, devices (ID: what --device takes),\n"
 	"                               tensors and limits\n"
@@ -29,8 +34,9 @@ static const char usage_text[] =
 	"                               every S seconds (1), N times (forever)\n"
 	"  metrics                      counters in the Prometheus text format\n"
 	"  ls [PREFIX]                  list tensors (whose names start with PREFIX)\n"
-	"  stat NAME                    metadata of one tensor\n"
-	"  rm NAME                      delete a tensor\n"
+	"  stat NAME... | stat --prefix P\n"
+	"                               metadata of tensors\n"
+	"  rm NAME... | rm --prefix P   delete tensors (those whose names start with P)\n"
 	"  sync                         make every change so far durable (store.sync)\n"
 	"  chmod MODE NAME [--group GID]\n"
 	"                               who else may use a tensor: MODE is private or\n"
@@ -41,8 +47,9 @@ static const char usage_text[] =
 	"                               store a tensor (on device ID)\n"
 	"  copy SRC DST [--device ID]   copy a tensor (to device ID; DST = SRC moves\n"
 	"                               it there); cp is the same\n"
-	"  get NAME [--out F.npy|F.safetensors]\n"
-	"                               print a tensor, or save it as .npy/.safetensors\n"
+	"  get NAME... [--out F.npy|F.safetensors|DIR/]... | get --prefix P [--out DIR/]\n"
+	"                               print tensors, or save them as .npy/.safetensors\n"
+	"                               (one --out per name, or a directory)\n"
 	"  run OP IN... [-o OUT] [--attr KEY=VALUE]... [--device ID]\n"
 	"                               run an op; print the result or store it as OUT\n"
 	"  graph FILE.json              run the graph.run params in FILE (JSON)\n"
@@ -72,13 +79,16 @@ static const char usage_text[] =
 	"  kernel run NAME TENSOR... --groups X[,Y[,Z]] [--push MEMBER=NUMBER]...\n"
 	"                               dispatch it on stored tensors, in place\n"
 	"  kernel ls [PREFIX] | kernel rm NAME\n"
-	"\n"
+	"\n";
+
+/* The rest of the usage (one string literal must stay under 4095 bytes). */
+static const char usage_options[] =
 	"Options:\n"
 	"  --socket PATH   daemon socket (default: $TENSORD_SOCKET, else\n"
 	"                  " DEFAULT_SOCKET ")\n"
 	"  --json          print one JSON document instead of text for people\n"
 	"                  (train: one JSON line per event, then the result)\n"
-	"  -h, --help      print this help\n"
+	"  -h, --help      print this help (after a command: that command's help)\n"
 	"  --version       print the version\n"
 	"\n"
 	"Exit status: 0 success, 1 the daemon refused the request (or another\n"
@@ -86,6 +96,8 @@ static const char usage_text[] =
 	"connection failed.\n"
 	"\n"
 	"dtypes: f32 f16 bf16 i32 u8. --shape \"\" or --shape scalar is rank 0.\n"
+	"Every FILE read (put --file, graph, train, step, load, model define/load,\n"
+	"kernel create) may be - for standard input.\n"
 	"See tensorctl(1).\n";
 
 int ctl_usage_error(const char *fmt, ...)
@@ -166,8 +178,8 @@ static const struct command_def {
 	  false },
 	{ "metrics", ctl_cmd_metrics, 0, 0, 0, "", false },
 	{ "ls", ctl_cmd_ls, 0, 1, 0, "PREFIX", true },
-	{ "stat", ctl_cmd_stat, 1, 1, 0, "NAME", true },
-	{ "rm", ctl_cmd_rm, 1, 1, 0, "NAME", true },
+	{ "stat", ctl_cmd_stat, 0, MAX_NAMES, 1u << OPT_PREFIX, "NAME", true },
+	{ "rm", ctl_cmd_rm, 0, MAX_NAMES, 1u << OPT_PREFIX, "NAME", true },
 	{ "chmod", ctl_cmd_chmod, 2, 2, 1u << OPT_GROUP, "MODE", false },
 	{ "sync", ctl_cmd_sync, 0, 0, 0, "", false },
 	{ "put", ctl_cmd_put, 1, 1,
@@ -175,7 +187,7 @@ static const struct command_def {
 	  "NAME", true },
 	{ "copy", ctl_cmd_copy, 2, 2, 1u << OPT_DEVICE, "SRC DST", true },
 	{ "cp", ctl_cmd_copy, 2, 2, 1u << OPT_DEVICE, "SRC DST", true },
-	{ "get", ctl_cmd_get, 1, 1, 1u << OPT_OUT, "NAME", true },
+	{ "get", ctl_cmd_get, 0, MAX_NAMES, 1u << OPT_OUT | 1u << OPT_PREFIX, "NAME", true },
 	{ "run", ctl_cmd_run, 1, 1 + 64, 1u << OPT_OUT | 1u << OPT_ATTR | 1u << OPT_DEVICE, "OP", false },
 	{ "graph", ctl_cmd_graph, 1, 1, 0, "FILE", false },
 	{ "train", ctl_cmd_train, 0, 1,
@@ -225,6 +237,38 @@ static const char *option_label(const struct option_def *o, char *buf, size_t ca
 	return buf;
 }
 
+/* --help, help, help CMD, CMD --help, run OP --help, help run OP. */
+static int print_help(const struct ctl *c, bool flag)
+{
+	const char *topic = NULL, *op = NULL;
+
+	if (c->command && strcmp(c->command, "help") == 0) {
+		if (c->npos > 2 || (c->npos == 2 && strcmp(c->pos[0], "run")))
+			return ctl_usage_error("usage: tensorctl help [COMMAND | run OP]");
+		topic = c->npos ? c->pos[0] : flag ? "help" : NULL;
+		op = c->npos == 2 ? c->pos[1] : NULL;
+	} else if (flag && c->command) {
+		topic = c->command;
+		op = strcmp(topic, "run") == 0 && c->npos ? c->pos[0] : NULL;
+	}
+	if (!topic) {
+		fputs(usage_text, stdout);
+		fputs(usage_options, stdout);
+		return CTL_EXIT_OK;
+	}
+	if (op) {
+		if (ctl_help_op(stdout, op) != 0) {
+			fflush(stdout);
+			return ctl_usage_error("run: no op '%.64s' in docs/ops.md (the daemon does not "
+					       "list its ops; see docs/ops.md)", op);
+		}
+		return CTL_EXIT_OK;
+	}
+	if (ctl_help_command(stdout, topic) != 0)
+		return ctl_usage_error("unknown command '%.64s' (see tensorctl --help)", topic);
+	return CTL_EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
 	struct ctl c = { 0 };
@@ -238,7 +282,9 @@ int main(int argc, char **argv)
 	c.attrs = calloc((size_t)argc + 1, sizeof(*c.attrs));
 	c.data = calloc((size_t)argc + 1, sizeof(*c.data));
 	c.ids = calloc((size_t)argc + 1, sizeof(*c.ids));
-	if (!c.pos || !c.attrs || !c.data || !c.ids) {
+	c.outs = calloc((size_t)argc + 1, sizeof(*c.outs));
+	if (!c.pos || !c.attrs || !c.data || !c.ids || !c.outs) {
+		free(c.outs);
 		free(c.pos);
 		free(c.attrs);
 		free(c.data);
@@ -283,7 +329,7 @@ int main(int argc, char **argv)
 		case OPT_VALUES: c.values = value; break;
 		case OPT_SHAPE: c.shape = value; break;
 		case OPT_DTYPE: c.dtype = value; break;
-		case OPT_OUT: c.out = value; break;
+		case OPT_OUT: c.out = c.outs[c.nouts++] = value; break;
 		case OPT_ATTR: c.attrs[c.nattrs++] = value; break;
 		case OPT_WATCH: c.watch = true; break;
 		case OPT_INTERVAL: c.interval = value; break;
@@ -308,8 +354,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (help || (c.command && strcmp(c.command, "help") == 0)) {
-		fputs(usage_text, stdout);
-		status = CTL_EXIT_OK;
+		status = print_help(&c, help);
 		goto out;
 	}
 	if (version) {
@@ -319,6 +364,7 @@ int main(int argc, char **argv)
 	}
 	if (!c.command) {
 		fputs(usage_text, stderr);
+		fputs(usage_options, stderr);
 		status = CTL_EXIT_USAGE;
 		goto out;
 	}
@@ -367,10 +413,14 @@ int main(int argc, char **argv)
 		status = ctl_usage_error("invalid tensor name '%.64s' for -o", c.out);
 		goto out;
 	}
+	c.socket_from = CTL_SOCKET_OPTION;
 	if (!c.socket) {
 		c.socket = getenv("TENSORD_SOCKET");
-		if (!c.socket || !*c.socket)
+		c.socket_from = CTL_SOCKET_ENV;
+		if (!c.socket || !*c.socket) {
 			c.socket = DEFAULT_SOCKET;
+			c.socket_from = CTL_SOCKET_DEFAULT;
+		}
 	}
 	status = c.watch ? ctl_cmd_info_watch(&c) : cmd->run(&c);
 	if (fflush(stdout) != 0 || ferror(stdout)) {
@@ -383,5 +433,6 @@ out:
 	free(c.attrs);
 	free(c.data);
 	free(c.ids);
+	free(c.outs);
 	return status;
 }

@@ -53,7 +53,8 @@ expect() {
 echo "== commands and options"
 cmds=$("$TENSORCTL_BIN" --help | sed -n 's/^  \([a-z][a-z]*\) .*/\1/p; s/^  \([a-z][a-z]*\)$/\1/p' | sort -u)
 [[ -n $cmds ]] || fail "no commands in tensorctl --help"
-expect "" $cmds help
+grep -x help <<<"$cmds" >/dev/null || fail "tensorctl --help lists no help command"
+expect "" $cmds cp
 expect "in" info
 expect "s" save stat step sync
 expect "--j" --json
@@ -80,6 +81,47 @@ expect "chmod world-r" world-read
 expect "chmod private x --g" --group
 expect "chmod private x --group " 
 
+echo "== one table: the bash, zsh and fish completions are made from tensorctl.table"
+TABLE=$(dirname "$COMPLETION")/tensorctl.table
+python3 "$(dirname "$COMPLETION")/gen_completion.py" "$TABLE" --check "$(dirname "$COMPLETION")" ||
+	fail "the completions are not what tensorctl.table makes"
+tcmds=$(grep -vE '^(#|global )' "$TABLE" | cut -d'|' -f1 | awk 'NF == 1 {print $1}' | sort -u)
+[[ $tcmds == "$(printf '%s\n' $cmds cp | sort -u)" ]] ||
+	fail "tensorctl.table's commands [$(echo $tcmds)] are not those of tensorctl --help [$(echo $cmds)]"
+# An option the table says takes a value takes one in tensorctl too.
+while IFS='|' read -r name _ opts _; do
+	[[ $name == \#* || -z ${name// /} ]] && continue
+	for o in $opts; do
+		[[ $o == *=* ]] || continue
+		long=${o%%[/=]*}
+		c=${name%% *}
+		[[ $c == global ]] && c=ping
+		err=$("$TENSORCTL_BIN" --socket "$DIR/none.sock" "$c" "$long" 2>&1 >/dev/null || true)
+		[[ $err == *"needs a value"* ]] ||
+			fail "tensorctl.table: $long of $name takes a value, tensorctl says otherwise"
+	done
+done <"$TABLE"
+if command -v zsh >/dev/null; then
+	zsh -n "$(dirname "$COMPLETION")/_tensorctl" || fail "zsh -n _tensorctl"
+else
+	echo "(no zsh here: _tensorctl not checked)"
+fi
+if command -v fish >/dev/null; then
+	fish -n "$(dirname "$COMPLETION")/tensorctl.fish" || fail "fish -n tensorctl.fish"
+else
+	echo "(no fish here: tensorctl.fish not checked)"
+fi
+
+echo "== every command's options: those of its own help (tensorctl help CMD)"
+for c in $cmds; do
+	want=$("$TENSORCTL_BIN" help "$c" | sed -n '/^Options:/,/^$/p' | grep -oE '^  (-[a-z], )?--[a-z-]+' |
+		grep -oE -- '--[a-z-]+' | sort || true)
+	got=$(comp "$c x --" | grep -vxE -- '--(socket|json|help|version)' || true)
+	[[ $got == "$want" ]] || fail "$c: completion offers [$(echo $got)], tensorctl help $c lists [$(echo $want)]"
+done
+expect "help " $cmds cp
+expect "help run matm" matmul
+
 echo "== op names"
 ops=$(grep '^| `' "$OPS_DOC" | cut -d'|' -f2 | grep -o '`[a-z_0-9]*`' | tr -d '`' | sort -u)
 [[ $(comp "run ") == "$ops" ]] || fail "run's op names differ from docs/ops.md:
@@ -96,6 +138,16 @@ expect "graph $DIR/" "$DIR/g.json" "$DIR/d"
 expect "put x --file $DIR/" "$DIR/w.npy" "$DIR/d"
 expect "get x --out $DIR/w" "$DIR/w.npy"
 expect "graph $DIR/g.json "
+: >"$DIR/m.safetensors"
+: >"$DIR/d.json"
+expect "put x --file $DIR/" "$DIR/w.npy" "$DIR/m.safetensors" "$DIR/d"
+expect "get x --out $DIR/" "$DIR/w.npy" "$DIR/m.safetensors" "$DIR/d"
+expect "load $DIR/" "$DIR/m.safetensors" "$DIR/d"
+expect "model load $DIR/" "$DIR/m.safetensors" "$DIR/d"
+expect "model save m $DIR/" "$DIR/m.safetensors" "$DIR/d"
+expect "save p/ $DIR/" "$DIR/m.safetensors" "$DIR/d"
+expect "model define m $DIR/" "$DIR/d.json" "$DIR/g.json" "$DIR/d"
+expect "model " define ls stat rm save load
 
 echo "== tensor names, without a daemon: none, and no noise"
 expect "--socket $DIR/nobody.sock get "
@@ -122,7 +174,9 @@ expect "--socket $SOCK --json ls o" other
 expect "--socket $SOCK run add c/a" c/alpha
 expect "--socket $SOCK run add other c/b" c/beta
 expect "--socket $SOCK run add other -o c/" c/alpha c/beta
-expect "--socket $SOCK get other "
+# rm, stat and get take several names.
+expect "--socket $SOCK get other c/a" c/alpha
+expect "--socket $SOCK rm other c/alpha c/b" c/beta
 expect "--socket $SOCK chmod group-read c/a" c/alpha
 expect "--socket $SOCK chmod - --group 5 c/b" c/beta
 expect "--socket $SOCK copy c/a" c/alpha
@@ -133,4 +187,53 @@ expect "--socket $SOCK copy c/alpha c/beta "
 expect "--socket $SOCK put x --device " 0
 expect "--socket $SOCK run add c/alpha --device " 0
 TENSORD_SOCKET=$SOCK expect "get c/b" c/beta
+echo "== model names from a daemon"
+printf '%s\n' '{"nodes": [{"id": "pred", "op": "mul", "inputs": ["x", "c/alpha"]}, {"id": "loss", "op": "mse", "inputs": ["pred", "y"]}], "loss": "loss", "params": ["c/alpha"], "outputs": ["pred"], "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 1]}, {"name": "y", "dtype": "f32", "shape": [1, 1]}]}' >"$DIR/mdef.json"
+"$TENSORCTL_BIN" --socket "$SOCK" model define cm/first "$DIR/mdef.json" >/dev/null 2>"$DIR/merr" ||
+	fail "model define: $(cat "$DIR/merr")"
+expect "--socket $SOCK model stat cm/" cm/first
+expect "--socket $SOCK evaluate c" cm/first
+expect "--socket $SOCK train --model c" cm/first
+echo "== zsh and fish, where installed: the same answers, from the same table"
+CDIR=$(dirname "$COMPLETION")
+PATH=$(dirname "$TENSORCTL_BIN"):$PATH
+# zsh's compadd, _files and _describe print what they are given; the function
+# runs on `words` and CURRENT as zsh's completion system sets them.
+cat >"$DIR/zcomp.zsh" <<'ZEOF'
+compadd() { local i=${@[(i)--]}; print -l -- ${@[i+1,-1]} }
+_files() { print -- "FILES $*" }
+_describe() { print -l -- ${${(P)2}%%:*} }
+f=$1; shift
+words=("$@"); CURRENT=$#
+source $f
+ZEOF
+zcomp() {
+	local -a w
+	read -ra w <<<"tensorctl $1"
+	[[ $1 == "" || $1 == *" " ]] && w+=("")
+	# compadd leaves the prefix match to zsh: do it here.
+	zsh -f "$DIR/zcomp.zsh" "$CDIR/_tensorctl" "${w[@]}" | grep -F -x -v '' | grep -e "^${w[-1]}" | sort -u || true
+}
+fcomp() {
+	fish -c "source $(printf '%q' "$CDIR/tensorctl.fish"); complete -C $(printf '%q' "tensorctl $1")" |
+		cut -f1 | sort -u || true
+}
+for shell in zsh fish; do
+	if ! command -v $shell >/dev/null; then
+		echo "(no $shell here: its completion is checked for syntax where installed)"
+		continue
+	fi
+	for c in "|$(echo $cmds cp)" "put x --dtype |bf16 f16 f32 i32 u8" "--socket $SOCK get c/|c/alpha c/beta" \
+		"--socket $SOCK model stat |cm/first" "model |define load ls rm save stat" \
+		"--socket $SOCK put x --device |0" "chmod |- group-read group-write private world-read world-write" \
+		"run matm|matmul" "--socket $SOCK run add c/alpha -o c/|c/alpha c/beta" \
+		"--socket $SOCK rm other c/alpha c/b|c/beta" "--socket $SOCK evaluate c|cm/first" \
+		"help |$(echo $cmds cp)"; do
+		line=${c%%|*}
+		want=$(printf '%s\n' ${c#*|} | sort -u)
+		if [[ $shell == zsh ]]; then got=$(zcomp "$line"); else got=$(fcomp "$line"); fi
+		[[ $got == "$want" ]] || fail "$shell, completing '$line': want [$(echo $want)], got [$(echo $got)]"
+		echo "ok ($shell): '$line' -> $(echo $got)"
+	done
+done
 echo "all completion checks passed"

@@ -293,6 +293,25 @@ static void test_format_float_shortest(void **state)
 	assert_string_equal(buf, "nan");
 	ctl_format_float(buf, sizeof(buf), TDP_DTYPE_F32, -INFINITY);
 	assert_string_equal(buf, "-inf");
+	/* Positional for exponents -4..15, as Python's repr; never "1e+01". */
+	static const struct { float f; const char *want; } f32[] = {
+		{ 10.0f, "10" }, { 100.0f, "100" }, { -2000.0f, "-2000" }, { 1234.5f, "1234.5" },
+		{ 0.0001f, "0.0001" }, { 0.00001f, "1e-05" }, { 1e20f, "1e+20" }, { 3e15f, "3000000000000000" }, { -0.00012f, "-0.00012" },
+		{ 1e16f, "1e+16" }, { 0.3f, "0.3" }, { 123456792.0f, "123456790" },
+	};
+	for (size_t i = 0; i < sizeof(f32) / sizeof(f32[0]); i++) {
+		ctl_format_float(buf, sizeof(buf), TDP_DTYPE_F32, f32[i].f);
+		assert_string_equal(buf, f32[i].want);
+	}
+	static const struct { double d; const char *want; } f64[] = {
+		{ 10.0, "10" }, { 0.1, "0.1" }, { 0.1 + 0.2, "0.30000000000000004" }, { 1e15, "1000000000000000" },
+		{ 1e16, "1e+16" }, { 1e-300, "1e-300" }, { 1.5e-5, "1.5e-05" }, { (double)0.1f, "0.10000000149011612" },
+		{ 1700000000.25, "1700000000.25" },
+	};
+	for (size_t i = 0; i < sizeof(f64) / sizeof(f64[0]); i++) {
+		ctl_format_double(buf, sizeof(buf), f64[i].d);
+		assert_string_equal(buf, f64[i].want);
+	}
 }
 
 static void test_format_float_round_trips(void **state)
@@ -308,6 +327,17 @@ static void test_format_float_round_trips(void **state)
 		ctl_format_float(buf, sizeof(buf), TDP_DTYPE_F32, f);
 		back = strtof(buf, NULL);
 		assert_memory_equal(&back, &f, sizeof(f));
+	}
+	for (int i = 0; i < 100000; i++) {
+		uint64_t bits = (uint64_t)rng_next() << 32 | (uint32_t)rng_next();
+		double d, dback;
+
+		memcpy(&d, &bits, sizeof(d));
+		if (!isfinite(d))
+			continue;
+		ctl_format_double(buf, sizeof(buf), d);
+		dback = strtod(buf, NULL);
+		assert_memory_equal(&dback, &d, sizeof(d));
 	}
 }
 
