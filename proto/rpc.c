@@ -9,6 +9,7 @@
 #include "methods.h"
 #include "pack.h"
 #include "status.h"
+#include "utf8.h"
 
 int tdp_unpack(msgpack_unpacked *u, const uint8_t *buf, size_t len)
 {
@@ -27,44 +28,6 @@ static int get_msgid(const msgpack_object *o, uint32_t *ret)
 		return -EINVAL;
 	*ret = (uint32_t)o->via.u64;
 	return 0;
-}
-
-bool tdp_utf8_valid(const char *str, size_t len)
-{
-	const uint8_t *s = (const uint8_t *)str;
-	size_t i = 0;
-
-	while (i < len) {
-		uint8_t c = s[i];
-		uint32_t cp;
-		size_t n;
-
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		if (c >= 0xc2 && c <= 0xdf)
-			n = 1, cp = c & 0x1f;
-		else if (c >= 0xe0 && c <= 0xef)
-			n = 2, cp = c & 0x0f;
-		else if (c >= 0xf0 && c <= 0xf4)
-			n = 3, cp = c & 0x07;
-		else
-			return false;
-		if (len - i <= n)
-			return false;
-		for (size_t k = 1; k <= n; k++) {
-			if ((s[i + k] & 0xc0) != 0x80)
-				return false;
-			cp = cp << 6 | (s[i + k] & 0x3f);
-		}
-		/* overlongs, surrogates, past U+10FFFF */
-		if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10ffff ||
-		    (cp >= 0xd800 && cp <= 0xdfff))
-			return false;
-		i += n + 1;
-	}
-	return true;
 }
 
 /* The params that hold bytes, not text: their bin values stay bin. */

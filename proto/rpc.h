@@ -19,10 +19,6 @@ struct tdp_message {
 	const msgpack_object *result;  /* responses */
 };
 
-/* Whether `len` bytes at `s` are valid UTF-8 (no overlongs, surrogates or
- * code points past U+10FFFF). */
-bool tdp_utf8_valid(const char *s, size_t len);
-
 /* Accept bin where a str is meant (docs/protocol.md, "Transport and
  * framing"): in the params tree `o`, rewrite in place every map key and every
  * value that is a bin holding valid UTF-8 into a str, except the values of

@@ -14,6 +14,7 @@
 #include "errorf.h"
 #include "json_parse.h"
 #include "pack.h"
+#include "utf8.h"
 
 static const struct {
 	const char *name;
@@ -70,43 +71,6 @@ int st_dtype_from_tensord(int tdp_dtype)
 }
 
 /* ---- reading ------------------------------------------------------------ */
-
-/* The offset of the first byte that breaks UTF-8 (overlongs, surrogates and
- * code points past U+10FFFF included), or `len` when all is well. */
-static size_t utf8_check(const uint8_t *s, size_t len)
-{
-	size_t i = 0;
-
-	while (i < len) {
-		uint8_t c = s[i];
-		size_t n;
-		uint32_t cp;
-
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		if (c >= 0xc2 && c <= 0xdf)
-			n = 1, cp = c & 0x1f;
-		else if (c >= 0xe0 && c <= 0xef)
-			n = 2, cp = c & 0x0f;
-		else if (c >= 0xf0 && c <= 0xf4)
-			n = 3, cp = c & 0x07;
-		else
-			return i;
-		if (len - i <= n)
-			return i;
-		for (size_t k = 1; k <= n; k++) {
-			if ((s[i + k] & 0xc0) != 0x80)
-				return i;
-			cp = cp << 6 | (s[i + k] & 0x3f);
-		}
-		if ((n == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)))
-			return i;
-		i += n + 1;
-	}
-	return len;
-}
 
 /* A str object as a NUL-terminated copy in the string block at *cursor. */
 static const char *keep_str(const msgpack_object *o, char **cursor)
@@ -336,7 +300,7 @@ int st_parse(const uint8_t *buf, size_t len, struct st_file *ret, char *err, siz
 		r = tdp_errorf(err, err_len, -EINVAL, "the header does not start with '{'");
 		goto fail;
 	}
-	bad = utf8_check(buf + 8, (size_t)n);
+	bad = tdp_utf8_check(buf + 8, (size_t)n);
 	if (bad != n) {
 		r = tdp_errorf(err, err_len, -EINVAL, "the header is not UTF-8 (at header byte %zu)", bad);
 		goto fail;
@@ -545,7 +509,7 @@ static void st_json_string(FILE *f, const char *s, size_t n)
 
 	fputc('"', f);
 	while (i < n) {
-		size_t good = i + utf8_check(p + i, n - i);
+		size_t good = i + tdp_utf8_check(p + i, n - i);
 
 		for (; i < good; i++) {
 			if (p[i] == '"' || p[i] == '\\')

@@ -247,17 +247,18 @@ class Client:
         return result
 
 
-def as_user(uid, fn):
-    """Run fn() in a forked child running as `uid` (gid `uid`, no
-    supplementary groups; needs root); returns what it returns (picklable),
-    re-raises its failure as AssertionError."""
+def as_user(uid, fn, gid=None, groups=()):
+    """Run fn() in a forked child running as `uid` (gid `gid`, default `uid`;
+    supplementary `groups`, default none; needs root); returns what it
+    returns (picklable), re-raises its failure as AssertionError."""
+    gid = uid if gid is None else gid
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(r)
         try:
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
+            os.setgroups(list(groups))
+            os.setresgid(gid, gid, gid)
             os.setresuid(uid, uid, uid)
             res = ("ok", fn())
         except BaseException as e:  # noqa: B902 - everything goes back to the parent

@@ -20,6 +20,7 @@
 #include "name.h"
 #include "pack.h"
 #include "rpc.h"
+#include "utf8.h"
 #include "scan.h"
 #include "status.h"
 

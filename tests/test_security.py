@@ -6,7 +6,6 @@ Other users are real: a forked child drops to another uid/gid with
 os.setresuid before it connects, so the daemon sees it through SO_PEERCRED.
 That needs root, as in CI; without it the test is skipped (exit 77)."""
 import os
-import pickle
 import socket
 import struct
 import sys
@@ -18,7 +17,7 @@ import msgpack
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from daemon import Client, Daemon  # noqa: E402
+from daemon import Client, Daemon, as_user  # noqa: E402
 
 NOBODY = 65534
 USER_A = 65533   # owner in the group tests
@@ -59,40 +58,6 @@ def stop(d):
     for name in os.listdir(d.cfg_dir):
         os.unlink(os.path.join(d.cfg_dir, name))
     os.rmdir(d.cfg_dir)
-
-
-def as_user(uid, fn, gid=None, groups=()):
-    """Run fn() in a child running as `uid` (gid `gid`, supplementary
-    `groups`); returns what it returns (picklable), re-raises its failure."""
-    gid = uid if gid is None else gid
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        try:
-            os.setgroups(list(groups))
-            os.setresgid(gid, gid, gid)
-            os.setresuid(uid, uid, uid)
-            res = ("ok", fn())
-        except BaseException as e:  # noqa: B902 - everything goes back to the parent
-            res = ("err", "%s: %s\n%s" % (type(e).__name__, e, traceback.format_exc()))
-        data = pickle.dumps(res)
-        while data:
-            data = data[os.write(w, data):]
-        os._exit(0)
-    os.close(w)
-    chunks = []
-    while True:
-        chunk = os.read(r, 1 << 16)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(r)
-    os.waitpid(pid, 0)
-    kind, val = pickle.loads(b"".join(chunks))
-    if kind == "err":
-        raise AssertionError("as uid %d: %s" % (uid, val))
-    return val
 
 
 def err_of(c, method, params=None):

@@ -23,6 +23,7 @@
 #include "buf.h"
 #include "methods.h"
 #include "rpc.h"
+#include "utf8.h"
 #include "scan.h"
 #include "status.h"
 #include "wire_limits.h"
