@@ -1,19 +1,26 @@
 #!/usr/bin/python3
 """Train a 64-128-10 MLP (or, with --model cnn, a small CNN) on the handwritten digits (8x8 images, 1797
-samples; examples/digits/fetch.sh gets them) entirely inside tensord:
+samples; examples/digits/fetch.sh gets them) entirely inside tensord, through the
+`tensord` Python package (python/tensord; used from this checkout when it is not installed):
 
 - the training and test sets are put once; so is one tensor holding every
   minibatch's sample indices for the whole run (a fresh shuffle per epoch);
-- each optimizer step is one `train.step` request whose graph slices its
-  row of indices, `gather`s the minibatch out of the stored training set,
-  runs the MLP and the cross-entropy loss, and updates the weights with Adam:
-  nothing but the loss comes back, and the requests of an epoch are
-  pipelined (sent before their answers are read);
-- the test accuracy comes from one `graph.run` (forward pass + argmax).
+- --mode step (the default): each optimizer step is one `train.step` request whose graph
+  slices its row of indices, `gather`s the minibatch out of the stored training set,
+  runs the model and the cross-entropy loss, and updates the weights with Adam:
+  nothing but the loss comes back, and the requests of an epoch are pipelined
+  (`Client.pipeline()`: sent before their answers are read); the test accuracy
+  comes from one `graph.run` (forward pass + argmax);
+- --mode run: one `train.run` request (`Client.train_run`) for the whole training; the
+  daemon shuffles and loops itself and reports the test loss and accuracy after every
+  epoch (`train.eval` notifications) besides each step's loss (`train.progress`);
+- --plot FILE.png draws those two streams (the loss and accuracy curves) with matplotlib
+  (Debian's python3-matplotlib, imported only then); it implies --mode run.
 
 Usage (Debian's /usr/bin/python3, which has python3-numpy and python3-msgpack):
   examples/digits/fetch.sh
   examples/digits/train.py --spawn build/daemon/tensord
+  examples/digits/train.py --spawn build/daemon/tensord --plot digits.png
   examples/digits/train.py --socket /run/tensord/tensord.sock   (or $TENSORD_SOCKET)
 
 The last line printed is a JSON summary, e.g.
@@ -24,88 +31,36 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-import msgpack
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-class RPCError(Exception):
-    def __init__(self, error):
-        self.error = error
-        super().__init__("%s: %s" % (error.get("name"), error.get("message")))
-
-
-class Client:
-    """A minimal msgpack-RPC client; `send` + `recv` allow pipelining."""
-
-    def __init__(self, path):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(path)
-        self.unpacker = msgpack.Unpacker(raw=False, max_buffer_size=2**31 - 1)
-        self.msgid = 0
-
-    def send(self, method, params):
-        self.msgid += 1
-        self.sock.sendall(msgpack.packb([0, self.msgid, method, [params]], use_bin_type=True))
-        return self.msgid
-
-    def recv(self, msgid):
-        while True:
-            for msg in self.unpacker:
-                if msg[0] != 1:
-                    continue  # a notification
-                if msg[1] != msgid:
-                    raise RuntimeError("response %r out of order (want %d)" % (msg[1], msgid))
-                if msg[2] is not None:
-                    raise RPCError(msg[2])
-                return msg[3]
-            data = self.sock.recv(1 << 20)
-            if not data:
-                raise ConnectionError("tensord closed the connection")
-            self.unpacker.feed(data)
-
-    def next_message(self):
-        """The next message of any kind (notifications included)."""
-        while True:
-            for msg in self.unpacker:
-                return msg
-            chunk = self.sock.recv(1 << 16)
-            if not chunk:
-                raise ConnectionError("tensord closed the connection")
-            self.unpacker.feed(chunk)
-
-    def call(self, method, params):
-        return self.recv(self.send(method, params))
-
-    def put(self, name, array, dtype):
-        np_dtype = {"f32": "<f4", "i32": "<i4"}[dtype]
-        return self.call("tensor.put", {"name": name, "dtype": dtype, "shape": list(array.shape),
-                                        "data": np.ascontiguousarray(array, dtype=np_dtype).tobytes()})
+try:
+    import tensord
+except ImportError:  # not installed: the package of this checkout
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+    import tensord
 
 
 def spawn(binary):
-    """Start a private tensord on a temporary socket; returns (proc, socket, dir)."""
+    """Start a private tensord on a temporary socket (and state directory);
+    returns (proc, client, dir)."""
     tmp = tempfile.mkdtemp(prefix="digits-tensord-")
     path = os.path.join(tmp, "tensord.sock")
     log = open(os.path.join(tmp, "tensord.log"), "wb")
-    proc = subprocess.Popen([binary, "--socket", path, "--state-dir", tmp],
+    proc = subprocess.Popen([binary, "--socket", path, "--state-dir", os.path.join(tmp, "state")],
                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    log.close()
     deadline = time.monotonic() + 60
     while True:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            s.connect(path)
-            s.close()
-            return proc, path, tmp
-        except OSError:
-            s.close()
+            return proc, tensord.Client(path), tmp
+        except tensord.ConnectionFailed:
+            pass
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             proc.wait()
@@ -114,7 +69,6 @@ def spawn(binary):
             shutil.rmtree(tmp, ignore_errors=True)
             raise SystemExit("tensord did not start")
         time.sleep(0.02)
-
 
 def load(path):
     with gzip.open(path, "rt") as f:
@@ -155,13 +109,171 @@ def cnn_forward_nodes(p, x):
             {"id": "logits", "op": "add", "inputs": ["o0", p + "b2"]}]
 
 
+
+def import_pyplot():
+    """matplotlib's pyplot on the Agg backend (no display needed)."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise SystemExit("--plot needs matplotlib: apt-get install python3-matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def device_name(c):
+    """The name of the device the run uses (device 0), shortened: 'llvmpipe (cpu)'."""
+    for d in c.info().get("devices", []):
+        if d.get("id") == 0:
+            return "%s (%s)" % (d.get("name", "?").split(" (")[0], d.get("type", "?"))
+    return "?"
+
+
+def plot(plt, path, args, run):
+    """The loss and accuracy curves of a train.run from its train.progress and
+    train.eval notifications, as a PNG."""
+    prog, evals = run["progress"], run["evals"]
+    per_epoch = run["steps"] / args.epochs
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.6), dpi=100)
+    ax1.plot([m["run_step"] / per_epoch for m in prog], [m["loss"] for m in prog],
+             lw=0.8, color="tab:blue", alpha=0.7, label="training minibatch loss")
+    ex = [e["run_step"] / per_epoch for e in evals]
+    ax1.plot(ex, [e["loss"] for e in evals], "o-", ms=4, color="tab:orange",
+             label="test-set loss (after each epoch)")
+    ax1.set_yscale("log")
+    ax1.set_title("Loss")
+    ax1.set_xlabel("epoch")
+    ax1.set_ylabel("cross-entropy loss (log scale)")
+    ax1.grid(alpha=0.3, which="both")
+    ax1.legend(fontsize="small")
+    acc = [100.0 * e["metrics"]["accuracy"] for e in evals]
+    ax2.plot(ex, acc, "o-", ms=4, color="tab:green")
+    ax2.annotate("%.1f %%" % acc[-1], (ex[-1], acc[-1]), textcoords="offset points",
+                 xytext=(4, -16), ha="right")
+    ax2.set_ylim(min(acc) - 3, 100.5)
+    ax2.set_title("Test accuracy (%d held-out images)" % run["n_test"])
+    ax2.set_xlabel("epoch")
+    ax2.set_ylabel("accuracy (%)")
+    ax2.grid(alpha=0.3)
+    for ax in (ax1, ax2):
+        ax.set_xlim(0, args.epochs + 0.3)
+    fig.suptitle("digits %s trained in tensord by one train.run: Adam lr %g, batch %d, on %s"
+                 % (args.model.upper(), args.lr, args.batch, run["device"]))
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def clear(c, prefix):
+    """Delete the tensors under `prefix`: old weights and optimizer state would be reused."""
+    with c.pipeline() as pl:
+        for t in c.list(prefix):
+            pl.delete(t["name"])
+
+
+def train(c, args, xtr, ytr, xte, yte, rng):
+    """Stores the data and fresh weights under args.prefix and trains; returns
+    {"acc", "train_s", "steps", "loss"} (and the notification streams with
+    --mode run), or None after --write-json."""
+    p = args.prefix
+    nb = len(xtr) // args.batch              # full minibatches per epoch (the rest waits for the next shuffle)
+    clear(c, p)
+    c.put(p + "xtr", xtr)
+    c.put(p + "ytr", ytr)
+    c.put(p + "xte", xte)
+    forward = forward_nodes
+    if args.model == "cnn":
+        bound = 1.0 / 3.0  # kaiming_uniform(a=sqrt(5)) of a 1x3x3 kernel
+        cw = rng.uniform(-bound, bound, size=(16, 1, 3, 3)).astype(np.float32)
+        cb = rng.uniform(-bound, bound, size=(16,)).astype(np.float32)
+        w2, b2 = linear_init(rng, 256, 10)
+        tensors = (("cw", cw), ("cb", cb), ("w2", w2), ("b2", b2))
+        forward = cnn_forward_nodes
+    else:
+        w1, b1 = linear_init(rng, 64, args.hidden)
+        w2, b2 = linear_init(rng, args.hidden, 10)
+        tensors = (("w1", w1), ("b1", b1), ("w2", w2), ("b2", b2))
+    for name, a in tensors:
+        c.put(p + name, a)
+    # every minibatch of every epoch: row e*nb + k holds the indices of batch k of epoch e
+    batches = np.concatenate([rng.permutation(len(xtr))[:nb * args.batch].reshape(nb, args.batch)
+                              for _ in range(args.epochs)]).astype(np.int32)
+    c.put(p + "batches", batches)
+    params = [p + n for n, _ in tensors]
+    optimizer = {"type": "adam", "lr": args.lr}
+
+    if args.mode == "run" or args.write_json:
+        # train.run: the daemon shuffles, gathers minibatches and loops itself; the test
+        # accuracy is a metric node evaluated after every epoch.
+        c.put(p + "yte", yte)
+        nodes = forward(p, "xb") + [
+            {"id": "loss", "op": "cross_entropy", "inputs": ["logits", "yb"]},
+            {"id": "pred", "op": "argmax", "inputs": ["logits"], "attrs": {"axis": 1}},
+            {"id": "hit", "op": "eq", "inputs": ["pred", "yb"]},
+            {"id": "hitf", "op": "cast", "inputs": ["hit"], "attrs": {"dtype": "f32"}},
+            {"id": "accuracy", "op": "mean", "inputs": ["hitf"]}]
+        run = {"nodes": nodes, "loss": "loss", "params": params, "optimizer": optimizer,
+               "data": {"xb": p + "xtr", "yb": p + "ytr"}, "batch_size": args.batch,
+               "epochs": args.epochs, "seed": args.seed,
+               "eval": {"data": {"xb": p + "xte", "yb": p + "yte"}, "metrics": ["accuracy"]}}
+        if args.write_json:
+            with open(args.write_json, "w") as f:
+                json.dump(run, f, indent=1)
+            print("wrote %s: run `tensorctl train %s`" % (args.write_json, args.write_json))
+            return None
+        t_train = time.monotonic()
+        progress, evals = [], []
+
+        def on_eval(e):
+            evals.append(e)
+            print("epoch %d: eval loss %.4f, accuracy %.4f, %.1f s" % (
+                e["epoch"], e["loss"], e["metrics"]["accuracy"], time.monotonic() - t_train), flush=True)
+
+        res = c.train_run(**run, on_progress=progress.append, on_eval=on_eval)
+        out = {"acc": res["eval"]["metrics"]["accuracy"], "train_s": time.monotonic() - t_train,
+               "steps": res["steps"], "loss": res["loss"], "progress": progress, "evals": evals}
+    else:
+        t_train = time.monotonic()
+        step = 0
+        for epoch in range(args.epochs):
+            with c.pipeline() as pl:             # an epoch's steps sent back to back
+                pending = []
+                for k in range(nb):
+                    row = epoch * nb + k
+                    step += 1
+                    nodes = [{"id": "rowk", "op": "slice", "inputs": [p + "batches"],
+                              "attrs": {"starts": [row], "ends": [row + 1]}},
+                             {"id": "idx", "op": "reshape", "inputs": ["rowk"],
+                              "attrs": {"shape": [args.batch]}},
+                             {"id": "xb", "op": "gather", "inputs": [p + "xtr", "idx"]},
+                             {"id": "yb", "op": "gather", "inputs": [p + "ytr", "idx"]}]
+                    nodes += forward(p, "xb")
+                    nodes.append({"id": "loss", "op": "cross_entropy", "inputs": ["logits", "yb"]})
+                    pending.append(pl.train_step(nodes, "loss", params, optimizer=optimizer, step=step))
+            losses = [r.result()["loss"] for r in pending]
+            print("epoch %d: mean loss %.4f (last %.4f), %d steps, %.1f s" % (
+                epoch + 1, float(np.mean(losses)), losses[-1], step, time.monotonic() - t_train), flush=True)
+        train_s = time.monotonic() - t_train
+        res = c.graph_run(forward(p, p + "xte") + [
+            {"id": "pred", "op": "argmax", "inputs": ["logits"], "attrs": {"axis": 1}}],
+            outputs=["pred"])
+        pred = res["outputs"]["pred"]
+        out = {"acc": float((pred == yte).mean()), "train_s": train_s, "steps": step, "loss": losses[-1]}
+    clear(c, p)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--socket", default=os.environ.get("TENSORD_SOCKET"),
                     help="tensord's socket (default $TENSORD_SOCKET)")
-    ap.add_argument("--spawn", metavar="BIN", help="start this tensord binary on a temporary socket")
-    ap.add_argument("--data", default=os.path.join(HERE, ".data", "digits.csv.gz"))
+    ap.add_argument("--spawn", metavar="BIN", help="start this tensord binary on a temporary socket "
+                    "with a temporary --state-dir, and stop it at the end")
+    ap.add_argument("--data", default=os.path.join(os.environ.get("DIGITS_CACHE") or os.path.join(HERE, ".data"),
+                                                   "digits.csv.gz"),
+                    help="the data set (default: digits.csv.gz in $DIGITS_CACHE, else in "
+                         "examples/digits/.data, where fetch.sh puts it)")
     ap.add_argument("--epochs", type=int, help="default: 8 for the MLP, 10 for the CNN")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--hidden", type=int, default=128)
@@ -169,139 +281,66 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--prefix", default="digits/", help="name prefix of the tensors this run owns")
     ap.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
-    ap.add_argument("--mode", choices=("step", "run"), default="step",
-                    help="step: one pipelined train.step request per minibatch; "
-                         "run: one train.run request for the whole training")
+    ap.add_argument("--mode", choices=("step", "run"),
+                    help="step (default): one pipelined train.step request per minibatch; "
+                         "run (default with --plot): one train.run request for the whole training")
+    ap.add_argument("--plot", metavar="FILE.png",
+                    help="write the loss and accuracy curves of the train.run to FILE.png "
+                         "(needs python3-matplotlib)")
     ap.add_argument("--write-json", metavar="FILE",
                     help="with --socket: store the data and fresh weights, write the train.run "
                          "params to FILE for `tensorctl train FILE`, and exit")
     args = ap.parse_args()
     if args.epochs is None:
         args.epochs = 10 if args.model == "cnn" else 8
+    if args.mode is None:
+        args.mode = "run" if args.plot else "step"
+    if args.plot and args.mode != "run":
+        ap.error("--plot draws the train.progress/train.eval stream of a train.run: use --mode run")
+    if args.plot and args.write_json:
+        ap.error("--plot and --write-json exclude each other")
     if not args.spawn and not args.socket:
         ap.error("give --socket, $TENSORD_SOCKET or --spawn")
     if not os.path.exists(args.data):
         raise SystemExit("%s is missing: run %s first" % (args.data, os.path.join(HERE, "fetch.sh")))
+    plt = import_pyplot() if args.plot else None
 
     t_start = time.monotonic()
     x, y = load(args.data)
     rng = np.random.default_rng(args.seed)
     order = rng.permutation(len(x))
     n_test = int(round(0.2 * len(x)))
-    test, train = order[:n_test], order[n_test:]
-    xtr, ytr, xte, yte = x[train], y[train], x[test], y[test]
-    nb = len(train) // args.batch            # full minibatches per epoch (the rest waits for the next shuffle)
+    test, train_ids = order[:n_test], order[n_test:]
+    xtr, ytr, xte, yte = x[train_ids], y[train_ids], x[test], y[test]
     print("digits: %d train, %d test samples; %d minibatches of %d per epoch" % (
-        len(train), len(test), nb, args.batch), flush=True)
+        len(xtr), len(xte), len(xtr) // args.batch, args.batch), flush=True)
 
     proc = tmp = None
-    path = args.socket
-    if args.spawn:
-        proc, path, tmp = spawn(args.spawn)
     try:
-        c = Client(path)
-        p = args.prefix
-        # a clean slate: old weights and optimizer state under the prefix would be reused
-        for t in c.call("tensor.list", {"prefix": p})["tensors"]:
-            c.call("tensor.delete", {"name": t["name"]})
-        c.put(p + "xtr", xtr, "f32")
-        c.put(p + "ytr", ytr, "i32")
-        c.put(p + "xte", xte, "f32")
-        if args.model == "cnn":
-            bound = 1.0 / 3.0  # kaiming_uniform(a=sqrt(5)) of a 1x3x3 kernel
-            cw = rng.uniform(-bound, bound, size=(16, 1, 3, 3)).astype(np.float32)
-            cb = rng.uniform(-bound, bound, size=(16,)).astype(np.float32)
-            w2, b2 = linear_init(rng, 256, 10)
-            tensors = (("cw", cw), ("cb", cb), ("w2", w2), ("b2", b2))
-            global forward_nodes
-            forward_nodes = cnn_forward_nodes
+        if args.spawn:
+            proc, c, tmp = spawn(args.spawn)
         else:
-            w1, b1 = linear_init(rng, 64, args.hidden)
-            w2, b2 = linear_init(rng, args.hidden, 10)
-            tensors = (("w1", w1), ("b1", b1), ("w2", w2), ("b2", b2))
-        for name, a in tensors:
-            c.put(p + name, a, "f32")
-        # every minibatch of every epoch: row e*nb + k holds the indices of batch k of epoch e
-        batches = np.concatenate([rng.permutation(len(train))[:nb * args.batch].reshape(nb, args.batch)
-                                  for _ in range(args.epochs)]).astype(np.int32)
-        c.put(p + "batches", batches, "i32")
-        params = [p + n for n, _ in tensors]
-        optimizer = {"type": "adam", "lr": args.lr}
-
-        if args.mode == "run" or args.write_json:
-            # train.run: the daemon shuffles, gathers minibatches and loops itself; the test
-            # accuracy is a metric node evaluated after every epoch.
-            c.put(p + "yte", yte, "i32")
-            nodes = forward_nodes(p, "xb") + [
-                {"id": "loss", "op": "cross_entropy", "inputs": ["logits", "yb"]},
-                {"id": "pred", "op": "argmax", "inputs": ["logits"], "attrs": {"axis": 1}},
-                {"id": "hit", "op": "eq", "inputs": ["pred", "yb"]},
-                {"id": "hitf", "op": "cast", "inputs": ["hit"], "attrs": {"dtype": "f32"}},
-                {"id": "accuracy", "op": "mean", "inputs": ["hitf"]}]
-            run = {"nodes": nodes, "loss": "loss", "params": params, "optimizer": optimizer,
-                   "data": {"xb": p + "xtr", "yb": p + "ytr"}, "batch_size": args.batch,
-                   "epochs": args.epochs, "seed": args.seed,
-                   "eval": {"data": {"xb": p + "xte", "yb": p + "yte"}, "metrics": ["accuracy"]}}
-            if args.write_json:
-                with open(args.write_json, "w") as f:
-                    json.dump(run, f, indent=1)
-                print("wrote %s: run `tensorctl train %s`" % (args.write_json, args.write_json))
-                return 0
-            t_train = time.monotonic()
-            msgid = c.send("train.run", run)
-            while True:
-                msg = c.next_message()
-                if msg[0] == 2 and msg[1] == "train.eval":
-                    e = msg[2][0]
-                    print("epoch %d: eval loss %.4f, accuracy %.4f, %.1f s" % (
-                        e["epoch"], e["loss"], e["metrics"]["accuracy"], time.monotonic() - t_train),
-                        flush=True)
-                elif msg[0] == 1 and msg[1] == msgid:
-                    if msg[2] is not None:
-                        raise RPCError(msg[2])
-                    result = msg[3]
-                    break
-            train_s = time.monotonic() - t_train
-            step = result["steps"]
-            losses = [result["loss"]]
-            acc = result["eval"]["metrics"]["accuracy"]
-            pred = None
-            for t in c.call("tensor.list", {"prefix": p})["tensors"]:
-                c.call("tensor.delete", {"name": t["name"]})
-            return finish(proc, tmp, t_start, args, acc, None, yte, train_s, step, losses, "run")
-
-        t_train = time.monotonic()
-        step = 0
-        for epoch in range(args.epochs):
-            ids = []
-            for k in range(nb):
-                row = epoch * nb + k
-                step += 1
-                nodes = [{"id": "rowk", "op": "slice", "inputs": [p + "batches"],
-                          "attrs": {"starts": [row], "ends": [row + 1]}},
-                         {"id": "idx", "op": "reshape", "inputs": ["rowk"], "attrs": {"shape": [args.batch]}},
-                         {"id": "xb", "op": "gather", "inputs": [p + "xtr", "idx"]},
-                         {"id": "yb", "op": "gather", "inputs": [p + "ytr", "idx"]}]
-                nodes += forward_nodes(p, "xb")
-                nodes.append({"id": "loss", "op": "cross_entropy", "inputs": ["logits", "yb"]})
-                ids.append(c.send("train.step", {"nodes": nodes, "loss": "loss", "params": params,
-                                                 "optimizer": optimizer, "step": step}))
-            losses = [c.recv(i)["loss"] for i in ids]
-            print("epoch %d: mean loss %.4f (last %.4f), %d steps, %.1f s" % (
-                epoch + 1, float(np.mean(losses)), losses[-1], step, time.monotonic() - t_train), flush=True)
-        train_s = time.monotonic() - t_train
-
-        res = c.call("graph.run", {"nodes": forward_nodes(p, p + "xte") + [
-            {"id": "pred", "op": "argmax", "inputs": ["logits"], "attrs": {"axis": 1}}],
-            "outputs": ["pred"]})
-        pred = np.frombuffer(res["outputs"]["pred"]["data"], "<i4")
-        acc = float((pred == yte).mean())
-        for t in c.call("tensor.list", {"prefix": p})["tensors"]:
-            c.call("tensor.delete", {"name": t["name"]})
-    except BaseException:
+            c = tensord.Client(args.socket)
+        with c:
+            out = train(c, args, xtr, ytr, xte, yte, rng)
+            device = device_name(c) if out is not None else None
+    finally:
         stop(proc, tmp)
-        raise
-    return finish(proc, tmp, t_start, args, acc, pred, yte, train_s, step, losses, "step")
+    if out is None:
+        return 0
+    acc = out["acc"]
+    print("test accuracy %.4f (%d/%d)" % (acc, int(round(acc * len(yte))), len(yte)), flush=True)
+    summary = {"model": args.model, "mode": args.mode, "test_accuracy": round(acc, 4),
+               "seconds": round(time.monotonic() - t_start, 2),
+               "step_ms": round(1000 * out["train_s"] / out["steps"], 2), "steps": out["steps"],
+               "epochs": args.epochs, "batch": args.batch, "final_loss": round(out["loss"], 4),
+               "device": device}
+    if args.plot:
+        plot(plt, args.plot, args, dict(out, device=device, n_test=len(yte)))
+        print("wrote the loss and accuracy curves to %s" % args.plot, flush=True)
+        summary["plot"] = args.plot
+    print(json.dumps(summary))
+    return 0
 
 
 def stop(proc, tmp):
@@ -312,17 +351,8 @@ def stop(proc, tmp):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+    if tmp is not None:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def finish(proc, tmp, t_start, args, acc, pred, yte, train_s, step, losses, mode):
-    stop(proc, tmp)
-    print("test accuracy %.4f (%d/%d)" % (acc, int(round(acc * len(yte))), len(yte)), flush=True)
-    print(json.dumps({"model": args.model, "mode": mode, "test_accuracy": round(acc, 4),
-                      "seconds": round(time.monotonic() - t_start, 2),
-                      "step_ms": round(1000 * train_s / step, 2), "steps": step, "epochs": args.epochs,
-                      "batch": args.batch, "final_loss": round(losses[-1], 4)}))
-    return 0
 
 
 if __name__ == "__main__":
