@@ -358,14 +358,14 @@ static void reload(struct signals *s)
 {
 	struct daemon *d = s->d;
 	struct config next;
-	char err[512], failure[160];
+	char err[512], failure[192];
 
 	notify_reloading(s->notify);
 	if (build_config(s->cl, &next, err, sizeof(err)) < 0 ||
 	    config_private_paths(&next, err, sizeof(err)) < 0) {
 		log_error("reload failed, the running configuration stays: %s", err);
 		d->metrics.reload_failures++;
-		snprintf(failure, sizeof(failure), "last reload failed, running settings kept: %.100s", err);
+		snprintf(failure, sizeof(failure), "last reload failed, running settings kept: %.140s", err);
 		notify_reloaded(s->notify, failure);
 		return;
 	}
