@@ -20,10 +20,17 @@ created 0700 and owned by the user, without persistence (no tensors/);
 moves the state directory; without $XDG_RUNTIME_DIR the daemon refuses to
 start and names --socket; root and systemd's directories keep the old paths.
 
-Run as root with /usr/bin/python3; TENSORD_BIN names the daemon.
+A reload that changes every key (the keys of `tensord --print-config`, so a
+new key must be added here): each is logged once, "reload: KEY OLD -> NEW"
+for the keys tensord(8) marks Reloadable (and they take effect), "reload: KEY
+changed (OLD -> NEW) but applies only at start-up; kept OLD" for the others.
+
+Run as root with /usr/bin/python3; TENSORD_BIN names the daemon; SOURCE_ROOT
+the tree (for docs/tensord.8).
 """
 import os
 import pwd
+import re
 import shutil
 import signal
 import stat
@@ -269,6 +276,90 @@ def user_daemon(tmp):
           "no $XDG_RUNTIME_DIR: exit 1 naming --socket (rc %d, %r)" % (p.returncode, p.stderr))
 
 
+# ---- a reload that changes every key --------------------------------------------
+
+def man_reloadable():
+    """{key: True when tensord(8) marks it Reloadable} from CONFIGURATION FILE."""
+    root = os.environ.get("SOURCE_ROOT") or os.path.join(os.path.dirname(__file__), "..")
+    text = open(os.path.join(root, "docs", "tensord.8")).read()
+    sec = text.split("\n.SH CONFIGURATION FILE\n", 1)[1].split("\n.SH ", 1)[0]
+    marks = {}
+    for entry in sec.split("\n.TP\n")[1:]:
+        m = re.match(r"\.B ([a-z_]+)\n", entry)
+        if m:
+            marks[m.group(1)] = "Reloadable" in entry.split("\n.PP\n")[0]
+    return marks
+
+
+def printed(conf):
+    out = run(["--config", conf, "--print-config"]).stdout
+    return dict(line.split(" = ", 1) for line in out.splitlines())
+
+
+def reload_every_key(tmp):
+    d = os.path.join(tmp, "r")
+    os.mkdir(d, 0o700)
+    conf = os.path.join(d, "tensord.conf")
+    write(conf, "socket = %s/s.sock\nstate_dir = %s/state\npersist = no\nmax_connections = 200\n"
+          % (d, d))
+    new = {"socket": d + "/other.sock", "state_dir": d + "/other-state", "persist": "yes",
+           "checkpoint_interval": "31", "device": "cpu", "max_tensors": "1000",
+           "max_connections": "100", "max_tensor_bytes": "64K", "max_message_bytes": "8M",
+           "block_size": "1M", "max_device_bytes": "1G", "user_max_tensors": "10",
+           "user_max_bytes": "1M", "max_connections_per_user": "5", "max_inflight": "3",
+           "max_output_backlog": "1M", "stall_timeout": "7", "input_timeout": "9",
+           "max_input_bytes": "1M", "user_max_buffer_bytes": "512M", "user_max_models": "6",
+           "user_max_kernels": "2", "request_timeout": "2.5", "stop_timeout": "11",
+           "kernel_group": "0", "kernel_timeout": "3", "host_mapped": "no", "verbose": "yes"}
+    old = printed(conf)
+    marks = man_reloadable()
+    check(set(new) == set(old) == set(marks),
+          "the test, --print-config and tensord(8) know the same keys (%r)"
+          % (set(old) ^ set(new) | set(old) ^ set(marks)))
+    log = os.path.join(d, "tensord.log")
+    with open(log, "wb") as logf:
+        proc = subprocess.Popen([BIN, "--config", conf], env=clean_env(), stdin=subprocess.DEVNULL,
+                                stdout=logf, stderr=subprocess.STDOUT)
+    try:
+        sock = os.path.join(d, "s.sock")
+        if not wait_socket(proc, sock):
+            check(False, "the daemon serves")
+            return
+        newconf = os.path.join(d, "new.conf")
+        write(newconf, "".join("%s = %s\n" % kv for kv in new.items()))
+        want_new = printed(newconf)
+        os.rename(newconf, conf)
+        proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 30
+        while "configuration reloaded" not in open(log).read() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        lines = [l[len("tensord: "):] for l in open(log).read().splitlines() if "reload: " in l]
+        want = []
+        for k in old:  # the daemon's key order
+            if marks.get(k):
+                want.append("reload: %s %s -> %s" % (k, old[k], want_new[k]))
+            else:
+                want.append("reload: %s changed (%s -> %s) but applies only at start-up; kept %s"
+                            % (k, old[k], want_new[k], old[k]))
+        check(lines == want, "a reload that changes every key logs each once, applied or kept as "
+              "tensord(8) says (unexpected %r, missing %r)"
+              % ([l for l in lines if l not in want], [w for w in want if w not in lines]))
+        c = Client(sock)
+        info = c.call("info")
+        c.close()
+        check(info["limits"]["max_tensors"] == 1000, "the reloaded max_tensors is in force")
+        check(not os.path.exists(new["socket"]) and not os.path.exists(new["state_dir"]),
+              "the start-up-only socket and state_dir stay")
+        proc.send_signal(signal.SIGTERM)
+        check(proc.wait(60) == 0, "exit 0")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if failures:
+            sys.stderr.write("---- tensord log ----\n%s---- end ----\n" % open(log).read())
+
+
 def main():
     created = False
     try:
@@ -287,6 +378,7 @@ def main():
         os.chmod(USER_BIN, 0o755)
         check_config(tmp)
         user_daemon(tmp)
+        reload_every_key(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         if created:
