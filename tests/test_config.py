@@ -269,7 +269,7 @@ def user_daemon(tmp):
     # No $XDG_RUNTIME_DIR: refused, naming --socket, with nothing created.
     env2 = dict(env)
     del env2["XDG_RUNTIME_DIR"]
-    shutil.rmtree(os.path.join(home, ".local"))
+    shutil.rmtree(os.path.join(home, ".local"), ignore_errors=True)
     p = subprocess.run([binary], env=env2, capture_output=True, text=True, timeout=60, **kw)
     check(p.returncode == 1 and "--socket" in p.stderr and "XDG_RUNTIME_DIR" in p.stderr and
           not os.path.exists(os.path.join(home, ".local")),
