@@ -159,10 +159,10 @@ static int check_config(const char *path)
 	return EXIT_SUCCESS;
 }
 
-/* Returns true to run the daemon; false to exit with *ret_status: 0 after
+/* Returns true to run the daemon; false to exit with *exit_status: 0 after
  * help, version, --print-config, --list-options or a good --check-config, 1
  * after a bad --check-config or no usable path, 2 on a usage error. */
-static bool parse_args(int argc, char **argv, struct cmdline *cl, struct config *cfg, int *ret_status)
+static bool parse_args(int argc, char **argv, struct cmdline *cl, struct config *cfg, int *exit_status)
 {
 	struct config scratch;
 	const char *check = NULL;
@@ -170,7 +170,7 @@ static bool parse_args(int argc, char **argv, struct cmdline *cl, struct config 
 	bool print = false;
 	int opt;
 
-	*ret_status = 2;
+	*exit_status = 2;
 	config_defaults(&scratch);
 	while ((opt = getopt_long(argc, argv, "vh", options, NULL)) != -1) {
 		const char *key = NULL, *value = optarg;
@@ -181,10 +181,10 @@ static bool parse_args(int argc, char **argv, struct cmdline *cl, struct config 
 		case OPT_STATE_DIR: key = "state_dir"; break;
 		case OPT_CONFIG: cl->config_file = optarg; break;
 		case 'v': key = "verbose"; value = "yes"; break;
-		case 'h': usage(stdout); *ret_status = 0; return false;
-		case OPT_VERSION: printf("tensord %s\n", TENSORD_VERSION); *ret_status = 0; return false;
+		case 'h': usage(stdout); *exit_status = 0; return false;
+		case OPT_VERSION: printf("tensord %s\n", TENSORD_VERSION); *exit_status = 0; return false;
 		case OPT_PRINT_CONFIG: print = true; break;
-		case OPT_LIST_OPTIONS: list_options(); *ret_status = 0; return false;
+		case OPT_LIST_OPTIONS: list_options(); *exit_status = 0; return false;
 		case OPT_CHECK_CONFIG: check = optarg; break;
 		default: usage(stderr); return false;
 		}
@@ -208,7 +208,7 @@ static bool parse_args(int argc, char **argv, struct cmdline *cl, struct config 
 		return false;
 	}
 	if (check) {
-		*ret_status = check_config(check);
+		*exit_status = check_config(check);
 		return false;
 	}
 	if (build_config(cl, cfg, err, sizeof(err)) < 0) {
@@ -217,13 +217,13 @@ static bool parse_args(int argc, char **argv, struct cmdline *cl, struct config 
 	}
 	if (config_private_paths(cfg, err, sizeof(err)) < 0) {
 		fprintf(stderr, "tensord: %s%s\n", print ? "note: " : "", err);
-		*ret_status = 1;
+		*exit_status = 1;
 		if (!print)
 			return false;
 	}
 	if (print) {
 		config_print(stdout, cfg);
-		*ret_status = 0;
+		*exit_status = 0;
 		return false;
 	}
 	return true;
