@@ -3,12 +3,14 @@
 #include <ctype.h>
 #include <errno.h>
 #include <grp.h>
+#include <pwd.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <unistd.h>
 
 #include "wire_limits.h"
 
@@ -19,8 +21,8 @@ void config_defaults(struct config *c)
 	const char *env = getenv("TENSORD_SOCKET");
 
 	memset(c, 0, sizeof(*c));
-	snprintf(c->socket_path, sizeof(c->socket_path), "%s",
-		 env && *env && strlen(env) < sizeof(c->socket_path) ? env : DEFAULT_SOCKET);
+	c->socket_set = env && *env && strlen(env) < sizeof(c->socket_path);
+	snprintf(c->socket_path, sizeof(c->socket_path), "%s", c->socket_set ? env : DEFAULT_SOCKET);
 	c->device.pick = GPU_PICK_AUTO;
 	snprintf(c->state_dir, sizeof(c->state_dir), "/var/lib/tensord");
 	/* systemd's StateDirectory= (the shipped unit's): a state directory given
@@ -218,43 +220,49 @@ struct config_key {
 	enum key_kind kind;
 	size_t offset, size;    /* of the field in struct config */
 	uint64_t min, max;
+	bool reload;            /* SIGHUP takes a new value (tensord(8): "Reloadable") */
 };
+
+#define RELOAD true
+#define START_ONLY false
 
 #define FIELD(f) offsetof(struct config, f), sizeof(((struct config *)0)->f)
 
 static const struct config_key keys[] = {
-	{ "socket", KEY_STRING, FIELD(socket_path), 0, 0 },
-	{ "state_dir", KEY_STRING, FIELD(state_dir), 0, 0 },
-	{ "persist", KEY_PERSIST, FIELD(persist), 0, 0 },
-	{ "checkpoint_interval", KEY_COUNT, FIELD(checkpoint_interval), 0, 86400 },
-	{ "device", KEY_DEVICE, FIELD(device), 0, 0 },
-	{ "max_tensors", KEY_COUNT, FIELD(max_tensors), 1, UINT32_MAX },
-	{ "max_connections", KEY_COUNT, FIELD(max_connections), 1, 1000000 },
-	{ "max_tensor_bytes", KEY_SIZE, FIELD(max_tensor_bytes), 1, TDP_MAX_TENSOR_BYTES },
-	{ "max_message_bytes", KEY_SIZE, FIELD(max_message_bytes), 4096, TDP_MAX_MESSAGE_BYTES },
-	{ "block_size", KEY_SIZE, FIELD(block_size), 0, (uint64_t)1 << 40 },
-	{ "max_device_bytes", KEY_SIZE, FIELD(max_device_bytes), 0, (uint64_t)1 << 50 },
-	{ "user_max_tensors", KEY_COUNT, FIELD(user_max_tensors), 0, UINT32_MAX },
-	{ "user_max_bytes", KEY_SIZE, FIELD(user_max_bytes), 0, (uint64_t)1 << 50 },
-	{ "max_connections_per_user", KEY_COUNT, FIELD(max_connections_per_user), 0, 1000000 },
-	{ "max_inflight", KEY_COUNT, FIELD(max_inflight), 1, 65536 },
+	{ "socket", KEY_STRING, FIELD(socket_path), 0, 0, START_ONLY },
+	{ "state_dir", KEY_STRING, FIELD(state_dir), 0, 0, START_ONLY },
+	{ "persist", KEY_PERSIST, FIELD(persist), 0, 0, START_ONLY },
+	{ "checkpoint_interval", KEY_COUNT, FIELD(checkpoint_interval), 0, 86400, RELOAD },
+	{ "device", KEY_DEVICE, FIELD(device), 0, 0, START_ONLY },
+	{ "max_tensors", KEY_COUNT, FIELD(max_tensors), 1, UINT32_MAX, RELOAD },
+	{ "max_connections", KEY_COUNT, FIELD(max_connections), 1, 1000000, RELOAD },
+	{ "max_tensor_bytes", KEY_SIZE, FIELD(max_tensor_bytes), 1, TDP_MAX_TENSOR_BYTES, RELOAD },
+	{ "max_message_bytes", KEY_SIZE, FIELD(max_message_bytes), 4096, TDP_MAX_MESSAGE_BYTES, RELOAD },
+	{ "block_size", KEY_SIZE, FIELD(block_size), 0, (uint64_t)1 << 40, START_ONLY },
+	{ "max_device_bytes", KEY_SIZE, FIELD(max_device_bytes), 0, (uint64_t)1 << 50, START_ONLY },
+	{ "user_max_tensors", KEY_COUNT, FIELD(user_max_tensors), 0, UINT32_MAX, RELOAD },
+	{ "user_max_bytes", KEY_SIZE, FIELD(user_max_bytes), 0, (uint64_t)1 << 50, RELOAD },
+	{ "max_connections_per_user", KEY_COUNT, FIELD(max_connections_per_user), 0, 1000000, RELOAD },
+	{ "max_inflight", KEY_COUNT, FIELD(max_inflight), 1, 65536, RELOAD },
 	{ "max_output_backlog", KEY_SIZE, FIELD(max_output_backlog), (uint64_t)64 << 10,
-	  (uint64_t)1 << 40 },
-	{ "stall_timeout", KEY_COUNT, FIELD(stall_timeout), 0, 86400 },
-	{ "input_timeout", KEY_COUNT, FIELD(input_timeout), 0, 86400 },
-	{ "max_input_bytes", KEY_SIZE, FIELD(max_input_bytes), (uint64_t)64 << 10, (uint64_t)1 << 40 },
-	{ "user_max_buffer_bytes", KEY_SIZE, FIELD(user_max_buffer_bytes), 0, (uint64_t)1 << 50 },
-	{ "user_max_models", KEY_COUNT, FIELD(user_max_models), 0, 1000000 },
-	{ "user_max_kernels", KEY_COUNT, FIELD(user_max_kernels), 1, 64 },
-	{ "request_timeout", KEY_MS, FIELD(request_timeout_ms), 100, 3600 * 1000 },
-	{ "stop_timeout", KEY_COUNT, FIELD(stop_timeout), 0, 3600 },
-	{ "kernel_group", KEY_GROUP, FIELD(kernel_group), 0, 0 },
-	{ "kernel_timeout", KEY_MS, FIELD(kernel_timeout_ms), 100, 3600 * 1000 },
-	{ "host_mapped", KEY_BOOL, FIELD(host_mapped), 0, 0 },
-	{ "verbose", KEY_VERBOSE, FIELD(log_level), 0, 0 },
+	  (uint64_t)1 << 40, RELOAD },
+	{ "stall_timeout", KEY_COUNT, FIELD(stall_timeout), 0, 86400, RELOAD },
+	{ "input_timeout", KEY_COUNT, FIELD(input_timeout), 0, 86400, RELOAD },
+	{ "max_input_bytes", KEY_SIZE, FIELD(max_input_bytes), (uint64_t)64 << 10, (uint64_t)1 << 40, RELOAD },
+	{ "user_max_buffer_bytes", KEY_SIZE, FIELD(user_max_buffer_bytes), 0, (uint64_t)1 << 50, RELOAD },
+	{ "user_max_models", KEY_COUNT, FIELD(user_max_models), 0, 1000000, RELOAD },
+	{ "user_max_kernels", KEY_COUNT, FIELD(user_max_kernels), 1, 64, RELOAD },
+	{ "request_timeout", KEY_MS, FIELD(request_timeout_ms), 100, 3600 * 1000, RELOAD },
+	{ "stop_timeout", KEY_COUNT, FIELD(stop_timeout), 0, 3600, RELOAD },
+	{ "kernel_group", KEY_GROUP, FIELD(kernel_group), 0, 0, RELOAD },
+	{ "kernel_timeout", KEY_MS, FIELD(kernel_timeout_ms), 100, 3600 * 1000, RELOAD },
+	{ "host_mapped", KEY_BOOL, FIELD(host_mapped), 0, 0, START_ONLY },
+	{ "verbose", KEY_VERBOSE, FIELD(log_level), 0, 0, RELOAD },
 };
 
 #undef FIELD
+#undef RELOAD
+#undef START_ONLY
 
 static int set_key(struct config *c, const struct config_key *k, const char *value)
 {
@@ -310,6 +318,8 @@ int config_set(struct config *c, const char *key, const char *value, char *err, 
 		snprintf(err, err_len, "invalid value '%s' for '%s'", value, key);
 	else if (k->offset == offsetof(struct config, state_dir))
 		c->state_dir_set = true;
+	else if (k->offset == offsetof(struct config, socket_path))
+		c->socket_set = true;
 	return r;
 }
 
@@ -327,13 +337,13 @@ static void print_size(FILE *f, uint64_t v)
 	fprintf(f, "%" PRIu64 "%.*s", v, u >= 0 ? 1 : 0, u >= 0 ? &units[u] : "");
 }
 
-static void print_key(FILE *f, const struct config *c, const struct config_key *k)
+/* The value of key `k` in `c` as config_set reads it back. */
+static void print_value(FILE *f, const struct config *c, const struct config_key *k)
 {
 	const void *field = (const char *)c + k->offset;
 	const struct gpu_choice *dev = &c->device;
 	uint64_t v;
 
-	fprintf(f, "%s = ", k->name);
 	switch (k->kind) {
 	case KEY_STRING:
 		fprintf(f, "%s", (const char *)field);
@@ -372,13 +382,29 @@ static void print_key(FILE *f, const struct config *c, const struct config_key *
 		fprintf(f, "%s", c->log_level >= LOG_DEBUG ? "yes" : "no");
 		break;
 	}
-	fputc('\n', f);
 }
 
 void config_print(FILE *f, const struct config *c)
 {
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-		print_key(f, c, &keys[i]);
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		fprintf(f, "%s = ", keys[i].name);
+		print_value(f, c, &keys[i]);
+		fputc('\n', f);
+	}
+}
+
+/* print_value into `buf` (size `len`, at least 1), cut to fit. */
+static void value_text(const struct config *c, const struct config_key *k, char *buf, size_t len)
+{
+	FILE *f = fmemopen(buf, len, "w");
+
+	buf[0] = '\0';
+	if (!f)
+		return;
+	setbuf(f, NULL);
+	print_value(f, c, k);
+	fclose(f);
+	buf[len - 1] = '\0';
 }
 
 static char *trim(char *s)
@@ -393,90 +419,186 @@ static char *trim(char *s)
 	return s;
 }
 
-int config_load(struct config *c, const char *path, char *err, size_t err_len)
+/* Where load() reports an error: "FILE:LINE: reason" or "FILE: reason". */
+struct load_errors {
+	char *err;              /* the first error (config_load) */
+	size_t err_len;
+	FILE *out;              /* every error, one per line (config_check) */
+	unsigned n;
+};
+
+static void load_error(struct load_errors *e, const char *path, unsigned lineno, const char *why)
+{
+	char where[32] = "";
+
+	if (lineno)
+		snprintf(where, sizeof(where), ":%u", lineno);
+	if (e->n++ == 0 && e->err)
+		snprintf(e->err, e->err_len, "%s%s: %s", path, where, why);
+	if (e->out)
+		fprintf(e->out, "%s%s: %s\n", path, where, why);
+}
+
+/* One line of the file, trimmed of its newline and surrounding blanks.
+ * Returns 1 when a line was read, 0 at the end, -EINVAL for a line longer
+ * than `cap` - 1 (skipped to its end), -errno for a read error. */
+static int read_line(FILE *f, char *line, size_t cap)
+{
+	int ch;
+
+	if (!fgets(line, (int)cap, f))
+		return ferror(f) ? -(errno ? errno : EIO) : 0;
+	if (strchr(line, '\n') || feof(f))
+		return 1;
+	while ((ch = getc(f)) != EOF && ch != '\n')
+		;
+	return ferror(f) ? -(errno ? errno : EIO) : -EINVAL;
+}
+
+/* Read `path` into `c`; every error goes to `e`. With `all`, goes on past a
+ * bad line (to report them all). Returns 0, -EINVAL after a bad line or
+ * -errno when the file cannot be read. */
+static int load(struct config *c, const char *path, bool all, struct load_errors *e)
 {
 	char line[1024], why[256];
 	unsigned lineno = 0;
 	FILE *f;
-	int r = 0;
+	int r = 0, got;
 
 	f = fopen(path, "re");
 	if (!f) {
 		r = -errno;
-		snprintf(err, err_len, "%s: %s", path, strerror(errno));
+		load_error(e, path, 0, strerror(-r));
 		return r;
 	}
-	while (fgets(line, sizeof(line), f)) {
+	while ((got = read_line(f, line, sizeof(line))) != 0) {
 		char *s, *eq;
 
 		lineno++;
-		if (!strchr(line, '\n') && !feof(f)) {
-			snprintf(err, err_len, "%s:%u: line too long", path, lineno);
+		if (got == -EINVAL) {
+			load_error(e, path, lineno, "line too long");
 			r = -EINVAL;
+		} else if (got < 0) {
+			/* A directory, an I/O error: not a file the daemon can take. */
+			load_error(e, path, 0, strerror(-got));
+			r = got;
 			break;
+		} else {
+			s = trim(line);
+			if (!*s || *s == '#')
+				continue;
+			eq = strchr(s, '=');
+			if (!eq) {
+				load_error(e, path, lineno, "expected 'key = value'");
+				r = -EINVAL;
+			} else {
+				*eq = '\0';
+				if (config_set(c, trim(s), trim(eq + 1), why, sizeof(why)) < 0) {
+					load_error(e, path, lineno, why);
+					r = -EINVAL;
+				}
+			}
 		}
-		s = trim(line);
-		if (!*s || *s == '#')
-			continue;
-		eq = strchr(s, '=');
-		if (!eq) {
-			snprintf(err, err_len, "%s:%u: expected 'key = value'", path, lineno);
-			r = -EINVAL;
+		if (r < 0 && !all)
 			break;
-		}
-		*eq = '\0';
-		r = config_set(c, trim(s), trim(eq + 1), why, sizeof(why));
-		if (r < 0) {
-			snprintf(err, err_len, "%s:%u: %s", path, lineno, why);
-			break;
-		}
 	}
 	fclose(f);
 	return r;
 }
 
-void config_apply_reload(struct config *cur, const struct config *next, char *fixed,
-			 size_t fixed_len)
+int config_load(struct config *c, const char *path, char *err, size_t err_len)
 {
-	size_t used = 0;
+	struct load_errors e = { .err = err, .err_len = err_len };
 
-	if (fixed_len)
-		fixed[0] = '\0';
-#define FIXED(cond, key)                                                                   \
-	do {                                                                               \
-		if ((cond) && used < fixed_len) {                                          \
-			int k = snprintf(fixed + used, fixed_len - used, "%s%s",           \
-					 used ? ", " : "", key);                           \
-			used = k < 0 ? fixed_len : used + (size_t)k;                       \
-		}                                                                          \
-	} while (0)
-	FIXED(strcmp(cur->socket_path, next->socket_path) != 0, "socket");
-	FIXED(strcmp(cur->state_dir, next->state_dir) != 0, "state_dir");
-	FIXED(memcmp(&cur->device, &next->device, sizeof(cur->device)) != 0, "device");
-	FIXED(cur->host_mapped != next->host_mapped, "host_mapped");
-	FIXED(cur->block_size != next->block_size, "block_size");
-	FIXED(cur->max_device_bytes != next->max_device_bytes, "max_device_bytes");
-	FIXED(config_persist_on(cur) != config_persist_on(next), "persist");
-#undef FIXED
-	cur->log_level = next->log_level;
-	cur->max_tensors = next->max_tensors;
-	cur->max_connections = next->max_connections;
-	cur->max_tensor_bytes = next->max_tensor_bytes;
-	cur->max_message_bytes = next->max_message_bytes;
-	cur->user_max_tensors = next->user_max_tensors;
-	cur->user_max_bytes = next->user_max_bytes;
-	cur->max_connections_per_user = next->max_connections_per_user;
-	cur->max_inflight = next->max_inflight;     /* connections opened from now on */
-	cur->max_output_backlog = next->max_output_backlog;
-	cur->stall_timeout = next->stall_timeout;
-	cur->kernel_group = next->kernel_group;
-	cur->kernel_timeout_ms = next->kernel_timeout_ms;
-	cur->input_timeout = next->input_timeout;
-	cur->max_input_bytes = next->max_input_bytes;
-	cur->user_max_buffer_bytes = next->user_max_buffer_bytes;
-	cur->user_max_models = next->user_max_models;
-	cur->user_max_kernels = next->user_max_kernels;
-	cur->request_timeout_ms = next->request_timeout_ms;
-	cur->stop_timeout = next->stop_timeout;
-	cur->checkpoint_interval = next->checkpoint_interval;
+	return load(c, path, false, &e);
+}
+
+unsigned config_check(const char *path, FILE *out)
+{
+	struct load_errors e = { .out = out };
+	struct config c;
+
+	config_defaults(&c);
+	load(&c, path, true, &e);
+	return e.n;
+}
+
+unsigned config_apply_reload(struct config *cur, const struct config *next,
+			     config_change_fn *changed, void *userdata)
+{
+	char before[320], after[320];
+	unsigned n = 0;
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		const struct config_key *k = &keys[i];
+
+		value_text(cur, k, before, sizeof(before));
+		value_text(next, k, after, sizeof(after));
+		if (!strcmp(before, after))
+			continue;
+		n++;
+		if (k->reload)
+			memcpy((char *)cur + k->offset, (const char *)next + k->offset, k->size);
+		if (changed)
+			changed(userdata, k->name, before, after, k->reload);
+	}
+	return n;
+}
+
+/* The user's home: $HOME, else the password database's. */
+static int home_dir(char *buf, size_t len)
+{
+	const char *home = getenv("HOME");
+	struct passwd pw, *res = NULL;
+	char pwbuf[4096];
+
+	if ((!home || *home != '/') && getpwuid_r(geteuid(), &pw, pwbuf, sizeof(pwbuf), &res) == 0 && res)
+		home = res->pw_dir;
+	if (!home || *home != '/' || (size_t)snprintf(buf, len, "%s", home) >= len)
+		return -EINVAL;
+	return 0;
+}
+
+int config_private_paths(struct config *c, char *err, size_t err_len)
+{
+	const char *base = getenv("XDG_STATE_HOME"), *env;
+	char home[256];
+	int n;
+
+	c->state_dir_private = c->socket_private = false;
+	if (geteuid() == 0)
+		return 0;
+	/* $STATE_DIRECTORY (systemd's StateDirectory=) counts as given. */
+	if (!c->state_dir_set) {
+		if (base && *base == '/')
+			n = snprintf(c->state_dir, sizeof(c->state_dir), "%s/tensord", base);
+		else if (home_dir(home, sizeof(home)) == 0)
+			n = snprintf(c->state_dir, sizeof(c->state_dir), "%s/.local/state/tensord", home);
+		else
+			n = -1;
+		if (n < 0 || (size_t)n >= sizeof(c->state_dir)) {
+			snprintf(err, err_len, "no state directory for a daemon run by a user: $XDG_STATE_HOME "
+				 "and $HOME are unset or too long; give --state-dir DIR");
+			return -EINVAL;
+		}
+		c->state_dir_private = true;
+	}
+	/* A socket passed by systemd, or systemd's RuntimeDirectory=: the
+	 * service's own socket path stays. */
+	env = getenv("LISTEN_FDS");
+	if (c->socket_set || (env && *env) || getenv("RUNTIME_DIRECTORY"))
+		return 0;
+	base = getenv("XDG_RUNTIME_DIR");
+	if (!base || *base != '/') {
+		snprintf(err, err_len, "no socket path for a daemon run by a user: $XDG_RUNTIME_DIR is unset; "
+			 "give --socket PATH (or set socket in the config file, or $TENSORD_SOCKET)");
+		return -EINVAL;
+	}
+	n = snprintf(c->socket_path, sizeof(c->socket_path), "%s/tensord/tensord.sock", base);
+	if (n < 0 || (size_t)n >= sizeof(c->socket_path)) {
+		snprintf(err, err_len, "$XDG_RUNTIME_DIR is too long for a socket path; give --socket PATH");
+		return -EINVAL;
+	}
+	c->socket_private = true;
+	return 0;
 }

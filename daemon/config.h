@@ -46,6 +46,10 @@ struct config {
 	uint64_t kernel_timeout_ms; /* a kernel submission's time limit */
 	/* docs/durability.md */
 	bool state_dir_set;         /* state_dir came from a flag, the config file or $STATE_DIRECTORY */
+	bool socket_set;            /* socket came from a flag, the config file or $TENSORD_SOCKET */
+	/* config_private_paths chose the XDG paths of a daemon run by a user:
+	 * main creates the directories (0700) */
+	bool state_dir_private, socket_private;
 	int persist;                /* CONFIG_PERSIST_* */
 	uint64_t checkpoint_interval; /* seconds between checkpoints of dirty tensors, 0 = none */
 };
@@ -70,15 +74,33 @@ void config_print(FILE *f, const struct config *c);
  * -errno with a reason naming the file and line in `err`. */
 int config_load(struct config *c, const char *path, char *err, size_t err_len);
 
-/* SIGHUP: take from `next` (a freshly loaded configuration) the settings that
- * can change while the daemon runs (verbose, max_tensors, max_connections,
- * max_tensor_bytes, max_message_bytes, the per-user quotas and connection
- * limit, max_inflight for connections opened later, max_output_backlog,
- * stall_timeout, input_timeout, max_input_bytes, user_max_buffer_bytes,
- * user_max_models, user_max_kernels, kernel_timeout, request_timeout,
- * stop_timeout). The others (socket, state_dir, device, host_mapped,
- * block_size, max_device_bytes) keep their current value; those that differ
- * in `next` are named, comma-separated, in `fixed` (size `fixed_len`; "" when
- * none). */
-void config_apply_reload(struct config *cur, const struct config *next, char *fixed,
-			 size_t fixed_len);
+/* tensord --check-config: read `path` as config_load does, but go on past an
+ * error, writing every error ("FILE:LINE: reason", or "FILE: reason" when it
+ * cannot be read) as a line to `out`. Returns the number of errors (0: the
+ * daemon would take the file). */
+unsigned config_check(const char *path, FILE *out);
+
+/* A daemon run by a user other than root, outside systemd's StateDirectory=
+ * and RuntimeDirectory= (docs/durability.md, "Where state goes"): a state
+ * directory not given explicitly becomes $XDG_STATE_HOME/tensord (default
+ * ~/.local/state/tensord) and a socket not given, nor passed by systemd,
+ * $XDG_RUNTIME_DIR/tensord/tensord.sock. Sets state_dir_private and
+ * socket_private accordingly; touches no file. Returns 0, or -EINVAL with the
+ * reason in `err` when a path is needed and cannot be made ($XDG_RUNTIME_DIR
+ * unset, a path too long). */
+int config_private_paths(struct config *c, char *err, size_t err_len);
+
+/* Called by config_apply_reload for each key whose value differs: its name,
+ * the running and the new value as --print-config writes them, and whether
+ * the new value was taken (false: the key applies only at start-up). */
+typedef void config_change_fn(void *userdata, const char *key, const char *old_value,
+			      const char *new_value, bool applied);
+
+/* SIGHUP: take from `next` (a freshly loaded configuration) the values of the
+ * keys that can change while the daemon runs (those marked reloadable in the
+ * key table of config.c and in tensord(8)); the others (socket, state_dir,
+ * persist, device, host_mapped, block_size, max_device_bytes) keep their
+ * current value. `changed` is called for every key that differs. Returns the
+ * number of keys that differ. */
+unsigned config_apply_reload(struct config *cur, const struct config *next,
+			     config_change_fn *changed, void *userdata);

@@ -45,18 +45,26 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: tensord [OPTION]...\n"
+		"  or:  tensord --check-config FILE\n"
 		"Keep named tensors on a GPU and serve them over msgpack-RPC.\n\n"
 		"  --socket PATH      listen on PATH (default $TENSORD_SOCKET, else\n"
-		"                     /run/tensord/tensord.sock); ignored under socket activation\n"
+		"                     /run/tensord/tensord.sock; for a user other than root\n"
+		"                     $XDG_RUNTIME_DIR/tensord/tensord.sock); ignored under\n"
+		"                     socket activation\n"
 		"  --device DEV       which Vulkan devices to open: auto (the default: every\n"
 		"                     device of the best kind, discrete > integrated > cpu),\n"
 		"                     all (every usable one), cpu, or indexes I,J,... (in that\n"
 		"                     order; repeats open one device twice)\n"
-		"  --state-dir DIR    where state is kept (default /var/lib/tensord); giving it\n"
+		"  --state-dir DIR    where state is kept (default /var/lib/tensord; for a user\n"
+		"                     other than root $XDG_STATE_HOME/tensord); giving it\n"
 		"                     keeps tensors and models across restarts (unless\n"
 		"                     persist = no)\n"
 		"  --config FILE      read 'key = value' settings (see tensord(8))\n"
 		"  -v, --verbose      log requests and device details\n"
+		"      --check-config FILE\n"
+		"                     check FILE as the daemon would read it, print 'FILE: ok'\n"
+		"                     or every error with its line, and exit (0 ok, 1 errors);\n"
+		"                     opens no device, socket or state directory\n"
 		"      --print-config\n"
 		"                     print the settings in force ('key = value' lines, every\n"
 		"                     key: defaults, then --config FILE, then flags) and exit\n"
@@ -67,7 +75,7 @@ static void usage(FILE *f)
 }
 
 enum { OPT_SOCKET = 256, OPT_DEVICE, OPT_STATE_DIR, OPT_CONFIG, OPT_VERSION, OPT_PRINT_CONFIG,
-       OPT_LIST_OPTIONS };
+       OPT_LIST_OPTIONS, OPT_CHECK_CONFIG };
 
 static const struct option options[] = {
 	{ "socket", required_argument, NULL, OPT_SOCKET },
@@ -79,6 +87,7 @@ static const struct option options[] = {
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ "print-config", no_argument, NULL, OPT_PRINT_CONFIG },
 	{ "list-options", no_argument, NULL, OPT_LIST_OPTIONS },
+	{ "check-config", required_argument, NULL, OPT_CHECK_CONFIG },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -136,15 +145,32 @@ static int build_config(const struct cmdline *cl, struct config *ret, char *err,
 	return 0;
 }
 
-/* Returns 0 to run, 1 to exit successfully (help, version, --print-config,
- * --list-options), -1 on a usage error. */
-static int parse_args(int argc, char **argv, struct cmdline *cl, struct config *cfg)
+/* --check-config FILE: the file through the daemon's own parser, every
+ * error on stderr. Returns the exit status: 0 when the daemon would take it. */
+static int check_config(const char *path)
+{
+	unsigned n = config_check(path, stderr);
+
+	if (n) {
+		fprintf(stderr, "%s: %u error%s\n", path, n, n == 1 ? "" : "s");
+		return EXIT_FAILURE;
+	}
+	printf("%s: ok\n", path);
+	return EXIT_SUCCESS;
+}
+
+/* Returns true to run the daemon; false to exit with *exit_status: 0 after
+ * help, version, --print-config, --list-options or a good --check-config, 1
+ * after a bad --check-config or no usable path, 2 on a usage error. */
+static bool parse_args(int argc, char **argv, struct cmdline *cl, struct config *cfg, int *exit_status)
 {
 	struct config scratch;
+	const char *check = NULL;
 	char err[512];
 	bool print = false;
 	int opt;
 
+	*exit_status = 2;
 	config_defaults(&scratch);
 	while ((opt = getopt_long(argc, argv, "vh", options, NULL)) != -1) {
 		const char *key = NULL, *value = optarg;
@@ -155,11 +181,12 @@ static int parse_args(int argc, char **argv, struct cmdline *cl, struct config *
 		case OPT_STATE_DIR: key = "state_dir"; break;
 		case OPT_CONFIG: cl->config_file = optarg; break;
 		case 'v': key = "verbose"; value = "yes"; break;
-		case 'h': usage(stdout); return 1;
-		case OPT_VERSION: printf("tensord %s\n", TENSORD_VERSION); return 1;
+		case 'h': usage(stdout); *exit_status = 0; return false;
+		case OPT_VERSION: printf("tensord %s\n", TENSORD_VERSION); *exit_status = 0; return false;
 		case OPT_PRINT_CONFIG: print = true; break;
-		case OPT_LIST_OPTIONS: list_options(); return 1;
-		default: usage(stderr); return -1;
+		case OPT_LIST_OPTIONS: list_options(); *exit_status = 0; return false;
+		case OPT_CHECK_CONFIG: check = optarg; break;
+		default: usage(stderr); return false;
 		}
 		if (!key)
 			continue;
@@ -167,24 +194,68 @@ static int parse_args(int argc, char **argv, struct cmdline *cl, struct config *
 		if (config_set(&scratch, key, value, err, sizeof(err)) < 0) {
 			fprintf(stderr, "tensord: %s%s: %s\n", opt == 'v' ? "-" : "--",
 				opt == 'v' ? "v" : options[opt - OPT_SOCKET].name, err);
-			return -1;
+			return false;
 		}
 		cmdline_set(cl, key, value);
 	}
 	if (optind < argc) {
 		fprintf(stderr, "tensord: unexpected argument '%s'\n", argv[optind]);
 		usage(stderr);
-		return -1;
+		return false;
+	}
+	if (check && print) {
+		fprintf(stderr, "tensord: --check-config and --print-config do not go together\n");
+		return false;
+	}
+	if (check) {
+		*exit_status = check_config(check);
+		return false;
 	}
 	if (build_config(cl, cfg, err, sizeof(err)) < 0) {
 		fprintf(stderr, "tensord: %s\n", err);
-		return -1;
+		return false;
+	}
+	if (config_private_paths(cfg, err, sizeof(err)) < 0) {
+		fprintf(stderr, "tensord: %s%s\n", print ? "note: " : "", err);
+		*exit_status = 1;
+		if (!print)
+			return false;
 	}
 	if (print) {
 		config_print(stdout, cfg);
-		return 1;
+		*exit_status = 0;
+		return false;
 	}
-	return 0;
+	return true;
+}
+
+/* The directories of a daemon run by a user (config_private_paths): the
+ * state directory with its missing parents, and the socket's directory, all
+ * created 0700 (existing ones are left as they are). */
+static void make_private_dirs(const struct config *c)
+{
+	char path[sizeof(c->state_dir) + sizeof(c->socket_path)], *slash;
+
+	if (c->state_dir_private) {
+		snprintf(path, sizeof(path), "%s", c->state_dir);
+		for (slash = strchr(path + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
+			*slash = '\0';
+			if (mkdir(path, 0700) < 0 && errno != EEXIST)
+				break;
+			*slash = '/';
+		}
+		log_info("state directory %s (a user's daemon: persistence only with persist = yes)",
+			 c->state_dir);
+	}
+	if (c->socket_private) {
+		snprintf(path, sizeof(path), "%s", c->socket_path);
+		slash = strrchr(path, '/');
+		if (slash && slash != path) {
+			*slash = '\0';
+			if (mkdir(path, 0700) < 0 && errno != EEXIST)
+				log_warning("cannot create %s: %s", path, strerror(errno));
+		}
+	}
 }
 
 /* Descriptors kept for the daemon's own use (devices, checkpoint files,
@@ -268,27 +339,40 @@ struct signals {
 	int signo;              /* the signal that stopped the loop */
 };
 
+/* A key a reload found changed (config_apply_reload). */
+static void log_change(void *userdata, const char *key, const char *old_value,
+		       const char *new_value, bool applied)
+{
+	(void)userdata;
+	if (applied)
+		log_notice("reload: %s %s -> %s", key, old_value, new_value);
+	else
+		log_warning("reload: %s changed (%s -> %s) but applies only at start-up; kept %s", key,
+			    old_value, new_value, old_value);
+}
+
 /* SIGHUP: re-read the configuration and apply what can change while running
- * (config_apply_reload); a file that does not parse changes nothing. */
+ * (config_apply_reload), logging each changed key; a file that does not
+ * parse changes nothing. */
 static void reload(struct signals *s)
 {
 	struct daemon *d = s->d;
 	struct config next;
-	char err[512], fixed[128], failure[128];
+	char err[512], failure[192];
 
 	notify_reloading(s->notify);
-	if (build_config(s->cl, &next, err, sizeof(err)) < 0) {
+	if (build_config(s->cl, &next, err, sizeof(err)) < 0 ||
+	    config_private_paths(&next, err, sizeof(err)) < 0) {
 		log_error("reload failed, the running configuration stays: %s", err);
 		d->metrics.reload_failures++;
-		snprintf(failure, sizeof(failure), "last reload failed: %.100s", err);
+		snprintf(failure, sizeof(failure), "last reload failed, running settings kept: %.140s", err);
 		notify_reloaded(s->notify, failure);
 		return;
 	}
 	fit_fd_limit(&next);
-	config_apply_reload(&d->cfg, &next, fixed, sizeof(fixed));
+	if (config_apply_reload(&d->cfg, &next, log_change, NULL) == 0)
+		log_notice("reload: no setting changed");
 	apply_wait_policy(&d->cfg, s->notify);
-	if (fixed[0])
-		log_warning("reload: %s changed; that takes a restart, the running value stays", fixed);
 	log_set_level(d->cfg.log_level);
 	store_set_max_tensors(d->store, (uint32_t)d->cfg.max_tensors);
 	store_set_quota(d->store, d->cfg.user_max_tensors, d->cfg.user_max_bytes);
@@ -477,9 +561,8 @@ int main(int argc, char **argv)
 		return glsl_child_main();
 	glsl_child_exe = "/proc/self/exe";
 	sanitize_init();
-	r = parse_args(argc, argv, &cl, &d.cfg);
-	if (r != 0)
-		return r > 0 ? EXIT_SUCCESS : 2;
+	if (!parse_args(argc, argv, &cl, &d.cfg, &r))
+		return r;
 	log_set_level(d.cfg.log_level);
 	d.start_ns = daemon_now_ns(CLOCK_MONOTONIC);
 
@@ -496,6 +579,7 @@ int main(int argc, char **argv)
 	raise_fd_limit();
 	fit_fd_limit(&d.cfg);
 	apply_wait_policy(&d.cfg, &notify);
+	make_private_dirs(&d.cfg);
 	if (mkdir(d.cfg.state_dir, 0700) < 0 && errno != EEXIST)
 		log_info("cannot create state directory %s: %s", d.cfg.state_dir, strerror(errno));
 

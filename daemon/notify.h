@@ -22,7 +22,7 @@ struct notify {
 	bool status_pending;            /* a change waits for status_timer */
 	uint64_t watchdog_usec;         /* 0: no watchdog */
 	int64_t status_sent_ns;
-	char note[128];                 /* why the last reload failed, or "" */
+	char note[192];                 /* why the last reload failed, or "" */
 	char status[320];               /* the STATUS= text last sent */
 };
 

@@ -87,6 +87,11 @@ if ! "$root$sbindir/tensord" --config "$root$sysconfdir/tensord.conf" --print-co
 	fail "tensord refuses the installed $sysconfdir/tensord.conf:"
 	sed 's/^/  /' "$tmp/conf.log" >&2
 fi
+# ExecReload= checks it the same way before every reload.
+if ! "$root$sbindir/tensord" --check-config "$root$sysconfdir/tensord.conf" > /dev/null 2>"$tmp/check.log"; then
+	fail "tensord --check-config refuses the installed $sysconfdir/tensord.conf:"
+	sed 's/^/  /' "$tmp/check.log" >&2
+fi
 
 # The targets the units name (sockets.target, sysinit.target...) come from
 # the host's systemd, copied into the scratch root.

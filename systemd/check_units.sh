@@ -89,6 +89,18 @@ case $exec_start in
 /*/tensord|/*/tensord\ *) ;;
 *) fail "$s: ExecStart is not an absolute path to tensord: $exec_start" ;;
 esac
+# `systemctl reload` checks the file first, the same one ExecStart= reads,
+# and fails on a bad one (systemd runs ExecReload= lines in order).
+reload_check=$(sed -n 's/^Service\.ExecReload=\(.*--check-config .*\)/\1/p' "$tmp/service.flat")
+start_conf=$(printf '%s\n' "$exec_start" | sed -n 's/.* --config \([^ ]*\).*/\1/p')
+case $reload_check in
+/*/tensord\ --check-config\ "$start_conf")
+	[ -n "$start_conf" ] || fail "$s: ExecStart= passes no --config"
+	first_reload=$(sed -n 's/^Service\.ExecReload=//p' "$tmp/service.flat" | head -n 1)
+	[ "$first_reload" = "$reload_check" ] ||
+		fail "$s: ExecReload= --check-config must come before the SIGHUP" ;;
+*) fail "$s: no ExecReload=.../tensord --check-config FILE with ExecStart's --config $start_conf" ;;
+esac
 for bad in PrivateDevices MemoryDenyWriteExecute PrivateUsers; do
 	if grep -q "^Service\.$bad=[1yt]" "$tmp/service.flat"; then
 		fail "$s: $bad= would hide the GPU from Vulkan"
@@ -151,7 +163,8 @@ if ! systemd-analyze verify --man=no --generators=no "$tmp/probe/probe.service" 
 	exit 1
 fi
 # verify wants ExecStart= to exist; check_install.sh verifies the real one.
-sed 's|^ExecStart=[^ ]*|ExecStart=/bin/true|' "$service" > "$tmp/units/tensord.service"
+sed -e 's|^ExecStart=[^ ]*|ExecStart=/bin/true|' \
+	-e 's|^ExecReload=[^ ]*/tensord |ExecReload=/bin/true |' "$service" > "$tmp/units/tensord.service"
 cp "$socket" "$tmp/units/tensord.socket"
 if systemd-analyze verify --man=no --generators=no \
 		"$tmp/units/tensord.socket" "$tmp/units/tensord.service" > "$tmp/verify.log" 2>&1 &&

@@ -8,8 +8,10 @@ by a shell that execs it). It checks:
 - WATCHDOG=1 arrives at about half of WATCHDOG_USEC, from the event loop;
 - STATUS= follows tensors, bytes and clients;
 - SIGHUP: RELOADING=1 (with MONOTONIC_USEC=), then READY=1; reloadable keys
-  take effect (max_tensors, verbose), start-up-only keys are reported and
-  kept, a config that does not parse changes nothing and shows in STATUS=;
+  take effect (max_tensors, verbose) and each change is logged ("reload:
+  max_tensors 5 -> 4"), start-up-only keys are logged with both values and
+  kept, unchanged keys are not logged, a config that does not parse changes
+  nothing and shows in STATUS= (the running settings kept);
 - SIGTERM: STOPPING=1 and exit 0;
 - a WATCHDOG_PID naming another process means no watchdog pings;
 - logging: "<N>" priority prefixes when stderr is the stream JOURNAL_STREAM
@@ -157,6 +159,9 @@ def main_run(tmp):
     config = os.path.join(tmp, "tensord.conf")
     with open(config, "w") as f:
         f.write("# test configuration\nmax_tensors = 5\n")
+    # The daemon's own defaults, for the values a reload logs.
+    defaults = dict(l.split(" = ", 1) for l in subprocess.run(
+        [BIN, "--print-config"], capture_output=True, text=True, check=True).stdout.splitlines())
     proc, sock, log = start(tmp, notify_path, config, journal="match")
     try:
         # READY=1: once, from the daemon itself, with the socket serving.
@@ -229,23 +234,37 @@ def main_run(tmp):
         put(c, "a", 8)  # replacing needs no room
         Client(sock).close()
         time.sleep(0.3)
-        if "connection from pid" not in open(log).read():
+        text = open(log).read()
+        if "connection from pid" not in text:
             raise Fail("verbose = yes did not turn on debug messages")
-        ok("SIGHUP: RELOADING=1, READY=1; max_tensors 5 -> 4 and verbose take effect")
+        changes = [l for l in text.splitlines() if "reload: " in l]
+        if changes != ["<5>reload: max_tensors 5 -> 4", "<5>reload: verbose no -> yes"]:
+            raise Fail("the reload's log of changed keys: %r" % changes)
+        ok("SIGHUP: RELOADING=1, READY=1; max_tensors 5 -> 4 and verbose take effect, "
+           "each logged as 'reload: KEY OLD -> NEW'")
 
-        # Start-up-only keys: reported, kept.
+        # Start-up-only keys: logged with both values, kept.
         with open(config, "w") as f:
-            f.write("max_tensors = 4\nverbose = yes\nblock_size = 1048576\nhost_mapped = no\n")
+            f.write("max_tensors = 4\nverbose = yes\nblock_size = 1048576\nhost_mapped = no\n"
+                    "device = cpu\nmax_tensor_bytes = 64K\n")
         proc.send_signal(signal.SIGHUP)
         n.wait_for(lambda f: "RELOADING" in f, 10, "RELOADING=1")
         n.wait_for(lambda f: "READY" in f, 10, "READY=1")
         time.sleep(0.2)
         text = open(log).read()
-        if "reload: host_mapped, block_size changed; that takes a restart" not in text:
-            raise Fail("start-up-only keys not reported in the log")
+        changes = [l for l in text.splitlines() if "reload: " in l][2:]
+        want = ["<4>reload: device changed (auto -> cpu) but applies only at start-up; kept auto",
+                "<5>reload: max_tensor_bytes %s -> 64K" % defaults["max_tensor_bytes"],
+                "<4>reload: block_size changed (0 -> 1M) but applies only at start-up; kept 0",
+                "<4>reload: host_mapped changed (yes -> no) but applies only at start-up; kept yes"]
+        if changes != want:
+            raise Fail("start-up-only keys in the log: %r, expected %r" % (changes, want))
         if c.call("info")["counters"]["reloads"] != 2:
             raise Fail("second reload not counted")
-        ok("start-up-only keys (block_size, host_mapped) are logged and kept")
+        if c.call("info")["limits"]["max_tensor_bytes"] != 65536:
+            raise Fail("max_tensor_bytes 64K did not take effect: %r" % c.call("info")["limits"])
+        ok("start-up-only keys (device, block_size, host_mapped) are logged with both values "
+           "and kept; a reloadable one in the same file takes effect")
 
         # A file that does not parse changes nothing and shows in STATUS=.
         with open(config, "w") as f:
@@ -253,7 +272,8 @@ def main_run(tmp):
         proc.send_signal(signal.SIGHUP)
         n.wait_for(lambda f: "RELOADING" in f, 10, "RELOADING=1")
         _, fields, _ = n.wait_for(lambda f: "READY" in f, 10, "READY=1 after a failed reload")
-        if "last reload failed" not in status_of(fields) or "banana" not in status_of(fields):
+        if "last reload failed, running settings kept" not in status_of(fields) or \
+                "banana" not in status_of(fields):
             raise Fail("STATUS after a failed reload: %r" % status_of(fields))
         info = c.call("info")
         if info["limits"]["max_tensors"] != 4 or info["counters"]["reload_failures"] != 1:
@@ -264,12 +284,20 @@ def main_run(tmp):
         ok("a config that does not parse: nothing changes, STATUS=%r" % status_of(fields))
         # Fixed again: the note goes away.
         with open(config, "w") as f:
-            f.write("max_tensors = 4\n")
+            f.write("max_tensors = 4\nverbose = yes\nmax_tensor_bytes = 64K\n")
         proc.send_signal(signal.SIGHUP)
         _, fields, _ = n.wait_for(lambda f: "READY" in f, 10, "READY=1")
         if "failed" in status_of(fields):
             raise Fail("the failure note outlived a good reload: %r" % status_of(fields))
         ok("the next good reload clears the failure note")
+        # Nothing changed (the start-up-only keys are back at their running
+        # values): said once, no key logged.
+        time.sleep(0.2)
+        text = open(log).read()
+        tail = [l for l in text.splitlines() if "reload: " in l][6:]
+        if tail != ["<5>reload: no setting changed"]:
+            raise Fail("a reload that changes nothing logs %r" % tail)
+        ok("a reload that changes nothing says so and logs no key")
         c.close()
 
         # SIGTERM: STOPPING=1, exit 0.

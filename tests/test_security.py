@@ -656,7 +656,9 @@ def test_reload():
         c.close()
         with open(d.log, errors="replace") as f:
             log = f.read()
-        check("max_device_bytes" in log and "restart" in log, "a start-up key is reported, not applied")
+        check("reload: max_device_bytes changed (0 -> 64M) but applies only at start-up; kept 0" in log
+              and "reload: user_max_tensors 1 -> 3" in log,
+              "each changed key is logged; a start-up key is reported, not applied")
     finally:
         stop(d)
 
