@@ -228,11 +228,25 @@ static int write_counters(msgpack_packer *pk, const struct daemon *d)
 	       (ps.feedback ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
 }
 
+/* Whether `viewer` is told that `key` was lost or rolled back: root hears of
+ * every name, anyone else only of the names in its own namespace (another
+ * user's names, private ones included, are that user's business). */
+static bool reset_name_shown(uint32_t viewer, const char *key)
+{
+	uint32_t ns;
+	size_t off;
+
+	if (viewer == 0)
+		return true;
+	return names_key_split(key, strlen(key), &ns, &off) == 0 && ns == viewer;
+}
+
 /* info's "device_resets" and "last_reset" (recover.h). */
 static int write_resets(msgpack_packer *pk, const struct daemon *d, uint32_t viewer)
 {
 	char shown[NAMES_SHOWN_MAX];
 	const struct recovery *rc = d->recovery;
+	unsigned nshown = 0;
 	int fail;
 
 	fail = tdp_pack_cstr(pk, "device_resets") || msgpack_pack_uint64(pk, rc ? rc->resets : 0) ||
@@ -245,9 +259,13 @@ static int write_resets(msgpack_packer *pk, const struct daemon *d, uint32_t vie
 	       tdp_pack_cstr(pk, "restored") || msgpack_pack_uint64(pk, rc->restored) ||
 	       tdp_pack_cstr(pk, "lost_count") || msgpack_pack_uint64(pk, rc->lost_count) ||
 	       tdp_pack_cstr(pk, "jobs_stopped") || msgpack_pack_uint64(pk, rc->jobs_stopped) ||
-	       tdp_pack_cstr(pk, "lost") || msgpack_pack_array(pk, rc->nlost);
+	       tdp_pack_cstr(pk, "lost");
+	for (unsigned i = 0; i < rc->nlost; i++)
+		nshown += reset_name_shown(viewer, rc->lost[i]);
+	fail = fail || msgpack_pack_array(pk, nshown);
 	for (unsigned i = 0; !fail && i < rc->nlost; i++)
-		fail = tdp_pack_cstr(pk, names_show(viewer, rc->lost[i], shown));
+		if (reset_name_shown(viewer, rc->lost[i]))
+			fail = tdp_pack_cstr(pk, names_show(viewer, rc->lost[i], shown));
 	return fail;
 }
 

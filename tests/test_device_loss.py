@@ -296,9 +296,11 @@ def test_loss_keeps_revocations():
                     for n in ("v/revoked", "v/chmod", "v/widened"):
                         e, r = c.call_full("tensor.get", {"name": "~%d/%s" % (VICTIM, n)})
                         out[n] = e["name"] if e else r["data"]
-                    return out
-            got = as_user(OTHER, other_reads)
+                    return out, c.call("info")["last_reset"]
+            got, other_reset = as_user(OTHER, other_reads)
             assert got == {n: "PERMISSION_DENIED" for n in got}, got
+            # Another user hears how many were lost, not whose or which.
+            assert other_reset["lost"] == [] and other_reset["lost_count"] >= 2, other_reset
             lost = sorted(n.split("/", 1)[1] for n in info["last_reset"]["lost"])
             assert lost == ["v/revoked", "v/widened"], info["last_reset"]
 
@@ -308,8 +310,9 @@ def test_loss_keeps_revocations():
                     for n in ("v/revoked", "v/chmod", "v/widened"):
                         st = c.call("tensor.stat", {"name": n})
                         out[n] = (st["mode"], get(c, n).tobytes())
-                    return out
-            got = as_user(VICTIM, victim_reads)
+                    return out, c.call("info")["last_reset"]["lost"]
+            got, victim_lost = as_user(VICTIM, victim_reads)
+            assert sorted(victim_lost) == ["v/revoked", "v/widened"], victim_lost
             assert got["v/revoked"] == ("private", old.tobytes()), got
             assert got["v/chmod"] == ("private", old.tobytes()), got
             assert got["v/widened"] == ("private", old.tobytes()), got
