@@ -14,10 +14,12 @@ otherwise it is skipped (exit 77)."""
 import json
 import os
 import pwd
+import re
 import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import traceback
 
 sys.dont_write_bytecode = True
@@ -146,7 +148,7 @@ def bob_after(sock, alice):
         out["shared buf"] = err_of(c, "tensor.stat", {"name": q + "shared/w.momentum_buffer"})
         out["own buf"] = err_of(c, "tensor.stat", {"name": "shared/w.momentum_buffer"})
     # libtensord and tensorctl take qualified names too
-    ctl = os.environ.get("TENSORCTL_BIN")
+    ctl = USER_CTL
     if ctl:
         run = subprocess.run([ctl, "--socket", sock, "--json", "get", q + "shared/r"],
                              capture_output=True, text=True)
@@ -302,10 +304,42 @@ def test_legacy_state(uids):
         shutil.rmtree(top, ignore_errors=True)
 
 
+USER_CTL = None     # a copy of tensorctl the test users can run
+
+
+def user_tensorctl(top):
+    """tensorctl and libtensord copied into `top` (0755): the build tree may
+    sit where the test users cannot reach it (a clone in a 0700 directory).
+    Returns the copy's path, or None without TENSORCTL_BIN."""
+    ctl = os.environ.get("TENSORCTL_BIN")
+    if not ctl:
+        return None
+    os.chmod(top, 0o755)
+    libdir = os.path.dirname(os.path.realpath(ctl))
+    for name in os.listdir(libdir):
+        if re.fullmatch(r"libtensord\.so(\.\d+)*", name):
+            shutil.copy2(os.path.join(libdir, name), os.path.join(top, name), follow_symlinks=False)
+    copy = os.path.join(top, "tensorctl")
+    shutil.copy2(ctl, copy)
+    os.chmod(copy, 0o755)
+    os.environ["LD_LIBRARY_PATH"] = top + ":" + os.environ.get("LD_LIBRARY_PATH", "")
+    return copy
+
+
 def main():
+    global USER_CTL
     if os.geteuid() != 0:
         print("SKIP: needs root to create users and act as them (CI runs as root)")
         return 77
+    bindir = tempfile.mkdtemp(prefix="tensord-ns-bin-")
+    USER_CTL = user_tensorctl(bindir)
+    try:
+        return run_all()
+    finally:
+        shutil.rmtree(bindir, ignore_errors=True)
+
+
+def run_all():
     uids, created = make_users()
     d = start()
     try:
