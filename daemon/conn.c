@@ -17,7 +17,6 @@
 #include "rpc.h"
 #include "server.h"
 #include "status.h"
-#include "train.h"
 
 /* Read at most this much per wake-up before serving, so one fast sender
  * cannot starve the others. */
@@ -68,9 +67,9 @@ void conn_close(struct conn *c)
 {
 	if (c->dead)
 		return;
-	if (c->job) {
-		train_job_cancel(c->job);
-		c->job = NULL;
+	if (c->deferred) {
+		c->deferred->cancel(c->deferred);
+		c->deferred = NULL;
 	}
 	loop_remove(c->d->loop, &c->src);
 	close(c->src.fd);
@@ -226,7 +225,7 @@ static enum turn process(struct conn *c, unsigned *served)
 	uint32_t cap = c->qcap;
 
 	/* A running job answers its request last; later ones wait for it. */
-	while (!c->closing && !c->job) {
+	while (!c->closing && !c->deferred) {
 		uint64_t n;
 
 		if (conn_backlogged(c))
@@ -384,7 +383,7 @@ static void conn_settle(struct conn *c)
 
 	if (tdp_buf_len(&c->out) == 0) {
 		c->drained_ns = daemon_now_ns(CLOCK_MONOTONIC);
-		if (!c->job && (c->closing || (c->peer_closed && c->nqueued == 0 && !c->scan_err))) {
+		if (!c->deferred && (c->closing || (c->peer_closed && c->nqueued == 0 && !c->scan_err))) {
 			conn_close(c);
 			return;
 		}
@@ -438,7 +437,7 @@ static void conn_event(void *data, uint32_t events)
 		}
 	}
 	/* A peer that hung up while its job runs: cancel the job. */
-	if (c->job && (c->peer_closed || (events & (EPOLLHUP | EPOLLERR)))) {
+	if (c->deferred && (c->peer_closed || (events & (EPOLLHUP | EPOLLERR)))) {
 		conn_close(c);
 		return;
 	}

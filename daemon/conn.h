@@ -16,7 +16,15 @@
 
 struct daemon;
 struct server;
-struct train_job;
+
+/* A request answered later (a train.run, a kernel.create compiling): while a
+ * connection holds one, its later requests wait. The owner embeds it, sets
+ * conn->deferred, and clears it (then conn_kick) once it answered. */
+struct conn_deferred {
+	/* The connection closes before the answer: stop, and free what the
+	 * owner holds once the current batch of loop events is done. */
+	void (*cancel)(struct conn_deferred *def);
+};
 
 struct conn {
 	struct loop_source src;
@@ -41,7 +49,7 @@ struct conn {
 	int64_t last_active_ns; /* CLOCK_MONOTONIC of the last event */
 	int64_t drained_ns;     /* CLOCK_MONOTONIC when output last moved or was empty */
 	int64_t input_ns;       /* CLOCK_MONOTONIC when input last arrived */
-	struct train_job *job;  /* a train.run in progress: later requests wait */
+	struct conn_deferred *deferred; /* a request answered later: later ones wait */
 	struct conn *next;
 };
 

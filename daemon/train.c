@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -746,6 +747,7 @@ out:
 #define MAX_METRICS 8
 
 struct train_job {
+	struct conn_deferred def;  /* conn->deferred while the run goes on */
 	struct daemon *d;
 	struct conn *c;            /* NULL once the client went away */
 	struct train_job *next;
@@ -1092,8 +1094,12 @@ static void job_free(struct train_job *job)
 	free(job);
 }
 
-void train_job_cancel(struct train_job *job)
+/* The job's client went away (conn_deferred.cancel): the run stops at its
+ * next turn, where train_jobs_run frees it. */
+static void train_job_cancel(struct conn_deferred *def)
 {
+	struct train_job *job = (struct train_job *)((char *)def - offsetof(struct train_job, def));
+
 	job->c = NULL;
 }
 
@@ -1113,7 +1119,7 @@ bool train_jobs_run(void *data)
 			conn_kick(job->c);
 		if (!go_on) {
 			if (job->c) {
-				job->c->job = NULL;
+				job->c->deferred = NULL;
 				conn_kick(job->c);
 			}
 			*pp = job->next;
@@ -1147,7 +1153,7 @@ unsigned train_jobs_abort(int code, const char *message)
 		if (job->c) {
 			request_fail(&job->req, code, "%s", message);
 			job_fail(job);
-			job->c->job = NULL;
+			job->c->deferred = NULL;
 			conn_kick(job->c);
 		}
 		job_free(job);
@@ -1415,7 +1421,8 @@ int train_run(struct request *req)
 	job->req.pk = &job->pk;
 	job->req.out = &job->c->out;
 	job->start_ns = daemon_now_ns(CLOCK_MONOTONIC);
-	job->c->job = job;
+	job->def.cancel = train_job_cancel;
+	job->c->deferred = &job->def;
 	job->next = jobs;
 	jobs = job;
 	loop_wake_idle(req->d->loop);

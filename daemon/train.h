@@ -26,9 +26,6 @@ struct train_job;
  * REQUEST_DEFERRED on a start, -1 with request_fail() otherwise. */
 int train_run(struct request *req);
 
-/* The job's client went away: stop the run at the next turn. */
-void train_job_cancel(struct train_job *job);
-
 /* The event loop's idle work: one step of every running job. Returns whether
  * jobs remain. */
 bool train_jobs_run(void *data);

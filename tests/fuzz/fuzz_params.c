@@ -166,14 +166,14 @@ static void drive_job(struct conn *c, uint32_t msgid)
 {
 	unsigned responses = 0;
 
-	for (unsigned k = 0; c->job && k < JOB_TURNS; k++) {
+	for (unsigned k = 0; c->deferred && k < JOB_TURNS; k++) {
 		train_jobs_run(NULL);
 		responses += check_output(c, msgid);
 	}
-	if (c->job) {
+	if (c->deferred) {
 		CHECK(responses == 0);
-		train_job_cancel(c->job);
-		c->job = NULL;
+		c->deferred->cancel(c->deferred);
+		c->deferred = NULL;
 		CHECK(!train_jobs_run(NULL));
 		CHECK(check_output(c, msgid) == 0);
 	} else {
@@ -220,7 +220,7 @@ static bool serve(struct conn *c, const uint8_t *p, size_t n)
 		c->uid = req.uid;
 		c->cred = req.cred;
 		CHECK(request_dispatch(&req, m.method, m.method_len) == 0);
-		if (c->job)
+		if (c->deferred)
 			drive_job(c, m.msgid);
 		else
 			CHECK(check_output(c, m.msgid) == 1);
@@ -289,7 +289,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		off += s.pos;
 	}
 
-	CHECK(!c.job);
+	CHECK(!c.deferred);
 	train_jobs_free();
 	kernels_fini(&d);
 	models_free(d.models);
