@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -193,17 +194,37 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int spawn_child(int *ret_in, int *ret_out, pid_t *ret_pid)
+/* Start the child with the request `msg` (`len` bytes) on its stdin (a
+ * memfd, so nothing is written while it runs) and a non-blocking pipe on its
+ * stdout. */
+static int spawn_child(const char *msg, size_t len, int *ret_out, pid_t *ret_pid)
 {
-	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, r;
+	int in = -1, out[2] = { -1, -1 }, r;
 	char *argv[] = { (char *)"tensord", (char *)GLSL_CHILD_ARG, NULL };
 	char *envp[] = { NULL };
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
 	sigset_t none, dfl;
+	size_t off = 0;
 	pid_t pid;
 
-	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0) {
+	in = memfd_create("tensord-glsl", MFD_CLOEXEC);
+	if (in < 0 || pipe2(out, O_CLOEXEC) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	while (off < len) {
+		ssize_t k = write(in, msg + off, len - off);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			r = k < 0 ? -errno : -EIO;
+			goto fail;
+		}
+		off += (size_t)k;
+	}
+	if (lseek(in, 0, SEEK_SET) < 0) {
 		r = -errno;
 		goto fail;
 	}
@@ -214,8 +235,8 @@ static int spawn_child(int *ret_in, int *ret_out, pid_t *ret_pid)
 	posix_spawnattr_setsigmask(&at, &none);
 	posix_spawnattr_setsigdefault(&at, &dfl);
 	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	/* stdin and stdout are the pipes, stderr /dev/null, nothing else. */
-	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+	/* stdin the request, stdout the pipe, stderr /dev/null, nothing else. */
+	posix_spawn_file_actions_adddup2(&fa, in, 0);
 	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
 	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
 	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
@@ -224,98 +245,107 @@ static int spawn_child(int *ret_in, int *ret_out, pid_t *ret_pid)
 	posix_spawnattr_destroy(&at);
 	if (r < 0)
 		goto fail;
-	close(in[0]);
+	close(in);
 	close(out[1]);
-	fcntl(in[1], F_SETFL, O_NONBLOCK);
 	fcntl(out[0], F_SETFL, O_NONBLOCK);
-	*ret_in = in[1];
 	*ret_out = out[0];
 	*ret_pid = pid;
 	return 0;
 fail:
-	for (unsigned i = 0; i < 2; i++) {
-		if (in[i] >= 0)
-			close(in[i]);
+	if (in >= 0)
+		close(in);
+	for (unsigned i = 0; i < 2; i++)
 		if (out[i] >= 0)
 			close(out[i]);
-	}
 	return r;
 }
 
-/* Feed `msg` to the child and collect its answer until EOF or `deadline`.
- * Returns 0 (EOF seen), -ETIMEDOUT or -ENOMEM. */
-static int exchange(int in, int out, const char *msg, size_t len, char **buf, size_t *n,
-		    int64_t deadline)
-{
-	size_t sent = 0, have = 0, cap = 0;
-	char *b = NULL;
+struct glsl_job {
+	pid_t pid;
+	int out;                /* the child's stdout, non-blocking */
+	unsigned seconds;       /* the limit, for messages */
+	char *buf;              /* what it answered so far */
+	size_t have, cap;
+};
 
+int glsl_job_start(const char *src, const char *preamble, unsigned seconds, struct glsl_job **ret,
+		   char *log, size_t cap)
+{
+	size_t plen = preamble ? strlen(preamble) : 0, slen = strlen(src);
+	uint32_t pl = (uint32_t)plen;
+	struct glsl_job *j;
+	char *msg;
+	int r;
+
+	if (cap)
+		log[0] = '\0';
+	j = calloc(1, sizeof(*j));
+	msg = malloc(4 + plen + slen);
+	if (!j || !msg) {
+		free(j);
+		free(msg);
+		return -ENOMEM;
+	}
+	memcpy(msg, &pl, 4);
+	memcpy(msg + 4, preamble ? preamble : "", plen);
+	memcpy(msg + 4 + plen, src, slen);
+	r = spawn_child(msg, 4 + plen + slen, &j->out, &j->pid);
+	free(msg);
+	if (r < 0) {
+		free(j);
+		if (cap)
+			snprintf(log, cap, "cannot start the compiler process: %s", strerror(-r));
+		return r == -ENOMEM ? r : -EIO;
+	}
+	j->seconds = seconds;
+	*ret = j;
+	return 0;
+}
+
+int glsl_job_fd(const struct glsl_job *j)
+{
+	return j->out;
+}
+
+int glsl_job_read(struct glsl_job *j)
+{
 	for (;;) {
-		struct pollfd pf[2] = { { .fd = out, .events = POLLIN }, { .fd = in, .events = POLLOUT } };
-		int64_t left = deadline - now_ms();
 		ssize_t k;
 
-		if (left <= 0) {
-			if (in >= 0)
-				close(in);
-			*buf = b;
-			*n = have;
-			return -ETIMEDOUT;
-		}
-		if (poll(pf, in >= 0 ? 2 : 1, (int)left) < 0 && errno != EINTR)
-			continue;
-		if (in >= 0 && (pf[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
-			k = write(in, msg + sent, len - sent);
-			if (k > 0)
-				sent += (size_t)k;
-			if ((k < 0 && errno != EAGAIN && errno != EINTR) || sent == len) {
-				close(in);
-				in = -1;
-			}
-		}
-		if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR)))
-			continue;
-		if (have == cap) {
+		if (j->have == j->cap) {
 			char *nb;
 
-			if (cap >= GLSL_CHILD_MAX_OUTPUT) {
-				k = 0;          /* more than any answer: treat as the end */
-				goto eof;
-			}
-			cap = cap ? cap * 2 : 65536;
-			nb = realloc(b, cap);
-			if (!nb) {
-				free(b);
-				if (in >= 0)
-					close(in);
+			if (j->cap >= GLSL_CHILD_MAX_OUTPUT)
+				return 1;       /* more than any answer: treat as the end */
+			nb = realloc(j->buf, j->cap ? j->cap * 2 : 65536);
+			if (!nb)
 				return -ENOMEM;
-			}
-			b = nb;
+			j->buf = nb;
+			j->cap = j->cap ? j->cap * 2 : 65536;
 		}
-		k = read(out, b + have, cap - have);
+		k = read(j->out, j->buf + j->have, j->cap - j->have);
 		if (k > 0) {
-			have += (size_t)k;
+			j->have += (size_t)k;
 			continue;
 		}
-		if (k < 0 && (errno == EAGAIN || errno == EINTR))
+		if (k < 0 && errno == EINTR)
 			continue;
-eof:
-		if (in >= 0)
-			close(in);
-		*buf = b;
-		*n = have;
-		return 0;
+		if (k < 0 && errno == EAGAIN)
+			return 0;
+		return 1;               /* EOF, or the pipe broke */
 	}
 }
 
-/* Reap `pid`, killing it at `deadline`. Returns its wait status. */
-static int reap(pid_t pid, int64_t deadline)
+/* Reap `pid`, waiting at most `ms` before killing it. Returns its wait
+ * status. */
+static int reap(pid_t pid, int64_t ms)
 {
+	int64_t deadline = now_ms() + ms;
 	int st = 0;
 
 	for (;;) {
 		pid_t w = waitpid(pid, &st, WNOHANG);
-		struct timespec ms = { 0, 1000000 };
+		struct timespec one = { 0, 1000000 };
 
 		if (w == pid || (w < 0 && errno != EINTR))
 			return w == pid ? st : 0;
@@ -325,8 +355,23 @@ static int reap(pid_t pid, int64_t deadline)
 				;
 			return st;
 		}
-		nanosleep(&ms, NULL);
+		nanosleep(&one, NULL);
 	}
+}
+
+static void job_free(struct glsl_job *j)
+{
+	close(j->out);
+	free(j->buf);
+	free(j);
+}
+
+void glsl_job_cancel(struct glsl_job *j)
+{
+	if (!j)
+		return;
+	reap(j->pid, 0);
+	job_free(j);
 }
 
 /* The child's answer: u32 status (0 or a positive errno), u32 length, then
@@ -358,42 +403,19 @@ static int answer(const char *b, size_t n, uint32_t **ret_words, size_t *ret_nwo
 	return 0;
 }
 
-int glsl_compile_isolated(const char *src, const char *preamble, unsigned seconds,
-			  uint32_t **ret_words, size_t *ret_nwords, char *log, size_t cap)
+int glsl_job_finish(struct glsl_job *j, bool timed_out, uint32_t **ret_words, size_t *ret_nwords,
+		    char *log, size_t cap)
 {
-	size_t plen = preamble ? strlen(preamble) : 0, slen = strlen(src), n = 0;
-	int64_t deadline = now_ms() + (int64_t)seconds * 1000;
-	uint32_t pl = (uint32_t)plen;
-	int in, out, r, st;
-	char *msg, *buf = NULL;
-	pid_t pid;
+	/* After the end of its answer the child exits at once; give it a
+	 * second before it is killed. */
+	int st = reap(j->pid, timed_out ? 0 : 1000), r = 0;
 
-	if (!glsl_child_exe)
-		return glsl_compile(src, preamble, ret_words, ret_nwords, log, cap);
 	if (cap)
 		log[0] = '\0';
-	msg = malloc(4 + plen + slen);
-	if (!msg)
-		return -ENOMEM;
-	memcpy(msg, &pl, 4);
-	memcpy(msg + 4, preamble ? preamble : "", plen);
-	memcpy(msg + 4 + plen, src, slen);
-	r = spawn_child(&in, &out, &pid);
-	if (r < 0) {
-		free(msg);
-		if (cap)
-			snprintf(log, cap, "cannot start the compiler process: %s", strerror(-r));
-		return r == -ENOMEM ? r : -EIO;
-	}
-	r = exchange(in, out, msg, 4 + plen + slen, &buf, &n, deadline);
-	close(out);
-	free(msg);
-	st = reap(pid, r == -ETIMEDOUT ? 0 : deadline);
-	if (r == -ETIMEDOUT || (WIFSIGNALED(st) && (WTERMSIG(st) == SIGKILL ||
-						     WTERMSIG(st) == SIGXCPU))) {
+	if (timed_out || (WIFSIGNALED(st) && (WTERMSIG(st) == SIGKILL || WTERMSIG(st) == SIGXCPU))) {
 		r = -ETIMEDOUT;
 		if (cap)
-			snprintf(log, cap, "compiling took longer than the %u s limit", seconds);
+			snprintf(log, cap, "compiling took longer than the %u s limit", j->seconds);
 	} else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) {
 		r = -E2BIG;
 		if (cap)
@@ -405,8 +427,8 @@ int glsl_compile_isolated(const char *src, const char *preamble, unsigned second
 			snprintf(log, cap, "the compiler crashed on this source (%s; it runs with a "
 				 "%u MiB stack)", strsignal(WTERMSIG(st)),
 				 (unsigned)(GLSL_CHILD_STACK >> 20));
-	} else if (r == 0) {
-		r = answer(buf, n, ret_words, ret_nwords, log, cap);
+	} else {
+		r = answer(j->buf, j->have, ret_words, ret_nwords, log, cap);
 		/* Died without answering (a sanitizer's report of a crash). */
 		if (r == -EPIPE && WIFEXITED(st) && WEXITSTATUS(st)) {
 			r = -EINVAL;
@@ -417,8 +439,38 @@ int glsl_compile_isolated(const char *src, const char *preamble, unsigned second
 			snprintf(log, cap, "the compiler process gave no usable answer");
 		}
 	}
-	free(buf);
+	job_free(j);
 	return r == -EPIPE ? -EIO : r;
+}
+
+int glsl_compile_isolated(const char *src, const char *preamble, unsigned seconds,
+			  uint32_t **ret_words, size_t *ret_nwords, char *log, size_t cap)
+{
+	int64_t deadline = now_ms() + (int64_t)seconds * 1000;
+	struct glsl_job *j;
+	int r;
+
+	if (!glsl_child_exe)
+		return glsl_compile(src, preamble, ret_words, ret_nwords, log, cap);
+	r = glsl_job_start(src, preamble, seconds, &j, log, cap);
+	if (r < 0)
+		return r;
+	for (;;) {
+		struct pollfd pf = { .fd = j->out, .events = POLLIN };
+		int64_t left = deadline - now_ms();
+
+		if (left <= 0)
+			return glsl_job_finish(j, true, ret_words, ret_nwords, log, cap);
+		if (poll(&pf, 1, (int)left) < 0 && errno != EINTR)
+			continue;
+		r = glsl_job_read(j);
+		if (r < 0) {
+			glsl_job_cancel(j);
+			return r;
+		}
+		if (r > 0)
+			return glsl_job_finish(j, false, ret_words, ret_nwords, log, cap);
+	}
 }
 
 /* ---- The child (tensord --glsl-compile-child) ---- */

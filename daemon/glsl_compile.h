@@ -1,10 +1,11 @@
 /* Compiling a client's GLSL compute shader to SPIR-V (glslang's C API;
  * #include is not available to clients). The daemon compiles in a child
- * process (glsl_compile_isolated): tensord itself, run with GLSL_CHILD_ARG,
+ * process (glsl_job_*, glsl_compile_isolated): tensord itself, run with GLSL_CHILD_ARG,
  * under CPU-time, memory, stack and file limits and killed at a deadline,
  * so a source that crashes or exhausts the compiler costs one request. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,12 +29,39 @@ int glsl_compile(const char *src, const char *preamble, uint32_t **ret_words, si
  * fuzzers). */
 extern const char *glsl_child_exe;
 
-/* glsl_compile in a child process, waited for at most `seconds` (the event
- * loop waits too). Returns what glsl_compile returns, or -EINVAL when the
+/* glsl_compile in a child process, waited for at most `seconds` (the
+ * caller waits: kernel.create uses glsl_job_* instead). Returns what glsl_compile returns, or -EINVAL when the
  * compiler crashed, -ETIMEDOUT past the time limit, -E2BIG past the memory
  * limit, -EIO when the child could not run; `log` says which. */
 int glsl_compile_isolated(const char *src, const char *preamble, unsigned seconds,
 			  uint32_t **ret_words, size_t *ret_nwords, char *log, size_t cap);
+
+/* A compile running in a child process, read by the event loop
+ * (kernel.create): start it, watch glsl_job_fd for input and call
+ * glsl_job_read until it returns 1, then glsl_job_finish; past the time
+ * limit, glsl_job_finish with `timed_out`; glsl_job_cancel drops it. */
+struct glsl_job;
+
+/* Start compiling `src` with `preamble` (as glsl_compile) in a child that
+ * gets `seconds` of CPU time. Returns 0 with *ret set, -ENOMEM, or -EIO when
+ * the child could not start (`log` says why). */
+int glsl_job_start(const char *src, const char *preamble, unsigned seconds, struct glsl_job **ret,
+		   char *log, size_t cap);
+
+/* The descriptor to watch for input (the child's stdout, non-blocking). */
+int glsl_job_fd(const struct glsl_job *j);
+
+/* Take what the child wrote. Returns 1 at the end of its answer, 0 while
+ * more is to come, -ENOMEM. */
+int glsl_job_read(struct glsl_job *j);
+
+/* Reap the child (killed first when `timed_out`) and free the job. Returns
+ * what glsl_compile_isolated returns. */
+int glsl_job_finish(struct glsl_job *j, bool timed_out, uint32_t **ret_words, size_t *ret_nwords,
+		    char *log, size_t cap);
+
+/* Kill the child, reap it and free the job. NULL is accepted. */
+void glsl_job_cancel(struct glsl_job *j);
 
 /* The child's main (tensord GLSL_CHILD_ARG): sets its limits, reads the
  * request on stdin, answers on stdout. Returns the exit status. */

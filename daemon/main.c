@@ -19,6 +19,7 @@
 #include "daemon.h"
 #include "devices.h"
 #include "glsl_compile.h"
+#include "kernel_compile_job.h"
 #include "log.h"
 #include "loop.h"
 #include "names.h"
@@ -640,6 +641,7 @@ out:
 	server_free(d.server);
 	recover_fini(&d);
 	train_jobs_free();
+	kernel_compile_jobs_free();
 	kernels_fini(&d);
 	models_free(d.models);
 	store_free(d.store);

@@ -19,6 +19,7 @@
 #include "devices.h"
 #include "glsl_compile.h"
 #include "kernel.h"
+#include "kernel_compile_job.h"
 #include "lookup.h"
 #include "names.h"
 #include "name.h"
@@ -104,100 +105,14 @@ static void device_limits(const struct daemon *d, struct spv_limits *lim)
 	}
 }
 
-int method_kernel_create(struct request *req)
+int kernel_create_finish(struct request *req, const struct kernel_spec *ks, uint32_t *words,
+			 size_t nwords)
 {
-	struct param spec[] = {
-		{ "name", PARAM_STR, true, NULL },
-		{ "glsl", PARAM_STR, false, NULL },
-		{ "spirv", PARAM_BIN, false, NULL },
-		{ "entry", PARAM_STR, false, NULL },
-		{ "workgroup", PARAM_ARRAY, false, NULL },
-	};
-	char name[TDP_MAX_NAME_LEN + 1], entry[SPV_MAX_NAME] = "main";
 	char why[TDP_MAX_ERROR_MESSAGE - 64];
-	char preamble[128];
-	uint32_t wg[3], *words = NULL;
-	size_t nwords = 0;
-	struct kernel *k = NULL;
+	struct kernel *k = calloc(1, sizeof(*k));
 	struct spv_limits lim;
-	char *src = NULL;
-	int r, owned = 0;
+	int r;
 
-	if (params_parse(req, spec, sizeof(spec) / sizeof(spec[0])) < 0 ||
-	    params_name(req, spec[0].value, name) < 0)
-		return -1;
-	if (!may_create(req))
-		return request_fail(req, TDP_PERMISSION_DENIED,
-				    "uid %u may not create kernels (root and the members of "
-				    "kernel_group may; see docs/security.md)", (unsigned)req->cred.uid);
-	if (!spec[1].value == !spec[2].value)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "give exactly one of glsl and spirv");
-	if (spec[3].value) {
-		const msgpack_object_str *e = &spec[3].value->via.str;
-
-		if (!e->size || e->size >= sizeof(entry) || memchr(e->ptr, '\0', e->size))
-			return request_fail(req, TDP_INVALID_ARGUMENT, "entry: 1-%zu bytes",
-					    sizeof(entry) - 1);
-		memcpy(entry, e->ptr, e->size);
-		entry[e->size] = '\0';
-	}
-	if (spec[4].value && (r = kernel_read_dims(spec[4].value, "workgroup", 1024, wg, why,
-						    sizeof(why))) != 0)
-		return request_fail(req, r, "%s", why);
-	if (spec[4].value && (!wg[0] || !wg[1] || !wg[2]))
-		return request_fail(req, TDP_INVALID_ARGUMENT, "workgroup: sizes must be at least 1");
-	if (kernel_count_owner(req->cred.uid, name) >= req->d->cfg.user_max_kernels)
-		return request_fail(req, TDP_RESOURCE_EXHAUSTED,
-				    "uid %u already has %llu kernels (user_max_kernels)",
-				    (unsigned)req->cred.uid, (unsigned long long)req->d->cfg.user_max_kernels);
-	if (!kernel_find(req->cred.uid, name) && kernel_count() >= KERNEL_MAX)
-		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "the daemon holds %d kernels",
-				    KERNEL_MAX);
-
-	if (spec[1].value) {
-		const msgpack_object_str *s = &spec[1].value->via.str;
-
-		if (s->size > GLSL_MAX_SOURCE || memchr(s->ptr, '\0', s->size))
-			return request_fail(req, TDP_INVALID_ARGUMENT,
-					    "glsl: at most %zu bytes without NUL", GLSL_MAX_SOURCE);
-		src = malloc(s->size + 1);
-		if (!src)
-			return request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of memory");
-		memcpy(src, s->ptr, s->size);
-		src[s->size] = '\0';
-		if (spec[4].value)
-			snprintf(preamble, sizeof(preamble),
-				 "layout(local_size_x = %u, local_size_y = %u, local_size_z = %u) in;\n",
-				 wg[0], wg[1], wg[2]);
-		/* In a child process; the loop waits for it, at most
-		 * GLSL_CHILD_SECONDS (docs/kernels.md). */
-		r = glsl_compile_isolated(src, spec[4].value ? preamble : NULL, GLSL_CHILD_SECONDS,
-					  &words, &nwords, why, sizeof(why));
-		free(src);
-		if (r == -ENOMEM)
-			return request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of memory");
-		if (r == -ETIMEDOUT || r == -E2BIG)
-			return request_fail(req, TDP_RESOURCE_EXHAUSTED, "glsl does not compile: %s", why);
-		if (r < 0)
-			return request_fail(req, r == -EINVAL ? TDP_INVALID_ARGUMENT : TDP_INTERNAL,
-					    "glsl does not compile: %s", why);
-		owned = 1;
-	} else {
-		const msgpack_object_bin *b = &spec[2].value->via.bin;
-
-		if (b->size % 4 || b->size / 4 > SPV_MAX_WORDS)
-			return request_fail(req, TDP_INVALID_ARGUMENT,
-					    "spirv: a whole number of 32-bit words, at most %zu",
-					    SPV_MAX_WORDS);
-		/* Aligned copy: the bin sits anywhere in the message. */
-		nwords = b->size / 4;
-		words = malloc(nwords ? b->size : 4);
-		if (!words)
-			return request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of memory");
-		memcpy(words, b->ptr, b->size);
-		owned = 1;
-	}
-	k = calloc(1, sizeof(*k));
 	if (!k) {
 		r = request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of memory");
 		goto out;
@@ -205,18 +120,17 @@ int method_kernel_create(struct request *req)
 	device_limits(req->d, &lim);
 	r = spirv_validate(words, nwords, &lim, why, sizeof(why));
 	if (r == 0)
-		r = spv_reflect(words, nwords, entry, &lim, &k->info, why, sizeof(why));
+		r = spv_reflect(words, nwords, ks->entry, &lim, &k->info, why, sizeof(why));
 	if (r < 0) {
 		r = request_fail(req, r == -ENOMEM ? TDP_RESOURCE_EXHAUSTED : TDP_INVALID_ARGUMENT,
 				 "%s", r == -ENOMEM ? "out of memory" : why);
 		goto out;
 	}
-	if (spec[2].value && spec[4].value &&
-	    memcmp(wg, k->info.local_size, sizeof(wg)) != 0) {
+	if (ks->from_spirv && ks->has_wg && memcmp(ks->wg, k->info.local_size, sizeof(ks->wg)) != 0) {
 		r = request_fail(req, TDP_INVALID_ARGUMENT,
 				 "workgroup %u %u %u differs from the module's local size %u %u %u",
-				 wg[0], wg[1], wg[2], k->info.local_size[0], k->info.local_size[1],
-				 k->info.local_size[2]);
+				 ks->wg[0], ks->wg[1], ks->wg[2], k->info.local_size[0],
+				 k->info.local_size[1], k->info.local_size[2]);
 		goto out;
 	}
 	/* Built for every device, so it runs wherever its tensors are. */
@@ -231,7 +145,16 @@ int method_kernel_create(struct request *req)
 				 "the driver rejected the module (%s)", strerror(-r));
 		goto out;
 	}
-	snprintf(k->name, sizeof(k->name), "%s", name);
+	/* Checked again: other kernels may have come while this one compiled. */
+	if (kernel_count_owner(req->cred.uid, ks->name) >= req->d->cfg.user_max_kernels ||
+	    (!kernel_find(req->cred.uid, ks->name) && kernel_count() >= KERNEL_MAX)) {
+		r = request_fail(req, TDP_RESOURCE_EXHAUSTED,
+				 "uid %u already has %llu kernels (user_max_kernels), or the daemon %d",
+				 (unsigned)req->cred.uid, (unsigned long long)req->d->cfg.user_max_kernels,
+				 KERNEL_MAX);
+		goto out;
+	}
+	snprintf(k->name, sizeof(k->name), "%s", ks->name);
 	k->owner = req->cred.uid;
 	k->spirv_bytes = nwords * 4;
 	k->created_ns = daemon_now_ns(CLOCK_REALTIME);
@@ -244,9 +167,126 @@ int method_kernel_create(struct request *req)
 	r = 0;
 out:
 	kernel_free(req->d, k);
-	if (owned)
-		free(words);
+	free(words);
 	return r;
+}
+
+int kernel_create_compiled(struct request *req, const struct kernel_spec *ks, int r,
+			   uint32_t *words, size_t nwords, const char *why)
+{
+	if (r == -ENOMEM)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of memory");
+	if (r == -ETIMEDOUT || r == -E2BIG)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "glsl does not compile: %s", why);
+	if (r < 0)
+		return request_fail(req, r == -EINVAL ? TDP_INVALID_ARGUMENT : TDP_INTERNAL,
+				    "glsl does not compile: %s", why);
+	return kernel_create_finish(req, ks, words, nwords);
+}
+
+/* kernel.create's parameters into `ks`; *ret_glsl / *ret_spirv get the
+ * source given. Returns 0 or -1 with request_fail(). */
+static int create_params(struct request *req, struct kernel_spec *ks,
+			 const msgpack_object_str **ret_glsl, const msgpack_object_bin **ret_spirv)
+{
+	struct param spec[] = {
+		{ "name", PARAM_STR, true, NULL },
+		{ "glsl", PARAM_STR, false, NULL },
+		{ "spirv", PARAM_BIN, false, NULL },
+		{ "entry", PARAM_STR, false, NULL },
+		{ "workgroup", PARAM_ARRAY, false, NULL },
+	};
+	char why[TDP_MAX_ERROR_MESSAGE - 64];
+	int r;
+
+	memset(ks, 0, sizeof(*ks));
+	snprintf(ks->entry, sizeof(ks->entry), "main");
+	if (params_parse(req, spec, sizeof(spec) / sizeof(spec[0])) < 0 ||
+	    params_name(req, spec[0].value, ks->name) < 0)
+		return -1;
+	if (!may_create(req))
+		return request_fail(req, TDP_PERMISSION_DENIED,
+				    "uid %u may not create kernels (root and the members of "
+				    "kernel_group may; see docs/security.md)", (unsigned)req->cred.uid);
+	if (!spec[1].value == !spec[2].value)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "give exactly one of glsl and spirv");
+	if (spec[3].value) {
+		const msgpack_object_str *e = &spec[3].value->via.str;
+
+		if (!e->size || e->size >= sizeof(ks->entry) || memchr(e->ptr, '\0', e->size))
+			return request_fail(req, TDP_INVALID_ARGUMENT, "entry: 1-%zu bytes",
+					    sizeof(ks->entry) - 1);
+		memcpy(ks->entry, e->ptr, e->size);
+		ks->entry[e->size] = '\0';
+	}
+	if (spec[4].value && (r = kernel_read_dims(spec[4].value, "workgroup", 1024, ks->wg, why,
+						    sizeof(why))) != 0)
+		return request_fail(req, r, "%s", why);
+	if (spec[4].value && (!ks->wg[0] || !ks->wg[1] || !ks->wg[2]))
+		return request_fail(req, TDP_INVALID_ARGUMENT, "workgroup: sizes must be at least 1");
+	ks->has_wg = spec[4].value != NULL;
+	ks->from_spirv = spec[2].value != NULL;
+	if (kernel_count_owner(req->cred.uid, ks->name) >= req->d->cfg.user_max_kernels)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED,
+				    "uid %u already has %llu kernels (user_max_kernels)",
+				    (unsigned)req->cred.uid, (unsigned long long)req->d->cfg.user_max_kernels);
+	if (!kernel_find(req->cred.uid, ks->name) && kernel_count() >= KERNEL_MAX)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "the daemon holds %d kernels",
+				    KERNEL_MAX);
+	*ret_glsl = spec[1].value ? &spec[1].value->via.str : NULL;
+	*ret_spirv = spec[2].value ? &spec[2].value->via.bin : NULL;
+	return 0;
+}
+
+int method_kernel_create(struct request *req)
+{
+	char why[TDP_MAX_ERROR_MESSAGE - 64], preamble[128];
+	const msgpack_object_str *glsl = NULL;
+	const msgpack_object_bin *spirv = NULL;
+	struct kernel_spec ks;
+	uint32_t *words = NULL;
+	size_t nwords = 0;
+	char *src;
+	int r;
+
+	if (create_params(req, &ks, &glsl, &spirv) < 0)
+		return -1;
+	if (spirv) {
+		if (spirv->size % 4 || spirv->size / 4 > SPV_MAX_WORDS)
+			return request_fail(req, TDP_INVALID_ARGUMENT,
+					    "spirv: a whole number of 32-bit words, at most %zu",
+					    SPV_MAX_WORDS);
+		/* Aligned copy: the bin sits anywhere in the message. */
+		nwords = spirv->size / 4;
+		words = malloc(nwords ? spirv->size : 4);
+		if (!words)
+			return request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of memory");
+		memcpy(words, spirv->ptr, spirv->size);
+		return kernel_create_finish(req, &ks, words, nwords);
+	}
+	if (glsl->size > GLSL_MAX_SOURCE || memchr(glsl->ptr, '\0', glsl->size))
+		return request_fail(req, TDP_INVALID_ARGUMENT, "glsl: at most %zu bytes without NUL",
+				    GLSL_MAX_SOURCE);
+	src = malloc(glsl->size + 1);
+	if (!src)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of memory");
+	memcpy(src, glsl->ptr, glsl->size);
+	src[glsl->size] = '\0';
+	if (ks.has_wg)
+		snprintf(preamble, sizeof(preamble),
+			 "layout(local_size_x = %u, local_size_y = %u, local_size_z = %u) in;\n",
+			 ks.wg[0], ks.wg[1], ks.wg[2]);
+	/* In a child process the loop does not wait for (docs/kernels.md); in
+	 * process where there is no child (unit tests, fuzzers). */
+	if (glsl_child_exe && req->conn) {
+		r = kernel_compile_defer(req, &ks, src, ks.has_wg ? preamble : NULL);
+		free(src);
+		return r;
+	}
+	r = glsl_compile_isolated(src, ks.has_wg ? preamble : NULL, GLSL_CHILD_SECONDS, &words,
+				  &nwords, why, sizeof(why));
+	free(src);
+	return kernel_create_compiled(req, &ks, r, words, nwords, why);
 }
 
 int method_kernel_run(struct request *req)

@@ -8,10 +8,13 @@ a graph unless it stores over them; the kernel_group permission rule (a
 forked child drops to another uid, which needs root as in CI: that part is
 skipped without it); garbage params."""
 import os
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 
+import msgpack
 import numpy as np
 
 sys.dont_write_bytecode = True
@@ -731,6 +734,87 @@ def test_sandbox(c, d):
     check(e[0] is None, "a good kernel after all that: %r" % (e,))
 
 
+def slow_source(copies):
+    """GLSL that takes glslang a while (tens of thousands of statements from
+    nested macros) and then fails to compile, so no driver compile follows."""
+    lines = ["#version 450", "layout(local_size_x = 1) in;",
+             "layout(std430, binding = 0) buffer B { float x[]; };",
+             "#define M0 x[0] = x[0] * 1.0001 + 1.0;"]
+    lines += ["#define M%d M%d M%d M%d M%d" % (i, i - 1, i - 1, i - 1, i - 1) for i in range(1, 8)]
+    lines += ["void main() { %s }" % " ".join(["M7"] * copies), "this is not glsl"]
+    return "\n".join(lines) + "\n"
+
+
+def test_compile_off_loop(d):
+    """Issue 14 item 3: a kernel.create compiling GLSL does not hold the
+    event loop: another client's pings are answered meanwhile, the
+    compiling connection's next request waits for its answer, and a client
+    that leaves mid-compile takes its compiler child with it."""
+    import threading
+    from daemon import Client
+    src = slow_source(4)
+    out = {}
+
+    def create():
+        with Client(d.sock) as c:
+            t0 = time.monotonic()
+            a = c.request("kernel.create", {"name": "slow", "glsl": src})
+            b = c.request("ping")       # pipelined behind the compile
+            out["create"] = c.response(a)
+            out["ping"] = c.response(b)
+            out["seconds"] = time.monotonic() - t0
+    th = threading.Thread(target=create)
+    th.start()
+    time.sleep(0.05)
+    pings = []
+    with Client(d.sock) as other:
+        while th.is_alive():
+            t = time.monotonic()
+            other.call("ping")
+            pings.append(time.monotonic() - t)
+            time.sleep(0.005)
+    th.join()
+    seconds = out.get("seconds", 0)
+    e = out.get("create", (None, None))[0]
+    check(e is not None and e["name"] in ("INVALID_ARGUMENT", "RESOURCE_EXHAUSTED"),
+          "the slow source fails to compile: %r" % (e,))
+    check(out.get("ping", (1,))[0] is None, "the pipelined ping is answered after the compile")
+    worst = max(pings) if pings else seconds
+    print("compile %.2f s; %d pings from another client meanwhile, worst %.1f ms"
+          % (seconds, len(pings), 1000 * worst))
+    check(len(pings) >= 5 and worst < min(0.25, seconds / 2),
+          "another client's pings are answered during the compile (worst %.0f ms of a "
+          "%.2f s compile, %d pings)" % (1000 * worst, seconds, len(pings)))
+    # A client that leaves mid-compile: its child is killed, nothing is left.
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(d.sock)
+    s.sendall(msgpack.packb([0, 1, "kernel.create", [{"name": "gone", "glsl": src}]]))
+    time.sleep(0.1)
+    s.close()
+    deadline = time.monotonic() + 10
+    while children(d.proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    check(not children(d.proc.pid), "no compiler child left after its client left: %r"
+          % children(d.proc.pid))
+    with Client(d.sock) as c:
+        check(c.call("ping") is not None, "the daemon serves on")
+
+
+def children(pid):
+    """The pids whose parent is `pid`."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open("/proc/%s/stat" % name) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                out.append(int(name))
+    return out
+
+
 def test_tensorctl(d):
     ctl = os.environ.get("TENSORCTL_BIN")
     if not ctl:
@@ -797,6 +881,7 @@ def main():
             test_graph_node_errors(c)
             test_garbage(c)
             test_sandbox(c, d)
+        test_compile_off_loop(d)
     if os.geteuid() == 0:
         test_permission(None)
         test_liar(None)
