@@ -8,7 +8,8 @@
 #
 # Timeouts of the test are stretched by TENSORD_TEST_TIME_SCALE (default 40
 # here): memcheck runs the daemon, and lavapipe's shader compiler, some 20 to
-# 50 times slower. The memcheck reports stay in $VALGRIND_LOG_DIR (default: a
+# 50 times slower; tests/valgrind/valgrind.conf raises the daemon's GPU time
+# limits to match. The memcheck reports stay in $VALGRIND_LOG_DIR (default: a
 # temporary directory, printed).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,6 +24,7 @@ TENSORD_REAL_BIN="$build/daemon/tensord" \
 TENSORD_BIN="$PWD/tests/valgrind/tensord-valgrind.sh" \
 VALGRIND_LOG_DIR="$logs" \
 TENSORD_TEST_TIME_SCALE=${TENSORD_TEST_TIME_SCALE:-40} \
+TENSORD_CONFIG="$PWD/tests/valgrind/valgrind.conf" \
   "$build/tests/test-integration"
 rc=$?
 echo "== test-integration exited $rc after $(( $(date +%s) - start )) s"
