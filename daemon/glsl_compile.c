@@ -201,7 +201,11 @@ static int spawn_child(const char *msg, size_t len, int *ret_out, pid_t *ret_pid
 {
 	int in = -1, out[2] = { -1, -1 }, r;
 	char *argv[] = { (char *)"tensord", (char *)GLSL_CHILD_ARG, NULL };
-	char *envp[] = { NULL };
+	/* Nothing of the daemon's environment but where its own libraries
+	 * are (a GPU host or a prefix may give them through LD_LIBRARY_PATH:
+	 * without it the child could not start). */
+	const char *libpath = getenv("LD_LIBRARY_PATH");
+	char *envp[2] = { NULL, NULL };
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
 	sigset_t none, dfl;
@@ -228,6 +232,11 @@ static int spawn_child(const char *msg, size_t len, int *ret_out, pid_t *ret_pid
 		r = -errno;
 		goto fail;
 	}
+	if (libpath && asprintf(&envp[0], "LD_LIBRARY_PATH=%s", libpath) < 0) {
+		envp[0] = NULL;
+		r = -ENOMEM;
+		goto fail;
+	}
 	posix_spawn_file_actions_init(&fa);
 	posix_spawnattr_init(&at);
 	sigemptyset(&none);
@@ -243,6 +252,8 @@ static int spawn_child(const char *msg, size_t len, int *ret_out, pid_t *ret_pid
 	r = -posix_spawn(&pid, glsl_child_exe, &fa, &at, argv, envp);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);
+	free(envp[0]);
+	envp[0] = NULL;
 	if (r < 0)
 		goto fail;
 	close(in);
@@ -252,6 +263,7 @@ static int spawn_child(const char *msg, size_t len, int *ret_out, pid_t *ret_pid
 	*ret_pid = pid;
 	return 0;
 fail:
+	free(envp[0]);
 	if (in >= 0)
 		close(in);
 	for (unsigned i = 0; i < 2; i++)
@@ -429,8 +441,13 @@ int glsl_job_finish(struct glsl_job *j, bool timed_out, uint32_t **ret_words, si
 				 (unsigned)(GLSL_CHILD_STACK >> 20));
 	} else {
 		r = answer(j->buf, j->have, ret_words, ret_nwords, log, cap);
+		/* 127: the child never ran (the dynamic loader or exec failed). */
+		if (r == -EPIPE && WIFEXITED(st) && WEXITSTATUS(st) == 127) {
+			r = -EIO;
+			if (cap)
+				snprintf(log, cap, "the compiler process could not start (exit status 127)");
 		/* Died without answering (a sanitizer's report of a crash). */
-		if (r == -EPIPE && WIFEXITED(st) && WEXITSTATUS(st)) {
+		} else if (r == -EPIPE && WIFEXITED(st) && WEXITSTATUS(st)) {
 			r = -EINVAL;
 			if (cap)
 				snprintf(log, cap, "the compiler crashed on this source (exit status %d)",

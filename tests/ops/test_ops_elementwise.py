@@ -243,10 +243,14 @@ def _pow_check(ck, inputs, dtypes, attrs, want, dt, label, bx, by):
 
 
 def _pow_ref(x, y, dt):
-    """C's powf (NumPy's float32 power calls it) on the stored values, rounded to dt."""
+    """C's powf (NumPy's float32 power calls it) on the stored values, rounded to dt.
+    Both operands are arrays of one shape: with a scalar exponent NumPy 2 takes
+    fast paths (y = 0.5 is sqrt, so pow(-0, 0.5) gave -0 where C gives +0)."""
+    x = np.asarray(x, dtype=np.float32)
+    y = np.asarray(y, dtype=np.float32)
+    x, y = np.broadcast_arrays(x, y)
     with np.errstate(all="ignore"):
-        r = np.power(np.float32(x) if np.isscalar(x) else x.astype(np.float32),
-                     np.float32(y) if np.isscalar(y) else y.astype(np.float32))
+        r = np.power(np.ascontiguousarray(x), np.ascontiguousarray(y))
     return harness.quantize(r, dt)
 
 
