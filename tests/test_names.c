@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "name.h"
-#include "names.h"
+#include "store/names.h"
 
 static int qualify(uint32_t ns, const char *text, char *key, uint32_t *ret_ns)
 {

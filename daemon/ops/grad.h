@@ -12,8 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../graph_core.h"
-#include "op.h"
+#include "engine/graph_core.h"
+#include "ops/op.h"
 
 struct autograd;
 

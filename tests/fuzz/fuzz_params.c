@@ -26,25 +26,26 @@
 #include <syslog.h>
 #include <time.h>
 
+#include "base/clock.h"
+#include "devices.h"
 #include "fuzz.h"
 #include "fuzz_gpu.h"
-#include "devices.h"
 
-#include "conn.h"
+#include "base/log.h"
+#include "base/loop.h"
 #include "daemon.h"
-#include "kernel.h"
-#include "log.h"
-#include "loop.h"
-#include "model.h"
+#include "kernels/kernel.h"
 #include "methods.h"
 #include "pack.h"
-#include "request.h"
 #include "rpc.h"
 #include "scan.h"
-#include "server.h"
+#include "serve/conn.h"
+#include "serve/request.h"
+#include "serve/server.h"
 #include "status.h"
-#include "store.h"
-#include "train.h"
+#include "store/model.h"
+#include "store/store.h"
+#include "train/train.h"
 
 #define CHECK(cond)                                                                 \
 	do {                                                                        \
@@ -62,14 +63,6 @@ static bool trace;
 #define HEAP_BYTES ((uint64_t)8 << 20)
 
 /* ---- what the handlers need from the parts of the daemon left out ---- */
-
-int64_t daemon_now_ns(int clock)
-{
-	struct timespec ts;
-
-	clock_gettime(clock, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 void conn_kick(struct conn *c)
 {
