@@ -24,21 +24,13 @@ import sys
 # down instead (as base/clock.h and base/gpu_choice.h did).
 ALLOWED = """
 engine/forward.h -> serve/request.h
+engine/graph.c -> methods/tensor_meta.h
 engine/graph.c -> serve/params.h
 engine/graph.h -> serve/request.h
+engine/graph_core.c -> methods/tensor_meta.h
 engine/graph_core.c -> serve/params.h
 engine/graph_core.h -> serve/request.h
 kernels/kernel.c -> serve/params.h
-ops/grad.h -> engine/graph_core.h
-persist/checkpoint.c -> serve/params.h
-persist/checkpoint.c -> serve/request.h
-store/lookup.h -> serve/request.h
-store/model.c -> engine/graph_core.h
-store/tensor_meta.h -> serve/request.h
-train/train.c -> methods/methods_model.h
-train/train.c -> serve/conn.h
-train/train.c -> serve/params.h
-train/train.h -> serve/request.h
 methods/handlers.h -> serve/request.h
 methods/methods_core.c -> serve/conn.h
 methods/methods_core.c -> serve/params.h
@@ -48,6 +40,17 @@ methods/methods_kernel.h -> serve/request.h
 methods/methods_model.c -> serve/params.h
 methods/methods_model.h -> serve/request.h
 methods/methods_tensor.c -> serve/params.h
+methods/tensor_meta.h -> serve/request.h
+ops/grad.h -> engine/graph_core.h
+persist/checkpoint.c -> serve/params.h
+persist/checkpoint.c -> serve/request.h
+store/lookup.h -> serve/request.h
+store/model.c -> engine/graph_core.h
+train/train.c -> methods/methods_model.h
+train/train.c -> methods/tensor_meta.h
+train/train.c -> serve/conn.h
+train/train.c -> serve/params.h
+train/train.h -> serve/request.h
 """
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

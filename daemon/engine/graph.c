@@ -12,6 +12,7 @@
 #include "engine/kernel_node.h"
 #include "gpu/device.h"
 #include "gpu/transfer.h"
+#include "methods/tensor_meta.h"
 #include "name.h"
 #include "ops/op.h"
 #include "pack.h"
@@ -21,7 +22,6 @@
 #include "store/lookup.h"
 #include "store/names.h"
 #include "store/store.h"
-#include "store/tensor_meta.h"
 
 
 static int parse_attr(struct op_ctx *ctx, const struct op_attr_spec *spec,

@@ -15,6 +15,7 @@
 #include "gpu/device.h"
 #include "gpu/recorder.h"
 #include "gpu/transfer.h"
+#include "methods/tensor_meta.h"
 #include "mode.h"
 #include "name.h"
 #include "ops/op.h"
@@ -25,7 +26,6 @@
 #include "store/lookup.h"
 #include "store/names.h"
 #include "store/store.h"
-#include "store/tensor_meta.h"
 #include <stdio.h>
 
 

@@ -15,6 +15,7 @@
 #include "dtype.h"
 #include "engine/graph.h"
 #include "engine/graph_core.h"
+#include "methods/tensor_meta.h"
 #include "name.h"
 #include "pack.h"
 #include "rpc.h"
@@ -24,7 +25,6 @@
 #include "store/model.h"
 #include "store/names.h"
 #include "store/store.h"
-#include "store/tensor_meta.h"
 #include "train/train.h"
 
 #define MAX_METRICS 64

@@ -10,6 +10,7 @@
 #include "dtype.h"
 #include "gpu/transfer.h"
 #include "methods/handlers.h"
+#include "methods/tensor_meta.h"
 #include "mode.h"
 #include "name.h"
 #include "pack.h"
@@ -20,7 +21,6 @@
 #include "store/lookup.h"
 #include "store/names.h"
 #include "store/store.h"
-#include "store/tensor_meta.h"
 
 #define META_ENTRIES 11
 

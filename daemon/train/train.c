@@ -19,6 +19,7 @@
 #include "engine/graph_fuse.h"
 #include "gpu/transfer.h"
 #include "methods/methods_model.h"
+#include "methods/tensor_meta.h"
 #include "pack.h"
 #include "rpc.h"
 #include "serve/conn.h"
@@ -28,7 +29,6 @@
 #include "store/model.h"
 #include "store/names.h"
 #include "store/store.h"
-#include "store/tensor_meta.h"
 #include "train/train_parallel.h"
 
 #define MAX_PARAMS 256
