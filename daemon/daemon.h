@@ -4,9 +4,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "base/config.h"
+#include "base/metrics.h"
 #include "gpu/device.h"
-#include "metrics.h"
 
 struct loop;
 struct server;
@@ -45,5 +45,3 @@ struct daemon {
  * (logged). */
 int daemon_restore(struct daemon *d);
 
-/* Nanoseconds of `clock` (CLOCK_MONOTONIC, CLOCK_REALTIME...). */
-int64_t daemon_now_ns(int clock);

@@ -9,12 +9,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "daemon.h"
-#include "log.h"
-#include "persist_file.h"
-#include "request.h"
+#include "persist/persist_file.h"
+#include "serve/request.h"
 #include "status.h"
-#include "store.h"
+#include "store/store.h"
 
 /* <state-dir>/pipeline-cache.bin for device 0, pipeline-cache.ID.bin after;
  * NULL (no cache) when the state directory is not safe: another user could

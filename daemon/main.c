@@ -14,33 +14,26 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "checkpoint.h"
-#include "config.h"
+#include "base/clock.h"
+#include "base/config.h"
+#include "base/log.h"
+#include "base/loop.h"
+#include "base/sanitize.h"
 #include "daemon.h"
 #include "devices.h"
-#include "glsl_compile.h"
-#include "kernel_compile_job.h"
-#include "log.h"
-#include "loop.h"
-#include "names.h"
-#include "notify.h"
-#include "persist.h"
-#include "persist_model.h"
-#include "recover.h"
-#include "server.h"
-#include "store.h"
-#include "model.h"
-#include "kernel.h"
-#include "sanitize.h"
-#include "train.h"
-
-int64_t daemon_now_ns(int clock)
-{
-	struct timespec ts;
-
-	clock_gettime(clock, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+#include "kernels/glsl_compile.h"
+#include "kernels/kernel.h"
+#include "methods/kernel_compile_job.h"
+#include "persist/checkpoint.h"
+#include "persist/persist.h"
+#include "persist/persist_model.h"
+#include "persist/recover.h"
+#include "serve/notify.h"
+#include "serve/server.h"
+#include "store/model.h"
+#include "store/names.h"
+#include "store/store.h"
+#include "train/train.h"
 
 static void usage(FILE *f)
 {

@@ -173,11 +173,11 @@ def test_every_parsed_key_is_in_the_table():
     """A key parsed outside the table (an `else if (!strcmp(key, "x"))` of the
     old config_set, say after a merge) would be missing from --print-config
     and so from every check here."""
-    with open(os.path.join(ROOT, "daemon", "config.c"), encoding="utf-8") as f:
+    with open(os.path.join(ROOT, "daemon", "base", "config.c"), encoding="utf-8") as f:
         src = f.read()
     parsed = set(re.findall(r'strcmp\(\s*key\s*,\s*"([^"]+)"\s*\)', src))
     missing = sorted(parsed - {k for k, _ in print_config()})
-    assert not missing, "daemon/config.c parses %s outside its keys[] table" % ", ".join(missing)
+    assert not missing, "daemon/base/config.c parses %s outside its keys[] table" % ", ".join(missing)
 
 
 def test_print_config_round_trips():

@@ -1,4 +1,4 @@
-/* Per-user namespaces without a daemon (daemon/names.c, docs/security.md
+/* Per-user namespaces without a daemon (daemon/store/names.c, docs/security.md
  * "Names"): client text to store keys and back, and tdp_ref_valid, the
  * client-side check of the same text. */
 #include <errno.h>
@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "name.h"
-#include "names.h"
+#include "store/names.h"
 
 static int qualify(uint32_t ns, const char *text, char *key, uint32_t *ret_ns)
 {

@@ -11,9 +11,9 @@
 
 #include <cmocka.h>
 
-#include "glsl_compile.h"
-#include "spirv_reflect.h"
-#include "spirv_validate.h"
+#include "kernels/glsl_compile.h"
+#include "kernels/spirv_reflect.h"
+#include "kernels/spirv_validate.h"
 
 static const char scale_src[] =
 	"#version 450\n"

@@ -12,7 +12,7 @@
 
 #include "crc32c.h"
 #include "mode.h"
-#include "store.h"
+#include "store/store.h"
 
 static const struct access_cred root = { .uid = 0, .gid = 0 };
 static const struct access_cred alice = { .uid = 1000, .gid = 1000, .ngroups = 1, .groups = { 500 } };

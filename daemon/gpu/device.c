@@ -1,12 +1,12 @@
-#include "device.h"
+#include "gpu/device.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../log.h"
-#include "../sanitize.h"
+#include "base/log.h"
+#include "base/sanitize.h"
 
 static VkResult create_instance(VkInstance *ret)
 {

@@ -7,9 +7,10 @@
 #include <stdint.h>
 #include <vulkan/vulkan.h>
 
-#include "memory.h"
-#include "pipeline.h"
-#include "timing.h"
+#include "base/gpu_choice.h"
+#include "gpu/memory.h"
+#include "gpu/pipeline.h"
+#include "gpu/timing.h"
 
 /* What info reports about one physical device. */
 struct gpu_device_desc {
@@ -68,23 +69,6 @@ struct gpu_device {
 	uint64_t load_busy_ns;  /* stats.busy_ns when the load was last sampled */
 	int64_t load_at_ns;     /* CLOCK_MONOTONIC of that sample */
 	double load;            /* busy fraction over the last sampling interval */
-};
-
-/* The most devices tensord opens at once. */
-#define GPU_MAX_DEVICES 16
-
-/* Which devices the daemon opens: --device auto|all|cpu|I,J,... */
-enum gpu_pick {
-	GPU_PICK_AUTO = 0,      /* every usable device of the best kind present */
-	GPU_PICK_ALL,           /* every usable device */
-	GPU_PICK_CPU,           /* the first CPU device (lavapipe) */
-	GPU_PICK_LIST,          /* the listed Vulkan indexes (repeats allowed) */
-};
-
-struct gpu_choice {
-	enum gpu_pick pick;
-	uint32_t n;             /* with GPU_PICK_LIST */
-	uint32_t index[GPU_MAX_DEVICES];
 };
 
 /* Options for gpu_device_open. */

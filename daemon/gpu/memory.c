@@ -1,11 +1,11 @@
-#include "memory.h"
+#include "gpu/memory.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../log.h"
-#include "device.h"
+#include "base/log.h"
+#include "gpu/device.h"
 
 #define DEFAULT_BLOCK_SIZE ((uint64_t)256 << 20)
 #define MIN_BLOCK_SIZE ((uint64_t)16 << 20)

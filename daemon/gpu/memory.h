@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <vulkan/vulkan.h>
 
-#include "range_alloc.h"
+#include "gpu/range_alloc.h"
 
 struct gpu_device;
 

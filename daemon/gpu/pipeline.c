@@ -1,4 +1,4 @@
-#include "pipeline.h"
+#include "gpu/pipeline.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -8,8 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../log.h"
-#include "device.h"
+#include "base/log.h"
+#include "gpu/device.h"
 #include "shaders.h"
 
 #define MAX_CACHE_FILE ((size_t)256 << 20)

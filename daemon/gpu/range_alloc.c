@@ -1,4 +1,4 @@
-#include "range_alloc.h"
+#include "gpu/range_alloc.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,9 +1,9 @@
-#include "recorder.h"
+#include "gpu/recorder.h"
 
 #include <errno.h>
 #include <string.h>
 
-#include "device.h"
+#include "gpu/device.h"
 
 int gpu_rec_begin(struct gpu_recorder *rec, struct gpu_device *g)
 {

@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <vulkan/vulkan.h>
 
-#include "memory.h"
-#include "pipeline.h"
+#include "gpu/memory.h"
+#include "gpu/pipeline.h"
 
 /* One storage buffer binding: a byte range of a device block. */
 struct gpu_binding {

@@ -1,10 +1,10 @@
-#include "timing.h"
+#include "gpu/timing.h"
 
 #include <stdlib.h>
 #include <time.h>
 
-#include "../log.h"
-#include "device.h"
+#include "base/log.h"
+#include "gpu/device.h"
 
 int64_t gpu_timing_now_ns(void)
 {

@@ -1,10 +1,10 @@
-#include "transfer.h"
+#include "gpu/transfer.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "device.h"
+#include "gpu/device.h"
 
 enum direction { UPLOAD, DOWNLOAD };
 

@@ -3,7 +3,7 @@
 
 #include <stdint.h>
 
-#include "memory.h"
+#include "gpu/memory.h"
 
 struct gpu_device;
 

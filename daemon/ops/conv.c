@@ -2,11 +2,11 @@
  * bias), max_pool2d and avg_pool2d. Shaders: conv2d.comp, pool2d.comp. */
 #include <string.h>
 
-#include "../../shaders/conv_codes.h"
+#include "conv_codes.h"
 #include "dtype.h"
-#include "conv_shape.h"
-#include "conv_gemm.h"
-#include "op.h"
+#include "ops/conv_gemm.h"
+#include "ops/conv_shape.h"
+#include "ops/op.h"
 #include "status.h"
 
 /* Mirrors ConvPush in shaders/conv2d.comp. */

@@ -6,12 +6,12 @@
  * (out[n] = weight[oc x K] @ col[n]) and, with a bias, an add. Sums run over
  * k = (c*kh + ky)*kw + kx in order, as in the direct kernel. Shader:
  * conv_gemm.comp. */
-#include "conv_gemm.h"
+#include "ops/conv_gemm.h"
 
 #include <string.h>
 
-#include "../gpu/device.h"
 #include "dtype.h"
+#include "gpu/device.h"
 #include "status.h"
 
 /* Mirrors ConvGemmPush in shaders/conv_gemm.comp. */

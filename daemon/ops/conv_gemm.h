@@ -4,7 +4,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "op.h"
+#include "ops/op.h"
 
 /* Whether conv2d `ctx` (inferred) takes the GEMM path: f32, one group, large
  * enough to pay for its column matrix (or `wide`: too many terms per output

@@ -7,11 +7,11 @@
  * sums are f32 in a fixed order: results are deterministic. */
 #include <string.h>
 
-#include "../../shaders/conv_codes.h"
-#include "../gpu/device.h"
+#include "conv_codes.h"
 #include "dtype.h"
-#include "conv_shape.h"
-#include "op.h"
+#include "gpu/device.h"
+#include "ops/conv_shape.h"
+#include "ops/op.h"
 #include "status.h"
 
 /* (n, oy, ox) positions one conv2d_grad_weight invocation sums: Mesa 22.3's

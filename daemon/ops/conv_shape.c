@@ -1,6 +1,6 @@
-#include "conv_shape.h"
+#include "ops/conv_shape.h"
 
-#include "../../shaders/conv_codes.h"
+#include "conv_codes.h"
 #include "status.h"
 
 int conv_attr_pair(struct op_ctx *ctx, const char *name, int64_t def, int64_t lo, uint32_t ret[2])

@@ -3,7 +3,7 @@
 
 #include <stdint.h>
 
-#include "op.h"
+#include "ops/op.h"
 
 /* Spatial sizes, kernel sizes, strides, paddings and dilations are kept below
  * this so the shaders' signed 32-bit window arithmetic cannot overflow. */

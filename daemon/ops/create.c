@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "dtype.h"
-#include "layout_kernels.h"
-#include "op.h"
+#include "ops/layout_kernels.h"
+#include "ops/op.h"
 #include "status.h"
 
 /* Mirrors the push block of shaders/create_arange.comp. */

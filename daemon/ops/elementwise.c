@@ -4,10 +4,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "../../shaders/op_codes.h"
 #include "dtype.h"
-#include "fused.h"
-#include "op.h"
+#include "op_codes.h"
+#include "ops/fused.h"
+#include "ops/op.h"
 #include "status.h"
 
 /* A number in the push constants: `f` for floating dtypes, `i` for integer

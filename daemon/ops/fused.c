@@ -1,12 +1,12 @@
 /* Compiling fused elementwise members into a fused.comp program, and
  * recording it. */
-#include "fused.h"
+#include "ops/fused.h"
 
 #include <errno.h>
 #include <string.h>
 
-#include "../gpu/device.h"
 #include "dtype.h"
+#include "gpu/device.h"
 #include "status.h"
 
 _Static_assert(sizeof(struct fused_push) == 128, "fused_push must mirror FusedPush");

@@ -7,8 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../../shaders/op_codes.h"
-#include "op.h"
+#include "op_codes.h"
+#include "ops/op.h"
 
 /* An elementwise node as a fused program sees it. */
 struct ew_desc {

@@ -4,7 +4,7 @@
  * the gradient of that node's result, and appends ordinary op nodes (mul,
  * matmul, sum...) that compute the gradient of each input. Values are named
  * by refs: a node index (>= 0), or a stored tensor the forward graph read
- * (< 0; from ag_input). The engine (daemon/autograd.c) accumulates gradients
+ * (< 0; from ag_input). The engine (daemon/autograd/autograd.c) accumulates gradients
  * that reach a value along several paths and reduces broadcast gradients back
  * to their operand's shape. */
 #pragma once
@@ -12,8 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../graph_core.h"
-#include "op.h"
+#include "engine/graph_core.h"
+#include "ops/op.h"
 
 struct autograd;
 

@@ -3,8 +3,8 @@
  * the shape of the tensor whose gradient they compute. */
 #include <string.h>
 
-#include "grad.h"
-#include "grad_rules.h"
+#include "ops/grad.h"
+#include "ops/grad_rules.h"
 
 /* stride, padding, dilation, groups and one shape */
 #define CONV_GRAD_ATTRS 5

@@ -3,8 +3,8 @@
  * gradients back to each operand's shape. */
 #include <string.h>
 
-#include "grad.h"
-#include "grad_rules.h"
+#include "ops/grad.h"
+#include "ops/grad_rules.h"
 
 /* The scalar form (one input + attrs.scalar): is it `scalar OP x`? */
 static bool reversed(struct autograd *ag, unsigned node)

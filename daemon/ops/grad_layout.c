@@ -5,8 +5,8 @@
  * the forward never read get zeros. */
 #include <string.h>
 
-#include "grad.h"
-#include "grad_rules.h"
+#include "ops/grad.h"
+#include "ops/grad_rules.h"
 
 /* Axis `a` (negative counts from the end) of a rank-`rank` tensor. The
  * forward's inference already checked it. */

@@ -2,8 +2,8 @@
 #include <string.h>
 
 #include "dtype.h"
-#include "grad.h"
-#include "grad_rules.h"
+#include "ops/grad.h"
+#include "ops/grad_rules.h"
 
 /* dA = g @ B^T, dB = A^T @ g (batch broadcasting is undone by the engine).
  * A 1-D operand is the row [1, K] (a) or the column [K, 1] (b) it is in the

@@ -11,8 +11,8 @@
  * every other dim (training), or given (inference; see grad_batch_norm). */
 #include <string.h>
 
-#include "grad.h"
-#include "grad_rules.h"
+#include "ops/grad.h"
+#include "ops/grad_rules.h"
 
 /* The mean of `x` over its last `nd` dims, kept as size-1 dims. */
 static int mean_rows(struct autograd *ag, int x, unsigned nd)

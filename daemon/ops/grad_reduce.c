@@ -9,8 +9,8 @@
  *   std:  g · (x − mean) / ((n − correction) · std) */
 #include <string.h>
 
-#include "grad.h"
-#include "grad_rules.h"
+#include "ops/grad.h"
+#include "ops/grad_rules.h"
 
 /* The shape of x with node's reduced axes kept as size 1, and how many
  * elements each result reduces. */

@@ -1,7 +1,7 @@
 /* The backward rules (op_backward_fn), listed by op in grad_table.c. */
 #pragma once
 
-#include "grad.h"
+#include "ops/grad.h"
 
 int grad_add(struct autograd *ag, unsigned node, int g, int *out);
 int grad_sub(struct autograd *ag, unsigned node, int g, int *out);

@@ -2,7 +2,7 @@
  * differentiable: a training graph that needs its gradient is refused. */
 #include <string.h>
 
-#include "grad_rules.h"
+#include "ops/grad_rules.h"
 
 static const struct {
 	const char *op;

@@ -4,9 +4,9 @@
  * element happen in index order, so results are bit-identical every run. */
 #include <string.h>
 
-#include "../gpu/device.h"
 #include "dtype.h"
-#include "op.h"
+#include "gpu/device.h"
+#include "ops/op.h"
 #include "status.h"
 
 /* Indices one dispatch scans: each invocation then loops at most

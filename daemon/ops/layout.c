@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "dtype.h"
-#include "layout_kernels.h"
-#include "op.h"
+#include "ops/layout_kernels.h"
+#include "ops/op.h"
 #include "status.h"
 
 /* What infer works out for record, kept in ctx->priv. */

@@ -1,6 +1,6 @@
 /* The strided copy and fill kernels shared by layout.c and create.c, and the
  * conversion of attribute numbers into a dtype's bits. */
-#include "layout_kernels.h"
+#include "ops/layout_kernels.h"
 
 #include <math.h>
 #include <string.h>

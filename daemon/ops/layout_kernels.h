@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "op.h"
+#include "ops/op.h"
 
 /* One strided copy: for every index c of `shape` (rank dims),
  * dst[dbase + sum(c * dstride)] = src[sbase + sum(c * sstride)], in elements. */

@@ -4,10 +4,10 @@
  * deterministic. */
 #include <string.h>
 
-#include "../../shaders/loss_codes.h"
-#include "../gpu/device.h"
 #include "dtype.h"
-#include "op.h"
+#include "gpu/device.h"
+#include "loss_codes.h"
+#include "ops/op.h"
 #include "status.h"
 
 /* Mirrors LossPush in shaders/loss.comp. */

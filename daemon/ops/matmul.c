@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../gpu/device.h"
 #include "dtype.h"
-#include "op.h"
+#include "gpu/device.h"
+#include "ops/op.h"
 #include "status.h"
 
 /* Products with at least this many 128x128 output tiles use them: enough

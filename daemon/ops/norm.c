@@ -4,10 +4,10 @@
  * batch statistics come from the reduce engine (reduce_engine.c). */
 #include <string.h>
 
-#include "../../shaders/reduce_codes.h"
 #include "dtype.h"
-#include "op.h"
-#include "reduce_engine.h"
+#include "ops/op.h"
+#include "ops/reduce_engine.h"
+#include "reduce_codes.h"
 #include "status.h"
 
 #define NORM_LOCAL 256u

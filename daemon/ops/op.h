@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../gpu/recorder.h"
+#include "gpu/recorder.h"
 #include "wire_limits.h"
 
 #define OP_MAX_INPUTS 8

@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../gpu/device.h"
-#include "op.h"
+#include "gpu/device.h"
+#include "ops/op.h"
 #include "status.h"
 
 int op_bind(struct op_ctx *ctx, const struct op_tensor *t, bool write, struct gpu_binding *ret)

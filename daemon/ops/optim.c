@@ -7,9 +7,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "../../shaders/optim_codes.h"
 #include "dtype.h"
-#include "op.h"
+#include "ops/op.h"
+#include "optim_codes.h"
 #include "status.h"
 
 /* Mirrors OptimPush in shaders/optim.comp. */

@@ -3,10 +3,10 @@
  * engine of reduce_engine.c (shader reduce.comp). */
 #include <string.h>
 
-#include "../../shaders/reduce_codes.h"
 #include "dtype.h"
-#include "op.h"
-#include "reduce_engine.h"
+#include "ops/op.h"
+#include "ops/reduce_engine.h"
+#include "reduce_codes.h"
 #include "status.h"
 
 /* infer's notes for record, kept in ctx->priv. */

@@ -1,11 +1,11 @@
 /* The row-reduction engine (see reduce_engine.h). Shader: reduce.comp. */
-#include "reduce_engine.h"
+#include "ops/reduce_engine.h"
 
 #include <string.h>
 
-#include "../../shaders/reduce_codes.h"
-#include "../gpu/device.h"
 #include "dtype.h"
+#include "gpu/device.h"
+#include "reduce_codes.h"
 #include "status.h"
 
 /* Elements one invocation folds serially per pass before the tree: small,

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "op.h"
+#include "ops/op.h"
 
 /* The logical permutation of an input: kept dims, then reduced dims,
  * coalesced where the tensor is contiguous across them. */

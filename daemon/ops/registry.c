@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../gpu/device.h"
 #include "dtype.h"
-#include "op.h"
+#include "gpu/device.h"
+#include "ops/op.h"
 #include "status.h"
 
 static const struct op_def *const families[] = {

@@ -1,5 +1,5 @@
 /* libFuzzer harness for the daemon's request handling past the wire: method
- * dispatch, parameter validation (daemon/params.c), every method handler
+ * dispatch, parameter validation (daemon/serve/params.c), every method handler
  * (tensor.*, op.run, graph.run with its graph parsing, train.step, train.run
  * with its option parsing), op attribute parsing and shape inference, and the
  * recording of each op's dispatches, on a stand-in device (gpu_stub.c) that
@@ -7,7 +7,7 @@
  *
  * The input is a stream of msgpack-RPC messages, served in order against one
  * daemon state (so a put can feed a later op.run). It is cut and decoded
- * exactly as daemon/conn.c does. Requests with an even msgid come from uid
+ * exactly as daemon/serve/conn.c does. Requests with an even msgid come from uid
  * 1000, odd ones from uid 1001 (in group 100), so ownership and group access
  * checks are reached as well.
  *
@@ -26,25 +26,26 @@
 #include <syslog.h>
 #include <time.h>
 
+#include "base/clock.h"
+#include "devices.h"
 #include "fuzz.h"
 #include "fuzz_gpu.h"
-#include "devices.h"
 
-#include "conn.h"
+#include "base/log.h"
+#include "base/loop.h"
 #include "daemon.h"
-#include "kernel.h"
-#include "log.h"
-#include "loop.h"
-#include "model.h"
+#include "kernels/kernel.h"
 #include "methods.h"
 #include "pack.h"
-#include "request.h"
 #include "rpc.h"
 #include "scan.h"
-#include "server.h"
+#include "serve/conn.h"
+#include "serve/request.h"
+#include "serve/server.h"
 #include "status.h"
-#include "store.h"
-#include "train.h"
+#include "store/model.h"
+#include "store/store.h"
+#include "train/train.h"
 
 #define CHECK(cond)                                                                 \
 	do {                                                                        \
@@ -62,14 +63,6 @@ static bool trace;
 #define HEAP_BYTES ((uint64_t)8 << 20)
 
 /* ---- what the handlers need from the parts of the daemon left out ---- */
-
-int64_t daemon_now_ns(int clock)
-{
-	struct timespec ts;
-
-	clock_gettime(clock, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 void conn_kick(struct conn *c)
 {
@@ -232,7 +225,7 @@ static bool serve(struct conn *c, const uint8_t *p, size_t n)
 		else
 			CHECK(check_output(c, m.msgid) == 1);
 	} else if (m.type == TDP_MSG_NOTIFY) {
-		/* ignored, as daemon/conn.c does: no answer, the stream goes on */
+		/* ignored, as daemon/serve/conn.c does: no answer, the stream goes on */
 		CHECK(tdp_buf_len(&c->out) == 0);
 	} else {
 		go_on = false;

@@ -1,6 +1,6 @@
 /* libFuzzer harness for the wire reader shared by daemon and client
  * (proto/scan.c, proto/rpc.c): the input is a byte stream as a peer would
- * send it, read the way daemon/conn.c reads it.
+ * send it, read the way daemon/serve/conn.c reads it.
  *
  * Besides "no crash, no leak, no undefined behaviour" it checks properties:
  * - Resumability: feeding the stream in pieces (every byte for short inputs,

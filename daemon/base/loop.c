@@ -1,0 +1,129 @@
+#include "base/loop.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+struct loop {
+	int epfd;
+	bool quit;
+	struct {
+		void (*fn)(void *data);
+		void *data;
+	} after[LOOP_MAX_AFTER];
+	bool (*idle)(void *data);
+	void *idle_data;
+	bool idle_pending;
+};
+
+struct loop *loop_new(void)
+{
+	struct loop *l = calloc(1, sizeof(*l));
+
+	if (!l)
+		return NULL;
+	l->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (l->epfd < 0) {
+		free(l);
+		return NULL;
+	}
+	return l;
+}
+
+void loop_free(struct loop *l)
+{
+	if (!l)
+		return;
+	close(l->epfd);
+	free(l);
+}
+
+int loop_add(struct loop *l, struct loop_source *src, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = src };
+
+	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, src->fd, &ev) < 0)
+		return -errno;
+	src->events = events;
+	return 0;
+}
+
+int loop_modify(struct loop *l, struct loop_source *src, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = src };
+
+	if (src->events == events)
+		return 0;
+	if (epoll_ctl(l->epfd, EPOLL_CTL_MOD, src->fd, &ev) < 0)
+		return -errno;
+	src->events = events;
+	return 0;
+}
+
+void loop_remove(struct loop *l, struct loop_source *src)
+{
+	epoll_ctl(l->epfd, EPOLL_CTL_DEL, src->fd, NULL);
+}
+
+int loop_add_after(struct loop *l, void (*after)(void *data), void *data)
+{
+	for (unsigned i = 0; i < LOOP_MAX_AFTER; i++) {
+		if (!l->after[i].fn) {
+			l->after[i].fn = after;
+			l->after[i].data = data;
+			return 0;
+		}
+	}
+	return -ENOSPC;
+}
+
+void loop_remove_after(struct loop *l, void (*after)(void *data), void *data)
+{
+	for (unsigned i = 0; i < LOOP_MAX_AFTER; i++)
+		if (l->after[i].fn == after && l->after[i].data == data)
+			l->after[i].fn = NULL;
+}
+
+void loop_set_idle(struct loop *l, bool (*idle)(void *data), void *data)
+{
+	l->idle = idle;
+	l->idle_data = data;
+}
+
+void loop_wake_idle(struct loop *l)
+{
+	l->idle_pending = true;
+}
+
+int loop_run(struct loop *l)
+{
+	struct epoll_event evs[64];
+
+	l->quit = false;
+	while (!l->quit) {
+		int n = epoll_wait(l->epfd, evs, 64, l->idle && l->idle_pending ? 0 : -1);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		for (int i = 0; i < n; i++) {
+			struct loop_source *src = evs[i].data.ptr;
+
+			src->fn(src->data, evs[i].events);
+		}
+		if (l->idle && l->idle_pending)
+			l->idle_pending = l->idle(l->idle_data);
+		for (unsigned i = 0; i < LOOP_MAX_AFTER; i++)
+			if (l->after[i].fn)
+				l->after[i].fn(l->after[i].data);
+	}
+	return 0;
+}
+
+void loop_quit(struct loop *l)
+{
+	l->quit = true;
+}

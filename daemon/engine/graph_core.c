@@ -1,0 +1,593 @@
+#include "engine/graph_core.h"
+#include "engine/graph_fuse.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/clock.h"
+#include "daemon.h"
+#include "devices.h"
+#include "dtype.h"
+#include "engine/kernel_node.h"
+#include "errorf.h"
+#include "gpu/device.h"
+#include "gpu/recorder.h"
+#include "gpu/transfer.h"
+#include "methods/tensor_meta.h"
+#include "mode.h"
+#include "name.h"
+#include "ops/op.h"
+#include "pack.h"
+#include "rpc.h"
+#include "serve/params.h"
+#include "status.h"
+#include "store/lookup.h"
+#include "store/names.h"
+#include "store/store.h"
+#include <stdio.h>
+
+
+/* Report a node's failure with its position, id and op. */
+int graph_node_fail(struct graph *gr, unsigned i, int code, const char *what)
+{
+	struct node *nd = &gr->nodes[i];
+	const char *op = nd->ctx.def ? nd->ctx.def->name : "?";
+
+	if (gr->n == 1 && !nd->id[0])
+		return request_fail(gr->req, code, "%s: %s", op, what);
+	if (i < gr->base)
+		return request_fail(gr->req, code, "feeding '%s': %s", nd->id, what);
+	return request_fail(gr->req, code, "node %u%s%s%s (%s): %s", i - gr->base, nd->id[0] ? " '" : "",
+			    nd->id, nd->id[0] ? "'" : "", op, what);
+}
+
+/* Check named outputs: valid, distinct, ours to replace, within the tensor
+ * limit and the owners' quotas. */
+int graph_check_outputs(struct graph *gr)
+{
+	struct request *req = gr->req;
+	struct lookup_output *outs;
+	uint64_t count, bytes, fresh = 0;
+	size_t nout = 0;
+	int r;
+
+	outs = calloc(gr->n ? gr->n : 1, sizeof(*outs));
+	if (!outs)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	for (unsigned i = 0; i < gr->n; i++) {
+		struct node *nd = &gr->nodes[i];
+		char why[TDP_MAX_ERROR_MESSAGE];
+		struct tensor *old;
+		int code;
+
+		if (!nd->has_out)
+			continue;
+		for (unsigned j = 0; j < i; j++)
+			if (gr->nodes[j].has_out && !strcmp(gr->nodes[j].out_name, nd->out_name)) {
+				free(outs);
+				return graph_node_fail(gr, i, TDP_INVALID_ARGUMENT, "two nodes store the same name");
+			}
+		if (nd->out_like) {
+			struct tensor base = { .owner = nd->like_owner };
+
+			code = lookup_derived_why(req, "out", nd->out_name, &base, ACCESS_WRITE, &old, why,
+						  sizeof(why));
+		} else {
+			code = lookup_tensor_why(req, "out", nd->out_name, ACCESS_WRITE, &old, why, sizeof(why));
+		}
+		if (code == TDP_PERMISSION_DENIED || code == TDP_FAILED_PRECONDITION) {
+			free(outs);
+			return graph_node_fail(gr, i, code, why);
+		}
+		fresh += code == TDP_NOT_FOUND;
+		outs[nout++] = (struct lookup_output){ .name = nd->out_name, .bytes = nd->ctx.out.bytes };
+	}
+	store_totals(req->d->store, &count, &bytes);
+	if (count + fresh > req->d->cfg.max_tensors) {
+		free(outs);
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "storing the outputs would pass %llu tensors "
+				    "(max_tensors)", (unsigned long long)req->d->cfg.max_tensors);
+	}
+	r = lookup_check_quota(req, outs, nout);
+	free(outs);
+	return r;
+}
+
+static int device_fail(struct graph *gr, int r)
+{
+	if (r == -ENODEV)
+		return request_fail(gr->req, TDP_DEVICE_LOST, "the GPU was lost");
+	return request_fail(gr->req, TDP_INTERNAL, "the GPU submission failed (%s)", strerror(-r));
+}
+
+int graph_place_node(struct graph *gr, unsigned i, int want)
+{
+	struct node *nd = &gr->nodes[i];
+	const struct daemon *d = gr->req->d;
+	int have = -1;
+	unsigned first = 0;
+
+	for (unsigned k = 0; k < nd->ctx.ninputs; k++) {
+		int dev = nd->src[k] >= 0 ? (int)gr->nodes[nd->src[k]].device :
+			  nd->stored[k] ? (int)nd->stored[k]->device : -1;
+
+		if (dev < 0)
+			continue;
+		if (have >= 0 && dev != have)
+			return op_fail(&nd->ctx, TDP_FAILED_PRECONDITION,
+				       "input %u is on device %d but input %u on device %d; an op's "
+				       "inputs must be on one device (move one with tensor.copy)",
+				       first, have, k, dev);
+		if (have < 0)
+			first = k;
+		have = dev;
+	}
+	if (want >= 0 && have >= 0 && want != have)
+		return op_fail(&nd->ctx, TDP_FAILED_PRECONDITION,
+			       "input %u is on device %d, not on device %d where the node is to run "
+			       "(move it with tensor.copy)", first, have, want);
+	if (have < 0)
+		have = want;
+	/* A node that nothing places (no inputs, no device: a constant) runs
+	 * where the graph's first placed node runs, else on device 0. */
+	if (have < 0)
+		have = gr->default_set ? (int)gr->default_device : gr->replica ? (int)gr->replica->device : 0;
+	if (!gr->default_set) {
+		gr->default_device = (uint32_t)have;
+		gr->default_set = true;
+	}
+	nd->device = (uint32_t)have;
+	nd->ctx.g = d->gpus[have];
+	return 0;
+}
+
+struct tensor *graph_stored(const struct graph *gr, struct tensor *t)
+{
+	if (!gr->replica)
+		return t;
+	for (unsigned k = 0; k < gr->replica->n; k++)
+		if (!strcmp(gr->replica->tensors[k]->name, t->name))
+			return gr->replica->tensors[k];
+	return NULL;
+}
+
+/* Give node `i` its result memory (or none: a view, a fused intermediate). */
+static int alloc_result(struct graph *gr, unsigned i)
+{
+	struct node *nd = &gr->nodes[i];
+	struct gpu_device *g = nd->ctx.g;
+	char what[200];
+	int r;
+
+	/* Inputs made by earlier nodes had no memory when they were resolved. */
+	for (unsigned k = 0; k < nd->ctx.ninputs; k++)
+		if (nd->src[k] >= 0)
+			nd->ctx.in[k].alloc = gr->nodes[nd->src[k]].result;
+	if (nd->fused_internal) {
+		nd->result = NULL;
+	} else if (nd->ctx.view && !nd->has_out) {
+		nd->result = nd->ctx.in[0].alloc;
+		nd->aliased = true;
+	} else {
+		r = gpu_memory_alloc(g, nd->ctx.out.bytes, &nd->alloc);
+		if (r < 0) {
+			if (r == -EFBIG)
+				snprintf(what, sizeof(what), "the result's %llu bytes are more than device %u "
+					 "allocates at once (%llu)", (unsigned long long)nd->ctx.out.bytes, g->id,
+					 (unsigned long long)gpu_memory_largest(&g->mem));
+			else
+				snprintf(what, sizeof(what), "out of device memory on device %u for the result's %llu "
+					 "bytes (%llu of %llu taken)", g->id, (unsigned long long)nd->ctx.out.bytes,
+					 (unsigned long long)g->mem.reserved, (unsigned long long)g->mem.limit);
+			return graph_node_fail(gr, i, TDP_RESOURCE_EXHAUSTED, what);
+		}
+		nd->result = &nd->alloc;
+	}
+	nd->ctx.out.alloc = nd->result;
+	return 0;
+}
+
+/* The recording for device `id`, begun on first use. */
+static struct gpu_recorder *recorder(struct graph *gr, uint32_t id, int *ret_err)
+{
+	const struct daemon *d = gr->req->d;
+
+	if (!gr->recs) {
+		gr->recs = calloc(d->ngpus, sizeof(*gr->recs));
+		if (!gr->recs) {
+			*ret_err = -ENOMEM;
+			return NULL;
+		}
+		gr->nrecs = d->ngpus;
+	}
+	if (!gr->recs[id].g) {
+		int r = gpu_rec_begin(&gr->recs[id], d->gpus[id]);
+
+		if (r < 0) {
+			gr->recs[id].g = NULL;
+			*ret_err = r;
+			return NULL;
+		}
+		/* A graph with a custom kernel runs under kernel_timeout. */
+		gr->recs[id].timeout_ns = kernel_node_timeout_ns(gr);
+	}
+	return &gr->recs[id];
+}
+
+/* Abandon every recording not yet submitted; forget them all. */
+static void abort_recordings(struct graph *gr)
+{
+	for (uint32_t id = 0; id < gr->nrecs; id++)
+		if (gr->recs[id].g && gr->recs[id].cb) {
+			gpu_rec_abort(&gr->recs[id]);
+			gr->recs[id].g = NULL;
+		}
+}
+
+/* Record the host copies `c` (`n`) of a part on device `id`. */
+static int record_copies(struct graph *gr, uint32_t id, const struct graph_copy *c, unsigned n,
+			 bool to_device)
+{
+	struct gpu_recorder *rec;
+	int r = 0;
+
+	if (!n)
+		return 0;
+	rec = recorder(gr, id, &r);
+	if (!rec)
+		return r;
+	for (unsigned k = 0; k < n; k++)
+		gpu_rec_host_copy(rec, c[k].node >= 0 ? gr->nodes[c[k].node].result : c[k].alloc, c[k].host,
+				  c[k].offset, to_device);
+	return 0;
+}
+
+int graph_submit_part(struct graph *gr, unsigned first, unsigned last)
+{
+	const struct graph_copy *before = gr->copies_before, *after = gr->copies_after;
+	unsigned nbefore = gr->ncopies_before, nafter = gr->ncopies_after;
+	int r = 0;
+
+	gr->copies_before = gr->copies_after = NULL;
+	gr->ncopies_before = gr->ncopies_after = 0;
+	if (gr->fuse && first == 0 && graph_fuse_plan(gr) < 0)
+		return request_fail(gr->req, TDP_INTERNAL, "out of memory");
+	for (unsigned i = first; i < last; i++)
+		if (alloc_result(gr, i) < 0)
+			return -1;
+	if (first < last && (r = record_copies(gr, gr->nodes[first].device, before, nbefore, true)) < 0) {
+		abort_recordings(gr);
+		return device_fail(gr, r);
+	}
+	for (unsigned i = first; i < last; i++) {
+		struct node *nd = &gr->nodes[i];
+		struct gpu_recorder *rec;
+
+		if (nd->ctx.out.count == 0 || nd->aliased)
+			continue;
+		rec = recorder(gr, nd->device, &r);
+		if (!rec) {
+			abort_recordings(gr);
+			return device_fail(gr, r);
+		}
+		if (nd->fused ? graph_fuse_record(gr, i, rec) < 0 : nd->ctx.def->record(&nd->ctx, rec) < 0) {
+			abort_recordings(gr);
+			return graph_node_fail(gr, i, nd->ctx.code, nd->ctx.message);
+		}
+	}
+	if (first < last && (r = record_copies(gr, gr->nodes[first].device, after, nafter, false)) < 0) {
+		abort_recordings(gr);
+		return device_fail(gr, r);
+	}
+	/* Every device's part is submitted before any is waited for: they run at once. */
+	for (uint32_t id = 0; id < gr->nrecs; id++) {
+		struct gpu_recorder *rec = &gr->recs[id];
+
+		if (!rec->g || !rec->cb)
+			continue;
+		r = gpu_rec_submit(rec);
+		rec->cb = VK_NULL_HANDLE; /* submitted (or ended): only a wait is left */
+		if (r < 0) {
+			rec->g = NULL;
+			abort_recordings(gr);
+			graph_wait(gr);
+			return device_fail(gr, r);
+		}
+	}
+	return 0;
+}
+
+int graph_wait(struct graph *gr)
+{
+	int err = 0;
+
+	for (uint32_t id = 0; id < gr->nrecs; id++) {
+		struct gpu_recorder *rec = &gr->recs[id];
+		int r;
+
+		if (!rec->g || rec->cb)
+			continue;
+		r = gpu_rec_wait(rec);
+		if (r < 0 && !err)
+			err = r;
+		if (r == 0)
+			gr->gpu_ns += rec->g->cmd[0].gpu_ns;
+		gr->dispatches += rec->dispatches;
+		rec->g = NULL;
+	}
+	/* request_timeout bounds every submission; kernel_timeout may be lower. */
+	if (err == -ETIMEDOUT && !kernel_node_timeout_ns(gr))
+		return request_fail(gr->req, TDP_DEADLINE_EXCEEDED, "the graph ran past request_timeout "
+				    "(%.1f s); the GPU is now marked lost and will be re-created",
+				    (double)gr->req->d->cfg.request_timeout_ms / 1e3);
+	if (err == -ETIMEDOUT)
+		return kernel_node_timeout_fail(gr);
+	return err < 0 ? device_fail(gr, err) : 0;
+}
+
+int graph_execute(struct graph *gr)
+{
+	if (graph_submit_part(gr, 0, gr->n) < 0)
+		return -1;
+	return graph_wait(gr);
+}
+
+/* Move node `i`'s result into the store under its out name. */
+struct tensor *graph_commit(struct graph *gr, unsigned i)
+{
+	struct node *nd = &gr->nodes[i];
+	struct request *req = gr->req;
+	struct tensor *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->name_len = strlen(nd->out_name);
+	memcpy(t->name, nd->out_name, t->name_len + 1);
+	t->dtype = nd->ctx.out.dtype;
+	t->rank = nd->ctx.out.rank;
+	memcpy(t->shape, nd->ctx.out.shape, sizeof(t->shape));
+	t->count = nd->ctx.out.count;
+	t->bytes = nd->ctx.out.bytes;
+	/* For a new name (a replacement keeps the old owner, group and mode):
+	 * its namespace's owner, or for a derived tensor made by someone else
+	 * the owner, group and mode of what it derives from. */
+	names_new_owner(&req->cred, t->name, &t->owner, &t->group);
+	t->mode = TDP_MODE_PRIVATE;
+	if (nd->out_like && nd->like_owner != req->cred.uid) {
+		t->owner = nd->like_owner;
+		t->group = nd->like_group;
+		t->mode = nd->like_mode;
+	}
+	t->device = nd->device;
+	t->created_ns = t->modified_ns = daemon_now_ns(CLOCK_REALTIME);
+	t->alloc = nd->alloc;
+	nd->alloc = (struct gpu_alloc){ 0 };
+	/* Room and quota were checked before running (graph_check_outputs). */
+	if (store_put(req->d->store, t) < 0) {
+		nd->alloc = t->alloc;
+		free(t);
+		return NULL;
+	}
+	return t;
+}
+
+/* {dtype, shape, bytes, data} of node `i`'s result, data read from the GPU
+ * straight into the response. */
+int graph_write_inline(struct graph *gr, unsigned i)
+{
+	return graph_write_inline_map(gr, i, 0);
+}
+
+int graph_write_inline_map(struct graph *gr, unsigned i, unsigned extra)
+{
+	const struct op_tensor *t = &gr->nodes[i].ctx.out;
+	msgpack_packer *pk = gr->req->pk;
+	int fail = msgpack_pack_map(pk, 4 + extra) ||
+		   tdp_pack_cstr(pk, "dtype") || tdp_pack_cstr(pk, tdp_dtype_name(t->dtype)) ||
+		   tdp_pack_cstr(pk, "shape") || msgpack_pack_array(pk, t->rank);
+	void *dst;
+	int r;
+
+	for (unsigned d = 0; !fail && d < t->rank; d++)
+		fail = msgpack_pack_uint64(pk, t->shape[d]);
+	if (fail || tdp_pack_cstr(pk, "bytes") || msgpack_pack_uint64(pk, t->bytes) ||
+	    tdp_pack_cstr(pk, "data") || msgpack_pack_bin(pk, t->bytes))
+		return request_fail(gr->req, TDP_INTERNAL, "out of memory");
+	dst = tdp_buf_extend(gr->req->out, t->bytes);
+	if (!dst)
+		return request_fail(gr->req, TDP_RESOURCE_EXHAUSTED, "out of host memory for the result");
+	r = gpu_download(gr->nodes[i].ctx.g, gr->nodes[i].result, dst);
+	if (r < 0)
+		return device_fail(gr, r);
+	return 0;
+}
+
+void graph_free(struct graph *gr)
+{
+	/* Work still running reads and writes the memory freed below. */
+	if (gr->recs) {
+		abort_recordings(gr);
+		for (uint32_t id = 0; id < gr->nrecs; id++)
+			if (gr->recs[id].g)
+				gpu_rec_wait(&gr->recs[id]);
+	}
+	free(gr->recs);
+	gr->recs = NULL;
+	for (unsigned i = 0; gr->nodes && i < gr->n; i++) {
+		struct op_scratch *s = &gr->nodes[i].ctx.scratch;
+		struct gpu_device *g = gr->nodes[i].ctx.g;
+
+		if (!g)
+			continue;
+		gpu_memory_free(g, &gr->nodes[i].alloc);
+		for (unsigned k = 0; k < s->n; k++)
+			gpu_memory_free(g, &s->allocs[k]);
+	}
+	free(gr->nodes);
+	graph_fuse_free(gr);
+}
+
+int graph_alloc_nodes(struct graph *gr, uint32_t n)
+{
+	struct node *p;
+
+	if (n == 0 || gr->n + n > GRAPH_MAX_NODES)
+		return request_fail(gr->req, TDP_INVALID_ARGUMENT, "a graph has 1 to %d nodes, not %u",
+				    GRAPH_MAX_NODES, gr->n + n);
+	if (gr->n + n > gr->cap) {
+		p = realloc(gr->nodes, (gr->n + n) * sizeof(*p));
+		if (!p)
+			return request_fail(gr->req, TDP_INTERNAL, "out of memory");
+		memset(p + gr->cap, 0, (gr->n + n - gr->cap) * sizeof(*p));
+		gr->nodes = p;
+		gr->cap = gr->n + n;
+	}
+	gr->n += n;
+	return 0;
+}
+
+int graph_infer_node(struct graph *gr, unsigned i)
+{
+	struct op_ctx *ctx = &gr->nodes[i].ctx;
+	uint64_t max = gr->req->d->cfg.max_tensor_bytes;
+
+	if (ctx->ninputs < ctx->def->min_inputs || ctx->ninputs > ctx->def->max_inputs) {
+		if (ctx->def->min_inputs == ctx->def->max_inputs)
+			return op_fail(ctx, TDP_INVALID_ARGUMENT, "takes %u inputs, got %u",
+				       ctx->def->min_inputs, ctx->ninputs);
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "takes %u to %u inputs, got %u",
+			       ctx->def->min_inputs, ctx->def->max_inputs, ctx->ninputs);
+	}
+	for (unsigned k = 0; ctx->def->attrs && ctx->def->attrs[k].name; k++)
+		if (ctx->def->attrs[k].required && !ctx->attr[k].set)
+			return op_fail(ctx, TDP_INVALID_ARGUMENT, "missing attr '%s'", ctx->def->attrs[k].name);
+	if (ctx->def->infer(ctx) < 0)
+		return -1;
+	if (op_tensor_sizes(&ctx->out) < 0 || ctx->out.bytes > max)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "the result is larger than the limit of %llu bytes",
+			       (unsigned long long)max);
+	return 0;
+}
+
+struct op_tensor graph_stored_input(struct tensor *t)
+{
+	struct op_tensor v = {
+		.dtype = t->dtype, .rank = t->rank, .count = t->count, .bytes = t->bytes,
+		.alloc = &t->alloc,
+	};
+
+	memcpy(v.shape, t->shape, sizeof(t->shape));
+	return v;
+}
+
+int graph_append(struct graph *gr, const struct op_def *def, const int *src,
+		 struct tensor *const *stored, unsigned n, const struct op_attr_value *attrs)
+{
+	struct node *nd;
+	unsigned i = gr->n;
+
+	if (gr->n == gr->cap) {
+		unsigned cap = gr->cap ? 2 * gr->cap : 64;
+		struct node *p;
+
+		if (cap > GRAPH_MAX_NODES)
+			cap = GRAPH_MAX_NODES;
+		if (gr->n == cap)
+			return -1;
+		p = realloc(gr->nodes, cap * sizeof(*p));
+		if (!p)
+			return -1;
+		memset(p + gr->cap, 0, (cap - gr->cap) * sizeof(*p));
+		gr->nodes = p;
+		gr->cap = cap;
+	}
+	gr->n++;
+	nd = &gr->nodes[i];
+	nd->ctx.def = def;
+	nd->ctx.ninputs = n;
+	if (n > OP_MAX_INPUTS) {
+		op_fail(&nd->ctx, TDP_INTERNAL, "too many inputs");
+		return -1;
+	}
+	for (unsigned k = 0; k < n; k++) {
+		nd->src[k] = src[k];
+		nd->stored[k] = src[k] >= 0 ? NULL : graph_stored(gr, stored[k]);
+		if (src[k] < 0 && !nd->stored[k]) {
+			op_fail(&nd->ctx, TDP_INTERNAL, "'%s' has no replica", stored[k]->name);
+			return -1;
+		}
+		nd->ctx.in[k] = src[k] >= 0 ? gr->nodes[src[k]].ctx.out : graph_stored_input(nd->stored[k]);
+	}
+	if (graph_place_node(gr, i, -1) < 0)
+		return -1;
+	if (attrs)
+		memcpy(nd->ctx.attr, attrs, sizeof(nd->ctx.attr));
+	if (graph_infer_node(gr, i) < 0)
+		return -1;
+	return (int)i;
+}
+
+
+static bool set_attr(struct op_attr_value *v, enum op_attr_type type, const struct graph_attr *a)
+{
+	v->set = true;
+	switch (type) {
+	case ATTR_FLOAT:
+		v->f = a->f;
+		return true;
+	case ATTR_INT:
+		/* Casting a double outside int64 (or NaN) is undefined behaviour. */
+		if (!(a->f > -9.2e18 && a->f < 9.2e18))
+			return false;
+		v->f = a->f;
+		v->i = (int64_t)a->f;
+		return true;
+	case ATTR_BOOL:
+		v->i = a->b;
+		return true;
+	case ATTR_STR:
+		snprintf(v->s, sizeof(v->s), "%s", a->s ? a->s : "");
+		return true;
+	case ATTR_INTS:
+		if (a->nints > OP_MAX_INTS)
+			return false;
+		memcpy(v->ints, a->ints, a->nints * sizeof(*a->ints));
+		v->nints = a->nints;
+		return true;
+	}
+	return false;
+}
+
+int graph_emit(struct graph *gr, const char *op, const int *src, struct tensor *const *stored,
+	       unsigned n, const struct graph_attr *attrs, unsigned nattrs, char *why, size_t why_len)
+{
+	const struct op_def *def = op_find(op, strlen(op));
+	struct op_attr_value vals[OP_MAX_ATTRS];
+	int r;
+
+	if (!def)
+		return tdp_errorf(why, why_len, -1, "op '%s' is missing", op);
+	memset(vals, 0, sizeof(vals));
+	for (unsigned a = 0; a < nattrs; a++) {
+		unsigned k;
+
+		for (k = 0; def->attrs && def->attrs[k].name; k++)
+			if (!strcmp(def->attrs[k].name, attrs[a].name))
+				break;
+		if (!def->attrs || !def->attrs[k].name || !set_attr(&vals[k], def->attrs[k].type, &attrs[a]))
+			return tdp_errorf(why, why_len, -1, "op '%s' has no attr '%s'", op, attrs[a].name);
+	}
+	r = graph_append(gr, def, src, stored, n, vals);
+	if (r < 0) {
+		struct node *bad = &gr->nodes[gr->n - 1];
+		bool appended = gr->n > 0 && bad->ctx.def == def && bad->ctx.message[0];
+
+		tdp_errorf(why, why_len, -1, "%s", appended ? bad->ctx.message : "the graph is too large");
+		if (appended)
+			gr->n--; /* drop the half-built node */
+		return -1;
+	}
+	return r;
+}

@@ -1,0 +1,159 @@
+/* The graph engine shared by graph.run/op.run (graph.c, which parses requests)
+ * and training (which builds nodes itself): nodes, their resolution and
+ * inference, one-submission execution, and storing or returning results. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ops/op.h"
+#include "serve/request.h"
+#include "store/store.h"
+
+#define GRAPH_MAX_NODES 4096
+
+struct node {
+	char id[TDP_MAX_NAME_LEN + 1];   /* "" for op.run's single node */
+	char out_name[TDP_MAX_NAME_LEN + 1];
+	bool has_out;                    /* store the result under out_name */
+	/* A derived out (optimizer state, .grad: docs/security.md): created, if
+	 * new, in the namespace of and owned by like_owner, whoever runs the
+	 * step; an existing one must belong to like_owner. */
+	bool out_like;
+	uint32_t like_owner, like_group, like_mode;
+	bool inline_out;                 /* return the result's data */
+	struct op_ctx ctx;
+	int src[OP_MAX_INPUTS];          /* producing node of each input, -1: stored */
+	struct tensor *stored[OP_MAX_INPUTS]; /* the stored tensor of inputs with src -1 */
+	struct gpu_alloc alloc;          /* the result's own memory */
+	struct gpu_alloc *result;        /* &alloc, or input 0's memory for a view */
+	bool aliased;                    /* a view sharing input 0's memory */
+	bool keep;                       /* the caller reads `result` after graph_execute */
+	unsigned fused;                  /* 1 + the fused kernel computing it; 0: its own */
+	bool fused_internal;             /* fused and read only inside that kernel: no memory */
+	uint32_t device;                 /* the device it runs on (ctx.g's id) */
+};
+
+struct fuse_kernel;
+struct gpu_recorder;
+struct graph_replica;
+
+struct graph {
+	struct request *req;
+	struct node *nodes;
+	unsigned n;                      /* nodes in use */
+	unsigned cap;                    /* nodes allocated */
+	unsigned base;                   /* nodes the daemon put before the client's */
+	uint64_t gpu_ns;                 /* device time of its submissions (timestamps) */
+	uint64_t dispatches;             /* kernels recorded */
+	bool fuse;                       /* fuse elementwise chains (graph_fuse.c) */
+	struct fuse_kernel *kernels;     /* the fused kernels graph_fuse_plan made */
+	unsigned nkernels;
+	bool default_set;                /* default_device chosen (graph_place_node) */
+	uint32_t default_device;         /* for nodes nothing else places */
+	const struct graph_replica *replica; /* data-parallel replica: stored tensors swapped */
+	struct gpu_recorder *recs;       /* per device id: the recordings submitted, not waited */
+	uint32_t nrecs;
+	/* Copies to and from a host buffer that the next graph_submit_part
+	 * records before its first node and after its last (data parallel,
+	 * one device); it clears them. */
+	const struct graph_copy *copies_before, *copies_after;
+	unsigned ncopies_before, ncopies_after;
+};
+
+/* A copy between node `node`'s result (or `alloc` when node < 0) and the
+ * host-visible buffer `host` of the graph's device at `offset`. */
+struct graph_copy {
+	int node;
+	const struct gpu_alloc *alloc;
+	VkBuffer host;
+	uint64_t offset;
+};
+
+/* A data-parallel replica (train_parallel.c): the graph runs on `device`
+ * with `tensors[k]` (that device's copies, not in the store) wherever the
+ * client named the stored tensor of the same name. */
+struct graph_replica {
+	uint32_t device;
+	struct tensor **tensors;
+	unsigned n;
+};
+
+/* A named attribute value for graph_emit (the op's spec decides which field
+ * is read: f for numbers, b for booleans, s for strings, ints for lists). */
+struct graph_attr {
+	const char *name;
+	double f;
+	const int64_t *ints;
+	unsigned nints;
+	const char *s;
+	bool b;
+};
+
+/* Report node `i`'s failure with its position, id and op through the request.
+ * Returns -1. */
+int graph_node_fail(struct graph *gr, unsigned i, int code, const char *what);
+
+/* Append `n` zeroed nodes (up to GRAPH_MAX_NODES in all). */
+int graph_alloc_nodes(struct graph *gr, uint32_t n);
+
+/* Append one node: op `def`, inputs given per k as an earlier node's index
+ * (src[k] >= 0) or a stored tensor (src[k] < 0, stored[k]), attributes in
+ * the order of def->attrs (NULL: none). Checks arity and runs the op's
+ * inference. Returns the node index, or -1 with ctx.code/message set on the
+ * new node (which the caller reports with graph_node_fail). */
+int graph_append(struct graph *gr, const struct op_def *def, const int *src,
+		 struct tensor *const *stored, unsigned n, const struct op_attr_value *attrs);
+
+/* An op input describing stored tensor `t` (its memory, shape and dtype). */
+struct op_tensor graph_stored_input(struct tensor *t);
+
+/* graph_append by op name with named attributes. Returns the node index, or
+ * -1 with a reason in `why` (`why_len` bytes). */
+int graph_emit(struct graph *gr, const char *op, const int *src, struct tensor *const *stored,
+	       unsigned n, const struct graph_attr *attrs, unsigned nattrs, char *why, size_t why_len);
+
+/* Run inference on a node whose def, inputs and attrs are set; checks arity
+ * and the result size limit. Returns 0 or -1 with ctx.code/message set. */
+int graph_infer_node(struct graph *gr, unsigned i);
+
+/* Check named outputs: valid, distinct, ours to replace, within the tensor limit. */
+int graph_check_outputs(struct graph *gr);
+
+/* Place node `i` (inputs resolved) on a device: `want` (a device id, -1 for
+ * none), else its inputs' device, else the graph's default device; sets
+ * nd->device and nd->ctx.g. Inputs on different devices, or not on `want`,
+ * fail with FAILED_PRECONDITION. Returns 0 or -1 with ctx.code/message set. */
+int graph_place_node(struct graph *gr, unsigned i, int want);
+
+/* The tensor a node reads for stored tensor `t`: `t`, or in a replica's
+ * graph its copy on the replica's device (NULL when it has none). */
+struct tensor *graph_stored(const struct graph *gr, struct tensor *t);
+
+/* Allocate the results of nodes [first, last), record them into one command
+ * buffer per device and submit those without waiting (graph_wait). Nodes
+ * before `first` must have run. Returns 0 or request_fail(). */
+int graph_submit_part(struct graph *gr, unsigned first, unsigned last);
+
+/* Wait for what graph_submit_part submitted. Returns 0 or request_fail(). */
+int graph_wait(struct graph *gr);
+
+/* Allocate every result, record every node into one command buffer per
+ * device, submit them all and wait. With `fuse` set, chains of elementwise nodes run as fused
+ * kernels first (graph_fuse.c); their intermediates then have no memory
+ * (`result` NULL) unless stored, returned inline, marked `keep` or read by a
+ * node outside the chain. Returns 0 or request_fail(). */
+int graph_execute(struct graph *gr);
+
+/* Move node `i`'s result into the store under its out name; NULL on ENOMEM. */
+struct tensor *graph_commit(struct graph *gr, unsigned i);
+
+/* Write {dtype, shape, bytes, data} of node `i`'s result into the response. */
+int graph_write_inline(struct graph *gr, unsigned i);
+
+/* As graph_write_inline, with room for `extra` more entries the caller packs
+ * after it into the same map. */
+int graph_write_inline_map(struct graph *gr, unsigned i, unsigned extra);
+
+/* Free every result that was not committed, and the nodes. */
+void graph_free(struct graph *gr);

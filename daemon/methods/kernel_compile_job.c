@@ -1,0 +1,205 @@
+#include "methods/kernel_compile_job.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/loop.h"
+#include "base/metrics.h"
+#include "daemon.h"
+#include "kernels/glsl_compile.h"
+#include "rpc.h"
+#include "serve/conn.h"
+#include "status.h"
+
+struct compile_job {
+	struct conn_deferred def;     /* conn->deferred while it compiles */
+	struct loop_source out_src;   /* the child's answer */
+	struct loop_source timer_src; /* the time limit */
+	struct glsl_job *gj;          /* NULL once finished or cancelled */
+	struct conn *c;               /* NULL once the client went away */
+	struct request req;           /* msgid, peer, where the answer goes */
+	msgpack_packer pk;
+	struct kernel_spec ks;
+	struct compile_job *next;     /* on the retired list */
+};
+
+/* Jobs done with, freed after the batch of loop events they ended in
+ * (another event of the batch may still point at them). */
+static struct compile_job *retired;
+static bool hook_added;
+
+static void free_retired(void *data)
+{
+	(void)data;
+	kernel_compile_jobs_free();
+}
+
+void kernel_compile_jobs_free(void)
+{
+	while (retired) {
+		struct compile_job *j = retired;
+
+		retired = j->next;
+		free(j);
+	}
+}
+
+/* Stop watching the child and its clock; the job stays until the batch
+ * ends. */
+static void retire(struct compile_job *j)
+{
+	struct loop *l = j->req.d->loop;
+
+	if (j->out_src.fd >= 0)
+		loop_remove(l, &j->out_src);   /* the fd itself is the glsl_job's */
+	if (j->timer_src.fd >= 0) {
+		loop_remove(l, &j->timer_src);
+		close(j->timer_src.fd);
+	}
+	j->out_src.fd = j->timer_src.fd = -1;
+	j->next = retired;
+	retired = j;
+}
+
+/* The answer: the kernel, or the error (whatever was written before it is
+ * dropped, as request_dispatch does). */
+static void answer(struct compile_job *j, bool timed_out)
+{
+	char why[TDP_MAX_ERROR_MESSAGE - 64];
+	uint32_t *words = NULL;
+	size_t nwords = 0, mark;
+	int r;
+
+	r = glsl_job_finish(j->gj, timed_out, &words, &nwords, why, sizeof(why));
+	j->gj = NULL;
+	if (!j->c) {
+		free(words);
+		return;
+	}
+	mark = tdp_buf_len(&j->c->out);
+	r = kernel_create_compiled(&j->req, &j->ks, r, words, nwords, why);
+	if (r < 0) {
+		j->c->out.end = j->c->out.start + mark;
+		j->req.d->requests_failed++;
+		metrics_request_error(&j->req.d->metrics, j->req.slot);
+		log_debug("msgid %u: %s", j->req.msgid, j->req.message);
+		if (tdp_write_error(&j->pk, j->req.msgid, j->req.code, j->req.message) < 0)
+			j->c->out.end = j->c->out.start + mark;
+	}
+	j->c->deferred = NULL;
+	conn_kick(j->c);
+}
+
+static void on_output(void *data, uint32_t events)
+{
+	struct compile_job *j = data;
+	int r;
+
+	(void)events;
+	if (!j->gj)
+		return;
+	r = glsl_job_read(j->gj);
+	if (r == 0)
+		return;
+	if (r < 0) {            /* out of memory for its answer */
+		glsl_job_cancel(j->gj);
+		j->gj = NULL;
+		if (j->c) {
+			request_fail(&j->req, TDP_RESOURCE_EXHAUSTED, "out of memory");
+			tdp_write_error(&j->pk, j->req.msgid, j->req.code, j->req.message);
+			j->c->deferred = NULL;
+			conn_kick(j->c);
+		}
+	} else {
+		answer(j, false);
+	}
+	retire(j);
+}
+
+static void on_timer(void *data, uint32_t events)
+{
+	struct compile_job *j = data;
+
+	(void)events;
+	if (!j->gj)
+		return;
+	answer(j, true);
+	retire(j);
+}
+
+/* The client went away (conn_deferred.cancel): kill the compiler. */
+static void cancel(struct conn_deferred *def)
+{
+	struct compile_job *j = (struct compile_job *)((char *)def - offsetof(struct compile_job, def));
+
+	j->c = NULL;
+	if (j->gj) {
+		glsl_job_cancel(j->gj);
+		j->gj = NULL;
+		retire(j);
+	}
+}
+
+int kernel_compile_defer(struct request *req, const struct kernel_spec *ks, const char *src,
+			 const char *preamble)
+{
+	struct itimerspec at = { .it_value = { .tv_sec = GLSL_CHILD_SECONDS } };
+	char why[TDP_MAX_ERROR_MESSAGE - 64];
+	struct loop *l = req->d->loop;
+	struct compile_job *j;
+	int r;
+
+	if (!hook_added) {
+		if (loop_add_after(l, free_retired, NULL) < 0)
+			return request_fail(req, TDP_INTERNAL, "cannot watch the compiler");
+		hook_added = true;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of memory");
+	j->out_src.fd = j->timer_src.fd = -1;
+	r = glsl_job_start(src, preamble, GLSL_CHILD_SECONDS, &j->gj, why, sizeof(why));
+	if (r < 0) {
+		free(j);
+		return kernel_create_compiled(req, ks, r == -ENOMEM ? r : -EIO, NULL, 0, why);
+	}
+	j->timer_src.fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	j->out_src = (struct loop_source){ .fd = glsl_job_fd(j->gj), .fn = on_output, .data = j };
+	if (j->timer_src.fd >= 0) {
+		j->timer_src.fn = on_timer;
+		j->timer_src.data = j;
+	}
+	if (j->timer_src.fd < 0 || timerfd_settime(j->timer_src.fd, 0, &at, NULL) < 0 ||
+	    loop_add(l, &j->out_src, EPOLLIN) < 0) {
+		j->out_src.fd = -1;
+		goto fail;
+	}
+	if (loop_add(l, &j->timer_src, EPOLLIN) < 0) {
+		loop_remove(l, &j->out_src);
+		j->out_src.fd = -1;
+		goto fail;
+	}
+	j->ks = *ks;
+	j->req = *req;
+	j->req.params = NULL;
+	j->req.method = "kernel.create";
+	j->c = req->conn;
+	msgpack_packer_init(&j->pk, &j->c->out, tdp_buf_msgpack_write);
+	j->req.pk = &j->pk;
+	j->req.out = &j->c->out;
+	j->def.cancel = cancel;
+	j->c->deferred = &j->def;
+	return REQUEST_DEFERRED;
+fail:
+	if (j->timer_src.fd >= 0)
+		close(j->timer_src.fd);
+	glsl_job_cancel(j->gj);
+	free(j);
+	return request_fail(req, TDP_INTERNAL, "cannot watch the compiler: %s", strerror(errno));
+}

@@ -1,0 +1,655 @@
+/* The model methods: defining, listing, describing and deleting models, and
+ * running them forward (evaluate: loss and metrics over a data set; predict:
+ * outputs for inputs). Training with a model is train.step/train.run with
+ * `model` (train.c). */
+#include "methods/methods_model.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/clock.h"
+#include "daemon.h"
+#include "dtype.h"
+#include "engine/graph.h"
+#include "engine/graph_core.h"
+#include "methods/tensor_meta.h"
+#include "name.h"
+#include "pack.h"
+#include "rpc.h"
+#include "serve/params.h"
+#include "status.h"
+#include "store/lookup.h"
+#include "store/model.h"
+#include "store/names.h"
+#include "store/store.h"
+#include "train/train.h"
+
+#define MAX_METRICS 64
+#define STATE_SUFFIXES 3
+
+static const char *const state_suffix[STATE_SUFFIXES] = { ".momentum_buffer", ".exp_avg", ".exp_avg_sq" };
+
+static bool may_modify(const struct request *req, uint32_t owner)
+{
+	return req->uid == 0 || req->uid == owner;
+}
+
+struct model *model_lookup(struct request *req, const msgpack_object *name)
+{
+	char buf[TDP_MAX_NAME_LEN + 1], shown[NAMES_SHOWN_MAX];
+	struct model *m;
+
+	/* Model names are per-user like tensor names (docs/security.md). */
+	if (name->type != MSGPACK_OBJECT_STR || params_tensor_key(req, name, buf) < 0)
+		return NULL;
+	m = models_find(req->d->models, buf);
+	if (!m)
+		request_fail(req, TDP_NOT_FOUND, "no model named '%s'", lookup_show(req, buf, shown));
+	return m;
+}
+
+int model_check_feeds(struct request *req, const struct model *m, const struct feeds *fd, bool need_all,
+		      const char *what)
+{
+	for (unsigned k = 0; fd && m->ninputs && k < fd->n; k++)
+		if (!model_has_input(m, fd->f[k].id))
+			return request_fail(req, TDP_INVALID_ARGUMENT, "%s: '%s' is not an input of model '%s'",
+					    what, fd->f[k].id, m->name);
+	for (unsigned i = 0; need_all && i < m->ninputs; i++) {
+		const char *id = m->inputs[i].name;
+		bool fed = false;
+
+		for (unsigned k = 0; fd && k < fd->n; k++)
+			fed = fed || !strcmp(fd->f[k].id, id);
+		if (!fed && !lookup_readable(req, id, strlen(id)))
+			return request_fail(req, TDP_NOT_FOUND,
+					    "%s: input '%s' of model '%s' is not fed and no tensor of that name "
+					    "is stored", what, id, m->name);
+	}
+	return 0;
+}
+
+/* The stored state tensor `<param><suffix>`, or NULL. */
+static struct tensor *state_tensor(struct request *req, const char *param, unsigned s)
+{
+	char name[TDP_MAX_NAME_LEN + 32];
+	size_t n = (size_t)snprintf(name, sizeof(name), "%s%s", param, state_suffix[s]);
+
+	return n <= TDP_MAX_NAME_LEN ? lookup_readable(req, name, n) : NULL;
+}
+
+static int pack_shape(msgpack_packer *pk, const struct tensor *t)
+{
+	if (msgpack_pack_array(pk, t->rank))
+		return -1;
+	for (unsigned d = 0; d < t->rank; d++)
+		if (msgpack_pack_uint64(pk, t->shape[d]))
+			return -1;
+	return 0;
+}
+
+/* Bytes of the stored parameters and optimizer state. */
+static uint64_t model_bytes(struct request *req, const struct model *m)
+{
+	uint64_t total = 0;
+
+	for (unsigned k = 0; k < m->nparams; k++) {
+		struct tensor *t = lookup_readable(req, m->params[k], strlen(m->params[k]));
+
+		total += t ? t->bytes : 0;
+		for (unsigned s = 0; s < STATE_SUFFIXES; s++) {
+			t = state_tensor(req, m->params[k], s);
+			total += t ? t->bytes : 0;
+		}
+	}
+	return total;
+}
+
+static int pack_names(msgpack_packer *pk, char (*names)[TDP_MAX_NAME_LEN + 1], unsigned n)
+{
+	if (msgpack_pack_array(pk, n))
+		return -1;
+	for (unsigned k = 0; k < n; k++)
+		if (tdp_pack_cstr(pk, names[k]))
+			return -1;
+	return 0;
+}
+
+/* Names `names` (store keys) as the client sees them. */
+static int pack_shown(struct request *req, char (*names)[TDP_MAX_NAME_LEN + 1], unsigned n)
+{
+	char shown[NAMES_SHOWN_MAX];
+
+	if (msgpack_pack_array(req->pk, n))
+		return -1;
+	for (unsigned k = 0; k < n; k++)
+		if (tdp_pack_cstr(req->pk, lookup_show(req, names[k], shown)))
+			return -1;
+	return 0;
+}
+
+/* Whether key `key` names one of the model's parameters, as the client
+ * resolves them. */
+static bool is_param_key(struct request *req, const struct model *m, const char *key)
+{
+	char k2[TDP_MAX_NAME_LEN + 1];
+
+	for (unsigned k = 0; k < m->nparams; k++)
+		if (names_qualify(req->cred.uid, m->params[k], strlen(m->params[k]), k2, NULL) >= 0 &&
+		    !strcmp(k2, key))
+			return true;
+	return false;
+}
+
+/* The entries every model description has (name, step, owner, times, bytes). */
+#define COMMON_ENTRIES 6
+
+static int pack_common(struct request *req, msgpack_packer *pk, const struct model *m)
+{
+	char shown[NAMES_SHOWN_MAX];
+
+	return tdp_pack_cstr(pk, "name") || tdp_pack_cstr(pk, lookup_show(req, m->name, shown)) ||
+	       tdp_pack_cstr(pk, "step") || msgpack_pack_int64(pk, m->step) ||
+	       tdp_pack_cstr(pk, "owner") || msgpack_pack_uint32(pk, m->owner) ||
+	       tdp_pack_cstr(pk, "created") || msgpack_pack_double(pk, (double)m->created_ns / 1e9) ||
+	       tdp_pack_cstr(pk, "modified") || msgpack_pack_double(pk, (double)m->modified_ns / 1e9) ||
+	       tdp_pack_cstr(pk, "bytes") || msgpack_pack_uint64(pk, model_bytes(req, m));
+}
+
+/* The model.stat result map of `m`. */
+static int pack_stat(struct request *req, msgpack_packer *pk, const struct model *m)
+{
+	char shown[NAMES_SHOWN_MAX];
+	uint32_t nstate = 0;
+
+	for (unsigned k = 0; k < m->nparams; k++)
+		for (unsigned s = 0; s < STATE_SUFFIXES; s++)
+			nstate += state_tensor(req, m->params[k], s) != NULL;
+	if (msgpack_pack_map(pk, COMMON_ENTRIES + 3) || pack_common(req, pk, m) ||
+	    tdp_pack_cstr(pk, "definition") || msgpack_pack_object(pk, m->u.data) ||
+	    tdp_pack_cstr(pk, "params") || msgpack_pack_array(pk, m->nparams))
+		return -1;
+	for (unsigned k = 0; k < m->nparams; k++) {
+		struct tensor *t = lookup_readable(req, m->params[k], strlen(m->params[k]));
+
+		if (msgpack_pack_map(pk, 5) || tdp_pack_cstr(pk, "name") || tdp_pack_cstr(pk, m->params[k]) ||
+		    tdp_pack_cstr(pk, "stored") || (t ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) ||
+		    tdp_pack_cstr(pk, "dtype") || (t ? tdp_pack_cstr(pk, tdp_dtype_name(t->dtype)) : msgpack_pack_nil(pk)) ||
+		    tdp_pack_cstr(pk, "shape") || (t ? pack_shape(pk, t) : msgpack_pack_nil(pk)) ||
+		    tdp_pack_cstr(pk, "bytes") || msgpack_pack_uint64(pk, t ? t->bytes : 0))
+			return -1;
+	}
+	if (tdp_pack_cstr(pk, "state") || msgpack_pack_array(pk, nstate))
+		return -1;
+	for (unsigned k = 0; k < m->nparams; k++)
+		for (unsigned s = 0; s < STATE_SUFFIXES; s++) {
+			struct tensor *t = state_tensor(req, m->params[k], s);
+
+			if (t && tdp_pack_cstr(pk, lookup_show(req, t->name, shown)))
+				return -1;
+		}
+	return 0;
+}
+
+/* The request's "name" as a valid name in `dst`. */
+static int name_param(struct request *req, const msgpack_object *o, char *dst)
+{
+	return params_tensor_key(req, o, dst) < 0 ? -1 : 0;
+}
+
+int method_model_define(struct request *req)
+{
+	static const char *const def_keys[] = { "nodes", "loss", "params", "inputs", "outputs", "optimizer" };
+	struct param p[] = {
+		{ "name", PARAM_STR, true, NULL },
+		{ "nodes", PARAM_ARRAY, true, NULL },
+		{ "loss", PARAM_STR, true, NULL },
+		{ "params", PARAM_ARRAY, true, NULL },
+		{ "inputs", PARAM_ARRAY, false, NULL },
+		{ "outputs", PARAM_ARRAY, false, NULL },
+		{ "optimizer", PARAM_MAP, false, NULL },
+		{ "step", PARAM_UINT, false, NULL },
+		{ "replace", PARAM_BOOL, false, NULL },
+	};
+	char name[TDP_MAX_NAME_LEN + 1], why[TDP_MAX_ERROR_MESSAGE], shown[NAMES_SHOWN_MAX];
+	msgpack_object_kv kv[6];
+	uint32_t group;
+	msgpack_object def = { .type = MSGPACK_OBJECT_MAP };
+	struct model *old, *m = NULL;
+	int64_t now;
+	int r;
+
+	if (params_parse(req, p, 9) < 0 || name_param(req, p[0].value, name) < 0)
+		return -1;
+	old = models_find(req->d->models, name);
+	lookup_show(req, name, shown);
+	if (old && !(p[8].value && p[8].value->via.boolean))
+		return request_fail(req, TDP_ALREADY_EXISTS,
+				    "model '%s' already exists (\"replace\": true redefines it)", shown);
+	if (old && !may_modify(req, old->owner))
+		return request_fail(req, TDP_PERMISSION_DENIED, "model '%s' belongs to uid %u", shown, old->owner);
+	if (!old) {
+		uint32_t ns;
+		size_t off;
+
+		if (names_key_split(name, strlen(name), &ns, &off) == 0 && !names_may_create(&req->cred, ns))
+			return request_fail(req, TDP_PERMISSION_DENIED, "model '%s' would be in the namespace of "
+					    "uid %u: only its owner or root may create names there", shown, ns);
+	}
+	if (!old && !models_has_room(req->d->models))
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "the daemon holds its limit of %d models",
+				    MODEL_MAX_MODELS);
+	if (!old && req->d->cfg.user_max_models &&
+	    models_count_owner(req->d->models, req->cred.uid) >= req->d->cfg.user_max_models)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "uid %u already owns %llu models "
+				    "(user_max_models)", (unsigned)req->cred.uid,
+				    (unsigned long long)req->d->cfg.user_max_models);
+	if (p[7].value && p[7].value->via.u64 > MODEL_MAX_STEP)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "step must be 0 to %d", MODEL_MAX_STEP);
+	if (p[1].value->via.array.size > GRAPH_MAX_NODES)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "nodes: more than %d", GRAPH_MAX_NODES);
+	if (p[3].value->via.array.size > MODEL_MAX_PARAMS)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "params: more than %d", MODEL_MAX_PARAMS);
+	/* The definition is the request's own entries, minus name, step and replace. */
+	for (uint32_t i = 0; i < req->params->via.map.size; i++)
+		for (size_t k = 0; k < sizeof(def_keys) / sizeof(def_keys[0]); k++)
+			if (tdp_obj_str_eq(&req->params->via.map.ptr[i].key, def_keys[k]))
+				kv[def.via.map.size++] = req->params->via.map.ptr[i];
+	def.via.map.ptr = kv;
+	why[0] = '\0';
+	r = model_new(name, &def, &m, why, sizeof(why));
+	if (r == -EINVAL)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "%s", why);
+	if (r == -EFBIG)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "%s", why);
+	if (r < 0)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	if (train_model_check(req, m) < 0) {
+		model_free(m);
+		return -1;
+	}
+	now = daemon_now_ns(CLOCK_REALTIME);
+	if (old)
+		m->owner = old->owner;
+	else
+		names_new_owner(&req->cred, name, &m->owner, &group);
+	m->created_ns = old ? old->created_ns : now;
+	m->modified_ns = now;
+	m->step = p[7].value ? (int64_t)p[7].value->via.u64 : 0;
+	if (models_put(req->d->models, m) < 0) { /* room was checked above */
+		model_free(m);
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "no room for another model");
+	}
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 || pack_stat(req, req->pk, m))
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	return 0;
+}
+
+int method_model_stat(struct request *req)
+{
+	struct param p[] = { { "name", PARAM_STR, true, NULL } };
+	struct model *m;
+
+	if (params_parse(req, p, 1) < 0 || !(m = model_lookup(req, p[0].value)))
+		return -1;
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 || pack_stat(req, req->pk, m))
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	return 0;
+}
+
+int method_model_list(struct request *req)
+{
+	struct model **list;
+	size_t n, kept = 0;
+	int fail;
+
+	if (params_parse(req, NULL, 0) < 0)
+		return -1;
+	if (models_list(req->d->models, &list, &n) < 0)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	/* The caller's own namespace (docs/security.md, "Names"). */
+	for (size_t i = 0; i < n; i++) {
+		uint32_t ns;
+		size_t off;
+
+		if (names_key_split(list[i]->name, strlen(list[i]->name), &ns, &off) == 0 && ns == req->cred.uid)
+			list[kept++] = list[i];
+	}
+	n = kept;
+	fail = tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 1) ||
+	       tdp_pack_cstr(req->pk, "models") || msgpack_pack_array(req->pk, (uint32_t)n);
+	for (size_t i = 0; !fail && i < n; i++) {
+		const struct model *m = list[i];
+		const msgpack_object *type = m->optimizer ? tdp_map_find(m->optimizer, "type") : NULL;
+
+		fail = msgpack_pack_map(req->pk, COMMON_ENTRIES + 5) || pack_common(req, req->pk, m) ||
+		       tdp_pack_cstr(req->pk, "loss") || tdp_pack_cstr(req->pk, m->loss) ||
+		       tdp_pack_cstr(req->pk, "params") || msgpack_pack_uint32(req->pk, m->nparams) ||
+		       tdp_pack_cstr(req->pk, "inputs") || msgpack_pack_array(req->pk, m->ninputs);
+		for (unsigned k = 0; !fail && k < m->ninputs; k++)
+			fail = tdp_pack_cstr(req->pk, m->inputs[k].name);
+		fail = fail || tdp_pack_cstr(req->pk, "outputs") || pack_names(req->pk, m->outputs, m->noutputs) ||
+		       tdp_pack_cstr(req->pk, "optimizer") ||
+		       (!m->optimizer ? msgpack_pack_nil(req->pk)
+			: type ? msgpack_pack_object(req->pk, *type) : tdp_pack_cstr(req->pk, "sgd"));
+	}
+	free(list);
+	if (fail)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	return 0;
+}
+
+int method_model_delete(struct request *req)
+{
+	struct param p[] = {
+		{ "name", PARAM_STR, true, NULL },
+		{ "tensors", PARAM_BOOL, false, NULL },
+	};
+	char name[TDP_MAX_NAME_LEN + 1], shown[NAMES_SHOWN_MAX];
+	char (*gone)[TDP_MAX_NAME_LEN + 1] = NULL;
+	unsigned ngone = 0;
+	struct model *m;
+	int r = -1;
+
+	if (params_parse(req, p, 2) < 0 || !(m = model_lookup(req, p[0].value)))
+		return -1;
+	if (!may_modify(req, m->owner))
+		return request_fail(req, TDP_PERMISSION_DENIED, "model '%s' belongs to uid %u",
+				    lookup_show(req, m->name, shown), m->owner);
+	strcpy(name, m->name);
+	if (p[1].value && p[1].value->via.boolean) {
+		/* Every tensor first: all of them go, or none. */
+		gone = calloc((size_t)m->nparams * (1 + STATE_SUFFIXES), sizeof(*gone));
+		if (!gone)
+			return request_fail(req, TDP_INTERNAL, "out of memory");
+		for (unsigned k = 0; k < m->nparams; k++)
+			for (unsigned s = 0; s <= STATE_SUFFIXES; s++) {
+				struct tensor *t = s == 0 ? lookup_readable(req, m->params[k], strlen(m->params[k]))
+							  : state_tensor(req, m->params[k], s - 1);
+
+				if (!t)
+					continue;
+				if (!may_modify(req, t->owner)) {
+					request_fail(req, TDP_PERMISSION_DENIED, "tensor '%s' belongs to uid %u",
+						     lookup_show(req, t->name, shown), t->owner);
+					goto out;
+				}
+				strcpy(gone[ngone++], t->name);
+			}
+		for (unsigned k = 0; k < ngone; k++)
+			store_delete(req->d->store, gone[k], strlen(gone[k]));
+	}
+	models_delete(req->d->models, name);
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 3) ||
+	    tdp_pack_cstr(req->pk, "name") || tdp_pack_cstr(req->pk, lookup_show(req, name, shown)) ||
+	    tdp_pack_cstr(req->pk, "deleted") || msgpack_pack_true(req->pk) ||
+	    tdp_pack_cstr(req->pk, "tensors") || pack_shown(req, gone, ngone)) {
+		request_fail(req, TDP_INTERNAL, "out of memory");
+		goto out;
+	}
+	r = 0;
+out:
+	free(gone);
+	return r;
+}
+
+/* A forward pass of a model: the nodes `want` depends on, fed by `fd`. */
+struct forward {
+	struct graph gr;
+	msgpack_object *kept;
+	msgpack_object nodes;
+};
+
+static int forward_build(struct request *req, const struct model *m, const struct feeds *fd,
+			 const char *const *want, unsigned nwant, const char *what,
+			 const msgpack_object *outs, struct forward *fw)
+{
+	uint32_t kept;
+
+	fw->gr = (struct graph){ .req = req };
+	fw->kept = NULL;
+	if (forward_prune(req, m->nodes, want, nwant, what, &fw->kept, &kept) < 0)
+		return -1;
+	fw->nodes = (msgpack_object){ .type = MSGPACK_OBJECT_ARRAY,
+				      .via.array = { .size = kept, .ptr = fw->kept } };
+	if (feeds_emit(&fw->gr, fd) < 0 || graph_parse(&fw->gr, &fw->nodes, outs) < 0)
+		return -1;
+	return 0;
+}
+
+static void forward_free(struct forward *fw)
+{
+	graph_free(&fw->gr);
+	free(fw->kept);
+	fw->kept = NULL;
+}
+
+/* Read `ids` (an array of node-id strs, up to `max`) into `dst`. */
+static int id_list(struct request *req, const msgpack_object *arr, unsigned max, const char *what,
+		   const char **dst, unsigned *ret_n, char (*store)[TDP_MAX_NAME_LEN + 1])
+{
+	if (arr->via.array.size > max)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "%s: at most %u node ids", what, max);
+	for (unsigned k = 0; k < arr->via.array.size; k++) {
+		if (tdp_obj_strcpy(&arr->via.array.ptr[k], store[k], sizeof(store[k])) < 0 || !store[k][0])
+			return request_fail(req, TDP_INVALID_ARGUMENT, "%s[%u] must be a node id", what, k);
+		dst[k] = store[k];
+	}
+	*ret_n = arr->via.array.size;
+	return 0;
+}
+
+int method_model_evaluate(struct request *req)
+{
+	struct param p[] = {
+		{ "model", PARAM_STR, true, NULL },
+		{ "data", PARAM_MAP, true, NULL },
+		{ "metrics", PARAM_ARRAY, false, NULL },
+		{ "batch_size", PARAM_UINT, false, NULL },
+	};
+	char ids[MAX_METRICS + 1][TDP_MAX_NAME_LEN + 1];
+	const char *want[MAX_METRICS + 1];
+	double sums[MAX_METRICS + 1] = { 0 };
+	uint64_t rows = 0, batch, batches = 0;
+	char shown[NAMES_SHOWN_MAX], shown2[NAMES_SHOWN_MAX];
+	unsigned nmetrics = 0;
+	struct model *m;
+	struct feeds fd;
+
+	if (params_parse(req, p, 4) < 0 || !(m = model_lookup(req, p[0].value)) ||
+	    feeds_parse(req, p[1].value, &fd, "data") < 0 || model_check_feeds(req, m, &fd, false, "data") < 0)
+		return -1;
+	if (p[2].value && id_list(req, p[2].value, MAX_METRICS, "metrics", want + 1, &nmetrics, ids + 1) < 0)
+		return -1;
+	strcpy(ids[0], m->loss);
+	want[0] = ids[0];
+	for (unsigned k = 0; k < fd.n; k++) {
+		struct tensor *t = feeds_source(req, &fd, k);
+
+		if (!t)
+			return -1;
+		if (k == 0)
+			rows = t->rank ? t->shape[0] : 1;
+		else if (p[3].value && (t->rank == 0 || t->shape[0] != rows))
+			return request_fail(req, TDP_SHAPE_MISMATCH,
+					    "data: '%s' must have %llu rows like '%s' to be split into batches",
+					    lookup_show(req, t->name, shown), (unsigned long long)rows,
+					    lookup_show(req, fd.f[0].src, shown2));
+		if (p[3].value && t->rank == 0)
+			return request_fail(req, TDP_SHAPE_MISMATCH, "data: '%s' is a scalar, not rows",
+					    lookup_show(req, t->name, shown));
+	}
+	batch = p[3].value ? p[3].value->via.u64 : rows;
+	if (p[3].value && batch == 0)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "batch_size must be 1 or more");
+	if (batch == 0 || batch > rows)
+		batch = rows ? rows : 1;
+	for (uint64_t r0 = 0; r0 < rows || (rows == 0 && r0 == 0); r0 += batch) {
+		uint64_t n = rows - r0 < batch ? rows - r0 : batch;
+		struct forward fw;
+		int idx[MAX_METRICS + 1];
+		double v;
+		int r = 0;
+
+		fd.rows = p[3].value != NULL;
+		fd.row0 = r0;
+		fd.row1 = r0 + n;
+		if (forward_build(req, m, &fd, want, nmetrics + 1, "metrics", NULL, &fw) < 0) {
+			forward_free(&fw);
+			return -1;
+		}
+		for (unsigned k = 0; r == 0 && k <= nmetrics; k++) {
+			idx[k] = forward_find(&fw.gr, want[k]);
+			if (idx[k] < 0 || fw.gr.nodes[idx[k]].ctx.out.count != 1 ||
+			    !op_dtype_is_float(fw.gr.nodes[idx[k]].ctx.out.dtype))
+				r = request_fail(req, TDP_INVALID_ARGUMENT, "%s'%s' is no floating scalar node",
+						 k ? "metrics: " : "loss: ", want[k]);
+		}
+		if (r == 0)
+			r = graph_execute(&fw.gr);
+		for (unsigned k = 0; r == 0 && k <= nmetrics; k++) {
+			r = forward_read_scalar(req, &fw.gr, (unsigned)idx[k], &v);
+			sums[k] += v * (double)(n ? n : 1);
+		}
+		forward_free(&fw);
+		if (r < 0)
+			return -1;
+		batches++;
+		if (rows == 0)
+			break;
+	}
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 4) ||
+	    tdp_pack_cstr(req->pk, "loss") || msgpack_pack_double(req->pk, sums[0] / (double)(rows ? rows : 1)) ||
+	    tdp_pack_cstr(req->pk, "metrics") || msgpack_pack_map(req->pk, nmetrics))
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	for (unsigned k = 1; k <= nmetrics; k++)
+		if (tdp_pack_cstr(req->pk, want[k]) ||
+		    msgpack_pack_double(req->pk, sums[k] / (double)(rows ? rows : 1)))
+			return request_fail(req, TDP_INTERNAL, "out of memory");
+	if (tdp_pack_cstr(req->pk, "samples") || msgpack_pack_uint64(req->pk, rows) ||
+	    tdp_pack_cstr(req->pk, "batches") || msgpack_pack_uint64(req->pk, batches))
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	return 0;
+}
+
+int method_model_predict(struct request *req)
+{
+	struct param p[] = {
+		{ "model", PARAM_STR, true, NULL },
+		{ "inputs", PARAM_MAP, true, NULL },
+		{ "outputs", PARAM_ARRAY, false, NULL },
+		{ "out", PARAM_MAP, false, NULL },
+	};
+	char ids[2 * MODEL_MAX_OUTPUTS][TDP_MAX_NAME_LEN + 1];
+	char names[MODEL_MAX_OUTPUTS][TDP_MAX_NAME_LEN + 1];
+	const char *want[2 * MODEL_MAX_OUTPUTS];
+	msgpack_object outs_store[MODEL_MAX_OUTPUTS], outs = { .type = MSGPACK_OBJECT_ARRAY };
+	const msgpack_object *out = p[3].value;
+	unsigned ninline = 0, nout = 0, nstored = 0;
+	struct forward fw = { .kept = NULL };
+	struct model *m;
+	struct feeds fd;
+	int r = -1;
+
+	if (params_parse(req, p, 4) < 0 || !(m = model_lookup(req, p[0].value)) ||
+	    feeds_parse(req, p[1].value, &fd, "inputs") < 0 ||
+	    model_check_feeds(req, m, &fd, false, "inputs") < 0)
+		return -1;
+	out = p[3].value;
+	if (p[2].value) {
+		if (id_list(req, p[2].value, MODEL_MAX_OUTPUTS, "outputs", want, &ninline, ids) < 0)
+			return -1;
+		outs = *p[2].value;
+	} else if (!out) {
+		if (m->noutputs == 0)
+			return request_fail(req, TDP_INVALID_ARGUMENT,
+					    "model '%s' has no default outputs: list node ids in 'outputs'", m->name);
+		ninline = m->noutputs;
+		for (unsigned k = 0; k < ninline; k++) {
+			want[k] = m->outputs[k];
+			outs_store[k] = (msgpack_object){ .type = MSGPACK_OBJECT_STR,
+							  .via.str = { .size = (uint32_t)strlen(m->outputs[k]),
+								       .ptr = m->outputs[k] } };
+		}
+		outs.via.array.size = ninline;
+		outs.via.array.ptr = outs_store;
+	}
+	if (out) {
+		if (out->via.map.size > MODEL_MAX_OUTPUTS)
+			return request_fail(req, TDP_INVALID_ARGUMENT, "out: at most %d entries", MODEL_MAX_OUTPUTS);
+		nout = out->via.map.size;
+		for (unsigned k = 0; k < nout; k++) {
+			char *id = ids[MODEL_MAX_OUTPUTS + k];
+
+			if (tdp_obj_strcpy(&out->via.map.ptr[k].key, id, TDP_MAX_NAME_LEN + 1) < 0 || !id[0])
+				return request_fail(req, TDP_INVALID_ARGUMENT, "out: keys must be node ids");
+			if (out->via.map.ptr[k].val.type != MSGPACK_OBJECT_STR ||
+			    names_qualify(req->cred.uid, out->via.map.ptr[k].val.via.str.ptr,
+					  out->via.map.ptr[k].val.via.str.size, names[k], NULL) < 0)
+				return request_fail(req, TDP_INVALID_ARGUMENT,
+						    "out['%s'] must be a tensor name (1-%d bytes of A-Z a-z 0-9 . _ : / -)",
+						    id, TDP_MAX_NAME_LEN);
+			if (is_param_key(req, m, names[k]))
+				return request_fail(req, TDP_INVALID_ARGUMENT,
+						    "out['%s']: '%.*s' is a parameter of the model", id,
+						    (int)out->via.map.ptr[k].val.via.str.size,
+						    out->via.map.ptr[k].val.via.str.ptr);
+			want[ninline + k] = id;
+		}
+	}
+	if (ninline + nout == 0)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "nothing to predict: outputs is empty");
+	if (forward_build(req, m, &fd, want, ninline + nout, "outputs", &outs, &fw) < 0)
+		goto out;
+	for (unsigned k = 0; k < nout; k++) {
+		int i = forward_find(&fw.gr, want[ninline + k]);
+
+		if (i < 0 || fw.gr.nodes[i].has_out) {
+			request_fail(req, TDP_INVALID_ARGUMENT, "out: node '%s' is listed twice", want[ninline + k]);
+			goto out;
+		}
+		fw.gr.nodes[i].has_out = true;
+		strcpy(fw.gr.nodes[i].out_name, names[k]);
+	}
+	for (unsigned i = 0; i < fw.gr.n; i++)
+		nstored += fw.gr.nodes[i].has_out;
+	if (graph_check_outputs(&fw.gr) < 0 || graph_execute(&fw.gr) < 0)
+		goto out;
+	ninline = 0;
+	for (unsigned i = 0; i < fw.gr.n; i++)
+		ninline += fw.gr.nodes[i].inline_out;
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 2) ||
+	    tdp_pack_cstr(req->pk, "outputs") || msgpack_pack_map(req->pk, ninline)) {
+		request_fail(req, TDP_INTERNAL, "out of memory");
+		goto out;
+	}
+	for (unsigned i = 0; i < fw.gr.n; i++)
+		if (fw.gr.nodes[i].inline_out &&
+		    (tdp_pack_cstr(req->pk, fw.gr.nodes[i].id) || graph_write_inline(&fw.gr, i) < 0)) {
+			if (!req->code)
+				request_fail(req, TDP_INTERNAL, "out of memory");
+			goto out;
+		}
+	if (tdp_pack_cstr(req->pk, "stored") || msgpack_pack_map(req->pk, nstored)) {
+		request_fail(req, TDP_INTERNAL, "out of memory");
+		goto out;
+	}
+	for (unsigned i = 0; i < fw.gr.n; i++) {
+		struct tensor *t;
+
+		if (!fw.gr.nodes[i].has_out)
+			continue;
+		t = graph_commit(&fw.gr, i);
+		if (!t || tensor_pack_name(req, t) || tensor_write_meta(req, t)) {
+			request_fail(req, TDP_INTERNAL, "out of memory");
+			goto out;
+		}
+	}
+	r = 0;
+out:
+	forward_free(&fw);
+	return r;
+}

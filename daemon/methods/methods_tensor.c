@@ -1,0 +1,454 @@
+/* tensor.put, tensor.get, tensor.stat, tensor.list, tensor.delete, tensor.chmod. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/clock.h"
+#include "daemon.h"
+#include "devices.h"
+#include "dtype.h"
+#include "gpu/transfer.h"
+#include "methods/handlers.h"
+#include "methods/tensor_meta.h"
+#include "mode.h"
+#include "name.h"
+#include "pack.h"
+#include "persist/checkpoint.h"
+#include "rpc.h"
+#include "serve/params.h"
+#include "status.h"
+#include "store/lookup.h"
+#include "store/names.h"
+#include "store/store.h"
+
+#define META_ENTRIES 11
+
+/* The metadata entries of `t` (META_ENTRIES key/value pairs), for a map the
+ * caller opened. */
+static int write_meta_entries(const struct request *req, msgpack_packer *pk, const struct tensor *t)
+{
+	char mode[TDP_MODE_TEXT_MAX], shown[NAMES_SHOWN_MAX];
+	int fail = tdp_pack_cstr(pk, "name") || tdp_pack_cstr(pk, lookup_show(req, t->name, shown)) ||
+		   tdp_pack_cstr(pk, "dtype") || tdp_pack_cstr(pk, tdp_dtype_name(t->dtype)) ||
+		   tdp_pack_cstr(pk, "shape") || msgpack_pack_array(pk, t->rank);
+
+	for (unsigned i = 0; !fail && i < t->rank; i++)
+		fail = msgpack_pack_uint64(pk, t->shape[i]);
+	return fail ||
+	       tdp_pack_cstr(pk, "bytes") || msgpack_pack_uint64(pk, t->bytes) ||
+	       tdp_pack_cstr(pk, "owner") || msgpack_pack_uint32(pk, t->owner) ||
+	       tdp_pack_cstr(pk, "group") || msgpack_pack_uint32(pk, t->group) ||
+	       tdp_pack_cstr(pk, "mode") || tdp_pack_cstr(pk, tdp_mode_format(t->mode, mode)) ||
+	       tdp_pack_cstr(pk, "created") || msgpack_pack_double(pk, (double)t->created_ns / 1e9) ||
+	       tdp_pack_cstr(pk, "modified") || msgpack_pack_double(pk, (double)t->modified_ns / 1e9) ||
+	       tdp_pack_cstr(pk, "version") || msgpack_pack_uint64(pk, t->version) ||
+	       tdp_pack_cstr(pk, "device") || msgpack_pack_uint32(pk, t->device);
+}
+
+int tensor_write_meta(struct request *req, const struct tensor *t)
+{
+	return msgpack_pack_map(req->pk, META_ENTRIES) || write_meta_entries(req, req->pk, t);
+}
+
+int tensor_pack_name(struct request *req, const struct tensor *t)
+{
+	char shown[NAMES_SHOWN_MAX];
+
+	return tdp_pack_cstr(req->pk, lookup_show(req, t->name, shown));
+}
+
+int tensor_write_meta_result(struct request *req, const struct tensor *t)
+{
+	return tensor_write_meta_result_map(req, t, 0);
+}
+
+int tensor_write_meta_result_map(struct request *req, const struct tensor *t, unsigned extra)
+{
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 ||
+	    msgpack_pack_map(req->pk, META_ENTRIES + extra) || write_meta_entries(req, req->pk, t))
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	return 0;
+}
+
+static int device_error(struct request *req, const struct gpu_device *g, int r, const char *what)
+{
+	const struct gpu_memory *m = &g->mem;
+
+	if (r == -ENODEV)
+		return request_fail(req, TDP_DEVICE_LOST, "%s: the GPU was lost", what);
+	if (r == -ETIMEDOUT)
+		return request_fail(req, TDP_DEADLINE_EXCEEDED, "%s ran past request_timeout; the GPU "
+				    "is now marked lost and will be re-created", what);
+	if (r == -ENOMEM)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED,
+				    "%s: out of device memory (%llu of %llu bytes taken)", what,
+				    (unsigned long long)m->reserved, (unsigned long long)m->limit);
+	return request_fail(req, TDP_INTERNAL, "%s failed (%s)", what, strerror(-r));
+}
+
+/* Parse a mode argument (PARAM_STR) into *ret_mode. */
+static int parse_mode(struct request *req, const msgpack_object *o, uint32_t *ret_mode)
+{
+	if (tdp_mode_parse(o->via.str.ptr, o->via.str.size, ret_mode) < 0)
+		return request_fail(req, TDP_INVALID_ARGUMENT,
+				    "mode must be 'private' or a comma list of group-read, group-write, "
+				    "world-read, world-write");
+	return 0;
+}
+
+/* Parse the shape array into `t` and compute its sizes; checks rank, element
+ * types, overflow and the tensor size limit. */
+static int parse_shape(struct request *req, const msgpack_object *shape, struct tensor *t)
+{
+	if (shape->via.array.size > TDP_MAX_RANK)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "rank %u is over the limit of %d",
+				    shape->via.array.size, TDP_MAX_RANK);
+	t->rank = shape->via.array.size;
+	for (unsigned i = 0; i < t->rank; i++)
+		if (tdp_obj_uint(&shape->via.array.ptr[i], &t->shape[i]) < 0)
+			return request_fail(req, TDP_INVALID_ARGUMENT,
+					    "shape[%u] must be a non-negative integer", i);
+	if (tdp_shape_count(t->shape, t->rank, tdp_dtype_size(t->dtype), &t->count) < 0 ||
+	    t->count * tdp_dtype_size(t->dtype) > req->d->cfg.max_tensor_bytes)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED,
+				    "the tensor is larger than the limit of %llu bytes",
+				    (unsigned long long)req->d->cfg.max_tensor_bytes);
+	t->bytes = t->count * tdp_dtype_size(t->dtype);
+	return 0;
+}
+
+/* Give `t` (bytes set) fresh memory on `g`. Returns 0 or request_fail(). */
+static int alloc_for(struct request *req, struct gpu_device *g, struct tensor *t)
+{
+	int r = gpu_memory_alloc(g, t->bytes, &t->alloc);
+
+	if (r == -EFBIG)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED,
+				    "%llu bytes is more than device %u allocates at once (%llu)",
+				    (unsigned long long)t->bytes, g->id,
+				    (unsigned long long)gpu_memory_largest(&g->mem));
+	if (r < 0)
+		return device_error(req, g, r, "allocating device memory");
+	return 0;
+}
+
+/* Room for `t` (name and bytes set), replacing `old` (NULL for a new name):
+ * the tensor limit and the owner's quota. Returns 0 or request_fail(). */
+static int check_room(struct request *req, const struct tensor *t, const struct tensor *old)
+{
+	struct lookup_output out = { .name = t->name, .bytes = t->bytes };
+
+	if (!old && !store_has_room(req->d->store))
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "the daemon holds its limit of %llu tensors "
+				    "(max_tensors)", (unsigned long long)req->d->cfg.max_tensors);
+	return lookup_check_quota(req, &out, 1);
+}
+
+/* Store `t` (its memory on `g`, filled) with `mode`, owned by its
+ * namespace's owner (names_new_owner); a replacement keeps the old owner,
+ * group and mode. On failure its memory is
+ * freed (not `t`). Returns 0 or request_fail(). */
+static int store_as_new(struct request *req, struct gpu_device *g, struct tensor *t, uint32_t mode)
+{
+	int r;
+
+	names_new_owner(&req->cred, t->name, &t->owner, &t->group);
+	t->mode = mode;
+	t->created_ns = t->modified_ns = daemon_now_ns(CLOCK_REALTIME);
+	r = store_put(req->d->store, t);
+	if (r < 0) {
+		gpu_memory_free(g, &t->alloc);
+		return request_fail(req, r == -ENOSPC ? TDP_RESOURCE_EXHAUSTED : TDP_INTERNAL,
+				    r == -ENOSPC ? "the daemon holds its limit of tensors" : "out of memory");
+	}
+	return 0;
+}
+
+int method_tensor_put(struct request *req)
+{
+	struct param p[] = {
+		{ "name", PARAM_STR, true, NULL },
+		{ "dtype", PARAM_STR, true, NULL },
+		{ "shape", PARAM_ARRAY, true, NULL },
+		{ "data", PARAM_BIN, true, NULL },
+		{ "if_absent", PARAM_BOOL, false, NULL },
+		{ "mode", PARAM_STR, false, NULL },
+		{ "device", PARAM_UINT, false, NULL },
+	};
+	struct daemon *d = req->d;
+	struct tensor *t, *old = NULL;
+	struct gpu_device *g;
+	uint32_t mode = TDP_MODE_PRIVATE, device = 0;
+	char why[TDP_MAX_ERROR_MESSAGE], shown[NAMES_SHOWN_MAX];
+	int r, code;
+
+	if (params_parse(req, p, 7) < 0)
+		return -1;
+	if (p[5].value && parse_mode(req, p[5].value, &mode) < 0)
+		return -1;
+	if (p[6].value && devices_param(req, p[6].value, "device", &device) < 0)
+		return -1;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	r = params_tensor_key(req, p[0].value, t->name);
+	if (r < 0)
+		goto fail;
+	t->name_len = (size_t)r;
+	t->dtype = tdp_dtype_parse(p[1].value->via.str.ptr, p[1].value->via.str.size);
+	if (t->dtype < 0) {
+		request_fail(req, TDP_INVALID_ARGUMENT, "unknown dtype (expected f32 f16 bf16 i32 u8)");
+		goto fail;
+	}
+	if (parse_shape(req, p[2].value, t) < 0)
+		goto fail;
+	if (p[3].value->via.bin.size != t->bytes) {
+		request_fail(req, TDP_INVALID_ARGUMENT,
+			     "data holds %u bytes but dtype and shape need %llu",
+			     p[3].value->via.bin.size, (unsigned long long)t->bytes);
+		goto fail;
+	}
+	code = lookup_tensor_why(req, NULL, t->name, ACCESS_WRITE, &old, why, sizeof(why));
+	if (code != TDP_NOT_FOUND && p[4].value && p[4].value->via.boolean) {
+		request_fail(req, TDP_ALREADY_EXISTS, "tensor '%s' already exists", lookup_show(req, t->name, shown));
+		goto fail;
+	}
+	if (code == TDP_PERMISSION_DENIED) {
+		request_fail(req, code, "%s", why);
+		goto fail;
+	}
+	if (old && p[5].value && !access_may_chmod(&req->cred, old->owner)) {
+		request_fail(req, TDP_PERMISSION_DENIED,
+			     "only the owner (uid %u) or root may set the mode of '%s'", old->owner,
+			     lookup_show(req, t->name, shown));
+		goto fail;
+	}
+	if (check_room(req, t, old) < 0)
+		goto fail;
+	/* A replacement stays where the tensor was unless told otherwise. */
+	t->device = p[6].value ? device : old ? old->device : devices_default(d, req->cred.uid, t->bytes);
+	g = devices_of(d, t);
+	/* The new bytes go to fresh memory, so a failure leaves the old tensor as it was. */
+	if (alloc_for(req, g, t) < 0)
+		goto fail;
+	r = gpu_upload(g, &t->alloc, p[3].value->via.bin.ptr);
+	if (r < 0) {
+		device_error(req, g, r, "uploading");
+		gpu_memory_free(g, &t->alloc);
+		goto fail;
+	}
+	if (store_as_new(req, g, t, mode) < 0)
+		goto fail;
+	if (p[5].value)
+		t->mode = mode;
+	return tensor_write_meta_result(req, t);
+fail:
+	free(t);
+	return -1;
+}
+
+/* Find the tensor named by the request's "name" (the only parameter) for
+ * `want` (ACCESS_*). */
+static struct tensor *lookup(struct request *req, unsigned want)
+{
+	struct param p[] = { { "name", PARAM_STR, true, NULL } };
+	char name[TDP_MAX_NAME_LEN + 1];
+	struct tensor *t;
+
+	if (params_parse(req, p, 1) < 0 || params_tensor_key(req, p[0].value, name) < 0 ||
+	    lookup_tensor(req, NULL, name, want, &t) < 0)
+		return NULL;
+	return t;
+}
+
+int method_tensor_get(struct request *req)
+{
+	struct tensor *t = lookup(req, ACCESS_READ);
+	void *dst;
+	int r;
+
+	if (!t)
+		return -1;
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 ||
+	    msgpack_pack_map(req->pk, META_ENTRIES + 1) || write_meta_entries(req, req->pk, t) ||
+	    tdp_pack_cstr(req->pk, "data") || msgpack_pack_bin(req->pk, t->bytes))
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	/* The bytes go from the device straight into the output buffer. */
+	dst = tdp_buf_extend(req->out, t->bytes);
+	if (!dst)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of host memory for %llu bytes",
+				    (unsigned long long)t->bytes);
+	r = gpu_download(devices_of(req->d, t), &t->alloc, dst);
+	if (r < 0)
+		return device_error(req, devices_of(req->d, t), r, "downloading");
+	return 0;
+}
+
+int method_tensor_stat(struct request *req)
+{
+	struct tensor *t = lookup(req, ACCESS_READ);
+
+	if (!t)
+		return -1;
+	return tensor_write_meta_result(req, t);
+}
+
+int method_tensor_list(struct request *req)
+{
+	struct param p[] = { { "prefix", PARAM_STR, false, NULL } };
+	char key[TDP_MAX_NAME_LEN + 1];
+	struct tensor **list;
+	size_t n;
+	int fail, kn;
+
+	if (params_parse(req, p, 1) < 0)
+		return -1;
+	/* A prefix is a name's beginning (possibly empty), in the caller's
+	 * namespace or, after "~user/", in that user's (docs/security.md). */
+	kn = names_qualify_prefix(req->cred.uid, p[0].value ? p[0].value->via.str.ptr : "",
+				  p[0].value ? p[0].value->via.str.size : 0, key);
+	if (kn == -ESRCH)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "prefix: no such user");
+	if (kn < 0)
+		return request_fail(req, TDP_INVALID_ARGUMENT,
+				    "prefix must be up to %d bytes of A-Z a-z 0-9 . _ : / -, optionally after "
+				    "~user/", TDP_MAX_NAME_LEN);
+	if (store_list(req->d->store, key, (size_t)kn, &req->cred, &list, &n) < 0)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	fail = tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 1) ||
+	       tdp_pack_cstr(req->pk, "tensors") || msgpack_pack_array(req->pk, (uint32_t)n);
+	for (size_t i = 0; !fail && i < n; i++)
+		fail = tensor_write_meta(req, list[i]);
+	free(list);
+	if (fail)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	return 0;
+}
+
+int method_tensor_delete(struct request *req)
+{
+	struct tensor *t = lookup(req, ACCESS_WRITE | LOOKUP_EXISTING);
+	char name[TDP_MAX_NAME_LEN + 1], shown[NAMES_SHOWN_MAX];
+	uint64_t bytes;
+	size_t len;
+
+	if (!t)
+		return -1;
+	len = t->name_len;
+	memcpy(name, t->name, len + 1);
+	bytes = t->bytes;
+	store_delete(req->d->store, name, len);
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 3) ||
+	    tdp_pack_cstr(req->pk, "name") || tdp_pack_cstr(req->pk, lookup_show(req, name, shown)) ||
+	    tdp_pack_cstr(req->pk, "deleted") || msgpack_pack_true(req->pk) ||
+	    tdp_pack_cstr(req->pk, "bytes") || msgpack_pack_uint64(req->pk, bytes))
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	return 0;
+}
+
+int method_tensor_chmod(struct request *req)
+{
+	struct param p[] = {
+		{ "name", PARAM_STR, true, NULL },
+		{ "mode", PARAM_STR, false, NULL },
+		{ "group", PARAM_UINT, false, NULL },
+	};
+	char name[TDP_MAX_NAME_LEN + 1], shown[NAMES_SHOWN_MAX];
+	uint32_t mode = 0;
+	uint64_t group = 0;
+	struct tensor *t;
+
+	if (params_parse(req, p, 3) < 0 || params_tensor_key(req, p[0].value, name) < 0)
+		return -1;
+	if (!p[1].value && !p[2].value)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "give a mode, a group or both");
+	if (p[1].value && parse_mode(req, p[1].value, &mode) < 0)
+		return -1;
+	if (p[2].value) {
+		group = p[2].value->via.u64;
+		if (group >= UINT32_MAX)
+			return request_fail(req, TDP_INVALID_ARGUMENT, "group %llu is no gid",
+					    (unsigned long long)group);
+	}
+	/* Finding it needs no access: the check is ownership, just below. */
+	if (lookup_tensor(req, NULL, name, 0, &t) < 0)
+		return -1;
+	if (!access_may_chmod(&req->cred, t->owner))
+		return request_fail(req, TDP_PERMISSION_DENIED,
+				    "tensor '%s' belongs to uid %u; only its owner or root may change its mode",
+				    lookup_show(req, name, shown), t->owner);
+	if (p[2].value && req->cred.uid != 0 && !access_cred_in_group(&req->cred, (gid_t)group))
+		return request_fail(req, TDP_PERMISSION_DENIED,
+				    "uid %u is not in group %llu; only root may give a tensor to a group "
+				    "it is not in", (unsigned)req->cred.uid, (unsigned long long)group);
+	if (p[1].value)
+		t->mode = mode;
+	if (p[2].value)
+		t->group = (uint32_t)group;
+	store_mark_dirty(req->d->store, t);
+	/* Durable at once, so a crash or a device loss never brings back the
+	 * access it may revoke (docs/durability.md). */
+	checkpoint_tensor_now(req->d, t);
+	return tensor_write_meta_result(req, t);
+}
+
+/* tensor.copy {src, dst, device?}: dst becomes a copy of src on `device`
+ * (src's by default); dst == src moves the tensor (docs/devices.md). */
+int method_tensor_copy(struct request *req)
+{
+	struct param p[] = {
+		{ "src", PARAM_STR, true, NULL },
+		{ "dst", PARAM_STR, true, NULL },
+		{ "device", PARAM_UINT, false, NULL },
+	};
+	struct daemon *d = req->d;
+	char src_name[TDP_MAX_NAME_LEN + 1], why[TDP_MAX_ERROR_MESSAGE];
+	struct tensor *src, *old = NULL, *t;
+	struct gpu_device *g;
+	uint32_t device;
+	int r, code;
+
+	if (params_parse(req, p, 3) < 0 || params_tensor_key(req, p[0].value, src_name) < 0 ||
+	    lookup_tensor(req, "src", src_name, ACCESS_READ, &src) < 0)
+		return -1;
+	if (p[2].value && devices_param(req, p[2].value, "device", &device) < 0)
+		return -1;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	r = params_tensor_key(req, p[1].value, t->name);
+	if (r < 0)
+		goto fail;
+	t->name_len = (size_t)r;
+	code = lookup_tensor_why(req, "dst", t->name, ACCESS_WRITE, &old, why, sizeof(why));
+	if (code == TDP_PERMISSION_DENIED) {
+		request_fail(req, code, "%s", why);
+		goto fail;
+	}
+	t->bytes = src->bytes;
+	if (check_room(req, t, old) < 0)
+		goto fail;
+	t->dtype = src->dtype;
+	t->rank = src->rank;
+	memcpy(t->shape, src->shape, sizeof(t->shape));
+	t->count = src->count;
+	t->bytes = src->bytes;
+	t->device = p[2].value ? device : src->device;
+	g = devices_of(d, t);
+	if (alloc_for(req, g, t) < 0)
+		goto fail;
+	r = gpu_copy(devices_of(d, src), &src->alloc, g, &t->alloc);
+	if (r < 0) {
+		device_error(req, g, r, "copying");
+		gpu_memory_free(g, &t->alloc);
+		goto fail;
+	}
+	/* A replacement (or a move) keeps owner, group and mode. */
+	if (store_as_new(req, g, t, TDP_MODE_PRIVATE) < 0)
+		goto fail;
+	return tensor_write_meta_result(req, t);
+fail:
+	free(t);
+	return -1;
+}

@@ -1,0 +1,487 @@
+#include "serve/conn.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "daemon.h"
+#include "methods.h"
+#include "rpc.h"
+#include "serve/request.h"
+#include "serve/server.h"
+#include "status.h"
+
+/* Read at most this much per wake-up before serving, so one fast sender
+ * cannot starve the others. */
+#define READ_BUDGET ((size_t)16 << 20)
+#define READ_CHUNK ((size_t)64 << 10)
+/* TURN_BUDGET: at most this many requests per turn; the rest wait until the
+ * other clients with work had a turn (server_resume_later). */
+#define TURN_BUDGET CONN_TURN_BUDGET
+/* Buffers larger than this are given back to the system once the connection
+ * has been idle for IDLE_TRIM_NS: a client moving big tensors keeps its
+ * buffers (fresh pages cost a fault each), an idle one does not hold memory. */
+#define KEEP_BUFFER ((size_t)1 << 20)
+#define IDLE_TRIM_NS ((int64_t)2000000000)
+
+static void conn_event(void *data, uint32_t events);
+
+struct conn *conn_new(struct daemon *d, int fd, const struct access_cred *cred)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+
+	/* The ring keeps the size it was made with, whatever a reload does. */
+	if (c) {
+		c->qcap = (uint32_t)d->cfg.max_inflight;
+		c->queue = calloc(c->qcap, sizeof(*c->queue));
+	}
+	if (!c || !c->queue) {
+		free(c);
+		close(fd);
+		return NULL;
+	}
+	c->d = d;
+	c->src = (struct loop_source){ .fd = fd, .fn = conn_event, .data = c };
+	c->cred = *cred;
+	c->uid = cred->uid;
+	c->pid = cred->pid;
+	tdp_scanner_reset(&c->scan);
+	c->last_active_ns = c->drained_ns = c->input_ns = daemon_now_ns(CLOCK_MONOTONIC);
+	if (loop_add(d->loop, &c->src, EPOLLIN | EPOLLRDHUP) < 0) {
+		close(fd);
+		free(c->queue);
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+void conn_close(struct conn *c)
+{
+	if (c->dead)
+		return;
+	if (c->deferred) {
+		c->deferred->cancel(c->deferred);
+		c->deferred = NULL;
+	}
+	loop_remove(c->d->loop, &c->src);
+	close(c->src.fd);
+	c->src.fd = -1;
+	c->dead = true;
+	tdp_buf_free(&c->in);
+	tdp_buf_free(&c->out);
+	c->nqueued = 0;
+	c->scanned = 0;
+}
+
+void conn_free(struct conn *c)
+{
+	if (!c)
+		return;
+	conn_close(c);
+	free(c->queue);
+	free(c);
+}
+
+/* The stream cannot be parsed any further: say why, then close after flushing. */
+static void stream_error(struct conn *c, int code, const char *why)
+{
+	msgpack_packer pk;
+
+	log_info("closing connection of pid %d (uid %u): %s", (int)c->pid, (unsigned)c->uid, why);
+	c->d->metrics.protocol_errors++;
+	msgpack_packer_init(&pk, &c->out, tdp_buf_msgpack_write);
+	tdp_write_error_notification(&pk, TDP_NOTIFY_PROTOCOL_ERROR, code, why);
+	c->closing = true;
+	tdp_buf_consume(&c->in, tdp_buf_len(&c->in));
+	c->nqueued = 0;
+	c->scanned = 0;
+}
+
+static void scan_error(struct conn *c, int r)
+{
+	char why[160];
+
+	switch (r) {
+	case -EMSGSIZE:
+		snprintf(why, sizeof(why), "message larger than the limit of %llu bytes",
+			 (unsigned long long)c->d->cfg.max_message_bytes);
+		stream_error(c, TDP_RESOURCE_EXHAUSTED, why);
+		break;
+	case -E2BIG:
+		snprintf(why, sizeof(why), "message holds more than %llu objects",
+			 (unsigned long long)TDP_MAX_OBJECTS);
+		stream_error(c, TDP_RESOURCE_EXHAUSTED, why);
+		break;
+	case -ELOOP:
+		snprintf(why, sizeof(why), "message nested deeper than %d", TDP_MAX_DEPTH);
+		stream_error(c, TDP_PROTOCOL, why);
+		break;
+	default:
+		stream_error(c, TDP_PROTOCOL, "bytes that are not msgpack");
+		break;
+	}
+}
+
+/* Serve one complete message of `n` bytes at `p`. Returns 0, or -ENOMEM when
+ * the connection must be closed. */
+static int handle_message(struct conn *c, const uint8_t *p, size_t n)
+{
+	msgpack_unpacked u;
+	msgpack_packer pk;
+	struct tdp_message m;
+	char why[200];
+	uint32_t msgid;
+	int r = 0;
+
+	msgpack_packer_init(&pk, &c->out, tdp_buf_msgpack_write);
+	msgpack_unpacked_init(&u);
+	if (tdp_unpack(&u, p, n) < 0) {
+		stream_error(c, TDP_PROTOCOL, "undecodable message");
+	} else if (tdp_message_parse(&u.data, &m, why, sizeof(why)) < 0) {
+		if (tdp_message_request_id(&u.data, &msgid) == 0)
+			r = tdp_write_error(&pk, msgid, TDP_PROTOCOL, why);
+		else
+			stream_error(c, TDP_PROTOCOL, why);
+	} else if (m.type == TDP_MSG_REQUEST) {
+		struct request req = {
+			.d = c->d,
+			.conn = c,
+			.uid = c->uid,
+			.pid = c->pid,
+			.cred = c->cred,
+			.msgid = m.msgid,
+			.params = m.params,
+			.pk = &pk,
+			.out = &c->out,
+		};
+
+		r = request_dispatch(&req, m.method, m.method_len);
+	} else if (m.type == TDP_MSG_NOTIFY) {
+		/* tensord defines no client notifications: ignored, whatever the
+		 * method (docs/protocol.md); the connection goes on. */
+		char name[65];
+		uint32_t len = m.method_len < 64 ? m.method_len : 64;
+
+		for (uint32_t i = 0; i < len; i++)
+			name[i] = (unsigned char)m.method[i] < 0x20 || (unsigned char)m.method[i] >= 0x7f ?
+				  '?' : m.method[i];
+		name[len] = '\0';
+		log_debug("uid %u: notification '%s' ignored", (unsigned)c->uid, name);
+	} else {
+		/* Clients answer no requests: the peer is not speaking this protocol. */
+		stream_error(c, TDP_PROTOCOL, "clients send requests, not responses");
+	}
+	msgpack_unpacked_destroy(&u);
+	return r;
+}
+
+/* Find the complete messages after those already queued, while the queue
+ * has room: they are the connection's in-flight requests. A broken stream is
+ * noted and reported once the requests before it were answered. */
+static void scan_input(struct conn *c)
+{
+	struct tdp_scan_limits lim = tdp_scan_default_limits;
+	uint32_t cap = c->qcap;
+
+	lim.max_bytes = c->d->cfg.max_message_bytes;
+	while (c->nqueued < cap && !c->scan_err) {
+		size_t len = tdp_buf_len(&c->in);
+		int r;
+
+		if (len == c->scanned)
+			break;
+		r = tdp_scanner_feed(&c->scan, tdp_buf_head(&c->in) + c->scanned, len - c->scanned, &lim);
+		if (r == 0)
+			break;
+		if (r < 0) {
+			c->scan_err = r;
+			break;
+		}
+		c->queue[(c->qhead + c->nqueued) % cap] = c->scan.pos;
+		c->nqueued++;
+		c->scanned += c->scan.pos;
+		tdp_scanner_reset(&c->scan);
+	}
+}
+
+enum turn {
+	TURN_IDLE,      /* nothing (more) to serve now */
+	TURN_BACKLOG,   /* stopped: too much output waits */
+	TURN_YIELD,     /* stopped: the turn's budget is spent, requests remain */
+};
+
+/* Serve the queued requests, in order, while output is not backed up, until
+ * *served reaches TURN_BUDGET. */
+static enum turn process(struct conn *c, unsigned *served)
+{
+	uint32_t cap = c->qcap;
+
+	/* A running job answers its request last; later ones wait for it. */
+	while (!c->closing && !c->deferred) {
+		uint64_t n;
+
+		if (conn_backlogged(c))
+			return TURN_BACKLOG;
+		scan_input(c);
+		if (c->nqueued == 0) {
+			if (c->scan_err)
+				scan_error(c, c->scan_err);
+			break;
+		}
+		if (*served >= TURN_BUDGET)
+			return TURN_YIELD;
+		n = c->queue[c->qhead];
+		if (handle_message(c, tdp_buf_head(&c->in), n) < 0) {
+			log_error("out of memory answering pid %d; closing its connection", (int)c->pid);
+			conn_close(c);
+			return TURN_IDLE;
+		}
+		(*served)++;
+		if (c->closing)
+			break; /* a broken stream: stream_error dropped the input */
+		c->qhead = (c->qhead + 1) % cap;
+		c->nqueued--;
+		c->scanned -= n;
+		tdp_buf_consume(&c->in, n);
+	}
+	return TURN_IDLE;
+}
+
+/* Whether the connection should read more: not while its in-flight queue is
+ * full or its output backed up (that is the throttle: the client's writes
+ * then wait in its own socket buffer). */
+static bool wants_input(const struct conn *c)
+{
+	/* max_input_bytes: queued requests beyond it wait in the client's socket
+	 * (the message after them may still grow to max_message_bytes). */
+	return !c->peer_closed && !c->closing && !c->scan_err &&
+	       c->nqueued < c->qcap && !conn_backlogged(c) &&
+	       (c->nqueued == 0 || c->scanned < c->d->cfg.max_input_bytes);
+}
+
+/* Whether the connection holds the start of a message not complete yet. */
+static bool partial_input(const struct conn *c)
+{
+	return tdp_buf_len(&c->in) > c->scanned || c->scan.pos > 0;
+}
+
+/* user_max_buffer_bytes: the bytes the uid's connections buffer (input and
+ * output), `others` of them on its other connections, are over the limit:
+ * close this one, the one that grew. Returns whether it did. */
+static bool over_user_buffer(struct conn *c, uint64_t others)
+{
+	uint64_t cap = c->d->cfg.user_max_buffer_bytes, mine, total;
+	char why[200];
+
+	if (!cap)
+		return false;
+	mine = tdp_buf_len(&c->in) + tdp_buf_len(&c->out);
+	total = others + mine;
+	if (total <= cap)
+		return false;
+	log_warning("disconnecting pid %d (uid %u): the uid's connections buffer %llu bytes "
+		    "(user_max_buffer_bytes %llu)", (int)c->pid, (unsigned)c->uid,
+		    (unsigned long long)total, (unsigned long long)cap);
+	snprintf(why, sizeof(why), "uid %u's connections buffer more than %llu bytes "
+		 "(user_max_buffer_bytes)", (unsigned)c->uid, (unsigned long long)cap);
+	stream_error(c, TDP_RESOURCE_EXHAUSTED, why);
+	return true;
+}
+
+/* Read what the socket has, up to READ_BUDGET. Returns 0 or -errno (fatal). */
+static int read_input(struct conn *c)
+{
+	size_t budget = READ_BUDGET;
+	uint64_t others = c->d->cfg.user_max_buffer_bytes ?
+			  server_user_buffered(c->d->server, c->uid, c) : 0;
+
+	while (budget > 0 && wants_input(c)) {
+		size_t len = tdp_buf_len(&c->in) - c->scanned, chunk = READ_CHUNK;
+		ssize_t k;
+
+		/* Reading a large bin: take bigger bites, but never grow the buffer
+		 * past twice what actually arrived. */
+		if (c->scan.need > len) {
+			size_t want = c->scan.need - len, grow = len > READ_CHUNK ? len : READ_CHUNK;
+
+			chunk = want < grow ? want : grow;
+			if (chunk < READ_CHUNK)
+				chunk = READ_CHUNK;
+		}
+		if (tdp_buf_reserve(&c->in, chunk) < 0)
+			return -ENOMEM;
+		k = recv(c->src.fd, c->in.data + c->in.end, c->in.cap - c->in.end, MSG_DONTWAIT);
+		if (k > 0) {
+			c->in.end += (size_t)k;
+			c->d->metrics.bytes_in += (uint64_t)k;
+			c->input_ns = daemon_now_ns(CLOCK_MONOTONIC);
+			if (over_user_buffer(c, others))
+				return 0;
+			budget = (size_t)k < budget ? budget - (size_t)k : 0;
+			scan_input(c);
+			continue;
+		}
+		if (k == 0) {
+			c->peer_closed = true;
+			return 0;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		return -errno;
+	}
+	return 0;
+}
+
+/* Write queued output until the socket is full. Returns 0 or -errno. */
+static int flush_output(struct conn *c)
+{
+	while (tdp_buf_len(&c->out) > 0) {
+		ssize_t k = send(c->src.fd, tdp_buf_head(&c->out), tdp_buf_len(&c->out),
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (k > 0) {
+			tdp_buf_consume(&c->out, (size_t)k);
+			c->d->metrics.bytes_out += (uint64_t)k;
+			c->drained_ns = daemon_now_ns(CLOCK_MONOTONIC);
+			continue;
+		}
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		return k < 0 ? -errno : -EPIPE;
+	}
+	return 0;
+}
+
+/* Serve, flush and set the epoll interest after anything happened. */
+static void conn_settle(struct conn *c)
+{
+	unsigned served = 0;
+	enum turn turn;
+	uint32_t want;
+
+	do {
+		turn = process(c, &served);
+		if (c->dead)
+			return;
+		if (flush_output(c) < 0) {
+			conn_close(c);
+			return;
+		}
+	} while (turn == TURN_BACKLOG && !conn_backlogged(c));
+
+	if (tdp_buf_len(&c->out) == 0) {
+		c->drained_ns = daemon_now_ns(CLOCK_MONOTONIC);
+		if (!c->deferred && (c->closing || (c->peer_closed && c->nqueued == 0 && !c->scan_err))) {
+			conn_close(c);
+			return;
+		}
+	}
+	if (turn == TURN_YIELD && !c->resume) {
+		c->resume = true;
+		server_resume_later(c->d->server);
+	}
+	want = 0;
+	if (wants_input(c))
+		want |= EPOLLIN | EPOLLRDHUP;
+	if (tdp_buf_len(&c->out) > 0)
+		want |= EPOLLOUT;
+	if (loop_modify(c->d->loop, &c->src, want) < 0)
+		conn_close(c);
+}
+
+void conn_kick(struct conn *c)
+{
+	if (!c->dead)
+		conn_settle(c);
+}
+
+void conn_resume(struct conn *c)
+{
+	c->resume = false;
+	if (!c->dead)
+		conn_settle(c);
+}
+
+bool conn_backlogged(const struct conn *c)
+{
+	return tdp_buf_len(&c->out) >= c->d->cfg.max_output_backlog;
+}
+
+static void conn_event(void *data, uint32_t events)
+{
+	struct conn *c = data;
+	int r;
+
+	if (c->dead)
+		return;
+	c->last_active_ns = daemon_now_ns(CLOCK_MONOTONIC);
+	if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) && !c->peer_closed && !c->closing) {
+		r = read_input(c);
+		if (r < 0) {
+			if (r == -ENOMEM)
+				log_error("out of memory reading from pid %d", (int)c->pid);
+			conn_close(c);
+			return;
+		}
+	}
+	/* A peer that hung up while its job runs: cancel the job. */
+	if (c->deferred && (c->peer_closed || (events & (EPOLLHUP | EPOLLERR)))) {
+		conn_close(c);
+		return;
+	}
+	conn_settle(c);
+}
+
+/* Whether bytes wait in the socket, not read yet (the loop was busy). */
+static bool input_waiting(const struct conn *c)
+{
+	int n = 0;
+
+	return ioctl(c->src.fd, FIONREAD, &n) == 0 && n > 0;
+}
+
+void conn_tick(struct conn *c, int64_t now_ns)
+{
+	uint64_t limit = c->d->cfg.stall_timeout;
+
+	if (c->dead)
+		return;
+	/* Output waits only once the socket buffer is full: the client reads
+	 * nothing, whether or not the backlog reached max_output_backlog. */
+	if (limit && tdp_buf_len(&c->out) > 0 && now_ns - c->drained_ns >= (int64_t)limit * 1000000000) {
+		log_warning("disconnecting pid %d (uid %u): %zu bytes of responses unread for %llu s "
+			    "(max_output_backlog %llu, stall_timeout %llu)", (int)c->pid, (unsigned)c->uid,
+			    tdp_buf_len(&c->out), (unsigned long long)((now_ns - c->drained_ns) / 1000000000),
+			    (unsigned long long)c->d->cfg.max_output_backlog, (unsigned long long)limit);
+		conn_close(c);
+		return;
+	}
+	limit = c->d->cfg.input_timeout;
+	if (limit && partial_input(c) && wants_input(c) &&
+	    now_ns - c->input_ns >= (int64_t)limit * 1000000000 && !input_waiting(c)) {
+		log_warning("disconnecting pid %d (uid %u): a message started %zu bytes ago got no "
+			    "byte for %llu s (input_timeout %llu)", (int)c->pid, (unsigned)c->uid,
+			    tdp_buf_len(&c->in) - c->scanned,
+			    (unsigned long long)((now_ns - c->input_ns) / 1000000000),
+			    (unsigned long long)limit);
+		conn_close(c);
+		return;
+	}
+	if (now_ns - c->last_active_ns < IDLE_TRIM_NS)
+		return;
+	tdp_buf_shrink(&c->in, KEEP_BUFFER);
+	tdp_buf_shrink(&c->out, KEEP_BUFFER);
+}

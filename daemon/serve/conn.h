@@ -1,0 +1,85 @@
+/* One client connection: buffered, non-blocking I/O, msgpack-RPC framing,
+ * in-order request processing and backpressure. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/loop.h"
+#include "buf.h"
+#include "scan.h"
+#include "store/access.h"
+
+/* Requests served per connection per turn before other clients get theirs. */
+#define CONN_TURN_BUDGET 32
+
+struct daemon;
+struct server;
+
+/* A request answered later (a train.run, a kernel.create compiling): while a
+ * connection holds one, its later requests wait. The owner embeds it, sets
+ * conn->deferred, and clears it (then conn_kick) once it answered. */
+struct conn_deferred {
+	/* The connection closes before the answer: stop, and free what the
+	 * owner holds once the current batch of loop events is done. */
+	void (*cancel)(struct conn_deferred *def);
+};
+
+struct conn {
+	struct loop_source src;
+	struct daemon *d;
+	struct access_cred cred; /* the peer, from SO_PEERCRED/SO_PEERGROUPS */
+	uid_t uid;              /* cred.uid and cred.pid, for brevity */
+	pid_t pid;
+	struct tdp_buf in;
+	struct tdp_buf out;
+	/* Requests read but not answered (the in-flight ones): the sizes of the
+	 * complete messages at the head of `in`, a ring of cfg.max_inflight. */
+	uint64_t *queue;
+	uint32_t qcap;          /* cfg.max_inflight when the connection opened */
+	uint32_t qhead, nqueued;
+	size_t scanned;         /* bytes of `in` the queued messages take */
+	struct tdp_scanner scan; /* the message after them, as far as it arrived */
+	int scan_err;           /* the stream broke after the queued messages */
+	bool peer_closed;       /* read() saw EOF: answer what is buffered, then close */
+	bool closing;           /* close once the output is flushed */
+	bool dead;              /* closed; freed after the current event batch */
+	bool resume;            /* served its turn's budget with requests left */
+	int64_t last_active_ns; /* CLOCK_MONOTONIC of the last event */
+	int64_t drained_ns;     /* CLOCK_MONOTONIC when output last moved or was empty */
+	int64_t input_ns;       /* CLOCK_MONOTONIC when input last arrived */
+	struct conn_deferred *deferred; /* a request answered later: later ones wait */
+	struct conn *next;
+};
+
+/* Wrap accepted socket `fd` (taken over) of peer `cred` and start watching
+ * it. Returns NULL on failure, with `fd` closed. */
+struct conn *conn_new(struct daemon *d, int fd, const struct access_cred *cred);
+
+/* Close the socket now; the memory stays until conn_free() so that pending
+ * events of the same batch can still look at `dead`. */
+void conn_close(struct conn *c);
+
+/* Flush output and serve waiting requests after work done outside the
+ * connection's own events (a training step wrote a notification, or the
+ * connection's job ended). */
+void conn_kick(struct conn *c);
+
+/* Whether so much output waits (cfg.max_output_backlog) that the connection
+ * takes no more work. */
+bool conn_backlogged(const struct conn *c);
+
+/* Serve the requests left over when the connection's last turn ran out of
+ * budget (c->resume): called by the server after other clients had theirs. */
+void conn_resume(struct conn *c);
+
+/* Periodic upkeep (called about once a second with the CLOCK_MONOTONIC
+ * time): give large, empty buffers back to the system if the connection has
+ * been idle a while, and disconnect a client whose output sat unread for
+ * cfg.stall_timeout seconds, or whose started message got no byte for
+ * cfg.input_timeout seconds while the daemon was reading. */
+void conn_tick(struct conn *c, int64_t now_ns);
+
+/* Free a closed connection. */
+void conn_free(struct conn *c);

@@ -1,0 +1,127 @@
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "daemon.h"
+#include "engine/graph.h"
+#include "methods.h"
+#include "methods/handlers.h"
+#include "methods/methods_kernel.h"
+#include "methods/methods_model.h"
+#include "persist/checkpoint.h"
+#include "rpc.h"
+#include "serve/request.h"
+#include "status.h"
+#include "train/train.h"
+
+static const struct {
+	const char *name;
+	method_fn fn;
+} method_table[] = {
+	{ TDP_METHOD_PING, method_ping },
+	{ TDP_METHOD_INFO, method_info },
+	{ TDP_METHOD_TENSOR_PUT, method_tensor_put },
+	{ TDP_METHOD_TENSOR_GET, method_tensor_get },
+	{ TDP_METHOD_TENSOR_STAT, method_tensor_stat },
+	{ TDP_METHOD_TENSOR_LIST, method_tensor_list },
+	{ TDP_METHOD_TENSOR_DELETE, method_tensor_delete },
+	{ TDP_METHOD_TENSOR_CHMOD, method_tensor_chmod },
+	{ TDP_METHOD_TENSOR_COPY, method_tensor_copy },
+	{ TDP_METHOD_STORE_SYNC, method_store_sync },
+	{ TDP_METHOD_OP_RUN, graph_op_run },
+	{ TDP_METHOD_GRAPH_RUN, graph_run },
+	{ TDP_METHOD_TRAIN_STEP, train_step },
+	{ TDP_METHOD_TRAIN_RUN, train_run },
+	{ TDP_METHOD_MODEL_DEFINE, method_model_define },
+	{ TDP_METHOD_MODEL_LIST, method_model_list },
+	{ TDP_METHOD_MODEL_STAT, method_model_stat },
+	{ TDP_METHOD_MODEL_DELETE, method_model_delete },
+	{ TDP_METHOD_MODEL_EVALUATE, method_model_evaluate },
+	{ TDP_METHOD_MODEL_PREDICT, method_model_predict },
+	{ TDP_METHOD_KERNEL_CREATE, method_kernel_create },
+	{ TDP_METHOD_KERNEL_RUN, method_kernel_run },
+	{ TDP_METHOD_KERNEL_LIST, method_kernel_list },
+	{ TDP_METHOD_KERNEL_DELETE, method_kernel_delete },
+};
+
+#define METHOD_COUNT (sizeof(method_table) / sizeof(method_table[0]))
+_Static_assert(METHOD_COUNT < METRICS_MAX_METHODS, "metrics.h: raise METRICS_MAX_METHODS");
+
+unsigned request_method_count(void)
+{
+	return (unsigned)METHOD_COUNT;
+}
+
+const char *request_method_name(unsigned slot)
+{
+	return slot < METHOD_COUNT ? method_table[slot].name : "other";
+}
+
+int request_fail(struct request *req, int code, const char *fmt, ...)
+{
+	int n;
+	va_list ap;
+
+	n = snprintf(req->message, sizeof(req->message), "%s: ", req->method);
+	if (n < 0 || (size_t)n >= sizeof(req->message))
+		n = 0;
+	va_start(ap, fmt);
+	vsnprintf(req->message + n, sizeof(req->message) - (size_t)n, fmt, ap);
+	va_end(ap);
+	req->code = code;
+	return -1;
+}
+
+int request_dispatch(struct request *req, const char *method, size_t method_len)
+{
+	size_t mark = tdp_buf_len(req->out);
+	char name[TDP_MAX_METHOD_LEN + 1];
+	method_fn fn = NULL;
+	int64_t t0 = daemon_now_ns(CLOCK_MONOTONIC);
+	int r = -1;
+
+	snprintf(name, sizeof(name), "%.*s", (int)method_len, method);
+	for (char *p = name; *p; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
+			*p = '?';
+	req->method = name;
+	req->code = TDP_OK;
+	req->message[0] = '\0';
+	req->slot = (unsigned)METHOD_COUNT;
+	for (size_t i = 0; i < METHOD_COUNT; i++) {
+		if (strlen(method_table[i].name) == method_len &&
+		    memcmp(method_table[i].name, method, method_len) == 0) {
+			fn = method_table[i].fn;
+			req->slot = (unsigned)i;
+			break;
+		}
+	}
+	/* Clients that pack strings as bin are served as if they sent str
+	 * (docs/protocol.md). The tree is this request's own unpacked copy. */
+	if (req->params)
+		tdp_params_accept_bin((msgpack_object *)req->params, 0);
+	req->d->requests++;
+	if (!fn)
+		request_fail(req, TDP_UNIMPLEMENTED, "no such method");
+	else
+		r = fn(req);
+	metrics_request(&req->d->metrics, req->slot, !(r == 0 || r == REQUEST_DEFERRED),
+			(uint64_t)(daemon_now_ns(CLOCK_MONOTONIC) - t0));
+	if (r == 0 || r == REQUEST_DEFERRED)
+		return 0;
+	if (fn && req->code == TDP_OK)
+		request_fail(req, TDP_INTERNAL, "failed without a reason");
+	req->d->requests_failed++;
+	/* Drop whatever the handler wrote before failing; answer the error. */
+	req->out->end = req->out->start + mark;
+	log_debug("msgid %u: %s", req->msgid, req->message);
+	if (tdp_write_error(req->pk, req->msgid, req->code, req->message) < 0) {
+		req->out->end = req->out->start + mark;
+		return -ENOMEM;
+	}
+	return 0;
+}

@@ -1,0 +1,369 @@
+#include "store/model.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "engine/graph_core.h"
+#include "errorf.h"
+#include "name.h"
+#include "pack.h"
+#include "rpc.h"
+
+struct models {
+	struct model *head;
+	uint32_t count, max;
+	uint64_t next_serial;
+};
+
+/* A packer target that refuses to grow past MODEL_MAX_DEF_BYTES. */
+struct bounded {
+	struct tdp_buf *b;
+	bool over;
+};
+
+static int bounded_write(void *data, const char *p, size_t n)
+{
+	struct bounded *bw = data;
+
+	if (tdp_buf_len(bw->b) + n > MODEL_MAX_DEF_BYTES) {
+		bw->over = true;
+		return -1;
+	}
+	return tdp_buf_append(bw->b, p, n) < 0 ? -1 : 0;
+}
+
+static int name_list(const msgpack_object *arr, unsigned max, const char *what,
+		     char (**ret)[TDP_MAX_NAME_LEN + 1], unsigned *ret_n, bool distinct, char *why,
+		     size_t why_len)
+{
+	char (*names)[TDP_MAX_NAME_LEN + 1];
+	unsigned n = arr->via.array.size;
+
+	if (n > max)
+		return tdp_errorf(why, why_len, -EINVAL, "%s: at most %u names", what, max);
+	names = calloc(n ? n : 1, sizeof(*names));
+	if (!names)
+		return -ENOMEM;
+	for (unsigned k = 0; k < n; k++) {
+		const msgpack_object *o = &arr->via.array.ptr[k];
+
+		if (o->type != MSGPACK_OBJECT_STR || !tdp_name_valid(o->via.str.ptr, o->via.str.size)) {
+			free(names);
+			return tdp_errorf(why, why_len, -EINVAL,
+					  "%s[%u] must be a name (1-%d bytes of A-Z a-z 0-9 . _ : / -)", what, k,
+					  TDP_MAX_NAME_LEN);
+		}
+		memcpy(names[k], o->via.str.ptr, o->via.str.size);
+		names[k][o->via.str.size] = '\0';
+		for (unsigned j = 0; distinct && j < k; j++)
+			if (!strcmp(names[j], names[k])) {
+				int r = tdp_errorf(why, why_len, -EINVAL, "%s: '%s' is listed twice", what, names[k]);
+
+				free(names);
+				return r;
+			}
+	}
+	*ret = names;
+	*ret_n = n;
+	return 0;
+}
+
+static int parse_input(const msgpack_object *o, unsigned k, struct model_input *in, char *why,
+		       size_t why_len)
+{
+	const msgpack_object *name = o, *dtype = NULL, *shape = NULL;
+
+	memset(in, 0, sizeof(*in));
+	if (o->type == MSGPACK_OBJECT_MAP) {
+		for (uint32_t i = 0; i < o->via.map.size; i++) {
+			const msgpack_object *key = &o->via.map.ptr[i].key;
+
+			if (!tdp_obj_str_eq(key, "name") && !tdp_obj_str_eq(key, "dtype") &&
+			    !tdp_obj_str_eq(key, "shape"))
+				return tdp_errorf(why, why_len, -EINVAL,
+						  "inputs[%u]: a map has only name, dtype and shape", k);
+		}
+		name = tdp_map_find(o, "name");
+		dtype = tdp_map_find(o, "dtype");
+		shape = tdp_map_find(o, "shape");
+		if (!name || !dtype || !shape)
+			return tdp_errorf(why, why_len, -EINVAL, "inputs[%u]: a map needs name, dtype and shape", k);
+	}
+	if (name->type != MSGPACK_OBJECT_STR || !tdp_name_valid(name->via.str.ptr, name->via.str.size))
+		return tdp_errorf(why, why_len, -EINVAL,
+				  "inputs[%u] must be a name (1-%d bytes of A-Z a-z 0-9 . _ : / -) "
+				  "or {name, dtype, shape}", k, TDP_MAX_NAME_LEN);
+	memcpy(in->name, name->via.str.ptr, name->via.str.size);
+	if (!dtype)
+		return 0;
+	in->dtype = dtype->type == MSGPACK_OBJECT_STR ? tdp_dtype_parse(dtype->via.str.ptr, dtype->via.str.size) : -1;
+	if (in->dtype < 0)
+		return tdp_errorf(why, why_len, -EINVAL, "inputs[%u].dtype must be f32 f16 bf16 i32 or u8", k);
+	if (shape->type != MSGPACK_OBJECT_ARRAY || shape->via.array.size > TDP_MAX_RANK)
+		return tdp_errorf(why, why_len, -EINVAL, "inputs[%u].shape must be up to %d sizes", k,
+				  TDP_MAX_RANK);
+	in->rank = shape->via.array.size;
+	for (unsigned d = 0; d < in->rank; d++)
+		if (tdp_obj_uint(&shape->via.array.ptr[d], &in->shape[d]) < 0 || in->shape[d] > INT32_MAX)
+			return tdp_errorf(why, why_len, -EINVAL, "inputs[%u].shape[%u] must be a size", k, d);
+	in->has_spec = true;
+	return 0;
+}
+
+/* Check the parts of a decoded definition and point the model's fields at them. */
+static int parse_def(struct model *m, char *why, size_t why_len)
+{
+	static const char *const keys[] = { "nodes", "loss", "params", "inputs", "outputs", "optimizer" };
+	const msgpack_object *def = &m->u.data, *inputs, *outputs;
+	int r;
+
+	if (def->type != MSGPACK_OBJECT_MAP)
+		return tdp_errorf(why, why_len, -EINVAL, "the definition must be a map");
+	for (uint32_t i = 0; i < def->via.map.size; i++) {
+		bool known = false;
+
+		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+			known = known || tdp_obj_str_eq(&def->via.map.ptr[i].key, keys[k]);
+		if (!known)
+			return tdp_errorf(why, why_len, -EINVAL, "the definition has an unknown key");
+	}
+	m->nodes = tdp_map_find(def, "nodes");
+	m->loss_obj = tdp_map_find(def, "loss");
+	m->params_obj = tdp_map_find(def, "params");
+	m->optimizer = tdp_map_find(def, "optimizer");
+	inputs = tdp_map_find(def, "inputs");
+	outputs = tdp_map_find(def, "outputs");
+	if (!m->nodes || m->nodes->type != MSGPACK_OBJECT_ARRAY || m->nodes->via.array.size == 0 ||
+	    m->nodes->via.array.size > GRAPH_MAX_NODES)
+		return tdp_errorf(why, why_len, -EINVAL, "nodes must be an array of 1 to %d nodes",
+				  GRAPH_MAX_NODES);
+	for (uint32_t i = 0; i < m->nodes->via.array.size; i++) {
+		const msgpack_object *nd = &m->nodes->via.array.ptr[i];
+
+		if (nd->type != MSGPACK_OBJECT_MAP)
+			return tdp_errorf(why, why_len, -EINVAL, "node %u must be a map {id, op, inputs, attrs}", i);
+		if (tdp_map_find(nd, "out"))
+			return tdp_errorf(why, why_len, -EINVAL,
+					  "node %u has an 'out': a model's nodes store nothing "
+					  "(model.predict stores outputs with its own 'out')", i);
+	}
+	if (!m->loss_obj || tdp_obj_strcpy(m->loss_obj, m->loss, sizeof(m->loss)) < 0 || !m->loss[0])
+		return tdp_errorf(why, why_len, -EINVAL, "loss must be a node id");
+	if (!m->params_obj || m->params_obj->type != MSGPACK_OBJECT_ARRAY || m->params_obj->via.array.size == 0)
+		return tdp_errorf(why, why_len, -EINVAL, "params must name 1 to %d tensors", MODEL_MAX_PARAMS);
+	r = name_list(m->params_obj, MODEL_MAX_PARAMS, "params", &m->params, &m->nparams, true, why, why_len);
+	if (r < 0)
+		return r;
+	if (m->optimizer && m->optimizer->type != MSGPACK_OBJECT_MAP)
+		return tdp_errorf(why, why_len, -EINVAL, "optimizer must be a map");
+	if (inputs) {
+		if (inputs->type != MSGPACK_OBJECT_ARRAY || inputs->via.array.size > MODEL_MAX_INPUTS)
+			return tdp_errorf(why, why_len, -EINVAL, "inputs must be an array of up to %d inputs",
+					  MODEL_MAX_INPUTS);
+		m->ninputs = inputs->via.array.size;
+		for (unsigned k = 0; k < m->ninputs; k++) {
+			if ((r = parse_input(&inputs->via.array.ptr[k], k, &m->inputs[k], why, why_len)) < 0)
+				return r;
+			for (unsigned j = 0; j < k; j++)
+				if (!strcmp(m->inputs[j].name, m->inputs[k].name))
+					return tdp_errorf(why, why_len, -EINVAL, "inputs: '%s' is listed twice",
+							  m->inputs[k].name);
+			if (model_has_param(m, m->inputs[k].name))
+				return tdp_errorf(why, why_len, -EINVAL, "'%s' is both an input and a parameter",
+						  m->inputs[k].name);
+		}
+	}
+	if (outputs) {
+		if (outputs->type != MSGPACK_OBJECT_ARRAY)
+			return tdp_errorf(why, why_len, -EINVAL, "outputs must be an array of node ids");
+		r = name_list(outputs, MODEL_MAX_OUTPUTS, "outputs", &m->outputs, &m->noutputs, true, why,
+			      why_len);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int model_new(const char *name, const msgpack_object *def, struct model **ret, char *why, size_t why_len)
+{
+	struct bounded bw;
+	msgpack_packer pk;
+	struct model *m;
+	int r;
+
+	if (!tdp_name_valid(name, strlen(name)))
+		return tdp_errorf(why, why_len, -EINVAL, "invalid model name");
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	strcpy(m->name, name);
+	msgpack_unpacked_init(&m->u);
+	bw = (struct bounded){ .b = &m->def };
+	msgpack_packer_init(&pk, &bw, bounded_write);
+	if (msgpack_pack_object(&pk, *def)) {
+		r = bw.over ? tdp_errorf(why, why_len, -EFBIG, "the definition is over %u bytes packed",
+					 MODEL_MAX_DEF_BYTES)
+			    : -ENOMEM;
+		goto fail;
+	}
+	if (tdp_unpack(&m->u, tdp_buf_head(&m->def), tdp_buf_len(&m->def)) < 0) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	if ((r = parse_def(m, why, why_len)) < 0)
+		goto fail;
+	*ret = m;
+	return 0;
+fail:
+	model_free(m);
+	return r;
+}
+
+void model_free(struct model *m)
+{
+	if (!m)
+		return;
+	msgpack_unpacked_destroy(&m->u);
+	tdp_buf_free(&m->def);
+	free(m->params);
+	free(m->outputs);
+	free(m);
+}
+
+const void *model_definition(const struct model *m, size_t *ret_len)
+{
+	*ret_len = tdp_buf_len(&m->def);
+	return tdp_buf_head(&m->def);
+}
+
+bool model_has_input(const struct model *m, const char *id)
+{
+	for (unsigned k = 0; k < m->ninputs; k++)
+		if (!strcmp(m->inputs[k].name, id))
+			return true;
+	return false;
+}
+
+bool model_has_param(const struct model *m, const char *name)
+{
+	for (unsigned k = 0; k < m->nparams; k++)
+		if (!strcmp(m->params[k], name))
+			return true;
+	return false;
+}
+
+struct models *models_new(uint32_t max)
+{
+	struct models *ms = calloc(1, sizeof(*ms));
+
+	if (ms) {
+		ms->max = max;
+		ms->next_serial = 1;
+	}
+	return ms;
+}
+
+void models_free(struct models *ms)
+{
+	if (!ms)
+		return;
+	while (ms->head) {
+		struct model *m = ms->head;
+
+		ms->head = m->next;
+		model_free(m);
+	}
+	free(ms);
+}
+
+struct model *models_find(struct models *ms, const char *name)
+{
+	for (struct model *m = ms->head; m; m = m->next)
+		if (!strcmp(m->name, name))
+			return m;
+	return NULL;
+}
+
+struct model *models_find_serial(struct models *ms, const char *name, uint64_t serial)
+{
+	struct model *m = models_find(ms, name);
+
+	return m && m->serial == serial ? m : NULL;
+}
+
+bool models_has_room(const struct models *ms)
+{
+	return ms->count < ms->max;
+}
+
+uint32_t models_count_owner(const struct models *ms, uint32_t owner)
+{
+	uint32_t n = 0;
+
+	for (const struct model *m = ms->head; m; m = m->next)
+		n += m->owner == owner;
+	return n;
+}
+
+int models_put(struct models *ms, struct model *m)
+{
+	struct model **pp;
+
+	for (pp = &ms->head; *pp; pp = &(*pp)->next)
+		if (!strcmp((*pp)->name, m->name))
+			break;
+	if (!*pp && !models_has_room(ms))
+		return -ENOSPC;
+	m->serial = ms->next_serial++;
+	if (*pp) {
+		struct model *old = *pp;
+
+		m->next = old->next;
+		*pp = m;
+		model_free(old);
+	} else {
+		m->next = ms->head;
+		ms->head = m;
+		ms->count++;
+	}
+	return 0;
+}
+
+int models_delete(struct models *ms, const char *name)
+{
+	for (struct model **pp = &ms->head; *pp; pp = &(*pp)->next)
+		if (!strcmp((*pp)->name, name)) {
+			struct model *m = *pp;
+
+			*pp = m->next;
+			ms->count--;
+			model_free(m);
+			return 0;
+		}
+	return -ENOENT;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp((*(struct model *const *)a)->name, (*(struct model *const *)b)->name);
+}
+
+int models_list(struct models *ms, struct model ***ret_list, size_t *ret_count)
+{
+	struct model **list = NULL;
+	size_t n = 0;
+
+	if (ms->count) {
+		list = malloc(ms->count * sizeof(*list));
+		if (!list)
+			return -ENOMEM;
+		for (struct model *m = ms->head; m; m = m->next)
+			list[n++] = m;
+		qsort(list, n, sizeof(*list), by_name);
+	}
+	*ret_list = list;
+	*ret_count = n;
+	return 0;
+}

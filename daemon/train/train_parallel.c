@@ -1,0 +1,250 @@
+/* Data-parallel replicas and gradient averaging (train_parallel.h). */
+#include "train/train_parallel.h"
+#include "store/names.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "devices.h"
+#include "dtype.h"
+#include "gpu/transfer.h"
+
+/* Add `t` (heap-allocated, memory on r->device) to r's copies. */
+static int add_copy(struct dp_replica *r, struct tensor *t)
+{
+	if (r->n == r->cap) {
+		unsigned cap = r->cap ? 2 * r->cap : 16;
+		struct tensor **p = realloc(r->tensors, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		r->tensors = p;
+		r->cap = cap;
+	}
+	r->tensors[r->n++] = t;
+	r->view = (struct graph_replica){ .device = r->device, .tensors = r->tensors, .n = r->n };
+	return 0;
+}
+
+/* A fresh tensor shaped like `like` on device `device`, with memory. */
+static int new_copy(struct daemon *d, const struct tensor *like, uint32_t device, struct tensor **ret)
+{
+	struct tensor *t = calloc(1, sizeof(*t));
+	int r;
+
+	if (!t)
+		return -ENOMEM;
+	memcpy(t->name, like->name, sizeof(t->name));
+	t->name_len = like->name_len;
+	t->owner = like->owner;     /* derived-name checks compare owners */
+	t->group = like->group;
+	t->mode = like->mode;
+	t->dtype = like->dtype;
+	t->rank = like->rank;
+	memcpy(t->shape, like->shape, sizeof(t->shape));
+	t->count = like->count;
+	t->bytes = like->bytes;
+	t->device = device;
+	r = gpu_memory_alloc(d->gpus[device], t->bytes, &t->alloc);
+	if (r < 0) {
+		free(t);
+		return r;
+	}
+	*ret = t;
+	return 0;
+}
+
+static void free_copy(struct daemon *d, struct tensor *t)
+{
+	gpu_memory_free(d->gpus[t->device], &t->alloc);
+	free(t);
+}
+
+static uint64_t align_up(uint64_t v)
+{
+	return (v + 255) & ~(uint64_t)255;
+}
+
+int dp_start(struct daemon *d, const uint32_t *devices, unsigned ndev, struct tensor *const *copy,
+	     unsigned ncopy, uint64_t shard, uint64_t flat_count, struct dp **ret)
+{
+	struct tensor index = { .name = "#index", .name_len = 6, .dtype = TDP_DTYPE_I32, .rank = 1,
+				.shape = { shard }, .count = shard, .bytes = shard * 4 };
+	struct dp *dp = calloc(1, sizeof(*dp));
+	int r = 0;
+
+	if (!dp)
+		return -ENOMEM;
+	dp->d = d;
+	dp->flat_count = flat_count;
+	dp->at.loss = align_up(flat_count * 4);
+	dp->at.index = align_up(dp->at.loss + 4);
+	dp->at.size = dp->at.index + shard * 4;
+	for (unsigned i = 0; r == 0 && i < ndev && i < GPU_MAX_DEVICES; i++) {
+		dp->devs[i] = devices[i];
+		r = gpu_host_buffer_create(d->gpus[devices[i]], dp->at.size, &dp->xfer[i]);
+	}
+	for (unsigned i = 1; r == 0 && i < ndev && i < GPU_MAX_DEVICES; i++) {
+		struct dp_replica *rep = &dp->r[dp->n++];
+		struct tensor *t;
+
+		rep->device = devices[i];
+		rep->view = (struct graph_replica){ .device = rep->device };
+		for (unsigned k = 0; r == 0 && k < ncopy; k++) {
+			t = NULL;
+			r = new_copy(d, copy[k], rep->device, &t);
+			if (r == 0)
+				r = gpu_copy(devices_of(d, copy[k]), &copy[k]->alloc, d->gpus[rep->device], &t->alloc);
+			if (r == 0)
+				r = add_copy(rep, t);
+			if (r < 0 && t)
+				free_copy(d, t);
+		}
+		if (r == 0 && (r = new_copy(d, &index, rep->device, &rep->index)) == 0 &&
+		    (r = add_copy(rep, rep->index)) < 0) {
+			free_copy(d, rep->index);
+			rep->index = NULL;
+		}
+	}
+	if (r < 0) {
+		dp_free(dp);
+		return r;
+	}
+	*ret = dp;
+	return 0;
+}
+
+int dp_commit(struct dp *dp, struct dp_replica *r, struct graph *gr)
+{
+	for (unsigned i = 0; i < gr->n; i++) {
+		struct node *nd = &gr->nodes[i];
+		struct tensor *t = NULL;
+
+		if (!nd->has_out)
+			continue;
+		for (unsigned k = 0; k < r->n; k++)
+			if (!strcmp(r->tensors[k]->name, nd->out_name))
+				t = r->tensors[k];
+		if (!t) {
+			t = calloc(1, sizeof(*t));
+			if (!t || add_copy(r, t) < 0) {
+				free(t);
+				return -ENOMEM;
+			}
+			t->name_len = strlen(nd->out_name);
+			memcpy(t->name, nd->out_name, t->name_len + 1);
+			t->device = r->device;
+			if (nd->out_like) {
+				t->owner = nd->like_owner;
+			} else {
+				size_t off;
+
+				if (names_key_split(t->name, t->name_len, &t->owner, &off) < 0)
+					t->owner = 0;
+			}
+		}
+		gpu_memory_free(dp->d->gpus[r->device], &t->alloc);
+		t->dtype = nd->ctx.out.dtype;
+		t->rank = nd->ctx.out.rank;
+		memcpy(t->shape, nd->ctx.out.shape, sizeof(t->shape));
+		t->count = nd->ctx.out.count;
+		t->bytes = nd->ctx.out.bytes;
+		t->alloc = nd->alloc;
+		nd->alloc = (struct gpu_alloc){ 0 };
+	}
+	return 0;
+}
+
+/* Room for `n` floats in each host buffer. */
+static int reserve(struct dp *dp, uint64_t n)
+{
+	float *a, *b;
+
+	if (n <= dp->cap)
+		return 0;
+	a = realloc(dp->sum, n * sizeof(float));
+	if (a)
+		dp->sum = a;
+	b = realloc(dp->one, n * sizeof(float));
+	if (b)
+		dp->one = b;
+	if (!a || !b)
+		return -ENOMEM;
+	dp->cap = n;
+	return 0;
+}
+
+struct gpu_host_buffer *dp_xfer(struct dp *dp, unsigned i)
+{
+	return &dp->xfer[i];
+}
+
+void dp_average(struct dp *dp)
+{
+	float *mean = dp->xfer[0].map;
+	unsigned n = dp->n + 1;
+
+	/* In device order, so every run sums the same way. */
+	for (unsigned g = 1; g < n; g++) {
+		const float *one = dp->xfer[g].map;
+
+		for (uint64_t i = 0; i < dp->flat_count; i++)
+			mean[i] += one[i];
+	}
+	for (uint64_t i = 0; i < dp->flat_count; i++)
+		mean[i] /= (float)n;
+	for (unsigned g = 1; g < n; g++)
+		memcpy(dp->xfer[g].map, mean, dp->flat_count * sizeof(float));
+}
+
+double dp_max_diff(struct dp *dp, struct tensor *const *stored, unsigned n)
+{
+	double worst = 0;
+
+	for (unsigned k = 0; k < n; k++) {
+		uint64_t count = stored[k]->count;
+
+		if (stored[k]->dtype != TDP_DTYPE_F32 || reserve(dp, count) < 0 ||
+		    gpu_download(devices_of(dp->d, stored[k]), &stored[k]->alloc, dp->sum) < 0)
+			return -1;
+		for (unsigned i = 0; i < dp->n; i++) {
+			const struct dp_replica *r = &dp->r[i];
+			const struct tensor *t = NULL;
+
+			for (unsigned j = 0; j < r->n; j++)
+				if (!strcmp(r->tensors[j]->name, stored[k]->name))
+					t = r->tensors[j];
+			if (!t || t->count != count || gpu_download(dp->d->gpus[r->device], &t->alloc, dp->one) < 0)
+				return -1;
+			for (uint64_t e = 0; e < count; e++) {
+				double diff = fabs((double)dp->sum[e] - (double)dp->one[e]);
+
+				if (!(diff <= worst))
+					worst = isnan(diff) ? INFINITY : diff;
+			}
+		}
+	}
+	return worst;
+}
+
+void dp_free(struct dp *dp)
+{
+	if (!dp)
+		return;
+	for (unsigned i = 0; i < GPU_MAX_DEVICES; i++)
+		if (dp->xfer[i].map)
+			gpu_host_buffer_free(dp->d->gpus[dp->devs[i]], &dp->xfer[i]);
+	for (unsigned i = 0; i < dp->n; i++) {
+		struct dp_replica *r = &dp->r[i];
+
+		for (unsigned k = 0; k < r->n; k++)
+			free_copy(dp->d, r->tensors[k]);
+		free(r->tensors);
+	}
+	free(dp->sum);
+	free(dp->one);
+	free(dp);
+}
