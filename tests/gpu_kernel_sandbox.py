@@ -1,5 +1,17 @@
+#!/usr/bin/python3
+"""The custom-kernel sandbox on a real GPU, where tests/test_kernels.py cannot
+run whole (it builds SPIR-V with glslangValidator, which a bare GPU host
+lacks): every kernel here is GLSL compiled by tensord's own compiler child.
+Limits are refused before any pipeline exists (an oversized workgroup used to
+lose the H100 device), raw pointers are refused, a compiler crash and a
+memory bomb cost one request, a slow compile does not hold the event loop,
+and the device is never reset. Run on the GPU host (shared/gpu/README.md):
+
+  . .gpu-runtime/enter.sh
+  TENSORD_BIN=build-release/daemon/tensord python3 tests/gpu_kernel_sandbox.py
+"""
 import os, sys
-sys.path.insert(0, "tests")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_kernels as t
 from daemon import Daemon
 with Daemon() as d:
