@@ -157,7 +157,53 @@ static void report_progress(struct tensord *td, enum tensord_transfer dir, uint6
 	td->in_notify = false;
 }
 
+const char *tensord_version(void)
+{
+	return TENSORD_VERSION;
+}
+
+uint32_t tensord_version_number(void)
+{
+	unsigned major = 0, minor = 0, patch = 0;
+
+	/* TENSORD_VERSION is meson's project version, "MAJOR.MINOR.PATCH". */
+	if (sscanf(TENSORD_VERSION, "%u.%u.%u", &major, &minor, &patch) < 1)
+		return 0;
+	return major * 10000u + minor * 100u + patch;
+}
+
+size_t tensord_pending(const struct tensord *td)
+{
+	return td ? td->npending : 0;
+}
+
+int td_read_options(struct tensord *td, const void *opts, size_t first, void *dst, size_t own)
+{
+	const uint8_t *b = opts;
+	uint32_t size;
+
+	memcpy(&size, opts, sizeof(size));
+	if (size < first)
+		return td_fail(td, -EINVAL, "options size %u is below %zu: set it with *_OPTIONS_INIT",
+			       size, first);
+	for (size_t i = own; i < size; i++)
+		if (b[i])
+			return td_fail(td, -EINVAL, "options set a field unknown to libtensord %s",
+				       TENSORD_VERSION);
+	memcpy(dst, opts, size < own ? size : own);
+	return 0;
+}
+
 int td_request_begin(struct tensord *td, const char *method, msgpack_packer **ret_pk)
+{
+	/* A blocking call would read the answer of a pipelined request. */
+	if (!td->broken && td->npending > 0)
+		return td_fail(td, -EBUSY, "%zu pipelined answers unread: tensord_recv() them first",
+			       td->npending);
+	return td_request_begin_pipelined(td, method, ret_pk);
+}
+
+int td_request_begin_pipelined(struct tensord *td, const char *method, msgpack_packer **ret_pk)
 {
 	if (td->broken)
 		return td->broken;
@@ -431,8 +477,9 @@ static int read_reply(struct tensord *td, uint32_t msgid, bool dontwait, struct 
 	}
 }
 
-int td_request_finish(struct tensord *td, const void *tail, size_t tail_len,
-		      const msgpack_object **ret_result)
+/* Write the request in td->out plus the tail; on success *ret_msgid is its
+ * id. A failure breaks the handle. */
+static int send_request(struct tensord *td, const void *tail, size_t tail_len, uint32_t *ret_msgid)
 {
 	uint32_t msgid = td->next_msgid;
 	struct tdp_message m;
@@ -441,13 +488,41 @@ int td_request_finish(struct tensord *td, const void *tail, size_t tail_len,
 	td->next_msgid = td->next_msgid == UINT32_MAX ? 1 : td->next_msgid + 1;
 	r = send_all(td, tdp_buf_head(&td->out), tdp_buf_len(&td->out), tail, tail_len);
 	if (r < 0) {
-		/* The daemon may have said why before closing: report that. */
-		if ((r == -EPIPE || r == -ECONNRESET) && read_reply(td, msgid, true, &m) == -EPROTO)
+		/* The daemon may have said why before closing: report that (with
+		 * pipelined answers unread, the first message is not its reason). */
+		if ((r == -EPIPE || r == -ECONNRESET) && td->npending == 0 &&
+		    read_reply(td, msgid, true, &m) == -EPROTO)
 			return mark_broken(td, -EPROTO);
 		td_fail(td, r, "writing to the daemon: %s", strerror(-r));
 		return mark_broken(td, r);
 	}
 	td->out.start = td->out.end = 0;
+	*ret_msgid = msgid;
+	return 0;
+}
+
+int td_request_send_only(struct tensord *td, const void *tail, size_t tail_len,
+			 uint32_t *ret_msgid)
+{
+	uint32_t msgid;
+	int r;
+
+	if ((r = send_request(td, tail, tail_len, &msgid)) < 0)
+		return r;
+	if (td->npending == 0)
+		td->pending_first = msgid;
+	td->npending++;
+	*ret_msgid = msgid;
+	return 0;
+}
+
+/* Read the answer to `msgid`: 0 with *ret_result, -TENSORD_EREMOTE, or a
+ * -errno with the handle broken. */
+static int finish_reply(struct tensord *td, uint32_t msgid, const msgpack_object **ret_result)
+{
+	struct tdp_message m;
+	int r;
+
 	r = read_reply(td, msgid, false, &m);
 	if (r < 0)
 		return mark_broken(td, r);
@@ -461,4 +536,62 @@ int td_request_finish(struct tensord *td, const void *tail, size_t tail_len,
 	}
 	*ret_result = m.result;
 	return 0;
+}
+
+int td_request_finish(struct tensord *td, const void *tail, size_t tail_len,
+		      const msgpack_object **ret_result)
+{
+	uint32_t msgid;
+	int r;
+
+	if ((r = send_request(td, tail, tail_len, &msgid)) < 0)
+		return r;
+	return finish_reply(td, msgid, ret_result);
+}
+
+int td_copy_object(struct tensord *td, const msgpack_object *o, void **ret_data, size_t *ret_len)
+{
+	struct tdp_buf out = { 0 };
+	msgpack_packer opk;
+
+	msgpack_packer_init(&opk, &out, tdp_buf_msgpack_write);
+	if (msgpack_pack_object(&opk, *o)) {
+		tdp_buf_free(&out);
+		return td_fail(td, -ENOMEM, "out of memory");
+	}
+	/* A fresh buffer starts at offset 0, so its storage is the result. */
+	*ret_data = out.data;
+	*ret_len = tdp_buf_len(&out);
+	return 0;
+}
+
+int tensord_recv(struct tensord *td, uint32_t *ret_msgid, void **ret_result, size_t *ret_len)
+{
+	const msgpack_object *res;
+	uint32_t msgid;
+	int r;
+
+	if (!td)
+		return -EINVAL;
+	if (td->broken)
+		return td->broken;
+	if (!ret_result || !ret_len)
+		return td_fail(td, -EINVAL, "missing argument");
+	if (td->in_notify)
+		return td_fail(td, -EBUSY, "called from a notification callback of the same handle");
+	if (td->npending == 0)
+		return td_fail(td, -ENOMSG, "no request sent with tensord_send() is unanswered");
+	td_request_end(td);
+	msgid = td->pending_first;
+	r = finish_reply(td, msgid, &res);
+	if (r < 0 && r != -TENSORD_EREMOTE)
+		return r;
+	td->pending_first = msgid == UINT32_MAX ? 1 : msgid + 1;
+	td->npending--;
+	if (r == 0)
+		r = td_copy_object(td, res, ret_result, ret_len);
+	td_request_end(td);
+	if (ret_msgid && (r == 0 || r == -TENSORD_EREMOTE))
+		*ret_msgid = msgid;
+	return r;
 }

@@ -20,6 +20,8 @@
 struct tensord {
 	int fd;
 	uint32_t next_msgid;
+	uint32_t pending_first;  /* msgid of the oldest request tensord_send() sent */
+	size_t npending;         /* requests sent by tensord_send() and not yet read */
 	struct tdp_buf out;      /* the request being written */
 	struct tdp_buf in;       /* received bytes; the reply being read comes first */
 	msgpack_packer pk;       /* appends to `out` */
@@ -48,6 +50,21 @@ int td_request_begin(struct tensord *td, const char *method, msgpack_packer **re
  * answered with an error, or another -errno (sticky when the stream broke). */
 int td_request_finish(struct tensord *td, const void *tail, size_t tail_len,
 		      const msgpack_object **ret_result);
+
+/* As td_request_begin(), also while pipelined answers are unread (which
+ * td_request_begin() refuses with -EBUSY): for tensord_send(). */
+int td_request_begin_pipelined(struct tensord *td, const char *method, msgpack_packer **ret_pk);
+
+/* Send the request begun by td_request_begin_pipelined() (tail as in
+ * td_request_finish()) without waiting, counting it as pending for
+ * tensord_recv(). On success *ret_msgid is its id. A failed write breaks the
+ * handle. */
+int td_request_send_only(struct tensord *td, const void *tail, size_t tail_len,
+			 uint32_t *ret_msgid);
+
+/* Pack the object `o` into a fresh malloc'd buffer: *ret_data (free() it),
+ * *ret_len. Returns 0 or -ENOMEM recorded on `td`. */
+int td_copy_object(struct tensord *td, const msgpack_object *o, void **ret_data, size_t *ret_len);
 
 /* Release the reply of the last request and buffers grown for it; safe to call
  * when there is none. */
@@ -79,3 +96,10 @@ bool td_is_one_map(const void *p, size_t len);
 /* Check a `device` argument of the public API: an id (>= 0) or
  * TENSORD_DEVICE_ANY. Returns 0, or -EINVAL recorded on `td`. */
 int td_check_device(struct tensord *td, int device);
+
+/* Read a caller's options struct (first field `uint32_t size`) into `dst`,
+ * which holds the defaults and is `own` bytes (this library's sizeof): copies
+ * min(size, own) bytes. Returns 0, or -EINVAL recorded on `td` when `size` is
+ * below `first` (the first release's size) or larger than `own` with a
+ * nonzero byte beyond it (a field this library does not know). */
+int td_read_options(struct tensord *td, const void *opts, size_t first, void *dst, size_t own);

@@ -1,5 +1,6 @@
 /* libtensord: running ops (op.run) and graphs (graph.run). */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,6 +82,25 @@ int tensord_op_run(struct tensord *td, const char *op, size_t ninputs, const cha
 		   struct tensord_tensor_info *ret_info, void **ret_data, size_t *ret_len)
 {
 	return tensord_op_run_on(td, op, ninputs, inputs, attrs, attrs_len, out, TENSORD_DEVICE_ANY,
+				 ret_info, ret_data, ret_len);
+}
+
+/* The size of struct tensord_op_run_options in its first release. */
+#define OP_RUN_OPTIONS_V1 (offsetof(struct tensord_op_run_options, device) + sizeof(int))
+
+int tensord_op_run_opts(struct tensord *td, const char *op, size_t ninputs,
+			const char *const *inputs, const void *attrs, size_t attrs_len,
+			const char *out, const struct tensord_op_run_options *opts,
+			struct tensord_tensor_info *ret_info, void **ret_data, size_t *ret_len)
+{
+	struct tensord_op_run_options o = TENSORD_OP_RUN_OPTIONS_INIT;
+	int r;
+
+	if (!td)
+		return -EINVAL;
+	if (opts && (r = td_read_options(td, opts, OP_RUN_OPTIONS_V1, &o, sizeof(o))) < 0)
+		return r;
+	return tensord_op_run_on(td, op, ninputs, inputs, attrs, attrs_len, out, o.device,
 				 ret_info, ret_data, ret_len);
 }
 

@@ -1,5 +1,6 @@
 /* libtensord: the typed calls (ping, info, tensor.*) and dtype helpers. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,25 +129,35 @@ bool td_is_one_map(const void *p, size_t len)
 	return tdp_scanner_feed(&s, b, len, &tdp_scan_default_limits) == 1 && s.pos == len;
 }
 
-int tensord_call_raw(struct tensord *td, const char *method, const void *params,
-		     size_t params_len, void **ret_result, size_t *ret_len)
+/* Check a method name and raw params as tensord_call_raw() takes them. */
+static int check_raw_call(struct tensord *td, const char *method, const void *params,
+			  size_t params_len)
 {
-	const msgpack_object *res;
-	struct tdp_buf out = { 0 };
-	msgpack_packer opk;
-	msgpack_packer *pk;
 	size_t mlen;
-	int r;
 
-	if (!td)
-		return -EINVAL;
-	if (!method || !ret_result || !ret_len)
+	if (!method)
 		return td_fail(td, -EINVAL, "missing argument");
 	mlen = strnlen(method, TDP_MAX_METHOD_LEN + 1);
 	if (mlen == 0 || mlen > TDP_MAX_METHOD_LEN)
 		return td_fail(td, -EINVAL, "method name must be 1-%d bytes", TDP_MAX_METHOD_LEN);
 	if (params && !td_is_one_map(params, params_len))
 		return td_fail(td, -EINVAL, "params must be one packed msgpack map");
+	return 0;
+}
+
+int tensord_call_raw(struct tensord *td, const char *method, const void *params,
+		     size_t params_len, void **ret_result, size_t *ret_len)
+{
+	const msgpack_object *res;
+	msgpack_packer *pk;
+	int r;
+
+	if (!td)
+		return -EINVAL;
+	if (!ret_result || !ret_len)
+		return td_fail(td, -EINVAL, "missing argument");
+	if ((r = check_raw_call(td, method, params, params_len)) < 0)
+		return r;
 	if ((r = td_request_begin(td, method, &pk)) < 0)
 		return r;
 	if (msgpack_pack_array(pk, params ? 1 : 0)) {
@@ -155,15 +166,33 @@ int tensord_call_raw(struct tensord *td, const char *method, const void *params,
 	}
 	if ((r = td_request_finish(td, params, params ? params_len : 0, &res)) < 0)
 		goto out;
-	msgpack_packer_init(&opk, &out, tdp_buf_msgpack_write);
-	if (msgpack_pack_object(&opk, *res)) {
-		tdp_buf_free(&out);
+	r = td_copy_object(td, res, ret_result, ret_len);
+out:
+	td_request_end(td);
+	return r;
+}
+
+int tensord_send(struct tensord *td, const char *method, const void *params, size_t params_len,
+		 uint32_t *ret_msgid)
+{
+	msgpack_packer *pk;
+	uint32_t msgid;
+	int r;
+
+	if (!td)
+		return -EINVAL;
+	if ((r = check_raw_call(td, method, params, params_len)) < 0)
+		return r;
+	if ((r = td_request_begin_pipelined(td, method, &pk)) < 0)
+		return r;
+	if (msgpack_pack_array(pk, params ? 1 : 0)) {
 		r = td_fail(td, -ENOMEM, "out of memory");
 		goto out;
 	}
-	/* A fresh buffer starts at offset 0, so its storage is the result. */
-	*ret_result = out.data;
-	*ret_len = tdp_buf_len(&out);
+	if ((r = td_request_send_only(td, params, params ? params_len : 0, &msgid)) < 0)
+		goto out;
+	if (ret_msgid)
+		*ret_msgid = msgid;
 out:
 	td_request_end(td);
 	return r;
@@ -178,23 +207,42 @@ int tensord_put(struct tensord *td, const char *name, enum tensord_dtype dtype, 
 		const uint64_t *shape, const void *data, size_t len,
 		struct tensord_tensor_info *ret_info)
 {
-	return tensord_put_on(td, name, dtype, rank, shape, data, len, TENSORD_DEVICE_ANY, ret_info);
+	return tensord_put_opts(td, name, dtype, rank, shape, data, len, NULL, ret_info);
 }
 
 int tensord_put_on(struct tensord *td, const char *name, enum tensord_dtype dtype, uint32_t rank,
 		   const uint64_t *shape, const void *data, size_t len, int device,
 		   struct tensord_tensor_info *ret_info)
 {
+	struct tensord_put_options o = TENSORD_PUT_OPTIONS_INIT;
+
+	o.device = device;
+	return tensord_put_opts(td, name, dtype, rank, shape, data, len, &o, ret_info);
+}
+
+/* The size of struct tensord_put_options in its first release. */
+#define PUT_OPTIONS_V1 (offsetof(struct tensord_put_options, if_absent) + sizeof(bool))
+
+int tensord_put_opts(struct tensord *td, const char *name, enum tensord_dtype dtype,
+		     uint32_t rank, const uint64_t *shape, const void *data, size_t len,
+		     const struct tensord_put_options *opts, struct tensord_tensor_info *ret_info)
+{
+	struct tensord_put_options o = TENSORD_PUT_OPTIONS_INIT;
 	struct tensord_tensor_info info;
 	const msgpack_object *res;
 	msgpack_packer *pk;
 	const char *dname = tdp_dtype_name((int)dtype);
-	int r;
+	int r, device;
 
 	if (!td)
 		return -EINVAL;
+	if (opts && (r = td_read_options(td, opts, PUT_OPTIONS_V1, &o, sizeof(o))) < 0)
+		return r;
+	device = o.device;
 	if ((r = td_check_device(td, device)) < 0)
 		return r;
+	if (o.mode && strnlen(o.mode, TDP_MAX_NAME_LEN + 1) > TDP_MAX_NAME_LEN)
+		return td_fail(td, -EINVAL, "mode longer than %d bytes", TDP_MAX_NAME_LEN);
 	if (!dname)
 		return td_fail(td, -EINVAL, "invalid dtype %d", (int)dtype);
 	if (rank > TDP_MAX_RANK)
@@ -204,10 +252,13 @@ int tensord_put_on(struct tensord *td, const char *name, enum tensord_dtype dtyp
 	if (len > TDP_MAX_TENSOR_BYTES)
 		return td_fail(td, -EMSGSIZE, "tensor of %zu bytes exceeds the %llu-byte limit",
 			       len, (unsigned long long)TDP_MAX_TENSOR_BYTES);
-	if ((r = begin_named(td, TDP_METHOD_TENSOR_PUT, name, device >= 0 ? 4 : 3, &pk)) < 0)
+	if ((r = begin_named(td, TDP_METHOD_TENSOR_PUT, name,
+			     3 + (device >= 0) + !!o.mode + o.if_absent, &pk)) < 0)
 		return r;
 	/* data goes last: its bytes are written from the caller's memory. */
 	if ((device >= 0 && (tdp_pack_cstr(pk, "device") || msgpack_pack_int(pk, device))) ||
+	    (o.mode && (tdp_pack_cstr(pk, "mode") || tdp_pack_cstr(pk, o.mode))) ||
+	    (o.if_absent && (tdp_pack_cstr(pk, "if_absent") || msgpack_pack_true(pk))) ||
 	    tdp_pack_cstr(pk, "dtype") || tdp_pack_cstr(pk, dname) ||
 	    tdp_pack_cstr(pk, "shape") || msgpack_pack_array(pk, rank)) {
 		r = td_fail(td, -ENOMEM, "out of memory");

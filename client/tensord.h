@@ -13,6 +13,7 @@
  * on success. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +26,17 @@ extern "C" {
 #else
 #define TENSORD_EXPORT
 #endif
+
+/* The version of this header, equal to the project's version in meson.build
+ * (tests/test_client_api.c checks that). Compare with tensord_version() to
+ * tell the header a program was built with from the library it runs with. */
+#define TENSORD_VERSION_MAJOR 0
+#define TENSORD_VERSION_MINOR 1
+#define TENSORD_VERSION_PATCH 0
+#define TENSORD_VERSION_STRING "0.1.0"
+/* One number for #if tests: MAJOR * 10000 + MINOR * 100 + PATCH. */
+#define TENSORD_VERSION_NUMBER \
+	(TENSORD_VERSION_MAJOR * 10000 + TENSORD_VERSION_MINOR * 100 + TENSORD_VERSION_PATCH)
 
 /* Returned (negated) when the daemon answered with an error map. */
 #define TENSORD_EREMOTE 1000
@@ -82,6 +94,13 @@ struct tensord;
 /* Connect to the daemon at `path`; NULL means $TENSORD_SOCKET, else
  * /run/tensord/tensord.sock. On success *ret owns the connection. */
 TENSORD_EXPORT int tensord_connect(const char *path, struct tensord **ret);
+
+/* The version of the library running ("0.1.0"), which may be newer than the
+ * header a program was compiled with (TENSORD_VERSION_STRING). */
+TENSORD_EXPORT const char *tensord_version(void);
+
+/* The same as one number, like TENSORD_VERSION_NUMBER. */
+TENSORD_EXPORT uint32_t tensord_version_number(void);
 
 /* Close the connection and free the handle; NULL is accepted. */
 TENSORD_EXPORT void tensord_free(struct tensord *td);
@@ -152,6 +171,36 @@ typedef void (*tensord_progress_fn)(void *userdata, enum tensord_transfer dir, u
 TENSORD_EXPORT void tensord_set_progress(struct tensord *td, tensord_progress_fn fn,
 					 void *userdata);
 
+/* Pipelining (docs/c-api.md, "Pipelining"): send requests back to back and
+ * read their answers later, as the Python client's Pipeline does. The daemon
+ * executes the requests of one connection in the order sent and answers in
+ * that order.
+ *
+ * tensord_send() writes one request for `method` with `params` as in
+ * tensord_call_raw() (one packed msgpack map, or NULL) and does not wait; on
+ * success *ret_msgid (may be NULL) is its message id. While answers are
+ * outstanding (tensord_pending() > 0) the blocking calls of this handle fail
+ * with -EBUSY: read the answers first. The daemon stops reading a connection
+ * whose answers pile up unread, so with many or large answers outstanding a
+ * send can block until the program reads: interleave tensord_recv() (say,
+ * every few hundred requests) rather than sending without bound. */
+TENSORD_EXPORT int tensord_send(struct tensord *td, const char *method, const void *params,
+				size_t params_len, uint32_t *ret_msgid);
+
+/* Read the answer to the oldest request sent with tensord_send() (blocking).
+ * On success *ret_result is the malloc'd packed result (free() it) and
+ * *ret_len its size. A daemon error for that request is -TENSORD_EREMOTE
+ * with tensord_error_code() as for any call; that answer is used up as well.
+ * In both cases *ret_msgid (may be NULL) is the id tensord_send() gave the
+ * request answered: the one exception to "out-parameters only on success".
+ * With nothing outstanding it is -ENOMSG. Other failures break the handle. */
+TENSORD_EXPORT int tensord_recv(struct tensord *td, uint32_t *ret_msgid, void **ret_result,
+				size_t *ret_len);
+
+/* The number of requests sent with tensord_send() not yet answered through
+ * tensord_recv() (0 for NULL). */
+TENSORD_EXPORT size_t tensord_pending(const struct tensord *td);
+
 /* `info`, returned as raw msgpack like tensord_call_raw(). */
 TENSORD_EXPORT int tensord_info_raw(struct tensord *td, void **ret_result, size_t *ret_len);
 
@@ -165,7 +214,32 @@ TENSORD_EXPORT int tensord_put(struct tensord *td, const char *name, enum tensor
 			       uint32_t rank, const uint64_t *shape, const void *data, size_t len,
 			       struct tensord_tensor_info *ret_info);
 
-/* `tensor.put` on device `device`: as tensord_put(), storing the tensor on
+/* Options of tensord_put_opts(). Start from TENSORD_PUT_OPTIONS_INIT, which
+ * sets `size` (later releases may add fields at the end: the library reads
+ * `size` bytes, and refuses with -EINVAL a `size` smaller than the first
+ * release's or larger than its own with nonzero bytes it does not know). */
+struct tensord_put_options {
+	uint32_t size;      /* sizeof(struct tensord_put_options) */
+	int device;         /* a device id, or TENSORD_DEVICE_ANY (see tensord_put_on()) */
+	const char *mode;   /* NULL: "private" for a new tensor, a replaced one keeps its
+			     * mode; else as tensord_chmod()'s (only the owner may) */
+	bool if_absent;     /* fail with TENSORD_ALREADY_EXISTS instead of replacing */
+};
+
+#define TENSORD_PUT_OPTIONS_INIT \
+	{ sizeof(struct tensord_put_options), TENSORD_DEVICE_ANY, NULL, false }
+
+/* `tensor.put` with options: as tensord_put(); `opts` NULL means the
+ * defaults of TENSORD_PUT_OPTIONS_INIT. */
+TENSORD_EXPORT int tensord_put_opts(struct tensord *td, const char *name,
+				    enum tensord_dtype dtype, uint32_t rank,
+				    const uint64_t *shape, const void *data, size_t len,
+				    const struct tensord_put_options *opts,
+				    struct tensord_tensor_info *ret_info);
+
+/* Deprecated, a thin wrapper to be removed in a later release: use
+ * tensord_put_opts() with `.device`.
+ * `tensor.put` on device `device`: as tensord_put(), storing the tensor on
  * the device with that id, or, with TENSORD_DEVICE_ANY, where the daemon
  * chooses (a new tensor: the device with the most free memory; a replaced
  * one: where it was). A device id the daemon does not have is its
@@ -230,7 +304,27 @@ TENSORD_EXPORT int tensord_op_run(struct tensord *td, const char *op, size_t nin
 				  const char *out, struct tensord_tensor_info *ret_info,
 				  void **ret_data, size_t *ret_len);
 
-/* `op.run` on device `device`: as tensord_op_run(). The op runs where its
+/* Options of tensord_op_run_opts(); `size` as in tensord_put_options. */
+struct tensord_op_run_options {
+	uint32_t size;      /* sizeof(struct tensord_op_run_options) */
+	int device;         /* a device id, or TENSORD_DEVICE_ANY (see tensord_op_run_on()) */
+};
+
+#define TENSORD_OP_RUN_OPTIONS_INIT \
+	{ sizeof(struct tensord_op_run_options), TENSORD_DEVICE_ANY }
+
+/* `op.run` with options: as tensord_op_run(); `opts` NULL means the defaults
+ * of TENSORD_OP_RUN_OPTIONS_INIT. */
+TENSORD_EXPORT int tensord_op_run_opts(struct tensord *td, const char *op, size_t ninputs,
+				       const char *const *inputs, const void *attrs,
+				       size_t attrs_len, const char *out,
+				       const struct tensord_op_run_options *opts,
+				       struct tensord_tensor_info *ret_info, void **ret_data,
+				       size_t *ret_len);
+
+/* Deprecated, a thin wrapper to be removed in a later release: use
+ * tensord_op_run_opts() with `.device`.
+ * `op.run` on device `device`: as tensord_op_run(). The op runs where its
  * inputs live, which must then be `device`; inputs on different devices, or
  * on another device than `device`, are the daemon's FAILED_PRECONDITION
  * (tensord never copies between devices by itself: tensord_copy() does). An

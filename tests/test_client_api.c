@@ -1,0 +1,322 @@
+/* libtensord's public API additions against a real daemon: the options
+ * structs (tensord_put_opts, tensord_op_run_opts) and their old twins as
+ * wrappers, the version macros and tensord_version(), and pipelining with
+ * tensord_send()/tensord_recv(). */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <msgpack.h>
+
+#include "daemon_fixture.h"
+#include "pack.h"
+#include "tensord.h"
+
+static struct daemon_fixture D;
+
+static struct tensord *conn(void)
+{
+	struct tensord *td = NULL;
+
+	assert_int_equal(tensord_connect(D.sock, &td), 0);
+	return td;
+}
+
+#define check_ok(td, expr)                                                          \
+	do {                                                                        \
+		int r_ = (expr);                                                    \
+		if (r_ < 0)                                                         \
+			fail_msg("%s: %d %s", #expr, r_, tensord_last_error(td));  \
+	} while (0)
+
+static float get_scalar(struct tensord *td, const char *name)
+{
+	float v = -1;
+	size_t len = 0;
+
+	check_ok(td, tensord_get_into(td, name, NULL, &v, sizeof(v), &len));
+	assert_int_equal(len, sizeof(v));
+	return v;
+}
+
+/* The header's macros are meson's project version (passed by tests/meson.build)
+ * and the library's and daemon's versions are the same. */
+static void test_version(void **state)
+{
+	char want[32], daemon_version[64];
+	struct tensord *td = conn();
+
+	(void)state;
+	snprintf(want, sizeof(want), "%d.%d.%d", TENSORD_VERSION_MAJOR, TENSORD_VERSION_MINOR,
+		 TENSORD_VERSION_PATCH);
+	assert_string_equal(want, MESON_PROJECT_VERSION);
+	assert_string_equal(TENSORD_VERSION_STRING, MESON_PROJECT_VERSION);
+	assert_string_equal(tensord_version(), MESON_PROJECT_VERSION);
+	assert_int_equal(tensord_version_number(), TENSORD_VERSION_NUMBER);
+	assert_int_equal(TENSORD_VERSION_NUMBER, TENSORD_VERSION_MAJOR * 10000 +
+			 TENSORD_VERSION_MINOR * 100 + TENSORD_VERSION_PATCH);
+	check_ok(td, tensord_ping(td, daemon_version, sizeof(daemon_version)));
+	assert_string_equal(daemon_version, MESON_PROJECT_VERSION);
+	tensord_free(td);
+}
+
+static void test_put_opts(void **state)
+{
+	struct tensord_put_options o = TENSORD_PUT_OPTIONS_INIT;
+	struct tensord_tensor_info info;
+	struct tensord *td = conn();
+	float one = 1, two = 2;
+
+	(void)state;
+	/* NULL options: the defaults (a new tensor is private) */
+	check_ok(td, tensord_put_opts(td, "api/a", TENSORD_F32, 0, NULL, &one, 4, NULL, &info));
+	assert_string_equal(info.mode, "private");
+	/* mode and device */
+	o.mode = "group-read,world-read";
+	o.device = (int)info.device;
+	check_ok(td, tensord_put_opts(td, "api/b", TENSORD_F32, 0, NULL, &one, 4, &o, &info));
+	assert_string_equal(info.mode, "group-read,world-read");
+	assert_int_equal(info.device, o.device);
+	/* a device the daemon does not have: its INVALID_ARGUMENT */
+	o.mode = NULL;
+	o.device = 4000;
+	assert_int_equal(tensord_put_opts(td, "api/c", TENSORD_F32, 0, NULL, &one, 4, &o, NULL),
+			 -TENSORD_EREMOTE);
+	assert_int_equal(tensord_error_code(td), TENSORD_INVALID_ARGUMENT);
+	o.device = -2;
+	assert_int_equal(tensord_put_opts(td, "api/c", TENSORD_F32, 0, NULL, &one, 4, &o, NULL),
+			 -EINVAL);
+	/* if_absent: an existing name is ALREADY_EXISTS and stays as it was */
+	o.device = TENSORD_DEVICE_ANY;
+	o.if_absent = true;
+	assert_int_equal(tensord_put_opts(td, "api/a", TENSORD_F32, 0, NULL, &two, 4, &o, NULL),
+			 -TENSORD_EREMOTE);
+	assert_int_equal(tensord_error_code(td), TENSORD_ALREADY_EXISTS);
+	assert_true(get_scalar(td, "api/a") == 1);
+	check_ok(td, tensord_put_opts(td, "api/new", TENSORD_F32, 0, NULL, &two, 4, &o, NULL));
+	assert_true(get_scalar(td, "api/new") == 2);
+	/* without it the put replaces, keeping the mode */
+	o.if_absent = false;
+	check_ok(td, tensord_put_opts(td, "api/b", TENSORD_F32, 0, NULL, &two, 4, &o, &info));
+	assert_true(get_scalar(td, "api/b") == 2);
+	assert_string_equal(info.mode, "group-read,world-read");
+	tensord_free(td);
+}
+
+/* The size field: too small, or larger with fields this library does not know. */
+static void test_options_size(void **state)
+{
+	struct {
+		struct tensord_put_options o;
+		uint64_t future;
+	} big = { .o = TENSORD_PUT_OPTIONS_INIT };
+	struct tensord_put_options small = TENSORD_PUT_OPTIONS_INIT;
+	struct tensord_op_run_options ro = TENSORD_OP_RUN_OPTIONS_INIT;
+	struct tensord *td = conn();
+	const char *in[] = { "api/s" };
+	float one = 1;
+	void *data = NULL;
+	size_t len = 0;
+
+	(void)state;
+	small.size = 4;
+	assert_int_equal(tensord_put_opts(td, "api/s", TENSORD_F32, 0, NULL, &one, 4, &small, NULL),
+			 -EINVAL);
+	big.o.size = sizeof(big);
+	check_ok(td, tensord_put_opts(td, "api/s", TENSORD_F32, 0, NULL, &one, 4, &big.o, NULL));
+	big.future = 1;
+	assert_int_equal(tensord_put_opts(td, "api/s", TENSORD_F32, 0, NULL, &one, 4, &big.o, NULL),
+			 -EINVAL);
+	ro.size = 2;
+	assert_int_equal(tensord_op_run_opts(td, "neg", 1, in, NULL, 0, NULL, &ro, NULL, &data, &len),
+			 -EINVAL);
+	tensord_free(td);
+}
+
+/* tensord_put_on / tensord_op_run_on still work as before, and
+ * tensord_op_run_opts passes the device. */
+static void test_wrappers(void **state)
+{
+	struct tensord_op_run_options ro = TENSORD_OP_RUN_OPTIONS_INIT;
+	struct tensord_tensor_info info;
+	struct tensord *td = conn();
+	const char *in[] = { "api/w" };
+	float three = 3, *out = NULL;
+	size_t len = 0;
+	int dev;
+
+	(void)state;
+	check_ok(td, tensord_put_on(td, "api/w", TENSORD_F32, 0, NULL, &three, 4, TENSORD_DEVICE_ANY,
+				    &info));
+	dev = (int)info.device;
+	check_ok(td, tensord_put_on(td, "api/w", TENSORD_F32, 0, NULL, &three, 4, dev, &info));
+	assert_int_equal(info.device, dev);
+	assert_int_equal(tensord_put_on(td, "api/w", TENSORD_F32, 0, NULL, &three, 4, 4000, NULL),
+			 -TENSORD_EREMOTE);
+	assert_int_equal(tensord_error_code(td), TENSORD_INVALID_ARGUMENT);
+	assert_true(get_scalar(td, "api/w") == 3);
+
+	check_ok(td, tensord_op_run_on(td, "neg", 1, in, NULL, 0, NULL, dev, &info, (void **)&out,
+				       &len));
+	assert_int_equal(len, 4);
+	assert_true(out[0] == -3);
+	free(out);
+	out = NULL;
+	ro.device = dev;
+	check_ok(td, tensord_op_run_opts(td, "neg", 1, in, NULL, 0, "api/wneg", &ro, &info, NULL,
+					 NULL));
+	assert_true(get_scalar(td, "api/wneg") == -3);
+	check_ok(td, tensord_op_run_opts(td, "neg", 1, in, NULL, 0, "api/wneg2", NULL, &info, NULL,
+					 NULL));
+	assert_true(get_scalar(td, "api/wneg2") == -3);
+	ro.device = 4000;
+	/* the device reaches the daemon: it refuses a device it does not have */
+	assert_int_equal(tensord_op_run_opts(td, "neg", 1, in, NULL, 0, NULL, &ro, &info,
+					     (void **)&out, &len), -TENSORD_EREMOTE);
+	assert_true(tensord_error_code(td) != 0);
+	assert_null(out);
+	tensord_free(td);
+}
+
+/* Pack {"name": name, "dtype": "f32", "shape": [], "data": bin(v)}. */
+static void pack_put(msgpack_sbuffer *sb, const char *name, float v)
+{
+	msgpack_packer pk;
+
+	msgpack_sbuffer_clear(sb);
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 4);
+	tdp_pack_cstr(&pk, "name");
+	tdp_pack_cstr(&pk, name);
+	tdp_pack_cstr(&pk, "dtype");
+	tdp_pack_cstr(&pk, "f32");
+	tdp_pack_cstr(&pk, "shape");
+	msgpack_pack_array(&pk, 0);
+	tdp_pack_cstr(&pk, "data");
+	msgpack_pack_bin(&pk, 4);
+	msgpack_pack_bin_body(&pk, &v, 4);
+}
+
+static void pack_name(msgpack_sbuffer *sb, const char *name)
+{
+	msgpack_packer pk;
+
+	msgpack_sbuffer_clear(sb);
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 1);
+	tdp_pack_cstr(&pk, "name");
+	tdp_pack_cstr(&pk, name);
+}
+
+/* The "name" of a packed result map, compared with `want`. */
+static void assert_result_name(const void *res, size_t len, const char *want)
+{
+	msgpack_unpacked u;
+	const msgpack_object *n;
+
+	msgpack_unpacked_init(&u);
+	assert_int_equal(msgpack_unpack_next(&u, res, len, NULL), MSGPACK_UNPACK_SUCCESS);
+	n = tdp_map_find(&u.data, "name");
+	assert_non_null(n);
+	assert_int_equal(n->type, MSGPACK_OBJECT_STR);
+	assert_int_equal(n->via.str.size, strlen(want));
+	assert_memory_equal(n->via.str.ptr, want, strlen(want));
+	msgpack_unpacked_destroy(&u);
+}
+
+#define NPIPE 64
+
+/* N puts, a failing stat in the middle and a stat at the end, all sent before
+ * any answer is read: the answers come in order, the error in its place. */
+static void test_pipeline(void **state)
+{
+	struct tensord *td = conn();
+	uint32_t ids[NPIPE + 2], got;
+	msgpack_sbuffer sb;
+	char name[32];
+	void *res = NULL;
+	size_t len = 0;
+	int k = 0;
+
+	(void)state;
+	msgpack_sbuffer_init(&sb);
+	assert_int_equal(tensord_pending(td), 0);
+	assert_int_equal(tensord_recv(td, &got, &res, &len), -ENOMSG);
+	for (int i = 0; i < NPIPE; i++) {
+		if (i == NPIPE / 2) {
+			pack_name(&sb, "api/pipe-missing");
+			check_ok(td, tensord_send(td, "tensor.stat", sb.data, sb.size, &ids[k++]));
+		}
+		snprintf(name, sizeof(name), "api/p%d", i);
+		pack_put(&sb, name, (float)i);
+		check_ok(td, tensord_send(td, "tensor.put", sb.data, sb.size, &ids[k++]));
+	}
+	pack_name(&sb, "api/p7");
+	check_ok(td, tensord_send(td, "tensor.stat", sb.data, sb.size, &ids[k++]));
+	assert_int_equal(tensord_pending(td), NPIPE + 2);
+	/* blocking calls wait until the answers are read */
+	assert_int_equal(tensord_ping(td, NULL, 0), -EBUSY);
+	for (int i = 1; i < k; i++)
+		assert_int_equal(ids[i], ids[i - 1] + 1);
+
+	k = 0;
+	for (int i = 0; i < NPIPE; i++) {
+		if (i == NPIPE / 2) {
+			assert_int_equal(tensord_recv(td, &got, &res, &len), -TENSORD_EREMOTE);
+			assert_int_equal(tensord_error_code(td), TENSORD_NOT_FOUND);
+			assert_int_equal(got, ids[k++]);
+		}
+		check_ok(td, tensord_recv(td, &got, &res, &len));
+		assert_int_equal(got, ids[k++]);
+		snprintf(name, sizeof(name), "api/p%d", i);
+		assert_result_name(res, len, name);
+		free(res);
+	}
+	check_ok(td, tensord_recv(td, &got, &res, &len));
+	assert_int_equal(got, ids[k++]);
+	assert_result_name(res, len, "api/p7");
+	free(res);
+	assert_int_equal(tensord_pending(td), 0);
+	assert_int_equal(tensord_recv(td, &got, &res, &len), -ENOMSG);
+	/* the handle works as before, and the puts took effect */
+	check_ok(td, tensord_ping(td, NULL, 0));
+	for (int i = 0; i < NPIPE; i += 9) {
+		snprintf(name, sizeof(name), "api/p%d", i);
+		assert_true(get_scalar(td, name) == (float)i);
+	}
+	/* bad arguments are refused before sending */
+	assert_int_equal(tensord_send(td, "", NULL, 0, NULL), -EINVAL);
+	assert_int_equal(tensord_send(td, "tensor.stat", "\x01", 1, NULL), -EINVAL);
+	assert_int_equal(tensord_pending(td), 0);
+	msgpack_sbuffer_destroy(&sb);
+	tensord_free(td);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_version),
+		cmocka_unit_test(test_put_opts),
+		cmocka_unit_test(test_options_size),
+		cmocka_unit_test(test_wrappers),
+		cmocka_unit_test(test_pipeline),
+	};
+	int failed;
+
+	signal(SIGPIPE, SIG_IGN);
+	if (daemon_start(&D, NULL, 60) < 0)
+		return 1;
+	failed = cmocka_run_group_tests(tests, NULL, NULL);
+	if (failed)
+		daemon_dump_log(&D);
+	if (daemon_stop(&D, 30) < 0)
+		failed++;
+	return failed ? 1 : 0;
+}
