@@ -105,6 +105,7 @@ def check_c_example(tmp, destdir, root, sock):
     np.testing.assert_array_equal(numbers("add"), a + b)
     np.testing.assert_array_equal(numbers("mul"), a * b)
     assert "add: dtype f32 shape [2, 3]" in out and "code 5 (NOT_FOUND is 5)" in out, out
+    assert "pipelined deletes: 0 pending, answers in order" in out, out
     # the documented output is what the program prints
     with open(os.path.join(SRC, "docs", "c-api.md")) as f:
         doc = f.read()
