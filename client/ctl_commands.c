@@ -519,6 +519,7 @@ static int source_from_file(struct ctl *c, struct put_source *s, int want)
 int ctl_cmd_put(struct ctl *c)
 {
 	struct put_source s = { .dtype = TDP_DTYPE_F32 };
+	struct tensord_put_options popts = TENSORD_PUT_OPTIONS_INIT;
 	struct tensord_tensor_info info;
 	struct ctl_bar bar;
 	char shape[256], size[32], label[300];
@@ -549,8 +550,9 @@ int ctl_cmd_put(struct ctl *c)
 		goto out;
 	snprintf(label, sizeof(label), "put %s", c->pos[0]);
 	ctl_bar_start(&bar, c, label);
-	r = tensord_put_on(c->td, c->pos[0], (enum tensord_dtype)s.dtype, s.rank, s.shape, s.data,
-			   s.len, device, &info);
+	popts.device = device;
+	r = tensord_put_opts(c->td, c->pos[0], (enum tensord_dtype)s.dtype, s.rank, s.shape, s.data,
+			     s.len, &popts, &info);
 	ctl_bar_finish(&bar);
 	if (r < 0) {
 		status = ctl_call_failed(c, r);

@@ -70,6 +70,7 @@ static void print_stored(const struct tensord_tensor_info *info)
 
 int ctl_cmd_run(struct ctl *c)
 {
+	struct tensord_op_run_options ropts = TENSORD_OP_RUN_OPTIONS_INIT;
 	struct tensord_tensor_info info;
 	msgpack_sbuffer sb;
 	void *data = NULL;
@@ -83,8 +84,9 @@ int ctl_cmd_run(struct ctl *c)
 		goto out;
 	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
 		goto out;
-	r = tensord_op_run_on(c->td, c->pos[0], (size_t)(c->npos - 1), c->pos + 1,
-			      c->nattrs ? sb.data : NULL, sb.size, c->out, device, &info, &data, &len);
+	ropts.device = device;
+	r = tensord_op_run_opts(c->td, c->pos[0], (size_t)(c->npos - 1), c->pos + 1,
+				c->nattrs ? sb.data : NULL, sb.size, c->out, &ropts, &info, &data, &len);
 	if (r < 0) {
 		status = ctl_call_failed(c, r);
 		goto out;

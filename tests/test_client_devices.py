@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""tensorctl (and through it libtensord's tensord_put_on, tensord_copy and
-tensord_op_run_on) against a tensord with two devices: `--device 0,0` opens
+"""tensorctl (and through it libtensord's tensord_put_opts, tensord_copy and
+tensord_op_run_opts) against a tensord with two devices: `--device 0,0` opens
 the first Vulkan device twice, two logical devices that behave like two GPUs
 (docs/devices.md). Checks put/run --device, copy/cp, ls's DEVICE column, the
 device table of info and info --watch, data-parallel train --devices against
