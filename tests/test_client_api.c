@@ -304,6 +304,31 @@ static void test_pipeline(void **state)
 	tensord_free(td);
 }
 
+/* Many small requests outstanding at once (within the documented bound):
+ * every answer arrives, in order. */
+static void test_pipeline_many(void **state)
+{
+	struct tensord *td = conn();
+	uint32_t first = 0, id, got;
+	void *res = NULL;
+	size_t len = 0;
+
+	(void)state;
+	for (int i = 0; i < 500; i++) {
+		check_ok(td, tensord_send(td, "ping", NULL, 0, &id));
+		if (i == 0)
+			first = id;
+	}
+	assert_int_equal(tensord_pending(td), 500);
+	for (uint32_t i = 0; i < 500; i++) {
+		check_ok(td, tensord_recv(td, &got, &res, &len));
+		assert_int_equal(got, first + i);
+		free(res);
+	}
+	assert_int_equal(tensord_pending(td), 0);
+	tensord_free(td);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -312,6 +337,7 @@ int main(void)
 		cmocka_unit_test(test_options_size),
 		cmocka_unit_test(test_wrappers),
 		cmocka_unit_test(test_pipeline),
+		cmocka_unit_test(test_pipeline_many),
 	};
 	int failed;
 
