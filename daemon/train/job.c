@@ -153,7 +153,7 @@ static int run_eval(struct train_job *job)
 	unsigned loss;
 	double lr;
 	int r = train_run_step(&job->req, &job->spec, job->nodes, NULL, &job->eval,
-			 job->start_step + (int64_t)job->done, false, &gr, &loss, &job->eval_loss, &lr);
+			       job->start_step + (int64_t)job->done, false, &gr, &loss, &job->eval_loss, &lr);
 
 	for (unsigned m = 0; r == 0 && m < job->nmetrics; m++) {
 		unsigned i;
@@ -238,7 +238,7 @@ static int step_one(struct train_job *job, int64_t step, uint64_t in_epoch, doub
 		return request_fail(&job->req, r == -ENODEV ? TDP_DEVICE_LOST : TDP_INTERNAL,
 				    "feeding the batch failed");
 	r = train_run_step(&job->req, &job->spec, job->nodes, NULL, &job->train, step, true, &gr, &loss,
-		     &job->last_loss, ret_lr);
+			   &job->last_loss, ret_lr);
 	if (r == 0)
 		r = train_commit_all(&job->req, &gr, NULL);
 	graph_free(&gr);
@@ -273,7 +273,7 @@ static int step_parallel(struct train_job *job, int64_t step, uint64_t in_epoch,
 	}
 	for (unsigned i = 0; i < n; i++) {
 		r = train_build_step(&job->req, &job->spec, job->nodes, NULL, &job->train, step, true, &gr[i],
-			       &loss[i], ret_lr, &flat[i]);
+				     &loss[i], ret_lr, &flat[i]);
 		gr[i].fuse = false; /* a fused kernel could span the two halves */
 		if (r < 0 || (i == 0 && (r = graph_check_outputs(&gr[0])) < 0))
 			goto out;
@@ -578,7 +578,7 @@ static int start_replicas(struct request *req, struct train_job *job)
 	int flat, r;
 
 	r = train_build_step(req, &job->spec, job->nodes, NULL, &job->train, job->start_step, true, &gr, &loss,
-		       &lr, &flat);
+			     &lr, &flat);
 	if (r == 0 && !(copy = calloc(gr.n * OP_MAX_INPUTS + 1, sizeof(*copy))))
 		r = request_fail(req, TDP_INTERNAL, "out of memory");
 	for (unsigned i = 0; r == 0 && i < gr.n; i++)
@@ -691,7 +691,7 @@ int train_run(struct request *req)
 	shuffle_epoch(job, 0);
 	r = gpu_upload(devices_of(req->d, &job->index), &job->index.alloc, job->perm);
 	if (r < 0 || train_run_step(req, &job->spec, job->nodes, NULL, &job->train, job->start_step, false,
-			      &gr, &loss, &lv, &lr) < 0) {
+				    &gr, &loss, &lv, &lr) < 0) {
 		if (r < 0)
 			request_fail(req, TDP_INTERNAL, "feeding the batch failed");
 		graph_free(&gr);

@@ -138,7 +138,7 @@ double optimizer_lr_at(const struct optimizer *opt, int64_t step)
 /* Append a node by op name; refs >= 0 are nodes, `t` is a stored tensor
  * input where a ref is -1. Returns the node or -1 (request_fail done). */
 int train_emit(struct step_ctx *sc, const char *op, const int *refs, struct tensor *const *t,
-		unsigned n, const struct graph_attr *attrs, unsigned nattrs)
+	       unsigned n, const struct graph_attr *attrs, unsigned nattrs)
 {
 	int r = graph_emit(sc->gr, op, refs, t, n, attrs, nattrs, sc->why, sizeof(sc->why));
 
@@ -207,7 +207,7 @@ static int state_input(struct step_ctx *sc, struct tensor *p, const char *suffix
 
 /* Append the update of parameter `p` whose gradient is node `g`. */
 int optimizer_emit_update(struct step_ctx *sc, const struct optimizer *opt, struct tensor *p, int g,
-		       int64_t step, double lr)
+			  int64_t step, double lr)
 {
 	char n1[TDP_MAX_NAME_LEN + 32], n2[TDP_MAX_NAME_LEN + 32];
 	struct tensor *st[3] = { p, NULL, NULL };

@@ -88,7 +88,7 @@ static int emit_flat_grads(struct step_ctx *sc, struct tensor *const *params, in
 
 
 int train_spec_parse(struct request *req, const msgpack_object *loss, const msgpack_object *params,
-		      const msgpack_object *opt, const msgpack_object *grads, struct train_spec *spec)
+		     const msgpack_object *opt, const msgpack_object *grads, struct train_spec *spec)
 {
 	memset(spec, 0, sizeof(*spec));
 	spec->opt.kind = OPT_NONE;
@@ -114,8 +114,8 @@ int train_spec_parse(struct request *req, const msgpack_object *loss, const msgp
 /* Build one step's graph (feeds, the client's nodes, and with `train` the
  * backward pass and the updates) without running anything. */
 int train_build_step(struct request *req, const struct train_spec *spec, const msgpack_object *nodes,
-		      const msgpack_object *outputs, const struct feeds *fd, int64_t step, bool train,
-		      struct graph *gr, unsigned *ret_loss, double *ret_lr, int *ret_flat)
+		     const msgpack_object *outputs, const struct feeds *fd, int64_t step, bool train,
+		     struct graph *gr, unsigned *ret_loss, double *ret_lr, int *ret_flat)
 {
 	struct step_ctx sc = { .req = req, .gr = gr };
 	char pshown[NAMES_SHOWN_MAX];
@@ -197,8 +197,8 @@ int train_build_step(struct request *req, const struct train_spec *spec, const m
 /* build_step, then run the graph and read the loss. Nothing is committed:
  * the caller stores results (graph_commit) and frees the graph. */
 int train_run_step(struct request *req, const struct train_spec *spec, const msgpack_object *nodes,
-		    const msgpack_object *outputs, const struct feeds *fd, int64_t step, bool train,
-		    struct graph *gr, unsigned *ret_loss, double *ret_loss_value, double *ret_lr)
+		   const msgpack_object *outputs, const struct feeds *fd, int64_t step, bool train,
+		   struct graph *gr, unsigned *ret_loss, double *ret_loss_value, double *ret_lr)
 {
 	unsigned loss;
 	double lr;
@@ -289,7 +289,7 @@ int train_commit_all(struct request *req, struct graph *gr, msgpack_packer *pk)
 
 
 int train_resolve_source(struct request *req, const struct param *p, const msgpack_object *model,
-			  struct source *src)
+			 struct source *src)
 {
 	*src = (struct source){ .nodes = p[0].value, .loss = p[1].value, .params = p[2].value,
 				.opt = p[3].value };
@@ -360,7 +360,7 @@ int train_step(struct request *req)
 	if (p[9].value)
 		spec->fuse = p[9].value->via.boolean;
 	if (train_run_step(req, spec, src.nodes, p[6].value, p[8].value ? &fd : NULL, step, true, &gr, &loss,
-		     &loss_value, &lr) < 0)
+			   &loss_value, &lr) < 0)
 		goto out;
 	for (unsigned i = 0; i < gr.n; i++) {
 		nstored += gr.nodes[i].has_out;
