@@ -52,10 +52,9 @@ persist/checkpoint.c -> serve/params.h
 persist/checkpoint.c -> serve/request.h
 store/lookup.h -> serve/request.h
 store/model.c -> engine/graph_core.h
-train/train.c -> methods/methods_model.h
-train/train.c -> methods/tensor_meta.h
-train/train.c -> serve/conn.h
-train/train.c -> serve/params.h
+train/job.c -> serve/conn.h
+train/step.h -> methods/methods_model.h
+train/step.h -> serve/params.h
 train/train.h -> serve/request.h
 """
 

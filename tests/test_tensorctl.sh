@@ -323,7 +323,7 @@ bad step "$DIR/no-such.json"
 step "train (train.run)"
 bad train "$DIR/array.json"
 bad train "$DIR/no-such.json"
-TRAIN_SRC=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../daemon/train/train.c
+TRAIN_SRC=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../daemon/train/job.c
 if ! grep -q train_run "$TRAIN_SRC" 2>/dev/null; then
 	echo "   NOTE: skipping the train.run checks: the daemon has no train.run yet ($TRAIN_SRC)"
 else

@@ -1,7 +1,7 @@
 /* The model methods: defining, listing, describing and deleting models, and
  * running them forward (evaluate: loss and metrics over a data set; predict:
  * outputs for inputs). Training with a model is train.step/train.run with
- * `model` (train.c). */
+ * `model` (train/step.c). */
 #include "methods/methods_model.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* model.define, model.list, model.stat, model.delete, model.evaluate and
- * model.predict (docs/protocol.md), and what train.c needs of models. */
+ * model.predict (docs/protocol.md), and what train/ needs of models. */
 #pragma once
 
 #include <msgpack.h>

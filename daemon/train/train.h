@@ -1,5 +1,7 @@
 /* Training on the GPU: one step of forward, backward and optimizer update
- * recorded into one submission. */
+ * recorded into one submission. The interface of train/ to the layers
+ * above: train.step and train_model_check are in step.c, train.run and its
+ * jobs in job.c; optimizer.h and step.h are train/'s own. */
 #pragma once
 
 #include <stdbool.h>

@@ -2,7 +2,7 @@
  * training"): copies of the tensors a step reads (parameters, optimizer
  * state, data) on each further device, outside the store, kept up to date by
  * committing each replica's step results into them, and the host-side
- * averaging of the devices' gradients. train.c drives the steps. */
+ * averaging of the devices' gradients. train/job.c drives the steps. */
 #pragma once
 
 #include <stdint.h>
