@@ -785,6 +785,20 @@ def test_compile_off_loop(d):
     check(len(pings) >= 5 and worst < min(0.25, seconds / 2),
           "another client's pings are answered during the compile (worst %.0f ms of a "
           "%.2f s compile, %d pings)" % (1000 * worst, seconds, len(pings)))
+    # One compile at a time per user: a user with many connections cannot
+    # start a compiler process (up to 512 MiB each) on every one of them.
+    with Client(d.sock) as a, Client(d.sock) as b:
+        first = a.request("kernel.create", {"name": "slow1", "glsl": src})
+        time.sleep(0.05)
+        e2 = b.call_full("kernel.create", {"name": "slow2", "glsl": src})[0]
+        e1 = a.response(first)[0]
+    check(e2 is not None and e2["name"] == "RESOURCE_EXHAUSTED" and "one at a time" in e2["message"],
+          "a second concurrent compile of the same user is refused: %r" % (e2,))
+    check(e1 is not None and e1["name"] in ("INVALID_ARGUMENT", "RESOURCE_EXHAUSTED"),
+          "the first one still gets its answer: %r" % (e1,))
+    with Client(d.sock) as c:
+        e = c.call_full("kernel.create", {"name": "ok2", "glsl": SCALE})[0]
+        check(e is None, "after it, the user compiles again: %r" % (e,))
     # A client that leaves mid-compile: its child is killed, nothing is left.
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(d.sock)

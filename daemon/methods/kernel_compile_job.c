@@ -34,6 +34,12 @@ struct compile_job {
 static struct compile_job *retired;
 static bool hook_added;
 
+/* The compiles running now: each is a process of up to GLSL_CHILD_MEMORY, so
+ * a user gets one at a time and the daemon KERNEL_COMPILES_MAX (a user with
+ * many connections could otherwise fill the host's memory). */
+#define KERNEL_COMPILES_MAX 4
+static struct compile_job *running[KERNEL_COMPILES_MAX];
+
 static void free_retired(void *data)
 {
 	(void)data;
@@ -55,6 +61,10 @@ void kernel_compile_jobs_free(void)
 static void retire(struct compile_job *j)
 {
 	struct loop *l = j->req.d->loop;
+
+	for (unsigned i = 0; i < KERNEL_COMPILES_MAX; i++)
+		if (running[i] == j)
+			running[i] = NULL;
 
 	if (j->out_src.fd >= 0)
 		loop_remove(l, &j->out_src);   /* the fd itself is the glsl_job's */
@@ -152,9 +162,22 @@ int kernel_compile_defer(struct request *req, const struct kernel_spec *ks, cons
 	struct itimerspec at = { .it_value = { .tv_sec = GLSL_CHILD_SECONDS } };
 	char why[TDP_MAX_ERROR_MESSAGE - 64];
 	struct loop *l = req->d->loop;
+	unsigned slot = KERNEL_COMPILES_MAX;
 	struct compile_job *j;
 	int r;
 
+	for (unsigned i = 0; i < KERNEL_COMPILES_MAX; i++) {
+		if (!running[i])
+			slot = i;
+		else if (running[i]->req.cred.uid == req->cred.uid)
+			return request_fail(req, TDP_RESOURCE_EXHAUSTED,
+					    "uid %u already has a kernel compiling (one at a time)",
+					    (unsigned)req->cred.uid);
+	}
+	if (slot == KERNEL_COMPILES_MAX)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED,
+				    "the daemon compiles %d kernels at once; retry when one is done",
+				    KERNEL_COMPILES_MAX);
 	if (!hook_added) {
 		if (loop_add_after(l, free_retired, NULL) < 0)
 			return request_fail(req, TDP_INTERNAL, "cannot watch the compiler");
@@ -195,6 +218,7 @@ int kernel_compile_defer(struct request *req, const struct kernel_spec *ks, cons
 	j->req.out = &j->c->out;
 	j->def.cancel = cancel;
 	j->c->deferred = &j->def;
+	running[slot] = j;
 	return REQUEST_DEFERRED;
 fail:
 	if (j->timer_src.fd >= 0)
