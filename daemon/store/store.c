@@ -173,20 +173,7 @@ void store_free(struct store *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->nbuckets; i++) {
-		while (s->buckets[i]) {
-			struct tensor *t = s->buckets[i];
-
-			s->buckets[i] = t->hash_next;
-			drop(s, t);
-		}
-	}
-	while (s->deleted_head) {
-		struct deleted *n = s->deleted_head;
-
-		s->deleted_head = n->next;
-		free(n);
-	}
+	store_clear(s);
 	free(s->buckets);
 	free(s->users);
 	free(s);
