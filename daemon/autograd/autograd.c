@@ -23,9 +23,7 @@ struct autograd {
 	struct tensor *stored[MAX_STORED]; /* stored tensors named by refs -2, -3, ... */
 	unsigned nstored;
 	unsigned current;          /* the forward node being differentiated */
-	bool failed;
-	int code;
-	char message[384];
+	struct td_error err;       /* the first failure (ag_fail), reported for node `current` */
 };
 
 static int stored_ref(struct autograd *ag, struct tensor *t)
@@ -43,14 +41,12 @@ int ag_fail(struct autograd *ag, unsigned node, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (ag->failed)
+	if (td_failed(&ag->err))
 		return -1;
 	va_start(ap, fmt);
-	vsnprintf(ag->message, sizeof(ag->message), fmt, ap);
+	td_vfail(&ag->err, TDP_INVALID_ARGUMENT, fmt, ap);
 	va_end(ap);
-	ag->code = TDP_INVALID_ARGUMENT;
 	ag->current = node;
-	ag->failed = true;
 	return -1;
 }
 
@@ -62,7 +58,7 @@ int ag_emit(struct autograd *ag, const char *op, const int *inputs, unsigned n,
 	char why[300];
 	int r;
 
-	if (ag->failed)
+	if (td_failed(&ag->err))
 		return -1;
 	if (n > OP_MAX_INPUTS)
 		return ag_fail(ag, ag->current, "backward: too many operands for '%s'", op);
@@ -75,7 +71,7 @@ int ag_emit(struct autograd *ag, const char *op, const int *inputs, unsigned n,
 	r = graph_emit(ag->gr, op, src, stored, n, attrs, nattrs, why, sizeof(why));
 	if (r < 0) {
 		ag_fail(ag, ag->current, "backward (%s): %s", op, why);
-		ag->code = TDP_RESOURCE_EXHAUSTED;
+		ag->err.code = TDP_RESOURCE_EXHAUSTED;
 		return -1;
 	}
 	return r;
@@ -264,8 +260,7 @@ static int param_index(struct autograd *ag, unsigned i, unsigned k, struct tenso
 
 static int report(struct autograd *ag)
 {
-	return graph_node_fail(ag->gr, ag->current, ag->code ? ag->code : TDP_INVALID_ARGUMENT,
-			       ag->message);
+	return graph_node_fail(ag->gr, ag->current, ag->err.code, ag->err.message);
 }
 
 int autograd_build(struct graph *gr, unsigned loss, struct tensor *const *params,
@@ -327,7 +322,7 @@ int autograd_build(struct graph *gr, unsigned loss, struct tensor *const *params
 		a[0].nints = lt.rank;
 		ag->grad[loss] = ag_emit(ag, "ones", NULL, 0, a, 2);
 	}
-	for (unsigned i = loss + 1; i-- > 0 && !ag->failed;) {
+	for (unsigned i = loss + 1; i-- > 0 && !td_failed(&ag->err);) {
 		struct node *nd = &gr->nodes[i];
 		int grads[OP_MAX_INPUTS];
 		op_backward_fn bw;
@@ -346,7 +341,7 @@ int autograd_build(struct graph *gr, unsigned loss, struct tensor *const *params
 			grads[k] = AG_NONE;
 		if (bw(ag, i, ag->grad[i], grads) < 0)
 			break;
-		for (unsigned k = 0; k < nin && !ag->failed; k++) {
+		for (unsigned k = 0; k < nin && !td_failed(&ag->err); k++) {
 			int s = gr->nodes[i].src[k], p = param_index(ag, i, k, params, nparams), g;
 
 			if (grads[k] == AG_NONE || (s >= 0 ? !ag->needs[s] : p < 0))
@@ -358,7 +353,7 @@ int autograd_build(struct graph *gr, unsigned loss, struct tensor *const *params
 				break;
 		}
 	}
-	if (ag->failed) {
+	if (td_failed(&ag->err)) {
 		r = report(ag);
 		goto out;
 	}

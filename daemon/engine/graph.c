@@ -230,7 +230,7 @@ int graph_op_run(struct request *req)
 	extra = p[4].value && p[4].value->via.boolean;
 	nd = &gr.nodes[0];
 	if (build_node(&gr, 0, p[0].value, p[1].value, p[2].value, p[5].value) < 0) {
-		graph_node_fail(&gr, 0, nd->ctx.code, nd->ctx.message);
+		graph_node_fail(&gr, 0, nd->ctx.err.code, nd->ctx.err.message);
 		goto out;
 	}
 	if (p[3].value) {
@@ -323,7 +323,7 @@ int graph_parse(struct graph *gr, const msgpack_object *nodes, const msgpack_obj
 		push = tdp_map_find(sub.params, "push");
 		np[6].type = push && push->type == MSGPACK_OBJECT_BIN ? PARAM_BIN : PARAM_MAP;
 		if (params_parse(&sub, np, nnp) < 0) {
-			graph_node_fail(gr, i, sub.code, strchr(sub.message, ' ') ? strchr(sub.message, ' ') + 1 : sub.message);
+			graph_node_fail(gr, i, sub.err.code, sub.err.message);
 			return -1;
 		}
 		if (np[0].value) {
@@ -343,11 +343,11 @@ int graph_parse(struct graph *gr, const msgpack_object *nodes, const msgpack_obj
 			nd->ctx.def = &kernel_node_op;
 			if (resolve_inputs(gr, i, np[2].value) < 0 || place_node(gr, i, np[9].value) < 0 ||
 			    kernel_node_build(gr, i, np[5].value, np[6].value, np[7].value, np[8].value) < 0) {
-				graph_node_fail(gr, i, nd->ctx.code, nd->ctx.message);
+				graph_node_fail(gr, i, nd->ctx.err.code, nd->ctx.err.message);
 				return -1;
 			}
 		} else if (build_node(gr, i, np[1].value, np[2].value, np[3].value, np[9].value) < 0) {
-			graph_node_fail(gr, i, nd->ctx.code, nd->ctx.message);
+			graph_node_fail(gr, i, nd->ctx.err.code, nd->ctx.err.message);
 			return -1;
 		}
 		if (np[4].value) {
@@ -406,7 +406,7 @@ int graph_run(struct request *req)
 		if (!gr.nodes[i].inline_out)
 			continue;
 		if (tdp_pack_cstr(req->pk, gr.nodes[i].id) || graph_write_inline(&gr, i) < 0) {
-			if (!req->code)
+			if (!td_failed(&req->err))
 				request_fail(req, TDP_INTERNAL, "out of memory");
 			goto out;
 		}

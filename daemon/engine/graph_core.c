@@ -274,7 +274,7 @@ int graph_submit_part(struct graph *gr, unsigned first, unsigned last)
 		}
 		if (nd->fused ? graph_fuse_record(gr, i, rec) < 0 : nd->ctx.def->record(&nd->ctx, rec) < 0) {
 			abort_recordings(gr);
-			return graph_node_fail(gr, i, nd->ctx.code, nd->ctx.message);
+			return graph_node_fail(gr, i, nd->ctx.err.code, nd->ctx.err.message);
 		}
 	}
 	if (first < last && (r = record_copies(gr, gr->nodes[first].device, after, nafter, false)) < 0) {
@@ -582,9 +582,9 @@ int graph_emit(struct graph *gr, const char *op, const int *src, struct tensor *
 	r = graph_append(gr, def, src, stored, n, vals);
 	if (r < 0) {
 		struct node *bad = &gr->nodes[gr->n - 1];
-		bool appended = gr->n > 0 && bad->ctx.def == def && bad->ctx.message[0];
+		bool appended = gr->n > 0 && bad->ctx.def == def && bad->ctx.err.message[0];
 
-		tdp_errorf(why, why_len, -1, "%s", appended ? bad->ctx.message : "the graph is too large");
+		tdp_errorf(why, why_len, -1, "%s", appended ? bad->ctx.err.message : "the graph is too large");
 		if (appended)
 			gr->n--; /* drop the half-built node */
 		return -1;

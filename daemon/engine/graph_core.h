@@ -100,7 +100,7 @@ int graph_alloc_nodes(struct graph *gr, uint32_t n);
 /* Append one node: op `def`, inputs given per k as an earlier node's index
  * (src[k] >= 0) or a stored tensor (src[k] < 0, stored[k]), attributes in
  * the order of def->attrs (NULL: none). Checks arity and runs the op's
- * inference. Returns the node index, or -1 with ctx.code/message set on the
+ * inference. Returns the node index, or -1 with ctx.err.code/message set on the
  * new node (which the caller reports with graph_node_fail). */
 int graph_append(struct graph *gr, const struct op_def *def, const int *src,
 		 struct tensor *const *stored, unsigned n, const struct op_attr_value *attrs);
@@ -114,7 +114,7 @@ int graph_emit(struct graph *gr, const char *op, const int *src, struct tensor *
 	       unsigned n, const struct graph_attr *attrs, unsigned nattrs, char *why, size_t why_len);
 
 /* Run inference on a node whose def, inputs and attrs are set; checks arity
- * and the result size limit. Returns 0 or -1 with ctx.code/message set. */
+ * and the result size limit. Returns 0 or -1 with ctx.err.code/message set. */
 int graph_infer_node(struct graph *gr, unsigned i);
 
 /* Check named outputs: valid, distinct, ours to replace, within the tensor limit. */
@@ -123,7 +123,7 @@ int graph_check_outputs(struct graph *gr);
 /* Place node `i` (inputs resolved) on a device: `want` (a device id, -1 for
  * none), else its inputs' device, else the graph's default device; sets
  * nd->device and nd->ctx.g. Inputs on different devices, or not on `want`,
- * fail with FAILED_PRECONDITION. Returns 0 or -1 with ctx.code/message set. */
+ * fail with FAILED_PRECONDITION. Returns 0 or -1 with ctx.err.code/message set. */
 int graph_place_node(struct graph *gr, unsigned i, int want);
 
 /* The tensor a node reads for stored tensor `t`: `t`, or in a replica's

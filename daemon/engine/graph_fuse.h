@@ -16,8 +16,8 @@ bool graph_fuse_default(const struct gpu_device *g);
 int graph_fuse_plan(struct graph *gr);
 
 /* Record the fused kernel of node `i` (a member of one) if `i` is its last
- * member; nothing for the others. Returns 0 or -1 with node i's ctx.code and
- * ctx.message set. */
+ * member; nothing for the others. Returns 0 or -1 with node i's ctx.err.code and
+ * ctx.err.message set. */
 int graph_fuse_record(struct graph *gr, unsigned i, struct gpu_recorder *rec);
 
 /* Free what graph_fuse_plan allocated. */

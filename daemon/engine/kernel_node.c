@@ -135,7 +135,7 @@ int kernel_node_build(struct graph *gr, unsigned i, const msgpack_object *kernel
 	struct op_ctx *ctx = &nd->ctx;
 	struct request *req = gr->req;
 	struct kn_priv *p = priv_of(ctx);
-	char name[TDP_MAX_NAME_LEN + 1], why[sizeof(ctx->message)], shown[NAMES_SHOWN_MAX];
+	char name[TDP_MAX_NAME_LEN + 1], why[sizeof(ctx->err.message)], shown[NAMES_SHOWN_MAX];
 	struct kernel *k;
 	int code;
 

@@ -25,7 +25,7 @@ extern const struct op_def kernel_node_op;
  * its tensors (count, size, what the device binds, write access to stored
  * tensors bound writable), read `groups` (required), `push` and `result`
  * (optional; NULL when absent) and infer the result. Returns 0, or -1 with
- * ctx.code/message set for graph_node_fail. */
+ * ctx.err.code/message set for graph_node_fail. */
 int kernel_node_build(struct graph *gr, unsigned i, const msgpack_object *kernel,
 		      const msgpack_object *push, const msgpack_object *groups,
 		      const msgpack_object *result);

@@ -98,8 +98,8 @@ static void answer(struct compile_job *j, bool timed_out)
 		j->c->out.end = j->c->out.start + mark;
 		j->req.d->requests_failed++;
 		metrics_request_error(&j->req.d->metrics, j->req.slot);
-		log_debug("msgid %u: %s", j->req.msgid, j->req.message);
-		if (tdp_write_error(&j->pk, j->req.msgid, j->req.code, j->req.message) < 0)
+		log_debug("msgid %u: %s", j->req.msgid, j->req.err.message);
+		if (request_pack_error(&j->req, &j->pk) < 0)
 			j->c->out.end = j->c->out.start + mark;
 	}
 	j->c->deferred = NULL;
@@ -122,7 +122,7 @@ static void on_output(void *data, uint32_t events)
 		j->gj = NULL;
 		if (j->c) {
 			request_fail(&j->req, TDP_RESOURCE_EXHAUSTED, "out of memory");
-			tdp_write_error(&j->pk, j->req.msgid, j->req.code, j->req.message);
+			request_pack_error(&j->req, &j->pk);
 			j->c->deferred = NULL;
 			conn_kick(j->c);
 		}

@@ -629,7 +629,7 @@ int method_model_predict(struct request *req)
 	for (unsigned i = 0; i < fw.gr.n; i++)
 		if (fw.gr.nodes[i].inline_out &&
 		    (tdp_pack_cstr(req->pk, fw.gr.nodes[i].id) || graph_write_inline(&fw.gr, i) < 0)) {
-			if (!req->code)
+			if (!td_failed(&req->err))
 				request_fail(req, TDP_INTERNAL, "out of memory");
 			goto out;
 		}

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/error.h"
 #include "gpu/recorder.h"
 #include "wire_limits.h"
 
@@ -91,13 +92,11 @@ struct op_ctx {
 	bool view;
 	struct op_scratch scratch;
 	uint8_t priv[256];                          /* infer's notes for record */
-	/* set by op_fail */
-	int code;
-	char message[256];
+	struct td_error err;                        /* set by op_fail */
 };
 
-/* Record an error: `code` is a tdp_status; the graph adds the node and op
- * names. Returns -1. */
+/* Record an error in ctx->err (td_fail): `code` is a tdp_status; the graph
+ * adds the node and op names. Returns -1. */
 __attribute__((format(printf, 3, 4)))
 int op_fail(struct op_ctx *ctx, int code, const char *fmt, ...);
 

@@ -55,9 +55,8 @@ int op_fail(struct op_ctx *ctx, int code, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(ctx->message, sizeof(ctx->message), fmt, ap);
+	td_vfail(&ctx->err, code, fmt, ap);
 	va_end(ap);
-	ctx->code = code;
 	return -1;
 }
 

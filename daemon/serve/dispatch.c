@@ -63,17 +63,29 @@ const char *request_method_name(unsigned slot)
 
 int request_fail(struct request *req, int code, const char *fmt, ...)
 {
-	int n;
 	va_list ap;
 
-	n = snprintf(req->message, sizeof(req->message), "%s: ", req->method);
-	if (n < 0 || (size_t)n >= sizeof(req->message))
-		n = 0;
 	va_start(ap, fmt);
-	vsnprintf(req->message + n, sizeof(req->message) - (size_t)n, fmt, ap);
+	td_vfail(&req->err, code, fmt, ap);
 	va_end(ap);
-	req->code = code;
 	return -1;
+}
+
+int request_pack_error(const struct request *req, msgpack_packer *pk)
+{
+	char message[TDP_MAX_ERROR_MESSAGE];
+	int code = td_failed(&req->err) ? req->err.code : TDP_INTERNAL;
+
+	const char *why = td_failed(&req->err) ? req->err.message : "failed without a reason";
+	int n = snprintf(message, sizeof(message), "%s: ", req->method ? req->method : "?");
+
+	if (n < 0 || (size_t)n >= sizeof(message))
+		n = 0;
+	size_t len = strnlen(why, sizeof(message) - (size_t)n - 1);
+
+	memcpy(message + n, why, len);
+	message[(size_t)n + len] = '\0';
+	return tdp_write_error(pk, req->msgid, code, message) < 0 ? -ENOMEM : 0;
 }
 
 int request_dispatch(struct request *req, const char *method, size_t method_len)
@@ -89,8 +101,7 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
 			*p = '?';
 	req->method = name;
-	req->code = TDP_OK;
-	req->message[0] = '\0';
+	td_error_clear(&req->err);
 	req->slot = (unsigned)METHOD_COUNT;
 	for (size_t i = 0; i < METHOD_COUNT; i++) {
 		if (strlen(method_table[i].name) == method_len &&
@@ -113,13 +124,13 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 			(uint64_t)(daemon_now_ns(CLOCK_MONOTONIC) - t0));
 	if (r == 0 || r == REQUEST_DEFERRED)
 		return 0;
-	if (fn && req->code == TDP_OK)
+	if (fn && !td_failed(&req->err))
 		request_fail(req, TDP_INTERNAL, "failed without a reason");
 	req->d->requests_failed++;
 	/* Drop whatever the handler wrote before failing; answer the error. */
 	req->out->end = req->out->start + mark;
-	log_debug("msgid %u: %s", req->msgid, req->message);
-	if (tdp_write_error(req->pk, req->msgid, req->code, req->message) < 0) {
+	log_debug("msgid %u: %s: %s", req->msgid, req->method, req->err.message);
+	if (request_pack_error(req, req->pk) < 0) {
 		req->out->end = req->out->start + mark;
 		return -ENOMEM;
 	}

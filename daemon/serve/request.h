@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "base/error.h"
 #include "buf.h"
 #include "store/access.h"
 #include "wire_limits.h"
@@ -28,15 +29,18 @@ struct request {
 	const msgpack_object *params;   /* the params map, or NULL */
 	msgpack_packer *pk;             /* writes into the connection's output */
 	struct tdp_buf *out;
-	int code;                       /* set by request_fail */
-	char message[TDP_MAX_ERROR_MESSAGE];
+	struct td_error err;            /* set by request_fail; answered as "<method>: <message>" */
 };
 
-/* Record an error for the response: `code` is a tdp_status, the message is
- * prefixed with the method name. Always returns -1, so handlers can
- * `return request_fail(...)`. */
+/* Record an error for the response in req->err (td_fail): `code` is a
+ * tdp_status; the answer prefixes the method name. Always returns -1, so
+ * handlers can `return request_fail(...)`. */
 __attribute__((format(printf, 3, 4)))
 int request_fail(struct request *req, int code, const char *fmt, ...);
+
+/* Write the error response for the failure recorded in req->err (INTERNAL
+ * when none is) into `pk`: "<method>: <message>". Returns 0 or -ENOMEM. */
+int request_pack_error(const struct request *req, msgpack_packer *pk);
 
 /* A method handler: writes the whole response with tdp_write_result_head() and
  * the result object and returns 0, or returns request_fail(). On failure

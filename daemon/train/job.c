@@ -222,8 +222,7 @@ static void job_fail(struct train_job *job)
 {
 	job->d->requests_failed++;
 	metrics_request_error(&job->req.d->metrics, job->req.slot);
-	tdp_write_error(&job->pk, job->req.msgid, job->req.code ? job->req.code : TDP_INTERNAL,
-			job->req.message);
+	request_pack_error(&job->req, &job->pk);
 }
 
 /* One step on one device: upload the batch's rows, run, store. */
@@ -341,7 +340,7 @@ static bool job_step(struct train_job *job)
 
 	if (in_epoch == 0)
 		shuffle_epoch(job, job->done / job->per_epoch);
-	job->req.code = 0;
+	td_error_clear(&job->req.err);
 	if ((job->dp ? step_parallel(job, step, in_epoch, &lr) : step_one(job, step, in_epoch, &lr)) < 0) {
 		job_fail(job);
 		return false;

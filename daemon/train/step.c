@@ -377,7 +377,7 @@ int train_step(struct request *req)
 	for (unsigned i = 0; i < gr.n; i++)
 		if (gr.nodes[i].inline_out &&
 		    (tdp_pack_cstr(req->pk, gr.nodes[i].id) || graph_write_inline(&gr, i) < 0)) {
-			if (!req->code)
+			if (!td_failed(&req->err))
 				request_fail(req, TDP_INTERNAL, "out of memory");
 			goto out;
 		}
