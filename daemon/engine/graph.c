@@ -210,31 +210,33 @@ static int pack_gpu_ns(struct graph *gr)
 	return 0;
 }
 
-int graph_op_run(struct request *req)
+int method_op_run(struct request *req)
 {
-	struct param p[] = {
-		{ "op", PARAM_STR, true, NULL },
-		{ "inputs", PARAM_ARRAY, true, NULL },
-		{ "attrs", PARAM_MAP, false, NULL },
-		{ "out", PARAM_STR, false, NULL },
-		{ "profile", PARAM_BOOL, false, NULL },
-		{ "device", PARAM_UINT, false, NULL },
+	const msgpack_object *op, *inputs, *attrs, *out, *device;
+	bool profile = false;
+	const struct param p[] = {
+		PARAM_REQ_OBJ("op", PARAM_STR, op),
+		PARAM_REQ("inputs", PARAM_ARRAY, inputs),
+		PARAM_OPT("attrs", PARAM_MAP, attrs),
+		PARAM_OPT_OBJ("out", PARAM_STR, out),
+		PARAM_OPT("profile", PARAM_BOOL, profile),
+		PARAM_OPT_OBJ("device", PARAM_UINT, device),
 	};
 	struct graph gr = { .req = req };
 	struct node *nd;
 	unsigned extra;
 	int r = -1;
 
-	if (params_parse(req, p, 6) < 0 || graph_alloc_nodes(&gr, 1) < 0)
+	if (PARAMS_PARSE(req, p) < 0 || graph_alloc_nodes(&gr, 1) < 0)
 		return -1;
-	extra = p[4].value && p[4].value->via.boolean;
+	extra = profile;
 	nd = &gr.nodes[0];
-	if (build_node(&gr, 0, p[0].value, p[1].value, p[2].value, p[5].value) < 0) {
+	if (build_node(&gr, 0, op, inputs, attrs, device) < 0) {
 		graph_node_fail(&gr, 0, nd->ctx.err.code, nd->ctx.err.message);
 		goto out;
 	}
-	if (p[3].value) {
-		if (out_name(&gr, 0, p[3].value, nd->out_name) < 0)
+	if (out) {
+		if (out_name(&gr, 0, out, nd->out_name) < 0)
 			goto out;
 		nd->has_out = true;
 	}
@@ -258,19 +260,24 @@ out:
 	return r;
 }
 
+/* The parameters of one node map. */
+struct node_params {
+	const msgpack_object *id, *op, *inputs, *attrs, *out, *kernel, *push, *groups, *result, *device;
+};
+
 /* An op node takes op and attrs, a kernel node kernel, push, groups and
- * result (graph_parse's np[] order). */
-static int node_kind_fail(struct graph *gr, unsigned i, const struct param *np)
+ * result. */
+static int node_kind_fail(struct graph *gr, unsigned i, const struct node_params *np)
 {
 	const char *why = NULL;
 
-	if (!np[1].value && !np[5].value)
+	if (!np->op && !np->kernel)
 		why = "missing parameter 'op' (or 'kernel', for a custom kernel)";
-	else if (np[1].value && np[5].value)
+	else if (np->op && np->kernel)
 		why = "give op or kernel, not both";
-	else if (np[5].value && np[3].value)
+	else if (np->kernel && np->attrs)
 		why = "attrs are an op's; a kernel node takes push";
-	else if (np[1].value && (np[6].value || np[7].value || np[8].value))
+	else if (np->op && (np->push || np->groups || np->result))
 		why = "push, groups and result are a kernel node's";
 	return why ? graph_node_fail(gr, i, TDP_INVALID_ARGUMENT, why) : 0;
 }
@@ -278,20 +285,21 @@ static int node_kind_fail(struct graph *gr, unsigned i, const struct param *np)
 int graph_parse(struct graph *gr, const msgpack_object *nodes, const msgpack_object *outs)
 {
 	struct request *req = gr->req;
-	struct param np[] = {
-		{ "id", PARAM_STR, false, NULL },
-		{ "op", PARAM_STR, false, NULL },
-		{ "inputs", PARAM_ARRAY, true, NULL },
-		{ "attrs", PARAM_MAP, false, NULL },
-		{ "out", PARAM_STR, false, NULL },
+	struct node_params np;
+	const struct param spec[] = {
+		PARAM_OPT_OBJ("id", PARAM_STR, np.id),
+		PARAM_OPT_OBJ("op", PARAM_STR, np.op),
+		PARAM_REQ("inputs", PARAM_ARRAY, np.inputs),
+		PARAM_OPT("attrs", PARAM_MAP, np.attrs),
+		PARAM_OPT_OBJ("out", PARAM_STR, np.out),
 		/* a custom kernel's node instead of an op's (kernel_node.c) */
-		{ "kernel", PARAM_STR, false, NULL },
-		{ "push", PARAM_MAP, false, NULL },
-		{ "groups", PARAM_ARRAY, false, NULL },
-		{ "result", PARAM_UINT, false, NULL },
-		{ "device", PARAM_UINT, false, NULL },
+		PARAM_OPT_OBJ("kernel", PARAM_STR, np.kernel),
+		/* a map of members or raw bytes, as in kernel.run */
+		PARAM_OPT("push", PARAM_MAP_OR_BIN, np.push),
+		PARAM_OPT("groups", PARAM_ARRAY, np.groups),
+		PARAM_OPT_OBJ("result", PARAM_UINT, np.result),
+		PARAM_OPT_OBJ("device", PARAM_UINT, np.device),
 	};
-	const unsigned nnp = sizeof(np) / sizeof(np[0]);
 
 	unsigned base = gr->n;
 
@@ -310,7 +318,6 @@ int graph_parse(struct graph *gr, const msgpack_object *nodes, const msgpack_obj
 	for (unsigned i = base; i < gr->n; i++) {
 		struct node *nd = &gr->nodes[i];
 		struct request sub = *req;
-		const msgpack_object *push;
 
 		/* Each node is a params-like map: reuse the checker, prefixing errors. */
 		if (nodes->via.array.ptr[i - base].type != MSGPACK_OBJECT_MAP) {
@@ -319,15 +326,12 @@ int graph_parse(struct graph *gr, const msgpack_object *nodes, const msgpack_obj
 			return -1;
 		}
 		sub.params = &nodes->via.array.ptr[i - base];
-		/* push is a map of members or raw bytes, as in kernel.run. */
-		push = tdp_map_find(sub.params, "push");
-		np[6].type = push && push->type == MSGPACK_OBJECT_BIN ? PARAM_BIN : PARAM_MAP;
-		if (params_parse(&sub, np, nnp) < 0) {
+		if (PARAMS_PARSE(&sub, spec) < 0) {
 			graph_node_fail(gr, i, sub.err.code, sub.err.message);
 			return -1;
 		}
-		if (np[0].value) {
-			if (np[0].value->via.str.size == 0 || np[0].value->via.str.size > TDP_MAX_NAME_LEN) {
+		if (np.id) {
+			if (np.id->via.str.size == 0 || np.id->via.str.size > TDP_MAX_NAME_LEN) {
 				graph_node_fail(gr, i, TDP_INVALID_ARGUMENT, "id must be 1-255 bytes");
 				return -1;
 			}
@@ -337,21 +341,21 @@ int graph_parse(struct graph *gr, const msgpack_object *nodes, const msgpack_obj
 					return -1;
 				}
 		}
-		if (node_kind_fail(gr, i, np) < 0)
+		if (node_kind_fail(gr, i, &np) < 0)
 			return -1;
-		if (np[5].value) {
+		if (np.kernel) {
 			nd->ctx.def = &kernel_node_op;
-			if (resolve_inputs(gr, i, np[2].value) < 0 || place_node(gr, i, np[9].value) < 0 ||
-			    kernel_node_build(gr, i, np[5].value, np[6].value, np[7].value, np[8].value) < 0) {
+			if (resolve_inputs(gr, i, np.inputs) < 0 || place_node(gr, i, np.device) < 0 ||
+			    kernel_node_build(gr, i, np.kernel, np.push, np.groups, np.result) < 0) {
 				graph_node_fail(gr, i, nd->ctx.err.code, nd->ctx.err.message);
 				return -1;
 			}
-		} else if (build_node(gr, i, np[1].value, np[2].value, np[3].value, np[9].value) < 0) {
+		} else if (build_node(gr, i, np.op, np.inputs, np.attrs, np.device) < 0) {
 			graph_node_fail(gr, i, nd->ctx.err.code, nd->ctx.err.message);
 			return -1;
 		}
-		if (np[4].value) {
-			if (out_name(gr, i, np[4].value, nd->out_name) < 0)
+		if (np.out) {
+			if (out_name(gr, i, np.out, nd->out_name) < 0)
 				return -1;
 			nd->has_out = true;
 		}
@@ -372,24 +376,24 @@ int graph_parse(struct graph *gr, const msgpack_object *nodes, const msgpack_obj
 	return 0;
 }
 
-int graph_run(struct request *req)
+int method_graph_run(struct request *req)
 {
-	struct param p[] = {
-		{ "nodes", PARAM_ARRAY, true, NULL },
-		{ "outputs", PARAM_ARRAY, false, NULL },
-		{ "profile", PARAM_BOOL, false, NULL },
-		{ "fuse", PARAM_BOOL, false, NULL },
+	const msgpack_object *nodes, *outputs;
+	bool profile = false, fuse = false, has_fuse;
+	const struct param p[] = {
+		PARAM_REQ("nodes", PARAM_ARRAY, nodes),
+		PARAM_OPT("outputs", PARAM_ARRAY, outputs),
+		PARAM_OPT("profile", PARAM_BOOL, profile),
+		PARAM_OPT_GIVEN("fuse", PARAM_BOOL, fuse, has_fuse),
 	};
 	struct graph gr = { .req = req };
 	uint32_t nstored = 0, ninline = 0;
-	bool profile;
 	int r = -1;
 
-	if (params_parse(req, p, 4) < 0)
+	if (PARAMS_PARSE(req, p) < 0)
 		return -1;
-	profile = p[2].value && p[2].value->via.boolean;
-	gr.fuse = p[3].value ? p[3].value->via.boolean : graph_fuse_default(req->d->gpus[0]);
-	if (graph_parse(&gr, p[0].value, p[1].value) < 0)
+	gr.fuse = has_fuse ? fuse : graph_fuse_default(req->d->gpus[0]);
+	if (graph_parse(&gr, nodes, outputs) < 0)
 		goto out;
 	for (unsigned i = 0; i < gr.n; i++) {
 		nstored += gr.nodes[i].has_out;

@@ -8,7 +8,7 @@
 #include "serve/request.h"
 
 /* Serve `op.run {op, inputs, attrs?, out?}`. */
-int graph_op_run(struct request *req);
+int method_op_run(struct request *req);
 
 struct graph;
 
@@ -18,4 +18,4 @@ struct graph;
 int graph_parse(struct graph *gr, const msgpack_object *nodes, const msgpack_object *outs);
 
 /* Serve `graph.run {nodes, outputs?}`. */
-int graph_run(struct request *req);
+int method_graph_run(struct request *req);

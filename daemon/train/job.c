@@ -448,14 +448,23 @@ unsigned train_jobs_abort(int code, const char *message)
 	return n;
 }
 
-/* Parse the run's own parameters (data, sizes, eval...) into `job`. */
-static int job_setup(struct request *req, struct train_job *job, const struct param *p)
-{
-	const msgpack_object *eval = p[10].value;
-	struct tensor *first;
-	uint64_t epochs = p[6].value ? p[6].value->via.u64 : 1;
+/* train.run's own parameters (besides the step's source), as params_parse
+ * decoded them. */
+struct run_params {
+	const msgpack_object *data, *eval, *devices;
+	uint64_t batch_size, epochs, steps, seed, start_step, progress_every;
+	bool shuffle, has_epochs, has_steps, has_start_step, has_progress_every, has_stop_loss;
+	double stop_loss;
+};
 
-	if (feeds_parse(req, p[4].value, &job->train, "data") < 0)
+/* Parse the run's own parameters (data, sizes, eval...) into `job`. */
+static int job_setup(struct request *req, struct train_job *job, const struct run_params *rp)
+{
+	const msgpack_object *eval = rp->eval;
+	struct tensor *first;
+	uint64_t epochs = rp->has_epochs ? rp->epochs : 1;
+
+	if (feeds_parse(req, rp->data, &job->train, "data") < 0)
 		return -1;
 	if (lookup_tensor(req, "data", job->train.f[0].src, ACCESS_READ, &first) < 0)
 		return -1;
@@ -475,14 +484,14 @@ static int job_setup(struct request *req, struct train_job *job, const struct pa
 					    job->train.f[k].src, (unsigned long long)job->nsamples,
 					    job->train.f[0].src);
 	}
-	job->batch = p[5].value->via.u64;
+	job->batch = rp->batch_size;
 	if (job->batch == 0 || job->batch > job->nsamples || job->nsamples > INT32_MAX)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "batch_size must be 1 to %llu (the rows of the data)",
 				    (unsigned long long)job->nsamples);
 	job->per_epoch = job->nsamples / job->batch; /* the last partial batch is dropped */
-	if (p[7].value) {
-		job->total = p[7].value->via.u64;
-		if (p[6].value)
+	if (rp->has_steps) {
+		job->total = rp->steps;
+		if (rp->has_epochs)
 			return request_fail(req, TDP_INVALID_ARGUMENT, "give epochs or steps, not both");
 	} else {
 		job->total = epochs * job->per_epoch;
@@ -490,18 +499,19 @@ static int job_setup(struct request *req, struct train_job *job, const struct pa
 	if (job->total == 0 || job->total > 100000000)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "a run has 1 to 100000000 steps");
 	job->epochs = (job->total + job->per_epoch - 1) / job->per_epoch;
-	job->seed = p[8].value ? p[8].value->via.u64 : 0;
-	job->shuffle = !p[9].value || p[9].value->via.boolean;
-	if (p[11].value)
-		job->start_step = (int64_t)p[11].value->via.u64;
+	job->seed = rp->seed;
+	job->shuffle = rp->shuffle;
+	if (rp->has_start_step)
+		job->start_step = (int64_t)rp->start_step;
 	if (job->start_step < 1 || job->start_step > INT32_MAX)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "start_step must be 1 or more");
-	job->progress_every = p[12].value ? p[12].value->via.u64 : (job->total >= 100 ? job->total / 100 : 1);
+	job->progress_every = rp->has_progress_every ? rp->progress_every
+						     : (job->total >= 100 ? job->total / 100 : 1);
 	if (job->progress_every == 0)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "progress_every must be 1 or more");
-	if (p[13].value) {
+	if (rp->has_stop_loss) {
 		job->has_stop = true;
-		job->stop_loss = params_number(p[13].value);
+		job->stop_loss = rp->stop_loss;
 	}
 	if (eval) {
 		const msgpack_object *every = tdp_map_find(eval, "every"), *metrics = tdp_map_find(eval, "metrics");
@@ -605,27 +615,30 @@ static int start_replicas(struct request *req, struct train_job *job)
 	return r;
 }
 
-int train_run(struct request *req)
+int method_train_run(struct request *req)
 {
-	struct param p[] = {
-		{ "nodes", PARAM_ARRAY, false, NULL },      /* 0 */
-		{ "loss", PARAM_STR, false, NULL },
-		{ "params", PARAM_ARRAY, false, NULL },
-		{ "optimizer", PARAM_MAP, false, NULL },
-		{ "data", PARAM_MAP, true, NULL },          /* 4 */
-		{ "batch_size", PARAM_UINT, true, NULL },
-		{ "epochs", PARAM_UINT, false, NULL },
-		{ "steps", PARAM_UINT, false, NULL },
-		{ "seed", PARAM_UINT, false, NULL },        /* 8 */
-		{ "shuffle", PARAM_BOOL, false, NULL },
-		{ "eval", PARAM_MAP, false, NULL },
-		{ "start_step", PARAM_UINT, false, NULL },
-		{ "progress_every", PARAM_UINT, false, NULL }, /* 12 */
-		{ "stop_loss", PARAM_NUMBER, false, NULL },
-		{ "model", PARAM_STR, false, NULL },        /* 14 */
-		{ "devices", PARAM_ARRAY, false, NULL },
-	};
 	struct source src;
+	struct run_params rp = { .shuffle = true };
+	param_name model;
+	bool has_model;
+	const struct param p[] = {
+		PARAM_OPT("nodes", PARAM_ARRAY, src.nodes),
+		PARAM_OPT_OBJ("loss", PARAM_STR, src.loss),
+		PARAM_OPT("params", PARAM_ARRAY, src.params),
+		PARAM_OPT("optimizer", PARAM_MAP, src.opt),
+		PARAM_REQ("data", PARAM_MAP, rp.data),
+		PARAM_REQ("batch_size", PARAM_UINT, rp.batch_size),
+		PARAM_OPT_GIVEN("epochs", PARAM_UINT, rp.epochs, rp.has_epochs),
+		PARAM_OPT_GIVEN("steps", PARAM_UINT, rp.steps, rp.has_steps),
+		PARAM_OPT("seed", PARAM_UINT, rp.seed),
+		PARAM_OPT("shuffle", PARAM_BOOL, rp.shuffle),
+		PARAM_OPT("eval", PARAM_MAP, rp.eval),
+		PARAM_OPT_GIVEN("start_step", PARAM_UINT, rp.start_step, rp.has_start_step),
+		PARAM_OPT_GIVEN("progress_every", PARAM_UINT, rp.progress_every, rp.has_progress_every),
+		PARAM_OPT_GIVEN("stop_loss", PARAM_NUMBER, rp.stop_loss, rp.has_stop_loss),
+		PARAM_OPT_GIVEN("model", PARAM_TENSOR_KEY, model, has_model),
+		PARAM_OPT("devices", PARAM_ARRAY, rp.devices),
+	};
 	struct train_job *job;
 	msgpack_sbuffer sb;
 	msgpack_packer spk;
@@ -634,7 +647,7 @@ int train_run(struct request *req)
 	double lv, lr;
 	int r;
 
-	if (params_parse(req, p, 16) < 0 || train_resolve_source(req, p, p[14].value, &src) < 0)
+	if (PARAMS_PARSE(req, p) < 0 || train_resolve_source(req, has_model ? model : NULL, &src) < 0)
 		return -1;
 	if (!req->conn)
 		return request_fail(req, TDP_INTERNAL, "train.run needs a connection");
@@ -645,7 +658,7 @@ int train_run(struct request *req)
 	msgpack_unpacked_init(&job->params);
 	job->start_step = src.m ? src.m->step + 1 : 1;
 	if (train_spec_parse(req, src.loss, src.params, src.opt, NULL, &job->spec) < 0 ||
-	    job_setup(req, job, p) < 0 || parse_devices(req, job, p[15].value) < 0)
+	    job_setup(req, job, &rp) < 0 || parse_devices(req, job, rp.devices) < 0)
 		goto fail;
 	if (src.m) {
 		if (model_check_feeds(req, src.m, &job->train, true, "data") < 0 ||

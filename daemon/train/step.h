@@ -62,8 +62,8 @@ int train_run_step(struct request *req, const struct train_spec *spec, const msg
  * names. Returns 0, or -1 after request_fail (out of memory). */
 int train_commit_all(struct request *req, struct graph *gr, msgpack_packer *pk);
 
-/* Fill *src from p[0..3] (nodes, loss, params, optimizer) or from the model
- * named by `model` (may be NULL), not both. Returns 0, or -1 after
- * request_fail. */
-int train_resolve_source(struct request *req, const struct param *p, const msgpack_object *model,
-			 struct source *src);
+/* Complete *src, whose nodes, loss, params and opt hold the request's
+ * (NULL when absent), from the model under store key `model` (NULL: none):
+ * the request gives either the model or nodes, loss and params, not both.
+ * Returns 0, or -1 after request_fail. */
+int train_resolve_source(struct request *req, const char *model, struct source *src);

@@ -10,7 +10,7 @@
 
 /* Serve `train.step {nodes, loss, params, optimizer?, step?, grads?, outputs?}`
  * (docs/protocol.md). */
-int train_step(struct request *req);
+int method_train_step(struct request *req);
 
 struct model;
 
@@ -26,7 +26,7 @@ struct train_job;
  * that runs one step per event-loop turn, sending train.progress and
  * train.eval notifications and the response at the end. Returns
  * REQUEST_DEFERRED on a start, -1 with request_fail() otherwise. */
-int train_run(struct request *req);
+int method_train_run(struct request *req);
 
 /* The event loop's idle work: one step of every running job. Returns whether
  * jobs remain. */
