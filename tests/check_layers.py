@@ -34,7 +34,6 @@ engine/graph.h -> serve/request.h
 engine/graph_core.c -> methods/tensor_meta.h
 engine/graph_core.c -> serve/params.h
 engine/graph_core.h -> serve/request.h
-kernels/kernel.c -> serve/params.h
 methods/handlers.h -> serve/request.h
 methods/kernel_compile_job.c -> serve/conn.h
 methods/kernel_compile_job.h -> serve/request.h

@@ -97,8 +97,7 @@ static int decode(struct request *req, const struct param *p, const msgpack_obje
 		*(bool *)p->dst = o->via.boolean;
 		return 0;
 	case PARAM_NUMBER:
-		*(double *)p->dst = params_number(o);
-		return 0;
+		return tdp_obj_number(o, p->dst);       /* type_ok checked it is one */
 	case PARAM_NAME:
 		if (!tdp_name_valid(s->ptr, s->size))
 			return request_fail(req, TDP_INVALID_ARGUMENT,
@@ -171,13 +170,4 @@ int params_parse(struct request *req, const struct param *spec, size_t n)
 int params_none(struct request *req)
 {
 	return params_parse(req, NULL, 0);
-}
-
-double params_number(const msgpack_object *o)
-{
-	if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
-		return (double)o->via.u64;
-	if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
-		return (double)o->via.i64;
-	return o->via.f64;
 }

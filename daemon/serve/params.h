@@ -98,6 +98,3 @@ int params_parse(struct request *req, const struct param *spec, size_t n);
 /* Check that the request has no parameters (ping, info, ...). Returns 0 or
  * -1 after request_fail. */
 int params_none(struct request *req);
-
-/* The value of a number (an integer or a float) as a double. */
-double params_number(const msgpack_object *o);
