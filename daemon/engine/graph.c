@@ -12,7 +12,7 @@
 #include "engine/kernel_node.h"
 #include "gpu/device.h"
 #include "gpu/transfer.h"
-#include "methods/tensor_meta.h"
+#include "methods/methods_tensor.h"
 #include "name.h"
 #include "ops/op.h"
 #include "pack.h"

@@ -15,7 +15,7 @@
 #include "gpu/device.h"
 #include "gpu/recorder.h"
 #include "gpu/transfer.h"
-#include "methods/tensor_meta.h"
+#include "methods/methods_tensor.h"
 #include "mode.h"
 #include "name.h"
 #include "ops/op.h"

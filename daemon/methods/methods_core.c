@@ -1,11 +1,12 @@
 /* ping and info. */
+#include "methods/methods_core.h"
+
 #include <errno.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
 #include "daemon.h"
-#include "methods/handlers.h"
 #include "pack.h"
 #include "persist/recover.h"
 #include "rpc.h"

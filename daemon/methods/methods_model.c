@@ -15,7 +15,7 @@
 #include "dtype.h"
 #include "engine/graph.h"
 #include "engine/graph_core.h"
-#include "methods/tensor_meta.h"
+#include "methods/methods_tensor.h"
 #include "name.h"
 #include "pack.h"
 #include "rpc.h"

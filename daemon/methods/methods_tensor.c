@@ -1,4 +1,6 @@
-/* tensor.put, tensor.get, tensor.stat, tensor.list, tensor.delete, tensor.chmod. */
+/* tensor.put, tensor.get, tensor.stat, tensor.list, tensor.delete, tensor.chmod, tensor.copy. */
+#include "methods/methods_tensor.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,8 +11,6 @@
 #include "devices.h"
 #include "dtype.h"
 #include "gpu/transfer.h"
-#include "methods/handlers.h"
-#include "methods/tensor_meta.h"
 #include "mode.h"
 #include "name.h"
 #include "pack.h"
