@@ -6,6 +6,7 @@
 #include "dtype.h"
 #include "ops/conv_gemm.h"
 #include "ops/conv_shape.h"
+#include "ops/grad_rules.h"
 #include "ops/op.h"
 #include "status.h"
 
@@ -226,8 +227,8 @@ static int pool_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 }
 
 const struct op_def op_defs_conv[] = {
-	{ "conv2d", 2, 3, conv_attrs, 0, conv_infer, conv_record },
-	{ "max_pool2d", 1, 1, pool_attrs, POOL_MAX, pool_infer, pool_record },
-	{ "avg_pool2d", 1, 1, pool_attrs, POOL_AVG, pool_infer, pool_record },
-	{ NULL, 0, 0, NULL, 0, NULL, NULL },
+	{ "conv2d", 2, 3, conv_attrs, 0, conv_infer, conv_record, grad_conv2d, OP_NO_FUSION },
+	{ "max_pool2d", 1, 1, pool_attrs, POOL_MAX, pool_infer, pool_record, grad_max_pool2d, OP_NO_FUSION },
+	{ "avg_pool2d", 1, 1, pool_attrs, POOL_AVG, pool_infer, pool_record, grad_avg_pool2d, OP_NO_FUSION },
+	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };

@@ -11,6 +11,7 @@
 #include "dtype.h"
 #include "gpu/device.h"
 #include "ops/conv_shape.h"
+#include "ops/grad_rules.h"
 #include "ops/op.h"
 #include "status.h"
 
@@ -343,9 +344,9 @@ static int poolg_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 }
 
 const struct op_def op_defs_conv_grad[] = {
-	{ "conv2d_grad_input", 2, 2, convg_input_attrs, 0, convg_input_infer, convg_input_record },
-	{ "conv2d_grad_weight", 2, 2, convg_weight_attrs, 0, convg_weight_infer, convg_weight_record },
-	{ "max_pool2d_grad", 2, 2, poolg_max_attrs, POOL_MAX, poolg_max_infer, poolg_record },
-	{ "avg_pool2d_grad", 1, 1, poolg_avg_attrs, POOL_AVG, poolg_avg_infer, poolg_record },
-	{ NULL, 0, 0, NULL, 0, NULL, NULL },
+	{ "conv2d_grad_input", 2, 2, convg_input_attrs, 0, convg_input_infer, convg_input_record, NULL, OP_NO_FUSION },
+	{ "conv2d_grad_weight", 2, 2, convg_weight_attrs, 0, convg_weight_infer, convg_weight_record, NULL, OP_NO_FUSION },
+	{ "max_pool2d_grad", 2, 2, poolg_max_attrs, POOL_MAX, poolg_max_infer, poolg_record, NULL, OP_NO_FUSION },
+	{ "avg_pool2d_grad", 1, 1, poolg_avg_attrs, POOL_AVG, poolg_avg_infer, poolg_record, NULL, OP_NO_FUSION },
+	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };

@@ -9,6 +9,7 @@
 
 #include "dtype.h"
 #include "ops/layout_kernels.h"
+#include "ops/grad_rules.h"
 #include "ops/op.h"
 #include "status.h"
 
@@ -218,12 +219,12 @@ static const struct op_attr_spec cast_attrs[] = {
 };
 
 const struct op_def op_defs_create[] = {
-	{ "zeros", 0, 0, fill_attrs, 0, fill_infer, fill_record },
-	{ "ones", 0, 0, fill_attrs, 1, fill_infer, fill_record },
-	{ "full", 0, 0, full_attrs, 0, fill_infer, fill_record },
-	{ "arange", 0, 0, arange_attrs, 0, arange_infer, arange_record },
-	{ "rand", 0, 0, random_attrs, 0, random_infer, random_record },
-	{ "randn", 0, 0, random_attrs, 1, random_infer, random_record },
-	{ "cast", 1, 1, cast_attrs, 0, cast_infer, cast_record },
-	{ NULL, 0, 0, NULL, 0, NULL, NULL },
+	{ "zeros", 0, 0, fill_attrs, 0, fill_infer, fill_record, NULL, OP_NO_FUSION },
+	{ "ones", 0, 0, fill_attrs, 1, fill_infer, fill_record, NULL, OP_NO_FUSION },
+	{ "full", 0, 0, full_attrs, 0, fill_infer, fill_record, NULL, OP_NO_FUSION },
+	{ "arange", 0, 0, arange_attrs, 0, arange_infer, arange_record, NULL, OP_NO_FUSION },
+	{ "rand", 0, 0, random_attrs, 0, random_infer, random_record, NULL, OP_NO_FUSION },
+	{ "randn", 0, 0, random_attrs, 1, random_infer, random_record, NULL, OP_NO_FUSION },
+	{ "cast", 1, 1, cast_attrs, 0, cast_infer, cast_record, grad_cast, OP_NO_FUSION },
+	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };

@@ -6,6 +6,7 @@
 
 #include "dtype.h"
 #include "gpu/device.h"
+#include "ops/grad_rules.h"
 #include "ops/op.h"
 #include "status.h"
 
@@ -129,6 +130,6 @@ static const struct op_attr_spec ia_attrs[] = {
 };
 
 const struct op_def op_defs_index[] = {
-	{ "index_add", 3, 3, ia_attrs, 0, ia_infer, ia_record },
-	{ NULL, 0, 0, NULL, 0, NULL, NULL },
+	{ "index_add", 3, 3, ia_attrs, 0, ia_infer, ia_record, grad_index_add, OP_NO_FUSION },
+	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };

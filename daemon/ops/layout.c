@@ -7,6 +7,7 @@
 
 #include "dtype.h"
 #include "ops/layout_kernels.h"
+#include "ops/grad_rules.h"
 #include "ops/op.h"
 #include "status.h"
 
@@ -541,15 +542,15 @@ static const struct op_attr_spec one_hot_attrs[] = {
 };
 
 const struct op_def op_defs_layout[] = {
-	{ "transpose", 1, 1, transpose_attrs, 0, transpose_infer, permute_record },
-	{ "permute", 1, 1, permute_attrs, 0, permute_infer, permute_record },
-	{ "reshape", 1, 1, reshape_attrs, 0, reshape_infer, reshape_record },
-	{ "slice", 1, 1, slice_attrs, 0, slice_infer, slice_record },
-	{ "concat", 1, OP_MAX_INPUTS, axis_attrs, 0, concat_infer, concat_record },
-	{ "stack", 1, OP_MAX_INPUTS, axis_attrs, 0, stack_infer, stack_record },
-	{ "pad", 1, 1, pad_attrs, 0, pad_infer, pad_record },
-	{ "gather", 2, 2, axis_attrs, 0, gather_infer, gather_record },
-	{ "index_select", 2, 2, axis_attrs, 0, gather_infer, gather_record },
-	{ "one_hot", 1, 1, one_hot_attrs, 0, one_hot_infer, one_hot_record },
-	{ NULL, 0, 0, NULL, 0, NULL, NULL },
+	{ "transpose", 1, 1, transpose_attrs, 0, transpose_infer, permute_record, grad_transpose, OP_NO_FUSION },
+	{ "permute", 1, 1, permute_attrs, 0, permute_infer, permute_record, grad_permute, OP_NO_FUSION },
+	{ "reshape", 1, 1, reshape_attrs, 0, reshape_infer, reshape_record, grad_reshape, OP_NO_FUSION },
+	{ "slice", 1, 1, slice_attrs, 0, slice_infer, slice_record, grad_slice, OP_NO_FUSION },
+	{ "concat", 1, OP_MAX_INPUTS, axis_attrs, 0, concat_infer, concat_record, grad_concat, OP_NO_FUSION },
+	{ "stack", 1, OP_MAX_INPUTS, axis_attrs, 0, stack_infer, stack_record, grad_stack, OP_NO_FUSION },
+	{ "pad", 1, 1, pad_attrs, 0, pad_infer, pad_record, grad_pad, OP_NO_FUSION },
+	{ "gather", 2, 2, axis_attrs, 0, gather_infer, gather_record, grad_gather, OP_NO_FUSION },
+	{ "index_select", 2, 2, axis_attrs, 0, gather_infer, gather_record, grad_gather, OP_NO_FUSION },
+	{ "one_hot", 1, 1, one_hot_attrs, 0, one_hot_infer, one_hot_record, NULL, OP_NO_FUSION },
+	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };

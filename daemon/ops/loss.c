@@ -7,6 +7,7 @@
 #include "dtype.h"
 #include "gpu/device.h"
 #include "loss_codes.h"
+#include "ops/grad_rules.h"
 #include "ops/op.h"
 #include "status.h"
 
@@ -246,12 +247,13 @@ static int loss_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	}
 }
 
-#define POINTWISE(n, c) { n, 2, 2, elementwise_attrs, c, pointwise_infer, loss_record }
+#define POINTWISE(n, c, bw) { n, 2, 2, elementwise_attrs, c, pointwise_infer, loss_record, bw, OP_NO_FUSION }
 
 const struct op_def op_defs_loss[] = {
-	POINTWISE("mse", LOSS_MSE),
-	POINTWISE("binary_cross_entropy_with_logits", LOSS_BCE_LOGITS),
-	{ "cross_entropy", 2, 2, ce_attrs, LOSS_CROSS_ENTROPY, class_infer, loss_record },
-	{ "nll", 2, 2, nll_attrs, LOSS_NLL, class_infer, loss_record },
-	{ NULL, 0, 0, NULL, 0, NULL, NULL },
+	POINTWISE("mse", LOSS_MSE, grad_mse),
+	POINTWISE("binary_cross_entropy_with_logits", LOSS_BCE_LOGITS, grad_bce_logits),
+	{ "cross_entropy", 2, 2, ce_attrs, LOSS_CROSS_ENTROPY, class_infer, loss_record, grad_cross_entropy,
+	  OP_NO_FUSION },
+	{ "nll", 2, 2, nll_attrs, LOSS_NLL, class_infer, loss_record, grad_nll, OP_NO_FUSION },
+	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };

@@ -7,6 +7,7 @@
 
 #include "dtype.h"
 #include "gpu/device.h"
+#include "ops/grad_rules.h"
 #include "ops/op.h"
 #include "status.h"
 
@@ -271,6 +272,6 @@ int matmul_record_bound(struct op_ctx *ctx, struct gpu_recorder *rec, const stru
 }
 
 const struct op_def op_defs_linalg[] = {
-	{ "matmul", 2, 2, NULL, 0, matmul_infer, matmul_record },
-	{ NULL, 0, 0, NULL, 0, NULL, NULL },
+	{ "matmul", 2, 2, NULL, 0, matmul_infer, matmul_record, grad_matmul, OP_NO_FUSION },
+	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };
