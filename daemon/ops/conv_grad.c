@@ -21,35 +21,6 @@
 /* Loop iterations a shader invocation may run on lavapipe (see above). */
 #define LOOP_BUDGET 60000u
 
-/* Mirrors ConvGradPush in shaders/conv2d_grad.comp. */
-struct convg_push {
-	uint32_t total;
-	uint32_t n, c, h, w;
-	uint32_t oc, oh, ow;
-	uint32_t kh, kw;
-	uint32_t sh, sw;
-	uint32_t ph, pw;
-	uint32_t dh, dw;
-	uint32_t cpg, opg;
-	uint32_t mode;
-	uint32_t chunk, nchunks;
-};
-_Static_assert(sizeof(struct convg_push) == 84, "convg_push must mirror ConvGradPush");
-_Static_assert(sizeof(struct convg_push) <= sizeof(((struct op_ctx *)0)->priv), "convg_push fits priv");
-
-/* Mirrors PoolGradPush in shaders/pool2d_grad.comp. */
-struct poolg_push {
-	uint32_t total;
-	uint32_t h, w;
-	uint32_t oh, ow;
-	uint32_t kh, kw;
-	uint32_t sh, sw;
-	uint32_t ph, pw;
-	uint32_t op;
-};
-_Static_assert(sizeof(struct poolg_push) == 48, "poolg_push must mirror PoolGradPush");
-_Static_assert(sizeof(struct poolg_push) <= sizeof(((struct op_ctx *)0)->priv), "poolg_push fits priv");
-
 /* A 4-int shape attr (`input_shape`, `weight_shape`) into ret[4]; each dim
  * below CONV_MAX_DIM and the product below 2^32. */
 static int attr_shape4(struct op_ctx *ctx, const char *name, uint64_t ret[4])
@@ -172,7 +143,7 @@ static void set_out(struct op_ctx *ctx, const uint64_t shape[4])
 /* conv2d_grad_input(grad_out, weight) -> dX of input_shape. */
 static int convg_input_infer(struct op_ctx *ctx)
 {
-	struct convg_push *pc = (struct convg_push *)ctx->priv;
+	struct convg_push *pc = &ctx->priv.conv_grad;
 	uint64_t xs[4];
 
 	if (check_nchw(ctx, 0, "grad_out (input 0)") < 0 || check_nchw(ctx, 1, "weight (input 1)") < 0 ||
@@ -194,7 +165,7 @@ static int convg_input_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	const struct gpu_pipeline *p;
 	struct gpu_binding bind[4];
 
-	memcpy(&pc, ctx->priv, sizeof(pc));
+	pc = ctx->priv.conv_grad;
 	pc.total = (uint32_t)ctx->out.count;
 	/* Binding 2 (the partials) is unused in this mode: bind the result. */
 	if (op_pipeline(ctx, "conv2d_grad", tdp_dtype_name(ctx->out.dtype), &p) < 0 ||
@@ -207,7 +178,7 @@ static int convg_input_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 /* conv2d_grad_weight(x, grad_out) -> dW of weight_shape. */
 static int convg_weight_infer(struct op_ctx *ctx)
 {
-	struct convg_push *pc = (struct convg_push *)ctx->priv;
+	struct convg_push *pc = &ctx->priv.conv_grad;
 	uint64_t ws[4];
 
 	if (check_nchw(ctx, 0, "x (input 0)") < 0 || check_nchw(ctx, 1, "grad_out (input 1)") < 0 ||
@@ -227,7 +198,7 @@ static int convg_weight_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	uint64_t npos, wcount = ctx->out.count, nchunks, chunk = WGRAD_CHUNK;
 	uint64_t range = ctx->g->props.limits.maxStorageBufferRange;
 
-	memcpy(&pc, ctx->priv, sizeof(pc));
+	pc = ctx->priv.conv_grad;
 	npos = (uint64_t)pc.n * pc.oh * pc.ow;
 	if (wcount == 0)
 		return 0;
@@ -283,7 +254,7 @@ static const struct op_attr_spec poolg_avg_attrs[] = {
  * it; grad_out (input gk) must match the forward's result. */
 static int poolg_plan(struct op_ctx *ctx, const uint64_t xs[4], unsigned gk)
 {
-	struct poolg_push *pc = (struct poolg_push *)ctx->priv;
+	struct poolg_push *pc = &ctx->priv.pool_grad;
 	uint32_t k[2], s[2], p[2];
 	uint64_t oh = 0, ow = 0;
 
@@ -333,7 +304,7 @@ static int poolg_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	struct gpu_binding bind[3];
 	unsigned g = ctx->def->code == POOL_MAX ? 1 : 0;
 
-	memcpy(&pc, ctx->priv, sizeof(pc));
+	pc = ctx->priv.pool_grad;
 	pc.total = (uint32_t)ctx->out.count;
 	/* avg reads no x: binding 0 gets grad_out. */
 	if (op_pipeline(ctx, "pool2d_grad", tdp_dtype_name(ctx->out.dtype), &p) < 0 ||

@@ -13,31 +13,14 @@
 #include "ops/op.h"
 #include "status.h"
 
-/* Mirrors the push block of shaders/create_arange.comp. */
-struct create_arange_push {
-	uint32_t n;
-	int32_t istart, istep;
-	float fstart, fstep;
-};
-
 /* Mirrors the push block of shaders/create_random.comp. */
 struct create_random_push {
 	uint32_t n, key0, key1, normal;
 };
 
-/* What infer works out for record, kept in ctx->priv. */
-struct create_notes {
-	uint32_t bits;              /* fill value */
-	struct create_arange_push arange;
-};
-_Static_assert(sizeof(struct create_notes) <= sizeof(((struct op_ctx *)0)->priv),
-	       "create_notes must fit op_ctx.priv");
-_Static_assert(offsetof(struct op_ctx, priv) % _Alignof(struct create_notes) == 0,
-	       "op_ctx.priv must be aligned for create_notes");
-
 static struct create_notes *notes(struct op_ctx *ctx)
 {
-	return (struct create_notes *)(void *)ctx->priv;
+	return &ctx->priv.create;
 }
 
 /* ---- zeros, ones, full ---- */

@@ -65,7 +65,7 @@ static int ia_infer(struct op_ctx *ctx)
 			       "(rank %u), as gather would return", r);
 	ctx->out = (struct op_tensor){ .dtype = x->dtype, .rank = x->rank };
 	memcpy(ctx->out.shape, x->shape, sizeof(x->shape));
-	memcpy(ctx->priv, &axis, sizeof(axis));
+	ctx->priv.index_add.axis = axis;
 	return 0;
 }
 
@@ -77,9 +77,8 @@ static int ia_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	const struct gpu_pipeline *p;
 	struct gpu_binding bind[5];
 	uint64_t pre = 1, post = 1, groups;
-	int axis;
+	int axis = ctx->priv.index_add.axis;
 
-	memcpy(&axis, ctx->priv, sizeof(axis));
 	if (ctx->out.count == 0)
 		return 0;
 	for (int d = 0; d < axis; d++)

@@ -11,22 +11,9 @@
 #include "ops/op.h"
 #include "status.h"
 
-/* What infer works out for record, kept in ctx->priv. */
-struct layout_notes {
-	unsigned axis;
-	unsigned perm[TDP_MAX_RANK];         /* result dim d is input dim perm[d] */
-	uint64_t start[TDP_MAX_RANK];        /* slice start / pad before, per input dim */
-	uint64_t step[TDP_MAX_RANK];
-	uint32_t bits;                       /* pad value, one_hot's one */
-};
-_Static_assert(sizeof(struct layout_notes) <= sizeof(((struct op_ctx *)0)->priv),
-	       "layout_notes must fit op_ctx.priv");
-_Static_assert(offsetof(struct op_ctx, priv) % _Alignof(struct layout_notes) == 0,
-	       "op_ctx.priv must be aligned for layout_notes");
-
 static struct layout_notes *notes(struct op_ctx *ctx)
 {
-	return (struct layout_notes *)(void *)ctx->priv;
+	return &ctx->priv.layout;
 }
 
 /* Mirrors the push block of shaders/layout_gather.comp. */

@@ -125,7 +125,7 @@ static int sm_infer(struct op_ctx *ctx)
 
 	if (a < 0 || norm_float_input(ctx) < 0 || norm_row_len(ctx, rank ? ctx->in[0].shape[a] : 1) < 0)
 		return -1;
-	memcpy(ctx->priv, &a, sizeof(a));
+	ctx->priv.softmax.axis = a;
 	return 0;
 }
 
@@ -135,9 +135,8 @@ static int sm_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	const struct gpu_pipeline *p;
 	struct gpu_binding bind[2];
 	struct sm_push pc = { .L = 1, .inner = 1, .op = ctx->def->code };
-	int a;
+	int a = ctx->priv.softmax.axis;
 
-	memcpy(&a, ctx->priv, sizeof(a));
 	if (x->rank) {
 		pc.L = (uint32_t)x->shape[a];
 		for (unsigned d = (unsigned)a + 1; d < x->rank; d++)

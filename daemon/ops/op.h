@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "gpu/recorder.h"
+#include "ops/op_priv.h"
 #include "wire_limits.h"
 
 #define OP_MAX_INPUTS 8
@@ -126,7 +127,7 @@ struct op_ctx {
 	 * records nothing. */
 	bool view;
 	struct op_scratch scratch;
-	uint8_t priv[256];                          /* infer's notes for record */
+	union op_priv priv;                         /* infer's notes for record */
 	struct td_error err;                        /* set by op_fail */
 };
 

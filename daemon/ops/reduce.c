@@ -10,12 +10,6 @@
 #include "reduce_codes.h"
 #include "status.h"
 
-/* infer's notes for record, kept in ctx->priv. */
-struct red_note {
-	bool reduced[TDP_MAX_RANK];
-};
-_Static_assert(sizeof(struct red_note) <= sizeof(((struct op_ctx *)0)->priv), "priv too small");
-
 static const struct op_attr_spec red_attrs[] = {
 	{ "axis", ATTR_INTS, false },
 	{ "keepdims", ATTR_BOOL, false },
@@ -135,7 +129,7 @@ static int red_infer(struct op_ctx *ctx)
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "cannot take %s over an empty axis (size 0)",
 			       ctx->def->name);
 	ctx->out.dtype = red_is_arg(ctx) ? TDP_DTYPE_I32 : x->dtype;
-	memcpy(ctx->priv, &note, sizeof(note));
+	ctx->priv.reduce = note;
 	return 0;
 }
 
@@ -146,7 +140,7 @@ static int red_record_op(struct op_ctx *ctx, struct gpu_recorder *rec)
 	struct red_note note;
 	struct red_plan plan;
 
-	memcpy(&note, ctx->priv, sizeof(note));
+	note = ctx->priv.reduce;
 	if (red_plan_make(ctx, x, note.reduced, &plan) < 0 || op_bind(ctx, &ctx->out, true, &job.out) < 0)
 		return -1;
 	if (red_is_arg(ctx))
