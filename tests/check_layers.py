@@ -47,7 +47,6 @@ methods/methods_model.c -> serve/params.h
 methods/methods_model.h -> serve/request.h
 methods/methods_tensor.c -> serve/params.h
 methods/tensor_meta.h -> serve/request.h
-ops/grad.h -> engine/graph_core.h
 persist/checkpoint.c -> serve/params.h
 persist/checkpoint.c -> serve/request.h
 store/lookup.h -> serve/request.h

@@ -11,7 +11,6 @@
 #include "dtype.h"
 #include "gpu/device.h"
 #include "ops/conv_shape.h"
-#include "ops/grad_rules.h"
 #include "ops/op.h"
 #include "status.h"
 

@@ -6,13 +6,17 @@
  * by refs: a node index (>= 0), or a stored tensor the forward graph read
  * (< 0; from ag_input). The engine (daemon/autograd/autograd.c) accumulates gradients
  * that reach a value along several paths and reduces broadcast gradients back
- * to their operand's shape. */
+ * to their operand's shape.
+ *
+ * This header is the interface between two layers: ops/ declares it and its
+ * rules (ops/grad_*.c, named by each op_def's `backward`) call it; autograd/,
+ * the layer above, implements the ag_* functions. The rules stay next to
+ * their family so that a row can name its rule without including upward. */
 #pragma once
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "engine/graph_core.h"
 #include "ops/op.h"
 
 struct autograd;

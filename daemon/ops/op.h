@@ -60,6 +60,18 @@ struct op_attr_value {
 	unsigned nints;
 };
 
+/* A named attribute value as code builds one (graph_emit in the engine,
+ * ag_emit in backward rules): the op's spec decides which field is read: f
+ * for numbers, b for booleans, s for strings, ints for lists. */
+struct graph_attr {
+	const char *name;
+	double f;
+	const int64_t *ints;
+	unsigned nints;
+	const char *s;
+	bool b;
+};
+
 struct op_ctx;
 struct autograd;
 
