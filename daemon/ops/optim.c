@@ -237,7 +237,8 @@ static int optim_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	return op_dispatch(ctx, rec, p, bind, 4, &pc, sizeof(pc), pc.n, OPT_WG);
 }
 
-#define OPTIM(n, min, max, attrs, code) { n, min, max, attrs, code, optim_infer, optim_record, NULL, OP_NO_FUSION }
+#define OPTIM(n, min, max, attrs, code) \
+	{ n, min, max, attrs, code, optim_infer, optim_record, NULL, OP_NO_FUSION }
 
 const struct op_def op_defs_optim[] = {
 	OPTIM("sgd_buf", 2, 3, sgd_buf_attrs, OPT_SGD_BUF),
