@@ -31,7 +31,6 @@ methods/kernel_compile_job.c -> serve/conn.h
 methods/methods_core.c -> serve/conn.h
 methods/methods_core.c -> serve/server.h
 methods/methods_train_run.c -> serve/conn.h
-ops/grad.h -> engine/graph_core.h
 persist/checkpoint.c -> methods/params.h
 persist/checkpoint.c -> methods/request.h
 store/model.c -> engine/graph_core.h

@@ -129,11 +129,6 @@ struct op_tensor ag_tensor(struct autograd *ag, int ref)
 	return graph_stored_input(ag->stored[-ref - 2]);
 }
 
-const char *ag_op_name(struct autograd *ag, unsigned node)
-{
-	return ag->gr->nodes[node].ctx.def->name;
-}
-
 const struct op_attr_value *ag_attr_of(struct autograd *ag, unsigned node, const char *name)
 {
 	return op_attr(&ag->gr->nodes[node].ctx, name);
@@ -331,7 +326,7 @@ int autograd_build(struct graph *gr, unsigned loss, struct tensor *const *params
 		if (!ag->needs[i] || ag->grad[i] == AG_NONE)
 			continue;
 		ag->current = i;
-		bw = op_backward_find(nd->ctx.def->name);
+		bw = nd->ctx.def->backward;
 		if (!bw) {
 			ag_fail(ag, i, "%s is not differentiable, but a parameter's gradient flows through it",
 				nd->ctx.def->name);

@@ -79,16 +79,8 @@ struct graph_replica {
 	unsigned n;
 };
 
-/* A named attribute value for graph_emit (the op's spec decides which field
- * is read: f for numbers, b for booleans, s for strings, ints for lists). */
-struct graph_attr {
-	const char *name;
-	double f;
-	const int64_t *ints;
-	unsigned nints;
-	const char *s;
-	bool b;
-};
+/* struct graph_attr, graph_emit's named attribute, is declared in ops/op.h
+ * (backward rules build them too). */
 
 /* Report node `i`'s failure with its position, id and op in gr->call->err.
  * Returns -1. */

@@ -1,8 +1,8 @@
 /* Elementwise fusion: which nodes of a graph run together as one fused.comp
  * kernel.
  *
- * Nodes are visited in order. A fusable node (an elementwise op in a float
- * dtype, ew_describe) joins the group of one of its producers when both have
+ * Nodes are visited in order. A fusable node (a row's fusion kind, a float
+ * dtype: ew_describe) joins the group of one of its producers when both have
  * the same result shape and dtype, the group still fits one kernel
  * (fused_compile decides), and no member's result is read by a node outside
  * the group that comes before the new member: the kernel is recorded at its

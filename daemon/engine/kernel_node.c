@@ -24,21 +24,15 @@
 #include "store/lookup.h"
 #include "store/names.h"
 
-/* What kernel_node_build leaves in ctx.priv for kn_record. */
-struct kn_priv {
-	struct kernel *k;
-	uint32_t groups[3];
-	uint32_t result;                     /* the binding holding the result */
-	uint8_t push[SPV_MAX_PUSH_BYTES];
-};
-
-_Static_assert(sizeof(struct kn_priv) <= sizeof(((struct op_ctx *)0)->priv),
-	       "kernel node state fits op_ctx.priv");
+/* What kernel_node_build leaves in ctx.priv for kn_record: its notes are
+ * op_priv's `kernel` (ops/op_priv.h). */
+_Static_assert(SPV_MAX_PUSH_BYTES <= sizeof(((struct kernel_node_notes *)0)->push),
+	       "a kernel's push constants fit its node's notes");
 _Static_assert(SPV_MAX_BINDINGS <= OP_MAX_INPUTS, "every binding can be an input");
 
-static struct kn_priv *priv_of(struct op_ctx *ctx)
+static struct kernel_node_notes *priv_of(struct op_ctx *ctx)
 {
-	return (struct kn_priv *)(void *)ctx->priv;
+	return &ctx->priv.kernel;
 }
 
 /* The result is the input bound at `result`, as the kernel leaves it. */
@@ -51,7 +45,7 @@ static int kn_infer(struct op_ctx *ctx)
 
 static int kn_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 {
-	struct kn_priv *p = priv_of(ctx);
+	struct kernel_node_notes *p = priv_of(ctx);
 	struct kernel *k = p->k;
 	uint64_t align = ctx->g->props.limits.minStorageBufferOffsetAlignment, total = 0;
 	uint64_t off[SPV_MAX_BINDINGS] = { 0 };
@@ -134,7 +128,7 @@ int kernel_node_build(struct graph *gr, unsigned i, const msgpack_object *kernel
 	struct node *nd = &gr->nodes[i];
 	struct op_ctx *ctx = &nd->ctx;
 	struct caller *call = gr->call;
-	struct kn_priv *p = priv_of(ctx);
+	struct kernel_node_notes *p = priv_of(ctx);
 	char name[TDP_MAX_NAME_LEN + 1], why[sizeof(ctx->err.message)], shown[NAMES_SHOWN_MAX];
 	struct kernel *k;
 	int code;

@@ -6,6 +6,7 @@
 #include "dtype.h"
 #include "ops/conv_gemm.h"
 #include "ops/conv_shape.h"
+#include "ops/grad_rules.h"
 #include "ops/op.h"
 #include "status.h"
 
@@ -22,18 +23,6 @@ struct conv_push {
 	uint32_t flags;
 };
 _Static_assert(sizeof(struct conv_push) == 72, "conv_push must mirror ConvPush");
-
-/* Mirrors PoolPush in shaders/pool2d.comp. */
-struct pool_push {
-	uint32_t total;
-	uint32_t h, w;
-	uint32_t oh, ow;
-	uint32_t kh, kw;
-	uint32_t sh, sw;
-	uint32_t ph, pw;
-	uint32_t op;
-};
-_Static_assert(sizeof(struct pool_push) == 48, "pool_push must mirror PoolPush");
 
 /* A float NCHW input `k` whose spatial dims fit the shaders' arithmetic. */
 static int check_nchw(struct op_ctx *ctx, unsigned k, const char *what)
@@ -63,16 +52,10 @@ static const struct op_attr_spec conv_attrs[] = {
 	{ NULL, 0, false },
 };
 
-/* conv2d's parameters as infer worked them out (kept in ctx->priv). */
-struct conv_plan {
-	uint32_t stride[2], pad[2], dil[2], groups;
-};
-_Static_assert(sizeof(struct conv_plan) <= sizeof(((struct op_ctx *)0)->priv), "conv_plan fits priv");
-
 static int conv_infer(struct op_ctx *ctx)
 {
 	const struct op_tensor *x = &ctx->in[0], *w = &ctx->in[1];
-	struct conv_plan *pl = (struct conv_plan *)ctx->priv;
+	struct conv_plan *pl = &ctx->priv.conv;
 	const struct op_attr_value *g = op_attr(ctx, "groups");
 	uint64_t c, oc, oh = 0, ow = 0;
 
@@ -129,7 +112,7 @@ static int conv_infer(struct op_ctx *ctx)
 static int conv_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 {
 	const struct op_tensor *x = &ctx->in[0], *w = &ctx->in[1];
-	const struct conv_plan *pl = (const struct conv_plan *)ctx->priv;
+	const struct conv_plan *pl = &ctx->priv.conv;
 	const struct gpu_pipeline *p;
 	struct gpu_binding bind[4];
 	struct conv_push pc = {
@@ -174,11 +157,10 @@ static const struct op_attr_spec pool_attrs[] = {
 static int pool_infer(struct op_ctx *ctx)
 {
 	const struct op_tensor *x = &ctx->in[0];
-	struct pool_push *pc = (struct pool_push *)ctx->priv;
+	struct pool_push *pc = &ctx->priv.pool;
 	uint32_t k[2], s[2], p[2];
 	uint64_t oh = 0, ow = 0;
 
-	_Static_assert(sizeof(struct pool_push) <= sizeof(ctx->priv), "pool_push fits priv");
 	if (check_nchw(ctx, 0, "x (input 0)") < 0)
 		return -1;
 	if (conv_pool_window(ctx, k, s, p) < 0)
@@ -215,7 +197,7 @@ static int pool_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	const struct gpu_pipeline *p;
 	struct gpu_binding bind[2];
 
-	memcpy(&pc, ctx->priv, sizeof(pc));
+	pc = ctx->priv.pool;
 	if (ctx->out.count > UINT32_MAX)
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "a result of more than 2^32 elements");
 	pc.total = (uint32_t)ctx->out.count;
@@ -226,8 +208,8 @@ static int pool_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 }
 
 const struct op_def op_defs_conv[] = {
-	{ "conv2d", 2, 3, conv_attrs, 0, conv_infer, conv_record },
-	{ "max_pool2d", 1, 1, pool_attrs, POOL_MAX, pool_infer, pool_record },
-	{ "avg_pool2d", 1, 1, pool_attrs, POOL_AVG, pool_infer, pool_record },
-	{ NULL, 0, 0, NULL, 0, NULL, NULL },
+	{ "conv2d", 2, 3, conv_attrs, 0, conv_infer, conv_record, grad_conv2d, OP_NO_FUSION },
+	{ "max_pool2d", 1, 1, pool_attrs, POOL_MAX, pool_infer, pool_record, grad_max_pool2d, OP_NO_FUSION },
+	{ "avg_pool2d", 1, 1, pool_attrs, POOL_AVG, pool_infer, pool_record, grad_avg_pool2d, OP_NO_FUSION },
+	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };

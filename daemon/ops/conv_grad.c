@@ -20,35 +20,6 @@
 /* Loop iterations a shader invocation may run on lavapipe (see above). */
 #define LOOP_BUDGET 60000u
 
-/* Mirrors ConvGradPush in shaders/conv2d_grad.comp. */
-struct convg_push {
-	uint32_t total;
-	uint32_t n, c, h, w;
-	uint32_t oc, oh, ow;
-	uint32_t kh, kw;
-	uint32_t sh, sw;
-	uint32_t ph, pw;
-	uint32_t dh, dw;
-	uint32_t cpg, opg;
-	uint32_t mode;
-	uint32_t chunk, nchunks;
-};
-_Static_assert(sizeof(struct convg_push) == 84, "convg_push must mirror ConvGradPush");
-_Static_assert(sizeof(struct convg_push) <= sizeof(((struct op_ctx *)0)->priv), "convg_push fits priv");
-
-/* Mirrors PoolGradPush in shaders/pool2d_grad.comp. */
-struct poolg_push {
-	uint32_t total;
-	uint32_t h, w;
-	uint32_t oh, ow;
-	uint32_t kh, kw;
-	uint32_t sh, sw;
-	uint32_t ph, pw;
-	uint32_t op;
-};
-_Static_assert(sizeof(struct poolg_push) == 48, "poolg_push must mirror PoolGradPush");
-_Static_assert(sizeof(struct poolg_push) <= sizeof(((struct op_ctx *)0)->priv), "poolg_push fits priv");
-
 /* A 4-int shape attr (`input_shape`, `weight_shape`) into ret[4]; each dim
  * below CONV_MAX_DIM and the product below 2^32. */
 static int attr_shape4(struct op_ctx *ctx, const char *name, uint64_t ret[4])
@@ -171,7 +142,7 @@ static void set_out(struct op_ctx *ctx, const uint64_t shape[4])
 /* conv2d_grad_input(grad_out, weight) -> dX of input_shape. */
 static int convg_input_infer(struct op_ctx *ctx)
 {
-	struct convg_push *pc = (struct convg_push *)ctx->priv;
+	struct convg_push *pc = &ctx->priv.conv_grad;
 	uint64_t xs[4];
 
 	if (check_nchw(ctx, 0, "grad_out (input 0)") < 0 || check_nchw(ctx, 1, "weight (input 1)") < 0 ||
@@ -193,7 +164,7 @@ static int convg_input_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	const struct gpu_pipeline *p;
 	struct gpu_binding bind[4];
 
-	memcpy(&pc, ctx->priv, sizeof(pc));
+	pc = ctx->priv.conv_grad;
 	pc.total = (uint32_t)ctx->out.count;
 	/* Binding 2 (the partials) is unused in this mode: bind the result. */
 	if (op_pipeline(ctx, "conv2d_grad", tdp_dtype_name(ctx->out.dtype), &p) < 0 ||
@@ -206,7 +177,7 @@ static int convg_input_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 /* conv2d_grad_weight(x, grad_out) -> dW of weight_shape. */
 static int convg_weight_infer(struct op_ctx *ctx)
 {
-	struct convg_push *pc = (struct convg_push *)ctx->priv;
+	struct convg_push *pc = &ctx->priv.conv_grad;
 	uint64_t ws[4];
 
 	if (check_nchw(ctx, 0, "x (input 0)") < 0 || check_nchw(ctx, 1, "grad_out (input 1)") < 0 ||
@@ -226,7 +197,7 @@ static int convg_weight_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	uint64_t npos, wcount = ctx->out.count, nchunks, chunk = WGRAD_CHUNK;
 	uint64_t range = ctx->g->props.limits.maxStorageBufferRange;
 
-	memcpy(&pc, ctx->priv, sizeof(pc));
+	pc = ctx->priv.conv_grad;
 	npos = (uint64_t)pc.n * pc.oh * pc.ow;
 	if (wcount == 0)
 		return 0;
@@ -282,7 +253,7 @@ static const struct op_attr_spec poolg_avg_attrs[] = {
  * it; grad_out (input gk) must match the forward's result. */
 static int poolg_plan(struct op_ctx *ctx, const uint64_t xs[4], unsigned gk)
 {
-	struct poolg_push *pc = (struct poolg_push *)ctx->priv;
+	struct poolg_push *pc = &ctx->priv.pool_grad;
 	uint32_t k[2], s[2], p[2];
 	uint64_t oh = 0, ow = 0;
 
@@ -332,7 +303,7 @@ static int poolg_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	struct gpu_binding bind[3];
 	unsigned g = ctx->def->code == POOL_MAX ? 1 : 0;
 
-	memcpy(&pc, ctx->priv, sizeof(pc));
+	pc = ctx->priv.pool_grad;
 	pc.total = (uint32_t)ctx->out.count;
 	/* avg reads no x: binding 0 gets grad_out. */
 	if (op_pipeline(ctx, "pool2d_grad", tdp_dtype_name(ctx->out.dtype), &p) < 0 ||
@@ -343,9 +314,9 @@ static int poolg_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 }
 
 const struct op_def op_defs_conv_grad[] = {
-	{ "conv2d_grad_input", 2, 2, convg_input_attrs, 0, convg_input_infer, convg_input_record },
-	{ "conv2d_grad_weight", 2, 2, convg_weight_attrs, 0, convg_weight_infer, convg_weight_record },
-	{ "max_pool2d_grad", 2, 2, poolg_max_attrs, POOL_MAX, poolg_max_infer, poolg_record },
-	{ "avg_pool2d_grad", 1, 1, poolg_avg_attrs, POOL_AVG, poolg_avg_infer, poolg_record },
-	{ NULL, 0, 0, NULL, 0, NULL, NULL },
+	{ "conv2d_grad_input", 2, 2, convg_input_attrs, 0, convg_input_infer, convg_input_record, NULL, OP_NO_FUSION },
+	{ "conv2d_grad_weight", 2, 2, convg_weight_attrs, 0, convg_weight_infer, convg_weight_record, NULL, OP_NO_FUSION },
+	{ "max_pool2d_grad", 2, 2, poolg_max_attrs, POOL_MAX, poolg_max_infer, poolg_record, NULL, OP_NO_FUSION },
+	{ "avg_pool2d_grad", 1, 1, poolg_avg_attrs, POOL_AVG, poolg_avg_infer, poolg_record, NULL, OP_NO_FUSION },
+	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };

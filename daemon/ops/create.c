@@ -9,34 +9,18 @@
 
 #include "dtype.h"
 #include "ops/layout_kernels.h"
+#include "ops/grad_rules.h"
 #include "ops/op.h"
 #include "status.h"
-
-/* Mirrors the push block of shaders/create_arange.comp. */
-struct create_arange_push {
-	uint32_t n;
-	int32_t istart, istep;
-	float fstart, fstep;
-};
 
 /* Mirrors the push block of shaders/create_random.comp. */
 struct create_random_push {
 	uint32_t n, key0, key1, normal;
 };
 
-/* What infer works out for record, kept in ctx->priv. */
-struct create_notes {
-	uint32_t bits;              /* fill value */
-	struct create_arange_push arange;
-};
-_Static_assert(sizeof(struct create_notes) <= sizeof(((struct op_ctx *)0)->priv),
-	       "create_notes must fit op_ctx.priv");
-_Static_assert(offsetof(struct op_ctx, priv) % _Alignof(struct create_notes) == 0,
-	       "op_ctx.priv must be aligned for create_notes");
-
 static struct create_notes *notes(struct op_ctx *ctx)
 {
-	return (struct create_notes *)(void *)ctx->priv;
+	return &ctx->priv.create;
 }
 
 /* ---- zeros, ones, full ---- */
@@ -218,12 +202,12 @@ static const struct op_attr_spec cast_attrs[] = {
 };
 
 const struct op_def op_defs_create[] = {
-	{ "zeros", 0, 0, fill_attrs, 0, fill_infer, fill_record },
-	{ "ones", 0, 0, fill_attrs, 1, fill_infer, fill_record },
-	{ "full", 0, 0, full_attrs, 0, fill_infer, fill_record },
-	{ "arange", 0, 0, arange_attrs, 0, arange_infer, arange_record },
-	{ "rand", 0, 0, random_attrs, 0, random_infer, random_record },
-	{ "randn", 0, 0, random_attrs, 1, random_infer, random_record },
-	{ "cast", 1, 1, cast_attrs, 0, cast_infer, cast_record },
-	{ NULL, 0, 0, NULL, 0, NULL, NULL },
+	{ "zeros", 0, 0, fill_attrs, 0, fill_infer, fill_record, NULL, OP_NO_FUSION },
+	{ "ones", 0, 0, fill_attrs, 1, fill_infer, fill_record, NULL, OP_NO_FUSION },
+	{ "full", 0, 0, full_attrs, 0, fill_infer, fill_record, NULL, OP_NO_FUSION },
+	{ "arange", 0, 0, arange_attrs, 0, arange_infer, arange_record, NULL, OP_NO_FUSION },
+	{ "rand", 0, 0, random_attrs, 0, random_infer, random_record, NULL, OP_NO_FUSION },
+	{ "randn", 0, 0, random_attrs, 1, random_infer, random_record, NULL, OP_NO_FUSION },
+	{ "cast", 1, 1, cast_attrs, 0, cast_infer, cast_record, grad_cast, OP_NO_FUSION },
+	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };

@@ -7,6 +7,7 @@
 #include "dtype.h"
 #include "op_codes.h"
 #include "ops/fused.h"
+#include "ops/grad_rules.h"
 #include "ops/op.h"
 #include "status.h"
 
@@ -361,18 +362,19 @@ static int unary_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 }
 
 /* The program form of an elementwise node, with exactly the constants its
- * own kernel would use. */
+ * own kernel would use: the row's fusion description plus its attributes. */
 int ew_describe(const struct op_ctx *ctx, struct ew_desc *ret)
 {
 	const struct op_def *def = ctx->def;
-	struct ew_desc d = { .operand = { 0, 0, 0 } };
+	struct ew_desc d = { .opcode = def->fusion.opcode, .operand = { 0, 0, 0 } };
 
-	if (def->record == binary_record || def->record == compare_record) {
+	switch (def->fusion.kind) {
+	case FUSE_BINARY:
+	case FUSE_COMPARE: {
 		const struct op_attr_value *scalar = op_attr(ctx, "scalar");
 
-		d.opcode = FU_BINARY + def->code;
 		d.dtype = ctx->in[0].dtype;
-		d.u8_out = def->record == compare_record;
+		d.u8_out = def->fusion.kind == FUSE_COMPARE;
 		d.operand[1] = 1;
 		if (ctx->ninputs == 1) {
 			int k = op_attr(ctx, "reverse")->i ? 0 : 1;
@@ -381,17 +383,18 @@ int ew_describe(const struct op_ctx *ctx, struct ew_desc *ret)
 			d.operand[1 - k] = 0;
 			d.konst[k] = (float)scalar->f;
 		}
-	} else if (def->record == where_record) {
+		break;
+	}
+	case FUSE_WHERE:
 		if (ctx->in[0].dtype != TDP_DTYPE_U8)
 			return -1;
-		d.opcode = FU_WHERE;
 		d.dtype = ctx->in[1].dtype;
 		d.operand[1] = 1;
 		d.operand[2] = 2;
-	} else if (def->record == unary_record) {
+		break;
+	case FUSE_UNARY: {
 		const struct op_attr_value *approx = op_attr(ctx, "approximate");
 
-		d.opcode = def->code;
 		d.dtype = ctx->in[0].dtype;
 		if (d.opcode == UN_GELU && approx->set && !strcmp(approx->s, "tanh"))
 			d.opcode = UN_GELU_TANH;
@@ -402,7 +405,9 @@ int ew_describe(const struct op_ctx *ctx, struct ew_desc *ret)
 			d.konst[1] = lo->set ? (float)lo->f : -__builtin_inff();
 			d.konst[2] = hi->set ? (float)hi->f : __builtin_inff();
 		}
-	} else {
+		break;
+	}
+	default:
 		return -1;
 	}
 	if (!op_dtype_is_float(d.dtype))
@@ -411,41 +416,46 @@ int ew_describe(const struct op_ctx *ctx, struct ew_desc *ret)
 	return 0;
 }
 
-#define BINARY(n, c) { n, 1, 2, binary_attrs, c, binary_infer, binary_record }
-#define COMPARE(n, c) { n, 1, 2, binary_attrs, c, compare_infer, compare_record }
-#define UNARY(n, c, attrs) { n, 1, 1, attrs, c, unary_infer, unary_record }
+/* A row names its op code (the shader's), its backward rule and its fused
+ * program opcode (the same code; binary and comparison codes offset by
+ * FU_BINARY). */
+#define BINARY(n, c, bw) \
+	{ n, 1, 2, binary_attrs, c, binary_infer, binary_record, bw, { FUSE_BINARY, FU_BINARY + (c) } }
+#define COMPARE(n, c) \
+	{ n, 1, 2, binary_attrs, c, compare_infer, compare_record, grad_none, { FUSE_COMPARE, FU_BINARY + (c) } }
+#define UNARY(n, c, attrs, bw) { n, 1, 1, attrs, c, unary_infer, unary_record, bw, { FUSE_UNARY, c } }
 
 const struct op_def op_defs_elementwise[] = {
-	BINARY("add", BIN_ADD),
-	BINARY("sub", BIN_SUB),
-	BINARY("mul", BIN_MUL),
-	BINARY("div", BIN_DIV),
-	BINARY("pow", BIN_POW),
-	BINARY("maximum", BIN_MAXIMUM),
-	BINARY("minimum", BIN_MINIMUM),
+	BINARY("add", BIN_ADD, grad_add),
+	BINARY("sub", BIN_SUB, grad_sub),
+	BINARY("mul", BIN_MUL, grad_mul),
+	BINARY("div", BIN_DIV, grad_div),
+	BINARY("pow", BIN_POW, grad_pow),
+	BINARY("maximum", BIN_MAXIMUM, grad_maximum),
+	BINARY("minimum", BIN_MINIMUM, grad_minimum),
 	COMPARE("eq", CMP_EQ),
 	COMPARE("ne", CMP_NE),
 	COMPARE("lt", CMP_LT),
 	COMPARE("le", CMP_LE),
 	COMPARE("gt", CMP_GT),
 	COMPARE("ge", CMP_GE),
-	{ "where", 3, 3, NULL, 0, where_infer, where_record },
-	UNARY("neg", UN_NEG, NULL),
-	UNARY("abs", UN_ABS, NULL),
-	UNARY("exp", UN_EXP, NULL),
-	UNARY("log", UN_LOG, NULL),
-	UNARY("sqrt", UN_SQRT, NULL),
-	UNARY("rsqrt", UN_RSQRT, NULL),
-	UNARY("sin", UN_SIN, NULL),
-	UNARY("cos", UN_COS, NULL),
-	UNARY("tanh", UN_TANH, NULL),
-	UNARY("sigmoid", UN_SIGMOID, NULL),
-	UNARY("relu", UN_RELU, NULL),
-	UNARY("gelu", UN_GELU, gelu_attrs),
-	UNARY("erf", UN_ERF, NULL),
-	UNARY("silu", UN_SILU, NULL),
-	UNARY("softplus", UN_SOFTPLUS, NULL),
-	UNARY("clamp", UN_CLAMP, clamp_attrs),
-	UNARY("copy", UN_COPY, NULL),
-	{ NULL, 0, 0, NULL, 0, NULL, NULL },
+	{ "where", 3, 3, NULL, 0, where_infer, where_record, grad_where, { FUSE_WHERE, FU_WHERE } },
+	UNARY("neg", UN_NEG, NULL, grad_neg),
+	UNARY("abs", UN_ABS, NULL, grad_abs),
+	UNARY("exp", UN_EXP, NULL, grad_exp),
+	UNARY("log", UN_LOG, NULL, grad_log),
+	UNARY("sqrt", UN_SQRT, NULL, grad_sqrt),
+	UNARY("rsqrt", UN_RSQRT, NULL, grad_rsqrt),
+	UNARY("sin", UN_SIN, NULL, grad_sin),
+	UNARY("cos", UN_COS, NULL, grad_cos),
+	UNARY("tanh", UN_TANH, NULL, grad_tanh),
+	UNARY("sigmoid", UN_SIGMOID, NULL, grad_sigmoid),
+	UNARY("relu", UN_RELU, NULL, grad_relu),
+	UNARY("gelu", UN_GELU, gelu_attrs, grad_gelu),
+	UNARY("erf", UN_ERF, NULL, grad_erf),
+	UNARY("silu", UN_SILU, NULL, grad_silu),
+	UNARY("softplus", UN_SOFTPLUS, NULL, grad_softplus),
+	UNARY("clamp", UN_CLAMP, clamp_attrs, grad_clamp),
+	UNARY("copy", UN_COPY, NULL, grad_copy),
+	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };

@@ -6,22 +6,24 @@
  * by refs: a node index (>= 0), or a stored tensor the forward graph read
  * (< 0; from ag_input). The engine (daemon/autograd/autograd.c) accumulates gradients
  * that reach a value along several paths and reduces broadcast gradients back
- * to their operand's shape. */
+ * to their operand's shape.
+ *
+ * This header is the interface between two layers: ops/ declares it and its
+ * rules (ops/grad_*.c, named by each op_def's `backward`) call it; autograd/,
+ * the layer above, implements the ag_* functions. The rules stay next to
+ * their family so that a row can name its rule without including upward. */
 #pragma once
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "engine/graph_core.h"
 #include "ops/op.h"
 
 struct autograd;
 
-/* Write the gradient ref of each of `node`'s inputs to ret_grads[k], or
- * AG_NONE when that input gets none (integer indices, conditions). The engine
- * reduces broadcast gradients to the input's shape. Returns 0, or -1 after a
- * failure was recorded (by ag_emit or ag_fail). */
-typedef int (*op_backward_fn)(struct autograd *ag, unsigned node, int gout, int *ret_grads);
+/* op_backward_fn (ops/op.h), each op's `backward`: the engine fills
+ * ret_grads with AG_NONE first, and reduces broadcast gradients to each
+ * input's shape. */
 
 #define AG_NONE INT32_MIN
 
@@ -49,9 +51,6 @@ int ag_output(struct autograd *ag, unsigned node);
 /* The tensor description (dtype, shape) behind a ref (a copy: emitting nodes
  * may move the graph's storage); dtype -1 and rank 0 for a failed ref (-1). */
 struct op_tensor ag_tensor(struct autograd *ag, int ref);
-
-/* The op name of forward node `node`. */
-const char *ag_op_name(struct autograd *ag, unsigned node);
 
 /* An attribute value of forward node `node`. The pointer is into the graph's
  * node storage, which ag_emit may move: copy the value before emitting. */
@@ -84,6 +83,3 @@ int ag_zeros_like(struct autograd *ag, int like);
 /* Fail the backward pass of `node` with a reason (reported with the node). */
 __attribute__((format(printf, 3, 4)))
 int ag_fail(struct autograd *ag, unsigned node, const char *fmt, ...);
-
-/* The backward function of op `name`, or NULL when it is not differentiable. */
-op_backward_fn op_backward_find(const char *name);

@@ -73,7 +73,7 @@ int grad_conv2d(struct autograd *ag, unsigned node, int g, int *out)
 }
 
 /* max_pool2d: max_pool2d_grad(x, g); avg_pool2d: avg_pool2d_grad(g). */
-int grad_pool2d(struct autograd *ag, unsigned node, int g, int *out)
+static int pool2d(struct autograd *ag, unsigned node, int g, int *out, bool max)
 {
 	int x = ag_input(ag, node, 0);
 	struct graph_attr a[4];
@@ -83,11 +83,21 @@ int grad_pool2d(struct autograd *ag, unsigned node, int g, int *out)
 	copy_attr(ag, node, "kernel_size", false, a, ints, &n);
 	copy_attr(ag, node, "stride", false, a, ints, &n);
 	copy_attr(ag, node, "padding", false, a, ints, &n);
-	if (!strcmp(ag_op_name(ag, node), "max_pool2d")) {
+	if (max) {
 		out[0] = ag_emit(ag, "max_pool2d_grad", (const int[]){ x, g }, 2, a, n);
 	} else {
 		a[n] = shape_attr(ag, x, "input_shape", xs);
 		out[0] = ag_emit(ag, "avg_pool2d_grad", &g, 1, a, n + 1);
 	}
 	return out[0] < 0 ? -1 : 0;
+}
+
+int grad_max_pool2d(struct autograd *ag, unsigned node, int g, int *out)
+{
+	return pool2d(ag, node, g, out, true);
+}
+
+int grad_avg_pool2d(struct autograd *ag, unsigned node, int g, int *out)
+{
+	return pool2d(ag, node, g, out, false);
 }

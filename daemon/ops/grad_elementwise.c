@@ -177,70 +177,138 @@ static int gelu_slope(struct autograd *ag, unsigned node, int x)
 	}
 }
 
-/* Unary rules: g * f'(x), written with x and y = f(x). */
-int grad_unary(struct autograd *ag, unsigned node, int g, int *out)
+/* The unary rules: out[0] = g · f'(x), written with x and y = f(x). Each
+ * unary row of elementwise.c names its own. */
+static int unary_done(int d, int *out)
 {
-	int x = ag_input(ag, node, 0), y = ag_output(ag, node), d;
-	const char *name = ag_op_name(ag, node);
-
-	if (!strcmp(name, "neg")) {
-		d = ag_op1(ag, "neg", g);
-	} else if (!strcmp(name, "copy")) {
-		d = g;
-	} else if (!strcmp(name, "exp")) {
-		d = ag_op2(ag, "mul", g, y);
-	} else if (!strcmp(name, "log")) {
-		d = ag_op2(ag, "div", g, x);
-	} else if (!strcmp(name, "sqrt")) {
-		d = ag_scalar(ag, "mul", ag_op2(ag, "div", g, y), 0.5);
-	} else if (!strcmp(name, "rsqrt")) {
-		d = ag_scalar(ag, "mul", ag_op2(ag, "mul", g, ag_op2(ag, "mul", y, ag_op2(ag, "mul", y, y))), -0.5);
-	} else if (!strcmp(name, "sin")) {
-		d = ag_op2(ag, "mul", g, ag_op1(ag, "cos", x));
-	} else if (!strcmp(name, "cos")) {
-		d = ag_op1(ag, "neg", ag_op2(ag, "mul", g, ag_op1(ag, "sin", x)));
-	} else if (!strcmp(name, "tanh")) {
-		/* 1 - y^2 */
-		d = ag_op2(ag, "mul", g, ag_scalar(ag, "sub", ag_op2(ag, "mul", y, y), 1.0));
-		d = ag_op1(ag, "neg", d);
-	} else if (!strcmp(name, "sigmoid")) {
-		d = ag_op2(ag, "mul", g, ag_op2(ag, "mul", y, ag_op1(ag, "neg", ag_scalar(ag, "sub", y, 1.0))));
-	} else if (!strcmp(name, "relu")) {
-		d = ag_op2(ag, "mul", g, ag_mask_like(ag, ag_scalar(ag, "gt", x, 0.0), x));
-	} else if (!strcmp(name, "abs")) {
-		int pos = ag_mask_like(ag, ag_scalar(ag, "gt", x, 0.0), x);
-		int neg = ag_mask_like(ag, ag_scalar(ag, "lt", x, 0.0), x);
-
-		d = ag_op2(ag, "mul", g, ag_op2(ag, "sub", pos, neg));
-	} else if (!strcmp(name, "softplus")) {
-		d = ag_op2(ag, "mul", g, ag_op1(ag, "sigmoid", x));
-	} else if (!strcmp(name, "silu")) {
-		/* s + x*s*(1-s) = s*(1 + x - y) */
-		int s = ag_op1(ag, "sigmoid", x);
-
-		d = ag_op2(ag, "mul", g, ag_op2(ag, "mul", s, ag_scalar(ag, "add", ag_op2(ag, "sub", x, y), 1.0)));
-	} else if (!strcmp(name, "erf")) {
-		/* 2/sqrt(pi) · exp(-x²) */
-		d = ag_op2(ag, "mul", g, ag_op1(ag, "exp", ag_scalar(ag, "mul", ag_op2(ag, "mul", x, x), -1.0)));
-		d = ag_scalar(ag, "mul", d, 1.1283791670955126);
-	} else if (!strcmp(name, "gelu")) {
-		d = ag_op2(ag, "mul", g, gelu_slope(ag, node, x));
-	} else if (!strcmp(name, "clamp")) {
-		/* copies: emitting moves the node storage the attrs live in */
-		const struct op_attr_value lo = *ag_attr_of(ag, node, "min"), hi = *ag_attr_of(ag, node, "max");
-		int m = -1;
-
-		if (lo.set)
-			m = ag_mask_like(ag, ag_scalar(ag, "ge", x, lo.f), x);
-		if (hi.set) {
-			int mh = ag_mask_like(ag, ag_scalar(ag, "le", x, hi.f), x);
-
-			m = m < 0 ? mh : ag_op2(ag, "mul", m, mh);
-		}
-		d = m < 0 ? g : ag_op2(ag, "mul", g, m);
-	} else {
-		return ag_fail(ag, node, "%s has no gradient rule", name);
-	}
 	out[0] = d;
 	return d < 0 ? -1 : 0;
+}
+
+int grad_neg(struct autograd *ag, unsigned node, int g, int *out)
+{
+	(void)node;
+	return unary_done(ag_op1(ag, "neg", g), out);
+}
+
+int grad_copy(struct autograd *ag, unsigned node, int g, int *out)
+{
+	(void)ag;
+	(void)node;
+	return unary_done(g, out);
+}
+
+int grad_exp(struct autograd *ag, unsigned node, int g, int *out)
+{
+	return unary_done(ag_op2(ag, "mul", g, ag_output(ag, node)), out);
+}
+
+int grad_log(struct autograd *ag, unsigned node, int g, int *out)
+{
+	return unary_done(ag_op2(ag, "div", g, ag_input(ag, node, 0)), out);
+}
+
+int grad_sqrt(struct autograd *ag, unsigned node, int g, int *out)
+{
+	return unary_done(ag_scalar(ag, "mul", ag_op2(ag, "div", g, ag_output(ag, node)), 0.5), out);
+}
+
+/* -0.5 · y³ */
+int grad_rsqrt(struct autograd *ag, unsigned node, int g, int *out)
+{
+	int y = ag_output(ag, node);
+
+	return unary_done(ag_scalar(ag, "mul", ag_op2(ag, "mul", g, ag_op2(ag, "mul", y, ag_op2(ag, "mul", y, y))),
+				    -0.5), out);
+}
+
+int grad_sin(struct autograd *ag, unsigned node, int g, int *out)
+{
+	return unary_done(ag_op2(ag, "mul", g, ag_op1(ag, "cos", ag_input(ag, node, 0))), out);
+}
+
+int grad_cos(struct autograd *ag, unsigned node, int g, int *out)
+{
+	return unary_done(ag_op1(ag, "neg", ag_op2(ag, "mul", g, ag_op1(ag, "sin", ag_input(ag, node, 0)))), out);
+}
+
+/* 1 - y², as -(g · (y² - 1)) */
+int grad_tanh(struct autograd *ag, unsigned node, int g, int *out)
+{
+	int y = ag_output(ag, node);
+
+	return unary_done(ag_op1(ag, "neg", ag_op2(ag, "mul", g, ag_scalar(ag, "sub", ag_op2(ag, "mul", y, y), 1.0))),
+			  out);
+}
+
+/* y · (1 - y), as y · -(y - 1) */
+int grad_sigmoid(struct autograd *ag, unsigned node, int g, int *out)
+{
+	int y = ag_output(ag, node);
+
+	return unary_done(ag_op2(ag, "mul", g, ag_op2(ag, "mul", y, ag_op1(ag, "neg", ag_scalar(ag, "sub", y, 1.0)))),
+			  out);
+}
+
+int grad_relu(struct autograd *ag, unsigned node, int g, int *out)
+{
+	int x = ag_input(ag, node, 0);
+
+	return unary_done(ag_op2(ag, "mul", g, ag_mask_like(ag, ag_scalar(ag, "gt", x, 0.0), x)), out);
+}
+
+/* sign(x): 1, -1, or 0 at 0 */
+int grad_abs(struct autograd *ag, unsigned node, int g, int *out)
+{
+	int x = ag_input(ag, node, 0);
+	int pos = ag_mask_like(ag, ag_scalar(ag, "gt", x, 0.0), x);
+	int neg = ag_mask_like(ag, ag_scalar(ag, "lt", x, 0.0), x);
+
+	return unary_done(ag_op2(ag, "mul", g, ag_op2(ag, "sub", pos, neg)), out);
+}
+
+int grad_softplus(struct autograd *ag, unsigned node, int g, int *out)
+{
+	return unary_done(ag_op2(ag, "mul", g, ag_op1(ag, "sigmoid", ag_input(ag, node, 0))), out);
+}
+
+/* s + x·s·(1 - s) = s · (1 + x - y), s = sigmoid(x) */
+int grad_silu(struct autograd *ag, unsigned node, int g, int *out)
+{
+	int x = ag_input(ag, node, 0), y = ag_output(ag, node);
+	int s = ag_op1(ag, "sigmoid", x);
+
+	return unary_done(ag_op2(ag, "mul", g, ag_op2(ag, "mul", s, ag_scalar(ag, "add", ag_op2(ag, "sub", x, y), 1.0))),
+			  out);
+}
+
+/* 2/√π · exp(-x²) */
+int grad_erf(struct autograd *ag, unsigned node, int g, int *out)
+{
+	int x = ag_input(ag, node, 0);
+	int d = ag_op2(ag, "mul", g, ag_op1(ag, "exp", ag_scalar(ag, "mul", ag_op2(ag, "mul", x, x), -1.0)));
+
+	return unary_done(ag_scalar(ag, "mul", d, 1.1283791670955126), out);
+}
+
+int grad_gelu(struct autograd *ag, unsigned node, int g, int *out)
+{
+	return unary_done(ag_op2(ag, "mul", g, gelu_slope(ag, node, ag_input(ag, node, 0))), out);
+}
+
+/* 1 inside [min, max], 0 outside (an absent bound: no limit). */
+int grad_clamp(struct autograd *ag, unsigned node, int g, int *out)
+{
+	/* copies: emitting moves the node storage the attrs live in */
+	const struct op_attr_value lo = *ag_attr_of(ag, node, "min"), hi = *ag_attr_of(ag, node, "max");
+	int x = ag_input(ag, node, 0), m = -1;
+
+	if (lo.set)
+		m = ag_mask_like(ag, ag_scalar(ag, "ge", x, lo.f), x);
+	if (hi.set) {
+		int mh = ag_mask_like(ag, ag_scalar(ag, "le", x, hi.f), x);
+
+		m = m < 0 ? mh : ag_op2(ag, "mul", m, mh);
+	}
+	return unary_done(m < 0 ? g : ag_op2(ag, "mul", g, m), out);
 }

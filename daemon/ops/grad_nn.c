@@ -60,21 +60,23 @@ static int64_t axis_of(struct autograd *ag, unsigned node)
 	return a->set ? a->i : -1;
 }
 
-/* softmax: y * (g - sum(g*y)); log_softmax: g - exp(y) * sum(g). */
+/* softmax: y * (g - sum(g*y)) */
 int grad_softmax(struct autograd *ag, unsigned node, int g, int *out)
 {
 	int y = ag_output(ag, node);
-	int64_t axis = axis_of(ag, node);
+	int s = ag_sum_keep(ag, ag_op2(ag, "mul", g, y), axis_of(ag, node));
 
-	if (!strcmp(ag_op_name(ag, node), "softmax")) {
-		int s = ag_sum_keep(ag, ag_op2(ag, "mul", g, y), axis);
+	out[0] = ag_op2(ag, "mul", y, ag_op2(ag, "sub", g, s));
+	return out[0] < 0 ? -1 : 0;
+}
 
-		out[0] = ag_op2(ag, "mul", y, ag_op2(ag, "sub", g, s));
-	} else {
-		int s = ag_sum_keep(ag, g, axis);
+/* log_softmax: g - exp(y) * sum(g) */
+int grad_log_softmax(struct autograd *ag, unsigned node, int g, int *out)
+{
+	int y = ag_output(ag, node);
+	int s = ag_sum_keep(ag, g, axis_of(ag, node));
 
-		out[0] = ag_op2(ag, "sub", g, ag_op2(ag, "mul", ag_op1(ag, "exp", y), s));
-	}
+	out[0] = ag_op2(ag, "sub", g, ag_op2(ag, "mul", ag_op1(ag, "exp", y), s));
 	return out[0] < 0 ? -1 : 0;
 }
 
@@ -199,7 +201,7 @@ static int kept_mask(struct autograd *ag, int oh, int64_t ignore, uint64_t class
 /* cross_entropy: (softmax(x) - smoothed one-hot) * scale; nll: -one-hot * scale.
  * With ignore_index the ignored samples get 0 and the mean divides by the
  * number of samples kept (as the forward and PyTorch). */
-int grad_class_loss(struct autograd *ag, unsigned node, int g, int *out)
+static int class_loss(struct autograd *ag, unsigned node, int g, int *out, bool ce)
 {
 	int x = ag_input(ag, node, 0);
 	struct op_tensor xt = ag_tensor(ag, x);
@@ -208,7 +210,6 @@ int grad_class_loss(struct autograd *ag, unsigned node, int g, int *out)
 	const struct op_attr_value ign = *ag_attr_of(ag, node, "ignore_index");
 	const struct op_attr_value red = *ag_attr_of(ag, node, "reduction");
 	const struct op_attr_value *ls = ag_attr_of(ag, node, "label_smoothing");
-	bool ce = !strcmp(ag_op_name(ag, node), "cross_entropy");
 	double smoothing = ce && ls && ls->set ? ls->f : 0.0;
 	int s, t, d;
 
@@ -235,6 +236,16 @@ int grad_class_loss(struct autograd *ag, unsigned node, int g, int *out)
 	out[0] = d;
 	out[1] = AG_NONE;
 	return d < 0 ? -1 : 0;
+}
+
+int grad_cross_entropy(struct autograd *ag, unsigned node, int g, int *out)
+{
+	return class_loss(ag, node, g, out, true);
+}
+
+int grad_nll(struct autograd *ag, unsigned node, int g, int *out)
+{
+	return class_loss(ag, node, g, out, false);
 }
 
 /* cast between floating dtypes passes the gradient through, cast back. */

@@ -30,9 +30,8 @@ static int mean_rows(struct autograd *ag, int x, unsigned nd)
 }
 
 /* layer_norm (x, weight?, bias?) and rms_norm (x, weight?). */
-int grad_row_norm(struct autograd *ag, unsigned node, int g, int *out)
+static int row_norm(struct autograd *ag, unsigned node, int g, int *out, bool rms)
 {
-	bool rms = !strcmp(ag_op_name(ag, node), "rms_norm");
 	const struct op_attr_value *ndv = ag_attr_of(ag, node, "ndim"), *epsv = ag_attr_of(ag, node, "eps");
 	unsigned nin = ag_ninputs(ag, node), nd = ndv->set ? (unsigned)ndv->i : 1;
 	double eps = epsv->set ? epsv->f : rms ? 1e-6 : 1e-5;
@@ -56,6 +55,16 @@ int grad_row_norm(struct autograd *ag, unsigned node, int g, int *out)
 	if (nin > 2)
 		out[2] = g;
 	return 0;
+}
+
+int grad_layer_norm(struct autograd *ag, unsigned node, int g, int *out)
+{
+	return row_norm(ag, node, g, out, false);
+}
+
+int grad_rms_norm(struct autograd *ag, unsigned node, int g, int *out)
+{
+	return row_norm(ag, node, g, out, true);
 }
 
 /* A per-channel (C,) tensor as [1, C, 1, ...] of rank `rank`. */

@@ -57,7 +57,7 @@ static int reduce_like(struct autograd *ag, unsigned node, const char *op, int x
 }
 
 /* sum and mean: the gradient spreads evenly over the reduced elements. */
-int grad_sum_mean(struct autograd *ag, unsigned node, int g, int *out)
+static int sum_mean(struct autograd *ag, unsigned node, int g, int *out, bool mean)
 {
 	uint64_t shape[TDP_MAX_RANK], count;
 	unsigned rank;
@@ -65,10 +65,20 @@ int grad_sum_mean(struct autograd *ag, unsigned node, int g, int *out)
 
 	keep_shape(ag, node, &rank, shape, &count);
 	r = ag_reshape(ag, g, rank, shape);
-	if (r >= 0 && !strcmp(ag_op_name(ag, node), "mean"))
+	if (r >= 0 && mean)
 		r = ag_scalar(ag, "div", r, (double)(count ? count : 1));
 	out[0] = r < 0 ? -1 : ag_broadcast_to(ag, r, x);
 	return out[0] < 0 ? -1 : 0;
+}
+
+int grad_sum(struct autograd *ag, unsigned node, int g, int *out)
+{
+	return sum_mean(ag, node, g, out, false);
+}
+
+int grad_mean(struct autograd *ag, unsigned node, int g, int *out)
+{
+	return sum_mean(ag, node, g, out, true);
 }
 
 /* prod: dx_i = g · (product of the row's other elements), computed without
@@ -106,10 +116,9 @@ int grad_max_min(struct autograd *ag, unsigned node, int g, int *out)
 /* var and std, with the forward's correction (default 1). A divisor
  * n − correction ≤ 0 (where the forward gives inf or NaN) gives infinite
  * or NaN gradients. */
-int grad_var_std(struct autograd *ag, unsigned node, int g, int *out)
+static int var_std(struct autograd *ag, unsigned node, int g, int *out, bool is_std)
 {
 	const struct op_attr_value *corr = ag_attr_of(ag, node, "correction");
-	bool is_std = !strcmp(ag_op_name(ag, node), "std");
 	uint64_t shape[TDP_MAX_RANK], count;
 	unsigned rank;
 	int x = ag_input(ag, node, 0), xc, gk;
@@ -124,4 +133,14 @@ int grad_var_std(struct autograd *ag, unsigned node, int g, int *out)
 	gk = ag_scalar(ag, "mul", gk, div > 0 ? (is_std ? 1.0 : 2.0) / div : __builtin_inf());
 	out[0] = ag_op2(ag, "mul", xc, gk);
 	return out[0] < 0 ? -1 : 0;
+}
+
+int grad_var(struct autograd *ag, unsigned node, int g, int *out)
+{
+	return var_std(ag, node, g, out, false);
+}
+
+int grad_std(struct autograd *ag, unsigned node, int g, int *out)
+{
+	return var_std(ag, node, g, out, true);
 }

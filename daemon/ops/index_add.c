@@ -6,6 +6,7 @@
 
 #include "dtype.h"
 #include "gpu/device.h"
+#include "ops/grad_rules.h"
 #include "ops/op.h"
 #include "status.h"
 
@@ -64,7 +65,7 @@ static int ia_infer(struct op_ctx *ctx)
 			       "(rank %u), as gather would return", r);
 	ctx->out = (struct op_tensor){ .dtype = x->dtype, .rank = x->rank };
 	memcpy(ctx->out.shape, x->shape, sizeof(x->shape));
-	memcpy(ctx->priv, &axis, sizeof(axis));
+	ctx->priv.index_add.axis = axis;
 	return 0;
 }
 
@@ -76,9 +77,8 @@ static int ia_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	const struct gpu_pipeline *p;
 	struct gpu_binding bind[5];
 	uint64_t pre = 1, post = 1, groups;
-	int axis;
+	int axis = ctx->priv.index_add.axis;
 
-	memcpy(&axis, ctx->priv, sizeof(axis));
 	if (ctx->out.count == 0)
 		return 0;
 	for (int d = 0; d < axis; d++)
@@ -129,6 +129,6 @@ static const struct op_attr_spec ia_attrs[] = {
 };
 
 const struct op_def op_defs_index[] = {
-	{ "index_add", 3, 3, ia_attrs, 0, ia_infer, ia_record },
-	{ NULL, 0, 0, NULL, 0, NULL, NULL },
+	{ "index_add", 3, 3, ia_attrs, 0, ia_infer, ia_record, grad_index_add, OP_NO_FUSION },
+	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };

@@ -7,25 +7,13 @@
 
 #include "dtype.h"
 #include "ops/layout_kernels.h"
+#include "ops/grad_rules.h"
 #include "ops/op.h"
 #include "status.h"
 
-/* What infer works out for record, kept in ctx->priv. */
-struct layout_notes {
-	unsigned axis;
-	unsigned perm[TDP_MAX_RANK];         /* result dim d is input dim perm[d] */
-	uint64_t start[TDP_MAX_RANK];        /* slice start / pad before, per input dim */
-	uint64_t step[TDP_MAX_RANK];
-	uint32_t bits;                       /* pad value, one_hot's one */
-};
-_Static_assert(sizeof(struct layout_notes) <= sizeof(((struct op_ctx *)0)->priv),
-	       "layout_notes must fit op_ctx.priv");
-_Static_assert(offsetof(struct op_ctx, priv) % _Alignof(struct layout_notes) == 0,
-	       "op_ctx.priv must be aligned for layout_notes");
-
 static struct layout_notes *notes(struct op_ctx *ctx)
 {
-	return (struct layout_notes *)(void *)ctx->priv;
+	return &ctx->priv.layout;
 }
 
 /* Mirrors the push block of shaders/layout_gather.comp. */
@@ -541,15 +529,15 @@ static const struct op_attr_spec one_hot_attrs[] = {
 };
 
 const struct op_def op_defs_layout[] = {
-	{ "transpose", 1, 1, transpose_attrs, 0, transpose_infer, permute_record },
-	{ "permute", 1, 1, permute_attrs, 0, permute_infer, permute_record },
-	{ "reshape", 1, 1, reshape_attrs, 0, reshape_infer, reshape_record },
-	{ "slice", 1, 1, slice_attrs, 0, slice_infer, slice_record },
-	{ "concat", 1, OP_MAX_INPUTS, axis_attrs, 0, concat_infer, concat_record },
-	{ "stack", 1, OP_MAX_INPUTS, axis_attrs, 0, stack_infer, stack_record },
-	{ "pad", 1, 1, pad_attrs, 0, pad_infer, pad_record },
-	{ "gather", 2, 2, axis_attrs, 0, gather_infer, gather_record },
-	{ "index_select", 2, 2, axis_attrs, 0, gather_infer, gather_record },
-	{ "one_hot", 1, 1, one_hot_attrs, 0, one_hot_infer, one_hot_record },
-	{ NULL, 0, 0, NULL, 0, NULL, NULL },
+	{ "transpose", 1, 1, transpose_attrs, 0, transpose_infer, permute_record, grad_transpose, OP_NO_FUSION },
+	{ "permute", 1, 1, permute_attrs, 0, permute_infer, permute_record, grad_permute, OP_NO_FUSION },
+	{ "reshape", 1, 1, reshape_attrs, 0, reshape_infer, reshape_record, grad_reshape, OP_NO_FUSION },
+	{ "slice", 1, 1, slice_attrs, 0, slice_infer, slice_record, grad_slice, OP_NO_FUSION },
+	{ "concat", 1, OP_MAX_INPUTS, axis_attrs, 0, concat_infer, concat_record, grad_concat, OP_NO_FUSION },
+	{ "stack", 1, OP_MAX_INPUTS, axis_attrs, 0, stack_infer, stack_record, grad_stack, OP_NO_FUSION },
+	{ "pad", 1, 1, pad_attrs, 0, pad_infer, pad_record, grad_pad, OP_NO_FUSION },
+	{ "gather", 2, 2, axis_attrs, 0, gather_infer, gather_record, grad_gather, OP_NO_FUSION },
+	{ "index_select", 2, 2, axis_attrs, 0, gather_infer, gather_record, grad_gather, OP_NO_FUSION },
+	{ "one_hot", 1, 1, one_hot_attrs, 0, one_hot_infer, one_hot_record, NULL, OP_NO_FUSION },
+	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };

@@ -7,6 +7,7 @@
 #include "dtype.h"
 #include "gpu/device.h"
 #include "loss_codes.h"
+#include "ops/grad_rules.h"
 #include "ops/op.h"
 #include "status.h"
 
@@ -20,16 +21,6 @@ struct loss_push {
 	uint32_t seg_log2;
 };
 _Static_assert(sizeof(struct loss_push) == 36, "loss_push must mirror LossPush");
-
-enum loss_reduction { RED_MEAN, RED_SUM, RED_NONE };
-
-/* What infer leaves in ctx->priv for record. */
-struct loss_plan {
-	enum loss_reduction reduction;
-	uint64_t items;     /* elements (mse, bce) or samples (cross_entropy, nll) */
-	uint64_t classes;
-};
-_Static_assert(sizeof(struct loss_plan) <= sizeof(((struct op_ctx *)0)->priv), "priv too small");
 
 static const struct op_attr_spec elementwise_attrs[] = {
 	{ "reduction", ATTR_STR, false },
@@ -51,7 +42,7 @@ static const struct op_attr_spec nll_attrs[] = {
 
 static struct loss_plan *plan(struct op_ctx *ctx)
 {
-	return (struct loss_plan *)(void *)ctx->priv;
+	return &ctx->priv.loss;
 }
 
 /* Parse attrs.reduction and shape the output: the scalar of a reduction, or
@@ -62,17 +53,17 @@ static int set_reduction(struct op_ctx *ctx, unsigned rank, const uint64_t *shap
 	struct loss_plan *pl = plan(ctx);
 
 	if (!red->set || !strcmp(red->s, "mean"))
-		pl->reduction = RED_MEAN;
+		pl->reduction = LOSS_REDUCE_MEAN;
 	else if (!strcmp(red->s, "sum"))
-		pl->reduction = RED_SUM;
+		pl->reduction = LOSS_REDUCE_SUM;
 	else if (!strcmp(red->s, "none"))
-		pl->reduction = RED_NONE;
+		pl->reduction = LOSS_REDUCE_NONE;
 	else
 		return op_fail(ctx, TDP_INVALID_ARGUMENT,
 			       "reduction must be \"none\", \"mean\" or \"sum\", not \"%s\"", red->s);
 	ctx->out.dtype = ctx->in[0].dtype;
-	ctx->out.rank = pl->reduction == RED_NONE ? rank : 0;
-	if (pl->reduction == RED_NONE)
+	ctx->out.rank = pl->reduction == LOSS_REDUCE_NONE ? rank : 0;
+	if (pl->reduction == LOSS_REDUCE_NONE)
 		memcpy(ctx->out.shape, shape, rank * sizeof(*shape));
 	return 0;
 }
@@ -208,12 +199,12 @@ static int loss_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	b[3] = b[4] = unused(ctx);
 	if (ctx->def->code == LOSS_CROSS_ENTROPY && n > 0 && row_stats_record(ctx, rec, p, b, pc, n) < 0)
 		return -1;
-	if (pl->reduction == RED_NONE) {
+	if (pl->reduction == LOSS_REDUCE_NONE) {
 		pc.flags |= LOSS_F_NONE;
 		pc.n = (uint32_t)n;
 		return op_dispatch(ctx, rec, p, b, 6, &pc, sizeof(pc), n, LOSS_WG);
 	}
-	if (pl->reduction == RED_MEAN)
+	if (pl->reduction == LOSS_REDUCE_MEAN)
 		pc.flags |= LOSS_F_MEAN | ((pc.flags & LOSS_F_IGNORE) ? LOSS_F_WEIGHTED : 0u);
 	/* Partials of level 0 go to part[0], of level 1 to part[1], then back
 	 * to part[0], which is large enough for every later level. */
@@ -246,12 +237,13 @@ static int loss_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	}
 }
 
-#define POINTWISE(n, c) { n, 2, 2, elementwise_attrs, c, pointwise_infer, loss_record }
+#define POINTWISE(n, c, bw) { n, 2, 2, elementwise_attrs, c, pointwise_infer, loss_record, bw, OP_NO_FUSION }
 
 const struct op_def op_defs_loss[] = {
-	POINTWISE("mse", LOSS_MSE),
-	POINTWISE("binary_cross_entropy_with_logits", LOSS_BCE_LOGITS),
-	{ "cross_entropy", 2, 2, ce_attrs, LOSS_CROSS_ENTROPY, class_infer, loss_record },
-	{ "nll", 2, 2, nll_attrs, LOSS_NLL, class_infer, loss_record },
-	{ NULL, 0, 0, NULL, 0, NULL, NULL },
+	POINTWISE("mse", LOSS_MSE, grad_mse),
+	POINTWISE("binary_cross_entropy_with_logits", LOSS_BCE_LOGITS, grad_bce_logits),
+	{ "cross_entropy", 2, 2, ce_attrs, LOSS_CROSS_ENTROPY, class_infer, loss_record, grad_cross_entropy,
+	  OP_NO_FUSION },
+	{ "nll", 2, 2, nll_attrs, LOSS_NLL, class_infer, loss_record, grad_nll, OP_NO_FUSION },
+	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };

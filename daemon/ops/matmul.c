@@ -7,6 +7,7 @@
 
 #include "dtype.h"
 #include "gpu/device.h"
+#include "ops/grad_rules.h"
 #include "ops/op.h"
 #include "status.h"
 
@@ -17,7 +18,6 @@
  * invocation: the longest products each kernel takes (OP_LOOP_BUDGET). */
 #define MM_MAX_K (OP_LOOP_BUDGET * 16ull)
 #define MM_L_MAX_K (OP_LOOP_BUDGET * 8ull)
-#define MM_MAX_BDIMS 6
 
 /* Mirrors MmPush in shaders/matmul.comp. */
 struct mm_push {
@@ -40,16 +40,6 @@ struct mm_cm_push {
 #define MM_CM_TILE 128
 #define MM_CM_K 32
 
-/* What infer worked out for record (kept in ctx->priv). */
-struct mm_plan {
-	uint64_t m, n, k;
-	unsigned bdims;                       /* broadcast batch rank */
-	uint64_t bshape[MM_MAX_BDIMS];        /* the result's batch dims */
-	uint64_t abatch[MM_MAX_BDIMS];        /* a's batch dims, right-aligned, 1 where absent */
-	uint64_t bbatch[MM_MAX_BDIMS];
-};
-_Static_assert(sizeof(struct mm_plan) <= sizeof(((struct op_ctx *)0)->priv), "mm_plan fits priv");
-
 static void shape_str(const struct op_tensor *t, char *buf, size_t size)
 {
 	size_t len = 0;
@@ -65,7 +55,7 @@ static void shape_str(const struct op_tensor *t, char *buf, size_t size)
 static int matmul_infer(struct op_ctx *ctx)
 {
 	const struct op_tensor *a = &ctx->in[0], *b = &ctx->in[1];
-	struct mm_plan *pl = (struct mm_plan *)ctx->priv;
+	struct mm_plan *pl = &ctx->priv.matmul;
 	unsigned abd, bbd, r = 0;
 	uint64_t ak, bk;
 
@@ -229,7 +219,7 @@ static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struc
 
 static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 {
-	const struct mm_plan *pl = (const struct mm_plan *)ctx->priv;
+	const struct mm_plan *pl = &ctx->priv.matmul;
 	struct gpu_binding bind[3];
 	struct mm_push pc;
 
@@ -271,6 +261,6 @@ int matmul_record_bound(struct op_ctx *ctx, struct gpu_recorder *rec, const stru
 }
 
 const struct op_def op_defs_linalg[] = {
-	{ "matmul", 2, 2, NULL, 0, matmul_infer, matmul_record },
-	{ NULL, 0, 0, NULL, 0, NULL, NULL },
+	{ "matmul", 2, 2, NULL, 0, matmul_infer, matmul_record, grad_matmul, OP_NO_FUSION },
+	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };

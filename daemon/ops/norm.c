@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "ops/grad_rules.h"
 #include "ops/op.h"
 #include "ops/reduce_engine.h"
 #include "reduce_codes.h"
@@ -124,7 +125,7 @@ static int sm_infer(struct op_ctx *ctx)
 
 	if (a < 0 || norm_float_input(ctx) < 0 || norm_row_len(ctx, rank ? ctx->in[0].shape[a] : 1) < 0)
 		return -1;
-	memcpy(ctx->priv, &a, sizeof(a));
+	ctx->priv.softmax.axis = a;
 	return 0;
 }
 
@@ -134,9 +135,8 @@ static int sm_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	const struct gpu_pipeline *p;
 	struct gpu_binding bind[2];
 	struct sm_push pc = { .L = 1, .inner = 1, .op = ctx->def->code };
-	int a;
+	int a = ctx->priv.softmax.axis;
 
-	memcpy(&a, ctx->priv, sizeof(a));
 	if (x->rank) {
 		pc.L = (uint32_t)x->shape[a];
 		for (unsigned d = (unsigned)a + 1; d < x->rank; d++)
@@ -312,10 +312,10 @@ static int bn_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 }
 
 const struct op_def op_defs_norm[] = {
-	{ "softmax", 1, 1, sm_attrs, SM_SOFTMAX, sm_infer, sm_record },
-	{ "log_softmax", 1, 1, sm_attrs, SM_LOG_SOFTMAX, sm_infer, sm_record },
-	{ "layer_norm", 1, 3, ln_attrs, 0, ln_infer, ln_record },
-	{ "rms_norm", 1, 2, ln_attrs, NORM_RMS, ln_infer, ln_record },
-	{ "batch_norm", 1, 5, bn_attrs, 0, bn_infer, bn_record },
-	{ NULL, 0, 0, NULL, 0, NULL, NULL },
+	{ "softmax", 1, 1, sm_attrs, SM_SOFTMAX, sm_infer, sm_record, grad_softmax, OP_NO_FUSION },
+	{ "log_softmax", 1, 1, sm_attrs, SM_LOG_SOFTMAX, sm_infer, sm_record, grad_log_softmax, OP_NO_FUSION },
+	{ "layer_norm", 1, 3, ln_attrs, 0, ln_infer, ln_record, grad_layer_norm, OP_NO_FUSION },
+	{ "rms_norm", 1, 2, ln_attrs, NORM_RMS, ln_infer, ln_record, grad_rms_norm, OP_NO_FUSION },
+	{ "batch_norm", 1, 5, bn_attrs, 0, bn_infer, bn_record, grad_batch_norm, OP_NO_FUSION },
+	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };

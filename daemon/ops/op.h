@@ -1,7 +1,9 @@
 /* The op registry's contract: what an op declares (name, arity, attributes,
- * shape/dtype inference, how to record it on the GPU) and the context it is
- * handed. Adding an op means one `struct op_def` entry in its family's table,
- * one shader (or a variant of one), one CPU reference and one test. */
+ * shape/dtype inference, how to record it on the GPU, its backward rule, how
+ * a fused kernel computes it) and the context it is handed. Adding an op
+ * means one `struct op_def` entry in its family's table, one shader (or a
+ * variant of one), its backward rule, one CPU reference and one test
+ * (docs/architecture.md, "Adding a unary op"). */
 #pragma once
 
 #include <stdbool.h>
@@ -10,6 +12,7 @@
 
 #include "base/error.h"
 #include "gpu/recorder.h"
+#include "ops/op_priv.h"
 #include "wire_limits.h"
 
 #define OP_MAX_INPUTS 8
@@ -57,7 +60,46 @@ struct op_attr_value {
 	unsigned nints;
 };
 
+/* A named attribute value as code builds one (graph_emit in the engine,
+ * ag_emit in backward rules): the op's spec decides which field is read: f
+ * for numbers, b for booleans, s for strings, ints for lists. */
+struct graph_attr {
+	const char *name;
+	double f;
+	const int64_t *ints;
+	unsigned nints;
+	const char *s;
+	bool b;
+};
+
 struct op_ctx;
+struct autograd;
+
+/* A backward rule (ops/grad.h): append the nodes computing the gradient of
+ * each of `node`'s inputs from `gout`, the gradient of its result; write
+ * their refs to ret_grads[k], or leave AG_NONE where an input gets none.
+ * Returns 0, or -1 after a failure was recorded (by ag_emit or ag_fail). */
+typedef int (*op_backward_fn)(struct autograd *ag, unsigned node, int gout, int *ret_grads);
+
+/* How a fused elementwise kernel (ops/fused.h, shaders/fused.comp) computes
+ * an op. FUSE_NONE (0, what a row without one gets): the op always runs as
+ * its own kernel. */
+enum op_fuse_kind {
+	FUSE_NONE = 0,
+	FUSE_UNARY,                 /* one input; attrs in the program's constants */
+	FUSE_BINARY,                /* a OP b, or one input and attrs.scalar (reverse) */
+	FUSE_COMPARE,               /* as FUSE_BINARY, the result u8 0/1 */
+	FUSE_WHERE,                 /* cond (u8) ? a : b */
+};
+
+struct op_fusion {
+	enum op_fuse_kind kind;
+	uint32_t opcode;            /* the program opcode (op_codes.h): UN_*,
+				     * FU_BINARY + BIN_* or CMP_*, FU_WHERE */
+};
+
+/* The fusion of a row that never fuses. */
+#define OP_NO_FUSION { FUSE_NONE, 0 }
 
 struct op_def {
 	const char *name;
@@ -71,6 +113,12 @@ struct op_def {
 	/* Record the GPU work that computes ctx->out from ctx->in. Returns 0 or
 	 * op_fail(). */
 	int (*record)(struct op_ctx *ctx, struct gpu_recorder *rec);
+	/* The gradient of the inputs (ops/grad_*.c, declared in
+	 * ops/grad_rules.h). NULL: not differentiable (a training graph that
+	 * needs a gradient through it is refused); grad_none: differentiable
+	 * with no gradient for any input (comparisons). */
+	op_backward_fn backward;
+	struct op_fusion fusion;
 };
 
 /* Scratch memory an op asked for while recording; freed when the request ends. */
@@ -91,7 +139,7 @@ struct op_ctx {
 	 * records nothing. */
 	bool view;
 	struct op_scratch scratch;
-	uint8_t priv[256];                          /* infer's notes for record */
+	union op_priv priv;                         /* infer's notes for record */
 	struct td_error err;                        /* set by op_fail */
 };
 

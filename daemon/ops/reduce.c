@@ -4,16 +4,11 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "ops/grad_rules.h"
 #include "ops/op.h"
 #include "ops/reduce_engine.h"
 #include "reduce_codes.h"
 #include "status.h"
-
-/* infer's notes for record, kept in ctx->priv. */
-struct red_note {
-	bool reduced[TDP_MAX_RANK];
-};
-_Static_assert(sizeof(struct red_note) <= sizeof(((struct op_ctx *)0)->priv), "priv too small");
 
 static const struct op_attr_spec red_attrs[] = {
 	{ "axis", ATTR_INTS, false },
@@ -34,17 +29,30 @@ static const struct op_attr_spec arg_attrs[] = {
 	{ NULL, 0, false },
 };
 
-/* The op_def code is the shader's RED_* combine; mean, var and std (all
- * RED_SUM underneath) are told apart by name. */
+/* The op_def code: the shader's RED_* combine in the low byte, and for
+ * mean, var and std (all RED_SUM underneath) what follows the sum. */
+#define RED_MEAN_OF (1u << 8)
+#define RED_VAR_OF (2u << 8)
+#define RED_STD_OF (3u << 8)
+
+static uint32_t red_combine(const struct op_ctx *ctx)
+{
+	return ctx->def->code & 0xffu;
+}
+
+static uint32_t red_then(const struct op_ctx *ctx)
+{
+	return ctx->def->code & ~0xffu;
+}
+
 static bool red_is_arg(const struct op_ctx *ctx)
 {
-	return ctx->def->code == RED_ARGMAX || ctx->def->code == RED_ARGMIN;
+	return red_combine(ctx) == RED_ARGMAX || red_combine(ctx) == RED_ARGMIN;
 }
 
 static bool red_float_only(const struct op_ctx *ctx)
 {
-	return !strcmp(ctx->def->name, "mean") || !strcmp(ctx->def->name, "var") ||
-	       !strcmp(ctx->def->name, "std");
+	return red_then(ctx) != 0;
 }
 
 /* op_axis, plus axis 0 or -1 of a rank-0 tensor (which names no dim: the
@@ -117,32 +125,31 @@ static int red_infer(struct op_ctx *ctx)
 		if (!note.reduced[d] || keep)
 			ctx->out.shape[ctx->out.rank++] = note.reduced[d] ? 1 : x->shape[d];
 	}
-	if ((ctx->def->code == RED_MAX || ctx->def->code == RED_MIN || red_is_arg(ctx)) && L == 0 && M > 0)
+	if ((red_combine(ctx) == RED_MAX || red_combine(ctx) == RED_MIN || red_is_arg(ctx)) && L == 0 && M > 0)
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "cannot take %s over an empty axis (size 0)",
 			       ctx->def->name);
 	ctx->out.dtype = red_is_arg(ctx) ? TDP_DTYPE_I32 : x->dtype;
-	memcpy(ctx->priv, &note, sizeof(note));
+	ctx->priv.reduce = note;
 	return 0;
 }
 
 static int red_record_op(struct op_ctx *ctx, struct gpu_recorder *rec)
 {
 	const struct op_tensor *x = &ctx->in[0];
-	const char *name = ctx->def->name;
-	struct red_job job = { .op = ctx->def->code };
+	struct red_job job = { .op = red_combine(ctx) };
 	struct red_note note;
 	struct red_plan plan;
 
-	memcpy(&note, ctx->priv, sizeof(note));
+	note = ctx->priv.reduce;
 	if (red_plan_make(ctx, x, note.reduced, &plan) < 0 || op_bind(ctx, &ctx->out, true, &job.out) < 0)
 		return -1;
 	if (red_is_arg(ctx))
 		job.out_flag = RED_OUT_IDX;
-	if (!strcmp(name, "mean")) {
+	if (red_then(ctx) == RED_MEAN_OF) {
 		job.post = RED_POST_DIV;
 		job.div = (float)plan.L;
 	}
-	if (!strcmp(name, "var") || !strcmp(name, "std")) {
+	if (red_then(ctx) == RED_VAR_OF || red_then(ctx) == RED_STD_OF) {
 		const struct op_attr_value *corr = op_attr(ctx, "correction");
 		struct red_job mj = { .op = RED_SUM, .post = RED_POST_DIV, .div = (float)plan.L,
 				      .out_flag = RED_OUT_F32 };
@@ -157,23 +164,23 @@ static int red_record_op(struct op_ctx *ctx, struct gpu_recorder *rec)
 			return -1;
 		job.sqdev = true;
 		job.mean = red_bind(ctx, mean, 0, plan.M * 4, false);
-		job.post = name[0] == 's' ? RED_POST_SQRT_DIV : RED_POST_DIV;
+		job.post = red_then(ctx) == RED_STD_OF ? RED_POST_SQRT_DIV : RED_POST_DIV;
 		job.div = div > 0 ? (float)div : 0.0f;
 	}
 	return red_record(ctx, rec, &plan, x, &job);
 }
 
-#define RED(n, c, attrs) { n, 1, 1, attrs, c, red_infer, red_record_op }
+#define RED(n, c, attrs, bw) { n, 1, 1, attrs, c, red_infer, red_record_op, bw, OP_NO_FUSION }
 
 const struct op_def op_defs_reduce[] = {
-	RED("sum", RED_SUM, red_attrs),
-	RED("mean", RED_SUM, red_attrs),
-	RED("prod", RED_PROD, red_attrs),
-	RED("max", RED_MAX, red_attrs),
-	RED("min", RED_MIN, red_attrs),
-	RED("var", RED_SUM, var_attrs),
-	RED("std", RED_SUM, var_attrs),
-	RED("argmax", RED_ARGMAX, arg_attrs),
-	RED("argmin", RED_ARGMIN, arg_attrs),
-	{ NULL, 0, 0, NULL, 0, NULL, NULL },
+	RED("sum", RED_SUM, red_attrs, grad_sum),
+	RED("mean", RED_SUM | RED_MEAN_OF, red_attrs, grad_mean),
+	RED("prod", RED_PROD, red_attrs, grad_prod),
+	RED("max", RED_MAX, red_attrs, grad_max_min),
+	RED("min", RED_MIN, red_attrs, grad_max_min),
+	RED("var", RED_SUM | RED_VAR_OF, var_attrs, grad_var),
+	RED("std", RED_SUM | RED_STD_OF, var_attrs, grad_std),
+	RED("argmax", RED_ARGMAX, arg_attrs, NULL),
+	RED("argmin", RED_ARGMIN, arg_attrs, NULL),
+	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };
