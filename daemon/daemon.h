@@ -8,6 +8,10 @@
 #include "base/metrics.h"
 #include "gpu/device.h"
 
+/* Requests served per connection per turn before other clients get theirs
+ * (serve/conn.c; shown by info). */
+#define DAEMON_TURN_BUDGET 32
+
 struct loop;
 struct server;
 struct store;

@@ -27,3 +27,5 @@
 #define TDP_MAX_METHOD_LEN 64
 /* Error messages are truncated to this many bytes. */
 #define TDP_MAX_ERROR_MESSAGE 512
+/* Nodes in a graph (graph.run, train.step, a model, with the daemon's own). */
+#define TDP_MAX_GRAPH_NODES 4096

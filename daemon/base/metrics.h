@@ -21,6 +21,7 @@ struct metrics {
 	uint64_t bytes_in;              /* read from client sockets */
 	uint64_t bytes_out;             /* written to client sockets */
 	uint64_t connections;           /* accepted and served */
+	uint64_t connections_open;      /* open now (serve/server.c counts them) */
 	uint64_t connections_refused;   /* turned away: max_connections, max_connections_per_user,
 					   unreadable credentials */
 	uint64_t protocol_errors;       /* streams closed as unparseable */

@@ -10,7 +10,7 @@
 #include "store/caller.h"
 #include "store/store.h"
 
-#define GRAPH_MAX_NODES 4096
+#define GRAPH_MAX_NODES TDP_MAX_GRAPH_NODES
 
 struct node {
 	char id[TDP_MAX_NAME_LEN + 1];   /* "" for op.run's single node */

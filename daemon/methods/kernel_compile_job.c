@@ -14,16 +14,15 @@
 #include "daemon.h"
 #include "kernels/glsl_compile.h"
 #include "rpc.h"
-#include "serve/conn.h"
 #include "status.h"
 
 struct compile_job {
-	struct conn_deferred def;     /* conn->deferred while it compiles */
+	struct request_deferred def;  /* the connection waits for its answer */
 	struct loop_source out_src;   /* the child's answer */
 	struct loop_source timer_src; /* the time limit */
 	struct glsl_job *gj;          /* NULL once finished or cancelled */
-	struct conn *c;               /* NULL once the client went away */
-	struct request req;           /* msgid, peer, where the answer goes */
+	bool gone;                    /* the client went away */
+	struct request req;           /* msgid, peer, where the answer goes (request_defer) */
 	msgpack_packer pk;
 	struct kernel_spec ks;
 	struct compile_job *next;     /* on the retired list */
@@ -88,22 +87,21 @@ static void answer(struct compile_job *j, bool timed_out)
 
 	r = glsl_job_finish(j->gj, timed_out, &words, &nwords, why, sizeof(why));
 	j->gj = NULL;
-	if (!j->c) {
+	if (j->gone) {
 		free(words);
 		return;
 	}
-	mark = tdp_buf_len(&j->c->out);
+	mark = tdp_buf_len(j->req.out);
 	r = kernel_create_compiled(&j->req, &j->ks, r, words, nwords, why);
 	if (r < 0) {
-		j->c->out.end = j->c->out.start + mark;
+		j->req.out->end = j->req.out->start + mark;
 		j->req.call.d->requests_failed++;
 		metrics_request_error(&j->req.call.d->metrics, j->req.slot);
 		log_debug("msgid %u: %s", j->req.msgid, j->req.call.err.message);
 		if (request_pack_error(&j->req, &j->pk) < 0)
-			j->c->out.end = j->c->out.start + mark;
+			j->req.out->end = j->req.out->start + mark;
 	}
-	j->c->deferred = NULL;
-	conn_kick(j->c);
+	request_deferred_done(&j->req);
 }
 
 static void on_output(void *data, uint32_t events)
@@ -120,11 +118,10 @@ static void on_output(void *data, uint32_t events)
 	if (r < 0) {            /* out of memory for its answer */
 		glsl_job_cancel(j->gj);
 		j->gj = NULL;
-		if (j->c) {
+		if (!j->gone) {
 			request_fail(&j->req, TDP_RESOURCE_EXHAUSTED, "out of memory");
 			request_pack_error(&j->req, &j->pk);
-			j->c->deferred = NULL;
-			conn_kick(j->c);
+			request_deferred_done(&j->req);
 		}
 	} else {
 		answer(j, false);
@@ -143,12 +140,12 @@ static void on_timer(void *data, uint32_t events)
 	retire(j);
 }
 
-/* The client went away (conn_deferred.cancel): kill the compiler. */
-static void cancel(struct conn_deferred *def)
+/* The client went away (request_deferred.cancel): kill the compiler. */
+static void cancel(struct request_deferred *def)
 {
 	struct compile_job *j = (struct compile_job *)((char *)def - offsetof(struct compile_job, def));
 
-	j->c = NULL;
+	j->gone = true;
 	if (j->gj) {
 		glsl_job_cancel(j->gj);
 		j->gj = NULL;
@@ -166,6 +163,8 @@ int kernel_compile_defer(struct request *req, const struct kernel_spec *ks, cons
 	struct compile_job *j;
 	int r;
 
+	if (!req->conn) /* request_defer below must not fail once the compiler runs */
+		return request_fail(req, TDP_INTERNAL, "kernel.create needs a connection");
 	for (unsigned i = 0; i < KERNEL_COMPILES_MAX; i++) {
 		if (!running[i])
 			slot = i;
@@ -209,15 +208,8 @@ int kernel_compile_defer(struct request *req, const struct kernel_spec *ks, cons
 		goto fail;
 	}
 	j->ks = *ks;
-	j->req = *req;
-	j->req.params = NULL;
-	j->req.method = "kernel.create";
-	j->c = req->conn;
-	msgpack_packer_init(&j->pk, &j->c->out, tdp_buf_msgpack_write);
-	j->req.pk = &j->pk;
-	j->req.out = &j->c->out;
 	j->def.cancel = cancel;
-	j->c->deferred = &j->def;
+	request_defer(req, &j->def, &j->req, &j->pk);  /* cannot fail: req->conn was checked */
 	running[slot] = j;
 	return REQUEST_DEFERRED;
 fail:

@@ -10,9 +10,7 @@
 #include "pack.h"
 #include "persist/recover.h"
 #include "rpc.h"
-#include "serve/conn.h"
 #include "methods/params.h"
-#include "serve/server.h"
 #include "status.h"
 #include "store/names.h"
 #include "store/store.h"
@@ -139,7 +137,7 @@ static int write_limits(msgpack_packer *pk, const struct config *c)
 	       kv_u64(pk, "user_max_kernels", c->user_max_kernels) ||
 	       kv_u64(pk, "request_timeout_ms", c->request_timeout_ms) ||
 	       kv_u64(pk, "kernel_timeout_ms", c->kernel_timeout_ms) ||
-	       kv_u64(pk, "turn_budget", CONN_TURN_BUDGET);
+	       kv_u64(pk, "turn_budget", DAEMON_TURN_BUDGET);
 }
 
 /* The caller's own usage against its quotas (0: no quota). */
@@ -290,7 +288,7 @@ int method_info(struct request *req)
 	       tdp_pack_cstr(pk, "devices") || write_devices(pk, d);
 	fail = fail || tdp_pack_cstr(pk, "tensors") || msgpack_pack_map(pk, 2) ||
 	       kv_u64(pk, "count", count) || kv_u64(pk, "bytes", bytes) ||
-	       kv_u64(pk, "connections", server_connection_count(d->server)) ||
+	       kv_u64(pk, "connections", d->metrics.connections_open) ||
 	       tdp_pack_cstr(pk, "requests") || msgpack_pack_map(pk, 2) ||
 	       kv_u64(pk, "total", d->requests) || kv_u64(pk, "failed", d->requests_failed) ||
 	       tdp_pack_cstr(pk, "limits") || write_limits(pk, &d->cfg) ||

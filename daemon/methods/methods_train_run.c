@@ -17,18 +17,16 @@
 #include "methods/methods_model.h"
 #include "pack.h"
 #include "rpc.h"
-#include "serve/conn.h"
 #include "methods/params.h"
 #include "status.h"
 #include "store/lookup.h"
 #include "store/model.h"
 #include "train/job.h"
 
-/* The client's side of a run: its connection, its deferred reply. */
+/* The client's side of a run: its deferred reply. */
 struct run_client {
-	struct conn_deferred def;  /* conn->deferred while the run goes on */
-	struct conn *c;
-	struct request req;        /* msgid, peer, where answers go */
+	struct request_deferred def;
+	struct request req;        /* msgid, peer, where answers go (request_defer) */
 	msgpack_packer pk;
 	struct train_job *job;
 };
@@ -40,12 +38,12 @@ static struct run_client *client_of(void *data)
 
 static bool client_ready(void *data)
 {
-	return !conn_backlogged(client_of(data)->c);
+	return !request_backlogged(&client_of(data)->req);
 }
 
 static void client_flush(void *data)
 {
-	conn_kick(client_of(data)->c);
+	request_flush(&client_of(data)->req);
 }
 
 static int notify_head(msgpack_packer *pk, const char *method, uint32_t entries)
@@ -128,14 +126,13 @@ static void client_release(void *data)
 {
 	struct run_client *cl = client_of(data);
 
-	cl->c->deferred = NULL;
-	conn_kick(cl->c);
+	request_deferred_done(&cl->req);
 	free(cl);
 }
 
 /* The client went away (conn_deferred.cancel): the run stops at its next
  * turn. */
-static void client_cancel(struct conn_deferred *def)
+static void client_cancel(struct request_deferred *def)
 {
 	struct run_client *cl = (struct run_client *)((char *)def - offsetof(struct run_client, def));
 
@@ -312,7 +309,7 @@ int method_train_run(struct request *req)
 
 	if (PARAMS_PARSE(req, p) < 0 || train_resolve_source(req, has_model ? model : NULL, &src) < 0)
 		return -1;
-	if (!req->conn)
+	if (!req->conn) /* request_defer below must not fail once the job runs */
 		return request_fail(req, TDP_INTERNAL, "train.run needs a connection");
 	plan = calloc(1, sizeof(*plan));
 	cl = calloc(1, sizeof(*cl));
@@ -339,15 +336,8 @@ int method_train_run(struct request *req)
 	if (train_job_start(&req->call, plan, req->params, src.m ? &src.m->u.data : NULL, &client_sink, cl,
 			    &cl->job) < 0)
 		goto out;
-	cl->req = *req;
-	cl->req.params = NULL;
-	cl->req.method = "train.run";
-	cl->c = req->conn;
-	msgpack_packer_init(&cl->pk, &cl->c->out, tdp_buf_msgpack_write);
-	cl->req.pk = &cl->pk;
-	cl->req.out = &cl->c->out;
 	cl->def.cancel = client_cancel;
-	cl->c->deferred = &cl->def;
+	request_defer(req, &cl->def, &cl->req, &cl->pk);
 	cl = NULL;
 	r = REQUEST_DEFERRED;
 out:

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <msgpack.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -14,8 +15,19 @@
 struct daemon;
 struct conn;
 
-/* A handler's return for a request it answers later itself (train.run). */
+/* A handler's return for a request it answers later itself, after
+ * request_defer (train.run, a kernel.create compiling). */
 #define REQUEST_DEFERRED 1
+
+/* An answer given later: while one is pending, the connection's later
+ * requests wait. The owner embeds it next to the copy of the request that
+ * request_defer made. */
+struct request_deferred {
+	/* The client went away before the answer: no request_* call on the copy
+	 * after this; free what the owner holds once the current batch of loop
+	 * events is done. */
+	void (*cancel)(struct request_deferred *def);
+};
 
 struct request {
 	/* The daemon, the peer's credentials (SO_PEERCRED: what store_lookup
@@ -39,6 +51,25 @@ int request_fail(struct request *req, int code, const char *fmt, ...);
 /* Write the error response for the failure recorded in req->call.err (INTERNAL
  * when none is) into `pk`: "<method>: <message>". Returns 0 or -ENOMEM. */
 int request_pack_error(const struct request *req, msgpack_packer *pk);
+
+/* Take over answering `req` later: copy it into *later (no params; its
+ * `pk`, set up here, writes into the connection's output) and hold the
+ * connection's later requests until request_deferred_done. The handler then
+ * returns REQUEST_DEFERRED. Returns 0, or request_fail(INTERNAL) when `req`
+ * came on no connection. Implemented by the connection (serve/conn.c). */
+int request_defer(struct request *req, struct request_deferred *def, struct request *later,
+		  msgpack_packer *pk);
+
+/* Whether the client reads its output too slowly to take more now
+ * (max_output_backlog). */
+bool request_backlogged(const struct request *later);
+
+/* Send what was written into later->out so far. */
+void request_flush(const struct request *later);
+
+/* The deferred answer is written: send it, and let the connection go on
+ * with its next requests. */
+void request_deferred_done(const struct request *later);
 
 /* A method handler: writes the whole response with tdp_write_result_head() and
  * the result object and returns 0, or returns request_fail(). On failure

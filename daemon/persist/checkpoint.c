@@ -18,8 +18,6 @@
 #include "persist/persist.h"
 #include "persist/persist_model.h"
 #include "rpc.h"
-#include "methods/params.h"
-#include "methods/request.h"
 #include "status.h"
 #include "store/names.h"
 #include "store/store.h"
@@ -254,36 +252,7 @@ void checkpoint_free(struct checkpoint *c)
 	free(c);
 }
 
-int method_store_sync(struct request *req)
+int checkpoint_sync(struct daemon *d, uid_t who, struct checkpoint_result *ret, char *err, size_t err_len)
 {
-	struct checkpoint_result res;
-	char err[TDP_MAX_ERROR_MESSAGE];
-	msgpack_packer *pk = req->pk;
-	int r;
-
-	if (params_none(req) < 0)
-		return -1;
-	if (!req->call.d->persist)
-		return request_fail(req, TDP_FAILED_PRECONDITION,
-				    "persistence is off: start tensord with --state-dir (or state_dir in "
-				    "its config) and persist not 'no'");
-	r = flush(req->call.d, 0, 0, false, req->call.cred.uid, &res, err, sizeof(err));
-	if (r < 0)
-		return request_fail(req, TDP_UNAVAILABLE, "%s", err);
-	/* The caller's own failures are its error; another user's are only
-	 * counted (their names are that user's business). */
-	if (res.failed_mine)
-		return request_fail(req, TDP_UNAVAILABLE,
-				    "%" PRIu64 " of your tensors or models could not be "
-				    "written (they stay dirty and are retried; the rest were written): %s",
-				    res.failed_mine, res.mine);
-	if (tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 6) ||
-	    tdp_pack_cstr(pk, "failed") || msgpack_pack_uint64(pk, res.failed) ||
-	    tdp_pack_cstr(pk, "written") || msgpack_pack_uint64(pk, res.written) ||
-	    tdp_pack_cstr(pk, "bytes") || msgpack_pack_uint64(pk, res.bytes) ||
-	    tdp_pack_cstr(pk, "removed") || msgpack_pack_uint64(pk, res.removed) ||
-	    tdp_pack_cstr(pk, "models") || msgpack_pack_uint64(pk, res.models) ||
-	    tdp_pack_cstr(pk, "seconds") || msgpack_pack_double(pk, res.seconds))
-		return request_fail(req, TDP_INTERNAL, "out of memory");
-	return 0;
+	return flush(d, 0, 0, false, who, ret, err, err_len);
 }

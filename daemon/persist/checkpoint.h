@@ -6,9 +6,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct daemon;
-struct request;
 struct checkpoint;
 struct tensor;
 
@@ -60,5 +60,7 @@ int checkpoint_tensor_now(struct daemon *d, struct tensor *t);
 void checkpoint_note_failure(struct checkpoint_result *acc, int64_t who, uint32_t owner,
 			     const char *what, const char *name, const char *why);
 
-/* store.sync: write everything dirty; docs/protocol.md. */
-int method_store_sync(struct request *req);
+/* store.sync for client `who`: write everything dirty now, as
+ * checkpoint_flush does without limits, listing in ret->mine the failures
+ * of who's own (all of them for root). Returns as checkpoint_flush. */
+int checkpoint_sync(struct daemon *d, uid_t who, struct checkpoint_result *ret, char *err, size_t err_len);

@@ -25,7 +25,7 @@
 #define READ_CHUNK ((size_t)64 << 10)
 /* TURN_BUDGET: at most this many requests per turn; the rest wait until the
  * other clients with work had a turn (server_resume_later). */
-#define TURN_BUDGET CONN_TURN_BUDGET
+#define TURN_BUDGET DAEMON_TURN_BUDGET
 /* Buffers larger than this are given back to the system once the connection
  * has been idle for IDLE_TRIM_NS: a client moving big tensors keeps its
  * buffers (fresh pages cost a fault each), an idle one does not hold memory. */

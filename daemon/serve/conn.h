@@ -11,20 +11,9 @@
 #include "scan.h"
 #include "store/access.h"
 
-/* Requests served per connection per turn before other clients get theirs. */
-#define CONN_TURN_BUDGET 32
-
 struct daemon;
 struct server;
-
-/* A request answered later (a train.run, a kernel.create compiling): while a
- * connection holds one, its later requests wait. The owner embeds it, sets
- * conn->deferred, and clears it (then conn_kick) once it answered. */
-struct conn_deferred {
-	/* The connection closes before the answer: stop, and free what the
-	 * owner holds once the current batch of loop events is done. */
-	void (*cancel)(struct conn_deferred *def);
-};
+struct request_deferred;
 
 struct conn {
 	struct loop_source src;
@@ -49,7 +38,7 @@ struct conn {
 	int64_t last_active_ns; /* CLOCK_MONOTONIC of the last event */
 	int64_t drained_ns;     /* CLOCK_MONOTONIC when output last moved or was empty */
 	int64_t input_ns;       /* CLOCK_MONOTONIC when input last arrived */
-	struct conn_deferred *deferred; /* a request answered later: later ones wait */
+	struct request_deferred *deferred; /* a request answered later (request.h): later ones wait */
 	struct conn *next;
 };
 

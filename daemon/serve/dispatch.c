@@ -12,6 +12,7 @@
 #include "methods/methods_graph.h"
 #include "methods/methods_kernel.h"
 #include "methods/methods_model.h"
+#include "methods/methods_store.h"
 #include "methods/methods_tensor.h"
 #include "methods/methods_train.h"
 #include "methods/request.h"

@@ -37,7 +37,7 @@ static void format_bytes(char *buf, size_t len, uint64_t b)
 static void format_status(const struct notify *n, char *buf, size_t len)
 {
 	const struct daemon *d = n->d;
-	uint64_t count = 0, bytes = 0, clients = server_connection_count(d->server);
+	uint64_t count = 0, bytes = 0, clients = d->metrics.connections_open;
 	char size[32];
 
 	if (d->store)

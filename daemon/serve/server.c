@@ -32,7 +32,6 @@ struct server {
 	struct loop_source resume;      /* eventfd: connections wait for another turn */
 	char *unlink_path;
 	struct conn *conns;
-	uint64_t nconns;
 	bool accept_paused;     /* out of descriptors: wait for a connection to close */
 	bool freed;             /* connections were freed since the last trim */
 };
@@ -161,13 +160,13 @@ static void on_listener(void *data, uint32_t events)
 			refuse(fd, "the peer's credentials cannot be read");
 			continue;
 		}
-		if (s->nconns >= s->d->cfg.max_connections ||
-		    (cred.uid != 0 && s->nconns >= s->d->cfg.max_connections - root_reserved(&s->d->cfg))) {
+		if (s->d->metrics.connections_open >= s->d->cfg.max_connections ||
+		    (cred.uid != 0 && s->d->metrics.connections_open >= s->d->cfg.max_connections - root_reserved(&s->d->cfg))) {
 			log_warning("refusing pid %d (uid %u): %llu clients connected (max_connections %llu)",
-				    (int)cred.pid, (unsigned)cred.uid, (unsigned long long)s->nconns,
+				    (int)cred.pid, (unsigned)cred.uid, (unsigned long long)s->d->metrics.connections_open,
 				    (unsigned long long)s->d->cfg.max_connections);
 			snprintf(why, sizeof(why), "too many connections: %llu clients connected (max_connections)",
-				 (unsigned long long)s->nconns);
+				 (unsigned long long)s->d->metrics.connections_open);
 			s->d->metrics.connections_refused++;
 			refuse(fd, why);
 			continue;
@@ -192,7 +191,7 @@ static void on_listener(void *data, uint32_t events)
 		log_debug("connection from pid %d uid %d", (int)c->pid, (int)c->uid);
 		c->next = s->conns;
 		s->conns = c;
-		s->nconns++;
+		s->d->metrics.connections_open++;
 		s->d->metrics.connections++;
 	}
 }
@@ -210,7 +209,7 @@ static void reap(void *data)
 		if (c->dead) {
 			*pp = c->next;
 			conn_free(c);
-			s->nconns--;
+			s->d->metrics.connections_open--;
 			freed = true;
 			s->freed = true;
 		} else {
@@ -372,9 +371,4 @@ void server_free(struct server *s)
 		free(s->unlink_path);
 	}
 	free(s);
-}
-
-uint64_t server_connection_count(const struct server *s)
-{
-	return s->nconns;
 }

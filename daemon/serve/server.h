@@ -22,8 +22,6 @@ struct server *server_new(struct daemon *d, int listen_fd, const char *unlink_pa
 /* Close every connection and the listening socket; NULL is accepted. */
 void server_free(struct server *s);
 
-/* Clients connected now. */
-uint64_t server_connection_count(const struct server *s);
 
 /* Ask for conn_resume() on every connection marked `resume`, after the loop
  * has looked at other clients' events. */

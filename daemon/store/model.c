@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "dtype.h"
-#include "engine/graph_core.h"
 #include "errorf.h"
 #include "name.h"
 #include "pack.h"
@@ -136,9 +135,9 @@ static int parse_def(struct model *m, char *why, size_t why_len)
 	inputs = tdp_map_find(def, "inputs");
 	outputs = tdp_map_find(def, "outputs");
 	if (!m->nodes || m->nodes->type != MSGPACK_OBJECT_ARRAY || m->nodes->via.array.size == 0 ||
-	    m->nodes->via.array.size > GRAPH_MAX_NODES)
+	    m->nodes->via.array.size > TDP_MAX_GRAPH_NODES)
 		return tdp_errorf(why, why_len, -EINVAL, "nodes must be an array of 1 to %d nodes",
-				  GRAPH_MAX_NODES);
+				  TDP_MAX_GRAPH_NODES);
 	for (uint32_t i = 0; i < m->nodes->via.array.size; i++) {
 		const msgpack_object *nd = &m->nodes->via.array.ptr[i];
 

@@ -99,11 +99,6 @@ int loop_add_after(struct loop *l, void (*after)(void *data), void *data)
 	return -ENOSYS;
 }
 
-uint64_t server_connection_count(const struct server *s)
-{
-	(void)s;
-	return 1;
-}
 
 /* ---- the harness ---- */
 

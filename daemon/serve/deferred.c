@@ -1,0 +1,42 @@
+/* Deferred answers (methods/request.h, request_defer): the connection side
+ * of a reply a handler gives later. A file of its own so that the fuzz
+ * harness, which stands in for the rest of conn.c, runs the real thing. */
+#include <msgpack.h>
+
+#include "methods/request.h"
+#include "rpc.h"
+#include "serve/conn.h"
+#include "status.h"
+
+int request_defer(struct request *req, struct request_deferred *def, struct request *later,
+		  msgpack_packer *pk)
+{
+	struct conn *c = req->conn;
+
+	if (!c)
+		return request_fail(req, TDP_INTERNAL, "%s needs a connection", req->method);
+	*later = *req;
+	later->params = NULL;
+	later->method = request_method_name(req->slot); /* req's is the dispatcher's buffer */
+	later->out = &c->out;
+	msgpack_packer_init(pk, &c->out, tdp_buf_msgpack_write);
+	later->pk = pk;
+	c->deferred = def;
+	return 0;
+}
+
+bool request_backlogged(const struct request *later)
+{
+	return conn_backlogged(later->conn);
+}
+
+void request_flush(const struct request *later)
+{
+	conn_kick(later->conn);
+}
+
+void request_deferred_done(const struct request *later)
+{
+	later->conn->deferred = NULL;
+	conn_kick(later->conn);
+}
