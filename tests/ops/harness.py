@@ -10,7 +10,7 @@ import sys
 import msgpack
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from daemon import Daemon  # noqa: E402  (tests/daemon.py)
 
 try:
