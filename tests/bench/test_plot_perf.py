@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """bench/plot_perf.py on small fixtures: the table of docs/performance.md (as
 bench/compare_torch.py writes it, --out-markdown) and the same rows as its
---out-json, each drawn to a PNG that an independent reader (tests/png_check.py)
+--out-json, each drawn to a PNG that an independent reader (tests/lib/png_check.py)
 accepts. The figures the script says it plotted are compared with the fixture's
 own numbers (a ratio read from the wrong column, or a goal turned the wrong way,
 fails). A file without the table is refused with exit status 1. Finally the

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The custom-kernel sandbox on a real GPU, where tests/test_kernels.py cannot
+"""The custom-kernel sandbox on a real GPU, where tests/integration/test_kernels.py cannot
 run whole (it builds SPIR-V with glslangValidator, which a bare GPU host
 lacks): every kernel here is GLSL compiled by tensord's own compiler child.
 Limits are refused before any pipeline exists (an oversized workgroup used to
@@ -8,7 +8,7 @@ memory bomb cost one request, a slow compile does not hold the event loop,
 and the device is never reset. Run on the GPU host (shared/gpu/README.md):
 
   . .gpu-runtime/enter.sh
-  TENSORD_BIN=build-release/daemon/tensord python3 tests/gpu_kernel_sandbox.py
+  TENSORD_BIN=build-release/daemon/tensord python3 tests/integration/gpu_kernel_sandbox.py
 """
 import os, sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))

@@ -15,7 +15,7 @@ while another user's ping stays under 50 ms.
 - RLIMIT_NOFILE: the soft limit is raised to the hard one, and a
   max_connections that does not fit is lowered (logged).
 
-Needs root (other uids via setresuid, as tests/test_security.py); skipped
+Needs root (other uids via setresuid, as tests/integration/test_security.py); skipped
 (77) otherwise. Run with /usr/bin/python3 and TENSORD_BIN set."""
 import os
 import resource

@@ -12,7 +12,7 @@ under test. The example spawns its own tensord (--spawn: temporary socket and
 
 Checked afterwards: a line "test accuracy A (k/n)" with A >= 0.95 that agrees
 with k/n and with the JSON summary on the last line, and the picture the summary
-names ("plot"): a valid PNG (tests/png_check.py, an independent reader) of a
+names ("plot"): a valid PNG (tests/lib/png_check.py, an independent reader) of a
 plausible size. Also: every image the README shows exists in the tree and is a
 valid PNG under 100 KB.
 

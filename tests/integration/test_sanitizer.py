@@ -3,9 +3,9 @@
 In a build with -Db_sanitize=address (TENSORD_SANITIZE=1 from meson):
 - TENSORD_TEST_LEAK=1 makes tensord leak 4093 bytes of its own at start-up:
   the daemon must exit non-zero on SIGTERM with a LeakSanitizer report that
-  names the leaking function, although tests/lsan.supp is in use;
+  names the leaking function, although tests/lib/lsan.supp is in use;
 - TENSORD_TEST_LEAK=driver leaks a fence inside the Vulkan driver: with
-  tests/lsan.supp the daemon exits 0, without it LeakSanitizer reports the
+  tests/lib/lsan.supp the daemon exits 0, without it LeakSanitizer reports the
   leak in the driver's module by name (the driver stays loaded: it is not
   "<unknown module>", which no suppression could name).
 In other builds the switch is ignored: the daemon exits 0 and says nothing.

@@ -783,7 +783,7 @@ bad model load "$DIR/md.safetensors"
 ok --json ls | js 'assert not any(t["name"].startswith(("short", "f64", "hole", "a/")) for t in j["tensors"]), j'
 
 # ---- issue 19: help, required flags, several names, JSON numbers, stdin ----
-# shellcheck source=tests/tensorctl_usability.sh
+# shellcheck source=tests/integration/tensorctl_usability.sh
 source "$(dirname "${BASH_SOURCE[0]}")/tensorctl_usability.sh"
 
 # ---- stop: SIGTERM must end it with status 0 ----

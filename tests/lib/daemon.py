@@ -26,7 +26,7 @@ LSAN_SUPPRESSIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ls
 
 
 def sanitizer_env(env=None):
-    """`env` (default: ours) with tests/lsan.supp in LSAN_OPTIONS, unless
+    """`env` (default: ours) with tests/lib/lsan.supp in LSAN_OPTIONS, unless
     suppressions are named there already: leaks inside the Vulkan driver do
     not fail a sanitizer run, tensord's own still do (docs/testing.md)."""
     env = dict(os.environ if env is None else env)

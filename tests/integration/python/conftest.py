@@ -1,5 +1,5 @@
 """pytest fixtures for the Python client: one real tensord per session on a
-temporary socket (tests/daemon.py), a fresh Client per test."""
+temporary socket (tests/lib/daemon.py), a fresh Client per test."""
 import os
 import re
 import sys

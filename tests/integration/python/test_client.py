@@ -222,7 +222,7 @@ def test_limits_client_and_server_side(small_daemon, prefix):
         assert c.ping()["pong"]
 
 
-# ---- modes (docs/security.md; other users are tested in tests/test_security.py) ----
+# ---- modes (docs/security.md; other users are tested in tests/integration/test_security.py) ----
 
 def test_put_mode_and_chmod(client, prefix):
     st = client.put(prefix + "m", np.ones(2, np.float32))
