@@ -12,7 +12,7 @@
 #include "base/log.h"
 #include "daemon.h"
 #include "persist/persist_file.h"
-#include "serve/request.h"
+#include "methods/request.h"
 #include "status.h"
 #include "store/store.h"
 
@@ -139,7 +139,7 @@ uint32_t devices_default(const struct daemon *d, uint32_t owner, uint64_t bytes)
 
 int devices_param(struct request *req, const msgpack_object *v, const char *what, uint32_t *ret)
 {
-	uint32_t n = req->d->ngpus;
+	uint32_t n = req->call.d->ngpus;
 
 	if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER || v->via.u64 >= n)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "%s must be a device id, 0 to %u (tensord uses "

@@ -271,14 +271,14 @@ int autograd_build(struct graph *gr, unsigned loss, struct tensor *const *params
 	struct op_tensor lt;
 
 	if (!ag)
-		return request_fail(gr->req, TDP_INTERNAL, "out of memory");
+		return td_fail(&gr->call->err, TDP_INTERNAL, "out of memory");
 	ag->gr = gr;
 	ag->nfwd = gr->n;
 	ag->grad = malloc(gr->n * sizeof(*ag->grad));
 	ag->needs = calloc(gr->n, sizeof(*ag->needs));
 	pgrad = malloc((nparams ? nparams : 1) * sizeof(*pgrad));
 	if (!ag->grad || !ag->needs || !pgrad) {
-		request_fail(gr->req, TDP_INTERNAL, "out of memory");
+		td_fail(&gr->call->err, TDP_INTERNAL, "out of memory");
 		goto out;
 	}
 	for (unsigned p = 0; p < nparams; p++)
@@ -361,8 +361,8 @@ int autograd_build(struct graph *gr, unsigned loss, struct tensor *const *params
 		if (pgrad[p] == AG_NONE) {
 			char shown[NAMES_SHOWN_MAX];
 
-			r = request_fail(gr->req, TDP_INVALID_ARGUMENT, "parameter '%s' does not affect the loss",
-					 names_show(gr->req->cred.uid, params[p]->name, shown));
+			r = td_fail(&gr->call->err, TDP_INVALID_ARGUMENT, "parameter '%s' does not affect the loss",
+					 names_show(gr->call->cred.uid, params[p]->name, shown));
 			goto out;
 		}
 		ret_grads[p] = pgrad[p];

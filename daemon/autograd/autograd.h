@@ -8,6 +8,6 @@
 /* Append gradient nodes for `loss` (a node index) with respect to
  * params[0..nparams). On success ret_grads[p] is the node holding the
  * gradient of params[p] (its shape and dtype). Returns 0, or -1 after
- * request_fail() naming the node that could not be differentiated. */
+ * td_fail(&gr->call->err) naming the node that could not be differentiated. */
 int autograd_build(struct graph *gr, unsigned loss, struct tensor *const *params,
 		   unsigned nparams, int *ret_grads);

@@ -15,49 +15,49 @@
 #include "status.h"
 #include "store/store.h"
 
-int feeds_parse(struct request *req, const msgpack_object *map, struct feeds *fd, const char *what)
+int feeds_parse(struct caller *call, const msgpack_object *map, struct feeds *fd, const char *what)
 {
 	memset(fd, 0, sizeof(*fd));
 	if (!map || map->type != MSGPACK_OBJECT_MAP || map->via.map.size == 0 ||
 	    map->via.map.size > OP_MAX_INPUTS)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "%s must map 1 to %d input names to tensors",
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "%s must map 1 to %d input names to tensors",
 				    what, OP_MAX_INPUTS);
 	fd->n = map->via.map.size;
 	for (unsigned k = 0; k < fd->n; k++) {
 		if (tdp_obj_strcpy(&map->via.map.ptr[k].key, fd->f[k].id, sizeof(fd->f[k].id)) < 0 ||
 		    map->via.map.ptr[k].val.type != MSGPACK_OBJECT_STR ||
 		    /* the tensor's name as a store key (names.h) */
-		    names_qualify(req->cred.uid, map->via.map.ptr[k].val.via.str.ptr,
+		    names_qualify(call->cred.uid, map->via.map.ptr[k].val.via.str.ptr,
 				  map->via.map.ptr[k].val.via.str.size, fd->f[k].src, NULL) < 0 ||
 		    !fd->f[k].id[0])
-			return request_fail(req, TDP_INVALID_ARGUMENT, "%s: names must be strings of 1-%d bytes",
+			return td_fail(&call->err, TDP_INVALID_ARGUMENT, "%s: names must be strings of 1-%d bytes",
 					    what, TDP_MAX_NAME_LEN);
 		for (unsigned j = 0; j < k; j++)
 			if (!strcmp(fd->f[j].id, fd->f[k].id))
-				return request_fail(req, TDP_INVALID_ARGUMENT, "%s: input '%s' given twice",
+				return td_fail(&call->err, TDP_INVALID_ARGUMENT, "%s: input '%s' given twice",
 						    what, fd->f[k].id);
 	}
 	return 0;
 }
 
-struct tensor *feeds_source(struct request *req, const struct feeds *fd, unsigned k)
+struct tensor *feeds_source(struct caller *call, const struct feeds *fd, unsigned k)
 {
 	char what[TDP_MAX_NAME_LEN + 32];
 	struct tensor *t;
 
 	snprintf(what, sizeof(what), "input '%s'", fd->f[k].id);
-	if (lookup_tensor(req, what, fd->f[k].src, ACCESS_READ, &t) < 0)
+	if (lookup_tensor(call, what, fd->f[k].src, ACCESS_READ, &t) < 0)
 		return NULL;
 	return t;
 }
 
 int feeds_emit(struct graph *gr, const struct feeds *fd)
 {
-	struct request *req = gr->req;
+	struct caller *call = gr->call;
 	char why[300];
 
 	for (unsigned k = 0; fd && k < fd->n; k++) {
-		struct tensor *t = feeds_source(req, fd, k);
+		struct tensor *t = feeds_source(call, fd, k);
 		int64_t dims[TDP_MAX_RANK];
 		const char *op;
 		int r, src[2] = { -1, -1 };
@@ -78,8 +78,8 @@ int feeds_emit(struct graph *gr, const struct feeds *fd)
 			char shown[NAMES_SHOWN_MAX];
 
 			if (t->rank == 0)
-				return request_fail(req, TDP_SHAPE_MISMATCH, "data: '%s' is a scalar, not rows",
-						    lookup_show(req, t->name, shown));
+				return td_fail(&call->err, TDP_SHAPE_MISMATCH, "data: '%s' is a scalar, not rows",
+						    lookup_show(call, t->name, shown));
 			r = graph_emit(gr, op, src, &t, 1, a, 2, why, sizeof(why));
 		} else {
 			struct graph_attr a = { .name = "shape", .ints = dims, .nints = t->rank };
@@ -90,7 +90,7 @@ int feeds_emit(struct graph *gr, const struct feeds *fd)
 			r = graph_emit(gr, op, src, &t, 1, &a, 1, why, sizeof(why));
 		}
 		if (r < 0)
-			return request_fail(req, TDP_INVALID_ARGUMENT, "feeding '%s' (%s): %s", fd->f[k].id, op, why);
+			return td_fail(&call->err, TDP_INVALID_ARGUMENT, "feeding '%s' (%s): %s", fd->f[k].id, op, why);
 		snprintf(gr->nodes[r].id, sizeof(gr->nodes[r].id), "%s", fd->f[k].id);
 	}
 	return 0;
@@ -109,7 +109,7 @@ static bool str_eq(const msgpack_object *a, const msgpack_object *b)
 	return a->via.str.size == b->via.str.size && !memcmp(a->via.str.ptr, b->via.str.ptr, a->via.str.size);
 }
 
-int forward_prune(struct request *req, const msgpack_object *nodes, const char *const *want,
+int forward_prune(struct caller *call, const msgpack_object *nodes, const char *const *want,
 		  unsigned nwant, const char *what, msgpack_object **ret, uint32_t *ret_kept)
 {
 	uint32_t n = nodes->via.array.size, kept = 0;
@@ -117,10 +117,10 @@ int forward_prune(struct request *req, const msgpack_object *nodes, const char *
 	bool *need;
 
 	if (n == 0)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "the graph has no nodes");
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "the graph has no nodes");
 	need = calloc(n, sizeof(*need));
 	if (!need)
-		return request_fail(req, TDP_INTERNAL, "out of memory");
+		return td_fail(&call->err, TDP_INTERNAL, "out of memory");
 	for (unsigned w = 0; w < nwant; w++) {
 		uint32_t i;
 
@@ -130,7 +130,7 @@ int forward_prune(struct request *req, const msgpack_object *nodes, const char *
 				break;
 		if (i == UINT32_MAX) {
 			free(need);
-			return request_fail(req, TDP_INVALID_ARGUMENT, "%s: '%s' names no node of the model",
+			return td_fail(&call->err, TDP_INVALID_ARGUMENT, "%s: '%s' names no node of the model",
 					    what, want[w]);
 		}
 		need[i] = true;
@@ -161,7 +161,7 @@ int forward_prune(struct request *req, const msgpack_object *nodes, const char *
 	out = malloc(kept * sizeof(*out));
 	if (!out) {
 		free(need);
-		return request_fail(req, TDP_INTERNAL, "out of memory");
+		return td_fail(&call->err, TDP_INTERNAL, "out of memory");
 	}
 	kept = 0;
 	for (uint32_t i = 0; i < n; i++)
@@ -203,17 +203,17 @@ double forward_scalar_value(int dtype, const uint8_t *b)
 	}
 }
 
-int forward_read_scalar(struct request *req, struct graph *gr, unsigned i, double *ret)
+int forward_read_scalar(struct caller *call, struct graph *gr, unsigned i, double *ret)
 {
 	struct node *nd = &gr->nodes[i];
 	uint8_t b[4] = { 0 };
 	int r;
 
 	if (nd->ctx.out.count != 1 || !op_dtype_is_float(nd->ctx.out.dtype))
-		return request_fail(req, TDP_INVALID_ARGUMENT, "'%s' is no floating scalar node", nd->id);
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "'%s' is no floating scalar node", nd->id);
 	r = gpu_download(nd->ctx.g, nd->result, b);
 	if (r < 0)
-		return request_fail(req, r == -ENODEV ? TDP_DEVICE_LOST : TDP_INTERNAL,
+		return td_fail(&call->err, r == -ENODEV ? TDP_DEVICE_LOST : TDP_INTERNAL,
 				    "reading '%s' back failed", nd->id);
 	*ret = forward_scalar_value(nd->ctx.out.dtype, b);
 	return 0;

@@ -15,13 +15,9 @@
 #include "gpu/device.h"
 #include "gpu/recorder.h"
 #include "gpu/transfer.h"
-#include "methods/tensor_meta.h"
 #include "mode.h"
 #include "name.h"
 #include "ops/op.h"
-#include "pack.h"
-#include "rpc.h"
-#include "serve/params.h"
 #include "status.h"
 #include "store/lookup.h"
 #include "store/names.h"
@@ -36,10 +32,10 @@ int graph_node_fail(struct graph *gr, unsigned i, int code, const char *what)
 	const char *op = nd->ctx.def ? nd->ctx.def->name : "?";
 
 	if (gr->n == 1 && !nd->id[0])
-		return request_fail(gr->req, code, "%s: %s", op, what);
+		return td_fail(&gr->call->err, code, "%s: %s", op, what);
 	if (i < gr->base)
-		return request_fail(gr->req, code, "feeding '%s': %s", nd->id, what);
-	return request_fail(gr->req, code, "node %u%s%s%s (%s): %s", i - gr->base, nd->id[0] ? " '" : "",
+		return td_fail(&gr->call->err, code, "feeding '%s': %s", nd->id, what);
+	return td_fail(&gr->call->err, code, "node %u%s%s%s (%s): %s", i - gr->base, nd->id[0] ? " '" : "",
 			    nd->id, nd->id[0] ? "'" : "", op, what);
 }
 
@@ -47,7 +43,7 @@ int graph_node_fail(struct graph *gr, unsigned i, int code, const char *what)
  * limit and the owners' quotas. */
 int graph_check_outputs(struct graph *gr)
 {
-	struct request *req = gr->req;
+	struct caller *call = gr->call;
 	struct lookup_output *outs;
 	uint64_t count, bytes, fresh = 0;
 	size_t nout = 0;
@@ -55,7 +51,7 @@ int graph_check_outputs(struct graph *gr)
 
 	outs = calloc(gr->n ? gr->n : 1, sizeof(*outs));
 	if (!outs)
-		return request_fail(req, TDP_INTERNAL, "out of memory");
+		return td_fail(&call->err, TDP_INTERNAL, "out of memory");
 	for (unsigned i = 0; i < gr->n; i++) {
 		struct node *nd = &gr->nodes[i];
 		char why[TDP_MAX_ERROR_MESSAGE];
@@ -72,10 +68,10 @@ int graph_check_outputs(struct graph *gr)
 		if (nd->out_like) {
 			struct tensor base = { .owner = nd->like_owner };
 
-			code = lookup_derived_why(req, "out", nd->out_name, &base, ACCESS_WRITE, &old, why,
+			code = lookup_derived_why(call, "out", nd->out_name, &base, ACCESS_WRITE, &old, why,
 						  sizeof(why));
 		} else {
-			code = lookup_tensor_why(req, "out", nd->out_name, ACCESS_WRITE, &old, why, sizeof(why));
+			code = lookup_tensor_why(call, "out", nd->out_name, ACCESS_WRITE, &old, why, sizeof(why));
 		}
 		if (code == TDP_PERMISSION_DENIED || code == TDP_FAILED_PRECONDITION) {
 			free(outs);
@@ -84,13 +80,13 @@ int graph_check_outputs(struct graph *gr)
 		fresh += code == TDP_NOT_FOUND;
 		outs[nout++] = (struct lookup_output){ .name = nd->out_name, .bytes = nd->ctx.out.bytes };
 	}
-	store_totals(req->d->store, &count, &bytes);
-	if (count + fresh > req->d->cfg.max_tensors) {
+	store_totals(call->d->store, &count, &bytes);
+	if (count + fresh > call->d->cfg.max_tensors) {
 		free(outs);
-		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "storing the outputs would pass %llu tensors "
-				    "(max_tensors)", (unsigned long long)req->d->cfg.max_tensors);
+		return td_fail(&call->err, TDP_RESOURCE_EXHAUSTED, "storing the outputs would pass %llu tensors "
+				    "(max_tensors)", (unsigned long long)call->d->cfg.max_tensors);
 	}
-	r = lookup_check_quota(req, outs, nout);
+	r = lookup_check_quota(call, outs, nout);
 	free(outs);
 	return r;
 }
@@ -98,14 +94,14 @@ int graph_check_outputs(struct graph *gr)
 static int device_fail(struct graph *gr, int r)
 {
 	if (r == -ENODEV)
-		return request_fail(gr->req, TDP_DEVICE_LOST, "the GPU was lost");
-	return request_fail(gr->req, TDP_INTERNAL, "the GPU submission failed (%s)", strerror(-r));
+		return td_fail(&gr->call->err, TDP_DEVICE_LOST, "the GPU was lost");
+	return td_fail(&gr->call->err, TDP_INTERNAL, "the GPU submission failed (%s)", strerror(-r));
 }
 
 int graph_place_node(struct graph *gr, unsigned i, int want)
 {
 	struct node *nd = &gr->nodes[i];
-	const struct daemon *d = gr->req->d;
+	const struct daemon *d = gr->call->d;
 	int have = -1;
 	unsigned first = 0;
 
@@ -192,7 +188,7 @@ static int alloc_result(struct graph *gr, unsigned i)
 /* The recording for device `id`, begun on first use. */
 static struct gpu_recorder *recorder(struct graph *gr, uint32_t id, int *ret_err)
 {
-	const struct daemon *d = gr->req->d;
+	const struct daemon *d = gr->call->d;
 
 	if (!gr->recs) {
 		gr->recs = calloc(d->ngpus, sizeof(*gr->recs));
@@ -253,7 +249,7 @@ int graph_submit_part(struct graph *gr, unsigned first, unsigned last)
 	gr->copies_before = gr->copies_after = NULL;
 	gr->ncopies_before = gr->ncopies_after = 0;
 	if (gr->fuse && first == 0 && graph_fuse_plan(gr) < 0)
-		return request_fail(gr->req, TDP_INTERNAL, "out of memory");
+		return td_fail(&gr->call->err, TDP_INTERNAL, "out of memory");
 	for (unsigned i = first; i < last; i++)
 		if (alloc_result(gr, i) < 0)
 			return -1;
@@ -319,9 +315,9 @@ int graph_wait(struct graph *gr)
 	}
 	/* request_timeout bounds every submission; kernel_timeout may be lower. */
 	if (err == -ETIMEDOUT && !kernel_node_timeout_ns(gr))
-		return request_fail(gr->req, TDP_DEADLINE_EXCEEDED, "the graph ran past request_timeout "
+		return td_fail(&gr->call->err, TDP_DEADLINE_EXCEEDED, "the graph ran past request_timeout "
 				    "(%.1f s); the GPU is now marked lost and will be re-created",
-				    (double)gr->req->d->cfg.request_timeout_ms / 1e3);
+				    (double)gr->call->d->cfg.request_timeout_ms / 1e3);
 	if (err == -ETIMEDOUT)
 		return kernel_node_timeout_fail(gr);
 	return err < 0 ? device_fail(gr, err) : 0;
@@ -338,7 +334,7 @@ int graph_execute(struct graph *gr)
 struct tensor *graph_commit(struct graph *gr, unsigned i)
 {
 	struct node *nd = &gr->nodes[i];
-	struct request *req = gr->req;
+	struct caller *call = gr->call;
 	struct tensor *t = calloc(1, sizeof(*t));
 
 	if (!t)
@@ -353,9 +349,9 @@ struct tensor *graph_commit(struct graph *gr, unsigned i)
 	/* For a new name (a replacement keeps the old owner, group and mode):
 	 * its namespace's owner, or for a derived tensor made by someone else
 	 * the owner, group and mode of what it derives from. */
-	names_new_owner(&req->cred, t->name, &t->owner, &t->group);
+	names_new_owner(&call->cred, t->name, &t->owner, &t->group);
 	t->mode = TDP_MODE_PRIVATE;
-	if (nd->out_like && nd->like_owner != req->cred.uid) {
+	if (nd->out_like && nd->like_owner != call->cred.uid) {
 		t->owner = nd->like_owner;
 		t->group = nd->like_group;
 		t->mode = nd->like_mode;
@@ -365,7 +361,7 @@ struct tensor *graph_commit(struct graph *gr, unsigned i)
 	t->alloc = nd->alloc;
 	nd->alloc = (struct gpu_alloc){ 0 };
 	/* Room and quota were checked before running (graph_check_outputs). */
-	if (store_put(req->d->store, t) < 0) {
+	if (store_put(call->d->store, t) < 0) {
 		nd->alloc = t->alloc;
 		free(t);
 		return NULL;
@@ -373,35 +369,11 @@ struct tensor *graph_commit(struct graph *gr, unsigned i)
 	return t;
 }
 
-/* {dtype, shape, bytes, data} of node `i`'s result, data read from the GPU
- * straight into the response. */
-int graph_write_inline(struct graph *gr, unsigned i)
+int graph_read_result(struct graph *gr, unsigned i, void *dst)
 {
-	return graph_write_inline_map(gr, i, 0);
-}
+	int r = gpu_download(gr->nodes[i].ctx.g, gr->nodes[i].result, dst);
 
-int graph_write_inline_map(struct graph *gr, unsigned i, unsigned extra)
-{
-	const struct op_tensor *t = &gr->nodes[i].ctx.out;
-	msgpack_packer *pk = gr->req->pk;
-	int fail = msgpack_pack_map(pk, 4 + extra) ||
-		   tdp_pack_cstr(pk, "dtype") || tdp_pack_cstr(pk, tdp_dtype_name(t->dtype)) ||
-		   tdp_pack_cstr(pk, "shape") || msgpack_pack_array(pk, t->rank);
-	void *dst;
-	int r;
-
-	for (unsigned d = 0; !fail && d < t->rank; d++)
-		fail = msgpack_pack_uint64(pk, t->shape[d]);
-	if (fail || tdp_pack_cstr(pk, "bytes") || msgpack_pack_uint64(pk, t->bytes) ||
-	    tdp_pack_cstr(pk, "data") || msgpack_pack_bin(pk, t->bytes))
-		return request_fail(gr->req, TDP_INTERNAL, "out of memory");
-	dst = tdp_buf_extend(gr->req->out, t->bytes);
-	if (!dst)
-		return request_fail(gr->req, TDP_RESOURCE_EXHAUSTED, "out of host memory for the result");
-	r = gpu_download(gr->nodes[i].ctx.g, gr->nodes[i].result, dst);
-	if (r < 0)
-		return device_fail(gr, r);
-	return 0;
+	return r < 0 ? device_fail(gr, r) : 0;
 }
 
 void graph_free(struct graph *gr)
@@ -434,12 +406,12 @@ int graph_alloc_nodes(struct graph *gr, uint32_t n)
 	struct node *p;
 
 	if (n == 0 || gr->n + n > GRAPH_MAX_NODES)
-		return request_fail(gr->req, TDP_INVALID_ARGUMENT, "a graph has 1 to %d nodes, not %u",
+		return td_fail(&gr->call->err, TDP_INVALID_ARGUMENT, "a graph has 1 to %d nodes, not %u",
 				    GRAPH_MAX_NODES, gr->n + n);
 	if (gr->n + n > gr->cap) {
 		p = realloc(gr->nodes, (gr->n + n) * sizeof(*p));
 		if (!p)
-			return request_fail(gr->req, TDP_INTERNAL, "out of memory");
+			return td_fail(&gr->call->err, TDP_INTERNAL, "out of memory");
 		memset(p + gr->cap, 0, (gr->n + n - gr->cap) * sizeof(*p));
 		gr->nodes = p;
 		gr->cap = gr->n + n;
@@ -451,7 +423,7 @@ int graph_alloc_nodes(struct graph *gr, uint32_t n)
 int graph_infer_node(struct graph *gr, unsigned i)
 {
 	struct op_ctx *ctx = &gr->nodes[i].ctx;
-	uint64_t max = gr->req->d->cfg.max_tensor_bytes;
+	uint64_t max = gr->call->d->cfg.max_tensor_bytes;
 
 	if (ctx->ninputs < ctx->def->min_inputs || ctx->ninputs > ctx->def->max_inputs) {
 		if (ctx->def->min_inputs == ctx->def->max_inputs)

@@ -1,5 +1,5 @@
-/* The graph engine shared by graph.run/op.run (graph.c, which parses requests)
- * and training (which builds nodes itself): nodes, their resolution and
+/* The graph engine shared by graph.run/op.run (graph_parse.c reads their
+ * node lists) and training (which builds nodes itself): nodes, their resolution and
  * inference, one-submission execution, and storing or returning results. */
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "ops/op.h"
-#include "serve/request.h"
+#include "store/caller.h"
 #include "store/store.h"
 
 #define GRAPH_MAX_NODES 4096
@@ -39,7 +39,7 @@ struct gpu_recorder;
 struct graph_replica;
 
 struct graph {
-	struct request *req;
+	struct caller *call;
 	struct node *nodes;
 	unsigned n;                      /* nodes in use */
 	unsigned cap;                    /* nodes allocated */
@@ -90,7 +90,7 @@ struct graph_attr {
 	bool b;
 };
 
-/* Report node `i`'s failure with its position, id and op through the request.
+/* Report node `i`'s failure with its position, id and op in gr->call->err.
  * Returns -1. */
 int graph_node_fail(struct graph *gr, unsigned i, int code, const char *what);
 
@@ -132,28 +132,25 @@ struct tensor *graph_stored(const struct graph *gr, struct tensor *t);
 
 /* Allocate the results of nodes [first, last), record them into one command
  * buffer per device and submit those without waiting (graph_wait). Nodes
- * before `first` must have run. Returns 0 or request_fail(). */
+ * before `first` must have run. Returns 0 or -1 with gr->call->err set. */
 int graph_submit_part(struct graph *gr, unsigned first, unsigned last);
 
-/* Wait for what graph_submit_part submitted. Returns 0 or request_fail(). */
+/* Wait for what graph_submit_part submitted. Returns 0 or -1 with gr->call->err set. */
 int graph_wait(struct graph *gr);
 
 /* Allocate every result, record every node into one command buffer per
  * device, submit them all and wait. With `fuse` set, chains of elementwise nodes run as fused
  * kernels first (graph_fuse.c); their intermediates then have no memory
  * (`result` NULL) unless stored, returned inline, marked `keep` or read by a
- * node outside the chain. Returns 0 or request_fail(). */
+ * node outside the chain. Returns 0 or -1 with gr->call->err set. */
 int graph_execute(struct graph *gr);
 
 /* Move node `i`'s result into the store under its out name; NULL on ENOMEM. */
 struct tensor *graph_commit(struct graph *gr, unsigned i);
 
-/* Write {dtype, shape, bytes, data} of node `i`'s result into the response. */
-int graph_write_inline(struct graph *gr, unsigned i);
-
-/* As graph_write_inline, with room for `extra` more entries the caller packs
- * after it into the same map. */
-int graph_write_inline_map(struct graph *gr, unsigned i, unsigned extra);
+/* Copy node `i`'s result (ctx.out.bytes) from the device into `dst`, after
+ * graph_execute. Returns 0 or -1 with gr->call->err set. */
+int graph_read_result(struct graph *gr, unsigned i, void *dst);
 
 /* Free every result that was not committed, and the nodes. */
 void graph_free(struct graph *gr);

@@ -133,7 +133,7 @@ int kernel_node_build(struct graph *gr, unsigned i, const msgpack_object *kernel
 {
 	struct node *nd = &gr->nodes[i];
 	struct op_ctx *ctx = &nd->ctx;
-	struct request *req = gr->req;
+	struct caller *call = gr->call;
 	struct kn_priv *p = priv_of(ctx);
 	char name[TDP_MAX_NAME_LEN + 1], why[sizeof(ctx->err.message)], shown[NAMES_SHOWN_MAX];
 	struct kernel *k;
@@ -142,10 +142,10 @@ int kernel_node_build(struct graph *gr, unsigned i, const msgpack_object *kernel
 	memset(p, 0, sizeof(*p));
 	if (tdp_obj_strcpy(kernel, name, sizeof(name)) < 0 || !tdp_name_valid(name, strlen(name)))
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "kernel must be a kernel name");
-	k = kernel_find(req->cred.uid, name);
+	k = kernel_find(call->cred.uid, name);
 	if (!k)
 		return op_fail(ctx, TDP_NOT_FOUND, "uid %u has no kernel named '%s'",
-			       (unsigned)req->cred.uid, name);
+			       (unsigned)call->cred.uid, name);
 	if (!groups)
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "missing groups (workgroups in x, y, z)");
 	if ((code = kernel_check_count(k, ctx->ninputs, why, sizeof(why))) ||
@@ -156,7 +156,7 @@ int kernel_node_build(struct graph *gr, unsigned i, const msgpack_object *kernel
 		return -1;
 	for (unsigned b = 0; b < ctx->ninputs; b++) {
 		const char *tname = nd->src[b] >= 0 ? gr->nodes[nd->src[b]].id
-						      : lookup_show(req, nd->stored[b]->name, shown);
+						      : lookup_show(call, nd->stored[b]->name, shown);
 		char what[32];
 
 		snprintf(what, sizeof(what), "input %u", b);
@@ -169,7 +169,7 @@ int kernel_node_build(struct graph *gr, unsigned i, const msgpack_object *kernel
 		if (nd->src[b] < 0 && !k->info.bindings[b].readonly) {
 			struct tensor *t;
 
-			code = lookup_tensor_why(req, what, nd->stored[b]->name, ACCESS_READ | ACCESS_WRITE, &t, why,
+			code = lookup_tensor_why(call, what, nd->stored[b]->name, ACCESS_READ | ACCESS_WRITE, &t, why,
 						 sizeof(why));
 			if (code)
 				return op_fail(ctx, code, "%s (binding %u of kernel '%s' writes)", why, b,
@@ -185,7 +185,7 @@ uint64_t kernel_node_timeout_ns(const struct graph *gr)
 {
 	for (unsigned i = 0; i < gr->n; i++)
 		if (gr->nodes[i].ctx.def == &kernel_node_op)
-			return gr->req->d->cfg.kernel_timeout_ms * 1000000ull;
+			return gr->call->d->cfg.kernel_timeout_ms * 1000000ull;
 	return 0;
 }
 
@@ -197,10 +197,10 @@ int kernel_node_timeout_fail(struct graph *gr)
 	for (i = 0; i < gr->n && gr->nodes[i].ctx.def != &kernel_node_op; i++)
 		;
 	if (i == gr->n)
-		return request_fail(gr->req, TDP_DEADLINE_EXCEEDED, "the graph ran past its time limit; "
+		return td_fail(&gr->call->err, TDP_DEADLINE_EXCEEDED, "the graph ran past its time limit; "
 				    "the GPU is now marked lost");
 	snprintf(what, sizeof(what), "the graph, with kernel '%s', ran past kernel_timeout (%.1f s); "
 		 "the GPU is now marked lost", priv_of(&gr->nodes[i].ctx)->k->name,
-		 (double)gr->req->d->cfg.kernel_timeout_ms / 1e3);
+		 (double)gr->call->d->cfg.kernel_timeout_ms / 1e3);
 	return graph_node_fail(gr, i, TDP_DEADLINE_EXCEEDED, what);
 }

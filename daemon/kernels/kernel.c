@@ -11,7 +11,7 @@
 
 #include "daemon.h"
 #include "gpu/device.h"
-#include "serve/params.h"
+#include "methods/params.h"
 #include "status.h"
 
 static struct kernel *kernels[KERNEL_MAX];

@@ -2,7 +2,7 @@
  * method_fn: see request.h for the contract. */
 #pragma once
 
-#include "serve/request.h"
+#include "methods/request.h"
 
 int method_ping(struct request *req);
 int method_info(struct request *req);

@@ -60,7 +60,7 @@ void kernel_compile_jobs_free(void)
  * ends. */
 static void retire(struct compile_job *j)
 {
-	struct loop *l = j->req.d->loop;
+	struct loop *l = j->req.call.d->loop;
 
 	for (unsigned i = 0; i < KERNEL_COMPILES_MAX; i++)
 		if (running[i] == j)
@@ -96,9 +96,9 @@ static void answer(struct compile_job *j, bool timed_out)
 	r = kernel_create_compiled(&j->req, &j->ks, r, words, nwords, why);
 	if (r < 0) {
 		j->c->out.end = j->c->out.start + mark;
-		j->req.d->requests_failed++;
-		metrics_request_error(&j->req.d->metrics, j->req.slot);
-		log_debug("msgid %u: %s", j->req.msgid, j->req.err.message);
+		j->req.call.d->requests_failed++;
+		metrics_request_error(&j->req.call.d->metrics, j->req.slot);
+		log_debug("msgid %u: %s", j->req.msgid, j->req.call.err.message);
 		if (request_pack_error(&j->req, &j->pk) < 0)
 			j->c->out.end = j->c->out.start + mark;
 	}
@@ -161,7 +161,7 @@ int kernel_compile_defer(struct request *req, const struct kernel_spec *ks, cons
 {
 	struct itimerspec at = { .it_value = { .tv_sec = GLSL_CHILD_SECONDS } };
 	char why[TDP_MAX_ERROR_MESSAGE - 64];
-	struct loop *l = req->d->loop;
+	struct loop *l = req->call.d->loop;
 	unsigned slot = KERNEL_COMPILES_MAX;
 	struct compile_job *j;
 	int r;
@@ -169,10 +169,10 @@ int kernel_compile_defer(struct request *req, const struct kernel_spec *ks, cons
 	for (unsigned i = 0; i < KERNEL_COMPILES_MAX; i++) {
 		if (!running[i])
 			slot = i;
-		else if (running[i]->req.cred.uid == req->cred.uid)
+		else if (running[i]->req.call.cred.uid == req->call.cred.uid)
 			return request_fail(req, TDP_RESOURCE_EXHAUSTED,
 					    "uid %u already has a kernel compiling (one at a time)",
-					    (unsigned)req->cred.uid);
+					    (unsigned)req->call.cred.uid);
 	}
 	if (slot == KERNEL_COMPILES_MAX)
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED,

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "methods/methods_kernel.h"
-#include "serve/request.h"
+#include "methods/request.h"
 
 /* Start compiling `src` with `preamble` (NULL: none) for kernel.create `ks`
  * and answer `req` later. Returns REQUEST_DEFERRED, or -1 with

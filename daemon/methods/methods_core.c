@@ -10,7 +10,7 @@
 #include "persist/recover.h"
 #include "rpc.h"
 #include "serve/conn.h"
-#include "serve/params.h"
+#include "methods/params.h"
 #include "serve/server.h"
 #include "status.h"
 #include "store/names.h"
@@ -146,14 +146,14 @@ static int write_user(msgpack_packer *pk, const struct request *req)
 {
 	struct store_usage use;
 
-	store_usage_of(req->d->store, req->cred.uid, &use);
+	store_usage_of(req->call.d->store, req->call.cred.uid, &use);
 	return msgpack_pack_map(pk, 6) ||
-	       kv_u64(pk, "uid", req->cred.uid) ||
-	       kv_u64(pk, "gid", req->cred.gid) ||
+	       kv_u64(pk, "uid", req->call.cred.uid) ||
+	       kv_u64(pk, "gid", req->call.cred.gid) ||
 	       kv_u64(pk, "tensors", use.tensors) ||
 	       kv_u64(pk, "bytes", use.bytes) ||
-	       kv_u64(pk, "max_tensors", req->d->cfg.user_max_tensors) ||
-	       kv_u64(pk, "max_bytes", req->d->cfg.user_max_bytes);
+	       kv_u64(pk, "max_tensors", req->call.d->cfg.user_max_tensors) ||
+	       kv_u64(pk, "max_bytes", req->call.d->cfg.user_max_bytes);
 }
 
 static int kv_seconds(msgpack_packer *pk, const char *key, uint64_t ns)
@@ -272,7 +272,7 @@ static int write_resets(msgpack_packer *pk, const struct daemon *d, uint32_t vie
 
 int method_info(struct request *req)
 {
-	struct daemon *d = req->d;
+	struct daemon *d = req->call.d;
 	msgpack_packer *pk = req->pk;
 	uint64_t count, bytes;
 	int fail;
@@ -295,7 +295,7 @@ int method_info(struct request *req)
 	       tdp_pack_cstr(pk, "limits") || write_limits(pk, &d->cfg) ||
 	       tdp_pack_cstr(pk, "counters") || write_counters(pk, d) ||
 	       tdp_pack_cstr(pk, "user") || write_user(pk, req) ||
-	       write_resets(pk, d, req->cred.uid);
+	       write_resets(pk, d, req->call.cred.uid);
 	if (fail)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	return 0;

@@ -26,7 +26,7 @@
 #include "name.h"
 #include "pack.h"
 #include "rpc.h"
-#include "serve/params.h"
+#include "methods/params.h"
 #include "status.h"
 #include "store/lookup.h"
 #include "store/names.h"
@@ -35,9 +35,9 @@
 /* Root, or a member of the configured kernel_group. */
 static bool may_create(const struct request *req)
 {
-	int64_t g = req->d->cfg.kernel_group;
+	int64_t g = req->call.d->cfg.kernel_group;
 
-	return req->cred.uid == 0 || (g >= 0 && access_cred_in_group(&req->cred, (gid_t)g));
+	return req->call.cred.uid == 0 || (g >= 0 && access_cred_in_group(&req->call.cred, (gid_t)g));
 }
 
 static const char *scalar_name(enum spv_scalar t)
@@ -118,7 +118,7 @@ int kernel_create_finish(struct request *req, const struct kernel_spec *ks, uint
 		r = request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of memory");
 		goto out;
 	}
-	device_limits(req->d, &lim);
+	device_limits(req->call.d, &lim);
 	r = spirv_validate(words, nwords, &lim, why, sizeof(why));
 	if (r == 0)
 		r = spv_reflect(words, nwords, ks->entry, &lim, &k->info, why, sizeof(why));
@@ -135,8 +135,8 @@ int kernel_create_finish(struct request *req, const struct kernel_spec *ks, uint
 		goto out;
 	}
 	/* Built for every device, so it runs wherever its tensors are. */
-	for (uint32_t id = 0; r >= 0 && id < req->d->ngpus; id++) {
-		r = gpu_pipeline_build(req->d->gpus[id], words, nwords * 4, k->info.entry,
+	for (uint32_t id = 0; r >= 0 && id < req->call.d->ngpus; id++) {
+		r = gpu_pipeline_build(req->call.d->gpus[id], words, nwords * 4, k->info.entry,
 				       &k->pipe[id].pipeline);
 		k->pipe[id].shader = k->name;
 	}
@@ -147,27 +147,27 @@ int kernel_create_finish(struct request *req, const struct kernel_spec *ks, uint
 		goto out;
 	}
 	/* Checked again: other kernels may have come while this one compiled. */
-	if (kernel_count_owner(req->cred.uid, ks->name) >= req->d->cfg.user_max_kernels ||
-	    (!kernel_find(req->cred.uid, ks->name) && kernel_count() >= KERNEL_MAX)) {
+	if (kernel_count_owner(req->call.cred.uid, ks->name) >= req->call.d->cfg.user_max_kernels ||
+	    (!kernel_find(req->call.cred.uid, ks->name) && kernel_count() >= KERNEL_MAX)) {
 		r = request_fail(req, TDP_RESOURCE_EXHAUSTED,
 				 "uid %u already has %llu kernels (user_max_kernels), or the daemon %d",
-				 (unsigned)req->cred.uid, (unsigned long long)req->d->cfg.user_max_kernels,
+				 (unsigned)req->call.cred.uid, (unsigned long long)req->call.d->cfg.user_max_kernels,
 				 KERNEL_MAX);
 		goto out;
 	}
 	snprintf(k->name, sizeof(k->name), "%s", ks->name);
-	k->owner = req->cred.uid;
+	k->owner = req->call.cred.uid;
 	k->spirv_bytes = nwords * 4;
 	k->created_ns = daemon_now_ns(CLOCK_REALTIME);
 	if (tdp_write_result_head(req->pk, req->msgid) < 0 || write_kernel(req->pk, k)) {
 		r = request_fail(req, TDP_INTERNAL, "out of memory");
 		goto out;
 	}
-	kernel_insert(req->d, k);
+	kernel_insert(req->call.d, k);
 	k = NULL;
 	r = 0;
 out:
-	kernel_free(req->d, k);
+	kernel_free(req->call.d, k);
 	free(words);
 	return r;
 }
@@ -208,7 +208,7 @@ static int create_params(struct request *req, struct kernel_spec *ks,
 	if (!may_create(req))
 		return request_fail(req, TDP_PERMISSION_DENIED,
 				    "uid %u may not create kernels (root and the members of "
-				    "kernel_group may; see docs/security.md)", (unsigned)req->cred.uid);
+				    "kernel_group may; see docs/security.md)", (unsigned)req->call.cred.uid);
 	if (!spec[1].value == !spec[2].value)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "give exactly one of glsl and spirv");
 	if (spec[3].value) {
@@ -227,11 +227,11 @@ static int create_params(struct request *req, struct kernel_spec *ks,
 		return request_fail(req, TDP_INVALID_ARGUMENT, "workgroup: sizes must be at least 1");
 	ks->has_wg = spec[4].value != NULL;
 	ks->from_spirv = spec[2].value != NULL;
-	if (kernel_count_owner(req->cred.uid, ks->name) >= req->d->cfg.user_max_kernels)
+	if (kernel_count_owner(req->call.cred.uid, ks->name) >= req->call.d->cfg.user_max_kernels)
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED,
 				    "uid %u already has %llu kernels (user_max_kernels)",
-				    (unsigned)req->cred.uid, (unsigned long long)req->d->cfg.user_max_kernels);
-	if (!kernel_find(req->cred.uid, ks->name) && kernel_count() >= KERNEL_MAX)
+				    (unsigned)req->call.cred.uid, (unsigned long long)req->call.d->cfg.user_max_kernels);
+	if (!kernel_find(req->call.cred.uid, ks->name) && kernel_count() >= KERNEL_MAX)
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "the daemon holds %d kernels",
 				    KERNEL_MAX);
 	*ret_glsl = spec[1].value ? &spec[1].value->via.str : NULL;
@@ -298,7 +298,7 @@ int method_kernel_run(struct request *req)
 		{ "push", PARAM_MAP, false, NULL },
 		{ "groups", PARAM_ARRAY, true, NULL },
 	};
-	struct daemon *d = req->d;
+	struct daemon *d = req->call.d;
 	struct gpu_device *g;
 	struct gpu_binding b[SPV_MAX_BINDINGS];
 	struct tensor *t[SPV_MAX_BINDINGS];
@@ -323,14 +323,14 @@ int method_kernel_run(struct request *req)
 	if (params_parse(req, spec, sizeof(spec) / sizeof(spec[0])) < 0 ||
 	    params_name(req, spec[0].value, name) < 0)
 		return -1;
-	k = kernel_find(req->cred.uid, name);
+	k = kernel_find(req->call.cred.uid, name);
 	if (!k)
 		return request_fail(req, TDP_NOT_FOUND, "uid %u has no kernel named '%s'",
-				    (unsigned)req->cred.uid, name);
+				    (unsigned)req->call.cred.uid, name);
 	/* The device of the tensors (each checked below), else the first. */
 	g = d->gpus[0];
 	if (spec[1].value->via.array.size > 0 && spec[1].value->via.array.ptr[0].type == MSGPACK_OBJECT_STR) {
-		struct tensor *first = lookup_readable(req, spec[1].value->via.array.ptr[0].via.str.ptr,
+		struct tensor *first = lookup_readable(&req->call, spec[1].value->via.array.ptr[0].via.str.ptr,
 						       spec[1].value->via.array.ptr[0].via.str.size);
 
 		if (first)
@@ -347,14 +347,14 @@ int method_kernel_run(struct request *req)
 
 		snprintf(what, sizeof(what), "tensors[%u]", i);
 		if (ta->ptr[i].type != MSGPACK_OBJECT_STR ||
-		    names_qualify(req->cred.uid, ta->ptr[i].via.str.ptr, ta->ptr[i].via.str.size, tname,
+		    names_qualify(req->call.cred.uid, ta->ptr[i].via.str.ptr, ta->ptr[i].via.str.size, tname,
 				  NULL) < 0)
 			return request_fail(req, TDP_INVALID_ARGUMENT, "%s: not a valid tensor name",
 					    what);
-		if (lookup_tensor(req, what, tname,
+		if (lookup_tensor(&req->call, what, tname,
 				  sb->readonly ? ACCESS_READ : ACCESS_READ | ACCESS_WRITE, &t[i]) < 0)
 			return -1;
-		r = kernel_check_tensor(g, k, i, what, lookup_show(req, tname, shown), t[i]->bytes, why,
+		r = kernel_check_tensor(g, k, i, what, lookup_show(&req->call, tname, shown), t[i]->bytes, why,
 					sizeof(why));
 		if (r)
 			return request_fail(req, r, "%s", why);
@@ -362,7 +362,7 @@ int method_kernel_run(struct request *req)
 			return request_fail(req, TDP_FAILED_PRECONDITION,
 					    "%s: tensor '%s' is on device %u, tensors[0] on device %u; a kernel's "
 					    "tensors must be on one device (move one with tensor.copy)",
-					    what, lookup_show(req, tname, shown), t[i]->device, g->id);
+					    what, lookup_show(&req->call, tname, shown), t[i]->device, g->id);
 		b[i] = gpu_rec_bind(g, &t[i]->alloc, 0, t[i]->bytes, !sb->readonly);
 	}
 	t0 = daemon_now_ns(CLOCK_MONOTONIC);
@@ -413,7 +413,7 @@ int method_kernel_list(struct request *req)
 		return -1;
 	if (spec[0].value)
 		pre = &spec[0].value->via.str;
-#define LISTED(k) ((k)->owner == req->cred.uid && \
+#define LISTED(k) ((k)->owner == req->call.cred.uid && \
 		   (!pre || (strlen((k)->name) >= pre->size && !memcmp((k)->name, pre->ptr, pre->size))))
 	for (unsigned i = 0; i < kernel_count(); i++)
 		n += LISTED(kernel_at(i));
@@ -433,9 +433,9 @@ int method_kernel_delete(struct request *req)
 
 	if (params_parse(req, spec, 1) < 0 || params_name(req, spec[0].value, name) < 0)
 		return -1;
-	if (kernel_remove(req->d, req->cred.uid, name) < 0)
+	if (kernel_remove(req->call.d, req->call.cred.uid, name) < 0)
 		return request_fail(req, TDP_NOT_FOUND, "uid %u has no kernel named '%s'",
-				    (unsigned)req->cred.uid, name);
+				    (unsigned)req->call.cred.uid, name);
 	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 1) ||
 	    tdp_pack_cstr(req->pk, "deleted") || msgpack_pack_true(req->pk))
 		return request_fail(req, TDP_INTERNAL, "out of memory");

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "kernels/spirv_reflect.h"
-#include "serve/request.h"
+#include "methods/request.h"
 
 /* What kernel.create asked for, kept while its GLSL compiles. */
 struct kernel_spec {

@@ -13,13 +13,14 @@
 #include "base/clock.h"
 #include "daemon.h"
 #include "dtype.h"
-#include "engine/graph.h"
+#include "engine/graph_parse.h"
+#include "methods/methods_graph.h"
 #include "engine/graph_core.h"
 #include "methods/tensor_meta.h"
 #include "name.h"
 #include "pack.h"
 #include "rpc.h"
-#include "serve/params.h"
+#include "methods/params.h"
 #include "status.h"
 #include "store/lookup.h"
 #include "store/model.h"
@@ -34,7 +35,7 @@ static const char *const state_suffix[STATE_SUFFIXES] = { ".momentum_buffer", ".
 
 static bool may_modify(const struct request *req, uint32_t owner)
 {
-	return req->uid == 0 || req->uid == owner;
+	return req->call.cred.uid == 0 || req->call.cred.uid == owner;
 }
 
 struct model *model_lookup(struct request *req, const msgpack_object *name)
@@ -45,9 +46,9 @@ struct model *model_lookup(struct request *req, const msgpack_object *name)
 	/* Model names are per-user like tensor names (docs/security.md). */
 	if (name->type != MSGPACK_OBJECT_STR || params_tensor_key(req, name, buf) < 0)
 		return NULL;
-	m = models_find(req->d->models, buf);
+	m = models_find(req->call.d->models, buf);
 	if (!m)
-		request_fail(req, TDP_NOT_FOUND, "no model named '%s'", lookup_show(req, buf, shown));
+		request_fail(req, TDP_NOT_FOUND, "no model named '%s'", lookup_show(&req->call, buf, shown));
 	return m;
 }
 
@@ -64,7 +65,7 @@ int model_check_feeds(struct request *req, const struct model *m, const struct f
 
 		for (unsigned k = 0; fd && k < fd->n; k++)
 			fed = fed || !strcmp(fd->f[k].id, id);
-		if (!fed && !lookup_readable(req, id, strlen(id)))
+		if (!fed && !lookup_readable(&req->call, id, strlen(id)))
 			return request_fail(req, TDP_NOT_FOUND,
 					    "%s: input '%s' of model '%s' is not fed and no tensor of that name "
 					    "is stored", what, id, m->name);
@@ -78,7 +79,7 @@ static struct tensor *state_tensor(struct request *req, const char *param, unsig
 	char name[TDP_MAX_NAME_LEN + 32];
 	size_t n = (size_t)snprintf(name, sizeof(name), "%s%s", param, state_suffix[s]);
 
-	return n <= TDP_MAX_NAME_LEN ? lookup_readable(req, name, n) : NULL;
+	return n <= TDP_MAX_NAME_LEN ? lookup_readable(&req->call, name, n) : NULL;
 }
 
 static int pack_shape(msgpack_packer *pk, const struct tensor *t)
@@ -97,7 +98,7 @@ static uint64_t model_bytes(struct request *req, const struct model *m)
 	uint64_t total = 0;
 
 	for (unsigned k = 0; k < m->nparams; k++) {
-		struct tensor *t = lookup_readable(req, m->params[k], strlen(m->params[k]));
+		struct tensor *t = lookup_readable(&req->call, m->params[k], strlen(m->params[k]));
 
 		total += t ? t->bytes : 0;
 		for (unsigned s = 0; s < STATE_SUFFIXES; s++) {
@@ -126,7 +127,7 @@ static int pack_shown(struct request *req, char (*names)[TDP_MAX_NAME_LEN + 1], 
 	if (msgpack_pack_array(req->pk, n))
 		return -1;
 	for (unsigned k = 0; k < n; k++)
-		if (tdp_pack_cstr(req->pk, lookup_show(req, names[k], shown)))
+		if (tdp_pack_cstr(req->pk, lookup_show(&req->call, names[k], shown)))
 			return -1;
 	return 0;
 }
@@ -138,7 +139,7 @@ static bool is_param_key(struct request *req, const struct model *m, const char 
 	char k2[TDP_MAX_NAME_LEN + 1];
 
 	for (unsigned k = 0; k < m->nparams; k++)
-		if (names_qualify(req->cred.uid, m->params[k], strlen(m->params[k]), k2, NULL) >= 0 &&
+		if (names_qualify(req->call.cred.uid, m->params[k], strlen(m->params[k]), k2, NULL) >= 0 &&
 		    !strcmp(k2, key))
 			return true;
 	return false;
@@ -151,7 +152,7 @@ static int pack_common(struct request *req, msgpack_packer *pk, const struct mod
 {
 	char shown[NAMES_SHOWN_MAX];
 
-	return tdp_pack_cstr(pk, "name") || tdp_pack_cstr(pk, lookup_show(req, m->name, shown)) ||
+	return tdp_pack_cstr(pk, "name") || tdp_pack_cstr(pk, lookup_show(&req->call, m->name, shown)) ||
 	       tdp_pack_cstr(pk, "step") || msgpack_pack_int64(pk, m->step) ||
 	       tdp_pack_cstr(pk, "owner") || msgpack_pack_uint32(pk, m->owner) ||
 	       tdp_pack_cstr(pk, "created") || msgpack_pack_double(pk, (double)m->created_ns / 1e9) ||
@@ -173,7 +174,7 @@ static int pack_stat(struct request *req, msgpack_packer *pk, const struct model
 	    tdp_pack_cstr(pk, "params") || msgpack_pack_array(pk, m->nparams))
 		return -1;
 	for (unsigned k = 0; k < m->nparams; k++) {
-		struct tensor *t = lookup_readable(req, m->params[k], strlen(m->params[k]));
+		struct tensor *t = lookup_readable(&req->call, m->params[k], strlen(m->params[k]));
 
 		if (msgpack_pack_map(pk, 5) || tdp_pack_cstr(pk, "name") || tdp_pack_cstr(pk, m->params[k]) ||
 		    tdp_pack_cstr(pk, "stored") || (t ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) ||
@@ -188,7 +189,7 @@ static int pack_stat(struct request *req, msgpack_packer *pk, const struct model
 		for (unsigned s = 0; s < STATE_SUFFIXES; s++) {
 			struct tensor *t = state_tensor(req, m->params[k], s);
 
-			if (t && tdp_pack_cstr(pk, lookup_show(req, t->name, shown)))
+			if (t && tdp_pack_cstr(pk, lookup_show(&req->call, t->name, shown)))
 				return -1;
 		}
 	return 0;
@@ -224,8 +225,8 @@ int method_model_define(struct request *req)
 
 	if (params_parse(req, p, 9) < 0 || name_param(req, p[0].value, name) < 0)
 		return -1;
-	old = models_find(req->d->models, name);
-	lookup_show(req, name, shown);
+	old = models_find(req->call.d->models, name);
+	lookup_show(&req->call, name, shown);
 	if (old && !(p[8].value && p[8].value->via.boolean))
 		return request_fail(req, TDP_ALREADY_EXISTS,
 				    "model '%s' already exists (\"replace\": true redefines it)", shown);
@@ -235,18 +236,18 @@ int method_model_define(struct request *req)
 		uint32_t ns;
 		size_t off;
 
-		if (names_key_split(name, strlen(name), &ns, &off) == 0 && !names_may_create(&req->cred, ns))
+		if (names_key_split(name, strlen(name), &ns, &off) == 0 && !names_may_create(&req->call.cred, ns))
 			return request_fail(req, TDP_PERMISSION_DENIED, "model '%s' would be in the namespace of "
 					    "uid %u: only its owner or root may create names there", shown, ns);
 	}
-	if (!old && !models_has_room(req->d->models))
+	if (!old && !models_has_room(req->call.d->models))
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "the daemon holds its limit of %d models",
 				    MODEL_MAX_MODELS);
-	if (!old && req->d->cfg.user_max_models &&
-	    models_count_owner(req->d->models, req->cred.uid) >= req->d->cfg.user_max_models)
+	if (!old && req->call.d->cfg.user_max_models &&
+	    models_count_owner(req->call.d->models, req->call.cred.uid) >= req->call.d->cfg.user_max_models)
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "uid %u already owns %llu models "
-				    "(user_max_models)", (unsigned)req->cred.uid,
-				    (unsigned long long)req->d->cfg.user_max_models);
+				    "(user_max_models)", (unsigned)req->call.cred.uid,
+				    (unsigned long long)req->call.d->cfg.user_max_models);
 	if (p[7].value && p[7].value->via.u64 > MODEL_MAX_STEP)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "step must be 0 to %d", MODEL_MAX_STEP);
 	if (p[1].value->via.array.size > GRAPH_MAX_NODES)
@@ -267,7 +268,7 @@ int method_model_define(struct request *req)
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "%s", why);
 	if (r < 0)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
-	if (train_model_check(req, m) < 0) {
+	if (train_model_check(&req->call, m) < 0) {
 		model_free(m);
 		return -1;
 	}
@@ -275,11 +276,11 @@ int method_model_define(struct request *req)
 	if (old)
 		m->owner = old->owner;
 	else
-		names_new_owner(&req->cred, name, &m->owner, &group);
+		names_new_owner(&req->call.cred, name, &m->owner, &group);
 	m->created_ns = old ? old->created_ns : now;
 	m->modified_ns = now;
 	m->step = p[7].value ? (int64_t)p[7].value->via.u64 : 0;
-	if (models_put(req->d->models, m) < 0) { /* room was checked above */
+	if (models_put(req->call.d->models, m) < 0) { /* room was checked above */
 		model_free(m);
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "no room for another model");
 	}
@@ -308,14 +309,14 @@ int method_model_list(struct request *req)
 
 	if (params_parse(req, NULL, 0) < 0)
 		return -1;
-	if (models_list(req->d->models, &list, &n) < 0)
+	if (models_list(req->call.d->models, &list, &n) < 0)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	/* The caller's own namespace (docs/security.md, "Names"). */
 	for (size_t i = 0; i < n; i++) {
 		uint32_t ns;
 		size_t off;
 
-		if (names_key_split(list[i]->name, strlen(list[i]->name), &ns, &off) == 0 && ns == req->cred.uid)
+		if (names_key_split(list[i]->name, strlen(list[i]->name), &ns, &off) == 0 && ns == req->call.cred.uid)
 			list[kept++] = list[i];
 	}
 	n = kept;
@@ -358,7 +359,7 @@ int method_model_delete(struct request *req)
 		return -1;
 	if (!may_modify(req, m->owner))
 		return request_fail(req, TDP_PERMISSION_DENIED, "model '%s' belongs to uid %u",
-				    lookup_show(req, m->name, shown), m->owner);
+				    lookup_show(&req->call, m->name, shown), m->owner);
 	strcpy(name, m->name);
 	if (p[1].value && p[1].value->via.boolean) {
 		/* Every tensor first: all of them go, or none. */
@@ -367,24 +368,24 @@ int method_model_delete(struct request *req)
 			return request_fail(req, TDP_INTERNAL, "out of memory");
 		for (unsigned k = 0; k < m->nparams; k++)
 			for (unsigned s = 0; s <= STATE_SUFFIXES; s++) {
-				struct tensor *t = s == 0 ? lookup_readable(req, m->params[k], strlen(m->params[k]))
+				struct tensor *t = s == 0 ? lookup_readable(&req->call, m->params[k], strlen(m->params[k]))
 							  : state_tensor(req, m->params[k], s - 1);
 
 				if (!t)
 					continue;
 				if (!may_modify(req, t->owner)) {
 					request_fail(req, TDP_PERMISSION_DENIED, "tensor '%s' belongs to uid %u",
-						     lookup_show(req, t->name, shown), t->owner);
+						     lookup_show(&req->call, t->name, shown), t->owner);
 					goto out;
 				}
 				strcpy(gone[ngone++], t->name);
 			}
 		for (unsigned k = 0; k < ngone; k++)
-			store_delete(req->d->store, gone[k], strlen(gone[k]));
+			store_delete(req->call.d->store, gone[k], strlen(gone[k]));
 	}
-	models_delete(req->d->models, name);
+	models_delete(req->call.d->models, name);
 	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 3) ||
-	    tdp_pack_cstr(req->pk, "name") || tdp_pack_cstr(req->pk, lookup_show(req, name, shown)) ||
+	    tdp_pack_cstr(req->pk, "name") || tdp_pack_cstr(req->pk, lookup_show(&req->call, name, shown)) ||
 	    tdp_pack_cstr(req->pk, "deleted") || msgpack_pack_true(req->pk) ||
 	    tdp_pack_cstr(req->pk, "tensors") || pack_shown(req, gone, ngone)) {
 		request_fail(req, TDP_INTERNAL, "out of memory");
@@ -409,9 +410,9 @@ static int forward_build(struct request *req, const struct model *m, const struc
 {
 	uint32_t kept;
 
-	fw->gr = (struct graph){ .req = req };
+	fw->gr = (struct graph){ .call = &req->call };
 	fw->kept = NULL;
-	if (forward_prune(req, m->nodes, want, nwant, what, &fw->kept, &kept) < 0)
+	if (forward_prune(&req->call, m->nodes, want, nwant, what, &fw->kept, &kept) < 0)
 		return -1;
 	fw->nodes = (msgpack_object){ .type = MSGPACK_OBJECT_ARRAY,
 				      .via.array = { .size = kept, .ptr = fw->kept } };
@@ -460,14 +461,14 @@ int method_model_evaluate(struct request *req)
 	struct feeds fd;
 
 	if (params_parse(req, p, 4) < 0 || !(m = model_lookup(req, p[0].value)) ||
-	    feeds_parse(req, p[1].value, &fd, "data") < 0 || model_check_feeds(req, m, &fd, false, "data") < 0)
+	    feeds_parse(&req->call, p[1].value, &fd, "data") < 0 || model_check_feeds(req, m, &fd, false, "data") < 0)
 		return -1;
 	if (p[2].value && id_list(req, p[2].value, MAX_METRICS, "metrics", want + 1, &nmetrics, ids + 1) < 0)
 		return -1;
 	strcpy(ids[0], m->loss);
 	want[0] = ids[0];
 	for (unsigned k = 0; k < fd.n; k++) {
-		struct tensor *t = feeds_source(req, &fd, k);
+		struct tensor *t = feeds_source(&req->call, &fd, k);
 
 		if (!t)
 			return -1;
@@ -476,11 +477,11 @@ int method_model_evaluate(struct request *req)
 		else if (p[3].value && (t->rank == 0 || t->shape[0] != rows))
 			return request_fail(req, TDP_SHAPE_MISMATCH,
 					    "data: '%s' must have %llu rows like '%s' to be split into batches",
-					    lookup_show(req, t->name, shown), (unsigned long long)rows,
-					    lookup_show(req, fd.f[0].src, shown2));
+					    lookup_show(&req->call, t->name, shown), (unsigned long long)rows,
+					    lookup_show(&req->call, fd.f[0].src, shown2));
 		if (p[3].value && t->rank == 0)
 			return request_fail(req, TDP_SHAPE_MISMATCH, "data: '%s' is a scalar, not rows",
-					    lookup_show(req, t->name, shown));
+					    lookup_show(&req->call, t->name, shown));
 	}
 	batch = p[3].value ? p[3].value->via.u64 : rows;
 	if (p[3].value && batch == 0)
@@ -511,7 +512,7 @@ int method_model_evaluate(struct request *req)
 		if (r == 0)
 			r = graph_execute(&fw.gr);
 		for (unsigned k = 0; r == 0 && k <= nmetrics; k++) {
-			r = forward_read_scalar(req, &fw.gr, (unsigned)idx[k], &v);
+			r = forward_read_scalar(&req->call, &fw.gr, (unsigned)idx[k], &v);
 			sums[k] += v * (double)(n ? n : 1);
 		}
 		forward_free(&fw);
@@ -555,7 +556,7 @@ int method_model_predict(struct request *req)
 	int r = -1;
 
 	if (params_parse(req, p, 4) < 0 || !(m = model_lookup(req, p[0].value)) ||
-	    feeds_parse(req, p[1].value, &fd, "inputs") < 0 ||
+	    feeds_parse(&req->call, p[1].value, &fd, "inputs") < 0 ||
 	    model_check_feeds(req, m, &fd, false, "inputs") < 0)
 		return -1;
 	out = p[3].value;
@@ -587,7 +588,7 @@ int method_model_predict(struct request *req)
 			if (tdp_obj_strcpy(&out->via.map.ptr[k].key, id, TDP_MAX_NAME_LEN + 1) < 0 || !id[0])
 				return request_fail(req, TDP_INVALID_ARGUMENT, "out: keys must be node ids");
 			if (out->via.map.ptr[k].val.type != MSGPACK_OBJECT_STR ||
-			    names_qualify(req->cred.uid, out->via.map.ptr[k].val.via.str.ptr,
+			    names_qualify(req->call.cred.uid, out->via.map.ptr[k].val.via.str.ptr,
 					  out->via.map.ptr[k].val.via.str.size, names[k], NULL) < 0)
 				return request_fail(req, TDP_INVALID_ARGUMENT,
 						    "out['%s'] must be a tensor name (1-%d bytes of A-Z a-z 0-9 . _ : / -)",
@@ -628,8 +629,8 @@ int method_model_predict(struct request *req)
 	}
 	for (unsigned i = 0; i < fw.gr.n; i++)
 		if (fw.gr.nodes[i].inline_out &&
-		    (tdp_pack_cstr(req->pk, fw.gr.nodes[i].id) || graph_write_inline(&fw.gr, i) < 0)) {
-			if (!td_failed(&req->err))
+		    (tdp_pack_cstr(req->pk, fw.gr.nodes[i].id) || graph_pack_result(req, &fw.gr, i, 0) < 0)) {
+			if (!td_failed(&req->call.err))
 				request_fail(req, TDP_INTERNAL, "out of memory");
 			goto out;
 		}

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 
 #include "engine/forward.h"
-#include "serve/request.h"
+#include "methods/request.h"
 
 struct model;
 

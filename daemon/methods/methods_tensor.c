@@ -16,7 +16,7 @@
 #include "pack.h"
 #include "persist/checkpoint.h"
 #include "rpc.h"
-#include "serve/params.h"
+#include "methods/params.h"
 #include "status.h"
 #include "store/lookup.h"
 #include "store/names.h"
@@ -29,7 +29,7 @@
 static int write_meta_entries(const struct request *req, msgpack_packer *pk, const struct tensor *t)
 {
 	char mode[TDP_MODE_TEXT_MAX], shown[NAMES_SHOWN_MAX];
-	int fail = tdp_pack_cstr(pk, "name") || tdp_pack_cstr(pk, lookup_show(req, t->name, shown)) ||
+	int fail = tdp_pack_cstr(pk, "name") || tdp_pack_cstr(pk, lookup_show(&req->call, t->name, shown)) ||
 		   tdp_pack_cstr(pk, "dtype") || tdp_pack_cstr(pk, tdp_dtype_name(t->dtype)) ||
 		   tdp_pack_cstr(pk, "shape") || msgpack_pack_array(pk, t->rank);
 
@@ -55,7 +55,7 @@ int tensor_pack_name(struct request *req, const struct tensor *t)
 {
 	char shown[NAMES_SHOWN_MAX];
 
-	return tdp_pack_cstr(req->pk, lookup_show(req, t->name, shown));
+	return tdp_pack_cstr(req->pk, lookup_show(&req->call, t->name, shown));
 }
 
 int tensor_write_meta_result(struct request *req, const struct tensor *t)
@@ -110,10 +110,10 @@ static int parse_shape(struct request *req, const msgpack_object *shape, struct 
 			return request_fail(req, TDP_INVALID_ARGUMENT,
 					    "shape[%u] must be a non-negative integer", i);
 	if (tdp_shape_count(t->shape, t->rank, tdp_dtype_size(t->dtype), &t->count) < 0 ||
-	    t->count * tdp_dtype_size(t->dtype) > req->d->cfg.max_tensor_bytes)
+	    t->count * tdp_dtype_size(t->dtype) > req->call.d->cfg.max_tensor_bytes)
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED,
 				    "the tensor is larger than the limit of %llu bytes",
-				    (unsigned long long)req->d->cfg.max_tensor_bytes);
+				    (unsigned long long)req->call.d->cfg.max_tensor_bytes);
 	t->bytes = t->count * tdp_dtype_size(t->dtype);
 	return 0;
 }
@@ -139,10 +139,10 @@ static int check_room(struct request *req, const struct tensor *t, const struct 
 {
 	struct lookup_output out = { .name = t->name, .bytes = t->bytes };
 
-	if (!old && !store_has_room(req->d->store))
+	if (!old && !store_has_room(req->call.d->store))
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "the daemon holds its limit of %llu tensors "
-				    "(max_tensors)", (unsigned long long)req->d->cfg.max_tensors);
-	return lookup_check_quota(req, &out, 1);
+				    "(max_tensors)", (unsigned long long)req->call.d->cfg.max_tensors);
+	return lookup_check_quota(&req->call, &out, 1);
 }
 
 /* Store `t` (its memory on `g`, filled) with `mode`, owned by its
@@ -153,10 +153,10 @@ static int store_as_new(struct request *req, struct gpu_device *g, struct tensor
 {
 	int r;
 
-	names_new_owner(&req->cred, t->name, &t->owner, &t->group);
+	names_new_owner(&req->call.cred, t->name, &t->owner, &t->group);
 	t->mode = mode;
 	t->created_ns = t->modified_ns = daemon_now_ns(CLOCK_REALTIME);
-	r = store_put(req->d->store, t);
+	r = store_put(req->call.d->store, t);
 	if (r < 0) {
 		gpu_memory_free(g, &t->alloc);
 		return request_fail(req, r == -ENOSPC ? TDP_RESOURCE_EXHAUSTED : TDP_INTERNAL,
@@ -176,7 +176,7 @@ int method_tensor_put(struct request *req)
 		{ "mode", PARAM_STR, false, NULL },
 		{ "device", PARAM_UINT, false, NULL },
 	};
-	struct daemon *d = req->d;
+	struct daemon *d = req->call.d;
 	struct tensor *t, *old = NULL;
 	struct gpu_device *g;
 	uint32_t mode = TDP_MODE_PRIVATE, device = 0;
@@ -209,25 +209,25 @@ int method_tensor_put(struct request *req)
 			     p[3].value->via.bin.size, (unsigned long long)t->bytes);
 		goto fail;
 	}
-	code = lookup_tensor_why(req, NULL, t->name, ACCESS_WRITE, &old, why, sizeof(why));
+	code = lookup_tensor_why(&req->call, NULL, t->name, ACCESS_WRITE, &old, why, sizeof(why));
 	if (code != TDP_NOT_FOUND && p[4].value && p[4].value->via.boolean) {
-		request_fail(req, TDP_ALREADY_EXISTS, "tensor '%s' already exists", lookup_show(req, t->name, shown));
+		request_fail(req, TDP_ALREADY_EXISTS, "tensor '%s' already exists", lookup_show(&req->call, t->name, shown));
 		goto fail;
 	}
 	if (code == TDP_PERMISSION_DENIED) {
 		request_fail(req, code, "%s", why);
 		goto fail;
 	}
-	if (old && p[5].value && !access_may_chmod(&req->cred, old->owner)) {
+	if (old && p[5].value && !access_may_chmod(&req->call.cred, old->owner)) {
 		request_fail(req, TDP_PERMISSION_DENIED,
 			     "only the owner (uid %u) or root may set the mode of '%s'", old->owner,
-			     lookup_show(req, t->name, shown));
+			     lookup_show(&req->call, t->name, shown));
 		goto fail;
 	}
 	if (check_room(req, t, old) < 0)
 		goto fail;
 	/* A replacement stays where the tensor was unless told otherwise. */
-	t->device = p[6].value ? device : old ? old->device : devices_default(d, req->cred.uid, t->bytes);
+	t->device = p[6].value ? device : old ? old->device : devices_default(d, req->call.cred.uid, t->bytes);
 	g = devices_of(d, t);
 	/* The new bytes go to fresh memory, so a failure leaves the old tensor as it was. */
 	if (alloc_for(req, g, t) < 0)
@@ -257,7 +257,7 @@ static struct tensor *lookup(struct request *req, unsigned want)
 	struct tensor *t;
 
 	if (params_parse(req, p, 1) < 0 || params_tensor_key(req, p[0].value, name) < 0 ||
-	    lookup_tensor(req, NULL, name, want, &t) < 0)
+	    lookup_tensor(&req->call, NULL, name, want, &t) < 0)
 		return NULL;
 	return t;
 }
@@ -279,9 +279,9 @@ int method_tensor_get(struct request *req)
 	if (!dst)
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of host memory for %llu bytes",
 				    (unsigned long long)t->bytes);
-	r = gpu_download(devices_of(req->d, t), &t->alloc, dst);
+	r = gpu_download(devices_of(req->call.d, t), &t->alloc, dst);
 	if (r < 0)
-		return device_error(req, devices_of(req->d, t), r, "downloading");
+		return device_error(req, devices_of(req->call.d, t), r, "downloading");
 	return 0;
 }
 
@@ -306,7 +306,7 @@ int method_tensor_list(struct request *req)
 		return -1;
 	/* A prefix is a name's beginning (possibly empty), in the caller's
 	 * namespace or, after "~user/", in that user's (docs/security.md). */
-	kn = names_qualify_prefix(req->cred.uid, p[0].value ? p[0].value->via.str.ptr : "",
+	kn = names_qualify_prefix(req->call.cred.uid, p[0].value ? p[0].value->via.str.ptr : "",
 				  p[0].value ? p[0].value->via.str.size : 0, key);
 	if (kn == -ESRCH)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "prefix: no such user");
@@ -314,7 +314,7 @@ int method_tensor_list(struct request *req)
 		return request_fail(req, TDP_INVALID_ARGUMENT,
 				    "prefix must be up to %d bytes of A-Z a-z 0-9 . _ : / -, optionally after "
 				    "~user/", TDP_MAX_NAME_LEN);
-	if (store_list(req->d->store, key, (size_t)kn, &req->cred, &list, &n) < 0)
+	if (store_list(req->call.d->store, key, (size_t)kn, &req->call.cred, &list, &n) < 0)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	fail = tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 1) ||
 	       tdp_pack_cstr(req->pk, "tensors") || msgpack_pack_array(req->pk, (uint32_t)n);
@@ -338,9 +338,9 @@ int method_tensor_delete(struct request *req)
 	len = t->name_len;
 	memcpy(name, t->name, len + 1);
 	bytes = t->bytes;
-	store_delete(req->d->store, name, len);
+	store_delete(req->call.d->store, name, len);
 	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 3) ||
-	    tdp_pack_cstr(req->pk, "name") || tdp_pack_cstr(req->pk, lookup_show(req, name, shown)) ||
+	    tdp_pack_cstr(req->pk, "name") || tdp_pack_cstr(req->pk, lookup_show(&req->call, name, shown)) ||
 	    tdp_pack_cstr(req->pk, "deleted") || msgpack_pack_true(req->pk) ||
 	    tdp_pack_cstr(req->pk, "bytes") || msgpack_pack_uint64(req->pk, bytes))
 		return request_fail(req, TDP_INTERNAL, "out of memory");
@@ -372,24 +372,24 @@ int method_tensor_chmod(struct request *req)
 					    (unsigned long long)group);
 	}
 	/* Finding it needs no access: the check is ownership, just below. */
-	if (lookup_tensor(req, NULL, name, 0, &t) < 0)
+	if (lookup_tensor(&req->call, NULL, name, 0, &t) < 0)
 		return -1;
-	if (!access_may_chmod(&req->cred, t->owner))
+	if (!access_may_chmod(&req->call.cred, t->owner))
 		return request_fail(req, TDP_PERMISSION_DENIED,
 				    "tensor '%s' belongs to uid %u; only its owner or root may change its mode",
-				    lookup_show(req, name, shown), t->owner);
-	if (p[2].value && req->cred.uid != 0 && !access_cred_in_group(&req->cred, (gid_t)group))
+				    lookup_show(&req->call, name, shown), t->owner);
+	if (p[2].value && req->call.cred.uid != 0 && !access_cred_in_group(&req->call.cred, (gid_t)group))
 		return request_fail(req, TDP_PERMISSION_DENIED,
 				    "uid %u is not in group %llu; only root may give a tensor to a group "
-				    "it is not in", (unsigned)req->cred.uid, (unsigned long long)group);
+				    "it is not in", (unsigned)req->call.cred.uid, (unsigned long long)group);
 	if (p[1].value)
 		t->mode = mode;
 	if (p[2].value)
 		t->group = (uint32_t)group;
-	store_mark_dirty(req->d->store, t);
+	store_mark_dirty(req->call.d->store, t);
 	/* Durable at once, so a crash or a device loss never brings back the
 	 * access it may revoke (docs/durability.md). */
-	checkpoint_tensor_now(req->d, t);
+	checkpoint_tensor_now(req->call.d, t);
 	return tensor_write_meta_result(req, t);
 }
 
@@ -402,7 +402,7 @@ int method_tensor_copy(struct request *req)
 		{ "dst", PARAM_STR, true, NULL },
 		{ "device", PARAM_UINT, false, NULL },
 	};
-	struct daemon *d = req->d;
+	struct daemon *d = req->call.d;
 	char src_name[TDP_MAX_NAME_LEN + 1], why[TDP_MAX_ERROR_MESSAGE];
 	struct tensor *src, *old = NULL, *t;
 	struct gpu_device *g;
@@ -410,7 +410,7 @@ int method_tensor_copy(struct request *req)
 	int r, code;
 
 	if (params_parse(req, p, 3) < 0 || params_tensor_key(req, p[0].value, src_name) < 0 ||
-	    lookup_tensor(req, "src", src_name, ACCESS_READ, &src) < 0)
+	    lookup_tensor(&req->call, "src", src_name, ACCESS_READ, &src) < 0)
 		return -1;
 	if (p[2].value && devices_param(req, p[2].value, "device", &device) < 0)
 		return -1;
@@ -421,7 +421,7 @@ int method_tensor_copy(struct request *req)
 	if (r < 0)
 		goto fail;
 	t->name_len = (size_t)r;
-	code = lookup_tensor_why(req, "dst", t->name, ACCESS_WRITE, &old, why, sizeof(why));
+	code = lookup_tensor_why(&req->call, "dst", t->name, ACCESS_WRITE, &old, why, sizeof(why));
 	if (code == TDP_PERMISSION_DENIED) {
 		request_fail(req, code, "%s", why);
 		goto fail;

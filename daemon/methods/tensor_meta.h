@@ -3,7 +3,7 @@
 
 #include <msgpack.h>
 
-#include "serve/request.h"
+#include "methods/request.h"
 #include "store/store.h"
 
 /* Pack the metadata map of `t` into req->pk, its name as the request's

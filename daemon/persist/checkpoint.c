@@ -18,8 +18,8 @@
 #include "persist/persist.h"
 #include "persist/persist_model.h"
 #include "rpc.h"
-#include "serve/params.h"
-#include "serve/request.h"
+#include "methods/params.h"
+#include "methods/request.h"
 #include "status.h"
 #include "store/names.h"
 #include "store/store.h"
@@ -263,11 +263,11 @@ int method_store_sync(struct request *req)
 
 	if (params_parse(req, NULL, 0) < 0)
 		return -1;
-	if (!req->d->persist)
+	if (!req->call.d->persist)
 		return request_fail(req, TDP_FAILED_PRECONDITION,
 				    "persistence is off: start tensord with --state-dir (or state_dir in "
 				    "its config) and persist not 'no'");
-	r = flush(req->d, 0, 0, false, req->cred.uid, &res, err, sizeof(err));
+	r = flush(req->call.d, 0, 0, false, req->call.cred.uid, &res, err, sizeof(err));
 	if (r < 0)
 		return request_fail(req, TDP_UNAVAILABLE, "%s", err);
 	/* The caller's own failures are its error; another user's are only

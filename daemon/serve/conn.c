@@ -15,7 +15,7 @@
 #include "daemon.h"
 #include "methods.h"
 #include "rpc.h"
-#include "serve/request.h"
+#include "methods/request.h"
 #include "serve/server.h"
 #include "status.h"
 
@@ -153,11 +153,8 @@ static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 			stream_error(c, TDP_PROTOCOL, why);
 	} else if (m.type == TDP_MSG_REQUEST) {
 		struct request req = {
-			.d = c->d,
+			.call = { .d = c->d, .cred = c->cred },
 			.conn = c,
-			.uid = c->uid,
-			.pid = c->pid,
-			.cred = c->cred,
 			.msgid = m.msgid,
 			.params = m.params,
 			.pk = &pk,

@@ -7,14 +7,15 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "daemon.h"
-#include "engine/graph.h"
 #include "methods.h"
 #include "methods/handlers.h"
+#include "methods/methods_graph.h"
 #include "methods/methods_kernel.h"
 #include "methods/methods_model.h"
+#include "methods/methods_train.h"
 #include "persist/checkpoint.h"
 #include "rpc.h"
-#include "serve/request.h"
+#include "methods/request.h"
 #include "status.h"
 #include "train/train.h"
 
@@ -32,10 +33,10 @@ static const struct {
 	{ TDP_METHOD_TENSOR_CHMOD, method_tensor_chmod },
 	{ TDP_METHOD_TENSOR_COPY, method_tensor_copy },
 	{ TDP_METHOD_STORE_SYNC, method_store_sync },
-	{ TDP_METHOD_OP_RUN, graph_op_run },
-	{ TDP_METHOD_GRAPH_RUN, graph_run },
-	{ TDP_METHOD_TRAIN_STEP, train_step },
-	{ TDP_METHOD_TRAIN_RUN, train_run },
+	{ TDP_METHOD_OP_RUN, method_op_run },
+	{ TDP_METHOD_GRAPH_RUN, method_graph_run },
+	{ TDP_METHOD_TRAIN_STEP, method_train_step },
+	{ TDP_METHOD_TRAIN_RUN, method_train_run },
 	{ TDP_METHOD_MODEL_DEFINE, method_model_define },
 	{ TDP_METHOD_MODEL_LIST, method_model_list },
 	{ TDP_METHOD_MODEL_STAT, method_model_stat },
@@ -61,33 +62,6 @@ const char *request_method_name(unsigned slot)
 	return slot < METHOD_COUNT ? method_table[slot].name : "other";
 }
 
-int request_fail(struct request *req, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	td_vfail(&req->err, code, fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
-int request_pack_error(const struct request *req, msgpack_packer *pk)
-{
-	char message[TDP_MAX_ERROR_MESSAGE];
-	int code = td_failed(&req->err) ? req->err.code : TDP_INTERNAL;
-
-	const char *why = td_failed(&req->err) ? req->err.message : "failed without a reason";
-	int n = snprintf(message, sizeof(message), "%s: ", req->method ? req->method : "?");
-
-	if (n < 0 || (size_t)n >= sizeof(message))
-		n = 0;
-	size_t len = strnlen(why, sizeof(message) - (size_t)n - 1);
-
-	memcpy(message + n, why, len);
-	message[(size_t)n + len] = '\0';
-	return tdp_write_error(pk, req->msgid, code, message) < 0 ? -ENOMEM : 0;
-}
-
 int request_dispatch(struct request *req, const char *method, size_t method_len)
 {
 	size_t mark = tdp_buf_len(req->out);
@@ -101,7 +75,7 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
 			*p = '?';
 	req->method = name;
-	td_error_clear(&req->err);
+	td_error_clear(&req->call.err);
 	req->slot = (unsigned)METHOD_COUNT;
 	for (size_t i = 0; i < METHOD_COUNT; i++) {
 		if (strlen(method_table[i].name) == method_len &&
@@ -115,21 +89,21 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 	 * (docs/protocol.md). The tree is this request's own unpacked copy. */
 	if (req->params)
 		tdp_params_accept_bin((msgpack_object *)req->params, 0);
-	req->d->requests++;
+	req->call.d->requests++;
 	if (!fn)
 		request_fail(req, TDP_UNIMPLEMENTED, "no such method");
 	else
 		r = fn(req);
-	metrics_request(&req->d->metrics, req->slot, !(r == 0 || r == REQUEST_DEFERRED),
+	metrics_request(&req->call.d->metrics, req->slot, !(r == 0 || r == REQUEST_DEFERRED),
 			(uint64_t)(daemon_now_ns(CLOCK_MONOTONIC) - t0));
 	if (r == 0 || r == REQUEST_DEFERRED)
 		return 0;
-	if (fn && !td_failed(&req->err))
+	if (fn && !td_failed(&req->call.err))
 		request_fail(req, TDP_INTERNAL, "failed without a reason");
-	req->d->requests_failed++;
+	req->call.d->requests_failed++;
 	/* Drop whatever the handler wrote before failing; answer the error. */
 	req->out->end = req->out->start + mark;
-	log_debug("msgid %u: %s: %s", req->msgid, req->method, req->err.message);
+	log_debug("msgid %u: %s: %s", req->msgid, req->method, req->call.err.message);
 	if (request_pack_error(req, req->pk) < 0) {
 		req->out->end = req->out->start + mark;
 		return -ENOMEM;

@@ -10,21 +10,21 @@
 #include "status.h"
 #include "store/names.h"
 
-int lookup_tensor_why(const struct request *req, const char *what, const char *name, unsigned want,
+int lookup_tensor_why(const struct caller *c, const char *what, const char *name, unsigned want,
 		      struct tensor **ret, char *why, size_t cap)
 {
 	struct store_denial dn;
 	char mode[TDP_MODE_TEXT_MAX], shown[NAMES_SHOWN_MAX];
 	bool create = (want & ACCESS_WRITE) && !(want & LOOKUP_EXISTING);
-	int r = store_lookup(req->d->store, name, strlen(name), &req->cred, want & ~LOOKUP_EXISTING, ret, &dn);
+	int r = store_lookup(c->d->store, name, strlen(name), &c->cred, want & ~LOOKUP_EXISTING, ret, &dn);
 	uint32_t ns;
 	size_t off;
 
 	if (r == 0)
 		return 0;
-	names_show(req->cred.uid, name, shown);
+	names_show(c->cred.uid, name, shown);
 	if (r == -ENOENT && create && names_key_split(name, strlen(name), &ns, &off) == 0 &&
-	    !names_may_create(&req->cred, ns)) {
+	    !names_may_create(&c->cred, ns)) {
 		char login[33];
 
 		names_login(ns, login);
@@ -38,64 +38,64 @@ int lookup_tensor_why(const struct request *req, const char *what, const char *n
 	}
 	snprintf(why, cap, "%s%stensor '%s' belongs to uid %u (group %u, mode %s) and may not be %s by uid %u",
 		 what ? what : "", what ? ": " : "", shown, dn.owner, dn.group, tdp_mode_format(dn.mode, mode),
-		 want & ACCESS_WRITE ? "changed" : "read", (unsigned)req->cred.uid);
+		 want & ACCESS_WRITE ? "changed" : "read", (unsigned)c->cred.uid);
 	return TDP_PERMISSION_DENIED;
 }
 
-int lookup_derived_why(const struct request *req, const char *what, const char *name,
+int lookup_derived_why(const struct caller *c, const char *what, const char *name,
 		       const struct tensor *base, unsigned want, struct tensor **ret, char *why, size_t cap)
 {
 	char shown[NAMES_SHOWN_MAX], bshown[NAMES_SHOWN_MAX];
 	struct tensor *t;
-	int r = store_lookup(req->d->store, name, strlen(name), &access_daemon, 0, &t, NULL);
+	int r = store_lookup(c->d->store, name, strlen(name), &access_daemon, 0, &t, NULL);
 
 	if (r == -ENOENT) {
 		snprintf(why, cap, "%s%sno tensor named '%s'", what ? what : "", what ? ": " : "",
-			 names_show(req->cred.uid, name, shown));
+			 names_show(c->cred.uid, name, shown));
 		return TDP_NOT_FOUND;
 	}
 	/* Never use a derived tensor someone else put in its place. */
 	if (t->owner != base->owner) {
 		snprintf(why, cap, "%s%s'%s' belongs to uid %u, not to uid %u who owns %s%s%s; it is not used: "
-			 "delete it", what ? what : "", what ? ": " : "", names_show(req->cred.uid, name, shown),
+			 "delete it", what ? what : "", what ? ": " : "", names_show(c->cred.uid, name, shown),
 			 t->owner, base->owner, base->name[0] ? "'" : "what it derives from",
-			 base->name[0] ? names_show(req->cred.uid, base->name, bshown) : "",
+			 base->name[0] ? names_show(c->cred.uid, base->name, bshown) : "",
 			 base->name[0] ? "'" : "");
 		return TDP_FAILED_PRECONDITION;
 	}
-	return lookup_tensor_why(req, what, name, want, ret, why, cap);
+	return lookup_tensor_why(c, what, name, want, ret, why, cap);
 }
 
-const char *lookup_show(const struct request *req, const char *key, char *out)
+const char *lookup_show(const struct caller *c, const char *key, char *out)
 {
-	return names_show(req->cred.uid, key, out);
+	return names_show(c->cred.uid, key, out);
 }
 
-int lookup_key(struct request *req, const char *text, size_t len, char *key)
+int lookup_key(struct caller *c, const char *text, size_t len, char *key)
 {
-	int n = names_qualify(req->cred.uid, text, len, key, NULL);
+	int n = names_qualify(c->cred.uid, text, len, key, NULL);
 
 	if (n == -ESRCH)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "'%.*s': no such user", (int)len, text);
+		return td_fail(&c->err, TDP_INVALID_ARGUMENT, "'%.*s': no such user", (int)len, text);
 	if (n == -ENAMETOOLONG)
-		return request_fail(req, TDP_INVALID_ARGUMENT,
+		return td_fail(&c->err, TDP_INVALID_ARGUMENT,
 				    "'%.*s' is too long: a name and its namespace (the uid and a slash) "
 				    "are at most %d bytes", (int)len, text, TDP_MAX_NAME_LEN);
 	if (n < 0)
-		return request_fail(req, TDP_INVALID_ARGUMENT,
+		return td_fail(&c->err, TDP_INVALID_ARGUMENT,
 				    "invalid tensor name (1-%d bytes of A-Z a-z 0-9 . _ : / -, "
 				    "optionally after ~user/)", TDP_MAX_NAME_LEN);
 	return n;
 }
 
-int lookup_tensor(struct request *req, const char *what, const char *name, unsigned want,
+int lookup_tensor(struct caller *c, const char *what, const char *name, unsigned want,
 		  struct tensor **ret)
 {
 	char why[TDP_MAX_ERROR_MESSAGE];
-	int code = lookup_tensor_why(req, what, name, want, ret, why, sizeof(why));
+	int code = lookup_tensor_why(c, what, name, want, ret, why, sizeof(why));
 
 	if (code)
-		return request_fail(req, code, "%s", why);
+		return td_fail(&c->err, code, "%s", why);
 	return 0;
 }
 
@@ -104,18 +104,18 @@ struct owner_delta {
 	int64_t tensors, bytes;
 };
 
-int lookup_check_quota(struct request *req, const struct lookup_output *outs, size_t n)
+int lookup_check_quota(struct caller *c, const struct lookup_output *outs, size_t n)
 {
-	struct store *s = req->d->store;
+	struct store *s = c->d->store;
 	struct owner_delta *od = calloc(n ? n : 1, sizeof(*od));
 	size_t nod = 0;
 	int r = 0;
 
 	if (!od)
-		return request_fail(req, TDP_INTERNAL, "out of memory");
+		return td_fail(&c->err, TDP_INTERNAL, "out of memory");
 	for (size_t i = 0; i < n; i++) {
 		struct tensor *old = NULL;
-		uint32_t uid = req->cred.uid;
+		uint32_t uid = c->cred.uid;
 		size_t k;
 
 		/* Access was checked by the caller; only the owner matters here. */
@@ -127,7 +127,7 @@ int lookup_check_quota(struct request *req, const struct lookup_output *outs, si
 		} else {
 			uint32_t group;
 
-			names_new_owner(&req->cred, outs[i].name, &uid, &group);
+			names_new_owner(&c->cred, outs[i].name, &uid, &group);
 		}
 		for (k = 0; k < nod && od[k].uid != uid; k++)
 			;
@@ -142,21 +142,21 @@ int lookup_check_quota(struct request *req, const struct lookup_output *outs, si
 
 		r = store_quota_check(s, od[k].uid, od[k].tensors, od[k].bytes, &limit);
 		if (r == -ENOMEM) {
-			request_fail(req, TDP_INTERNAL, "out of memory");
+			td_fail(&c->err, TDP_INTERNAL, "out of memory");
 			break;
 		}
 		if (r < 0) {
 			store_usage_of(s, od[k].uid, &use);
 			if (!strcmp(limit, "user_max_tensors"))
-				request_fail(req, TDP_RESOURCE_EXHAUSTED,
+				td_fail(&c->err, TDP_RESOURCE_EXHAUSTED,
 					     "uid %u holds %llu tensors; %lld more would pass its quota of %llu "
 					     "(user_max_tensors)", od[k].uid, (unsigned long long)use.tensors,
-					     (long long)od[k].tensors, (unsigned long long)req->d->cfg.user_max_tensors);
+					     (long long)od[k].tensors, (unsigned long long)c->d->cfg.user_max_tensors);
 			else
-				request_fail(req, TDP_RESOURCE_EXHAUSTED,
+				td_fail(&c->err, TDP_RESOURCE_EXHAUSTED,
 					     "uid %u holds %llu bytes; %lld more would pass its quota of %llu "
 					     "(user_max_bytes)", od[k].uid, (unsigned long long)use.bytes,
-					     (long long)od[k].bytes, (unsigned long long)req->d->cfg.user_max_bytes);
+					     (long long)od[k].bytes, (unsigned long long)c->d->cfg.user_max_bytes);
 			break;
 		}
 	}
@@ -164,12 +164,12 @@ int lookup_check_quota(struct request *req, const struct lookup_output *outs, si
 	return r < 0 ? -1 : 0;
 }
 
-struct tensor *lookup_readable(const struct request *req, const char *name, size_t len)
+struct tensor *lookup_readable(const struct caller *c, const char *name, size_t len)
 {
 	char key[TDP_MAX_NAME_LEN + 1], why[8];
 	struct tensor *t;
 
-	if (names_qualify(req->cred.uid, name, len, key, NULL) < 0)
+	if (names_qualify(c->cred.uid, name, len, key, NULL) < 0)
 		return NULL;
-	return lookup_tensor_why(req, NULL, key, ACCESS_READ, &t, why, sizeof(why)) == 0 ? t : NULL;
+	return lookup_tensor_why(c, NULL, key, ACCESS_READ, &t, why, sizeof(why)) == 0 ? t : NULL;
 }

@@ -1,70 +1,49 @@
-/* train.run: a training job that runs one step per event-loop turn, its
- * progress and eval notifications, its deferred reply, cancel and abort. */
-#include "train/step.h"
+/* train.run's jobs: the scheduler (one step of every job per loop turn),
+ * the steps on one device or data parallel, evaluation, and the reports
+ * through the job's sink (job.h). */
+#include "train/job.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "autograd/autograd.h"
 #include "base/clock.h"
 #include "base/loop.h"
 #include "daemon.h"
 #include "devices.h"
 #include "dtype.h"
 #include "engine/forward.h"
-#include "engine/graph.h"
 #include "engine/graph_core.h"
-#include "engine/graph_fuse.h"
 #include "gpu/transfer.h"
 #include "pack.h"
 #include "rpc.h"
-#include "serve/conn.h"
 #include "status.h"
-#include "store/lookup.h"
 #include "store/model.h"
-#include "store/names.h"
 #include "store/store.h"
+#include "train/train.h"
 #include "train/train_parallel.h"
 
-#define MAX_METRICS 8
-
 struct train_job {
-	struct conn_deferred def;  /* conn->deferred while the run goes on */
-	struct daemon *d;
-	struct conn *c;            /* NULL once the client went away */
+	struct train_plan p;       /* what the run does */
+	struct caller call;        /* the client's identity; the step's error */
+	const struct train_sink *sink;
+	void *sink_data;
+	bool detached;             /* the client went away */
 	struct train_job *next;
-	struct request req;        /* msgid, peer, where answers go */
-	msgpack_packer pk;
-	struct tdp_buf raw;        /* a copy of the request's params */
+	struct tdp_buf raw;        /* a copy of the request's params and the model */
 	msgpack_unpacked params;   /* decoded from raw */
 	const msgpack_object *nodes;
-	struct train_spec spec;
-	struct feeds train, eval;
-	bool has_eval;
 	struct tensor index;       /* the minibatch's row numbers, not in the store */
-	uint32_t device;           /* the data's device, where index lives */
-	uint32_t devs[GPU_MAX_DEVICES]; /* data parallel: devs[0] = device, then the replicas' */
-	unsigned ndev;             /* 1: one device */
-	uint64_t shard;            /* rows per device per step */
 	struct dp *dp;             /* the replicas (train_parallel.h), NULL on one device */
 	uint32_t *perm;
-	uint64_t nsamples, batch, per_epoch, total, done, epochs;
-	int64_t start_step;
-	uint64_t seed, progress_every, eval_every;
-	bool shuffle, has_stop;
-	double stop_loss, last_loss;
-	char metrics[MAX_METRICS][TDP_MAX_NAME_LEN + 1];
-	unsigned nmetrics;
+	uint64_t done;
+	double last_loss, lr;
 	bool have_eval_result;
-	double eval_loss, eval_metrics[MAX_METRICS];
+	double eval_loss, eval_metrics[TRAIN_MAX_METRICS];
 	int64_t start_ns;
-	char model[TDP_MAX_NAME_LEN + 1]; /* the model trained, "" for none */
-	uint64_t model_serial;     /* its definition: a replaced model is left alone */
 };
 
 static struct train_job *jobs;
@@ -82,13 +61,13 @@ static uint64_t splitmix64(uint64_t *s)
  * seed and the epoch, so runs are reproducible. */
 static void shuffle_epoch(struct train_job *job, uint64_t epoch)
 {
-	uint64_t s = job->seed * 0x100000001b3ull + epoch;
+	uint64_t s = job->p.seed * 0x100000001b3ull + epoch;
 
-	for (uint64_t i = 0; i < job->nsamples; i++)
+	for (uint64_t i = 0; i < job->p.nsamples; i++)
 		job->perm[i] = (uint32_t)i;
-	if (!job->shuffle)
+	if (!job->p.shuffle)
 		return;
-	for (uint64_t i = job->nsamples - 1; i > 0; i--) {
+	for (uint64_t i = job->p.nsamples - 1; i > 0; i--) {
 		uint64_t j = splitmix64(&s) % (i + 1);
 		uint32_t t = job->perm[i];
 
@@ -97,149 +76,102 @@ static void shuffle_epoch(struct train_job *job, uint64_t epoch)
 	}
 }
 
-static int notify_head(struct train_job *job, const char *method, uint32_t entries)
-{
-	return msgpack_pack_array(&job->pk, 3) || msgpack_pack_uint8(&job->pk, 2) ||
-	       tdp_pack_cstr(&job->pk, method) || msgpack_pack_array(&job->pk, 1) ||
-	       msgpack_pack_map(&job->pk, entries);
-}
-
-static int kv_num(msgpack_packer *pk, const char *k, double v)
-{
-	return tdp_pack_cstr(pk, k) || msgpack_pack_double(pk, v);
-}
-
-static int kv_int(msgpack_packer *pk, const char *k, uint64_t v)
-{
-	return tdp_pack_cstr(pk, k) || msgpack_pack_uint64(pk, v);
-}
-
 static double elapsed(const struct train_job *job)
 {
 	return (double)(daemon_now_ns(CLOCK_MONOTONIC) - job->start_ns) / 1e9;
 }
 
-static void notify_progress(struct train_job *job, double lr)
+/* Where the run stands (after job->done steps). */
+static struct train_status status_of(const struct train_job *job)
 {
 	double t = elapsed(job);
+	struct train_status st = {
+		.step = job->p.start_step + (int64_t)job->done - 1,
+		.run_step = job->done,
+		.steps = job->p.total,
+		.epoch = job->done ? (job->done - 1) / job->p.per_epoch + 1 : 0,
+		.epochs = job->p.epochs,
+		.epochs_done = job->done / job->p.per_epoch,
+		.loss = job->last_loss,
+		.lr = job->lr,
+		.samples_per_s = t > 0 ? (double)(job->done * job->p.batch) / t : 0,
+		.elapsed = t,
+		.has_eval = job->have_eval_result,
+		.eval_loss = job->eval_loss,
+		.metrics = job->p.metrics,
+		.nmetrics = job->p.nmetrics,
+		.devs = job->p.devs,
+		.ndev = job->p.ndev,
+		.replica_max_diff = -1,
+	};
 
-	notify_head(job, "train.progress", 9);
-	kv_int(&job->pk, "step", (uint64_t)job->start_step + job->done - 1);
-	kv_int(&job->pk, "run_step", job->done);
-	kv_int(&job->pk, "steps", job->total);
-	kv_int(&job->pk, "epoch", (job->done - 1) / job->per_epoch + 1);
-	kv_int(&job->pk, "epochs", job->epochs);
-	kv_num(&job->pk, "loss", job->last_loss);
-	kv_num(&job->pk, "lr", lr);
-	kv_num(&job->pk, "samples_per_s", t > 0 ? (double)(job->done * job->batch) / t : 0);
-	kv_num(&job->pk, "elapsed", t);
-}
-
-static int write_eval(msgpack_packer *pk, struct train_job *job)
-{
-	if (tdp_pack_cstr(pk, "loss") || msgpack_pack_double(pk, job->eval_loss) ||
-	    tdp_pack_cstr(pk, "metrics") || msgpack_pack_map(pk, job->nmetrics))
-		return -1;
-	for (unsigned m = 0; m < job->nmetrics; m++)
-		if (kv_num(pk, job->metrics[m], job->eval_metrics[m]))
-			return -1;
-	return 0;
+	memcpy(st.eval_metrics, job->eval_metrics, sizeof(st.eval_metrics));
+	return st;
 }
 
 /* Forward pass over the whole evaluation set: loss and metrics. */
 static int run_eval(struct train_job *job)
 {
-	struct graph gr = { .req = &job->req };
+	struct graph gr = { .call = &job->call };
 	unsigned loss;
 	double lr;
-	int r = train_run_step(&job->req, &job->spec, job->nodes, NULL, &job->eval,
-			       job->start_step + (int64_t)job->done, false, &gr, &loss, &job->eval_loss, &lr);
+	int r = train_run_step(&job->call, &job->p.spec, job->nodes, NULL, &job->p.eval,
+			       job->p.start_step + (int64_t)job->done, false, &gr, &loss, &job->eval_loss, &lr);
 
-	for (unsigned m = 0; r == 0 && m < job->nmetrics; m++) {
-		unsigned i;
+	for (unsigned m = 0; r == 0 && m < job->p.nmetrics; m++) {
+		int i = forward_find(&gr, job->p.metrics[m]);
 
-		for (i = 0; i < gr.n; i++)
-			if (!strcmp(gr.nodes[i].id, job->metrics[m]))
-				break;
-		if (i == gr.n || gr.nodes[i].ctx.out.count != 1 || !op_dtype_is_float(gr.nodes[i].ctx.out.dtype))
-			r = request_fail(&job->req, TDP_INVALID_ARGUMENT,
-					 "eval.metrics: '%s' is no floating scalar node", job->metrics[m]);
+		if (i < 0 || gr.nodes[i].ctx.out.count != 1 || !op_dtype_is_float(gr.nodes[i].ctx.out.dtype))
+			r = td_fail(&job->call.err, TDP_INVALID_ARGUMENT,
+				    "eval.metrics: '%s' is no floating scalar node", job->p.metrics[m]);
 		else
-			r = forward_read_scalar(&job->req, &gr, i, &job->eval_metrics[m]);
+			r = forward_read_scalar(&job->call, &gr, (unsigned)i, &job->eval_metrics[m]);
 	}
 	graph_free(&gr);
 	if (r < 0)
 		return -1;
 	job->have_eval_result = true;
-	notify_head(job, "train.eval", 5);
-	kv_int(&job->pk, "step", (uint64_t)job->start_step + job->done - 1);
-	kv_int(&job->pk, "run_step", job->done);
-	kv_int(&job->pk, "epoch", (job->done - 1) / job->per_epoch + 1);
-	write_eval(&job->pk, job);
 	return 0;
 }
 
-/* A data-parallel run's "devices" and "replica_max_diff" (-1: unreadable). */
-static void write_parallel(struct train_job *job)
+/* The largest difference between a parameter and its replicas (-1:
+ * unreadable), at the end of a data-parallel run. */
+static double replica_max_diff(struct train_job *job)
 {
 	struct tensor *params[MAX_PARAMS];
-	double diff = -1;
 	unsigned n = 0;
 
-	for (unsigned k = 0; k < job->spec.np; k++)
-		if (store_lookup(job->d->store, job->spec.names[k], strlen(job->spec.names[k]), &access_daemon,
-				 0, &params[n], NULL) == 0)
+	for (unsigned k = 0; k < job->p.spec.np; k++)
+		if (store_lookup(job->call.d->store, job->p.spec.names[k], strlen(job->p.spec.names[k]),
+				 &access_daemon, 0, &params[n], NULL) == 0)
 			n++;
-	if (n == job->spec.np)
-		diff = dp_max_diff(job->dp, params, n);
-	if (tdp_pack_cstr(&job->pk, "devices") || msgpack_pack_array(&job->pk, job->ndev))
-		return;
-	for (unsigned i = 0; i < job->ndev; i++)
-		if (msgpack_pack_uint32(&job->pk, job->devs[i]))
-			return;
-	kv_num(&job->pk, "replica_max_diff", diff);
+	return n == job->p.spec.np ? dp_max_diff(job->dp, params, n) : -1;
 }
 
 static void job_finish(struct train_job *job, const char *stopped)
 {
-	msgpack_packer *pk = &job->pk;
-	double t = elapsed(job);
+	struct train_status st = status_of(job);
 
-	if (tdp_write_result_head(pk, job->req.msgid) < 0 || msgpack_pack_map(pk, 7 + (job->dp ? 2 : 0)) ||
-	    kv_int(pk, "steps", job->done) ||
-	    kv_int(pk, "epochs", job->done / job->per_epoch) ||
-	    kv_num(pk, "loss", job->last_loss) || kv_num(pk, "seconds", t) ||
-	    kv_num(pk, "samples_per_s", t > 0 ? (double)(job->done * job->batch) / t : 0) ||
-	    tdp_pack_cstr(pk, "stopped") || tdp_pack_cstr(pk, stopped) ||
-	    tdp_pack_cstr(pk, "eval") ||
-	    (job->have_eval_result ? (msgpack_pack_map(pk, 2) || write_eval(pk, job)) : msgpack_pack_nil(pk)))
-		return;
 	if (job->dp)
-		write_parallel(job);
-}
-
-static void job_fail(struct train_job *job)
-{
-	job->d->requests_failed++;
-	metrics_request_error(&job->req.d->metrics, job->req.slot);
-	request_pack_error(&job->req, &job->pk);
+		st.replica_max_diff = replica_max_diff(job);
+	job->sink->finish(job->sink_data, &st, stopped);
 }
 
 /* One step on one device: upload the batch's rows, run, store. */
 static int step_one(struct train_job *job, int64_t step, uint64_t in_epoch, double *ret_lr)
 {
-	struct graph gr = { .req = &job->req };
+	struct graph gr = { .call = &job->call };
 	unsigned loss;
 	int r;
 
-	r = gpu_upload(devices_of(job->d, &job->index), &job->index.alloc, job->perm + in_epoch * job->batch);
+	r = gpu_upload(devices_of(job->call.d, &job->index), &job->index.alloc, job->perm + in_epoch * job->p.batch);
 	if (r < 0)
-		return request_fail(&job->req, r == -ENODEV ? TDP_DEVICE_LOST : TDP_INTERNAL,
-				    "feeding the batch failed");
-	r = train_run_step(&job->req, &job->spec, job->nodes, NULL, &job->train, step, true, &gr, &loss,
+		return td_fail(&job->call.err, r == -ENODEV ? TDP_DEVICE_LOST : TDP_INTERNAL,
+			       "feeding the batch failed");
+	r = train_run_step(&job->call, &job->p.spec, job->nodes, NULL, &job->p.train, step, true, &gr, &loss,
 			   &job->last_loss, ret_lr);
 	if (r == 0)
-		r = train_commit_all(&job->req, &gr, NULL);
+		r = train_commit_all(&job->call, &gr);
 	graph_free(&gr);
 	return r;
 }
@@ -257,7 +189,7 @@ static int step_parallel(struct train_job *job, int64_t step, uint64_t in_epoch,
 	struct tensor *ix[GPU_MAX_DEVICES];
 	struct graph_copy cin[GPU_MAX_DEVICES], cout[GPU_MAX_DEVICES];
 	const struct dp_layout *at = &job->dp->at;
-	unsigned n = job->ndev, loss[GPU_MAX_DEVICES];
+	unsigned n = job->p.ndev, loss[GPU_MAX_DEVICES];
 	int flat[GPU_MAX_DEVICES] = { 0 }, r = 0;
 	double sum = 0;
 
@@ -265,19 +197,19 @@ static int step_parallel(struct train_job *job, int64_t step, uint64_t in_epoch,
 	for (unsigned i = 0; i < n; i++) {
 		ix[i] = i == 0 ? &job->index : job->dp->r[i - 1].index;
 		x[i] = dp_xfer(job->dp, i);
-		gr[i].req = &job->req;
+		gr[i].call = &job->call;
 		gr[i].replica = i == 0 ? NULL : &job->dp->r[i - 1].view;
-		memcpy((uint8_t *)x[i]->map + at->index, job->perm + in_epoch * job->batch + i * job->shard,
-		       job->shard * 4);
+		memcpy((uint8_t *)x[i]->map + at->index, job->perm + in_epoch * job->p.batch + i * job->p.shard,
+		       job->p.shard * 4);
 	}
 	for (unsigned i = 0; i < n; i++) {
-		r = train_build_step(&job->req, &job->spec, job->nodes, NULL, &job->train, step, true, &gr[i],
+		r = train_build_step(&job->call, &job->p.spec, job->nodes, NULL, &job->p.train, step, true, &gr[i],
 				     &loss[i], ret_lr, &flat[i]);
 		gr[i].fuse = false; /* a fused kernel could span the two halves */
 		if (r < 0 || (i == 0 && (r = graph_check_outputs(&gr[0])) < 0))
 			goto out;
 		if (gr[i].nodes[flat[i]].ctx.out.count != job->dp->flat_count) {
-			r = request_fail(&job->req, TDP_INTERNAL, "the gradients changed size during the run");
+			r = td_fail(&job->call.err, TDP_INTERNAL, "the gradients changed size during the run");
 			goto out;
 		}
 	}
@@ -316,15 +248,15 @@ static int step_parallel(struct train_job *job, int64_t step, uint64_t in_epoch,
 		sum += forward_scalar_value(gr[i].nodes[loss[i]].ctx.out.dtype, (uint8_t *)x[i]->map + at->loss);
 	job->last_loss = sum / n;
 	if (!isfinite(job->last_loss)) {
-		r = request_fail(&job->req, TDP_FAILED_PRECONDITION,
+		r = td_fail(&job->call.err, TDP_FAILED_PRECONDITION,
 				 "the loss is %s at step %lld; parameters and state are unchanged",
 				 isnan(job->last_loss) ? "NaN" : "infinite", (long long)step);
 		goto out;
 	}
-	r = train_commit_all(&job->req, &gr[0], NULL);
+	r = train_commit_all(&job->call, &gr[0]);
 	for (unsigned i = 1; r == 0 && i < n; i++)
 		if (dp_commit(job->dp, &job->dp->r[i - 1], &gr[i]) < 0)
-			r = request_fail(&job->req, TDP_INTERNAL, "out of memory");
+			r = td_fail(&job->call.err, TDP_INTERNAL, "out of memory");
 out:
 	for (unsigned i = 0; i < n; i++)
 		graph_free(&gr[i]);
@@ -334,36 +266,42 @@ out:
 /* One training step of `job`. Returns true while the job has more to do. */
 static bool job_step(struct train_job *job)
 {
-	uint64_t in_epoch = job->done % job->per_epoch;
-	int64_t step = job->start_step + (int64_t)job->done;
-	double lr = 0;
+	uint64_t in_epoch = job->done % job->p.per_epoch;
+	int64_t step = job->p.start_step + (int64_t)job->done;
+	struct train_status st;
 
 	if (in_epoch == 0)
-		shuffle_epoch(job, job->done / job->per_epoch);
-	td_error_clear(&job->req.err);
-	if ((job->dp ? step_parallel(job, step, in_epoch, &lr) : step_one(job, step, in_epoch, &lr)) < 0) {
-		job_fail(job);
+		shuffle_epoch(job, job->done / job->p.per_epoch);
+	td_error_clear(&job->call.err);
+	job->lr = 0;
+	if ((job->dp ? step_parallel(job, step, in_epoch, &job->lr) : step_one(job, step, in_epoch, &job->lr)) < 0) {
+		job->sink->fail(job->sink_data, &job->call.err);
 		return false;
 	}
 	job->done++;
-	if (job->model[0]) {
-		struct model *m = models_find_serial(job->d->models, job->model, job->model_serial);
+	if (job->p.model[0]) {
+		struct model *m = models_find_serial(job->call.d->models, job->p.model, job->p.model_serial);
 
 		if (m)
 			m->step = step;
 	}
-	if (job->done % job->progress_every == 0 || job->done == job->total)
-		notify_progress(job, lr);
-	if (job->has_eval && (job->done % job->eval_every == 0 || job->done == job->total) &&
-	    run_eval(job) < 0) {
-		job_fail(job);
-		return false;
+	if (job->done % job->p.progress_every == 0 || job->done == job->p.total) {
+		st = status_of(job);
+		job->sink->progress(job->sink_data, &st);
 	}
-	if (job->has_stop && job->last_loss <= job->stop_loss) {
+	if (job->p.has_eval && (job->done % job->p.eval_every == 0 || job->done == job->p.total)) {
+		if (run_eval(job) < 0) {
+			job->sink->fail(job->sink_data, &job->call.err);
+			return false;
+		}
+		st = status_of(job);
+		job->sink->eval(job->sink_data, &st);
+	}
+	if (job->p.has_stop && job->last_loss <= job->p.stop_loss) {
 		job_finish(job, "stop_loss");
 		return false;
 	}
-	if (job->done == job->total) {
+	if (job->done == job->p.total) {
 		job_finish(job, "done");
 		return false;
 	}
@@ -373,20 +311,16 @@ static bool job_step(struct train_job *job)
 static void job_free(struct train_job *job)
 {
 	dp_free(job->dp);
-	gpu_memory_free(devices_of(job->d, &job->index), &job->index.alloc);
+	gpu_memory_free(devices_of(job->call.d, &job->index), &job->index.alloc);
 	msgpack_unpacked_destroy(&job->params);
 	tdp_buf_free(&job->raw);
 	free(job->perm);
 	free(job);
 }
 
-/* The job's client went away (conn_deferred.cancel): the run stops at its
- * next turn, where train_jobs_run frees it. */
-static void train_job_cancel(struct conn_deferred *def)
+void train_job_detach(struct train_job *job)
 {
-	struct train_job *job = (struct train_job *)((char *)def - offsetof(struct train_job, def));
-
-	job->c = NULL;
+	job->detached = true;
 }
 
 bool train_jobs_run(void *data)
@@ -397,17 +331,15 @@ bool train_jobs_run(void *data)
 	(void)data;
 	while (*pp) {
 		struct train_job *job = *pp;
-		bool go_on = job->c != NULL;
+		bool go_on = !job->detached;
 
-		if (go_on && !conn_backlogged(job->c))
+		if (go_on && job->sink->ready(job->sink_data))
 			go_on = job_step(job);
-		if (job->c)
-			conn_kick(job->c);
+		if (!job->detached)
+			job->sink->flush(job->sink_data);
 		if (!go_on) {
-			if (job->c) {
-				job->c->deferred = NULL;
-				conn_kick(job->c);
-			}
+			if (!job->detached)
+				job->sink->release(job->sink_data);
 			*pp = job->next;
 			job_free(job);
 			continue;
@@ -436,11 +368,10 @@ unsigned train_jobs_abort(int code, const char *message)
 		struct train_job *job = jobs;
 
 		jobs = job->next;
-		if (job->c) {
-			request_fail(&job->req, code, "%s", message);
-			job_fail(job);
-			job->c->deferred = NULL;
-			conn_kick(job->c);
+		if (!job->detached) {
+			td_fail(&job->call.err, code, "%s", message);
+			job->sink->fail(job->sink_data, &job->call.err);
+			job->sink->release(job->sink_data);
 		}
 		job_free(job);
 		n++;
@@ -448,138 +379,19 @@ unsigned train_jobs_abort(int code, const char *message)
 	return n;
 }
 
-/* Parse the run's own parameters (data, sizes, eval...) into `job`. */
-static int job_setup(struct request *req, struct train_job *job, const struct param *p)
-{
-	const msgpack_object *eval = p[10].value;
-	struct tensor *first;
-	uint64_t epochs = p[6].value ? p[6].value->via.u64 : 1;
-
-	if (feeds_parse(req, p[4].value, &job->train, "data") < 0)
-		return -1;
-	if (lookup_tensor(req, "data", job->train.f[0].src, ACCESS_READ, &first) < 0)
-		return -1;
-	if (first->rank == 0)
-		return request_fail(req, TDP_NOT_FOUND, "data: '%s' is no stored tensor with rows",
-				    job->train.f[0].src);
-	job->nsamples = first->shape[0];
-	job->device = first->device;
-	for (unsigned k = 1; k < job->train.n; k++) {
-		struct tensor *t;
-
-		if (lookup_tensor(req, "data", job->train.f[k].src, ACCESS_READ, &t) < 0)
-			return -1;
-		if (t->rank == 0 || t->shape[0] != job->nsamples)
-			return request_fail(req, TDP_SHAPE_MISMATCH,
-					    "data: '%s' must be stored with %llu rows like '%s'",
-					    job->train.f[k].src, (unsigned long long)job->nsamples,
-					    job->train.f[0].src);
-	}
-	job->batch = p[5].value->via.u64;
-	if (job->batch == 0 || job->batch > job->nsamples || job->nsamples > INT32_MAX)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "batch_size must be 1 to %llu (the rows of the data)",
-				    (unsigned long long)job->nsamples);
-	job->per_epoch = job->nsamples / job->batch; /* the last partial batch is dropped */
-	if (p[7].value) {
-		job->total = p[7].value->via.u64;
-		if (p[6].value)
-			return request_fail(req, TDP_INVALID_ARGUMENT, "give epochs or steps, not both");
-	} else {
-		job->total = epochs * job->per_epoch;
-	}
-	if (job->total == 0 || job->total > 100000000)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "a run has 1 to 100000000 steps");
-	job->epochs = (job->total + job->per_epoch - 1) / job->per_epoch;
-	job->seed = p[8].value ? p[8].value->via.u64 : 0;
-	job->shuffle = !p[9].value || p[9].value->via.boolean;
-	if (p[11].value)
-		job->start_step = (int64_t)p[11].value->via.u64;
-	if (job->start_step < 1 || job->start_step > INT32_MAX)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "start_step must be 1 or more");
-	job->progress_every = p[12].value ? p[12].value->via.u64 : (job->total >= 100 ? job->total / 100 : 1);
-	if (job->progress_every == 0)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "progress_every must be 1 or more");
-	if (p[13].value) {
-		job->has_stop = true;
-		job->stop_loss = params_number(p[13].value);
-	}
-	if (eval) {
-		const msgpack_object *every = tdp_map_find(eval, "every"), *metrics = tdp_map_find(eval, "metrics");
-
-		for (uint32_t k = 0; k < eval->via.map.size; k++)
-			if (!tdp_obj_str_eq(&eval->via.map.ptr[k].key, "data") &&
-			    !tdp_obj_str_eq(&eval->via.map.ptr[k].key, "every") &&
-			    !tdp_obj_str_eq(&eval->via.map.ptr[k].key, "metrics"))
-				return request_fail(req, TDP_INVALID_ARGUMENT, "eval takes data, every and metrics");
-		if (feeds_parse(req, tdp_map_find(eval, "data"), &job->eval, "eval.data") < 0)
-			return -1;
-		job->has_eval = true;
-		job->eval_every = job->per_epoch;
-		if (every && (tdp_obj_uint(every, &job->eval_every) < 0 || job->eval_every == 0))
-			return request_fail(req, TDP_INVALID_ARGUMENT, "eval.every must be 1 or more");
-		if (metrics) {
-			if (metrics->type != MSGPACK_OBJECT_ARRAY || metrics->via.array.size > MAX_METRICS)
-				return request_fail(req, TDP_INVALID_ARGUMENT, "eval.metrics: up to %d node ids",
-						    MAX_METRICS);
-			job->nmetrics = metrics->via.array.size;
-			for (unsigned m = 0; m < job->nmetrics; m++)
-				if (tdp_obj_strcpy(&metrics->via.array.ptr[m], job->metrics[m],
-						   sizeof(job->metrics[m])) < 0)
-					return request_fail(req, TDP_INVALID_ARGUMENT, "eval.metrics: node ids");
-		}
-	}
-	return 0;
-}
-
-/* train.run's `devices` (docs/devices.md): none or one device id means one
- * device; two or more, data parallel with the batch split evenly. */
-static int parse_devices(struct request *req, struct train_job *job, const msgpack_object *o)
-{
-	uint32_t n = o ? o->via.array.size : 0;
-
-	job->ndev = 1;
-	job->devs[0] = job->device;
-	job->shard = job->batch;
-	if (n == 0)
-		return 0;
-	if (n > req->d->ngpus)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "devices: %u ids, but tensord uses %u devices",
-				    n, req->d->ngpus);
-	for (uint32_t i = 0; i < n; i++) {
-		char what[32];
-
-		snprintf(what, sizeof(what), "devices[%u]", i);
-		if (devices_param(req, &o->via.array.ptr[i], what, &job->devs[i]) < 0)
-			return -1;
-		for (uint32_t j = 0; j < i; j++)
-			if (job->devs[j] == job->devs[i])
-				return request_fail(req, TDP_INVALID_ARGUMENT, "devices: %u is listed twice",
-						    job->devs[i]);
-	}
-	if (job->devs[0] != job->device)
-		return request_fail(req, TDP_FAILED_PRECONDITION, "devices[0] must be the device the data "
-				    "and parameters are on (%u), not %u", job->device, job->devs[0]);
-	if (job->batch % n)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "batch_size %llu does not split evenly over "
-				    "%u devices", (unsigned long long)job->batch, n);
-	job->ndev = n;
-	job->shard = job->batch / n;
-	return 0;
-}
-
 /* Copy what a step reads (the first step's stored inputs) to the replicas. */
-static int start_replicas(struct request *req, struct train_job *job)
+static int start_replicas(struct caller *call, struct train_job *job)
 {
-	struct graph gr = { .req = req };
+	struct graph gr = { .call = call };
 	struct tensor **copy = NULL;
 	unsigned ncopy = 0, loss;
 	double lr;
 	int flat, r;
 
-	r = train_build_step(req, &job->spec, job->nodes, NULL, &job->train, job->start_step, true, &gr, &loss,
+	r = train_build_step(call, &job->p.spec, job->nodes, NULL, &job->p.train, job->p.start_step, true, &gr, &loss,
 			     &lr, &flat);
 	if (r == 0 && !(copy = calloc(gr.n * OP_MAX_INPUTS + 1, sizeof(*copy))))
-		r = request_fail(req, TDP_INTERNAL, "out of memory");
+		r = td_fail(&call->err, TDP_INTERNAL, "out of memory");
 	for (unsigned i = 0; r == 0 && i < gr.n; i++)
 		for (unsigned k = 0; k < gr.nodes[i].ctx.ninputs; k++) {
 			struct tensor *t = gr.nodes[i].src[k] < 0 ? gr.nodes[i].stored[k] : NULL;
@@ -593,10 +405,10 @@ static int start_replicas(struct request *req, struct train_job *job)
 				copy[ncopy++] = t;
 		}
 	if (r == 0) {
-		r = dp_start(req->d, job->devs, job->ndev, copy, ncopy, job->shard,
+		r = dp_start(call->d, job->p.devs, job->p.ndev, copy, ncopy, job->p.shard,
 			     gr.nodes[flat].ctx.out.count, &job->dp);
 		if (r < 0)
-			r = request_fail(req, r == -ENODEV ? TDP_DEVICE_LOST : TDP_RESOURCE_EXHAUSTED,
+			r = td_fail(&call->err, r == -ENODEV ? TDP_DEVICE_LOST : TDP_RESOURCE_EXHAUSTED,
 					 "copying the parameters and data to the other devices failed (%s)",
 					 strerror(-r));
 	}
@@ -605,114 +417,78 @@ static int start_replicas(struct request *req, struct train_job *job)
 	return r;
 }
 
-int train_run(struct request *req)
+/* Keep a copy of the request's params and the model's definition: the
+ * steps build their graphs from the nodes in them. */
+static int keep_params(struct caller *call, struct train_job *job, const msgpack_object *params,
+		       const msgpack_object *model_data)
 {
-	struct param p[] = {
-		{ "nodes", PARAM_ARRAY, false, NULL },      /* 0 */
-		{ "loss", PARAM_STR, false, NULL },
-		{ "params", PARAM_ARRAY, false, NULL },
-		{ "optimizer", PARAM_MAP, false, NULL },
-		{ "data", PARAM_MAP, true, NULL },          /* 4 */
-		{ "batch_size", PARAM_UINT, true, NULL },
-		{ "epochs", PARAM_UINT, false, NULL },
-		{ "steps", PARAM_UINT, false, NULL },
-		{ "seed", PARAM_UINT, false, NULL },        /* 8 */
-		{ "shuffle", PARAM_BOOL, false, NULL },
-		{ "eval", PARAM_MAP, false, NULL },
-		{ "start_step", PARAM_UINT, false, NULL },
-		{ "progress_every", PARAM_UINT, false, NULL }, /* 12 */
-		{ "stop_loss", PARAM_NUMBER, false, NULL },
-		{ "model", PARAM_STR, false, NULL },        /* 14 */
-		{ "devices", PARAM_ARRAY, false, NULL },
-	};
-	struct source src;
-	struct train_job *job;
 	msgpack_sbuffer sb;
 	msgpack_packer spk;
-	struct graph gr = { .req = req };
+	int fail;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&spk, &sb, msgpack_sbuffer_write);
+	fail = msgpack_pack_array(&spk, 2) || msgpack_pack_object(&spk, *params) ||
+	       (model_data ? msgpack_pack_object(&spk, *model_data) : msgpack_pack_nil(&spk)) ||
+	       tdp_buf_append(&job->raw, sb.data, sb.size) < 0;
+	msgpack_sbuffer_destroy(&sb);
+	if (fail)
+		return td_fail(&call->err, TDP_INTERNAL, "out of memory");
+	if (tdp_unpack(&job->params, tdp_buf_head(&job->raw), tdp_buf_len(&job->raw)) < 0)
+		return td_fail(&call->err, TDP_INTERNAL, "cannot keep the parameters");
+	job->nodes = tdp_map_find(&job->params.data.via.array.ptr[model_data ? 1 : 0], "nodes");
+	return 0;
+}
+
+int train_job_start(struct caller *call, const struct train_plan *plan, const msgpack_object *params,
+		    const msgpack_object *model_data, const struct train_sink *sink, void *data,
+		    struct train_job **ret)
+{
+	struct train_job *job = calloc(1, sizeof(*job));
+	struct graph gr = { .call = call };
 	unsigned loss;
 	double lv, lr;
 	int r;
 
-	if (params_parse(req, p, 16) < 0 || train_resolve_source(req, p, p[14].value, &src) < 0)
-		return -1;
-	if (!req->conn)
-		return request_fail(req, TDP_INTERNAL, "train.run needs a connection");
-	job = calloc(1, sizeof(*job));
 	if (!job)
-		return request_fail(req, TDP_INTERNAL, "out of memory");
-	job->d = req->d;
+		return td_fail(&call->err, TDP_INTERNAL, "out of memory");
+	job->p = *plan;
+	job->call = (struct caller){ .d = call->d, .cred = call->cred };
 	msgpack_unpacked_init(&job->params);
-	job->start_step = src.m ? src.m->step + 1 : 1;
-	if (train_spec_parse(req, src.loss, src.params, src.opt, NULL, &job->spec) < 0 ||
-	    job_setup(req, job, p) < 0 || parse_devices(req, job, p[15].value) < 0)
+	if (keep_params(call, job, params, model_data) < 0)
 		goto fail;
-	if (src.m) {
-		if (model_check_feeds(req, src.m, &job->train, true, "data") < 0 ||
-		    (job->has_eval && model_check_feeds(req, src.m, &job->eval, true, "eval.data") < 0))
-			goto fail;
-		strcpy(job->model, src.m->name);
-		job->model_serial = src.m->serial;
-	}
-	if (job->spec.opt.kind == OPT_NONE)
-		job->spec.opt = (struct optimizer){ .kind = OPT_SGD, .lr = 0.01, .beta1 = 0.9, .beta2 = 0.999,
-						    .eps = 1e-8, .gamma = 0.1, .step_size = 1 };
-	if (!job->spec.opt.schedule[0])
-		strcpy(job->spec.opt.schedule, "constant");
-	/* Keep the request's params: the steps build their graphs from them. */
-	msgpack_sbuffer_init(&sb);
-	msgpack_packer_init(&spk, &sb, msgpack_sbuffer_write);
-	if (msgpack_pack_array(&spk, 2) || msgpack_pack_object(&spk, *req->params) ||
-	    (src.m ? msgpack_pack_object(&spk, src.m->u.data) : msgpack_pack_nil(&spk)) ||
-	    tdp_buf_append(&job->raw, sb.data, sb.size) < 0) {
-		msgpack_sbuffer_destroy(&sb);
-		request_fail(req, TDP_INTERNAL, "out of memory");
-		goto fail;
-	}
-	msgpack_sbuffer_destroy(&sb);
-	if (tdp_unpack(&job->params, tdp_buf_head(&job->raw), tdp_buf_len(&job->raw)) < 0) {
-		request_fail(req, TDP_INTERNAL, "cannot keep the parameters");
-		goto fail;
-	}
-	job->nodes = tdp_map_find(&job->params.data.via.array.ptr[src.m ? 1 : 0], "nodes");
-	job->perm = malloc(job->nsamples * sizeof(*job->perm));
+	job->perm = malloc(job->p.nsamples * sizeof(*job->perm));
 	/* The minibatch's row numbers live with the data. */
 	job->index = (struct tensor){ .name = "#index", .name_len = 6, .dtype = TDP_DTYPE_I32, .rank = 1,
-				      .shape = { job->shard }, .count = job->shard, .bytes = job->shard * 4,
-				      .device = job->device };
-	if (!job->perm || gpu_memory_alloc(devices_of(req->d, &job->index), job->index.bytes,
+				      .shape = { job->p.shard }, .count = job->p.shard, .bytes = job->p.shard * 4,
+				      .device = job->p.device };
+	if (!job->perm || gpu_memory_alloc(devices_of(call->d, &job->index), job->index.bytes,
 					   &job->index.alloc) < 0) {
-		request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of memory for the run");
+		td_fail(&call->err, TDP_RESOURCE_EXHAUSTED, "out of memory for the run");
 		goto fail;
 	}
-	job->train.index = &job->index;
+	job->p.train.index = &job->index;
 	/* Check the whole graph once now, so a bad model fails at once. */
 	shuffle_epoch(job, 0);
-	r = gpu_upload(devices_of(req->d, &job->index), &job->index.alloc, job->perm);
-	if (r < 0 || train_run_step(req, &job->spec, job->nodes, NULL, &job->train, job->start_step, false,
+	r = gpu_upload(devices_of(call->d, &job->index), &job->index.alloc, job->perm);
+	if (r < 0 || train_run_step(call, &job->p.spec, job->nodes, NULL, &job->p.train, job->p.start_step, false,
 				    &gr, &loss, &lv, &lr) < 0) {
 		if (r < 0)
-			request_fail(req, TDP_INTERNAL, "feeding the batch failed");
+			td_fail(&call->err, TDP_INTERNAL, "feeding the batch failed");
 		graph_free(&gr);
 		goto fail;
 	}
 	graph_free(&gr);
-	if (job->ndev > 1 && start_replicas(req, job) < 0)
+	if (job->p.ndev > 1 && start_replicas(call, job) < 0)
 		goto fail;
-	job->req = *req;
-	job->req.params = NULL;
-	job->req.method = "train.run";
-	job->c = req->conn;
-	msgpack_packer_init(&job->pk, &job->c->out, tdp_buf_msgpack_write);
-	job->req.pk = &job->pk;
-	job->req.out = &job->c->out;
+	job->sink = sink;
+	job->sink_data = data;
 	job->start_ns = daemon_now_ns(CLOCK_MONOTONIC);
-	job->def.cancel = train_job_cancel;
-	job->c->deferred = &job->def;
 	job->next = jobs;
 	jobs = job;
-	loop_wake_idle(req->d->loop);
-	return REQUEST_DEFERRED;
+	loop_wake_idle(call->d->loop);
+	*ret = job;
+	return 0;
 fail:
 	job_free(job);
 	return -1;

@@ -17,7 +17,7 @@
 #include "devices.h"
 #include "dtype.h"
 #include "engine/forward.h"
-#include "engine/graph.h"
+#include "engine/graph_parse.h"
 #include "engine/graph_core.h"
 #include "engine/graph_fuse.h"
 #include "gpu/transfer.h"
@@ -31,7 +31,7 @@
 #include "train/step.h"
 
 /* Read a number from `map[key]` into *v when present. */
-static int num(struct request *req, const msgpack_object *map, const char *key, double *v)
+static int num(struct caller *call, const msgpack_object *map, const char *key, double *v)
 {
 	const msgpack_object *o = tdp_map_find(map, key);
 	int64_t i;
@@ -43,14 +43,14 @@ static int num(struct request *req, const msgpack_object *map, const char *key, 
 	else if (tdp_obj_int(o, &i) == 0)
 		*v = (double)i;
 	else
-		return request_fail(req, TDP_INVALID_ARGUMENT, "optimizer.%s must be a number", key);
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "optimizer.%s must be a number", key);
 	/* NaN would pass every range check below (comparisons with it are false). */
 	if (!isfinite(*v))
-		return request_fail(req, TDP_INVALID_ARGUMENT, "optimizer.%s must be finite", key);
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "optimizer.%s must be finite", key);
 	return 0;
 }
 
-int optimizer_parse(struct request *req, const msgpack_object *o, struct optimizer *opt)
+int optimizer_parse(struct caller *call, const msgpack_object *o, struct optimizer *opt)
 {
 	static const char *const keys[] = {
 		"type", "lr", "momentum", "dampening", "nesterov", "weight_decay", "beta1", "beta2",
@@ -69,7 +69,7 @@ int optimizer_parse(struct request *req, const msgpack_object *o, struct optimiz
 		for (size_t j = 0; j < sizeof(keys) / sizeof(keys[0]); j++)
 			known = known || tdp_obj_str_eq(&o->via.map.ptr[k].key, keys[j]);
 		if (!known)
-			return request_fail(req, TDP_INVALID_ARGUMENT, "optimizer: unknown key");
+			return td_fail(&call->err, TDP_INVALID_ARGUMENT, "optimizer: unknown key");
 	}
 	if (type) {
 		if (tdp_obj_str_eq(type, "sgd"))
@@ -79,42 +79,42 @@ int optimizer_parse(struct request *req, const msgpack_object *o, struct optimiz
 		else if (tdp_obj_str_eq(type, "adamw"))
 			opt->kind = OPT_ADAMW;
 		else
-			return request_fail(req, TDP_INVALID_ARGUMENT,
+			return td_fail(&call->err, TDP_INVALID_ARGUMENT,
 					    "optimizer.type must be \"sgd\", \"adam\" or \"adamw\"");
 	}
 	if (opt->kind == OPT_ADAMW)
 		opt->weight_decay = 0.01;
 	if (opt->kind != OPT_SGD)
 		opt->lr = 0.001;
-	if (num(req, o, "lr", &opt->lr) < 0 || num(req, o, "momentum", &opt->momentum) < 0 ||
-	    num(req, o, "dampening", &opt->dampening) < 0 ||
-	    num(req, o, "weight_decay", &opt->weight_decay) < 0 || num(req, o, "beta1", &opt->beta1) < 0 ||
-	    num(req, o, "beta2", &opt->beta2) < 0 || num(req, o, "eps", &opt->eps) < 0 ||
-	    num(req, o, "clip_norm", &opt->clip_norm) < 0 || num(req, o, "gamma", &opt->gamma) < 0 ||
-	    num(req, o, "step_size", &step_size) < 0 || num(req, o, "warmup", &warmup) < 0 ||
-	    num(req, o, "total", &total) < 0 || num(req, o, "min_lr", &opt->min_lr) < 0)
+	if (num(call, o, "lr", &opt->lr) < 0 || num(call, o, "momentum", &opt->momentum) < 0 ||
+	    num(call, o, "dampening", &opt->dampening) < 0 ||
+	    num(call, o, "weight_decay", &opt->weight_decay) < 0 || num(call, o, "beta1", &opt->beta1) < 0 ||
+	    num(call, o, "beta2", &opt->beta2) < 0 || num(call, o, "eps", &opt->eps) < 0 ||
+	    num(call, o, "clip_norm", &opt->clip_norm) < 0 || num(call, o, "gamma", &opt->gamma) < 0 ||
+	    num(call, o, "step_size", &step_size) < 0 || num(call, o, "warmup", &warmup) < 0 ||
+	    num(call, o, "total", &total) < 0 || num(call, o, "min_lr", &opt->min_lr) < 0)
 		return -1;
 	if (nest && nest->type != MSGPACK_OBJECT_BOOLEAN)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "optimizer.nesterov must be a boolean");
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "optimizer.nesterov must be a boolean");
 	opt->nesterov = nest && nest->via.boolean;
 	if (sched && tdp_obj_strcpy(sched, opt->schedule, sizeof(opt->schedule)) < 0)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "optimizer.schedule must be a short string");
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "optimizer.schedule must be a short string");
 	if (strcmp(opt->schedule, "constant") && strcmp(opt->schedule, "step") &&
 	    strcmp(opt->schedule, "cosine"))
-		return request_fail(req, TDP_INVALID_ARGUMENT,
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT,
 				    "optimizer.schedule must be \"constant\", \"step\" or \"cosine\"");
 	if (!(opt->lr > 0) || opt->momentum < 0 || opt->weight_decay < 0 || opt->eps <= 0 ||
 	    opt->beta1 < 0 || opt->beta1 >= 1 || opt->beta2 < 0 || opt->beta2 >= 1 || opt->clip_norm < 0 ||
 	    step_size < 1 || warmup < 0 || total < 0 ||
 	    step_size > INT32_MAX || warmup > INT32_MAX || total > INT32_MAX)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "optimizer: a hyperparameter is out of range");
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "optimizer: a hyperparameter is out of range");
 	if (opt->nesterov && opt->momentum <= 0)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "optimizer: nesterov needs momentum > 0");
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "optimizer: nesterov needs momentum > 0");
 	opt->step_size = (int64_t)step_size;
 	opt->warmup = (int64_t)warmup;
 	opt->total = (int64_t)total;
 	if (!strcmp(opt->schedule, "cosine") && opt->total <= opt->warmup)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "optimizer: cosine needs total > warmup");
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "optimizer: cosine needs total > warmup");
 	return 0;
 }
 
@@ -136,14 +136,14 @@ double optimizer_lr_at(const struct optimizer *opt, int64_t step)
 }
 
 /* Append a node by op name; refs >= 0 are nodes, `t` is a stored tensor
- * input where a ref is -1. Returns the node or -1 (request_fail done). */
+ * input where a ref is -1. Returns the node or -1 (td_fail done). */
 int train_emit(struct step_ctx *sc, const char *op, const int *refs, struct tensor *const *t,
 	       unsigned n, const struct graph_attr *attrs, unsigned nattrs)
 {
 	int r = graph_emit(sc->gr, op, refs, t, n, attrs, nattrs, sc->why, sizeof(sc->why));
 
 	if (r < 0)
-		request_fail(sc->req, TDP_INVALID_ARGUMENT, "building the update (%s): %s", op, sc->why);
+		td_fail(&sc->call->err, TDP_INVALID_ARGUMENT, "building the update (%s): %s", op, sc->why);
 	return r;
 }
 
@@ -152,7 +152,7 @@ static int emit_stored_out(struct step_ctx *sc, int node, const char *name)
 	struct node *nd = &sc->gr->nodes[node];
 
 	if (strlen(name) > TDP_MAX_NAME_LEN)
-		return request_fail(sc->req, TDP_INVALID_ARGUMENT, "the state name %s is too long", name);
+		return td_fail(&sc->call->err, TDP_INVALID_ARGUMENT, "the state name %s is too long", name);
 	snprintf(nd->out_name, sizeof(nd->out_name), "%s", name);
 	nd->has_out = true;
 	return 0;
@@ -175,7 +175,7 @@ int train_emit_derived_out(struct step_ctx *sc, int node, const char *name, cons
 
 /* The stored state tensor `<param><suffix>` (its name goes to `name`):
  * returns 1 and sets *ref and *stored when it exists, 0 when it does not yet
- * (first step), -1 after request_fail when it does not fit the parameter. */
+ * (first step), -1 after td_fail when it does not fit the parameter. */
 static int state_input(struct step_ctx *sc, struct tensor *p, const char *suffix, char *name,
 		       int *ref, struct tensor **stored)
 {
@@ -186,20 +186,20 @@ static int state_input(struct step_ctx *sc, struct tensor *p, const char *suffix
 	snprintf(name, TDP_MAX_NAME_LEN + 32, "%s%s", p->name, suffix);
 	*stored = NULL;
 	if (strlen(name) > TDP_MAX_NAME_LEN)
-		return request_fail(sc->req, TDP_INVALID_ARGUMENT, "the state name %s is too long", name);
+		return td_fail(&sc->call->err, TDP_INVALID_ARGUMENT, "the state name %s is too long", name);
 	/* The step reads the state and stores its successor over it. */
-	code = lookup_derived_why(sc->req, "optimizer state", name, p, ACCESS_READ | ACCESS_WRITE, &s, why,
+	code = lookup_derived_why(sc->call, "optimizer state", name, p, ACCESS_READ | ACCESS_WRITE, &s, why,
 				  sizeof(why));
 	if (code == TDP_NOT_FOUND)
 		return 0;
 	if (code)
-		return request_fail(sc->req, code, "%s", why);
+		return td_fail(&sc->call->err, code, "%s", why);
 	if (s->dtype != p->dtype || s->rank != p->rank ||
 	    memcmp(s->shape, p->shape, p->rank * sizeof(p->shape[0])) != 0)
-		return request_fail(sc->req, TDP_FAILED_PRECONDITION,
+		return td_fail(&sc->call->err, TDP_FAILED_PRECONDITION,
 				    "optimizer state '%s' does not match the shape and dtype of '%s'; "
-				    "delete it to start the state afresh", lookup_show(sc->req, name, shown),
-				    lookup_show(sc->req, p->name, pshown));
+				    "delete it to start the state afresh", lookup_show(sc->call, name, shown),
+				    lookup_show(sc->call, p->name, pshown));
 	*ref = -1;
 	*stored = s;
 	return 1;

@@ -9,7 +9,7 @@
 
 struct graph;
 struct graph_attr;
-struct request;
+struct caller;
 struct tensor;
 
 enum opt_kind { OPT_NONE, OPT_SGD, OPT_ADAM, OPT_ADAMW };
@@ -26,35 +26,35 @@ struct optimizer {
 
 /* A step's graph while its backward pass and updates are appended. */
 struct step_ctx {
-	struct request *req;
+	struct caller *call;
 	struct graph *gr;
 	char why[300];
 };
 
 /* Parse and check the `optimizer` map `o` (docs/protocol.md, train.step) into
- * *opt. Returns 0, or -1 after request_fail naming the field. */
-int optimizer_parse(struct request *req, const msgpack_object *o, struct optimizer *opt);
+ * *opt. Returns 0, or -1 after td_fail naming the field. */
+int optimizer_parse(struct caller *call, const msgpack_object *o, struct optimizer *opt);
 
 /* The learning rate at `step` (1-based): linear warmup, then the schedule. */
 double optimizer_lr_at(const struct optimizer *opt, int64_t step);
 
 /* Append a node by op name; refs >= 0 are nodes, `t` is a stored tensor
- * input where a ref is -1. Returns the node or -1 (request_fail done). */
+ * input where a ref is -1. Returns the node or -1 (td_fail done). */
 int train_emit(struct step_ctx *sc, const char *op, const int *refs, struct tensor *const *t, unsigned n,
 	       const struct graph_attr *attrs, unsigned nattrs);
 
 /* Mark node `node` to be stored as `name`, a tensor derived from parameter
  * `p` (its state or gradient, in p's namespace): it belongs to p's owner.
- * Returns 0, or -1 after request_fail (name too long). */
+ * Returns 0, or -1 after td_fail (name too long). */
 int train_emit_derived_out(struct step_ctx *sc, int node, const char *name, const struct tensor *p);
 
 /* Append the update of parameter `p` whose gradient is node `g` at `step`
  * with learning rate `lr`, reading and storing the optimizer state
- * `<param>.<state>`. Returns 0, or -1 after request_fail. */
+ * `<param>.<state>`. Returns 0, or -1 after td_fail. */
 int optimizer_emit_update(struct step_ctx *sc, const struct optimizer *opt, struct tensor *p, int g,
 			  int64_t step, double lr);
 
 /* Scale the `n` gradient nodes grads[] by min(1, clip / (global norm +
  * 1e-6)), replacing each by its scaled node. Returns 0, or -1 after
- * request_fail. */
+ * td_fail. */
 int optimizer_emit_clip(struct step_ctx *sc, double clip, int *grads, unsigned n);

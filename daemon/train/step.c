@@ -1,5 +1,5 @@
 /* One training step: its spec (loss, parameters, optimizer), the graph of
- * forward, backward and update, running it, and the train.step handler. */
+ * forward, backward and update, running it and committing its results. */
 #include "train/step.h"
 
 #include <errno.h>
@@ -17,7 +17,7 @@
 #include "devices.h"
 #include "dtype.h"
 #include "engine/forward.h"
-#include "engine/graph.h"
+#include "engine/graph_parse.h"
 #include "engine/graph_core.h"
 #include "engine/graph_fuse.h"
 #include "gpu/transfer.h"
@@ -47,8 +47,8 @@ static int emit_flat_grads(struct step_ctx *sc, struct tensor *const *params, in
 		struct graph_attr a = { .name = "shape", .ints = &count, .nints = 1 };
 
 		if (params[k]->dtype != TDP_DTYPE_F32)
-			return request_fail(sc->req, TDP_DTYPE_MISMATCH, "data-parallel training needs f32 "
-					    "parameters; '%s' is %s", lookup_show(sc->req, params[k]->name, pshown),
+			return td_fail(&sc->call->err, TDP_DTYPE_MISMATCH, "data-parallel training needs f32 "
+					    "parameters; '%s' is %s", lookup_show(sc->call, params[k]->name, pshown),
 					    tdp_dtype_name(params[k]->dtype));
 		parts[k] = train_emit(sc, "reshape", &grads[k], NULL, 1, &a, 1);
 		if (parts[k] < 0)
@@ -87,25 +87,25 @@ static int emit_flat_grads(struct step_ctx *sc, struct tensor *const *params, in
 }
 
 
-int train_spec_parse(struct request *req, const msgpack_object *loss, const msgpack_object *params,
+int train_spec_parse(struct caller *call, const msgpack_object *loss, const msgpack_object *params,
 		     const msgpack_object *opt, const msgpack_object *grads, struct train_spec *spec)
 {
 	memset(spec, 0, sizeof(*spec));
 	spec->opt.kind = OPT_NONE;
-	if (opt && optimizer_parse(req, opt, &spec->opt) < 0)
+	if (opt && optimizer_parse(call, opt, &spec->opt) < 0)
 		return -1;
 	if (tdp_obj_strcpy(loss, spec->loss, sizeof(spec->loss)) < 0)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "loss must be a node id");
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "loss must be a node id");
 	spec->np = params->via.array.size;
 	if (spec->np == 0 || spec->np > MAX_PARAMS)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "params must name 1 to %d tensors", MAX_PARAMS);
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "params must name 1 to %d tensors", MAX_PARAMS);
 	/* Parameter names become store keys here (names.h); derived names
 	 * built from them are in the parameter's namespace. */
 	for (unsigned k = 0; k < spec->np; k++)
 		if (params->via.array.ptr[k].type != MSGPACK_OBJECT_STR ||
-		    names_qualify(req->cred.uid, params->via.array.ptr[k].via.str.ptr,
+		    names_qualify(call->cred.uid, params->via.array.ptr[k].via.str.ptr,
 				  params->via.array.ptr[k].via.str.size, spec->names[k], NULL) < 0)
-			return request_fail(req, TDP_INVALID_ARGUMENT, "params[%u] must be a tensor name", k);
+			return td_fail(&call->err, TDP_INVALID_ARGUMENT, "params[%u] must be a tensor name", k);
 	spec->grads = grads && grads->via.boolean;
 	spec->fuse = -1;
 	return 0;
@@ -113,46 +113,46 @@ int train_spec_parse(struct request *req, const msgpack_object *loss, const msgp
 
 /* Build one step's graph (feeds, the client's nodes, and with `train` the
  * backward pass and the updates) without running anything. */
-int train_build_step(struct request *req, const struct train_spec *spec, const msgpack_object *nodes,
+int train_build_step(struct caller *call, const struct train_spec *spec, const msgpack_object *nodes,
 		     const msgpack_object *outputs, const struct feeds *fd, int64_t step, bool train,
 		     struct graph *gr, unsigned *ret_loss, double *ret_lr, int *ret_flat)
 {
-	struct step_ctx sc = { .req = req, .gr = gr };
+	struct step_ctx sc = { .call = call, .gr = gr };
 	char pshown[NAMES_SHOWN_MAX];
 	struct tensor *params[MAX_PARAMS];
 	int grads[MAX_PARAMS];
 	unsigned loss;
 	double lr = 0;
 
-	gr->req = req;
+	gr->call = call;
 	if (feeds_emit(gr, fd) < 0 || graph_parse(gr, nodes, outputs) < 0)
 		return -1;
 	for (loss = 0; loss < gr->n; loss++)
 		if (gr->nodes[loss].id[0] && !strcmp(gr->nodes[loss].id, spec->loss))
 			break;
 	if (loss == gr->n)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "loss names no node id");
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "loss names no node id");
 	/* Training steps fuse elementwise chains; the loss is read back after the
 	 * run. Evaluation reads metric nodes too, so it runs unfused. */
-	gr->fuse = train && (spec->fuse < 0 ? graph_fuse_default(req->d->gpus[0]) : spec->fuse);
+	gr->fuse = train && (spec->fuse < 0 ? graph_fuse_default(call->d->gpus[0]) : spec->fuse);
 	gr->nodes[loss].keep = true;
 	if (train) {
 		for (unsigned k = 0; k < spec->np; k++) {
 			/* A step reads its parameters and stores their updates over them. */
-			if (lookup_tensor(req, "parameter", spec->names[k], ACCESS_READ | ACCESS_WRITE,
+			if (lookup_tensor(call, "parameter", spec->names[k], ACCESS_READ | ACCESS_WRITE,
 					  &params[k]) < 0)
 				return -1;
 			if (!op_dtype_is_float(params[k]->dtype))
-				return request_fail(req, TDP_DTYPE_MISMATCH, "parameter '%s' is %s, not a float tensor",
-						    lookup_show(req, spec->names[k], pshown), tdp_dtype_name(params[k]->dtype));
+				return td_fail(&call->err, TDP_DTYPE_MISMATCH, "parameter '%s' is %s, not a float tensor",
+						    lookup_show(call, spec->names[k], pshown), tdp_dtype_name(params[k]->dtype));
 			for (unsigned j = 0; j < k; j++)
 				if (params[j] == params[k])
-					return request_fail(req, TDP_INVALID_ARGUMENT, "parameter '%s' is listed twice",
-							    lookup_show(req, spec->names[k], pshown));
+					return td_fail(&call->err, TDP_INVALID_ARGUMENT, "parameter '%s' is listed twice",
+							    lookup_show(call, spec->names[k], pshown));
 			/* A replica's graph reads (and autograd looks for) its own copy. */
 			if (!graph_stored(gr, params[k]))
-				return request_fail(req, TDP_INTERNAL, "parameter '%s' has no replica",
-						    lookup_show(req, spec->names[k], pshown));
+				return td_fail(&call->err, TDP_INTERNAL, "parameter '%s' has no replica",
+						    lookup_show(call, spec->names[k], pshown));
 			params[k] = graph_stored(gr, params[k]);
 		}
 		for (unsigned i = 0; i < gr->n; i++)
@@ -196,19 +196,19 @@ int train_build_step(struct request *req, const struct train_spec *spec, const m
 
 /* build_step, then run the graph and read the loss. Nothing is committed:
  * the caller stores results (graph_commit) and frees the graph. */
-int train_run_step(struct request *req, const struct train_spec *spec, const msgpack_object *nodes,
+int train_run_step(struct caller *call, const struct train_spec *spec, const msgpack_object *nodes,
 		   const msgpack_object *outputs, const struct feeds *fd, int64_t step, bool train,
 		   struct graph *gr, unsigned *ret_loss, double *ret_loss_value, double *ret_lr)
 {
 	unsigned loss;
 	double lr;
 
-	if (train_build_step(req, spec, nodes, outputs, fd, step, train, gr, &loss, &lr, NULL) < 0 ||
+	if (train_build_step(call, spec, nodes, outputs, fd, step, train, gr, &loss, &lr, NULL) < 0 ||
 	    graph_check_outputs(gr) < 0 || graph_execute(gr) < 0 ||
-	    forward_read_scalar(req, gr, loss, ret_loss_value) < 0)
+	    forward_read_scalar(call, gr, loss, ret_loss_value) < 0)
 		return -1;
 	if (train && !isfinite(*ret_loss_value))
-		return request_fail(req, TDP_FAILED_PRECONDITION,
+		return td_fail(&call->err, TDP_FAILED_PRECONDITION,
 				    "the loss is %s at step %lld; parameters and state are unchanged",
 				    isnan(*ret_loss_value) ? "NaN" : "infinite", (long long)step);
 	*ret_loss = loss;
@@ -216,22 +216,22 @@ int train_run_step(struct request *req, const struct train_spec *spec, const msg
 	return 0;
 }
 
-int train_model_check(struct request *req, const struct model *m)
+int train_model_check(struct caller *call, const struct model *m)
 {
-	struct graph gr = { .req = req };
+	struct graph gr = { .call = call };
 	struct train_spec *spec = malloc(sizeof(*spec));
 	unsigned loss;
 	double lr;
 	int r = -1;
 
 	if (!spec)
-		return request_fail(req, TDP_INTERNAL, "out of memory");
-	if (train_spec_parse(req, m->loss_obj, m->params_obj, m->optimizer, NULL, spec) < 0)
+		return td_fail(&call->err, TDP_INTERNAL, "out of memory");
+	if (train_spec_parse(call, m->loss_obj, m->params_obj, m->optimizer, NULL, spec) < 0)
 		goto out;
 	/* Each input is a zero placeholder of its example dtype and shape. */
 	for (unsigned k = 0; k < m->ninputs; k++) {
 		const struct model_input *in = &m->inputs[k];
-		struct tensor *t = in->has_spec ? NULL : lookup_readable(req, in->name, strlen(in->name));
+		struct tensor *t = in->has_spec ? NULL : lookup_readable(call, in->name, strlen(in->name));
 		int64_t dims[TDP_MAX_RANK] = { 0 };
 		struct graph_attr z[2] = { { .name = "shape", .ints = dims },
 					   { .name = "dtype", .s = tdp_dtype_name(in->has_spec ? in->dtype : 0) } };
@@ -239,7 +239,7 @@ int train_model_check(struct request *req, const struct model *m)
 		int node;
 
 		if (!in->has_spec && !t) {
-			request_fail(req, TDP_INVALID_ARGUMENT,
+			td_fail(&call->err, TDP_INVALID_ARGUMENT,
 				     "input '%s' is no stored tensor to check the graph with; "
 				     "declare it as {\"name\", \"dtype\", \"shape\"}", in->name);
 			goto out;
@@ -251,16 +251,16 @@ int train_model_check(struct request *req, const struct model *m)
 			z[1].s = tdp_dtype_name(t->dtype);
 		node = graph_emit(&gr, "zeros", NULL, NULL, 0, z, 2, why, sizeof(why));
 		if (node < 0) {
-			request_fail(req, TDP_INVALID_ARGUMENT, "input '%s': %s", in->name, why);
+			td_fail(&call->err, TDP_INVALID_ARGUMENT, "input '%s': %s", in->name, why);
 			goto out;
 		}
 		snprintf(gr.nodes[node].id, sizeof(gr.nodes[node].id), "%s", in->name);
 	}
-	if (train_build_step(req, spec, m->nodes, NULL, NULL, 1, true, &gr, &loss, &lr, NULL) < 0)
+	if (train_build_step(call, spec, m->nodes, NULL, NULL, 1, true, &gr, &loss, &lr, NULL) < 0)
 		goto out;
 	for (unsigned k = 0; k < m->noutputs; k++)
 		if (forward_find(&gr, m->outputs[k]) < 0) {
-			request_fail(req, TDP_INVALID_ARGUMENT, "outputs[%u] '%s' names no node", k, m->outputs[k]);
+			td_fail(&call->err, TDP_INVALID_ARGUMENT, "outputs[%u] '%s' names no node", k, m->outputs[k]);
 			goto out;
 		}
 	r = 0;
@@ -270,128 +270,11 @@ out:
 	return r;
 }
 
-/* Store every result marked for storing; with `pk`, pack their names. */
-int train_commit_all(struct request *req, struct graph *gr, msgpack_packer *pk)
+/* Store every result marked for storing. */
+int train_commit_all(struct caller *call, struct graph *gr)
 {
-	char shown[NAMES_SHOWN_MAX];
-
-	for (unsigned i = 0; i < gr->n; i++) {
-		struct tensor *t;
-
-		if (!gr->nodes[i].has_out)
-			continue;
-		t = graph_commit(gr, i);
-		if (!t || (pk && tdp_pack_cstr(pk, lookup_show(req, t->name, shown))))
-			return request_fail(req, TDP_INTERNAL, "out of memory");
-	}
+	for (unsigned i = 0; i < gr->n; i++)
+		if (gr->nodes[i].has_out && !graph_commit(gr, i))
+			return td_fail(&call->err, TDP_INTERNAL, "out of memory");
 	return 0;
-}
-
-
-int train_resolve_source(struct request *req, const struct param *p, const msgpack_object *model,
-			 struct source *src)
-{
-	*src = (struct source){ .nodes = p[0].value, .loss = p[1].value, .params = p[2].value,
-				.opt = p[3].value };
-	if (!model) {
-		for (unsigned k = 0; k < 3; k++)
-			if (!p[k].value)
-				return request_fail(req, TDP_INVALID_ARGUMENT,
-						    "missing parameter '%s' (or give 'model')", p[k].key);
-		return 0;
-	}
-	if (src->nodes || src->loss || src->params)
-		return request_fail(req, TDP_INVALID_ARGUMENT,
-				    "give either 'model' or 'nodes', 'loss' and 'params', not both");
-	src->m = model_lookup(req, model);
-	if (!src->m)
-		return -1;
-	src->nodes = src->m->nodes;
-	src->loss = src->m->loss_obj;
-	src->params = src->m->params_obj;
-	if (!src->opt)
-		src->opt = src->m->optimizer;
-	return 0;
-}
-
-int train_step(struct request *req)
-{
-	struct param p[] = {
-		{ "nodes", PARAM_ARRAY, false, NULL },
-		{ "loss", PARAM_STR, false, NULL },
-		{ "params", PARAM_ARRAY, false, NULL },
-		{ "optimizer", PARAM_MAP, false, NULL },
-		{ "step", PARAM_UINT, false, NULL },
-		{ "grads", PARAM_BOOL, false, NULL },
-		{ "outputs", PARAM_ARRAY, false, NULL },
-		{ "model", PARAM_STR, false, NULL },
-		{ "data", PARAM_MAP, false, NULL },
-		{ "fuse", PARAM_BOOL, false, NULL },
-	};
-	struct graph gr = { .req = req };
-	struct train_spec *spec;
-	struct feeds fd;
-	struct source src;
-	uint32_t nstored = 0, ninline = 0;
-	int64_t step;
-	unsigned loss;
-	double lr = 0, loss_value = 0;
-	int r = -1;
-
-	if (params_parse(req, p, 10) < 0 || train_resolve_source(req, p, p[7].value, &src) < 0)
-		return -1;
-	step = src.m ? src.m->step + 1 : 1;
-	if (p[4].value) {
-		if (p[4].value->via.u64 < 1 || p[4].value->via.u64 > INT32_MAX)
-			return request_fail(req, TDP_INVALID_ARGUMENT, "step must be 1 or more");
-		step = (int64_t)p[4].value->via.u64;
-	}
-	if (step > INT32_MAX)
-		return request_fail(req, TDP_FAILED_PRECONDITION, "the model's step count is at its limit");
-	if (p[8].value && feeds_parse(req, p[8].value, &fd, "data") < 0)
-		return -1;
-	if (src.m && model_check_feeds(req, src.m, p[8].value ? &fd : NULL, true, "data") < 0)
-		return -1;
-	spec = malloc(sizeof(*spec));
-	if (!spec)
-		return request_fail(req, TDP_INTERNAL, "out of memory");
-	if (train_spec_parse(req, src.loss, src.params, src.opt, p[5].value, spec) < 0)
-		goto out;
-	if (p[9].value)
-		spec->fuse = p[9].value->via.boolean;
-	if (train_run_step(req, spec, src.nodes, p[6].value, p[8].value ? &fd : NULL, step, true, &gr, &loss,
-			   &loss_value, &lr) < 0)
-		goto out;
-	for (unsigned i = 0; i < gr.n; i++) {
-		nstored += gr.nodes[i].has_out;
-		ninline += gr.nodes[i].inline_out;
-	}
-	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 5) ||
-	    tdp_pack_cstr(req->pk, "loss") || msgpack_pack_double(req->pk, loss_value) ||
-	    tdp_pack_cstr(req->pk, "step") || msgpack_pack_int64(req->pk, step) ||
-	    tdp_pack_cstr(req->pk, "lr") || msgpack_pack_double(req->pk, lr) ||
-	    tdp_pack_cstr(req->pk, "outputs") || msgpack_pack_map(req->pk, ninline)) {
-		request_fail(req, TDP_INTERNAL, "out of memory");
-		goto out;
-	}
-	for (unsigned i = 0; i < gr.n; i++)
-		if (gr.nodes[i].inline_out &&
-		    (tdp_pack_cstr(req->pk, gr.nodes[i].id) || graph_write_inline(&gr, i) < 0)) {
-			if (!td_failed(&req->err))
-				request_fail(req, TDP_INTERNAL, "out of memory");
-			goto out;
-		}
-	if (tdp_pack_cstr(req->pk, "stored") || msgpack_pack_array(req->pk, nstored)) {
-		request_fail(req, TDP_INTERNAL, "out of memory");
-		goto out;
-	}
-	/* Everything ran and the loss is finite: now parameters and state change. */
-	r = train_commit_all(req, &gr, req->pk);
-	/* The model's count follows the steps that updated it. */
-	if (r == 0 && src.m && spec->opt.kind != OPT_NONE)
-		src.m->step = step;
-out:
-	graph_free(&gr);
-	free(spec);
-	return r;
 }

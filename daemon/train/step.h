@@ -8,8 +8,6 @@
 #include <stdint.h>
 
 #include "engine/forward.h"
-#include "methods/methods_model.h"
-#include "serve/params.h"
 #include "train/optimizer.h"
 #include "train/train.h"
 
@@ -28,17 +26,10 @@ struct train_spec {
 	int fuse;                  /* fuse elementwise chains: 1, 0, -1 the device's default */
 };
 
-/* Where a step's graph comes from: a model, or the request's own nodes,
- * loss and params. p[0..3] are nodes, loss, params and optimizer. */
-struct source {
-	struct model *m;
-	const msgpack_object *nodes, *loss, *params, *opt;
-};
-
 /* Fill *spec from the request's (or model's) loss, params, optimizer (may be
  * NULL: gradients only) and grads (may be NULL); fuse is -1 (the device's
- * default). Returns 0, or -1 after request_fail. */
-int train_spec_parse(struct request *req, const msgpack_object *loss, const msgpack_object *params,
+ * default). Returns 0, or -1 after td_fail. */
+int train_spec_parse(struct caller *call, const msgpack_object *loss, const msgpack_object *params,
 		     const msgpack_object *opt, const msgpack_object *grads, struct train_spec *spec);
 
 /* Build one step's graph into `gr` (feeds `fd` may be NULL, the client's
@@ -46,24 +37,18 @@ int train_spec_parse(struct request *req, const msgpack_object *loss, const msgp
  * `step`) without running anything. Sets *ret_loss (the loss node), *ret_lr
  * (0 without an optimizer) and, with ret_flat non-NULL, *ret_flat: the node
  * of all gradients in one f32 vector (data parallel). Returns 0, or -1 after
- * request_fail; the caller frees `gr` either way. */
-int train_build_step(struct request *req, const struct train_spec *spec, const msgpack_object *nodes,
+ * td_fail; the caller frees `gr` either way. */
+int train_build_step(struct caller *call, const struct train_spec *spec, const msgpack_object *nodes,
 		     const msgpack_object *outputs, const struct feeds *fd, int64_t step, bool train,
 		     struct graph *gr, unsigned *ret_loss, double *ret_lr, int *ret_flat);
 
 /* train_build_step, then run the graph and read the loss (a training step
  * fails on a non-finite one). Nothing is committed: the caller stores results
- * (train_commit_all) and frees the graph. Returns 0, or -1 after request_fail. */
-int train_run_step(struct request *req, const struct train_spec *spec, const msgpack_object *nodes,
+ * (train_commit_all) and frees the graph. Returns 0, or -1 after td_fail. */
+int train_run_step(struct caller *call, const struct train_spec *spec, const msgpack_object *nodes,
 		   const msgpack_object *outputs, const struct feeds *fd, int64_t step, bool train,
 		   struct graph *gr, unsigned *ret_loss, double *ret_loss_value, double *ret_lr);
 
-/* Store every result of `gr` marked for storing; with `pk`, pack their
- * names. Returns 0, or -1 after request_fail (out of memory). */
-int train_commit_all(struct request *req, struct graph *gr, msgpack_packer *pk);
-
-/* Fill *src from p[0..3] (nodes, loss, params, optimizer) or from the model
- * named by `model` (may be NULL), not both. Returns 0, or -1 after
- * request_fail. */
-int train_resolve_source(struct request *req, const struct param *p, const msgpack_object *model,
-			 struct source *src);
+/* Store every result of `gr` marked for storing. Returns 0, or -1 after
+ * td_fail (out of memory). */
+int train_commit_all(struct caller *call, struct graph *gr);

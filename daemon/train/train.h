@@ -1,32 +1,20 @@
 /* Training on the GPU: one step of forward, backward and optimizer update
  * recorded into one submission. The interface of train/ to the layers
- * above: train.step and train_model_check are in step.c, train.run and its
- * jobs in job.c; optimizer.h and step.h are train/'s own. */
+ * above: steps and train_model_check in step.h, train.run's jobs in job.h,
+ * the loop's and recovery's hooks here; optimizer.h is train/'s own. */
 #pragma once
 
 #include <stdbool.h>
 
-#include "serve/request.h"
-
-/* Serve `train.step {nodes, loss, params, optimizer?, step?, grads?, outputs?}`
- * (docs/protocol.md). */
-int train_step(struct request *req);
+#include "store/caller.h"
 
 struct model;
 
 /* Check model `m` against the stored tensors as train.step would (graph,
  * shapes, parameters, loss, differentiability, optimizer), with a zero
  * placeholder for each input, without running anything. Returns 0 or
- * request_fail() naming the culprit. */
-int train_model_check(struct request *req, const struct model *m);
-
-struct train_job;
-
-/* Serve `train.run {...}` (docs/protocol.md): check the request, start a job
- * that runs one step per event-loop turn, sending train.progress and
- * train.eval notifications and the response at the end. Returns
- * REQUEST_DEFERRED on a start, -1 with request_fail() otherwise. */
-int train_run(struct request *req);
+ * -1 with call->err naming the culprit. */
+int train_model_check(struct caller *call, const struct model *m);
 
 /* The event loop's idle work: one step of every running job. Returns whether
  * jobs remain. */

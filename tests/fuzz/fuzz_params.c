@@ -40,7 +40,7 @@
 #include "rpc.h"
 #include "scan.h"
 #include "serve/conn.h"
-#include "serve/request.h"
+#include "methods/request.h"
 #include "serve/server.h"
 #include "status.h"
 #include "store/model.h"
@@ -205,10 +205,8 @@ static bool serve(struct conn *c, const uint8_t *p, size_t n)
 		}
 	} else if (m.type == TDP_MSG_REQUEST) {
 		struct request req = {
-			.d = c->d,
+			.call = { .d = c->d },
 			.conn = c,
-			.uid = (m.msgid & 1) ? 1001 : 1000,
-			.pid = 1,
 			.msgid = m.msgid,
 			.params = m.params,
 			.pk = &pk,
@@ -216,10 +214,12 @@ static bool serve(struct conn *c, const uint8_t *p, size_t n)
 		};
 
 		/* uid 1001 is in group 100, so group access rules are reached too. */
-		req.cred = (struct access_cred){ .uid = req.uid, .gid = req.uid, .pid = 1,
-						 .ngroups = req.uid == 1001, .groups = { 100 } };
-		c->uid = req.uid;
-		c->cred = req.cred;
+		uid_t uid = (m.msgid & 1) ? 1001 : 1000;
+
+		req.call.cred = (struct access_cred){ .uid = uid, .gid = uid, .pid = 1,
+						      .ngroups = uid == 1001, .groups = { 100 } };
+		c->uid = uid;
+		c->cred = req.call.cred;
 		CHECK(request_dispatch(&req, m.method, m.method_len) == 0);
 		if (c->deferred)
 			drive_job(c, m.msgid);

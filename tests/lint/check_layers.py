@@ -27,35 +27,15 @@ import sys
 # train.run (serve/conn.h's conn_deferred); both go when the request contract
 # and the deferral move below methods/ (issue 15).
 ALLOWED = """
-engine/forward.h -> serve/request.h
-engine/graph.c -> methods/tensor_meta.h
-engine/graph.c -> serve/params.h
-engine/graph.h -> serve/request.h
-engine/graph_core.c -> methods/tensor_meta.h
-engine/graph_core.c -> serve/params.h
-engine/graph_core.h -> serve/request.h
-kernels/kernel.c -> serve/params.h
-methods/handlers.h -> serve/request.h
+kernels/kernel.c -> methods/params.h
 methods/kernel_compile_job.c -> serve/conn.h
-methods/kernel_compile_job.h -> serve/request.h
 methods/methods_core.c -> serve/conn.h
-methods/methods_core.c -> serve/params.h
 methods/methods_core.c -> serve/server.h
-methods/methods_kernel.c -> serve/params.h
-methods/methods_kernel.h -> serve/request.h
-methods/methods_model.c -> serve/params.h
-methods/methods_model.h -> serve/request.h
-methods/methods_tensor.c -> serve/params.h
-methods/tensor_meta.h -> serve/request.h
+methods/methods_train_run.c -> serve/conn.h
 ops/grad.h -> engine/graph_core.h
-persist/checkpoint.c -> serve/params.h
-persist/checkpoint.c -> serve/request.h
-store/lookup.h -> serve/request.h
+persist/checkpoint.c -> methods/params.h
+persist/checkpoint.c -> methods/request.h
 store/model.c -> engine/graph_core.h
-train/job.c -> serve/conn.h
-train/step.h -> methods/methods_model.h
-train/step.h -> serve/params.h
-train/train.h -> serve/request.h
 """
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -1,11 +1,11 @@
-#include "serve/params.h"
+#include "methods/params.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "name.h"
 #include "pack.h"
-#include "serve/request.h"
+#include "methods/request.h"
 #include "status.h"
 #include "store/lookup.h"
 
@@ -97,7 +97,7 @@ int params_name(struct request *req, const msgpack_object *o, char *dst)
 
 int params_tensor_key(struct request *req, const msgpack_object *o, char *dst)
 {
-	return lookup_key(req, o->via.str.ptr, o->via.str.size, dst);
+	return lookup_key(&req->call, o->via.str.ptr, o->via.str.size, dst);
 }
 
 double params_number(const msgpack_object *o)

@@ -8,7 +8,7 @@
 
 #include "base/error.h"
 #include "buf.h"
-#include "store/access.h"
+#include "store/caller.h"
 #include "wire_limits.h"
 
 struct daemon;
@@ -18,27 +18,25 @@ struct conn;
 #define REQUEST_DEFERRED 1
 
 struct request {
-	struct daemon *d;
+	/* The daemon, the peer's credentials (SO_PEERCRED: what store_lookup
+	 * checks) and the error sink: what the layers below are handed. */
+	struct caller call;
 	struct conn *conn;              /* the connection it came on */
-	uid_t uid;                      /* of the peer, from SO_PEERCRED */
-	pid_t pid;
-	struct access_cred cred;        /* the peer: what store_lookup checks */
 	uint32_t msgid;
 	const char *method;             /* NUL-terminated */
 	unsigned slot;                  /* its metrics slot: request_method_name() */
 	const msgpack_object *params;   /* the params map, or NULL */
 	msgpack_packer *pk;             /* writes into the connection's output */
 	struct tdp_buf *out;
-	struct td_error err;            /* set by request_fail; answered as "<method>: <message>" */
 };
 
-/* Record an error for the response in req->err (td_fail): `code` is a
+/* Record an error for the response in req->call.err (td_fail): `code` is a
  * tdp_status; the answer prefixes the method name. Always returns -1, so
  * handlers can `return request_fail(...)`. */
 __attribute__((format(printf, 3, 4)))
 int request_fail(struct request *req, int code, const char *fmt, ...);
 
-/* Write the error response for the failure recorded in req->err (INTERNAL
+/* Write the error response for the failure recorded in req->call.err (INTERNAL
  * when none is) into `pk`: "<method>: <message>". Returns 0 or -ENOMEM. */
 int request_pack_error(const struct request *req, msgpack_packer *pk);
 

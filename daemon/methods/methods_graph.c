@@ -1,0 +1,147 @@
+#include "methods/methods_graph.h"
+
+#include <stdbool.h>
+
+#include "daemon.h"
+#include "dtype.h"
+#include "engine/graph_core.h"
+#include "engine/graph_fuse.h"
+#include "engine/graph_parse.h"
+#include "methods/tensor_meta.h"
+#include "pack.h"
+#include "rpc.h"
+#include "methods/params.h"
+#include "status.h"
+
+int graph_pack_result(struct request *req, struct graph *gr, unsigned i, unsigned extra)
+{
+	const struct op_tensor *t = &gr->nodes[i].ctx.out;
+	msgpack_packer *pk = req->pk;
+	int fail = msgpack_pack_map(pk, 4 + extra) ||
+		   tdp_pack_cstr(pk, "dtype") || tdp_pack_cstr(pk, tdp_dtype_name(t->dtype)) ||
+		   tdp_pack_cstr(pk, "shape") || msgpack_pack_array(pk, t->rank);
+	void *dst;
+
+	for (unsigned d = 0; !fail && d < t->rank; d++)
+		fail = msgpack_pack_uint64(pk, t->shape[d]);
+	if (fail || tdp_pack_cstr(pk, "bytes") || msgpack_pack_uint64(pk, t->bytes) ||
+	    tdp_pack_cstr(pk, "data") || msgpack_pack_bin(pk, t->bytes))
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	dst = tdp_buf_extend(req->out, t->bytes);
+	if (!dst)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of host memory for the result");
+	return graph_read_result(gr, i, dst);
+}
+
+/* The "gpu_ns" entry of a profiled result. */
+static int pack_gpu_ns(struct request *req, const struct graph *gr)
+{
+	if (tdp_pack_cstr(req->pk, "gpu_ns") || msgpack_pack_uint64(req->pk, gr->gpu_ns))
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	return 0;
+}
+
+int method_op_run(struct request *req)
+{
+	struct param p[] = {
+		{ "op", PARAM_STR, true, NULL },
+		{ "inputs", PARAM_ARRAY, true, NULL },
+		{ "attrs", PARAM_MAP, false, NULL },
+		{ "out", PARAM_STR, false, NULL },
+		{ "profile", PARAM_BOOL, false, NULL },
+		{ "device", PARAM_UINT, false, NULL },
+	};
+	struct graph gr = { .call = &req->call };
+	struct node *nd;
+	unsigned extra;
+	int r = -1;
+
+	if (params_parse(req, p, 6) < 0)
+		return -1;
+	extra = p[4].value && p[4].value->via.boolean;
+	if (graph_parse_op(&gr, p[0].value, p[1].value, p[2].value, p[3].value, p[5].value) < 0)
+		goto out;
+	nd = &gr.nodes[0];
+	if (graph_check_outputs(&gr) < 0 || graph_execute(&gr) < 0)
+		goto out;
+	if (nd->has_out) {
+		struct tensor *t = graph_commit(&gr, 0);
+
+		if (!t) {
+			request_fail(req, TDP_INTERNAL, "out of memory");
+			goto out;
+		}
+		r = tensor_write_meta_result_map(req, t, extra);
+	} else {
+		r = tdp_write_result_head(req->pk, req->msgid) < 0 ? -1 : graph_pack_result(req, &gr, 0, extra);
+	}
+	if (r == 0 && extra && pack_gpu_ns(req, &gr) < 0)
+		r = -1;
+out:
+	graph_free(&gr);
+	return r;
+}
+
+int method_graph_run(struct request *req)
+{
+	struct param p[] = {
+		{ "nodes", PARAM_ARRAY, true, NULL },
+		{ "outputs", PARAM_ARRAY, false, NULL },
+		{ "profile", PARAM_BOOL, false, NULL },
+		{ "fuse", PARAM_BOOL, false, NULL },
+	};
+	struct graph gr = { .call = &req->call };
+	uint32_t nstored = 0, ninline = 0;
+	bool profile;
+	int r = -1;
+
+	if (params_parse(req, p, 4) < 0)
+		return -1;
+	profile = p[2].value && p[2].value->via.boolean;
+	gr.fuse = p[3].value ? p[3].value->via.boolean : graph_fuse_default(req->call.d->gpus[0]);
+	if (graph_parse(&gr, p[0].value, p[1].value) < 0)
+		goto out;
+	for (unsigned i = 0; i < gr.n; i++) {
+		nstored += gr.nodes[i].has_out;
+		ninline += gr.nodes[i].inline_out;
+	}
+	if (graph_check_outputs(&gr) < 0 || graph_execute(&gr) < 0)
+		goto out;
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 2 + 2 * profile) ||
+	    tdp_pack_cstr(req->pk, "outputs") || msgpack_pack_map(req->pk, ninline)) {
+		request_fail(req, TDP_INTERNAL, "out of memory");
+		goto out;
+	}
+	for (unsigned i = 0; i < gr.n; i++) {
+		if (!gr.nodes[i].inline_out)
+			continue;
+		if (tdp_pack_cstr(req->pk, gr.nodes[i].id) || graph_pack_result(req, &gr, i, 0) < 0) {
+			if (!td_failed(&req->call.err))
+				request_fail(req, TDP_INTERNAL, "out of memory");
+			goto out;
+		}
+	}
+	if (tdp_pack_cstr(req->pk, "stored") || msgpack_pack_map(req->pk, nstored)) {
+		request_fail(req, TDP_INTERNAL, "out of memory");
+		goto out;
+	}
+	/* Everything ran: only now do named results replace stored tensors. */
+	for (unsigned i = 0; i < gr.n; i++) {
+		struct tensor *t;
+
+		if (!gr.nodes[i].has_out)
+			continue;
+		t = graph_commit(&gr, i);
+		if (!t || tensor_pack_name(req, t) || tensor_write_meta(req, t)) {
+			request_fail(req, TDP_INTERNAL, "out of memory");
+			goto out;
+		}
+	}
+	r = profile ? pack_gpu_ns(req, &gr) : 0;
+	if (r == 0 && profile &&
+	    (tdp_pack_cstr(req->pk, "dispatches") || msgpack_pack_uint64(req->pk, gr.dispatches)))
+		r = request_fail(req, TDP_INTERNAL, "out of memory");
+out:
+	graph_free(&gr);
+	return r;
+}

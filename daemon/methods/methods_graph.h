@@ -1,0 +1,19 @@
+/* op.run and graph.run (docs/protocol.md, "Ops and graphs"), and packing a
+ * graph's results, which model.predict and train.step answer with too. */
+#pragma once
+
+#include "methods/request.h"
+
+struct graph;
+
+/* Serve `op.run {op, inputs, attrs?, out?, profile?, device?}`. */
+int method_op_run(struct request *req);
+
+/* Serve `graph.run {nodes, outputs?, profile?, fuse?}`. */
+int method_graph_run(struct request *req);
+
+/* Pack {dtype, shape, bytes, data} of node `i`'s result (after
+ * graph_execute), with room for `extra` more entries the caller packs after
+ * it into the same map; the data is read from the device straight into the
+ * response. Returns 0 or request_fail(). */
+int graph_pack_result(struct request *req, struct graph *gr, unsigned i, unsigned extra);

@@ -1,0 +1,31 @@
+/* The train namespace's handlers (docs/protocol.md, "Training"). */
+#pragma once
+
+#include <msgpack.h>
+
+#include "methods/params.h"
+#include "methods/request.h"
+
+struct model;
+
+/* Serve `train.step {nodes, loss, params, optimizer?, step?, grads?, outputs?,
+ * model?, data?, fuse?}`. */
+int method_train_step(struct request *req);
+
+/* Serve `train.run {...}` (methods_train_run.c): check the request, start a
+ * job (train/job.h) that runs one step per event-loop turn, sending
+ * train.progress and train.eval notifications and the response at the end.
+ * Returns REQUEST_DEFERRED on a start, -1 with request_fail() otherwise. */
+int method_train_run(struct request *req);
+
+/* Where a step's graph comes from: a model, or the request's own nodes,
+ * loss and params. */
+struct source {
+	struct model *m;
+	const msgpack_object *nodes, *loss, *params, *opt;
+};
+
+/* Fill *src from p[0..3] (nodes, loss, params, optimizer) or from the model
+ * named by `model` (may be NULL), not both. Returns 0 or request_fail(). */
+int train_resolve_source(struct request *req, const struct param *p, const msgpack_object *model,
+			 struct source *src);

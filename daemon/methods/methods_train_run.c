@@ -1,0 +1,344 @@
+/* train.run (docs/protocol.md, "train.run"): read the request into a plan,
+ * start the job (train/job.h) and answer for it: train.progress and
+ * train.eval notifications on the client's connection while it runs, the
+ * response at its end. The reply is deferred; the connection serves the
+ * client's later requests only after it. */
+#include "methods/methods_train.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/metrics.h"
+#include "daemon.h"
+#include "devices.h"
+#include "engine/forward.h"
+#include "methods/methods_model.h"
+#include "pack.h"
+#include "rpc.h"
+#include "serve/conn.h"
+#include "methods/params.h"
+#include "status.h"
+#include "store/lookup.h"
+#include "store/model.h"
+#include "train/job.h"
+
+/* The client's side of a run: its connection, its deferred reply. */
+struct run_client {
+	struct conn_deferred def;  /* conn->deferred while the run goes on */
+	struct conn *c;
+	struct request req;        /* msgid, peer, where answers go */
+	msgpack_packer pk;
+	struct train_job *job;
+};
+
+static struct run_client *client_of(void *data)
+{
+	return data;
+}
+
+static bool client_ready(void *data)
+{
+	return !conn_backlogged(client_of(data)->c);
+}
+
+static void client_flush(void *data)
+{
+	conn_kick(client_of(data)->c);
+}
+
+static int notify_head(msgpack_packer *pk, const char *method, uint32_t entries)
+{
+	return msgpack_pack_array(pk, 3) || msgpack_pack_uint8(pk, 2) || tdp_pack_cstr(pk, method) ||
+	       msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, entries);
+}
+
+static int kv_num(msgpack_packer *pk, const char *k, double v)
+{
+	return tdp_pack_cstr(pk, k) || msgpack_pack_double(pk, v);
+}
+
+static int kv_int(msgpack_packer *pk, const char *k, uint64_t v)
+{
+	return tdp_pack_cstr(pk, k) || msgpack_pack_uint64(pk, v);
+}
+
+static void client_progress(void *data, const struct train_status *st)
+{
+	msgpack_packer *pk = &client_of(data)->pk;
+
+	(void)(notify_head(pk, "train.progress", 9) || kv_int(pk, "step", (uint64_t)st->step) ||
+	       kv_int(pk, "run_step", st->run_step) || kv_int(pk, "steps", st->steps) ||
+	       kv_int(pk, "epoch", st->epoch) || kv_int(pk, "epochs", st->epochs) ||
+	       kv_num(pk, "loss", st->loss) || kv_num(pk, "lr", st->lr) ||
+	       kv_num(pk, "samples_per_s", st->samples_per_s) || kv_num(pk, "elapsed", st->elapsed));
+}
+
+static int write_eval(msgpack_packer *pk, const struct train_status *st)
+{
+	if (kv_num(pk, "loss", st->eval_loss) || tdp_pack_cstr(pk, "metrics") || msgpack_pack_map(pk, st->nmetrics))
+		return -1;
+	for (unsigned m = 0; m < st->nmetrics; m++)
+		if (kv_num(pk, st->metrics[m], st->eval_metrics[m]))
+			return -1;
+	return 0;
+}
+
+static void client_eval(void *data, const struct train_status *st)
+{
+	msgpack_packer *pk = &client_of(data)->pk;
+
+	(void)(notify_head(pk, "train.eval", 5) || kv_int(pk, "step", (uint64_t)st->step) ||
+	       kv_int(pk, "run_step", st->run_step) || kv_int(pk, "epoch", st->epoch) || write_eval(pk, st));
+}
+
+static void client_finish(void *data, const struct train_status *st, const char *stopped)
+{
+	struct run_client *cl = client_of(data);
+	msgpack_packer *pk = &cl->pk;
+	bool dp = st->ndev > 1;
+
+	if (tdp_write_result_head(pk, cl->req.msgid) < 0 || msgpack_pack_map(pk, 7 + (dp ? 2 : 0)) ||
+	    kv_int(pk, "steps", st->run_step) || kv_int(pk, "epochs", st->epochs_done) ||
+	    kv_num(pk, "loss", st->loss) || kv_num(pk, "seconds", st->elapsed) ||
+	    kv_num(pk, "samples_per_s", st->samples_per_s) ||
+	    tdp_pack_cstr(pk, "stopped") || tdp_pack_cstr(pk, stopped) || tdp_pack_cstr(pk, "eval") ||
+	    (st->has_eval ? (msgpack_pack_map(pk, 2) || write_eval(pk, st)) : msgpack_pack_nil(pk)))
+		return;
+	if (!dp || tdp_pack_cstr(pk, "devices") || msgpack_pack_array(pk, st->ndev))
+		return;
+	for (unsigned i = 0; i < st->ndev; i++)
+		if (msgpack_pack_uint32(pk, st->devs[i]))
+			return;
+	kv_num(pk, "replica_max_diff", st->replica_max_diff);
+}
+
+static void client_fail(void *data, const struct td_error *err)
+{
+	struct run_client *cl = client_of(data);
+
+	cl->req.call.d->requests_failed++;
+	metrics_request_error(&cl->req.call.d->metrics, cl->req.slot);
+	cl->req.call.err = *err;
+	request_pack_error(&cl->req, &cl->pk);
+}
+
+static void client_release(void *data)
+{
+	struct run_client *cl = client_of(data);
+
+	cl->c->deferred = NULL;
+	conn_kick(cl->c);
+	free(cl);
+}
+
+/* The client went away (conn_deferred.cancel): the run stops at its next
+ * turn. */
+static void client_cancel(struct conn_deferred *def)
+{
+	struct run_client *cl = (struct run_client *)((char *)def - offsetof(struct run_client, def));
+
+	train_job_detach(cl->job);
+	free(cl);
+}
+
+static const struct train_sink client_sink = {
+	.ready = client_ready,
+	.flush = client_flush,
+	.progress = client_progress,
+	.eval = client_eval,
+	.finish = client_finish,
+	.fail = client_fail,
+	.release = client_release,
+};
+
+/* Read the run's own parameters (data, sizes, eval...) into `plan`. */
+static int plan_setup(struct request *req, struct train_plan *plan, const struct param *p)
+{
+	const msgpack_object *eval = p[10].value;
+	struct tensor *first;
+	uint64_t epochs = p[6].value ? p[6].value->via.u64 : 1;
+
+	if (feeds_parse(&req->call, p[4].value, &plan->train, "data") < 0)
+		return -1;
+	if (lookup_tensor(&req->call, "data", plan->train.f[0].src, ACCESS_READ, &first) < 0)
+		return -1;
+	if (first->rank == 0)
+		return request_fail(req, TDP_NOT_FOUND, "data: '%s' is no stored tensor with rows",
+				    plan->train.f[0].src);
+	plan->nsamples = first->shape[0];
+	plan->device = first->device;
+	for (unsigned k = 1; k < plan->train.n; k++) {
+		struct tensor *t;
+
+		if (lookup_tensor(&req->call, "data", plan->train.f[k].src, ACCESS_READ, &t) < 0)
+			return -1;
+		if (t->rank == 0 || t->shape[0] != plan->nsamples)
+			return request_fail(req, TDP_SHAPE_MISMATCH,
+					    "data: '%s' must be stored with %llu rows like '%s'",
+					    plan->train.f[k].src, (unsigned long long)plan->nsamples,
+					    plan->train.f[0].src);
+	}
+	plan->batch = p[5].value->via.u64;
+	if (plan->batch == 0 || plan->batch > plan->nsamples || plan->nsamples > INT32_MAX)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "batch_size must be 1 to %llu (the rows of the data)",
+				    (unsigned long long)plan->nsamples);
+	plan->per_epoch = plan->nsamples / plan->batch; /* the last partial batch is dropped */
+	if (p[7].value) {
+		plan->total = p[7].value->via.u64;
+		if (p[6].value)
+			return request_fail(req, TDP_INVALID_ARGUMENT, "give epochs or steps, not both");
+	} else {
+		plan->total = epochs * plan->per_epoch;
+	}
+	if (plan->total == 0 || plan->total > 100000000)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "a run has 1 to 100000000 steps");
+	plan->epochs = (plan->total + plan->per_epoch - 1) / plan->per_epoch;
+	plan->seed = p[8].value ? p[8].value->via.u64 : 0;
+	plan->shuffle = !p[9].value || p[9].value->via.boolean;
+	if (p[11].value)
+		plan->start_step = (int64_t)p[11].value->via.u64;
+	if (plan->start_step < 1 || plan->start_step > INT32_MAX)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "start_step must be 1 or more");
+	plan->progress_every = p[12].value ? p[12].value->via.u64 : (plan->total >= 100 ? plan->total / 100 : 1);
+	if (plan->progress_every == 0)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "progress_every must be 1 or more");
+	if (p[13].value) {
+		plan->has_stop = true;
+		plan->stop_loss = params_number(p[13].value);
+	}
+	if (eval) {
+		const msgpack_object *every = tdp_map_find(eval, "every"), *metrics = tdp_map_find(eval, "metrics");
+
+		for (uint32_t k = 0; k < eval->via.map.size; k++)
+			if (!tdp_obj_str_eq(&eval->via.map.ptr[k].key, "data") &&
+			    !tdp_obj_str_eq(&eval->via.map.ptr[k].key, "every") &&
+			    !tdp_obj_str_eq(&eval->via.map.ptr[k].key, "metrics"))
+				return request_fail(req, TDP_INVALID_ARGUMENT, "eval takes data, every and metrics");
+		if (feeds_parse(&req->call, tdp_map_find(eval, "data"), &plan->eval, "eval.data") < 0)
+			return -1;
+		plan->has_eval = true;
+		plan->eval_every = plan->per_epoch;
+		if (every && (tdp_obj_uint(every, &plan->eval_every) < 0 || plan->eval_every == 0))
+			return request_fail(req, TDP_INVALID_ARGUMENT, "eval.every must be 1 or more");
+		if (metrics) {
+			if (metrics->type != MSGPACK_OBJECT_ARRAY || metrics->via.array.size > TRAIN_MAX_METRICS)
+				return request_fail(req, TDP_INVALID_ARGUMENT, "eval.metrics: up to %d node ids",
+						    TRAIN_MAX_METRICS);
+			plan->nmetrics = metrics->via.array.size;
+			for (unsigned m = 0; m < plan->nmetrics; m++)
+				if (tdp_obj_strcpy(&metrics->via.array.ptr[m], plan->metrics[m],
+						   sizeof(plan->metrics[m])) < 0)
+					return request_fail(req, TDP_INVALID_ARGUMENT, "eval.metrics: node ids");
+		}
+	}
+	return 0;
+}
+
+/* train.run's `devices` (docs/devices.md): none or one device id means one
+ * device; two or more, data parallel with the batch split evenly. */
+static int parse_devices(struct request *req, struct train_plan *plan, const msgpack_object *o)
+{
+	uint32_t n = o ? o->via.array.size : 0;
+
+	plan->ndev = 1;
+	plan->devs[0] = plan->device;
+	plan->shard = plan->batch;
+	if (n == 0)
+		return 0;
+	if (n > req->call.d->ngpus)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "devices: %u ids, but tensord uses %u devices",
+				    n, req->call.d->ngpus);
+	for (uint32_t i = 0; i < n; i++) {
+		char what[32];
+
+		snprintf(what, sizeof(what), "devices[%u]", i);
+		if (devices_param(req, &o->via.array.ptr[i], what, &plan->devs[i]) < 0)
+			return -1;
+		for (uint32_t j = 0; j < i; j++)
+			if (plan->devs[j] == plan->devs[i])
+				return request_fail(req, TDP_INVALID_ARGUMENT, "devices: %u is listed twice",
+						    plan->devs[i]);
+	}
+	if (plan->devs[0] != plan->device)
+		return request_fail(req, TDP_FAILED_PRECONDITION, "devices[0] must be the device the data "
+				    "and parameters are on (%u), not %u", plan->device, plan->devs[0]);
+	if (plan->batch % n)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "batch_size %llu does not split evenly over "
+				    "%u devices", (unsigned long long)plan->batch, n);
+	plan->ndev = n;
+	plan->shard = plan->batch / n;
+	return 0;
+}
+
+int method_train_run(struct request *req)
+{
+	struct param p[] = {
+		{ "nodes", PARAM_ARRAY, false, NULL },      /* 0 */
+		{ "loss", PARAM_STR, false, NULL },
+		{ "params", PARAM_ARRAY, false, NULL },
+		{ "optimizer", PARAM_MAP, false, NULL },
+		{ "data", PARAM_MAP, true, NULL },          /* 4 */
+		{ "batch_size", PARAM_UINT, true, NULL },
+		{ "epochs", PARAM_UINT, false, NULL },
+		{ "steps", PARAM_UINT, false, NULL },
+		{ "seed", PARAM_UINT, false, NULL },        /* 8 */
+		{ "shuffle", PARAM_BOOL, false, NULL },
+		{ "eval", PARAM_MAP, false, NULL },
+		{ "start_step", PARAM_UINT, false, NULL },
+		{ "progress_every", PARAM_UINT, false, NULL }, /* 12 */
+		{ "stop_loss", PARAM_NUMBER, false, NULL },
+		{ "model", PARAM_STR, false, NULL },        /* 14 */
+		{ "devices", PARAM_ARRAY, false, NULL },
+	};
+	struct train_plan *plan = NULL;
+	struct run_client *cl = NULL;
+	struct source src;
+	int r = -1;
+
+	if (params_parse(req, p, 16) < 0 || train_resolve_source(req, p, p[14].value, &src) < 0)
+		return -1;
+	if (!req->conn)
+		return request_fail(req, TDP_INTERNAL, "train.run needs a connection");
+	plan = calloc(1, sizeof(*plan));
+	cl = calloc(1, sizeof(*cl));
+	if (!plan || !cl) {
+		request_fail(req, TDP_INTERNAL, "out of memory");
+		goto out;
+	}
+	plan->start_step = src.m ? src.m->step + 1 : 1;
+	if (train_spec_parse(&req->call, src.loss, src.params, src.opt, NULL, &plan->spec) < 0 ||
+	    plan_setup(req, plan, p) < 0 || parse_devices(req, plan, p[15].value) < 0)
+		goto out;
+	if (src.m) {
+		if (model_check_feeds(req, src.m, &plan->train, true, "data") < 0 ||
+		    (plan->has_eval && model_check_feeds(req, src.m, &plan->eval, true, "eval.data") < 0))
+			goto out;
+		strcpy(plan->model, src.m->name);
+		plan->model_serial = src.m->serial;
+	}
+	if (plan->spec.opt.kind == OPT_NONE)
+		plan->spec.opt = (struct optimizer){ .kind = OPT_SGD, .lr = 0.01, .beta1 = 0.9, .beta2 = 0.999,
+						     .eps = 1e-8, .gamma = 0.1, .step_size = 1 };
+	if (!plan->spec.opt.schedule[0])
+		strcpy(plan->spec.opt.schedule, "constant");
+	if (train_job_start(&req->call, plan, req->params, src.m ? &src.m->u.data : NULL, &client_sink, cl,
+			    &cl->job) < 0)
+		goto out;
+	cl->req = *req;
+	cl->req.params = NULL;
+	cl->req.method = "train.run";
+	cl->c = req->conn;
+	msgpack_packer_init(&cl->pk, &cl->c->out, tdp_buf_msgpack_write);
+	cl->req.pk = &cl->pk;
+	cl->req.out = &cl->c->out;
+	cl->def.cancel = client_cancel;
+	cl->c->deferred = &cl->def;
+	cl = NULL;
+	r = REQUEST_DEFERRED;
+out:
+	free(cl);
+	free(plan);
+	return r;
+}

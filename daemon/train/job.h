@@ -1,0 +1,83 @@
+/* train.run's jobs (docs/protocol.md, "train.run"): a run of many steps, one
+ * per event-loop turn, so other clients are served between them. The
+ * handler (methods/methods_train_run.c) decodes the request into a
+ * `struct train_plan`; train_job_start checks it by building and running
+ * the first step without applying it, copies the replicas of a
+ * data-parallel run and queues the job; train_jobs_run, the loop's idle
+ * work, steps every job. A job reports through its sink (progress, eval, the
+ * end, a failure) and never sees the connection its client is on. */
+#pragma once
+
+#include <msgpack.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/forward.h"
+#include "gpu/device.h"
+#include "store/caller.h"
+#include "train/step.h"
+
+#define TRAIN_MAX_METRICS 8
+
+/* What a run does: decoded and checked against the store by the handler. */
+struct train_plan {
+	struct train_spec spec;
+	struct feeds train, eval;  /* train.index is set by the job */
+	bool has_eval;
+	uint64_t nsamples;         /* rows of the data */
+	uint32_t device;           /* the data's device */
+	uint64_t batch, per_epoch, total, epochs;
+	uint32_t devs[GPU_MAX_DEVICES]; /* data parallel: devs[0] = device, then the replicas' */
+	unsigned ndev;             /* 1: one device */
+	uint64_t shard;            /* rows per device per step */
+	int64_t start_step;
+	uint64_t seed, progress_every, eval_every;
+	bool shuffle, has_stop;
+	double stop_loss;
+	char metrics[TRAIN_MAX_METRICS][TDP_MAX_NAME_LEN + 1];
+	unsigned nmetrics;
+	char model[TDP_MAX_NAME_LEN + 1]; /* the model trained, "" for none */
+	uint64_t model_serial;     /* its definition: a replaced model is left alone */
+};
+
+/* Where a run stands, for its reports. */
+struct train_status {
+	int64_t step;              /* the last step's number */
+	uint64_t run_step, steps, epoch, epochs;
+	uint64_t epochs_done;      /* whole epochs run */
+	double loss, lr, samples_per_s, elapsed;
+	bool has_eval;             /* eval_loss and eval_metrics are set */
+	double eval_loss, eval_metrics[TRAIN_MAX_METRICS];
+	const char (*metrics)[TDP_MAX_NAME_LEN + 1]; /* nmetrics names */
+	unsigned nmetrics;
+	const uint32_t *devs;      /* the run's devices */
+	unsigned ndev;
+	double replica_max_diff;   /* data parallel, at the end: -1 when unreadable */
+};
+
+/* How a job reports; `data` is the sink's own. After finish or fail comes
+ * release, then nothing. */
+struct train_sink {
+	bool (*ready)(void *data);      /* whether the client keeps up: step now */
+	void (*flush)(void *data);      /* after each turn */
+	void (*progress)(void *data, const struct train_status *st);
+	void (*eval)(void *data, const struct train_status *st);
+	void (*finish)(void *data, const struct train_status *st, const char *stopped);
+	void (*fail)(void *data, const struct td_error *err);
+	void (*release)(void *data);
+};
+
+struct train_job;
+
+/* Start a run of `plan` for `call`'s client. `params` and `model_data` (the
+ * request's params, the model's definition or NULL) are copied: the steps
+ * build their graphs from the nodes in them. Returns 0 with *ret set (the
+ * job reports to `sink` from the next loop turn on), or -1 with call->err
+ * set. */
+int train_job_start(struct caller *call, const struct train_plan *plan, const msgpack_object *params,
+		    const msgpack_object *model_data, const struct train_sink *sink, void *data,
+		    struct train_job **ret);
+
+/* The client went away: the run stops at its next turn, without reports
+ * but release. */
+void train_job_detach(struct train_job *job);
