@@ -54,6 +54,21 @@ int tdp_obj_int(const msgpack_object *o, int64_t *ret)
 	return -EINVAL;
 }
 
+int tdp_obj_number(const msgpack_object *o, double *ret)
+{
+	if (!o)
+		return -EINVAL;
+	if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+		*ret = (double)o->via.u64;
+	else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+		*ret = (double)o->via.i64;
+	else if (o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64)
+		*ret = o->via.f64;
+	else
+		return -EINVAL;
+	return 0;
+}
+
 int tdp_obj_strcpy(const msgpack_object *o, char *dst, size_t cap)
 {
 	if (!o || o->type != MSGPACK_OBJECT_STR)

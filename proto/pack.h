@@ -24,6 +24,10 @@ int tdp_obj_uint(const msgpack_object *o, uint64_t *ret);
 /* Read an integer that fits int64 into *ret; -EINVAL when `o` is none. */
 int tdp_obj_int(const msgpack_object *o, int64_t *ret);
 
+/* Read a number (an integer or a float) into *ret as a double; -EINVAL when
+ * `o` is none. */
+int tdp_obj_number(const msgpack_object *o, double *ret);
+
 /* Copy a str of at most `cap - 1` bytes into `dst` with a NUL; -EINVAL when `o`
  * is no str or holds a NUL byte, -ENAMETOOLONG when it does not fit. */
 int tdp_obj_strcpy(const msgpack_object *o, char *dst, size_t cap);

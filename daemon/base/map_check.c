@@ -14,6 +14,8 @@ const char *map_type_word(enum map_type t)
 	case MAP_ARRAY: return "an array";
 	case MAP_BIN: return "binary (msgpack bin)";
 	case MAP_NUMBER: return "a number";
+	/* kernel.run and graph nodes said "a map" before raw bytes were
+	 * allowed; clients may match the text. */
 	default: return "a map";
 	}
 }
@@ -29,6 +31,7 @@ bool map_type_ok(const msgpack_object *o, enum map_type t)
 	case MAP_NUMBER:
 		return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER || o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ||
 		       o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64;
+	case MAP_MAP_OR_BIN: return o->type == MSGPACK_OBJECT_MAP || o->type == MSGPACK_OBJECT_BIN;
 	default: return o->type == MSGPACK_OBJECT_MAP;
 	}
 }

@@ -17,6 +17,7 @@ enum map_type {
 	MAP_BIN,
 	MAP_MAP,
 	MAP_NUMBER,     /* an integer or a float */
+	MAP_MAP_OR_BIN, /* a map, or raw bytes (push constants) */
 };
 
 struct map_field {

@@ -11,7 +11,7 @@
 
 #include "daemon.h"
 #include "gpu/device.h"
-#include "methods/params.h"
+#include "pack.h"
 #include "status.h"
 
 static struct kernel *kernels[KERNEL_MAX];
@@ -189,13 +189,10 @@ int kernel_read_push(const struct kernel *k, const msgpack_object *o, uint8_t bu
 			snprintf(why, cap, "push: '%s' is not a 32-bit scalar; send push as bin", m->name);
 			return TDP_INVALID_ARGUMENT;
 		}
-		if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER &&
-		    v->type != MSGPACK_OBJECT_NEGATIVE_INTEGER &&
-		    v->type != MSGPACK_OBJECT_FLOAT32 && v->type != MSGPACK_OBJECT_FLOAT64) {
+		if (tdp_obj_number(v, &x) < 0) {
 			snprintf(why, cap, "push: '%s' must be a number", m->name);
 			return TDP_INVALID_ARGUMENT;
 		}
-		x = params_number(v);
 		if (m->type == SPV_SCALAR_F32) {
 			float f = (float)x;
 

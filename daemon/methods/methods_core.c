@@ -1,11 +1,12 @@
 /* ping and info. */
+#include "methods/methods_core.h"
+
 #include <errno.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
 #include "daemon.h"
-#include "methods/handlers.h"
 #include "pack.h"
 #include "persist/recover.h"
 #include "rpc.h"
@@ -21,7 +22,7 @@ int method_ping(struct request *req)
 {
 	msgpack_packer *pk = req->pk;
 
-	if (params_parse(req, NULL, 0) < 0)
+	if (params_none(req) < 0)
 		return -1;
 	if (tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 3) ||
 	    tdp_pack_cstr(pk, "pong") || msgpack_pack_true(pk) ||
@@ -277,7 +278,7 @@ int method_info(struct request *req)
 	uint64_t count, bytes;
 	int fail;
 
-	if (params_parse(req, NULL, 0) < 0)
+	if (params_none(req) < 0)
 		return -1;
 	store_totals(d->store, &count, &bytes);
 	fail = tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 13) ||

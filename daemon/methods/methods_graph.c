@@ -7,7 +7,7 @@
 #include "engine/graph_core.h"
 #include "engine/graph_fuse.h"
 #include "engine/graph_parse.h"
-#include "methods/tensor_meta.h"
+#include "methods/methods_tensor.h"
 #include "pack.h"
 #include "rpc.h"
 #include "methods/params.h"
@@ -43,23 +43,25 @@ static int pack_gpu_ns(struct request *req, const struct graph *gr)
 
 int method_op_run(struct request *req)
 {
-	struct param p[] = {
-		{ "op", PARAM_STR, true, NULL },
-		{ "inputs", PARAM_ARRAY, true, NULL },
-		{ "attrs", PARAM_MAP, false, NULL },
-		{ "out", PARAM_STR, false, NULL },
-		{ "profile", PARAM_BOOL, false, NULL },
-		{ "device", PARAM_UINT, false, NULL },
+	const msgpack_object *op, *inputs, *attrs, *out, *device;
+	bool profile = false;
+	const struct param p[] = {
+		PARAM_REQ_OBJ("op", PARAM_STR, op),
+		PARAM_REQ("inputs", PARAM_ARRAY, inputs),
+		PARAM_OPT("attrs", PARAM_MAP, attrs),
+		PARAM_OPT_OBJ("out", PARAM_STR, out),
+		PARAM_OPT("profile", PARAM_BOOL, profile),
+		PARAM_OPT_OBJ("device", PARAM_UINT, device),
 	};
 	struct graph gr = { .call = &req->call };
 	struct node *nd;
 	unsigned extra;
 	int r = -1;
 
-	if (params_parse(req, p, 6) < 0)
+	if (PARAMS_PARSE(req, p) < 0)
 		return -1;
-	extra = p[4].value && p[4].value->via.boolean;
-	if (graph_parse_op(&gr, p[0].value, p[1].value, p[2].value, p[3].value, p[5].value) < 0)
+	extra = profile;
+	if (graph_parse_op(&gr, op, inputs, attrs, out, device) < 0)
 		goto out;
 	nd = &gr.nodes[0];
 	if (graph_check_outputs(&gr) < 0 || graph_execute(&gr) < 0)
@@ -84,22 +86,22 @@ out:
 
 int method_graph_run(struct request *req)
 {
-	struct param p[] = {
-		{ "nodes", PARAM_ARRAY, true, NULL },
-		{ "outputs", PARAM_ARRAY, false, NULL },
-		{ "profile", PARAM_BOOL, false, NULL },
-		{ "fuse", PARAM_BOOL, false, NULL },
+	const msgpack_object *nodes, *outputs;
+	bool profile = false, fuse = false, has_fuse;
+	const struct param p[] = {
+		PARAM_REQ("nodes", PARAM_ARRAY, nodes),
+		PARAM_OPT("outputs", PARAM_ARRAY, outputs),
+		PARAM_OPT("profile", PARAM_BOOL, profile),
+		PARAM_OPT_GIVEN("fuse", PARAM_BOOL, fuse, has_fuse),
 	};
 	struct graph gr = { .call = &req->call };
 	uint32_t nstored = 0, ninline = 0;
-	bool profile;
 	int r = -1;
 
-	if (params_parse(req, p, 4) < 0)
+	if (PARAMS_PARSE(req, p) < 0)
 		return -1;
-	profile = p[2].value && p[2].value->via.boolean;
-	gr.fuse = p[3].value ? p[3].value->via.boolean : graph_fuse_default(req->call.d->gpus[0]);
-	if (graph_parse(&gr, p[0].value, p[1].value) < 0)
+	gr.fuse = has_fuse ? fuse : graph_fuse_default(req->call.d->gpus[0]);
+	if (graph_parse(&gr, nodes, outputs) < 0)
 		goto out;
 	for (unsigned i = 0; i < gr.n; i++) {
 		nstored += gr.nodes[i].has_out;

@@ -185,48 +185,48 @@ int kernel_create_compiled(struct request *req, const struct kernel_spec *ks, in
 	return kernel_create_finish(req, ks, words, nwords);
 }
 
-/* kernel.create's parameters into `ks`; *ret_glsl / *ret_spirv get the
- * source given. Returns 0 or -1 with request_fail(). */
-static int create_params(struct request *req, struct kernel_spec *ks,
-			 const msgpack_object_str **ret_glsl, const msgpack_object_bin **ret_spirv)
+/* kernel.create's parameters into `ks`; *ret_glsl (.ptr NULL when absent) /
+ * *ret_spirv (NULL when absent) get the source given. Returns 0 or -1 with
+ * request_fail(). */
+static int create_params(struct request *req, struct kernel_spec *ks, struct param_str *ret_glsl,
+			 const msgpack_object_bin **ret_spirv)
 {
-	struct param spec[] = {
-		{ "name", PARAM_STR, true, NULL },
-		{ "glsl", PARAM_STR, false, NULL },
-		{ "spirv", PARAM_BIN, false, NULL },
-		{ "entry", PARAM_STR, false, NULL },
-		{ "workgroup", PARAM_ARRAY, false, NULL },
+	const msgpack_object *spirv, *workgroup;
+	struct param_str glsl, entry;
+	const struct param p[] = {
+		PARAM_REQ("name", PARAM_NAME, ks->name),
+		PARAM_OPT("glsl", PARAM_STR, glsl),
+		PARAM_OPT("spirv", PARAM_BIN, spirv),
+		PARAM_OPT("entry", PARAM_STR, entry),
+		PARAM_OPT("workgroup", PARAM_ARRAY, workgroup),
 	};
 	char why[TDP_MAX_ERROR_MESSAGE - 64];
 	int r;
 
 	memset(ks, 0, sizeof(*ks));
 	snprintf(ks->entry, sizeof(ks->entry), "main");
-	if (params_parse(req, spec, sizeof(spec) / sizeof(spec[0])) < 0 ||
-	    params_name(req, spec[0].value, ks->name) < 0)
+	if (PARAMS_PARSE(req, p) < 0)
 		return -1;
 	if (!may_create(req))
 		return request_fail(req, TDP_PERMISSION_DENIED,
 				    "uid %u may not create kernels (root and the members of "
 				    "kernel_group may; see docs/security.md)", (unsigned)req->call.cred.uid);
-	if (!spec[1].value == !spec[2].value)
+	if (!glsl.ptr == !spirv)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "give exactly one of glsl and spirv");
-	if (spec[3].value) {
-		const msgpack_object_str *e = &spec[3].value->via.str;
-
-		if (!e->size || e->size >= sizeof(ks->entry) || memchr(e->ptr, '\0', e->size))
+	if (entry.ptr) {
+		if (!entry.len || entry.len >= sizeof(ks->entry) || memchr(entry.ptr, '\0', entry.len))
 			return request_fail(req, TDP_INVALID_ARGUMENT, "entry: 1-%zu bytes",
 					    sizeof(ks->entry) - 1);
-		memcpy(ks->entry, e->ptr, e->size);
-		ks->entry[e->size] = '\0';
+		memcpy(ks->entry, entry.ptr, entry.len);
+		ks->entry[entry.len] = '\0';
 	}
-	if (spec[4].value && (r = kernel_read_dims(spec[4].value, "workgroup", 1024, ks->wg, why,
-						    sizeof(why))) != 0)
+	if (workgroup && (r = kernel_read_dims(workgroup, "workgroup", 1024, ks->wg, why,
+					       sizeof(why))) != 0)
 		return request_fail(req, r, "%s", why);
-	if (spec[4].value && (!ks->wg[0] || !ks->wg[1] || !ks->wg[2]))
+	if (workgroup && (!ks->wg[0] || !ks->wg[1] || !ks->wg[2]))
 		return request_fail(req, TDP_INVALID_ARGUMENT, "workgroup: sizes must be at least 1");
-	ks->has_wg = spec[4].value != NULL;
-	ks->from_spirv = spec[2].value != NULL;
+	ks->has_wg = workgroup != NULL;
+	ks->from_spirv = spirv != NULL;
 	if (kernel_count_owner(req->call.cred.uid, ks->name) >= req->call.d->cfg.user_max_kernels)
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED,
 				    "uid %u already has %llu kernels (user_max_kernels)",
@@ -234,15 +234,15 @@ static int create_params(struct request *req, struct kernel_spec *ks,
 	if (!kernel_find(req->call.cred.uid, ks->name) && kernel_count() >= KERNEL_MAX)
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "the daemon holds %d kernels",
 				    KERNEL_MAX);
-	*ret_glsl = spec[1].value ? &spec[1].value->via.str : NULL;
-	*ret_spirv = spec[2].value ? &spec[2].value->via.bin : NULL;
+	*ret_glsl = glsl;
+	*ret_spirv = spirv ? &spirv->via.bin : NULL;
 	return 0;
 }
 
 int method_kernel_create(struct request *req)
 {
 	char why[TDP_MAX_ERROR_MESSAGE - 64], preamble[128];
-	const msgpack_object_str *glsl = NULL;
+	struct param_str glsl = { NULL, 0 };
 	const msgpack_object_bin *spirv = NULL;
 	struct kernel_spec ks;
 	uint32_t *words = NULL;
@@ -265,14 +265,14 @@ int method_kernel_create(struct request *req)
 		memcpy(words, spirv->ptr, spirv->size);
 		return kernel_create_finish(req, &ks, words, nwords);
 	}
-	if (glsl->size > GLSL_MAX_SOURCE || memchr(glsl->ptr, '\0', glsl->size))
+	if (glsl.len > GLSL_MAX_SOURCE || memchr(glsl.ptr, '\0', glsl.len))
 		return request_fail(req, TDP_INVALID_ARGUMENT, "glsl: at most %zu bytes without NUL",
 				    GLSL_MAX_SOURCE);
-	src = malloc(glsl->size + 1);
+	src = malloc(glsl.len + 1);
 	if (!src)
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of memory");
-	memcpy(src, glsl->ptr, glsl->size);
-	src[glsl->size] = '\0';
+	memcpy(src, glsl.ptr, glsl.len);
+	src[glsl.len] = '\0';
 	if (ks.has_wg)
 		snprintf(preamble, sizeof(preamble),
 			 "layout(local_size_x = %u, local_size_y = %u, local_size_z = %u) in;\n",
@@ -292,18 +292,21 @@ int method_kernel_create(struct request *req)
 
 int method_kernel_run(struct request *req)
 {
-	struct param spec[] = {
-		{ "name", PARAM_STR, true, NULL },
-		{ "tensors", PARAM_ARRAY, true, NULL },
-		{ "push", PARAM_MAP, false, NULL },
-		{ "groups", PARAM_ARRAY, true, NULL },
+	param_name name;
+	const msgpack_object *tensors, *push_obj, *groups_obj;
+	const struct param p[] = {
+		PARAM_REQ("name", PARAM_NAME, name),
+		PARAM_REQ("tensors", PARAM_ARRAY, tensors),
+		/* a map of members, or raw bytes */
+		PARAM_OPT("push", PARAM_MAP_OR_BIN, push_obj),
+		PARAM_REQ("groups", PARAM_ARRAY, groups_obj),
 	};
 	struct daemon *d = req->call.d;
 	struct gpu_device *g;
 	struct gpu_binding b[SPV_MAX_BINDINGS];
 	struct tensor *t[SPV_MAX_BINDINGS];
 	uint8_t push[SPV_MAX_PUSH_BYTES] = { 0 };
-	char name[TDP_MAX_NAME_LEN + 1], what[32], why[TDP_MAX_ERROR_MESSAGE - 64];
+	char what[32], why[TDP_MAX_ERROR_MESSAGE - 64];
 	const msgpack_object_array *ta;
 	struct gpu_recorder rec;
 	uint32_t groups[3];
@@ -311,35 +314,24 @@ int method_kernel_run(struct request *req)
 	int64_t t0, now;
 	int r;
 
-	/* push may also be bin: look for it before params_parse types it. */
-	if (req->params && req->params->type == MSGPACK_OBJECT_MAP)
-		for (uint32_t i = 0; i < req->params->via.map.size; i++) {
-			const msgpack_object_kv *kv = &req->params->via.map.ptr[i];
-
-			if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == 4 &&
-			    !memcmp(kv->key.via.str.ptr, "push", 4) && kv->val.type == MSGPACK_OBJECT_BIN)
-				spec[2].type = PARAM_BIN;
-		}
-	if (params_parse(req, spec, sizeof(spec) / sizeof(spec[0])) < 0 ||
-	    params_name(req, spec[0].value, name) < 0)
+	if (PARAMS_PARSE(req, p) < 0)
 		return -1;
+	ta = &tensors->via.array;
 	k = kernel_find(req->call.cred.uid, name);
 	if (!k)
 		return request_fail(req, TDP_NOT_FOUND, "uid %u has no kernel named '%s'",
 				    (unsigned)req->call.cred.uid, name);
 	/* The device of the tensors (each checked below), else the first. */
 	g = d->gpus[0];
-	if (spec[1].value->via.array.size > 0 && spec[1].value->via.array.ptr[0].type == MSGPACK_OBJECT_STR) {
-		struct tensor *first = lookup_readable(&req->call, spec[1].value->via.array.ptr[0].via.str.ptr,
-						       spec[1].value->via.array.ptr[0].via.str.size);
+	if (ta->size > 0 && ta->ptr[0].type == MSGPACK_OBJECT_STR) {
+		struct tensor *first = lookup_readable(&req->call, ta->ptr[0].via.str.ptr, ta->ptr[0].via.str.size);
 
 		if (first)
 			g = devices_of(d, first);
 	}
-	ta = &spec[1].value->via.array;
-	if ((r = kernel_read_groups(g, spec[3].value, "groups", groups, why, sizeof(why))) ||
+	if ((r = kernel_read_groups(g, groups_obj, "groups", groups, why, sizeof(why))) ||
 	    (r = kernel_check_count(k, ta->size, why, sizeof(why))) ||
-	    (spec[2].value && (r = kernel_read_push(k, spec[2].value, push, why, sizeof(why)))))
+	    (push_obj && (r = kernel_read_push(k, push_obj, push, why, sizeof(why)))))
 		return request_fail(req, r, "%s", why);
 	for (unsigned i = 0; i < ta->size; i++) {
 		const struct spv_binding *sb = &k->info.bindings[i];
@@ -404,17 +396,15 @@ int method_kernel_run(struct request *req)
 
 int method_kernel_list(struct request *req)
 {
-	struct param spec[] = { { "prefix", PARAM_STR, false, NULL } };
-	const msgpack_object_str *pre = NULL;
+	struct param_str pre;
+	const struct param p[] = { PARAM_OPT("prefix", PARAM_STR, pre) };
 	unsigned n = 0;
 	int fail;
 
-	if (params_parse(req, spec, 1) < 0)
+	if (PARAMS_PARSE(req, p) < 0)
 		return -1;
-	if (spec[0].value)
-		pre = &spec[0].value->via.str;
 #define LISTED(k) ((k)->owner == req->call.cred.uid && \
-		   (!pre || (strlen((k)->name) >= pre->size && !memcmp((k)->name, pre->ptr, pre->size))))
+		   (!pre.ptr || (strlen((k)->name) >= pre.len && !memcmp((k)->name, pre.ptr, pre.len))))
 	for (unsigned i = 0; i < kernel_count(); i++)
 		n += LISTED(kernel_at(i));
 	fail = tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 1) ||
@@ -428,10 +418,10 @@ int method_kernel_list(struct request *req)
 
 int method_kernel_delete(struct request *req)
 {
-	struct param spec[] = { { "name", PARAM_STR, true, NULL } };
-	char name[TDP_MAX_NAME_LEN + 1];
+	param_name name;
+	const struct param p[] = { PARAM_REQ("name", PARAM_NAME, name) };
 
-	if (params_parse(req, spec, 1) < 0 || params_name(req, spec[0].value, name) < 0)
+	if (PARAMS_PARSE(req, p) < 0)
 		return -1;
 	if (kernel_remove(req->call.d, req->call.cred.uid, name) < 0)
 		return request_fail(req, TDP_NOT_FOUND, "uid %u has no kernel named '%s'",

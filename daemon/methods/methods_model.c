@@ -16,7 +16,7 @@
 #include "engine/graph_parse.h"
 #include "methods/methods_graph.h"
 #include "engine/graph_core.h"
-#include "methods/tensor_meta.h"
+#include "methods/methods_tensor.h"
 #include "name.h"
 #include "pack.h"
 #include "rpc.h"
@@ -38,17 +38,13 @@ static bool may_modify(const struct request *req, uint32_t owner)
 	return req->call.cred.uid == 0 || req->call.cred.uid == owner;
 }
 
-struct model *model_lookup(struct request *req, const msgpack_object *name)
+struct model *model_lookup(struct request *req, const char *key)
 {
-	char buf[TDP_MAX_NAME_LEN + 1], shown[NAMES_SHOWN_MAX];
-	struct model *m;
+	char shown[NAMES_SHOWN_MAX];
+	struct model *m = models_find(req->call.d->models, key);
 
-	/* Model names are per-user like tensor names (docs/security.md). */
-	if (name->type != MSGPACK_OBJECT_STR || params_tensor_key(req, name, buf) < 0)
-		return NULL;
-	m = models_find(req->call.d->models, buf);
 	if (!m)
-		request_fail(req, TDP_NOT_FOUND, "no model named '%s'", lookup_show(&req->call, buf, shown));
+		request_fail(req, TDP_NOT_FOUND, "no model named '%s'", lookup_show(&req->call, key, shown));
 	return m;
 }
 
@@ -195,27 +191,28 @@ static int pack_stat(struct request *req, msgpack_packer *pk, const struct model
 	return 0;
 }
 
-/* The request's "name" as a valid name in `dst`. */
-static int name_param(struct request *req, const msgpack_object *o, char *dst)
-{
-	return params_tensor_key(req, o, dst) < 0 ? -1 : 0;
-}
-
 int method_model_define(struct request *req)
 {
 	static const char *const def_keys[] = { "nodes", "loss", "params", "inputs", "outputs", "optimizer" };
-	struct param p[] = {
-		{ "name", PARAM_STR, true, NULL },
-		{ "nodes", PARAM_ARRAY, true, NULL },
-		{ "loss", PARAM_STR, true, NULL },
-		{ "params", PARAM_ARRAY, true, NULL },
-		{ "inputs", PARAM_ARRAY, false, NULL },
-		{ "outputs", PARAM_ARRAY, false, NULL },
-		{ "optimizer", PARAM_MAP, false, NULL },
-		{ "step", PARAM_UINT, false, NULL },
-		{ "replace", PARAM_BOOL, false, NULL },
+	/* Model names are per-user like tensor names (docs/security.md). */
+	param_name name;
+	const msgpack_object *nodes, *loss, *params, *inputs, *outputs, *optimizer;
+	uint64_t step = 0;
+	bool replace = false;
+	/* The definition (nodes to optimizer) is checked by model_new, from
+	 * the request's own entries. */
+	const struct param p[] = {
+		PARAM_REQ("name", PARAM_TENSOR_KEY, name),
+		PARAM_REQ("nodes", PARAM_ARRAY, nodes),
+		PARAM_REQ_OBJ("loss", PARAM_STR, loss),
+		PARAM_REQ("params", PARAM_ARRAY, params),
+		PARAM_OPT("inputs", PARAM_ARRAY, inputs),
+		PARAM_OPT("outputs", PARAM_ARRAY, outputs),
+		PARAM_OPT("optimizer", PARAM_MAP, optimizer),
+		PARAM_OPT("step", PARAM_UINT, step),
+		PARAM_OPT("replace", PARAM_BOOL, replace),
 	};
-	char name[TDP_MAX_NAME_LEN + 1], why[TDP_MAX_ERROR_MESSAGE], shown[NAMES_SHOWN_MAX];
+	char why[TDP_MAX_ERROR_MESSAGE], shown[NAMES_SHOWN_MAX];
 	msgpack_object_kv kv[6];
 	uint32_t group;
 	msgpack_object def = { .type = MSGPACK_OBJECT_MAP };
@@ -223,11 +220,11 @@ int method_model_define(struct request *req)
 	int64_t now;
 	int r;
 
-	if (params_parse(req, p, 9) < 0 || name_param(req, p[0].value, name) < 0)
+	if (PARAMS_PARSE(req, p) < 0)
 		return -1;
 	old = models_find(req->call.d->models, name);
 	lookup_show(&req->call, name, shown);
-	if (old && !(p[8].value && p[8].value->via.boolean))
+	if (old && !replace)
 		return request_fail(req, TDP_ALREADY_EXISTS,
 				    "model '%s' already exists (\"replace\": true redefines it)", shown);
 	if (old && !may_modify(req, old->owner))
@@ -248,11 +245,11 @@ int method_model_define(struct request *req)
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "uid %u already owns %llu models "
 				    "(user_max_models)", (unsigned)req->call.cred.uid,
 				    (unsigned long long)req->call.d->cfg.user_max_models);
-	if (p[7].value && p[7].value->via.u64 > MODEL_MAX_STEP)
+	if (step > MODEL_MAX_STEP)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "step must be 0 to %d", MODEL_MAX_STEP);
-	if (p[1].value->via.array.size > GRAPH_MAX_NODES)
+	if (nodes->via.array.size > GRAPH_MAX_NODES)
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "nodes: more than %d", GRAPH_MAX_NODES);
-	if (p[3].value->via.array.size > MODEL_MAX_PARAMS)
+	if (params->via.array.size > MODEL_MAX_PARAMS)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "params: more than %d", MODEL_MAX_PARAMS);
 	/* The definition is the request's own entries, minus name, step and replace. */
 	for (uint32_t i = 0; i < req->params->via.map.size; i++)
@@ -279,7 +276,7 @@ int method_model_define(struct request *req)
 		names_new_owner(&req->call.cred, name, &m->owner, &group);
 	m->created_ns = old ? old->created_ns : now;
 	m->modified_ns = now;
-	m->step = p[7].value ? (int64_t)p[7].value->via.u64 : 0;
+	m->step = (int64_t)step;
 	if (models_put(req->call.d->models, m) < 0) { /* room was checked above */
 		model_free(m);
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "no room for another model");
@@ -291,10 +288,11 @@ int method_model_define(struct request *req)
 
 int method_model_stat(struct request *req)
 {
-	struct param p[] = { { "name", PARAM_STR, true, NULL } };
+	param_name name;
+	const struct param p[] = { PARAM_REQ("name", PARAM_TENSOR_KEY, name) };
 	struct model *m;
 
-	if (params_parse(req, p, 1) < 0 || !(m = model_lookup(req, p[0].value)))
+	if (PARAMS_PARSE(req, p) < 0 || !(m = model_lookup(req, name)))
 		return -1;
 	if (tdp_write_result_head(req->pk, req->msgid) < 0 || pack_stat(req, req->pk, m))
 		return request_fail(req, TDP_INTERNAL, "out of memory");
@@ -307,7 +305,7 @@ int method_model_list(struct request *req)
 	size_t n, kept = 0;
 	int fail;
 
-	if (params_parse(req, NULL, 0) < 0)
+	if (params_none(req) < 0)
 		return -1;
 	if (models_list(req->call.d->models, &list, &n) < 0)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
@@ -345,23 +343,25 @@ int method_model_list(struct request *req)
 
 int method_model_delete(struct request *req)
 {
-	struct param p[] = {
-		{ "name", PARAM_STR, true, NULL },
-		{ "tensors", PARAM_BOOL, false, NULL },
+	param_name name;
+	bool tensors = false;
+	const struct param p[] = {
+		PARAM_REQ("name", PARAM_TENSOR_KEY, name),
+		PARAM_OPT("tensors", PARAM_BOOL, tensors),
 	};
-	char name[TDP_MAX_NAME_LEN + 1], shown[NAMES_SHOWN_MAX];
+	char shown[NAMES_SHOWN_MAX];
 	char (*gone)[TDP_MAX_NAME_LEN + 1] = NULL;
 	unsigned ngone = 0;
 	struct model *m;
 	int r = -1;
 
-	if (params_parse(req, p, 2) < 0 || !(m = model_lookup(req, p[0].value)))
+	if (PARAMS_PARSE(req, p) < 0 || !(m = model_lookup(req, name)))
 		return -1;
 	if (!may_modify(req, m->owner))
 		return request_fail(req, TDP_PERMISSION_DENIED, "model '%s' belongs to uid %u",
 				    lookup_show(&req->call, m->name, shown), m->owner);
 	strcpy(name, m->name);
-	if (p[1].value && p[1].value->via.boolean) {
+	if (tensors) {
 		/* Every tensor first: all of them go, or none. */
 		gone = calloc((size_t)m->nparams * (1 + STATE_SUFFIXES), sizeof(*gone));
 		if (!gone)
@@ -445,11 +445,15 @@ static int id_list(struct request *req, const msgpack_object *arr, unsigned max,
 
 int method_model_evaluate(struct request *req)
 {
-	struct param p[] = {
-		{ "model", PARAM_STR, true, NULL },
-		{ "data", PARAM_MAP, true, NULL },
-		{ "metrics", PARAM_ARRAY, false, NULL },
-		{ "batch_size", PARAM_UINT, false, NULL },
+	param_name model;
+	const msgpack_object *data, *metrics;
+	uint64_t batch_size = 0;
+	bool batched;
+	const struct param p[] = {
+		PARAM_REQ("model", PARAM_TENSOR_KEY, model),
+		PARAM_REQ("data", PARAM_MAP, data),
+		PARAM_OPT("metrics", PARAM_ARRAY, metrics),
+		PARAM_OPT_GIVEN("batch_size", PARAM_UINT, batch_size, batched),
 	};
 	char ids[MAX_METRICS + 1][TDP_MAX_NAME_LEN + 1];
 	const char *want[MAX_METRICS + 1];
@@ -460,10 +464,10 @@ int method_model_evaluate(struct request *req)
 	struct model *m;
 	struct feeds fd;
 
-	if (params_parse(req, p, 4) < 0 || !(m = model_lookup(req, p[0].value)) ||
-	    feeds_parse(&req->call, p[1].value, &fd, "data") < 0 || model_check_feeds(req, m, &fd, false, "data") < 0)
+	if (PARAMS_PARSE(req, p) < 0 || !(m = model_lookup(req, model)) ||
+	    feeds_parse(&req->call, data, &fd, "data") < 0 || model_check_feeds(req, m, &fd, false, "data") < 0)
 		return -1;
-	if (p[2].value && id_list(req, p[2].value, MAX_METRICS, "metrics", want + 1, &nmetrics, ids + 1) < 0)
+	if (metrics && id_list(req, metrics, MAX_METRICS, "metrics", want + 1, &nmetrics, ids + 1) < 0)
 		return -1;
 	strcpy(ids[0], m->loss);
 	want[0] = ids[0];
@@ -474,17 +478,17 @@ int method_model_evaluate(struct request *req)
 			return -1;
 		if (k == 0)
 			rows = t->rank ? t->shape[0] : 1;
-		else if (p[3].value && (t->rank == 0 || t->shape[0] != rows))
+		else if (batched && (t->rank == 0 || t->shape[0] != rows))
 			return request_fail(req, TDP_SHAPE_MISMATCH,
 					    "data: '%s' must have %llu rows like '%s' to be split into batches",
 					    lookup_show(&req->call, t->name, shown), (unsigned long long)rows,
 					    lookup_show(&req->call, fd.f[0].src, shown2));
-		if (p[3].value && t->rank == 0)
+		if (batched && t->rank == 0)
 			return request_fail(req, TDP_SHAPE_MISMATCH, "data: '%s' is a scalar, not rows",
 					    lookup_show(&req->call, t->name, shown));
 	}
-	batch = p[3].value ? p[3].value->via.u64 : rows;
-	if (p[3].value && batch == 0)
+	batch = batched ? batch_size : rows;
+	if (batched && batch == 0)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "batch_size must be 1 or more");
 	if (batch == 0 || batch > rows)
 		batch = rows ? rows : 1;
@@ -495,7 +499,7 @@ int method_model_evaluate(struct request *req)
 		double v;
 		int r = 0;
 
-		fd.rows = p[3].value != NULL;
+		fd.rows = batched;
 		fd.row0 = r0;
 		fd.row1 = r0 + n;
 		if (forward_build(req, m, &fd, want, nmetrics + 1, "metrics", NULL, &fw) < 0) {
@@ -538,32 +542,32 @@ int method_model_evaluate(struct request *req)
 
 int method_model_predict(struct request *req)
 {
-	struct param p[] = {
-		{ "model", PARAM_STR, true, NULL },
-		{ "inputs", PARAM_MAP, true, NULL },
-		{ "outputs", PARAM_ARRAY, false, NULL },
-		{ "out", PARAM_MAP, false, NULL },
+	param_name model;
+	const msgpack_object *inputs, *outputs, *out;
+	const struct param p[] = {
+		PARAM_REQ("model", PARAM_TENSOR_KEY, model),
+		PARAM_REQ("inputs", PARAM_MAP, inputs),
+		PARAM_OPT("outputs", PARAM_ARRAY, outputs),
+		PARAM_OPT("out", PARAM_MAP, out),
 	};
 	char ids[2 * MODEL_MAX_OUTPUTS][TDP_MAX_NAME_LEN + 1];
 	char names[MODEL_MAX_OUTPUTS][TDP_MAX_NAME_LEN + 1];
 	const char *want[2 * MODEL_MAX_OUTPUTS];
 	msgpack_object outs_store[MODEL_MAX_OUTPUTS], outs = { .type = MSGPACK_OBJECT_ARRAY };
-	const msgpack_object *out = p[3].value;
 	unsigned ninline = 0, nout = 0, nstored = 0;
 	struct forward fw = { .kept = NULL };
 	struct model *m;
 	struct feeds fd;
 	int r = -1;
 
-	if (params_parse(req, p, 4) < 0 || !(m = model_lookup(req, p[0].value)) ||
-	    feeds_parse(&req->call, p[1].value, &fd, "inputs") < 0 ||
+	if (PARAMS_PARSE(req, p) < 0 || !(m = model_lookup(req, model)) ||
+	    feeds_parse(&req->call, inputs, &fd, "inputs") < 0 ||
 	    model_check_feeds(req, m, &fd, false, "inputs") < 0)
 		return -1;
-	out = p[3].value;
-	if (p[2].value) {
-		if (id_list(req, p[2].value, MODEL_MAX_OUTPUTS, "outputs", want, &ninline, ids) < 0)
+	if (outputs) {
+		if (id_list(req, outputs, MODEL_MAX_OUTPUTS, "outputs", want, &ninline, ids) < 0)
 			return -1;
-		outs = *p[2].value;
+		outs = *outputs;
 	} else if (!out) {
 		if (m->noutputs == 0)
 			return request_fail(req, TDP_INVALID_ARGUMENT,

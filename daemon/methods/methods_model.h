@@ -17,9 +17,9 @@ int method_model_delete(struct request *req);
 int method_model_evaluate(struct request *req);
 int method_model_predict(struct request *req);
 
-/* The model named by the str `name`, or NULL after request_fail (an invalid
- * name, NOT_FOUND). */
-struct model *model_lookup(struct request *req, const msgpack_object *name);
+/* The model under store key `key` (a PARAM_TENSOR_KEY), or NULL after
+ * request_fail (NOT_FOUND). */
+struct model *model_lookup(struct request *req, const char *key);
 
 /* Check the feeds `fd` (may be NULL) of a request on model `m`: each fed id
  * must be a declared input (when the model declares inputs); with

@@ -1,4 +1,6 @@
-/* tensor.put, tensor.get, tensor.stat, tensor.list, tensor.delete, tensor.chmod. */
+/* tensor.put, tensor.get, tensor.stat, tensor.list, tensor.delete, tensor.chmod, tensor.copy. */
+#include "methods/methods_tensor.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,8 +11,6 @@
 #include "devices.h"
 #include "dtype.h"
 #include "gpu/transfer.h"
-#include "methods/handlers.h"
-#include "methods/tensor_meta.h"
 #include "mode.h"
 #include "name.h"
 #include "pack.h"
@@ -87,16 +87,6 @@ static int device_error(struct request *req, const struct gpu_device *g, int r, 
 	return request_fail(req, TDP_INTERNAL, "%s failed (%s)", what, strerror(-r));
 }
 
-/* Parse a mode argument (PARAM_STR) into *ret_mode. */
-static int parse_mode(struct request *req, const msgpack_object *o, uint32_t *ret_mode)
-{
-	if (tdp_mode_parse(o->via.str.ptr, o->via.str.size, ret_mode) < 0)
-		return request_fail(req, TDP_INVALID_ARGUMENT,
-				    "mode must be 'private' or a comma list of group-read, group-write, "
-				    "world-read, world-write");
-	return 0;
-}
-
 /* Parse the shape array into `t` and compute its sizes; checks rank, element
  * types, overflow and the tensor size limit. */
 static int parse_shape(struct request *req, const msgpack_object *shape, struct tensor *t)
@@ -167,50 +157,48 @@ static int store_as_new(struct request *req, struct gpu_device *g, struct tensor
 
 int method_tensor_put(struct request *req)
 {
-	struct param p[] = {
-		{ "name", PARAM_STR, true, NULL },
-		{ "dtype", PARAM_STR, true, NULL },
-		{ "shape", PARAM_ARRAY, true, NULL },
-		{ "data", PARAM_BIN, true, NULL },
-		{ "if_absent", PARAM_BOOL, false, NULL },
-		{ "mode", PARAM_STR, false, NULL },
-		{ "device", PARAM_UINT, false, NULL },
+	param_name name;
+	struct param_str dtype;
+	const msgpack_object *shape, *data;
+	bool if_absent = false, has_mode, has_device;
+	uint32_t mode = TDP_MODE_PRIVATE, device = 0;
+	const struct param p[] = {
+		PARAM_REQ("name", PARAM_TENSOR_KEY, name),
+		PARAM_REQ("dtype", PARAM_STR, dtype),
+		PARAM_REQ("shape", PARAM_ARRAY, shape),
+		PARAM_REQ("data", PARAM_BIN, data),
+		PARAM_OPT("if_absent", PARAM_BOOL, if_absent),
+		PARAM_OPT_GIVEN("mode", PARAM_MODE, mode, has_mode),
+		PARAM_OPT_GIVEN("device", PARAM_DEVICE, device, has_device),
 	};
 	struct daemon *d = req->call.d;
 	struct tensor *t, *old = NULL;
 	struct gpu_device *g;
-	uint32_t mode = TDP_MODE_PRIVATE, device = 0;
 	char why[TDP_MAX_ERROR_MESSAGE], shown[NAMES_SHOWN_MAX];
 	int r, code;
 
-	if (params_parse(req, p, 7) < 0)
-		return -1;
-	if (p[5].value && parse_mode(req, p[5].value, &mode) < 0)
-		return -1;
-	if (p[6].value && devices_param(req, p[6].value, "device", &device) < 0)
+	if (PARAMS_PARSE(req, p) < 0)
 		return -1;
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
-	r = params_tensor_key(req, p[0].value, t->name);
-	if (r < 0)
-		goto fail;
-	t->name_len = (size_t)r;
-	t->dtype = tdp_dtype_parse(p[1].value->via.str.ptr, p[1].value->via.str.size);
+	t->name_len = strlen(name);
+	memcpy(t->name, name, t->name_len + 1);
+	t->dtype = tdp_dtype_parse(dtype.ptr, dtype.len);
 	if (t->dtype < 0) {
 		request_fail(req, TDP_INVALID_ARGUMENT, "unknown dtype (expected f32 f16 bf16 i32 u8)");
 		goto fail;
 	}
-	if (parse_shape(req, p[2].value, t) < 0)
+	if (parse_shape(req, shape, t) < 0)
 		goto fail;
-	if (p[3].value->via.bin.size != t->bytes) {
+	if (data->via.bin.size != t->bytes) {
 		request_fail(req, TDP_INVALID_ARGUMENT,
 			     "data holds %u bytes but dtype and shape need %llu",
-			     p[3].value->via.bin.size, (unsigned long long)t->bytes);
+			     data->via.bin.size, (unsigned long long)t->bytes);
 		goto fail;
 	}
 	code = lookup_tensor_why(&req->call, NULL, t->name, ACCESS_WRITE, &old, why, sizeof(why));
-	if (code != TDP_NOT_FOUND && p[4].value && p[4].value->via.boolean) {
+	if (code != TDP_NOT_FOUND && if_absent) {
 		request_fail(req, TDP_ALREADY_EXISTS, "tensor '%s' already exists", lookup_show(&req->call, t->name, shown));
 		goto fail;
 	}
@@ -218,7 +206,7 @@ int method_tensor_put(struct request *req)
 		request_fail(req, code, "%s", why);
 		goto fail;
 	}
-	if (old && p[5].value && !access_may_chmod(&req->call.cred, old->owner)) {
+	if (old && has_mode && !access_may_chmod(&req->call.cred, old->owner)) {
 		request_fail(req, TDP_PERMISSION_DENIED,
 			     "only the owner (uid %u) or root may set the mode of '%s'", old->owner,
 			     lookup_show(&req->call, t->name, shown));
@@ -227,12 +215,12 @@ int method_tensor_put(struct request *req)
 	if (check_room(req, t, old) < 0)
 		goto fail;
 	/* A replacement stays where the tensor was unless told otherwise. */
-	t->device = p[6].value ? device : old ? old->device : devices_default(d, req->call.cred.uid, t->bytes);
+	t->device = has_device ? device : old ? old->device : devices_default(d, req->call.cred.uid, t->bytes);
 	g = devices_of(d, t);
 	/* The new bytes go to fresh memory, so a failure leaves the old tensor as it was. */
 	if (alloc_for(req, g, t) < 0)
 		goto fail;
-	r = gpu_upload(g, &t->alloc, p[3].value->via.bin.ptr);
+	r = gpu_upload(g, &t->alloc, data->via.bin.ptr);
 	if (r < 0) {
 		device_error(req, g, r, "uploading");
 		gpu_memory_free(g, &t->alloc);
@@ -240,7 +228,7 @@ int method_tensor_put(struct request *req)
 	}
 	if (store_as_new(req, g, t, mode) < 0)
 		goto fail;
-	if (p[5].value)
+	if (has_mode)
 		t->mode = mode;
 	return tensor_write_meta_result(req, t);
 fail:
@@ -252,12 +240,11 @@ fail:
  * `want` (ACCESS_*). */
 static struct tensor *lookup(struct request *req, unsigned want)
 {
-	struct param p[] = { { "name", PARAM_STR, true, NULL } };
-	char name[TDP_MAX_NAME_LEN + 1];
+	param_name name;
+	const struct param p[] = { PARAM_REQ("name", PARAM_TENSOR_KEY, name) };
 	struct tensor *t;
 
-	if (params_parse(req, p, 1) < 0 || params_tensor_key(req, p[0].value, name) < 0 ||
-	    lookup_tensor(&req->call, NULL, name, want, &t) < 0)
+	if (PARAMS_PARSE(req, p) < 0 || lookup_tensor(&req->call, NULL, name, want, &t) < 0)
 		return NULL;
 	return t;
 }
@@ -296,18 +283,18 @@ int method_tensor_stat(struct request *req)
 
 int method_tensor_list(struct request *req)
 {
-	struct param p[] = { { "prefix", PARAM_STR, false, NULL } };
+	struct param_str prefix;
+	const struct param p[] = { PARAM_OPT("prefix", PARAM_STR, prefix) };
 	char key[TDP_MAX_NAME_LEN + 1];
 	struct tensor **list;
 	size_t n;
 	int fail, kn;
 
-	if (params_parse(req, p, 1) < 0)
+	if (PARAMS_PARSE(req, p) < 0)
 		return -1;
 	/* A prefix is a name's beginning (possibly empty), in the caller's
 	 * namespace or, after "~user/", in that user's (docs/security.md). */
-	kn = names_qualify_prefix(req->call.cred.uid, p[0].value ? p[0].value->via.str.ptr : "",
-				  p[0].value ? p[0].value->via.str.size : 0, key);
+	kn = names_qualify_prefix(req->call.cred.uid, prefix.ptr ? prefix.ptr : "", prefix.len, key);
 	if (kn == -ESRCH)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "prefix: no such user");
 	if (kn < 0)
@@ -349,24 +336,23 @@ int method_tensor_delete(struct request *req)
 
 int method_tensor_chmod(struct request *req)
 {
-	struct param p[] = {
-		{ "name", PARAM_STR, true, NULL },
-		{ "mode", PARAM_STR, false, NULL },
-		{ "group", PARAM_UINT, false, NULL },
-	};
-	char name[TDP_MAX_NAME_LEN + 1], shown[NAMES_SHOWN_MAX];
+	param_name name;
 	uint32_t mode = 0;
 	uint64_t group = 0;
+	bool has_mode, has_group;
+	const struct param p[] = {
+		PARAM_REQ("name", PARAM_TENSOR_KEY, name),
+		PARAM_OPT_GIVEN("mode", PARAM_MODE, mode, has_mode),
+		PARAM_OPT_GIVEN("group", PARAM_UINT, group, has_group),
+	};
+	char shown[NAMES_SHOWN_MAX];
 	struct tensor *t;
 
-	if (params_parse(req, p, 3) < 0 || params_tensor_key(req, p[0].value, name) < 0)
+	if (PARAMS_PARSE(req, p) < 0)
 		return -1;
-	if (!p[1].value && !p[2].value)
+	if (!has_mode && !has_group)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "give a mode, a group or both");
-	if (p[1].value && parse_mode(req, p[1].value, &mode) < 0)
-		return -1;
-	if (p[2].value) {
-		group = p[2].value->via.u64;
+	if (has_group) {
 		if (group >= UINT32_MAX)
 			return request_fail(req, TDP_INVALID_ARGUMENT, "group %llu is no gid",
 					    (unsigned long long)group);
@@ -378,13 +364,13 @@ int method_tensor_chmod(struct request *req)
 		return request_fail(req, TDP_PERMISSION_DENIED,
 				    "tensor '%s' belongs to uid %u; only its owner or root may change its mode",
 				    lookup_show(&req->call, name, shown), t->owner);
-	if (p[2].value && req->call.cred.uid != 0 && !access_cred_in_group(&req->call.cred, (gid_t)group))
+	if (has_group && req->call.cred.uid != 0 && !access_cred_in_group(&req->call.cred, (gid_t)group))
 		return request_fail(req, TDP_PERMISSION_DENIED,
 				    "uid %u is not in group %llu; only root may give a tensor to a group "
 				    "it is not in", (unsigned)req->call.cred.uid, (unsigned long long)group);
-	if (p[1].value)
+	if (has_mode)
 		t->mode = mode;
-	if (p[2].value)
+	if (has_group)
 		t->group = (uint32_t)group;
 	store_mark_dirty(req->call.d->store, t);
 	/* Durable at once, so a crash or a device loss never brings back the
@@ -397,30 +383,27 @@ int method_tensor_chmod(struct request *req)
  * (src's by default); dst == src moves the tensor (docs/devices.md). */
 int method_tensor_copy(struct request *req)
 {
-	struct param p[] = {
-		{ "src", PARAM_STR, true, NULL },
-		{ "dst", PARAM_STR, true, NULL },
-		{ "device", PARAM_UINT, false, NULL },
+	param_name src_name, dst_name;
+	uint32_t device = 0;
+	bool has_device;
+	const struct param p[] = {
+		PARAM_REQ("src", PARAM_TENSOR_KEY, src_name),
+		PARAM_REQ("dst", PARAM_TENSOR_KEY, dst_name),
+		PARAM_OPT_GIVEN("device", PARAM_DEVICE, device, has_device),
 	};
 	struct daemon *d = req->call.d;
-	char src_name[TDP_MAX_NAME_LEN + 1], why[TDP_MAX_ERROR_MESSAGE];
+	char why[TDP_MAX_ERROR_MESSAGE];
 	struct tensor *src, *old = NULL, *t;
 	struct gpu_device *g;
-	uint32_t device;
 	int r, code;
 
-	if (params_parse(req, p, 3) < 0 || params_tensor_key(req, p[0].value, src_name) < 0 ||
-	    lookup_tensor(&req->call, "src", src_name, ACCESS_READ, &src) < 0)
-		return -1;
-	if (p[2].value && devices_param(req, p[2].value, "device", &device) < 0)
+	if (PARAMS_PARSE(req, p) < 0 || lookup_tensor(&req->call, "src", src_name, ACCESS_READ, &src) < 0)
 		return -1;
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
-	r = params_tensor_key(req, p[1].value, t->name);
-	if (r < 0)
-		goto fail;
-	t->name_len = (size_t)r;
+	t->name_len = strlen(dst_name);
+	memcpy(t->name, dst_name, t->name_len + 1);
 	code = lookup_tensor_why(&req->call, "dst", t->name, ACCESS_WRITE, &old, why, sizeof(why));
 	if (code == TDP_PERMISSION_DENIED) {
 		request_fail(req, code, "%s", why);
@@ -434,7 +417,7 @@ int method_tensor_copy(struct request *req)
 	memcpy(t->shape, src->shape, sizeof(t->shape));
 	t->count = src->count;
 	t->bytes = src->bytes;
-	t->device = p[2].value ? device : src->device;
+	t->device = has_device ? device : src->device;
 	g = devices_of(d, t);
 	if (alloc_for(req, g, t) < 0)
 		goto fail;

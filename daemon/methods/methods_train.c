@@ -21,16 +21,17 @@
 #include "store/names.h"
 #include "train/step.h"
 
-int train_resolve_source(struct request *req, const struct param *p, const msgpack_object *model,
-			 struct source *src)
+int train_resolve_source(struct request *req, const char *model, struct source *src)
 {
-	*src = (struct source){ .nodes = p[0].value, .loss = p[1].value, .params = p[2].value,
-				.opt = p[3].value };
+	const msgpack_object *given[3] = { src->nodes, src->loss, src->params };
+	static const char *const key[3] = { "nodes", "loss", "params" };
+
+	src->m = NULL;
 	if (!model) {
 		for (unsigned k = 0; k < 3; k++)
-			if (!p[k].value)
+			if (!given[k])
 				return request_fail(req, TDP_INVALID_ARGUMENT,
-						    "missing parameter '%s' (or give 'model')", p[k].key);
+						    "missing parameter '%s' (or give 'model')", key[k]);
 		return 0;
 	}
 	if (src->nodes || src->loss || src->params)
@@ -49,50 +50,54 @@ int train_resolve_source(struct request *req, const struct param *p, const msgpa
 
 int method_train_step(struct request *req)
 {
-	struct param p[] = {
-		{ "nodes", PARAM_ARRAY, false, NULL },
-		{ "loss", PARAM_STR, false, NULL },
-		{ "params", PARAM_ARRAY, false, NULL },
-		{ "optimizer", PARAM_MAP, false, NULL },
-		{ "step", PARAM_UINT, false, NULL },
-		{ "grads", PARAM_BOOL, false, NULL },
-		{ "outputs", PARAM_ARRAY, false, NULL },
-		{ "model", PARAM_STR, false, NULL },
-		{ "data", PARAM_MAP, false, NULL },
-		{ "fuse", PARAM_BOOL, false, NULL },
+	struct source src;
+	const msgpack_object *grads, *outputs, *data;
+	uint64_t step_arg = 0;
+	param_name model;
+	bool has_step, has_model, fuse = false, has_fuse;
+	const struct param p[] = {
+		PARAM_OPT("nodes", PARAM_ARRAY, src.nodes),
+		PARAM_OPT_OBJ("loss", PARAM_STR, src.loss),
+		PARAM_OPT("params", PARAM_ARRAY, src.params),
+		PARAM_OPT("optimizer", PARAM_MAP, src.opt),
+		PARAM_OPT_GIVEN("step", PARAM_UINT, step_arg, has_step),
+		PARAM_OPT_OBJ("grads", PARAM_BOOL, grads),
+		PARAM_OPT("outputs", PARAM_ARRAY, outputs),
+		PARAM_OPT_GIVEN("model", PARAM_TENSOR_KEY, model, has_model),
+		PARAM_OPT("data", PARAM_MAP, data),
+		PARAM_OPT_GIVEN("fuse", PARAM_BOOL, fuse, has_fuse),
 	};
 	struct graph gr = { .call = &req->call };
 	struct train_spec *spec;
 	struct feeds fd;
-	struct source src;
 	uint32_t nstored = 0, ninline = 0;
 	int64_t step;
 	unsigned loss;
 	double lr = 0, loss_value = 0;
 	int r = -1;
 
-	if (params_parse(req, p, 10) < 0 || train_resolve_source(req, p, p[7].value, &src) < 0)
+	if (PARAMS_PARSE(req, p) < 0 || train_resolve_source(req, has_model ? model : NULL, &src) < 0)
 		return -1;
 	step = src.m ? src.m->step + 1 : 1;
-	if (p[4].value) {
-		if (p[4].value->via.u64 < 1 || p[4].value->via.u64 > INT32_MAX)
+	if (has_step) {
+		if (step_arg < 1 || step_arg > INT32_MAX)
 			return request_fail(req, TDP_INVALID_ARGUMENT, "step must be 1 or more");
-		step = (int64_t)p[4].value->via.u64;
+		step = (int64_t)step_arg;
 	}
 	if (step > INT32_MAX)
 		return request_fail(req, TDP_FAILED_PRECONDITION, "the model's step count is at its limit");
-	if (p[8].value && feeds_parse(&req->call, p[8].value, &fd, "data") < 0)
+	if (data && feeds_parse(&req->call, data, &fd, "data") < 0)
 		return -1;
-	if (src.m && model_check_feeds(req, src.m, p[8].value ? &fd : NULL, true, "data") < 0)
+	if (src.m && model_check_feeds(req, src.m, data ? &fd : NULL, true, "data") < 0)
 		return -1;
 	spec = malloc(sizeof(*spec));
 	if (!spec)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
-	if (train_spec_parse(&req->call, src.loss, src.params, src.opt, p[5].value, spec) < 0)
+	if (train_spec_parse(&req->call, src.loss, src.params, src.opt, grads, spec) < 0)
 		goto out;
-	if (p[9].value)
-		spec->fuse = p[9].value->via.boolean;
-	if (train_run_step(&req->call, spec, src.nodes, p[6].value, p[8].value ? &fd : NULL, step, true, &gr, &loss,
+	if (has_fuse)
+		spec->fuse = fuse;
+	if (train_run_step(&req->call, spec, src.nodes, outputs, data ? &fd : NULL, step, true, &gr, &loss,
 			   &loss_value, &lr) < 0)
 		goto out;
 	for (unsigned i = 0; i < gr.n; i++) {

@@ -25,7 +25,8 @@ struct source {
 	const msgpack_object *nodes, *loss, *params, *opt;
 };
 
-/* Fill *src from p[0..3] (nodes, loss, params, optimizer) or from the model
- * named by `model` (may be NULL), not both. Returns 0 or request_fail(). */
-int train_resolve_source(struct request *req, const struct param *p, const msgpack_object *model,
-			 struct source *src);
+/* Complete *src, whose nodes, loss, params and opt hold the request's
+ * (NULL when absent), from the model under store key `model` (NULL: none):
+ * the request gives either the model or nodes, loss and params, not both.
+ * Returns 0, or -1 after request_fail. */
+int train_resolve_source(struct request *req, const char *model, struct source *src);

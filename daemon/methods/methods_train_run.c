@@ -153,14 +153,23 @@ static const struct train_sink client_sink = {
 	.release = client_release,
 };
 
-/* Read the run's own parameters (data, sizes, eval...) into `plan`. */
-static int plan_setup(struct request *req, struct train_plan *plan, const struct param *p)
-{
-	const msgpack_object *eval = p[10].value;
-	struct tensor *first;
-	uint64_t epochs = p[6].value ? p[6].value->via.u64 : 1;
+/* train.run's own parameters (besides the step's source), as params_parse
+ * decoded them. */
+struct run_params {
+	const msgpack_object *data, *eval, *devices;
+	uint64_t batch_size, epochs, steps, seed, start_step, progress_every;
+	bool shuffle, has_epochs, has_steps, has_start_step, has_progress_every, has_stop_loss;
+	double stop_loss;
+};
 
-	if (feeds_parse(&req->call, p[4].value, &plan->train, "data") < 0)
+/* Parse the run's own parameters (data, sizes, eval...) into `plan`. */
+static int plan_setup(struct request *req, struct train_plan *plan, const struct run_params *rp)
+{
+	const msgpack_object *eval = rp->eval;
+	struct tensor *first;
+	uint64_t epochs = rp->has_epochs ? rp->epochs : 1;
+
+	if (feeds_parse(&req->call, rp->data, &plan->train, "data") < 0)
 		return -1;
 	if (lookup_tensor(&req->call, "data", plan->train.f[0].src, ACCESS_READ, &first) < 0)
 		return -1;
@@ -180,14 +189,14 @@ static int plan_setup(struct request *req, struct train_plan *plan, const struct
 					    plan->train.f[k].src, (unsigned long long)plan->nsamples,
 					    plan->train.f[0].src);
 	}
-	plan->batch = p[5].value->via.u64;
+	plan->batch = rp->batch_size;
 	if (plan->batch == 0 || plan->batch > plan->nsamples || plan->nsamples > INT32_MAX)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "batch_size must be 1 to %llu (the rows of the data)",
 				    (unsigned long long)plan->nsamples);
 	plan->per_epoch = plan->nsamples / plan->batch; /* the last partial batch is dropped */
-	if (p[7].value) {
-		plan->total = p[7].value->via.u64;
-		if (p[6].value)
+	if (rp->has_steps) {
+		plan->total = rp->steps;
+		if (rp->has_epochs)
 			return request_fail(req, TDP_INVALID_ARGUMENT, "give epochs or steps, not both");
 	} else {
 		plan->total = epochs * plan->per_epoch;
@@ -195,18 +204,19 @@ static int plan_setup(struct request *req, struct train_plan *plan, const struct
 	if (plan->total == 0 || plan->total > 100000000)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "a run has 1 to 100000000 steps");
 	plan->epochs = (plan->total + plan->per_epoch - 1) / plan->per_epoch;
-	plan->seed = p[8].value ? p[8].value->via.u64 : 0;
-	plan->shuffle = !p[9].value || p[9].value->via.boolean;
-	if (p[11].value)
-		plan->start_step = (int64_t)p[11].value->via.u64;
+	plan->seed = rp->seed;
+	plan->shuffle = rp->shuffle;
+	if (rp->has_start_step)
+		plan->start_step = (int64_t)rp->start_step;
 	if (plan->start_step < 1 || plan->start_step > INT32_MAX)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "start_step must be 1 or more");
-	plan->progress_every = p[12].value ? p[12].value->via.u64 : (plan->total >= 100 ? plan->total / 100 : 1);
+	plan->progress_every = rp->has_progress_every ? rp->progress_every
+						     : (plan->total >= 100 ? plan->total / 100 : 1);
 	if (plan->progress_every == 0)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "progress_every must be 1 or more");
-	if (p[13].value) {
+	if (rp->has_stop_loss) {
 		plan->has_stop = true;
-		plan->stop_loss = params_number(p[13].value);
+		plan->stop_loss = rp->stop_loss;
 	}
 	if (eval) {
 		const msgpack_object *every = tdp_map_find(eval, "every"), *metrics = tdp_map_find(eval, "metrics");
@@ -274,30 +284,33 @@ static int parse_devices(struct request *req, struct train_plan *plan, const msg
 
 int method_train_run(struct request *req)
 {
-	struct param p[] = {
-		{ "nodes", PARAM_ARRAY, false, NULL },      /* 0 */
-		{ "loss", PARAM_STR, false, NULL },
-		{ "params", PARAM_ARRAY, false, NULL },
-		{ "optimizer", PARAM_MAP, false, NULL },
-		{ "data", PARAM_MAP, true, NULL },          /* 4 */
-		{ "batch_size", PARAM_UINT, true, NULL },
-		{ "epochs", PARAM_UINT, false, NULL },
-		{ "steps", PARAM_UINT, false, NULL },
-		{ "seed", PARAM_UINT, false, NULL },        /* 8 */
-		{ "shuffle", PARAM_BOOL, false, NULL },
-		{ "eval", PARAM_MAP, false, NULL },
-		{ "start_step", PARAM_UINT, false, NULL },
-		{ "progress_every", PARAM_UINT, false, NULL }, /* 12 */
-		{ "stop_loss", PARAM_NUMBER, false, NULL },
-		{ "model", PARAM_STR, false, NULL },        /* 14 */
-		{ "devices", PARAM_ARRAY, false, NULL },
+	struct source src;
+	struct run_params rp = { .shuffle = true };
+	param_name model;
+	bool has_model;
+	const struct param p[] = {
+		PARAM_OPT("nodes", PARAM_ARRAY, src.nodes),
+		PARAM_OPT_OBJ("loss", PARAM_STR, src.loss),
+		PARAM_OPT("params", PARAM_ARRAY, src.params),
+		PARAM_OPT("optimizer", PARAM_MAP, src.opt),
+		PARAM_REQ("data", PARAM_MAP, rp.data),
+		PARAM_REQ("batch_size", PARAM_UINT, rp.batch_size),
+		PARAM_OPT_GIVEN("epochs", PARAM_UINT, rp.epochs, rp.has_epochs),
+		PARAM_OPT_GIVEN("steps", PARAM_UINT, rp.steps, rp.has_steps),
+		PARAM_OPT("seed", PARAM_UINT, rp.seed),
+		PARAM_OPT("shuffle", PARAM_BOOL, rp.shuffle),
+		PARAM_OPT("eval", PARAM_MAP, rp.eval),
+		PARAM_OPT_GIVEN("start_step", PARAM_UINT, rp.start_step, rp.has_start_step),
+		PARAM_OPT_GIVEN("progress_every", PARAM_UINT, rp.progress_every, rp.has_progress_every),
+		PARAM_OPT_GIVEN("stop_loss", PARAM_NUMBER, rp.stop_loss, rp.has_stop_loss),
+		PARAM_OPT_GIVEN("model", PARAM_TENSOR_KEY, model, has_model),
+		PARAM_OPT("devices", PARAM_ARRAY, rp.devices),
 	};
 	struct train_plan *plan = NULL;
 	struct run_client *cl = NULL;
-	struct source src;
 	int r = -1;
 
-	if (params_parse(req, p, 16) < 0 || train_resolve_source(req, p, p[14].value, &src) < 0)
+	if (PARAMS_PARSE(req, p) < 0 || train_resolve_source(req, has_model ? model : NULL, &src) < 0)
 		return -1;
 	if (!req->conn)
 		return request_fail(req, TDP_INTERNAL, "train.run needs a connection");
@@ -309,7 +322,7 @@ int method_train_run(struct request *req)
 	}
 	plan->start_step = src.m ? src.m->step + 1 : 1;
 	if (train_spec_parse(&req->call, src.loss, src.params, src.opt, NULL, &plan->spec) < 0 ||
-	    plan_setup(req, plan, p) < 0 || parse_devices(req, plan, p[15].value) < 0)
+	    plan_setup(req, plan, &rp) < 0 || parse_devices(req, plan, rp.devices) < 0)
 		goto out;
 	if (src.m) {
 		if (model_check_feeds(req, src.m, &plan->train, true, "data") < 0 ||

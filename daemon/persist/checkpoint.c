@@ -261,7 +261,7 @@ int method_store_sync(struct request *req)
 	msgpack_packer *pk = req->pk;
 	int r;
 
-	if (params_parse(req, NULL, 0) < 0)
+	if (params_none(req) < 0)
 		return -1;
 	if (!req->call.d->persist)
 		return request_fail(req, TDP_FAILED_PRECONDITION,

@@ -27,7 +27,6 @@ import sys
 # train.run (serve/conn.h's conn_deferred); both go when the request contract
 # and the deferral move below methods/ (issue 15).
 ALLOWED = """
-kernels/kernel.c -> methods/params.h
 methods/kernel_compile_job.c -> serve/conn.h
 methods/methods_core.c -> serve/conn.h
 methods/methods_core.c -> serve/server.h

@@ -1,10 +1,20 @@
-/* Writing a tensor's metadata map (docs/protocol.md, "Tensors"). */
+/* tensor.put, tensor.get, tensor.stat, tensor.list, tensor.delete,
+ * tensor.chmod, tensor.copy (docs/protocol.md, "Tensors"), and a tensor's
+ * metadata map as a response, which op.run and graph.run write too. */
 #pragma once
 
 #include <msgpack.h>
 
 #include "methods/request.h"
 #include "store/store.h"
+
+int method_tensor_put(struct request *req);
+int method_tensor_get(struct request *req);
+int method_tensor_stat(struct request *req);
+int method_tensor_list(struct request *req);
+int method_tensor_delete(struct request *req);
+int method_tensor_chmod(struct request *req);
+int method_tensor_copy(struct request *req);
 
 /* Pack the metadata map of `t` into req->pk, its name as the request's
  * client sees it (names.h); nonzero on failure, like msgpack_pack_*. */
