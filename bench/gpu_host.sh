@@ -25,5 +25,9 @@ if [ -f bench/bench_ops.py ]; then
   python3 bench/bench_ops.py --socket "$sock" || true
 fi
 echo "== integration tests on this GPU"
-TENSORD_BIN=$PWD/$build/daemon/tensord "$build/tests/test-integration" 2>&1 | tail -3
+for t in "$build"/tests/integration/test-integration-*; do
+  [ -f "$t" ] && [ -x "$t" ] || continue   # not meson's *.p folders
+  echo "-- ${t##*/}"
+  TENSORD_BIN=$PWD/$build/daemon/tensord "$t" 2>&1 | tail -3
+done
 head -5 "$tmp/tensord.log"

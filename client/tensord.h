@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 /* The version of this header, equal to the project's version in meson.build
- * (tests/test_client_api.c checks that). Compare with tensord_version() to
+ * (tests/client/test_client_api.c checks that). Compare with tensord_version() to
  * tell the header a program was built with from the library it runs with. */
 #define TENSORD_VERSION_MAJOR 0
 #define TENSORD_VERSION_MINOR 1

@@ -6,7 +6,7 @@
                                       of OUTDIR/tensorctl.bash (between its
                                       GENERATED markers; the rest is kept)
   gen_completion.py TABLE --check DIR exit 1 when the files in DIR are not what
-                                      TABLE makes (tests/test_completion.sh)
+                                      TABLE makes (tests/integration/test_completion.sh)
 
 The op names come from docs/ops.md (DIR/../../docs/ops.md, or $OPS_DOC).
 """

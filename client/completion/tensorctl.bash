@@ -1,6 +1,6 @@
 # bash completion for tensorctl(1): commands, options, dtypes, files, op names
 # and the names of the tensors and models stored in the daemon (asked with
-# --json ls / --json model ls). tests/test_completion.sh checks the commands
+# --json ls / --json model ls). tests/integration/test_completion.sh checks the commands
 # and each command's options against tensorctl's own help.
 # Installed as bash-completion's completions/tensorctl; or: source this file.
 

@@ -109,7 +109,7 @@ static const char *test_leak(void)
 	return v ? v : "";
 }
 
-/* Not inlined, so the report names it: tests/test_sanitizer.py looks for it. */
+/* Not inlined, so the report names it: tests/integration/test_sanitizer.py looks for it. */
 __attribute__((noinline)) static void tensord_test_leak(void)
 {
 	static void *volatile sink;

@@ -1,7 +1,7 @@
 /* What tensord does differently when built with a sanitizer (meson
  * -Db_sanitize=address..., which defines TENSORD_SANITIZE): keep the Vulkan
  * drivers loaded so LeakSanitizer can name their frames, and the test-only
- * leaks that prove the suppressions in tests/lsan.supp work both ways
+ * leaks that prove the suppressions in tests/lib/lsan.supp work both ways
  * (docs/testing.md). In other builds these functions do nothing. */
 #pragma once
 
@@ -15,6 +15,6 @@
 void sanitize_init(void);
 
 /* With TENSORD_TEST_LEAK=driver, leak one fence inside the driver of `dev`
- * (memory the driver allocated and nobody frees): what tests/lsan.supp must
+ * (memory the driver allocated and nobody frees): what tests/lib/lsan.supp must
  * suppress. Once per process. */
 void sanitize_device_created(VkDevice dev);

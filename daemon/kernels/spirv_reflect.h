@@ -1,7 +1,7 @@
 /* Reflection of a client's SPIR-V compute module: the entry point, its local
  * size, the storage buffers it binds and its push-constant block. Pure
  * parsing, no Vulkan, every read bounds-checked: the input is whatever a
- * client sent (tests/test_spirv_reflect.c feeds it garbage). */
+ * client sent (tests/unit/test_spirv_reflect.c feeds it garbage). */
 #pragma once
 
 #include <stdbool.h>

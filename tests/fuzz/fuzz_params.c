@@ -62,7 +62,8 @@ static bool trace;
 #define JOB_TURNS 6
 #define HEAP_BYTES ((uint64_t)8 << 20)
 
-/* ---- what the handlers need from the parts of the daemon left out ---- */
+/* ---- what the handlers reach of the loop, connections and server ---- */
+/* (the harness has none; tests/fuzz/meson.build says how the link works) */
 
 void conn_kick(struct conn *c)
 {

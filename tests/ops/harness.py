@@ -10,8 +10,8 @@ import sys
 import msgpack
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from daemon import Daemon  # noqa: E402  (tests/daemon.py)
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from daemon import Daemon  # noqa: E402  (tests/lib/daemon.py)
 
 try:
     from ml_dtypes import bfloat16 as _bf16  # not in Debian; bf16 is emulated below

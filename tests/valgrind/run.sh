@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run the C integration test (tests/test_integration.c) against a tensord that
+# Run the C integration tests (tests/integration/test_integration_*.c, every
+# program build/tests/integration/test-integration-*) against a tensord that
 # runs under valgrind's memcheck on lavapipe, then require of every daemon run:
 # exit status 0 after SIGTERM, no memcheck error (invalid read or write, use
 # of uninitialised memory, bad free) and no definitely lost block.
@@ -18,16 +19,30 @@ logs=${VALGRIND_LOG_DIR:-$(mktemp -d /tmp/tensord-valgrind-XXXXXX)}
 mkdir -p "$logs"
 rm -f "$logs"/tensord-valgrind.*.log
 
-echo "== test-integration against tensord under valgrind (reports in $logs)"
-start=$(date +%s)
-TENSORD_REAL_BIN="$build/daemon/tensord" \
-TENSORD_BIN="$PWD/tests/valgrind/tensord-valgrind.sh" \
-VALGRIND_LOG_DIR="$logs" \
-TENSORD_TEST_TIME_SCALE=${TENSORD_TEST_TIME_SCALE:-40} \
-TENSORD_CONFIG="$PWD/tests/valgrind/valgrind.conf" \
-  "$build/tests/test-integration"
-rc=$?
-echo "== test-integration exited $rc after $(( $(date +%s) - start )) s"
+# The programs, not meson's test-integration-*.p object folders.
+programs=()
+for f in "$build"/tests/integration/test-integration-*; do
+  [ -f "$f" ] && [ -x "$f" ] && programs+=("$f")
+done
+if [ ${#programs[@]} -eq 0 ]; then
+  echo "!! no integration test program in $build/tests/integration"
+  exit 1
+fi
+rc=0
+for prog in "${programs[@]}"; do
+  name=${prog##*/}
+  echo "== $name against tensord under valgrind (reports in $logs)"
+  start=$(date +%s)
+  TENSORD_REAL_BIN="$build/daemon/tensord" \
+  TENSORD_BIN="$PWD/tests/valgrind/tensord-valgrind.sh" \
+  VALGRIND_LOG_DIR="$logs" \
+  TENSORD_TEST_TIME_SCALE=${TENSORD_TEST_TIME_SCALE:-40} \
+  TENSORD_CONFIG="$PWD/tests/valgrind/valgrind.conf" \
+    "$prog"
+  prc=$?
+  echo "== $name exited $prc after $(( $(date +%s) - start )) s"
+  [ "$prc" -eq 0 ] || rc=$prc
+done
 
 status=$rc
 shopt -s nullglob
