@@ -91,6 +91,7 @@ int stub_daemon_init(struct stub_daemon *sd)
 	struct daemon *d = &sd->d;
 
 	memset(sd, 0, sizeof(*sd));
+	sd->blocks0 = fuzz_gpu_live_blocks();
 	log_set_level(getenv("UNIT_TRACE") ? LOG_DEBUG : LOG_EMERG);
 	fuzz_gpu_init(&sd->gpu, STUB_HEAP_BYTES);
 	sd->desc = sd->gpu.desc;
@@ -115,7 +116,7 @@ void stub_daemon_fini(struct stub_daemon *sd)
 {
 	models_free(sd->d.models);
 	store_free(sd->d.store);
-	assert_int_equal(fuzz_gpu_live_blocks(), 0);
+	assert_int_equal(stub_live(sd), 0);
 	assert_int_equal(sd->gpu.mem.used, 0);
 	assert_int_equal(sd->gpu.mem.reserved, 0);
 }
@@ -164,6 +165,11 @@ struct tensor *stub_find(struct stub_daemon *sd, uint32_t uid, const char *name)
 	if (store_lookup(sd->d.store, key, strlen(key), &access_daemon, 0, &t, NULL) < 0)
 		return NULL;
 	return t;
+}
+
+uint64_t stub_live(const struct stub_daemon *sd)
+{
+	return fuzz_gpu_live_blocks() - sd->blocks0;
 }
 
 uint64_t stub_count(struct stub_daemon *sd)
@@ -232,14 +238,27 @@ static void mp_attr_value(struct mp *m, const char *v)
 		mp_str(m, v);
 }
 
+void mp_kv(struct mp *m, const char *const *pairs)
+{
+	size_t n = 0;
+
+	while (pairs[n])
+		n++;
+	msgpack_pack_map(&m->pk, n);
+	for (size_t k = 0; k < n; k++) {
+		const char *eq = strchr(pairs[k], '=');
+
+		assert_non_null(eq);
+		msgpack_pack_str(&m->pk, (size_t)(eq - pairs[k]));
+		msgpack_pack_str_body(&m->pk, pairs[k], (size_t)(eq - pairs[k]));
+		mp_attr_value(m, eq + 1);
+	}
+}
+
 void mp_node(struct mp *m, const char *id, const char *op, const char *const *inputs, const char *out,
 	     const char *const *attrs)
 {
-	size_t nattrs = 0;
-
-	while (attrs && attrs[nattrs])
-		nattrs++;
-	msgpack_pack_map(&m->pk, 3 + (out != NULL) + (nattrs > 0));
+	msgpack_pack_map(&m->pk, 3 + (out != NULL) + (attrs != NULL));
 	mp_str(m, "id");
 	mp_str(m, id);
 	mp_str(m, "op");
@@ -250,16 +269,8 @@ void mp_node(struct mp *m, const char *id, const char *op, const char *const *in
 		mp_str(m, "out");
 		mp_str(m, out);
 	}
-	if (nattrs) {
+	if (attrs) {
 		mp_str(m, "attrs");
-		msgpack_pack_map(&m->pk, nattrs);
-		for (size_t k = 0; k < nattrs; k++) {
-			const char *eq = strchr(attrs[k], '=');
-
-			assert_non_null(eq);
-			msgpack_pack_str(&m->pk, (size_t)(eq - attrs[k]));
-			msgpack_pack_str_body(&m->pk, attrs[k], (size_t)(eq - attrs[k]));
-			mp_attr_value(m, eq + 1);
-		}
+		mp_kv(m, attrs);
 	}
 }

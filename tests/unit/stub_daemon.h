@@ -21,6 +21,7 @@ struct stub_daemon {
 	struct daemon d;
 	struct gpu_device gpu;
 	struct gpu_device_desc desc;
+	uint64_t blocks0;   /* the stub's live blocks before (a failed test leaves some) */
 };
 
 /* Set up `sd` (config defaults, an empty store and registry, one stub
@@ -44,8 +45,20 @@ struct tensor *stub_put(struct stub_daemon *sd, uint32_t owner, const char *name
 /* The stored tensor of store key "<uid>/<name>", or NULL. */
 struct tensor *stub_find(struct stub_daemon *sd, uint32_t uid, const char *name);
 
+/* Device blocks allocated since stub_daemon_init and not freed. */
+uint64_t stub_live(const struct stub_daemon *sd);
+
 /* Tensors in the store. */
 uint64_t stub_count(struct stub_daemon *sd);
+
+/* Assert that `expr` returns 0, showing caller `call`'s error otherwise. */
+#define assert_call_ok(call, expr)                                                   \
+	do {                                                                         \
+		int r_ = (expr);                                                     \
+		if (r_ != 0)                                                         \
+			print_error("%d: %s\n", (call)->err.code, (call)->err.message); \
+		assert_int_equal(r_, 0);                                             \
+	} while (0)
 
 /* ---- building msgpack ---- */
 
@@ -70,9 +83,12 @@ void mp_str(struct mp *m, const char *s);
 /* Pack an array of the strings of NULL-terminated `v`. */
 void mp_strs(struct mp *m, const char *const *v);
 
+/* Pack a map of the NULL-terminated "key=value" list `pairs`: a value is a
+ * number, true/false, or else a string. */
+void mp_kv(struct mp *m, const char *const *pairs);
+
 /* Pack a node map {id, op, inputs[, out][, attrs]}: `out` may be NULL;
- * `attrs` is NULL or a NULL-terminated list of "name=value" where the value
- * is a number, true/false, or else a string. */
+ * `attrs` is NULL or a list for mp_kv. */
 void mp_node(struct mp *m, const char *id, const char *op, const char *const *inputs, const char *out,
 	     const char *const *attrs);
 

@@ -106,7 +106,7 @@ static void test_parse_infers(void **state)
 		assert_false(gr.nodes[i].has_out);
 	}
 	/* nothing allocated before execution */
-	assert_int_equal(fuzz_gpu_live_blocks(), 3);
+	assert_int_equal(stub_live(sd), 3);
 	graph_free(&gr);
 	mp_end(&m);
 }
@@ -329,14 +329,14 @@ static void test_commit(void **state)
 	assert_int_equal(t->version, 1);
 	assert_int_equal(stub_count(sd), 4);
 	/* only the committed result outlives the graph */
-	assert_int_equal(fuzz_gpu_live_blocks(), 4);
+	assert_int_equal(stub_live(sd), 4);
 
 	/* Replacing it bumps the version and keeps the count. */
 	again = run_and_commit(sd, 1000, "y");
 	assert_ptr_equal(stub_find(sd, 1000, "y"), again);
 	assert_int_equal(again->version, 2);
 	assert_int_equal(stub_count(sd), 4);
-	assert_int_equal(fuzz_gpu_live_blocks(), 4);
+	assert_int_equal(stub_live(sd), 4);
 
 	/* Another uid reading world-readable inputs stores in its own namespace. */
 	for (const char *n = "x"; n; n = !strcmp(n, "x") ? "w" : !strcmp(n, "w") ? "b" : NULL)
@@ -488,10 +488,10 @@ static void test_fusion(void **state)
 			/* three elementwise dispatches became one */
 			assert_int_equal(gr.dispatches, unfused - 2);
 			/* results: r and h only, besides the three stored */
-			assert_int_equal(fuzz_gpu_live_blocks(), 3 + 2);
+			assert_int_equal(stub_live(sd), 3 + 2);
 		}
 		graph_free(&gr);
-		assert_int_equal(fuzz_gpu_live_blocks(), 3);
+		assert_int_equal(stub_live(sd), 3);
 		mp_end(&m);
 	}
 }
@@ -514,10 +514,10 @@ static void test_graph_free(void **state)
 	mp_node(&m, "l", "mean", STRS("s"), NULL, NULL);
 	assert_int_equal(parse(&gr, &call, &m, NULL), 0);
 	assert_int_equal(graph_execute(&gr), 0);
-	assert_true(fuzz_gpu_live_blocks() >= 3 + 4);
+	assert_true(stub_live(sd) >= 3 + 4);
 	assert_true(sd->gpu.mem.used >= used + 3 * 80 + 4);
 	graph_free(&gr); /* "y" not committed: freed too */
-	assert_int_equal(fuzz_gpu_live_blocks(), 3);
+	assert_int_equal(stub_live(sd), 3);
 	assert_int_equal(sd->gpu.mem.used, used);
 	assert_null(stub_find(sd, 1000, "y"));
 	mp_end(&m);
@@ -529,7 +529,7 @@ static void test_graph_free(void **state)
 	mp_node(&m, "bad", "matmul", STRS("a", "a"), NULL, NULL);
 	assert_int_equal(parse(&gr, &call, &m, NULL), -1);
 	graph_free(&gr);
-	assert_int_equal(fuzz_gpu_live_blocks(), 3);
+	assert_int_equal(stub_live(sd), 3);
 	assert_int_equal(sd->gpu.mem.used, used);
 	mp_end(&m);
 }
