@@ -195,8 +195,9 @@ static void test_spec(void **state)
 	free(spec);
 }
 
-/* Build (not run) one step for `spec` as uid `uid`; returns the result. */
-static int build(struct stub_daemon *sd, struct caller *call, const char *p,
+/* Build (not run) one step of the MLP reading tensors with prefix `p` for
+ * `call`; returns train_build_step's result. */
+static int build(struct caller *call, const char *p,
 		 const struct train_spec *spec, int64_t step, bool train, struct graph *gr,
 		 unsigned *loss, double *lr)
 {
@@ -208,7 +209,6 @@ static int build(struct stub_daemon *sd, struct caller *call, const char *p,
 	*gr = (struct graph){ .call = call };
 	r = train_build_step(call, spec, mp_obj(&m), NULL, NULL, step, train, gr, loss, lr, NULL);
 	mp_end(&m);
-	(void)sd;
 	return r;
 }
 
@@ -223,7 +223,7 @@ static void test_build_sgd(void **state)
 
 	/* Forward only: the client's six nodes. */
 	assert_int_equal(spec_of(&call, "", STRS("type=sgd", "lr=0.25"), false, spec), 0);
-	assert_int_equal(build(sd, &call, "", spec, 1, false, &gr, &loss, &lr), 0);
+	assert_int_equal(build(&call, "", spec, 1, false, &gr, &loss, &lr), 0);
 	assert_int_equal(gr.n, 6);
 	assert_int_equal(loss, 5);
 	assert_true(lr == 0);
@@ -231,7 +231,7 @@ static void test_build_sgd(void **state)
 
 	/* Training with gradients stored. */
 	assert_int_equal(spec_of(&call, "", STRS("type=sgd", "lr=0.25"), true, spec), 0);
-	assert_int_equal(build(sd, &call, "", spec, 1, true, &gr, &loss, &lr), 0);
+	assert_int_equal(build(&call, "", spec, 1, true, &gr, &loss, &lr), 0);
 	assert_int_equal(call.err.code, 0);
 	assert_int_equal(loss, 5);
 	assert_string_equal(gr.nodes[loss].id, "loss");
@@ -268,7 +268,7 @@ static void test_build_sgd(void **state)
 
 	/* Momentum adds a buffer per parameter. */
 	assert_int_equal(spec_of(&call, "", STRS("type=sgd", "momentum=0.9"), false, spec), 0);
-	assert_int_equal(build(sd, &call, "", spec, 1, true, &gr, &loss, &lr), 0);
+	assert_int_equal(build(&call, "", spec, 1, true, &gr, &loss, &lr), 0);
 	assert_int_equal(count_op(&gr, 6, "sgd_buf"), 4);
 	assert_int_equal(stored_as(&gr, "1000/w1.grad"), -1);
 	assert_true(stored_as(&gr, "1000/w2.momentum_buffer") >= 6);
@@ -288,7 +288,7 @@ static void test_build_adam(void **state)
 	double lr;
 
 	assert_int_equal(spec_of(&call, "", STRS("type=adam"), false, spec), 0);
-	assert_int_equal(build(sd, &call, "", spec, 1, true, &gr, &loss, &lr), 0);
+	assert_int_equal(build(&call, "", spec, 1, true, &gr, &loss, &lr), 0);
 	assert_true(lr == 0.001); /* adam's default */
 	assert_int_equal(count_op(&gr, 6, "adam_m"), 4);
 	assert_int_equal(count_op(&gr, 6, "adam_v"), 4);
@@ -418,7 +418,7 @@ static void test_derived_owner(void **state)
 	planted = stub_find(sd, 1001, "b1.exp_avg");
 	planted->owner = 1000;
 	assert_int_equal(spec_of(&call, "~1001/", STRS("type=adam"), false, spec), 0);
-	assert_int_equal(build(sd, &call, "~1001/", spec, 2, true, &gr, &loss, &lr), -1);
+	assert_int_equal(build(&call, "~1001/", spec, 2, true, &gr, &loss, &lr), -1);
 	assert_int_equal(call.err.code, TDP_FAILED_PRECONDITION);
 	assert_non_null(strstr(call.err.message, "optimizer state: '~1001/b1.exp_avg' belongs to uid 1000, "
 					      "not to uid 1001 who owns '~1001/b1'; it is not used: delete it"));
@@ -441,7 +441,7 @@ static void test_step_errors(void **state)
 	assert_int_equal(spec_of(&call, "", STRS("type=sgd"), false, spec), 0);
 	stub_put(sd, 1000, "n", TDP_DTYPE_I32, 1, s2, TDP_MODE_PRIVATE, NULL);
 	snprintf(spec->names[3], sizeof(spec->names[3]), "1000/n");
-	assert_int_equal(build(sd, &call, "", spec, 1, true, &gr, &loss, &lr), -1);
+	assert_int_equal(build(&call, "", spec, 1, true, &gr, &loss, &lr), -1);
 	assert_int_equal(call.err.code, TDP_DTYPE_MISMATCH);
 	assert_string_equal(call.err.message, "parameter 'n' is i32, not a float tensor");
 	graph_free(&gr);
@@ -449,7 +449,7 @@ static void test_step_errors(void **state)
 	/* listed twice */
 	call = stub_caller(sd, 1000);
 	snprintf(spec->names[3], sizeof(spec->names[3]), "1000/w1");
-	assert_int_equal(build(sd, &call, "", spec, 1, true, &gr, &loss, &lr), -1);
+	assert_int_equal(build(&call, "", spec, 1, true, &gr, &loss, &lr), -1);
 	assert_string_equal(call.err.message, "parameter 'w1' is listed twice");
 	graph_free(&gr);
 
@@ -457,7 +457,7 @@ static void test_step_errors(void **state)
 	stub_put(sd, 1000, "b3", TDP_DTYPE_F32, 1, s2, TDP_MODE_PRIVATE, NULL);
 	snprintf(spec->names[3], sizeof(spec->names[3]), "1000/b3");
 	call = stub_caller(sd, 1000);
-	assert_int_equal(build(sd, &call, "", spec, 1, true, &gr, &loss, &lr), -1);
+	assert_int_equal(build(&call, "", spec, 1, true, &gr, &loss, &lr), -1);
 	assert_int_equal(call.err.code, TDP_INVALID_ARGUMENT);
 	assert_string_equal(call.err.message, "parameter 'b3' does not affect the loss");
 	graph_free(&gr);
@@ -465,33 +465,33 @@ static void test_step_errors(void **state)
 	/* a missing parameter, and one the caller may not write */
 	snprintf(spec->names[3], sizeof(spec->names[3]), "1000/b9");
 	call = stub_caller(sd, 1000);
-	assert_int_equal(build(sd, &call, "", spec, 1, true, &gr, &loss, &lr), -1);
+	assert_int_equal(build(&call, "", spec, 1, true, &gr, &loss, &lr), -1);
 	assert_int_equal(call.err.code, TDP_NOT_FOUND);
 	assert_string_equal(call.err.message, "parameter: no tensor named 'b9'");
 	graph_free(&gr);
 	put_mlp(sd, 1001, TDP_MODE_WORLD_READ);
 	assert_int_equal(spec_of(&call, "~1001/", STRS("type=sgd"), false, spec), 0);
 	call = stub_caller(sd, 1000);
-	assert_int_equal(build(sd, &call, "~1001/", spec, 1, true, &gr, &loss, &lr), -1);
+	assert_int_equal(build(&call, "~1001/", spec, 1, true, &gr, &loss, &lr), -1);
 	assert_int_equal(call.err.code, TDP_PERMISSION_DENIED);
 	assert_non_null(strstr(call.err.message, "may not be changed by uid 1000"));
 	graph_free(&gr);
 	/* evaluation (no training) only reads them */
 	call = stub_caller(sd, 1000);
-	assert_int_equal(build(sd, &call, "~1001/", spec, 1, false, &gr, &loss, &lr), 0);
+	assert_int_equal(build(&call, "~1001/", spec, 1, false, &gr, &loss, &lr), 0);
 	graph_free(&gr);
 
 	/* the loss names no node */
 	assert_int_equal(spec_of(&call, "", STRS("type=sgd"), false, spec), 0);
 	snprintf(spec->loss, sizeof(spec->loss), "nothing");
-	assert_int_equal(build(sd, &call, "", spec, 1, true, &gr, &loss, &lr), -1);
+	assert_int_equal(build(&call, "", spec, 1, true, &gr, &loss, &lr), -1);
 	assert_string_equal(call.err.message, "loss names no node id");
 	graph_free(&gr);
 
 	/* the loss must be a scalar */
 	snprintf(spec->loss, sizeof(spec->loss), "o2");
 	call = stub_caller(sd, 1000);
-	assert_int_equal(build(sd, &call, "", spec, 1, true, &gr, &loss, &lr), -1);
+	assert_int_equal(build(&call, "", spec, 1, true, &gr, &loss, &lr), -1);
 	assert_int_equal(call.err.code, TDP_INVALID_ARGUMENT);
 	assert_string_equal(call.err.message, "node 4 'o2' (add): the loss must be a floating scalar, "
 					      "not f32 of 16 elements");
