@@ -416,12 +416,12 @@ static const struct gemm_shape {
 	bool ta, tb;
 	const char *what;
 } gemm_shapes[] = {
-	{ "gemm_tn_784x512_k16384", 784, 16384, 512, true, false, "weight gradient x^T g" },
-	{ "gemm_tn_512x512_k16384", 512, 16384, 512, true, false, "weight gradient h^T g" },
-	{ "gemm_nn_16384x512_k784", 16384, 784, 512, false, false, "forward x W1" },
-	{ "gemm_nn_16384x10_k512", 16384, 512, 10, false, false, "forward h W3" },
-	{ "gemm_nt_16384x784_k512", 16384, 512, 784, false, true, "input gradient g W1^T" },
-	{ "gemm_nn_784x512_k16384", 784, 16384, 512, false, false, "x^T g, x^T stored" },
+	{ "gemm_tn", 784, 16384, 512, true, false, "weight gradient x^T g" },
+	{ "gemm_tn", 512, 16384, 512, true, false, "weight gradient h^T g" },
+	{ "gemm_nn", 16384, 784, 512, false, false, "forward x W1" },
+	{ "gemm_nn", 16384, 512, 10, false, false, "forward h W3" },
+	{ "gemm_nt", 16384, 512, 784, false, true, "input gradient g W1^T" },
+	{ "gemm_nn", 784, 16384, 512, false, false, "x^T g, x^T stored" },
 };
 
 /* arg: an index into gemm_shapes. */
@@ -435,7 +435,8 @@ static int wl_gemm(struct bench *b, struct bench_result *res, int arg)
 	struct kv kv[2] = { KVB("transpose_a", g->ta), KVB("transpose_b", g->tb) };
 	unsigned nkv = g->ta || g->tb ? 2 : 0;
 
-	snprintf(res->name, sizeof(res->name), "%s", g->name);
+	snprintf(res->name, sizeof(res->name), "%s_%llux%llu_k%llu", g->name, (unsigned long long)m,
+		 (unsigned long long)n, (unsigned long long)k);
 	snprintf(res->desc, sizeof(res->desc), "f32 %s: [%llu,%llu] @ [%llu,%llu]%s%s, 2*M*N*K flops", g->what,
 		 (unsigned long long)m, (unsigned long long)k, (unsigned long long)k, (unsigned long long)n,
 		 g->ta ? ", a stored transposed" : "", g->tb ? ", b stored transposed" : "");
