@@ -320,8 +320,8 @@ static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struc
 	mm_split(ctx, pc, split_attr);
 	if (pc->kchunk > MM_MAX_K)
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED,
-			       "a product of %u terms in one piece (split_k 1): at most %llu are summed", pc->kchunk,
-			       MM_MAX_K);
+			       "a product of %u terms unsplit (split_k 1, or conv2d): at most %llu are summed",
+			       pc->kchunk, MM_MAX_K);
 	/* vec4 loads along each operand's stored rows and vec4 stores. */
 	v4 = dtype == TDP_DTYPE_F32 && pc->n % 4 == 0 && (ta ? pc->m : pc->k) % 4 == 0 &&
 	     (tb ? pc->k : pc->n) % 4 == 0;
