@@ -135,6 +135,13 @@ def run_split_k(ck):
                              ref.matmul_t(ta, tb), attrs=attrs, tol=TOL[dt], label="(split-K)")
         a = rng.integers(-3, 4, size=(7, 300)).astype(np.float64)
         b = rng.integers(-3, 4, size=(300, 9)).astype(np.float64)
+        # 15 tiles of 128x128 in 9 chunks: the 128-tile kernels split
+        # (matmul_v4 in f32: N and the stored rows whole vec4s)
+        for ta in (False, True):
+            for tb in (False, True):
+                ck.check("matmul", [values(stored((260, 400), ta)), values(stored((400, 516), tb))], [dt, dt],
+                         ref.matmul_t(ta, tb), attrs={"transpose_a": ta, "transpose_b": tb, "split_k": 9},
+                         tol=TOL[dt], label="(split-K, 128 tiles)")
         for split in (2, 5, 19, 1000):
             ck.check("matmul", [a, b], [dt, dt], ref.matmul, attrs={"split_k": split}, tol=(0, 0),
                      label="(split-K exact)")

@@ -412,6 +412,11 @@ def cases():
                                 lambda a, b, ta=ta, tb=tb: np.matmul(np.swapaxes(a, -1, -2) if ta else a,
                                                                      np.swapaxes(b, -1, -2) if tb else b),
                                 {"transpose_a": ta, "transpose_b": tb}))
+    # a 1-D operand beside a transposed one: [4] @ (b stored [5, 4])^T, (a stored [4, 3])^T @ [4]
+    out.append(Case("matmul 1-D a, tb", "matmul", [(u((4,)), "p"), (u((5, 4)), "p")],
+                    lambda a, b: np.matmul(a, b.T), {"transpose_b": True}))
+    out.append(Case("matmul ta, 1-D b", "matmul", [(u((4, 3)), "p"), (u((4,)), "p")],
+                    lambda a, b: np.matmul(a.T, b), {"transpose_a": True}))
     # sum / mean with axis and keepdims
     for op, f in (("sum", np.sum), ("mean", np.mean)):
         for shape, attrs in (((3, 4), None), ((3, 4), {"axis": 0}), ((3, 4), {"axis": 1, "keepdims": True}),
