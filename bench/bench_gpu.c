@@ -31,6 +31,7 @@ struct sizes {
 	uint64_t mm[2];          /* square f32 matmuls */
 	uint64_t mm_half;        /* square f16 and bf16 matmuls */
 	uint64_t bmm[4];         /* batch, M, K, N */
+	uint64_t gemm_div;       /* the training-shaped GEMMs' M, K, N divided by this */
 	uint64_t elems;          /* elementwise ops, the chain, reductions */
 	uint64_t rows, cols;     /* softmax, layer_norm (last axis) */
 	uint64_t conv[5];        /* N, C, O, H, W; 3x3, padding 1 */
@@ -49,6 +50,7 @@ static const struct sizes size_full = {
 	.name = "full", .reps = 20, .warmup = 3,
 	.mm = { 4096, 8192 }, .mm_half = 8192,
 	.bmm = { 64, 512, 512, 64 },
+	.gemm_div = 1,
 	.elems = (uint64_t)64 << 20,
 	.rows = 4096, .cols = 4096,
 	.conv = { 32, 256, 256, 56, 56 },
@@ -64,6 +66,7 @@ static const struct sizes size_smoke = {
 	.name = "smoke", .reps = 2, .warmup = 1,
 	.mm = { 48, 64 }, .mm_half = 64,
 	.bmm = { 4, 32, 32, 16 },
+	.gemm_div = 16,
 	.elems = (uint64_t)64 << 10,
 	.rows = 64, .cols = 128,
 	.conv = { 2, 8, 8, 8, 8 },
@@ -106,7 +109,7 @@ static int fail_td(struct bench *b, struct bench_result *res, const char *what)
 
 /* ---- request building -------------------------------------------------- */
 
-enum kv_type { KV_INT, KV_NUM, KV_STR, KV_INTS };
+enum kv_type { KV_INT, KV_NUM, KV_STR, KV_INTS, KV_BOOL };
 
 /* One attribute of an op. */
 struct kv {
@@ -122,6 +125,7 @@ struct kv {
 #define KVI(k, v) { .key = (k), .type = KV_INT, .i = (v) }
 #define KVD(k, v) { .key = (k), .type = KV_NUM, .d = (v) }
 #define KVS(k, v) { .key = (k), .type = KV_STR, .s = (v) }
+#define KVB(k, v) { .key = (k), .type = KV_BOOL, .i = (v) }
 
 static struct kv kv_shape(unsigned rank, const uint64_t *dims)
 {
@@ -142,6 +146,7 @@ static int pack_kvs(msgpack_packer *pk, const struct kv *kv, unsigned n)
 		case KV_INT: e = e || msgpack_pack_int64(pk, kv[i].i); break;
 		case KV_NUM: e = e || msgpack_pack_double(pk, kv[i].d); break;
 		case KV_STR: e = e || bench_pack_str(pk, kv[i].s); break;
+		case KV_BOOL: e = e || (kv[i].i ? msgpack_pack_true(pk) : msgpack_pack_false(pk)); break;
 		case KV_INTS:
 			e = e || msgpack_pack_array(pk, kv[i].n);
 			for (unsigned j = 0; j < kv[i].n; j++)
@@ -393,6 +398,60 @@ static int wl_matmul(struct bench *b, struct bench_result *res, int arg)
 	    make_randn(b, res, in[1], rank, db, 2, dtype) < 0)
 		return -1;
 	if (pack_op(params_begin(b), NULL, "matmul", 2, in, NULL, 0, PFX "out", 1) < 0)
+		return fail(res, "out of memory");
+	if (time_calls(b, res, "op.run", "op.run matmul", true) < 0)
+		return -1;
+	set_rates(res);
+	return 0;
+}
+
+/* The products of an MLP 784-512-512-10 training step at batch 16384
+ * (issue 16): weight gradients (small output, K = the batch, the left
+ * operand read transposed), forward products, an input gradient (the right
+ * operand transposed), and the first weight gradient with xᵀ stored (NN),
+ * what the backward ran before the transpose attrs. */
+static const struct gemm_shape {
+	const char *name;
+	uint64_t m, k, n;
+	bool ta, tb;
+	const char *what;
+} gemm_shapes[] = {
+	{ "gemm_tn", 784, 16384, 512, true, false, "weight gradient x^T g" },
+	{ "gemm_tn", 512, 16384, 512, true, false, "weight gradient h^T g" },
+	{ "gemm_nn", 16384, 784, 512, false, false, "forward x W1" },
+	{ "gemm_nn", 16384, 512, 10, false, false, "forward h W3" },
+	{ "gemm_nt", 16384, 512, 784, false, true, "input gradient g W1^T" },
+	{ "gemm_nn", 784, 16384, 512, false, false, "x^T g, x^T stored" },
+};
+
+/* arg: an index into gemm_shapes. */
+static int wl_gemm(struct bench *b, struct bench_result *res, int arg)
+{
+	const struct gemm_shape *g = &gemm_shapes[arg];
+	const char *in[2] = { PFX "a", PFX "b" };
+	uint64_t div = b->sz->gemm_div, m = (g->m + div - 1) / div, k = (g->k + div - 1) / div;
+	uint64_t n = (g->n + div - 1) / div;
+	uint64_t da[2] = { g->ta ? k : m, g->ta ? m : k }, db[2] = { g->tb ? n : k, g->tb ? k : n };
+	struct kv kv[2] = { KVB("transpose_a", g->ta), KVB("transpose_b", g->tb) };
+	unsigned nkv = g->ta || g->tb ? 2 : 0;
+
+	snprintf(res->name, sizeof(res->name), "%s_%llux%llu_k%llu", g->name, (unsigned long long)m,
+		 (unsigned long long)n, (unsigned long long)k);
+	snprintf(res->desc, sizeof(res->desc), "f32 %s: [%llu,%llu] @ [%llu,%llu]%s%s, 2*M*N*K flops", g->what,
+		 (unsigned long long)m, (unsigned long long)k, (unsigned long long)k, (unsigned long long)n,
+		 g->ta ? ", a stored transposed" : "", g->tb ? ", b stored transposed" : "");
+	snprintf(res->params, sizeof(res->params),
+		 "{\"kind\": \"matmul\", \"batch\": 0, \"m\": %llu, \"k\": %llu, \"n\": %llu, "
+		 "\"dtype\": \"f32\", \"ta\": %s, \"tb\": %s}",
+		 (unsigned long long)m, (unsigned long long)k, (unsigned long long)n, g->ta ? "true" : "false",
+		 g->tb ? "true" : "false");
+	res->unit = "TFLOP/s";
+	res->flops = 2.0 * (double)m * (double)n * (double)k;
+	if (b->dry)
+		return 0;
+	if (make_randn(b, res, in[0], 2, da, 1, "f32") < 0 || make_randn(b, res, in[1], 2, db, 2, "f32") < 0)
+		return -1;
+	if (pack_op(params_begin(b), NULL, "matmul", 2, in, kv, nkv, PFX "out", 1) < 0)
 		return fail(res, "out of memory");
 	if (time_calls(b, res, "op.run", "op.run matmul", true) < 0)
 		return -1;
@@ -972,6 +1031,12 @@ static const struct workload workloads[] = {
 	{ "matmul", wl_matmul, 2 },
 	{ "matmul", wl_matmul, 3 },
 	{ "matmul", wl_matmul, 4 },
+	{ "matmul", wl_gemm, 0 },
+	{ "matmul", wl_gemm, 1 },
+	{ "matmul", wl_gemm, 2 },
+	{ "matmul", wl_gemm, 3 },
+	{ "matmul", wl_gemm, 4 },
+	{ "matmul", wl_gemm, 5 },
 	{ "elementwise", wl_binary, 0 },
 	{ "elementwise", wl_binary, 1 },
 	{ "elementwise", wl_chain, 0 },

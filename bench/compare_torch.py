@@ -238,8 +238,16 @@ class TorchBench:
         torch = self.torch
         m, k, n, b = int(p["m"]), int(p["k"]), int(p["n"]), int(p.get("batch") or 0)
         lead = (b,) if b else ()
-        a = self.randn(*(lead + (m, k)), dtype=p["dtype"])
-        w = self.randn(*(lead + (k, n)), dtype=p["dtype"])
+        # A transposed operand is stored transposed and read through a
+        # transposed view: cuBLAS takes it with a transpose flag, no copy.
+        if p.get("ta"):
+            a = self.randn(*(lead + (k, m)), dtype=p["dtype"]).transpose(-1, -2)
+        else:
+            a = self.randn(*(lead + (m, k)), dtype=p["dtype"])
+        if p.get("tb"):
+            w = self.randn(*(lead + (n, k)), dtype=p["dtype"]).transpose(-1, -2)
+        else:
+            w = self.randn(*(lead + (k, n)), dtype=p["dtype"])
         c = torch.empty(lead + (m, n), device=self.dev, dtype=a.dtype)
         return self.time(lambda: torch.matmul(a, w, out=c))
 

@@ -5,17 +5,19 @@
 // the i32 indices flattened to nidx; an index in [-n, 0) counts from the
 // end, any other index outside [0, n) adds nothing (as gather reads zeros).
 //
-// Deterministic, no atomics: one workgroup per (p, v, block of 256 q) scans
-// the indices [kbeg, kend) 256 at a time, compacts the matches of v in index
-// order (a shared-memory prefix sum) and adds those src elements in that
-// order. Long index lists are split over several dispatches (the host keeps
-// each under lavapipe's loop limit) that carry the running sums in the f32
-// (i32) scratch buffer s: the first reads x, the last writes out.
+// The second half (index_sort.comp sorted the indices first, as keys
+// (row, position)): an invocation per element of out finds its row's
+// segment of keys (two binary searches) and adds those src elements in
+// index order, from 0, then x: deterministic, no atomics, and the work is
+// proportional to the output plus the indices. A segment longer than the
+// host's pass (lavapipe's loop limit) is summed over several dispatches,
+// each taking segment positions [kbeg, kend), that carry the running sums
+// in the f32 (i32) scratch buffer s: the first reads x, the last writes out.
 // Mirrors struct ia_push in daemon/ops/index_add.c.
 #include "common.glsl"
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer X { ELEM x[]; };
-layout(std430, binding = 1) readonly buffer I { int idx[]; };
+layout(std430, binding = 1) readonly buffer K { uvec2 keys[]; };
 layout(std430, binding = 2) readonly buffer S { ELEM src[]; };
 layout(std430, binding = 3) buffer T { CT s[]; };
 layout(std430, binding = 4) writeonly buffer O { ELEM o[]; };
@@ -24,60 +26,45 @@ layout(push_constant) uniform P {
 	uint n;      // the indexed dim of x
 	uint post;
 	uint nidx;   // indices in all
-	uint kbeg;   // this dispatch's indices
+	uint kbeg;   // this dispatch's segment positions
 	uint kend;
-	uint qblocks;
+	uint nkeys;  // sorted keys (padding included)
 	uint flags;  // IA_FIRST: start from x; IA_LAST: write out (else s)
 } pc;
 
 #define IA_FIRST 1u
 #define IA_LAST 2u
 
-shared uint scan[256];
-shared uint list[256];
+// The first key whose row is >= v.
+uint lower_bound(uint v)
+{
+	uint lo = 0u, hi = pc.nkeys;
+	while (lo < hi) {
+		uint mid = (lo + hi) >> 1u;
+		if (keys[mid].x < v)
+			lo = mid + 1u;
+		else
+			hi = mid;
+	}
+	return lo;
+}
 
 void main()
 {
-	uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-	uint t = gl_LocalInvocationID.x;
-	uint qb = wg % pc.qblocks;
-	uint rest = wg / pc.qblocks;
+	uint i = linear_id(256u);
+	if (i >= pc.pre * pc.n * pc.post)
+		return;
+	uint q = i % pc.post;
+	uint rest = i / pc.post;
 	uint v = rest % pc.n;
 	uint p = rest / pc.n;
-	if (p >= pc.pre)
-		return; // a whole workgroup past the end of a spilled grid
-	uint q = qb * 256u + t;
-	bool live = q < pc.post;
 	CT acc = CT(0);
-	for (uint k0 = pc.kbeg; k0 < pc.kend; k0 += 256u) {
-		uint k = k0 + t;
-		uint f = 0u;
-		if (k < pc.kend) {
-			int iv = idx[k];
-			if (iv < 0)
-				iv += int(pc.n);
-			f = iv >= 0 && uint(iv) == v ? 1u : 0u;
-		}
-		scan[t] = f;
-		barrier();
-		for (uint off = 1u; off < 256u; off <<= 1u) {
-			uint add = t >= off ? scan[t - off] : 0u;
-			barrier();
-			scan[t] += add;
-			barrier();
-		}
-		uint total = scan[255];
-		if (f != 0u)
-			list[scan[t] - 1u] = k;
-		barrier();
-		if (live)
-			for (uint m = 0u; m < total; m++)
-				acc += LOAD(src[(p * pc.nidx + list[m]) * pc.post + q]);
-		barrier();
+	if (pc.nkeys > 0u) {
+		uint b = lower_bound(v), e = lower_bound(v + 1u);
+		uint from = b + pc.kbeg, to = min(e, b + pc.kend);
+		for (uint m = from; m < to; m++)
+			acc += LOAD(src[(p * pc.nidx + keys[m].y) * pc.post + q]);
 	}
-	if (!live)
-		return;
-	uint i = (p * pc.n + v) * pc.post + q;
 	CT r = ((pc.flags & IA_FIRST) != 0u ? LOAD(x[i]) : s[i]) + acc;
 	if ((pc.flags & IA_LAST) != 0u)
 		o[i] = STORE(r);

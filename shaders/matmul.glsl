@@ -1,6 +1,12 @@
 // The body of matmul.comp and matmul_l.comp: the batched matrix product
-// C[b] = A[b] @ B[b] (row-major, contiguous matrices), accumulated in f32 and
-// stored in the variant's dtype.
+// C[b] = op(A[b]) @ op(B[b]) (row-major, contiguous matrices; op transposes
+// A when flags has MM_TA, B with MM_TB: A is then stored [K, M], B [N, K]),
+// accumulated in f32 and stored in the variant's dtype.
+//
+// Split-K: workgroup ids past batches * tiles_mn take the next K chunk of
+// kchunk terms (`splits` chunks in all); with MM_PART set every chunk writes
+// its f32 partial tile to p[split][batch][m][n] instead of o, and
+// matmul_reduce.comp sums the chunks in a fixed order.
 //
 // Tiling: each workgroup of 256 invocations (16x16) computes a TM x TN tile of
 // C; each invocation an R x R micro-tile (R = TM / 16) whose rows are
@@ -15,20 +21,23 @@
 // batch * tiles_m * tiles_n + tile_m * tiles_n + tile_n. The batch index is
 // split over up to 6 collapsed batch dims; each operand has an element stride
 // per dim (0 where it is broadcast). The output is contiguous.
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
 #define TN TM
 #define R (TM / 16)
 #define WG 256
-#define A_ROWS (WG / TK)      // A rows loaded per pass
-#define A_PASSES (TM / A_ROWS)
-#define B_KS (WG / TN)        // B rows (k) loaded per pass
-#define B_PASSES (TK / B_KS)
+#define A_LOADS (TM * TK / WG)   // elements of A (and of B) one invocation loads per K-step
+#define B_LOADS (TK * TN / WG)
+#define MM_TA 1u
+#define MM_TB 2u
+#define MM_PART 4u
 
 layout(local_size_x = WG) in;
 layout(std430, binding = 0) readonly buffer A { ELEM a[]; };
 layout(std430, binding = 1) readonly buffer B { ELEM b[]; };
 layout(std430, binding = 2) writeonly buffer O { ELEM o[]; };
+layout(std430, binding = 3) writeonly buffer P { float part[]; };
 
 // Mirrors struct mm_push in daemon/ops/matmul.c.
 layout(push_constant) uniform MmPush {
@@ -40,17 +49,23 @@ layout(push_constant) uniform MmPush {
 	uint bshape[6];   // batch dims, outermost first
 	uint astride[6];  // element stride of A per batch dim (0: broadcast)
 	uint bstride[6];
+	uint flags;       // MM_TA, MM_TB, MM_PART
+	uint splits;      // K chunks (1: no split)
+	uint kchunk;      // terms per chunk
 } pc;
 
 shared float As[TK][TM + 1];
-shared float Bs[TK][TN];
+shared float Bs[TK][TN + 1];
 
 void main()
 {
 	uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
 	// The whole workgroup leaves together, before any barrier.
-	if (wg >= pc.batches * pc.tiles_mn)
+	uint per_split = pc.batches * pc.tiles_mn;
+	if (wg >= pc.splits * per_split)
 		return;
+	uint split = wg / per_split;
+	wg -= split * per_split;
 	uint batch = wg / pc.tiles_mn;
 	uint tile = wg - batch * pc.tiles_mn;
 	uint row0 = (tile / pc.tiles_n) * TM;
@@ -67,29 +82,34 @@ void main()
 
 	uint tid = gl_LocalInvocationID.x;
 	uint tx = tid % 16u, ty = tid / 16u;
-	// Loader coordinates: A in rows of 16 k, B in rows of 64 columns.
-	uint a_k = tid % TK, a_r = tid / TK;
-	uint b_c = tid % TN, b_k = tid / TN;
+	bool ta = (pc.flags & MM_TA) != 0u, tb = (pc.flags & MM_TB) != 0u;
+	uint kbeg = split * pc.kchunk, kend = min(pc.k, kbeg + pc.kchunk);
 
 	float acc[R][R];
 	for (int i = 0; i < R; i++)
 		for (int j = 0; j < R; j++)
 			acc[i][j] = 0.0;
 
-	for (uint k0 = 0u; k0 < pc.k; k0 += TK) {
-		for (uint p = 0u; p < A_PASSES; p++) {
-			uint r = a_r + A_ROWS * p, gr = row0 + r, gk = k0 + a_k;
+	for (uint k0 = kbeg; k0 < kend; k0 += TK) {
+		// Element e of the tile runs along the operand's stored rows, so
+		// neighbouring invocations read neighbouring global words.
+		[[unroll]] for (uint p = 0u; p < A_LOADS; p++) {
+			uint e = tid + WG * p;
+			uint r = ta ? e % TM : e / TK, kk = ta ? e / TM : e % TK;
+			uint gr = row0 + r, gk = k0 + kk;
 			float v = 0.0;
-			if (gr < pc.m && gk < pc.k)
-				v = float(LOAD(a[aoff + gr * pc.k + gk]));
-			As[a_k][r] = v;
+			if (gr < pc.m && gk < kend)
+				v = float(LOAD(a[aoff + (ta ? gk * pc.m + gr : gr * pc.k + gk)]));
+			As[kk][r] = v;
 		}
-		for (uint p = 0u; p < B_PASSES; p++) {
-			uint kk = b_k + B_KS * p, gk = k0 + kk, gc = col0 + b_c;
+		[[unroll]] for (uint p = 0u; p < B_LOADS; p++) {
+			uint e = tid + WG * p;
+			uint c = tb ? e / TK : e % TN, kk = tb ? e % TK : e / TN;
+			uint gk = k0 + kk, gc = col0 + c;
 			float v = 0.0;
-			if (gk < pc.k && gc < pc.n)
-				v = float(LOAD(b[boff + gk * pc.n + gc]));
-			Bs[kk][b_c] = v;
+			if (gk < kend && gc < pc.n)
+				v = float(LOAD(b[boff + (tb ? gc * pc.k + gk : gk * pc.n + gc)]));
+			Bs[kk][c] = v;
 		}
 		barrier();
 		for (uint kk = 0u; kk < TK; kk++) {
@@ -111,7 +131,11 @@ void main()
 			continue;
 		for (uint j = 0u; j < R; j++) {
 			uint gc = col0 + tx + 16u * j;
-			if (gc < pc.n)
+			if (gc >= pc.n)
+				continue;
+			if ((pc.flags & MM_PART) != 0u)
+				part[split * pc.batches * pc.m * pc.n + ooff + gr * pc.n + gc] = acc[i][j];
+			else
 				o[ooff + gr * pc.n + gc] = STORE(acc[i][j]);
 		}
 	}

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "base/sanitize.h"
@@ -221,6 +222,33 @@ static bool has_extension(VkPhysicalDevice phys, const char *name)
 	return found;
 }
 
+/* How many workgroups the device runs at once, roughly: its SMs where the
+ * driver says (VK_NV_shader_sm_builtins), the host's CPUs for a CPU device
+ * (lavapipe runs a workgroup per thread), else a middle-sized GPU's 64.
+ * Only sizes heuristics (matmul's split-K); never a result. */
+static uint32_t count_compute_units(struct gpu_device *g)
+{
+	VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV,
+	};
+	VkPhysicalDeviceProperties2 p2 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+		.pNext = &sm,
+	};
+	long cpus;
+
+	if (has_extension(g->phys, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
+		vkGetPhysicalDeviceProperties2(g->phys, &p2);
+		if (sm.shaderSMCount > 0)
+			return sm.shaderSMCount;
+	}
+	if (g->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+		cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		return cpus > 0 && cpus < 4096 ? (uint32_t)cpus : 1;
+	}
+	return 64;
+}
+
 /* Whether the device multiplies 16x16 f16 fragments into f32 on a subgroup of
  * 32 (what matmul_cm.comp is written for). TENSORD_NO_COOPMAT=1 turns the
  * path off, to compare it with the scalar kernels on the same device. */
@@ -427,6 +455,7 @@ int gpu_device_open(const struct gpu_open_options *opts, struct gpu_device **ret
 	}
 	vkGetPhysicalDeviceProperties(g->phys, &g->props);
 	vkGetPhysicalDeviceMemoryProperties(g->phys, &g->mem_props);
+	g->compute_units = count_compute_units(g);
 	r = find_compute_queue(g->phys, &g->queue_family);
 	if (r < 0)
 		goto fail;

@@ -56,6 +56,8 @@ struct gpu_device {
 	PFN_vkCmdPushDescriptorSetKHR push_descriptor;
 	bool coopmat_f16;       /* VK_NV_cooperative_matrix with 16x16x16 f16 x f16 + f32
 				   subgroup matrices and 32-wide subgroups: matmul_cm */
+	uint32_t compute_units; /* workgroups run at once, roughly (SMs; CPUs for
+				   lavapipe): sizes matmul's split-K */
 	bool lost;              /* VK_ERROR_DEVICE_LOST was seen */
 	bool runaway;           /* lost because a submission outran its time limit: it
 				   may still run, so the device cannot be freed */

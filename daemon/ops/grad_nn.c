@@ -5,7 +5,23 @@
 #include "ops/grad.h"
 #include "ops/grad_rules.h"
 
-/* dA = g @ B^T, dB = A^T @ g (batch broadcasting is undone by the engine).
+/* matmul(a, b) with the transpose attrs read as one flag each. */
+static int mm_emit(struct autograd *ag, int a, bool ta, int b, bool tb)
+{
+	struct graph_attr at[2] = {
+		{ .name = "transpose_a", .b = ta },
+		{ .name = "transpose_b", .b = tb },
+	};
+	int in[2] = { a, b };
+
+	return ag_emit(ag, "matmul", in, 2, at, 2);
+}
+
+/* dA = g @ B^T, dB = A^T @ g (batch broadcasting is undone by the engine),
+ * as matmuls that read the transposed operand in place (the transpose
+ * attrs), so no transpose is materialised. A forward that already read an
+ * operand transposed gets dA = B @ g^T (transpose_a) or dB = g^T @ A
+ * (transpose_b), likewise without copies.
  * A 1-D operand is the row [1, K] (a) or the column [K, 1] (b) it is in the
  * forward, so g gets the dimension the forward dropped back, and the
  * operand's gradient loses it again. */
@@ -17,6 +33,7 @@ int grad_matmul(struct autograd *ag, unsigned node, int g, int *out)
 	uint64_t shape[TDP_MAX_RANK];
 	unsigned nb;
 	int a2 = a, b2 = b, g2 = g, da, db;
+	bool ta, tb;
 
 	if (a1 || b1) {
 		uint64_t row[2] = { 1, at.shape[0] }, col[2] = { bt.shape[0], 1 };
@@ -31,8 +48,13 @@ int grad_matmul(struct autograd *ag, unsigned node, int g, int *out)
 		if (b1)
 			b2 = ag_reshape(ag, b, 2, col);
 	}
-	da = ag_op2(ag, "matmul", g2, ag_op1(ag, "transpose", b2));
-	db = ag_op2(ag, "matmul", ag_op1(ag, "transpose", a2), g2);
+	/* (copies: emitting moves the node storage the attrs live in) */
+	ta = ag_attr_of(ag, node, "transpose_a")->i != 0;
+	tb = ag_attr_of(ag, node, "transpose_b")->i != 0;
+	/* C = op(A) op(B); dop(A) = g op(B)^T, dop(B) = op(A)^T g, and the
+	 * gradient of a transposed operand is that transposed again. */
+	da = ta ? mm_emit(ag, b2, tb, g2, true) : mm_emit(ag, g2, false, b2, !tb);
+	db = tb ? mm_emit(ag, g2, true, a2, ta) : mm_emit(ag, a2, !ta, g2, false);
 	if (da < 0 || db < 0)
 		return -1;
 	/* [..., 1, K] -> [..., K] and [..., K, 1] -> [..., K]; the engine then

@@ -1,7 +1,11 @@
 /* The linalg family: matmul with NumPy's semantics (1-D operands promoted and
- * the added dimension removed again, batch dimensions broadcast). Shaders:
- * matmul.comp and matmul_l.comp, shared-memory tiled GEMMs (matmul.glsl) with
- * 64x64 and 128x128 output tiles. */
+ * the added dimension removed again, batch dimensions broadcast), either
+ * operand read transposed in place (attrs transpose_a, transpose_b: the
+ * kernels index the stored layout, nothing is copied). Shaders: matmul.comp
+ * and matmul_l.comp, shared-memory tiled GEMMs (matmul.glsl) with 64x64 and
+ * 128x128 output tiles, matmul_v4.comp (f32, vec4), matmul_cm.comp (f16 on
+ * tensor cores), and matmul_reduce.comp, the fixed-order sum of a split-K
+ * product's partial results. */
 #include <stdio.h>
 #include <string.h>
 
@@ -15,9 +19,23 @@
  * workgroups to fill a large GPU; smaller ones keep the 64x64 tiles. */
 #define MM_LARGE_TILES 128
 /* K advances 16 (matmul, matmul_v4) or 8 (matmul_l) per loop iteration of an
- * invocation: the longest products each kernel takes (OP_LOOP_BUDGET). */
+ * invocation: the longest products each kernel takes (OP_LOOP_BUDGET).
+ * Lavapipe counts matmul_l's inner loop over its 8-term K-step too (nine
+ * iterations per step; measured: K-chunks of 75,000 came out short, of
+ * 50,000 right), so it takes a tenth of the budget in K-steps. */
 #define MM_MAX_K (OP_LOOP_BUDGET * 16ull)
-#define MM_L_MAX_K (OP_LOOP_BUDGET * 8ull)
+#define MM_L_MAX_K (OP_LOOP_BUDGET / 10 * 8ull)
+/* Flags of mm_push (matmul.glsl's MM_TA, MM_TB, MM_PART). */
+#define MM_TA 1u
+#define MM_TB 2u
+#define MM_PART 4u
+/* Split-K: K chunks are whole K-steps of every kernel (and vec4s); a chunk
+ * has at least MM_SPLIT_MIN_K terms when the heuristic splits, at most
+ * MM_MAX_SPLITS chunks are taken for speed (more only where the loop budget
+ * needs them). */
+#define MM_SPLIT_ALIGN 16u
+#define MM_SPLIT_MIN_K 512u
+#define MM_MAX_SPLITS 32u
 
 /* Mirrors MmPush in shaders/matmul.comp. */
 struct mm_push {
@@ -26,8 +44,14 @@ struct mm_push {
 	uint32_t bshape[MM_MAX_BDIMS];
 	uint32_t astride[MM_MAX_BDIMS];
 	uint32_t bstride[MM_MAX_BDIMS];
+	uint32_t flags, splits, kchunk;
 };
-_Static_assert(sizeof(struct mm_push) == 100, "mm_push must mirror MmPush");
+_Static_assert(sizeof(struct mm_push) == 112, "mm_push must mirror MmPush");
+
+/* Mirrors MmReducePush in shaders/matmul_reduce.comp. */
+struct mm_reduce_push {
+	uint32_t count, splits;
+};
 
 /* Mirrors MmCmPush in shaders/matmul_cm.comp. */
 struct mm_cm_push {
@@ -69,19 +93,32 @@ static int matmul_infer(struct op_ctx *ctx)
 		return op_fail(ctx, TDP_SHAPE_MISMATCH, "input %d is a scalar (rank 0); matmul needs rank 1 or more",
 			       a->rank == 0 ? 0 : 1);
 	memset(pl, 0, sizeof(*pl));
-	/* A 1-D a is a row [1,K], a 1-D b a column [K,1]. */
-	pl->m = a->rank == 1 ? 1 : a->shape[a->rank - 2];
-	ak = a->shape[a->rank - 1];
-	bk = b->rank == 1 ? b->shape[0] : b->shape[b->rank - 2];
-	pl->n = b->rank == 1 ? 1 : b->shape[b->rank - 1];
+	pl->flags = (op_attr(ctx, "transpose_a")->i ? MM_TA : 0) | (op_attr(ctx, "transpose_b")->i ? MM_TB : 0);
+	if ((pl->flags & MM_TA) && a->rank < 2)
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "transpose_a needs input 0 of rank 2 or more, not %u",
+			       a->rank);
+	if ((pl->flags & MM_TB) && b->rank < 2)
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "transpose_b needs input 1 of rank 2 or more, not %u",
+			       b->rank);
+	pl->split_k = op_attr(ctx, "split_k")->i;
+	if (pl->split_k < 0 || pl->split_k > 65536)
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "split_k is %lld; 0 (automatic), 1 (never) up to 65536",
+			       (long long)pl->split_k);
+	/* A 1-D a is a row [1,K], a 1-D b a column [K,1]; a transposed operand
+	 * is stored [.., K, M] (a) or [.., N, K] (b). */
+	pl->m = a->rank == 1 ? 1 : a->shape[a->rank - ((pl->flags & MM_TA) ? 1 : 2)];
+	ak = a->shape[a->rank - ((pl->flags & MM_TA) ? 2 : 1)];
+	bk = b->rank == 1 ? b->shape[0] : b->shape[b->rank - ((pl->flags & MM_TB) ? 1 : 2)];
+	pl->n = b->rank == 1 ? 1 : b->shape[b->rank - ((pl->flags & MM_TB) ? 2 : 1)];
 	if (ak != bk) {
 		char sa[96], sb[96];
 
 		shape_str(a, sa, sizeof(sa));
 		shape_str(b, sb, sizeof(sb));
 		return op_fail(ctx, TDP_SHAPE_MISMATCH,
-			       "inner dimensions differ: a %s has %llu columns, b %s has %llu rows", sa,
-			       (unsigned long long)ak, sb, (unsigned long long)bk);
+			       "inner dimensions differ: a %s%s has %llu columns, b %s%s has %llu rows", sa,
+			       (pl->flags & MM_TA) ? " transposed" : "", (unsigned long long)ak, sb,
+			       (pl->flags & MM_TB) ? " transposed" : "", (unsigned long long)bk);
 	}
 	pl->k = ak;
 	abd = a->rank > 2 ? a->rank - 2 : 0;
@@ -180,41 +217,126 @@ static int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
 
 static bool matmul_use_cm(const struct op_ctx *ctx, const struct mm_plan *pl, const struct mm_push *pc)
 {
-	return ctx->g->coopmat_f16 && ctx->out.dtype == TDP_DTYPE_F16 && pl->m % MM_CM_TILE == 0 &&
-	       pl->n % MM_CM_TILE == 0 && pl->k % MM_CM_K == 0 && pc->nbdims <= 1 &&
+	return ctx->g->coopmat_f16 && ctx->out.dtype == TDP_DTYPE_F16 && pl->flags == 0 &&
+	       pl->m % MM_CM_TILE == 0 && pl->n % MM_CM_TILE == 0 && pl->k % MM_CM_K == 0 &&
+	       pc->nbdims <= 1 &&
 	       (uint64_t)(pl->m / MM_CM_TILE) * (pl->n / MM_CM_TILE) * pc->batches <= UINT32_MAX;
 }
 
-/* Pick the tiled kernel for the product `pc` describes (m, n, k and the
- * batch fields set), fill in its tile counts and record it. */
-static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding bind[3],
-		       int dtype, struct mm_push *pc)
+/* Split-K: set pc->splits and pc->kchunk. `split_attr` chunks when the
+ * caller asked (1: never), else the heuristic: when the 128x128 output
+ * tiles are fewer than the device runs at once, enough chunks of at least
+ * MM_SPLIT_MIN_K terms for about two workgroups per compute unit. Either way
+ * at least as many chunks as the loop budget needs (unless 1 was asked). */
+static void mm_split(const struct op_ctx *ctx, struct mm_push *pc, int64_t split_attr)
+{
+	uint64_t k = pc->k, want = 1, need = (k + MM_MAX_K - 1) / MM_MAX_K, chunk;
+	uint64_t tiles = ((pc->m + 127ull) / 128) * ((pc->n + 127ull) / 128) * pc->batches;
+	uint64_t cu = ctx->g->compute_units ? ctx->g->compute_units : 1;
+
+	pc->splits = 1;
+	pc->kchunk = pc->k;
+	if (split_attr == 1 || k <= MM_SPLIT_ALIGN || tiles == 0)
+		return;
+	if (split_attr > 1) {
+		want = (uint64_t)split_attr;
+	} else if (tiles < cu && k >= 2 * MM_SPLIT_MIN_K) {
+		want = (2 * cu + tiles - 1) / tiles;
+		if (want > k / MM_SPLIT_MIN_K)
+			want = k / MM_SPLIT_MIN_K;
+		if (want > MM_MAX_SPLITS)
+			want = MM_MAX_SPLITS;
+	}
+	if (want < need)
+		want = need;
+	if (want <= 1)
+		return;
+	chunk = (k + want - 1) / want;
+	chunk = (chunk + MM_SPLIT_ALIGN - 1) / MM_SPLIT_ALIGN * MM_SPLIT_ALIGN;
+	pc->splits = (uint32_t)((k + chunk - 1) / chunk);
+	pc->kchunk = pc->splits > 1 ? (uint32_t)chunk : pc->k;
+}
+
+/* Scratch for the f32 partial results of a split product, bound as
+ * binding 3 (the dummy when unsplit). */
+static int mm_partials(struct op_ctx *ctx, const struct mm_push *pc, struct gpu_binding *ret)
+{
+	static const struct gpu_alloc none;
+	uint64_t count = (uint64_t)pc->batches * pc->m * pc->n, bytes = count * pc->splits * 4;
+	struct gpu_alloc *s;
+
+	if (pc->splits <= 1) {
+		*ret = gpu_rec_bind(ctx->g, &none, 0, 0, false);
+		return 0;
+	}
+	if (bytes / 4 > UINT32_MAX || bytes > ctx->g->props.limits.maxStorageBufferRange)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED,
+			       "split-K into %u chunks needs %llu bytes of partial results, more than this device binds",
+			       pc->splits, (unsigned long long)bytes);
+	if (op_scratch_alloc(ctx, bytes, &s) < 0)
+		return -1;
+	*ret = gpu_rec_bind(ctx->g, s, 0, bytes, true);
+	return 0;
+}
+
+/* The fixed-order sum of the partial results `part` into bind_out. */
+static int mm_reduce(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding *part,
+		     const struct gpu_binding *bind_out, int dtype, const struct mm_push *pc)
 {
 	const struct gpu_pipeline *p;
+	struct gpu_binding b[2] = { *part, *bind_out };
+	struct mm_reduce_push rp = { .count = pc->batches * pc->m * pc->n, .splits = pc->splits };
+
+	b[0].write = false;
+	if (op_pipeline(ctx, "matmul_reduce", tdp_dtype_name(dtype), &p) < 0)
+		return -1;
+	return op_dispatch(ctx, rec, p, b, 2, &rp, sizeof(rp), rp.count, 256);
+}
+
+/* Pick the tiled kernel and split-K for the product `pc` describes (m, n,
+ * k, flags and the batch fields set), fill in its tile counts and record it
+ * (and the reduction of a split product). */
+static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding bind[3],
+		       int dtype, struct mm_push *pc, int64_t split_attr)
+{
+	const struct gpu_pipeline *p;
+	struct gpu_binding b[4] = { bind[0], bind[1], bind[2] };
 	uint64_t tiles_m, tiles_n, groups, tile = 64;
+	bool ta = pc->flags & MM_TA, tb = pc->flags & MM_TB, v4;
 	const char *name;
 
-	if (pc->k > MM_MAX_K)
-		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "a product of %u terms: at most %llu are summed",
-			       pc->k, MM_MAX_K);
-	if (((uint64_t)(pc->m + 127) / 128) * ((pc->n + 127) / 128) * pc->batches >= MM_LARGE_TILES &&
-	    (pc->k <= MM_L_MAX_K || (dtype == TDP_DTYPE_F32 && pc->k % 4 == 0 && pc->n % 4 == 0)))
+	mm_split(ctx, pc, split_attr);
+	if (pc->kchunk > MM_MAX_K)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED,
+			       "a product of %u terms unsplit (split_k 1, or conv2d): at most %llu are summed",
+			       pc->kchunk, MM_MAX_K);
+	/* vec4 loads along each operand's stored rows and vec4 stores. */
+	v4 = dtype == TDP_DTYPE_F32 && pc->n % 4 == 0 && (ta ? pc->m : pc->k) % 4 == 0 &&
+	     (tb ? pc->k : pc->n) % 4 == 0;
+	if (((uint64_t)(pc->m + 127) / 128) * ((pc->n + 127) / 128) * pc->batches * pc->splits >= MM_LARGE_TILES &&
+	    (pc->kchunk <= MM_L_MAX_K || v4))
 		tile = 128;
 	tiles_m = (pc->m + tile - 1) / tile;
 	tiles_n = (pc->n + tile - 1) / tile;
 	/* m, n < 2^32, so neither product overflows 64 bits. */
 	groups = tiles_m * tiles_n;
-	if (groups > UINT32_MAX || (groups *= pc->batches) > UINT32_MAX)
+	if (groups > UINT32_MAX || (groups *= pc->batches) > UINT32_MAX ||
+	    (groups *= pc->splits) > UINT32_MAX)
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "more than 2^32 output tiles");
 	pc->tiles_n = (uint32_t)tiles_n;
 	pc->tiles_mn = (uint32_t)(tiles_m * tiles_n);
 	/* Large f32 products in whole vec4s take the vectorised kernel. */
 	name = tile == 128 ? "matmul_l" : "matmul";
-	if (tile == 128 && dtype == TDP_DTYPE_F32 && pc->k % 4 == 0 && pc->n % 4 == 0)
+	if (tile == 128 && v4)
 		name = "matmul_v4";
-	if (op_pipeline(ctx, name, tdp_dtype_name(dtype), &p) < 0)
+	if (mm_partials(ctx, pc, &b[3]) < 0)
 		return -1;
-	return op_dispatch(ctx, rec, p, bind, 3, pc, sizeof(*pc), groups * 256, 256);
+	if (pc->splits > 1)
+		pc->flags |= MM_PART;
+	if (op_pipeline(ctx, name, tdp_dtype_name(dtype), &p) < 0 ||
+	    op_dispatch(ctx, rec, p, b, 4, pc, sizeof(*pc), groups * 256, 256) < 0)
+		return -1;
+	return pc->splits > 1 ? mm_reduce(ctx, rec, &b[3], &b[2], dtype, pc) : 0;
 }
 
 static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
@@ -233,17 +355,15 @@ static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	pc.m = (uint32_t)pl->m;
 	pc.n = (uint32_t)pl->n;
 	pc.k = (uint32_t)pl->k;
+	pc.flags = pl->flags;
 	if (mm_batch_setup(ctx, pl, &pc) < 0)
 		return -1;
-	if (pl->k > MM_MAX_K)
-		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "a product of %llu terms: at most %llu are summed",
-			       (unsigned long long)pl->k, MM_MAX_K);
-	if (matmul_use_cm(ctx, pl, &pc))
+	if (matmul_use_cm(ctx, pl, &pc) && pl->k <= MM_MAX_K)
 		return matmul_record_cm(ctx, rec, pl, &pc);
 	if (op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
 	    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
 		return -1;
-	return mm_dispatch(ctx, rec, bind, ctx->out.dtype, &pc);
+	return mm_dispatch(ctx, rec, bind, ctx->out.dtype, &pc, pl->split_k);
 }
 
 int matmul_record_bound(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding bind[3],
@@ -257,10 +377,19 @@ int matmul_record_bound(struct op_ctx *ctx, struct gpu_recorder *rec, const stru
 
 	if (k > (1u << 31))
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "a product over 2^31 terms");
-	return mm_dispatch(ctx, rec, bind, dtype, &pc);
+	/* Unsplit: the callers' products fill the device, and their scratch
+	 * slots are their own. */
+	return mm_dispatch(ctx, rec, bind, dtype, &pc, 1);
 }
 
+static const struct op_attr_spec matmul_attrs[] = {
+	{ "transpose_a", ATTR_BOOL, false },
+	{ "transpose_b", ATTR_BOOL, false },
+	{ "split_k", ATTR_INT, false },
+	{ NULL, 0, false },
+};
+
 const struct op_def op_defs_linalg[] = {
-	{ "matmul", 2, 2, NULL, 0, matmul_infer, matmul_record, grad_matmul, OP_NO_FUSION },
+	{ "matmul", 2, 2, matmul_attrs, 0, matmul_infer, matmul_record, grad_matmul, OP_NO_FUSION },
 	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };

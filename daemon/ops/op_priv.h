@@ -100,6 +100,8 @@ struct mm_plan {
 	uint64_t bshape[MM_MAX_BDIMS];        /* the result's batch dims */
 	uint64_t abatch[MM_MAX_BDIMS];        /* a's batch dims, right-aligned, 1 where absent */
 	uint64_t bbatch[MM_MAX_BDIMS];
+	uint32_t flags;                       /* MM_TA, MM_TB (matmul.c) */
+	int64_t split_k;                      /* the attr: 0 auto, 1 never, n chunks */
 };
 
 /* norm.c (softmax, log_softmax): the axis normalised. */

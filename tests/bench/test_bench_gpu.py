@@ -43,7 +43,7 @@ def check_report(report, listed):
     assert report["tensord"]["version"] and report["tensord"]["device"], report["tensord"]
     names = [w["name"] for w in report["workloads"]]
     assert names == listed, "ran %s, --list says %s" % (names, listed)
-    assert len(names) == len(set(names)) == 20, names
+    assert len(names) == len(set(names)) == 26, names
     assert {w["group"] for w in report["workloads"]} == GROUPS, report["workloads"]
     for w in report["workloads"]:
         assert w["error"] is None, "%s failed: %s" % (w["name"], w["error"])
@@ -140,7 +140,7 @@ def test_compare_torch_without_torch(d, tmp):
                         "--bench-gpu", BENCH_GPU, "--size", "smoke", "--no-torch", "--json"])
     assert rc == 3, (rc, err)
     res = json.loads(out)
-    assert len(res["rows"]) == 20 and all(r["tensord_error"] for r in res["rows"]), res["rows"]
+    assert len(res["rows"]) == 26 and all(r["tensord_error"] for r in res["rows"]), res["rows"]
 
 
 TESTS = [test_bench_gpu, test_bench_gpu_bad_args, test_compare_torch_without_torch]

@@ -94,6 +94,24 @@ def index_add(x, idx, src, axis=0):
     return out
 
 
+def index_add_f32_order(x, idx, src, axis=0):
+    """index_add's documented float order (docs/ops.md): for each element,
+    the source values of its indices summed in index order in f32 starting
+    from 0, then x added, in f32; the result exactly as the daemon's."""
+    axis = axis % x.ndim
+    n = x.shape[axis]
+    flat = idx.astype(np.int64).reshape(-1)
+    s = np.asarray(src, dtype=np.float32).reshape(x.shape[:axis] + (flat.size,) + x.shape[axis + 1:])
+    s = np.moveaxis(s, axis, 0)
+    acc = np.zeros(np.moveaxis(np.asarray(x), axis, 0).shape, np.float32)
+    for k, v in enumerate(flat):
+        v = v + n if v < 0 else v
+        if 0 <= v < n:
+            acc[v] = acc[v] + s[k]
+    out = np.moveaxis(acc, 0, axis) + np.asarray(x, dtype=np.float32)
+    return out.astype(np.float64)
+
+
 def one_hot(idx, num_classes):
     i = idx.astype(np.int64)
     return (i[..., None] == np.arange(num_classes)).astype(np.float64)

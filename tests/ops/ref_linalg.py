@@ -19,3 +19,13 @@ def matmul(a, b):
     if b.ndim == 1:
         out = out[..., 0]
     return out
+
+
+def matmul_t(ta, tb):
+    """matmul with the transpose attrs: a transposed operand is stored with
+    its last two dims swapped (an explicit swapaxes of the stored array)."""
+    def f(a, b):
+        a = np.asarray(a, np.float64)
+        b = np.asarray(b, np.float64)
+        return matmul(np.swapaxes(a, -1, -2) if ta else a, np.swapaxes(b, -1, -2) if tb else b)
+    return f

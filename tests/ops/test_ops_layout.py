@@ -2,6 +2,8 @@
 reshape, slice, concat, stack, pad, gather / index_select, one_hot; negative
 axes, zero-size tensors, sizes that are not multiples of the workgroup, a
 grid that spills into y, and bad attributes."""
+import time
+
 import numpy as np
 
 import harness
@@ -186,8 +188,45 @@ def run_index_add(ck):
     # one workgroup per (row, 256 columns): 70000 rows spill the grid into y
     ck.check("index_add", [np.zeros((70_000,)), np.array([69_999, 5, 5]), np.array([1.0, 2.0, 3.0])],
              ["f32", "i32", "f32"], ref.index_add, tol=(0, 0), label="(grid > 65535)")
-    # bit-identical results from run to run
+    # f32: exactly the documented order (in index order from 0, then x), on
+    # a sort that crosses several bitonic stages: 5000 indices, duplicates,
+    # negative and out-of-range ones, 1000 rows, a middle axis
+    x = rng.uniform(-1, 1, size=(2, 1000, 3))
+    i = rng.integers(-1003, 1003, size=(50, 100))
+    src = rng.uniform(-1, 1, size=(2, 50, 100, 3))
+    ck.check("index_add", [x, i, src], ["f32", "i32", "f32"],
+             lambda x, i, s: ref.index_add_f32_order(x, i, s, axis=1), attrs={"axis": 1}, tol=(0, 0),
+             label="(sorted, exact order)")
+    # one row gets 40,000 indices: its segment is summed over two passes
+    i = np.where(rng.uniform(size=50_000) < 0.8, 1, rng.integers(0, 4, size=50_000))
+    ck.check("index_add", [rng.uniform(-1, 1, size=(4, 2)), i, rng.uniform(-1, 1, size=(50_000, 2))],
+             ["f32", "i32", "f32"], ref.index_add, tol=(1e-4, 1e-5), label="(long segment)")
+    # work proportional to the indices, not rows x indices: 400,000 rows and
+    # 2,000 indices (the row-scanning kernel took ~20 us per row per pass on
+    # lavapipe, seconds here)
+    x = np.zeros((400_000, 2))
+    i = rng.integers(0, 400_000, size=(2_000,))
+    src = rng.uniform(-1, 1, size=(2_000, 2))
     c = ck.c
+    c.put("ia_bx", x, "f32")
+    c.put("ia_bi", i, "i32")
+    c.put("ia_bs", src, "f32")
+    t0 = time.time()
+    err, res = c.run("index_add", ["ia_bx", "ia_bi", "ia_bs"], None, "ia_bo")
+    dt_big = time.time() - t0
+    ck.checks += 1
+    if err is not None:
+        ck.fail("index_add on 400,000 rows: %r" % (err,))
+    elif dt_big > 3.0:
+        ck.fail("index_add on 400,000 rows and 2,000 indices took %.1f s" % dt_big)
+    else:
+        err, res = c.call("tensor.get", {"name": "ia_bo"})
+        got = harness.result_array(res) if err is None else None
+        if got is None or not np.array_equal(got, ref.index_add_f32_order(x, i, src)):
+            ck.fail("index_add on 400,000 rows: wrong values")
+    for name in ("ia_bx", "ia_bi", "ia_bs", "ia_bo"):
+        c.call("tensor.delete", {"name": name})
+    # bit-identical results from run to run
     c.put("ia_x", rng.uniform(-1, 1, size=(5, 7)), "f32")
     c.put("ia_i", rng.integers(0, 5, size=(40_000,)), "i32")
     c.put("ia_s", rng.uniform(-1, 1, size=(40_000, 7)), "f32")

@@ -70,6 +70,101 @@ def run(ck):
     errors(ck)
 
 
+def stored(shape, t):
+    """The stored shape of an operand of logical shape `shape` read transposed."""
+    return shape[:-2] + (shape[-1], shape[-2]) if t and len(shape) >= 2 else shape
+
+
+# Logical (a, b) shapes for the layout tests: 1x1, odd sizes, batched and
+# broadcast, one with K and N multiples of 4 and 128-tiles enough for
+# matmul_v4 (f32), a 1-D operand on the side that is not transposed.
+LAYOUT_SHAPES = [
+    ((1, 1), (1, 1)),
+    ((3, 5), (5, 4)),
+    ((65, 129), (129, 33)),
+    ((2, 3, 7, 5), (5, 6)),
+    ((3, 1, 9, 4), (1, 2, 4, 11)),
+    ((12, 260, 36), (36, 516)),
+]
+
+
+def run_layouts(ck):
+    """NN, NT, TN, TT (transpose_a, transpose_b read in place) x every float
+    dtype, then the exact products (small integers) in every layout."""
+    for ta in (False, True):
+        for tb in (False, True):
+            attrs = {"transpose_a": ta, "transpose_b": tb}
+            for dt in harness.FLOAT_DTYPES:
+                for sa, sb in LAYOUT_SHAPES:
+                    ck.check("matmul", [values(stored(sa, ta)), values(stored(sb, tb))], [dt, dt],
+                             ref.matmul_t(ta, tb), attrs=attrs, tol=TOL[dt], label="(layout)")
+                a = rng.integers(-3, 4, size=stored((17, 9), ta)).astype(np.float64)
+                b = rng.integers(-3, 4, size=stored((9, 18), tb)).astype(np.float64)
+                ck.check("matmul", [a, b], [dt, dt], ref.matmul_t(ta, tb), attrs=attrs, tol=(0, 0),
+                         label="(layout exact)")
+            # 1-D operands on the untransposed side.
+            if not ta:
+                ck.check("matmul", [values((5,)), values(stored((5, 3), tb))], ["f32", "f32"],
+                         ref.matmul_t(False, tb), attrs=attrs, tol=TOL["f32"], label="(layout 1-D a)")
+            if not tb:
+                ck.check("matmul", [values(stored((3, 5), ta)), values((5,))], ["f32", "f32"],
+                         ref.matmul_t(ta, False), attrs=attrs, tol=TOL["f32"], label="(layout 1-D b)")
+    c = ck.c
+    c.put("tl_v", values((4,)), "f32")
+    c.put("tl_m", values((4, 3)), "f32")
+    ck.expect_error("matmul", ["tl_v", "tl_m"], {"transpose_a": True}, "INVALID_ARGUMENT",
+                    label="(transpose_a of 1-D)")
+    ck.expect_error("matmul", ["tl_m", "tl_v"], {"transpose_b": True}, "INVALID_ARGUMENT",
+                    label="(transpose_b of 1-D)")
+    ck.expect_error("matmul", ["tl_m", "tl_m"], {"transpose_a": False}, "SHAPE_MISMATCH",
+                    label="(inner, untransposed)")
+    ck.expect_error("matmul", ["tl_m", "tl_m"], {"split_k": -1}, "INVALID_ARGUMENT", label="(split_k)")
+
+
+def run_split_k(ck):
+    """Split-K (forced by the split_k attr on small sizes; chosen on its own
+    for a small output with a long K): right in every layout and dtype, and
+    bit-identical run to run."""
+    for dt in harness.FLOAT_DTYPES:
+        for ta in (False, True):
+            for tb in (False, True):
+                attrs = {"transpose_a": ta, "transpose_b": tb, "split_k": 3}
+                for sa, sb in [((3, 5), (5, 4)), ((65, 129), (129, 33)), ((2, 40, 100), (100, 8)),
+                               ((36, 260), (260, 516))]:
+                    ck.check("matmul", [values(stored(sa, ta)), values(stored(sb, tb))], [dt, dt],
+                             ref.matmul_t(ta, tb), attrs=attrs, tol=TOL[dt], label="(split-K)")
+        a = rng.integers(-3, 4, size=(7, 300)).astype(np.float64)
+        b = rng.integers(-3, 4, size=(300, 9)).astype(np.float64)
+        # 15 tiles of 128x128 in 9 chunks: the 128-tile kernels split
+        # (matmul_v4 in f32: N and the stored rows whole vec4s)
+        for ta in (False, True):
+            for tb in (False, True):
+                ck.check("matmul", [values(stored((260, 400), ta)), values(stored((400, 516), tb))], [dt, dt],
+                         ref.matmul_t(ta, tb), attrs={"transpose_a": ta, "transpose_b": tb, "split_k": 9},
+                         tol=TOL[dt], label="(split-K, 128 tiles)")
+        for split in (2, 5, 19, 1000):
+            ck.check("matmul", [a, b], [dt, dt], ref.matmul, attrs={"split_k": split}, tol=(0, 0),
+                     label="(split-K exact)")
+    # The heuristic: a 16x8 output from K = 4096 is one tile; lavapipe runs
+    # a workgroup per CPU, so split-K is taken without asking.
+    a, b = values((16, 4096)), values((4096, 8))
+    ck.check("matmul", [a, b], ["f32", "f32"], ref.matmul, tol=(1e-3, 1e-4), label="(auto split-K)")
+    # Bit-identical run to run (the reduction sums the chunks in order).
+    c = ck.c
+    c.put("sk_a", values((33, 3000)), "f32")
+    c.put("sk_b", values((3000, 17)), "f32")
+    outs = []
+    for _ in range(3):
+        err, res = c.run("matmul", ["sk_a", "sk_b"], {"split_k": 7})
+        ck.checks += 1
+        if err is not None:
+            ck.fail("split-K repeat: %r" % (err,))
+            return
+        outs.append(res["data"])
+    if not (outs[0] == outs[1] == outs[2]):
+        ck.fail("split-K results differ between runs")
+
+
 def errors(ck):
     c = ck.c
     c.put("ea", values((3, 4)), "f32")
@@ -108,9 +203,10 @@ def errors(ck):
 
 
 def run_long_k(ck):
-    """Lavapipe ends an invocation's loops after 65535 iterations in all: the
-    longest product the kernels take (K = 960,000) is right in f32 and f16,
-    a longer one is RESOURCE_EXHAUSTED, never a silently short sum."""
+    """Lavapipe ends an invocation's loops after 65535 iterations in all: a
+    product longer than one invocation may sum is split over K (split-K)
+    and right in f32 and f16; asked to stay in one piece (split_k 1) it is
+    RESOURCE_EXHAUSTED, never a silently short sum."""
     rng = np.random.default_rng(77)
     k = 900_001
     a = rng.uniform(-1, 1, size=(2, k))
@@ -120,11 +216,15 @@ def run_long_k(ck):
     k = (1 << 20) + 3
     ck.c.put("lk_a", rng.uniform(-1, 1, size=(1, k)), "f32")
     ck.c.put("lk_b", rng.uniform(-1, 1, size=(k, 1)), "f32")
-    ck.expect_error("matmul", ["lk_a", "lk_b"], None, "RESOURCE_EXHAUSTED", label="(K = 2^20 + 3)")
+    ck.check("matmul", [rng.uniform(-1, 1, size=(k, 2)), rng.uniform(-1, 1, size=(3, k))], ["f32", "f32"],
+             ref.matmul_t(True, True), attrs={"transpose_a": True, "transpose_b": True}, tol=(0.05, 1e-3),
+             label="(K = 2^20 + 3, TT)")
+    ck.expect_error("matmul", ["lk_a", "lk_b"], {"split_k": 1}, "RESOURCE_EXHAUSTED",
+                    label="(K = 2^20 + 3 in one piece)")
     for n in ("lk_a", "lk_b"):
         ck.c.call("tensor.delete", {"name": n})
 
 
 if __name__ == "__main__":
     t0 = time.time()
-    harness.main(lambda ck: (run(ck), run_long_k(ck), print("linalg: %.1f s" % (time.time() - t0))))
+    harness.main(lambda ck: (run(ck), run_layouts(ck), run_split_k(ck), run_long_k(ck), print("linalg: %.1f s" % (time.time() - t0))))

@@ -401,6 +401,22 @@ def cases():
                    ((2, 1, 3, 4), (3, 4, 2)), ((2, 3, 4), (2, 4, 2)), ((1, 2), (2, 1))):
         out.append(Case("matmul", "matmul", [(u(sa), "p"), (u(sb), "p")], np.matmul))
     out.append(Case("matmul, b constant", "matmul", [(u((3, 4)), "p"), (u((2, 4, 5)), "c")], np.matmul))
+    # matmul reading either operand transposed (its gradient is a product
+    # in another layout, again without a copy), batched and broadcast too
+    for ta in (False, True):
+        for tb in (False, True):
+            for sa, sb in (((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((4, 5), (2, 5, 3))):
+                st_a = sa[:-2] + (sa[-1], sa[-2]) if ta else sa
+                st_b = sb[:-2] + (sb[-1], sb[-2]) if tb else sb
+                out.append(Case("matmul ta=%d tb=%d" % (ta, tb), "matmul", [(u(st_a), "p"), (u(st_b), "p")],
+                                lambda a, b, ta=ta, tb=tb: np.matmul(np.swapaxes(a, -1, -2) if ta else a,
+                                                                     np.swapaxes(b, -1, -2) if tb else b),
+                                {"transpose_a": ta, "transpose_b": tb}))
+    # a 1-D operand beside a transposed one: [4] @ (b stored [5, 4])^T, (a stored [4, 3])^T @ [4]
+    out.append(Case("matmul 1-D a, tb", "matmul", [(u((4,)), "p"), (u((5, 4)), "p")],
+                    lambda a, b: np.matmul(a, b.T), {"transpose_b": True}))
+    out.append(Case("matmul ta, 1-D b", "matmul", [(u((4, 3)), "p"), (u((4,)), "p")],
+                    lambda a, b: np.matmul(a.T, b), {"transpose_a": True}))
     # sum / mean with axis and keepdims
     for op, f in (("sum", np.sum), ("mean", np.mean)):
         for shape, attrs in (((3, 4), None), ((3, 4), {"axis": 0}), ((3, 4), {"axis": 1, "keepdims": True}),
