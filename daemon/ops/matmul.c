@@ -325,10 +325,14 @@ static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struc
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "more than 2^32 output tiles");
 	pc->tiles_n = (uint32_t)tiles_n;
 	pc->tiles_mn = (uint32_t)(tiles_m * tiles_n);
-	/* Large f32 products in whole vec4s take the vectorised kernel. */
+	/* Large f32 products in whole vec4s take the vectorised kernel; NN
+	 * unsplit products the kernels without layout branches (matmul_nn.glsl
+	 * says why). */
 	name = tile == 128 ? "matmul_l" : "matmul";
 	if (tile == 128 && v4)
 		name = "matmul_v4";
+	if (pc->flags == 0 && pc->splits == 1)
+		name = tile == 128 ? (v4 ? "matmul_nn_v4" : "matmul_nn_l") : "matmul_nn";
 	if (mm_partials(ctx, pc, &b[3]) < 0)
 		return -1;
 	if (pc->splits > 1)
