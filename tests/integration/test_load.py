@@ -288,9 +288,10 @@ class LoadClient:
         return True
 
 
-def load_round(d, pid, requests, seed0):
+def load_round(d, pid, requests, seed0, expect_fds=None):
     """CLIENTS clients, `requests` mixed requests each; returns (clients,
-    active, connected, elapsed)."""
+    active, connected, elapsed), `connected` the daemon's fds once it holds
+    `expect_fds` (or after 10 s)."""
     sel = selectors.DefaultSelector()
     clients = []
     t0 = time.monotonic()
@@ -298,7 +299,14 @@ def load_round(d, pid, requests, seed0):
         lc = LoadClient(i, d.sock, requests, seed=seed0 + i)
         clients.append(lc)
         sel.register(lc.sock, selectors.EVENT_READ, lc)
+    # connect() returns once the kernel queued the connection, before the
+    # daemon accepted it: on a loaded machine accept() may trail by a few
+    # loop turns, so wait (bounded) for the daemon to hold all of them.
+    deadline = time.monotonic() + 10
     connected = fd_count(pid)
+    while expect_fds and connected < expect_fds and time.monotonic() < deadline:
+        time.sleep(0.05)
+        connected = fd_count(pid)
     for lc in clients:
         lc.next_request()
     active = len(clients)
@@ -377,7 +385,7 @@ def run(cfg):
         base_rss = idle_rss(pid)
         print("baseline: %d fds, VmRSS %d KiB, %r" % (base_fds, base_rss, base_snap), flush=True)
 
-        clients, active, connected, elapsed = load_round(d, pid, REQUESTS, 0)
+        clients, active, connected, elapsed = load_round(d, pid, REQUESTS, 0, base_fds + CLIENTS)
         total = sum(lc.answered for lc in clients)
         sent = sum(lc.sent for lc in clients)
         kinds = {}
