@@ -86,6 +86,95 @@ static int emit_flat_grads(struct step_ctx *sc, struct tensor *const *params, in
 	return 0;
 }
 
+/* optimizer.groups (checked to be an array by optimizer_parse): each
+ * group's settings and which of the step's parameters it holds. */
+static int parse_groups(struct caller *call, const msgpack_object *groups, struct train_spec *spec)
+{
+	for (uint32_t g = 0; groups && g < groups->via.array.size; g++) {
+		const msgpack_object *go = &groups->via.array.ptr[g], *ps;
+
+		if (optimizer_parse_group(call, go, &spec->opt, &spec->gopt[g]) < 0)
+			return -1;
+		ps = tdp_map_find(go, "params");
+		if (!ps || ps->type != MSGPACK_OBJECT_ARRAY || ps->via.array.size == 0)
+			return td_fail(&call->err, TDP_INVALID_ARGUMENT,
+				       "optimizer.groups[%u].params must name 1 or more of the step's params", g);
+		for (uint32_t j = 0; j < ps->via.array.size; j++) {
+			const msgpack_object *n = &ps->via.array.ptr[j];
+			char name[TDP_MAX_NAME_LEN + 1];
+			unsigned k;
+
+			if (n->type != MSGPACK_OBJECT_STR ||
+			    names_qualify(call->cred.uid, n->via.str.ptr, n->via.str.size, name, NULL) < 0)
+				return td_fail(&call->err, TDP_INVALID_ARGUMENT,
+					       "optimizer.groups[%u].params[%u] must be a tensor name", g, j);
+			for (k = 0; k < spec->np && strcmp(spec->names[k], name); k++)
+				;
+			if (k == spec->np)
+				return td_fail(&call->err, TDP_INVALID_ARGUMENT, "optimizer.groups[%u].params[%u] "
+					       "'%.*s' is not in params", g, j, (int)n->via.str.size, n->via.str.ptr);
+			if (spec->group[k])
+				return td_fail(&call->err, TDP_INVALID_ARGUMENT, "optimizer.groups[%u].params[%u] "
+					       "'%.*s' is in two groups", g, j, (int)n->via.str.size, n->via.str.ptr);
+			spec->group[k] = (uint8_t)(g + 1);
+		}
+	}
+	spec->ngroups = groups ? groups->via.array.size : 0;
+	return 0;
+}
+/* Node `node`, or a copy of it when it is stored already (under another
+ * name); -1 when `node` is. */
+static int stored_copy(struct step_ctx *sc, int node)
+{
+	if (node < 0 || !sc->gr->nodes[node].has_out)
+		return node;
+	return train_emit(sc, "copy", &node, NULL, 1, NULL, 0);
+}
+
+/* Scale the gradients by spec->grad_scale and, accumulating, add the
+ * stored <param>.grad to them; <param>.grad then becomes the sum (without
+ * apply) or zeros (the update consumes it). */
+static int accumulate_grads(struct step_ctx *sc, const struct train_spec *spec, struct tensor *const *params,
+			    int *grads)
+{
+	for (unsigned k = 0; k < spec->np; k++) {
+		struct graph_attr scale = { .name = "scalar", .f = spec->grad_scale };
+		char name[TDP_MAX_NAME_LEN + 32];
+		struct tensor *stored;
+		int ref, have, keep;
+
+		if (spec->grad_scale != 1 && (grads[k] = train_emit(sc, "mul", &grads[k], NULL, 1, &scale, 1)) < 0)
+			return -1;
+		if (!spec->accumulate)
+			continue;
+		have = spec->fresh ? 0 : train_state_input(sc, params[k], ".grad", name, &ref, &stored);
+		if (spec->fresh)
+			snprintf(name, sizeof(name), "%s.grad", params[k]->name);
+		if (have < 0)
+			return -1;
+		if (have) {
+			int refs[2] = { -1, grads[k] };
+			struct tensor *st[2] = { stored, NULL };
+
+			if ((grads[k] = train_emit(sc, "add", refs, st, 2, NULL, 0)) < 0)
+				return -1;
+		}
+		if (!spec->apply) {
+			keep = stored_copy(sc, grads[k]);
+		} else {
+			int64_t dims[TDP_MAX_RANK];
+			struct graph_attr z[2] = { { .name = "shape", .ints = dims, .nints = params[k]->rank },
+						   { .name = "dtype", .s = tdp_dtype_name(params[k]->dtype) } };
+
+			for (unsigned d = 0; d < params[k]->rank; d++)
+				dims[d] = (int64_t)params[k]->shape[d];
+			keep = train_emit(sc, "zeros", NULL, NULL, 0, z, 2);
+		}
+		if (keep < 0 || train_emit_derived_out(sc, keep, name, params[k]) < 0)
+			return -1;
+	}
+	return 0;
+}
 
 int train_spec_parse(struct caller *call, const msgpack_object *loss, const msgpack_object *params,
 		     const msgpack_object *opt, const msgpack_object *grads, struct train_spec *spec)
@@ -108,7 +197,9 @@ int train_spec_parse(struct caller *call, const msgpack_object *loss, const msgp
 			return td_fail(&call->err, TDP_INVALID_ARGUMENT, "params[%u] must be a tensor name", k);
 	spec->grads = grads && grads->via.boolean;
 	spec->fuse = -1;
-	return 0;
+	spec->apply = true;
+	spec->grad_scale = 1;
+	return opt ? parse_groups(call, tdp_map_find(opt, "groups"), spec) : 0;
 }
 
 /* Build one step's graph (feeds, the client's nodes, and with `train` the
@@ -166,27 +257,28 @@ int train_build_step(struct caller *call, const struct train_spec *spec, const m
 		 * devices between the two halves of the step (train_parallel.h). */
 		if (ret_flat && emit_flat_grads(&sc, params, grads, spec->np, ret_flat) < 0)
 			return -1;
-		if (spec->opt.kind != OPT_NONE && spec->opt.clip_norm > 0 &&
+		if (accumulate_grads(&sc, spec, params, grads) < 0)
+			return -1;
+		if (spec->apply && spec->opt.kind != OPT_NONE && spec->opt.clip_norm > 0 &&
 		    optimizer_emit_clip(&sc, spec->opt.clip_norm, grads, spec->np) < 0)
 			return -1;
-		for (unsigned k = 0; spec->grads && k < spec->np; k++) {
+		for (unsigned k = 0; spec->grads && !spec->accumulate && k < spec->np; k++) {
 			char name[TDP_MAX_NAME_LEN + 32];
 
+			int node = stored_copy(&sc, grads[k]);
+
 			snprintf(name, sizeof(name), "%s.grad", params[k]->name);
-			if (gr->nodes[grads[k]].has_out) {
-				/* The node is stored already; store a copy too. */
-				grads[k] = train_emit(&sc, "copy", &grads[k], NULL, 1, NULL, 0);
-				if (grads[k] < 0)
-					return -1;
-			}
-			if (train_emit_derived_out(&sc, grads[k], name, params[k]) < 0)
+			if (node < 0 || train_emit_derived_out(&sc, node, name, params[k]) < 0)
 				return -1;
 		}
-		if (spec->opt.kind != OPT_NONE) {
+		if (spec->apply && spec->opt.kind != OPT_NONE) {
 			lr = optimizer_lr_at(&spec->opt, step);
-			for (unsigned k = 0; k < spec->np; k++)
-				if (optimizer_emit_update(&sc, &spec->opt, params[k], grads[k], step, lr) < 0)
+			for (unsigned k = 0; k < spec->np; k++) {
+				const struct optimizer *o = spec->group[k] ? &spec->gopt[spec->group[k] - 1] : &spec->opt;
+
+				if (optimizer_emit_update(&sc, o, params[k], grads[k], step, optimizer_lr_at(o, step)) < 0)
 					return -1;
+			}
 		}
 	}
 	*ret_loss = loss;

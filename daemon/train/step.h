@@ -24,6 +24,21 @@ struct train_spec {
 	char names[MAX_PARAMS][TDP_MAX_NAME_LEN + 1];
 	bool grads;                /* store <param>.grad */
 	int fuse;                  /* fuse elementwise chains: 1, 0, -1 the device's default */
+	/* optimizer.groups: parameter k is updated with gopt[group[k] - 1],
+	 * or opt where group[k] is 0 */
+	struct optimizer gopt[OPT_MAX_GROUPS];
+	unsigned ngroups;
+	uint8_t group[MAX_PARAMS];
+	/* Gradient accumulation: the step's gradients (times grad_scale) are
+	 * added to the stored <param>.grad; without `apply` the parameters are
+	 * left alone, with it they are updated from the sum and .grad is
+	 * cleared (zeros). */
+	bool accumulate, apply;
+	bool fresh;                /* accumulating, but over no stored .grad */
+	double grad_scale;
+	/* Random nodes (ops with a `seed` attr) draw from a stream derived from
+	 * their seed, run_seed and the step when training (train_seed_graph). */
+	uint64_t run_seed;
 };
 
 /* Fill *spec from the request's (or model's) loss, params, optimizer (may be

@@ -1,0 +1,294 @@
+#!/usr/bin/python3
+"""Training semantics against NumPy references of torch's (docs/training.md):
+
+- parameter groups (optimizer.groups): one update of every group from one
+  set of gradients, each group with its own lr / weight_decay / momentum and
+  the schedule scaled to its own lr, as torch.optim's param_groups with a
+  scheduler; checked over several steps against a float64 reference;
+- gradient accumulation: train.step with accumulate/apply equals one step on
+  the whole batch (mean loss: the client scales each micro-batch's loss by
+  1/N as torch users do) and the float64 reference; train.run's
+  accumulate_steps equals train.run on batches N times larger;
+- randomness per step and model state (below, when present).
+
+Run with /usr/bin/python3; $TENSORD_BIN names the daemon."""
+import math
+import os
+import sys
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "ops"))
+
+import msgpack  # noqa: E402
+import numpy as np  # noqa: E402
+
+import harness  # noqa: E402
+import ref_optim as ref  # noqa: E402
+
+N, D, C = 16, 5, 3
+RTOL = 1e-5
+
+
+def lr_at(opt, step):
+    """docs/training.md, "Schedules" (a group scales it by its own lr)."""
+    lr = opt["lr"]
+    warmup = opt.get("warmup", 0)
+    sched = opt.get("schedule", "constant")
+    if warmup > 0 and step <= warmup:
+        return lr * step / warmup
+    if sched == "step":
+        return lr * opt.get("gamma", 0.1) ** ((step - 1) // opt.get("step_size", 1))
+    if sched == "cosine":
+        t = min(1.0, (step - warmup) / (opt["total"] - warmup))
+        lo = opt.get("min_lr", 0.0)
+        return lo + (lr - lo) * 0.5 * (1 + math.cos(math.pi * t))
+    return lr
+
+
+def ce_grads(x, y, w, b):
+    """Mean cross-entropy of x @ w + b and its float64 gradients."""
+    n = x.shape[0]
+    z = x @ w + b
+    m = z.max(axis=1, keepdims=True)
+    lse = m[:, 0] + np.log(np.exp(z - m).sum(axis=1))
+    loss = (lse - z[np.arange(n), y]).mean()
+    p = np.exp(z - lse[:, None])
+    p[np.arange(n), y] -= 1
+    dz = p / n
+    return loss, {"w": x.T @ dz, "b": dz.sum(axis=0)}
+
+
+def nodes(pre, x="x", y="y", scale=None, feed=False):
+    """The model's nodes; with `feed`, x and y are node ids (train.run's data)."""
+    xi, yi = (x, y) if feed else (pre + x, pre + y)
+    out = [{"id": "z0", "op": "matmul", "inputs": [xi, pre + "w"]},
+           {"id": "z", "op": "add", "inputs": ["z0", pre + "b"]},
+           {"id": "l0" if scale else "loss", "op": "cross_entropy", "inputs": ["z", yi]}]
+    if scale:
+        out.append({"id": "loss", "op": "mul", "inputs": ["l0"], "attrs": {"scalar": scale}})
+    return out
+
+
+def ref_step(kind, opt, group_of, groups, params, grads, state, step):
+    """One float64 step of torch.optim with param_groups: parameter k uses
+    groups[group_of[k]] (the top-level settings with the group's over them)."""
+    out = {}
+    for k, w in params.items():
+        o = dict(opt, **groups[group_of[k]]) if group_of.get(k) is not None else opt
+        lr = lr_at(o, step)
+        if kind == "sgd":
+            out[k], state[k] = ref.sgd_step(w, grads[k], state.get(k), lr=lr, momentum=o.get("momentum", 0.0),
+                                            weight_decay=o.get("weight_decay", 0.0))
+        else:
+            m, v = state.get(k) or (np.zeros_like(w), np.zeros_like(w))
+            out[k], m, v = ref.adam_step(w, grads[k], m, v, step, lr=lr, beta1=o.get("beta1", 0.9),
+                                         beta2=o.get("beta2", 0.999), eps=o.get("eps", 1e-8),
+                                         weight_decay=o["weight_decay"], decoupled=True)
+            state[k] = (m, v)
+    return out
+
+
+class T:
+    def __init__(self, ck):
+        self.ck = ck
+        self.c = ck.c
+        self.rng = np.random.default_rng(1818)
+
+    def get(self, name):
+        err, res = self.c.call("tensor.get", {"name": name})
+        return None if err else harness.result_array(res).astype(np.float64)
+
+    def ok(self, cond, what):
+        self.ck.checks += 1
+        if not cond:
+            self.ck.fail(what)
+        return cond
+
+    def close(self, got, want, what, rtol=RTOL):
+        self.ck.checks += 1
+        if got is None or np.shape(got) != np.shape(want):
+            self.ck.fail("%s: missing or misshapen: %r" % (what, got))
+            return False
+        scale = float(np.abs(want).max(initial=0.0))
+        bad = np.abs(got - want) > rtol * np.abs(want) + rtol * max(scale, 1e-3)
+        if bad.any():
+            i = tuple(np.argwhere(bad)[0])
+            self.ck.fail("%s: %d of %d differ; first at %s: got %r want %r" % (
+                what, int(bad.sum()), bad.size, i, got[i], want[i]))
+            return False
+        return True
+
+    def setup(self, pre, n=N):
+        x = self.rng.normal(0, 1, size=(n, D))
+        y = self.rng.integers(0, C, size=n)
+        w = self.rng.uniform(-0.5, 0.5, size=(D, C))
+        b = self.rng.uniform(-0.1, 0.1, size=(C,))
+        self.c.put(pre + "x", x, "f32")
+        self.c.put(pre + "y", y.astype(np.int32), "i32")
+        self.c.put(pre + "w", w, "f32")
+        self.c.put(pre + "b", b, "f32")
+        return harness.quantize(x, "f32"), y, harness.quantize(w, "f32"), harness.quantize(b, "f32")
+
+    # ---- 1. parameter groups ----
+
+    def groups(self, label, kind, opt, groups, group_of, steps=6):
+        pre = "g/%s/" % label
+        x, y, w, b = self.setup(pre)
+        full = dict(opt)
+        full["groups"] = [dict(g, params=[pre + k for k, gi in group_of.items() if gi == i])
+                          for i, g in enumerate(groups)]
+        top = dict({"sgd": {"lr": 0.01}, "adamw": {"lr": 0.001, "weight_decay": 0.01}}[kind], **opt)
+        state = {}
+        for step in range(1, steps + 1):
+            cur = {"w": self.get(pre + "w"), "b": self.get(pre + "b")}
+            _, g = ce_grads(x, y, cur["w"], cur["b"])
+            want = ref_step(kind, top, group_of, groups, cur, g, state, step)
+            err, res = self.c.call("train.step", {"nodes": nodes(pre), "loss": "loss",
+                                                  "params": [pre + "w", pre + "b"], "optimizer": full,
+                                                  "step": step})
+            if not self.ok(err is None, "groups %s step %d: %r" % (label, step, err)):
+                return
+            self.close(res["lr"], lr_at(top, step), "groups %s step %d: reported lr" % (label, step))
+            for k in ("w", "b"):
+                self.close(self.get(pre + k), want[k], "groups %s step %d: %s" % (label, step, k))
+            # The next reference step starts from the daemon's state.
+            for k in ("w", "b"):
+                if kind == "sgd" and state.get(k) is not None:
+                    state[k] = self.get(pre + k + ".momentum_buffer")
+                elif kind == "adamw":
+                    state[k] = (self.get(pre + k + ".exp_avg"), self.get(pre + k + ".exp_avg_sq"))
+
+    def group_errors(self):
+        pre = "ge/"
+        self.setup(pre)
+        base = {"nodes": nodes(pre), "loss": "loss", "params": [pre + "w", pre + "b"], "step": 1}
+        bad = [
+            ({"groups": [{"params": [pre + "x"]}]}, "not in params"),
+            ({"groups": [{"params": [pre + "w"]}, {"params": [pre + "w"]}]}, "two groups"),
+            ({"groups": [{"params": [pre + "w"], "type": "adam"}]}, "whole step"),
+            ({"groups": [{"params": [pre + "w"], "lr": -1}]}, "out of range"),
+            ({"groups": [{"params": []}]}, "params"),
+            ({"groups": [{"params": [pre + "w"], "bogus": 1}]}, "unknown key"),
+            ({"groups": {"params": [pre + "w"]}}, "groups"),
+        ]
+        before = self.get(pre + "w")
+        for opt, needle in bad:
+            err, _ = self.c.call("train.step", dict(base, optimizer=opt))
+            self.ok(err is not None and err["name"] == "INVALID_ARGUMENT" and needle in err["message"],
+                    "groups error %r: %r" % (opt, err))
+        self.ok(np.array_equal(self.get(pre + "w"), before), "a refused step changed w")
+
+    # ---- 2. gradient accumulation ----
+
+    def accumulate_step(self):
+        pre, big = "a/", "ab/"
+        x, y, w, b = self.setup(pre, 2 * N)
+        for k, v in (("w", w), ("b", b), ("x", x)):
+            self.c.put(big + k, v, "f32")
+        self.c.put(big + "y", y.astype(np.int32), "i32")
+        for h in range(2):
+            self.c.put(pre + "x%d" % h, x[h * N:(h + 1) * N], "f32")
+            self.c.put(pre + "y%d" % h, y[h * N:(h + 1) * N].astype(np.int32), "i32")
+        opt = {"type": "sgd", "lr": 0.5, "momentum": 0.9}
+        params = [pre + "w", pre + "b"]
+        cur = {"w": w, "b": b}
+        state = {}
+        for step in range(1, 4):
+            # micro-batch 0: gradients only, added into .grad (first: stored)
+            err, _ = self.c.call("train.step", {"nodes": nodes(pre, "x0", "y0", 0.5), "loss": "loss",
+                                                "params": params, "optimizer": opt, "step": step,
+                                                "accumulate": True, "apply": False})
+            if not self.ok(err is None, "accumulate step %d micro 0: %r" % (step, err)):
+                return
+            _, g0 = ce_grads(x[:N], y[:N], cur["w"], cur["b"])
+            for k in ("w", "b"):
+                self.close(self.get(pre + k + ".grad"), 0.5 * g0[k], "accumulate step %d: %s.grad" % (step, k))
+                self.ok(np.array_equal(self.get(pre + k), harness.quantize(cur[k], "f32")),
+                        "accumulate step %d: apply false changed %s" % (step, k))
+            err, res = self.c.call("train.step", {"nodes": nodes(pre, "x1", "y1", 0.5), "loss": "loss",
+                                                  "params": params, "optimizer": opt, "step": step,
+                                                  "accumulate": True})
+            if not self.ok(err is None, "accumulate step %d micro 1: %r" % (step, err)):
+                return
+            err, _ = self.c.call("train.step", {"nodes": nodes(big), "loss": "loss", "params":
+                                                [big + "w", big + "b"], "optimizer": opt, "step": step})
+            self.ok(err is None, "big batch step %d: %r" % (step, err))
+            _, g = ce_grads(x, y, cur["w"], cur["b"])
+            want = ref_step("sgd", dict(opt), {}, [], cur, g, state, step)
+            for k in ("w", "b"):
+                got = self.get(pre + k)
+                self.close(got, want[k], "accumulate step %d: %s vs reference" % (step, k))
+                self.close(got, self.get(big + k), "accumulate step %d: %s vs one big batch" % (step, k))
+                self.ok(np.array_equal(self.get(pre + k + ".grad"), np.zeros_like(w if k == "w" else b)),
+                        "accumulate step %d: %s.grad not cleared" % (step, k))
+            cur = {k: self.get(pre + k) for k in ("w", "b")}
+            state = {k: self.get(pre + k + ".momentum_buffer") for k in ("w", "b")}
+
+    def run(self, params):
+        c = self.c
+        c.msgid += 1
+        c.sock.sendall(msgpack.packb([0, c.msgid, "train.run", [params]]))
+        while True:
+            for m in c.unpacker:
+                if m[0] == 1:
+                    return m[2], m[3]
+            chunk = c.sock.recv(1 << 16)
+            if not chunk:
+                raise ConnectionError("closed")
+            c.unpacker.feed(chunk)
+
+    def accumulate_run(self):
+        pre, big = "ar/", "arb/"
+        x, y, w, b = self.setup(pre, 4 * N)
+        for k, v in (("w", w), ("b", b), ("x", x)):
+            self.c.put(big + k, v, "f32")
+        self.c.put(big + "y", y.astype(np.int32), "i32")
+        opt = {"type": "adamw", "lr": 0.05, "weight_decay": 0.1}
+        base = {"loss": "loss", "optimizer": opt, "shuffle": False, "steps": 4}
+        err, res = self.run(dict(base, nodes=nodes(pre, "xb", "yb", feed=True), params=[pre + "w", pre + "b"],
+                                 data={"xb": pre + "x", "yb": pre + "y"}, batch_size=N // 2,
+                                 accumulate_steps=4))
+        if not self.ok(err is None, "train.run accumulate_steps: %r" % (err,)):
+            return
+        err, res_big = self.run(dict(base, nodes=nodes(big, "xb", "yb", feed=True),
+                                     params=[big + "w", big + "b"],
+                                     data={"xb": big + "x", "yb": big + "y"}, batch_size=2 * N))
+        self.ok(err is None, "train.run big batch: %r" % (err,))
+        self.ok(res["steps"] == 4 and res["epochs"] == 2, "accumulate run: steps/epochs %r" % (res,))
+        self.close(res["loss"], res_big["loss"], "accumulate run: loss vs big batch", 1e-4)
+        # float64 reference: steps over rows [0, 2N), [2N, 4N), [0, 2N), [2N, 4N)
+        cur, state = {"w": w, "b": b}, {}
+        top = dict(opt, beta1=0.9, beta2=0.999, eps=1e-8)
+        for step in range(1, 5):
+            rows = slice(((step - 1) % 2) * 2 * N, ((step - 1) % 2 + 1) * 2 * N)
+            loss, g = ce_grads(x[rows], y[rows], cur["w"], cur["b"])
+            cur = ref_step("adamw", top, {}, [], cur, g, state, step)
+        self.close(res["loss"], loss, "accumulate run: last loss vs reference", 1e-4)
+        for k in ("w", "b"):
+            got = self.get(pre + k)
+            self.close(got, cur[k], "accumulate run: %s vs reference" % k, 1e-4)
+            self.close(got, self.get(big + k), "accumulate run: %s vs big batch" % k)
+        err, _ = self.run(dict(base, nodes=nodes(pre, "xb", "yb", feed=True), params=[pre + "w", pre + "b"],
+                               data={"xb": pre + "x", "yb": pre + "y"}, batch_size=N,
+                               accumulate_steps=5))
+        self.ok(err is not None and err["name"] == "INVALID_ARGUMENT", "accumulate_steps past the data: %r" % (err,))
+
+
+def run(ck):
+    t = T(ck)
+    # AdamW: w at the top level (cosine with warmup), b in a group without
+    # weight decay and a larger lr (the usual no-decay-for-biases split).
+    t.groups("adamw", "adamw", {"type": "adamw", "lr": 0.05, "weight_decay": 0.2, "schedule": "cosine",
+                                "warmup": 2, "total": 6},
+             [{"weight_decay": 0.0, "lr": 0.2}], {"b": 0})
+    # SGD: two groups, different momentum and lr, a step schedule.
+    t.groups("sgd", "sgd", {"type": "sgd", "lr": 0.5, "schedule": "step", "step_size": 2, "gamma": 0.5},
+             [{"lr": 0.3, "momentum": 0.9}, {"momentum": 0.5, "weight_decay": 0.05}], {"w": 0, "b": 1})
+    t.group_errors()
+    t.accumulate_step()
+    t.accumulate_run()
+
+
+if __name__ == "__main__":
+    harness.main(run)
