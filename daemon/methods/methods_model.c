@@ -26,6 +26,7 @@
 #include "store/model.h"
 #include "store/names.h"
 #include "store/store.h"
+#include "train/step.h"
 #include "train/train.h"
 
 #define MAX_METRICS 64
@@ -409,6 +410,7 @@ static int forward_build(struct request *req, const struct model *m, const struc
 			 const msgpack_object *outs, struct forward *fw)
 {
 	uint32_t kept;
+	unsigned first;
 
 	fw->gr = (struct graph){ .call = &req->call };
 	fw->kept = NULL;
@@ -416,8 +418,13 @@ static int forward_build(struct request *req, const struct model *m, const struc
 		return -1;
 	fw->nodes = (msgpack_object){ .type = MSGPACK_OBJECT_ARRAY,
 				      .via.array = { .size = kept, .ptr = fw->kept } };
-	if (feeds_emit(&fw->gr, fd) < 0 || graph_parse(&fw->gr, &fw->nodes, outs) < 0)
+	if (feeds_emit(&fw->gr, fd) < 0)
 		return -1;
+	first = fw->gr.n;
+	if (graph_parse(&fw->gr, &fw->nodes, outs) < 0)
+		return -1;
+	/* Evaluation: no fresh randomness, dropout off. */
+	train_seed_graph(&fw->gr, first, 0, 0, false);
 	return 0;
 }
 

@@ -52,7 +52,7 @@ int method_train_step(struct request *req)
 {
 	struct source src;
 	const msgpack_object *grads, *outputs, *data;
-	uint64_t step_arg = 0;
+	uint64_t step_arg = 0, seed = 0;
 	param_name model;
 	bool has_step, has_model, fuse = false, has_fuse, accumulate = false, apply = true;
 	const struct param p[] = {
@@ -68,6 +68,7 @@ int method_train_step(struct request *req)
 		PARAM_OPT_GIVEN("fuse", PARAM_BOOL, fuse, has_fuse),
 		PARAM_OPT("accumulate", PARAM_BOOL, accumulate),
 		PARAM_OPT("apply", PARAM_BOOL, apply),
+		PARAM_OPT("seed", PARAM_UINT, seed),
 	};
 	struct graph gr = { .call = &req->call };
 	struct train_spec *spec;
@@ -101,6 +102,7 @@ int method_train_step(struct request *req)
 		spec->fuse = fuse;
 	spec->accumulate = accumulate;
 	spec->apply = apply;
+	spec->run_seed = seed;
 	if (train_run_step(&req->call, spec, src.nodes, outputs, data ? &fd : NULL, step, true, &gr, &loss,
 			   &loss_value, &lr) < 0)
 		goto out;

@@ -207,6 +207,7 @@ static int plan_setup(struct request *req, struct train_plan *plan, const struct
 		return request_fail(req, TDP_INVALID_ARGUMENT, "a run has 1 to 100000000 steps");
 	plan->epochs = (plan->total + plan->per_epoch - 1) / plan->per_epoch;
 	plan->seed = rp->seed;
+	plan->spec.run_seed = rp->seed;
 	plan->shuffle = rp->shuffle;
 	if (rp->has_start_step)
 		plan->start_step = (int64_t)rp->start_step;

@@ -212,12 +212,16 @@ int train_build_step(struct caller *call, const struct train_spec *spec, const m
 	char pshown[NAMES_SHOWN_MAX];
 	struct tensor *params[MAX_PARAMS];
 	int grads[MAX_PARAMS];
-	unsigned loss;
+	unsigned loss, first;
 	double lr = 0;
 
 	gr->call = call;
-	if (feeds_emit(gr, fd) < 0 || graph_parse(gr, nodes, outputs) < 0)
+	if (feeds_emit(gr, fd) < 0)
 		return -1;
+	first = gr->n;
+	if (graph_parse(gr, nodes, outputs) < 0)
+		return -1;
+	train_seed_graph(gr, first, spec->run_seed, step, train);
 	for (loss = 0; loss < gr->n; loss++)
 		if (gr->nodes[loss].id[0] && !strcmp(gr->nodes[loss].id, spec->loss))
 			break;
@@ -360,6 +364,44 @@ out:
 	graph_free(&gr);
 	free(spec);
 	return r;
+}
+
+static uint64_t mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* The index of attr `name` in `def`'s spec, or -1. */
+static int attr_index(const struct op_def *def, const char *name, enum op_attr_type type)
+{
+	for (int k = 0; def->attrs && def->attrs[k].name; k++)
+		if (!strcmp(def->attrs[k].name, name))
+			return def->attrs[k].type == type ? k : -1;
+	return -1;
+}
+
+void train_seed_graph(struct graph *gr, unsigned from, uint64_t run_seed, int64_t step, bool train)
+{
+	for (unsigned i = from; i < gr->n; i++) {
+		struct op_ctx *ctx = &gr->nodes[i].ctx;
+		int k;
+
+		if (!ctx->def)
+			continue;
+		if (train && (k = attr_index(ctx->def, "seed", ATTR_INT)) >= 0) {
+			uint64_t s = (uint64_t)ctx->attr[k].i;
+
+			s ^= mix64(run_seed + 0x9e3779b97f4a7c15ull * (uint64_t)step);
+			ctx->attr[k].i = (int64_t)mix64(s);
+			ctx->attr[k].f = (double)ctx->attr[k].i;
+		}
+		if (!train && !strcmp(ctx->def->name, "dropout") && (k = attr_index(ctx->def, "p", ATTR_FLOAT)) >= 0) {
+			ctx->attr[k].f = 0;
+			ctx->attr[k].set = true;
+		}
+	}
 }
 
 /* Store every result marked for storing. */

@@ -64,6 +64,14 @@ int train_run_step(struct caller *call, const struct train_spec *spec, const msg
 		   const msgpack_object *outputs, const struct feeds *fd, int64_t step, bool train,
 		   struct graph *gr, unsigned *ret_loss, double *ret_loss_value, double *ret_lr);
 
+/* Randomness per step (docs/training.md, "Randomness"): in nodes `from`..
+ * of `gr`, with `train` the `seed` attr of every op that declares one
+ * becomes a hash of (that seed, run_seed, step), so each step draws a fresh,
+ * reproducible stream; without `train` (evaluation, prediction) seeds stay
+ * and op `dropout`'s `p` becomes 0 (the identity). Call it before autograd:
+ * backward rules then copy the step's seed. */
+void train_seed_graph(struct graph *gr, unsigned from, uint64_t run_seed, int64_t step, bool train);
+
 /* Store every result of `gr` marked for storing. Returns 0, or -1 after
  * td_fail (out of memory). */
 int train_commit_all(struct caller *call, struct graph *gr);

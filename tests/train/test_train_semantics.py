@@ -274,6 +274,82 @@ class T:
                                accumulate_steps=5))
         self.ok(err is not None and err["name"] == "INVALID_ARGUMENT", "accumulate_steps past the data: %r" % (err,))
 
+    # ---- 3. randomness per step ----
+
+    def rand_nodes(self, pre, seed, x="x", feed=False, out=None):
+        """x scaled by a rand mask in [0, 1) (seed `seed`), then the linear model."""
+        r = {"id": "r", "op": "rand", "inputs": [], "attrs": {"shape": [N, D], "seed": seed}}
+        if out:
+            r["out"] = out
+        xi = x if feed else pre + x
+        return [r, {"id": "xm", "op": "mul", "inputs": [xi, "r"]},
+                {"id": "z0", "op": "matmul", "inputs": ["xm", pre + "w"]},
+                {"id": "z", "op": "add", "inputs": ["z0", pre + "b"]},
+                {"id": "loss", "op": "cross_entropy", "inputs": ["z", pre + "y"]}]
+
+    def rand_ref(self, seed):
+        """op.run rand with `seed`: the stream a node of that seed draws."""
+        err, res = self.c.run("rand", [], {"shape": [N, D], "seed": seed})
+        assert err is None, err
+        return harness.result_array(res)
+
+    def randomness(self):
+        pre = "r/"
+        self.setup(pre)
+        opt = {"type": "sgd", "lr": 0.1}
+        masks = {}
+        for step, run_seed in ((1, 0), (2, 0), (1, 0), (1, 9)):
+            err, res = self.c.call("train.step", {"nodes": self.rand_nodes(pre, 5), "loss": "loss", "step": step,
+                                                  "params": [pre + "w", pre + "b"], "optimizer": opt,
+                                                  "seed": run_seed, "outputs": ["r"]})
+            if not self.ok(err is None, "rand train.step %d: %r" % (step, err)):
+                return
+            got = harness.result_array(res["outputs"]["r"])
+            want = self.rand_ref(effective_seed(5, run_seed, step))
+            self.ok(np.array_equal(got, want), "rand step %d seed %d: not the stream of the derived seed"
+                    % (step, run_seed))
+            self.ok(not np.array_equal(got, self.rand_ref(5)), "rand step %d: the node's own seed" % step)
+            masks.setdefault((step, run_seed), []).append(got.tobytes())
+        self.ok(masks[(1, 0)][0] == masks[(1, 0)][1], "rand: the same step twice gave different masks")
+        self.ok(len({m[0] for m in masks.values()}) == 3, "rand: steps or run seeds share a mask")
+        # train.run: one step each, from step 1, 2 and 1 again: the mask is stored each step
+        got = []
+        for start in (1, 2, 1):
+            err, _ = self.run({"nodes": self.rand_nodes(pre, 5, "xb", True, out=pre + "mask"), "loss": "loss",
+                               "params": [pre + "w", pre + "b"], "optimizer": opt, "data": {"xb": pre + "x"},
+                               "batch_size": N, "steps": 1, "start_step": start, "seed": 3})
+            self.ok(err is None, "rand train.run: %r" % (err,))
+            got.append(self.get(pre + "mask"))
+            self.ok(np.array_equal(got[-1], self.rand_ref(effective_seed(5, 3, start))),
+                    "rand train.run step %d: not the derived stream" % start)
+        self.ok(not np.array_equal(got[0], got[1]) and np.array_equal(got[0], got[2]),
+                "rand train.run: masks of steps 1, 2, 1 do not differ and repeat")
+        # Evaluation and prediction keep the node's seed, whatever the step.
+        err, _ = self.c.call("model.define", {"name": "rm", "nodes": self.rand_nodes(pre, 5, "x", True),
+                                              "inputs": [{"name": "x", "dtype": "f32", "shape": [N, D]}],
+                                              "loss": "loss", "params": [pre + "w", pre + "b"],
+                                              "outputs": ["r"], "optimizer": opt})
+        self.ok(err is None, "rand model.define: %r" % (err,))
+        for _ in range(2):
+            err, res = self.c.call("model.predict", {"model": "rm", "inputs": {"x": pre + "x"}, "outputs": ["r"]})
+            self.ok(err is None and np.array_equal(harness.result_array(res["outputs"]["r"]), self.rand_ref(5)),
+                    "rand predict: not the node's own stream: %r" % (err,))
+            err, _ = self.c.call("train.step", {"model": "rm", "data": {"x": pre + "x"}})
+            self.ok(err is None, "rand model train.step: %r" % (err,))
+
+
+def effective_seed(seed, run_seed, step):
+    """docs/training.md, "Randomness per step": the seed a node draws with."""
+    m = (1 << 64) - 1
+
+    def mix(z):
+        z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & m
+        z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & m
+        return z ^ (z >> 31)
+    s = (seed & m) ^ mix((run_seed + 0x9e3779b97f4a7c15 * step) & m)
+    s = mix(s)
+    return s - (1 << 64) if s >= 1 << 63 else s
+
 
 def run(ck):
     t = T(ck)
@@ -288,6 +364,7 @@ def run(ck):
     t.group_errors()
     t.accumulate_step()
     t.accumulate_run()
+    t.randomness()
 
 
 if __name__ == "__main__":
