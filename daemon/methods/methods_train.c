@@ -100,6 +100,8 @@ int method_train_step(struct request *req)
 		goto out;
 	if (has_fuse)
 		spec->fuse = fuse;
+	if (src.m)
+		train_spec_model(spec, src.m);
 	spec->accumulate = accumulate;
 	spec->apply = apply;
 	spec->run_seed = seed;

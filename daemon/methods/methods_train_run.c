@@ -335,6 +335,7 @@ int method_train_run(struct request *req)
 		    (plan->has_eval && model_check_feeds(req, src.m, &plan->eval, true, "eval.data") < 0))
 			goto out;
 		strcpy(plan->model, src.m->name);
+		train_spec_model(&plan->spec, src.m);
 		plan->model_serial = src.m->serial;
 	}
 	if (plan->spec.opt.kind == OPT_NONE)

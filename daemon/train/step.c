@@ -30,6 +30,22 @@
 #include "store/store.h"
 #include "train/train_parallel.h"
 
+static uint64_t mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* The index of attr `name` in `def`'s spec, or -1. */
+static int attr_index(const struct op_def *def, const char *name, enum op_attr_type type)
+{
+	for (int k = 0; def->attrs && def->attrs[k].name; k++)
+		if (!strcmp(def->attrs[k].name, name))
+			return def->attrs[k].type == type ? k : -1;
+	return -1;
+}
+
 /* Replace the `n` gradient nodes grads[] by views into one f32 vector: each
  * flattened, all concatenated (eight at a time) into node *ret_flat, then
  * sliced and reshaped back, so that whatever reads a gradient after
@@ -176,6 +192,105 @@ static int accumulate_grads(struct step_ctx *sc, const struct train_spec *spec, 
 	return 0;
 }
 
+/* Set batch_norm node `i`'s `training` attr. */
+static void set_training(struct graph *gr, int i, bool train)
+{
+	struct op_ctx *ctx = &gr->nodes[i].ctx;
+	int k = attr_index(ctx->def, "training", ATTR_BOOL);
+
+	if (k >= 0) {
+		ctx->attr[k].i = train;
+		ctx->attr[k].set = true;
+	}
+}
+
+void train_spec_model(struct train_spec *spec, const struct model *m)
+{
+	spec->nstate = m->nstate;
+	memcpy(spec->state, m->state, m->nstate * sizeof(m->state[0]));
+}
+
+void train_model_mode(struct graph *gr, const struct model *m, bool train)
+{
+	for (unsigned k = 0; k < m->nstate; k++) {
+		int i = forward_find(gr, m->state[k].node);
+
+		if (i >= 0 && gr->nodes[i].ctx.def && !strcmp(gr->nodes[i].ctx.def->name, "batch_norm"))
+			set_training(gr, i, train);
+	}
+}
+
+/* running = (1 - m) * running + m * batch: the node storing it over the
+ * running statistic `run` (torch's update). */
+static int emit_running(struct step_ctx *sc, struct tensor *run, int batch, double m)
+{
+	struct graph_attr keep = { .name = "scalar", .f = 1 - m }, take = { .name = "scalar", .f = m };
+	int r = -1, a, b;
+
+	a = train_emit(sc, "mul", &r, &run, 1, &keep, 1);
+	b = a < 0 ? -1 : train_emit(sc, "mul", &batch, NULL, 1, &take, 1);
+	if (b < 0)
+		return -1;
+	{
+		int refs[2] = { a, b };
+
+		r = train_emit(sc, "add", refs, NULL, 2, NULL, 0);
+	}
+	return r < 0 ? -1 : train_emit_derived_out(sc, r, run->name, run);
+}
+
+/* The model's state nodes in train or eval mode; in training steps, the
+ * update of their running statistics (batch mean, unbiased batch variance,
+ * as torch's BatchNorm). */
+static int emit_state(struct step_ctx *sc, const struct train_spec *spec, bool train)
+{
+	struct graph *gr = sc->gr;
+
+	for (unsigned k = 0; k < spec->nstate; k++) {
+		int i = forward_find(gr, spec->state[k].node), xref, mean, var;
+		struct tensor *xt, *rm, *rv, *w;
+		int64_t axes[TDP_MAX_RANK];
+		unsigned rank, n = 0;
+
+		if (i < 0 || !gr->nodes[i].ctx.def || strcmp(gr->nodes[i].ctx.def->name, "batch_norm"))
+			return td_fail(&sc->call->err, TDP_INVALID_ARGUMENT, "state: '%s' is no batch_norm node",
+				       spec->state[k].node);
+		if (gr->nodes[i].ctx.ninputs < 3 || gr->nodes[i].src[1] >= 0 || gr->nodes[i].src[2] >= 0)
+			return graph_node_fail(gr, (unsigned)i, TDP_INVALID_ARGUMENT, "a model's state node reads "
+					       "its running_mean and running_var from stored tensors");
+		set_training(gr, i, train);
+		if (!train)
+			continue;
+		xref = gr->nodes[i].src[0];
+		xt = gr->nodes[i].stored[0];
+		rm = gr->nodes[i].stored[1];
+		rv = gr->nodes[i].stored[2];
+		rank = gr->nodes[i].ctx.in[0].rank;
+		if (gr->nodes[i].ctx.in[0].count / gr->nodes[i].ctx.in[0].shape[1] < 2)
+			return graph_node_fail(gr, (unsigned)i, TDP_INVALID_ARGUMENT,
+					       "training mode needs more than 1 value per channel");
+		/* The step stores over them: it must be allowed to. */
+		if (lookup_tensor(sc->call, "running statistic", rm->name, ACCESS_READ | ACCESS_WRITE, &w) < 0 ||
+		    lookup_tensor(sc->call, "running statistic", rv->name, ACCESS_READ | ACCESS_WRITE, &w) < 0)
+			return -1;
+		for (unsigned d = 0; d < rank; d++)
+			if (d != 1)
+				axes[n++] = d;
+		{
+			struct graph_attr am = { .name = "axis", .ints = axes, .nints = n };
+			struct graph_attr av[2] = { { .name = "axis", .ints = axes, .nints = n },
+						    { .name = "correction", .f = 1 } };
+
+			mean = train_emit(sc, "mean", &xref, &xt, 1, &am, 1);
+			var = mean < 0 ? -1 : train_emit(sc, "var", &xref, &xt, 1, av, 2);
+		}
+		if (var < 0 || emit_running(sc, rm, mean, spec->state[k].momentum) < 0 ||
+		    emit_running(sc, rv, var, spec->state[k].momentum) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 int train_spec_parse(struct caller *call, const msgpack_object *loss, const msgpack_object *params,
 		     const msgpack_object *opt, const msgpack_object *grads, struct train_spec *spec)
 {
@@ -222,6 +337,10 @@ int train_build_step(struct caller *call, const struct train_spec *spec, const m
 	if (graph_parse(gr, nodes, outputs) < 0)
 		return -1;
 	train_seed_graph(gr, first, spec->run_seed, step, train);
+	if (spec->nstate && ret_flat)
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "a model with state trains on one device");
+	if (emit_state(&sc, spec, train) < 0)
+		return -1;
 	for (loss = 0; loss < gr->n; loss++)
 		if (gr->nodes[loss].id[0] && !strcmp(gr->nodes[loss].id, spec->loss))
 			break;
@@ -324,6 +443,7 @@ int train_model_check(struct caller *call, const struct model *m)
 		return td_fail(&call->err, TDP_INTERNAL, "out of memory");
 	if (train_spec_parse(call, m->loss_obj, m->params_obj, m->optimizer, NULL, spec) < 0)
 		goto out;
+	train_spec_model(spec, m);
 	/* Each input is a zero placeholder of its example dtype and shape. */
 	for (unsigned k = 0; k < m->ninputs; k++) {
 		const struct model_input *in = &m->inputs[k];
@@ -364,22 +484,6 @@ out:
 	graph_free(&gr);
 	free(spec);
 	return r;
-}
-
-static uint64_t mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* The index of attr `name` in `def`'s spec, or -1. */
-static int attr_index(const struct op_def *def, const char *name, enum op_attr_type type)
-{
-	for (int k = 0; def->attrs && def->attrs[k].name; k++)
-		if (!strcmp(def->attrs[k].name, name))
-			return def->attrs[k].type == type ? k : -1;
-	return -1;
 }
 
 void train_seed_graph(struct graph *gr, unsigned from, uint64_t run_seed, int64_t step, bool train)

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "engine/forward.h"
+#include "store/model.h"
 #include "train/optimizer.h"
 #include "train/train.h"
 
@@ -39,6 +40,11 @@ struct train_spec {
 	/* Random nodes (ops with a `seed` attr) draw from a stream derived from
 	 * their seed, run_seed and the step when training (train_seed_graph). */
 	uint64_t run_seed;
+	/* A model's state (model.h): its batch_norm nodes run with batch
+	 * statistics in training steps, which update their running statistics,
+	 * and with the running statistics otherwise. */
+	unsigned nstate;
+	struct model_state state[MODEL_MAX_STATE];
 };
 
 /* Fill *spec from the request's (or model's) loss, params, optimizer (may be
@@ -46,6 +52,14 @@ struct train_spec {
  * default). Returns 0, or -1 after td_fail. */
 int train_spec_parse(struct caller *call, const msgpack_object *loss, const msgpack_object *params,
 		     const msgpack_object *opt, const msgpack_object *grads, struct train_spec *spec);
+
+/* Take model `m`'s state (its batch_norm buffers) into *spec. */
+void train_spec_model(struct train_spec *spec, const struct model *m);
+
+/* Put model `m`'s state nodes present in `gr` in train (batch statistics)
+ * or eval mode (running statistics), updating nothing: model.evaluate and
+ * model.predict. */
+void train_model_mode(struct graph *gr, const struct model *m, bool train);
 
 /* Build one step's graph into `gr` (feeds `fd` may be NULL, the client's
  * nodes and outputs, and with `train` the backward pass and the updates for

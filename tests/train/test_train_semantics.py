@@ -337,6 +337,164 @@ class T:
             err, _ = self.c.call("train.step", {"model": "rm", "data": {"x": pre + "x"}})
             self.ok(err is None, "rand model train.step: %r" % (err,))
 
+    # ---- 4. model state: batch_norm running statistics ----
+
+    def bn_setup(self, pre):
+        shape = (16, 3, 2, 2)
+        v = {"x": self.rng.normal(0.5, 2.0, size=shape), "y": self.rng.integers(0, C, size=16),
+             "rm": np.zeros(3), "rv": np.ones(3), "g": self.rng.uniform(0.5, 1.5, size=3),
+             "be": self.rng.uniform(-0.2, 0.2, size=3), "w": self.rng.uniform(-0.3, 0.3, size=(12, C)),
+             "b": np.zeros(C)}
+        for k, a in v.items():
+            self.c.put(pre + k, a.astype(np.int32) if k == "y" else a, "i32" if k == "y" else "f32")
+        for h in range(2):
+            self.c.put(pre + "x%d" % h, v["x"][8 * h:8 * h + 8], "f32")
+            self.c.put(pre + "y%d" % h, v["y"][8 * h:8 * h + 8].astype(np.int32), "i32")
+        return {k: (a if k == "y" else harness.quantize(a, "f32")) for k, a in v.items()}
+
+    def bn_define(self, c, pre, name, momentum):
+        return c.call("model.define", {
+            "name": name, "loss": "loss", "params": [pre + "g", pre + "be", pre + "w", pre + "b"],
+            "inputs": [{"name": "x", "dtype": "f32", "shape": [8, 3, 2, 2]},
+                       {"name": "y", "dtype": "i32", "shape": [8]}],
+            "outputs": ["z"], "optimizer": {"type": "sgd", "lr": 0.1},
+            "state": [{"node": "bn", "momentum": momentum}],
+            "nodes": [{"id": "bn", "op": "batch_norm", "inputs": ["x", pre + "rm", pre + "rv", pre + "g", pre + "be"]},
+                      {"id": "f", "op": "reshape", "inputs": ["bn"], "attrs": {"shape": [-1, 12]}},
+                      {"id": "z0", "op": "matmul", "inputs": ["f", pre + "w"]},
+                      {"id": "z", "op": "add", "inputs": ["z0", pre + "b"]},
+                      {"id": "loss", "op": "cross_entropy", "inputs": ["z", "y"]}]})
+
+    @staticmethod
+    def bn_forward(x, y, p, mean, var):
+        """Logits and mean cross-entropy with batch_norm on (mean, var)."""
+        h = (x - mean[None, :, None, None]) / np.sqrt(var[None, :, None, None] + 1e-5)
+        h = h * p["g"][None, :, None, None] + p["be"][None, :, None, None]
+        z = h.reshape(len(x), -1) @ p["w"] + p["b"]
+        m = z.max(axis=1, keepdims=True)
+        lse = m[:, 0] + np.log(np.exp(z - m).sum(axis=1))
+        return z, float((lse - z[np.arange(len(x)), y]).mean())
+
+    @staticmethod
+    def bn_running(rm, rv, x, m):
+        """torch.nn.BatchNorm2d's update: the unbiased batch variance."""
+        axes = (0, 2, 3)
+        return (1 - m) * rm + m * x.mean(axis=axes), (1 - m) * rv + m * x.var(axis=axes, ddof=1)
+
+    def bn_check_stats(self, c, pre, rm, rv, what):
+        for k, want in (("rm", rm), ("rv", rv)):
+            err, res = c.call("tensor.get", {"name": pre + k})
+            got = None if err else harness.result_array(res).astype(np.float64)
+            self.close(got, want, "%s: %s" % (what, k), 1e-5)
+
+    def model_state(self):
+        pre, mom = "bn/", 0.2
+        v = self.bn_setup(pre)
+        err, _ = self.bn_define(self.c, pre, "bnm", mom)
+        if not self.ok(err is None, "state model.define: %r" % (err,)):
+            return
+        params = lambda: {k: self.get(pre + k) for k in ("g", "be", "w", "b")}  # noqa: E731
+        rm, rv = v["rm"], v["rv"]
+        x0, y0 = v["x"][:8], v["y"][:8]
+        # train.step: the loss uses the batch's statistics (biased), the
+        # running ones move towards the batch's (unbiased variance).
+        p0 = params()
+        err, res = self.c.call("train.step", {"model": "bnm", "data": {"x": pre + "x0", "y": pre + "y0"}})
+        if not self.ok(err is None, "state train.step: %r" % (err,)):
+            return
+        _, want = self.bn_forward(x0, y0, p0, x0.mean(axis=(0, 2, 3)), x0.var(axis=(0, 2, 3)))
+        self.close(res["loss"], want, "state train.step: loss in train mode", 1e-4)
+        rm, rv = self.bn_running(rm, rv, x0, mom)
+        self.bn_check_stats(self.c, pre, rm, rv, "state after train.step")
+        # train.run: batches rows 0-7, 8-15, 0-7 (no shuffle), one update each.
+        err, res = self.run({"model": "bnm", "data": {"x": pre + "x", "y": pre + "y"}, "batch_size": 8,
+                             "steps": 3, "shuffle": False})
+        self.ok(err is None, "state train.run: %r" % (err,))
+        for h in (0, 1, 0):
+            rm, rv = self.bn_running(rm, rv, v["x"][8 * h:8 * h + 8], mom)
+        self.bn_check_stats(self.c, pre, rm, rv, "state after train.run")
+        # eval (default) uses the running statistics; train mode the batch's.
+        p = params()
+        x1, y1 = v["x"][8:], v["y"][8:]
+        z_eval, l_eval = self.bn_forward(x1, y1, p, rm, rv)
+        _, l_train = self.bn_forward(x1, y1, p, x1.mean(axis=(0, 2, 3)), x1.var(axis=(0, 2, 3)))
+        data = {"x": pre + "x1", "y": pre + "y1"}
+        for mode, want in ((None, l_eval), ("eval", l_eval), ("train", l_train)):
+            q = {"model": "bnm", "data": data}
+            if mode:
+                q["mode"] = mode
+            err, res = self.c.call("model.evaluate", q)
+            self.ok(err is None and abs(res["loss"] - want) <= 1e-4 * max(1, abs(want)),
+                    "state evaluate mode %s: %r want %r" % (mode, err or res["loss"], want))
+        err, res = self.c.call("model.predict", {"model": "bnm", "inputs": {"x": pre + "x1"}})
+        self.ok(err is None, "state predict: %r" % (err,))
+        if err is None:
+            self.close(harness.result_array(res["outputs"]["z"]).astype(np.float64), z_eval,
+                       "state predict: logits in eval mode", 1e-4)
+        self.bn_check_stats(self.c, pre, rm, rv, "state after evaluate/predict (unchanged)")
+        err, _ = self.c.call("model.evaluate", {"model": "bnm", "data": data, "mode": "test"})
+        self.ok(err is not None and err["name"] == "INVALID_ARGUMENT", "mode test: %r" % (err,))
+        # Definitions the daemon refuses.
+        bad = [({"state": ["f"]}, "batch_norm"), ({"state": ["bn", "bn"]}, "twice"),
+               ({"state": [{"node": "bn", "momentum": 2}]}, "momentum"),
+               ({"state": ["bn"], "nodes": [
+                   {"id": "m", "op": "mul", "inputs": [pre + "rm"], "attrs": {"scalar": 1}},
+                   {"id": "bn", "op": "batch_norm", "inputs": ["x", "m", pre + "rv"]},
+                   {"id": "f", "op": "reshape", "inputs": ["bn"], "attrs": {"shape": [-1, 12]}},
+                   {"id": "z0", "op": "matmul", "inputs": ["f", pre + "w"]},
+                   {"id": "loss", "op": "cross_entropy", "inputs": ["z0", "y"]}]}, "stored")]
+        for over, needle in bad:
+            d = {"name": "bad", "loss": "loss", "params": [pre + "w"],
+                 "inputs": [{"name": "x", "dtype": "f32", "shape": [8, 3, 2, 2]},
+                            {"name": "y", "dtype": "i32", "shape": [8]}],
+                 "nodes": [{"id": "bn", "op": "batch_norm", "inputs": ["x", pre + "rm", pre + "rv"]},
+                           {"id": "f", "op": "reshape", "inputs": ["bn"], "attrs": {"shape": [-1, 12]}},
+                           {"id": "z0", "op": "matmul", "inputs": ["f", pre + "w"]},
+                           {"id": "loss", "op": "cross_entropy", "inputs": ["z0", "y"]}]}
+            d.update(over)
+            err, _ = self.c.call("model.define", d)
+            self.ok(err is not None and err["name"] == "INVALID_ARGUMENT" and needle in err["message"],
+                    "state define %r: %r" % (over, err))
+
+    def model_state_restart(self):
+        """Running statistics and the model's state survive a restart and
+        training goes on from them (persistence on, a private state dir)."""
+        import tempfile
+        import shutil
+        from daemon import Daemon
+        top = tempfile.mkdtemp(prefix="tensord-bnstate-", dir="/tmp")
+        pre, mom = "bs/", 0.1
+        try:
+            state = os.path.join(top, "state")
+            with Daemon(["--state-dir", state]) as d:
+                c = harness.Client(d.sock)
+                saved, self.c = self.c, c
+                try:
+                    v = self.bn_setup(pre)
+                finally:
+                    self.c = saved
+                err, _ = self.bn_define(c, pre, "bs", mom)
+                self.ok(err is None, "restart define: %r" % (err,))
+                for h in (0, 1):
+                    err, _ = c.call("train.step", {"model": "bs", "data": {"x": pre + "x%d" % h,
+                                                                           "y": pre + "y%d" % h}})
+                    self.ok(err is None, "restart step %d: %r" % (h, err))
+                c.call("store.sync", {})
+            rm, rv = v["rm"], v["rv"]
+            for h in (0, 1):
+                rm, rv = self.bn_running(rm, rv, v["x"][8 * h:8 * h + 8], mom)
+            with Daemon(["--state-dir", state]) as d:
+                c = harness.Client(d.sock)
+                self.bn_check_stats(c, pre, rm, rv, "after restart")
+                err, res = c.call("model.stat", {"name": "bs"})
+                self.ok(err is None and res["step"] == 2, "restart: model.stat %r" % (err or res,))
+                err, _ = c.call("train.step", {"model": "bs", "data": {"x": pre + "x0", "y": pre + "y0"}})
+                self.ok(err is None, "restart: step after restart %r" % (err,))
+                rm, rv = self.bn_running(rm, rv, v["x"][:8], mom)
+                self.bn_check_stats(c, pre, rm, rv, "step after restart")
+        finally:
+            shutil.rmtree(top, ignore_errors=True)
+
 
 def effective_seed(seed, run_seed, step):
     """docs/training.md, "Randomness per step": the seed a node draws with."""
@@ -365,6 +523,8 @@ def run(ck):
     t.accumulate_step()
     t.accumulate_run()
     t.randomness()
+    t.model_state()
+    t.model_state_restart()
 
 
 if __name__ == "__main__":
