@@ -79,6 +79,13 @@ static struct tensor *state_tensor(struct request *req, const char *param, unsig
 	return n <= TDP_MAX_NAME_LEN ? lookup_readable(&req->call, name, n) : NULL;
 }
 
+/* The stored running statistic `j` (0 mean, 1 var) of state node `k`, or
+ * NULL. */
+static struct tensor *buffer_tensor(struct request *req, const struct model *m, unsigned k, unsigned j)
+{
+	return lookup_readable(&req->call, m->state[k].buffer[j], strlen(m->state[k].buffer[j]));
+}
+
 static int pack_shape(msgpack_packer *pk, const struct tensor *t)
 {
 	if (msgpack_pack_array(pk, t->rank))
@@ -103,6 +110,12 @@ static uint64_t model_bytes(struct request *req, const struct model *m)
 			total += t ? t->bytes : 0;
 		}
 	}
+	for (unsigned k = 0; k < m->nstate; k++)
+		for (unsigned j = 0; j < 2; j++) {
+			struct tensor *t = buffer_tensor(req, m, k, j);
+
+			total += t ? t->bytes : 0;
+		}
 	return total;
 }
 
@@ -166,6 +179,9 @@ static int pack_stat(struct request *req, msgpack_packer *pk, const struct model
 	for (unsigned k = 0; k < m->nparams; k++)
 		for (unsigned s = 0; s < STATE_SUFFIXES; s++)
 			nstate += state_tensor(req, m->params[k], s) != NULL;
+	for (unsigned k = 0; k < m->nstate; k++)
+		for (unsigned j = 0; j < 2; j++)
+			nstate += buffer_tensor(req, m, k, j) != NULL;
 	if (msgpack_pack_map(pk, COMMON_ENTRIES + 3) || pack_common(req, pk, m) ||
 	    tdp_pack_cstr(pk, "definition") || msgpack_pack_object(pk, m->u.data) ||
 	    tdp_pack_cstr(pk, "params") || msgpack_pack_array(pk, m->nparams))
@@ -185,6 +201,13 @@ static int pack_stat(struct request *req, msgpack_packer *pk, const struct model
 	for (unsigned k = 0; k < m->nparams; k++)
 		for (unsigned s = 0; s < STATE_SUFFIXES; s++) {
 			struct tensor *t = state_tensor(req, m->params[k], s);
+
+			if (t && tdp_pack_cstr(pk, lookup_show(&req->call, t->name, shown)))
+				return -1;
+		}
+	for (unsigned k = 0; k < m->nstate; k++)
+		for (unsigned j = 0; j < 2; j++) {
+			struct tensor *t = buffer_tensor(req, m, k, j);
 
 			if (t && tdp_pack_cstr(pk, lookup_show(&req->call, t->name, shown)))
 				return -1;
@@ -366,7 +389,7 @@ int method_model_delete(struct request *req)
 	strcpy(name, m->name);
 	if (tensors) {
 		/* Every tensor first: all of them go, or none. */
-		gone = calloc((size_t)m->nparams * (1 + STATE_SUFFIXES), sizeof(*gone));
+		gone = calloc((size_t)m->nparams * (1 + STATE_SUFFIXES) + 2 * m->nstate, sizeof(*gone));
 		if (!gone)
 			return request_fail(req, TDP_INTERNAL, "out of memory");
 		for (unsigned k = 0; k < m->nparams; k++)
@@ -383,6 +406,21 @@ int method_model_delete(struct request *req)
 				}
 				strcpy(gone[ngone++], t->name);
 			}
+		for (unsigned k = 0; k < 2 * m->nstate; k++) {
+			struct tensor *t = buffer_tensor(req, m, k / 2, k % 2);
+			unsigned j;
+
+			for (j = 0; t && j < ngone && strcmp(gone[j], t->name); j++)
+				;
+			if (!t || j < ngone)
+				continue;
+			if (!may_modify(req, t->owner)) {
+				request_fail(req, TDP_PERMISSION_DENIED, "tensor '%s' belongs to uid %u",
+					     lookup_show(&req->call, t->name, shown), t->owner);
+				goto out;
+			}
+			strcpy(gone[ngone++], t->name);
+		}
 		for (unsigned k = 0; k < ngone; k++)
 			store_delete(req->call.d->store, gone[k], strlen(gone[k]));
 	}

@@ -167,6 +167,15 @@ static int parse_state(struct model *m, const msgpack_object *st, char *why, siz
 		    in->via.array.size < 3)
 			return tdp_errorf(why, why_len, -EINVAL, "state[%u] '%s' must name a batch_norm node with "
 					  "inputs x, running_mean, running_var", k, s->node);
+		for (unsigned j = 0; j < 2; j++) {
+			const msgpack_object *b = &in->via.array.ptr[1 + j];
+
+			if (b->type != MSGPACK_OBJECT_STR || !tdp_name_valid(b->via.str.ptr, b->via.str.size))
+				return tdp_errorf(why, why_len, -EINVAL, "state[%u] '%s': running_mean and running_var "
+						  "must be stored tensors", k, s->node);
+			memcpy(s->buffer[j], b->via.str.ptr, b->via.str.size);
+			s->buffer[j][b->via.str.size] = '\0';
+		}
 	}
 	m->nstate = st->via.array.size;
 	return 0;

@@ -30,6 +30,7 @@
 struct model_state {
 	char node[TDP_MAX_NAME_LEN + 1];
 	double momentum;           /* torch's: new = (1 - m) * running + m * batch */
+	char buffer[2][TDP_MAX_NAME_LEN + 1]; /* running mean and var, as the node names them */
 };
 
 /* A data input: its name and, when the definition gave one, an example

@@ -432,8 +432,18 @@ class T:
             self.close(harness.result_array(res["outputs"]["z"]).astype(np.float64), z_eval,
                        "state predict: logits in eval mode", 1e-4)
         self.bn_check_stats(self.c, pre, rm, rv, "state after evaluate/predict (unchanged)")
+        # The buffers belong to the model: listed, counted, deleted with it.
+        err, st = self.c.call("model.stat", {"name": "bnm"})
+        self.ok(err is None and pre + "rm" in st["state"] and pre + "rv" in st["state"]
+                and st["definition"]["state"] == [{"node": "bn", "momentum": mom}],
+                "state model.stat: %r" % (err or st,))
         err, _ = self.c.call("model.evaluate", {"model": "bnm", "data": data, "mode": "test"})
         self.ok(err is not None and err["name"] == "INVALID_ARGUMENT", "mode test: %r" % (err,))
+        err, res = self.c.call("model.delete", {"name": "bnm", "tensors": True})
+        self.ok(err is None and pre + "rm" in res["tensors"] and pre + "rv" in res["tensors"]
+                and self.get(pre + "rm") is None, "state model.delete: %r" % (err or res,))
+        for k in ("rm", "rv", "g", "be", "w", "b"):
+            self.c.put(pre + k, v[k], "f32")
         # Definitions the daemon refuses.
         bad = [({"state": ["f"]}, "batch_norm"), ({"state": ["bn", "bn"]}, "twice"),
                ({"state": [{"node": "bn", "momentum": 2}]}, "momentum"),
