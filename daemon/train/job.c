@@ -176,6 +176,8 @@ static int step_one(struct train_job *job, int64_t step, uint64_t in_epoch, doub
 			job->p.spec.fresh = k == 0;
 			job->p.spec.apply = k == n - 1;
 			job->p.spec.grad_scale = 1.0 / (double)n;
+			/* Each micro-batch its own random stream (docs/training.md). */
+			job->p.spec.run_seed = job->p.seed + (k << 32);
 		}
 		r = gpu_upload(devices_of(job->call.d, &job->index), &job->index.alloc,
 			       job->perm + (in_epoch * n + k) * job->p.batch);

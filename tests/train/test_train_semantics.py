@@ -324,6 +324,15 @@ class T:
                     "rand train.run step %d: not the derived stream" % start)
         self.ok(not np.array_equal(got[0], got[1]) and np.array_equal(got[0], got[2]),
                 "rand train.run: masks of steps 1, 2, 1 do not differ and repeat")
+        # Accumulating, each micro-batch draws its own stream: the mask stored
+        # is the last (second) micro-batch's.
+        self.c.put(pre + "x2", self.rng.normal(0, 1, size=(2 * N, D)), "f32")
+        err, _ = self.run({"nodes": self.rand_nodes(pre, 5, "xb", True, out=pre + "mask"), "loss": "loss",
+                           "params": [pre + "w", pre + "b"], "optimizer": opt, "data": {"xb": pre + "x2"},
+                           "batch_size": N, "accumulate_steps": 2, "steps": 1, "start_step": 4, "seed": 3})
+        self.ok(err is None and np.array_equal(self.get(pre + "mask"),
+                                               self.rand_ref(effective_seed(5, 3 + (1 << 32), 4))),
+                "rand train.run accumulate: the last micro-batch's stream: %r" % (err,))
         # Evaluation and prediction keep the node's seed, whatever the step.
         err, _ = self.c.call("model.define", {"name": "rm", "nodes": self.rand_nodes(pre, 5, "x", True),
                                               "inputs": [{"name": "x", "dtype": "f32", "shape": [N, D]}],
