@@ -26,6 +26,7 @@
 #include "store/model.h"
 #include "store/names.h"
 #include "store/store.h"
+#include "train/step.h"
 #include "train/train.h"
 
 #define MAX_METRICS 64
@@ -78,6 +79,13 @@ static struct tensor *state_tensor(struct request *req, const char *param, unsig
 	return n <= TDP_MAX_NAME_LEN ? lookup_readable(&req->call, name, n) : NULL;
 }
 
+/* The stored running statistic `j` (0 mean, 1 var) of state node `k`, or
+ * NULL. */
+static struct tensor *buffer_tensor(struct request *req, const struct model *m, unsigned k, unsigned j)
+{
+	return lookup_readable(&req->call, m->state[k].buffer[j], strlen(m->state[k].buffer[j]));
+}
+
 static int pack_shape(msgpack_packer *pk, const struct tensor *t)
 {
 	if (msgpack_pack_array(pk, t->rank))
@@ -102,6 +110,12 @@ static uint64_t model_bytes(struct request *req, const struct model *m)
 			total += t ? t->bytes : 0;
 		}
 	}
+	for (unsigned k = 0; k < m->nstate; k++)
+		for (unsigned j = 0; j < 2; j++) {
+			struct tensor *t = buffer_tensor(req, m, k, j);
+
+			total += t ? t->bytes : 0;
+		}
 	return total;
 }
 
@@ -165,6 +179,9 @@ static int pack_stat(struct request *req, msgpack_packer *pk, const struct model
 	for (unsigned k = 0; k < m->nparams; k++)
 		for (unsigned s = 0; s < STATE_SUFFIXES; s++)
 			nstate += state_tensor(req, m->params[k], s) != NULL;
+	for (unsigned k = 0; k < m->nstate; k++)
+		for (unsigned j = 0; j < 2; j++)
+			nstate += buffer_tensor(req, m, k, j) != NULL;
 	if (msgpack_pack_map(pk, COMMON_ENTRIES + 3) || pack_common(req, pk, m) ||
 	    tdp_pack_cstr(pk, "definition") || msgpack_pack_object(pk, m->u.data) ||
 	    tdp_pack_cstr(pk, "params") || msgpack_pack_array(pk, m->nparams))
@@ -188,15 +205,23 @@ static int pack_stat(struct request *req, msgpack_packer *pk, const struct model
 			if (t && tdp_pack_cstr(pk, lookup_show(&req->call, t->name, shown)))
 				return -1;
 		}
+	for (unsigned k = 0; k < m->nstate; k++)
+		for (unsigned j = 0; j < 2; j++) {
+			struct tensor *t = buffer_tensor(req, m, k, j);
+
+			if (t && tdp_pack_cstr(pk, lookup_show(&req->call, t->name, shown)))
+				return -1;
+		}
 	return 0;
 }
 
 int method_model_define(struct request *req)
 {
-	static const char *const def_keys[] = { "nodes", "loss", "params", "inputs", "outputs", "optimizer" };
+	static const char *const def_keys[] = { "nodes", "loss", "params", "inputs", "outputs", "optimizer",
+						"state" };
 	/* Model names are per-user like tensor names (docs/security.md). */
 	param_name name;
-	const msgpack_object *nodes, *loss, *params, *inputs, *outputs, *optimizer;
+	const msgpack_object *nodes, *loss, *params, *inputs, *outputs, *optimizer, *state;
 	uint64_t step = 0;
 	bool replace = false;
 	/* The definition (nodes to optimizer) is checked by model_new, from
@@ -209,11 +234,12 @@ int method_model_define(struct request *req)
 		PARAM_OPT("inputs", PARAM_ARRAY, inputs),
 		PARAM_OPT("outputs", PARAM_ARRAY, outputs),
 		PARAM_OPT("optimizer", PARAM_MAP, optimizer),
+		PARAM_OPT("state", PARAM_ARRAY, state),
 		PARAM_OPT("step", PARAM_UINT, step),
 		PARAM_OPT("replace", PARAM_BOOL, replace),
 	};
 	char why[TDP_MAX_ERROR_MESSAGE], shown[NAMES_SHOWN_MAX];
-	msgpack_object_kv kv[6];
+	msgpack_object_kv kv[7];
 	uint32_t group;
 	msgpack_object def = { .type = MSGPACK_OBJECT_MAP };
 	struct model *old, *m = NULL;
@@ -363,7 +389,7 @@ int method_model_delete(struct request *req)
 	strcpy(name, m->name);
 	if (tensors) {
 		/* Every tensor first: all of them go, or none. */
-		gone = calloc((size_t)m->nparams * (1 + STATE_SUFFIXES), sizeof(*gone));
+		gone = calloc((size_t)m->nparams * (1 + STATE_SUFFIXES) + 2 * m->nstate, sizeof(*gone));
 		if (!gone)
 			return request_fail(req, TDP_INTERNAL, "out of memory");
 		for (unsigned k = 0; k < m->nparams; k++)
@@ -380,6 +406,21 @@ int method_model_delete(struct request *req)
 				}
 				strcpy(gone[ngone++], t->name);
 			}
+		for (unsigned k = 0; k < 2 * m->nstate; k++) {
+			struct tensor *t = buffer_tensor(req, m, k / 2, k % 2);
+			unsigned j;
+
+			for (j = 0; t && j < ngone && strcmp(gone[j], t->name); j++)
+				;
+			if (!t || j < ngone)
+				continue;
+			if (!may_modify(req, t->owner)) {
+				request_fail(req, TDP_PERMISSION_DENIED, "tensor '%s' belongs to uid %u",
+					     lookup_show(&req->call, t->name, shown), t->owner);
+				goto out;
+			}
+			strcpy(gone[ngone++], t->name);
+		}
 		for (unsigned k = 0; k < ngone; k++)
 			store_delete(req->call.d->store, gone[k], strlen(gone[k]));
 	}
@@ -406,9 +447,10 @@ struct forward {
 
 static int forward_build(struct request *req, const struct model *m, const struct feeds *fd,
 			 const char *const *want, unsigned nwant, const char *what,
-			 const msgpack_object *outs, struct forward *fw)
+			 const msgpack_object *outs, bool train, struct forward *fw)
 {
 	uint32_t kept;
+	unsigned first;
 
 	fw->gr = (struct graph){ .call = &req->call };
 	fw->kept = NULL;
@@ -416,8 +458,16 @@ static int forward_build(struct request *req, const struct model *m, const struc
 		return -1;
 	fw->nodes = (msgpack_object){ .type = MSGPACK_OBJECT_ARRAY,
 				      .via.array = { .size = kept, .ptr = fw->kept } };
-	if (feeds_emit(&fw->gr, fd) < 0 || graph_parse(&fw->gr, &fw->nodes, outs) < 0)
+	if (feeds_emit(&fw->gr, fd) < 0)
 		return -1;
+	first = fw->gr.n;
+	if (graph_parse(&fw->gr, &fw->nodes, outs) < 0)
+		return -1;
+	/* The nodes' own seeds; dropout off and state nodes on their running
+	 * statistics unless in train mode. */
+	if (!train)
+		train_seed_graph(&fw->gr, first, 0, 0, false);
+	train_model_mode(&fw->gr, m, train);
 	return 0;
 }
 
@@ -443,17 +493,27 @@ static int id_list(struct request *req, const msgpack_object *arr, unsigned max,
 	return 0;
 }
 
+/* `mode`: "eval" (default) or "train" (docs/protocol.md, model.evaluate). */
+static int parse_mode(struct request *req, const msgpack_object *mode, bool *ret_train)
+{
+	if (mode && !tdp_obj_str_eq(mode, "eval") && !tdp_obj_str_eq(mode, "train"))
+		return request_fail(req, TDP_INVALID_ARGUMENT, "mode must be \"eval\" or \"train\"");
+	*ret_train = mode && tdp_obj_str_eq(mode, "train");
+	return 0;
+}
+
 int method_model_evaluate(struct request *req)
 {
 	param_name model;
-	const msgpack_object *data, *metrics;
+	const msgpack_object *data, *metrics, *mode;
 	uint64_t batch_size = 0;
-	bool batched;
+	bool batched, train = false;
 	const struct param p[] = {
 		PARAM_REQ("model", PARAM_TENSOR_KEY, model),
 		PARAM_REQ("data", PARAM_MAP, data),
 		PARAM_OPT("metrics", PARAM_ARRAY, metrics),
 		PARAM_OPT_GIVEN("batch_size", PARAM_UINT, batch_size, batched),
+		PARAM_OPT_OBJ("mode", PARAM_STR, mode),
 	};
 	char ids[MAX_METRICS + 1][TDP_MAX_NAME_LEN + 1];
 	const char *want[MAX_METRICS + 1];
@@ -464,7 +524,7 @@ int method_model_evaluate(struct request *req)
 	struct model *m;
 	struct feeds fd;
 
-	if (PARAMS_PARSE(req, p) < 0 || !(m = model_lookup(req, model)) ||
+	if (PARAMS_PARSE(req, p) < 0 || parse_mode(req, mode, &train) < 0 || !(m = model_lookup(req, model)) ||
 	    feeds_parse(&req->call, data, &fd, "data") < 0 || model_check_feeds(req, m, &fd, false, "data") < 0)
 		return -1;
 	if (metrics && id_list(req, metrics, MAX_METRICS, "metrics", want + 1, &nmetrics, ids + 1) < 0)
@@ -502,7 +562,7 @@ int method_model_evaluate(struct request *req)
 		fd.rows = batched;
 		fd.row0 = r0;
 		fd.row1 = r0 + n;
-		if (forward_build(req, m, &fd, want, nmetrics + 1, "metrics", NULL, &fw) < 0) {
+		if (forward_build(req, m, &fd, want, nmetrics + 1, "metrics", NULL, train, &fw) < 0) {
 			forward_free(&fw);
 			return -1;
 		}
@@ -543,12 +603,14 @@ int method_model_evaluate(struct request *req)
 int method_model_predict(struct request *req)
 {
 	param_name model;
-	const msgpack_object *inputs, *outputs, *out;
+	const msgpack_object *inputs, *outputs, *out, *mode;
+	bool train = false;
 	const struct param p[] = {
 		PARAM_REQ("model", PARAM_TENSOR_KEY, model),
 		PARAM_REQ("inputs", PARAM_MAP, inputs),
 		PARAM_OPT("outputs", PARAM_ARRAY, outputs),
 		PARAM_OPT("out", PARAM_MAP, out),
+		PARAM_OPT_OBJ("mode", PARAM_STR, mode),
 	};
 	char ids[2 * MODEL_MAX_OUTPUTS][TDP_MAX_NAME_LEN + 1];
 	char names[MODEL_MAX_OUTPUTS][TDP_MAX_NAME_LEN + 1];
@@ -560,7 +622,7 @@ int method_model_predict(struct request *req)
 	struct feeds fd;
 	int r = -1;
 
-	if (PARAMS_PARSE(req, p) < 0 || !(m = model_lookup(req, model)) ||
+	if (PARAMS_PARSE(req, p) < 0 || parse_mode(req, mode, &train) < 0 || !(m = model_lookup(req, model)) ||
 	    feeds_parse(&req->call, inputs, &fd, "inputs") < 0 ||
 	    model_check_feeds(req, m, &fd, false, "inputs") < 0)
 		return -1;
@@ -607,7 +669,7 @@ int method_model_predict(struct request *req)
 	}
 	if (ninline + nout == 0)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "nothing to predict: outputs is empty");
-	if (forward_build(req, m, &fd, want, ninline + nout, "outputs", &outs, &fw) < 0)
+	if (forward_build(req, m, &fd, want, ninline + nout, "outputs", &outs, train, &fw) < 0)
 		goto out;
 	for (unsigned k = 0; k < nout; k++) {
 		int i = forward_find(&fw.gr, want[ninline + k]);

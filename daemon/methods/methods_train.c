@@ -52,9 +52,9 @@ int method_train_step(struct request *req)
 {
 	struct source src;
 	const msgpack_object *grads, *outputs, *data;
-	uint64_t step_arg = 0;
+	uint64_t step_arg = 0, seed = 0;
 	param_name model;
-	bool has_step, has_model, fuse = false, has_fuse;
+	bool has_step, has_model, fuse = false, has_fuse, accumulate = false, apply = true;
 	const struct param p[] = {
 		PARAM_OPT("nodes", PARAM_ARRAY, src.nodes),
 		PARAM_OPT_OBJ("loss", PARAM_STR, src.loss),
@@ -66,6 +66,9 @@ int method_train_step(struct request *req)
 		PARAM_OPT_GIVEN("model", PARAM_TENSOR_KEY, model, has_model),
 		PARAM_OPT("data", PARAM_MAP, data),
 		PARAM_OPT_GIVEN("fuse", PARAM_BOOL, fuse, has_fuse),
+		PARAM_OPT("accumulate", PARAM_BOOL, accumulate),
+		PARAM_OPT("apply", PARAM_BOOL, apply),
+		PARAM_OPT("seed", PARAM_UINT, seed),
 	};
 	struct graph gr = { .call = &req->call };
 	struct train_spec *spec;
@@ -97,6 +100,11 @@ int method_train_step(struct request *req)
 		goto out;
 	if (has_fuse)
 		spec->fuse = fuse;
+	if (src.m)
+		train_spec_model(spec, src.m);
+	spec->accumulate = accumulate;
+	spec->apply = apply;
+	spec->run_seed = seed;
 	if (train_run_step(&req->call, spec, src.nodes, outputs, data ? &fd : NULL, step, true, &gr, &loss,
 			   &loss_value, &lr) < 0)
 		goto out;
@@ -135,7 +143,7 @@ int method_train_step(struct request *req)
 	/* Everything ran and the loss is finite: now parameters and state change. */
 	r = train_commit_all(&req->call, &gr);
 	/* The model's count follows the steps that updated it. */
-	if (r == 0 && src.m && spec->opt.kind != OPT_NONE)
+	if (r == 0 && src.m && spec->opt.kind != OPT_NONE && spec->apply)
 		src.m->step = step;
 out:
 	graph_free(&gr);

@@ -154,7 +154,7 @@ static const struct train_sink client_sink = {
  * decoded them. */
 struct run_params {
 	const msgpack_object *data, *eval, *devices;
-	uint64_t batch_size, epochs, steps, seed, start_step, progress_every;
+	uint64_t batch_size, epochs, steps, seed, start_step, progress_every, accumulate_steps;
 	bool shuffle, has_epochs, has_steps, has_start_step, has_progress_every, has_stop_loss;
 	double stop_loss;
 };
@@ -190,7 +190,12 @@ static int plan_setup(struct request *req, struct train_plan *plan, const struct
 	if (plan->batch == 0 || plan->batch > plan->nsamples || plan->nsamples > INT32_MAX)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "batch_size must be 1 to %llu (the rows of the data)",
 				    (unsigned long long)plan->nsamples);
-	plan->per_epoch = plan->nsamples / plan->batch; /* the last partial batch is dropped */
+	plan->accumulate = rp->accumulate_steps;
+	if (plan->accumulate == 0 || plan->accumulate > plan->nsamples / plan->batch)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "accumulate_steps must be 1 to %llu (batches of "
+				    "batch_size in the data)", (unsigned long long)(plan->nsamples / plan->batch));
+	/* the last partial batch is dropped */
+	plan->per_epoch = plan->nsamples / (plan->batch * plan->accumulate);
 	if (rp->has_steps) {
 		plan->total = rp->steps;
 		if (rp->has_epochs)
@@ -202,6 +207,7 @@ static int plan_setup(struct request *req, struct train_plan *plan, const struct
 		return request_fail(req, TDP_INVALID_ARGUMENT, "a run has 1 to 100000000 steps");
 	plan->epochs = (plan->total + plan->per_epoch - 1) / plan->per_epoch;
 	plan->seed = rp->seed;
+	plan->spec.run_seed = rp->seed;
 	plan->shuffle = rp->shuffle;
 	if (rp->has_start_step)
 		plan->start_step = (int64_t)rp->start_step;
@@ -271,6 +277,8 @@ static int parse_devices(struct request *req, struct train_plan *plan, const msg
 	if (plan->devs[0] != plan->device)
 		return request_fail(req, TDP_FAILED_PRECONDITION, "devices[0] must be the device the data "
 				    "and parameters are on (%u), not %u", plan->device, plan->devs[0]);
+	if (plan->accumulate > 1)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "accumulate_steps needs one device");
 	if (plan->batch % n)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "batch_size %llu does not split evenly over "
 				    "%u devices", (unsigned long long)plan->batch, n);
@@ -282,7 +290,7 @@ static int parse_devices(struct request *req, struct train_plan *plan, const msg
 int method_train_run(struct request *req)
 {
 	struct source src;
-	struct run_params rp = { .shuffle = true };
+	struct run_params rp = { .shuffle = true, .accumulate_steps = 1 };
 	param_name model;
 	bool has_model;
 	const struct param p[] = {
@@ -302,6 +310,7 @@ int method_train_run(struct request *req)
 		PARAM_OPT_GIVEN("stop_loss", PARAM_NUMBER, rp.stop_loss, rp.has_stop_loss),
 		PARAM_OPT_GIVEN("model", PARAM_TENSOR_KEY, model, has_model),
 		PARAM_OPT("devices", PARAM_ARRAY, rp.devices),
+		PARAM_OPT("accumulate_steps", PARAM_UINT, rp.accumulate_steps),
 	};
 	struct train_plan *plan = NULL;
 	struct run_client *cl = NULL;
@@ -326,6 +335,7 @@ int method_train_run(struct request *req)
 		    (plan->has_eval && model_check_feeds(req, src.m, &plan->eval, true, "eval.data") < 0))
 			goto out;
 		strcpy(plan->model, src.m->name);
+		train_spec_model(&plan->spec, src.m);
 		plan->model_serial = src.m->serial;
 	}
 	if (plan->spec.opt.kind == OPT_NONE)

@@ -111,11 +111,81 @@ static int parse_input(const msgpack_object *o, unsigned k, struct model_input *
 	return 0;
 }
 
+/* The node of `nodes` whose id is `id`, or NULL. */
+static const msgpack_object *node_by_id(const msgpack_object *nodes, const char *id)
+{
+	for (uint32_t i = 0; i < nodes->via.array.size; i++) {
+		const msgpack_object *nid = tdp_map_find(&nodes->via.array.ptr[i], "id");
+
+		if (nid && nid->type == MSGPACK_OBJECT_STR && nid->via.str.size == strlen(id) &&
+		    !memcmp(nid->via.str.ptr, id, nid->via.str.size))
+			return &nodes->via.array.ptr[i];
+	}
+	return NULL;
+}
+
+/* `state`: batch_norm node ids, or {node, momentum} maps (model_state). */
+static int parse_state(struct model *m, const msgpack_object *st, char *why, size_t why_len)
+{
+	if (st->type != MSGPACK_OBJECT_ARRAY || st->via.array.size > MODEL_MAX_STATE)
+		return tdp_errorf(why, why_len, -EINVAL, "state must be an array of up to %d batch_norm node ids",
+				  MODEL_MAX_STATE);
+	for (uint32_t k = 0; k < st->via.array.size; k++) {
+		const msgpack_object *o = &st->via.array.ptr[k], *id = o, *mom = NULL, *nd, *op, *in;
+		struct model_state *s = &m->state[k];
+
+		s->momentum = 0.1;
+		if (o->type == MSGPACK_OBJECT_MAP) {
+			for (uint32_t i = 0; i < o->via.map.size; i++)
+				if (!tdp_obj_str_eq(&o->via.map.ptr[i].key, "node") &&
+				    !tdp_obj_str_eq(&o->via.map.ptr[i].key, "momentum"))
+					return tdp_errorf(why, why_len, -EINVAL, "state[%u]: a map has node and momentum", k);
+			id = tdp_map_find(o, "node");
+			mom = tdp_map_find(o, "momentum");
+		}
+		if (!id || tdp_obj_strcpy(id, s->node, sizeof(s->node)) < 0 || !s->node[0])
+			return tdp_errorf(why, why_len, -EINVAL, "state[%u] must be a node id or {node, momentum}", k);
+		if (mom) {
+			int64_t i;
+
+			if (mom->type == MSGPACK_OBJECT_FLOAT32 || mom->type == MSGPACK_OBJECT_FLOAT64)
+				s->momentum = mom->via.f64;
+			else if (tdp_obj_int(mom, &i) == 0)
+				s->momentum = (double)i;
+			else
+				s->momentum = -1;
+			if (!(s->momentum >= 0 && s->momentum <= 1))
+				return tdp_errorf(why, why_len, -EINVAL, "state[%u].momentum must be 0 to 1", k);
+		}
+		for (uint32_t j = 0; j < k; j++)
+			if (!strcmp(m->state[j].node, s->node))
+				return tdp_errorf(why, why_len, -EINVAL, "state: '%s' is listed twice", s->node);
+		nd = node_by_id(m->nodes, s->node);
+		op = nd ? tdp_map_find(nd, "op") : NULL;
+		in = nd ? tdp_map_find(nd, "inputs") : NULL;
+		if (!op || !tdp_obj_str_eq(op, "batch_norm") || !in || in->type != MSGPACK_OBJECT_ARRAY ||
+		    in->via.array.size < 3)
+			return tdp_errorf(why, why_len, -EINVAL, "state[%u] '%s' must name a batch_norm node with "
+					  "inputs x, running_mean, running_var", k, s->node);
+		for (unsigned j = 0; j < 2; j++) {
+			const msgpack_object *b = &in->via.array.ptr[1 + j];
+
+			if (b->type != MSGPACK_OBJECT_STR || !tdp_name_valid(b->via.str.ptr, b->via.str.size))
+				return tdp_errorf(why, why_len, -EINVAL, "state[%u] '%s': running_mean and running_var "
+						  "must be stored tensors", k, s->node);
+			memcpy(s->buffer[j], b->via.str.ptr, b->via.str.size);
+			s->buffer[j][b->via.str.size] = '\0';
+		}
+	}
+	m->nstate = st->via.array.size;
+	return 0;
+}
+
 /* Check the parts of a decoded definition and point the model's fields at them. */
 static int parse_def(struct model *m, char *why, size_t why_len)
 {
-	static const char *const keys[] = { "nodes", "loss", "params", "inputs", "outputs", "optimizer" };
-	const msgpack_object *def = &m->u.data, *inputs, *outputs;
+	static const char *const keys[] = { "nodes", "loss", "params", "inputs", "outputs", "optimizer", "state" };
+	const msgpack_object *def = &m->u.data, *inputs, *outputs, *state;
 	int r;
 
 	if (def->type != MSGPACK_OBJECT_MAP)
@@ -182,7 +252,8 @@ static int parse_def(struct model *m, char *why, size_t why_len)
 		if (r < 0)
 			return r;
 	}
-	return 0;
+	state = tdp_map_find(def, "state");
+	return state ? parse_state(m, state, why, why_len) : 0;
 }
 
 int model_new(const char *name, const msgpack_object *def, struct model **ret, char *why, size_t why_len)

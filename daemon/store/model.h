@@ -23,6 +23,15 @@
 #define MODEL_MAX_OUTPUTS 64
 #define MODEL_MAX_DEF_BYTES (4u << 20)
 #define MODEL_MAX_STEP INT32_MAX
+#define MODEL_MAX_STATE 64
+
+/* A batch_norm node whose running statistics (its stored inputs 1 and 2)
+ * belong to the model: updated by training steps, used in eval mode. */
+struct model_state {
+	char node[TDP_MAX_NAME_LEN + 1];
+	double momentum;           /* torch's: new = (1 - m) * running + m * batch */
+	char buffer[2][TDP_MAX_NAME_LEN + 1]; /* running mean and var, as the node names them */
+};
 
 /* A data input: its name and, when the definition gave one, an example
  * dtype and shape (used to check the graph when no tensor of that name is
@@ -54,6 +63,8 @@ struct model {
 	struct model_input inputs[MODEL_MAX_INPUTS];
 	unsigned noutputs;
 	char (*outputs)[TDP_MAX_NAME_LEN + 1];
+	unsigned nstate;
+	struct model_state state[MODEL_MAX_STATE];
 	struct model *next;         /* the registry's chain */
 };
 
@@ -66,7 +77,7 @@ struct models *models_new(uint32_t max);
 void models_free(struct models *ms);
 
 /* Check the definition map `def` ({nodes, loss, params, inputs?, outputs?,
- * optimizer?}) for its structure and limits (not against the store: see
+ * optimizer?, state?}) for its structure and limits (not against the store: see
  * train_model_check) and build a model named `name` holding a packed copy.
  * Returns 0 with *ret (free with model_free unless handed to models_put), or
  * -EINVAL with the reason in `why`, or -ENOMEM / -EFBIG (definition over

@@ -94,7 +94,7 @@ static struct train_status status_of(const struct train_job *job)
 		.epochs_done = job->done / job->p.per_epoch,
 		.loss = job->last_loss,
 		.lr = job->lr,
-		.samples_per_s = t > 0 ? (double)(job->done * job->p.batch) / t : 0,
+		.samples_per_s = t > 0 ? (double)(job->done * job->p.batch * job->p.accumulate) / t : 0,
 		.elapsed = t,
 		.has_eval = job->have_eval_result,
 		.eval_loss = job->eval_loss,
@@ -157,22 +157,42 @@ static void job_finish(struct train_job *job, const char *stopped)
 	job->sink->finish(job->sink_data, &st, stopped);
 }
 
-/* One step on one device: upload the batch's rows, run, store. */
+/* One step on one device: upload each micro-batch's rows, run, store. With
+ * accumulation, the gradients of `accumulate` micro-batches (each scaled by
+ * 1/accumulate, as torch users divide the loss) meet in <param>.grad and
+ * the last one applies them; the loss is their mean. */
 static int step_one(struct train_job *job, int64_t step, uint64_t in_epoch, double *ret_lr)
 {
-	struct graph gr = { .call = &job->call };
-	unsigned loss;
-	int r;
+	uint64_t n = job->p.accumulate;
+	double sum = 0;
+	int r = 0;
 
-	r = gpu_upload(devices_of(job->call.d, &job->index), &job->index.alloc, job->perm + in_epoch * job->p.batch);
-	if (r < 0)
-		return td_fail(&job->call.err, r == -ENODEV ? TDP_DEVICE_LOST : TDP_INTERNAL,
-			       "feeding the batch failed");
-	r = train_run_step(&job->call, &job->p.spec, job->nodes, NULL, &job->p.train, step, true, &gr, &loss,
-			   &job->last_loss, ret_lr);
+	for (uint64_t k = 0; r == 0 && k < n; k++) {
+		struct graph gr = { .call = &job->call };
+		unsigned loss;
+
+		if (n > 1) {
+			job->p.spec.accumulate = true;
+			job->p.spec.fresh = k == 0;
+			job->p.spec.apply = k == n - 1;
+			job->p.spec.grad_scale = 1.0 / (double)n;
+			/* Each micro-batch its own random stream (docs/training.md). */
+			job->p.spec.run_seed = job->p.seed + (k << 32);
+		}
+		r = gpu_upload(devices_of(job->call.d, &job->index), &job->index.alloc,
+			       job->perm + (in_epoch * n + k) * job->p.batch);
+		if (r < 0)
+			return td_fail(&job->call.err, r == -ENODEV ? TDP_DEVICE_LOST : TDP_INTERNAL,
+				       "feeding the batch failed");
+		r = train_run_step(&job->call, &job->p.spec, job->nodes, NULL, &job->p.train, step, true, &gr,
+				   &loss, &job->last_loss, ret_lr);
+		if (r == 0)
+			r = train_commit_all(&job->call, &gr);
+		sum += job->last_loss;
+		graph_free(&gr);
+	}
 	if (r == 0)
-		r = train_commit_all(&job->call, &gr);
-	graph_free(&gr);
+		job->last_loss = sum / (double)n;
 	return r;
 }
 

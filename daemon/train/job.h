@@ -27,6 +27,7 @@ struct train_plan {
 	uint64_t nsamples;         /* rows of the data */
 	uint32_t device;           /* the data's device */
 	uint64_t batch, per_epoch, total, epochs;
+	uint64_t accumulate;       /* micro-batches (of `batch` rows) per step, >= 1 */
 	uint32_t devs[GPU_MAX_DEVICES]; /* data parallel: devs[0] = device, then the replicas' */
 	unsigned ndev;             /* 1: one device */
 	uint64_t shard;            /* rows per device per step */

@@ -50,27 +50,72 @@ static int num(struct caller *call, const msgpack_object *map, const char *key, 
 	return 0;
 }
 
-int optimizer_parse(struct caller *call, const msgpack_object *o, struct optimizer *opt)
+/* Read the fields of map `o` over *opt (its defaults, or a group's parent's
+ * settings); a group (`group`) may not set type, clip_norm or groups and
+ * must name its params. */
+static int parse_fields(struct caller *call, const msgpack_object *o, struct optimizer *opt, bool group)
 {
 	static const char *const keys[] = {
 		"type", "lr", "momentum", "dampening", "nesterov", "weight_decay", "beta1", "beta2",
-		"eps", "clip_norm", "schedule", "gamma", "step_size", "warmup", "total", "min_lr",
+		"eps", "clip_norm", "schedule", "gamma", "step_size", "warmup", "total", "min_lr", "groups",
 	};
-	const msgpack_object *type = tdp_map_find(o, "type"), *nest = tdp_map_find(o, "nesterov");
-	const msgpack_object *sched = tdp_map_find(o, "schedule");
-	double step_size = 1, warmup = 0, total = 0;
+	const msgpack_object *nest = tdp_map_find(o, "nesterov"), *sched = tdp_map_find(o, "schedule");
+	const char *what = group ? "optimizer.groups[]" : "optimizer";
+	double step_size = (double)opt->step_size, warmup = (double)opt->warmup, total = (double)opt->total;
+
+	for (uint32_t k = 0; k < o->via.map.size; k++) {
+		const msgpack_object *key = &o->via.map.ptr[k].key;
+		bool known = false;
+
+		for (size_t j = 0; j < sizeof(keys) / sizeof(keys[0]); j++)
+			known = known || tdp_obj_str_eq(key, keys[j]);
+		if (group && (tdp_obj_str_eq(key, "type") || tdp_obj_str_eq(key, "clip_norm") ||
+			      tdp_obj_str_eq(key, "groups")))
+			return td_fail(&call->err, TDP_INVALID_ARGUMENT,
+				       "optimizer.groups[]: type, clip_norm and groups are the whole step's");
+		if (!known && !(group && tdp_obj_str_eq(key, "params")))
+			return td_fail(&call->err, TDP_INVALID_ARGUMENT, "%s: unknown key", what);
+	}
+	if (num(call, o, "lr", &opt->lr) < 0 || num(call, o, "momentum", &opt->momentum) < 0 ||
+	    num(call, o, "dampening", &opt->dampening) < 0 ||
+	    num(call, o, "weight_decay", &opt->weight_decay) < 0 || num(call, o, "beta1", &opt->beta1) < 0 ||
+	    num(call, o, "beta2", &opt->beta2) < 0 || num(call, o, "eps", &opt->eps) < 0 ||
+	    num(call, o, "clip_norm", &opt->clip_norm) < 0 || num(call, o, "gamma", &opt->gamma) < 0 ||
+	    num(call, o, "step_size", &step_size) < 0 || num(call, o, "warmup", &warmup) < 0 ||
+	    num(call, o, "total", &total) < 0 || num(call, o, "min_lr", &opt->min_lr) < 0)
+		return -1;
+	if (nest && nest->type != MSGPACK_OBJECT_BOOLEAN)
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "%s.nesterov must be a boolean", what);
+	if (nest)
+		opt->nesterov = nest->via.boolean;
+	if (sched && tdp_obj_strcpy(sched, opt->schedule, sizeof(opt->schedule)) < 0)
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "%s.schedule must be a short string", what);
+	if (strcmp(opt->schedule, "constant") && strcmp(opt->schedule, "step") &&
+	    strcmp(opt->schedule, "cosine"))
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT,
+				    "%s.schedule must be \"constant\", \"step\" or \"cosine\"", what);
+	if (!(opt->lr > 0) || opt->momentum < 0 || opt->weight_decay < 0 || opt->eps <= 0 ||
+	    opt->beta1 < 0 || opt->beta1 >= 1 || opt->beta2 < 0 || opt->beta2 >= 1 || opt->clip_norm < 0 ||
+	    step_size < 1 || warmup < 0 || total < 0 ||
+	    step_size > INT32_MAX || warmup > INT32_MAX || total > INT32_MAX)
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "%s: a hyperparameter is out of range", what);
+	if (opt->nesterov && opt->momentum <= 0)
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "%s: nesterov needs momentum > 0", what);
+	opt->step_size = (int64_t)step_size;
+	opt->warmup = (int64_t)warmup;
+	opt->total = (int64_t)total;
+	if (!strcmp(opt->schedule, "cosine") && opt->total <= opt->warmup)
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "%s: cosine needs total > warmup", what);
+	return 0;
+}
+
+int optimizer_parse(struct caller *call, const msgpack_object *o, struct optimizer *opt)
+{
+	const msgpack_object *type = tdp_map_find(o, "type"), *groups = tdp_map_find(o, "groups");
 
 	*opt = (struct optimizer){ .kind = OPT_SGD, .lr = 0.01, .beta1 = 0.9, .beta2 = 0.999,
 				   .eps = 1e-8, .gamma = 0.1, .step_size = 1 };
 	strcpy(opt->schedule, "constant");
-	for (uint32_t k = 0; k < o->via.map.size; k++) {
-		bool known = false;
-
-		for (size_t j = 0; j < sizeof(keys) / sizeof(keys[0]); j++)
-			known = known || tdp_obj_str_eq(&o->via.map.ptr[k].key, keys[j]);
-		if (!known)
-			return td_fail(&call->err, TDP_INVALID_ARGUMENT, "optimizer: unknown key");
-	}
 	if (type) {
 		if (tdp_obj_str_eq(type, "sgd"))
 			opt->kind = OPT_SGD;
@@ -86,35 +131,22 @@ int optimizer_parse(struct caller *call, const msgpack_object *o, struct optimiz
 		opt->weight_decay = 0.01;
 	if (opt->kind != OPT_SGD)
 		opt->lr = 0.001;
-	if (num(call, o, "lr", &opt->lr) < 0 || num(call, o, "momentum", &opt->momentum) < 0 ||
-	    num(call, o, "dampening", &opt->dampening) < 0 ||
-	    num(call, o, "weight_decay", &opt->weight_decay) < 0 || num(call, o, "beta1", &opt->beta1) < 0 ||
-	    num(call, o, "beta2", &opt->beta2) < 0 || num(call, o, "eps", &opt->eps) < 0 ||
-	    num(call, o, "clip_norm", &opt->clip_norm) < 0 || num(call, o, "gamma", &opt->gamma) < 0 ||
-	    num(call, o, "step_size", &step_size) < 0 || num(call, o, "warmup", &warmup) < 0 ||
-	    num(call, o, "total", &total) < 0 || num(call, o, "min_lr", &opt->min_lr) < 0)
+	if (groups && (groups->type != MSGPACK_OBJECT_ARRAY || groups->via.array.size > OPT_MAX_GROUPS))
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "optimizer.groups must be an array of up to %d "
+			       "maps", OPT_MAX_GROUPS);
+	return parse_fields(call, o, opt, false);
+}
+
+int optimizer_parse_group(struct caller *call, const msgpack_object *o, const struct optimizer *parent,
+			  struct optimizer *ret)
+{
+	struct optimizer g = *parent;
+
+	if (o->type != MSGPACK_OBJECT_MAP)
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "optimizer.groups[] must be maps");
+	if (parse_fields(call, o, &g, true) < 0)
 		return -1;
-	if (nest && nest->type != MSGPACK_OBJECT_BOOLEAN)
-		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "optimizer.nesterov must be a boolean");
-	opt->nesterov = nest && nest->via.boolean;
-	if (sched && tdp_obj_strcpy(sched, opt->schedule, sizeof(opt->schedule)) < 0)
-		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "optimizer.schedule must be a short string");
-	if (strcmp(opt->schedule, "constant") && strcmp(opt->schedule, "step") &&
-	    strcmp(opt->schedule, "cosine"))
-		return td_fail(&call->err, TDP_INVALID_ARGUMENT,
-				    "optimizer.schedule must be \"constant\", \"step\" or \"cosine\"");
-	if (!(opt->lr > 0) || opt->momentum < 0 || opt->weight_decay < 0 || opt->eps <= 0 ||
-	    opt->beta1 < 0 || opt->beta1 >= 1 || opt->beta2 < 0 || opt->beta2 >= 1 || opt->clip_norm < 0 ||
-	    step_size < 1 || warmup < 0 || total < 0 ||
-	    step_size > INT32_MAX || warmup > INT32_MAX || total > INT32_MAX)
-		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "optimizer: a hyperparameter is out of range");
-	if (opt->nesterov && opt->momentum <= 0)
-		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "optimizer: nesterov needs momentum > 0");
-	opt->step_size = (int64_t)step_size;
-	opt->warmup = (int64_t)warmup;
-	opt->total = (int64_t)total;
-	if (!strcmp(opt->schedule, "cosine") && opt->total <= opt->warmup)
-		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "optimizer: cosine needs total > warmup");
+	*ret = g;
 	return 0;
 }
 
@@ -173,10 +205,7 @@ int train_emit_derived_out(struct step_ctx *sc, int node, const char *name, cons
 	return 0;
 }
 
-/* The stored state tensor `<param><suffix>` (its name goes to `name`):
- * returns 1 and sets *ref and *stored when it exists, 0 when it does not yet
- * (first step), -1 after td_fail when it does not fit the parameter. */
-static int state_input(struct step_ctx *sc, struct tensor *p, const char *suffix, char *name,
+int train_state_input(struct step_ctx *sc, struct tensor *p, const char *suffix, char *name,
 		       int *ref, struct tensor **stored)
 {
 	char why[TDP_MAX_ERROR_MESSAGE], shown[NAMES_SHOWN_MAX], pshown[NAMES_SHOWN_MAX];
@@ -221,7 +250,7 @@ int optimizer_emit_update(struct step_ctx *sc, const struct optimizer *opt, stru
 			{ .name = "nesterov", .b = opt->nesterov },
 		};
 		unsigned n = 2;
-		int have = opt->momentum > 0 ? state_input(sc, p, ".momentum_buffer", n1, &refs[2], &st[2]) : 0;
+		int have = opt->momentum > 0 ? train_state_input(sc, p, ".momentum_buffer", n1, &refs[2], &st[2]) : 0;
 
 		if (have < 0)
 			return -1;
@@ -260,8 +289,8 @@ int optimizer_emit_update(struct step_ctx *sc, const struct optimizer *opt, stru
 		int mref[3] = { g, -1, -1 }, vref[3] = { g, -1, -1 }, m, v;
 		struct tensor *ms[3] = { NULL, NULL, p }, *vs[3] = { NULL, NULL, p };
 
-		int have_m = state_input(sc, p, ".exp_avg", n1, &mref[1], &ms[1]);
-		int have_v = state_input(sc, p, ".exp_avg_sq", n2, &vref[1], &vs[1]);
+		int have_m = train_state_input(sc, p, ".exp_avg", n1, &mref[1], &ms[1]);
+		int have_v = train_state_input(sc, p, ".exp_avg_sq", n2, &vref[1], &vs[1]);
 
 		if (have_m < 0 || have_v < 0)
 			return -1;

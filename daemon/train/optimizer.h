@@ -12,6 +12,8 @@ struct graph_attr;
 struct caller;
 struct tensor;
 
+#define OPT_MAX_GROUPS 16
+
 enum opt_kind { OPT_NONE, OPT_SGD, OPT_ADAM, OPT_ADAMW };
 
 struct optimizer {
@@ -35,6 +37,12 @@ struct step_ctx {
  * *opt. Returns 0, or -1 after td_fail naming the field. */
 int optimizer_parse(struct caller *call, const msgpack_object *o, struct optimizer *opt);
 
+/* Parse parameter group `o` (optimizer.groups[k]): `parent`'s settings
+ * with the group's own fields over them (its `params` are the caller's).
+ * Returns 0 with *ret set, or -1 after td_fail. */
+int optimizer_parse_group(struct caller *call, const msgpack_object *o, const struct optimizer *parent,
+			  struct optimizer *ret);
+
 /* The learning rate at `step` (1-based): linear warmup, then the schedule. */
 double optimizer_lr_at(const struct optimizer *opt, int64_t step);
 
@@ -47,6 +55,13 @@ int train_emit(struct step_ctx *sc, const char *op, const int *refs, struct tens
  * `p` (its state or gradient, in p's namespace): it belongs to p's owner.
  * Returns 0, or -1 after td_fail (name too long). */
 int train_emit_derived_out(struct step_ctx *sc, int node, const char *name, const struct tensor *p);
+
+/* The stored tensor `<param><suffix>` derived from `p` (optimizer state,
+ * .grad; its name goes to `name`, TDP_MAX_NAME_LEN + 32 bytes): returns 1
+ * and sets *ref (-1) and *stored when it exists, 0 when it does not yet,
+ * -1 after td_fail when it does not fit the parameter. */
+int train_state_input(struct step_ctx *sc, struct tensor *p, const char *suffix, char *name, int *ref,
+		      struct tensor **stored);
 
 /* Append the update of parameter `p` whose gradient is node `g` at `step`
  * with learning rate `lr`, reading and storing the optimizer state

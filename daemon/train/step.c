@@ -30,6 +30,22 @@
 #include "store/store.h"
 #include "train/train_parallel.h"
 
+static uint64_t mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* The index of attr `name` in `def`'s spec, or -1. */
+static int attr_index(const struct op_def *def, const char *name, enum op_attr_type type)
+{
+	for (int k = 0; def->attrs && def->attrs[k].name; k++)
+		if (!strcmp(def->attrs[k].name, name))
+			return def->attrs[k].type == type ? k : -1;
+	return -1;
+}
+
 /* Replace the `n` gradient nodes grads[] by views into one f32 vector: each
  * flattened, all concatenated (eight at a time) into node *ret_flat, then
  * sliced and reshaped back, so that whatever reads a gradient after
@@ -86,6 +102,194 @@ static int emit_flat_grads(struct step_ctx *sc, struct tensor *const *params, in
 	return 0;
 }
 
+/* optimizer.groups (checked to be an array by optimizer_parse): each
+ * group's settings and which of the step's parameters it holds. */
+static int parse_groups(struct caller *call, const msgpack_object *groups, struct train_spec *spec)
+{
+	for (uint32_t g = 0; groups && g < groups->via.array.size; g++) {
+		const msgpack_object *go = &groups->via.array.ptr[g], *ps;
+
+		if (optimizer_parse_group(call, go, &spec->opt, &spec->gopt[g]) < 0)
+			return -1;
+		ps = tdp_map_find(go, "params");
+		if (!ps || ps->type != MSGPACK_OBJECT_ARRAY || ps->via.array.size == 0)
+			return td_fail(&call->err, TDP_INVALID_ARGUMENT,
+				       "optimizer.groups[%u].params must name 1 or more of the step's params", g);
+		for (uint32_t j = 0; j < ps->via.array.size; j++) {
+			const msgpack_object *n = &ps->via.array.ptr[j];
+			char name[TDP_MAX_NAME_LEN + 1];
+			unsigned k;
+
+			if (n->type != MSGPACK_OBJECT_STR ||
+			    names_qualify(call->cred.uid, n->via.str.ptr, n->via.str.size, name, NULL) < 0)
+				return td_fail(&call->err, TDP_INVALID_ARGUMENT,
+					       "optimizer.groups[%u].params[%u] must be a tensor name", g, j);
+			for (k = 0; k < spec->np && strcmp(spec->names[k], name); k++)
+				;
+			if (k == spec->np)
+				return td_fail(&call->err, TDP_INVALID_ARGUMENT, "optimizer.groups[%u].params[%u] "
+					       "'%.*s' is not in params", g, j, (int)n->via.str.size, n->via.str.ptr);
+			if (spec->group[k])
+				return td_fail(&call->err, TDP_INVALID_ARGUMENT, "optimizer.groups[%u].params[%u] "
+					       "'%.*s' is in two groups", g, j, (int)n->via.str.size, n->via.str.ptr);
+			spec->group[k] = (uint8_t)(g + 1);
+		}
+	}
+	spec->ngroups = groups ? groups->via.array.size : 0;
+	return 0;
+}
+/* Node `node`, or a copy of it when it is stored already (under another
+ * name); -1 when `node` is. */
+static int stored_copy(struct step_ctx *sc, int node)
+{
+	if (node < 0 || !sc->gr->nodes[node].has_out)
+		return node;
+	return train_emit(sc, "copy", &node, NULL, 1, NULL, 0);
+}
+
+/* Scale the gradients by spec->grad_scale and, accumulating, add the
+ * stored <param>.grad to them; <param>.grad then becomes the sum (without
+ * apply) or zeros (the update consumes it). */
+static int accumulate_grads(struct step_ctx *sc, const struct train_spec *spec, struct tensor *const *params,
+			    int *grads)
+{
+	for (unsigned k = 0; k < spec->np; k++) {
+		struct graph_attr scale = { .name = "scalar", .f = spec->grad_scale };
+		char name[TDP_MAX_NAME_LEN + 32];
+		struct tensor *stored;
+		int ref, have, keep;
+
+		if (spec->grad_scale != 1 && (grads[k] = train_emit(sc, "mul", &grads[k], NULL, 1, &scale, 1)) < 0)
+			return -1;
+		if (!spec->accumulate)
+			continue;
+		have = spec->fresh ? 0 : train_state_input(sc, params[k], ".grad", name, &ref, &stored);
+		if (spec->fresh)
+			snprintf(name, sizeof(name), "%s.grad", params[k]->name);
+		if (have < 0)
+			return -1;
+		if (have) {
+			int refs[2] = { -1, grads[k] };
+			struct tensor *st[2] = { stored, NULL };
+
+			if ((grads[k] = train_emit(sc, "add", refs, st, 2, NULL, 0)) < 0)
+				return -1;
+		}
+		if (!spec->apply) {
+			keep = stored_copy(sc, grads[k]);
+		} else {
+			int64_t dims[TDP_MAX_RANK];
+			struct graph_attr z[2] = { { .name = "shape", .ints = dims, .nints = params[k]->rank },
+						   { .name = "dtype", .s = tdp_dtype_name(params[k]->dtype) } };
+
+			for (unsigned d = 0; d < params[k]->rank; d++)
+				dims[d] = (int64_t)params[k]->shape[d];
+			keep = train_emit(sc, "zeros", NULL, NULL, 0, z, 2);
+		}
+		if (keep < 0 || train_emit_derived_out(sc, keep, name, params[k]) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Set batch_norm node `i`'s `training` attr. */
+static void set_training(struct graph *gr, int i, bool train)
+{
+	struct op_ctx *ctx = &gr->nodes[i].ctx;
+	int k = attr_index(ctx->def, "training", ATTR_BOOL);
+
+	if (k >= 0) {
+		ctx->attr[k].i = train;
+		ctx->attr[k].set = true;
+	}
+}
+
+void train_spec_model(struct train_spec *spec, const struct model *m)
+{
+	spec->nstate = m->nstate;
+	memcpy(spec->state, m->state, m->nstate * sizeof(m->state[0]));
+}
+
+void train_model_mode(struct graph *gr, const struct model *m, bool train)
+{
+	for (unsigned k = 0; k < m->nstate; k++) {
+		int i = forward_find(gr, m->state[k].node);
+
+		if (i >= 0 && gr->nodes[i].ctx.def && !strcmp(gr->nodes[i].ctx.def->name, "batch_norm"))
+			set_training(gr, i, train);
+	}
+}
+
+/* running = (1 - m) * running + m * batch: the node storing it over the
+ * running statistic `run` (torch's update). */
+static int emit_running(struct step_ctx *sc, struct tensor *run, int batch, double m)
+{
+	struct graph_attr keep = { .name = "scalar", .f = 1 - m }, take = { .name = "scalar", .f = m };
+	int r = -1, a, b;
+
+	a = train_emit(sc, "mul", &r, &run, 1, &keep, 1);
+	b = a < 0 ? -1 : train_emit(sc, "mul", &batch, NULL, 1, &take, 1);
+	if (b < 0)
+		return -1;
+	{
+		int refs[2] = { a, b };
+
+		r = train_emit(sc, "add", refs, NULL, 2, NULL, 0);
+	}
+	return r < 0 ? -1 : train_emit_derived_out(sc, r, run->name, run);
+}
+
+/* The model's state nodes in train or eval mode; in training steps, the
+ * update of their running statistics (batch mean, unbiased batch variance,
+ * as torch's BatchNorm). */
+static int emit_state(struct step_ctx *sc, const struct train_spec *spec, bool train)
+{
+	struct graph *gr = sc->gr;
+
+	for (unsigned k = 0; k < spec->nstate; k++) {
+		int i = forward_find(gr, spec->state[k].node), xref, mean, var;
+		struct tensor *xt, *rm, *rv, *w;
+		int64_t axes[TDP_MAX_RANK];
+		unsigned rank, n = 0;
+
+		if (i < 0 || !gr->nodes[i].ctx.def || strcmp(gr->nodes[i].ctx.def->name, "batch_norm"))
+			return td_fail(&sc->call->err, TDP_INVALID_ARGUMENT, "state: '%s' is no batch_norm node",
+				       spec->state[k].node);
+		if (gr->nodes[i].ctx.ninputs < 3 || gr->nodes[i].src[1] >= 0 || gr->nodes[i].src[2] >= 0)
+			return graph_node_fail(gr, (unsigned)i, TDP_INVALID_ARGUMENT, "a model's state node reads "
+					       "its running_mean and running_var from stored tensors");
+		set_training(gr, i, train);
+		if (!train)
+			continue;
+		xref = gr->nodes[i].src[0];
+		xt = gr->nodes[i].stored[0];
+		rm = gr->nodes[i].stored[1];
+		rv = gr->nodes[i].stored[2];
+		rank = gr->nodes[i].ctx.in[0].rank;
+		if (gr->nodes[i].ctx.in[0].count / gr->nodes[i].ctx.in[0].shape[1] < 2)
+			return graph_node_fail(gr, (unsigned)i, TDP_INVALID_ARGUMENT,
+					       "training mode needs more than 1 value per channel");
+		/* The step stores over them: it must be allowed to. */
+		if (lookup_tensor(sc->call, "running statistic", rm->name, ACCESS_READ | ACCESS_WRITE, &w) < 0 ||
+		    lookup_tensor(sc->call, "running statistic", rv->name, ACCESS_READ | ACCESS_WRITE, &w) < 0)
+			return -1;
+		for (unsigned d = 0; d < rank; d++)
+			if (d != 1)
+				axes[n++] = d;
+		{
+			struct graph_attr am = { .name = "axis", .ints = axes, .nints = n };
+			struct graph_attr av[2] = { { .name = "axis", .ints = axes, .nints = n },
+						    { .name = "correction", .f = 1 } };
+
+			mean = train_emit(sc, "mean", &xref, &xt, 1, &am, 1);
+			var = mean < 0 ? -1 : train_emit(sc, "var", &xref, &xt, 1, av, 2);
+		}
+		if (var < 0 || emit_running(sc, rm, mean, spec->state[k].momentum) < 0 ||
+		    emit_running(sc, rv, var, spec->state[k].momentum) < 0)
+			return -1;
+	}
+	return 0;
+}
 
 int train_spec_parse(struct caller *call, const msgpack_object *loss, const msgpack_object *params,
 		     const msgpack_object *opt, const msgpack_object *grads, struct train_spec *spec)
@@ -108,7 +312,9 @@ int train_spec_parse(struct caller *call, const msgpack_object *loss, const msgp
 			return td_fail(&call->err, TDP_INVALID_ARGUMENT, "params[%u] must be a tensor name", k);
 	spec->grads = grads && grads->via.boolean;
 	spec->fuse = -1;
-	return 0;
+	spec->apply = true;
+	spec->grad_scale = 1;
+	return opt ? parse_groups(call, tdp_map_find(opt, "groups"), spec) : 0;
 }
 
 /* Build one step's graph (feeds, the client's nodes, and with `train` the
@@ -121,11 +327,19 @@ int train_build_step(struct caller *call, const struct train_spec *spec, const m
 	char pshown[NAMES_SHOWN_MAX];
 	struct tensor *params[MAX_PARAMS];
 	int grads[MAX_PARAMS];
-	unsigned loss;
+	unsigned loss, first;
 	double lr = 0;
 
 	gr->call = call;
-	if (feeds_emit(gr, fd) < 0 || graph_parse(gr, nodes, outputs) < 0)
+	if (feeds_emit(gr, fd) < 0)
+		return -1;
+	first = gr->n;
+	if (graph_parse(gr, nodes, outputs) < 0)
+		return -1;
+	train_seed_graph(gr, first, spec->run_seed, step, train);
+	if (spec->nstate && ret_flat)
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "a model with state trains on one device");
+	if (emit_state(&sc, spec, train) < 0)
 		return -1;
 	for (loss = 0; loss < gr->n; loss++)
 		if (gr->nodes[loss].id[0] && !strcmp(gr->nodes[loss].id, spec->loss))
@@ -166,27 +380,28 @@ int train_build_step(struct caller *call, const struct train_spec *spec, const m
 		 * devices between the two halves of the step (train_parallel.h). */
 		if (ret_flat && emit_flat_grads(&sc, params, grads, spec->np, ret_flat) < 0)
 			return -1;
-		if (spec->opt.kind != OPT_NONE && spec->opt.clip_norm > 0 &&
+		if (accumulate_grads(&sc, spec, params, grads) < 0)
+			return -1;
+		if (spec->apply && spec->opt.kind != OPT_NONE && spec->opt.clip_norm > 0 &&
 		    optimizer_emit_clip(&sc, spec->opt.clip_norm, grads, spec->np) < 0)
 			return -1;
-		for (unsigned k = 0; spec->grads && k < spec->np; k++) {
+		for (unsigned k = 0; spec->grads && !spec->accumulate && k < spec->np; k++) {
 			char name[TDP_MAX_NAME_LEN + 32];
 
+			int node = stored_copy(&sc, grads[k]);
+
 			snprintf(name, sizeof(name), "%s.grad", params[k]->name);
-			if (gr->nodes[grads[k]].has_out) {
-				/* The node is stored already; store a copy too. */
-				grads[k] = train_emit(&sc, "copy", &grads[k], NULL, 1, NULL, 0);
-				if (grads[k] < 0)
-					return -1;
-			}
-			if (train_emit_derived_out(&sc, grads[k], name, params[k]) < 0)
+			if (node < 0 || train_emit_derived_out(&sc, node, name, params[k]) < 0)
 				return -1;
 		}
-		if (spec->opt.kind != OPT_NONE) {
+		if (spec->apply && spec->opt.kind != OPT_NONE) {
 			lr = optimizer_lr_at(&spec->opt, step);
-			for (unsigned k = 0; k < spec->np; k++)
-				if (optimizer_emit_update(&sc, &spec->opt, params[k], grads[k], step, lr) < 0)
+			for (unsigned k = 0; k < spec->np; k++) {
+				const struct optimizer *o = spec->group[k] ? &spec->gopt[spec->group[k] - 1] : &spec->opt;
+
+				if (optimizer_emit_update(&sc, o, params[k], grads[k], step, optimizer_lr_at(o, step)) < 0)
 					return -1;
+			}
 		}
 	}
 	*ret_loss = loss;
@@ -228,6 +443,7 @@ int train_model_check(struct caller *call, const struct model *m)
 		return td_fail(&call->err, TDP_INTERNAL, "out of memory");
 	if (train_spec_parse(call, m->loss_obj, m->params_obj, m->optimizer, NULL, spec) < 0)
 		goto out;
+	train_spec_model(spec, m);
 	/* Each input is a zero placeholder of its example dtype and shape. */
 	for (unsigned k = 0; k < m->ninputs; k++) {
 		const struct model_input *in = &m->inputs[k];
@@ -268,6 +484,28 @@ out:
 	graph_free(&gr);
 	free(spec);
 	return r;
+}
+
+void train_seed_graph(struct graph *gr, unsigned from, uint64_t run_seed, int64_t step, bool train)
+{
+	for (unsigned i = from; i < gr->n; i++) {
+		struct op_ctx *ctx = &gr->nodes[i].ctx;
+		int k;
+
+		if (!ctx->def)
+			continue;
+		if (train && (k = attr_index(ctx->def, "seed", ATTR_INT)) >= 0) {
+			uint64_t s = (uint64_t)ctx->attr[k].i;
+
+			s ^= mix64(run_seed + 0x9e3779b97f4a7c15ull * (uint64_t)step);
+			ctx->attr[k].i = (int64_t)mix64(s);
+			ctx->attr[k].f = (double)ctx->attr[k].i;
+		}
+		if (!train && !strcmp(ctx->def->name, "dropout") && (k = attr_index(ctx->def, "p", ATTR_FLOAT)) >= 0) {
+			ctx->attr[k].f = 0;
+			ctx->attr[k].set = true;
+		}
+	}
 }
 
 /* Store every result marked for storing. */

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "engine/forward.h"
+#include "store/model.h"
 #include "train/optimizer.h"
 #include "train/train.h"
 
@@ -24,6 +25,26 @@ struct train_spec {
 	char names[MAX_PARAMS][TDP_MAX_NAME_LEN + 1];
 	bool grads;                /* store <param>.grad */
 	int fuse;                  /* fuse elementwise chains: 1, 0, -1 the device's default */
+	/* optimizer.groups: parameter k is updated with gopt[group[k] - 1],
+	 * or opt where group[k] is 0 */
+	struct optimizer gopt[OPT_MAX_GROUPS];
+	unsigned ngroups;
+	uint8_t group[MAX_PARAMS];
+	/* Gradient accumulation: the step's gradients (times grad_scale) are
+	 * added to the stored <param>.grad; without `apply` the parameters are
+	 * left alone, with it they are updated from the sum and .grad is
+	 * cleared (zeros). */
+	bool accumulate, apply;
+	bool fresh;                /* accumulating, but over no stored .grad */
+	double grad_scale;
+	/* Random nodes (ops with a `seed` attr) draw from a stream derived from
+	 * their seed, run_seed and the step when training (train_seed_graph). */
+	uint64_t run_seed;
+	/* A model's state (model.h): its batch_norm nodes run with batch
+	 * statistics in training steps, which update their running statistics,
+	 * and with the running statistics otherwise. */
+	unsigned nstate;
+	struct model_state state[MODEL_MAX_STATE];
 };
 
 /* Fill *spec from the request's (or model's) loss, params, optimizer (may be
@@ -31,6 +52,14 @@ struct train_spec {
  * default). Returns 0, or -1 after td_fail. */
 int train_spec_parse(struct caller *call, const msgpack_object *loss, const msgpack_object *params,
 		     const msgpack_object *opt, const msgpack_object *grads, struct train_spec *spec);
+
+/* Take model `m`'s state (its batch_norm buffers) into *spec. */
+void train_spec_model(struct train_spec *spec, const struct model *m);
+
+/* Put model `m`'s state nodes present in `gr` in train (batch statistics)
+ * or eval mode (running statistics), updating nothing: model.evaluate and
+ * model.predict. */
+void train_model_mode(struct graph *gr, const struct model *m, bool train);
 
 /* Build one step's graph into `gr` (feeds `fd` may be NULL, the client's
  * nodes and outputs, and with `train` the backward pass and the updates for
@@ -48,6 +77,14 @@ int train_build_step(struct caller *call, const struct train_spec *spec, const m
 int train_run_step(struct caller *call, const struct train_spec *spec, const msgpack_object *nodes,
 		   const msgpack_object *outputs, const struct feeds *fd, int64_t step, bool train,
 		   struct graph *gr, unsigned *ret_loss, double *ret_loss_value, double *ret_lr);
+
+/* Randomness per step (docs/training.md, "Randomness"): in nodes `from`..
+ * of `gr`, with `train` the `seed` attr of every op that declares one
+ * becomes a hash of (that seed, run_seed, step), so each step draws a fresh,
+ * reproducible stream; without `train` (evaluation, prediction) seeds stay
+ * and op `dropout`'s `p` becomes 0 (the identity). Call it before autograd:
+ * backward rules then copy the step's seed. */
+void train_seed_graph(struct graph *gr, unsigned from, uint64_t run_seed, int64_t step, bool train);
 
 /* Store every result of `gr` marked for storing. Returns 0, or -1 after
  * td_fail (out of memory). */
