@@ -19,6 +19,7 @@
 
 #include "daemon.h"
 #include "gpu/device.h"
+#include "ops/elementwise.h"
 #include "ops/fused.h"
 
 #define SIBLING_TRIES 4

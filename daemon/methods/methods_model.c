@@ -27,7 +27,7 @@
 #include "store/names.h"
 #include "store/store.h"
 #include "train/step.h"
-#include "train/train.h"
+#include "train/step.h"
 
 #define MAX_METRICS 64
 #define STATE_SUFFIXES 3

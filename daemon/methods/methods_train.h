@@ -12,11 +12,6 @@ struct model;
  * model?, data?, fuse?}`. */
 int method_train_step(struct request *req);
 
-/* Serve `train.run {...}` (methods_train_run.c): check the request, start a
- * job (train/job.h) that runs one step per event-loop turn, sending
- * train.progress and train.eval notifications and the response at the end.
- * Returns REQUEST_DEFERRED on a start, -1 with request_fail() otherwise. */
-int method_train_run(struct request *req);
 
 /* Where a step's graph comes from: a model, or the request's own nodes,
  * loss and params. */

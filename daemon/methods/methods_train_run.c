@@ -3,7 +3,7 @@
  * train.eval notifications on the client's connection while it runs, the
  * response at its end. The reply is deferred; the connection serves the
  * client's later requests only after it. */
-#include "methods/methods_train.h"
+#include "methods/methods_train_run.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -15,6 +15,7 @@
 #include "devices.h"
 #include "engine/forward.h"
 #include "methods/methods_model.h"
+#include "methods/methods_train.h"
 #include "pack.h"
 #include "rpc.h"
 #include "methods/params.h"

@@ -12,6 +12,7 @@
 
 #include "dtype.h"
 #include "gpu/device.h"
+#include "ops/matmul.h"
 #include "status.h"
 
 /* Mirrors ConvGemmPush in shaders/conv_gemm.comp. */

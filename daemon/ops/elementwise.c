@@ -6,6 +6,7 @@
 
 #include "dtype.h"
 #include "op_codes.h"
+#include "ops/elementwise.h"
 #include "ops/fused.h"
 #include "ops/grad_rules.h"
 #include "ops/op.h"

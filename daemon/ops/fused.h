@@ -19,11 +19,6 @@ struct ew_desc {
 	int dtype;              /* the float dtype it computes in */
 };
 
-/* Describe node `ctx` (an inferred op) for fusion, from its row's `fusion`
- * and its attributes. Returns 0 when a fused kernel computes it bit for bit
- * the same (a row whose fusion kind is not FUSE_NONE, floating dtypes only),
- * -1 otherwise. Implemented by the elementwise family. */
-int ew_describe(const struct op_ctx *ctx, struct ew_desc *ret);
 
 /* Mirrors FusedPush in shaders/fused.comp (128 bytes). */
 struct fused_push {

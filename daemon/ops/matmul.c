@@ -12,6 +12,7 @@
 #include "dtype.h"
 #include "gpu/device.h"
 #include "ops/grad_rules.h"
+#include "ops/matmul.h"
 #include "ops/op.h"
 #include "status.h"
 

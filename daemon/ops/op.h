@@ -175,14 +175,6 @@ extern const struct op_def op_defs_elementwise[];
 extern const struct op_def op_defs_layout[], op_defs_create[];
 extern const struct op_def op_defs_linalg[];
 
-/* Record C[b] = A[b] @ B[b] for b < batches on explicit bindings (A [m,k],
- * B [k,n], C [m,n], row-major, in dtype), A and B advancing astride and
- * bstride elements per batch (0: the same matrix for all), with the kernel
- * matmul picks for that size: for ops built on a product (conv2d). Returns
- * 0 or op_fail(). */
-int matmul_record_bound(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding bind[3],
-			int dtype, uint32_t m, uint32_t n, uint32_t k, uint32_t batches,
-			uint32_t astride, uint32_t bstride);
 extern const struct op_def op_defs_conv[];
 extern const struct op_def op_defs_conv_grad[];
 extern const struct op_def op_defs_loss[];
@@ -191,15 +183,5 @@ extern const struct op_def op_defs_norm[];
 extern const struct op_def op_defs_optim[];
 extern const struct op_def op_defs_index[];
 
-/* The storage-buffer binding of tensor `t` (all of it). Fails with
- * RESOURCE_EXHAUSTED when it is larger than the device binds at once. */
-int op_bind(struct op_ctx *ctx, const struct op_tensor *t, bool write, struct gpu_binding *ret);
-
-/* The pipeline of shader "<family>.<variant>". */
-int op_pipeline(struct op_ctx *ctx, const char *family, const char *variant,
-		const struct gpu_pipeline **ret);
-
-/* gpu_rec_dispatch, with failures reported through op_fail. */
-int op_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_pipeline *p,
-		const struct gpu_binding *b, unsigned nb, const void *push, uint32_t push_size,
-		uint64_t invocations, uint32_t local_size);
+/* Binding, pipelines and dispatch for an op's record (op_gpu.c). */
+#include "ops/op_gpu.h"

@@ -1,4 +1,6 @@
 /* The GPU side every op shares: binding tensors, finding pipelines, dispatching. */
+#include "ops/op_gpu.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>

@@ -28,7 +28,7 @@
 #include "status.h"
 #include "store/model.h"
 #include "store/store.h"
-#include "train/train.h"
+#include "train/job.h"
 #include "wire_limits.h"
 
 /* How long to wait before trying again when the device does not re-open. */

@@ -15,11 +15,11 @@
 #include "methods/methods_store.h"
 #include "methods/methods_tensor.h"
 #include "methods/methods_train.h"
+#include "methods/methods_train_run.h"
 #include "methods/request.h"
 #include "persist/checkpoint.h"
 #include "rpc.h"
 #include "status.h"
-#include "train/train.h"
 
 static const struct {
 	const char *name;

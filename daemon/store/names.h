@@ -53,13 +53,3 @@ void names_new_owner(const struct access_cred *creator, const char *key, uint32_
 /* The login name of `uid` into `out` (33 bytes); false when it has none
  * that fits (then `out` holds the decimal uid). */
 bool names_login(uint32_t uid, char *out);
-
-struct store;
-struct models;
-
-/* Move tensors and models restored from a state directory written before
- * namespaces (names that are no key of their owner's namespace) into their owner's namespace: renamed
- * to "<owner>/<name>" (the old checkpoint goes, the new one is written by
- * the next checkpoint), or dropped when that key was restored too (its
- * checkpoint is the newer). Call after the restore, with dirty tracking on. */
-void names_migrate(struct store *s, struct models *ms);

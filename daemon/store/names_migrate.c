@@ -1,5 +1,4 @@
-/* Pre-namespace state directories (names.h, names_migrate). */
-#include "store/names.h"
+#include "store/names_migrate.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -8,6 +7,7 @@
 
 #include "base/log.h"
 #include "store/model.h"
+#include "store/names.h"
 #include "store/store.h"
 
 /* The key of legacy name `name` of `owner` into `key`; its length or -1. */

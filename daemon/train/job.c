@@ -23,7 +23,6 @@
 #include "status.h"
 #include "store/model.h"
 #include "store/store.h"
-#include "train/train.h"
 #include "train/train_parallel.h"
 
 struct train_job {

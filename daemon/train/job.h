@@ -82,3 +82,15 @@ int train_job_start(struct caller *call, const struct train_plan *plan, const ms
 /* The client went away: the run stops at its next turn, without reports
  * but release. */
 void train_job_detach(struct train_job *job);
+
+/* The event loop's idle work: one step of every running job. Returns whether
+ * jobs remain. */
+bool train_jobs_run(void *data);
+
+/* Free every job (at shutdown, after the connections closed). */
+void train_jobs_free(void);
+
+/* Fail every running job with `code` and `message` (its client gets the
+ * error response) and free it: device recovery, before the device its
+ * buffers live on goes (recover.c). Returns how many jobs there were. */
+unsigned train_jobs_abort(int code, const char *message);

@@ -10,7 +10,6 @@
 #include "engine/forward.h"
 #include "store/model.h"
 #include "train/optimizer.h"
-#include "train/train.h"
 
 #define MAX_PARAMS 256
 
@@ -89,3 +88,11 @@ void train_seed_graph(struct graph *gr, unsigned from, uint64_t run_seed, int64_
 /* Store every result of `gr` marked for storing. Returns 0, or -1 after
  * td_fail (out of memory). */
 int train_commit_all(struct caller *call, struct graph *gr);
+
+struct model;
+
+/* Check model `m` against the stored tensors as train.step would (graph,
+ * shapes, parameters, loss, differentiability, optimizer), with a zero
+ * placeholder for each input, without running anything. Returns 0 or
+ * -1 with call->err naming the culprit. */
+int train_model_check(struct caller *call, const struct model *m);

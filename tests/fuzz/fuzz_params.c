@@ -45,7 +45,7 @@
 #include "status.h"
 #include "store/model.h"
 #include "store/store.h"
-#include "train/train.h"
+#include "train/job.h"
 
 #define CHECK(cond)                                                                 \
 	do {                                                                        \

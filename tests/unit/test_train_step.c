@@ -21,7 +21,7 @@
 #include "store/model.h"
 #include "stub_daemon.h"
 #include "train/step.h"
-#include "train/train.h"
+#include "train/step.h"
 
 #define NSTORED 6
 

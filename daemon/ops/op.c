@@ -1,5 +1,7 @@
 /* The op registry: every family's table, lookup by name, and the helpers all
  * ops share. */
+#include "ops/op.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
