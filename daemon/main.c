@@ -24,6 +24,7 @@
 #include "kernels/glsl_compile.h"
 #include "kernels/kernel.h"
 #include "methods/kernel_compile_job.h"
+#include "methods/methods_job.h"
 #include "persist/checkpoint.h"
 #include "persist/persist.h"
 #include "persist/persist_model.h"
@@ -438,6 +439,8 @@ int daemon_restore(struct daemon *d)
 	log_notice("restored %llu tensors (%llu bytes) from %s/tensors in %.3f s",
 		   (unsigned long long)res.tensors, (unsigned long long)res.bytes, d->cfg.state_dir,
 		   (double)(daemon_now_ns(CLOCK_MONOTONIC) - t0) / 1e9);
+	if (jobs_restore(d) < 0)
+		log_warning("cannot read the jobs in %s/jobs; job.list starts empty", d->cfg.state_dir);
 	store_track_dirty(d->store, true);
 	names_migrate(d->store, d->models);
 	r = checkpoint_start(d, &d->checkpoint);
@@ -634,6 +637,7 @@ out:
 	server_free(d.server);
 	recover_fini(&d);
 	train_jobs_free();
+	jobs_shutdown(&d);
 	kernel_compile_jobs_free();
 	kernels_fini(&d);
 	models_free(d.models);

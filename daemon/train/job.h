@@ -81,3 +81,7 @@ int train_job_start(struct caller *call, const struct train_plan *plan, const ms
 /* The client went away: the run stops at its next turn, without reports
  * but release. */
 void train_job_detach(struct train_job *job);
+
+/* job.cancel: the run stops at its next turn and reports its end through
+ * the sink's finish with `stopped` "cancelled". */
+void train_job_cancel(struct train_job *job);
