@@ -153,7 +153,7 @@ static int pack_error(msgpack_packer *pk, const struct job_record *rec)
 
 int jobs_table_pack(msgpack_packer *pk, const struct job_record *rec)
 {
-	if (msgpack_pack_map(pk, 21) || kv_u64(pk, "job", rec->id) || kv_u64(pk, "owner", rec->owner) ||
+	if (msgpack_pack_map(pk, 20) || kv_u64(pk, "job", rec->id) || kv_u64(pk, "owner", rec->owner) ||
 	    tdp_pack_cstr(pk, "state") || tdp_pack_cstr(pk, job_state_name(rec->state)) ||
 	    tdp_pack_cstr(pk, "model") || (rec->model[0] ? tdp_pack_cstr(pk, rec->model) : msgpack_pack_nil(pk)) ||
 	    kv_num(pk, "started", (double)rec->started_ns / 1e9) || tdp_pack_cstr(pk, "ended") ||
