@@ -6,8 +6,10 @@ marks a running job interrupted (the jobs file in the state directory);
 another uid can neither see, watch nor cancel a job (NOT_FOUND) and root
 sees every job; user_max_jobs refuses one job too many.
 Other uids need root (as in CI); without it those parts are skipped."""
+import json
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -269,10 +271,65 @@ def test_restart(tmp):
         c.close()
 
 
+def ctl(d, *args):
+    p = subprocess.run([os.environ["TENSORCTL_BIN"], "--socket", d.sock] + list(args),
+                       capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_tensorctl(d, tmp):
+    """train --detach, jobs, logs [-f], cancel and info through tensorctl."""
+    if not os.environ.get("TENSORCTL_BIN"):
+        print("SKIP tensorctl (TENSORCTL_BIN not set)")
+        return
+    c = d.client()
+    setup_data(c)
+    run = os.path.join(tmp, "run.json")
+    with open(run, "w") as f:
+        json.dump(run_params(steps=400, progress_every=50), f)
+    rc, out, err = ctl(d, "train", run, "--detach")
+    check(rc == 0 and out.strip().isdigit(), "train --detach: %r %r %r" % (rc, out, err))
+    job = int(out.strip() or 0)
+    rc, out, err = ctl(d, "logs", "-f", str(job))
+    check(rc == 0 and "trained 400 steps" in out, "logs -f: %r %r %r" % (rc, out, err))
+    rc, out, err = ctl(d, "--json", "logs", "-f", str(job))
+    lines = [json.loads(l) for l in out.splitlines() if l.strip()]
+    check(rc == 0 and lines and lines[-1]["state"] == "done", "logs -f --json of an ended job: %r" % (out,))
+    rc, out, err = ctl(d, "jobs")
+    rows = [l.split() for l in out.splitlines()[1:]]
+    check(rc == 0 and out.startswith("JOB") and [str(job), "0", "done"] in [r[:3] for r in rows],
+          "jobs: %r" % (out,))
+    rc, out, err = ctl(d, "--json", "jobs")
+    check(rc == 0 and [j["job"] for j in json.loads(out)] == [job], "jobs --json: %r" % (out,))
+    with open(run, "w") as f:
+        json.dump(run_params(steps=10000000), f)
+    rc, out, err = ctl(d, "--json", "train", run, "--detach")
+    long_job = json.loads(out)["job"] if rc == 0 else 0
+    check(rc == 0 and long_job > job, "train --detach --json: %r %r" % (out, err))
+    rc, out, err = ctl(d, "info")
+    check(rc == 0 and "jobs running" in out and any(l.split()[:3] == [str(long_job), "0", "running"]
+                                                   for l in out.splitlines() if l.strip()),
+          "info shows the running job: %r" % (out,))
+    rc, out, err = ctl(d, "logs", str(long_job))
+    check(rc == 0 and "running" in out, "logs of a running job: %r %r" % (out, err))
+    rc, out, err = ctl(d, "cancel", str(long_job))
+    check(rc == 0, "cancel: %r" % (err,))
+    wait_state(c, long_job)
+    rc, out, err = ctl(d, "logs", str(long_job))
+    check(rc == 1 and "cancelled" in out, "logs of a cancelled job: %r %r %r" % (rc, out, err))
+    rc, out, err = ctl(d, "cancel", "999999")
+    check(rc == 1 and "NOT_FOUND" in err, "cancel of no job: %r %r" % (rc, err))
+    rc, out, err = ctl(d, "logs", "x")
+    check(rc == 2, "logs x is a usage error: %r %r" % (rc, err))
+    c.close()
+
+
 def main():
     with Daemon() as d:
         test_detach_finish_and_watch(d)
         test_cancel(d)
+    with Daemon() as d, tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
+        test_tensorctl(d, tmp)
     with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
         test_quota_and_users(tmp)
     with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
