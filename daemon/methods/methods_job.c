@@ -71,8 +71,14 @@ static bool sink_ready(void *data)
 
 static void sink_flush(void *data)
 {
-	for (struct job_watcher *w = ((struct job_record *)data)->watchers; w; w = w->next)
+	struct job_watcher *next;
+
+	/* A connection whose output fails is closed here: its watcher goes
+	 * (watcher_cancel), so the next one is taken first. */
+	for (struct job_watcher *w = ((struct job_record *)data)->watchers; w; w = next) {
+		next = w->next;
 		request_flush(&w->req);
+	}
 }
 
 static void sink_progress(void *data, const struct train_status *st)
