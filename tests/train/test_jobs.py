@@ -160,6 +160,14 @@ def test_cancel(d):
     check(msg is not None and msg[1] == m and msg[3]["state"] == "cancelled", "watcher told: %r" % (msg,))
     check(error_name(c, "job.cancel", {"job": job}) == "FAILED_PRECONDITION", "cancel of an ended job")
     check(error_name(c, "job.stat", {"job": 999999}) == "NOT_FOUND", "no such job")
+    # Finished jobs kept per user: the 16 newest.
+    ids = []
+    for _ in range(17):
+        ids.append(c.call("train.run", run_params(steps=1, detach=True))["job"])
+        wait_state(c, ids[-1])
+    listed = [j["job"] for j in c.call("job.list")["jobs"]]
+    check(listed == ids[::-1][:16], "the 16 newest finished jobs are kept: %r" % (listed,))
+    check(error_name(c, "job.stat", {"job": job}) == "NOT_FOUND", "an old job is forgotten")
     w.close()
     c.close()
 
