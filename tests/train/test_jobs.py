@@ -4,7 +4,8 @@ a detached run survives its client's disconnect and ends as the same run
 attached does; job.cancel; job.watch from another connection; a restart
 marks a running job interrupted (the jobs file in the state directory);
 another uid can neither see, watch nor cancel a job (NOT_FOUND) and root
-sees every job; user_max_jobs refuses one job too many.
+sees every job; user_max_jobs refuses one job too many; a device loss fails
+a job; tensorctl's train --detach, jobs, logs and cancel.
 Other uids need root (as in CI); without it those parts are skipped."""
 import json
 import os
@@ -279,6 +280,29 @@ def test_restart(tmp):
         c.close()
 
 
+def test_device_lost(tmp):
+    """A device loss fails a detached job (DEVICE_LOST, told to its watcher);
+    the restore that follows reads the jobs file again without doubling it."""
+    os.environ["TENSORD_FAULT_DEVICE_LOST"] = "40"
+    try:
+        d = Daemon(["--state-dir", os.path.join(tmp, "state")]).start()
+    finally:
+        del os.environ["TENSORD_FAULT_DEVICE_LOST"]
+    try:
+        c = d.client()
+        setup_data(c)
+        job = c.call("train.run", run_params(steps=10000000, detach=True))["job"]
+        end = c.call("job.watch", {"job": job})
+        check(end["state"] == "failed" and end["error"]["name"] == "DEVICE_LOST" and end["result"] is None,
+              "device loss: %r" % (end,))
+        check(c.call("info")["device_resets"] == 1, "the device was re-created")
+        listed = [j["job"] for j in c.call("job.list")["jobs"]]
+        check(listed == [job], "one record after the restore: %r" % (listed,))
+        c.close()
+    finally:
+        d.stop()
+
+
 def ctl(d, *args):
     p = subprocess.run([os.environ["TENSORCTL_BIN"], "--socket", d.sock] + list(args),
                        capture_output=True, text=True, timeout=120)
@@ -342,6 +366,8 @@ def main():
         test_quota_and_users(tmp)
     with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
         test_restart(tmp)
+    with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
+        test_device_lost(tmp)
     if failures:
         print("%d failures" % len(failures))
         return 1
