@@ -39,6 +39,8 @@ struct ctl {
 	const char *groups;   /* kernel run --groups X[,Y[,Z]] (--push goes in attrs) */
 	const char *device;   /* put, copy, run --device ID */
 	const char *devices;  /* train --devices ID,ID,... */
+	bool detach;          /* train --detach */
+	bool follow;          /* logs -f */
 	struct tensord *td;
 };
 
@@ -126,6 +128,26 @@ int ctl_cmd_model(struct ctl *c);
 int ctl_cmd_evaluate(struct ctl *c);
 int ctl_cmd_predict(struct ctl *c);
 int ctl_cmd_kernel(struct ctl *c);
+/* Detached jobs (ctl_jobs.c): jobs, logs [-f] JOB, cancel JOB. */
+int ctl_cmd_jobs(struct ctl *c);
+int ctl_cmd_logs(struct ctl *c);
+int ctl_cmd_cancel(struct ctl *c);
+
+/* train --detach's answer {"job": N}: print the id (ctl_jobs.c). */
+int ctl_print_job_started(struct ctl *c, const msgpack_object *res);
+
+/* Call job.watch with `params` showing its progress as train does (bar or
+ * JSON lines); the unpacked final answer in `u`, its buffer in *ret_res
+ * (free it after `u`). Returns an exit status with errors printed
+ * (ctl_train.c). */
+int ctl_train_follow(struct ctl *c, const msgpack_sbuffer *params, msgpack_unpacked *u, void **ret_res);
+
+/* Print train.run's result map as train does (ctl_train.c). */
+int ctl_print_train_result(struct ctl *c, const msgpack_object *res);
+
+/* The running jobs of an info result (`jobs`), as lines for people
+ * (ctl_jobs.c); nothing when there are none. */
+void ctl_print_running_jobs(FILE *f, const msgpack_object *info);
 
 /* ---- input files (ctl_input.c): "-" is standard input ---- */
 

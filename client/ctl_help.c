@@ -90,9 +90,9 @@ static const struct {
 		   "Run the graph.run params in FILE (JSON; - reads standard input): many ops\n"
 		   "in one request and one GPU submission.\n\n"
 		   "Example:\n  echo '{\"nodes\": [...], \"outputs\": [...]}' | tensorctl graph -\n" },
-	{ "train", "Usage: tensorctl train FILE.json|- [--devices ID,ID...]\n"
+	{ "train", "Usage: tensorctl train FILE.json|- [--devices ID,ID...] [--detach]\n"
 		   "       tensorctl train --model NAME [FILE.json|-] --data IN=TENSOR... --batch-size N\n"
-		   "             [--epochs N | --steps N] [--devices ID,ID...]\n\n"
+		   "             [--epochs N | --steps N] [--devices ID,ID...] [--detach]\n\n"
 		   "Run a whole training loop in the daemon (train.run), with progress as it goes.\n"
 		   "With --model, --data and --batch-size are required unless FILE gives\n"
 		   "\"data\" and \"batch_size\".\n\n"
@@ -102,9 +102,26 @@ static const struct {
 		   "  --batch-size N       rows per step\n"
 		   "  --epochs N           passes over the data (default 1)\n"
 		   "  --steps N            or this many steps (not both)\n"
-		   "  --devices ID,ID...   data-parallel over these devices\n\n"
+		   "  --devices ID,ID...   data-parallel over these devices\n"
+		   "  --detach             run it as a job that outlives this command: print\n"
+		   "                       the job id at once (see jobs, logs, cancel)\n\n"
 		   "Example:\n  tensorctl train --model mlp --data x=train_x --data y=train_y \\\n"
 		   "      --batch-size 64 --epochs 5\n" },
+	{ "jobs", "Usage: tensorctl jobs\n\n"
+		  "List your detached training jobs (root: everyone's), newest first: id, owner,\n"
+		  "state (running, done, failed, cancelled, interrupted), devices, steps done,\n"
+		  "the last loss, time, model.\n\n"
+		  "Example:\n  tensorctl train run.json --detach && tensorctl jobs\n" },
+	{ "logs", "Usage: tensorctl logs [-f] JOB\n\n"
+		  "Show a job: where it stands, or how it ended (the run's result, or its\n"
+		  "error). Exit status 0 only for a job that ran to its end.\n\n"
+		  "Options:\n"
+		  "  -f, --follow         watch it (job.watch): progress as train shows it,\n"
+		  "                       until it ends; Ctrl-C stops watching, not the job\n\n"
+		  "Example:\n  tensorctl logs -f 3\n" },
+	{ "cancel", "Usage: tensorctl cancel JOB\n\n"
+		    "Stop a running job after its step in progress (what it trained stays).\n\n"
+		    "Example:\n  tensorctl cancel 3\n" },
 	{ "step", "Usage: tensorctl step FILE.json|-\n\n"
 		  "Run one training step (the train.step params in FILE).\n\n"
 		  "Example:\n  tensorctl step step.json\n" },

@@ -306,7 +306,7 @@ void ctl_print_info(FILE *f, const msgpack_object *info)
 {
 	static const char *const known[] = { "version", "protocol", "pid", "uptime", "connections",
 					     "tensors", "devices", "limits", "user", "requests",
-					     "counters", "device_resets", "last_reset", NULL };
+					     "counters", "device_resets", "last_reset", "jobs", NULL };
 	const msgpack_object *devices = tdp_map_find(info, "devices");
 	const msgpack_object *limits = tdp_map_find(info, "limits");
 
@@ -319,6 +319,7 @@ void ctl_print_info(FILE *f, const msgpack_object *info)
 	print_unknown(f, info, known, false);
 	if (devices)
 		ctl_print_devices(f, devices);
+	ctl_print_running_jobs(f, info);
 	print_requests(f, info);
 	if (limits)
 		print_section(f, "limits", limits);

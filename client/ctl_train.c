@@ -422,7 +422,7 @@ static int model_run_params(struct ctl *c, msgpack_sbuffer *out)
 	if (c->npos == 1 && (status = ctl_read_json_map(c->pos[0], what, &file)) != CTL_EXIT_OK)
 		goto out;
 	n = 1 + (c->ndata ? 1 : 0) + (batch ? 1 : 0) + (epochs ? 1 : 0) + (steps ? 1 : 0) +
-	    (c->devices ? 1 : 0);
+	    (c->devices ? 1 : 0) + (c->detach ? 1 : 0);
 	msgpack_packer_init(&pk, &extra, msgpack_sbuffer_write);
 	if (msgpack_pack_map(&pk, n) || tdp_pack_cstr(&pk, "model") || tdp_pack_cstr(&pk, c->model)) {
 		status = ctl_error("out of memory");
@@ -434,7 +434,8 @@ static int model_run_params(struct ctl *c, msgpack_sbuffer *out)
 	if (c->devices && (tdp_pack_cstr(&pk, "devices") ||
 			   (status = ctl_pack_device_list(&pk, "--devices", c->devices)) != CTL_EXIT_OK))
 		goto out;
-	if ((batch && (tdp_pack_cstr(&pk, "batch_size") || msgpack_pack_uint64(&pk, batch))) ||
+	if ((c->detach && (tdp_pack_cstr(&pk, "detach") || msgpack_pack_true(&pk))) ||
+	    (batch && (tdp_pack_cstr(&pk, "batch_size") || msgpack_pack_uint64(&pk, batch))) ||
 	    (epochs && (tdp_pack_cstr(&pk, "epochs") || msgpack_pack_uint64(&pk, epochs))) ||
 	    (steps && (tdp_pack_cstr(&pk, "steps") || msgpack_pack_uint64(&pk, steps))) ||
 	    msgpack_unpack_next(&ue, extra.data, extra.size, &offe) != MSGPACK_UNPACK_SUCCESS ||
@@ -455,7 +456,8 @@ out:
 	return status;
 }
 
-/* train FILE --devices ...: the params of FILE with "devices" put over them. */
+/* train FILE --devices ... --detach: the params of FILE with "devices" and
+ * "detach" put over them. */
 static int file_run_params(struct ctl *c, msgpack_sbuffer *out)
 {
 	const char *what = "{\"nodes\": [...], \"loss\", \"params\", \"data\", ...}";
@@ -471,11 +473,13 @@ static int file_run_params(struct ctl *c, msgpack_sbuffer *out)
 	msgpack_unpacked_init(&ue);
 	msgpack_packer_init(&pk, &extra, msgpack_sbuffer_write);
 	/* The option first: a usage error is reported before the file is read. */
-	if (msgpack_pack_map(&pk, 1) || tdp_pack_cstr(&pk, "devices")) {
+	if (msgpack_pack_map(&pk, (c->devices ? 1 : 0) + (c->detach ? 1 : 0)) ||
+	    (c->detach && (tdp_pack_cstr(&pk, "detach") || msgpack_pack_true(&pk))) ||
+	    (c->devices && tdp_pack_cstr(&pk, "devices"))) {
 		status = ctl_error("out of memory");
 		goto out;
 	}
-	if ((status = ctl_pack_device_list(&pk, "--devices", c->devices)) != CTL_EXIT_OK ||
+	if ((c->devices && (status = ctl_pack_device_list(&pk, "--devices", c->devices)) != CTL_EXIT_OK) ||
 	    (status = ctl_read_json_map(c->pos[0], what, &file)) != CTL_EXIT_OK)
 		goto out;
 	if (msgpack_unpack_next(&ue, extra.data, extra.size, &offe) != MSGPACK_UNPACK_SUCCESS ||
@@ -519,7 +523,7 @@ int ctl_cmd_train(struct ctl *c)
 		msgpack_sbuffer_destroy(&sb);
 	} else if (c->npos == 0) {
 		status = ctl_usage_error("train: missing FILE (or --model NAME)");
-	} else if (c->devices) {
+	} else if (c->devices || c->detach) {
 		msgpack_sbuffer sb;
 
 		msgpack_sbuffer_init(&sb);
@@ -532,10 +536,34 @@ int ctl_cmd_train(struct ctl *c)
 					tensord_train_run_raw, &pg, &u, &res);
 	}
 	if (status == CTL_EXIT_OK)
-		status = print_run_result(c, &u.data);
+		status = c->detach ? ctl_print_job_started(c, &u.data) : print_run_result(c, &u.data);
 	msgpack_unpacked_destroy(&u);
 	free(res);
 	return status;
+}
+
+static int watch_call(struct tensord *td, const void *params, size_t len, void **ret, size_t *ret_len)
+{
+	return tensord_call_raw(td, "job.watch", params, len, ret, ret_len);
+}
+
+int ctl_train_follow(struct ctl *c, const msgpack_sbuffer *params, msgpack_unpacked *u, void **ret_res)
+{
+	struct progress pg = { .c = c, .columns = LINE_MAX_LEN };
+
+	pg.bar = !c->json && isatty(STDERR_FILENO);
+	if (pg.bar) {
+		struct winsize ws;
+
+		if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1)
+			pg.columns = (size_t)ws.ws_col - 1;
+	}
+	return call_with_params(c, params, watch_call, &pg, u, ret_res);
+}
+
+int ctl_print_train_result(struct ctl *c, const msgpack_object *res)
+{
+	return print_run_result(c, res);
 }
 
 static int print_step_result(struct ctl *c, const msgpack_object *res)

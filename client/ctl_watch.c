@@ -310,6 +310,7 @@ static void print_screen_to(FILE *f, const msgpack_object *info, const struct sa
 		fprintf(f, "no device in use\n");
 	if (others > 0)
 		fprintf(f, "(%zu other device%s found, not used)\n", others, others == 1 ? "" : "s");
+	ctl_print_running_jobs(f, info);
 }
 
 /* Sleep until `deadline` (monotonic seconds). */

@@ -59,8 +59,11 @@ static const char usage_text[] =
 	"                               data-parallel over the devices listed\n"
 	"  step FILE.json               run the train.step params in FILE: one step\n"
 	"  train --model NAME [FILE.json] --data IN=TENSOR... --batch-size N\n"
-	"        [--epochs N | --steps N] [--devices ID,ID...]\n"
+	"        [--epochs N | --steps N] [--devices ID,ID...] [--detach]\n"
 	"                               train a defined model (train.run)\n"
+	"  jobs                         list detached training jobs (train --detach)\n"
+	"  logs [-f] JOB                how a job stands or ended; -f follows it\n"
+	"  cancel JOB                   stop a running job\n"
 	"  save PREFIX FILE.safetensors store the tensors named PREFIX... in a file\n"
 	"  load FILE.safetensors [--prefix P]\n"
 	"                               put every tensor of a file (names prefixed by P)\n"
@@ -139,7 +142,9 @@ int ctl_fail(int status, const char *fmt, ...)
 enum opt_id { OPT_SOCKET, OPT_JSON, OPT_HELP, OPT_VERSION, OPT_FILE, OPT_VALUES, OPT_SHAPE,
 	      OPT_DTYPE, OPT_OUT, OPT_ATTR, OPT_WATCH, OPT_INTERVAL, OPT_COUNT, OPT_GROUP, OPT_PREFIX,
 	      OPT_NAME, OPT_MODEL, OPT_DATA, OPT_INPUT, OPT_METRIC, OPT_OUTPUT, OPT_BATCH, OPT_EPOCHS,
-	      OPT_STEPS, OPT_REPLACE, OPT_TENSORS, OPT_PUSH, OPT_GROUPS, OPT_DEVICE, OPT_DEVICES };
+	      OPT_STEPS, OPT_REPLACE, OPT_TENSORS, OPT_PUSH, OPT_GROUPS, OPT_DEVICE, OPT_DEVICES,
+	      OPT_DETACH, OPT_FOLLOW };
+_Static_assert(OPT_FOLLOW < 32, "command_def.opts is a 32-bit mask");
 
 static const struct option_def {
 	const char *name;
@@ -163,6 +168,7 @@ static const struct option_def {
 	{ "replace", 0, false, OPT_REPLACE }, { "tensors", 0, false, OPT_TENSORS },
 	{ "push", 0, true, OPT_PUSH },       { "groups", 0, true, OPT_GROUPS },
 	{ "device", 0, true, OPT_DEVICE }, { "devices", 0, true, OPT_DEVICES },
+	{ "detach", 0, false, OPT_DETACH }, { "follow", 0, false, OPT_FOLLOW },
 };
 
 static const struct command_def {
@@ -192,7 +198,10 @@ static const struct command_def {
 	{ "graph", ctl_cmd_graph, 1, 1, 0, "FILE", false },
 	{ "train", ctl_cmd_train, 0, 1,
 	  1u << OPT_MODEL | 1u << OPT_DATA | 1u << OPT_BATCH | 1u << OPT_EPOCHS | 1u << OPT_STEPS |
-	  1u << OPT_DEVICES, "FILE", false },
+	  1u << OPT_DEVICES | 1u << OPT_DETACH, "FILE", false },
+	{ "jobs", ctl_cmd_jobs, 0, 0, 0, "", false },
+	{ "logs", ctl_cmd_logs, 1, 1, 1u << OPT_FOLLOW, "JOB", false },
+	{ "cancel", ctl_cmd_cancel, 1, 1, 0, "JOB", false },
 	{ "step", ctl_cmd_step, 1, 1, 0, "FILE", false },
 	{ "save", ctl_cmd_save, 2, 2, 0, "PREFIX", false },
 	{ "load", ctl_cmd_load, 1, 1, 1u << OPT_PREFIX, "FILE", false },
@@ -306,6 +315,9 @@ int main(int argc, char **argv)
 				c.pos[c.npos++] = arg;
 			continue;
 		}
+		/* logs -f: -f is --file elsewhere, --follow here (as tail -f). */
+		if (c.command && strcmp(c.command, "logs") == 0 && strcmp(arg, "-f") == 0)
+			arg = "--follow";
 		o = find_option(arg, &value);
 		if (!o) {
 			status = ctl_usage_error("unknown option '%s' (see tensorctl --help)", arg);
@@ -351,6 +363,8 @@ int main(int argc, char **argv)
 		case OPT_GROUPS: c.groups = value; break;
 		case OPT_DEVICE: c.device = value; break;
 		case OPT_DEVICES: c.devices = value; break;
+		case OPT_DETACH: c.detach = true; break;
+		case OPT_FOLLOW: c.follow = true; break;
 		}
 	}
 	if (help || (c.command && strcmp(c.command, "help") == 0)) {

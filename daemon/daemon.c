@@ -7,6 +7,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "methods/methods_job.h"
 #include "persist/checkpoint.h"
 #include "persist/persist.h"
 #include "persist/persist_model.h"
@@ -50,6 +51,8 @@ int daemon_restore(struct daemon *d)
 	log_notice("restored %llu tensors (%llu bytes) from %s/tensors in %.3f s",
 		   (unsigned long long)res.tensors, (unsigned long long)res.bytes, d->cfg.state_dir,
 		   (double)(daemon_now_ns(CLOCK_MONOTONIC) - t0) / 1e9);
+	if (jobs_restore(d) < 0)
+		log_warning("cannot read the jobs in %s/jobs; job.list starts empty", d->cfg.state_dir);
 	store_track_dirty(d->store, true);
 	names_migrate(d->store, d->models);
 	r = checkpoint_start(d, &d->checkpoint);

@@ -24,6 +24,7 @@
 #include "kernels/glsl_compile.h"
 #include "kernels/kernel.h"
 #include "methods/kernel_compile_job.h"
+#include "methods/methods_job.h"
 #include "persist/checkpoint.h"
 #include "persist/persist.h"
 #include "persist/persist_model.h"
@@ -590,6 +591,7 @@ out:
 	server_free(d.server);
 	recover_fini(&d);
 	train_jobs_free();
+	jobs_shutdown(&d);
 	kernel_compile_jobs_free();
 	kernels_fini(&d);
 	models_free(d.models);

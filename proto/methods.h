@@ -25,6 +25,10 @@
 #define TDP_METHOD_KERNEL_RUN "kernel.run"
 #define TDP_METHOD_KERNEL_LIST "kernel.list"
 #define TDP_METHOD_KERNEL_DELETE "kernel.delete"
+#define TDP_METHOD_JOB_LIST "job.list"
+#define TDP_METHOD_JOB_STAT "job.stat"
+#define TDP_METHOD_JOB_CANCEL "job.cancel"
+#define TDP_METHOD_JOB_WATCH "job.watch"
 
 /* Notification the daemon sends before closing a connection whose byte stream
  * it could not parse: params are [ {code, name, message} ]. */

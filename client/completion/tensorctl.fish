@@ -46,6 +46,11 @@ complete -c tensorctl -n '__fish_seen_subcommand_from train' -l batch-size -x
 complete -c tensorctl -n '__fish_seen_subcommand_from train' -l epochs -x
 complete -c tensorctl -n '__fish_seen_subcommand_from train' -l steps -x
 complete -c tensorctl -n '__fish_seen_subcommand_from train' -l devices -x
+complete -c tensorctl -n '__fish_seen_subcommand_from train' -l detach
+complete -c tensorctl -n '__tensorctl_no_command' -a 'jobs' -d 'list detached training jobs'
+complete -c tensorctl -n '__tensorctl_no_command' -a 'logs' -d 'show or follow a job'
+complete -c tensorctl -n '__fish_seen_subcommand_from logs' -l follow -s f
+complete -c tensorctl -n '__tensorctl_no_command' -a 'cancel' -d 'stop a job'
 complete -c tensorctl -n '__tensorctl_no_command' -a 'step' -d 'one training step'
 complete -c tensorctl -n '__tensorctl_no_command' -a 'save' -d 'save tensors in a file'
 complete -c tensorctl -n '__tensorctl_no_command' -a 'load' -d 'put every tensor of a file'
@@ -99,6 +104,12 @@ function __tensorctl_args --description 'the positional kinds of a command'
             echo 'file:json'
         case 'train'
             echo 'file:json'
+        case 'jobs'
+            echo ''
+        case 'logs'
+            echo '-'
+        case 'cancel'
+            echo '-'
         case 'step'
             echo 'file:json'
         case 'save'
@@ -146,7 +157,7 @@ function __tensorctl_subs
     end
 end
 set -g __tensorctl_ops abs adam_m adam_param adam_v add arange argmax argmin avg_pool2d avg_pool2d_grad batch_norm binary_cross_entropy_with_logits cast clamp concat conv2d conv2d_grad_input conv2d_grad_weight copy cos cross_entropy div eq erf exp full gather ge gelu gt index_add index_select layer_norm le log log_softmax lt matmul max max_pool2d max_pool2d_grad maximum mean min minimum mse mul ne neg nll one_hot ones pad permute pow prod rand randn relu reshape rms_norm rsqrt sgd_buf sgd_param sigmoid silu sin slice softmax softplus sqrt stack std sub sum tanh transpose var where zeros
-set -g __tensorctl_commands ping info metrics ls stat rm sync chmod put copy cp get run graph train step save load model evaluate predict kernel help
+set -g __tensorctl_commands ping info metrics ls stat rm sync chmod put copy cp get run graph train jobs logs cancel step save load model evaluate predict kernel help
 set -g __tensorctl_value_opts --a --attr --batch-size --c --count --data --device --devices --dtype --epochs --f --file --g --group --groups --input --interval --metric --model --n --name --o --out --output --prefix --push --shape --socket --steps --values
 
 function __tensorctl_socket

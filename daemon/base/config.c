@@ -52,6 +52,7 @@ void config_defaults(struct config *c)
 	c->user_max_buffer_bytes = (uint64_t)1536 << 20;
 	c->user_max_models = 64;
 	c->user_max_kernels = 16;
+	c->user_max_jobs = 4;
 	c->request_timeout_ms = 10000;
 	c->stop_timeout = 15;
 	c->kernel_group = -1;
@@ -252,6 +253,7 @@ static const struct config_key keys[] = {
 	{ "user_max_buffer_bytes", KEY_SIZE, FIELD(user_max_buffer_bytes), 0, (uint64_t)1 << 50, RELOAD },
 	{ "user_max_models", KEY_COUNT, FIELD(user_max_models), 0, 1000000, RELOAD },
 	{ "user_max_kernels", KEY_COUNT, FIELD(user_max_kernels), 1, 64, RELOAD },
+	{ "user_max_jobs", KEY_COUNT, FIELD(user_max_jobs), 1, 1000, RELOAD },
 	{ "request_timeout", KEY_MS, FIELD(request_timeout_ms), 100, 3600 * 1000, RELOAD },
 	{ "stop_timeout", KEY_COUNT, FIELD(stop_timeout), 0, 3600, RELOAD },
 	{ "kernel_group", KEY_GROUP, FIELD(kernel_group), 0, 0, RELOAD },

@@ -39,6 +39,7 @@ struct config {
 	uint64_t user_max_buffer_bytes; /* input + output buffered for one uid's connections, 0 = none */
 	uint64_t user_max_models;   /* models one uid may own, 0 = none beyond the daemon's */
 	uint64_t user_max_kernels;  /* kernels one uid may own */
+	uint64_t user_max_jobs;     /* detached train.run jobs one uid may have running */
 	uint64_t request_timeout_ms; /* any GPU submission's time limit */
 	uint64_t stop_timeout;      /* seconds from SIGTERM to exit at the latest, 0 = none */
 	/* docs/kernels.md: clients' compute kernels */

@@ -1,5 +1,6 @@
 /* ping and info. */
 #include "methods/methods_core.h"
+#include "methods/methods_job.h"
 
 #include <errno.h>
 #include <time.h>
@@ -114,7 +115,7 @@ static int write_devices(msgpack_packer *pk, const struct daemon *d)
 
 static int write_limits(msgpack_packer *pk, const struct config *c)
 {
-	return msgpack_pack_map(pk, 23) ||
+	return msgpack_pack_map(pk, 24) ||
 	       kv_u64(pk, "max_message_bytes", c->max_message_bytes) ||
 	       kv_u64(pk, "max_tensor_bytes", c->max_tensor_bytes) ||
 	       kv_u64(pk, "max_depth", TDP_MAX_DEPTH) ||
@@ -135,6 +136,7 @@ static int write_limits(msgpack_packer *pk, const struct config *c)
 	       kv_u64(pk, "user_max_buffer_bytes", c->user_max_buffer_bytes) ||
 	       kv_u64(pk, "user_max_models", c->user_max_models) ||
 	       kv_u64(pk, "user_max_kernels", c->user_max_kernels) ||
+	       kv_u64(pk, "user_max_jobs", c->user_max_jobs) ||
 	       kv_u64(pk, "request_timeout_ms", c->request_timeout_ms) ||
 	       kv_u64(pk, "kernel_timeout_ms", c->kernel_timeout_ms) ||
 	       kv_u64(pk, "turn_budget", DAEMON_TURN_BUDGET);
@@ -279,7 +281,7 @@ int method_info(struct request *req)
 	if (params_none(req) < 0)
 		return -1;
 	store_totals(d->store, &count, &bytes);
-	fail = tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 13) ||
+	fail = tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 14) ||
 	       kv_str(pk, "version", TENSORD_VERSION) ||
 	       kv_u64(pk, "protocol", TDP_PROTOCOL_VERSION) ||
 	       kv_u64(pk, "pid", (uint64_t)getpid()) ||
@@ -294,6 +296,7 @@ int method_info(struct request *req)
 	       tdp_pack_cstr(pk, "limits") || write_limits(pk, &d->cfg) ||
 	       tdp_pack_cstr(pk, "counters") || write_counters(pk, d) ||
 	       tdp_pack_cstr(pk, "user") || write_user(pk, req) ||
+	       tdp_pack_cstr(pk, "jobs") || job_pack_running(pk, &req->call) ||
 	       write_resets(pk, d, req->call.cred.uid);
 	if (fail)
 		return request_fail(req, TDP_INTERNAL, "out of memory");

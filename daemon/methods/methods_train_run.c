@@ -14,6 +14,7 @@
 #include "daemon.h"
 #include "devices.h"
 #include "engine/forward.h"
+#include "methods/methods_job.h"
 #include "methods/methods_model.h"
 #include "methods/methods_train.h"
 #include "pack.h"
@@ -63,15 +64,18 @@ static int kv_int(msgpack_packer *pk, const char *k, uint64_t v)
 	return tdp_pack_cstr(pk, k) || msgpack_pack_uint64(pk, v);
 }
 
-static void client_progress(void *data, const struct train_status *st)
+int train_pack_progress(msgpack_packer *pk, const struct train_status *st)
 {
-	msgpack_packer *pk = &client_of(data)->pk;
-
-	(void)(notify_head(pk, "train.progress", 9) || kv_int(pk, "step", (uint64_t)st->step) ||
+	return notify_head(pk, "train.progress", 9) || kv_int(pk, "step", (uint64_t)st->step) ||
 	       kv_int(pk, "run_step", st->run_step) || kv_int(pk, "steps", st->steps) ||
 	       kv_int(pk, "epoch", st->epoch) || kv_int(pk, "epochs", st->epochs) ||
 	       kv_num(pk, "loss", st->loss) || kv_num(pk, "lr", st->lr) ||
-	       kv_num(pk, "samples_per_s", st->samples_per_s) || kv_num(pk, "elapsed", st->elapsed));
+	       kv_num(pk, "samples_per_s", st->samples_per_s) || kv_num(pk, "elapsed", st->elapsed);
+}
+
+static void client_progress(void *data, const struct train_status *st)
+{
+	(void)train_pack_progress(&client_of(data)->pk, st);
 }
 
 static int write_eval(msgpack_packer *pk, const struct train_status *st)
@@ -84,33 +88,43 @@ static int write_eval(msgpack_packer *pk, const struct train_status *st)
 	return 0;
 }
 
-static void client_eval(void *data, const struct train_status *st)
+int train_pack_eval(msgpack_packer *pk, const struct train_status *st)
 {
-	msgpack_packer *pk = &client_of(data)->pk;
-
-	(void)(notify_head(pk, "train.eval", 5) || kv_int(pk, "step", (uint64_t)st->step) ||
-	       kv_int(pk, "run_step", st->run_step) || kv_int(pk, "epoch", st->epoch) || write_eval(pk, st));
+	return notify_head(pk, "train.eval", 5) || kv_int(pk, "step", (uint64_t)st->step) ||
+	       kv_int(pk, "run_step", st->run_step) || kv_int(pk, "epoch", st->epoch) || write_eval(pk, st);
 }
 
-static void client_finish(void *data, const struct train_status *st, const char *stopped)
+static void client_eval(void *data, const struct train_status *st)
 {
-	struct run_client *cl = client_of(data);
-	msgpack_packer *pk = &cl->pk;
+	(void)train_pack_eval(&client_of(data)->pk, st);
+}
+
+int train_pack_result(msgpack_packer *pk, const struct train_status *st, const char *stopped)
+{
 	bool dp = st->ndev > 1;
 
-	if (tdp_write_result_head(pk, cl->req.msgid) < 0 || msgpack_pack_map(pk, 7 + (dp ? 2 : 0)) ||
+	if (msgpack_pack_map(pk, 7 + (dp ? 2 : 0)) ||
 	    kv_int(pk, "steps", st->run_step) || kv_int(pk, "epochs", st->epochs_done) ||
 	    kv_num(pk, "loss", st->loss) || kv_num(pk, "seconds", st->elapsed) ||
 	    kv_num(pk, "samples_per_s", st->samples_per_s) ||
 	    tdp_pack_cstr(pk, "stopped") || tdp_pack_cstr(pk, stopped) || tdp_pack_cstr(pk, "eval") ||
 	    (st->has_eval ? (msgpack_pack_map(pk, 2) || write_eval(pk, st)) : msgpack_pack_nil(pk)))
-		return;
-	if (!dp || tdp_pack_cstr(pk, "devices") || msgpack_pack_array(pk, st->ndev))
-		return;
+		return -1;
+	if (!dp)
+		return 0;
+	if (tdp_pack_cstr(pk, "devices") || msgpack_pack_array(pk, st->ndev))
+		return -1;
 	for (unsigned i = 0; i < st->ndev; i++)
 		if (msgpack_pack_uint32(pk, st->devs[i]))
-			return;
-	kv_num(pk, "replica_max_diff", st->replica_max_diff);
+			return -1;
+	return kv_num(pk, "replica_max_diff", st->replica_max_diff);
+}
+
+static void client_finish(void *data, const struct train_status *st, const char *stopped)
+{
+	struct run_client *cl = client_of(data);
+
+	(void)(tdp_write_result_head(&cl->pk, cl->req.msgid) < 0 || train_pack_result(&cl->pk, st, stopped));
 }
 
 static void client_fail(void *data, const struct td_error *err)
@@ -293,7 +307,7 @@ int method_train_run(struct request *req)
 	struct source src;
 	struct run_params rp = { .shuffle = true, .accumulate_steps = 1 };
 	param_name model;
-	bool has_model;
+	bool has_model, detach = false;
 	const struct param p[] = {
 		PARAM_OPT("nodes", PARAM_ARRAY, src.nodes),
 		PARAM_OPT_OBJ("loss", PARAM_STR, src.loss),
@@ -312,6 +326,7 @@ int method_train_run(struct request *req)
 		PARAM_OPT_GIVEN("model", PARAM_TENSOR_KEY, model, has_model),
 		PARAM_OPT("devices", PARAM_ARRAY, rp.devices),
 		PARAM_OPT("accumulate_steps", PARAM_UINT, rp.accumulate_steps),
+		PARAM_OPT("detach", PARAM_BOOL, detach),
 	};
 	struct train_plan *plan = NULL;
 	struct run_client *cl = NULL;
@@ -344,6 +359,13 @@ int method_train_run(struct request *req)
 						     .eps = 1e-8, .gamma = 0.1, .step_size = 1 };
 	if (!plan->spec.opt.schedule[0])
 		strcpy(plan->spec.opt.schedule, "constant");
+	if (detach) {
+		char shown[NAMES_SHOWN_MAX];
+
+		r = job_start_detached(req, plan, src.m ? &src.m->u.data : NULL,
+				       src.m ? lookup_show(&req->call, src.m->name, shown) : "");
+		goto out;
+	}
 	if (train_job_start(&req->call, plan, req->params, src.m ? &src.m->u.data : NULL, &client_sink, cl,
 			    &cl->job) < 0)
 		goto out;

@@ -10,6 +10,7 @@
 #include "methods.h"
 #include "methods/methods_core.h"
 #include "methods/methods_graph.h"
+#include "methods/methods_job.h"
 #include "methods/methods_kernel.h"
 #include "methods/methods_model.h"
 #include "methods/methods_store.h"
@@ -49,6 +50,10 @@ static const struct {
 	{ TDP_METHOD_KERNEL_RUN, method_kernel_run },
 	{ TDP_METHOD_KERNEL_LIST, method_kernel_list },
 	{ TDP_METHOD_KERNEL_DELETE, method_kernel_delete },
+	{ TDP_METHOD_JOB_LIST, method_job_list },
+	{ TDP_METHOD_JOB_STAT, method_job_stat },
+	{ TDP_METHOD_JOB_CANCEL, method_job_cancel },
+	{ TDP_METHOD_JOB_WATCH, method_job_watch },
 };
 
 #define METHOD_COUNT (sizeof(method_table) / sizeof(method_table[0]))

@@ -31,6 +31,7 @@ struct train_job {
 	const struct train_sink *sink;
 	void *sink_data;
 	bool detached;             /* the client went away */
+	bool cancelled;            /* job.cancel: stop at the next turn, reported */
 	struct train_job *next;
 	struct tdp_buf raw;        /* a copy of the request's params and the model */
 	msgpack_unpacked params;   /* decoded from raw */
@@ -342,6 +343,12 @@ void train_job_detach(struct train_job *job)
 	job->detached = true;
 }
 
+void train_job_cancel(struct train_job *job)
+{
+	job->cancelled = true;
+	loop_wake_idle(job->call.d->loop);
+}
+
 bool train_jobs_run(void *data)
 {
 	struct train_job **pp = &jobs;
@@ -352,8 +359,12 @@ bool train_jobs_run(void *data)
 		struct train_job *job = *pp;
 		bool go_on = !job->detached;
 
-		if (go_on && job->sink->ready(job->sink_data))
+		if (go_on && job->cancelled) {
+			job_finish(job, "cancelled");
+			go_on = false;
+		} else if (go_on && job->sink->ready(job->sink_data)) {
 			go_on = job_step(job);
+		}
 		if (!job->detached)
 			job->sink->flush(job->sink_data);
 		if (!go_on) {

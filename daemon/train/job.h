@@ -83,6 +83,10 @@ int train_job_start(struct caller *call, const struct train_plan *plan, const ms
  * but release. */
 void train_job_detach(struct train_job *job);
 
+/* job.cancel: the run stops at its next turn and reports its end through
+ * the sink's finish with `stopped` "cancelled". */
+void train_job_cancel(struct train_job *job);
+
 /* The event loop's idle work: one step of every running job. Returns whether
  * jobs remain. */
 bool train_jobs_run(void *data);

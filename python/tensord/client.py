@@ -15,7 +15,7 @@ import selectors
 import socket
 import struct
 import time
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import msgpack
 import numpy as np
@@ -348,7 +348,7 @@ class _Methods:
                   *, on_progress: Optional[Callable[[Result], None]] = None,
                   on_eval: Optional[Callable[[Result], None]] = None,
                   on_notify: Optional[NotifyFn] = None, devices: Optional[Sequence[int]] = None,
-                  **options: Any) -> Any:
+                  detach: bool = False, **options: Any) -> Any:
         """A whole training run in the daemon (docs/training.md). `options` are
         the other params of train.run (optimizer, epochs or steps, seed,
         shuffle, start_step, progress_every, eval, stop_loss).
@@ -362,7 +362,11 @@ class _Methods:
         `on_eval(e)` each ``train.eval`` map, and `on_notify(method, params)`
         any other notification. An exception raised by a callback closes the
         connection, which cancels the run after its current step, and is
-        raised here. Returns the run's result map."""
+        raised here. Returns the run's result map.
+
+        With `detach=True` the run becomes a job that outlives the connection
+        (docs/protocol.md, "Jobs"): the daemon answers at once and this
+        returns the job id (an int) for job(), watch() and cancel()."""
         def notify(method, p):
             if method == "train.progress" and on_progress:
                 on_progress(p)
@@ -380,7 +384,25 @@ class _Methods:
             except TypeError:
                 raise InvalidArgument("devices must be a list of device ids") from None
         req.update(options)
+        if detach:
+            req["detach"] = True
+            return self._do("train.run", req, lambda r: r["job"])
         return self._do("train.run", req, None, notify)
+
+    # ---- detached jobs (docs/protocol.md, "Jobs") ----
+    def jobs(self) -> Any:
+        """Your detached jobs (root: everyone's), newest first: a list of
+        job.stat maps ({"job", "owner", "state", "run_step", "steps", "loss",
+        ..., "result", "error"})."""
+        return self._do("job.list", None, lambda r: r["jobs"])
+
+    def job(self, job: int) -> Any:
+        """One job's job.stat map; NotFound for no job or another user's."""
+        return self._do("job.stat", {"job": job})
+
+    def cancel(self, job: int) -> Any:
+        """Stop a running job after its current step: ``{"job", "cancelling"}``."""
+        return self._do("job.cancel", {"job": job})
 
 
 class Client(_Methods):
@@ -477,6 +499,36 @@ class Client(_Methods):
         if isinstance(limits, dict) and isinstance(limits.get("max_message_bytes"), int):
             self.max_message_bytes = limits["max_message_bytes"]
         return result
+
+    def watch(self, job: int) -> Iterator[Tuple[str, Any]]:
+        """Follow a detached job (job.watch): yields ``("progress", map)`` and
+        ``("eval", map)`` as train_run's callbacks get them, then
+        ``("end", job.stat map)`` once it has ended (at once for an ended
+        job). Other requests on this connection wait until the end; leaving
+        the loop early closes the connection (the job runs on)::
+
+            job = c.train_run(nodes, "loss", ["w"], data=..., batch_size=32, detach=True)
+            for event, m in c.watch(job):
+                print(event, m.get("loss"))
+        """
+        notes: collections.deque = collections.deque()
+        kinds = {"train.progress": "progress", "train.eval": "eval"}
+        pending = self.submit("job.watch", {"job": job}, None,
+                              lambda method, p: notes.append((kinds.get(method, method), p)))
+        finished = False
+        try:
+            while True:
+                while notes:
+                    yield notes.popleft()
+                if pending.done():
+                    break
+                self._select()
+                self._read_some()
+            finished = True
+        finally:
+            if not finished:
+                self._interrupted()
+        yield ("end", pending.result())
 
     def pipeline(self) -> "Pipeline":
         """A Pipeline on this connection (see Pipeline)."""

@@ -67,12 +67,14 @@ expect "cp a b -" --socket --json --help --version --device
 expect "train --dev" --devices
 expect "train --devices " 
 expect "train --model m --devices 0,1 -" --socket --json --help --version --model --data \
-	--batch-size --epochs --steps --devices
+	--batch-size --epochs --steps --devices --detach
 expect "put x --dtype " f32 f16 bf16 i32 u8
 expect "put x --dtype b" bf16
 expect "put x --values " 
 expect "info --w" --watch
 expect "info --watch --" --socket --json --help --version --watch --interval --count
+expect "logs -" --socket --json --help --version --follow
+expect "train --det" --detach
 expect "get x --o" --out
 expect "run add a -" --socket --json --help --version --out --attr --device
 expect "ping " 

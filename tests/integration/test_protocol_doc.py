@@ -500,6 +500,67 @@ def call_kernel_delete(c):
     assert c.call("kernel.delete", {"name": "doc/k"}) == {"deleted": True}
 
 
+JOB_STAT_KEYS = {"job", "owner", "state", "model", "started", "ended", "step", "run_step", "steps",
+                 "epoch", "epochs", "loss", "lr", "samples_per_s", "elapsed", "eval", "devices",
+                 "stopped", "error", "result"}
+
+
+def job_start(c, steps):
+    """A detached run of `steps` steps; returns its id."""
+    c.call("tensor.put", {"name": "doc/jx", "dtype": "f32", "shape": [8, 1],
+                          "data": struct.pack("<8f", *range(8))})
+    c.call("tensor.put", {"name": "doc/jw", "dtype": "f32", "shape": [1, 1], "data": bytes(4)})
+    res = c.call("train.run", {"nodes": [{"id": "h", "op": "matmul", "inputs": ["xb", "doc/jw"]},
+                                         {"id": "L", "op": "mse", "inputs": ["h", "xb"]}],
+                               "loss": "L", "params": ["doc/jw"], "data": {"xb": "doc/jx"},
+                               "batch_size": 4, "steps": steps, "detach": True})
+    assert set(res) == {"job"}, res
+    return res["job"]
+
+
+def job_end(c, job):
+    while True:
+        st = c.call("job.stat", {"job": job})
+        if st["state"] != "running":
+            return st
+
+
+def call_job_list(c):
+    job = job_start(c, 4)
+    job_end(c, job)
+    jobs = c.call("job.list")["jobs"]
+    assert jobs and jobs[0]["job"] == job and set(jobs[0]) == JOB_STAT_KEYS, jobs
+
+
+def call_job_stat(c):
+    job = job_start(c, 4)
+    st = job_end(c, job)
+    assert set(st) == JOB_STAT_KEYS and st["state"] == "done" and st["result"]["steps"] == 4, st
+    e, _ = c.call_full("job.stat", {"job": 1 << 40})
+    assert e["name"] == "NOT_FOUND", e
+
+
+def call_job_cancel(c):
+    job = job_start(c, 10000000)
+    assert c.call("job.cancel", {"job": job}) == {"job": job, "cancelling": True}
+    st = job_end(c, job)
+    assert st["state"] == "cancelled" and st["stopped"] == "cancelled", st
+
+
+def call_job_watch(c):
+    job = job_start(c, 200)
+    msgid = c.request("job.watch", {"job": job})
+    while True:
+        msg = c.recv()
+        assert msg is not None, "closed during job.watch"
+        if msg[0] == 2:
+            assert msg[1] == "train.progress", msg
+            continue
+        assert msg[1] == msgid and msg[2] is None, msg
+        break
+    assert set(msg[3]) == JOB_STAT_KEYS and msg[3]["state"] == "done", msg[3]
+
+
 CALLS = {
     "ping": call_ping,
     "info": call_info,
@@ -525,6 +586,10 @@ CALLS = {
     "kernel.run": call_kernel_run,
     "kernel.list": call_kernel_list,
     "kernel.delete": call_kernel_delete,
+    "job.list": call_job_list,
+    "job.stat": call_job_stat,
+    "job.cancel": call_job_cancel,
+    "job.watch": call_job_watch,
 }
 
 

@@ -1,0 +1,234 @@
+/* tensorctl jobs, logs [-f] JOB and cancel JOB: detached train.run jobs
+ * (docs/protocol.md, "Jobs"), and the running jobs info shows. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "json.h"
+#include "pack.h"
+
+/* A str field for "%.*s"; "-" when absent or nil. */
+static const char *str_field(const msgpack_object *m, const char *key, int *ret_len)
+{
+	const msgpack_object *o = tdp_map_find(m, key);
+
+	if (!o || o->type != MSGPACK_OBJECT_STR) {
+		*ret_len = 1;
+		return "-";
+	}
+	*ret_len = o->via.str.size > 64 ? 64 : (int)o->via.str.size;
+	return o->via.str.ptr;
+}
+
+static uint64_t uint_field(const msgpack_object *m, const char *key)
+{
+	uint64_t v = 0;
+
+	(void)tdp_obj_uint(tdp_map_find(m, key), &v);
+	return v;
+}
+
+/* The devices of a job map as "0" or "0,1". */
+static void devices_text(const msgpack_object *m, char *buf, size_t cap)
+{
+	const msgpack_object *d = tdp_map_find(m, "devices");
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (uint32_t i = 0; d && d->type == MSGPACK_OBJECT_ARRAY && i < d->via.array.size && n + 24 < cap; i++) {
+		uint64_t id;
+
+		if (tdp_obj_uint(&d->via.array.ptr[i], &id) == 0)
+			n += (size_t)snprintf(buf + n, cap - n, "%s%" PRIu64, i ? "," : "", id);
+	}
+	if (!buf[0])
+		snprintf(buf, cap, "-");
+}
+
+static void print_header(FILE *f)
+{
+	fprintf(f, "%-6s %-7s %-11s %-4s %-21s %-11s %-9s %s\n", "JOB", "OWNER", "STATE", "DEV", "STEP",
+		"LOSS", "ELAPSED", "MODEL");
+}
+
+static void print_row(FILE *f, const msgpack_object *j)
+{
+	char step[48], dev[64], el[32];
+	int sl, ml;
+	const char *state = str_field(j, "state", &sl), *model = str_field(j, "model", &ml);
+	double loss = 0, elapsed = 0;
+
+	snprintf(step, sizeof(step), "%" PRIu64 "/%" PRIu64, uint_field(j, "run_step"), uint_field(j, "steps"));
+	devices_text(j, dev, sizeof(dev));
+	ctl_map_number(j, "loss", &loss);
+	ctl_map_number(j, "elapsed", &elapsed);
+	ctl_format_duration(el, sizeof(el), elapsed);
+	fprintf(f, "%-6" PRIu64 " %-7" PRIu64 " %-11.*s %-4s %-21s %-11.4g %-9s %.*s\n", uint_field(j, "job"),
+		uint_field(j, "owner"), sl, state, dev, step, loss, el, ml, model);
+}
+
+void ctl_print_running_jobs(FILE *f, const msgpack_object *info)
+{
+	const msgpack_object *jobs = tdp_map_find(info, "jobs");
+
+	if (!jobs || jobs->type != MSGPACK_OBJECT_ARRAY || jobs->via.array.size == 0)
+		return;
+	fprintf(f, "\njobs running\n");
+	print_header(f);
+	for (uint32_t i = 0; i < jobs->via.array.size; i++)
+		print_row(f, &jobs->via.array.ptr[i]);
+}
+
+int ctl_print_job_started(struct ctl *c, const msgpack_object *res)
+{
+	uint64_t id;
+
+	if (tdp_obj_uint(tdp_map_find(res, "job"), &id) < 0)
+		return ctl_error("malformed reply: no job id");
+	if (c->json)
+		printf("{\"job\":%" PRIu64 "}\n", id);
+	else
+		printf("%" PRIu64 "\n", id);
+	return CTL_EXIT_OK;
+}
+
+/* Call `method` with {job: c->pos[0]} (or no params); the result unpacked
+ * into `u`, its buffer in *ret_res. */
+static int call_job(struct ctl *c, const char *method, bool with_id, msgpack_unpacked *u, void **ret_res)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	uint64_t id = 0;
+	size_t len = 0, off = 0;
+	int status = CTL_EXIT_OK, r;
+
+	*ret_res = NULL;
+	if (with_id && (status = ctl_parse_count("JOB", c->pos[0], &id)) != CTL_EXIT_OK)
+		return status;
+	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
+		return status;
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	if (with_id && (msgpack_pack_map(&pk, 1) || tdp_pack_cstr(&pk, "job") || msgpack_pack_uint64(&pk, id))) {
+		msgpack_sbuffer_destroy(&sb);
+		return ctl_error("out of memory");
+	}
+	r = tensord_call_raw(c->td, method, with_id ? sb.data : NULL, with_id ? sb.size : 0, ret_res, &len);
+	msgpack_sbuffer_destroy(&sb);
+	if (r < 0)
+		return ctl_call_failed(c, r);
+	if (msgpack_unpack_next(u, *ret_res, len, &off) != MSGPACK_UNPACK_SUCCESS ||
+	    u->data.type != MSGPACK_OBJECT_MAP)
+		status = ctl_error("malformed reply");
+	return status;
+}
+
+int ctl_cmd_jobs(struct ctl *c)
+{
+	msgpack_unpacked u;
+	const msgpack_object *jobs;
+	void *res;
+	int status;
+
+	msgpack_unpacked_init(&u);
+	status = call_job(c, "job.list", false, &u, &res);
+	if (status == CTL_EXIT_OK) {
+		jobs = tdp_map_find(&u.data, "jobs");
+		if (!jobs || jobs->type != MSGPACK_OBJECT_ARRAY) {
+			status = ctl_error("malformed reply: no jobs");
+		} else if (c->json) {
+			ctl_json_msgpack(stdout, jobs);
+			fputc('\n', stdout);
+		} else {
+			print_header(stdout);
+			for (uint32_t i = 0; i < jobs->via.array.size; i++)
+				print_row(stdout, &jobs->via.array.ptr[i]);
+		}
+	}
+	msgpack_unpacked_destroy(&u);
+	free(res);
+	return status;
+}
+
+int ctl_cmd_cancel(struct ctl *c)
+{
+	msgpack_unpacked u;
+	void *res;
+	int status;
+
+	msgpack_unpacked_init(&u);
+	status = call_job(c, "job.cancel", true, &u, &res);
+	if (status == CTL_EXIT_OK && c->json) {
+		ctl_json_msgpack(stdout, &u.data);
+		fputc('\n', stdout);
+	}
+	msgpack_unpacked_destroy(&u);
+	free(res);
+	return status;
+}
+
+/* A job's end for people: the run's result line, or why it did not end
+ * well (exit status 1). */
+static int print_end(struct ctl *c, const msgpack_object *st)
+{
+	const msgpack_object *result = tdp_map_find(st, "result"), *err = tdp_map_find(st, "error");
+	int sl, ml;
+	const char *state = str_field(st, "state", &sl);
+
+	if (c->json) {
+		ctl_json_msgpack(stdout, st);
+		fputc('\n', stdout);
+	} else if (strncmp(state, "running", (size_t)sl) == 0 && sl == 7) {
+		print_header(stdout);
+		print_row(stdout, st);
+		return CTL_EXIT_OK;
+	} else if (result && result->type == MSGPACK_OBJECT_MAP) {
+		if (ctl_print_train_result(c, result) != CTL_EXIT_OK)
+			return CTL_EXIT_FAIL;
+		if (strncmp(state, "cancelled", (size_t)sl) == 0)
+			printf("job %" PRIu64 " was cancelled\n", uint_field(st, "job"));
+	} else if (err && err->type == MSGPACK_OBJECT_MAP) {
+		const char *msg = str_field(err, "message", &ml);
+
+		ctl_error("job %" PRIu64 " failed: %.*s", uint_field(st, "job"), ml, msg);
+	} else {
+		printf("job %" PRIu64 " %.*s at step %" PRIu64 "/%" PRIu64 "\n", uint_field(st, "job"), sl, state,
+		       uint_field(st, "run_step"), uint_field(st, "steps"));
+	}
+	return strncmp(state, "done", (size_t)sl) == 0 && sl == 4 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
+}
+
+int ctl_cmd_logs(struct ctl *c)
+{
+	msgpack_unpacked u;
+	void *res = NULL;
+	int status;
+
+	msgpack_unpacked_init(&u);
+	if (c->follow) {
+		msgpack_sbuffer sb;
+		msgpack_packer pk;
+		uint64_t id;
+
+		if ((status = ctl_parse_count("JOB", c->pos[0], &id)) != CTL_EXIT_OK)
+			goto out;
+		msgpack_sbuffer_init(&sb);
+		msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+		if (msgpack_pack_map(&pk, 1) || tdp_pack_cstr(&pk, "job") || msgpack_pack_uint64(&pk, id))
+			status = ctl_error("out of memory");
+		else
+			status = ctl_train_follow(c, &sb, &u, &res);
+		msgpack_sbuffer_destroy(&sb);
+		if (status == CTL_EXIT_OK && u.data.type != MSGPACK_OBJECT_MAP)
+			status = ctl_error("malformed reply");
+	} else {
+		status = call_job(c, "job.stat", true, &u, &res);
+	}
+	if (status == CTL_EXIT_OK)
+		status = print_end(c, &u.data);
+out:
+	msgpack_unpacked_destroy(&u);
+	free(res);
+	return status;
+}

@@ -1,0 +1,331 @@
+/* Detached jobs (methods_job.h): the sink a detached train.run reports
+ * through (into its record in train/jobs_table.h, to the jobs file and to
+ * its watchers) and the job.* handlers. Another user's job is answered
+ * NOT_FOUND like a job that does not exist (docs/security.md, "Jobs"): its
+ * existence is not shown. */
+#include "methods/methods_job.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/clock.h"
+#include "daemon.h"
+#include "methods/params.h"
+#include "pack.h"
+#include "persist/persist_jobs.h"
+#include "rpc.h"
+#include "status.h"
+#include "train/jobs_table.h"
+
+/* Progress is written to the jobs file at most this often. */
+#define SAVE_EVERY_NS ((int64_t)1000000000)
+
+/* A job.watch waiting for the end of its job. */
+struct job_watcher {
+	struct request_deferred def;
+	struct request req;
+	msgpack_packer pk;
+	struct job_record *rec;
+	struct job_watcher *next;
+};
+
+static struct daemon *daemon_of_jobs;
+
+static bool may_see(const struct caller *call, const struct job_record *rec)
+{
+	return call->cred.uid == 0 || rec->owner == (uint32_t)call->cred.uid;
+}
+
+/* Answer every watcher of `rec` with its stat map and let them go. */
+static void answer_watchers(struct job_record *rec)
+{
+	while (rec->watchers) {
+		struct job_watcher *w = rec->watchers;
+
+		rec->watchers = w->next;
+		(void)(tdp_write_result_head(&w->pk, w->req.msgid) < 0 || jobs_table_pack(&w->pk, rec));
+		request_deferred_done(&w->req);
+		free(w);
+	}
+}
+
+static void save(struct job_record *rec, bool progress)
+{
+	int64_t now = daemon_now_ns(CLOCK_MONOTONIC);
+
+	if (progress && now - rec->saved_ns < SAVE_EVERY_NS)
+		return;
+	rec->saved_ns = now;
+	if (daemon_of_jobs)
+		persist_jobs_save(daemon_of_jobs);
+}
+
+static bool sink_ready(void *data)
+{
+	(void)data;
+	return true; /* a slow watcher misses progress notes, it does not hold the run */
+}
+
+static void sink_flush(void *data)
+{
+	struct job_watcher *next;
+
+	/* A connection whose output fails is closed here: its watcher goes
+	 * (watcher_cancel), so the next one is taken first. */
+	for (struct job_watcher *w = ((struct job_record *)data)->watchers; w; w = next) {
+		next = w->next;
+		request_flush(&w->req);
+	}
+}
+
+static void sink_progress(void *data, const struct train_status *st)
+{
+	struct job_record *rec = data;
+
+	jobs_table_note(rec, st);
+	for (struct job_watcher *w = rec->watchers; w; w = w->next)
+		if (!request_backlogged(&w->req))
+			(void)train_pack_progress(&w->pk, st);
+	save(rec, true);
+}
+
+static void sink_eval(void *data, const struct train_status *st)
+{
+	struct job_record *rec = data;
+
+	jobs_table_note(rec, st);
+	for (struct job_watcher *w = rec->watchers; w; w = w->next)
+		if (!request_backlogged(&w->req))
+			(void)train_pack_eval(&w->pk, st);
+}
+
+static void sink_finish(void *data, const struct train_status *st, const char *stopped)
+{
+	struct job_record *rec = data;
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+
+	jobs_table_note(rec, st);
+	rec->state = strcmp(stopped, "cancelled") == 0 ? JOB_CANCELLED : JOB_DONE;
+	snprintf(rec->stopped, sizeof(rec->stopped), "%s", stopped);
+	rec->ended_ns = daemon_now_ns(CLOCK_REALTIME);
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	if (train_pack_result(&pk, st, stopped) == 0 && (rec->result = malloc(sb.size))) {
+		memcpy(rec->result, sb.data, sb.size);
+		rec->result_len = sb.size;
+	}
+	msgpack_sbuffer_destroy(&sb);
+	answer_watchers(rec);
+	save(rec, false);
+}
+
+static void sink_fail(void *data, const struct td_error *err)
+{
+	struct job_record *rec = data;
+
+	rec->state = JOB_FAILED;
+	rec->err_code = err->code ? err->code : TDP_INTERNAL;
+	snprintf(rec->err_message, sizeof(rec->err_message), "%s", err->message);
+	rec->ended_ns = daemon_now_ns(CLOCK_REALTIME);
+	answer_watchers(rec);
+	save(rec, false);
+}
+
+static void sink_release(void *data)
+{
+	struct job_record *rec = data;
+
+	rec->job = NULL;
+	jobs_table_prune(rec->owner, JOBS_KEPT_PER_USER);
+}
+
+static const struct train_sink job_sink = {
+	.ready = sink_ready,
+	.flush = sink_flush,
+	.progress = sink_progress,
+	.eval = sink_eval,
+	.finish = sink_finish,
+	.fail = sink_fail,
+	.release = sink_release,
+};
+
+int job_start_detached(struct request *req, const struct train_plan *plan, const msgpack_object *model_data,
+		       const char *model)
+{
+	struct daemon *d = req->call.d;
+	uint32_t uid = (uint32_t)req->call.cred.uid;
+	struct job_record *rec;
+
+	if (jobs_table_running(uid) >= d->cfg.user_max_jobs)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "uid %u already has %llu jobs running (user_max_jobs)",
+				    (unsigned)uid, (unsigned long long)d->cfg.user_max_jobs);
+	rec = jobs_table_add(uid);
+	if (!rec)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	daemon_of_jobs = d;
+	snprintf(rec->model, sizeof(rec->model), "%s", model);
+	rec->started_ns = daemon_now_ns(CLOCK_REALTIME);
+	rec->steps = plan->total;
+	rec->epochs = plan->epochs;
+	rec->step = plan->start_step - 1;
+	rec->ndev = plan->ndev;
+	memcpy(rec->devs, plan->devs, plan->ndev * sizeof(plan->devs[0]));
+	if (train_job_start(&req->call, plan, req->params, model_data, &job_sink, rec, &rec->job) < 0) {
+		jobs_table_remove(rec);
+		return -1;
+	}
+	save(rec, false);
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 1) ||
+	    tdp_pack_cstr(req->pk, "job") || msgpack_pack_uint64(req->pk, rec->id))
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	return 0;
+}
+
+/* The job named by the request's `job`, if the caller may see it. */
+static struct job_record *find_job(struct request *req)
+{
+	uint64_t id;
+	const struct param p[] = { PARAM_REQ("job", PARAM_UINT, id) };
+	struct job_record *rec;
+
+	if (PARAMS_PARSE(req, p) < 0)
+		return NULL;
+	rec = jobs_table_find(id);
+	if (!rec || !may_see(&req->call, rec)) {
+		request_fail(req, TDP_NOT_FOUND, "no job %llu", (unsigned long long)id);
+		return NULL;
+	}
+	return rec;
+}
+
+int method_job_list(struct request *req)
+{
+	uint32_t n = 0;
+	int fail;
+
+	if (params_none(req) < 0)
+		return -1;
+	for (struct job_record *rec = jobs_table_head(); rec; rec = rec->next)
+		n += may_see(&req->call, rec);
+	fail = tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 1) ||
+	       tdp_pack_cstr(req->pk, "jobs") || msgpack_pack_array(req->pk, n);
+	for (struct job_record *rec = jobs_table_head(); !fail && rec; rec = rec->next)
+		if (may_see(&req->call, rec))
+			fail = jobs_table_pack(req->pk, rec) != 0;
+	return fail ? request_fail(req, TDP_INTERNAL, "out of memory") : 0;
+}
+
+int method_job_stat(struct request *req)
+{
+	struct job_record *rec = find_job(req);
+
+	if (!rec)
+		return -1;
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 || jobs_table_pack(req->pk, rec))
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	return 0;
+}
+
+int method_job_cancel(struct request *req)
+{
+	struct job_record *rec = find_job(req);
+
+	if (!rec)
+		return -1;
+	if (rec->state != JOB_RUNNING || !rec->job)
+		return request_fail(req, TDP_FAILED_PRECONDITION, "job %llu is %s, not running",
+				    (unsigned long long)rec->id, job_state_name(rec->state));
+	train_job_cancel(rec->job);
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 2) ||
+	    tdp_pack_cstr(req->pk, "job") || msgpack_pack_uint64(req->pk, rec->id) ||
+	    tdp_pack_cstr(req->pk, "cancelling") || msgpack_pack_true(req->pk))
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	return 0;
+}
+
+/* The watcher's client went away. */
+static void watcher_cancel(struct request_deferred *def)
+{
+	struct job_watcher *w = (struct job_watcher *)((char *)def - offsetof(struct job_watcher, def));
+
+	for (struct job_watcher **pp = &w->rec->watchers; *pp; pp = &(*pp)->next)
+		if (*pp == w) {
+			*pp = w->next;
+			break;
+		}
+	free(w);
+}
+
+int method_job_watch(struct request *req)
+{
+	struct job_record *rec = find_job(req);
+	struct job_watcher *w;
+
+	if (!rec)
+		return -1;
+	if (rec->state != JOB_RUNNING || !rec->job) {
+		if (tdp_write_result_head(req->pk, req->msgid) < 0 || jobs_table_pack(req->pk, rec))
+			return request_fail(req, TDP_INTERNAL, "out of memory");
+		return 0;
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	w->def.cancel = watcher_cancel;
+	if (request_defer(req, &w->def, &w->req, &w->pk) < 0) {
+		free(w);
+		return -1;
+	}
+	w->rec = rec;
+	w->next = rec->watchers;
+	rec->watchers = w;
+	return REQUEST_DEFERRED;
+}
+
+int job_pack_running(msgpack_packer *pk, const struct caller *call)
+{
+	uint32_t n = 0;
+
+	for (struct job_record *rec = jobs_table_head(); rec; rec = rec->next)
+		n += rec->state == JOB_RUNNING && may_see(call, rec);
+	if (msgpack_pack_array(pk, n))
+		return -1;
+	for (struct job_record *rec = jobs_table_head(); rec; rec = rec->next)
+		if (rec->state == JOB_RUNNING && may_see(call, rec) && jobs_table_pack(pk, rec))
+			return -1;
+	return 0;
+}
+
+int jobs_restore(struct daemon *d)
+{
+	uint64_t n = 0;
+	int r;
+
+	daemon_of_jobs = d;
+	r = persist_jobs_restore(d, &n);
+	if (r == 0 && n)
+		persist_jobs_save(d); /* the running ones are interrupted now */
+	return r;
+}
+
+void jobs_shutdown(struct daemon *d)
+{
+	bool any = false;
+
+	for (struct job_record *rec = jobs_table_head(); rec; rec = rec->next) {
+		rec->job = NULL; /* freed by train_jobs_free */
+		if (rec->state == JOB_RUNNING) {
+			rec->state = JOB_INTERRUPTED;
+			rec->ended_ns = daemon_now_ns(CLOCK_REALTIME);
+			any = true;
+		}
+	}
+	if (any)
+		persist_jobs_save(d);
+	jobs_table_free();
+	daemon_of_jobs = NULL;
+}

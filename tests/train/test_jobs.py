@@ -1,0 +1,379 @@
+#!/usr/bin/python3
+"""Detached train.run jobs against a real tensord (docs/protocol.md, "Jobs"):
+a detached run survives its client's disconnect and ends as the same run
+attached does; job.cancel; job.watch from another connection; a restart
+marks a running job interrupted (the jobs file in the state directory);
+another uid can neither see, watch nor cancel a job (NOT_FOUND) and root
+sees every job; user_max_jobs refuses one job too many; a device loss fails
+a job; tensorctl's train --detach, jobs, logs and cancel.
+Other uids need root (as in CI); without it those parts are skipped."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from daemon import Daemon, as_user  # noqa: E402
+
+USER_A = 65533
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL", what, flush=True)
+
+
+def put(c, name, a):
+    a = np.asarray(a, dtype="<f4")
+    c.call("tensor.put", {"name": name, "dtype": "f32", "shape": list(a.shape), "data": a.tobytes()})
+
+
+def get(c, name):
+    r = c.call("tensor.get", {"name": name})
+    return np.frombuffer(r["data"], dtype="<f4").reshape(r["shape"])
+
+
+NODES = [
+    {"id": "h", "op": "matmul", "inputs": ["xb", "w"]},
+    {"id": "z", "op": "add", "inputs": ["h", "b"]},
+    {"id": "L", "op": "mse", "inputs": ["z", "yb"]},
+]
+
+
+def setup_data(c, suffix=""):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((256, 3))
+    put(c, "x" + suffix, x)
+    put(c, "y" + suffix, x @ np.array([[1.5], [-2.0], [0.5]]) + 0.3)
+    put(c, "w" + suffix, np.zeros((3, 1)))
+    put(c, "b" + suffix, np.zeros(1))
+
+
+def run_params(suffix="", **kw):
+    nodes = [dict(n, inputs=[i + suffix if i in ("w", "b") else i for i in n["inputs"]]) for n in NODES]
+    p = {"nodes": nodes, "loss": "L", "params": ["w" + suffix, "b" + suffix],
+         "optimizer": {"type": "sgd", "lr": 0.05}, "data": {"xb": "x" + suffix, "yb": "y" + suffix},
+         "batch_size": 32, "seed": 7}
+    p.update(kw)
+    return p
+
+
+def wait_state(c, job, states=("done", "failed", "cancelled"), timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = c.call("job.stat", {"job": job})
+        if st["state"] in states:
+            return st
+        time.sleep(0.05)
+    raise AssertionError("job %d did not reach %r: %r" % (job, states, st))
+
+
+def error_name(c, method, params):
+    err, _ = c.call_full(method, params)
+    return err and err["name"]
+
+
+def test_detach_finish_and_watch(d):
+    c = d.client()
+    setup_data(c)
+    # The reference: the same run attached.
+    err, ref = c.call_past_notifications("train.run", run_params(steps=120))
+    check(err is None, "attached run: %r" % (err,))
+    w_ref = get(c, "w").copy()
+    put(c, "w", np.zeros((3, 1)))
+    put(c, "b", np.zeros(1))
+    res = c.call("train.run", run_params(steps=120, detach=True))
+    job = res["job"]
+    check(set(res) == {"job"} and isinstance(job, int), "detached answer: %r" % (res,))
+    c.close()  # the client goes away; the job runs on
+    c = d.client()
+    st = wait_state(c, job)
+    check(st["state"] == "done" and st["stopped"] == "done" and st["run_step"] == 120 and
+          st["steps"] == 120 and st["error"] is None, "finished job: %r" % (st,))
+    check(st["owner"] == 0 and st["ended"] is not None and st["ended"] >= st["started"], "times: %r" % (st,))
+    check(st["result"] is not None and st["result"]["loss"] == ref["loss"] and
+          st["result"]["steps"] == 120, "result %r equals the attached run's %r" % (st["result"], ref))
+    check(np.array_equal(get(c, "w"), w_ref), "the detached run trained the weights as the attached one")
+    listed = c.call("job.list")["jobs"]
+    check([j["job"] for j in listed] == [job], "job.list: %r" % (listed,))
+
+    # job.watch from two other connections: notifications, then the end.
+    res = c.call("train.run", run_params(steps=3000, progress_every=100, detach=True))
+    job2 = res["job"]
+    check(job2 > job, "ids increase: %d after %d" % (job2, job))
+    w1, w2 = d.client(), d.client()
+    m1 = w1.request("job.watch", {"job": job2})
+    m2 = w2.request("job.watch", {"job": job2})
+    for w, m in ((w1, m1), (w2, m2)):
+        notes = []
+        while True:
+            msg = w.recv()
+            check(msg is not None, "watch connection closed")
+            if msg is None:
+                break
+            if msg[0] == 2:
+                notes.append((msg[1], msg[2][0]))
+                continue
+            check(msg[1] == m and msg[2] is None, "watch answer: %r" % (msg,))
+            end = msg[3]
+            break
+        prog = [n for k, n in notes if k == "train.progress"]
+        check(len(prog) >= 2 and prog[-1]["run_step"] == 3000 and
+              all(a["run_step"] < b["run_step"] for a, b in zip(prog, prog[1:])),
+              "watch progress: %d notes, last %r" % (len(prog), prog[-1:] or None))
+        check(end["state"] == "done" and end["result"]["steps"] == 3000, "watch end: %r" % (end,))
+        # the connection serves requests again after the watch
+        check(w.call("ping")["pong"], "watcher's connection works after the end")
+    # a watch of a finished job answers at once
+    st = w1.call("job.watch", {"job": job})
+    check(st["state"] == "done" and st["job"] == job, "watch of a finished job: %r" % (st,))
+    w1.close()
+    w2.close()
+    c.close()
+
+
+def test_cancel(d):
+    c = d.client()
+    res = c.call("train.run", run_params(steps=10000000, detach=True))
+    job = res["job"]
+    time.sleep(0.3)
+    st = c.call("job.stat", {"job": job})
+    check(st["state"] == "running", "running: %r" % (st,))
+    w = d.client()
+    m = w.request("job.watch", {"job": job})
+    r = c.call("job.cancel", {"job": job})
+    check(r == {"job": job, "cancelling": True}, "cancel answer: %r" % (r,))
+    st = wait_state(c, job)
+    check(st["state"] == "cancelled" and st["stopped"] == "cancelled" and 0 < st["run_step"] < 10000000 and
+          st["result"]["stopped"] == "cancelled", "cancelled: %r" % (st,))
+    while True:
+        msg = w.recv()
+        if msg is None or msg[0] == 1:
+            break
+    check(msg is not None and msg[1] == m and msg[3]["state"] == "cancelled", "watcher told: %r" % (msg,))
+    check(error_name(c, "job.cancel", {"job": job}) == "FAILED_PRECONDITION", "cancel of an ended job")
+    check(error_name(c, "job.stat", {"job": 999999}) == "NOT_FOUND", "no such job")
+    # Finished jobs kept per user: the 16 newest.
+    ids = []
+    for _ in range(17):
+        ids.append(c.call("train.run", run_params(steps=1, detach=True))["job"])
+        wait_state(c, ids[-1])
+    listed = [j["job"] for j in c.call("job.list")["jobs"]]
+    check(listed == ids[::-1][:16], "the 16 newest finished jobs are kept: %r" % (listed,))
+    check(error_name(c, "job.stat", {"job": job}) == "NOT_FOUND", "an old job is forgotten")
+    w.close()
+    c.close()
+
+
+def test_quota_and_users(tmp):
+    cfg = os.path.join(tmp, "tensord.conf")
+    with open(cfg, "w") as f:
+        f.write("user_max_jobs = 2\n")
+    os.chmod(tmp, 0o755)
+    os.chmod(cfg, 0o644)
+    with Daemon(["--config", cfg]) as d:
+        os.chmod(d.dir, 0o755)
+        os.chmod(d.sock, 0o666)
+        c = d.client()
+        setup_data(c)
+        a = c.call("train.run", run_params(steps=10000000, detach=True))["job"]
+        b = c.call("train.run", run_params(steps=10000000, detach=True))["job"]
+        err, _ = c.call_full("train.run", run_params(steps=10, detach=True))
+        check(err and err["name"] == "RESOURCE_EXHAUSTED" and "user_max_jobs" in err["message"],
+              "third job refused: %r" % (err,))
+        c.call("job.cancel", {"job": a})
+        wait_state(c, a)
+        third = c.call("train.run", run_params(steps=10, detach=True))["job"]
+        check(wait_state(c, third)["state"] == "done", "a job fits again after a cancel")
+        check(c.call("info")["limits"]["user_max_jobs"] == 2, "info shows user_max_jobs")
+        running = c.call("info")["jobs"]
+        check([j["job"] for j in running] == [b], "info lists the running job: %r" % (running,))
+
+        if os.geteuid() != 0:
+            print("SKIP other uids (not root)")
+            return
+
+        def other():
+            o = d.client()
+            out = {"list": o.call("job.list")["jobs"], "info": o.call("info")["jobs"]}
+            for m in ("job.stat", "job.cancel", "job.watch"):
+                out[m] = error_name(o, m, {"job": b})
+            # a job of its own, on its own tensors, under its own rights
+            setup_data(o, "_a")
+            out["own"] = o.call("train.run", run_params("_a", steps=50, detach=True))["job"]
+            deadline = time.monotonic() + 60
+            while o.call("job.stat", {"job": out["own"]})["state"] == "running" and time.monotonic() < deadline:
+                time.sleep(0.05)
+            out["own_stat"] = o.call("job.stat", {"job": out["own"]})
+            out["w"] = get(o, "w_a").tolist()
+            # training on root's tensors is refused up front
+            err, _ = o.call_full("train.run", dict(run_params(steps=5, detach=True),
+                                                   data={"xb": "~root/x", "yb": "~root/y"}))
+            out["foreign"] = err and err["name"]
+            return out
+
+        out = as_user(USER_A, other)
+        check(out["list"] == [] and out["info"] == [], "another uid sees no jobs: %r" % (out,))
+        for m in ("job.stat", "job.cancel", "job.watch"):
+            check(out[m] == "NOT_FOUND", "%s of another's job: %r" % (m, out[m]))
+        check(c.call("job.stat", {"job": b})["state"] == "running", "the other uid did not cancel it")
+        check(out["own_stat"]["state"] == "done" and out["own_stat"]["owner"] == USER_A,
+              "the other uid's own job: %r" % (out["own_stat"],))
+        check(abs(out["w"][0][0] - 1.5) < 0.5, "its job trained its weights: %r" % (out["w"],))
+        check(out["foreign"] in ("NOT_FOUND", "PERMISSION_DENIED"), "foreign data: %r" % (out["foreign"],))
+        seen = {j["job"]: j["owner"] for j in c.call("job.list")["jobs"]}
+        check(seen.get(out["own"]) == USER_A and b in seen, "root sees every job: %r" % (seen,))
+        c.call("job.cancel", {"job": b})
+        wait_state(c, b)
+        c.close()
+
+
+def test_restart(tmp):
+    state = os.path.join(tmp, "state")
+    d = Daemon(["--state-dir", state]).start()
+    c = d.client()
+    setup_data(c)
+    done = c.call("train.run", run_params(steps=20, detach=True))["job"]
+    wait_state(c, done)
+    job = c.call("train.run", run_params(steps=10000000, progress_every=5, detach=True))["job"]
+    time.sleep(1.5)  # progress is written at most once a second
+    c.call("job.stat", {"job": job})
+    c.close()
+    d.proc.send_signal(signal.SIGKILL)  # a crash: nothing is written at the end
+    d.proc.wait()
+    d.proc = None
+    d._cleanup()
+    with Daemon(["--state-dir", state]) as d:
+        c = d.client()
+        jobs = {j["job"]: j for j in c.call("job.list")["jobs"]}
+        check(set(jobs) == {done, job}, "jobs after the restart: %r" % (sorted(jobs),))
+        if job in jobs:
+            st = jobs[job]
+            check(st["state"] == "interrupted" and st["run_step"] > 0 and st["result"] is None,
+                  "the running job is interrupted, its progress kept: %r" % (st,))
+        if done in jobs:
+            check(jobs[done]["state"] == "done" and jobs[done]["result"]["steps"] == 20,
+                  "the finished job is kept: %r" % (jobs[done],))
+        check(error_name(c, "job.cancel", {"job": job}) == "FAILED_PRECONDITION", "no cancel of an interrupted job")
+        setup_data(c)  # the crash lost what no checkpoint held yet
+        nxt = c.call("train.run", run_params(steps=5, detach=True))["job"]
+        check(nxt > job, "ids go on after the restart: %d after %d" % (nxt, job))
+        wait_state(c, nxt)
+        c.close()
+    # A clean stop (SIGTERM) interrupts a running job too.
+    with Daemon(["--state-dir", state]) as d:
+        c = d.client()
+        late = c.call("train.run", run_params(steps=10000000, detach=True))["job"]
+        c.close()
+    with Daemon(["--state-dir", state]) as d:
+        c = d.client()
+        st = c.call("job.stat", {"job": late})
+        check(st["state"] == "interrupted", "stopped daemon's job: %r" % (st,))
+        c.close()
+
+
+def test_device_lost(tmp):
+    """A device loss fails a detached job (DEVICE_LOST, told to its watcher);
+    the restore that follows reads the jobs file again without doubling it."""
+    os.environ["TENSORD_FAULT_DEVICE_LOST"] = "40"
+    try:
+        d = Daemon(["--state-dir", os.path.join(tmp, "state")]).start()
+    finally:
+        del os.environ["TENSORD_FAULT_DEVICE_LOST"]
+    try:
+        c = d.client()
+        setup_data(c)
+        job = c.call("train.run", run_params(steps=10000000, detach=True))["job"]
+        end = c.call("job.watch", {"job": job})
+        check(end["state"] == "failed" and end["error"]["name"] == "DEVICE_LOST" and end["result"] is None,
+              "device loss: %r" % (end,))
+        check(c.call("info")["device_resets"] == 1, "the device was re-created")
+        listed = [j["job"] for j in c.call("job.list")["jobs"]]
+        check(listed == [job], "one record after the restore: %r" % (listed,))
+        c.close()
+    finally:
+        d.stop()
+
+
+def ctl(d, *args):
+    p = subprocess.run([os.environ["TENSORCTL_BIN"], "--socket", d.sock] + list(args),
+                       capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_tensorctl(d, tmp):
+    """train --detach, jobs, logs [-f], cancel and info through tensorctl."""
+    if not os.environ.get("TENSORCTL_BIN"):
+        print("SKIP tensorctl (TENSORCTL_BIN not set)")
+        return
+    c = d.client()
+    setup_data(c)
+    run = os.path.join(tmp, "run.json")
+    with open(run, "w") as f:
+        json.dump(run_params(steps=400, progress_every=50), f)
+    rc, out, err = ctl(d, "train", run, "--detach")
+    check(rc == 0 and out.strip().isdigit(), "train --detach: %r %r %r" % (rc, out, err))
+    job = int(out.strip() or 0)
+    rc, out, err = ctl(d, "logs", "-f", str(job))
+    check(rc == 0 and "trained 400 steps" in out, "logs -f: %r %r %r" % (rc, out, err))
+    rc, out, err = ctl(d, "--json", "logs", "-f", str(job))
+    lines = [json.loads(l) for l in out.splitlines() if l.strip()]
+    check(rc == 0 and lines and lines[-1]["state"] == "done", "logs -f --json of an ended job: %r" % (out,))
+    rc, out, err = ctl(d, "jobs")
+    rows = [l.split() for l in out.splitlines()[1:]]
+    check(rc == 0 and out.startswith("JOB") and [str(job), "0", "done"] in [r[:3] for r in rows],
+          "jobs: %r" % (out,))
+    rc, out, err = ctl(d, "--json", "jobs")
+    check(rc == 0 and [j["job"] for j in json.loads(out)] == [job], "jobs --json: %r" % (out,))
+    with open(run, "w") as f:
+        json.dump(run_params(steps=10000000), f)
+    rc, out, err = ctl(d, "--json", "train", run, "--detach")
+    long_job = json.loads(out)["job"] if rc == 0 else 0
+    check(rc == 0 and long_job > job, "train --detach --json: %r %r" % (out, err))
+    rc, out, err = ctl(d, "info")
+    check(rc == 0 and "jobs running" in out and any(l.split()[:3] == [str(long_job), "0", "running"]
+                                                   for l in out.splitlines() if l.strip()),
+          "info shows the running job: %r" % (out,))
+    rc, out, err = ctl(d, "logs", str(long_job))
+    check(rc == 0 and "running" in out, "logs of a running job: %r %r" % (out, err))
+    rc, out, err = ctl(d, "cancel", str(long_job))
+    check(rc == 0, "cancel: %r" % (err,))
+    wait_state(c, long_job)
+    rc, out, err = ctl(d, "logs", str(long_job))
+    check(rc == 1 and "cancelled" in out, "logs of a cancelled job: %r %r %r" % (rc, out, err))
+    rc, out, err = ctl(d, "cancel", "999999")
+    check(rc == 1 and "NOT_FOUND" in err, "cancel of no job: %r %r" % (rc, err))
+    rc, out, err = ctl(d, "logs", "x")
+    check(rc == 2, "logs x is a usage error: %r %r" % (rc, err))
+    c.close()
+
+
+def main():
+    with Daemon() as d:
+        test_detach_finish_and_watch(d)
+        test_cancel(d)
+    with Daemon() as d, tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
+        test_tensorctl(d, tmp)
+    with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
+        test_quota_and_users(tmp)
+    with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
+        test_restart(tmp)
+    with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
+        test_device_lost(tmp)
+    if failures:
+        print("%d failures" % len(failures))
+        return 1
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
