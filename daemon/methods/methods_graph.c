@@ -33,6 +33,40 @@ int graph_pack_result(struct request *req, struct graph *gr, unsigned i, unsigne
 	return graph_read_result(gr, i, dst);
 }
 
+int graph_pack_outputs_stored(struct request *req, struct graph *gr)
+{
+	uint32_t nstored = 0, ninline = 0;
+
+	for (unsigned i = 0; i < gr->n; i++) {
+		nstored += gr->nodes[i].has_out;
+		ninline += gr->nodes[i].inline_out;
+	}
+	if (tdp_pack_cstr(req->pk, "outputs") || msgpack_pack_map(req->pk, ninline))
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	for (unsigned i = 0; i < gr->n; i++) {
+		if (!gr->nodes[i].inline_out)
+			continue;
+		if (tdp_pack_cstr(req->pk, gr->nodes[i].id) || graph_pack_result(req, gr, i, 0) < 0) {
+			if (!td_failed(&req->call.err))
+				request_fail(req, TDP_INTERNAL, "out of memory");
+			return -1;
+		}
+	}
+	if (tdp_pack_cstr(req->pk, "stored") || msgpack_pack_map(req->pk, nstored))
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	/* Everything ran: only now do named results replace stored tensors. */
+	for (unsigned i = 0; i < gr->n; i++) {
+		struct tensor *t;
+
+		if (!gr->nodes[i].has_out)
+			continue;
+		t = graph_commit(gr, i);
+		if (!t || tensor_pack_name(req, t) || tensor_write_meta(req, t))
+			return request_fail(req, TDP_INTERNAL, "out of memory");
+	}
+	return 0;
+}
+
 /* The "gpu_ns" entry of a profiled result. */
 static int pack_gpu_ns(struct request *req, const struct graph *gr)
 {
@@ -95,7 +129,6 @@ int method_graph_run(struct request *req)
 		PARAM_OPT_GIVEN("fuse", PARAM_BOOL, fuse, has_fuse),
 	};
 	struct graph gr = { .call = &req->call };
-	uint32_t nstored = 0, ninline = 0;
 	int r = -1;
 
 	if (PARAMS_PARSE(req, p) < 0)
@@ -103,42 +136,14 @@ int method_graph_run(struct request *req)
 	gr.fuse = has_fuse ? fuse : graph_fuse_default(req->call.d->gpus[0]);
 	if (graph_parse(&gr, nodes, outputs) < 0)
 		goto out;
-	for (unsigned i = 0; i < gr.n; i++) {
-		nstored += gr.nodes[i].has_out;
-		ninline += gr.nodes[i].inline_out;
-	}
 	if (graph_check_outputs(&gr) < 0 || graph_execute(&gr) < 0)
 		goto out;
-	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 2 + 2 * profile) ||
-	    tdp_pack_cstr(req->pk, "outputs") || msgpack_pack_map(req->pk, ninline)) {
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 2 + 2 * profile)) {
 		request_fail(req, TDP_INTERNAL, "out of memory");
 		goto out;
 	}
-	for (unsigned i = 0; i < gr.n; i++) {
-		if (!gr.nodes[i].inline_out)
-			continue;
-		if (tdp_pack_cstr(req->pk, gr.nodes[i].id) || graph_pack_result(req, &gr, i, 0) < 0) {
-			if (!td_failed(&req->call.err))
-				request_fail(req, TDP_INTERNAL, "out of memory");
-			goto out;
-		}
-	}
-	if (tdp_pack_cstr(req->pk, "stored") || msgpack_pack_map(req->pk, nstored)) {
-		request_fail(req, TDP_INTERNAL, "out of memory");
+	if (graph_pack_outputs_stored(req, &gr) < 0)
 		goto out;
-	}
-	/* Everything ran: only now do named results replace stored tensors. */
-	for (unsigned i = 0; i < gr.n; i++) {
-		struct tensor *t;
-
-		if (!gr.nodes[i].has_out)
-			continue;
-		t = graph_commit(&gr, i);
-		if (!t || tensor_pack_name(req, t) || tensor_write_meta(req, t)) {
-			request_fail(req, TDP_INTERNAL, "out of memory");
-			goto out;
-		}
-	}
 	r = profile ? pack_gpu_ns(req, &gr) : 0;
 	if (r == 0 && profile &&
 	    (tdp_pack_cstr(req->pk, "dispatches") || msgpack_pack_uint64(req->pk, gr.dispatches)))

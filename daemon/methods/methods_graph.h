@@ -17,3 +17,9 @@ int method_graph_run(struct request *req);
  * it into the same map; the data is read from the device straight into the
  * response. Returns 0 or request_fail(). */
 int graph_pack_result(struct request *req, struct graph *gr, unsigned i, unsigned extra);
+
+/* Pack the "outputs" (each node returned inline, by id) and "stored" (each
+ * node stored: committed now, its name and metadata) entries of a graph's
+ * answer, after graph_execute, into a map the caller opened. Returns 0 or
+ * request_fail(). */
+int graph_pack_outputs_stored(struct request *req, struct graph *gr);

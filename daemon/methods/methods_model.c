@@ -616,7 +616,7 @@ int method_model_predict(struct request *req)
 	char names[MODEL_MAX_OUTPUTS][TDP_MAX_NAME_LEN + 1];
 	const char *want[2 * MODEL_MAX_OUTPUTS];
 	msgpack_object outs_store[MODEL_MAX_OUTPUTS], outs = { .type = MSGPACK_OBJECT_ARRAY };
-	unsigned ninline = 0, nout = 0, nstored = 0;
+	unsigned ninline = 0, nout = 0;
 	struct forward fw = { .kept = NULL };
 	struct model *m;
 	struct feeds fd;
@@ -681,40 +681,14 @@ int method_model_predict(struct request *req)
 		fw.gr.nodes[i].has_out = true;
 		strcpy(fw.gr.nodes[i].out_name, names[k]);
 	}
-	for (unsigned i = 0; i < fw.gr.n; i++)
-		nstored += fw.gr.nodes[i].has_out;
 	if (graph_check_outputs(&fw.gr) < 0 || graph_execute(&fw.gr) < 0)
 		goto out;
-	ninline = 0;
-	for (unsigned i = 0; i < fw.gr.n; i++)
-		ninline += fw.gr.nodes[i].inline_out;
-	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 2) ||
-	    tdp_pack_cstr(req->pk, "outputs") || msgpack_pack_map(req->pk, ninline)) {
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 2)) {
 		request_fail(req, TDP_INTERNAL, "out of memory");
 		goto out;
 	}
-	for (unsigned i = 0; i < fw.gr.n; i++)
-		if (fw.gr.nodes[i].inline_out &&
-		    (tdp_pack_cstr(req->pk, fw.gr.nodes[i].id) || graph_pack_result(req, &fw.gr, i, 0) < 0)) {
-			if (!td_failed(&req->call.err))
-				request_fail(req, TDP_INTERNAL, "out of memory");
-			goto out;
-		}
-	if (tdp_pack_cstr(req->pk, "stored") || msgpack_pack_map(req->pk, nstored)) {
-		request_fail(req, TDP_INTERNAL, "out of memory");
+	if (graph_pack_outputs_stored(req, &fw.gr) < 0)
 		goto out;
-	}
-	for (unsigned i = 0; i < fw.gr.n; i++) {
-		struct tensor *t;
-
-		if (!fw.gr.nodes[i].has_out)
-			continue;
-		t = graph_commit(&fw.gr, i);
-		if (!t || tensor_pack_name(req, t) || tensor_write_meta(req, t)) {
-			request_fail(req, TDP_INTERNAL, "out of memory");
-			goto out;
-		}
-	}
 	r = 0;
 out:
 	forward_free(&fw);

@@ -62,45 +62,6 @@ static bool trace;
 #define JOB_TURNS 6
 #define HEAP_BYTES ((uint64_t)8 << 20)
 
-/* ---- what the handlers reach of the loop, connections and server ---- */
-/* (the harness has none; tests/fuzz/meson.build says how the link works) */
-
-void conn_kick(struct conn *c)
-{
-	(void)c;
-}
-
-bool conn_backlogged(const struct conn *c)
-{
-	(void)c;
-	return false;
-}
-
-void loop_wake_idle(struct loop *l)
-{
-	(void)l;
-}
-
-/* The checkpoint timer (checkpoint.c); the harness has no persistence. */
-int loop_add(struct loop *l, struct loop_source *src, uint32_t events)
-{
-	(void)l, (void)src, (void)events;
-	return -ENOSYS;
-}
-
-void loop_remove(struct loop *l, struct loop_source *src)
-{
-	(void)l, (void)src;
-}
-
-/* kernel_compile_job.c's hook; the harness compiles GLSL in process. */
-int loop_add_after(struct loop *l, void (*after)(void *data), void *data)
-{
-	(void)l, (void)after, (void)data;
-	return -ENOSYS;
-}
-
-
 /* ---- the harness ---- */
 
 static void release_tensor(void *userdata, struct tensor *t)

@@ -22,61 +22,6 @@
 #include "store/model.h"
 #include "store/names.h"
 
-/* ---- what the daemon's objects reach in the parts left out (no socket,
- * no loop): the same stand-ins as tests/fuzz/fuzz_params.c ---- */
-
-struct conn;
-struct loop;
-struct loop_source;
-struct server;
-
-void conn_kick(struct conn *c);
-bool conn_backlogged(const struct conn *c);
-void loop_wake_idle(struct loop *l);
-int loop_add(struct loop *l, struct loop_source *src, uint32_t events);
-void loop_remove(struct loop *l, struct loop_source *src);
-int loop_add_after(struct loop *l, void (*after)(void *data), void *data);
-uint64_t server_connection_count(const struct server *s);
-
-void conn_kick(struct conn *c)
-{
-	(void)c;
-}
-
-bool conn_backlogged(const struct conn *c)
-{
-	(void)c;
-	return false;
-}
-
-void loop_wake_idle(struct loop *l)
-{
-	(void)l;
-}
-
-int loop_add(struct loop *l, struct loop_source *src, uint32_t events)
-{
-	(void)l, (void)src, (void)events;
-	return -ENOSYS;
-}
-
-void loop_remove(struct loop *l, struct loop_source *src)
-{
-	(void)l, (void)src;
-}
-
-int loop_add_after(struct loop *l, void (*after)(void *data), void *data)
-{
-	(void)l, (void)after, (void)data;
-	return -ENOSYS;
-}
-
-uint64_t server_connection_count(const struct server *s)
-{
-	(void)s;
-	return 1;
-}
-
 /* ---- the daemon ---- */
 
 static void release_tensor(void *userdata, struct tensor *t)

@@ -1,0 +1,46 @@
+/* What the daemon's layers reach of the event loop and the connections,
+ * for programs that run them with neither (fuzz-params, the unit tests of
+ * the engine and a training step): compiled into each such program as an
+ * object, so the linker never takes serve/conn.c or base/loop.c from their
+ * archives (tests/fuzz/meson.build says how the link works). */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/loop.h"
+#include "serve/conn.h"
+
+void conn_kick(struct conn *c)
+{
+	(void)c;
+}
+
+bool conn_backlogged(const struct conn *c)
+{
+	(void)c;
+	return false;
+}
+
+void loop_wake_idle(struct loop *l)
+{
+	(void)l;
+}
+
+/* The checkpoint timer (checkpoint.c); these programs have no persistence. */
+int loop_add(struct loop *l, struct loop_source *src, uint32_t events)
+{
+	(void)l, (void)src, (void)events;
+	return -ENOSYS;
+}
+
+void loop_remove(struct loop *l, struct loop_source *src)
+{
+	(void)l, (void)src;
+}
+
+/* kernel_compile_job.c's hook; these programs compile GLSL in process. */
+int loop_add_after(struct loop *l, void (*after)(void *data), void *data)
+{
+	(void)l, (void)after, (void)data;
+	return -ENOSYS;
+}
