@@ -190,6 +190,8 @@ extern const struct op_def op_defs_reduce[];
 extern const struct op_def op_defs_norm[];
 extern const struct op_def op_defs_optim[];
 extern const struct op_def op_defs_index[];
+extern const struct op_def op_defs_sort[];
+extern const struct op_def op_defs_mask[];
 
 /* The storage-buffer binding of tensor `t` (all of it). Fails with
  * RESOURCE_EXHAUSTED when it is larger than the device binds at once. */

@@ -1,0 +1,2 @@
+import harness
+harness.main(lambda ck: None)
