@@ -26,6 +26,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "ops"))
 import numpy as np  # noqa: E402
 
 import harness  # noqa: E402
+import ref_mask  # noqa: E402
+import ref_sort  # noqa: E402
 
 rng = np.random.default_rng(20240612)
 FD_EPS = 1e-5       # float64 central differences: truncation error ~ eps^2
@@ -627,6 +629,61 @@ def more_cases():
     return out
 
 
+
+def logsumexp(x, axis=-1, keepdims=False):
+    m = x.max(axis=axis, keepdims=True)
+    r = m + np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
+    return r if keepdims else np.squeeze(r, axis=axis)
+
+
+def dropout_ref(x, p, seed):
+    """dropout in float64: the mask from an independent Philox (ref_mask)."""
+    keep = ref_mask.uniforms(x.size, seed).reshape(x.shape) >= np.float32(p)
+    return np.where(keep, x * (1.0 / (1.0 - p)), 0.0)
+
+
+def issue18_cases():
+    """The ops of issue 18: logsumexp, cumsum, tril/triu, masked_fill, bmm,
+    embedding, sort/topk (values; distinct inputs: no tie where the
+    permutation would change) and dropout (its mask recomputed from the
+    seed). argsort, topk_indices and multinomial have no gradient."""
+    out = []
+    for xs, attrs in (((3, 4), None), ((3, 4), {"axis": 0, "keepdims": True}), ((2, 3, 4), {"axis": 1}),
+                      ((5,), {"axis": -1})):
+        a = attrs or {}
+        out.append(Case("logsumexp", "logsumexp", [(u(xs, -3, 3), "p")],
+                        lambda x, a=a: logsumexp(x, a.get("axis", -1), a.get("keepdims", False)), attrs))
+    for xs, attrs in (((3, 4), {"axis": 1}), ((3, 4), {"axis": 0, "reverse": True}), ((2, 3, 4), {"axis": -2}),
+                      ((6,), {"axis": 0})):
+        out.append(Case("cumsum", "cumsum", [(u(xs), "p")],
+                        lambda x, a=attrs: ref_sort.cumsum(x, a["axis"], "f64", a.get("reverse", False)), attrs))
+    for op, f in (("tril", np.tril), ("triu", np.triu)):
+        for xs, k in (((4, 4), 0), ((3, 5), 1), ((2, 4, 3), -1)):
+            out.append(Case(op, op, [(u(xs), "p")], lambda x, f=f, k=k: f(x, k), {"diagonal": k}))
+    for xs, ms in (((3, 4), (3, 4)), ((2, 3, 4), (3, 1))):
+        m = rng.integers(0, 2, size=ms)
+        out.append(Case("masked_fill", "masked_fill", [(u(xs), "p"), (m, "u8")],
+                        lambda x, m: np.where(np.broadcast_to(m, x.shape) != 0, -5.0, x), {"value": -5.0}))
+    out.append(Case("bmm", "bmm", [(u((2, 3, 4)), "p"), (u((2, 4, 5)), "p")], np.matmul))
+    out.append(Case("bmm", "bmm", [(u((2, 4, 3)), "p"), (u((2, 4, 5)), "p")],
+                    lambda a, b: np.matmul(np.swapaxes(a, 1, 2), b), {"transpose_a": True}))
+    idx = np.array([[0, 3, 3, 1], [4, 4, 2, 0]])
+    out.append(Case("embedding", "embedding", [(u((5, 3)), "p"), (idx, "i")], lambda w, i: w[i]))
+    for xs, attrs in (((3, 5), None), ((3, 5), {"axis": 0, "descending": True}), ((2, 3, 4), {"axis": 1})):
+        a = attrs or {}
+        out.append(Case("sort", "sort", [(distinct(xs), "p")],
+                        lambda x, a=a: ref_sort.sort(x, a.get("axis", -1), a.get("descending", False)), attrs))
+    for xs, attrs in (((3, 5), {"k": 2}), ((4, 3), {"k": 3, "axis": 0, "largest": False}),
+                      ((2, 6, 2), {"k": 1, "axis": 1})):
+        out.append(Case("topk", "topk", [(distinct(xs), "p")],
+                        lambda x, a=attrs: ref_sort.topk(x, a["k"], a.get("axis", -1), a.get("largest", True))[0],
+                        attrs))
+    for xs, p, seed in (((4, 5), 0.5, 7), ((2, 3, 4), 0.2, 12345), ((3, 3), 0.0, 1)):
+        out.append(Case("dropout", "dropout", [(u(xs), "p")], lambda x, p=p, seed=seed: dropout_ref(x, p, seed),
+                        {"p": p, "seed": seed}))
+    return out
+
+
 def composite(gc):
     """Graphs where gradients meet: a parameter used twice, a 2-layer MLP,
     log(softmax) vs log_softmax, a chain of reshapes and transposes."""
@@ -821,7 +878,7 @@ def ties(gc):
 
 def run(ck):
     gc = GradChecker(ck.c)
-    for case in cases():
+    for case in cases() + issue18_cases():
         gc.run(case)
     composite(gc)
     composite_embedding(gc)
