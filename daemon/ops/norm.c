@@ -173,8 +173,6 @@ static int sm_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 		for (unsigned d = (unsigned)a + 1; d < x->rank; d++)
 			pc.inner *= (uint32_t)x->shape[d];
 	}
-	if (x->count == 0)
-		return 0;
 	pc.M = (uint32_t)(x->count / pc.L);
 	pc.seg_log2 = norm_seg_log2(pc.L);
 	if (op_pipeline(ctx, "softmax", tdp_dtype_name(x->dtype), &p) < 0 ||
