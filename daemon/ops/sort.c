@@ -2,13 +2,14 @@
  * sort_grad (the gradient of sort's and topk's values) and cumsum. Shader:
  * sort.comp (docs/ops.md, "Sorting and scans").
  *
- * The sorts rank each element by counting, over its row, the elements that
- * precede it (stable: ties keep index order), one invocation per element:
- * O(n²) work per row of n, but every invocation is independent and the
- * order is exact. cumsum runs one invocation per row. Both loop n times per
- * invocation, so the axis is at most OP_LOOP_BUDGET long (lavapipe ends
- * longer loops silently): a longer one is RESOURCE_EXHAUSTED, on every
- * device alike. */
+ * Rows of up to SO_RANK_MAX elements are sorted by ranking each element
+ * (counting the elements of its row that precede it; stable: ties keep
+ * index order), one invocation per element; longer rows by a bitonic
+ * network over (key, index) pairs in scratch, one dispatch per step
+ * (log2(n)·(log2(n)+1)/2 of them), which gives the same order. cumsum runs
+ * one invocation per row up to SO_CHUNK, and a chunked scan (three
+ * dispatches) beyond. No invocation loops more than SO_CHUNK or
+ * n / SO_CHUNK times (OP_LOOP_BUDGET: lavapipe ends longer loops). */
 #include <string.h>
 
 #include "dtype.h"
@@ -20,9 +21,25 @@
 #define SO_WRITE 0u
 #define SO_GRAD 1u
 #define SO_CUMSUM 2u
+#define SO_CS_SUM 3u
+#define SO_CS_SCAN 4u
+#define SO_CS_APPLY 5u
+#define SO_BT_INIT 6u
+#define SO_BT_STEP 7u
+#define SO_BT_WRITE 8u
+#define SO_BT_GRAD 9u
+#define SO_ZERO 10u
 #define SO_DESCENDING 1u
 #define SO_VALUES 2u
 #define SO_REVERSE 4u
+
+/* Rows up to this long are ranked (one loop of n per invocation); longer
+ * ones go through the bitonic network, whose dispatches do not loop. */
+#define SO_RANK_MAX 1024u
+/* cumsum: rows up to this long are summed by one invocation; longer ones in
+ * chunks of this many (three dispatches; the scan of a row's chunk sums
+ * loops n / SO_CHUNK times, within OP_LOOP_BUDGET). */
+#define SO_CHUNK 1024u
 
 /* The row codes (op_def.code). */
 enum { SORT_VALUES, SORT_INDICES, TOPK_VALUES, TOPK_INDICES, SORT_GRAD, CUMSUM };
@@ -30,8 +47,9 @@ enum { SORT_VALUES, SORT_INDICES, TOPK_VALUES, TOPK_INDICES, SORT_GRAD, CUMSUM }
 /* Mirrors the push block of shaders/sort.comp. */
 struct sort_push {
 	uint32_t outer, n, inner, k, mode, flags;
+	uint32_t chunk, nch, npow2, bk, bj;
 };
-_Static_assert(sizeof(struct sort_push) == 24, "sort_push must mirror sort.comp");
+_Static_assert(sizeof(struct sort_push) == 44, "sort_push must mirror sort.comp");
 
 static struct sort_notes *notes(struct op_ctx *ctx)
 {
@@ -50,12 +68,10 @@ static int sort_axis(struct op_ctx *ctx, const struct op_tensor *x)
 	axis = op_axis(ctx, a->set ? a->i : -1, x->rank, "axis");
 	if (axis < 0)
 		return -1;
-	if (x->shape[axis] > OP_LOOP_BUDGET)
+	if (x->count > UINT32_MAX || x->shape[axis] > (uint64_t)SO_CHUNK * OP_LOOP_BUDGET)
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED,
-			       "the axis has %llu elements; this op takes at most %u along it",
-			       (unsigned long long)x->shape[axis], OP_LOOP_BUDGET);
-	if (x->count > UINT32_MAX)
-		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "takes fewer than 2^32 elements");
+			       "takes fewer than 2^32 elements and at most %llu along the axis",
+			       (unsigned long long)SO_CHUNK * OP_LOOP_BUDGET);
 	notes(ctx)->axis = axis;
 	notes(ctx)->k = (uint32_t)x->shape[axis];
 	return axis;
@@ -139,16 +155,83 @@ static int cumsum_infer(struct op_ctx *ctx)
 	return 0;
 }
 
+/* cumsum of rows longer than SO_CHUNK: chunk sums into scratch, their
+ * exclusive scan per row, then every chunk from its offset. */
+static int cumsum_chunked(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_pipeline *p,
+			  struct gpu_binding bind[6], struct sort_push *pc)
+{
+	uint64_t rows = (uint64_t)pc->outer * pc->inner;
+	uint64_t bytes;
+	struct gpu_alloc *sc;
+
+	pc->chunk = SO_CHUNK;
+	pc->nch = (pc->n + SO_CHUNK - 1) / SO_CHUNK;
+	bytes = rows * pc->nch * 4;
+	if (bytes > ctx->g->props.limits.maxStorageBufferRange)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "%llu bytes of chunk sums, more than this device binds",
+			       (unsigned long long)bytes);
+	if (op_scratch_alloc(ctx, bytes, &sc) < 0)
+		return -1;
+	bind[4] = gpu_rec_bind(ctx->g, sc, 0, bytes, true);
+	pc->mode = SO_CS_SUM;
+	if (op_dispatch(ctx, rec, p, bind, 6, pc, sizeof(*pc), rows * pc->nch, 256) < 0)
+		return -1;
+	pc->mode = SO_CS_SCAN;
+	if (op_dispatch(ctx, rec, p, bind, 6, pc, sizeof(*pc), rows, 256) < 0)
+		return -1;
+	pc->mode = SO_CS_APPLY;
+	return op_dispatch(ctx, rec, p, bind, 6, pc, sizeof(*pc), rows * pc->nch, 256);
+}
+
+/* Sorts of rows longer than SO_RANK_MAX: (key, index) pairs in scratch,
+ * padded to a power of two, through a bitonic network, then the first k. */
+static int sort_bitonic(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_pipeline *p,
+			struct gpu_binding bind[6], struct sort_push *pc, bool grad)
+{
+	uint64_t rows = (uint64_t)pc->outer * pc->inner;
+	uint64_t npow2 = 1, bytes;
+	struct gpu_alloc *keys;
+
+	while (npow2 < pc->n)
+		npow2 <<= 1;
+	bytes = rows * npow2 * 8;
+	if (rows * npow2 > UINT32_MAX || bytes > ctx->g->props.limits.maxStorageBufferRange)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED,
+			       "sorting takes %llu bytes of keys, more than this device binds",
+			       (unsigned long long)bytes);
+	if (op_scratch_alloc(ctx, bytes, &keys) < 0)
+		return -1;
+	bind[5] = gpu_rec_bind(ctx->g, keys, 0, bytes, true);
+	pc->npow2 = (uint32_t)npow2;
+	pc->mode = SO_BT_INIT;
+	if (op_dispatch(ctx, rec, p, bind, 6, pc, sizeof(*pc), rows * npow2, 256) < 0)
+		return -1;
+	pc->mode = SO_BT_STEP;
+	for (uint64_t k = 2; k <= npow2; k <<= 1)
+		for (uint64_t j = k / 2; j > 0; j >>= 1) {
+			pc->bk = (uint32_t)k;
+			pc->bj = (uint32_t)j;
+			if (op_dispatch(ctx, rec, p, bind, 6, pc, sizeof(*pc), rows * npow2 / 2, 256) < 0)
+				return -1;
+		}
+	if (grad) {
+		pc->mode = SO_ZERO;
+		if (op_dispatch(ctx, rec, p, bind, 6, pc, sizeof(*pc), rows * pc->n, 256) < 0)
+			return -1;
+	}
+	pc->mode = grad ? SO_BT_GRAD : SO_BT_WRITE;
+	return op_dispatch(ctx, rec, p, bind, 6, pc, sizeof(*pc), rows * pc->k, 256);
+}
+
 static int sort_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 {
 	static const struct gpu_alloc none;
 	const struct op_tensor *x = &ctx->in[0];
 	uint32_t code = ctx->def->code;
 	struct sort_push pc = { .outer = 1, .inner = 1, .k = notes(ctx)->k };
-	struct gpu_binding bind[4];
+	struct gpu_binding bind[6];
 	const struct gpu_pipeline *p;
 	unsigned axis = (unsigned)notes(ctx)->axis;
-	uint64_t inv;
 
 	if (x->count == 0 || ctx->out.count == 0)
 		return 0;
@@ -157,22 +240,28 @@ static int sort_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	for (unsigned d = axis + 1; d < x->rank; d++)
 		pc.inner *= (uint32_t)x->shape[d];
 	pc.n = (uint32_t)x->shape[axis];
-	pc.mode = code == SORT_GRAD ? SO_GRAD : code == CUMSUM ? SO_CUMSUM : SO_WRITE;
 	if (code == CUMSUM)
 		pc.flags = notes(ctx)->descending ? SO_REVERSE : 0;
 	else
 		pc.flags = (notes(ctx)->descending ? SO_DESCENDING : 0) |
 			   (code == SORT_VALUES || code == TOPK_VALUES ? SO_VALUES : 0);
-	bind[1] = gpu_rec_bind(ctx->g, &none, 0, 0, false);
-	bind[2] = gpu_rec_bind(ctx->g, &none, 0, 0, false);
-	bind[3] = gpu_rec_bind(ctx->g, &none, 0, 0, false);
+	for (unsigned b = 1; b < 6; b++)
+		bind[b] = gpu_rec_bind(ctx->g, &none, 0, 0, false);
 	if (op_pipeline(ctx, "sort", tdp_dtype_name(x->dtype), &p) < 0 || op_bind(ctx, x, false, &bind[0]) < 0 ||
 	    op_bind(ctx, &ctx->out, true, &bind[code == SORT_INDICES || code == TOPK_INDICES ? 3 : 2]) < 0)
 		return -1;
 	if (code == SORT_GRAD && op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0)
 		return -1;
-	inv = code == CUMSUM ? (uint64_t)pc.outer * pc.inner : x->count;
-	return op_dispatch(ctx, rec, p, bind, 4, &pc, sizeof(pc), inv, 256);
+	if (code == CUMSUM) {
+		if (pc.n > SO_CHUNK)
+			return cumsum_chunked(ctx, rec, p, bind, &pc);
+		pc.mode = SO_CUMSUM;
+		return op_dispatch(ctx, rec, p, bind, 6, &pc, sizeof(pc), (uint64_t)pc.outer * pc.inner, 256);
+	}
+	if (pc.n > SO_RANK_MAX)
+		return sort_bitonic(ctx, rec, p, bind, &pc, code == SORT_GRAD);
+	pc.mode = code == SORT_GRAD ? SO_GRAD : SO_WRITE;
+	return op_dispatch(ctx, rec, p, bind, 6, &pc, sizeof(pc), x->count, 256);
 }
 
 static const struct op_attr_spec sort_attrs[] = {
