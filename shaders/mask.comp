@@ -9,10 +9,17 @@
 //   MK_DROPOUT: invocation j does elements 4j..4j+3 with the four words of
 //     Philox block j (rand's stream): kept, times scale, when the word's
 //     unit value is >= p, else 0.
-//   MK_MULTINOMIAL: invocation q = row * cols_out + s draws sample s of row
-//     `row` of probs [rows, cols] from word q of the stream: the first
-//     class whose running f32 sum exceeds u · total; -1 when the row has no
-//     positive weight (negative and NaN weights count as 0).
+//   multinomial, over probs [rows, cols] (negative and NaN weights count
+//     as 0), in chunks of `chunk` classes so that no loop is long:
+//     MK_MN_SUM: each chunk's f32 sum (in order) into s[row * nch + c];
+//     MK_MN_SCAN: per row, their exclusive scan in place, and the row's
+//       total into s[rows * nch + row];
+//     MK_MN_APPLY: each chunk's running sums from its offset into cum[];
+//     MK_MULTINOMIAL: invocation q = row * k + s draws sample s of row from
+//       word q of the stream: with t = u · total (f32), the first class
+//       whose running sum exceeds t, or when t >= total (rounding) the
+//       first that reaches total (a binary search); -1 when the total is
+//       not positive.
 // Mirrors struct mask_push in daemon/ops/mask.c.
 #include "common.glsl"
 #include "philox.glsl"
@@ -21,6 +28,8 @@ layout(std430, binding = 0) readonly buffer X { ELEM x[]; };
 layout(std430, binding = 1) readonly buffer M { uint8_t m[]; };
 layout(std430, binding = 2) writeonly buffer O { ELEM o[]; };
 layout(std430, binding = 3) writeonly buffer I { int oi[]; };
+layout(std430, binding = 4) buffer S { float s[]; };
+layout(std430, binding = 5) buffer C { float cum[]; };
 layout(push_constant) uniform P {
 	uint n;       // elements of the result (multinomial: samples in all)
 	uint mode;
@@ -36,6 +45,8 @@ layout(push_constant) uniform P {
 	uint rank;
 	uint shape[8];
 	uint mstride[8];
+	uint chunk;
+	uint nch;
 } pc;
 
 #define MK_TRIL 0u
@@ -43,6 +54,30 @@ layout(push_constant) uniform P {
 #define MK_FILL 2u
 #define MK_DROPOUT 3u
 #define MK_MULTINOMIAL 4u
+#define MK_MN_SUM 5u
+#define MK_MN_SCAN 6u
+#define MK_MN_APPLY 7u
+
+float weight(uint i)
+{
+	float v = float(LOAD(x[i]));
+	return v > 0.0 ? v : 0.0; // NaN too
+}
+
+// The first class of `row` whose running sum is > t (strict) or >= t.
+uint first_above(uint row, float t, bool strict)
+{
+	uint lo = 0u, hi = pc.cols - 1u;
+	while (lo < hi) {
+		uint mid = (lo + hi) / 2u;
+		float v = cum[row * pc.cols + mid];
+		if (strict ? v > t : v >= t)
+			hi = mid;
+		else
+			lo = mid + 1u;
+	}
+	return lo;
+}
 
 #if IS_FLOAT
 #define FILL_VALUE pc.fval
@@ -64,6 +99,33 @@ void main()
 		}
 		return;
 	}
+	if (pc.mode == MK_MN_SUM || pc.mode == MK_MN_APPLY) {
+		if (e >= pc.rows * pc.nch)
+			return;
+		uint row = e / pc.nch;
+		uint c0 = (e % pc.nch) * pc.chunk, c1 = min(c0 + pc.chunk, pc.cols);
+		float acc = pc.mode == MK_MN_SUM ? 0.0 : s[e];
+		for (uint c = c0; c < c1; c++) {
+			acc += weight(row * pc.cols + c);
+			if (pc.mode == MK_MN_APPLY)
+				cum[row * pc.cols + c] = acc;
+		}
+		if (pc.mode == MK_MN_SUM)
+			s[e] = acc;
+		return;
+	}
+	if (pc.mode == MK_MN_SCAN) {
+		if (e >= pc.rows)
+			return;
+		float acc = 0.0;
+		for (uint c = 0u; c < pc.nch; c++) {
+			float v = s[e * pc.nch + c];
+			s[e * pc.nch + c] = acc;
+			acc += v;
+		}
+		s[pc.rows * pc.nch + e] = acc;
+		return;
+	}
 	if (e >= pc.n)
 		return;
 	if (pc.mode == MK_TRIL || pc.mode == MK_TRIU) {
@@ -80,26 +142,13 @@ void main()
 		o[e] = m[mi] != uint8_t(0) ? STORE(FILL_VALUE) : x[e];
 	} else {
 		uint row = e / uint(pc.k);
-		uint base = row * pc.cols;
 		uvec4 w = philox4x32_10(uvec4(e / 4u, 0u, 0u, 0u), uvec2(pc.key0, pc.key1));
 		float u = philox_unit(w[e % 4u]);
-		float total = 0.0;
-		for (uint c = 0u; c < pc.cols; c++) {
-			float v = float(LOAD(x[base + c]));
-			total += v > 0.0 ? v : 0.0;
-		}
-		float target = u * total;
-		float acc = 0.0;
+		float total = s[pc.rows * pc.nch + row];
+		float t = u * total;
 		int pick = -1;
-		for (uint c = 0u; c < pc.cols; c++) {
-			float v = float(LOAD(x[base + c]));
-			if (v > 0.0) {
-				acc += v;
-				pick = int(c);
-				if (target < acc)
-					break;
-			}
-		}
+		if (total > 0.0)
+			pick = int(t < total ? first_above(row, t, true) : first_above(row, total, false));
 		oi[e] = pick;
 	}
 }

@@ -17,6 +17,13 @@
 #define MK_FILL 2u
 #define MK_DROPOUT 3u
 #define MK_MULTINOMIAL 4u
+#define MK_MN_SUM 5u
+#define MK_MN_SCAN 6u
+#define MK_MN_APPLY 7u
+/* multinomial sums a row's weights in chunks of this many classes (the
+ * loops stay within OP_LOOP_BUDGET: a row may have up to
+ * MK_CHUNK · OP_LOOP_BUDGET classes). */
+#define MK_CHUNK 1024u
 /* Seeds pass through autograd as doubles (dropout's gradient): exact to 2^53. */
 #define MK_MAX_SEED (1ll << 53)
 
@@ -30,8 +37,9 @@ struct mask_push {
 	uint32_t rank;
 	uint32_t shape[8];
 	uint32_t mstride[8];
+	uint32_t chunk, nch;
 };
-_Static_assert(sizeof(struct mask_push) == 112, "mask_push must mirror mask.comp");
+_Static_assert(sizeof(struct mask_push) == 120, "mask_push must mirror mask.comp");
 
 static int same_as_input(struct op_ctx *ctx)
 {
@@ -115,9 +123,10 @@ static int multinomial_infer(struct op_ctx *ctx)
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "needs probabilities [..., C], not a scalar");
 	if (ns < 1 || ns > INT32_MAX)
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "num_samples must be 1 or more, not %lld", (long long)ns);
-	if (x->shape[x->rank - 1] > OP_LOOP_BUDGET / 2)
-		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "%llu classes; multinomial takes at most %u",
-			       (unsigned long long)x->shape[x->rank - 1], OP_LOOP_BUDGET / 2);
+	if (x->shape[x->rank - 1] > (uint64_t)MK_CHUNK * OP_LOOP_BUDGET || x->count > UINT32_MAX)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED,
+			       "takes fewer than 2^32 weights and at most %llu classes",
+			       (unsigned long long)MK_CHUNK * OP_LOOP_BUDGET);
 	if (x->shape[x->rank - 1] == 0)
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "needs at least one class");
 	if (seed_attr(ctx) < 0)
@@ -130,21 +139,57 @@ static int multinomial_infer(struct op_ctx *ctx)
 	return 0;
 }
 
+/* multinomial: the rows' running sums in chunks (sums, their scan, the
+ * running sums into scratch), then one binary search per sample. */
+static int multinomial_record(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_pipeline *p,
+			      struct gpu_binding bind[6], struct mask_push *pc)
+{
+	const struct op_tensor *x = &ctx->in[0];
+	uint64_t range = ctx->g->props.limits.maxStorageBufferRange;
+	uint64_t cols = x->shape[x->rank - 1], rows = x->count / cols, sbytes, cbytes;
+	struct gpu_alloc *s, *cum;
+
+	pc->cols = (uint32_t)cols;
+	pc->rows = (uint32_t)rows;
+	pc->k = (int32_t)ctx->out.shape[x->rank - 1];
+	pc->chunk = MK_CHUNK;
+	pc->nch = (uint32_t)((cols + MK_CHUNK - 1) / MK_CHUNK);
+	sbytes = rows * (pc->nch + 1) * 4;
+	cbytes = x->count * 4;
+	if (sbytes > range || cbytes > range)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "%llu bytes of running sums, more than this device binds",
+			       (unsigned long long)cbytes);
+	if (op_scratch_alloc(ctx, sbytes, &s) < 0 || op_scratch_alloc(ctx, cbytes, &cum) < 0)
+		return -1;
+	bind[4] = gpu_rec_bind(ctx->g, s, 0, sbytes, true);
+	bind[5] = gpu_rec_bind(ctx->g, cum, 0, cbytes, true);
+	pc->mode = MK_MN_SUM;
+	if (op_dispatch(ctx, rec, p, bind, 6, pc, sizeof(*pc), rows * pc->nch, 256) < 0)
+		return -1;
+	pc->mode = MK_MN_SCAN;
+	if (op_dispatch(ctx, rec, p, bind, 6, pc, sizeof(*pc), rows, 256) < 0)
+		return -1;
+	pc->mode = MK_MN_APPLY;
+	if (op_dispatch(ctx, rec, p, bind, 6, pc, sizeof(*pc), rows * pc->nch, 256) < 0)
+		return -1;
+	pc->mode = MK_MULTINOMIAL;
+	return op_dispatch(ctx, rec, p, bind, 6, pc, sizeof(*pc), ctx->out.count, 256);
+}
+
 static int mask_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 {
 	static const struct gpu_alloc none;
 	const struct op_tensor *x = &ctx->in[0];
 	struct mask_push pc = { .mode = ctx->def->code, .rows = 1, .cols = 1 };
-	struct gpu_binding bind[4];
+	struct gpu_binding bind[6];
 	const struct gpu_pipeline *p;
 	uint64_t inv = ctx->out.count;
 
 	if (ctx->out.count == 0)
 		return 0;
 	pc.n = (uint32_t)ctx->out.count;
-	bind[1] = gpu_rec_bind(ctx->g, &none, 0, 0, false);
-	bind[2] = gpu_rec_bind(ctx->g, &none, 0, 0, false);
-	bind[3] = gpu_rec_bind(ctx->g, &none, 0, 0, false);
+	for (unsigned b = 1; b < 6; b++)
+		bind[b] = gpu_rec_bind(ctx->g, &none, 0, 0, false);
 	if (pc.mode == MK_TRIL || pc.mode == MK_TRIU) {
 		int64_t k = op_attr(ctx, "diagonal")->i;
 
@@ -183,14 +228,12 @@ static int mask_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 		pc.scale = pr < 1.0 ? (float)(1.0 / (1.0 - pr)) : 0.0f;
 		inv = (ctx->out.count + 3) / 4;
 	}
-	if (pc.mode == MK_MULTINOMIAL) {
-		pc.cols = (uint32_t)x->shape[x->rank - 1];
-		pc.k = (int32_t)ctx->out.shape[x->rank - 1];
-	}
 	if (op_pipeline(ctx, "mask", tdp_dtype_name(x->dtype), &p) < 0 || op_bind(ctx, x, false, &bind[0]) < 0 ||
 	    op_bind(ctx, &ctx->out, true, &bind[pc.mode == MK_MULTINOMIAL ? 3 : 2]) < 0)
 		return -1;
-	return op_dispatch(ctx, rec, p, bind, 4, &pc, sizeof(pc), inv, 256);
+	if (pc.mode == MK_MULTINOMIAL)
+		return multinomial_record(ctx, rec, p, bind, &pc);
+	return op_dispatch(ctx, rec, p, bind, 6, &pc, sizeof(pc), inv, 256);
 }
 
 static const struct op_attr_spec tri_attrs[] = {

@@ -32,20 +32,45 @@ def dropout(x, p, seed, dtype):
     return np.where(keep, (x.astype(np.float32) * scale).astype(np.float64), 0.0)
 
 
+def running_sums(w, chunk=1024):
+    """mask.comp's running sums of one row of f32 weights: chunk sums in
+    order, their exclusive scan, each chunk's sums from its offset."""
+    n = len(w)
+    sums = [np.float32(0)] * ((n + chunk - 1) // chunk)
+    for c in range(len(sums)):
+        acc = np.float32(0)
+        for v in w[c * chunk:(c + 1) * chunk]:
+            acc = np.float32(acc + v)
+        sums[c] = acc
+    out = np.empty(n, dtype=np.float32)
+    off = np.float32(0)
+    for c in range(len(sums)):
+        acc = off
+        for i in range(c * chunk, min(n, (c + 1) * chunk)):
+            acc = np.float32(acc + w[i])
+            out[i] = acc
+        off = np.float32(off + sums[c])
+    return out, off
+
+
 def multinomial(probs, num_samples, seed):
-    """Sample s of row r uses uniform r*num_samples + s: the first class whose
-    running f32 sum (positive weights only) exceeds u*total (f32)."""
+    """Sample s of row r uses uniform u of stream element r*num_samples + s;
+    t = u*total (f32): the first class whose running sum exceeds t, or when
+    t >= total the first that reaches total; -1 when total <= 0. Negative
+    and NaN weights count as 0."""
     p = np.asarray(probs, dtype=np.float64)
     rows = p.reshape(-1, p.shape[-1]).astype(np.float32)
     rows = np.where(rows > 0, rows, np.float32(0))
     u = uniforms(rows.shape[0] * num_samples, seed).astype(np.float32).reshape(rows.shape[0], num_samples)
     out = np.empty((rows.shape[0], num_samples), dtype=np.int64)
     for r in range(rows.shape[0]):
-        acc = np.cumsum(rows[r], dtype=np.float32)
-        total = acc[-1]
-        pos = np.nonzero(rows[r] > 0)[0]
+        acc, total = running_sums(rows[r])
         for s in range(num_samples):
             t = np.float32(u[r, s] * total)
-            hit = np.nonzero((acc > t) & (rows[r] > 0))[0]
-            out[r, s] = hit[0] if len(hit) else (pos[-1] if len(pos) else -1)
+            if not total > 0:
+                out[r, s] = -1
+            elif t < total:
+                out[r, s] = np.argmax(acc > t)
+            else:
+                out[r, s] = np.argmax(acc >= total)
     return out.reshape(p.shape[:-1] + (num_samples,))
