@@ -30,11 +30,13 @@ static int sort_back(struct autograd *ag, unsigned node, int g, bool descending,
 	return out[0] < 0 ? -1 : 0;
 }
 
+/* sort: values back where they came from (descending as the forward). */
 int grad_sort(struct autograd *ag, unsigned node, int g, int *out)
 {
 	return sort_back(ag, node, g, flag_of(ag, node, "descending", false), out);
 }
 
+/* topk: the k values back where they came from; the rest get 0. */
 int grad_topk(struct autograd *ag, unsigned node, int g, int *out)
 {
 	return sort_back(ag, node, g, flag_of(ag, node, "largest", true), out);
@@ -63,11 +65,13 @@ static int tri_back(struct autograd *ag, unsigned node, const char *op, int g, i
 	return out[0] < 0 ? -1 : 0;
 }
 
+/* tril: tril(g) with the same diagonal. */
 int grad_tril(struct autograd *ag, unsigned node, int g, int *out)
 {
 	return tri_back(ag, node, "tril", g, out);
 }
 
+/* triu: triu(g) with the same diagonal. */
 int grad_triu(struct autograd *ag, unsigned node, int g, int *out)
 {
 	return tri_back(ag, node, "triu", g, out);
