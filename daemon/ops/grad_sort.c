@@ -92,10 +92,10 @@ int grad_masked_fill(struct autograd *ag, unsigned node, int g, int *out)
 int grad_dropout(struct autograd *ag, unsigned node, int g, int *out)
 {
 	const struct op_attr_value *p = ag_attr_of(ag, node, "p");
-	const struct op_attr_value *seed = ag_attr_of(ag, node, "seed");
+	int64_t seed = ag_attr_of(ag, node, "seed")->i;
 	struct graph_attr a[2] = {
 		{ .name = "p", .f = p->set ? p->f : 0.5 },
-		{ .name = "seed", .f = (double)seed->i },
+		{ .name = "seed", .ints = &seed, .nints = 1 },   /* exact: any int64 */
 	};
 
 	out[0] = ag_emit(ag, "dropout", &g, 1, a, 2);

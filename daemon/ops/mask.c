@@ -24,8 +24,6 @@
  * loops stay within OP_LOOP_BUDGET: a row may have up to
  * MK_CHUNK · OP_LOOP_BUDGET classes). */
 #define MK_CHUNK 1024u
-/* Seeds pass through autograd as doubles (dropout's gradient): exact to 2^53. */
-#define MK_MAX_SEED (1ll << 53)
 
 /* Mirrors the push block of shaders/mask.comp. */
 struct mask_push {
@@ -49,15 +47,6 @@ static int same_as_input(struct op_ctx *ctx)
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "takes fewer than 2^32 elements");
 	ctx->out = (struct op_tensor){ .dtype = x->dtype, .rank = x->rank };
 	memcpy(ctx->out.shape, x->shape, sizeof(x->shape));
-	return 0;
-}
-
-static int seed_attr(struct op_ctx *ctx)
-{
-	int64_t seed = op_attr(ctx, "seed")->i;
-
-	if (seed < -MK_MAX_SEED || seed > MK_MAX_SEED)
-		return op_fail(ctx, TDP_INVALID_ARGUMENT, "seed must be within ±2^53, not %lld", (long long)seed);
 	return 0;
 }
 
@@ -106,8 +95,6 @@ static int dropout_infer(struct op_ctx *ctx)
 			       tdp_dtype_name(ctx->in[0].dtype));
 	if (p->set && !(p->f >= 0.0 && p->f <= 1.0))
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "p must be in [0, 1], not %g", p->f);
-	if (seed_attr(ctx) < 0)
-		return -1;
 	return same_as_input(ctx);
 }
 
@@ -129,8 +116,6 @@ static int multinomial_infer(struct op_ctx *ctx)
 			       (unsigned long long)MK_CHUNK * OP_LOOP_BUDGET);
 	if (x->shape[x->rank - 1] == 0)
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "needs at least one class");
-	if (seed_attr(ctx) < 0)
-		return -1;
 	ctx->out = (struct op_tensor){ .dtype = TDP_DTYPE_I32, .rank = x->rank };
 	memcpy(ctx->out.shape, x->shape, sizeof(x->shape));
 	ctx->out.shape[x->rank - 1] = (uint64_t)ns;

@@ -62,7 +62,8 @@ struct op_attr_value {
 
 /* A named attribute value as code builds one (graph_emit in the engine,
  * ag_emit in backward rules): the op's spec decides which field is read: f
- * for numbers, b for booleans, s for strings, ints for lists. */
+ * for numbers, b for booleans, s for strings, ints for lists; an integer
+ * attr takes ints[0] when nints is 1 (exact past 2^53: seeds), else f. */
 struct graph_attr {
 	const char *name;
 	double f;

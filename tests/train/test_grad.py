@@ -678,7 +678,10 @@ def issue18_cases():
         out.append(Case("topk", "topk", [(distinct(xs), "p")],
                         lambda x, a=attrs: ref_sort.topk(x, a["k"], a.get("axis", -1), a.get("largest", True))[0],
                         attrs))
-    for xs, p, seed in (((4, 5), 0.5, 7), ((2, 3, 4), 0.2, 12345), ((3, 3), 0.0, 1)):
+    # seeds past 2^53 (what a training run's per-step seeds are) reach the
+    # gradient's dropout exactly
+    for xs, p, seed in (((4, 5), 0.5, 7), ((2, 3, 4), 0.2, 12345), ((3, 3), 0.0, 1), ((4, 6), 0.5, 2**62 + 12345),
+                        ((4, 6), 0.5, -(2**60) - 1)):
         out.append(Case("dropout", "dropout", [(u(xs), "p")], lambda x, p=p, seed=seed: dropout_ref(x, p, seed),
                         {"p": p, "seed": seed}))
     return out
