@@ -26,7 +26,6 @@ sys.path.insert(0, os.path.join(HERE, "..", "ops"))
 import numpy as np  # noqa: E402
 
 import harness  # noqa: E402
-import ref_mask  # noqa: E402
 import ref_sort  # noqa: E402
 
 rng = np.random.default_rng(20240612)
@@ -636,17 +635,11 @@ def logsumexp(x, axis=-1, keepdims=False):
     return r if keepdims else np.squeeze(r, axis=axis)
 
 
-def dropout_ref(x, p, seed):
-    """dropout in float64: the mask from an independent Philox (ref_mask)."""
-    keep = ref_mask.uniforms(x.size, seed).reshape(x.shape) >= np.float32(p)
-    return np.where(keep, x * (1.0 / (1.0 - p)), 0.0)
-
-
 def issue18_cases():
     """The ops of issue 18: logsumexp, cumsum, tril/triu, masked_fill, bmm,
     embedding, sort/topk (values; distinct inputs: no tie where the
-    permutation would change) and dropout (its mask recomputed from the
-    seed). argsort, topk_indices and multinomial have no gradient."""
+    permutation would change); dropout in dropout_masks. argsort,
+    topk_indices and multinomial have no gradient."""
     out = []
     for xs, attrs in (((3, 4), None), ((3, 4), {"axis": 0, "keepdims": True}), ((2, 3, 4), {"axis": 1}),
                       ((5,), {"axis": -1})):
@@ -678,13 +671,45 @@ def issue18_cases():
         out.append(Case("topk", "topk", [(distinct(xs), "p")],
                         lambda x, a=attrs: ref_sort.topk(x, a["k"], a.get("axis", -1), a.get("largest", True))[0],
                         attrs))
-    # seeds past 2^53 (what a training run's per-step seeds are) reach the
-    # gradient's dropout exactly
-    for xs, p, seed in (((4, 5), 0.5, 7), ((2, 3, 4), 0.2, 12345), ((3, 3), 0.0, 1), ((4, 6), 0.5, 2**62 + 12345),
-                        ((4, 6), 0.5, -(2**60) - 1)):
-        out.append(Case("dropout", "dropout", [(u(xs), "p")], lambda x, p=p, seed=seed: dropout_ref(x, p, seed),
-                        {"p": p, "seed": seed}))
     return out
+
+
+def dropout_masks(gc):
+    """dropout's gradient redraws the forward's mask from the node's seed.
+    A training step may replace the seed before autograd (docs/training.md,
+    "Randomness per step"), so the mask is not known here: the check is that
+    forward and backward agree. With loss = sum(dropout(w) * R) the gradient
+    is R / (1 - p) where kept and 0 elsewhere, and the loss is then exactly
+    sum(w * grad); a gradient with another mask breaks both. Seeds past 2^53
+    (what per-step seeds are) must reach the backward's dropout exactly."""
+    c = gc.c
+    for n, p, seed in ((40, 0.5, 7), (40, 0.2, 12345), (40, 0.5, 2**62 + 12345), (40, 0.5, -(2**60) - 1),
+                       (12, 0.0, 3)):
+        w, r = q32(u((n,))), q32(u((n,)))
+        c.put("dw", w, "f32")
+        c.put("dr", r, "f32")
+        nodes = [{"id": "y", "op": "dropout", "inputs": ["dw"], "attrs": {"p": p, "seed": seed}},
+                 {"id": "yr", "op": "mul", "inputs": ["y", "dr"]},
+                 {"id": "loss", "op": "sum", "inputs": ["yr"]}]
+        gc.cases += 1
+        gc.checks += 1
+        what = "dropout mask (p %g, seed %d)" % (p, seed)
+        err, res = c.call("train.step", {"nodes": nodes, "loss": "loss", "params": ["dw"], "grads": True})
+        if err is not None:
+            gc.fail("%s: %s" % (what, err))
+            continue
+        g = harness.result_array(c.call("tensor.get", {"name": "dw.grad"})[1]).astype(np.float64)
+        scale = float(np.float32(1.0 / (1.0 - p)))
+        kept = g != 0
+        if not np.allclose(g[kept], r[kept] * scale, rtol=1e-6, atol=0):
+            gc.fail("%s: kept gradients are not R / (1 - p)" % what)
+        elif p == 0 and not kept.all():
+            gc.fail("%s: p = 0 dropped elements" % what)
+        elif p > 0 and not 0 < kept.sum() < n:
+            gc.fail("%s: %d of %d kept" % (what, kept.sum(), n))
+        elif abs(res["loss"] - float((w * g).sum())) > 1e-5 * (1 + abs(res["loss"])):
+            gc.fail("%s: loss %r but sum(w * grad) %r: the backward mask is not the forward's" % (
+                what, res["loss"], float((w * g).sum())))
 
 
 def composite(gc):
@@ -885,6 +910,7 @@ def run(ck):
         gc.run(case)
     composite(gc)
     composite_embedding(gc)
+    dropout_masks(gc)
     refusals(gc)
     ties(gc)
     print("%d cases, %d gradients checked, %d failed" % (gc.cases, gc.checks, gc.failures))
