@@ -26,6 +26,7 @@
 /* softmax.comp */
 #define SM_SOFTMAX 0
 #define SM_LOG_SOFTMAX 1
+#define SM_LOGSUMEXP 2
 
 /* norm.comp flags */
 #define NORM_RMS 1u         /* rms_norm: no centring */

@@ -3,6 +3,7 @@
 // softmax / log_softmax along one axis, numerically stable: each row's max is
 // subtracted before exp. Row r of an (outer, L, inner) view starts at
 // (r / inner) * L * inner + r % inner, its elements `inner` apart.
+// logsumexp writes m + log(sum) of row r at o[r] (m itself when infinite).
 // Mirrors struct sm_push in daemon/ops/norm.c.
 #include "common.glsl"
 #include "reduce_codes.h"
@@ -43,6 +44,12 @@ void main()
 		kahan_add(s, c, exp(LOAD(x[base + j * pc.inner]) - m));
 	s = row_sum(s, lid, lg);
 
+	if (pc.op == SM_LOGSUMEXP) {
+		// one result per row, at the row's index (the reduced layout)
+		if (live && t == 0u)
+			o[row] = STORE(isinf(m) ? m : m + log(s));
+		return;
+	}
 	float ls = log(s);
 	for (uint j = t; live && j < pc.L; j += S) {
 		float d = LOAD(x[base + j * pc.inner]) - m;

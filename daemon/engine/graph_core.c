@@ -510,6 +510,12 @@ static bool set_attr(struct op_attr_value *v, enum op_attr_type type, const stru
 		v->f = a->f;
 		return true;
 	case ATTR_INT:
+		/* One int in ints: exact (a 64-bit seed is not a double). */
+		if (a->ints && a->nints == 1) {
+			v->i = a->ints[0];
+			v->f = (double)v->i;
+			return true;
+		}
 		/* Casting a double outside int64 (or NaN) is undefined behaviour. */
 		if (!(a->f > -9.2e18 && a->f < 9.2e18))
 			return false;

@@ -179,6 +179,17 @@ int grad_gather(struct autograd *ag, unsigned node, int g, int *out)
 	return out[0] < 0 ? -1 : 0;
 }
 
+/* embedding(weight, indices): gather's rule on axis 0. */
+int grad_embedding(struct autograd *ag, unsigned node, int g, int *out)
+{
+	struct graph_attr a = { .name = "axis", .f = 0.0 };
+	int in[3] = { ag_zeros_like(ag, ag_input(ag, node, 0)), ag_input(ag, node, 1), g };
+
+	out[0] = ag_emit(ag, "index_add", in, 3, &a, 1);
+	out[1] = AG_NONE;
+	return out[0] < 0 ? -1 : 0;
+}
+
 /* index_add(x, indices, src): x gets g, src gets g gathered at the indices. */
 int grad_index_add(struct autograd *ag, unsigned node, int g, int *out)
 {

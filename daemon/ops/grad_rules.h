@@ -52,6 +52,7 @@ int grad_concat(struct autograd *ag, unsigned node, int g, int *out);
 int grad_stack(struct autograd *ag, unsigned node, int g, int *out);
 int grad_pad(struct autograd *ag, unsigned node, int g, int *out);
 int grad_gather(struct autograd *ag, unsigned node, int g, int *out);
+int grad_embedding(struct autograd *ag, unsigned node, int g, int *out);
 int grad_index_add(struct autograd *ag, unsigned node, int g, int *out);
 
 /* reduce.c: grad_reduce.c */
@@ -71,3 +72,13 @@ int grad_avg_pool2d(struct autograd *ag, unsigned node, int g, int *out);
 int grad_layer_norm(struct autograd *ag, unsigned node, int g, int *out);
 int grad_rms_norm(struct autograd *ag, unsigned node, int g, int *out);
 int grad_batch_norm(struct autograd *ag, unsigned node, int g, int *out);
+
+/* sort.c, mask.c, norm.c (logsumexp): grad_sort.c */
+int grad_sort(struct autograd *ag, unsigned node, int g, int *out);
+int grad_topk(struct autograd *ag, unsigned node, int g, int *out);
+int grad_cumsum(struct autograd *ag, unsigned node, int g, int *out);
+int grad_tril(struct autograd *ag, unsigned node, int g, int *out);
+int grad_triu(struct autograd *ag, unsigned node, int g, int *out);
+int grad_masked_fill(struct autograd *ag, unsigned node, int g, int *out);
+int grad_dropout(struct autograd *ag, unsigned node, int g, int *out);
+int grad_logsumexp(struct autograd *ag, unsigned node, int g, int *out);

@@ -446,6 +446,29 @@ static int gather_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	return op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), pc.n, 256);
 }
 
+/* embedding(weight [V, D], indices): weight's rows at the indices, shape
+ * indices.shape + [D]: gather on axis 0 (its kernel; the gradient is
+ * index_add's sorted one). */
+static int embedding_infer(struct op_ctx *ctx)
+{
+	const struct op_tensor *w = &ctx->in[0], *idx = &ctx->in[1];
+
+	if (w->rank != 2)
+		return op_fail(ctx, TDP_SHAPE_MISMATCH, "the table (input 0) must be [num_embeddings, dim], not rank %u",
+			       w->rank);
+	if (idx->dtype != TDP_DTYPE_I32)
+		return op_fail(ctx, TDP_DTYPE_MISMATCH, "input 1 (the indices) must be i32, not %s",
+			       tdp_dtype_name(idx->dtype));
+	if (idx->rank + 1 > TDP_MAX_RANK)
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "the result would have rank %u; the limit is %d",
+			       idx->rank + 1, TDP_MAX_RANK);
+	ctx->out = (struct op_tensor){ .dtype = w->dtype, .rank = idx->rank + 1 };
+	memcpy(ctx->out.shape, idx->shape, sizeof(idx->shape[0]) * idx->rank);
+	ctx->out.shape[idx->rank] = w->shape[1];
+	notes(ctx)->axis = 0;
+	return 0;
+}
+
 static int one_hot_infer(struct op_ctx *ctx)
 {
 	const struct op_tensor *idx = &ctx->in[0];
@@ -538,6 +561,7 @@ const struct op_def op_defs_layout[] = {
 	{ "pad", 1, 1, pad_attrs, 0, pad_infer, pad_record, grad_pad, OP_NO_FUSION },
 	{ "gather", 2, 2, axis_attrs, 0, gather_infer, gather_record, grad_gather, OP_NO_FUSION },
 	{ "index_select", 2, 2, axis_attrs, 0, gather_infer, gather_record, grad_gather, OP_NO_FUSION },
+	{ "embedding", 2, 2, NULL, 0, embedding_infer, gather_record, grad_embedding, OP_NO_FUSION },
 	{ "one_hot", 1, 1, one_hot_attrs, 0, one_hot_infer, one_hot_record, NULL, OP_NO_FUSION },
 	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };

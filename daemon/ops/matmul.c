@@ -394,7 +394,22 @@ static const struct op_attr_spec matmul_attrs[] = {
 	{ NULL, 0, false },
 };
 
+/* bmm: torch.bmm, matmul of two rank-3 tensors with equal batch dims. */
+static int bmm_infer(struct op_ctx *ctx)
+{
+	const struct op_tensor *a = &ctx->in[0], *b = &ctx->in[1];
+
+	if (a->rank != 3 || b->rank != 3)
+		return op_fail(ctx, TDP_SHAPE_MISMATCH, "needs two rank-3 tensors [B, M, K] and [B, K, N], not ranks %u and %u",
+			       a->rank, b->rank);
+	if (a->shape[0] != b->shape[0])
+		return op_fail(ctx, TDP_SHAPE_MISMATCH, "batch dims differ: %llu and %llu",
+			       (unsigned long long)a->shape[0], (unsigned long long)b->shape[0]);
+	return matmul_infer(ctx);
+}
+
 const struct op_def op_defs_linalg[] = {
 	{ "matmul", 2, 2, matmul_attrs, 0, matmul_infer, matmul_record, grad_matmul, OP_NO_FUSION },
+	{ "bmm", 2, 2, matmul_attrs, 0, bmm_infer, matmul_record, grad_matmul, OP_NO_FUSION },
 	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };

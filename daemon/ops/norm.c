@@ -129,6 +129,37 @@ static int sm_infer(struct op_ctx *ctx)
 	return 0;
 }
 
+static const struct op_attr_spec lse_attrs[] = {
+	{ "axis", ATTR_INT, false },
+	{ "keepdims", ATTR_BOOL, false },
+	{ NULL, 0, false },
+};
+
+/* logsumexp: log Σ exp(x) along one axis (default -1), stable (softmax.comp
+ * subtracts the row's max); the axis is removed unless keepdims. */
+static int lse_infer(struct op_ctx *ctx)
+{
+	const struct op_attr_value *axis = op_attr(ctx, "axis");
+	unsigned rank = ctx->in[0].rank;
+	int a;
+
+	if (rank == 0)
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "needs a tensor of rank 1 or more");
+	a = op_axis(ctx, axis->set ? axis->i : -1, rank, "axis");
+	if (a < 0 || norm_float_input(ctx) < 0 || norm_row_len(ctx, ctx->in[0].shape[a]) < 0)
+		return -1;
+	if (ctx->in[0].shape[a] == 0)
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "the axis is empty");
+	ctx->priv.softmax.axis = a;
+	if (op_attr(ctx, "keepdims")->i) {
+		ctx->out.shape[a] = 1;
+		return 0;
+	}
+	memmove(&ctx->out.shape[a], &ctx->out.shape[a + 1], (rank - 1 - (unsigned)a) * sizeof(uint64_t));
+	ctx->out.shape[--ctx->out.rank] = 0;
+	return 0;
+}
+
 static int sm_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 {
 	const struct op_tensor *x = &ctx->in[0];
@@ -314,6 +345,7 @@ static int bn_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 const struct op_def op_defs_norm[] = {
 	{ "softmax", 1, 1, sm_attrs, SM_SOFTMAX, sm_infer, sm_record, grad_softmax, OP_NO_FUSION },
 	{ "log_softmax", 1, 1, sm_attrs, SM_LOG_SOFTMAX, sm_infer, sm_record, grad_log_softmax, OP_NO_FUSION },
+	{ "logsumexp", 1, 1, lse_attrs, SM_LOGSUMEXP, lse_infer, sm_record, grad_logsumexp, OP_NO_FUSION },
 	{ "layer_norm", 1, 3, ln_attrs, 0, ln_infer, ln_record, grad_layer_norm, OP_NO_FUSION },
 	{ "rms_norm", 1, 2, ln_attrs, NORM_RMS, ln_infer, ln_record, grad_rms_norm, OP_NO_FUSION },
 	{ "batch_norm", 1, 5, bn_attrs, 0, bn_infer, bn_record, grad_batch_norm, OP_NO_FUSION },

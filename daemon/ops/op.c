@@ -21,6 +21,7 @@ static const struct op_def *const families[] = {
 	op_defs_reduce, op_defs_norm,
 	op_defs_optim,
 	op_defs_index,
+	op_defs_sort, op_defs_mask,
 };
 
 static const struct op_def *all_ops[256];

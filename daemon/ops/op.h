@@ -62,7 +62,8 @@ struct op_attr_value {
 
 /* A named attribute value as code builds one (graph_emit in the engine,
  * ag_emit in backward rules): the op's spec decides which field is read: f
- * for numbers, b for booleans, s for strings, ints for lists. */
+ * for numbers, b for booleans, s for strings, ints for lists; an integer
+ * attr takes ints[0] when nints is 1 (exact past 2^53: seeds), else f. */
 struct graph_attr {
 	const char *name;
 	double f;
@@ -182,6 +183,8 @@ extern const struct op_def op_defs_reduce[];
 extern const struct op_def op_defs_norm[];
 extern const struct op_def op_defs_optim[];
 extern const struct op_def op_defs_index[];
+extern const struct op_def op_defs_sort[];
+extern const struct op_def op_defs_mask[];
 
 /* Binding, pipelines and dispatch for an op's record (op_gpu.c). */
 #include "ops/op_gpu.h"

@@ -109,6 +109,13 @@ struct softmax_notes {
 	int axis;
 };
 
+/* sort.c */
+struct sort_notes {
+	int axis;
+	uint32_t k;                          /* result length along the axis */
+	bool descending;                     /* cumsum: reversed */
+};
+
 /* reduce.c */
 struct red_note {
 	bool reduced[TDP_MAX_RANK];
@@ -136,6 +143,7 @@ union op_priv {
 	struct mm_plan matmul;
 	struct softmax_notes softmax;
 	struct red_note reduce;
+	struct sort_notes sort;
 	struct kernel_node_notes kernel;
 };
 /* It sits in every graph node (4096 of them at most): keep it small. */

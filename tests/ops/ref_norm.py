@@ -12,6 +12,17 @@ def softmax(x, axis=-1):
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
+def logsumexp(x, axis=-1, keepdims=False):
+    """log(sum(exp(x))) with the max taken out; -inf rows stay -inf, a +inf
+    element gives +inf (torch.logsumexp)."""
+    m = np.max(x, axis=axis, keepdims=True)
+    safe = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = safe + np.log(np.sum(np.exp(x - safe), axis=axis, keepdims=True))
+    r = np.where(np.isinf(m) & ~np.isnan(r), m, r)
+    return r if keepdims else np.squeeze(r, axis=axis)
+
+
 def log_softmax(x, axis=-1):
     if x.ndim == 0:
         return np.zeros_like(x)

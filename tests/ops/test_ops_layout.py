@@ -76,6 +76,10 @@ def run_dtype(ck, dt):
     idx = rng.integers(0, 50, size=(3, 4))
     idx[0, 0], idx[1, 2], idx[2, 3] = -1, 50, -51
     chk("gather", [emb, idx], ref.gather, dtypes=[dt, "i32"])
+    # embedding(table, indices): gather on axis 0 of a 2-D table
+    chk("embedding", [emb, idx], ref.gather, dtypes=[dt, "i32"])
+    chk("embedding", [emb, np.array(3)], ref.gather, dtypes=[dt, "i32"], label="(scalar index)")
+    chk("embedding", [emb, np.zeros((2, 0))], ref.gather, dtypes=[dt, "i32"], label="(no indices)")
     chk("index_select", [x3, np.array([4, 0, -2])], lambda x, i: ref.gather(x, i, axis=1), {"axis": -2},
         dtypes=[dt, "i32"])
     chk("gather", [x3, np.array(2)], lambda x, i: ref.gather(x, i, axis=2), {"axis": 2}, dtypes=[dt, "i32"],

@@ -41,6 +41,18 @@ def run(ck):
         for sa, sb in [((3, 0), (0, 4)), ((0, 3), (3, 4)), ((3, 5), (5, 0)), ((0, 2, 3), (3, 4)),
                        ((2, 0), (0,)), ((0,), (0,))]:
             ck.check("matmul", [values(sa), values(sb)], [dt, dt], ref.matmul, tol=TOL[dt])
+    # bmm: matmul's kernel for [B, M, K] @ [B, K, N], with its transposes
+    for dt in harness.FLOAT_DTYPES:
+        for sa, sb in (((2, 3, 4), (2, 4, 5)), ((1, 70, 20), (1, 20, 65)), ((3, 0, 4), (3, 4, 2))):
+            ck.check("bmm", [values(sa), values(sb)], [dt, dt], ref.matmul, tol=TOL[dt])
+        ck.check("bmm", [values((2, 4, 3)), values((2, 5, 4))], [dt, dt],
+                 lambda a, b: ref.matmul(np.swapaxes(a, 1, 2), np.swapaxes(b, 1, 2)),
+                 {"transpose_a": True, "transpose_b": True}, tol=TOL[dt])
+    ck.c.put("bmm_a", values((2, 3, 4)), "f32")
+    ck.c.put("bmm_b", values((3, 4, 5)), "f32")
+    ck.c.put("bmm_c", values((3, 4)), "f32")
+    ck.expect_error("bmm", ["bmm_a", "bmm_b"], None, "SHAPE_MISMATCH", " batch dims differ")
+    ck.expect_error("bmm", ["bmm_c", "bmm_b"], None, "SHAPE_MISMATCH", " rank 2")
     # The tiled path at some size, and large K in half precision.
     ck.check("matmul", [values((256, 256)), values((256, 256))], ["f32", "f32"], ref.matmul,
              tol=TOL["f32"], label="(256^3)")

@@ -30,6 +30,19 @@ def run(ck):
             ck.check(op, [u((3, 50), -80, 90) * 10], [dt], lambda v, fn=fn: fn(v), tol=tol,
                      label="(large)")
 
+        # logsumexp: axes, keepdims, large logits (stable), infinities
+        for shape, axis, keep in (((7,), None, False), ((3, 5), 0, True), ((3, 5), -1, False), ((2, 3, 4), 1, False),
+                                  ((2, 3, 4), 1, True), ((2, 1000), 1, False), ((0, 4), 1, False)):
+            attrs = {"keepdims": keep} if keep else {}
+            if axis is not None:
+                attrs["axis"] = axis
+            ck.check("logsumexp", [u(shape)], [dt],
+                     lambda v, a=axis, k=keep: ref.logsumexp(v, -1 if a is None else a, k), attrs=attrs or None,
+                     tol=tol)
+        ck.check("logsumexp", [u((3, 50), -80, 90) * 10], [dt], lambda v: ref.logsumexp(v), tol=tol,
+                 label="(large)")
+        inf = np.array([[1.0, -np.inf, 2.0], [-np.inf, -np.inf, -np.inf], [0.0, np.inf, 1.0], [np.nan, 0.0, 1.0]])
+        ck.check("logsumexp", [inf], [dt], lambda v: ref.logsumexp(v), tol=tol, label="(inf, nan)")
         for shape, nd, params in (((4, 10), 1, 0), ((4, 10), 1, 2), ((2, 3, 8), 2, 2), ((2, 3, 8), 2, 1),
                                   ((3, 1000), 1, 2), ((5, 2, 33), 1, 1), ((0, 6), 1, 2), ((6,), 1, 2)):
             x = u(shape) * 3 + 1
@@ -93,6 +106,7 @@ def run(ck):
 
     # The longest row one workgroup takes (2^22); one more is refused.
     ck.check("softmax", [u((1, 1 << 22))], ["f32"], ref.softmax, tol=(1e-12, 2e-5), label="(2^22 row)")
+    ck.check("logsumexp", [u((2, 1 << 20))], ["f32"], ref.logsumexp, tol=(1e-6, 1e-6), label="(2^20 row)")
 
     # Bad input.
     c = ck.c
@@ -106,6 +120,10 @@ def run(ck):
     c.put("n_one", u((1, 3)), "f32")
     c.put("n_long", np.zeros((0, (1 << 22) + 1)), "f32")
     ck.expect_error("softmax", ["n_long"], None, "RESOURCE_EXHAUSTED")
+    ck.expect_error("logsumexp", ["n_long"], None, "RESOURCE_EXHAUSTED")
+    ck.c.put("n_empty_axis", np.zeros((3, 0)), "f32")
+    ck.expect_error("logsumexp", ["n_empty_axis"], None, "INVALID_ARGUMENT")
+    ck.expect_error("logsumexp", ["n_x"], {"axis": 5}, "INVALID_ARGUMENT")
     ck.expect_error("layer_norm", ["n_long"], None, "RESOURCE_EXHAUSTED")
     for op in ("softmax", "log_softmax", "layer_norm", "rms_norm", "batch_norm"):
         ck.expect_error(op, ["n_i"], None, "DTYPE_MISMATCH")

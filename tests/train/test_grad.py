@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "ops"))
 import numpy as np  # noqa: E402
 
 import harness  # noqa: E402
+import ref_sort  # noqa: E402
 
 rng = np.random.default_rng(20240612)
 FD_EPS = 1e-5       # float64 central differences: truncation error ~ eps^2
@@ -627,6 +628,90 @@ def more_cases():
     return out
 
 
+
+def logsumexp(x, axis=-1, keepdims=False):
+    m = x.max(axis=axis, keepdims=True)
+    r = m + np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
+    return r if keepdims else np.squeeze(r, axis=axis)
+
+
+def issue18_cases():
+    """The ops of issue 18: logsumexp, cumsum, tril/triu, masked_fill, bmm,
+    embedding, sort/topk (values; distinct inputs: no tie where the
+    permutation would change); dropout in dropout_masks. argsort,
+    topk_indices and multinomial have no gradient."""
+    out = []
+    for xs, attrs in (((3, 4), None), ((3, 4), {"axis": 0, "keepdims": True}), ((2, 3, 4), {"axis": 1}),
+                      ((5,), {"axis": -1})):
+        a = attrs or {}
+        out.append(Case("logsumexp", "logsumexp", [(u(xs, -3, 3), "p")],
+                        lambda x, a=a: logsumexp(x, a.get("axis", -1), a.get("keepdims", False)), attrs))
+    for xs, attrs in (((3, 4), {"axis": 1}), ((3, 4), {"axis": 0, "reverse": True}), ((2, 3, 4), {"axis": -2}),
+                      ((6,), {"axis": 0})):
+        out.append(Case("cumsum", "cumsum", [(u(xs), "p")],
+                        lambda x, a=attrs: ref_sort.cumsum(x, a["axis"], "f64", a.get("reverse", False)), attrs))
+    for op, f in (("tril", np.tril), ("triu", np.triu)):
+        for xs, k in (((4, 4), 0), ((3, 5), 1), ((2, 4, 3), -1)):
+            out.append(Case(op, op, [(u(xs), "p")], lambda x, f=f, k=k: f(x, k), {"diagonal": k}))
+    for xs, ms in (((3, 4), (3, 4)), ((2, 3, 4), (3, 1))):
+        m = rng.integers(0, 2, size=ms)
+        out.append(Case("masked_fill", "masked_fill", [(u(xs), "p"), (m, "u8")],
+                        lambda x, m: np.where(np.broadcast_to(m, x.shape) != 0, -5.0, x), {"value": -5.0}))
+    out.append(Case("bmm", "bmm", [(u((2, 3, 4)), "p"), (u((2, 4, 5)), "p")], np.matmul))
+    out.append(Case("bmm", "bmm", [(u((2, 4, 3)), "p"), (u((2, 4, 5)), "p")],
+                    lambda a, b: np.matmul(np.swapaxes(a, 1, 2), b), {"transpose_a": True}))
+    idx = np.array([[0, 3, 3, 1], [4, 4, 2, 0]])
+    out.append(Case("embedding", "embedding", [(u((5, 3)), "p"), (idx, "i")], lambda w, i: w[i]))
+    for xs, attrs in (((3, 5), None), ((3, 5), {"axis": 0, "descending": True}), ((2, 3, 4), {"axis": 1})):
+        a = attrs or {}
+        out.append(Case("sort", "sort", [(distinct(xs), "p")],
+                        lambda x, a=a: ref_sort.sort(x, a.get("axis", -1), a.get("descending", False)), attrs))
+    for xs, attrs in (((3, 5), {"k": 2}), ((4, 3), {"k": 3, "axis": 0, "largest": False}),
+                      ((2, 6, 2), {"k": 1, "axis": 1})):
+        out.append(Case("topk", "topk", [(distinct(xs), "p")],
+                        lambda x, a=attrs: ref_sort.topk(x, a["k"], a.get("axis", -1), a.get("largest", True))[0],
+                        attrs))
+    return out
+
+
+def dropout_masks(gc):
+    """dropout's gradient redraws the forward's mask from the node's seed.
+    A training step may replace the seed before autograd (docs/training.md,
+    "Randomness per step"), so the mask is not known here: the check is that
+    forward and backward agree. With loss = sum(dropout(w) * R) the gradient
+    is R / (1 - p) where kept and 0 elsewhere, and the loss is then exactly
+    sum(w * grad); a gradient with another mask breaks both. Seeds past 2^53
+    (what per-step seeds are) must reach the backward's dropout exactly."""
+    c = gc.c
+    for n, p, seed in ((40, 0.5, 7), (40, 0.2, 12345), (40, 0.5, 2**62 + 12345), (40, 0.5, -(2**60) - 1),
+                       (12, 0.0, 3)):
+        w, r = q32(u((n,))), q32(u((n,)))
+        c.put("dw", w, "f32")
+        c.put("dr", r, "f32")
+        nodes = [{"id": "y", "op": "dropout", "inputs": ["dw"], "attrs": {"p": p, "seed": seed}},
+                 {"id": "yr", "op": "mul", "inputs": ["y", "dr"]},
+                 {"id": "loss", "op": "sum", "inputs": ["yr"]}]
+        gc.cases += 1
+        gc.checks += 1
+        what = "dropout mask (p %g, seed %d)" % (p, seed)
+        err, res = c.call("train.step", {"nodes": nodes, "loss": "loss", "params": ["dw"], "grads": True})
+        if err is not None:
+            gc.fail("%s: %s" % (what, err))
+            continue
+        g = harness.result_array(c.call("tensor.get", {"name": "dw.grad"})[1]).astype(np.float64)
+        scale = float(np.float32(1.0 / (1.0 - p)))
+        kept = g != 0
+        if not np.allclose(g[kept], r[kept] * scale, rtol=1e-6, atol=0):
+            gc.fail("%s: kept gradients are not R / (1 - p)" % what)
+        elif p == 0 and not kept.all():
+            gc.fail("%s: p = 0 dropped elements" % what)
+        elif p > 0 and not 0 < kept.sum() < n:
+            gc.fail("%s: %d of %d kept" % (what, kept.sum(), n))
+        elif abs(res["loss"] - float((w * g).sum())) > 1e-5 * (1 + abs(res["loss"])):
+            gc.fail("%s: loss %r but sum(w * grad) %r: the backward mask is not the forward's" % (
+                what, res["loss"], float((w * g).sum())))
+
+
 def composite(gc):
     """Graphs where gradients meet: a parameter used twice, a 2-layer MLP,
     log(softmax) vs log_softmax, a chain of reshapes and transposes."""
@@ -821,10 +906,11 @@ def ties(gc):
 
 def run(ck):
     gc = GradChecker(ck.c)
-    for case in cases():
+    for case in cases() + issue18_cases():
         gc.run(case)
     composite(gc)
     composite_embedding(gc)
+    dropout_masks(gc)
     refusals(gc)
     ties(gc)
     print("%d cases, %d gradients checked, %d failed" % (gc.cases, gc.checks, gc.failures))
