@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "gpu/completion.h"
 #include "gpu/device.h"
 
 int gpu_rec_begin(struct gpu_recorder *rec, struct gpu_device *g)
@@ -189,7 +190,14 @@ int gpu_rec_submit(struct gpu_recorder *rec)
 
 int gpu_rec_wait(struct gpu_recorder *rec)
 {
-	return gpu_cmd_wait_for(rec->g, 0, rec->timeout_ns ? rec->timeout_ns : UINT64_MAX);
+	int r;
+
+	if (rec->watched)
+		return gpu_completion_take(rec);
+	r = gpu_cmd_wait_for(rec->g, 0, rec->timeout_ns ? rec->timeout_ns : UINT64_MAX);
+	if (r == 0)
+		rec->gpu_ns = rec->g->cmd[0].gpu_ns;
+	return r;
 }
 
 int gpu_rec_submit_wait(struct gpu_recorder *rec)

@@ -27,6 +27,15 @@ struct gpu_recorder {
 	unsigned dispatches;
 	unsigned barriers;
 	uint64_t timeout_ns;            /* gpu_rec_submit_wait's limit; 0: none */
+	uint64_t gpu_ns;                /* device time of the submission, once waited for */
+	/* gpu_rec_watch (gpu/completion.c): the loop is told when it completed. */
+	bool watched;                   /* handed to the completion thread */
+	bool finished;                  /* its outcome is in `result` */
+	bool queued;                    /* on the completion's ready list: `done` is due */
+	int result;                     /* what gpu_rec_wait returns once finished */
+	void (*done)(void *data);
+	void *done_data;
+	struct gpu_recorder *next_ready;
 };
 
 /* Start a recording on the device's command buffer. Returns 0 or -errno. */
@@ -81,7 +90,10 @@ void gpu_rec_host_copy(struct gpu_recorder *rec, const struct gpu_alloc *a, VkBu
  * run at once: submit (with a final barrier) without waiting... */
 int gpu_rec_submit(struct gpu_recorder *rec);
 
-/* ...and wait for it later (at most timeout_ns when set). Same returns. */
+/* ...and wait for it later (at most timeout_ns when set). Same returns.
+ * For a watched recording (gpu_rec_watch) it returns the outcome the
+ * completion thread saw, waiting for it if need be, and its `done` is then
+ * not called any more. Sets gpu_ns on success. */
 int gpu_rec_wait(struct gpu_recorder *rec);
 
 /* Abandon a recording that will not be submitted. */
