@@ -61,7 +61,7 @@ struct graph_job {
 };
 
 /* The client went away: the graph still runs on the device; its completion
- * frees it (graph_done). */
+ * commits its stored outputs and frees it (graph_done). */
 static void graph_job_cancel(struct request_deferred *def)
 {
 	struct graph_job *j = (struct graph_job *)((char *)def - offsetof(struct graph_job, def));
@@ -76,6 +76,13 @@ static void graph_done(struct graph *gr, void *data)
 	size_t mark;
 
 	if (j->gone) {
+		/* The request still takes effect, as it would have had the loop
+		 * waited for it: only the answer has nobody to go to. */
+		if (graph_wait(gr) == 0)
+			for (unsigned i = 0; i < gr->n; i++)
+				if (gr->nodes[i].has_out && !graph_commit(gr, i))
+					log_error("storing '%s' for a departed client: out of memory",
+						  gr->nodes[i].out_name);
 		graph_free(gr);
 		free(j);
 		return;

@@ -1,0 +1,273 @@
+#!/usr/bin/python3
+"""The loop never waits for the GPU (issue 17; docs/architecture.md,
+"Processes and threads"): op.run and graph.run are answered when their
+submission completes, from the event loop, which serves everyone else
+meanwhile.
+
+tensord runs under a NOTIFY_SOCKET of the test's own (WATCHDOG_USEC = 1 s).
+A graph.run calibrated to take about 3 s on this device (rand, then a chain
+of matmuls, like test_request_timeout.py) runs on one connection while a
+second client pings back to back: its ping p99 must stay under PING_P99_MS
+and WATCHDOG=1 must keep arriving. Meanwhile the second client still reads
+the old value of a tensor the pending graph replaces; the answer then
+commits the new one. Also: pipelined op.run then tensor.get on one
+connection (the get sees the result), a client that disconnects while its
+graph runs (the graph still takes effect; its intermediates are freed), and SIGTERM while a graph runs (clean exit 0).
+
+argv[1] = "sync" runs the same scenario with `async_graphs = no` (the old
+path, the loop waiting for each submission): every check but the ping
+latency, which is only reported.
+
+Run with /usr/bin/python3; TENSORD_BIN names the daemon."""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from daemon import Client, sanitizer_env  # noqa: E402
+
+BIN = os.environ["TENSORD_BIN"]
+SYNC = len(sys.argv) > 1 and sys.argv[1] == "sync"
+WATCHDOG_USEC = 1000000
+TARGET = 3.0            # seconds the long graph runs
+N = 384
+# The issue's goal is 5 ms; CI shares 2 cores with lavapipe's workers (and
+# ASan slows the daemon): the bound asserted is looser, the figure printed.
+PING_P99_MS = float(os.environ.get("TENSORD_PING_P99_MS", "25"))
+failures = []
+
+
+def check(cond, what):
+    print(("ok: " if cond else "FAIL: ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+class Pings(threading.Thread):
+    """Collects the times of WATCHDOG=1 datagrams on the NOTIFY_SOCKET."""
+
+    def __init__(self, path):
+        super().__init__(daemon=True)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(path)
+        self.sock.settimeout(0.1)
+        self.times, self.ready, self.stop = [], threading.Event(), False
+
+    def run(self):
+        while not self.stop:
+            try:
+                data = self.sock.recv(4096)
+            except socket.timeout:
+                continue
+            lines = data.decode().split("\n")
+            if "READY=1" in lines:
+                self.ready.set()
+            if "WATCHDOG=1" in lines:
+                self.times.append(time.monotonic())
+
+    def worst_gap(self, t0, t1):
+        ts = [t0] + [t for t in self.times if t0 <= t <= t1] + [t1]
+        return max(b - a for a, b in zip(ts, ts[1:]))
+
+
+def chain(k, seed=1, store=None):
+    nodes = [{"id": "a", "op": "rand", "inputs": [], "attrs": {"shape": [N, N], "seed": seed}},
+             {"id": "m0", "op": "mul", "inputs": ["a"], "attrs": {"scalar": 1.0 / N}}]
+    for i in range(1, k + 1):
+        nodes.append({"id": "m%d" % i, "op": "matmul", "inputs": ["m%d" % (i - 1), "m0"]})
+    nodes.append({"id": "s", "op": "sum", "inputs": ["m%d" % k]})
+    if store:
+        nodes.append({"id": "st", "op": "mul", "inputs": ["s"], "attrs": {"scalar": 0.0},
+                      "out": store})
+    return {"nodes": nodes, "outputs": ["s"]}
+
+
+def percentile(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * p / 100.0))]
+
+
+def used(c):
+    return sum(dev["memory_used"] for dev in c.call("info")["devices"])
+
+
+def start(tmp, name):
+    notify_path = os.path.join(tmp, name + ".notify")
+    pings = Pings(notify_path)
+    pings.start()
+    sock = os.path.join(tmp, name + ".sock")
+    config = os.path.join(tmp, name + ".conf")
+    with open(config, "w") as f:
+        f.write("request_timeout = 60\ncheckpoint_interval = 0\npersist = no\nasync_graphs = %s\n"
+                % ("no" if SYNC else "yes"))
+    env = sanitizer_env(dict(os.environ, NOTIFY_SOCKET=notify_path, WATCHDOG_USEC=str(WATCHDOG_USEC)))
+    log = os.path.join(tmp, name + ".log")
+    with open(log, "wb") as logf:
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", 'WATCHDOG_PID=$$; export WATCHDOG_PID; exec "$0" "$@"', BIN,
+             "--socket", sock, "--state-dir", os.path.join(tmp, name + ".state"), "--config", config],
+            stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT, env=env)
+    if not pings.ready.wait(60):
+        raise RuntimeError("no READY=1")
+    return proc, pings, sock, log
+
+
+def stop(proc, pings, log, what):
+    proc.send_signal(signal.SIGTERM)
+    try:
+        rc = proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rc = proc.wait()
+    pings.stop = True
+    check(rc == 0, "%s: exit status %r after SIGTERM" % (what, rc))
+    with open(log, errors="replace") as f:
+        text = f.read()
+    check("ERROR: AddressSanitizer" not in text and "runtime error" not in text and
+          "LeakSanitizer" not in text, "%s: no sanitizer report" % what)
+    if failures:
+        sys.stdout.write(text[-3000:])
+
+
+def long_graph_while_pinging(sock, pings):
+    c, other = Client(sock), Client(sock)
+    c.call("tensor.put", {"name": "res", "dtype": "f32", "shape": [1],
+                          "data": np.array([7.0], "<f4").tobytes()})
+    c.call("graph.run", chain(1))
+    t0 = time.monotonic()
+    c.call("graph.run", chain(2))
+    per = max((time.monotonic() - t0) / 2, 1e-4)
+    k = max(int(TARGET / per), 8)
+    print("one %dx%d matmul takes %.4f s: a chain of %d" % (N, N, per, k), flush=True)
+    base = used(other)
+
+    t0 = time.monotonic()
+    msgid = c.request("graph.run", chain(k, seed=2, store="res"))
+    answer = {}
+
+    def wait_answer():
+        answer["r"] = c.response(msgid)
+        answer["t"] = time.monotonic()
+
+    waiter = threading.Thread(target=wait_answer, daemon=True)
+    waiter.start()
+    lat, old_seen = [], None
+    time.sleep(0.2)
+    # Pings sent before the answer came count (the sync path answers the
+    # first one only after the graph).
+    while "t" not in answer and time.monotonic() - t0 < TARGET * 20:
+        t1 = time.perf_counter()
+        sent = time.monotonic()
+        other.call("ping")
+        if "t" not in answer or sent < answer["t"]:
+            lat.append((time.perf_counter() - t1) * 1e3)
+        if old_seen is None:
+            old_seen = np.frombuffer(other.call("tensor.get", {"name": "res"})["data"], "<f4")[0]
+    waiter.join(TARGET * 20)
+    e, res = answer["r"]
+    t_done = answer["t"]
+    check(e is None and "s" in res["outputs"] and "res" in res["stored"],
+          "the long graph.run answered (%.2f s): %r" % (t_done - t0, e))
+    p50, p99, worst = percentile(lat, 50), percentile(lat, 99), max(lat)
+    print("MEASURE %s: %d pings during a %.1f s graph.run: p50 %.3f ms, p99 %.3f ms, max %.3f ms"
+          % ("sync" if SYNC else "async", len(lat), t_done - t0, p50, p99, worst), flush=True)
+    if not SYNC:
+        check(len(lat) > 50, "pings were answered while the graph ran (%d)" % len(lat))
+        check(p99 < PING_P99_MS, "ping p99 %.2f ms < %.0f ms while the graph runs" % (p99, PING_P99_MS))
+        check(old_seen == 7.0, "meanwhile another client reads the tensor the graph will replace: "
+              "the old value (%r)" % old_seen)
+    gap = pings.worst_gap(t0, t_done)
+    check(gap < WATCHDOG_USEC / 1e6 * 0.9, "WATCHDOG=1 kept coming while the graph ran (worst gap %.2f s)" % gap)
+    got = np.frombuffer(other.call("tensor.get", {"name": "res"})["data"], "<f4")[0]
+    check(got == 0.0, "the stored output is committed at completion (%r)" % got)
+    c.close()
+    other.close()
+    return k
+
+
+def pipelined(sock):
+    c = Client(sock)
+    x = np.arange(1000, dtype="<f4")
+    c.call("tensor.put", {"name": "x", "dtype": "f32", "shape": [1000], "data": x.tobytes()})
+    ids = []
+    for i in range(20):
+        ids.append(c.request("op.run", {"op": "add", "inputs": ["x" if i == 0 else "y", "x"], "out": "y"}))
+        ids.append(c.request("tensor.get", {"name": "y"}))
+    ok = True
+    for i in range(20):
+        e, _ = c.response(ids[2 * i])
+        e2, r = c.response(ids[2 * i + 1])
+        ok &= e is None and e2 is None and np.array_equal(np.frombuffer(r["data"], "<f4"), x * (i + 2))
+    check(ok, "pipelined op.run then tensor.get on one connection: each get sees its op's result")
+    e, r = c.call_full("graph.run", {"nodes": [{"id": "bad", "op": "add", "inputs": ["x", "nope"]}]})
+    check(e is not None and e["name"] == "NOT_FOUND", "a bad graph still fails at once: %r" % (e,))
+    c.close()
+
+
+def disconnect(sock, k):
+    other = Client(sock)
+    base = used(other)
+    c = Client(sock)
+    c.request("graph.run", chain(k, seed=3, store="gone"))
+    time.sleep(0.3)
+    c.close()
+    t1 = time.perf_counter()
+    other.call("ping")
+    check((time.perf_counter() - t1) < 1.0 or SYNC, "ping answered while a departed client's graph runs")
+    deadline = time.monotonic() + TARGET * 4 + 10
+    while time.monotonic() < deadline:
+        e, _ = other.call_full("tensor.stat", {"name": "gone"})
+        if e is None:
+            break
+        time.sleep(0.1)
+    e, st = other.call_full("tensor.stat", {"name": "gone"})
+    check(e is None, "the departed client's graph still took effect: its output is stored (%r)" % (e,))
+    want = base + (st["bytes"] if e is None else 0)
+    while time.monotonic() < deadline and used(other) != want:
+        time.sleep(0.1)
+    check(used(other) == want, "after a client left mid-graph, device memory holds only its output: "
+          "%d (%d)" % (want, used(other)))
+    other.close()
+
+
+def sigterm_while_pending(tmp, k):
+    proc, pings, sock, log = start(tmp, "term")
+    c = Client(sock)
+    c.request("graph.run", chain(k, seed=4))
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    stop(proc, pings, log, "SIGTERM while a graph.run is pending")
+    print("exited %.2f s after SIGTERM" % (time.monotonic() - t0))
+    c.close()
+
+
+def main(tmp):
+    proc, pings, sock, log = start(tmp, "main")
+    try:
+        k = long_graph_while_pinging(sock, pings)
+        pipelined(sock)
+        disconnect(sock, k)
+    finally:
+        stop(proc, pings, log, "main daemon")
+    sigterm_while_pending(tmp, k)
+
+
+if __name__ == "__main__":
+    tmp = tempfile.mkdtemp(prefix="tensord-async-")
+    try:
+        main(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if failures:
+        print("%d failures" % len(failures))
+        sys.exit(1)
+    print("all passed")
