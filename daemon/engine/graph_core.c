@@ -200,7 +200,8 @@ static struct gpu_recorder *recorder(struct graph *gr, uint32_t id, int *ret_err
 		gr->nrecs = d->ngpus;
 	}
 	if (!gr->recs[id].g) {
-		int r = gpu_rec_begin(&gr->recs[id], d->gpus[id]);
+		int r = gr->async ? gpu_rec_begin_async(&gr->recs[id], d->gpus[id]) :
+			gpu_rec_begin(&gr->recs[id], d->gpus[id]);
 
 		if (r < 0) {
 			gr->recs[id].g = NULL;
@@ -345,11 +346,12 @@ int graph_execute_async(struct graph *gr, void (*done)(struct graph *gr, void *d
 	bool async = true;
 	unsigned n = 0;
 
+	gr->async = true;
 	if (graph_submit_part(gr, 0, gr->n) < 0)
 		return -1;
 	for (uint32_t id = 0; id < gr->nrecs; id++)
 		if (gr->recs[id].g) {
-			async &= gpu_completion_on(gr->recs[id].g);
+			async &= gr->recs[id].slot >= GPU_CMD_SYNC;
 			n++;
 		}
 	if (!async || n == 0)

@@ -63,6 +63,7 @@ struct graph {
 	void (*done)(struct graph *gr, void *data);
 	void *done_data;
 	unsigned watching;               /* parts whose completion is awaited */
+	bool async;                      /* record on command buffers for gpu_rec_watch */
 };
 
 /* A copy between node `node`'s result (or `alloc` when node < 0) and the

@@ -15,10 +15,23 @@
 #include "gpu/device.h"
 #include "gpu/timing.h"
 
-/* Memory freed while a watched submission ran (gpu_completion_defer_free). */
+/* Memory freed while watched submissions ran (gpu_completion_defer_free). */
 struct deferred_free {
 	struct gpu_alloc alloc;
+	uint64_t seq;                   /* released once watched submission `seq` finished */
 	struct deferred_free *next;
+};
+
+/* One watched submission. */
+struct watch {
+	struct gpu_recorder *rec;
+	unsigned slot;
+	VkFence fence;
+	uint64_t limit_ns;              /* UINT64_MAX: none */
+	int64_t submit_ns;
+	uint64_t seq;
+	bool done;                      /* the thread reported... */
+	int status;                     /* ...0, -ETIMEDOUT, -ENODEV (behind a runaway) or -EIO */
 };
 
 struct gpu_completion {
@@ -29,15 +42,17 @@ struct gpu_completion {
 	pthread_mutex_t lock;
 	pthread_cond_t wake;            /* the thread: work or quit */
 	pthread_cond_t done_cond;       /* the loop: the thread reported */
-	/* Shared with the thread, under `lock`. */
-	struct gpu_recorder *cur;       /* the watched submission, until the loop finished it */
-	VkFence fence;
-	int64_t deadline_ns;            /* CLOCK_MONOTONIC; INT64_MAX: none */
-	bool cur_done;                  /* the thread is done waiting... */
-	int status;                     /* ...with 0, -ETIMEDOUT or -EIO (the fence's VkResult failed) */
+	/* The watched submissions in order, w[head..head+n) (mod GPU_CMD_ASYNC):
+	 * the loop appends and removes (so it reads `n` without the lock), the
+	 * thread marks the first `reported` of them done; under `lock`. */
+	struct watch w[GPU_CMD_ASYNC];
+	unsigned head, n, reported;
+	int64_t last_done_ns;           /* when the thread saw the last one end */
+	bool runaway;                   /* one ran past its limit: the rest are lost */
 	bool quit;
 	/* Loop side only. */
-	uint64_t limit_ns;              /* cur's limit, for the log */
+	bool flushing;                  /* flush_frees: gpu_memory_free releases at once */
+	uint64_t seq, finished_seq;     /* watched so far; the last one finished */
 	struct gpu_recorder *ready, **ready_tail; /* finished, `done` due, in order */
 	struct deferred_free *frees;
 };
@@ -50,6 +65,23 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Wait for `fence` until `deadline` (INT64_MAX: none). */
+static int wait_fence(struct gpu_completion *c, VkFence fence, int64_t deadline)
+{
+	for (;;) {
+		int64_t left = deadline == INT64_MAX ? INT64_MAX : deadline - now_ns();
+		VkResult r;
+
+		if (left <= 0) {
+			r = vkGetFenceStatus(c->g->dev, fence);
+			return r == VK_SUCCESS ? 0 : r == VK_NOT_READY ? -ETIMEDOUT : -EIO;
+		}
+		r = vkWaitForFences(c->g->dev, 1, &fence, VK_TRUE, left == INT64_MAX ? UINT64_MAX : (uint64_t)left);
+		if (r != VK_TIMEOUT)
+			return r == VK_SUCCESS ? 0 : -EIO;
+	}
+}
+
 static void *run(void *arg)
 {
 	struct gpu_completion *c = arg;
@@ -57,36 +89,34 @@ static void *run(void *arg)
 
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
+		struct watch *w;
+		int64_t start, deadline;
 		VkFence fence;
-		int64_t deadline;
 		int status;
-		VkResult r;
 
-		while (!c->quit && !(c->cur && !c->cur_done))
+		while (!c->quit && c->reported == c->n)
 			pthread_cond_wait(&c->wake, &c->lock);
-		if (!(c->cur && !c->cur_done))
+		if (c->reported == c->n)
 			break;
-		fence = c->fence;
-		deadline = c->deadline_ns;
-		pthread_mutex_unlock(&c->lock);
-		for (;;) {
-			int64_t left = deadline == INT64_MAX ? INT64_MAX : deadline - now_ns();
-
-			if (left <= 0) {
-				r = vkGetFenceStatus(c->g->dev, fence);
-				status = r == VK_SUCCESS ? 0 : r == VK_NOT_READY ? -ETIMEDOUT : -EIO;
-				break;
-			}
-			r = vkWaitForFences(c->g->dev, 1, &fence, VK_TRUE,
-					    left == INT64_MAX ? UINT64_MAX : (uint64_t)left);
-			if (r != VK_TIMEOUT) {
-				status = r == VK_SUCCESS ? 0 : -EIO;
-				break;
-			}
+		w = &c->w[(c->head + c->reported) % GPU_CMD_ASYNC];
+		fence = w->fence;
+		/* The queue runs submissions in order: the clock of one starts
+		 * when the one before it ended, or at its submission if later. */
+		start = w->submit_ns > c->last_done_ns ? w->submit_ns : c->last_done_ns;
+		deadline = w->limit_ns >= (uint64_t)INT64_MAX / 2 ? INT64_MAX : start + (int64_t)w->limit_ns;
+		if (c->runaway) {
+			status = -ENODEV;
+		} else {
+			pthread_mutex_unlock(&c->lock);
+			status = wait_fence(c, fence, deadline);
+			pthread_mutex_lock(&c->lock);
 		}
-		pthread_mutex_lock(&c->lock);
-		c->cur_done = true;
-		c->status = status;
+		w = &c->w[(c->head + c->reported) % GPU_CMD_ASYNC];
+		w->done = true;
+		w->status = status;
+		c->reported++;
+		c->last_done_ns = now_ns();
+		c->runaway |= status == -ETIMEDOUT;
 		pthread_cond_broadcast(&c->done_cond);
 		/* The loop reads it; a full counter (never, in practice) still wakes it. */
 		if (write(c->src.fd, &one, sizeof(one)) < 0)
@@ -98,53 +128,68 @@ static void *run(void *arg)
 
 static void flush_frees(struct gpu_completion *c)
 {
-	while (c->frees) {
-		struct deferred_free *f = c->frees;
+	struct deferred_free **pp = &c->frees;
 
-		c->frees = f->next;
+	c->flushing = true;
+	while (*pp) {
+		struct deferred_free *f = *pp;
+
+		if (c->n && f->seq > c->finished_seq) {
+			pp = &f->next;
+			continue;
+		}
+		*pp = f->next;
 		gpu_memory_free(c->g, &f->alloc);
 		free(f);
 	}
+	c->flushing = false;
 }
 
-/* Loop side: the thread reported on `cur`; finish its wait like a
- * synchronous one would, and queue its `done`. */
+/* Loop side: finish the waits the thread reported, in order, as synchronous
+ * waits would, and queue their `done`. */
 static void finish(struct gpu_completion *c)
 {
-	struct gpu_recorder *rec;
-	int status, r;
+	for (;;) {
+		struct watch w;
+		struct gpu_recorder *rec;
+		int r;
 
-	pthread_mutex_lock(&c->lock);
-	rec = c->cur;
-	status = c->status;
-	c->cur = NULL;
-	c->cur_done = false;
-	pthread_mutex_unlock(&c->lock);
-	if (status == -ETIMEDOUT)
-		r = gpu_cmd_expired(c->g, 0, c->limit_ns);
-	else
-		r = gpu_cmd_wait_for(c->g, 0, UINT64_MAX); /* signalled (or lost): returns at once */
-	if (r == 0)
-		rec->gpu_ns = c->g->cmd[0].gpu_ns;
-	rec->result = r;
-	rec->finished = true;
-	rec->queued = true;
-	rec->next_ready = NULL;
-	*c->ready_tail = rec;
-	c->ready_tail = &rec->next_ready;
+		pthread_mutex_lock(&c->lock);
+		if (!c->n || !c->w[c->head].done) {
+			pthread_mutex_unlock(&c->lock);
+			break;
+		}
+		w = c->w[c->head];
+		c->head = (c->head + 1) % GPU_CMD_ASYNC;
+		c->n--;
+		c->reported--;
+		if (!c->n)
+			c->runaway = false;
+		pthread_mutex_unlock(&c->lock);
+		rec = w.rec;
+		if (w.status == -ETIMEDOUT)
+			r = gpu_cmd_expired(c->g, w.slot, w.limit_ns);
+		else
+			r = gpu_cmd_reap(c->g, w.slot); /* signalled (or lost): returns at once */
+		if (r == 0)
+			rec->gpu_ns = c->g->cmd[w.slot].gpu_ns;
+		c->finished_seq = w.seq;
+		rec->result = r;
+		rec->finished = true;
+		rec->queued = true;
+		rec->next_ready = NULL;
+		*c->ready_tail = rec;
+		c->ready_tail = &rec->next_ready;
+	}
 	flush_frees(c);
 }
 
-void gpu_completion_drain(struct gpu_device *g)
+/* Wait until all watched submissions (`all`), or the oldest, were reported,
+ * feeding the watchdog, then finish them. */
+static void drain(struct gpu_completion *c, bool all)
 {
-	struct gpu_completion *c = g->completion;
-	bool pending;
-
-	if (!c)
-		return;
 	pthread_mutex_lock(&c->lock);
-	pending = c->cur != NULL;
-	while (c->cur && !c->cur_done) {
+	while (c->n && (all ? c->reported < c->n : !c->w[c->head].done)) {
 		struct timespec ts;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -160,8 +205,28 @@ void gpu_completion_drain(struct gpu_device *g)
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
-	if (pending)
-		finish(c);
+	finish(c);
+}
+
+void gpu_completion_drain(struct gpu_device *g)
+{
+	if (g->completion)
+		drain(g->completion, true);
+}
+
+int gpu_completion_free_slot(struct gpu_device *g)
+{
+	struct gpu_completion *c = g->completion;
+
+	for (unsigned tries = 0; tries <= GPU_CMD_ASYNC; tries++) {
+		for (unsigned s = GPU_CMD_SYNC; s < GPU_CMD_SLOTS; s++)
+			if (!g->cmd[s].pending)
+				return (int)s;
+		if (!c || !c->n || g->lost)
+			break;
+		drain(c, false);
+	}
+	return -ENODEV;
 }
 
 /* Call the `done` of every finished recording. */
@@ -182,16 +247,11 @@ static void on_event(void *data, uint32_t events)
 {
 	struct gpu_completion *c = data;
 	uint64_t n;
-	bool done;
 
 	(void)events;
 	if (read(c->src.fd, &n, sizeof(n)) < 0)
 		(void)0; /* EAGAIN: a drain already took it */
-	pthread_mutex_lock(&c->lock);
-	done = c->cur && c->cur_done;
-	pthread_mutex_unlock(&c->lock);
-	if (done)
-		finish(c);
+	finish(c);
 	run_ready(c);
 }
 
@@ -261,31 +321,30 @@ bool gpu_completion_on(const struct gpu_device *g)
 
 bool gpu_completion_busy(const struct gpu_device *g)
 {
-	/* cur is written only by the loop thread: no lock needed to read it here. */
-	return g->completion && g->completion->cur;
+	/* n is written only by the loop thread: no lock needed to read it here. */
+	return g->completion && g->completion->n && !g->completion->flushing;
 }
 
 int gpu_rec_watch(struct gpu_recorder *rec, void (*done)(void *data), void *data)
 {
 	struct gpu_completion *c = rec->g->completion;
-	uint64_t limit;
+	struct watch *w;
 
-	if (!c)
+	if (!c || rec->slot < GPU_CMD_SYNC)
 		return -EOPNOTSUPP;
-	/* Begin on cmd[0] drained any earlier one. */
-	if (c->cur)
-		gpu_completion_drain(rec->g);
-	limit = gpu_wait_limit(rec->timeout_ns ? rec->timeout_ns : UINT64_MAX);
+	/* gpu_rec_begin_async took a free slot: there is room. */
 	rec->watched = true;
 	rec->finished = false;
 	rec->done = done;
 	rec->done_data = data;
-	c->limit_ns = limit;
 	pthread_mutex_lock(&c->lock);
-	c->cur = rec;
-	c->cur_done = false;
-	c->fence = rec->g->cmd[0].fence;
-	c->deadline_ns = limit >= (uint64_t)INT64_MAX / 2 ? INT64_MAX : now_ns() + (int64_t)limit;
+	w = &c->w[(c->head + c->n) % GPU_CMD_ASYNC];
+	*w = (struct watch){
+		.rec = rec, .slot = rec->slot, .fence = rec->g->cmd[rec->slot].fence,
+		.limit_ns = gpu_wait_limit(rec->timeout_ns ? rec->timeout_ns : UINT64_MAX),
+		.submit_ns = now_ns(), .seq = ++c->seq,
+	};
+	c->n++;
 	pthread_cond_signal(&c->wake);
 	pthread_mutex_unlock(&c->lock);
 	return 0;
@@ -296,7 +355,7 @@ int gpu_completion_take(struct gpu_recorder *rec)
 	struct gpu_completion *c = rec->g->completion;
 
 	if (!rec->finished && c)
-		gpu_completion_drain(rec->g);
+		drain(c, true);
 	if (rec->queued && c) {
 		struct gpu_recorder **pp;
 
@@ -319,12 +378,13 @@ void gpu_completion_defer_free(struct gpu_device *g, struct gpu_alloc *a)
 	struct deferred_free *f = malloc(sizeof(*f));
 
 	if (!f) {
-		/* No room to remember it: wait for the submission instead. */
+		/* No room to remember it: wait for the submissions instead. */
 		gpu_completion_drain(g);
 		gpu_memory_free(g, a);
 		return;
 	}
 	f->alloc = *a;
+	f->seq = g->completion->seq;
 	*a = (struct gpu_alloc){ 0 };
 	f->next = g->completion->frees;
 	g->completion->frees = f;

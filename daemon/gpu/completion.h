@@ -5,10 +5,13 @@
  * and calls the recording's `done`. The loop never sleeps on the GPU for
  * such work (docs/architecture.md, "Processes and threads").
  *
- * One watched submission per device at a time: it occupies cmd[0], so
- * whatever next begins cmd[0] (another graph, a device copy) first waits for
- * it (gpu_completion_drain). Memory freed while one is pending may still be
- * read by it: gpu_memory_free defers the release until it completed. */
+ * Watched submissions have command buffers of their own (cmd[GPU_CMD_SYNC..],
+ * gpu_rec_begin_async), up to GPU_CMD_ASYNC at once per device; the thread
+ * waits for them in submission order, each limit counted from when the
+ * one before it completed (the queue runs them in order), and after one ran
+ * past its limit reports those behind it as lost at once. Memory freed while
+ * any is pending may still be read by one: gpu_memory_free defers the
+ * release until those pending then have completed. */
 #pragma once
 
 #include <stdbool.h>
@@ -41,14 +44,19 @@ int gpu_rec_watch(struct gpu_recorder *rec, void (*done)(void *data), void *data
  * its `done` is no longer called. */
 int gpu_completion_take(struct gpu_recorder *rec);
 
-/* Wait (the loop blocks, feeding the watchdog) until `g`'s watched
- * submission, if any, completed, and finish it; its `done` is still called
- * from the loop later. */
+/* Wait (the loop blocks, feeding the watchdog) until every watched
+ * submission of `g` completed, and finish them; their `done` is still
+ * called from the loop later. */
 void gpu_completion_drain(struct gpu_device *g);
+
+/* A free command buffer slot for gpu_rec_begin_async, waiting for the
+ * oldest watched submission when all are taken. Returns the slot, or
+ * -ENODEV when none frees (the device was lost to a runaway). */
+int gpu_completion_free_slot(struct gpu_device *g);
 
 /* Whether a watched submission on `g` is not finished yet. */
 bool gpu_completion_busy(const struct gpu_device *g);
 
-/* Release `a` (gpu_memory_free) once the pending submission completed; `*a`
- * is cleared now. */
+/* Release `a` (gpu_memory_free) once the submissions pending now
+ * completed; `*a` is cleared now. */
 void gpu_completion_defer_free(struct gpu_device *g, struct gpu_alloc *a);

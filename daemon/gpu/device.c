@@ -343,11 +343,11 @@ static int create_logical(struct gpu_device *g)
 		.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
 		.queueFamilyIndex = g->queue_family,
 	};
-	VkCommandBuffer cbs[2];
+	VkCommandBuffer cbs[GPU_CMD_SLOTS];
 	VkCommandBufferAllocateInfo cai = {
 		.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
 		.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-		.commandBufferCount = 2,
+		.commandBufferCount = GPU_CMD_SLOTS,
 	};
 	VkFenceCreateInfo fci = { .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO };
 
@@ -390,7 +390,7 @@ static int create_logical(struct gpu_device *g)
 	cai.commandPool = g->pool;
 	if (vkAllocateCommandBuffers(g->dev, &cai, cbs) != VK_SUCCESS)
 		return -EIO;
-	for (unsigned i = 0; i < 2; i++) {
+	for (unsigned i = 0; i < GPU_CMD_SLOTS; i++) {
 		g->cmd[i].cb = cbs[i];
 		if (vkCreateFence(g->dev, &fci, NULL, &g->cmd[i].fence) != VK_SUCCESS)
 			return -EIO;
@@ -513,7 +513,7 @@ void gpu_device_free(struct gpu_device *g)
 		gpu_pipelines_fini(g);
 		gpu_memory_fini(g);
 		gpu_timing_fini(g);
-		for (unsigned i = 0; i < 2; i++)
+		for (unsigned i = 0; i < GPU_CMD_SLOTS; i++)
 			if (g->cmd[i].fence)
 				vkDestroyFence(g->dev, g->cmd[i].fence, NULL);
 		if (g->pool)
@@ -615,16 +615,12 @@ void gpu_wait_tick(void)
 		wait_policy.hook(wait_policy.data);
 }
 
-int gpu_cmd_wait_for(struct gpu_device *g, unsigned i, uint64_t timeout_ns)
+static int cmd_wait(struct gpu_device *g, unsigned i, uint64_t timeout_ns)
 {
 	struct gpu_cmd *c = &g->cmd[i];
 	int64_t t0;
 	VkResult r;
 
-	/* An asynchronous submission's fence belongs to the completion thread
-	 * until it reported it: wait for that report instead. */
-	if (i == 0 && g->completion)
-		gpu_completion_drain(g);
 	if (!c->pending)
 		return 0;
 	if (g->lost)
@@ -650,9 +646,23 @@ int gpu_cmd_wait_for(struct gpu_device *g, unsigned i, uint64_t timeout_ns)
 	return gpu_result_errno(g, vkResetFences(g->dev, 1, &c->fence));
 }
 
+int gpu_cmd_wait_for(struct gpu_device *g, unsigned i, uint64_t timeout_ns)
+{
+	/* An asynchronous submission's fence belongs to the completion thread
+	 * until it reported it: wait for that report instead. */
+	if (i >= GPU_CMD_SYNC && g->completion && g->cmd[i].pending)
+		gpu_completion_drain(g);
+	return cmd_wait(g, i, timeout_ns);
+}
+
+int gpu_cmd_reap(struct gpu_device *g, unsigned i)
+{
+	return cmd_wait(g, i, UINT64_MAX);
+}
+
 bool gpu_device_runaway_ended(struct gpu_device *g)
 {
-	for (unsigned i = 0; i < 2; i++) {
+	for (unsigned i = 0; i < GPU_CMD_SLOTS; i++) {
 		struct gpu_cmd *c = &g->cmd[i];
 		VkResult r;
 

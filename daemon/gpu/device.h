@@ -28,6 +28,11 @@ struct gpu_device_desc {
 	int rank;               /* 0 discrete, 1 integrated, 2 virtual, 3 cpu, 4 other */
 };
 
+/* Command buffers per device: the synchronous two, then the asynchronous ones. */
+#define GPU_CMD_SYNC 2
+#define GPU_CMD_ASYNC 6
+#define GPU_CMD_SLOTS (GPU_CMD_SYNC + GPU_CMD_ASYNC)
+
 /* A command buffer with its fence, reused for every submission. */
 struct gpu_cmd {
 	VkCommandBuffer cb;
@@ -45,7 +50,10 @@ struct gpu_device {
 	VkQueue queue;
 	uint32_t queue_family;
 	VkCommandPool pool;
-	struct gpu_cmd cmd[2];  /* two, so a transfer can overlap host copies */
+	/* cmd[0] and cmd[1]: waited for by whoever submits (two, so a transfer
+	 * can overlap host copies); cmd[GPU_CMD_SYNC..]: watched by the
+	 * completion thread (gpu_rec_begin_async), several at once. */
+	struct gpu_cmd cmd[GPU_CMD_SLOTS];
 	struct gpu_device_desc desc;
 	VkPhysicalDeviceProperties props;
 	bool shader_int64;      /* shaderInt64 enabled (clients' kernels may use it) */
@@ -126,6 +134,10 @@ int gpu_cmd_wait(struct gpu_device *g, unsigned i);
  * that has not finished by then is a runaway kernel, and since it cannot be
  * stopped the device is marked lost; returns -ETIMEDOUT. */
 int gpu_cmd_wait_for(struct gpu_device *g, unsigned i, uint64_t timeout_ns);
+
+/* Finish the wait for cmd[i], whose fence the completion thread saw
+ * signalled (or failing): as gpu_cmd_wait_for, without waiting. */
+int gpu_cmd_reap(struct gpu_device *g, unsigned i);
 
 /* Mark the device lost to cmd[i]'s submission, which ran past `limit_ns`:
  * logs it, sets `lost` and `runaway`. Returns -ETIMEDOUT. */

@@ -21,6 +21,7 @@ struct gpu_binding {
 
 struct gpu_recorder {
 	struct gpu_device *g;
+	unsigned slot;                  /* g->cmd[slot] it records into */
 	VkCommandBuffer cb;
 	struct gpu_binding written[64]; /* ranges touched since the last barrier */
 	unsigned nwritten;
@@ -40,6 +41,12 @@ struct gpu_recorder {
 
 /* Start a recording on the device's command buffer. Returns 0 or -errno. */
 int gpu_rec_begin(struct gpu_recorder *rec, struct gpu_device *g);
+
+/* Start a recording meant for gpu_rec_watch, on a command buffer of its own
+ * that no synchronous work waits for (gpu_rec_begin when `g` has no
+ * completion thread; after waiting for the oldest watched submission when
+ * all are taken). Returns 0 or -errno. */
+int gpu_rec_begin_async(struct gpu_recorder *rec, struct gpu_device *g);
 
 /* The binding for bytes [offset, offset + size) of allocation `a` (a shared
  * dummy buffer when the allocation is empty). */

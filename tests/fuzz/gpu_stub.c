@@ -410,3 +410,8 @@ bool gpu_completion_on(const struct gpu_device *g)
 	(void)g;
 	return false;
 }
+
+int gpu_rec_begin_async(struct gpu_recorder *rec, struct gpu_device *g)
+{
+	return gpu_rec_begin(rec, g);
+}
