@@ -649,8 +649,10 @@ static int cmd_wait(struct gpu_device *g, unsigned i, uint64_t timeout_ns)
 int gpu_cmd_wait_for(struct gpu_device *g, unsigned i, uint64_t timeout_ns)
 {
 	/* An asynchronous submission's fence belongs to the completion thread
-	 * until it reported it: wait for that report instead. */
-	if (i >= GPU_CMD_SYNC && g->completion && g->cmd[i].pending)
+	 * until it reported it: wait for that report instead. Synchronous work
+	 * queued behind watched work waits for that first too, so its own time
+	 * limit counts from when the queue ahead of it ended. */
+	if (g->completion && g->cmd[i].pending && (i >= GPU_CMD_SYNC || gpu_completion_busy(g)))
 		gpu_completion_drain(g);
 	return cmd_wait(g, i, timeout_ns);
 }
