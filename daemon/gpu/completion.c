@@ -145,11 +145,14 @@ static void flush_frees(struct gpu_completion *c)
 	c->flushing = false;
 }
 
-/* Loop side: finish the waits the thread reported, in order, as synchronous
- * waits would, and queue their `done`. */
-static void finish(struct gpu_completion *c)
+/* Loop side: finish the waits the thread reported (at most `max`), in
+ * order, as synchronous waits would, and queue their `done`. Returns how
+ * many it finished. */
+static unsigned finish_some(struct gpu_completion *c, unsigned max)
 {
-	for (;;) {
+	unsigned done = 0;
+
+	for (; done < max; done++) {
 		struct watch w;
 		struct gpu_recorder *rec;
 		int r;
@@ -182,6 +185,12 @@ static void finish(struct gpu_completion *c)
 		c->ready_tail = &rec->next_ready;
 	}
 	flush_frees(c);
+	return done;
+}
+
+static void finish(struct gpu_completion *c)
+{
+	finish_some(c, GPU_CMD_ASYNC);
 }
 
 /* Wait until all watched submissions (`all`), or the oldest, were reported,
@@ -251,8 +260,12 @@ static void on_event(void *data, uint32_t events)
 	(void)events;
 	if (read(c->src.fd, &n, sizeof(n)) < 0)
 		(void)0; /* EAGAIN: a drain already took it */
-	finish(c);
-	run_ready(c);
+	/* One at a time, each answered before the next is finished: one that
+	 * ran past its limit marks the device lost, which must not fail the
+	 * answers (downloads) of those that completed before it. */
+	do
+		run_ready(c);
+	while (finish_some(c, 1));
 }
 
 int gpu_completion_start(struct gpu_device *g, struct loop *l)

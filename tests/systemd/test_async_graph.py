@@ -100,15 +100,15 @@ def used(c):
     return sum(dev["memory_used"] for dev in c.call("info")["devices"])
 
 
-def start(tmp, name):
+def start(tmp, name, limit=60):
     notify_path = os.path.join(tmp, name + ".notify")
     pings = Pings(notify_path)
     pings.start()
     sock = os.path.join(tmp, name + ".sock")
     config = os.path.join(tmp, name + ".conf")
     with open(config, "w") as f:
-        f.write("request_timeout = 60\ncheckpoint_interval = 0\npersist = no\nasync_graphs = %s\n"
-                % ("no" if SYNC else "yes"))
+        f.write("request_timeout = %g\ncheckpoint_interval = 0\npersist = no\nasync_graphs = %s\n"
+                % (limit, "no" if SYNC else "yes"))
     env = sanitizer_env(dict(os.environ, NOTIFY_SOCKET=notify_path, WATCHDOG_USEC=str(WATCHDOG_USEC)))
     log = os.path.join(tmp, name + ".log")
     with open(log, "wb") as logf:
@@ -327,6 +327,47 @@ def sigterm_while_pending(tmp, k):
     c.close()
 
 
+def queued_limits(tmp):
+    """Graphs of three connections queued on the device: each one's
+    request_timeout counts from when the one before it ended (three of 1.2 s
+    under a 2.5 s limit all succeed); then one that runs past the limit gets
+    DEADLINE_EXCEEDED and the one queued behind it DEVICE_LOST at once."""
+    limit = 2.5
+    proc, pings, sock, log = start(tmp, "limits", limit=limit)
+    try:
+        cs = [Client(sock) for _ in range(3)]
+        cs[0].call("graph.run", chain(1))
+        t0 = time.monotonic()
+        cs[0].call("graph.run", chain(2))
+        t1 = time.monotonic()
+        cs[0].call("graph.run", chain(12))
+        per = max((time.monotonic() - t1 - (t1 - t0)) / 10, 1e-4)
+        k = max(int(1.2 / per), 4)
+        t0 = time.monotonic()
+        cs[0].call("graph.run", chain(k, seed=6))
+        print("one graph of %d matmuls: %.2f s" % (k, time.monotonic() - t0), flush=True)
+        t0 = time.monotonic()
+        ids = [c.request("graph.run", chain(k, seed=6)) for c in cs]
+        res = [c.response(i) for c, i in zip(cs, ids)]
+        print("three queued: %.2f s" % (time.monotonic() - t0), flush=True)
+        check(all(e is None for e, _ in res), "three queued %d-matmul graphs under a %.1f s limit "
+              "all succeed: %r" % (k, limit, [e for e, _ in res]))
+        ia = cs[0].request("graph.run", chain(int(4 * limit / per), seed=7))
+        time.sleep(0.1)
+        ib = cs[1].request("graph.run", chain(1, seed=8))
+        ea, _ = cs[0].response(ia)
+        t_a = time.monotonic()
+        eb, _ = cs[1].response(ib)
+        check(ea is not None and ea["name"] == "DEADLINE_EXCEEDED", "the long one: %r" % (ea,))
+        check(eb is not None and eb["name"] == "DEVICE_LOST" and time.monotonic() - t_a < 1.0,
+              "the one queued behind it: DEVICE_LOST at once: %r" % (eb,))
+        check(cs[2].call("ping")["pong"] is True, "ping after")
+        for c in cs:
+            c.close()
+    finally:
+        stop(proc, pings, log, "queued limits")
+
+
 def main(tmp):
     proc, pings, sock, log = start(tmp, "main")
     try:
@@ -338,6 +379,8 @@ def main(tmp):
     finally:
         stop(proc, pings, log, "main daemon")
     sigterm_while_pending(tmp, k)
+    if not SYNC:
+        queued_limits(tmp)
 
 
 if __name__ == "__main__":
