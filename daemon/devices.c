@@ -59,7 +59,7 @@ int devices_open(struct daemon *d)
 		*o = (struct gpu_open_options){
 			.index = index[id], .id = id, .host_mapped = d->cfg.host_mapped,
 			.block_size = d->cfg.block_size, .max_bytes = d->cfg.max_device_bytes,
-			.pipeline_cache = d->pipeline_cache[id],
+			.pipeline_cache = d->pipeline_cache[id], .loop = d->loop,
 		};
 		r = gpu_device_open(o, &d->gpus[id]);
 		if (r < 0)

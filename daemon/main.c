@@ -21,6 +21,7 @@
 #include "base/sanitize.h"
 #include "daemon.h"
 #include "devices.h"
+#include "gpu/completion.h"
 #include "kernels/glsl_compile.h"
 #include "kernels/kernel.h"
 #include "methods/kernel_compile_job.h"
@@ -562,6 +563,10 @@ int main(int argc, char **argv)
 	notify_ready(&notify);
 
 	r = loop_run(d.loop);
+	/* Graphs still running finish first: their answers and stored outputs
+	 * happen before the final flush (gpu/completion.h). */
+	for (uint32_t id = 0; id < d.ngpus; id++)
+		gpu_completion_stop(d.gpus[id]);
 	/* SIGTERM (and a failing loop) flush: whatever was acknowledged is kept. */
 	if (d.persist)
 		final_flush(&d);

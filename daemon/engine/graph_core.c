@@ -12,6 +12,7 @@
 #include "dtype.h"
 #include "engine/kernel_node.h"
 #include "errorf.h"
+#include "gpu/completion.h"
 #include "gpu/device.h"
 #include "gpu/recorder.h"
 #include "gpu/transfer.h"
@@ -199,7 +200,8 @@ static struct gpu_recorder *recorder(struct graph *gr, uint32_t id, int *ret_err
 		gr->nrecs = d->ngpus;
 	}
 	if (!gr->recs[id].g) {
-		int r = gpu_rec_begin(&gr->recs[id], d->gpus[id]);
+		int r = gr->async ? gpu_rec_begin_async(&gr->recs[id], d->gpus[id]) :
+			gpu_rec_begin(&gr->recs[id], d->gpus[id]);
 
 		if (r < 0) {
 			gr->recs[id].g = NULL;
@@ -309,7 +311,7 @@ int graph_wait(struct graph *gr)
 		if (r < 0 && !err)
 			err = r;
 		if (r == 0)
-			gr->gpu_ns += rec->g->cmd[0].gpu_ns;
+			gr->gpu_ns += rec->gpu_ns;
 		gr->dispatches += rec->dispatches;
 		rec->g = NULL;
 	}
@@ -328,6 +330,40 @@ int graph_execute(struct graph *gr)
 	if (graph_submit_part(gr, 0, gr->n) < 0)
 		return -1;
 	return graph_wait(gr);
+}
+
+/* One device's part completed: the graph is done when every part is. */
+static void part_done(void *data)
+{
+	struct graph *gr = data;
+
+	if (--gr->watching == 0)
+		gr->done(gr, gr->done_data);
+}
+
+int graph_execute_async(struct graph *gr, void (*done)(struct graph *gr, void *data), void *data)
+{
+	bool async = true;
+	unsigned n = 0;
+
+	gr->async = true;
+	if (graph_submit_part(gr, 0, gr->n) < 0)
+		return -1;
+	for (uint32_t id = 0; id < gr->nrecs; id++)
+		if (gr->recs[id].g) {
+			async &= gr->recs[id].slot >= GPU_CMD_SYNC;
+			n++;
+		}
+	if (!async || n == 0)
+		return graph_wait(gr) < 0 ? -1 : 1;
+	gr->done = done;
+	gr->done_data = data;
+	gr->watching = n;
+	/* Watching cannot fail on a device with a completion thread. */
+	for (uint32_t id = 0; id < gr->nrecs; id++)
+		if (gr->recs[id].g)
+			gpu_rec_watch(&gr->recs[id], part_done, gr);
+	return 0;
 }
 
 /* Move node `i`'s result into the store under its out name. */

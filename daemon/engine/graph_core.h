@@ -59,6 +59,11 @@ struct graph {
 	 * one device); it clears them. */
 	const struct graph_copy *copies_before, *copies_after;
 	unsigned ncopies_before, ncopies_after;
+	/* graph_execute_async: called once every device's part completed. */
+	void (*done)(struct graph *gr, void *data);
+	void *done_data;
+	unsigned watching;               /* parts whose completion is awaited */
+	bool async;                      /* record on command buffers for gpu_rec_watch */
 };
 
 /* A copy between node `node`'s result (or `alloc` when node < 0) and the
@@ -136,6 +141,17 @@ int graph_wait(struct graph *gr);
  * (`result` NULL) unless stored, returned inline, marked `keep` or read by a
  * node outside the chain. Returns 0 or -1 with gr->call->err set. */
 int graph_execute(struct graph *gr);
+
+/* graph_execute without waiting: allocate, record and submit every node,
+ * then return; `done(gr, data)` is called from the event loop once the
+ * submissions completed (or failed, or ran past their limit), and calls
+ * graph_wait (which then returns at once with the outcome) before reading
+ * or committing results. Returns 0 when `done` will be called, 1 when the
+ * devices have no completion thread and the graph was waited for here
+ * (`done` is not called; go on as after graph_execute), or -1 with
+ * gr->call->err set. graph_free before `done` waits for the work and
+ * `done` is then not called. */
+int graph_execute_async(struct graph *gr, void (*done)(struct graph *gr, void *data), void *data);
 
 /* Move node `i`'s result into the store under its out name; NULL on ENOMEM. */
 struct tensor *graph_commit(struct graph *gr, unsigned i);

@@ -8,6 +8,7 @@
 
 #include "base/log.h"
 #include "base/sanitize.h"
+#include "gpu/completion.h"
 
 static VkResult create_instance(VkInstance *ret)
 {
@@ -342,11 +343,11 @@ static int create_logical(struct gpu_device *g)
 		.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
 		.queueFamilyIndex = g->queue_family,
 	};
-	VkCommandBuffer cbs[2];
+	VkCommandBuffer cbs[GPU_CMD_SLOTS];
 	VkCommandBufferAllocateInfo cai = {
 		.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
 		.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-		.commandBufferCount = 2,
+		.commandBufferCount = GPU_CMD_SLOTS,
 	};
 	VkFenceCreateInfo fci = { .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO };
 
@@ -389,7 +390,7 @@ static int create_logical(struct gpu_device *g)
 	cai.commandPool = g->pool;
 	if (vkAllocateCommandBuffers(g->dev, &cai, cbs) != VK_SUCCESS)
 		return -EIO;
-	for (unsigned i = 0; i < 2; i++) {
+	for (unsigned i = 0; i < GPU_CMD_SLOTS; i++) {
 		g->cmd[i].cb = cbs[i];
 		if (vkCreateFence(g->dev, &fci, NULL, &g->cmd[i].fence) != VK_SUCCESS)
 			return -EIO;
@@ -480,6 +481,10 @@ int gpu_device_open(const struct gpu_open_options *opts, struct gpu_device **ret
 		log_error("cannot set up compute pipelines on %s", g->desc.name);
 		goto fail;
 	}
+	if (opts->loop && (r = gpu_completion_start(g, opts->loop)) < 0) {
+		log_error("cannot start the completion thread of %s: %s", g->desc.name, strerror(-r));
+		goto fail;
+	}
 	free(phys);
 	*ret = g;
 	return 0;
@@ -493,6 +498,8 @@ void gpu_device_free(struct gpu_device *g)
 {
 	if (!g)
 		return;
+	/* Pending asynchronous work finishes (and is answered) first. */
+	gpu_completion_stop(g);
 	if (g->dev && g->runaway && !gpu_device_runaway_ended(g)) {
 		/* Waiting for the device to go idle would wait for the runaway
 		 * work, perhaps for ever, and freeing what it uses under it is
@@ -506,7 +513,7 @@ void gpu_device_free(struct gpu_device *g)
 		gpu_pipelines_fini(g);
 		gpu_memory_fini(g);
 		gpu_timing_fini(g);
-		for (unsigned i = 0; i < 2; i++)
+		for (unsigned i = 0; i < GPU_CMD_SLOTS; i++)
 			if (g->cmd[i].fence)
 				vkDestroyFence(g->dev, g->cmd[i].fence, NULL);
 		if (g->pool)
@@ -584,7 +591,31 @@ static VkResult wait_sliced(struct gpu_device *g, VkFence fence, uint64_t limit_
 	}
 }
 
-int gpu_cmd_wait_for(struct gpu_device *g, unsigned i, uint64_t timeout_ns)
+int gpu_cmd_expired(struct gpu_device *g, unsigned i, uint64_t limit_ns)
+{
+	(void)i;
+	/* The work cannot be cancelled and still uses the command buffer:
+	 * nothing may be submitted again (docs/kernels.md). */
+	log_error("a submission ran past its %.1f s limit: the device is marked lost", (double)limit_ns / 1e9);
+	g->lost = true;
+	g->runaway = true;
+	return -ETIMEDOUT;
+}
+
+uint64_t gpu_wait_limit(uint64_t timeout_ns)
+{
+	if (wait_policy.limit_ns && wait_policy.limit_ns < timeout_ns)
+		return wait_policy.limit_ns;
+	return timeout_ns;
+}
+
+void gpu_wait_tick(void)
+{
+	if (wait_policy.hook)
+		wait_policy.hook(wait_policy.data);
+}
+
+static int cmd_wait(struct gpu_device *g, unsigned i, uint64_t timeout_ns)
 {
 	struct gpu_cmd *c = &g->cmd[i];
 	int64_t t0;
@@ -592,8 +623,9 @@ int gpu_cmd_wait_for(struct gpu_device *g, unsigned i, uint64_t timeout_ns)
 
 	if (!c->pending)
 		return 0;
-	if (wait_policy.limit_ns && wait_policy.limit_ns < timeout_ns)
-		timeout_ns = wait_policy.limit_ns;
+	if (g->lost)
+		return -ENODEV; /* a runaway's: it would only time out again */
+	timeout_ns = gpu_wait_limit(timeout_ns);
 	t0 = gpu_timing_now_ns();
 	r = VK_NOT_READY;
 	/* Small requests finish within microseconds on a GPU, sooner than a
@@ -605,15 +637,8 @@ int gpu_cmd_wait_for(struct gpu_device *g, unsigned i, uint64_t timeout_ns)
 			;
 	if (r == VK_NOT_READY)
 		r = wait_sliced(g, c->fence, timeout_ns);
-	if (r == VK_TIMEOUT) {
-		/* The work cannot be cancelled and still uses the command buffer:
-		 * nothing may be submitted again (docs/kernels.md). */
-		log_error("a submission ran past its %.1f s limit: the device is marked lost",
-			  (double)timeout_ns / 1e9);
-		g->lost = true;
-		g->runaway = true;
-		return -ETIMEDOUT;
-	}
+	if (r == VK_TIMEOUT)
+		return gpu_cmd_expired(g, i, timeout_ns);
 	c->pending = false;
 	if (r != VK_SUCCESS)
 		return gpu_result_errno(g, r);
@@ -621,9 +646,25 @@ int gpu_cmd_wait_for(struct gpu_device *g, unsigned i, uint64_t timeout_ns)
 	return gpu_result_errno(g, vkResetFences(g->dev, 1, &c->fence));
 }
 
+int gpu_cmd_wait_for(struct gpu_device *g, unsigned i, uint64_t timeout_ns)
+{
+	/* An asynchronous submission's fence belongs to the completion thread
+	 * until it reported it: wait for that report instead. Synchronous work
+	 * queued behind watched work waits for that first too, so its own time
+	 * limit counts from when the queue ahead of it ended. */
+	if (g->completion && g->cmd[i].pending && (i >= GPU_CMD_SYNC || gpu_completion_busy(g)))
+		gpu_completion_drain(g);
+	return cmd_wait(g, i, timeout_ns);
+}
+
+int gpu_cmd_reap(struct gpu_device *g, unsigned i)
+{
+	return cmd_wait(g, i, UINT64_MAX);
+}
+
 bool gpu_device_runaway_ended(struct gpu_device *g)
 {
-	for (unsigned i = 0; i < 2; i++) {
+	for (unsigned i = 0; i < GPU_CMD_SLOTS; i++) {
 		struct gpu_cmd *c = &g->cmd[i];
 		VkResult r;
 

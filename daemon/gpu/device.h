@@ -28,6 +28,11 @@ struct gpu_device_desc {
 	int rank;               /* 0 discrete, 1 integrated, 2 virtual, 3 cpu, 4 other */
 };
 
+/* Command buffers per device: the synchronous two, then the asynchronous ones. */
+#define GPU_CMD_SYNC 2
+#define GPU_CMD_ASYNC 6
+#define GPU_CMD_SLOTS (GPU_CMD_SYNC + GPU_CMD_ASYNC)
+
 /* A command buffer with its fence, reused for every submission. */
 struct gpu_cmd {
 	VkCommandBuffer cb;
@@ -45,7 +50,10 @@ struct gpu_device {
 	VkQueue queue;
 	uint32_t queue_family;
 	VkCommandPool pool;
-	struct gpu_cmd cmd[2];  /* two, so a transfer can overlap host copies */
+	/* cmd[0] and cmd[1]: waited for by whoever submits (two, so a transfer
+	 * can overlap host copies); cmd[GPU_CMD_SYNC..]: watched by the
+	 * completion thread (gpu_rec_begin_async), several at once. */
+	struct gpu_cmd cmd[GPU_CMD_SLOTS];
 	struct gpu_device_desc desc;
 	VkPhysicalDeviceProperties props;
 	bool shader_int64;      /* shaderInt64 enabled (clients' kernels may use it) */
@@ -71,6 +79,9 @@ struct gpu_device {
 	uint64_t load_busy_ns;  /* stats.busy_ns when the load was last sampled */
 	int64_t load_at_ns;     /* CLOCK_MONOTONIC of that sample */
 	double load;            /* busy fraction over the last sampling interval */
+	/* The completion thread watching asynchronous submissions of cmd[0]
+	 * (gpu/completion.h); NULL: every wait is synchronous. */
+	struct gpu_completion *completion;
 };
 
 /* Options for gpu_device_open. */
@@ -82,6 +93,8 @@ struct gpu_open_options {
 	uint64_t block_size;    /* VkDeviceMemory block size; 0 picks a default */
 	uint64_t max_bytes;     /* device memory tensord may take; 0: the whole heap */
 	const char *pipeline_cache; /* file for the VkPipelineCache, or NULL */
+	struct loop *loop;      /* watch asynchronous submissions' completions from this
+				   loop (gpu/completion.h); NULL: none */
 };
 
 /* The Vulkan indexes `c` selects among the `nfound` devices `found`
@@ -121,6 +134,21 @@ int gpu_cmd_wait(struct gpu_device *g, unsigned i);
  * that has not finished by then is a runaway kernel, and since it cannot be
  * stopped the device is marked lost; returns -ETIMEDOUT. */
 int gpu_cmd_wait_for(struct gpu_device *g, unsigned i, uint64_t timeout_ns);
+
+/* Finish the wait for cmd[i], whose fence the completion thread saw
+ * signalled (or failing): as gpu_cmd_wait_for, without waiting. */
+int gpu_cmd_reap(struct gpu_device *g, unsigned i);
+
+/* Mark the device lost to cmd[i]'s submission, which ran past `limit_ns`:
+ * logs it, sets `lost` and `runaway`. Returns -ETIMEDOUT. */
+int gpu_cmd_expired(struct gpu_device *g, unsigned i, uint64_t limit_ns);
+
+/* The time limit of a wait asked to last at most `timeout_ns` under the
+ * wait policy below (UINT64_MAX: none). */
+uint64_t gpu_wait_limit(uint64_t timeout_ns);
+
+/* Call the wait policy's hook (feeds the watchdog while the loop waits). */
+void gpu_wait_tick(void);
 
 /* Every fence wait (gpu_cmd_wait, gpu_cmd_wait_for) gives up after at most
  * `limit_ns` (0: no limit beyond the caller's), marking the device lost as

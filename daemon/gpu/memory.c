@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "gpu/completion.h"
 #include "gpu/device.h"
 
 #define DEFAULT_BLOCK_SIZE ((uint64_t)256 << 20)
@@ -350,6 +351,11 @@ void gpu_memory_free(struct gpu_device *g, struct gpu_alloc *a)
 
 	if (!b)
 		return;
+	/* A pending asynchronous submission may still read it. */
+	if (gpu_completion_busy(g)) {
+		gpu_completion_defer_free(g, a);
+		return;
+	}
 	range_alloc_give(&b->ranges, a->offset, a->reserved);
 	g->mem.used -= a->size;
 	*a = (struct gpu_alloc){ 0 };

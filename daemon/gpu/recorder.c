@@ -3,19 +3,38 @@
 #include <errno.h>
 #include <string.h>
 
+#include "gpu/completion.h"
 #include "gpu/device.h"
 
-int gpu_rec_begin(struct gpu_recorder *rec, struct gpu_device *g)
+static int begin_slot(struct gpu_recorder *rec, struct gpu_device *g, unsigned slot)
 {
 	int r;
 
 	memset(rec, 0, sizeof(*rec));
 	rec->g = g;
-	r = gpu_cmd_begin(g, 0);
+	rec->slot = slot;
+	r = gpu_cmd_begin(g, slot);
 	if (r < 0)
 		return r;
-	rec->cb = g->cmd[0].cb;
+	rec->cb = g->cmd[slot].cb;
 	return 0;
+}
+
+int gpu_rec_begin(struct gpu_recorder *rec, struct gpu_device *g)
+{
+	return begin_slot(rec, g, 0);
+}
+
+int gpu_rec_begin_async(struct gpu_recorder *rec, struct gpu_device *g)
+{
+	int slot;
+
+	if (!gpu_completion_on(g))
+		return gpu_rec_begin(rec, g);
+	if (g->lost)
+		return -ENODEV;
+	slot = gpu_completion_free_slot(g);
+	return slot < 0 ? slot : begin_slot(rec, g, (unsigned)slot);
 }
 
 struct gpu_binding gpu_rec_bind(struct gpu_device *g, const struct gpu_alloc *a, uint64_t offset,
@@ -184,12 +203,19 @@ void gpu_rec_host_copy(struct gpu_recorder *rec, const struct gpu_alloc *a, VkBu
 int gpu_rec_submit(struct gpu_recorder *rec)
 {
 	gpu_rec_barrier(rec);
-	return gpu_cmd_submit(rec->g, 0);
+	return gpu_cmd_submit(rec->g, rec->slot);
 }
 
 int gpu_rec_wait(struct gpu_recorder *rec)
 {
-	return gpu_cmd_wait_for(rec->g, 0, rec->timeout_ns ? rec->timeout_ns : UINT64_MAX);
+	int r;
+
+	if (rec->watched)
+		return gpu_completion_take(rec);
+	r = gpu_cmd_wait_for(rec->g, rec->slot, rec->timeout_ns ? rec->timeout_ns : UINT64_MAX);
+	if (r == 0)
+		rec->gpu_ns = rec->g->cmd[rec->slot].gpu_ns;
+	return r;
 }
 
 int gpu_rec_submit_wait(struct gpu_recorder *rec)

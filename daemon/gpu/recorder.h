@@ -21,16 +21,32 @@ struct gpu_binding {
 
 struct gpu_recorder {
 	struct gpu_device *g;
+	unsigned slot;                  /* g->cmd[slot] it records into */
 	VkCommandBuffer cb;
 	struct gpu_binding written[64]; /* ranges touched since the last barrier */
 	unsigned nwritten;
 	unsigned dispatches;
 	unsigned barriers;
 	uint64_t timeout_ns;            /* gpu_rec_submit_wait's limit; 0: none */
+	uint64_t gpu_ns;                /* device time of the submission, once waited for */
+	/* gpu_rec_watch (gpu/completion.c): the loop is told when it completed. */
+	bool watched;                   /* handed to the completion thread */
+	bool finished;                  /* its outcome is in `result` */
+	bool queued;                    /* on the completion's ready list: `done` is due */
+	int result;                     /* what gpu_rec_wait returns once finished */
+	void (*done)(void *data);
+	void *done_data;
+	struct gpu_recorder *next_ready;
 };
 
 /* Start a recording on the device's command buffer. Returns 0 or -errno. */
 int gpu_rec_begin(struct gpu_recorder *rec, struct gpu_device *g);
+
+/* Start a recording meant for gpu_rec_watch, on a command buffer of its own
+ * that no synchronous work waits for (gpu_rec_begin when `g` has no
+ * completion thread; after waiting for the oldest watched submission when
+ * all are taken). Returns 0 or -errno. */
+int gpu_rec_begin_async(struct gpu_recorder *rec, struct gpu_device *g);
 
 /* The binding for bytes [offset, offset + size) of allocation `a` (a shared
  * dummy buffer when the allocation is empty). */
@@ -81,7 +97,10 @@ void gpu_rec_host_copy(struct gpu_recorder *rec, const struct gpu_alloc *a, VkBu
  * run at once: submit (with a final barrier) without waiting... */
 int gpu_rec_submit(struct gpu_recorder *rec);
 
-/* ...and wait for it later (at most timeout_ns when set). Same returns. */
+/* ...and wait for it later (at most timeout_ns when set). Same returns.
+ * For a watched recording (gpu_rec_watch) it returns the outcome the
+ * completion thread saw, waiting for it if need be, and its `done` is then
+ * not called any more. Sets gpu_ns on success. */
 int gpu_rec_wait(struct gpu_recorder *rec);
 
 /* Abandon a recording that will not be submitted. */

@@ -20,7 +20,7 @@ void gpu_timing_init(struct gpu_device *g)
 	VkQueryPoolCreateInfo qci = {
 		.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
 		.queryType = VK_QUERY_TYPE_TIMESTAMP,
-		.queryCount = 2 * 2,    /* begin and end for each of cmd[0], cmd[1] */
+		.queryCount = 2 * GPU_CMD_SLOTS, /* begin and end for each cmd[i] */
 	};
 	uint32_t n = 0, bits = 0;
 

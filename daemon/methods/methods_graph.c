@@ -1,16 +1,20 @@
 #include "methods/methods_graph.h"
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdlib.h>
 
+#include "base/log.h"
+#include "base/metrics.h"
 #include "daemon.h"
 #include "dtype.h"
 #include "engine/graph_core.h"
 #include "engine/graph_fuse.h"
 #include "engine/graph_parse.h"
 #include "methods/methods_tensor.h"
+#include "methods/params.h"
 #include "pack.h"
 #include "rpc.h"
-#include "methods/params.h"
 #include "status.h"
 
 int graph_pack_result(struct request *req, struct graph *gr, unsigned i, unsigned extra)
@@ -75,6 +79,119 @@ static int pack_gpu_ns(struct request *req, const struct graph *gr)
 	return 0;
 }
 
+/* An op.run or graph.run answered when its submission completed
+ * (graph_execute_async): the request is deferred meanwhile, so the
+ * connection's later requests wait and other connections are served. */
+struct graph_job {
+	struct request_deferred def;
+	struct request later;           /* request_defer's copy: where the answer goes */
+	msgpack_packer pk;
+	struct graph gr;
+	int (*answer)(struct request *req, struct graph *gr, const struct graph_job *j);
+	bool profile;
+	bool gone;                      /* the client went away: no answer */
+};
+
+/* The client went away: the graph still runs on the device; its completion
+ * commits its stored outputs and frees it (graph_done). */
+static void graph_job_cancel(struct request_deferred *def)
+{
+	struct graph_job *j = (struct graph_job *)((char *)def - offsetof(struct graph_job, def));
+
+	j->gone = true;
+}
+
+static void graph_done(struct graph *gr, void *data)
+{
+	struct graph_job *j = data;
+	struct request *req = &j->later;
+	size_t mark;
+
+	if (j->gone) {
+		/* The request still takes effect, as it would have had the loop
+		 * waited for it: only the answer has nobody to go to. */
+		if (graph_wait(gr) == 0)
+			for (unsigned i = 0; i < gr->n; i++)
+				if (gr->nodes[i].has_out && !graph_commit(gr, i))
+					log_error("storing '%s' for a departed client: out of memory",
+						  gr->nodes[i].out_name);
+		graph_free(gr);
+		free(j);
+		return;
+	}
+	mark = tdp_buf_len(req->out);
+	if (graph_wait(gr) < 0 || j->answer(req, gr, j) < 0) {
+		/* Whatever was written is dropped, as request_dispatch does. */
+		req->out->end = req->out->start + mark;
+		req->call.d->requests_failed++;
+		metrics_request_error(&req->call.d->metrics, req->slot);
+		log_debug("msgid %u: %s", req->msgid, req->call.err.message);
+		if (request_pack_error(req, &j->pk) < 0)
+			req->out->end = req->out->start + mark;
+	}
+	graph_free(gr);
+	request_deferred_done(req);
+	free(j);
+}
+
+/* Run j->gr (parsed and checked) and answer with j->answer: later, from the
+ * loop, when the devices have completion threads and `req` came on a
+ * connection (returns REQUEST_DEFERRED; j is then graph_done's), else now.
+ * Frees j unless deferred. */
+static int graph_job_run(struct request *req, struct graph_job *j)
+{
+	struct graph *gr = &j->gr;
+	int r;
+
+	if (!req->conn || !req->call.d->cfg.async_graphs)
+		r = graph_execute(gr) < 0 ? -1 : 1;
+	else
+		r = graph_execute_async(gr, graph_done, j);
+	if (r == 0) {
+		request_defer(req, &j->def, &j->later, &j->pk); /* cannot fail: req->conn is set */
+		j->def.cancel = graph_job_cancel;
+		gr->call = &j->later.call;
+		return REQUEST_DEFERRED;
+	}
+	if (r > 0)
+		r = j->answer(req, gr, j);
+	graph_free(gr);
+	free(j);
+	return r;
+}
+
+static int op_run_answer(struct request *req, struct graph *gr, const struct graph_job *j)
+{
+	struct node *nd = &gr->nodes[0];
+	unsigned extra = j->profile;
+	int r;
+
+	if (nd->has_out) {
+		struct tensor *t = graph_commit(gr, 0);
+
+		if (!t)
+			return request_fail(req, TDP_INTERNAL, "out of memory");
+		r = tensor_write_meta_result_map(req, t, extra);
+	} else {
+		r = tdp_write_result_head(req->pk, req->msgid) < 0 ? -1 : graph_pack_result(req, gr, 0, extra);
+	}
+	if (r == 0 && extra && pack_gpu_ns(req, gr) < 0)
+		r = -1;
+	return r;
+}
+
+static struct graph_job *graph_job_new(struct request *req)
+{
+	struct graph_job *j = calloc(1, sizeof(*j));
+
+	if (!j) {
+		request_fail(req, TDP_INTERNAL, "out of memory");
+		return NULL;
+	}
+	j->gr.call = &req->call;
+	return j;
+}
+
 int method_op_run(struct request *req)
 {
 	const msgpack_object *op, *inputs, *attrs, *out, *device;
@@ -87,34 +204,35 @@ int method_op_run(struct request *req)
 		PARAM_OPT("profile", PARAM_BOOL, profile),
 		PARAM_OPT_OBJ("device", PARAM_UINT, device),
 	};
-	struct graph gr = { .call = &req->call };
-	struct node *nd;
-	unsigned extra;
-	int r = -1;
+	struct graph_job *j;
 
-	if (PARAMS_PARSE(req, p) < 0)
+	if (PARAMS_PARSE(req, p) < 0 || !(j = graph_job_new(req)))
 		return -1;
-	extra = profile;
-	if (graph_parse_op(&gr, op, inputs, attrs, out, device) < 0)
-		goto out;
-	nd = &gr.nodes[0];
-	if (graph_check_outputs(&gr) < 0 || graph_execute(&gr) < 0)
-		goto out;
-	if (nd->has_out) {
-		struct tensor *t = graph_commit(&gr, 0);
-
-		if (!t) {
-			request_fail(req, TDP_INTERNAL, "out of memory");
-			goto out;
-		}
-		r = tensor_write_meta_result_map(req, t, extra);
-	} else {
-		r = tdp_write_result_head(req->pk, req->msgid) < 0 ? -1 : graph_pack_result(req, &gr, 0, extra);
+	j->profile = profile;
+	j->answer = op_run_answer;
+	if (graph_parse_op(&j->gr, op, inputs, attrs, out, device) < 0 || graph_check_outputs(&j->gr) < 0) {
+		graph_free(&j->gr);
+		free(j);
+		return -1;
 	}
-	if (r == 0 && extra && pack_gpu_ns(req, &gr) < 0)
-		r = -1;
-out:
-	graph_free(&gr);
+	return graph_job_run(req, j);
+}
+
+static int graph_run_answer(struct request *req, struct graph *gr, const struct graph_job *j)
+{
+	bool profile = j->profile;
+	int r;
+
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 2 + 2 * profile))
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	/* Only now do named results replace stored tensors (until then, other
+	 * connections see the tensors they replace). */
+	if (graph_pack_outputs_stored(req, gr) < 0)
+		return -1;
+	r = profile ? pack_gpu_ns(req, gr) : 0;
+	if (r == 0 && profile &&
+	    (tdp_pack_cstr(req->pk, "dispatches") || msgpack_pack_uint64(req->pk, gr->dispatches)))
+		r = request_fail(req, TDP_INTERNAL, "out of memory");
 	return r;
 }
 
@@ -128,27 +246,17 @@ int method_graph_run(struct request *req)
 		PARAM_OPT("profile", PARAM_BOOL, profile),
 		PARAM_OPT_GIVEN("fuse", PARAM_BOOL, fuse, has_fuse),
 	};
-	struct graph gr = { .call = &req->call };
-	int r = -1;
+	struct graph_job *j;
 
-	if (PARAMS_PARSE(req, p) < 0)
+	if (PARAMS_PARSE(req, p) < 0 || !(j = graph_job_new(req)))
 		return -1;
-	gr.fuse = has_fuse ? fuse : graph_fuse_default(req->call.d->gpus[0]);
-	if (graph_parse(&gr, nodes, outputs) < 0)
-		goto out;
-	if (graph_check_outputs(&gr) < 0 || graph_execute(&gr) < 0)
-		goto out;
-	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 2 + 2 * profile)) {
-		request_fail(req, TDP_INTERNAL, "out of memory");
-		goto out;
+	j->profile = profile;
+	j->answer = graph_run_answer;
+	j->gr.fuse = has_fuse ? fuse : graph_fuse_default(req->call.d->gpus[0]);
+	if (graph_parse(&j->gr, nodes, outputs) < 0 || graph_check_outputs(&j->gr) < 0) {
+		graph_free(&j->gr);
+		free(j);
+		return -1;
 	}
-	if (graph_pack_outputs_stored(req, &gr) < 0)
-		goto out;
-	r = profile ? pack_gpu_ns(req, &gr) : 0;
-	if (r == 0 && profile &&
-	    (tdp_pack_cstr(req->pk, "dispatches") || msgpack_pack_uint64(req->pk, gr.dispatches)))
-		r = request_fail(req, TDP_INTERNAL, "out of memory");
-out:
-	graph_free(&gr);
-	return r;
+	return graph_job_run(req, j);
 }

@@ -18,6 +18,7 @@
 #include "base/loop.h"
 #include "daemon.h"
 #include "devices.h"
+#include "gpu/completion.h"
 #include "gpu/device.h"
 #include "kernels/kernel.h"
 #include "mode.h"
@@ -200,6 +201,11 @@ static void recover(struct daemon *d)
 		rc->start_ns = daemon_now_ns(CLOCK_MONOTONIC);
 		log_error("device recovery: the device was lost; re-creating it%s",
 			  persisted ? " and restoring the checkpoints" : "");
+		/* Graphs still watched on a lost device are answered now, against
+		 * the store as it was, not from inside devices_reopen. */
+		for (uint32_t id = 0; id < d->ngpus; id++)
+			if (d->gpus[id]->lost)
+				gpu_completion_stop(d->gpus[id]);
 		drop_device_state(d);
 		rc->dropped = true;
 	}

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu/completion.h"
 #include "gpu/device.h"
 #include "gpu/memory.h"
 #include "gpu/pipeline.h"
@@ -393,4 +394,24 @@ void gpu_rec_copy(struct gpu_recorder *rec, const struct gpu_binding *src,
 		stub_bug("a copy between ranges of different sizes");
 	if (!dst->write)
 		stub_bug("a copy into a range not marked written");
+}
+
+/* No completion thread on the stub: the engine waits synchronously. */
+int gpu_rec_watch(struct gpu_recorder *rec, void (*done)(void *data), void *data)
+{
+	(void)rec;
+	(void)done;
+	(void)data;
+	return -EOPNOTSUPP;
+}
+
+bool gpu_completion_on(const struct gpu_device *g)
+{
+	(void)g;
+	return false;
+}
+
+int gpu_rec_begin_async(struct gpu_recorder *rec, struct gpu_device *g)
+{
+	return gpu_rec_begin(rec, g);
 }

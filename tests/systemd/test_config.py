@@ -310,7 +310,8 @@ def reload_every_key(tmp):
            "max_output_backlog": "1M", "stall_timeout": "7", "input_timeout": "9",
            "max_input_bytes": "1M", "user_max_buffer_bytes": "512M", "user_max_models": "6",
            "user_max_kernels": "2", "user_max_jobs": "3", "request_timeout": "2.5", "stop_timeout": "11",
-           "kernel_group": "0", "kernel_timeout": "3", "host_mapped": "no", "verbose": "yes"}
+           "kernel_group": "0", "kernel_timeout": "3", "host_mapped": "no", "async_graphs": "no",
+           "verbose": "yes"}
     old = printed(conf)
     marks = man_reloadable()
     check(set(new) == set(old) == set(marks),

@@ -1,0 +1,62 @@
+/* Asynchronous completion of submissions: a thread per device waits on the
+ * fence of the submission handed to it (gpu_rec_watch) and signals an eventfd
+ * the event loop watches; the loop then finishes the wait (fence reset,
+ * timing, or the device marked lost when the submission ran past its limit)
+ * and calls the recording's `done`. The loop never sleeps on the GPU for
+ * such work (docs/architecture.md, "Processes and threads").
+ *
+ * Watched submissions have command buffers of their own (cmd[GPU_CMD_SYNC..],
+ * gpu_rec_begin_async), up to GPU_CMD_ASYNC at once per device; the thread
+ * waits for them in submission order, each limit counted from when the
+ * one before it completed (the queue runs them in order), and after one ran
+ * past its limit reports those behind it as lost at once. Memory freed while
+ * any is pending may still be read by one: gpu_memory_free defers the
+ * release until those pending then have completed. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "gpu/memory.h"
+#include "gpu/recorder.h"
+
+struct gpu_device;
+struct loop;
+
+/* Start `g`'s completion thread, its eventfd watched by `l`. Returns 0 or
+ * -errno. */
+int gpu_completion_start(struct gpu_device *g, struct loop *l);
+
+/* Finish the pending submission (waiting for it), call the `done` still due,
+ * release the deferred memory and stop the thread. Nothing when not started. */
+void gpu_completion_stop(struct gpu_device *g);
+
+/* Whether gpu_rec_watch can watch submissions on `g`. */
+bool gpu_completion_on(const struct gpu_device *g);
+
+/* Hand the submission `rec` just made (gpu_rec_submit) to the completion
+ * thread: `done(data)` is called from the loop once it completed, failed or
+ * ran past its limit (rec->timeout_ns, else the wait policy's); gpu_rec_wait
+ * then returns that outcome at once. Returns 0, or -EOPNOTSUPP when `g`
+ * has no completion thread (wait for it with gpu_rec_wait instead). */
+int gpu_rec_watch(struct gpu_recorder *rec, void (*done)(void *data), void *data);
+
+/* The outcome of watched `rec` (gpu_rec_wait), waiting for it if need be;
+ * its `done` is no longer called. */
+int gpu_completion_take(struct gpu_recorder *rec);
+
+/* Wait (the loop blocks, feeding the watchdog) until every watched
+ * submission of `g` completed, and finish them; their `done` is still
+ * called from the loop later. */
+void gpu_completion_drain(struct gpu_device *g);
+
+/* A free command buffer slot for gpu_rec_begin_async, waiting for the
+ * oldest watched submission when all are taken. Returns the slot, or
+ * -ENODEV when none frees (the device was lost to a runaway). */
+int gpu_completion_free_slot(struct gpu_device *g);
+
+/* Whether a watched submission on `g` is not finished yet. */
+bool gpu_completion_busy(const struct gpu_device *g);
+
+/* Release `a` (gpu_memory_free) once the submissions pending now
+ * completed; `*a` is cleared now. */
+void gpu_completion_defer_free(struct gpu_device *g, struct gpu_alloc *a);
