@@ -39,6 +39,10 @@ struct request {
 	unsigned slot;                  /* its metrics slot: request_method_name() */
 	const msgpack_object *params;   /* the params map, or NULL */
 	msgpack_packer *pk;             /* writes into the connection's output */
+	/* The fds passed with the message (SCM_RIGHTS, docs/protocol.md): the
+	 * connection closes them once the handler returned. */
+	const int *fds;
+	unsigned nfds;
 	struct tdp_buf *out;
 };
 

@@ -34,6 +34,17 @@
 
 static void conn_event(void *data, uint32_t events);
 
+/* Close the passed fds up to stream offset `upto` (all: UINT64_MAX). */
+static void drop_fds(struct conn *c, uint64_t upto)
+{
+	unsigned k = 0;
+
+	while (k < c->nfds && c->fds[k].pos <= upto)
+		close(c->fds[k++].fd);
+	memmove(c->fds, c->fds + k, (c->nfds - k) * sizeof(c->fds[0]));
+	c->nfds -= k;
+}
+
 struct conn *conn_new(struct daemon *d, int fd, const struct access_cred *cred)
 {
 	struct conn *c = calloc(1, sizeof(*c));
@@ -53,6 +64,12 @@ struct conn *conn_new(struct daemon *d, int fd, const struct access_cred *cred)
 	c->cred = *cred;
 	c->uid = cred->uid;
 	c->pid = cred->pid;
+	{
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+
+		c->unix_peer = getsockname(fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_UNIX;
+	}
 	tdp_scanner_reset(&c->scan);
 	c->last_active_ns = c->drained_ns = c->input_ns = daemon_now_ns(CLOCK_MONOTONIC);
 	if (loop_add(d->loop, &c->src, EPOLLIN | EPOLLRDHUP) < 0) {
@@ -76,6 +93,7 @@ void conn_close(struct conn *c)
 	close(c->src.fd);
 	c->src.fd = -1;
 	c->dead = true;
+	drop_fds(c, UINT64_MAX);
 	tdp_buf_free(&c->in);
 	tdp_buf_free(&c->out);
 	c->nqueued = 0;
@@ -101,7 +119,9 @@ static void stream_error(struct conn *c, int code, const char *why)
 	msgpack_packer_init(&pk, &c->out, tdp_buf_msgpack_write);
 	tdp_write_error_notification(&pk, TDP_NOTIFY_PROTOCOL_ERROR, code, why);
 	c->closing = true;
+	c->in_base += tdp_buf_len(&c->in);
 	tdp_buf_consume(&c->in, tdp_buf_len(&c->in));
+	drop_fds(c, UINT64_MAX);
 	c->nqueued = 0;
 	c->scanned = 0;
 }
@@ -121,6 +141,11 @@ static void scan_error(struct conn *c, int r)
 			 (unsigned long long)TDP_MAX_OBJECTS);
 		stream_error(c, TDP_RESOURCE_EXHAUSTED, why);
 		break;
+	case -ETOOMANYREFS:
+		snprintf(why, sizeof(why), "more file descriptors than allowed (%d with one sendmsg(), "
+			 "%d waiting on a connection)", CONN_MAX_FDS_PER_SEND, CONN_MAX_FDS);
+		stream_error(c, TDP_RESOURCE_EXHAUSTED, why);
+		break;
 	case -ELOOP:
 		snprintf(why, sizeof(why), "message nested deeper than %d", TDP_MAX_DEPTH);
 		stream_error(c, TDP_PROTOCOL, why);
@@ -135,6 +160,8 @@ static void scan_error(struct conn *c, int r)
  * the connection must be closed. */
 static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 {
+	int fds[CONN_MAX_FDS];
+	unsigned nfds = 0;
 	msgpack_unpacked u;
 	msgpack_packer pk;
 	struct tdp_message m;
@@ -144,6 +171,12 @@ static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 
 	msgpack_packer_init(&pk, &c->out, tdp_buf_msgpack_write);
 	msgpack_unpacked_init(&u);
+	/* Its fds: those whose recvmsg() ended inside its bytes. */
+	drop_fds(c, c->in_base);
+	while (nfds < c->nfds && c->fds[nfds].pos <= c->in_base + n) {
+		fds[nfds] = c->fds[nfds].fd;
+		nfds++;
+	}
 	if (tdp_unpack(&u, p, n) < 0) {
 		stream_error(c, TDP_PROTOCOL, "undecodable message");
 	} else if (tdp_message_parse(&u.data, &m, why, sizeof(why)) < 0) {
@@ -159,6 +192,8 @@ static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 			.params = m.params,
 			.pk = &pk,
 			.out = &c->out,
+			.fds = fds,
+			.nfds = nfds,
 		};
 
 		r = request_dispatch(&req, m.method, m.method_len);
@@ -178,6 +213,8 @@ static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 		stream_error(c, TDP_PROTOCOL, "clients send requests, not responses");
 	}
 	msgpack_unpacked_destroy(&u);
+	/* Claimed or not, the message's fds are done with. */
+	drop_fds(c, c->in_base + n);
 	return r;
 }
 
@@ -248,6 +285,7 @@ static enum turn process(struct conn *c, unsigned *served)
 		c->qhead = (c->qhead + 1) % cap;
 		c->nqueued--;
 		c->scanned -= n;
+		c->in_base += n;
 		tdp_buf_consume(&c->in, n);
 	}
 	return TURN_IDLE;
@@ -294,6 +332,58 @@ static bool over_user_buffer(struct conn *c, uint64_t others)
 	return true;
 }
 
+/* Take the fds of SCM_RIGHTS messages in `msg` into the connection's queue,
+ * the stream up to `pos` read. Returns false (all of them closed) when there
+ * were more than the limits allow. */
+static bool take_fds(struct conn *c, struct msghdr *msg, uint64_t pos)
+{
+	bool ok = !(msg->msg_flags & MSG_CTRUNC);
+
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm; cm = CMSG_NXTHDR(msg, cm)) {
+		size_t n;
+		int fd;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (!ok || !c->unix_peer || c->nfds >= CONN_MAX_FDS) {
+				close(fd);
+				ok = false;
+				continue;
+			}
+			c->fds[c->nfds++] = (struct conn_fd){ .fd = fd, .pos = pos };
+		}
+	}
+	return ok;
+}
+
+/* recv() into `buf`, taking passed fds along on a Unix socket. */
+static ssize_t recv_some(struct conn *c, void *buf, size_t len)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(CONN_MAX_FDS_PER_SEND * sizeof(int))];
+	} ctl;
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t k;
+
+	if (c->unix_peer) {
+		msg.msg_control = ctl.buf;
+		msg.msg_controllen = sizeof(ctl.buf);
+	}
+	k = recvmsg(c->src.fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (k <= 0 || !c->unix_peer)
+		return k;
+	/* Too many: the requests before are answered, then the stream ends
+	 * with the reason (scan_error). */
+	if (!take_fds(c, &msg, c->in_base + tdp_buf_len(&c->in) + (uint64_t)k) && !c->scan_err)
+		c->scan_err = -ETOOMANYREFS;
+	return k;
+}
+
 /* Read what the socket has, up to READ_BUDGET. Returns 0 or -errno (fatal). */
 static int read_input(struct conn *c)
 {
@@ -316,7 +406,7 @@ static int read_input(struct conn *c)
 		}
 		if (tdp_buf_reserve(&c->in, chunk) < 0)
 			return -ENOMEM;
-		k = recv(c->src.fd, c->in.data + c->in.end, c->in.cap - c->in.end, MSG_DONTWAIT);
+		k = recv_some(c, c->in.data + c->in.end, c->in.cap - c->in.end);
 		if (k > 0) {
 			c->in.end += (size_t)k;
 			c->d->metrics.bytes_in += (uint64_t)k;
