@@ -142,8 +142,8 @@ static void scan_error(struct conn *c, int r)
 		stream_error(c, TDP_RESOURCE_EXHAUSTED, why);
 		break;
 	case -ETOOMANYREFS:
-		snprintf(why, sizeof(why), "more file descriptors than allowed (%d with one sendmsg(), "
-			 "%d waiting on a connection)", CONN_MAX_FDS_PER_SEND, CONN_MAX_FDS);
+		snprintf(why, sizeof(why), "more than %d file descriptors with one message",
+			 CONN_MAX_FDS_PER_SEND);
 		stream_error(c, TDP_RESOURCE_EXHAUSTED, why);
 		break;
 	case -ELOOP:
@@ -298,8 +298,11 @@ static bool wants_input(const struct conn *c)
 {
 	/* max_input_bytes: queued requests beyond it wait in the client's socket
 	 * (the message after them may still grow to max_message_bytes). */
+	/* Passed fds wait in the socket while the connection holds many: the
+	 * queued requests own them and free them as they are served. */
 	return !c->peer_closed && !c->closing && !c->scan_err &&
 	       c->nqueued < c->qcap && !conn_backlogged(c) &&
+	       c->nfds + CONN_MAX_FDS_PER_SEND <= CONN_MAX_FDS &&
 	       (c->nqueued == 0 || c->scanned < c->d->cfg.max_input_bytes);
 }
 
@@ -359,6 +362,16 @@ static bool take_fds(struct conn *c, struct msghdr *msg, uint64_t pos)
 	return ok;
 }
 
+/* How many of the passed fds came with bytes after stream offset `pos`. */
+static unsigned fds_after(const struct conn *c, uint64_t pos)
+{
+	unsigned n = 0;
+
+	for (unsigned i = c->nfds; i > 0 && c->fds[i - 1].pos > pos; i--)
+		n++;
+	return n;
+}
+
 /* recv() into `buf`, taking passed fds along on a Unix socket. */
 static ssize_t recv_some(struct conn *c, void *buf, size_t len)
 {
@@ -415,6 +428,11 @@ static int read_input(struct conn *c)
 				return 0;
 			budget = (size_t)k < budget ? budget - (size_t)k : 0;
 			scan_input(c);
+			/* The bytes past the queued messages are one message that is
+			 * not complete: it may own CONN_MAX_FDS_PER_SEND fds. */
+			if (c->nqueued < c->qcap && !c->scan_err &&
+			    fds_after(c, c->in_base + c->scanned) > CONN_MAX_FDS_PER_SEND)
+				c->scan_err = -ETOOMANYREFS;
 			continue;
 		}
 		if (k == 0) {

@@ -16,8 +16,8 @@ struct server;
 struct request_deferred;
 
 /* File descriptors a client may pass with SCM_RIGHTS (docs/protocol.md,
- * "Passing memory"): at most CONN_MAX_FDS_PER_SEND with one sendmsg(), at
- * most CONN_MAX_FDS waiting on one connection. */
+ * "Passing memory"): at most CONN_MAX_FDS_PER_SEND with one message; while
+ * CONN_MAX_FDS wait on a connection, its later ones wait in the socket. */
 #define CONN_MAX_FDS_PER_SEND 4
 #define CONN_MAX_FDS 16
 

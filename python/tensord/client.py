@@ -537,7 +537,7 @@ class Client(_Methods):
     # ---- requests ----
     def submit(self, method: str, params: Optional[Mapping[str, Any]] = None,
                decode: Optional[Callable[[Any], Any]] = None,
-               on_notify: Optional[NotifyFn] = None, fds=None) -> Pending:
+               on_notify: Optional[NotifyFn] = None, fds: Optional[Sequence[Any]] = None) -> Pending:
         """Send one request now and return its Pending (the low-level form of
         every method: `params` is the dict of named arguments or None,
         `decode(result)` turns the result map into what result() returns;
