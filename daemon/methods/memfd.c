@@ -54,6 +54,9 @@ int memfd_map_param(struct request *req, uint64_t index, uint64_t offset, uint64
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		return request_fail(req, TDP_INVALID_ARGUMENT, "fd %llu is no memory file",
 				    (unsigned long long)index);
+	if (writable && (fcntl(fd, F_GETFL) & O_ACCMODE) != O_RDWR)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "fd %llu is open read-only; tensor.get "
+				    "writes into it", (unsigned long long)index);
 	/* A get grows a memfd that is too small, unless it is sealed against
 	 * growing (the client then knows the size it wants). */
 	if (writable && !(seals & F_SEAL_GROW) && offset <= INT64_MAX - bytes &&

@@ -161,6 +161,11 @@ def main():
                      "INVALID_ARGUMENT", "takes none")
         expect_error(c, "get into a write-sealed memfd", "tensor.get", {"name": "a", "fd": 0},
                      [memfd(raw)], "INVALID_ARGUMENT", "sealed against writing")
+        rw = memfd(size=len(raw), seals=fcntl.F_SEAL_SHRINK)
+        ro = os.open("/proc/self/fd/%d" % rw, os.O_RDONLY | os.O_CLOEXEC)
+        os.close(rw)
+        expect_error(c, "get into a read-only fd", "tensor.get", {"name": "a", "fd": 0},
+                     [ro], "INVALID_ARGUMENT", "read-only")
         expect_error(c, "get, unsealed", "tensor.get", {"name": "a", "fd": 0},
                      [memfd(size=len(raw), seals=0)], "FAILED_PRECONDITION", "F_SEAL_SHRINK")
         expect_error(c, "get, too small and sealed against growing", "tensor.get",
