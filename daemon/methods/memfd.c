@@ -5,10 +5,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "methods/request.h"
 #include "status.h"
+
+#define TMPFS_MAGIC_ 0x01021994
 
 #ifndef F_SEAL_FUTURE_WRITE
 #define F_SEAL_FUTURE_WRITE 0x0010
@@ -27,6 +30,7 @@ int memfd_map_param(struct request *req, uint64_t index, uint64_t offset, uint64
 	long page = sysconf(_SC_PAGESIZE);
 	uint64_t start, len;
 	struct stat st;
+	struct statfs sfs;
 	void *base;
 	int fd, seals;
 
@@ -51,9 +55,12 @@ int memfd_map_param(struct request *req, uint64_t index, uint64_t offset, uint64
 		return request_fail(req, TDP_FAILED_PRECONDITION, "fd %llu must be sealed with %s first "
 				    "(fcntl F_ADD_SEALS)", (unsigned long long)index,
 				    writable ? "F_SEAL_SHRINK" : "F_SEAL_SHRINK and F_SEAL_WRITE");
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-		return request_fail(req, TDP_INVALID_ARGUMENT, "fd %llu is no memory file",
-				    (unsigned long long)index);
+	/* Only shmem: a hugetlbfs memfd could fault (SIGBUS) when its pool runs
+	 * dry during the copy. */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || fstatfs(fd, &sfs) < 0 ||
+	    sfs.f_type != TMPFS_MAGIC_)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "fd %llu is no plain memfd (not one "
+				    "made with MFD_HUGETLB)", (unsigned long long)index);
 	if (writable && (fcntl(fd, F_GETFL) & O_ACCMODE) != O_RDWR)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "fd %llu is open read-only; tensor.get "
 				    "writes into it", (unsigned long long)index);

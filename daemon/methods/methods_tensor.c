@@ -110,10 +110,12 @@ static int parse_shape(struct request *req, const msgpack_object *shape, struct 
 }
 
 /* The passed fd of a put or get: `has_fd` says whether the request named
- * one; fds that came without, or more than the one named, are an error
+ * one (`has_offset`: an offset into it); fds that came without, or more than the one named, are an error
  * (docs/protocol.md, "Passing memory"). Returns 0 or request_fail(). */
-static int check_fds(struct request *req, bool has_fd)
+static int check_fds(struct request *req, bool has_fd, bool has_offset)
 {
+	if (has_offset && !has_fd)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "offset goes with fd");
 	if (!has_fd && req->nfds)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "%u file descriptor%s came with the "
 				    "request but no fd parameter names one", req->nfds,
@@ -176,7 +178,7 @@ int method_tensor_put(struct request *req)
 	param_name name;
 	struct param_str dtype;
 	const msgpack_object *shape, *data = NULL;
-	bool if_absent = false, has_mode, has_device, has_fd;
+	bool if_absent = false, has_mode, has_device, has_fd, has_offset;
 	uint32_t mode = TDP_MODE_PRIVATE, device = 0;
 	uint64_t fd = 0, offset = 0;
 	const struct param p[] = {
@@ -185,7 +187,7 @@ int method_tensor_put(struct request *req)
 		PARAM_REQ("shape", PARAM_ARRAY, shape),
 		PARAM_OPT("data", PARAM_BIN, data),
 		PARAM_OPT_GIVEN("fd", PARAM_UINT, fd, has_fd),
-		PARAM_OPT("offset", PARAM_UINT, offset),
+		PARAM_OPT_GIVEN("offset", PARAM_UINT, offset, has_offset),
 		PARAM_OPT("if_absent", PARAM_BOOL, if_absent),
 		PARAM_OPT_GIVEN("mode", PARAM_MODE, mode, has_mode),
 		PARAM_OPT_GIVEN("device", PARAM_DEVICE, device, has_device),
@@ -197,7 +199,7 @@ int method_tensor_put(struct request *req)
 	char why[TDP_MAX_ERROR_MESSAGE], shown[NAMES_SHOWN_MAX];
 	int r, code;
 
-	if (PARAMS_PARSE(req, p) < 0 || check_fds(req, has_fd) < 0)
+	if (PARAMS_PARSE(req, p) < 0 || check_fds(req, has_fd, has_offset) < 0)
 		return -1;
 	if (!data == !has_fd)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "give the bytes as data or as fd, one of them");
@@ -296,17 +298,17 @@ int method_tensor_get(struct request *req)
 {
 	param_name name;
 	uint64_t fd = 0, offset = 0;
-	bool has_fd;
+	bool has_fd, has_offset;
 	const struct param p[] = {
 		PARAM_REQ("name", PARAM_TENSOR_KEY, name),
 		PARAM_OPT_GIVEN("fd", PARAM_UINT, fd, has_fd),
-		PARAM_OPT("offset", PARAM_UINT, offset),
+		PARAM_OPT_GIVEN("offset", PARAM_UINT, offset, has_offset),
 	};
 	struct tensor *t;
 	void *dst;
 	int r;
 
-	if (PARAMS_PARSE(req, p) < 0 || check_fds(req, has_fd) < 0 ||
+	if (PARAMS_PARSE(req, p) < 0 || check_fds(req, has_fd, has_offset) < 0 ||
 	    lookup_tensor(&req->call, NULL, name, ACCESS_READ, &t) < 0)
 		return -1;
 	if (has_fd)

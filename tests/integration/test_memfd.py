@@ -146,6 +146,14 @@ def main():
             f.flush()
             expect_error(c, "a regular file", "tensor.put", put, [os.dup(f.fileno())],
                          "INVALID_ARGUMENT", "not a memfd")
+        try:
+            huge = os.memfd_create("h", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING | os.MFD_HUGETLB)
+        except OSError:
+            huge = None   # no hugetlbfs here
+        if huge is not None:
+            fcntl.fcntl(huge, fcntl.F_ADD_SEALS, SEALS_PUT)
+            expect_error(c, "a hugetlb memfd", "tensor.put", put, [huge], "INVALID_ARGUMENT",
+                         "MFD_HUGETLB")
         expect_error(c, "index out of range", "tensor.put", dict(put, fd=1), [memfd(raw)],
                      "INVALID_ARGUMENT", "only 1 file descriptor")
         expect_error(c, "fd without an fd", "tensor.put", put, [],
@@ -157,6 +165,8 @@ def main():
                      "INVALID_ARGUMENT", "it uses one")
         expect_error(c, "data and fd", "tensor.put", dict(put, data=raw), [memfd(raw)],
                      "INVALID_ARGUMENT", "one of them")
+        expect_error(c, "offset without fd", "tensor.get", {"name": "a", "offset": 0}, [],
+                     "INVALID_ARGUMENT", "offset goes with fd")
         expect_error(c, "fd with ping", "tensor.stat", {"name": "a"}, [memfd(raw)],
                      "INVALID_ARGUMENT", "takes none")
         expect_error(c, "get into a write-sealed memfd", "tensor.get", {"name": "a", "fd": 0},
