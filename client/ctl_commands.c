@@ -598,10 +598,17 @@ int ctl_get_one(struct ctl *c, const char *name, const char *out, bool element)
 
 	snprintf(label, sizeof(label), "get %s", name);
 	ctl_bar_start(&bar, c, label);
-	/* Into a file: the daemon writes the bytes into a memfd (docs/tensorctl.1). */
-	if (out && tensord_memfd(NULL, 0, &memfd) == 0) {
-		r = tensord_get_fd(c->td, name, memfd, 0, &info);
-		len = r < 0 ? 0 : (size_t)info.bytes;
+	/* Into a file: the daemon writes the bytes into a memfd of the size
+	 * stat says (docs/tensorctl.1); when that fails (no such tensor, or it
+	 * grew meanwhile) the plain get answers. */
+	if (out && tensord_stat(c->td, name, &info) == 0 && info.bytes <= SIZE_MAX &&
+	    tensord_memfd(NULL, (size_t)info.bytes, &memfd) == 0 &&
+	    (r = tensord_get_fd(c->td, name, memfd, 0, &info)) < 0) {
+		close(memfd);
+		memfd = -1;
+	}
+	if (memfd >= 0) {
+		len = (size_t)info.bytes;
 		if (len > 0) {
 			map = mmap(NULL, len, PROT_READ, MAP_SHARED, memfd, 0);
 			if (map == MAP_FAILED) {

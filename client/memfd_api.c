@@ -22,6 +22,18 @@ int tensord_memfd(const void *data, size_t len, int *ret_fd)
 		return -errno;
 	if (ftruncate(fd, (off_t)len) < 0)
 		goto fail;
+	/* For a get, the pages the daemon writes must be the client's, in
+	 * memory (docs/protocol.md): touch each one. */
+	if (!data && len) {
+		volatile uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		long page = sysconf(_SC_PAGESIZE);
+
+		if (m == MAP_FAILED)
+			goto fail;
+		for (size_t off = 0; off < len; off += (size_t)page)
+			m[off] = 0;
+		munmap((void *)m, len);
+	}
 	while (data && done < len) {
 		ssize_t n = pwrite(fd, p + done, len - done, (off_t)done);
 

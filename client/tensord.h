@@ -274,18 +274,19 @@ TENSORD_EXPORT int tensord_put_fd(struct tensord *td, const char *name,
 				  struct tensord_tensor_info *ret_info);
 
 /* `tensor.get` into the memfd `fd` at `offset`: it must be sealed with
- * F_SEAL_SHRINK and not against writing; the daemon grows it when it is
- * smaller than offset + the tensor's bytes (unless it is sealed with
- * F_SEAL_GROW: then that is the daemon's INVALID_ARGUMENT). On success the
- * bytes are in the file (mmap or pread it) and `ret_info` (may be NULL)
- * says how many. */
+ * F_SEAL_SHRINK and not against writing, and its pages from `offset` for
+ * the tensor's bytes (tensord_stat() says how many) in memory, made by the
+ * caller (written or touched, not only fallocate()d; tensord_memfd(NULL,
+ * len) does it), else the daemon answers INVALID_ARGUMENT. On success the bytes are in the file (mmap or pread
+ * it) and `ret_info` (may be NULL) says how many. */
 TENSORD_EXPORT int tensord_get_fd(struct tensord *td, const char *name, int fd, uint64_t offset,
 				  struct tensord_tensor_info *ret_info);
 
 /* A new memfd (O_CLOEXEC) for the calls above: with `data`, a copy of its
  * `len` bytes sealed for tensord_put_fd(); with `data` NULL, `len` bytes of
- * zeros sealed only against shrinking, for tensord_get_fd(). Returns 0 with
- * *ret_fd set (close() it), or -errno. */
+ * zeros (every page touched) sealed only against shrinking, for
+ * tensord_get_fd().
+ * Returns 0 with *ret_fd set (close() it), or -errno. */
 TENSORD_EXPORT int tensord_memfd(const void *data, size_t len, int *ret_fd);
 
 /* `tensor.stat`. */

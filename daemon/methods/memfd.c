@@ -64,16 +64,6 @@ int memfd_map_param(struct request *req, uint64_t index, uint64_t offset, uint64
 	if (writable && (fcntl(fd, F_GETFL) & O_ACCMODE) != O_RDWR)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "fd %llu is open read-only; tensor.get "
 				    "writes into it", (unsigned long long)index);
-	/* A get grows a memfd that is too small, unless it is sealed against
-	 * growing (the client then knows the size it wants). */
-	if (writable && !(seals & F_SEAL_GROW) && offset <= INT64_MAX - bytes &&
-	    (uint64_t)st.st_size < offset + bytes) {
-		if (ftruncate(fd, (off_t)(offset + bytes)) < 0)
-			return request_fail(req, TDP_RESOURCE_EXHAUSTED, "fd %llu: cannot grow it to "
-					    "%llu bytes (%s)", (unsigned long long)index,
-					    (unsigned long long)(offset + bytes), strerror(errno));
-		st.st_size = (off_t)(offset + bytes);
-	}
 	if (offset > (uint64_t)st.st_size || bytes > (uint64_t)st.st_size - offset)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "fd %llu holds %llu bytes; %llu at "
 				    "offset %llu do not fit", (unsigned long long)index,
@@ -85,14 +75,23 @@ int memfd_map_param(struct request *req, uint64_t index, uint64_t offset, uint64
 		*ret_map = (struct memfd_map){ 0 };
 		return 0;
 	}
-	/* Pages for a get exist before the copy: no SIGBUS on a full shm. */
-	if (writable && fallocate(fd, 0, (off_t)offset, (off_t)bytes) < 0 && errno != EOPNOTSUPP)
-		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "fd %llu: cannot allocate %llu bytes "
-				    "(%s)", (unsigned long long)index, (unsigned long long)bytes,
-				    strerror(errno));
+	/* A get writes only into pages the client made (written or faulted
+	 * in): a page the daemon's write faulted in would be charged to the
+	 * daemon's memory cgroup while the client keeps it (docs/protocol.md).
+	 * Pages only fallocate()d count as holes here, though they are the
+	 * client's. */
+	if (writable) {
+		off_t hole = lseek(fd, (off_t)offset, SEEK_HOLE);
+
+		if (hole < 0 || (uint64_t)hole < offset + bytes)
+			return request_fail(req, TDP_INVALID_ARGUMENT, "fd %llu: the %llu bytes at offset "
+					    "%llu are not all in memory yet (write or touch every page "
+					    "first)", (unsigned long long)index, (unsigned long long)bytes,
+					    (unsigned long long)offset);
+	}
 	/* Reading maps privately: a shared mapping of a write-sealed memfd is
-	 * refused before Linux 6.7, and the sealed bytes are the same. */
-	/* MAP_POPULATE: one pass over the page tables instead of a fault per
+	 * refused before Linux 6.7, and the sealed bytes are the same.
+	 * MAP_POPULATE: one pass over the page tables instead of a fault per
 	 * page during the copy (twice as fast for 256 MiB on lavapipe). */
 	base = mmap(NULL, len, writable ? PROT_READ | PROT_WRITE : PROT_READ,
 		    (writable ? MAP_SHARED : MAP_PRIVATE) | MAP_POPULATE, fd, (off_t)start);

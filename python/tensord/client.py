@@ -55,6 +55,7 @@ class _Memfd:
 
     def __init__(self, size: int, data=None) -> None:
         self.keep = data is None   # a get's: open until the answer maps it
+        self.mm = None
         self.fd = os.memfd_create("tensord", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
             if size:
@@ -68,6 +69,12 @@ class _Memfd:
                 fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW |
                             fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
             else:
+                # The pages the daemon writes must be the client's own, in
+                # memory (docs/protocol.md, "Passing memory"): touch each.
+                if size:
+                    self.mm = mmap.mmap(self.fd, size, mmap.MAP_SHARED,
+                                        mmap.PROT_READ | mmap.PROT_WRITE)
+                    np.frombuffer(self.mm, np.uint8)[::mmap.PAGESIZE] = 0
                 fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
         except BaseException:
             self.close()
@@ -87,13 +94,14 @@ class _Memfd:
         size, dt = int(m["bytes"]), _dt.NUMPY_DTYPES.get(m.get("dtype"))
         if dt is None or not isinstance(m.get("shape"), (list, tuple)):
             raise ProtocolError("unexpected tensor metadata %r" % (m,)[:200])
-        try:
-            if size == 0:
-                return np.zeros(m["shape"], dtype=dt)
-            mm = mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        finally:
-            self.close()
-        return _dt.decode(m["dtype"], m["shape"], memoryview(mm), copy=False)
+        mm, self.mm = self.mm, None
+        self.close()
+        if size == 0:
+            return np.zeros(m["shape"], dtype=dt)
+        if mm is None or len(mm) < size:
+            raise ProtocolError("the daemon wrote %d bytes into a memfd of %d"
+                                % (size, 0 if mm is None else len(mm)))
+        return _dt.decode(m["dtype"], m["shape"], memoryview(mm)[:size], copy=False)
 
 
 def socket_path(path: Optional[PathLike] = None) -> str:
@@ -261,6 +269,14 @@ class _Methods:
         """Tensor sizes seen on this connection, by name (get's memfd choice)."""
         return {}
 
+    def _stat_now(self, name):
+        """tensor.stat answered now, also inside a Pipeline."""
+        raise NotImplementedError
+
+    def _retries(self):
+        """Whether a call's error reaches the method itself (Client, not Pipeline)."""
+        return False
+
     def call(self, method: str, args: Optional[Mapping[str, Any]] = None, /, *,
              on_notify: Optional[NotifyFn] = None, **kw: Any) -> Any:
         """Any method: `args` (a dict) and keyword arguments are merged into
@@ -334,13 +350,20 @@ class _Methods:
         read-only view of the received bytes (no second copy). `memfd` True
         has the daemon write the bytes into a memory file the array then
         maps (no copy through the socket), False never; by default a tensor
-        this client saw to be MEMFD_THRESHOLD bytes or more goes that way."""
+        this client saw to be MEMFD_THRESHOLD bytes or more goes that way.
+        The memfd is made as large as the tensor was last seen (a stat first
+        when this client has not seen it)."""
         params = {"name": _name("name", name)}
         fds = None
-        if memfd is None:
-            memfd = _HAS_MEMFD and self._sizes().get(name, 0) >= MEMFD_THRESHOLD
+        auto = memfd is None
+        if auto:
+            # Only where a stale size can be retried (not in a Pipeline).
+            memfd = _HAS_MEMFD and self._retries() and self._sizes().get(name, 0) >= MEMFD_THRESHOLD
         if memfd:
-            fds = [_Memfd(self._sizes().get(name, 0))]
+            size = self._sizes().get(name)
+            if size is None:
+                size = self._stat_now(name)["bytes"]
+            fds = [_Memfd(size)]
             params["fd"] = 0
 
         def decode(m):
@@ -349,7 +372,14 @@ class _Methods:
             if meta:
                 return a, {k: v for k, v in m.items() if k != "data"}
             return a
-        return self._do("tensor.get", params, decode, fds=fds)
+        try:
+            return self._do("tensor.get", params, decode, fds=fds)
+        except InvalidArgument as e:
+            # The tensor grew since this client saw it: the plain path.
+            if not (auto and memfd and "do not fit" in str(e)):
+                raise
+            self._sizes().pop(name, None)
+            return self.get(name, meta=meta, copy=copy, memfd=False)
 
     def stat(self, name: str) -> Any:
         """The metadata of tensor `name`."""
@@ -565,6 +595,12 @@ class Client(_Methods):
 
     def _do(self, method, params=None, decode=None, on_notify=None, fds=None):
         return self.submit(method, params, decode, on_notify, fds).result()
+
+    def _stat_now(self, name):
+        return self.stat(name)
+
+    def _retries(self):
+        return True
 
     def _sizes(self):
         if not hasattr(self, "_size_cache"):
@@ -825,6 +861,9 @@ class Pipeline(_Methods):
 
     def _sizes(self):
         return self.client._sizes()
+
+    def _stat_now(self, name):
+        return self.client.stat(name)
 
     def _saw_info(self, result):
         return self.client._saw_info(result)

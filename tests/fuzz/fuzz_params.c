@@ -187,6 +187,7 @@ static void drive_job(struct conn *c, uint32_t msgid)
  * write, shrink and grow) or, with both bits 5 and 6, a pipe (no memfd). */
 static int pass_fd(uint32_t msgid)
 {
+	static const uint8_t zeros[0x10000];
 	static const unsigned seals[4] = { 0, F_SEAL_SHRINK, F_SEAL_SHRINK | F_SEAL_WRITE,
 					   F_SEAL_SHRINK | F_SEAL_GROW };
 	int fd, p[2];
@@ -202,7 +203,8 @@ static int pass_fd(uint32_t msgid)
 	fd = memfd_create("fuzz", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -1;
-	if (ftruncate(fd, (off_t)((msgid >> 8) & 0xffff)) < 0 ||
+	/* Written, so its pages are in memory as a get needs them. */
+	if (pwrite(fd, zeros, (msgid >> 8) & 0xffff, 0) != (ssize_t)((msgid >> 8) & 0xffff) ||
 	    (seals[(msgid >> 3) & 3] && fcntl(fd, F_ADD_SEALS, seals[(msgid >> 3) & 3]) < 0)) {
 		close(fd);
 		return -1;

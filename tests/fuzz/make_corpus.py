@@ -166,7 +166,7 @@ def params_corpus():
         # for the get; then too small, unsealed, a pipe, and fds nobody names
         "memfd_put_get": req("tensor.put", {"name": "m", "dtype": "f32", "shape": [2, 3], "fd": 0},
                              msgid=(24 << 8) | (2 << 3) | 4) +
-        req("tensor.get", {"name": "m", "fd": 0, "offset": 8}, msgid=(1 << 3) | 4) +
+        req("tensor.get", {"name": "m", "fd": 0, "offset": 8}, msgid=(32 << 8) | (1 << 3) | 4) +
         req("tensor.put", {"name": "m", "dtype": "f32", "shape": [2, 3], "fd": 0, "offset": 4},
             msgid=(24 << 8) | (2 << 3) | 4 | 0x80) +
         req("tensor.put", {"name": "m", "dtype": "f32", "shape": [2], "fd": 0},

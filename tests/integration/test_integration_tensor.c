@@ -671,11 +671,14 @@ static void test_memfd(void **state)
 	check_ok(td, tensord_put_fd(td, "mfd/a", TENSORD_F32, 2, shape, fd, 0, NULL, &info), "put_fd");
 	check_info(&info, "mfd/a", TENSORD_F32, 2, shape, 1);
 	close(fd);
-	/* get into an empty memfd at offset 100: the daemon grows it */
-	assert_int_equal(tensord_memfd(NULL, 0, &out), 0);
+	/* get into an allocated memfd at offset 100; one byte short is refused */
+	assert_int_equal(tensord_memfd(NULL, 99 + n, &out), 0);
+	assert_int_equal(tensord_get_fd(td, "mfd/a", out, 100, NULL), -TENSORD_EREMOTE);
+	assert_int_equal(tensord_error_code(td), TENSORD_INVALID_ARGUMENT);
+	close(out);
+	assert_int_equal(tensord_memfd(NULL, 100 + n, &out), 0);
 	check_ok(td, tensord_get_fd(td, "mfd/a", out, 100, &info), "get_fd");
 	assert_int_equal(info.bytes, n);
-	assert_true(lseek(out, 0, SEEK_END) == (off_t)(100 + n));
 	back = mmap(NULL, 100 + n, PROT_READ, MAP_SHARED, out, 0);
 	assert_true(back != MAP_FAILED);
 	assert_memory_equal(back + 100, data, n);

@@ -180,7 +180,7 @@ def call_get(c):
     res = c.call("tensor.get", {"name": "doc/a"})
     check_meta(res)
     assert res["data"] == DATA
-    fd = memfd(b"", fcntl.F_SEAL_SHRINK)
+    fd = memfd(bytes(len(DATA)), fcntl.F_SEAL_SHRINK)   # written: allocated
     res = call_with_fd(c, "tensor.get", {"name": "doc/a", "fd": 0}, fd)
     check_meta(res)
     assert "data" not in res and os.pread(fd, 64, 0) == DATA

@@ -40,11 +40,22 @@ def test_forced_paths_and_dtypes(daemon, prefix):
                                                         tensord.dtypes.NUMPY_DTYPES[dt])
         with tensord.Client(daemon.sock) as c:
             c.put(prefix + dt, a, dtype=dt, memfd=True)
-        # a fresh client knows no size: the daemon grows the empty memfd
+        # a fresh client knows no size: it asks (stat) before the memfd get
         with tensord.Client(daemon.sock) as c:
             b = c.get(prefix + dt, memfd=True)
             assert np.array_equal(a, b) and b.shape == a.shape
             assert np.array_equal(c.get(prefix + dt, memfd=False), a)
+
+
+def test_grown_tensor_falls_back(daemon, prefix):
+    """The size this client saw is stale (another client replaced the tensor
+    with a larger one): the automatic memfd get fails and is retried plain."""
+    small, big = np.ones(1 << 18, np.float32), np.arange(1 << 19, dtype=np.float32)
+    with tensord.Client(daemon.sock) as a, tensord.Client(daemon.sock) as b:
+        a.put(prefix + "g", small)          # a saw 1 MiB: a memfd get of 1 MiB
+        b.put(prefix + "g", big)
+        assert np.array_equal(a.get(prefix + "g"), big)
+        assert np.array_equal(a.get(prefix + "g"), big)   # now the right size, memfd again
 
 
 def test_pipeline_memfd(client, prefix):
