@@ -12,6 +12,7 @@
 #include "dtype.h"
 #include "gpu/transfer.h"
 #include "methods/memfd.h"
+#include "methods/tensor_stream.h"
 #include "mode.h"
 #include "name.h"
 #include "pack.h"
@@ -294,6 +295,38 @@ static int get_into_fd(struct request *req, struct tensor *t, uint64_t fd, uint6
 	return tensor_write_meta_result(req, t);
 }
 
+/* The answer's head up to the data's bin header. Nonzero on failure. */
+static int write_get_head(struct request *req, const struct tensor *t)
+{
+	return tdp_write_result_head(req->pk, req->msgid) < 0 ||
+	       msgpack_pack_map(req->pk, META_ENTRIES + 1) || write_meta_entries(req, req->pk, t) ||
+	       tdp_pack_cstr(req->pk, "data") || msgpack_pack_bin(req->pk, t->bytes);
+}
+
+/* A large get: the head now, the bytes from a device snapshot as the socket
+ * drains (tensor_stream.h); without room for a snapshot, the plain way. */
+static int get_streamed(struct request *req, struct tensor *t)
+{
+	struct tensor_stream *s = NULL;
+	void *dst;
+	int r = tensor_stream_new(req, t, &s);
+
+	if (r < 0)
+		return -1;
+	if (write_get_head(req, t)) {
+		tensor_stream_free(s);
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	}
+	if (r > 0)
+		return tensor_stream_start(req, s);
+	dst = tdp_buf_extend(req->out, t->bytes);
+	if (!dst)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of host memory for %llu bytes",
+				    (unsigned long long)t->bytes);
+	r = gpu_download(devices_of(req->call.d, t), &t->alloc, dst);
+	return r < 0 ? device_error(req, devices_of(req->call.d, t), r, "downloading") : 0;
+}
+
 int method_tensor_get(struct request *req)
 {
 	param_name name;
@@ -313,6 +346,8 @@ int method_tensor_get(struct request *req)
 		return -1;
 	if (has_fd)
 		return get_into_fd(req, t, fd, offset);
+	if (t->bytes >= TENSOR_STREAM_MIN)
+		return get_streamed(req, t);
 	if (tdp_write_result_head(req->pk, req->msgid) < 0 ||
 	    msgpack_pack_map(req->pk, META_ENTRIES + 1) || write_meta_entries(req, req->pk, t) ||
 	    tdp_pack_cstr(req->pk, "data") || msgpack_pack_bin(req->pk, t->bytes))

@@ -27,6 +27,13 @@ struct request_deferred {
 	 * after this; free what the owner holds once the current batch of loop
 	 * events is done. */
 	void (*cancel)(struct request_deferred *def);
+	/* NULL, or the answer is written in parts (a streamed tensor.get): called
+	 * while little output waits, it appends the next part to the output and
+	 * returns 0 when more will follow, 1 when the answer is complete (it
+	 * freed what it held; the connection goes on with its next requests), or
+	 * -errno when it cannot go on (the connection is closed, which calls
+	 * `cancel`). While it runs, a peer that stopped sending still reads. */
+	int (*more)(struct request_deferred *def);
 };
 
 struct request {

@@ -31,6 +31,8 @@
  * buffers (fresh pages cost a fault each), an idle one does not hold memory. */
 #define KEEP_BUFFER ((size_t)1 << 20)
 #define IDLE_TRIM_NS ((int64_t)2000000000)
+/* A streamed answer gets its next part once less than this waits. */
+#define STREAM_LOW ((size_t)4 << 20)
 
 static void conn_event(void *data, uint32_t events);
 
@@ -470,14 +472,54 @@ static int flush_output(struct conn *c)
 	return 0;
 }
 
+/* Whether an answer written in parts (request_deferred.more, a streamed
+ * tensor.get) can take its next part now. */
+static bool stream_wants(const struct conn *c)
+{
+	return c->deferred && c->deferred->more && tdp_buf_len(&c->out) < STREAM_LOW;
+}
+
+/* Add parts to such an answer while it can take them, the socket takes
+ * them and *budget lasts. Returns -1 when the connection was closed. */
+static int pump(struct conn *c, size_t *budget)
+{
+	while (stream_wants(c) && *budget > 0) {
+		struct request_deferred *def = c->deferred;
+		size_t before = tdp_buf_len(&c->out);
+		int r = def->more(def);
+
+		if (r < 0) {
+			log_warning("closing the connection of pid %d (uid %u) in the middle of an "
+				    "answer: %s", (int)c->pid, (unsigned)c->uid, strerror(-r));
+			conn_close(c);
+			return -1;
+		}
+		if (r > 0)
+			c->deferred = NULL;
+		if (tdp_buf_len(&c->out) > before) {
+			size_t n = tdp_buf_len(&c->out) - before;
+
+			*budget = n < *budget ? *budget - n : 0;
+		}
+		if (flush_output(c) < 0) {
+			conn_close(c);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* Serve, flush and set the epoll interest after anything happened. */
 static void conn_settle(struct conn *c)
 {
+	size_t budget = READ_BUDGET; /* streamed bytes per turn */
 	unsigned served = 0;
 	enum turn turn;
 	uint32_t want;
 
 	do {
+		if (pump(c, &budget) < 0)
+			return;
 		turn = process(c, &served);
 		if (c->dead)
 			return;
@@ -485,7 +527,11 @@ static void conn_settle(struct conn *c)
 			conn_close(c);
 			return;
 		}
-	} while (turn == TURN_BACKLOG && !conn_backlogged(c));
+	} while ((turn == TURN_BACKLOG && !conn_backlogged(c)) || (stream_wants(c) && budget > 0));
+	/* The turn's share spent with a stream that could go on: after the
+	 * other clients, like a turn's requests. */
+	if (stream_wants(c) && turn != TURN_YIELD)
+		turn = TURN_YIELD;
 
 	if (tdp_buf_len(&c->out) == 0) {
 		c->drained_ns = daemon_now_ns(CLOCK_MONOTONIC);
@@ -542,8 +588,9 @@ static void conn_event(void *data, uint32_t events)
 			return;
 		}
 	}
-	/* A peer that hung up while its job runs: cancel the job. */
-	if (c->deferred && (c->peer_closed || (events & (EPOLLHUP | EPOLLERR)))) {
+	/* A peer that hung up while its job runs: cancel the job. One that
+	 * only stopped sending still reads a streamed answer. */
+	if (c->deferred && ((c->peer_closed && !c->deferred->more) || (events & (EPOLLHUP | EPOLLERR)))) {
 		conn_close(c);
 		return;
 	}
