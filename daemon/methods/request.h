@@ -34,6 +34,9 @@ struct request_deferred {
 	 * -errno when it cannot go on (the connection is closed, which calls
 	 * `cancel`). While it runs, a peer that stopped sending still reads. */
 	int (*more)(struct request_deferred *def);
+	/* Bytes the answer still holds for the client (a stream's snapshot):
+	 * they count as the uid's buffered bytes (user_max_buffer_bytes). */
+	uint64_t held_bytes;
 };
 
 struct request {
@@ -70,6 +73,11 @@ int request_pack_error(const struct request *req, msgpack_packer *pk);
  * came on no connection. Implemented by the connection (serve/conn.c). */
 int request_defer(struct request *req, struct request_deferred *def, struct request *later,
 		  msgpack_packer *pk);
+
+/* The bytes the connections of the request's uid buffer, held answers
+ * (request_deferred.held_bytes) included, and the user_max_buffer_bytes
+ * they must stay under (0: no limit). Implemented by serve/deferred.c. */
+uint64_t request_user_buffered(const struct request *req, uint64_t *ret_limit);
 
 /* Whether the client reads its output too slowly to take more now
  * (max_output_backlog). */

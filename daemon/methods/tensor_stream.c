@@ -70,6 +70,7 @@ static int stream_more(struct request_deferred *def)
 	if (r < 0)
 		return r;
 	s->done += n;
+	s->def.held_bytes = s->snap.size - s->done;
 	if (s->done < s->snap.size)
 		return 0;
 	tensor_stream_free(s);
@@ -82,7 +83,15 @@ int tensor_stream_new(struct request *req, const struct tensor *t, struct tensor
 	struct tensor_stream *s;
 	int r;
 
+	uint64_t limit, buffered;
+
 	if (!req->conn)
+		return 0;
+	/* The snapshot counts as the uid's buffered bytes: a user whose
+	 * clients leave large answers unread gets the plain path and meets
+	 * user_max_buffer_bytes there, as before streaming. */
+	buffered = request_user_buffered(req, &limit);
+	if (limit && (buffered > limit || t->bytes > limit - buffered))
 		return 0;
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -113,5 +122,6 @@ int tensor_stream_start(struct request *req, struct tensor_stream *s)
 	}
 	s->def.cancel = stream_cancel;
 	s->def.more = stream_more;
+	s->def.held_bytes = s->snap.size;
 	return REQUEST_DEFERRED;
 }

@@ -75,6 +75,14 @@ void conn_kick(struct conn *c)
 	(void)c;
 }
 
+uint64_t server_user_buffered(const struct server *s, uid_t uid, const struct conn *except)
+{
+	(void)s;
+	(void)uid;
+	(void)except;
+	return 0; /* one connection, whose buffers the harness keeps small */
+}
+
 bool conn_backlogged(const struct conn *c)
 {
 	(void)c;
