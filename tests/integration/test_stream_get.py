@@ -53,7 +53,60 @@ def used(c):
     return [d["memory_used"] for d in c.call("info")["devices"] if d["active"]][0]
 
 
+def start_stream(d):
+    """Put "big", start a get on a reader that reads only its first bytes."""
+    c = d.client()
+    c.call("tensor.put", {"name": "big", "dtype": "u8", "shape": [N], "data": data(1)})
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    s.connect(d.sock)
+    s.sendall(req(1, "tensor.get", {"name": "big"}))
+    s.recv(1 << 16)
+    return c, s
+
+
+def device_loss_mid_stream():
+    """The device is lost (TENSORD_FAULT_DEVICE_LOST) while a get streams:
+    that connection ends, the daemon recovers and serves on, nothing of
+    the stream is left (fds), the sanitizers see no use of freed memory."""
+    with Daemon() as d:
+        c, s = start_stream(d)
+        subs = c.call("info")["counters"]["gpu"]["submissions"]
+        s.close()
+    os.environ["TENSORD_FAULT_DEVICE_LOST"] = str(subs + 1)
+    try:
+        d = Daemon().start()
+    finally:
+        del os.environ["TENSORD_FAULT_DEVICE_LOST"]
+    with d:
+        c, s = start_stream(d)
+        check(c.call("info")["counters"]["gpu"]["submissions"] == subs, "submissions differ")
+        err, _ = c.call_full("op.run", {"op": "add", "inputs": ["big", "big"], "out": "x"})
+        check(err is not None and err["name"] == "DEVICE_LOST", "no device loss: %r" % (err,))
+        c.call("ping")   # the recovery ran
+        n = 0
+        while True:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            n += len(chunk)
+        check(n < N, "the stream went on after the device reset (%d bytes)" % n)
+        s.close()
+        check(c.call("info")["device_resets"] == 1, "no device reset")
+        before = {f: os.readlink("/proc/%d/fd/%s" % (d.proc.pid, f)) for f in os.listdir("/proc/%d/fd" % d.proc.pid)}
+        base = len(before)
+        c2, s = start_stream(d)
+        c2.close()
+        s.close()
+        deadline = time.monotonic() + 10
+        while len(os.listdir("/proc/%d/fd" % d.proc.pid)) != base and time.monotonic() < deadline:
+            time.sleep(0.05)
+        after = {f: os.readlink("/proc/%d/fd/%s" % (d.proc.pid, f)) for f in os.listdir("/proc/%d/fd" % d.proc.pid)}
+        check(len(after) == base, "fds left after the reset: %r" % ({k: v for k, v in after.items() if before.get(k) != v},))
+
+
 def main():
+    device_loss_mid_stream()
     with Daemon() as d:
         c = d.client()
         a, b = data(1), data(2)
