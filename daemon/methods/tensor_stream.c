@@ -85,7 +85,9 @@ int tensor_stream_new(struct request *req, const struct tensor *t, struct tensor
 
 	uint64_t limit, buffered;
 
-	if (!req->conn)
+	/* Host-mapped device memory (lavapipe, integrated GPUs): a snapshot
+	 * would take as much host memory as the plain answer, plus a copy. */
+	if (!req->conn || devices_of(d, t)->mem.host_mapped)
 		return 0;
 	/* The snapshot counts as the uid's buffered bytes: a user whose
 	 * clients leave large answers unread gets the plain path and meets

@@ -15,9 +15,10 @@
 struct tensor_stream;
 
 /* Snapshot `t` on its device (a device-side copy, so later writes to the
- * tensor do not show in the answer). Returns 1 with *ret_s set, 0 when no
- * snapshot can be had (no device memory: the caller answers the plain way),
- * or -1 after request_fail(). */
+ * tensor do not show in the answer). Returns 1 with *ret_s set; 0 when the
+ * get should not stream (the device memory is host-mapped, so a snapshot
+ * would save no host memory; the uid's buffers are full; no device memory
+ * for it): the caller answers the plain way; or -1 after request_fail(). */
 int tensor_stream_new(struct request *req, const struct tensor *t, struct tensor_stream **ret_s);
 
 /* Take over the answer, whose head up to the data's bin header the caller
