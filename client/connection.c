@@ -88,6 +88,7 @@ int tensord_connect(const char *path, struct tensord **ret)
 	td->next_msgid = 1;
 	msgpack_packer_init(&td->pk, &td->out, tdp_buf_msgpack_write);
 	msgpack_unpacked_init(&td->reply);
+	td->pass_fd = -1;
 	td->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (td->fd < 0) {
 		r = -errno;
@@ -263,6 +264,10 @@ static int send_all(struct tensord *td, const void *a, size_t alen, const void *
 	};
 	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
 	uint64_t total = (uint64_t)alen + blen, sent = 0;
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
 
 	while (msg.msg_iovlen > 0) {
 		struct iovec piece[2];
@@ -285,12 +290,25 @@ static int send_all(struct tensord *td, const void *a, size_t alen, const void *
 				part.msg_iovlen++;
 			}
 		}
+		/* A passed fd goes with the request's first byte (docs/protocol.md). */
+		if (td->pass_fd >= 0) {
+			struct cmsghdr *cm;
+
+			part.msg_control = ctl.buf;
+			part.msg_controllen = sizeof(ctl.buf);
+			cm = CMSG_FIRSTHDR(&part);
+			cm->cmsg_level = SOL_SOCKET;
+			cm->cmsg_type = SCM_RIGHTS;
+			cm->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(cm), &td->pass_fd, sizeof(int));
+		}
 		n = sendmsg(td->fd, &part, MSG_NOSIGNAL);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
 		}
+		td->pass_fd = -1;
 		sent += (uint64_t)n;
 		report_progress(td, TENSORD_TRANSFER_SEND, sent, total);
 		done = (size_t)n;
@@ -487,6 +505,7 @@ static int send_request(struct tensord *td, const void *tail, size_t tail_len, u
 
 	td->next_msgid = td->next_msgid == UINT32_MAX ? 1 : td->next_msgid + 1;
 	r = send_all(td, tdp_buf_head(&td->out), tdp_buf_len(&td->out), tail, tail_len);
+	td->pass_fd = -1;
 	if (r < 0) {
 		/* The daemon may have said why before closing: report that (with
 		 * pipelined answers unread, the first message is not its reason). */

@@ -36,6 +36,7 @@ struct tensord {
 	bool in_notify;          /* inside `notify`: calls on this handle are refused */
 	tensord_progress_fn progress; /* tensord_set_progress(); NULL: none */
 	void *progress_data;
+	int pass_fd;             /* >= 0: sent with the next request (SCM_RIGHTS), then -1 */
 	char error[TD_ERROR_MAX];
 };
 

@@ -11,6 +11,9 @@
 
 /* Exit statuses: see docs/tensorctl.1, EXIT STATUS. */
 #define CTL_EXIT_OK 0
+
+/* put --file sends files of this many bytes or more in a memfd (tensorctl(1)). */
+#define CTL_MEMFD_MIN ((size_t)1 << 20)
 #define CTL_EXIT_FAIL 1
 #define CTL_EXIT_USAGE 2
 #define CTL_EXIT_CONNECT 3
@@ -80,6 +83,10 @@ void ctl_bar_start(struct ctl_bar *b, struct ctl *c, const char *label);
 
 /* Stop: wipe the bar off stderr and detach it from c->td. */
 void ctl_bar_finish(struct ctl_bar *b);
+
+/* Draw the bar full for a transfer of `total` bytes that reported no
+ * progress (it went through a memfd, not the socket). */
+void ctl_bar_done(struct ctl_bar *b, uint64_t total);
 
 /* An uptime for people: "12.5 s", "1h 02m 03s", "3d 04h 05m"; "?" if absurd. */
 void ctl_format_duration(char *buf, size_t cap, double s);

@@ -4,7 +4,9 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ctl.h"
 #include "dtype.h"
@@ -523,7 +525,7 @@ int ctl_cmd_put(struct ctl *c)
 	struct tensord_tensor_info info;
 	struct ctl_bar bar;
 	char shape[256], size[32], label[300];
-	int want = -1, device = TENSORD_DEVICE_ANY, r, status;
+	int want = -1, device = TENSORD_DEVICE_ANY, r, status, memfd;
 
 	if (!c->file == !c->values) {
 		return ctl_usage_error("put needs exactly one of --file or --values");
@@ -551,8 +553,17 @@ int ctl_cmd_put(struct ctl *c)
 	snprintf(label, sizeof(label), "put %s", c->pos[0]);
 	ctl_bar_start(&bar, c, label);
 	popts.device = device;
-	r = tensord_put_opts(c->td, c->pos[0], (enum tensord_dtype)s.dtype, s.rank, s.shape, s.data,
-			     s.len, &popts, &info);
+	/* A large file travels in a memfd, not through the socket (docs/tensorctl.1). */
+	if (s.len >= CTL_MEMFD_MIN && tensord_memfd(s.data, s.len, &memfd) == 0) {
+		r = tensord_put_fd(c->td, c->pos[0], (enum tensord_dtype)s.dtype, s.rank, s.shape,
+				   memfd, 0, &popts, &info);
+		close(memfd);
+		if (r >= 0)
+			ctl_bar_done(&bar, s.len);
+	} else {
+		r = tensord_put_opts(c->td, c->pos[0], (enum tensord_dtype)s.dtype, s.rank, s.shape,
+				     s.data, s.len, &popts, &info);
+	}
 	ctl_bar_finish(&bar);
 	if (r < 0) {
 		status = ctl_call_failed(c, r);
@@ -581,13 +592,38 @@ int ctl_get_one(struct ctl *c, const char *name, const char *out, bool element)
 	char err[MSG_MAX], shape[256], size[32], label[300];
 	const char *end = element ? "}" : "}\n";
 	uint64_t count = 0;
-	void *data = NULL;
+	void *data = NULL, *map = NULL;
 	size_t len = 0;
-	int r, status = CTL_EXIT_OK;
+	int r, status = CTL_EXIT_OK, memfd = -1;
 
 	snprintf(label, sizeof(label), "get %s", name);
 	ctl_bar_start(&bar, c, label);
-	r = tensord_get(c->td, name, &info, &data, &len);
+	/* Into a file: the daemon writes the bytes into a memfd of the size
+	 * stat says (docs/tensorctl.1); when that fails (no such tensor, or it
+	 * grew meanwhile) the plain get answers. */
+	if (out && tensord_stat(c->td, name, &info) == 0 && info.bytes <= SIZE_MAX &&
+	    tensord_memfd(NULL, (size_t)info.bytes, &memfd) == 0 &&
+	    (r = tensord_get_fd(c->td, name, memfd, 0, &info)) < 0) {
+		close(memfd);
+		memfd = -1;
+	}
+	if (memfd >= 0) {
+		len = (size_t)info.bytes;
+		if (len > 0) {
+			map = mmap(NULL, len, PROT_READ, MAP_SHARED, memfd, 0);
+			if (map == MAP_FAILED) {
+				close(memfd);
+				ctl_bar_finish(&bar);
+				return ctl_error("mapping the memfd of %zu bytes: %s", len, strerror(errno));
+			}
+		}
+		close(memfd);
+		data = map;
+		if (r >= 0)
+			ctl_bar_done(&bar, len);
+	} else {
+		r = tensord_get(c->td, name, &info, &data, &len);
+	}
 	ctl_bar_finish(&bar);
 	if (r < 0)
 		return ctl_call_failed(c, r);
@@ -633,6 +669,9 @@ int ctl_get_one(struct ctl *c, const char *name, const char *out, bool element)
 		ctl_print_array(stdout, (int)info.dtype, info.rank, info.shape, data);
 	}
 out:
-	free(data);
+	if (map)
+		munmap(map, len);
+	else
+		free(data);
 	return status;
 }

@@ -77,6 +77,12 @@ void ctl_bar_start(struct ctl_bar *b, struct ctl *c, const char *label)
 	tensord_set_progress(c->td, on_progress, b);
 }
 
+void ctl_bar_done(struct ctl_bar *b, uint64_t total)
+{
+	if (b->c && !b->c->json && b->c->td && isatty(STDERR_FILENO))
+		on_progress(b, TENSORD_TRANSFER_SEND, total, total);
+}
+
 void ctl_bar_finish(struct ctl_bar *b)
 {
 	if (b->c && b->c->td)

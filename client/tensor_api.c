@@ -223,9 +223,32 @@ int tensord_put_on(struct tensord *td, const char *name, enum tensord_dtype dtyp
 /* The size of struct tensord_put_options in its first release. */
 #define PUT_OPTIONS_V1 (offsetof(struct tensord_put_options, if_absent) + sizeof(bool))
 
+static int put_common(struct tensord *td, const char *name, enum tensord_dtype dtype,
+		      uint32_t rank, const uint64_t *shape, const void *data, size_t len, int fd,
+		      uint64_t offset, const struct tensord_put_options *opts,
+		      struct tensord_tensor_info *ret_info);
+
 int tensord_put_opts(struct tensord *td, const char *name, enum tensord_dtype dtype,
 		     uint32_t rank, const uint64_t *shape, const void *data, size_t len,
 		     const struct tensord_put_options *opts, struct tensord_tensor_info *ret_info)
+{
+	return put_common(td, name, dtype, rank, shape, data, len, -1, 0, opts, ret_info);
+}
+
+int tensord_put_fd(struct tensord *td, const char *name, enum tensord_dtype dtype,
+		   uint32_t rank, const uint64_t *shape, int fd, uint64_t offset,
+		   const struct tensord_put_options *opts, struct tensord_tensor_info *ret_info)
+{
+	if (td && fd < 0)
+		return td_fail(td, -EBADF, "no file descriptor");
+	return put_common(td, name, dtype, rank, shape, NULL, 0, fd, offset, opts, ret_info);
+}
+
+/* tensor.put with the bytes in `data` (fd < 0) or in memfd `fd` at `offset`. */
+static int put_common(struct tensord *td, const char *name, enum tensord_dtype dtype,
+		      uint32_t rank, const uint64_t *shape, const void *data, size_t len, int fd,
+		      uint64_t offset, const struct tensord_put_options *opts,
+		      struct tensord_tensor_info *ret_info)
 {
 	struct tensord_put_options o = TENSORD_PUT_OPTIONS_INIT;
 	struct tensord_tensor_info info;
@@ -253,7 +276,7 @@ int tensord_put_opts(struct tensord *td, const char *name, enum tensord_dtype dt
 		return td_fail(td, -EMSGSIZE, "tensor of %zu bytes exceeds the %llu-byte limit",
 			       len, (unsigned long long)TDP_MAX_TENSOR_BYTES);
 	if ((r = begin_named(td, TDP_METHOD_TENSOR_PUT, name,
-			     3 + (device >= 0) + !!o.mode + o.if_absent, &pk)) < 0)
+			     3 + (fd >= 0) + (device >= 0) + !!o.mode + o.if_absent, &pk)) < 0)
 		return r;
 	/* data goes last: its bytes are written from the caller's memory. */
 	if ((device >= 0 && (tdp_pack_cstr(pk, "device") || msgpack_pack_int(pk, device))) ||
@@ -269,11 +292,15 @@ int tensord_put_opts(struct tensord *td, const char *name, enum tensord_dtype dt
 			r = td_fail(td, -ENOMEM, "out of memory");
 			goto out;
 		}
-	/* Only the bin header is packed; the payload is written from `data`. */
-	if (tdp_pack_cstr(pk, "data") || msgpack_pack_bin(pk, len)) {
+	/* Only the bin header is packed; the payload is written from `data`.
+	 * Or the daemon reads it from the memfd sent along (docs/protocol.md). */
+	if (fd >= 0 ? tdp_pack_cstr(pk, "fd") || msgpack_pack_uint32(pk, 0) ||
+		      tdp_pack_cstr(pk, "offset") || msgpack_pack_uint64(pk, offset) :
+		      tdp_pack_cstr(pk, "data") || msgpack_pack_bin(pk, len)) {
 		r = td_fail(td, -ENOMEM, "out of memory");
 		goto out;
 	}
+	td->pass_fd = fd;
 	if ((r = td_request_finish(td, data, len, &res)) < 0)
 		goto out;
 	if (ret_info) {
@@ -282,6 +309,7 @@ int tensord_put_opts(struct tensord *td, const char *name, enum tensord_dtype dt
 		*ret_info = info;
 	}
 out:
+	td->pass_fd = -1;
 	td_request_end(td);
 	return r;
 }
@@ -373,6 +401,36 @@ int tensord_get_into(struct tensord *td, const char *name, struct tensord_tensor
 		*ret_info = info;
 	*ret_len = data->via.bin.size;
 out:
+	td_request_end(td);
+	return r;
+}
+
+int tensord_get_fd(struct tensord *td, const char *name, int fd, uint64_t offset,
+		   struct tensord_tensor_info *ret_info)
+{
+	struct tensord_tensor_info info;
+	const msgpack_object *res;
+	msgpack_packer *pk;
+	int r;
+
+	if (!td)
+		return -EINVAL;
+	if (fd < 0)
+		return td_fail(td, -EBADF, "no file descriptor");
+	if ((r = begin_named(td, TDP_METHOD_TENSOR_GET, name, 2, &pk)) < 0)
+		return r;
+	if (tdp_pack_cstr(pk, "fd") || msgpack_pack_uint32(pk, 0) ||
+	    tdp_pack_cstr(pk, "offset") || msgpack_pack_uint64(pk, offset)) {
+		r = td_fail(td, -ENOMEM, "out of memory");
+		goto out;
+	}
+	td->pass_fd = fd;
+	if ((r = td_request_finish(td, NULL, 0, &res)) < 0 || (r = result_info(td, res, &info)) < 0)
+		goto out;
+	if (ret_info)
+		*ret_info = info;
+out:
+	td->pass_fd = -1;
 	td_request_end(td);
 	return r;
 }

@@ -261,6 +261,34 @@ TENSORD_EXPORT int tensord_get_into(struct tensord *td, const char *name,
 				    struct tensord_tensor_info *ret_info, void *buf, size_t cap,
 				    size_t *ret_len);
 
+/* Passing memory (docs/c-api.md, docs/protocol.md "Passing memory"): the
+ * bytes travel in a memory file sent along with SCM_RIGHTS, not through the
+ * socket. The caller keeps `fd` (close it when done). */
+
+/* `tensor.put` of the bytes at `offset` of the memfd `fd` (as many as dtype
+ * and shape say), which must be sealed with F_SEAL_SHRINK and F_SEAL_WRITE
+ * (tensord_memfd() makes one). Otherwise as tensord_put_opts(). */
+TENSORD_EXPORT int tensord_put_fd(struct tensord *td, const char *name,
+				  enum tensord_dtype dtype, uint32_t rank, const uint64_t *shape,
+				  int fd, uint64_t offset, const struct tensord_put_options *opts,
+				  struct tensord_tensor_info *ret_info);
+
+/* `tensor.get` into the memfd `fd` at `offset`: it must be sealed with
+ * F_SEAL_SHRINK and not against writing, and its pages from `offset` for
+ * the tensor's bytes (tensord_stat() says how many) in memory, made by the
+ * caller (written or touched, not only fallocate()d; tensord_memfd(NULL,
+ * len) does it), else the daemon answers INVALID_ARGUMENT. On success the bytes are in the file (mmap or pread
+ * it) and `ret_info` (may be NULL) says how many. */
+TENSORD_EXPORT int tensord_get_fd(struct tensord *td, const char *name, int fd, uint64_t offset,
+				  struct tensord_tensor_info *ret_info);
+
+/* A new memfd (O_CLOEXEC) for the calls above: with `data`, a copy of its
+ * `len` bytes sealed for tensord_put_fd(); with `data` NULL, `len` bytes of
+ * zeros (every page touched) sealed only against shrinking, for
+ * tensord_get_fd().
+ * Returns 0 with *ret_fd set (close() it), or -errno. */
+TENSORD_EXPORT int tensord_memfd(const void *data, size_t len, int *ret_fd);
+
 /* `tensor.stat`. */
 TENSORD_EXPORT int tensord_stat(struct tensord *td, const char *name,
 				struct tensord_tensor_info *ret_info);

@@ -11,6 +11,8 @@
 #include "devices.h"
 #include "dtype.h"
 #include "gpu/transfer.h"
+#include "methods/memfd.h"
+#include "methods/tensor_stream.h"
 #include "mode.h"
 #include "name.h"
 #include "pack.h"
@@ -108,6 +110,23 @@ static int parse_shape(struct request *req, const msgpack_object *shape, struct 
 	return 0;
 }
 
+/* The passed fd of a put or get: `has_fd` says whether the request named
+ * one (`has_offset`: an offset into it); fds that came without, or more than the one named, are an error
+ * (docs/protocol.md, "Passing memory"). Returns 0 or request_fail(). */
+static int check_fds(struct request *req, bool has_fd, bool has_offset)
+{
+	if (has_offset && !has_fd)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "offset goes with fd");
+	if (!has_fd && req->nfds)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "%u file descriptor%s came with the "
+				    "request but no fd parameter names one", req->nfds,
+				    req->nfds == 1 ? "" : "s");
+	if (has_fd && req->nfds > 1)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "%u file descriptors came with the "
+				    "request; it uses one", req->nfds);
+	return 0;
+}
+
 /* Give `t` (bytes set) fresh memory on `g`. Returns 0 or request_fail(). */
 static int alloc_for(struct request *req, struct gpu_device *g, struct tensor *t)
 {
@@ -159,14 +178,17 @@ int method_tensor_put(struct request *req)
 {
 	param_name name;
 	struct param_str dtype;
-	const msgpack_object *shape, *data;
-	bool if_absent = false, has_mode, has_device;
+	const msgpack_object *shape, *data = NULL;
+	bool if_absent = false, has_mode, has_device, has_fd, has_offset;
 	uint32_t mode = TDP_MODE_PRIVATE, device = 0;
+	uint64_t fd = 0, offset = 0;
 	const struct param p[] = {
 		PARAM_REQ("name", PARAM_TENSOR_KEY, name),
 		PARAM_REQ("dtype", PARAM_STR, dtype),
 		PARAM_REQ("shape", PARAM_ARRAY, shape),
-		PARAM_REQ("data", PARAM_BIN, data),
+		PARAM_OPT("data", PARAM_BIN, data),
+		PARAM_OPT_GIVEN("fd", PARAM_UINT, fd, has_fd),
+		PARAM_OPT_GIVEN("offset", PARAM_UINT, offset, has_offset),
 		PARAM_OPT("if_absent", PARAM_BOOL, if_absent),
 		PARAM_OPT_GIVEN("mode", PARAM_MODE, mode, has_mode),
 		PARAM_OPT_GIVEN("device", PARAM_DEVICE, device, has_device),
@@ -174,11 +196,14 @@ int method_tensor_put(struct request *req)
 	struct daemon *d = req->call.d;
 	struct tensor *t, *old = NULL;
 	struct gpu_device *g;
+	struct memfd_map map = { 0 };
 	char why[TDP_MAX_ERROR_MESSAGE], shown[NAMES_SHOWN_MAX];
 	int r, code;
 
-	if (PARAMS_PARSE(req, p) < 0)
+	if (PARAMS_PARSE(req, p) < 0 || check_fds(req, has_fd, has_offset) < 0)
 		return -1;
+	if (!data == !has_fd)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "give the bytes as data or as fd, one of them");
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
@@ -191,7 +216,7 @@ int method_tensor_put(struct request *req)
 	}
 	if (parse_shape(req, shape, t) < 0)
 		goto fail;
-	if (data->via.bin.size != t->bytes) {
+	if (data && data->via.bin.size != t->bytes) {
 		request_fail(req, TDP_INVALID_ARGUMENT,
 			     "data holds %u bytes but dtype and shape need %llu",
 			     data->via.bin.size, (unsigned long long)t->bytes);
@@ -214,13 +239,16 @@ int method_tensor_put(struct request *req)
 	}
 	if (check_room(req, t, old) < 0)
 		goto fail;
+	if (has_fd && memfd_map_param(req, fd, offset, t->bytes, false, &map) < 0)
+		goto fail;
 	/* A replacement stays where the tensor was unless told otherwise. */
 	t->device = has_device ? device : old ? old->device : devices_default(d, req->call.cred.uid, t->bytes);
 	g = devices_of(d, t);
 	/* The new bytes go to fresh memory, so a failure leaves the old tensor as it was. */
 	if (alloc_for(req, g, t) < 0)
 		goto fail;
-	r = gpu_upload(g, &t->alloc, data->via.bin.ptr);
+	r = gpu_upload(g, &t->alloc, data ? (const void *)data->via.bin.ptr : map.data);
+	memfd_unmap(&map);
 	if (r < 0) {
 		device_error(req, g, r, "uploading");
 		gpu_memory_free(g, &t->alloc);
@@ -232,6 +260,7 @@ int method_tensor_put(struct request *req)
 		t->mode = mode;
 	return tensor_write_meta_result(req, t);
 fail:
+	memfd_unmap(&map);
 	free(t);
 	return -1;
 }
@@ -249,14 +278,76 @@ static struct tensor *lookup(struct request *req, unsigned want)
 	return t;
 }
 
+/* tensor.get with fd: the bytes go into the client's memfd, the answer is
+ * the metadata. */
+static int get_into_fd(struct request *req, struct tensor *t, uint64_t fd, uint64_t offset)
+{
+	struct gpu_device *g = devices_of(req->call.d, t);
+	struct memfd_map map;
+	int r;
+
+	if (memfd_map_param(req, fd, offset, t->bytes, true, &map) < 0)
+		return -1;
+	r = gpu_download(g, &t->alloc, map.data);
+	memfd_unmap(&map);
+	if (r < 0)
+		return device_error(req, g, r, "downloading");
+	return tensor_write_meta_result(req, t);
+}
+
+/* The answer's head up to the data's bin header. Nonzero on failure. */
+static int write_get_head(struct request *req, const struct tensor *t)
+{
+	return tdp_write_result_head(req->pk, req->msgid) < 0 ||
+	       msgpack_pack_map(req->pk, META_ENTRIES + 1) || write_meta_entries(req, req->pk, t) ||
+	       tdp_pack_cstr(req->pk, "data") || msgpack_pack_bin(req->pk, t->bytes);
+}
+
+/* A large get: the head now, the bytes from a device snapshot as the socket
+ * drains (tensor_stream.h); without room for a snapshot, the plain way. */
+static int get_streamed(struct request *req, struct tensor *t)
+{
+	struct tensor_stream *s = NULL;
+	void *dst;
+	int r = tensor_stream_new(req, t, &s);
+
+	if (r < 0)
+		return -1;
+	if (write_get_head(req, t)) {
+		tensor_stream_free(s);
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	}
+	if (r > 0)
+		return tensor_stream_start(req, s);
+	dst = tdp_buf_extend(req->out, t->bytes);
+	if (!dst)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of host memory for %llu bytes",
+				    (unsigned long long)t->bytes);
+	r = gpu_download(devices_of(req->call.d, t), &t->alloc, dst);
+	return r < 0 ? device_error(req, devices_of(req->call.d, t), r, "downloading") : 0;
+}
+
 int method_tensor_get(struct request *req)
 {
-	struct tensor *t = lookup(req, ACCESS_READ);
+	param_name name;
+	uint64_t fd = 0, offset = 0;
+	bool has_fd, has_offset;
+	const struct param p[] = {
+		PARAM_REQ("name", PARAM_TENSOR_KEY, name),
+		PARAM_OPT_GIVEN("fd", PARAM_UINT, fd, has_fd),
+		PARAM_OPT_GIVEN("offset", PARAM_UINT, offset, has_offset),
+	};
+	struct tensor *t;
 	void *dst;
 	int r;
 
-	if (!t)
+	if (PARAMS_PARSE(req, p) < 0 || check_fds(req, has_fd, has_offset) < 0 ||
+	    lookup_tensor(&req->call, NULL, name, ACCESS_READ, &t) < 0)
 		return -1;
+	if (has_fd)
+		return get_into_fd(req, t, fd, offset);
+	if (t->bytes >= TENSOR_STREAM_MIN)
+		return get_streamed(req, t);
 	if (tdp_write_result_head(req->pk, req->msgid) < 0 ||
 	    msgpack_pack_map(req->pk, META_ENTRIES + 1) || write_meta_entries(req, req->pk, t) ||
 	    tdp_pack_cstr(req->pk, "data") || msgpack_pack_bin(req->pk, t->bytes))

@@ -27,6 +27,16 @@ struct request_deferred {
 	 * after this; free what the owner holds once the current batch of loop
 	 * events is done. */
 	void (*cancel)(struct request_deferred *def);
+	/* NULL, or the answer is written in parts (a streamed tensor.get): called
+	 * while little output waits, it appends the next part to the output and
+	 * returns 0 when more will follow, 1 when the answer is complete (it
+	 * freed what it held; the connection goes on with its next requests), or
+	 * -errno when it cannot go on (the connection is closed, which calls
+	 * `cancel`). While it runs, a peer that stopped sending still reads. */
+	int (*more)(struct request_deferred *def);
+	/* Bytes the answer still holds for the client (a stream's snapshot):
+	 * they count as the uid's buffered bytes (user_max_buffer_bytes). */
+	uint64_t held_bytes;
 };
 
 struct request {
@@ -39,6 +49,10 @@ struct request {
 	unsigned slot;                  /* its metrics slot: request_method_name() */
 	const msgpack_object *params;   /* the params map, or NULL */
 	msgpack_packer *pk;             /* writes into the connection's output */
+	/* The fds passed with the message (SCM_RIGHTS, docs/protocol.md): the
+	 * connection closes them once the handler returned. */
+	const int *fds;
+	unsigned nfds;
 	struct tdp_buf *out;
 };
 
@@ -59,6 +73,11 @@ int request_pack_error(const struct request *req, msgpack_packer *pk);
  * came on no connection. Implemented by the connection (serve/conn.c). */
 int request_defer(struct request *req, struct request_deferred *def, struct request *later,
 		  msgpack_packer *pk);
+
+/* The bytes the connections of the request's uid buffer, held answers
+ * (request_deferred.held_bytes) included, and the user_max_buffer_bytes
+ * they must stay under (0: no limit). Implemented by serve/deferred.c. */
+uint64_t request_user_buffered(const struct request *req, uint64_t *ret_limit);
 
 /* Whether the client reads its output too slowly to take more now
  * (max_output_backlog). */

@@ -31,8 +31,21 @@
  * buffers (fresh pages cost a fault each), an idle one does not hold memory. */
 #define KEEP_BUFFER ((size_t)1 << 20)
 #define IDLE_TRIM_NS ((int64_t)2000000000)
+/* A streamed answer gets its next part once less than this waits. */
+#define STREAM_LOW ((size_t)4 << 20)
 
 static void conn_event(void *data, uint32_t events);
+
+/* Close the passed fds up to stream offset `upto` (all: UINT64_MAX). */
+static void drop_fds(struct conn *c, uint64_t upto)
+{
+	unsigned k = 0;
+
+	while (k < c->nfds && c->fds[k].pos <= upto)
+		close(c->fds[k++].fd);
+	memmove(c->fds, c->fds + k, (c->nfds - k) * sizeof(c->fds[0]));
+	c->nfds -= k;
+}
 
 struct conn *conn_new(struct daemon *d, int fd, const struct access_cred *cred)
 {
@@ -53,6 +66,12 @@ struct conn *conn_new(struct daemon *d, int fd, const struct access_cred *cred)
 	c->cred = *cred;
 	c->uid = cred->uid;
 	c->pid = cred->pid;
+	{
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+
+		c->unix_peer = getsockname(fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_UNIX;
+	}
 	tdp_scanner_reset(&c->scan);
 	c->last_active_ns = c->drained_ns = c->input_ns = daemon_now_ns(CLOCK_MONOTONIC);
 	if (loop_add(d->loop, &c->src, EPOLLIN | EPOLLRDHUP) < 0) {
@@ -76,6 +95,7 @@ void conn_close(struct conn *c)
 	close(c->src.fd);
 	c->src.fd = -1;
 	c->dead = true;
+	drop_fds(c, UINT64_MAX);
 	tdp_buf_free(&c->in);
 	tdp_buf_free(&c->out);
 	c->nqueued = 0;
@@ -101,7 +121,9 @@ static void stream_error(struct conn *c, int code, const char *why)
 	msgpack_packer_init(&pk, &c->out, tdp_buf_msgpack_write);
 	tdp_write_error_notification(&pk, TDP_NOTIFY_PROTOCOL_ERROR, code, why);
 	c->closing = true;
+	c->in_base += tdp_buf_len(&c->in);
 	tdp_buf_consume(&c->in, tdp_buf_len(&c->in));
+	drop_fds(c, UINT64_MAX);
 	c->nqueued = 0;
 	c->scanned = 0;
 }
@@ -121,6 +143,11 @@ static void scan_error(struct conn *c, int r)
 			 (unsigned long long)TDP_MAX_OBJECTS);
 		stream_error(c, TDP_RESOURCE_EXHAUSTED, why);
 		break;
+	case -ETOOMANYREFS:
+		snprintf(why, sizeof(why), "more than %d file descriptors with one message",
+			 CONN_MAX_FDS_PER_SEND);
+		stream_error(c, TDP_RESOURCE_EXHAUSTED, why);
+		break;
 	case -ELOOP:
 		snprintf(why, sizeof(why), "message nested deeper than %d", TDP_MAX_DEPTH);
 		stream_error(c, TDP_PROTOCOL, why);
@@ -135,6 +162,8 @@ static void scan_error(struct conn *c, int r)
  * the connection must be closed. */
 static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 {
+	int fds[CONN_MAX_FDS];
+	unsigned nfds = 0;
 	msgpack_unpacked u;
 	msgpack_packer pk;
 	struct tdp_message m;
@@ -144,6 +173,12 @@ static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 
 	msgpack_packer_init(&pk, &c->out, tdp_buf_msgpack_write);
 	msgpack_unpacked_init(&u);
+	/* Its fds: those whose recvmsg() ended inside its bytes. */
+	drop_fds(c, c->in_base);
+	while (nfds < c->nfds && c->fds[nfds].pos <= c->in_base + n) {
+		fds[nfds] = c->fds[nfds].fd;
+		nfds++;
+	}
 	if (tdp_unpack(&u, p, n) < 0) {
 		stream_error(c, TDP_PROTOCOL, "undecodable message");
 	} else if (tdp_message_parse(&u.data, &m, why, sizeof(why)) < 0) {
@@ -159,6 +194,8 @@ static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 			.params = m.params,
 			.pk = &pk,
 			.out = &c->out,
+			.fds = fds,
+			.nfds = nfds,
 		};
 
 		r = request_dispatch(&req, m.method, m.method_len);
@@ -178,6 +215,8 @@ static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 		stream_error(c, TDP_PROTOCOL, "clients send requests, not responses");
 	}
 	msgpack_unpacked_destroy(&u);
+	/* Claimed or not, the message's fds are done with. */
+	drop_fds(c, c->in_base + n);
 	return r;
 }
 
@@ -248,6 +287,7 @@ static enum turn process(struct conn *c, unsigned *served)
 		c->qhead = (c->qhead + 1) % cap;
 		c->nqueued--;
 		c->scanned -= n;
+		c->in_base += n;
 		tdp_buf_consume(&c->in, n);
 	}
 	return TURN_IDLE;
@@ -260,8 +300,11 @@ static bool wants_input(const struct conn *c)
 {
 	/* max_input_bytes: queued requests beyond it wait in the client's socket
 	 * (the message after them may still grow to max_message_bytes). */
+	/* Passed fds wait in the socket while the connection holds many: the
+	 * queued requests own them and free them as they are served. */
 	return !c->peer_closed && !c->closing && !c->scan_err &&
 	       c->nqueued < c->qcap && !conn_backlogged(c) &&
+	       c->nfds + CONN_MAX_FDS_PER_SEND <= CONN_MAX_FDS &&
 	       (c->nqueued == 0 || c->scanned < c->d->cfg.max_input_bytes);
 }
 
@@ -294,6 +337,68 @@ static bool over_user_buffer(struct conn *c, uint64_t others)
 	return true;
 }
 
+/* Take the fds of SCM_RIGHTS messages in `msg` into the connection's queue,
+ * the stream up to `pos` read. Returns false (all of them closed) when there
+ * were more than the limits allow. */
+static bool take_fds(struct conn *c, struct msghdr *msg, uint64_t pos)
+{
+	bool ok = !(msg->msg_flags & MSG_CTRUNC);
+
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm; cm = CMSG_NXTHDR(msg, cm)) {
+		size_t n;
+		int fd;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (!ok || !c->unix_peer || c->nfds >= CONN_MAX_FDS) {
+				close(fd);
+				ok = false;
+				continue;
+			}
+			c->fds[c->nfds++] = (struct conn_fd){ .fd = fd, .pos = pos };
+		}
+	}
+	return ok;
+}
+
+/* How many of the passed fds came with bytes after stream offset `pos`. */
+static unsigned fds_after(const struct conn *c, uint64_t pos)
+{
+	unsigned n = 0;
+
+	for (unsigned i = c->nfds; i > 0 && c->fds[i - 1].pos > pos; i--)
+		n++;
+	return n;
+}
+
+/* recv() into `buf`, taking passed fds along on a Unix socket. */
+static ssize_t recv_some(struct conn *c, void *buf, size_t len)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(CONN_MAX_FDS_PER_SEND * sizeof(int))];
+	} ctl;
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t k;
+
+	if (c->unix_peer) {
+		msg.msg_control = ctl.buf;
+		msg.msg_controllen = sizeof(ctl.buf);
+	}
+	k = recvmsg(c->src.fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (k <= 0 || !c->unix_peer)
+		return k;
+	/* Too many: the requests before are answered, then the stream ends
+	 * with the reason (scan_error). */
+	if (!take_fds(c, &msg, c->in_base + tdp_buf_len(&c->in) + (uint64_t)k) && !c->scan_err)
+		c->scan_err = -ETOOMANYREFS;
+	return k;
+}
+
 /* Read what the socket has, up to READ_BUDGET. Returns 0 or -errno (fatal). */
 static int read_input(struct conn *c)
 {
@@ -316,7 +421,7 @@ static int read_input(struct conn *c)
 		}
 		if (tdp_buf_reserve(&c->in, chunk) < 0)
 			return -ENOMEM;
-		k = recv(c->src.fd, c->in.data + c->in.end, c->in.cap - c->in.end, MSG_DONTWAIT);
+		k = recv_some(c, c->in.data + c->in.end, c->in.cap - c->in.end);
 		if (k > 0) {
 			c->in.end += (size_t)k;
 			c->d->metrics.bytes_in += (uint64_t)k;
@@ -325,6 +430,11 @@ static int read_input(struct conn *c)
 				return 0;
 			budget = (size_t)k < budget ? budget - (size_t)k : 0;
 			scan_input(c);
+			/* The bytes past the queued messages are one message that is
+			 * not complete: it may own CONN_MAX_FDS_PER_SEND fds. */
+			if (c->nqueued < c->qcap && !c->scan_err &&
+			    fds_after(c, c->in_base + c->scanned) > CONN_MAX_FDS_PER_SEND)
+				c->scan_err = -ETOOMANYREFS;
 			continue;
 		}
 		if (k == 0) {
@@ -362,14 +472,54 @@ static int flush_output(struct conn *c)
 	return 0;
 }
 
+/* Whether an answer written in parts (request_deferred.more, a streamed
+ * tensor.get) can take its next part now. */
+static bool stream_wants(const struct conn *c)
+{
+	return c->deferred && c->deferred->more && tdp_buf_len(&c->out) < STREAM_LOW;
+}
+
+/* Add parts to such an answer while it can take them, the socket takes
+ * them and *budget lasts. Returns -1 when the connection was closed. */
+static int pump(struct conn *c, size_t *budget)
+{
+	while (stream_wants(c) && *budget > 0) {
+		struct request_deferred *def = c->deferred;
+		size_t before = tdp_buf_len(&c->out);
+		int r = def->more(def);
+
+		if (r < 0) {
+			log_warning("closing the connection of pid %d (uid %u) in the middle of an "
+				    "answer: %s", (int)c->pid, (unsigned)c->uid, strerror(-r));
+			conn_close(c);
+			return -1;
+		}
+		if (r > 0)
+			c->deferred = NULL;
+		if (tdp_buf_len(&c->out) > before) {
+			size_t n = tdp_buf_len(&c->out) - before;
+
+			*budget = n < *budget ? *budget - n : 0;
+		}
+		if (flush_output(c) < 0) {
+			conn_close(c);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* Serve, flush and set the epoll interest after anything happened. */
 static void conn_settle(struct conn *c)
 {
+	size_t budget = READ_BUDGET; /* streamed bytes per turn */
 	unsigned served = 0;
 	enum turn turn;
 	uint32_t want;
 
 	do {
+		if (pump(c, &budget) < 0)
+			return;
 		turn = process(c, &served);
 		if (c->dead)
 			return;
@@ -377,7 +527,11 @@ static void conn_settle(struct conn *c)
 			conn_close(c);
 			return;
 		}
-	} while (turn == TURN_BACKLOG && !conn_backlogged(c));
+	} while ((turn == TURN_BACKLOG && !conn_backlogged(c)) || (stream_wants(c) && budget > 0));
+	/* The turn's share spent with a stream that could go on: after the
+	 * other clients, like a turn's requests. */
+	if (stream_wants(c) && turn != TURN_YIELD)
+		turn = TURN_YIELD;
 
 	if (tdp_buf_len(&c->out) == 0) {
 		c->drained_ns = daemon_now_ns(CLOCK_MONOTONIC);
@@ -434,8 +588,9 @@ static void conn_event(void *data, uint32_t events)
 			return;
 		}
 	}
-	/* A peer that hung up while its job runs: cancel the job. */
-	if (c->deferred && (c->peer_closed || (events & (EPOLLHUP | EPOLLERR)))) {
+	/* A peer that hung up while its job runs: cancel the job. One that
+	 * only stopped sending still reads a streamed answer. */
+	if (c->deferred && ((c->peer_closed && !c->deferred->more) || (events & (EPOLLHUP | EPOLLERR)))) {
 		conn_close(c);
 		return;
 	}

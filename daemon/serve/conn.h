@@ -15,6 +15,19 @@ struct daemon;
 struct server;
 struct request_deferred;
 
+/* File descriptors a client may pass with SCM_RIGHTS (docs/protocol.md,
+ * "Passing memory"): at most CONN_MAX_FDS_PER_SEND with one message; while
+ * CONN_MAX_FDS wait on a connection, its later ones wait in the socket. */
+#define CONN_MAX_FDS_PER_SEND 4
+#define CONN_MAX_FDS 16
+
+/* A passed descriptor, with the stream offset where the recvmsg() that
+ * brought it ended: it belongs to the message holding that offset. */
+struct conn_fd {
+	int fd;
+	uint64_t pos;
+};
+
 struct conn {
 	struct loop_source src;
 	struct daemon *d;
@@ -38,6 +51,10 @@ struct conn {
 	int64_t last_active_ns; /* CLOCK_MONOTONIC of the last event */
 	int64_t drained_ns;     /* CLOCK_MONOTONIC when output last moved or was empty */
 	int64_t input_ns;       /* CLOCK_MONOTONIC when input last arrived */
+	uint64_t in_base;       /* stream offset of the first byte of `in` */
+	struct conn_fd fds[CONN_MAX_FDS]; /* passed fds not yet claimed, oldest first */
+	unsigned nfds;
+	bool unix_peer;         /* an AF_UNIX socket: the only kind that takes fds */
 	struct request_deferred *deferred; /* a request answered later (request.h): later ones wait */
 	struct conn *next;
 };

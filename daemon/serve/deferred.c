@@ -3,9 +3,11 @@
  * harness, which stands in for the rest of conn.c, runs the real thing. */
 #include <msgpack.h>
 
+#include "daemon.h"
 #include "methods/request.h"
 #include "rpc.h"
 #include "serve/conn.h"
+#include "serve/server.h"
 #include "status.h"
 
 int request_defer(struct request *req, struct request_deferred *def, struct request *later,
@@ -23,6 +25,14 @@ int request_defer(struct request *req, struct request_deferred *def, struct requ
 	later->pk = pk;
 	c->deferred = def;
 	return 0;
+}
+
+uint64_t request_user_buffered(const struct request *req, uint64_t *ret_limit)
+{
+	struct conn *c = req->conn;
+
+	*ret_limit = c ? c->d->cfg.user_max_buffer_bytes : 0;
+	return c && c->d->server ? server_user_buffered(c->d->server, c->uid, NULL) : 0;
 }
 
 bool request_backlogged(const struct request *later)

@@ -99,6 +99,10 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 	req->call.d->requests++;
 	if (!fn)
 		request_fail(req, TDP_UNIMPLEMENTED, "no such method");
+	else if (req->nfds && fn != method_tensor_put && fn != method_tensor_get)
+		/* Passed memory is for the methods that say so (docs/protocol.md). */
+		request_fail(req, TDP_INVALID_ARGUMENT, "%u file descriptor%s came with a request "
+			     "that takes none", req->nfds, req->nfds == 1 ? "" : "s");
 	else
 		r = fn(req);
 	metrics_request(&req->call.d->metrics, req->slot, !(r == 0 || r == REQUEST_DEFERRED),

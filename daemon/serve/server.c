@@ -20,6 +20,7 @@
 #include "base/loop.h"
 #include "daemon.h"
 #include "devices.h"
+#include "methods/request.h"
 #include "methods.h"
 #include "rpc.h"
 #include "serve/conn.h"
@@ -121,7 +122,8 @@ uint64_t server_user_buffered(const struct server *s, uid_t uid, const struct co
 
 	for (const struct conn *c = s->conns; c; c = c->next)
 		if (!c->dead && c->uid == uid && c != except)
-			n += tdp_buf_len(&c->in) + tdp_buf_len(&c->out);
+			n += tdp_buf_len(&c->in) + tdp_buf_len(&c->out) +
+			     (c->deferred ? c->deferred->held_bytes : 0);
 	return n;
 }
 

@@ -21,6 +21,7 @@ import msgpack
 import numpy as np
 
 from . import dtypes as _dt
+from ._memfd import HAS_MEMFD as _HAS_MEMFD, Memfd as _Memfd
 from .errors import (ConnectionFailed, DeadlineExceeded, InvalidArgument, ProtocolError, ResourceExhausted,
                      TensordError, error_from_map)
 
@@ -41,6 +42,9 @@ _RECV_CHUNK = 1 << 20
 _SEND_CHUNK = 4 << 20
 # Values at least this large are written from the caller's memory, not packed.
 _TAIL_MIN = 64 << 10
+#: tensors at least this large go through a memfd (docs/protocol.md, "Passing
+#: memory") when put or get leaves the choice to the client
+MEMFD_THRESHOLD = 1 << 20
 
 
 def socket_path(path: Optional[PathLike] = None) -> str:
@@ -201,8 +205,20 @@ class _Methods:
     on_notify)``: Client waits and returns the decoded result, Pipeline returns
     a Pending. To add a method, add a function here (or use call())."""
 
-    def _do(self, method, params=None, decode=None, on_notify=None):
+    def _do(self, method, params=None, decode=None, on_notify=None, fds=None):
         raise NotImplementedError
+
+    def _sizes(self):
+        """Tensor sizes seen on this connection, by name (get's memfd choice)."""
+        return {}
+
+    def _stat_now(self, name):
+        """tensor.stat answered now, also inside a Pipeline."""
+        raise NotImplementedError
+
+    def _retries(self):
+        """Whether a call's error reaches the method itself (Client, not Pipeline)."""
+        return False
 
     def call(self, method: str, args: Optional[Mapping[str, Any]] = None, /, *,
              on_notify: Optional[NotifyFn] = None, **kw: Any) -> Any:
@@ -229,7 +245,7 @@ class _Methods:
 
     def put(self, name: str, array: Any, dtype: Optional[_dt.DTypeLike] = None, *,
             cast: bool = False, if_absent: bool = False, mode: Optional[str] = None,
-            device: Optional[int] = None) -> Any:
+            device: Optional[int] = None, memfd: Optional[bool] = None) -> Any:
         """Store `array` (a NumPy array, or anything np.asarray takes) as
         `name`, replacing a tensor of that name unless `if_absent`. The dtype
         follows the array (float32 f32, float16 f16, int32 i32, uint8 u8);
@@ -241,33 +257,76 @@ class _Methods:
         info()["devices"]) says where it lives; without it the daemon puts a
         new tensor with the caller's other tensors (else on the device with
         the most free memory) and keeps a replaced one where it was. Returns the stored tensor's metadata
-        (its "device" says where it went)."""
+        (its "device" says where it went). `memfd` True sends the bytes in a
+        sealed memory file instead of the socket, False never; by default
+        arrays of MEMFD_THRESHOLD bytes or more go that way."""
         if device is not None:
             device = _device("device", device)
         dtype, shape, data = _dt.encode(array, dtype, cast)
-        params = {"name": _name("name", name), "dtype": dtype, "shape": shape, "data": data}
+        params = {"name": _name("name", name), "dtype": dtype, "shape": shape}
+        fds = None
+        if memfd or (memfd is None and _HAS_MEMFD and data.nbytes >= MEMFD_THRESHOLD):
+            fds = [_Memfd(data.nbytes, data)]
+            params["fd"] = 0
+        else:
+            params["data"] = data
         if if_absent:
             params["if_absent"] = True
         if mode is not None:
             params["mode"] = mode
         if device is not None:
             params["device"] = device
-        return self._do("tensor.put", params)
+        return self._do("tensor.put", params, self._saw_size, fds=fds)
 
-    def get(self, name: str, *, meta: bool = False, copy: bool = True) -> Any:
+    def _saw_size(self, m):
+        sizes = self._sizes()
+        if isinstance(m, dict) and isinstance(m.get("name"), str) and isinstance(m.get("bytes"), int):
+            if len(sizes) >= 4096:
+                sizes.clear()
+            sizes[m["name"]] = m["bytes"]
+        return m
+
+    def get(self, name: str, *, meta: bool = False, copy: bool = True,
+            memfd: Optional[bool] = None) -> Any:
         """The tensor `name` as a NumPy array (bf16: uint16 bit patterns).
         With `meta`, (array, metadata). With `copy` False the array is a
-        read-only view of the received bytes (no second copy)."""
+        read-only view of the received bytes (no second copy). `memfd` True
+        has the daemon write the bytes into a memory file the array then
+        maps (no copy through the socket), False never; by default a tensor
+        this client saw to be MEMFD_THRESHOLD bytes or more goes that way.
+        The memfd is made as large as the tensor was last seen (a stat first
+        when this client has not seen it)."""
+        params = {"name": _name("name", name)}
+        fds = None
+        auto = memfd is None
+        if auto:
+            # Only where a stale size can be retried (not in a Pipeline).
+            memfd = _HAS_MEMFD and self._retries() and self._sizes().get(name, 0) >= MEMFD_THRESHOLD
+        if memfd:
+            size = self._sizes().get(name)
+            if size is None:
+                size = self._stat_now(name)["bytes"]
+            fds = [_Memfd(size)]
+            params["fd"] = 0
+
         def decode(m):
-            a = _tensor(m, copy=copy)
+            m = self._saw_size(m)
+            a = fds[0].array(m) if fds else _tensor(m, copy=copy)
             if meta:
                 return a, {k: v for k, v in m.items() if k != "data"}
             return a
-        return self._do("tensor.get", {"name": _name("name", name)}, decode)
+        try:
+            return self._do("tensor.get", params, decode, fds=fds)
+        except InvalidArgument as e:
+            # The tensor grew since this client saw it: the plain path.
+            if not (auto and memfd and "do not fit" in str(e)):
+                raise
+            self._sizes().pop(name, None)
+            return self.get(name, meta=meta, copy=copy, memfd=False)
 
     def stat(self, name: str) -> Any:
         """The metadata of tensor `name`."""
-        return self._do("tensor.stat", {"name": _name("name", name)})
+        return self._do("tensor.stat", {"name": _name("name", name)}, self._saw_size)
 
     def list(self, prefix: Optional[str] = None) -> Any:
         """Metadata of every tensor (whose name starts with `prefix`), by name."""
@@ -473,10 +532,12 @@ class Client(_Methods):
     # ---- requests ----
     def submit(self, method: str, params: Optional[Mapping[str, Any]] = None,
                decode: Optional[Callable[[Any], Any]] = None,
-               on_notify: Optional[NotifyFn] = None) -> Pending:
+               on_notify: Optional[NotifyFn] = None, fds: Optional[Sequence[Any]] = None) -> Pending:
         """Send one request now and return its Pending (the low-level form of
         every method: `params` is the dict of named arguments or None,
-        `decode(result)` turns the result map into what result() returns)."""
+        `decode(result)` turns the result map into what result() returns;
+        `fds`, objects with an ``fd`` and a ``close()``, are passed with the
+        request (SCM_RIGHTS) and closed once sent)."""
         if self._broken is not None:
             raise ConnectionFailed("the connection is closed (%s)" % self._broken)
         msgid = self._next_id
@@ -485,14 +546,31 @@ class Client(_Methods):
         pending = Pending(self, msgid, method, decode, on_notify)
         self._inflight[msgid] = pending
         try:
-            self._send(chunks)
+            self._send(chunks, [f.fd for f in fds] if fds else None)
         except BaseException:
             self._interrupted()
             raise
+        finally:
+            # The daemon holds its own copies once sent; a get's memfd stays
+            # open until its answer maps it.
+            for f in fds or ():
+                if not getattr(f, "keep", False):
+                    f.close()
         return pending
 
-    def _do(self, method, params=None, decode=None, on_notify=None):
-        return self.submit(method, params, decode, on_notify).result()
+    def _do(self, method, params=None, decode=None, on_notify=None, fds=None):
+        return self.submit(method, params, decode, on_notify, fds).result()
+
+    def _stat_now(self, name):
+        return self.stat(name)
+
+    def _retries(self):
+        return True
+
+    def _sizes(self):
+        if not hasattr(self, "_size_cache"):
+            self._size_cache = {}
+        return self._size_cache
 
     def _saw_info(self, result):
         limits = result.get("limits") if isinstance(result, dict) else None
@@ -585,16 +663,21 @@ class Client(_Methods):
         return [head] if tail is None else [head, memoryview(tail)]
 
     # ---- I/O ----
-    def _send(self, chunks):
-        """Write every chunk. While the socket is full, read what the daemon
-        sends, so a long pipeline never deadlocks against its backpressure."""
+    def _send(self, chunks, fds=None):
+        """Write every chunk, `fds` with the first byte. While the socket is
+        full, read what the daemon sends, so a long pipeline never deadlocks
+        against its backpressure."""
         for chunk in chunks:
             view = memoryview(chunk)
             while view:
                 if self._sock is None:
                     return  # the stream broke: the request's Pending holds why
                 try:
-                    n = self._sock.send(view[:_SEND_CHUNK])
+                    if fds:
+                        n = socket.send_fds(self._sock, [view[:_SEND_CHUNK]], fds)
+                        fds = None
+                    else:
+                        n = self._sock.send(view[:_SEND_CHUNK])
                     view = view[n:]
                     continue
                 except (BlockingIOError, InterruptedError):
@@ -766,10 +849,16 @@ class Pipeline(_Methods):
         self.client = client
         self.pending: List[Pending] = []
 
-    def _do(self, method, params=None, decode=None, on_notify=None):
-        p = self.client.submit(method, params, decode, on_notify)
+    def _do(self, method, params=None, decode=None, on_notify=None, fds=None):
+        p = self.client.submit(method, params, decode, on_notify, fds)
         self.pending.append(p)
         return p
+
+    def _sizes(self):
+        return self.client._sizes()
+
+    def _stat_now(self, name):
+        return self.client.stat(name)
 
     def _saw_info(self, result):
         return self.client._saw_info(result)

@@ -9,7 +9,9 @@
  * daemon state (so a put can feed a later op.run). It is cut and decoded
  * exactly as daemon/serve/conn.c does. Requests with an even msgid come from uid
  * 1000, odd ones from uid 1001 (in group 100), so ownership and group access
- * checks are reached as well.
+ * checks are reached as well. A request whose msgid has bit 2 set comes with
+ * a memfd (docs/protocol.md, "Passing memory") whose size and seals follow
+ * its other msgid bits (pass_fd below).
  *
  * Checked besides crashes, leaks and undefined behaviour:
  * - every request gets exactly one well-formed response for its msgid (a
@@ -20,11 +22,14 @@
  * - after the stream, releasing the store frees every device allocation: no
  *   request leaks device memory. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <syslog.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "devices.h"
@@ -124,6 +129,14 @@ static void drive_job(struct conn *c, uint32_t msgid)
 	unsigned responses = 0;
 
 	for (unsigned k = 0; c->deferred && k < JOB_TURNS; k++) {
+		/* A streamed answer: its parts, as conn.c asks for them. */
+		while (c->deferred && c->deferred->more) {
+			int r = c->deferred->more(c->deferred);
+
+			CHECK(r >= 0);
+			if (r > 0)
+				c->deferred = NULL;
+		}
 		train_jobs_run(NULL);
 		responses += check_output(c, msgid);
 	}
@@ -136,6 +149,36 @@ static void drive_job(struct conn *c, uint32_t msgid)
 	} else {
 		CHECK(responses == 1);
 	}
+}
+
+/* The fd that comes with request `msgid` (bit 2 set), or -1: a memfd of
+ * (msgid >> 8) & 0xffff bytes sealed by bits 3-4 (none, shrink, shrink and
+ * write, shrink and grow) or, with both bits 5 and 6, a pipe (no memfd). */
+static int pass_fd(uint32_t msgid)
+{
+	static const uint8_t zeros[0x10000];
+	static const unsigned seals[4] = { 0, F_SEAL_SHRINK, F_SEAL_SHRINK | F_SEAL_WRITE,
+					   F_SEAL_SHRINK | F_SEAL_GROW };
+	int fd, p[2];
+
+	if (!(msgid & 4))
+		return -1;
+	if ((msgid & 0x60) == 0x60) {
+		if (pipe2(p, O_CLOEXEC) < 0)
+			return -1;
+		close(p[1]);
+		return p[0];
+	}
+	fd = memfd_create("fuzz", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -1;
+	/* Written, so its pages are in memory as a get needs them. */
+	if (pwrite(fd, zeros, (msgid >> 8) & 0xffff, 0) != (ssize_t)((msgid >> 8) & 0xffff) ||
+	    (seals[(msgid >> 3) & 3] && fcntl(fd, F_ADD_SEALS, seals[(msgid >> 3) & 3]) < 0)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 /* Serve one complete message as conn.c's handle_message does. Returns false
@@ -160,6 +203,7 @@ static bool serve(struct conn *c, const uint8_t *p, size_t n)
 			go_on = false;
 		}
 	} else if (m.type == TDP_MSG_REQUEST) {
+		int fd = pass_fd(m.msgid);
 		struct request req = {
 			.call = { .d = c->d },
 			.conn = c,
@@ -167,6 +211,8 @@ static bool serve(struct conn *c, const uint8_t *p, size_t n)
 			.params = m.params,
 			.pk = &pk,
 			.out = &c->out,
+			.fds = &fd,
+			.nfds = fd >= 0,
 		};
 
 		/* uid 1001 is in group 100, so group access rules are reached too. */
@@ -177,6 +223,8 @@ static bool serve(struct conn *c, const uint8_t *p, size_t n)
 		c->uid = uid;
 		c->cred = req.call.cred;
 		CHECK(request_dispatch(&req, m.method, m.method_len) == 0);
+		if (fd >= 0)
+			close(fd); /* as conn.c does once the handler returned */
 		if (c->deferred)
 			drive_job(c, m.msgid);
 		else

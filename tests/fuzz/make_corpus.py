@@ -161,6 +161,20 @@ def params_corpus():
         "put_dtypes": put("h", "f16", (4,)) + put("bf", "bf16", (2, 2)) + put("u", "u8", (3,), 7) +
         put("s", "f32", ()) + put("e", "f32", (0, 3)),
         "put_if_absent": put("a") + put("a", if_absent=True),
+        # msgid bit 2: a memfd comes along (fuzz_params.c pass_fd): 24 bytes
+        # (24 << 8), sealed shrink+write (2 << 3) for the put, shrink (1 << 3)
+        # for the get; then too small, unsealed, a pipe, and fds nobody names
+        "memfd_put_get": req("tensor.put", {"name": "m", "dtype": "f32", "shape": [2, 3], "fd": 0},
+                             msgid=(24 << 8) | (2 << 3) | 4) +
+        req("tensor.get", {"name": "m", "fd": 0, "offset": 8}, msgid=(32 << 8) | (1 << 3) | 4) +
+        req("tensor.put", {"name": "m", "dtype": "f32", "shape": [2, 3], "fd": 0, "offset": 4},
+            msgid=(24 << 8) | (2 << 3) | 4 | 0x80) +
+        req("tensor.put", {"name": "m", "dtype": "f32", "shape": [2], "fd": 0},
+            msgid=(24 << 8) | 4) +
+        req("tensor.get", {"name": "m", "fd": 0}, msgid=0x60 | 4) +
+        req("tensor.get", {"name": "m", "fd": 1}, msgid=(1 << 3) | 4 | 0x100) +
+        req("tensor.stat", {"name": "m"}, msgid=(1 << 3) | 4 | 0x200) +
+        req("tensor.get", {"name": "m", "fd": 0}, msgid=0x400),
         "put_other_uid": put("a") + req("tensor.put", {"name": "a", "dtype": "f32", "shape": [1],
                                                        "data": b"\0\0\0\0"}, msgid=7) +
         req("tensor.delete", {"name": "a"}, msgid=9),

@@ -4,11 +4,13 @@
 #include "integration.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -649,6 +651,52 @@ static void test_large_tensor(void **state)
 	tensord_free(td);
 }
 
+/* tensord_put_fd / tensord_get_fd: the bytes in a memfd, at an offset; a
+ * memfd without the seals a put needs is the daemon's FAILED_PRECONDITION. */
+static void test_memfd(void **state)
+{
+	const uint64_t shape[] = { 3, 1000 };
+	const size_t n = 3000 * sizeof(float);
+	struct tensord *td = td_open();
+	struct tensord_tensor_info info;
+	float *data = malloc(n);
+	uint8_t *back;
+	int fd, out;
+
+	(void)state;
+	assert_non_null(data);
+	for (size_t i = 0; i < 3000; i++)
+		data[i] = (float)i * 0.5f;
+	assert_int_equal(tensord_memfd(data, n, &fd), 0);
+	check_ok(td, tensord_put_fd(td, "mfd/a", TENSORD_F32, 2, shape, fd, 0, NULL, &info), "put_fd");
+	check_info(&info, "mfd/a", TENSORD_F32, 2, shape, 1);
+	close(fd);
+	/* get into an allocated memfd at offset 100; one byte short is refused */
+	assert_int_equal(tensord_memfd(NULL, 99 + n, &out), 0);
+	assert_int_equal(tensord_get_fd(td, "mfd/a", out, 100, NULL), -TENSORD_EREMOTE);
+	assert_int_equal(tensord_error_code(td), TENSORD_INVALID_ARGUMENT);
+	close(out);
+	assert_int_equal(tensord_memfd(NULL, 100 + n, &out), 0);
+	check_ok(td, tensord_get_fd(td, "mfd/a", out, 100, &info), "get_fd");
+	assert_int_equal(info.bytes, n);
+	back = mmap(NULL, 100 + n, PROT_READ, MAP_SHARED, out, 0);
+	assert_true(back != MAP_FAILED);
+	assert_memory_equal(back + 100, data, n);
+	munmap(back, 100 + n);
+	close(out);
+	/* unsealed: refused, and the tensor is what it was */
+	fd = memfd_create("x", MFD_CLOEXEC);
+	assert_true(fd >= 0 && ftruncate(fd, (off_t)n) == 0);
+	assert_int_equal(tensord_put_fd(td, "mfd/a", TENSORD_F32, 2, shape, fd, 0, NULL, NULL),
+			 -TENSORD_EREMOTE);
+	assert_int_equal(tensord_error_code(td), TENSORD_FAILED_PRECONDITION);
+	close(fd);
+	assert_int_equal(tensord_put_fd(td, "mfd/a", TENSORD_F32, 2, shape, -1, 0, NULL, NULL), -EBADF);
+	check_ok(td, tensord_delete(td, "mfd/a"), "delete");
+	free(data);
+	tensord_free(td);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -663,6 +711,7 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_if_absent_and_atomic_put),
 		cmocka_unit_test(test_large_tensor),
+		cmocka_unit_test(test_memfd),
 		cmocka_unit_test(test_survivors),
 	};
 

@@ -6,13 +6,17 @@ A method the document lists and CALLS lacks fails the test (so a new method
 comes with its call here); so does one CALLS has and the document dropped.
 The error table and the tensor metadata table are checked against what the
 daemon says too."""
+import fcntl
 import os
 import re
 import shutil
+import socket
 import struct
 import sys
 import tempfile
 import traceback
+
+import msgpack
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -140,8 +144,35 @@ def call_put(c):
     e, _ = c.call_full("tensor.put", {"name": "doc/a", "dtype": "f32", "shape": [2, 3],
                                       "data": DATA, "device": 16})
     assert e["name"] == "INVALID_ARGUMENT", e
+    # "Passing memory": the bytes in a sealed memfd at an offset
+    fd = memfd(b"\0" * 8 + DATA, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_WRITE)
+    res = call_with_fd(c, "tensor.put", {"name": "doc/a", "dtype": "f32", "shape": [2, 3],
+                                         "fd": 0, "offset": 8}, fd)
+    check_meta(res)
+    assert c.call("tensor.get", {"name": "doc/a"})["data"] == DATA
     c.call("tensor.delete", {"name": "doc/a"})
     c.call("tensor.delete", {"name": "doc/new"})
+
+
+def memfd(data, seals):
+    fd = os.memfd_create("doc", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.write(fd, data)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+    return fd
+
+
+def call_with_fd(c, method, params, fd):
+    """A call whose request carries `fd` (SCM_RIGHTS with its first byte)."""
+    msgid = c.next_id
+    c.next_id += 1
+    data = msgpack.packb([0, msgid, method, [params]], use_bin_type=True)
+    n = socket.send_fds(c.sock, [data], [fd])
+    c.sock.sendall(data[n:])
+    if method == "tensor.put":
+        os.close(fd)   # the daemon holds its own copy once sent
+    error, result = c.response(msgid)
+    assert error is None, error
+    return result
 
 
 def call_get(c):
@@ -149,6 +180,11 @@ def call_get(c):
     res = c.call("tensor.get", {"name": "doc/a"})
     check_meta(res)
     assert res["data"] == DATA
+    fd = memfd(bytes(len(DATA)), fcntl.F_SEAL_SHRINK)   # written: allocated
+    res = call_with_fd(c, "tensor.get", {"name": "doc/a", "fd": 0}, fd)
+    check_meta(res)
+    assert "data" not in res and os.pread(fd, 64, 0) == DATA
+    os.close(fd)
     c.call("tensor.delete", {"name": "doc/a"})
 
 

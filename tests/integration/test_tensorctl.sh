@@ -522,6 +522,14 @@ tty_ctl get a >"$DIR/tty.out"
 ! grep '\[#' "$DIR/tty.out" >/dev/null || fail "a small get drew a bar"
 ctl put pb --file "$DIR/p16.npy" >/dev/null 2>"$DIR/err" || fail "put off a TTY failed"
 [[ ! -s $DIR/err ]] || fail "put off a TTY wrote to stderr: $(cat -v "$DIR/err")"
+# put/get --file of 1 MiB or more go through a memfd: not through the socket
+sock_bytes() { ctl --json info | "$PY" -c 'import json,sys; k=json.load(sys.stdin)["counters"]; print(k["bytes_in"] + k["bytes_out"])'; }
+before=$(sock_bytes)
+ctl put pb --file "$DIR/p16.npy" >/dev/null || fail "put (memfd) failed"
+ctl get pb --out "$DIR/p16.back.npy" >/dev/null || fail "get (memfd) failed"
+after=$(sock_bytes)
+(( after - before < 1048576 )) || fail "16 MiB put + get moved $((after - before)) socket bytes"
+cmp "$DIR/p16.npy" "$DIR/p16.back.npy" || fail "p16.npy did not come back through the memfd"
 ctl rm pb >/dev/null
 rm -f "$DIR/p16.npy" "$DIR/p16.back.npy"
 

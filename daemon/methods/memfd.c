@@ -1,0 +1,111 @@
+#include "methods/memfd.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "methods/request.h"
+#include "status.h"
+
+#define TMPFS_MAGIC_ 0x01021994
+
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010
+#endif
+
+/* The seals a mapping needs: the file cannot shrink under the mapping
+ * (a read past its end would be SIGBUS in the daemon), and a put's bytes
+ * cannot change while they are copied. F_SEAL_FUTURE_WRITE is not enough
+ * for that: writable mappings made before it still write. */
+#define SEALS_PUT (F_SEAL_SHRINK | F_SEAL_WRITE)
+#define SEALS_GET F_SEAL_SHRINK
+
+int memfd_map_param(struct request *req, uint64_t index, uint64_t offset, uint64_t bytes,
+		    bool writable, struct memfd_map *ret_map)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	uint64_t start, len;
+	struct stat st;
+	struct statfs sfs;
+	void *base;
+	int fd, seals;
+
+	if (req->nfds == 0)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "fd %llu: no file descriptor came with "
+				    "this request (send it with SCM_RIGHTS in the sendmsg() that starts "
+				    "the message)", (unsigned long long)index);
+	if (index >= req->nfds)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "fd %llu: only %u file descriptor%s "
+				    "came with this request", (unsigned long long)index, req->nfds,
+				    req->nfds == 1 ? "" : "s");
+	fd = req->fds[index];
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "fd %llu is not a memfd that allows "
+				    "sealing (memfd_create with MFD_ALLOW_SEALING)",
+				    (unsigned long long)index);
+	if (writable && (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)))
+		return request_fail(req, TDP_INVALID_ARGUMENT, "fd %llu is sealed against writing; "
+				    "tensor.get writes into it", (unsigned long long)index);
+	if ((seals & (writable ? SEALS_GET : SEALS_PUT)) != (writable ? SEALS_GET : SEALS_PUT))
+		return request_fail(req, TDP_FAILED_PRECONDITION, "fd %llu must be sealed with %s first "
+				    "(fcntl F_ADD_SEALS)", (unsigned long long)index,
+				    writable ? "F_SEAL_SHRINK" : "F_SEAL_SHRINK and F_SEAL_WRITE");
+	/* Only shmem: a hugetlbfs memfd could fault (SIGBUS) when its pool runs
+	 * dry during the copy. */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || fstatfs(fd, &sfs) < 0 ||
+	    sfs.f_type != TMPFS_MAGIC_)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "fd %llu is no plain memfd (not one "
+				    "made with MFD_HUGETLB)", (unsigned long long)index);
+	if (writable && (fcntl(fd, F_GETFL) & O_ACCMODE) != O_RDWR)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "fd %llu is open read-only; tensor.get "
+				    "writes into it", (unsigned long long)index);
+	if (offset > (uint64_t)st.st_size || bytes > (uint64_t)st.st_size - offset)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "fd %llu holds %llu bytes; %llu at "
+				    "offset %llu do not fit", (unsigned long long)index,
+				    (unsigned long long)st.st_size, (unsigned long long)bytes,
+				    (unsigned long long)offset);
+	start = offset - offset % (uint64_t)page;
+	len = bytes + (offset - start);
+	if (len == 0) {
+		*ret_map = (struct memfd_map){ 0 };
+		return 0;
+	}
+	/* A get writes only into pages the client made (written or faulted
+	 * in): a page the daemon's write faulted in would be charged to the
+	 * daemon's memory cgroup while the client keeps it (docs/protocol.md).
+	 * Pages only fallocate()d count as holes here, though they are the
+	 * client's. */
+	if (writable) {
+		off_t hole = lseek(fd, (off_t)offset, SEEK_HOLE);
+
+		if (hole < 0 || (uint64_t)hole < offset + bytes)
+			return request_fail(req, TDP_INVALID_ARGUMENT, "fd %llu: the %llu bytes at offset "
+					    "%llu are not all in memory yet (write or touch every page "
+					    "first)", (unsigned long long)index, (unsigned long long)bytes,
+					    (unsigned long long)offset);
+	}
+	/* Reading maps privately: a shared mapping of a write-sealed memfd is
+	 * refused before Linux 6.7, and the sealed bytes are the same.
+	 * MAP_POPULATE: one pass over the page tables instead of a fault per
+	 * page during the copy (twice as fast for 256 MiB on lavapipe). */
+	base = mmap(NULL, len, writable ? PROT_READ | PROT_WRITE : PROT_READ,
+		    (writable ? MAP_SHARED : MAP_PRIVATE) | MAP_POPULATE, fd, (off_t)start);
+	if (base == MAP_FAILED)
+		return request_fail(req, errno == ENOMEM ? TDP_RESOURCE_EXHAUSTED : TDP_INVALID_ARGUMENT,
+				    "fd %llu cannot be mapped for %s (%s)", (unsigned long long)index,
+				    writable ? "writing (open it read-write)" : "reading", strerror(errno));
+	*ret_map = (struct memfd_map){ .base = base, .len = len, .data = (uint8_t *)base + (offset - start) };
+	return 0;
+}
+
+void memfd_unmap(struct memfd_map *m)
+{
+	if (m->base)
+		munmap(m->base, m->len);
+	m->base = NULL;
+}
