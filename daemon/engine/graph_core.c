@@ -341,6 +341,29 @@ static void part_done(void *data)
 		gr->done(gr, gr->done_data);
 }
 
+/* Whether every submission of `gr` finished within GRAPH_SPIN_NS of now,
+ * polling their fences; none is tried while the device has watched work
+ * ahead (it could not finish first). */
+static bool finished_soon(struct graph *gr)
+{
+	int64_t until = daemon_now_ns(CLOCK_MONOTONIC) + GRAPH_SPIN_NS;
+
+	for (uint32_t id = 0; id < gr->nrecs; id++)
+		if (gr->recs[id].g && gpu_completion_busy(gr->recs[id].g))
+			return false;
+	for (;;) {
+		bool all = true;
+
+		for (uint32_t id = 0; all && id < gr->nrecs; id++)
+			if (gr->recs[id].g)
+				all = gpu_cmd_finished(gr->recs[id].g, gr->recs[id].slot);
+		if (all)
+			return true;
+		if (daemon_now_ns(CLOCK_MONOTONIC) >= until)
+			return false;
+	}
+}
+
 int graph_execute_async(struct graph *gr, void (*done)(struct graph *gr, void *data), void *data)
 {
 	bool async = true;
@@ -354,7 +377,10 @@ int graph_execute_async(struct graph *gr, void (*done)(struct graph *gr, void *d
 			async &= gr->recs[id].slot >= GPU_CMD_SYNC;
 			n++;
 		}
-	if (!async || n == 0)
+	/* A short submission is answered at once, without the completion
+	 * thread's hand-off (tens of µs: docs/architecture.md, "Processes and
+	 * threads"); the loop polls for at most GRAPH_SPIN_NS. */
+	if (!async || n == 0 || finished_soon(gr))
 		return graph_wait(gr) < 0 ? -1 : 1;
 	gr->done = done;
 	gr->done_data = data;

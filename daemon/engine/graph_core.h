@@ -12,6 +12,10 @@
 
 #define GRAPH_MAX_NODES TDP_MAX_GRAPH_NODES
 
+/* How long graph_execute_async polls a submission before handing it to the
+ * completion thread: the most the loop waits on the GPU for one request. */
+#define GRAPH_SPIN_NS 1000000
+
 struct node {
 	char id[TDP_MAX_NAME_LEN + 1];   /* "" for op.run's single node */
 	char out_name[TDP_MAX_NAME_LEN + 1];
@@ -147,8 +151,10 @@ int graph_execute(struct graph *gr);
  * submissions completed (or failed, or ran past their limit), and calls
  * graph_wait (which then returns at once with the outcome) before reading
  * or committing results. Returns 0 when `done` will be called, 1 when the
- * devices have no completion thread and the graph was waited for here
- * (`done` is not called; go on as after graph_execute), or -1 with
+ * devices have no completion thread or the graph finished within
+ * GRAPH_SPIN_NS (polled here, so a small op skips the hand-off) and was
+ * waited for here (`done` is not called; go on as after graph_execute), or
+ * -1 with
  * gr->call->err set. graph_free before `done` waits for the work and
  * `done` is then not called. */
 int graph_execute_async(struct graph *gr, void (*done)(struct graph *gr, void *data), void *data);

@@ -657,6 +657,11 @@ int gpu_cmd_wait_for(struct gpu_device *g, unsigned i, uint64_t timeout_ns)
 	return cmd_wait(g, i, timeout_ns);
 }
 
+bool gpu_cmd_finished(struct gpu_device *g, unsigned i)
+{
+	return !g->cmd[i].pending || vkGetFenceStatus(g->dev, g->cmd[i].fence) != VK_NOT_READY;
+}
+
 int gpu_cmd_reap(struct gpu_device *g, unsigned i)
 {
 	return cmd_wait(g, i, UINT64_MAX);

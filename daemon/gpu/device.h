@@ -135,6 +135,10 @@ int gpu_cmd_wait(struct gpu_device *g, unsigned i);
  * stopped the device is marked lost; returns -ETIMEDOUT. */
 int gpu_cmd_wait_for(struct gpu_device *g, unsigned i, uint64_t timeout_ns);
 
+/* Whether cmd[i]'s submission has finished (its fence signalled, or the
+ * device failed it): a poll that never waits. */
+bool gpu_cmd_finished(struct gpu_device *g, unsigned i);
+
 /* Finish the wait for cmd[i], whose fence the completion thread saw
  * signalled (or failing): as gpu_cmd_wait_for, without waiting. */
 int gpu_cmd_reap(struct gpu_device *g, unsigned i);
