@@ -11,10 +11,23 @@ docs/protocol.md::
         c.put("b", np.arange(6).reshape(2, 3), dtype=np.float32)
         c.put("r", np.random.rand(2, 3), cast=True)   # float64 -> f32, by request
         print(c.op_run("add", ["a", "b"]))
+
+Models (tensord.nn builds the layer form; Model trains, evaluates, predicts,
+saves)::
+
+    from tensord import nn
+    m = c.define_model("mlp", layers=nn.Sequential(nn.Linear(64, 128), nn.ReLU(),
+                                                   nn.Linear(128, 10)),
+                       inputs={"x": ("f32", [1, 64]), "y": ("i32", [1])},
+                       loss=nn.CrossEntropyLoss(target="y"), optimizer={"type": "adam"})
+    m.train({"x": x, "y": y}, batch_size=64, epochs=5)
+    print(m.predict({"x": x})["2"].argmax(1))
 """
 from .client import (DEFAULT_SOCKET, Client, DeadlineExceeded, Pending, Pipeline, connect,
                      socket_path)
 from .dtypes import DTYPES, DTypeLike, bf16_to_f32, dtype_name, f32_to_bf16
+from . import nn
+from .model import Job, Model
 from .errors import (STATUS_CODES, AlreadyExists, Cancelled, ConnectionFailed, DeviceLost,
                      DtypeMismatch, FailedPrecondition, Internal, InvalidArgument, NotFound,
                      PermissionDenied, ProtocolError, ResourceExhausted, ShapeMismatch,
@@ -23,7 +36,7 @@ from .errors import (STATUS_CODES, AlreadyExists, Cancelled, ConnectionFailed, D
 __version__: str = "0.1.0"
 
 __all__ = [
-    "Client", "Pipeline", "Pending", "connect", "socket_path", "DEFAULT_SOCKET", "DTYPES",
+    "Client", "Pipeline", "Pending", "Model", "Job", "nn", "connect", "socket_path", "DEFAULT_SOCKET", "DTYPES",
     "DTypeLike", "dtype_name", "f32_to_bf16", "bf16_to_f32", "TensordError", "Cancelled", "InvalidArgument", "NotFound",
     "AlreadyExists", "PermissionDenied", "ResourceExhausted", "FailedPrecondition",
     "Unimplemented", "Internal", "Unavailable", "ShapeMismatch", "DtypeMismatch", "DeviceLost",

@@ -24,6 +24,7 @@ from . import dtypes as _dt
 from ._memfd import HAS_MEMFD as _HAS_MEMFD, Memfd as _Memfd
 from .errors import (ConnectionFailed, DeadlineExceeded, InvalidArgument, ProtocolError, ResourceExhausted,
                      TensordError, error_from_map)
+from .model import _ModelClient, _ModelRPC
 
 __all__ = ["Client", "Pipeline", "Pending", "DeadlineExceeded", "connect", "socket_path",
            "DEFAULT_SOCKET"]
@@ -185,6 +186,19 @@ def _nodes(nodes):
     return out
 
 
+def _graph_req(nodes, loss, params):
+    """nodes, loss and params of a train request; None leaves one out (a
+    request on a model: {"model": NAME})."""
+    req = {}
+    if nodes is not None:
+        req["nodes"] = _nodes(nodes)
+    if loss is not None:
+        req["loss"] = _name("loss", loss)
+    if params is not None:
+        req["params"] = _names("params", params)
+    return req
+
+
 def _omit_none(**kw):
     return {k: v for k, v in kw.items() if v is not None}
 
@@ -198,7 +212,7 @@ def _device(what, value):
     return value
 
 
-class _Methods:
+class _Methods(_ModelRPC):
     """The protocol's methods, written once for Client and Pipeline.
 
     Each builds one request and hands it to ``self._do(method, params, decode,
@@ -388,22 +402,24 @@ class _Methods:
             params["outputs"] = _names("outputs", outputs)
         return self._do("graph.run", params, _outputs)
 
-    def train_step(self, nodes: Iterable[Mapping[str, Any]], loss: str,
-                   params: Union[str, Sequence[str]], *,
+    def train_step(self, nodes: Optional[Iterable[Mapping[str, Any]]], loss: Optional[str],
+                   params: Optional[Union[str, Sequence[str]]], *,
                    optimizer: Optional[Mapping[str, Any]] = None, step: Optional[int] = None,
                    grads: Optional[Mapping[str, str]] = None,
                    outputs: Optional[Sequence[str]] = None, **options: Any) -> Any:
         """One training step (forward, backward, optimizer update). Returns
-        ``{"loss", "step", "lr", "outputs": {id: array}, "stored": [names]}``."""
-        req = dict(nodes=_nodes(nodes), loss=_name("loss", loss), params=_names("params", params),
-                   **_omit_none(optimizer=optimizer, step=step, grads=grads))
+        ``{"loss", "step", "lr", "outputs": {id: array}, "stored": [names]}``.
+        With ``model=NAME`` (and ``data=``) in `options`, `nodes`, `loss` and
+        `params` are None: the model's (Model.step is the friendlier form)."""
+        req = _graph_req(nodes, loss, params)
+        req.update(_omit_none(optimizer=optimizer, step=step, grads=grads))
         if outputs is not None:
             req["outputs"] = _names("outputs", outputs)
         req.update(options)
         return self._do("train.step", req, _outputs)
 
-    def train_run(self, nodes: Iterable[Mapping[str, Any]], loss: str,
-                  params: Union[str, Sequence[str]], data: Mapping[str, str], batch_size: int,
+    def train_run(self, nodes: Optional[Iterable[Mapping[str, Any]]], loss: Optional[str],
+                  params: Optional[Union[str, Sequence[str]]], data: Mapping[str, str], batch_size: int,
                   *, on_progress: Optional[Callable[[Result], None]] = None,
                   on_eval: Optional[Callable[[Result], None]] = None,
                   on_notify: Optional[NotifyFn] = None, devices: Optional[Sequence[int]] = None,
@@ -425,7 +441,10 @@ class _Methods:
 
         With `detach=True` the run becomes a job that outlives the connection
         (docs/protocol.md, "Jobs"): the daemon answers at once and this
-        returns the job id (an int) for job(), watch() and cancel()."""
+        returns the job id (an int) for job(), watch() and cancel().
+
+        With ``model=NAME`` in `options`, `nodes`, `loss` and `params` are
+        None: the model's (Model.train is the friendlier form)."""
         def notify(method, p):
             if method == "train.progress" and on_progress:
                 on_progress(p)
@@ -433,8 +452,8 @@ class _Methods:
                 on_eval(p)
             elif on_notify:
                 on_notify(method, p)
-        req = dict(nodes=_nodes(nodes), loss=_name("loss", loss), params=_names("params", params),
-                   data=dict(data), batch_size=batch_size)
+        req = _graph_req(nodes, loss, params)
+        req.update(data=dict(data), batch_size=batch_size)
         if devices is not None:
             if isinstance(devices, (str, bytes)):
                 raise InvalidArgument("devices must be a list of device ids, not %r" % (devices,))
@@ -464,7 +483,7 @@ class _Methods:
         return self._do("job.cancel", {"job": job})
 
 
-class Client(_Methods):
+class Client(_Methods, _ModelClient):
     """One connection to tensord. Not thread-safe: use one per thread.
 
     `path` defaults to $TENSORD_SOCKET, else /run/tensord/tensord.sock.
