@@ -1,26 +1,35 @@
 #!/usr/bin/python3
 """Train a 64-128-10 MLP (or, with --model cnn, a small CNN) on the handwritten digits (8x8 images, 1797
 samples; examples/digits/fetch.sh gets them) entirely inside tensord, through the
-`tensord` Python package (python/tensord; used from this checkout when it is not installed):
+`tensord` Python package (python/tensord; used from this checkout when it is not installed).
 
-- the training and test sets are put once; so is one tensor holding every
-  minibatch's sample indices for the whole run (a fresh shuffle per epoch);
-- --mode step (the default): each optimizer step is one `train.step` request whose graph
-  slices its row of indices, `gather`s the minibatch out of the stored training set,
-  runs the model and the cross-entropy loss, and updates the weights with Adam:
-  nothing but the loss comes back, and the requests of an epoch are pipelined
-  (`Client.pipeline()`: sent before their answers are read); the test accuracy
-  comes from one `graph.run` (forward pass + argmax);
-- --mode run: one `train.run` request (`Client.train_run`) for the whole training; the
-  daemon shuffles and loops itself and reports the test loss and accuracy after every
-  epoch (`train.eval` notifications) besides each step's loss (`train.progress`);
-- --plot FILE.png draws those two streams (the loss and accuracy curves) with matplotlib
-  (Debian's python3-matplotlib, imported only then); it implies --mode run.
+The model is written with tensord.nn, which reads like PyTorch, and defined once in the
+daemon (`Client.define_model`: model.define's layer form), which creates and initialises
+its parameters on the GPU (torch's initialisers and names: digits/0.weight, ...):
+
+    mlp: nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10, name="logits"))
+    cnn: nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                       nn.MaxPool2d(2), nn.Flatten(), nn.Linear(256, 10, name="logits"))
+
+plus an accuracy metric as raw graph nodes after the layers (argmax, eq, cast, mean).
+--form graph defines the same model as hand-written graph nodes with parameters
+initialised in NumPy (the form a model had before layers; the same names and layouts).
+
+- --mode run (the default with --plot): one `train.run` on the model (`Model.train`): the daemon
+  shuffles, gathers minibatches and loops itself, and reports the test loss and accuracy
+  after every epoch (`train.eval` notifications) besides each step's loss
+  (`train.progress`); --detach runs it as a job (`Model.train(detach=True)`) and follows it;
+- --mode step (the default otherwise): one `train.step` on the model per minibatch, pipelined
+  (`Client.pipeline()`: each minibatch put and trained in requests sent back to back);
+- the test accuracy comes from `Model.evaluate`; --save FILE writes the trained model
+  as safetensors (`Model.save`, what `tensorctl model save` writes);
+- --plot FILE.png draws the loss and accuracy curves with matplotlib (Debian's
+  python3-matplotlib, imported only then); it needs --mode run.
 
 Usage (Debian's /usr/bin/python3, which has python3-numpy and python3-msgpack):
   examples/digits/fetch.sh
   examples/digits/train.py --spawn build/daemon/tensord
-  examples/digits/train.py --spawn build/daemon/tensord --plot digits.png
+  examples/digits/train.py --spawn build/daemon/tensord --model cnn --plot digits.png
   examples/digits/train.py --socket /run/tensord/tensord.sock   (or $TENSORD_SOCKET)
 
 The last line printed is a JSON summary, e.g.
@@ -44,6 +53,7 @@ try:
 except ImportError:  # not installed: the package of this checkout
     sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
     import tensord
+from tensord import nn  # noqa: E402
 
 
 def spawn(binary):
@@ -78,36 +88,57 @@ def load(path):
     return x, y
 
 
-def linear_init(rng, fan_in, fan_out):
-    """torch.nn.Linear's default: kaiming_uniform_(a=sqrt(5)) for the weight,
-    i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the same bound for the bias.
-    The weight is stored [in, out] so that the layer is x @ W + b."""
-    bound = 1.0 / np.sqrt(fan_in)
-    w = rng.uniform(-bound, bound, size=(fan_out, fan_in)).T.astype(np.float32)
-    b = rng.uniform(-bound, bound, size=(fan_out,)).astype(np.float32)
-    return w, b
+def build(kind, hidden):
+    """The model as tensord.nn layers; the last layer is named "logits"."""
+    if kind == "cnn":
+        return nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                             nn.MaxPool2d(2), nn.Flatten(), nn.Linear(256, 10, name="logits"))
+    return nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Linear(hidden, 10, name="logits"))
 
 
-def forward_nodes(p, x):
-    """The MLP on input `x` (a node id or tensor name); the logits are 'logits'."""
-    return [{"id": "h0", "op": "matmul", "inputs": [x, p + "w1"]},
-            {"id": "h1", "op": "add", "inputs": ["h0", p + "b1"]},
-            {"id": "h", "op": "relu", "inputs": ["h1"]},
-            {"id": "o0", "op": "matmul", "inputs": ["h", p + "w2"]},
-            {"id": "logits", "op": "add", "inputs": ["o0", p + "b2"]}]
+# The accuracy, as raw graph nodes after the layers (they read the layer "logits").
+METRIC_NODES = [{"id": "pred", "op": "argmax", "inputs": ["logits"], "attrs": {"axis": 1}},
+                {"id": "hit", "op": "eq", "inputs": ["pred", "y"]},
+                {"id": "hitf", "op": "cast", "inputs": ["hit"], "attrs": {"dtype": "f32"}},
+                {"id": "accuracy", "op": "mean", "inputs": ["hitf"]}]
 
 
-def cnn_forward_nodes(p, x):
-    """conv2d(1->16, 3x3, pad 1) + relu + max_pool2d 2 + linear(256->10); logits 'logits'.
-    Images arrive as rows of 64 pixels and are reshaped to [B, 1, 8, 8]."""
-    return [{"id": "img", "op": "reshape", "inputs": [x], "attrs": {"shape": [-1, 1, 8, 8]}},
-            {"id": "c0", "op": "conv2d", "inputs": ["img", p + "cw", p + "cb"], "attrs": {"padding": 1}},
-            {"id": "c1", "op": "relu", "inputs": ["c0"]},
-            {"id": "c2", "op": "max_pool2d", "inputs": ["c1"], "attrs": {"kernel_size": 2}},
-            {"id": "flat", "op": "reshape", "inputs": ["c2"], "attrs": {"shape": [-1, 256]}},
-            {"id": "o0", "op": "matmul", "inputs": ["flat", p + "w2"]},
-            {"id": "logits", "op": "add", "inputs": ["o0", p + "b2"]}]
+def graph_form(c, p, kind, hidden, rng):
+    """The same model by hand (--form graph): graph nodes, and parameters put
+    from NumPy with torch's initialisers, names and layouts (linear weights
+    [out, in], used with transpose_b). Returns define_model's keywords."""
+    def uniform(bound, *shape):
+        return rng.uniform(-bound, bound, size=shape).astype(np.float32)
 
+    def linear(path, x, fan_in, fan_out):
+        b = 1.0 / np.sqrt(fan_in)
+        c.put(p + path + ".weight", uniform(b, fan_out, fan_in))
+        c.put(p + path + ".bias", uniform(b, fan_out))
+        return [{"id": path + "/mm", "op": "matmul", "inputs": [x, p + path + ".weight"],
+                 "attrs": {"transpose_b": True}},
+                {"id": path, "op": "add", "inputs": [path + "/mm", p + path + ".bias"]}]
+    if kind == "cnn":
+        c.put(p + "0.weight", uniform(1.0 / 3.0, 16, 1, 3, 3))   # fan_in 1*3*3
+        c.put(p + "0.bias", uniform(1.0 / 3.0, 16))
+        for k, v in (("weight", 1), ("bias", 0), ("running_mean", 0), ("running_var", 1)):
+            c.put(p + "1." + k, np.full(16, v, np.float32))
+        nodes = [{"id": "0", "op": "conv2d", "inputs": ["x", p + "0.weight", p + "0.bias"],
+                  "attrs": {"padding": 1}},
+                 {"id": "1", "op": "batch_norm", "inputs": ["0"] + [p + "1." + k for k in (
+                     "running_mean", "running_var", "weight", "bias")]},
+                 {"id": "2", "op": "relu", "inputs": ["1"]},
+                 {"id": "3", "op": "max_pool2d", "inputs": ["2"], "attrs": {"kernel_size": 2}},
+                 {"id": "4", "op": "reshape", "inputs": ["3"], "attrs": {"shape": [-1, 256]}}]
+        nodes += linear("logits", "4", 256, 10)
+        params = ["0.weight", "0.bias", "1.weight", "1.bias", "logits.weight", "logits.bias"]
+        extra = {"state": ["1"]}
+    else:
+        nodes = linear("0", "x", 64, hidden) + [{"id": "1", "op": "relu", "inputs": ["0"]}]
+        nodes += linear("logits", "1", hidden, 10)
+        params = ["0.weight", "0.bias", "logits.weight", "logits.bias"]
+        extra = {}
+    nodes.append({"id": "loss", "op": "cross_entropy", "inputs": ["logits", "y"]})
+    return dict(nodes=nodes + METRIC_NODES, params=[p + n for n in params], loss="loss", **extra)
 
 
 def import_pyplot():
@@ -164,62 +195,52 @@ def plot(plt, path, args, run):
     plt.close(fig)
 
 
-def clear(c, prefix):
-    """Delete the tensors under `prefix`: old weights and optimizer state would be reused."""
+def clear(c, name):
+    """Delete model `name`, its tensors and the data under name + "/": old
+    weights and optimizer state would be reused."""
+    try:
+        c.model(name).delete(tensors=True)
+    except tensord.NotFound:
+        pass
     with c.pipeline() as pl:
-        for t in c.list(prefix):
+        for t in c.list(name + "/"):
             pl.delete(t["name"])
 
 
 def train(c, args, xtr, ytr, xte, yte, rng):
-    """Stores the data and fresh weights under args.prefix and trains; returns
-    {"acc", "train_s", "steps", "loss"} (and the notification streams with
-    --mode run), or None after --write-json."""
-    p = args.prefix
-    nb = len(xtr) // args.batch              # full minibatches per epoch (the rest waits for the next shuffle)
-    clear(c, p)
-    c.put(p + "xtr", xtr)
-    c.put(p + "ytr", ytr)
-    c.put(p + "xte", xte)
-    forward = forward_nodes
-    if args.model == "cnn":
-        bound = 1.0 / 3.0  # kaiming_uniform(a=sqrt(5)) of a 1x3x3 kernel
-        cw = rng.uniform(-bound, bound, size=(16, 1, 3, 3)).astype(np.float32)
-        cb = rng.uniform(-bound, bound, size=(16,)).astype(np.float32)
-        w2, b2 = linear_init(rng, 256, 10)
-        tensors = (("cw", cw), ("cb", cb), ("w2", w2), ("b2", b2))
-        forward = cnn_forward_nodes
+    """Stores the data, defines the model and trains it; returns {"acc",
+    "train_s", "steps", "loss"} (and the notification streams with --mode
+    run), or None after --write-json."""
+    name = args.prefix.rstrip("/")
+    d = name + "/data/"                   # the data sets, beside the model's parameters
+    clear(c, name)
+    if args.model == "cnn":               # conv2d wants [N, C, H, W]
+        xtr, xte = xtr.reshape(-1, 1, 8, 8), xte.reshape(-1, 1, 8, 8)
+    for k, a in (("xtr", xtr), ("ytr", ytr), ("xte", xte), ("yte", yte)):
+        c.put(d + k, a)
+    common = dict(inputs={"x": ("f32", [1] + list(xtr.shape[1:])), "y": ("i32", [1])},
+                  outputs=["logits"], optimizer={"type": "adam", "lr": args.lr}, replace=True)
+    if args.form == "graph":
+        model = c.define_model(name, **graph_form(c, name + "/", args.model, args.hidden, rng), **common)
     else:
-        w1, b1 = linear_init(rng, 64, args.hidden)
-        w2, b2 = linear_init(rng, args.hidden, 10)
-        tensors = (("w1", w1), ("b1", b1), ("w2", w2), ("b2", b2))
-    for name, a in tensors:
-        c.put(p + name, a)
-    # every minibatch of every epoch: row e*nb + k holds the indices of batch k of epoch e
-    batches = np.concatenate([rng.permutation(len(xtr))[:nb * args.batch].reshape(nb, args.batch)
-                              for _ in range(args.epochs)]).astype(np.int32)
-    c.put(p + "batches", batches)
-    params = [p + n for n, _ in tensors]
-    optimizer = {"type": "adam", "lr": args.lr}
+        model = c.define_model(name, layers=build(args.model, args.hidden), loss=nn.CrossEntropyLoss(target="y"),
+                               nodes=METRIC_NODES, seed=args.seed, **common)
+    st = model.stat()
+    print("model %s (%s form): %s parameters in %d tensors" % (
+        name, args.form, st.get("param_count", sum(int(np.prod(q["shape"])) for q in st["params"])),
+        len(st["params"])), flush=True)
+    test = {"x": d + "xte", "y": d + "yte"}
+    nb = len(xtr) // args.batch              # full minibatches per epoch
 
     if args.mode == "run" or args.write_json:
-        # train.run: the daemon shuffles, gathers minibatches and loops itself; the test
-        # accuracy is a metric node evaluated after every epoch.
-        c.put(p + "yte", yte)
-        nodes = forward(p, "xb") + [
-            {"id": "loss", "op": "cross_entropy", "inputs": ["logits", "yb"]},
-            {"id": "pred", "op": "argmax", "inputs": ["logits"], "attrs": {"axis": 1}},
-            {"id": "hit", "op": "eq", "inputs": ["pred", "yb"]},
-            {"id": "hitf", "op": "cast", "inputs": ["hit"], "attrs": {"dtype": "f32"}},
-            {"id": "accuracy", "op": "mean", "inputs": ["hitf"]}]
-        run = {"nodes": nodes, "loss": "loss", "params": params, "optimizer": optimizer,
-               "data": {"xb": p + "xtr", "yb": p + "ytr"}, "batch_size": args.batch,
-               "epochs": args.epochs, "seed": args.seed,
-               "eval": {"data": {"xb": p + "xte", "yb": p + "yte"}, "metrics": ["accuracy"]}}
+        run = dict(batch_size=args.batch, epochs=args.epochs, seed=args.seed,
+                   eval={"data": test, "metrics": ["accuracy"]})
+        data = {"x": d + "xtr", "y": d + "ytr"}
         if args.write_json:
             with open(args.write_json, "w") as f:
-                json.dump(run, f, indent=1)
-            print("wrote %s: run `tensorctl train %s`" % (args.write_json, args.write_json))
+                json.dump(dict(run, model=name, data=data), f, indent=1)
+            print("wrote %s: the model %s is defined; run `tensorctl train %s`" % (
+                args.write_json, name, args.write_json))
             return None
         t_train = time.monotonic()
         progress, evals = [], []
@@ -229,37 +250,49 @@ def train(c, args, xtr, ytr, xte, yte, rng):
             print("epoch %d: eval loss %.4f, accuracy %.4f, %.1f s" % (
                 e["epoch"], e["loss"], e["metrics"]["accuracy"], time.monotonic() - t_train), flush=True)
 
-        res = c.train_run(**run, on_progress=progress.append, on_eval=on_eval)
-        out = {"acc": res["eval"]["metrics"]["accuracy"], "train_s": time.monotonic() - t_train,
-               "steps": res["steps"], "loss": res["loss"], "progress": progress, "evals": evals}
+        if args.detach:
+            job = model.train(data, detach=True, **run)
+            print("job %d runs in the daemon" % int(job), flush=True)
+            for kind, m in job.watch():
+                if kind == "progress":
+                    progress.append(m)
+                elif kind == "eval":
+                    on_eval(m)
+                else:
+                    if m["state"] != "done":
+                        raise SystemExit("job %d: %s %s" % (int(job), m["state"], m.get("error")))
+                    res = m["result"]
+        else:
+            res = model.train(data, on_progress=progress.append, on_eval=on_eval, **run)
+        out = {"train_s": time.monotonic() - t_train, "steps": res["steps"], "loss": res["loss"],
+               "progress": progress, "evals": evals}
     else:
         t_train = time.monotonic()
         step = 0
         for epoch in range(args.epochs):
+            order = rng.permutation(len(xtr))
             with c.pipeline() as pl:             # an epoch's steps sent back to back
                 pending = []
                 for k in range(nb):
-                    row = epoch * nb + k
+                    idx = order[k * args.batch:(k + 1) * args.batch]
+                    pl.put(d + "xb", xtr[idx])
+                    pl.put(d + "yb", ytr[idx])
+                    pending.append(pl.train_step(None, None, None, model=name,
+                                                 data={"x": d + "xb", "y": d + "yb"}))
                     step += 1
-                    nodes = [{"id": "rowk", "op": "slice", "inputs": [p + "batches"],
-                              "attrs": {"starts": [row], "ends": [row + 1]}},
-                             {"id": "idx", "op": "reshape", "inputs": ["rowk"],
-                              "attrs": {"shape": [args.batch]}},
-                             {"id": "xb", "op": "gather", "inputs": [p + "xtr", "idx"]},
-                             {"id": "yb", "op": "gather", "inputs": [p + "ytr", "idx"]}]
-                    nodes += forward(p, "xb")
-                    nodes.append({"id": "loss", "op": "cross_entropy", "inputs": ["logits", "yb"]})
-                    pending.append(pl.train_step(nodes, "loss", params, optimizer=optimizer, step=step))
             losses = [r.result()["loss"] for r in pending]
             print("epoch %d: mean loss %.4f (last %.4f), %d steps, %.1f s" % (
                 epoch + 1, float(np.mean(losses)), losses[-1], step, time.monotonic() - t_train), flush=True)
-        train_s = time.monotonic() - t_train
-        res = c.graph_run(forward(p, p + "xte") + [
-            {"id": "pred", "op": "argmax", "inputs": ["logits"], "attrs": {"axis": 1}}],
-            outputs=["pred"])
-        pred = res["outputs"]["pred"]
-        out = {"acc": float((pred == yte).mean()), "train_s": train_s, "steps": step, "loss": losses[-1]}
-    clear(c, p)
+        out = {"train_s": time.monotonic() - t_train, "steps": step, "loss": losses[-1]}
+    ev = model.evaluate(test, metrics=["accuracy"])
+    out["acc"] = ev["metrics"]["accuracy"]
+    # the same accuracy from predictions, counted here
+    pred = model.predict({"x": d + "xte"})["logits"].argmax(axis=1)
+    out["hits"] = int((pred == yte).sum())
+    if args.save:
+        info = model.save(args.save)
+        print("saved model %s (step %d, %d tensors) to %s" % (name, info["step"], len(info["tensors"]), args.save))
+    clear(c, name)
     return out
 
 
@@ -279,8 +312,16 @@ def main():
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--lr", type=float, default=1e-2)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--prefix", default="digits/", help="name prefix of the tensors this run owns")
+    ap.add_argument("--prefix", default="digits", help="the model's name; its parameters and the "
+                    "data sets are tensors under PREFIX/")
     ap.add_argument("--model", choices=("mlp", "cnn"), default="mlp")
+    ap.add_argument("--form", choices=("layers", "graph"), default="layers",
+                    help="layers (default): tensord.nn layers, initialised in the daemon; graph: the "
+                         "same model as hand-written graph nodes, initialised in NumPy")
+    ap.add_argument("--detach", action="store_true",
+                    help="with --mode run: train as a detached job and follow it (job.watch)")
+    ap.add_argument("--save", metavar="FILE.safetensors",
+                    help="save the trained model (Model.save; `tensorctl model load` reads it)")
     ap.add_argument("--mode", choices=("step", "run"),
                     help="step (default): one pipelined train.step request per minibatch; "
                          "run (default with --plot): one train.run request for the whole training")
@@ -288,7 +329,7 @@ def main():
                     help="write the loss and accuracy curves of the train.run to FILE.png "
                          "(needs python3-matplotlib)")
     ap.add_argument("--write-json", metavar="FILE",
-                    help="with --socket: store the data and fresh weights, write the train.run "
+                    help="with --socket: store the data, define the model, write the train.run "
                          "params to FILE for `tensorctl train FILE`, and exit")
     args = ap.parse_args()
     if args.epochs is None:
@@ -297,6 +338,8 @@ def main():
         args.mode = "run" if args.plot else "step"
     if args.plot and args.mode != "run":
         ap.error("--plot draws the train.progress/train.eval stream of a train.run: use --mode run")
+    if args.detach and args.mode != "run":
+        ap.error("--detach detaches a train.run: use --mode run")
     if args.plot and args.write_json:
         ap.error("--plot and --write-json exclude each other")
     if not args.spawn and not args.socket:
@@ -329,8 +372,10 @@ def main():
     if out is None:
         return 0
     acc = out["acc"]
-    print("test accuracy %.4f (%d/%d)" % (acc, int(round(acc * len(yte))), len(yte)), flush=True)
-    summary = {"model": args.model, "mode": args.mode, "test_accuracy": round(acc, 4),
+    if abs(out["hits"] - acc * len(yte)) > 0.5:
+        raise SystemExit("the predictions give %d hits, evaluate an accuracy of %.4f" % (out["hits"], acc))
+    print("test accuracy %.4f (%d/%d)" % (acc, out["hits"], len(yte)), flush=True)
+    summary = {"model": args.model, "form": args.form, "mode": args.mode, "test_accuracy": round(acc, 4),
                "seconds": round(time.monotonic() - t_start, 2),
                "step_ms": round(1000 * out["train_s"] / out["steps"], 2), "steps": out["steps"],
                "epochs": args.epochs, "batch": args.batch, "final_loss": round(out["loss"], 4),
