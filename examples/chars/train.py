@@ -12,8 +12,8 @@ form of model.define: parameters created and initialised in the daemon):
         ln=nn.LayerNorm(D),
         head=nn.Linear(D, V)))                                    # logits [B, T, V]
 
-and raw graph nodes after the layers flatten the logits and targets for `cross_entropy`
-(it takes [N, C] logits). There is no positional embedding: a causal transformer learns
+with `nn.CrossEntropyLoss(target="y")` over every position (the daemon flattens [B, T, V]
+logits and [B, T] targets for `cross_entropy`). There is no positional embedding: a causal transformer learns
 positions from its mask (NoPE, Kazemnejad et al. 2023), which is enough here.
 
 1. the text becomes i32 character ids (V = the distinct characters); the training data
@@ -113,13 +113,6 @@ def build(vocab, dim, heads, layers):
         ("head", nn.Linear(dim, vocab))]))
 
 
-def loss_nodes(vocab):
-    """cross_entropy takes [N, C] logits and [N] classes: flatten [B, T, V] and [B, T]."""
-    return [{"id": "logits2", "op": "reshape", "inputs": ["head"], "attrs": {"shape": [-1, vocab]}},
-            {"id": "y2", "op": "reshape", "inputs": ["y"], "attrs": {"shape": [-1]}},
-            {"id": "xent", "op": "cross_entropy", "inputs": ["logits2", "y2"]}]
-
-
 def sample_nodes(p, rows, context, vocab, temperature, seed):
     """One generation step on the stored logits [S, T, V] and context [S, T]:
     draw a character per row from softmax(last logits / temperature) and store
@@ -211,7 +204,7 @@ def main():
             c.put(p + "data/x", x)
             c.put(p + "data/y", y)
             net = build(V, args.dim, args.heads, args.layers)
-            model = c.define_model(args.name, layers=net, nodes=loss_nodes(V), loss="xent",
+            model = c.define_model(args.name, layers=net, loss=nn.CrossEntropyLoss(target="y"),
                                    inputs={"x": ("i32", [1, T]), "y": ("i32", [1, T])}, outputs=["head"],
                                    optimizer={"type": "adamw", "lr": args.lr, "weight_decay": 0.01,
                                               "clip_norm": 1.0},
