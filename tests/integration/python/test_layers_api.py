@@ -1,0 +1,116 @@
+"""Layer models through the Python client (define_model(layers=tensord.nn...)):
+the parameters the daemon creates against nn's named_parameters (torch's names
+and shapes) and torch's initialisation bounds, reproducibility from the seed,
+predict against a NumPy forward pass of the fetched parameters (torch layouts:
+x @ W.T + b; dropout off in eval mode), stored parameters kept, training,
+and model files of layer models (load_model under another name; tensorctl
+model load)."""
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import tensord
+from tensord import nn
+
+D, H, C = 6, 8, 3
+
+
+def _net():
+    return nn.Sequential(nn.Linear(D, H), nn.ReLU(), nn.Residual(nn.Linear(H, H), nn.Tanh(), name="res"),
+                         nn.Dropout(0.25), nn.Linear(H, C, name="head"))
+
+
+def _define(c, name, seed=0, replace=False):
+    return c.define_model(name, layers=_net(), inputs={"x": ("f32", [1, D]), "y": ("i32", [1])},
+                          loss=nn.CrossEntropyLoss(target="y"), optimizer={"type": "adam", "lr": 0.02},
+                          seed=seed, replace=replace)
+
+
+def _forward(p, pre, x):
+    def lin(path, v):
+        return v @ p[pre + path + ".weight"].T + p[pre + path + ".bias"]
+    h = np.maximum(lin("0", x), 0)
+    h = h + np.tanh(lin("res.0", h))
+    return lin("head", h)
+
+
+def test_parameters_names_shapes_init(client, prefix):
+    name = prefix + "m"
+    m = _define(client, name, seed=3)
+    st = m.stat()
+    net = _net()
+    want = net.named_parameters(name + "/")
+    assert [(q["name"], tuple(q["shape"])) for q in st["parameters"]] == want
+    assert st["param_count"] == net.param_count()
+    assert st["layers"] == net.spec()
+    p = m.parameters()
+    assert list(p) == [n for n, _ in want]
+    for n, shape in want:
+        a = p[n]
+        fan_in = {"0": D, "res.0": H, "head": H}[n[len(name) + 1:].rsplit(".", 1)[0]]
+        assert a.shape == shape and a.dtype == np.float32
+        assert np.abs(a).max() <= 1 / np.sqrt(fan_in) + 1e-7, n       # kaiming_uniform(a=sqrt(5)) bounds
+        assert a.size < 4 or np.unique(a).size > a.size // 2, n       # not a constant
+    # the same seed gives the same bits; another seed other ones
+    m.delete(tensors=True)
+    m = _define(client, name, seed=3)
+    assert all(v.tobytes() == p[k].tobytes() for k, v in m.parameters().items())
+    m.delete(tensors=True)
+    m = _define(client, name, seed=4)
+    assert m.parameters()[name + "/0.weight"].tobytes() != p[name + "/0.weight"].tobytes()
+    m.delete(tensors=True)
+
+
+def test_predict_matches_numpy_and_stored_params_are_kept(client, prefix):
+    name = prefix + "m"
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((H, D)).astype(np.float32)
+    client.put(name + "/0.weight", w)                 # stored already: kept, not initialised
+    m = _define(client, name)
+    p = {k: v.astype(np.float64) for k, v in m.parameters().items()}
+    assert p[name + "/0.weight"].astype(np.float32).tobytes() == w.tobytes()
+    x = rng.standard_normal((5, D)).astype(np.float32)
+    out = m.predict({"x": x})
+    assert set(out) == {"head"}
+    np.testing.assert_allclose(out["head"], _forward(p, name + "/", x.astype(np.float64)), rtol=1e-4, atol=1e-4)
+    # a stored parameter of the wrong shape is refused
+    client.put(prefix + "bad/0.weight", np.zeros((D, H), np.float32))
+    with pytest.raises(tensord.ShapeMismatch):
+        _define(client, prefix + "bad")
+    m.delete(tensors=True)
+
+
+def test_train_and_model_files(client, daemon, prefix, tmp_path):
+    name = prefix + "m"
+    m = _define(client, name)
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, C, 96).astype(np.int32)
+    x = (rng.standard_normal((96, D)) + 3.0 * np.eye(C, D)[y]).astype(np.float32)
+    before = m.evaluate({"x": x, "y": y})["loss"]
+    res = m.train({"x": x, "y": y}, batch_size=16, epochs=5)
+    after = m.evaluate({"x": x, "y": y})["loss"]
+    assert res["steps"] == 30 and after < 0.5 * before
+    path = str(tmp_path / "m.safetensors")
+    info = m.save(path)
+    assert info["step"] == 30 and len(info["tensors"]) == 6 * 3      # params, exp_avg, exp_avg_sq
+    want = m.predict({"x": x})["head"]
+    # under another name: the parameters move to the new model's names
+    m2 = client.load_model(path, name=prefix + "copy")
+    names = [q["name"] for q in m2.stat()["parameters"]]
+    assert names and all(n.startswith(prefix + "copy/") for n in names)
+    assert m2.step_count == 30
+    np.testing.assert_array_equal(m2.predict({"x": x})["head"], want)
+    m2.delete(tensors=True)
+    # tensorctl loads the file the Python client wrote
+    binary = os.environ.get("TENSORCTL_BIN")
+    if binary:
+        m.delete(tensors=True)
+        r = subprocess.run([binary, "--socket", daemon.sock, "model", "load", path], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        m3 = client.model(name)
+        assert m3.step_count == 30
+        np.testing.assert_array_equal(m3.predict({"x": x})["head"], want)
+    client.model(name).delete(tensors=True)
