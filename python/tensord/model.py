@@ -238,15 +238,19 @@ class _Staged:
         if not isinstance(data, Mapping):
             raise InvalidArgument("%s must be a dict input -> array or tensor name, not %s"
                                   % (what, type(data).__name__))
-        for k, v in data.items():
-            _str("%s key" % what, k)
-            if isinstance(v, str):
-                self.names[k] = v
-            else:
-                name = prefix + k
-                client.put(name, v)   # float64/int64 refused, as put() refuses them
-                self.put.append(name)
-                self.names[k] = name
+        try:
+            for k, v in data.items():
+                _str("%s key" % what, k)
+                if isinstance(v, str):
+                    self.names[k] = v
+                else:
+                    name = prefix + k
+                    client.put(name, v)   # float64/int64 refused, as put() refuses them
+                    self.put.append(name)
+                    self.names[k] = name
+        except BaseException:
+            self.drop()
+            raise
 
     def drop(self) -> None:
         for n in self.put:

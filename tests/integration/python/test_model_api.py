@@ -107,8 +107,9 @@ def test_errors(client, prefix):
     with pytest.raises(tensord.AlreadyExists):
         _define(client, name)
     _define(client, name, replace=True)
-    with pytest.raises(tensord.InvalidArgument):
-        m.train({"x": np.zeros((4, D), np.float64)}, batch_size=2)   # float64 is not narrowed silently
+    with pytest.raises(tensord.InvalidArgument):                      # float64 is not narrowed silently,
+        m.train({"x": np.zeros((4, D), np.float32), "y": np.zeros(4)}, batch_size=2)
+    assert client.list(name + "/_") == []                              # and x, put first, is gone again
     with pytest.raises(tensord.InvalidArgument):
         m.train({"x": prefix + "x"}, batch_size=2, epochs=1, steps=1)
     with pytest.raises(tensord.InvalidArgument):
