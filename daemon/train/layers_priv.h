@@ -108,3 +108,6 @@ int lx_stack(struct lx *x, const struct layer *parent, const msgpack_object *arr
 /* The layer families of layers_nn.c: each returns 1 when it knows
  * l->type (and expanded it, or failed: then -1), 0 when not. */
 int lx_nn(struct lx *x, const struct layer *l, const char *in, struct shp *s);
+
+/* attention and transformer_block (layers_attention.c), as lx_nn. */
+int lx_attention(struct lx *x, const struct layer *l, const char *in, struct shp *s);
