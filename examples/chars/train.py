@@ -20,7 +20,8 @@ positions from its mask (NoPE, Kazemnejad et al. 2023), which is enough here.
    are all windows of --context characters (x) and the same windows shifted by one (y),
    stored once as [M, T] tensors;
 2. `Model.train` (one train.run) trains --steps steps of AdamW on shuffled windows;
-3. `Model.evaluate` gives the loss over every window, compared with the text's unigram
+3. `Model.evaluate` gives the loss over the text (the windows that tile it once) before
+   and after training, compared with log V (a fresh model's guess) and the text's unigram
    entropy (what a model that ignores the context could reach, computed in NumPy);
 4. generation: a prompt from the text, then for each new character one `model.predict`
    (the logits stored with `out`) and one `graph.run` that takes the last position's
@@ -212,6 +213,12 @@ def main():
             print("model %s: %d parameters in %d tensors" % (args.name, net.param_count(),
                                                             len(net.named_parameters())), flush=True)
             data = {"x": p + "data/x", "y": p + "data/y"}
+            # the evaluation set: the windows that tile the text once (every T-th)
+            c.put(p + "data/xe", x[::T])
+            c.put(p + "data/ye", y[::T])
+            evdata = {"x": p + "data/xe", "y": p + "data/ye"}
+            ev0 = model.evaluate(evdata, batch_size=256)
+            print("loss before training %.4f (log V = %.4f)" % (ev0["loss"], np.log(V)), flush=True)
             t_train = time.monotonic()
 
             def progress(m):
@@ -219,8 +226,8 @@ def main():
             res = model.train(data, batch_size=args.batch, steps=args.steps, seed=args.seed,
                               progress_every=max(1, args.steps // 10), on_progress=progress)
             train_s = time.monotonic() - t_train
-            ev = model.evaluate(data, batch_size=256)
-            print("loss over every window %.4f (unigram entropy %.4f)" % (ev["loss"], h_uni), flush=True)
+            ev = model.evaluate(evdata, batch_size=256)
+            print("loss over the text %.4f (unigram entropy %.4f)" % (ev["loss"], h_uni), flush=True)
             rng = np.random.default_rng(args.seed)
             at = rng.integers(0, len(x), args.samples)
             prompts = x[at]
@@ -245,7 +252,7 @@ def main():
         stop(proc, tmp)
     summary = {"model": "chars", "vocab": V, "params": net.param_count(), "context": T, "dim": args.dim,
                "layers": args.layers, "steps": res["steps"], "final_loss": round(res["loss"], 4),
-               "eval_loss": round(ev["loss"], 4), "unigram_entropy": round(h_uni, 4),
+               "initial_loss": round(ev0["loss"], 4), "eval_loss": round(ev["loss"], 4), "unigram_entropy": round(h_uni, 4),
                "step_ms": round(1000 * train_s / max(1, res["steps"]), 2),
                "gen_ms_per_char": round(1000 * gen_s / max(1, args.generate), 2),
                "seconds": round(time.monotonic() - t_start, 2), "vocabulary": "".join(vocab),

@@ -5,9 +5,10 @@ layer_norm, linear; tensord.nn layers) trained on the first 6000 characters of
 /usr/share/common-licenses/GPL-3 on a tensord of its own (--spawn $TENSORD_BIN).
 
 Checks against references computed here, not by the example:
-- the loss over every window (model.evaluate) is below the text's unigram
-  entropy (NumPy, from the same characters): the model uses its context;
-- the first step's loss is near log(V) (a fresh model guesses uniformly);
+- the loss over the text (model.evaluate) after training is below the
+  text's unigram entropy (NumPy, from the same characters) by 0.1 nats: the
+  model uses its context;
+- the loss before training is near log(V) (a fresh model guesses uniformly);
 - the sampled text has exactly the requested length and only characters of
   the text's vocabulary, for two samples drawn at once.
 Exits 77 (meson: skipped) only when the text is missing (not Debian)."""
@@ -42,8 +43,8 @@ def main():
         text = f.read()[:CHARS]
     h = entropy(text)
     vocab = set(text)
-    run = subprocess.run([sys.executable, EXAMPLE, "--spawn", binary, "--chars", str(CHARS), "--context", "32",
-                          "--dim", "32", "--heads", "2", "--layers", "1", "--batch", "16", "--steps", "200",
+    run = subprocess.run([sys.executable, EXAMPLE, "--spawn", binary, "--chars", str(CHARS), "--context", "16",
+                          "--dim", "32", "--heads", "2", "--layers", "1", "--batch", "16", "--steps", "100",
                           "--lr", "1e-2", "--generate", str(GENERATE), "--samples", "2"],
                          capture_output=True, text=True, timeout=240)
     sys.stdout.write(run.stdout)
@@ -59,9 +60,9 @@ def main():
         fails.append("the example's unigram entropy %.4f, here %.4f" % (s["unigram_entropy"], h))
     if not s["eval_loss"] < h - 0.1:
         fails.append("loss over the text %.4f is not below the unigram entropy %.4f - 0.1" % (s["eval_loss"], h))
-    first = [ln for ln in run.stdout.splitlines() if ln.startswith("step ")]
-    if not first or abs(float(first[0].split()[-1]) - math.log(len(vocab))) > 1.0:
-        fails.append("the first progress loss %r is not near log(V) = %.3f" % (first[:1], math.log(len(vocab))))
+    if abs(s["initial_loss"] - math.log(len(vocab))) > 1.0:
+        fails.append("the loss before training %.4f is not near log(V) = %.3f" % (s["initial_loss"],
+                                                                                 math.log(len(vocab))))
     gen = s["generated"]
     if not isinstance(gen, list) or len(gen) != 2:
         fails.append("want two samples, got %r" % (gen,))
