@@ -32,7 +32,7 @@ positions from its mask (NoPE, Kazemnejad et al. 2023), which is enough here.
 
 Usage (Debian's /usr/bin/python3):
   examples/chars/train.py --spawn build/daemon/tensord
-  examples/chars/train.py --spawn build/daemon/tensord --steps 2000 --dim 128 --layers 2
+  examples/chars/train.py --spawn build/daemon/tensord --steps 3000 --dim 128 --layers 2 --context 64   (a GPU)
   examples/chars/train.py --socket /run/tensord/tensord.sock   (or $TENSORD_SOCKET)
 
 The last line printed is a JSON summary:
@@ -154,13 +154,13 @@ def main():
                     "with a temporary --state-dir, and stop it at the end")
     ap.add_argument("--text", default=DEFAULT_TEXT, help="the text to learn (default %(default)s)")
     ap.add_argument("--chars", type=int, default=0, help="use only the first N characters (0: all)")
-    ap.add_argument("--context", type=int, default=64, help="characters per window (T)")
-    ap.add_argument("--dim", type=int, default=64)
+    ap.add_argument("--context", type=int, default=32, help="characters per window (T)")
+    ap.add_argument("--dim", type=int, default=48)
     ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--layers", type=int, default=2, help="transformer blocks")
+    ap.add_argument("--layers", type=int, default=1, help="transformer blocks")
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--steps", type=int, default=600)
-    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--lr", type=float, default=5e-3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--generate", type=int, default=300, help="characters to sample after the prompt")
     ap.add_argument("--samples", type=int, default=1, help="texts sampled at once")
@@ -217,7 +217,7 @@ def main():
             c.put(p + "data/xe", x[::T])
             c.put(p + "data/ye", y[::T])
             evdata = {"x": p + "data/xe", "y": p + "data/ye"}
-            ev0 = model.evaluate(evdata, batch_size=256)
+            ev0 = model.evaluate(evdata, batch_size=args.batch)
             print("loss before training %.4f (log V = %.4f)" % (ev0["loss"], np.log(V)), flush=True)
             t_train = time.monotonic()
 
@@ -226,7 +226,7 @@ def main():
             res = model.train(data, batch_size=args.batch, steps=args.steps, seed=args.seed,
                               progress_every=max(1, args.steps // 10), on_progress=progress)
             train_s = time.monotonic() - t_train
-            ev = model.evaluate(evdata, batch_size=256)
+            ev = model.evaluate(evdata, batch_size=args.batch)
             print("loss over the text %.4f (unigram entropy %.4f)" % (ev["loss"], h_uni), flush=True)
             rng = np.random.default_rng(args.seed)
             at = rng.integers(0, len(x), args.samples)
