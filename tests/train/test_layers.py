@@ -300,6 +300,51 @@ def transformer(c, rng):
     check(got.shape == (B, T, V) and np.allclose(got, want, rtol=1e-4, atol=1e-4),
           "transformer forward vs NumPy: %g" % np.abs(got - want).max())
 
+# ---------------------------------------------------------------- the rest
+
+def every_type(c, rng):
+    """The other layer types and keys, nested, with a raw node reading a
+    layer path: each expands, trains to a finite loss and predicts."""
+    put(c, "ax", rng.standard_normal((4, 2, 8, 8)).astype(np.float32))
+    put(c, "ay", rng.integers(0, 5, 4).astype(np.int32))
+    layers = [{"type": "conv2d", "in_channels": 2, "out_channels": 3, "kernel_size": [3, 3], "stride": 1,
+               "padding": [1, 1], "bias": False},
+              {"type": "avg_pool2d", "kernel_size": 2, "stride": 2}, {"type": "silu"}, {"type": "flatten"},
+              {"type": "sequential", "name": "body", "layers": [
+                  {"type": "linear", "in": 48, "out": 16, "bias": False}, {"type": "tanh"},
+                  {"type": "residual", "name": "res", "layers": [
+                      {"type": "rms_norm", "normalized_shape": 16}, {"type": "linear", "in": 16, "out": 16},
+                      {"type": "gelu", "approximate": "tanh"}]},
+                  {"type": "sigmoid"}, {"type": "layer_norm", "normalized_shape": 16, "eps": 1e-3}]},
+              {"type": "linear", "in": 16, "out": 5, "name": "head"}, {"type": "log_softmax", "dim": -1, "name": "lsm"}]
+    r = c.call("model.define", {"name": "all", "layers": layers,
+                                "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 2, 8, 8]},
+                                           {"name": "y", "dtype": "i32", "shape": [1]}],
+                                "loss": {"type": "cross_entropy", "target": "y", "reduction": "sum"},
+                                "optimizer": {"type": "sgd", "lr": 0.01},
+                                "nodes": [n("pred", "argmax", ["lsm"], axis=1)]})
+    ids = [nd["id"] for nd in r["nodes"]]
+    check(ids == ["0", "1", "2", "3", "body.0", "body.1", "body.res.0", "body.res.1/mm", "body.res.1", "body.res.2",
+                  "body.res", "body.3", "body.4", "body", "head/mm", "head", "lsm", "loss", "pred"],
+          "node ids: %r" % (ids,))
+    check([p["name"] for p in r["parameters"]] == [
+        "all/0.weight", "all/body.0.weight", "all/body.res.0.weight", "all/body.res.1.weight", "all/body.res.1.bias",
+        "all/body.4.weight", "all/body.4.bias", "all/head.weight", "all/head.bias"], "nested names")
+    loss = c.call("train.step", {"model": "all", "data": {"x": "ax", "y": "ay"}})["loss"]
+    check(math.isfinite(loss), "every type trains: %r" % loss)
+    out = c.call("model.predict", {"model": "all", "inputs": {"x": "ax"}, "outputs": ["pred", "body"]})["outputs"]
+    check(out["body"]["shape"] == [4, 16] and out["pred"]["shape"] == [4], "predict a nested layer and a raw node")
+    put(c, "qx", rng.standard_normal((3, 5, 8)).astype(np.float32))
+    put(c, "qy", rng.standard_normal((3, 5, 8)).astype(np.float32))
+    r = c.call("model.define", {"name": "att", "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 5, 8]},
+                                                         {"name": "y", "dtype": "f32", "shape": [1, 5, 8]}],
+                                "layers": [{"type": "attention", "dim": 8, "heads": 4, "dropout": 0.1, "bias": False},
+                                           {"type": "transformer_block", "dim": 8, "heads": 1, "dropout": 0.2}],
+                                "loss": {"type": "mse", "target": "y"}, "optimizer": {"type": "adam", "lr": 0.01}})
+    check(sum(nd["op"] == "dropout" for nd in r["nodes"]) == 4, "attention and block dropouts")
+    check(math.isfinite(c.call("train.step", {"model": "att", "data": {"x": "qx", "y": "qy"}})["loss"]),
+          "attention without mask, with dropout, trains")
+
 
 def main():
     rng = np.random.default_rng(0)
@@ -308,6 +353,7 @@ def main():
         mlp(c, rng)
         cnn(c, rng)
         transformer(c, rng)
+        every_type(c, rng)
     if failures:
         print("%d failure(s)" % len(failures))
         sys.exit(1)
