@@ -183,7 +183,7 @@ static int pack_stat(struct request *req, msgpack_packer *pk, const struct model
 	for (unsigned k = 0; k < m->nstate; k++)
 		for (unsigned j = 0; j < 2; j++)
 			nstate += buffer_tensor(req, m, k, j) != NULL;
-	if (msgpack_pack_map(pk, COMMON_ENTRIES + 3 + (m->given ? 4 : 0)) || pack_common(req, pk, m) ||
+	if (msgpack_pack_map(pk, COMMON_ENTRIES + 3 + (m->given ? 5 : 0)) || pack_common(req, pk, m) ||
 	    tdp_pack_cstr(pk, "definition") || msgpack_pack_object(pk, m->given ? *m->given : m->u.data) ||
 	    (m->given && model_pack_layers(req, pk, m)) ||
 	    tdp_pack_cstr(pk, "params") || msgpack_pack_array(pk, m->nparams))

@@ -22,7 +22,15 @@ static int pack_shape(msgpack_packer *pk, const struct tensor *t)
 	return 0;
 }
 
-/* A layer model's model.stat entries: layers, nodes, param_count and
+static int pack_outputs(msgpack_packer *pk, const struct model *m)
+{
+	for (unsigned k = 0; k < m->noutputs; k++)
+		if (tdp_pack_cstr(pk, m->outputs[k]))
+			return -1;
+	return 0;
+}
+
+/* A layer model's model.stat entries: layers, nodes, outputs, param_count and
  * parameters [{name, dtype, shape, layer}] (docs/protocol.md). */
 int model_pack_layers(struct request *req, msgpack_packer *pk, const struct model *m)
 {
@@ -36,7 +44,8 @@ int model_pack_layers(struct request *req, msgpack_packer *pk, const struct mode
 	}
 	if (tdp_pack_cstr(pk, "layers") || (layers ? msgpack_pack_object(pk, *layers) : msgpack_pack_nil(pk)) ||
 	    tdp_pack_cstr(pk, "nodes") || msgpack_pack_object(pk, *m->nodes) ||
-	    tdp_pack_cstr(pk, "param_count") || msgpack_pack_uint64(pk, count) ||
+	    tdp_pack_cstr(pk, "outputs") || msgpack_pack_array(pk, m->noutputs) ||
+	    pack_outputs(pk, m) || tdp_pack_cstr(pk, "param_count") || msgpack_pack_uint64(pk, count) ||
 	    tdp_pack_cstr(pk, "parameters") || msgpack_pack_array(pk, m->nparams))
 		return -1;
 	for (unsigned k = 0; k < m->nparams; k++) {

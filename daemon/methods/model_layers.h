@@ -19,6 +19,6 @@
 int model_define_layers(struct request *req, const char *name, struct layers_out *lo, bool **ret_want,
 			struct model **ret_m);
 
-/* Pack a layer model's model.stat entries ("layers", "nodes",
- * "param_count", "parameters": four key/value pairs). Returns 0 or -1. */
+/* Pack a layer model's model.stat entries ("layers", "nodes", "outputs",
+ * "param_count", "parameters": five key/value pairs). Returns 0 or -1. */
 int model_pack_layers(struct request *req, msgpack_packer *pk, const struct model *m);

@@ -132,6 +132,7 @@ def mlp(c, rng):
     check([p["layer"] for p in r["parameters"]] == ["0", "0", "head", "head"], "parameter layers")
     check(r["param_count"] == H * D + H + C * H + C, "param_count %r" % r["param_count"])
     check(r["definition"]["layers"] == layers and "nodes" not in r["definition"], "definition as given")
+    check(r["outputs"] == ["head"], "default outputs: the stack's output: %r" % (r["outputs"],))
     check([nd["id"] for nd in r["nodes"]][-1] == "loss" and r["nodes"][-2]["id"] == "head", "node ids are paths")
     hand = (lin("a", "x", "hm/w1", "hm/b1") + [n("r", "relu", ["a"]),
             n("d", "dropout", ["r"], p=0.25, seed=layer_seed(3, "2"))] + lin("o", "d", "hm/w2", "hm/b2") +

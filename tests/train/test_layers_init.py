@@ -304,6 +304,12 @@ def save_load(tmp):
         def run(*args):
             p = subprocess.run([ctl, "--socket", d.sock] + list(args), capture_output=True, text=True, timeout=60)
             check(p.returncode == 0, "tensorctl %s: %s" % (" ".join(args), p.stderr))
+            return p.stdout
+
+        shown = run("model", "stat", "sv")
+        for line in ("loss       cross_entropy (target y)", "outputs    head", "layers     5 (",
+                     "nodes      %d" % len(before["nodes"])):
+            check(line in shown, "tensorctl model stat shows %r:\n%s" % (line, shown))
 
         run("model", "save", "sv", path)
         want = {p["name"]: get(c, p["name"]).tobytes() for p in before["parameters"]}
