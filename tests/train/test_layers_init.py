@@ -185,6 +185,7 @@ def errors(c):
         ([{"type": "attention", "dim": 48, "heads": 5}], "layer '0' (attention)", "multiple"),
         ("notalist", "layers", "array"),
         ([], "layers", "empty"),
+        ([{"type": "relu"}], "layers", "no parameters"),
     ]
     for layers, where, what in cases:
         e = err_of(c, "model.define", {"name": "err", "inputs": INPUTS, "layers": layers, "loss": LOSS})
