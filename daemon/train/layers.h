@@ -13,7 +13,7 @@
 struct caller;
 
 /* Limits, checked before anything grows. */
-#define LAYERS_MAX_DEPTH 16
+#define LAYERS_MAX_DEPTH 12   /* the wire allows 32 levels of msgpack nesting: about 14 of layers */
 #define LAYERS_MAX_LAYERS 1024   /* layers, nested ones counted */
 #define LAYERS_MAX_NODES 3072    /* expanded nodes (raw nodes come on top, up to the graph's 4096) */
 

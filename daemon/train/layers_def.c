@@ -216,6 +216,18 @@ int layers_expand(struct caller *call, const msgpack_object *req, const char *mo
 	if (loss->type == MSGPACK_OBJECT_MAP && loss_map(x, loss, last, &s) < 0)
 		goto out;
 	nodes = tdp_map_find(req, "nodes");
+	{
+		const msgpack_object *params = tdp_map_find(req, "params");
+		unsigned np = 0;
+
+		for (unsigned k = 0; k < x->np; k++)
+			np += !x->p[k].buffer;
+		if (np == 0 && (!params || params->type != MSGPACK_OBJECT_ARRAY || params->via.array.size == 0)) {
+			lx_fail(x, NULL, "layers: the model has no parameters to train (add a layer with weights, or "
+				"stored params)");
+			goto out;
+		}
+	}
 	if (x->nnodes + (nodes ? nodes->via.array.size : 0) > TDP_MAX_GRAPH_NODES) {
 		td_fail(&call->err, TDP_RESOURCE_EXHAUSTED, "layers expand to %u nodes; with the raw nodes more than %d",
 			x->nnodes, TDP_MAX_GRAPH_NODES);
