@@ -1,5 +1,5 @@
 """A small layer builder that reads like PyTorch and produces the layer form of
-``model.define`` (docs/training.md, "Layers"; docs/protocol.md, model.define)::
+``model.define`` (docs/training.md, "A model as layers"; docs/protocol.md, model.define)::
 
     import tensord
     from tensord import nn
@@ -417,8 +417,17 @@ class ReLU(_Activation):
     type = "relu"
 
 
-class GELU(_Activation):
+class GELU(Module):
+    """GELU; ``approximate="tanh"`` for the tanh approximation (torch's)."""
+
     type = "gelu"
+
+    def __init__(self, approximate: str = "none", *, name: Optional[str] = None) -> None:
+        super().__init__(name=name)
+        if approximate not in ("none", "tanh"):
+            raise _fail("approximate must be 'none' or 'tanh', not %r" % (approximate,))
+        if approximate != "none":
+            self.keys["approximate"] = approximate
 
 
 class Tanh(_Activation):
