@@ -93,8 +93,13 @@ def test_train_evaluate_predict(client, prefix):
     # Client.train is Model.train
     assert client.train(name, {"x": prefix + "x", "y": prefix + "y"}, batch_size=48, steps=2)["steps"] == 2
     assert m.step_count == 12
+    # accumulate_steps and devices go through: 2 updates of 2 micro-batches each; 1 step on device 0
+    res = m.train({"x": x, "y": y}, batch_size=12, steps=2, accumulate_steps=2, shuffle=False)
+    assert res["steps"] == 2 and m.step_count == 14
+    assert m.train({"x": x, "y": y}, batch_size=12, steps=1, devices=[0])["steps"] == 1
+    assert not np.any(client.get(name + "/w1.grad"))       # accumulation leaves zeros behind
     st_ = m.stat()
-    assert st_["step"] == 12 and len(st_["state"]) == 8
+    assert st_["step"] == 15 and len(st_["state"]) == 8
     d = m.delete(tensors=True)
     assert d["deleted"] and name + "/w1" in d["tensors"]
     with pytest.raises(tensord.NotFound):
