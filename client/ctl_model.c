@@ -225,13 +225,28 @@ static int print_stat(struct ctl *c, const msgpack_object *res)
 	printf("model      %s\n", buf);
 	o = tdp_map_find(res, "step");
 	printf("step       %" PRId64 "\n", o && tdp_obj_int(o, &s) == 0 ? s : 0);
-	str_of(def, "loss", buf, sizeof(buf));
-	printf("loss       %s\n", buf);
+	/* A layer model: the loss may be {type, target}; the expanded graph
+	 * and its outputs are in the result, not in the definition as given. */
+	o = tdp_map_find(def, "loss");
+	if (o && o->type == MSGPACK_OBJECT_MAP) {
+		char tgt[CELL_MAX];
+
+		str_of(o, "type", buf, sizeof(buf));
+		str_of(o, "target", tgt, sizeof(tgt));
+		printf("loss       %s (target %s)\n", buf, tgt);
+	} else {
+		str_of(def, "loss", buf, sizeof(buf));
+		printf("loss       %s\n", buf);
+	}
 	join_of(def, "inputs", buf, sizeof(buf));
 	printf("inputs     %s\n", buf);
-	join_of(def, "outputs", buf, sizeof(buf));
+	join_of(tdp_map_find(def, "outputs") ? def : res, "outputs", buf, sizeof(buf));
 	printf("outputs    %s\n", buf);
-	printf("nodes      %u\n", (o = tdp_map_find(def, "nodes")) && o->type == MSGPACK_OBJECT_ARRAY ? o->via.array.size : 0);
+	if ((o = tdp_map_find(res, "layers")) && o->type == MSGPACK_OBJECT_ARRAY)
+		printf("layers     %u (%" PRIu64 " parameter elements)\n", o->via.array.size,
+		       tdp_obj_uint(tdp_map_find(res, "param_count") ? tdp_map_find(res, "param_count") : o, &v) == 0 ? v : 0);
+	o = tdp_map_find(res, "nodes") ? tdp_map_find(res, "nodes") : tdp_map_find(def, "nodes");
+	printf("nodes      %u\n", o && o->type == MSGPACK_OBJECT_ARRAY ? o->via.array.size : 0);
 	fputs("optimizer  ", stdout);
 	if ((o = tdp_map_find(def, "optimizer")))
 		ctl_json_msgpack(stdout, o);

@@ -26,7 +26,8 @@
 #include "store/model.h"
 #include "store/names.h"
 #include "store/store.h"
-#include "train/step.h"
+#include "methods/model_layers.h"
+#include "train/layers.h"
 #include "train/step.h"
 
 #define MAX_METRICS 64
@@ -182,8 +183,9 @@ static int pack_stat(struct request *req, msgpack_packer *pk, const struct model
 	for (unsigned k = 0; k < m->nstate; k++)
 		for (unsigned j = 0; j < 2; j++)
 			nstate += buffer_tensor(req, m, k, j) != NULL;
-	if (msgpack_pack_map(pk, COMMON_ENTRIES + 3) || pack_common(req, pk, m) ||
-	    tdp_pack_cstr(pk, "definition") || msgpack_pack_object(pk, m->u.data) ||
+	if (msgpack_pack_map(pk, COMMON_ENTRIES + 3 + (m->given ? 5 : 0)) || pack_common(req, pk, m) ||
+	    tdp_pack_cstr(pk, "definition") || msgpack_pack_object(pk, m->given ? *m->given : m->u.data) ||
+	    (m->given && model_pack_layers(req, pk, m)) ||
 	    tdp_pack_cstr(pk, "params") || msgpack_pack_array(pk, m->nparams))
 		return -1;
 	for (unsigned k = 0; k < m->nparams; k++) {
@@ -215,40 +217,27 @@ static int pack_stat(struct request *req, msgpack_packer *pk, const struct model
 	return 0;
 }
 
-int method_model_define(struct request *req)
+/* The definition of a graph-form request: its own entries, minus name, step
+ * and replace (kv: room for 7). */
+static void graph_definition(struct request *req, msgpack_object_kv *kv, msgpack_object *def)
 {
 	static const char *const def_keys[] = { "nodes", "loss", "params", "inputs", "outputs", "optimizer",
 						"state" };
-	/* Model names are per-user like tensor names (docs/security.md). */
-	param_name name;
-	const msgpack_object *nodes, *loss, *params, *inputs, *outputs, *optimizer, *state;
-	uint64_t step = 0;
-	bool replace = false;
-	/* The definition (nodes to optimizer) is checked by model_new, from
-	 * the request's own entries. */
-	const struct param p[] = {
-		PARAM_REQ("name", PARAM_TENSOR_KEY, name),
-		PARAM_REQ("nodes", PARAM_ARRAY, nodes),
-		PARAM_REQ_OBJ("loss", PARAM_STR, loss),
-		PARAM_REQ("params", PARAM_ARRAY, params),
-		PARAM_OPT("inputs", PARAM_ARRAY, inputs),
-		PARAM_OPT("outputs", PARAM_ARRAY, outputs),
-		PARAM_OPT("optimizer", PARAM_MAP, optimizer),
-		PARAM_OPT("state", PARAM_ARRAY, state),
-		PARAM_OPT("step", PARAM_UINT, step),
-		PARAM_OPT("replace", PARAM_BOOL, replace),
-	};
-	char why[TDP_MAX_ERROR_MESSAGE], shown[NAMES_SHOWN_MAX];
-	msgpack_object_kv kv[7];
-	uint32_t group;
-	msgpack_object def = { .type = MSGPACK_OBJECT_MAP };
-	struct model *old, *m = NULL;
-	int64_t now;
-	int r;
 
-	if (PARAMS_PARSE(req, p) < 0)
-		return -1;
-	old = models_find(req->call.d->models, name);
+	*def = (msgpack_object){ .type = MSGPACK_OBJECT_MAP, .via.map.ptr = kv };
+	for (uint32_t i = 0; i < req->params->via.map.size; i++)
+		for (size_t k = 0; k < sizeof(def_keys) / sizeof(def_keys[0]); k++)
+			if (tdp_obj_str_eq(&req->params->via.map.ptr[i].key, def_keys[k]))
+				kv[def->via.map.size++] = req->params->via.map.ptr[i];
+}
+
+/* Checks before anything is built: the name is free (or replace), the
+ * caller may create or modify it, there is room. */
+static int define_allowed(struct request *req, const char *name, uint64_t step, bool replace)
+{
+	char shown[NAMES_SHOWN_MAX];
+	struct model *old = models_find(req->call.d->models, name);
+
 	lookup_show(&req->call, name, shown);
 	if (old && !replace)
 		return request_fail(req, TDP_ALREADY_EXISTS,
@@ -273,29 +262,81 @@ int method_model_define(struct request *req)
 				    (unsigned long long)req->call.d->cfg.user_max_models);
 	if (step > MODEL_MAX_STEP)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "step must be 0 to %d", MODEL_MAX_STEP);
-	if (nodes->via.array.size > GRAPH_MAX_NODES)
-		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "nodes: more than %d", GRAPH_MAX_NODES);
-	if (params->via.array.size > MODEL_MAX_PARAMS)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "params: more than %d", MODEL_MAX_PARAMS);
-	/* The definition is the request's own entries, minus name, step and replace. */
-	for (uint32_t i = 0; i < req->params->via.map.size; i++)
-		for (size_t k = 0; k < sizeof(def_keys) / sizeof(def_keys[0]); k++)
-			if (tdp_obj_str_eq(&req->params->via.map.ptr[i].key, def_keys[k]))
-				kv[def.via.map.size++] = req->params->via.map.ptr[i];
-	def.via.map.ptr = kv;
-	why[0] = '\0';
-	r = model_new(name, &def, &m, why, sizeof(why));
-	if (r == -EINVAL)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "%s", why);
-	if (r == -EFBIG)
-		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "%s", why);
-	if (r < 0)
-		return request_fail(req, TDP_INTERNAL, "out of memory");
-	if (train_model_check(&req->call, m) < 0) {
-		model_free(m);
-		return -1;
+	return 0;
+}
+
+int method_model_define(struct request *req)
+{
+	/* Model names are per-user like tensor names (docs/security.md). */
+	param_name name;
+	const msgpack_object *nodes, *loss, *params, *inputs, *outputs, *optimizer, *state, *layers, *input, *dtype;
+	const msgpack_object *lv = tdp_map_find(req->params, "loss");
+	bool layered = tdp_map_find(req->params, "layers") != NULL, seeded = false;
+	uint64_t step = 0, seed = 0;
+	bool replace = false;
+	/* The definition (nodes to optimizer) is checked by model_new, from
+	 * the request's own entries (graph form) or from their expansion. */
+	const struct param p[] = {
+		PARAM_REQ("name", PARAM_TENSOR_KEY, name),
+		{ "nodes", PARAM_ARRAY, !layered, true, PARAM_OBJ_(nodes), NULL },
+		{ "loss", layered && lv && lv->type == MSGPACK_OBJECT_MAP ? PARAM_MAP : PARAM_STR, true, true,
+		  PARAM_OBJ_(loss), NULL },
+		{ "params", PARAM_ARRAY, !layered, true, PARAM_OBJ_(params), NULL },
+		PARAM_OPT("inputs", PARAM_ARRAY, inputs),
+		PARAM_OPT("outputs", PARAM_ARRAY, outputs),
+		PARAM_OPT("optimizer", PARAM_MAP, optimizer),
+		PARAM_OPT("state", PARAM_ARRAY, state),
+		PARAM_OPT("step", PARAM_UINT, step),
+		PARAM_OPT("replace", PARAM_BOOL, replace),
+		PARAM_OPT("layers", PARAM_ARRAY, layers),
+		PARAM_OPT_OBJ("input", PARAM_STR, input),
+		PARAM_OPT_GIVEN("seed", PARAM_UINT, seed, seeded),
+		PARAM_OPT_OBJ("dtype", PARAM_STR, dtype),
+	};
+	char why[TDP_MAX_ERROR_MESSAGE];
+	msgpack_object_kv kv[7];
+	uint32_t group;
+	msgpack_object def;
+	struct layers_out lo = { .np = 0 };
+	bool *want = NULL;
+	struct model *old, *m = NULL;
+	int64_t now;
+	int r = -1;
+
+	msgpack_sbuffer_init(&lo.def);
+	if (PARAMS_PARSE(req, p) < 0 || define_allowed(req, name, step, replace) < 0)
+		goto out;
+	if (!layered && (input || seeded || dtype)) {
+		request_fail(req, TDP_INVALID_ARGUMENT, "input, seed and dtype go with layers");
+		goto out;
 	}
+	if (nodes && nodes->via.array.size > GRAPH_MAX_NODES) {
+		request_fail(req, TDP_RESOURCE_EXHAUSTED, "nodes: more than %d", GRAPH_MAX_NODES);
+		goto out;
+	}
+	if (params && params->via.array.size > MODEL_MAX_PARAMS) {
+		request_fail(req, TDP_INVALID_ARGUMENT, "params: more than %d", MODEL_MAX_PARAMS);
+		goto out;
+	}
+	if (layered) {
+		if (model_define_layers(req, name, &lo, &want, &m) < 0)
+			goto out;
+	} else {
+		graph_definition(req, kv, &def);
+		why[0] = '\0';
+		r = model_new(name, &def, &m, why, sizeof(why));
+		if (r < 0) {
+			request_fail(req, r == -EINVAL ? TDP_INVALID_ARGUMENT : r == -EFBIG ? TDP_RESOURCE_EXHAUSTED
+				     : TDP_INTERNAL, "%s", r == -EINVAL || r == -EFBIG ? why : "out of memory");
+			r = -1;
+			goto out;
+		}
+		r = -1;
+	}
+	if (train_model_check(&req->call, m) < 0)
+		goto out;
 	now = daemon_now_ns(CLOCK_REALTIME);
+	old = models_find(req->call.d->models, name);
 	if (old)
 		m->owner = old->owner;
 	else
@@ -304,12 +345,22 @@ int method_model_define(struct request *req)
 	m->modified_ns = now;
 	m->step = (int64_t)step;
 	if (models_put(req->call.d->models, m) < 0) { /* room was checked above */
-		model_free(m);
-		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "no room for another model");
+		request_fail(req, TDP_RESOURCE_EXHAUSTED, "no room for another model");
+		goto out;
 	}
+	free(want);
+	want = NULL;
+	r = 0;
 	if (tdp_write_result_head(req->pk, req->msgid) < 0 || pack_stat(req, req->pk, m))
-		return request_fail(req, TDP_INTERNAL, "out of memory");
-	return 0;
+		r = request_fail(req, TDP_INTERNAL, "out of memory");
+	m = NULL;
+out:
+	if (r < 0 && want)
+		layer_init_undo(&req->call, lo.p, lo.np, want);
+	free(want);
+	model_free(m);
+	layers_out_free(&lo);
+	return r;
 }
 
 int method_model_stat(struct request *req)

@@ -184,7 +184,8 @@ static int parse_state(struct model *m, const msgpack_object *st, char *why, siz
 /* Check the parts of a decoded definition and point the model's fields at them. */
 static int parse_def(struct model *m, char *why, size_t why_len)
 {
-	static const char *const keys[] = { "nodes", "loss", "params", "inputs", "outputs", "optimizer", "state" };
+	static const char *const keys[] = { "nodes", "loss", "params", "inputs", "outputs", "optimizer", "state",
+					    "given", "param_layer" };
 	const msgpack_object *def = &m->u.data, *inputs, *outputs, *state;
 	int r;
 
@@ -252,6 +253,18 @@ static int parse_def(struct model *m, char *why, size_t why_len)
 		if (r < 0)
 			return r;
 	}
+	/* A layer model (train/layers.h): the definition as the client gave
+	 * it, and each parameter's layer path ("" for a raw one). */
+	m->given = tdp_map_find(def, "given");
+	m->param_layer = tdp_map_find(def, "param_layer");
+	if (m->given && m->given->type != MSGPACK_OBJECT_MAP)
+		return tdp_errorf(why, why_len, -EINVAL, "given must be a map");
+	if (m->param_layer && (m->param_layer->type != MSGPACK_OBJECT_ARRAY ||
+			       m->param_layer->via.array.size != m->nparams))
+		return tdp_errorf(why, why_len, -EINVAL, "param_layer must list one layer per parameter");
+	for (uint32_t k = 0; m->param_layer && k < m->nparams; k++)
+		if (m->param_layer->via.array.ptr[k].type != MSGPACK_OBJECT_STR)
+			return tdp_errorf(why, why_len, -EINVAL, "param_layer[%u] must be a string", k);
 	state = tdp_map_find(def, "state");
 	return state ? parse_state(m, state, why, why_len) : 0;
 }

@@ -56,6 +56,10 @@ struct model {
 	const msgpack_object *optimizer; /* map or NULL */
 	const msgpack_object *loss_obj;  /* str */
 	const msgpack_object *params_obj; /* array of str */
+	/* A layer model (model.define with `layers`, train/layers.h): the
+	 * definition as given, and each parameter's layer path ("" for a raw
+	 * one); NULL for a graph model. */
+	const msgpack_object *given, *param_layer;
 	char loss[TDP_MAX_NAME_LEN + 1];
 	unsigned nparams;
 	char (*params)[TDP_MAX_NAME_LEN + 1];
@@ -77,7 +81,7 @@ struct models *models_new(uint32_t max);
 void models_free(struct models *ms);
 
 /* Check the definition map `def` ({nodes, loss, params, inputs?, outputs?,
- * optimizer?, state?}) for its structure and limits (not against the store: see
+ * optimizer?, state?, given?, param_layer?}) for its structure and limits (not against the store: see
  * train_model_check) and build a model named `name` holding a packed copy.
  * Returns 0 with *ret (free with model_free unless handed to models_put), or
  * -EINVAL with the reason in `why`, or -ENOMEM / -EFBIG (definition over
