@@ -25,7 +25,9 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COLUMNS = ["workload", "unit", "tensord kernel", "tensord e2e", "PyTorch", "PyTorch e2e",
-           "ratio kernel", "ratio e2e", "goal", "met?"]
+           "ratio kernel", "ratio e2e", "PyTorch graph", "ratio graph", "goal", "met?"]
+# Tables written before the CUDA-graph columns were added.
+COLUMNS_OLD = [c for c in COLUMNS if c not in ("PyTorch graph", "ratio graph")]
 
 
 def num(cell):
@@ -43,8 +45,10 @@ def parse_markdown(text):
     lines = text.splitlines()
     for i, line in enumerate(lines):
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if cells != COLUMNS:
+        if cells not in (COLUMNS, COLUMNS_OLD):
             continue
+        cols = cells
+        at = {name: k for k, name in enumerate(cols)}
         title = ""
         for prev in reversed(lines[:i]):
             if prev.strip():
@@ -55,11 +59,12 @@ def parse_markdown(text):
             if not row.startswith("|"):
                 break
             c = [x.strip() for x in row.strip().strip("|").split("|")]
-            if len(c) != len(COLUMNS):
-                raise ValueError("a row of %d cells, want %d: %s" % (len(c), len(COLUMNS), row))
+            if len(c) != len(cols):
+                raise ValueError("a row of %d cells, want %d: %s" % (len(c), len(cols), row))
+            goal = c[at["goal"]]
             rows.append({"name": c[0].strip("`"), "unit": c[1], "tensord_kernel": num(c[2]),
-                         "tensord_e2e": num(c[3]), "ratio_kernel": num(c[6]),
-                         "ratio_e2e": num(c[7]), "goal": None if c[8] == "-" else c[8]})
+                         "tensord_e2e": num(c[3]), "ratio_kernel": num(c[at["ratio kernel"]]),
+                         "ratio_e2e": num(c[at["ratio e2e"]]), "goal": None if goal == "-" else goal})
         return title, rows
     raise ValueError("no table with the columns %s" % " | ".join(COLUMNS))
 

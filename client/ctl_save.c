@@ -110,8 +110,10 @@ static int check_file_tensors(const char *path, const struct st_file *f, const c
 	return CTL_EXIT_OK;
 }
 
-/* Put every tensor of `f` as prefix + its name. */
-static int put_tensors(struct ctl *c, const struct st_file *f, const char *prefix, uint64_t *ret_bytes)
+/* Put every tensor of `f` as prefix + its name, a name that starts with
+ * `strip` (NULL: none) losing that start first. */
+static int put_tensors(struct ctl *c, const struct st_file *f, const char *strip, const char *prefix,
+		       uint64_t *ret_bytes)
 {
 	char name[TENSORD_MAX_NAME_LEN + 1];
 	uint64_t total = 0;
@@ -119,8 +121,15 @@ static int put_tensors(struct ctl *c, const struct st_file *f, const char *prefi
 
 	for (size_t i = 0; i < f->ntensors; i++) {
 		const struct st_tensor *t = &f->tensors[i];
+		const char *rest = t->name;
 
-		snprintf(name, sizeof(name), "%s%s", prefix, t->name);
+		if (strip && !strncmp(rest, strip, strlen(strip)))
+			rest += strlen(strip);
+		if (strlen(prefix) + strlen(rest) > TENSORD_MAX_NAME_LEN)
+			return ctl_error("tensor '%.64s' renamed to '%.64s%.64s' is too long (at most %d bytes)",
+					 t->name, prefix, rest, TENSORD_MAX_NAME_LEN);
+		memcpy(name, prefix, strlen(prefix));
+		memcpy(name + strlen(prefix), rest, strlen(rest) + 1);
 		r = tensord_put(c->td, name, (enum tensord_dtype)st_dtype_to_tensord((int)t->dtype), t->rank,
 				t->shape, t->data, (size_t)(t->end - t->begin), NULL);
 		if (r < 0)
@@ -206,7 +215,7 @@ int ctl_cmd_load(struct ctl *c)
 	if (ctl_st_load(path, &f, &in, err, sizeof(err)) < 0)
 		return ctl_error("%s: %s", path, err);
 	if ((status = check_file_tensors(path, &f, prefix)) != CTL_EXIT_OK ||
-	    (status = ctl_connect(c)) != CTL_EXIT_OK || (status = put_tensors(c, &f, prefix, &bytes)) != CTL_EXIT_OK)
+	    (status = ctl_connect(c)) != CTL_EXIT_OK || (status = put_tensors(c, &f, NULL, prefix, &bytes)) != CTL_EXIT_OK)
 		goto out;
 	if (c->json) {
 		fputs("{\"file\":", stdout);
@@ -344,7 +353,7 @@ out:
 /* The model.define params for a loaded file: its definition plus name, step
  * and replace. */
 static int define_params(struct ctl *c, const char *path, const struct st_file *f, const char *name,
-			 msgpack_sbuffer *out)
+			 msgpack_sbuffer *out, bool *ret_layers)
 {
 	const char *def = st_meta_get(f, META_DEF), *step = st_meta_get(f, META_STEP);
 	msgpack_sbuffer sb;
@@ -393,6 +402,8 @@ static int define_params(struct ctl *c, const char *path, const struct st_file *
 			status = ctl_error("out of memory");
 			goto out;
 		}
+		if (tdp_obj_str_eq(&kv->key, "layers"))
+			*ret_layers = true;
 	}
 out:
 	msgpack_unpacked_destroy(&u);
@@ -405,11 +416,12 @@ int ctl_model_load(struct ctl *c, const char *path)
 {
 	struct st_file f;
 	msgpack_sbuffer sb;
-	const char *name;
-	char err[MSG_MAX], size[32];
+	const char *name, *saved;
+	char err[MSG_MAX], size[32], from[TENSORD_MAX_NAME_LEN + 2], to[TENSORD_MAX_NAME_LEN + 2];
 	void *res = NULL, *in = NULL;
 	size_t rlen;
 	uint64_t bytes = 0;
+	bool layers = false;
 	int r, status;
 
 	msgpack_sbuffer_init(&sb);
@@ -428,7 +440,7 @@ int ctl_model_load(struct ctl *c, const char *path)
 			      : ctl_error("%s names no model (__metadata__ \"%s\"); give --name", path, META_NAME);
 		goto out;
 	}
-	if ((status = define_params(c, path, &f, name, &sb)) != CTL_EXIT_OK ||
+	if ((status = define_params(c, path, &f, name, &sb, &layers)) != CTL_EXIT_OK ||
 	    (status = check_file_tensors(path, &f, "")) != CTL_EXIT_OK || (status = ctl_connect(c)) != CTL_EXIT_OK)
 		goto out;
 	/* Refuse before any tensor is replaced when the name is taken. */
@@ -445,7 +457,13 @@ int ctl_model_load(struct ctl *c, const char *path)
 			goto out;
 		}
 	}
-	if ((status = put_tensors(c, &f, "", &bytes)) != CTL_EXIT_OK)
+	/* A layer model's tensors are named after the model (MODEL/0.weight):
+	 * loaded under another name, they are put under that one. */
+	saved = st_meta_get(&f, META_NAME);
+	layers = layers && saved && strcmp(saved, name);
+	snprintf(from, sizeof(from), "%s/", layers ? saved : "");
+	snprintf(to, sizeof(to), "%s/", layers ? name : "");
+	if ((status = put_tensors(c, &f, layers ? from : NULL, layers ? to : "", &bytes)) != CTL_EXIT_OK)
 		goto out;
 	if ((r = tensord_model_define_raw(c->td, sb.data, sb.size, &res, &rlen)) < 0) {
 		status = ctl_call_failed(c, r);

@@ -324,6 +324,12 @@ def save_load(tmp):
         for k, v in want.items():
             check(get(c, k).tobytes() == v, "model load keeps %s" % k)
         check(math.isfinite(step(c, "sv")), "training goes on")
+        # Under another name a layer model's tensors follow the name: the
+        # copy starts from the saved parameters, not from fresh ones.
+        run("model", "load", path, "--name", "copy")
+        for k, v in want.items():
+            check(get(c, "copy/" + k[len("sv/"):]).tobytes() == v, "model load --name puts %s as copy/" % k)
+        check(c.call("model.stat", {"name": "copy"})["step"] == 1, "the copy has the saved step")
 
 
 def main():
