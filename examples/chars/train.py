@@ -30,8 +30,9 @@ positions from its mask (NoPE, Kazemnejad et al. 2023), which is enough here.
    only what the previous ones stored, so all of them are pipelined; the client reads
    the drawn characters at the end.
 
-The defaults (one block, dim 32, context 32, 300 steps of 16 windows) take about a minute
-on lavapipe (2 CPU cores: about 0.2 s a step); on a GPU give it more (second line).
+The defaults (one block, dim 32, context 32, 300 steps of 16 windows) take about two
+minutes on lavapipe (2 busy CPU cores: 0.2-0.4 s a step) and reach a loss of about 2.3
+nats (the text's unigram entropy is 3.17); on a GPU give it more (second line).
 
 Usage (Debian's /usr/bin/python3):
   examples/chars/train.py --spawn build/daemon/tensord
