@@ -113,4 +113,13 @@ def test_train_and_model_files(client, daemon, prefix, tmp_path):
         m3 = client.model(name)
         assert m3.step_count == 30
         np.testing.assert_array_equal(m3.predict({"x": x})["head"], want)
+        # ... and the Python client loads tensorctl's file of a layer model under another name
+        ctl_path = str(tmp_path / "ctl.safetensors")
+        r = subprocess.run([binary, "--socket", daemon.sock, "model", "save", name, ctl_path], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        m4 = client.load_model(ctl_path, name=prefix + "copy2")
+        assert all(q["name"].startswith(prefix + "copy2/") for q in m4.stat()["parameters"])
+        np.testing.assert_array_equal(m4.predict({"x": x})["head"], want)
+        m4.delete(tensors=True)
     client.model(name).delete(tensors=True)
