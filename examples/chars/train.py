@@ -91,6 +91,8 @@ def spawn(binary):
 
 
 def stop(proc, tmp):
+    """Stop a spawned tensord (SIGTERM); a non-zero exit (a sanitizer's
+    report, a crash) is printed with its log and ends this script with 1."""
     if proc is not None:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -98,6 +100,12 @@ def stop(proc, tmp):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        if proc.returncode != 0:
+            with open(os.path.join(tmp, "tensord.log"), errors="replace") as f:
+                sys.stderr.write(f.read()[-20000:])
+            shutil.rmtree(tmp, ignore_errors=True)
+            sys.stderr.write("tensord exited with %d\n" % proc.returncode)
+            sys.exit(1)
     if tmp is not None:
         shutil.rmtree(tmp, ignore_errors=True)
 
