@@ -123,3 +123,43 @@ def test_train_and_model_files(client, daemon, prefix, tmp_path):
         np.testing.assert_array_equal(m4.predict({"x": x})["head"], want)
         m4.delete(tensors=True)
     client.model(name).delete(tensors=True)
+
+
+@pytest.mark.parametrize("kind", ["cnn", "transformer"])
+def test_every_layer_type_names_and_shapes_agree_with_the_daemon(client, prefix, kind):
+    """nn.named_parameters/named_buffers/param_count (written from LAYERS.md) against
+    what the daemon creates, for the layer types test_nn only checks offline."""
+    name = prefix + kind
+    if kind == "cnn":
+        net = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.SiLU(), nn.AvgPool2d(2),
+                            nn.Conv2d(4, 6, (3, 1), bias=False), nn.MaxPool2d(2, stride=1), nn.Flatten(),
+                            nn.Linear(6 * 1 * 3, 5), nn.Sigmoid())
+        inputs = {"x": ("f32", [2, 1, 8, 8]), "y": ("f32", [2, 5])}
+        loss = nn.MSELoss(target="y")
+    else:
+        from collections import OrderedDict
+        net = nn.Sequential(OrderedDict([
+            ("emb", nn.Embedding(11, 8)),
+            ("blocks", nn.Sequential(nn.TransformerBlock(8, 2, hidden=12, causal=True), nn.TransformerBlock(8, 4))),
+            ("attn", nn.MultiheadAttention(8, 2, bias=False)),
+            ("norm", nn.RMSNorm(8)),
+            ("ln", nn.LayerNorm(8)),
+            ("head", nn.Linear(8, 11))]))
+        inputs = {"x": ("i32", [1, 5]), "y": ("i32", [1, 5])}
+        loss = nn.CrossEntropyLoss(target="y")
+    m = client.define_model(name, layers=net, inputs=inputs, loss=loss, optimizer={"type": "sgd"})
+    st = m.stat()
+    assert [(q["name"], tuple(q["shape"])) for q in st["parameters"]] == net.named_parameters(name + "/")
+    assert st["param_count"] == net.param_count()
+    for b, shape in net.named_buffers(name + "/"):
+        assert b in st["state"] and client.stat(b)["shape"] == list(shape)
+    # a training step runs, with arrays for data
+    rng = np.random.default_rng(0)
+    if kind == "cnn":
+        data = {"x": rng.standard_normal((4, 1, 8, 8)).astype(np.float32),
+                "y": rng.uniform(0, 1, (4, 5)).astype(np.float32)}
+    else:
+        data = {"x": rng.integers(0, 11, (3, 5)).astype(np.int32), "y": rng.integers(0, 11, (3, 5)).astype(np.int32)}
+    r = m.step(data)
+    assert r["step"] == 1 and np.isfinite(r["loss"])
+    m.delete(tensors=True)
