@@ -110,8 +110,9 @@ static int check_file_tensors(const char *path, const struct st_file *f, const c
 	return CTL_EXIT_OK;
 }
 
-/* Put every tensor of `f` as prefix + its name, a name that starts with
- * `strip` (NULL: none) losing that start first. */
+/* Put every tensor of `f` as prefix + its name; with `strip` (not NULL),
+ * only a name that starts with `strip` is renamed (that start replaced by
+ * prefix), the others are put as they are. */
 static int put_tensors(struct ctl *c, const struct st_file *f, const char *strip, const char *prefix,
 		       uint64_t *ret_bytes)
 {
@@ -121,15 +122,17 @@ static int put_tensors(struct ctl *c, const struct st_file *f, const char *strip
 
 	for (size_t i = 0; i < f->ntensors; i++) {
 		const struct st_tensor *t = &f->tensors[i];
-		const char *rest = t->name;
+		const char *rest = t->name, *front = prefix;
 
-		if (strip && !strncmp(rest, strip, strlen(strip)))
+		if (strip && strncmp(rest, strip, strlen(strip)))
+			front = "";      /* not under `strip`: kept as it is */
+		else if (strip)
 			rest += strlen(strip);
-		if (strlen(prefix) + strlen(rest) > TENSORD_MAX_NAME_LEN)
+		if (strlen(front) + strlen(rest) > TENSORD_MAX_NAME_LEN)
 			return ctl_error("tensor '%.64s' renamed to '%.64s%.64s' is too long (at most %d bytes)",
-					 t->name, prefix, rest, TENSORD_MAX_NAME_LEN);
-		memcpy(name, prefix, strlen(prefix));
-		memcpy(name + strlen(prefix), rest, strlen(rest) + 1);
+					 t->name, front, rest, TENSORD_MAX_NAME_LEN);
+		memcpy(name, front, strlen(front));
+		memcpy(name + strlen(front), rest, strlen(rest) + 1);
 		r = tensord_put(c->td, name, (enum tensord_dtype)st_dtype_to_tensord((int)t->dtype), t->rank,
 				t->shape, t->data, (size_t)(t->end - t->begin), NULL);
 		if (r < 0)
