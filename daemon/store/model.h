@@ -65,6 +65,9 @@ struct model {
 	char (*outputs)[TDP_MAX_NAME_LEN + 1];
 	unsigned nstate;
 	struct model_state state[MODEL_MAX_STATE];
+	/* train.steps of it submitted and not finished (async_request.h):
+	 * another connection's step is refused meanwhile. */
+	uint32_t steps_pending;
 	struct model *next;         /* the registry's chain */
 };
 
