@@ -30,13 +30,29 @@ static void async_req_cancel(struct request_deferred *def)
 	a->gone = true;
 }
 
+static void graph_completed(struct graph *gr, void *data);
+
+/* Run a->again (graph_execute, or graph_execute_async with a->async).
+ * Returns 1 when it completed, 0 when graph_completed will be called, -1
+ * with the error set. */
+static int run_again(struct async_req *a)
+{
+	struct graph *gr = a->again;
+
+	a->again = NULL;
+	if (!a->async)
+		return graph_execute(gr) < 0 ? -1 : 1;
+	return graph_execute_async(gr, graph_completed, a);
+}
+
 /* Finish `a` on the loop: answer (or, for a departed client, write the
- * answer nowhere) and release it. */
+ * answer nowhere) and release it, unless `finish` chained more work. */
 static void async_req_complete(struct async_req *a)
 {
 	struct request *req = &a->later;
 	struct tdp_buf scratch = { 0 };
 	size_t mark;
+	int r;
 
 	if (a->gone) {
 		req->conn = NULL;
@@ -44,7 +60,18 @@ static void async_req_complete(struct async_req *a)
 		msgpack_packer_init(&a->pk, &scratch, tdp_buf_msgpack_write);
 	}
 	mark = tdp_buf_len(req->out);
-	if (a->finish(a, req) < 0) {
+	while ((r = a->finish(a, req)) == ASYNC_REQ_AGAIN && !a->gone) {
+		struct graph *gr = a->again;
+
+		r = run_again(a);
+		if (r == 0) {
+			gr->call = &req->call;
+			return;
+		}
+		if (r < 0)
+			break;
+	}
+	if (r < 0) {
 		/* Whatever was written is dropped, as request_dispatch does. */
 		req->out->end = req->out->start + mark;
 		req->call.d->requests_failed++;
@@ -60,21 +87,33 @@ static void async_req_complete(struct async_req *a)
 	a->release(a);
 }
 
-/* Finish `a` now (the work completed within the handler). */
-static int async_req_finish_now(struct request *req, struct async_req *a)
-{
-	int r = a->finish(a, req);
-
-	a->release(a);
-	return r < 0 ? -1 : 0;
-}
-
 static int async_req_defer(struct request *req, struct async_req *a)
 {
 	request_defer(req, &a->def, &a->later, &a->pk); /* cannot fail: req->conn is set */
 	a->def.cancel = async_req_cancel;
 	a->deferred = true;
 	return REQUEST_DEFERRED;
+}
+
+/* Finish `a` now (the work completed within the handler), running what
+ * `finish` chains until one part is left to the completion thread. */
+static int async_req_finish_now(struct request *req, struct async_req *a)
+{
+	int r;
+
+	while ((r = a->finish(a, req)) == ASYNC_REQ_AGAIN) {
+		struct graph *gr = a->again;
+
+		r = run_again(a);
+		if (r == 0) {
+			gr->call = &a->later.call;
+			return async_req_defer(req, a);
+		}
+		if (r < 0)
+			break;
+	}
+	a->release(a);
+	return r < 0 ? -1 : 0;
 }
 
 static void graph_completed(struct graph *gr, void *data)
@@ -87,10 +126,9 @@ int async_req_run_graph(struct request *req, struct async_req *a, struct graph *
 {
 	int r;
 
-	if (!async_req_possible(req))
-		r = graph_execute(gr) < 0 ? -1 : 1;
-	else
-		r = graph_execute_async(gr, graph_completed, a);
+	a->async = async_req_possible(req);
+	a->again = gr;
+	r = run_again(a);
 	if (r < 0) {
 		a->release(a);
 		return -1;
@@ -125,7 +163,8 @@ int async_req_run_rec(struct request *req, struct async_req *a, struct gpu_recor
 
 	if (r < 0)
 		return r;
-	if (!async_req_possible(req) || rec->slot < GPU_CMD_SYNC || rec_finished_soon(rec) ||
+	a->async = async_req_possible(req);
+	if (!a->async || rec->slot < GPU_CMD_SYNC || rec_finished_soon(rec) ||
 	    gpu_rec_watch(rec, rec_completed, a) < 0)
 		return async_req_finish_now(req, a);
 	return async_req_defer(req, a);

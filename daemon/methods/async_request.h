@@ -13,17 +13,27 @@
 struct graph;
 struct gpu_recorder;
 
+/* `finish`'s return when it submitted more work (async_req.again). */
+#define ASYNC_REQ_AGAIN 2
+
 struct async_req {
 	struct request_deferred def;
 	struct request later;           /* request_defer's copy: where the answer goes */
 	msgpack_packer pk;
 	bool deferred;                  /* request_defer was called */
 	bool gone;                      /* the client went away: nobody is answered */
+	bool async;                     /* async_req_possible when it started */
+	/* Set by `finish` when it returns ASYNC_REQ_AGAIN: the next graph to
+	 * run (built and checked, the owner's), e.g. model.evaluate's next
+	 * batch; `finish` is called again once it completed. */
+	struct graph *again;
 	/* Called once the work completed (or failed): wait for its outcome
 	 * (returns at once by then), write the whole answer into `req` and
 	 * commit what the request changes (only when everything succeeded).
 	 * For a departed client `req` writes into a scratch buffer that is
-	 * dropped: the request still takes effect. Returns 0 or request_fail. */
+	 * dropped: the request still takes effect. Returns 0, request_fail, or
+	 * ASYNC_REQ_AGAIN after setting `again` (not for a departed client's
+	 * request, which then ends: only requests without effects chain). */
 	int (*finish)(struct async_req *a, struct request *req);
 	/* Free the owner (it holds `a`). Called exactly once, after `finish`. */
 	void (*release)(struct async_req *a);
