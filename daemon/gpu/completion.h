@@ -60,3 +60,8 @@ bool gpu_completion_busy(const struct gpu_device *g);
 /* Release `a` (gpu_memory_free) once the submissions pending now
  * completed; `*a` is cleared now. */
 void gpu_completion_defer_free(struct gpu_device *g, struct gpu_alloc *a);
+
+/* Destroy pipeline `p` (a client kernel's, kernel.delete) once the
+ * submissions pending now completed: returns 0, or -EAGAIN when none is
+ * pending (destroy it now). */
+int gpu_completion_defer_pipeline(struct gpu_device *g, VkPipeline p);

@@ -159,10 +159,6 @@ static bool rec_finished_soon(struct gpu_recorder *rec)
 
 int async_req_run_rec(struct request *req, struct async_req *a, struct gpu_recorder *rec)
 {
-	int r = gpu_rec_submit(rec);
-
-	if (r < 0)
-		return r;
 	a->async = async_req_possible(req);
 	if (!a->async || rec->slot < GPU_CMD_SYNC || rec_finished_soon(rec) ||
 	    gpu_rec_watch(rec, rec_completed, a) < 0)

@@ -51,8 +51,8 @@ bool async_req_possible(const struct request *req);
  * submission `a` is released and -1 returned with req's error set. */
 int async_req_run_graph(struct request *req, struct async_req *a, struct graph *gr);
 
-/* The same for a recording begun with gpu_rec_begin_async and recorded
- * (rec lives in the owner): submit it, poll, else watch it. `finish` calls
- * gpu_rec_wait for the outcome. A failed submit returns its -errno with
- * nothing finished or released (the caller reports it and frees `a`). */
+/* The same for a recording begun with gpu_rec_begin_async (gpu_rec_begin
+ * when !async_req_possible), recorded and submitted (gpu_rec_submit; rec
+ * lives in the owner): poll, else watch it. `finish` calls gpu_rec_wait for
+ * the outcome. Returns finish's result (0 or -1) or REQUEST_DEFERRED. */
 int async_req_run_rec(struct request *req, struct async_req *a, struct gpu_recorder *rec);
