@@ -313,8 +313,19 @@ void gpu_completion_stop(struct gpu_device *g)
 
 	if (!c)
 		return;
-	gpu_completion_drain(g);
-	run_ready(c);
+	/* A `done` may submit more (model.evaluate's next batch): until none
+	 * is left. */
+	for (;;) {
+		unsigned n;
+
+		gpu_completion_drain(g);
+		run_ready(c);
+		pthread_mutex_lock(&c->lock);
+		n = c->n;
+		pthread_mutex_unlock(&c->lock);
+		if (!n && !c->ready)
+			break;
+	}
 	flush_frees(c);
 	pthread_mutex_lock(&c->lock);
 	c->quit = true;

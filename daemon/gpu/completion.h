@@ -26,8 +26,9 @@ struct loop;
  * -errno. */
 int gpu_completion_start(struct gpu_device *g, struct loop *l);
 
-/* Finish the pending submission (waiting for it), call the `done` still due,
- * release the deferred memory and stop the thread. Nothing when not started. */
+/* Finish the pending submissions (waiting for them), call the `done` still
+ * due (and again for what those submit), release the deferred memory and
+ * stop the thread. Nothing when not started. */
 void gpu_completion_stop(struct gpu_device *g);
 
 /* Whether gpu_rec_watch can watch submissions on `g`. */
