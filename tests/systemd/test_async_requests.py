@@ -15,7 +15,8 @@ loop waited, fails these). The results are checked against NumPy:
     its own, chained from the completions): the row-weighted mean loss;
   - kernel.run (v[i] + 64 * iters, exact in f32);
   - tensor.copy (bytes equal).
-Also: a client that disconnects while its train.step runs (the step still
+Also: kernel.delete while the kernel runs (its pipeline outlives the
+work), a client that disconnects while its train.step runs (the step still
 commits w), an input deleted and its memory asked for again while a step
 reads it (the step still reads the original), and two connections' steps
 of one model at once (the second is refused with UNAVAILABLE while the
@@ -199,6 +200,16 @@ def kernel_run(sock, pings):
     ver = other.call("tensor.stat", {"name": "v"})["version"]
     c.call("kernel.run", {"name": "spin", "tensors": ["v"], "push": {"iters": 1, "a": 1.0}, "groups": [groups]})
     check(other.call("tensor.stat", {"name": "v"})["version"] == ver + 1, "kernel.run bumps the version")
+    # The kernel deleted (by another connection of its owner) while it runs:
+    # its pipeline outlives the work, the run completes right.
+    put(c, "v", v)
+    msgid = c.request("kernel.run", {"name": "spin", "tensors": ["v"], "push": {"iters": iters, "a": 1.0},
+                                     "groups": [groups]})
+    time.sleep(0.3)
+    e2, _ = other.call_full("kernel.delete", {"name": "spin"})
+    e, _ = c.response(msgid)
+    check(e is None and e2 is None and np.array_equal(get(other, "v"), v + 64 * iters),
+          "kernel.delete while the kernel runs: the run completes right (%r, %r)" % (e, e2))
     c.close()
     other.close()
 
