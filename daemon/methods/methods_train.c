@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/metrics.h"
+#include "buf.h"
 #include "daemon.h"
 #include "engine/forward.h"
 #include "engine/graph_core.h"
@@ -65,19 +67,147 @@ struct step_job {
 	bool pending;                       /* counted in the model's steps_pending */
 };
 
+/* A train.step of a model that has another connection's step running
+ * (docs/training.md, "Concurrent steps"): deferred with a copy of its
+ * params, and served when that step is released, in arrival order. */
+struct step_waiter {
+	struct request_deferred def;
+	struct request later;
+	msgpack_packer pk;
+	struct daemon *d;
+	char model[TDP_MAX_NAME_LEN + 1];
+	uint64_t serial;                    /* the definition whose step it waits for */
+	struct tdp_buf buf;                 /* the params, packed */
+	msgpack_unpacked u;                 /* ... and decoded: later.params */
+	struct step_waiter *next;
+};
+
+/* Every waiting train.step, in arrival order. */
+static struct step_waiter *waiters;
+
+static void waiter_free(struct step_waiter *w)
+{
+	struct step_waiter **pp;
+
+	for (pp = &waiters; *pp && *pp != w; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = w->next;
+	msgpack_unpacked_destroy(&w->u);
+	tdp_buf_free(&w->buf);
+	free(w);
+}
+
+/* Its client went away: it never ran, and never will. */
+static void waiter_cancel(struct request_deferred *def)
+{
+	waiter_free((struct step_waiter *)def);
+}
+
+static int train_step_serve(struct request *req);
+
+/* Serve waiter `w` now (unlinked by the caller): as a new request on its
+ * connection, answered now or deferred again. */
+static void waiter_run(struct step_waiter *w)
+{
+	struct request req = w->later;
+	size_t mark = tdp_buf_len(req.out);
+	int r;
+
+	req.params = &w->u.data;
+	r = train_step_serve(&req);
+	if (r < 0) {
+		/* Whatever was written is dropped, as request_dispatch does. */
+		req.out->end = req.out->start + mark;
+		req.call.d->requests_failed++;
+		metrics_request_error(&req.call.d->metrics, req.slot);
+		if (request_pack_error(&req, &w->pk) < 0)
+			req.out->end = req.out->start + mark;
+	}
+	/* Deferred again: the connection now waits for the step's own answer. */
+	if (r != REQUEST_DEFERRED)
+		request_deferred_done(&req);
+	msgpack_unpacked_destroy(&w->u);
+	tdp_buf_free(&w->buf);
+	free(w);
+}
+
+/* A step of model `name` (definition `serial`) was released: serve the
+ * steps waiting for it, until one of them runs (or none is left). */
+static void waiters_run(struct daemon *d, const char *name, uint64_t serial)
+{
+	for (;;) {
+		struct model *m = models_find_serial(d->models, name, serial);
+		struct step_waiter **pp, *w;
+
+		if (m && m->steps_pending)
+			return;
+		for (pp = &waiters; *pp; pp = &(*pp)->next)
+			if ((*pp)->d == d && (*pp)->serial == serial && !strcmp((*pp)->model, name))
+				break;
+		w = *pp;
+		if (!w)
+			return;
+		*pp = w->next;
+		waiter_run(w);
+	}
+}
+
+/* Defer `req` until the running step of `m` is released. Returns
+ * REQUEST_DEFERRED or request_fail. */
+static int step_wait(struct request *req, const struct model *m)
+{
+	struct step_waiter *w = calloc(1, sizeof(*w)), **pp;
+	msgpack_packer pk;
+	size_t off = 0;
+
+	if (!w)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	msgpack_packer_init(&pk, &w->buf, tdp_buf_msgpack_write);
+	msgpack_unpacked_init(&w->u);
+	if (!req->params || msgpack_pack_object(&pk, *req->params) ||
+	    msgpack_unpack_next(&w->u, (const char *)tdp_buf_head(&w->buf), tdp_buf_len(&w->buf), &off) !=
+		    MSGPACK_UNPACK_SUCCESS) {
+		waiter_free(w);
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	}
+	if (request_defer(req, &w->def, &w->later, &w->pk) < 0) {
+		waiter_free(w);
+		return -1;
+	}
+	w->def.cancel = waiter_cancel;
+	w->later.params = &w->u.data;
+	w->later.fds = NULL;
+	w->later.nfds = 0;
+	w->d = req->call.d;
+	strcpy(w->model, m->name);
+	w->serial = m->serial;
+	for (pp = &waiters; *pp; pp = &(*pp)->next)
+		;
+	*pp = w;
+	return REQUEST_DEFERRED;
+}
+
 static void step_release(struct async_req *a)
 {
 	struct step_job *j = (struct step_job *)a;
+	char name[TDP_MAX_NAME_LEN + 1];
+	struct daemon *d = j->d;
+	uint64_t serial = j->serial;
+	bool pending = j->pending;
 
-	if (j->pending) {
-		struct model *m = models_find_serial(j->d->models, j->model, j->serial);
+	if (pending) {
+		struct model *m = models_find_serial(d->models, j->model, j->serial);
 
 		if (m && m->steps_pending)
 			m->steps_pending--;
+		strcpy(name, j->model);
 	}
 	graph_free(&j->gr);
 	free(j->spec);
 	free(j);
+	if (pending)
+		waiters_run(d, name, serial);
 }
 
 /* The step ran (or failed): read the loss, answer, and only when it is
@@ -135,7 +265,8 @@ static int step_finish(struct async_req *a, struct request *req)
 }
 
 /* Read the step's source, spec and step number into a new job `j`, and
- * build its graph. Returns 0, or -1 after request_fail. */
+ * build its graph. Returns 0, 1 when the model has a step running (the
+ * request must wait: step_wait), or -1 after request_fail. */
 static int step_prepare(struct request *req, struct step_job *j, struct source *src,
 			const msgpack_object *grads, const msgpack_object *outputs, const msgpack_object *data,
 			uint64_t step_arg, bool has_step, const char *model, int fuse, bool accumulate, bool apply,
@@ -151,8 +282,7 @@ static int step_prepare(struct request *req, struct step_job *j, struct source *
 	 * would read the parameters the first has not stored yet
 	 * (docs/training.md, "Concurrent steps"). */
 	if (src->m && src->m->steps_pending)
-		return request_fail(req, TDP_UNAVAILABLE, "model '%s' has a train.step of another connection "
-				    "running; retry once it completed", src->m->name);
+		return 1;
 	step = src->m ? src->m->step + 1 : 1;
 	if (has_step) {
 		if (step_arg < 1 || step_arg > INT32_MAX)
@@ -191,6 +321,12 @@ static int step_prepare(struct request *req, struct step_job *j, struct source *
 
 int method_train_step(struct request *req)
 {
+	return train_step_serve(req);
+}
+
+/* train.step, for a request just arrived or one that waited (step_wait). */
+static int train_step_serve(struct request *req)
+{
 	struct source src;
 	const msgpack_object *grads, *outputs, *data;
 	uint64_t step_arg = 0, seed = 0;
@@ -212,6 +348,7 @@ int method_train_step(struct request *req)
 		PARAM_OPT("seed", PARAM_UINT, seed),
 	};
 	struct step_job *j;
+	int r;
 
 	if (PARAMS_PARSE(req, p) < 0)
 		return -1;
@@ -222,13 +359,14 @@ int method_train_step(struct request *req)
 	j->gr.call = &req->call;
 	j->a.finish = step_finish;
 	j->a.release = step_release;
-	if (step_prepare(req, j, &src, grads, outputs, data, step_arg, has_step, has_model ? model : NULL,
-			 has_fuse ? fuse : -1, accumulate, apply, seed) < 0) {
+	r = step_prepare(req, j, &src, grads, outputs, data, step_arg, has_step, has_model ? model : NULL,
+			 has_fuse ? fuse : -1, accumulate, apply, seed);
+	if (r != 0) {
 		step_release(&j->a);
-		return -1;
+		return r < 0 ? -1 : step_wait(req, src.m);
 	}
 	/* Counted until released: another connection's step of the model
-	 * waits for it (refused meanwhile). */
+	 * waits for it (step_wait). */
 	if (j->model[0]) {
 		src.m->steps_pending++;
 		j->pending = true;
