@@ -66,7 +66,7 @@ struct model {
 	unsigned nstate;
 	struct model_state state[MODEL_MAX_STATE];
 	/* train.steps of it submitted and not finished (async_request.h):
-	 * another connection's step is refused meanwhile. */
+	 * another connection's step waits meanwhile (methods_train.c). */
 	uint32_t steps_pending;
 	struct model *next;         /* the registry's chain */
 };
