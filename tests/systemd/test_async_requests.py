@@ -21,7 +21,7 @@ commits w), an input deleted and its memory asked for again while a step
 reads it (the step still reads the original), and steps of one model from
 several connections at once (the second waits for the first: the count
 goes 1, then 2, w as NumPy's after two steps; one whose client left while
-it waited never runs).
+it waited never runs), and SIGTERM while all that is pending (clean exit).
 
 argv[1] = "sync" runs it all with `async_graphs = no` (the old path): every
 check but the latency.
@@ -307,6 +307,28 @@ def two_connections_one_model(sock, k, rng):
     b.close()
 
 
+def sigterm_while_pending(tmp, k, rng):
+    """SIGTERM while a model's train.step runs, another connection's step of
+    it waits, and an evaluation in batches is between two of them: a clean
+    exit (0, no sanitizer report: the chained batches are finished too)."""
+    proc, pings, sock, log = ag.start(tmp, "term")
+    a, b, e = Client(sock), Client(sock), Client(sock)
+    put(a, "I", np.eye(N, dtype=np.float32))
+    put(a, "SX", rng.random((N, N), np.float32) / N)
+    put(a, "sw", rng.random((N, N), np.float32) - 0.5)
+    a.call("model.define", {"name": "sm", "nodes": chain_nodes(k, "x", "sw"), "loss": "loss", "params": ["sw"],
+                            "inputs": [{"name": "x", "dtype": "f32", "shape": [N, N]}],
+                            "optimizer": {"type": "sgd", "lr": 0.01}})
+    e.request("model.evaluate", {"model": "sm", "data": {"x": "SX"}, "batch_size": N // 8})
+    a.request("train.step", {"model": "sm", "data": {"x": "SX"}})
+    time.sleep(0.2)
+    b.request("train.step", {"model": "sm", "data": {"x": "SX"}})
+    time.sleep(0.3)
+    ag.stop(proc, pings, log, "SIGTERM while steps and an evaluation are pending")
+    for c in (a, b, e):
+        c.close()
+
+
 def main(tmp):
     rng = np.random.default_rng(7)
     proc, pings, sock, log = ag.start(tmp, "req")
@@ -327,6 +349,7 @@ def main(tmp):
         two_connections_one_model(sock, kt, rng)
     finally:
         ag.stop(proc, pings, log, "daemon")
+    sigterm_while_pending(tmp, kt, rng)
 
 
 if __name__ == "__main__":
