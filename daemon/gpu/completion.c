@@ -18,6 +18,7 @@
 /* Memory freed while watched submissions ran (gpu_completion_defer_free). */
 struct deferred_free {
 	struct gpu_alloc alloc;
+	VkPipeline pipeline;            /* or a pipeline to destroy (a client kernel's) */
 	uint64_t seq;                   /* released once watched submission `seq` finished */
 	struct deferred_free *next;
 };
@@ -139,6 +140,8 @@ static void flush_frees(struct gpu_completion *c)
 			continue;
 		}
 		*pp = f->next;
+		if (f->pipeline != VK_NULL_HANDLE)
+			vkDestroyPipeline(c->g->dev, f->pipeline, NULL);
 		gpu_memory_free(c->g, &f->alloc);
 		free(f);
 	}
@@ -310,8 +313,19 @@ void gpu_completion_stop(struct gpu_device *g)
 
 	if (!c)
 		return;
-	gpu_completion_drain(g);
-	run_ready(c);
+	/* A `done` may submit more (model.evaluate's next batch): until none
+	 * is left. */
+	for (;;) {
+		unsigned n;
+
+		gpu_completion_drain(g);
+		run_ready(c);
+		pthread_mutex_lock(&c->lock);
+		n = c->n;
+		pthread_mutex_unlock(&c->lock);
+		if (!n && !c->ready)
+			break;
+	}
 	flush_frees(c);
 	pthread_mutex_lock(&c->lock);
 	c->quit = true;
@@ -397,8 +411,27 @@ void gpu_completion_defer_free(struct gpu_device *g, struct gpu_alloc *a)
 		return;
 	}
 	f->alloc = *a;
+	f->pipeline = VK_NULL_HANDLE;
 	f->seq = g->completion->seq;
 	*a = (struct gpu_alloc){ 0 };
 	f->next = g->completion->frees;
 	g->completion->frees = f;
+}
+
+int gpu_completion_defer_pipeline(struct gpu_device *g, VkPipeline p)
+{
+	struct deferred_free *f;
+
+	if (!gpu_completion_busy(g))
+		return -EAGAIN;
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		gpu_completion_drain(g);
+		return -EAGAIN;
+	}
+	f->pipeline = p;
+	f->seq = g->completion->seq;
+	f->next = g->completion->frees;
+	g->completion->frees = f;
+	return 0;
 }

@@ -26,8 +26,9 @@ struct loop;
  * -errno. */
 int gpu_completion_start(struct gpu_device *g, struct loop *l);
 
-/* Finish the pending submission (waiting for it), call the `done` still due,
- * release the deferred memory and stop the thread. Nothing when not started. */
+/* Finish the pending submissions (waiting for them), call the `done` still
+ * due (and again for what those submit), release the deferred memory and
+ * stop the thread. Nothing when not started. */
 void gpu_completion_stop(struct gpu_device *g);
 
 /* Whether gpu_rec_watch can watch submissions on `g`. */
@@ -60,3 +61,8 @@ bool gpu_completion_busy(const struct gpu_device *g);
 /* Release `a` (gpu_memory_free) once the submissions pending now
  * completed; `*a` is cleared now. */
 void gpu_completion_defer_free(struct gpu_device *g, struct gpu_alloc *a);
+
+/* Destroy pipeline `p` (a client kernel's, kernel.delete) once the
+ * submissions pending now completed: returns 0, or -EAGAIN when none is
+ * pending (destroy it now). */
+int gpu_completion_defer_pipeline(struct gpu_device *g, VkPipeline p);

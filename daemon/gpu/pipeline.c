@@ -1,5 +1,7 @@
 #include "gpu/pipeline.h"
 
+#include "gpu/completion.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -9,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "gpu/completion.h"
 #include "gpu/device.h"
 #include "shaders.h"
 
@@ -287,6 +290,10 @@ int gpu_pipeline_build(struct gpu_device *g, const uint32_t *code, size_t size, 
 
 void gpu_pipeline_destroy(struct gpu_device *g, VkPipeline p)
 {
+	/* A pending asynchronous submission (graph.run, kernel.run) may still
+	 * run it. */
+	if (p != VK_NULL_HANDLE && gpu_completion_defer_pipeline(g, p) == 0)
+		return;
 	if (p != VK_NULL_HANDLE)
 		vkDestroyPipeline(g->dev, p, NULL);
 }

@@ -20,6 +20,7 @@
 #include "devices.h"
 #include "kernels/glsl_compile.h"
 #include "kernels/kernel.h"
+#include "methods/async_request.h"
 #include "methods/kernel_compile_job.h"
 #include "kernels/spirv_reflect.h"
 #include "kernels/spirv_validate.h"
@@ -290,6 +291,108 @@ int method_kernel_create(struct request *req)
 	return kernel_create_compiled(req, &ks, r, words, nwords, why);
 }
 
+/* A kernel.run answered when its dispatch completed (async_request.h). */
+struct krun_job {
+	struct async_req a;
+	struct gpu_recorder rec;
+	param_name name;
+	uint32_t groups[3];
+	int64_t t0;
+	unsigned n;
+	/* The tensors it writes: their names and memory, to mark them
+	 * modified at completion if the names still hold that memory. */
+	param_name wname[SPV_MAX_BINDINGS];
+	struct gpu_alloc walloc[SPV_MAX_BINDINGS];
+	unsigned nw;
+};
+
+static void krun_release(struct async_req *a)
+{
+	free(a);
+}
+
+/* The dispatch ended: report a failure, else mark the tensors it wrote as
+ * modified and answer. */
+static int krun_finish(struct async_req *a, struct request *req)
+{
+	struct krun_job *j = (struct krun_job *)a;
+	struct daemon *d = req->call.d;
+	int r = gpu_rec_wait(&j->rec);
+	int64_t now;
+
+	if (r == -ETIMEDOUT)
+		return request_fail(req, TDP_DEADLINE_EXCEEDED,
+				    "kernel '%s' ran past kernel_timeout (%.1f s); the GPU is now "
+				    "marked lost", j->name, (double)d->cfg.kernel_timeout_ms / 1e3);
+	if (r == -ENODEV)
+		return request_fail(req, TDP_DEVICE_LOST, "the GPU was lost");
+	if (r < 0)
+		return request_fail(req, TDP_INTERNAL, "dispatch failed (%s)", strerror(-r));
+	now = daemon_now_ns(CLOCK_REALTIME);
+	for (unsigned i = 0; i < j->nw; i++) {
+		struct tensor *t;
+
+		/* A tensor replaced or deleted meanwhile is another tensor now. */
+		if (store_lookup(d->store, j->wname[i], strlen(j->wname[i]), &req->call.cred, 0, &t, NULL) < 0 ||
+		    t->alloc.block != j->walloc[i].block || t->alloc.offset != j->walloc[i].offset)
+			continue;
+		t->modified_ns = now;
+		t->version++;
+		/* Durable like any write (docs/durability.md). */
+		store_mark_dirty(d->store, t);
+	}
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 3) ||
+	    tdp_pack_cstr(req->pk, "name") || tdp_pack_cstr(req->pk, j->name) ||
+	    tdp_pack_cstr(req->pk, "groups") || msgpack_pack_array(req->pk, 3) ||
+	    msgpack_pack_uint32(req->pk, j->groups[0]) || msgpack_pack_uint32(req->pk, j->groups[1]) ||
+	    msgpack_pack_uint32(req->pk, j->groups[2]) ||
+	    tdp_pack_cstr(req->pk, "seconds") ||
+	    msgpack_pack_double(req->pk, (double)(daemon_now_ns(CLOCK_MONOTONIC) - j->t0) / 1e9))
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	return 0;
+}
+
+/* Check kernel.run's tensors (names, access, sizes, one device) into `b`
+ * and the job's list of written tensors. Returns 0 or request_fail. */
+static int krun_bind(struct request *req, struct krun_job *j, const struct kernel *k,
+		     const msgpack_object_array *ta, struct gpu_device *g, struct gpu_binding *b)
+{
+	struct daemon *d = req->call.d;
+	char what[32], why[TDP_MAX_ERROR_MESSAGE - 64];
+	int r;
+
+	for (unsigned i = 0; i < ta->size; i++) {
+		const struct spv_binding *sb = &k->info.bindings[i];
+		char tname[TDP_MAX_NAME_LEN + 1], shown[NAMES_SHOWN_MAX];
+		struct tensor *t;
+
+		snprintf(what, sizeof(what), "tensors[%u]", i);
+		if (ta->ptr[i].type != MSGPACK_OBJECT_STR ||
+		    names_qualify(req->call.cred.uid, ta->ptr[i].via.str.ptr, ta->ptr[i].via.str.size, tname,
+				  NULL) < 0)
+			return request_fail(req, TDP_INVALID_ARGUMENT, "%s: not a valid tensor name",
+					    what);
+		if (lookup_tensor(&req->call, what, tname,
+				  sb->readonly ? ACCESS_READ : ACCESS_READ | ACCESS_WRITE, &t) < 0)
+			return -1;
+		r = kernel_check_tensor(g, k, i, what, lookup_show(&req->call, tname, shown), t->bytes, why,
+					sizeof(why));
+		if (r)
+			return request_fail(req, r, "%s", why);
+		if (devices_of(d, t) != g)
+			return request_fail(req, TDP_FAILED_PRECONDITION,
+					    "%s: tensor '%s' is on device %u, tensors[0] on device %u; a kernel's "
+					    "tensors must be on one device (move one with tensor.copy)",
+					    what, lookup_show(&req->call, tname, shown), t->device, g->id);
+		b[i] = gpu_rec_bind(g, &t->alloc, 0, t->bytes, !sb->readonly);
+		if (!sb->readonly) {
+			strcpy(j->wname[j->nw], t->name);
+			j->walloc[j->nw++] = t->alloc;
+		}
+	}
+	return 0;
+}
+
 int method_kernel_run(struct request *req)
 {
 	param_name name;
@@ -304,14 +407,11 @@ int method_kernel_run(struct request *req)
 	struct daemon *d = req->call.d;
 	struct gpu_device *g;
 	struct gpu_binding b[SPV_MAX_BINDINGS];
-	struct tensor *t[SPV_MAX_BINDINGS];
 	uint8_t push[SPV_MAX_PUSH_BYTES] = { 0 };
-	char what[32], why[TDP_MAX_ERROR_MESSAGE - 64];
+	char why[TDP_MAX_ERROR_MESSAGE - 64];
 	const msgpack_object_array *ta;
-	struct gpu_recorder rec;
-	uint32_t groups[3];
+	struct krun_job *j;
 	struct kernel *k;
-	int64_t t0, now;
 	int r;
 
 	if (PARAMS_PARSE(req, p) < 0)
@@ -329,69 +429,37 @@ int method_kernel_run(struct request *req)
 		if (first)
 			g = devices_of(d, first);
 	}
-	if ((r = kernel_read_groups(g, groups_obj, "groups", groups, why, sizeof(why))) ||
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	j->a.finish = krun_finish;
+	j->a.release = krun_release;
+	strcpy(j->name, name);
+	if ((r = kernel_read_groups(g, groups_obj, "groups", j->groups, why, sizeof(why))) ||
 	    (r = kernel_check_count(k, ta->size, why, sizeof(why))) ||
-	    (push_obj && (r = kernel_read_push(k, push_obj, push, why, sizeof(why)))))
+	    (push_obj && (r = kernel_read_push(k, push_obj, push, why, sizeof(why))))) {
+		free(j);
 		return request_fail(req, r, "%s", why);
-	for (unsigned i = 0; i < ta->size; i++) {
-		const struct spv_binding *sb = &k->info.bindings[i];
-		char tname[TDP_MAX_NAME_LEN + 1], shown[NAMES_SHOWN_MAX];
-
-		snprintf(what, sizeof(what), "tensors[%u]", i);
-		if (ta->ptr[i].type != MSGPACK_OBJECT_STR ||
-		    names_qualify(req->call.cred.uid, ta->ptr[i].via.str.ptr, ta->ptr[i].via.str.size, tname,
-				  NULL) < 0)
-			return request_fail(req, TDP_INVALID_ARGUMENT, "%s: not a valid tensor name",
-					    what);
-		if (lookup_tensor(&req->call, what, tname,
-				  sb->readonly ? ACCESS_READ : ACCESS_READ | ACCESS_WRITE, &t[i]) < 0)
-			return -1;
-		r = kernel_check_tensor(g, k, i, what, lookup_show(&req->call, tname, shown), t[i]->bytes, why,
-					sizeof(why));
-		if (r)
-			return request_fail(req, r, "%s", why);
-		if (devices_of(d, t[i]) != g)
-			return request_fail(req, TDP_FAILED_PRECONDITION,
-					    "%s: tensor '%s' is on device %u, tensors[0] on device %u; a kernel's "
-					    "tensors must be on one device (move one with tensor.copy)",
-					    what, lookup_show(&req->call, tname, shown), t[i]->device, g->id);
-		b[i] = gpu_rec_bind(g, &t[i]->alloc, 0, t[i]->bytes, !sb->readonly);
 	}
-	t0 = daemon_now_ns(CLOCK_MONOTONIC);
-	r = gpu_rec_begin(&rec, g);
+	if (krun_bind(req, j, k, ta, g, b) < 0) {
+		free(j);
+		return -1;
+	}
+	j->t0 = daemon_now_ns(CLOCK_MONOTONIC);
+	/* Waited for on the loop (cmd[0..1]) unless it may be watched. */
+	r = async_req_possible(req) ? gpu_rec_begin_async(&j->rec, g) : gpu_rec_begin(&j->rec, g);
 	if (r == 0) {
-		rec.timeout_ns = d->cfg.kernel_timeout_ms * 1000000ull;
-		r = kernel_record(&rec, k, b, push, groups);
+		j->rec.timeout_ns = d->cfg.kernel_timeout_ms * 1000000ull;
+		r = kernel_record(&j->rec, k, b, push, j->groups);
 		if (r < 0)
-			gpu_rec_abort(&rec);
-		else
-			r = gpu_rec_submit_wait(&rec);
+			gpu_rec_abort(&j->rec);
+		else if ((r = gpu_rec_submit(&j->rec)) == 0)
+			return async_req_run_rec(req, &j->a, &j->rec); /* frees j */
 	}
-	if (r == -ETIMEDOUT)
-		return request_fail(req, TDP_DEADLINE_EXCEEDED,
-				    "kernel '%s' ran past kernel_timeout (%.1f s); the GPU is now "
-				    "marked lost", name, (double)d->cfg.kernel_timeout_ms / 1e3);
+	free(j);
 	if (r == -ENODEV)
 		return request_fail(req, TDP_DEVICE_LOST, "the GPU was lost");
-	if (r < 0)
-		return request_fail(req, TDP_INTERNAL, "dispatch failed (%s)", strerror(-r));
-	now = daemon_now_ns(CLOCK_REALTIME);
-	for (unsigned i = 0; i < ta->size; i++)
-		if (!k->info.bindings[i].readonly) {
-			t[i]->modified_ns = now;
-			t[i]->version++;
-			/* Durable like any write (docs/durability.md). */
-			store_mark_dirty(d->store, t[i]);
-		}
-	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 3) ||
-	    tdp_pack_cstr(req->pk, "name") || tdp_pack_cstr(req->pk, name) ||
-	    tdp_pack_cstr(req->pk, "groups") || msgpack_pack_array(req->pk, 3) ||
-	    msgpack_pack_uint32(req->pk, groups[0]) || msgpack_pack_uint32(req->pk, groups[1]) ||
-	    msgpack_pack_uint32(req->pk, groups[2]) ||
-	    tdp_pack_cstr(req->pk, "seconds") ||
-	    msgpack_pack_double(req->pk, (double)(daemon_now_ns(CLOCK_MONOTONIC) - t0) / 1e9))
-		return request_fail(req, TDP_INTERNAL, "out of memory");
-	return 0;
+	return request_fail(req, TDP_INTERNAL, "dispatch failed (%s)", strerror(-r));
 }
 
 int method_kernel_list(struct request *req)

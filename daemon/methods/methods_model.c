@@ -14,6 +14,7 @@
 #include "daemon.h"
 #include "dtype.h"
 #include "engine/graph_parse.h"
+#include "methods/async_request.h"
 #include "methods/methods_graph.h"
 #include "engine/graph_core.h"
 #include "methods/methods_tensor.h"
@@ -525,6 +526,8 @@ static int forward_build(struct request *req, const struct model *m, const struc
 static void forward_free(struct forward *fw)
 {
 	graph_free(&fw->gr);
+	/* Freed twice is fine: model.evaluate frees each batch's graph. */
+	fw->gr = (struct graph){ .call = fw->gr.call };
 	free(fw->kept);
 	fw->kept = NULL;
 }
@@ -553,6 +556,130 @@ static int parse_mode(struct request *req, const msgpack_object *mode, bool *ret
 	return 0;
 }
 
+/* A model.evaluate answered at completion (async_request.h): one graph per
+ * batch, each built, run and read after the one before it, the sums
+ * answered after the last. */
+struct eval_job {
+	struct async_req a;
+	struct forward fw;
+	struct daemon *d;
+	char model[TDP_MAX_NAME_LEN + 1];
+	uint64_t serial;                    /* the definition evaluated */
+	struct feeds fd;
+	bool batched, train;
+	char ids[MAX_METRICS + 1][TDP_MAX_NAME_LEN + 1];
+	const char *want[MAX_METRICS + 1];
+	unsigned nmetrics;
+	int idx[MAX_METRICS + 1];
+	double sums[MAX_METRICS + 1];
+	uint64_t rows, batch, r0, n, batches;
+};
+
+static void eval_release(struct async_req *a)
+{
+	struct eval_job *j = (struct eval_job *)a;
+
+	forward_free(&j->fw);
+	free(j);
+}
+
+/* Build the graph of the batch at j->r0 into j->fw. Returns 0 or request_fail. */
+static int eval_build(struct request *req, struct eval_job *j)
+{
+	/* Looked up again for each batch: it may be replaced or deleted
+	 * between two (the batches stay of one definition). */
+	struct model *m = models_find_serial(j->d->models, j->model, j->serial);
+
+	if (!m)
+		return request_fail(req, TDP_FAILED_PRECONDITION,
+				    "model '%s' was deleted or redefined during the evaluation", j->model);
+	j->n = j->rows - j->r0 < j->batch ? j->rows - j->r0 : j->batch;
+	j->fd.rows = j->batched;
+	j->fd.row0 = j->r0;
+	j->fd.row1 = j->r0 + j->n;
+	forward_free(&j->fw);
+	if (forward_build(req, m, &j->fd, j->want, j->nmetrics + 1, "metrics", NULL, j->train, &j->fw) < 0)
+		return -1;
+	for (unsigned k = 0; k <= j->nmetrics; k++) {
+		j->idx[k] = forward_find(&j->fw.gr, j->want[k]);
+		if (j->idx[k] < 0 || j->fw.gr.nodes[j->idx[k]].ctx.out.count != 1 ||
+		    !op_dtype_is_float(j->fw.gr.nodes[j->idx[k]].ctx.out.dtype))
+			return request_fail(req, TDP_INVALID_ARGUMENT, "%s'%s' is no floating scalar node",
+					    k ? "metrics: " : "loss: ", j->want[k]);
+	}
+	return 0;
+}
+
+/* A batch ran: add its metrics, then build the next batch (ASYNC_REQ_AGAIN)
+ * or answer with the means. */
+static int eval_finish(struct async_req *a, struct request *req)
+{
+	struct eval_job *j = (struct eval_job *)a;
+	uint64_t rows = j->rows;
+	double v;
+
+	if (graph_wait(&j->fw.gr) < 0)
+		return -1;
+	for (unsigned k = 0; k <= j->nmetrics; k++) {
+		if (forward_read_scalar(&req->call, &j->fw.gr, (unsigned)j->idx[k], &v) < 0)
+			return -1;
+		j->sums[k] += v * (double)(j->n ? j->n : 1);
+	}
+	forward_free(&j->fw);
+	j->batches++;
+	j->r0 += j->batch;
+	if (rows && j->r0 < rows) {
+		if (eval_build(req, j) < 0)
+			return -1;
+		a->again = &j->fw.gr;
+		return ASYNC_REQ_AGAIN;
+	}
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 4) ||
+	    tdp_pack_cstr(req->pk, "loss") || msgpack_pack_double(req->pk, j->sums[0] / (double)(rows ? rows : 1)) ||
+	    tdp_pack_cstr(req->pk, "metrics") || msgpack_pack_map(req->pk, j->nmetrics))
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	for (unsigned k = 1; k <= j->nmetrics; k++)
+		if (tdp_pack_cstr(req->pk, j->want[k]) ||
+		    msgpack_pack_double(req->pk, j->sums[k] / (double)(rows ? rows : 1)))
+			return request_fail(req, TDP_INTERNAL, "out of memory");
+	if (tdp_pack_cstr(req->pk, "samples") || msgpack_pack_uint64(req->pk, rows) ||
+	    tdp_pack_cstr(req->pk, "batches") || msgpack_pack_uint64(req->pk, j->batches))
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	return 0;
+}
+
+/* Check the evaluation's data (rows to split) into j->rows and j->batch. */
+static int eval_rows(struct request *req, struct eval_job *j, uint64_t batch_size)
+{
+	char shown[NAMES_SHOWN_MAX], shown2[NAMES_SHOWN_MAX];
+	bool batched = j->batched;
+	uint64_t rows = 0;
+
+	for (unsigned k = 0; k < j->fd.n; k++) {
+		struct tensor *t = feeds_source(&req->call, &j->fd, k);
+
+		if (!t)
+			return -1;
+		if (k == 0)
+			rows = t->rank ? t->shape[0] : 1;
+		else if (batched && (t->rank == 0 || t->shape[0] != rows))
+			return request_fail(req, TDP_SHAPE_MISMATCH,
+					    "data: '%s' must have %llu rows like '%s' to be split into batches",
+					    lookup_show(&req->call, t->name, shown), (unsigned long long)rows,
+					    lookup_show(&req->call, j->fd.f[0].src, shown2));
+		if (batched && t->rank == 0)
+			return request_fail(req, TDP_SHAPE_MISMATCH, "data: '%s' is a scalar, not rows",
+					    lookup_show(&req->call, t->name, shown));
+	}
+	j->batch = batched ? batch_size : rows;
+	if (batched && j->batch == 0)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "batch_size must be 1 or more");
+	if (j->batch == 0 || j->batch > rows)
+		j->batch = rows ? rows : 1;
+	j->rows = rows;
+	return 0;
+}
+
 int method_model_evaluate(struct request *req)
 {
 	param_name model;
@@ -566,89 +693,60 @@ int method_model_evaluate(struct request *req)
 		PARAM_OPT_GIVEN("batch_size", PARAM_UINT, batch_size, batched),
 		PARAM_OPT_OBJ("mode", PARAM_STR, mode),
 	};
-	char ids[MAX_METRICS + 1][TDP_MAX_NAME_LEN + 1];
-	const char *want[MAX_METRICS + 1];
-	double sums[MAX_METRICS + 1] = { 0 };
-	uint64_t rows = 0, batch, batches = 0;
-	char shown[NAMES_SHOWN_MAX], shown2[NAMES_SHOWN_MAX];
-	unsigned nmetrics = 0;
+	struct eval_job *j;
 	struct model *m;
-	struct feeds fd;
 
-	if (PARAMS_PARSE(req, p) < 0 || parse_mode(req, mode, &train) < 0 || !(m = model_lookup(req, model)) ||
-	    feeds_parse(&req->call, data, &fd, "data") < 0 || model_check_feeds(req, m, &fd, false, "data") < 0)
+	if (PARAMS_PARSE(req, p) < 0 || parse_mode(req, mode, &train) < 0 || !(m = model_lookup(req, model)))
 		return -1;
-	if (metrics && id_list(req, metrics, MAX_METRICS, "metrics", want + 1, &nmetrics, ids + 1) < 0)
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	j->d = req->call.d;
+	j->fw.gr.call = &req->call;
+	j->a.finish = eval_finish;
+	j->a.release = eval_release;
+	j->batched = batched;
+	j->train = train;
+	strcpy(j->model, m->name);
+	j->serial = m->serial;
+	if (feeds_parse(&req->call, data, &j->fd, "data") < 0 || model_check_feeds(req, m, &j->fd, false, "data") < 0 ||
+	    (metrics && id_list(req, metrics, MAX_METRICS, "metrics", j->want + 1, &j->nmetrics, j->ids + 1) < 0) ||
+	    eval_rows(req, j, batch_size) < 0)
+		goto fail;
+	strcpy(j->ids[0], m->loss);
+	j->want[0] = j->ids[0];
+	if (eval_build(req, j) < 0)
+		goto fail;
+	return async_req_run_graph(req, &j->a, &j->fw.gr);
+fail:
+	eval_release(&j->a);
+	return -1;
+}
+
+/* A model.predict answered at completion (async_request.h). */
+struct predict_job {
+	struct async_req a;
+	struct forward fw;
+};
+
+static void predict_release(struct async_req *a)
+{
+	struct predict_job *j = (struct predict_job *)a;
+
+	forward_free(&j->fw);
+	free(j);
+}
+
+/* It ran: answer with the inline outputs, and only now store the others. */
+static int predict_finish(struct async_req *a, struct request *req)
+{
+	struct predict_job *j = (struct predict_job *)a;
+
+	if (graph_wait(&j->fw.gr) < 0)
 		return -1;
-	strcpy(ids[0], m->loss);
-	want[0] = ids[0];
-	for (unsigned k = 0; k < fd.n; k++) {
-		struct tensor *t = feeds_source(&req->call, &fd, k);
-
-		if (!t)
-			return -1;
-		if (k == 0)
-			rows = t->rank ? t->shape[0] : 1;
-		else if (batched && (t->rank == 0 || t->shape[0] != rows))
-			return request_fail(req, TDP_SHAPE_MISMATCH,
-					    "data: '%s' must have %llu rows like '%s' to be split into batches",
-					    lookup_show(&req->call, t->name, shown), (unsigned long long)rows,
-					    lookup_show(&req->call, fd.f[0].src, shown2));
-		if (batched && t->rank == 0)
-			return request_fail(req, TDP_SHAPE_MISMATCH, "data: '%s' is a scalar, not rows",
-					    lookup_show(&req->call, t->name, shown));
-	}
-	batch = batched ? batch_size : rows;
-	if (batched && batch == 0)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "batch_size must be 1 or more");
-	if (batch == 0 || batch > rows)
-		batch = rows ? rows : 1;
-	for (uint64_t r0 = 0; r0 < rows || (rows == 0 && r0 == 0); r0 += batch) {
-		uint64_t n = rows - r0 < batch ? rows - r0 : batch;
-		struct forward fw;
-		int idx[MAX_METRICS + 1];
-		double v;
-		int r = 0;
-
-		fd.rows = batched;
-		fd.row0 = r0;
-		fd.row1 = r0 + n;
-		if (forward_build(req, m, &fd, want, nmetrics + 1, "metrics", NULL, train, &fw) < 0) {
-			forward_free(&fw);
-			return -1;
-		}
-		for (unsigned k = 0; r == 0 && k <= nmetrics; k++) {
-			idx[k] = forward_find(&fw.gr, want[k]);
-			if (idx[k] < 0 || fw.gr.nodes[idx[k]].ctx.out.count != 1 ||
-			    !op_dtype_is_float(fw.gr.nodes[idx[k]].ctx.out.dtype))
-				r = request_fail(req, TDP_INVALID_ARGUMENT, "%s'%s' is no floating scalar node",
-						 k ? "metrics: " : "loss: ", want[k]);
-		}
-		if (r == 0)
-			r = graph_execute(&fw.gr);
-		for (unsigned k = 0; r == 0 && k <= nmetrics; k++) {
-			r = forward_read_scalar(&req->call, &fw.gr, (unsigned)idx[k], &v);
-			sums[k] += v * (double)(n ? n : 1);
-		}
-		forward_free(&fw);
-		if (r < 0)
-			return -1;
-		batches++;
-		if (rows == 0)
-			break;
-	}
-	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 4) ||
-	    tdp_pack_cstr(req->pk, "loss") || msgpack_pack_double(req->pk, sums[0] / (double)(rows ? rows : 1)) ||
-	    tdp_pack_cstr(req->pk, "metrics") || msgpack_pack_map(req->pk, nmetrics))
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 2))
 		return request_fail(req, TDP_INTERNAL, "out of memory");
-	for (unsigned k = 1; k <= nmetrics; k++)
-		if (tdp_pack_cstr(req->pk, want[k]) ||
-		    msgpack_pack_double(req->pk, sums[k] / (double)(rows ? rows : 1)))
-			return request_fail(req, TDP_INTERNAL, "out of memory");
-	if (tdp_pack_cstr(req->pk, "samples") || msgpack_pack_uint64(req->pk, rows) ||
-	    tdp_pack_cstr(req->pk, "batches") || msgpack_pack_uint64(req->pk, batches))
-		return request_fail(req, TDP_INTERNAL, "out of memory");
-	return 0;
+	return graph_pack_outputs_stored(req, &j->fw.gr);
 }
 
 int method_model_predict(struct request *req)
@@ -668,7 +766,8 @@ int method_model_predict(struct request *req)
 	const char *want[2 * MODEL_MAX_OUTPUTS];
 	msgpack_object outs_store[MODEL_MAX_OUTPUTS], outs = { .type = MSGPACK_OBJECT_ARRAY };
 	unsigned ninline = 0, nout = 0;
-	struct forward fw = { .kept = NULL };
+	struct predict_job *j;
+	struct forward *fw;
 	struct model *m;
 	struct feeds fd;
 	int r = -1;
@@ -720,28 +819,28 @@ int method_model_predict(struct request *req)
 	}
 	if (ninline + nout == 0)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "nothing to predict: outputs is empty");
-	if (forward_build(req, m, &fd, want, ninline + nout, "outputs", &outs, train, &fw) < 0)
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	j->a.finish = predict_finish;
+	j->a.release = predict_release;
+	fw = &j->fw;
+	if (forward_build(req, m, &fd, want, ninline + nout, "outputs", &outs, train, fw) < 0)
 		goto out;
 	for (unsigned k = 0; k < nout; k++) {
-		int i = forward_find(&fw.gr, want[ninline + k]);
+		int i = forward_find(&fw->gr, want[ninline + k]);
 
-		if (i < 0 || fw.gr.nodes[i].has_out) {
+		if (i < 0 || fw->gr.nodes[i].has_out) {
 			request_fail(req, TDP_INVALID_ARGUMENT, "out: node '%s' is listed twice", want[ninline + k]);
 			goto out;
 		}
-		fw.gr.nodes[i].has_out = true;
-		strcpy(fw.gr.nodes[i].out_name, names[k]);
+		fw->gr.nodes[i].has_out = true;
+		strcpy(fw->gr.nodes[i].out_name, names[k]);
 	}
-	if (graph_check_outputs(&fw.gr) < 0 || graph_execute(&fw.gr) < 0)
+	if (graph_check_outputs(&fw->gr) < 0)
 		goto out;
-	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 2)) {
-		request_fail(req, TDP_INTERNAL, "out of memory");
-		goto out;
-	}
-	if (graph_pack_outputs_stored(req, &fw.gr) < 0)
-		goto out;
-	r = 0;
+	return async_req_run_graph(req, &j->a, &fw->gr);
 out:
-	forward_free(&fw);
+	predict_release(&j->a);
 	return r;
 }

@@ -10,7 +10,9 @@
 #include "daemon.h"
 #include "devices.h"
 #include "dtype.h"
+#include "gpu/recorder.h"
 #include "gpu/transfer.h"
+#include "methods/async_request.h"
 #include "methods/memfd.h"
 #include "methods/tensor_stream.h"
 #include "mode.h"
@@ -472,6 +474,72 @@ int method_tensor_chmod(struct request *req)
 
 /* tensor.copy {src, dst, device?}: dst becomes a copy of src on `device`
  * (src's by default); dst == src moves the tensor (docs/devices.md). */
+/* A tensor.copy on one device answered when the copy completed
+ * (async_request.h): the copy is stored only then. */
+struct copy_job {
+	struct async_req a;
+	struct gpu_recorder rec;
+	struct gpu_device *g;
+	struct tensor *t;               /* the copy, until stored */
+};
+
+static void copy_release(struct async_req *a)
+{
+	struct copy_job *j = (struct copy_job *)a;
+
+	if (j->t) {
+		gpu_memory_free(j->g, &j->t->alloc);
+		free(j->t);
+	}
+	free(j);
+}
+
+static int copy_finish(struct async_req *a, struct request *req)
+{
+	struct copy_job *j = (struct copy_job *)a;
+	struct tensor *t = j->t;
+	int r = gpu_rec_wait(&j->rec);
+
+	if (r < 0)
+		return device_error(req, j->g, r, "copying");
+	/* A replacement (or a move) keeps owner, group and mode. */
+	if (store_as_new(req, j->g, t, TDP_MODE_PRIVATE) < 0)
+		return -1;
+	j->t = NULL;
+	return tensor_write_meta_result(req, t);
+}
+
+/* Copy src into t (allocated on `g`, src's device) with a recording of its
+ * own, answered at completion. Returns what the handler returns; t is the
+ * job's either way. */
+static int copy_async(struct request *req, struct gpu_device *g, const struct tensor *src, struct tensor *t)
+{
+	struct copy_job *j = calloc(1, sizeof(*j));
+	struct gpu_binding sb, db;
+	int r;
+
+	if (!j) {
+		gpu_memory_free(g, &t->alloc);
+		free(t);
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	}
+	j->a.finish = copy_finish;
+	j->a.release = copy_release;
+	j->g = g;
+	j->t = t;
+	r = gpu_rec_begin_async(&j->rec, g);
+	if (r == 0) {
+		sb = gpu_rec_bind(g, &src->alloc, 0, src->bytes, false);
+		db = gpu_rec_bind(g, &t->alloc, 0, t->bytes, true);
+		gpu_rec_copy(&j->rec, &sb, &db);
+		if ((r = gpu_rec_submit(&j->rec)) == 0)
+			return async_req_run_rec(req, &j->a, &j->rec); /* frees j */
+	}
+	device_error(req, g, r, "copying");
+	copy_release(&j->a);
+	return -1;
+}
+
 int method_tensor_copy(struct request *req)
 {
 	param_name src_name, dst_name;
@@ -512,6 +580,10 @@ int method_tensor_copy(struct request *req)
 	g = devices_of(d, t);
 	if (alloc_for(req, g, t) < 0)
 		goto fail;
+	/* On one device the copy is the device's own work: the loop does not
+	 * wait for it (between devices it goes through host memory, waited). */
+	if (g == devices_of(d, src) && t->bytes && async_req_possible(req))
+		return copy_async(req, g, src, t);
 	r = gpu_copy(devices_of(d, src), &src->alloc, g, &t->alloc);
 	if (r < 0) {
 		device_error(req, g, r, "copying");

@@ -3,13 +3,17 @@
  * the names stored. */
 #include "methods/methods_train.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/metrics.h"
+#include "buf.h"
 #include "daemon.h"
 #include "engine/forward.h"
 #include "engine/graph_core.h"
+#include "methods/async_request.h"
 #include "methods/methods_graph.h"
 #include "methods/methods_model.h"
 #include "pack.h"
@@ -48,7 +52,280 @@ int train_resolve_source(struct request *req, const char *model, struct source *
 	return 0;
 }
 
+/* A train.step answered when its submission completed (async_request.h):
+ * the loss is read, checked and the results committed only then. */
+struct step_job {
+	struct async_req a;
+	struct daemon *d;
+	struct graph gr;
+	struct train_spec *spec;
+	unsigned loss;
+	int64_t step;
+	double lr;
+	char model[TDP_MAX_NAME_LEN + 1];   /* "" without a model */
+	uint64_t serial;                    /* the model's definition it trains */
+	bool pending;                       /* counted in the model's steps_pending */
+};
+
+/* A train.step of a model that has another connection's step running
+ * (docs/training.md, "Concurrent steps"): deferred with a copy of its
+ * params, and served when that step is released, in arrival order. */
+struct step_waiter {
+	struct request_deferred def;
+	struct request later;
+	msgpack_packer pk;
+	struct daemon *d;
+	char model[TDP_MAX_NAME_LEN + 1];
+	uint64_t serial;                    /* the definition whose step it waits for */
+	struct tdp_buf buf;                 /* the params, packed */
+	msgpack_unpacked u;                 /* ... and decoded: later.params */
+	struct step_waiter *next;
+};
+
+/* Every waiting train.step, in arrival order. */
+static struct step_waiter *waiters;
+
+static void waiter_free(struct step_waiter *w)
+{
+	struct step_waiter **pp;
+
+	for (pp = &waiters; *pp && *pp != w; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = w->next;
+	msgpack_unpacked_destroy(&w->u);
+	tdp_buf_free(&w->buf);
+	free(w);
+}
+
+/* Its client went away: it never ran, and never will. */
+static void waiter_cancel(struct request_deferred *def)
+{
+	waiter_free((struct step_waiter *)def);
+}
+
+static int train_step_serve(struct request *req);
+
+/* Serve waiter `w` now (unlinked by the caller): as a new request on its
+ * connection, answered now or deferred again. */
+static void waiter_run(struct step_waiter *w)
+{
+	struct request req = w->later;
+	size_t mark = tdp_buf_len(req.out);
+	int r;
+
+	req.params = &w->u.data;
+	r = train_step_serve(&req);
+	if (r < 0) {
+		/* Whatever was written is dropped, as request_dispatch does. */
+		req.out->end = req.out->start + mark;
+		req.call.d->requests_failed++;
+		metrics_request_error(&req.call.d->metrics, req.slot);
+		if (request_pack_error(&req, &w->pk) < 0)
+			req.out->end = req.out->start + mark;
+	}
+	/* Deferred again: the connection now waits for the step's own answer. */
+	if (r != REQUEST_DEFERRED)
+		request_deferred_done(&req);
+	msgpack_unpacked_destroy(&w->u);
+	tdp_buf_free(&w->buf);
+	free(w);
+}
+
+/* A step of model `name` (definition `serial`) was released: serve the
+ * steps waiting for it, until one of them runs (or none is left). */
+static void waiters_run(struct daemon *d, const char *name, uint64_t serial)
+{
+	for (;;) {
+		struct model *m = models_find_serial(d->models, name, serial);
+		struct step_waiter **pp, *w;
+
+		if (m && m->steps_pending)
+			return;
+		for (pp = &waiters; *pp; pp = &(*pp)->next)
+			if ((*pp)->d == d && (*pp)->serial == serial && !strcmp((*pp)->model, name))
+				break;
+		w = *pp;
+		if (!w)
+			return;
+		*pp = w->next;
+		waiter_run(w);
+	}
+}
+
+/* Defer `req` until the running step of `m` is released. Returns
+ * REQUEST_DEFERRED or request_fail. */
+static int step_wait(struct request *req, const struct model *m)
+{
+	struct step_waiter *w = calloc(1, sizeof(*w)), **pp;
+	msgpack_packer pk;
+	size_t off = 0;
+
+	if (!w)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	msgpack_packer_init(&pk, &w->buf, tdp_buf_msgpack_write);
+	msgpack_unpacked_init(&w->u);
+	if (!req->params || msgpack_pack_object(&pk, *req->params) ||
+	    msgpack_unpack_next(&w->u, (const char *)tdp_buf_head(&w->buf), tdp_buf_len(&w->buf), &off) !=
+		    MSGPACK_UNPACK_SUCCESS) {
+		waiter_free(w);
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	}
+	if (request_defer(req, &w->def, &w->later, &w->pk) < 0) {
+		waiter_free(w);
+		return -1;
+	}
+	w->def.cancel = waiter_cancel;
+	w->later.params = &w->u.data;
+	w->later.fds = NULL;
+	w->later.nfds = 0;
+	w->d = req->call.d;
+	strcpy(w->model, m->name);
+	w->serial = m->serial;
+	for (pp = &waiters; *pp; pp = &(*pp)->next)
+		;
+	*pp = w;
+	return REQUEST_DEFERRED;
+}
+
+static void step_release(struct async_req *a)
+{
+	struct step_job *j = (struct step_job *)a;
+	char name[TDP_MAX_NAME_LEN + 1];
+	struct daemon *d = j->d;
+	uint64_t serial = j->serial;
+	bool pending = j->pending;
+
+	if (pending) {
+		struct model *m = models_find_serial(d->models, j->model, j->serial);
+
+		if (m && m->steps_pending)
+			m->steps_pending--;
+		strcpy(name, j->model);
+	}
+	graph_free(&j->gr);
+	free(j->spec);
+	free(j);
+	if (pending)
+		waiters_run(d, name, serial);
+}
+
+/* The step ran (or failed): read the loss, answer, and only when it is
+ * finite store the parameters, the state and the model's step count. */
+static int step_finish(struct async_req *a, struct request *req)
+{
+	struct step_job *j = (struct step_job *)a;
+	struct graph *gr = &j->gr;
+	uint32_t nstored = 0, ninline = 0;
+	double loss_value;
+	struct model *m;
+
+	if (graph_wait(gr) < 0 || forward_read_scalar(&req->call, gr, j->loss, &loss_value) < 0)
+		return -1;
+	if (!isfinite(loss_value))
+		return request_fail(req, TDP_FAILED_PRECONDITION,
+				    "the loss is %s at step %lld; parameters and state are unchanged",
+				    isnan(loss_value) ? "NaN" : "infinite", (long long)j->step);
+	for (unsigned i = 0; i < gr->n; i++) {
+		nstored += gr->nodes[i].has_out;
+		ninline += gr->nodes[i].inline_out;
+	}
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 5) ||
+	    tdp_pack_cstr(req->pk, "loss") || msgpack_pack_double(req->pk, loss_value) ||
+	    tdp_pack_cstr(req->pk, "step") || msgpack_pack_int64(req->pk, j->step) ||
+	    tdp_pack_cstr(req->pk, "lr") || msgpack_pack_double(req->pk, j->lr) ||
+	    tdp_pack_cstr(req->pk, "outputs") || msgpack_pack_map(req->pk, ninline))
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	for (unsigned i = 0; i < gr->n; i++)
+		if (gr->nodes[i].inline_out &&
+		    (tdp_pack_cstr(req->pk, gr->nodes[i].id) || graph_pack_result(req, gr, i, 0) < 0)) {
+			if (!td_failed(&req->call.err))
+				request_fail(req, TDP_INTERNAL, "out of memory");
+			return -1;
+		}
+	if (tdp_pack_cstr(req->pk, "stored") || msgpack_pack_array(req->pk, nstored))
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	for (unsigned i = 0; i < gr->n; i++) {
+		char shown[NAMES_SHOWN_MAX];
+
+		if (gr->nodes[i].has_out &&
+		    tdp_pack_cstr(req->pk, lookup_show(&req->call, gr->nodes[i].out_name, shown)))
+			return request_fail(req, TDP_INTERNAL, "out of memory");
+	}
+	/* Everything ran and the loss is finite: now parameters and state change. */
+	gr->call = &req->call;
+	if (train_commit_all(&req->call, gr) < 0)
+		return -1;
+	/* The model's count follows the steps that updated it (a model
+	 * redefined meanwhile is another model: its count stays). */
+	m = j->model[0] ? models_find_serial(j->d->models, j->model, j->serial) : NULL;
+	if (m && j->spec->opt.kind != OPT_NONE && j->spec->apply)
+		m->step = j->step;
+	return 0;
+}
+
+/* Read the step's source, spec and step number into a new job `j`, and
+ * build its graph. Returns 0, 1 when the model has a step running (the
+ * request must wait: step_wait), or -1 after request_fail. */
+static int step_prepare(struct request *req, struct step_job *j, struct source *src,
+			const msgpack_object *grads, const msgpack_object *outputs, const msgpack_object *data,
+			uint64_t step_arg, bool has_step, const char *model, int fuse, bool accumulate, bool apply,
+			uint64_t seed)
+{
+	struct train_spec *spec;
+	struct feeds fd;
+	int64_t step;
+
+	if (train_resolve_source(req, model, src) < 0)
+		return -1;
+	/* Two connections' steps of one model are not interleaved: the second
+	 * would read the parameters the first has not stored yet
+	 * (docs/training.md, "Concurrent steps"). */
+	if (src->m && src->m->steps_pending)
+		return 1;
+	step = src->m ? src->m->step + 1 : 1;
+	if (has_step) {
+		if (step_arg < 1 || step_arg > INT32_MAX)
+			return request_fail(req, TDP_INVALID_ARGUMENT, "step must be 1 or more");
+		step = (int64_t)step_arg;
+	}
+	if (step > INT32_MAX)
+		return request_fail(req, TDP_FAILED_PRECONDITION, "the model's step count is at its limit");
+	if (data && feeds_parse(&req->call, data, &fd, "data") < 0)
+		return -1;
+	if (src->m && model_check_feeds(req, src->m, data ? &fd : NULL, true, "data") < 0)
+		return -1;
+	spec = j->spec = malloc(sizeof(*spec));
+	if (!spec)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	if (train_spec_parse(&req->call, src->loss, src->params, src->opt, grads, spec) < 0)
+		return -1;
+	if (fuse >= 0)
+		spec->fuse = fuse;
+	if (src->m)
+		train_spec_model(spec, src->m);
+	spec->accumulate = accumulate;
+	spec->apply = apply;
+	spec->run_seed = seed;
+	j->step = step;
+	if (train_build_step(&req->call, spec, src->nodes, outputs, data ? &fd : NULL, step, true, &j->gr,
+			     &j->loss, &j->lr, NULL) < 0 ||
+	    graph_check_outputs(&j->gr) < 0)
+		return -1;
+	if (src->m) {
+		strcpy(j->model, src->m->name);
+		j->serial = src->m->serial;
+	}
+	return 0;
+}
+
 int method_train_step(struct request *req)
+{
+	return train_step_serve(req);
+}
+
+/* train.step, for a request just arrived or one that waited (step_wait). */
+static int train_step_serve(struct request *req)
 {
 	struct source src;
 	const msgpack_object *grads, *outputs, *data;
@@ -70,83 +347,29 @@ int method_train_step(struct request *req)
 		PARAM_OPT("apply", PARAM_BOOL, apply),
 		PARAM_OPT("seed", PARAM_UINT, seed),
 	};
-	struct graph gr = { .call = &req->call };
-	struct train_spec *spec;
-	struct feeds fd;
-	uint32_t nstored = 0, ninline = 0;
-	int64_t step;
-	unsigned loss;
-	double lr = 0, loss_value = 0;
-	int r = -1;
+	struct step_job *j;
+	int r;
 
-	if (PARAMS_PARSE(req, p) < 0 || train_resolve_source(req, has_model ? model : NULL, &src) < 0)
+	if (PARAMS_PARSE(req, p) < 0)
 		return -1;
-	step = src.m ? src.m->step + 1 : 1;
-	if (has_step) {
-		if (step_arg < 1 || step_arg > INT32_MAX)
-			return request_fail(req, TDP_INVALID_ARGUMENT, "step must be 1 or more");
-		step = (int64_t)step_arg;
-	}
-	if (step > INT32_MAX)
-		return request_fail(req, TDP_FAILED_PRECONDITION, "the model's step count is at its limit");
-	if (data && feeds_parse(&req->call, data, &fd, "data") < 0)
-		return -1;
-	if (src.m && model_check_feeds(req, src.m, data ? &fd : NULL, true, "data") < 0)
-		return -1;
-	spec = malloc(sizeof(*spec));
-	if (!spec)
+	j = calloc(1, sizeof(*j));
+	if (!j)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
-	if (train_spec_parse(&req->call, src.loss, src.params, src.opt, grads, spec) < 0)
-		goto out;
-	if (has_fuse)
-		spec->fuse = fuse;
-	if (src.m)
-		train_spec_model(spec, src.m);
-	spec->accumulate = accumulate;
-	spec->apply = apply;
-	spec->run_seed = seed;
-	if (train_run_step(&req->call, spec, src.nodes, outputs, data ? &fd : NULL, step, true, &gr, &loss,
-			   &loss_value, &lr) < 0)
-		goto out;
-	for (unsigned i = 0; i < gr.n; i++) {
-		nstored += gr.nodes[i].has_out;
-		ninline += gr.nodes[i].inline_out;
+	j->d = req->call.d;
+	j->gr.call = &req->call;
+	j->a.finish = step_finish;
+	j->a.release = step_release;
+	r = step_prepare(req, j, &src, grads, outputs, data, step_arg, has_step, has_model ? model : NULL,
+			 has_fuse ? fuse : -1, accumulate, apply, seed);
+	if (r != 0) {
+		step_release(&j->a);
+		return r < 0 ? -1 : step_wait(req, src.m);
 	}
-	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 5) ||
-	    tdp_pack_cstr(req->pk, "loss") || msgpack_pack_double(req->pk, loss_value) ||
-	    tdp_pack_cstr(req->pk, "step") || msgpack_pack_int64(req->pk, step) ||
-	    tdp_pack_cstr(req->pk, "lr") || msgpack_pack_double(req->pk, lr) ||
-	    tdp_pack_cstr(req->pk, "outputs") || msgpack_pack_map(req->pk, ninline)) {
-		request_fail(req, TDP_INTERNAL, "out of memory");
-		goto out;
+	/* Counted until released: another connection's step of the model
+	 * waits for it (step_wait). */
+	if (j->model[0]) {
+		src.m->steps_pending++;
+		j->pending = true;
 	}
-	for (unsigned i = 0; i < gr.n; i++)
-		if (gr.nodes[i].inline_out &&
-		    (tdp_pack_cstr(req->pk, gr.nodes[i].id) || graph_pack_result(req, &gr, i, 0) < 0)) {
-			if (!td_failed(&req->call.err))
-				request_fail(req, TDP_INTERNAL, "out of memory");
-			goto out;
-		}
-	if (tdp_pack_cstr(req->pk, "stored") || msgpack_pack_array(req->pk, nstored)) {
-		request_fail(req, TDP_INTERNAL, "out of memory");
-		goto out;
-	}
-	for (unsigned i = 0; i < gr.n; i++) {
-		char shown[NAMES_SHOWN_MAX];
-
-		if (gr.nodes[i].has_out &&
-		    tdp_pack_cstr(req->pk, lookup_show(&req->call, gr.nodes[i].out_name, shown))) {
-			request_fail(req, TDP_INTERNAL, "out of memory");
-			goto out;
-		}
-	}
-	/* Everything ran and the loss is finite: now parameters and state change. */
-	r = train_commit_all(&req->call, &gr);
-	/* The model's count follows the steps that updated it. */
-	if (r == 0 && src.m && spec->opt.kind != OPT_NONE && spec->apply)
-		src.m->step = step;
-out:
-	graph_free(&gr);
-	free(spec);
-	return r;
+	return async_req_run_graph(req, &j->a, &j->gr);
 }

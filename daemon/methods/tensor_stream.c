@@ -20,20 +20,24 @@ struct tensor_stream {
 	struct daemon *d;
 	uint32_t dev;                   /* the device id ... */
 	struct gpu_device *g;           /* ... as it was when the snapshot was made */
-	uint64_t resets;                /* device resets then (recover.h) */
+	uint64_t resets;                /* resets of that device then (recover.h) */
 	struct gpu_alloc snap;
 	uint64_t done;
 };
 
-/* Whether the snapshot's device is still the one it was made on: a reset
- * re-opens lost devices (a new gpu_device) and releases all device state,
- * so after any reset the snapshot is left alone (never freed twice, never
- * touched on a freed device). */
+/* Whether the snapshot's device is still the one it was made on and not
+ * lost: a reset re-opens lost devices (a new gpu_device, all their memory
+ * gone with the old one), so a snapshot on a device that was lost is left
+ * alone (never freed twice, never touched on a freed device). A device that
+ * was not lost keeps its memory across another's reset: the snapshot still
+ * streams and is freed as usual (the counter, not the pointer, tells a
+ * re-created device from the old one). */
 static bool device_same(const struct tensor_stream *s)
 {
 	const struct recovery *rc = s->d->recovery;
 
-	return s->d->gpus[s->dev] == s->g && (!rc || (rc->resets == s->resets && !rc->dropped));
+	return s->d->gpus[s->dev] == s->g && !s->g->lost &&
+	       (!rc || rc->device_resets[s->dev] == s->resets);
 }
 
 void tensor_stream_free(struct tensor_stream *s)
@@ -101,7 +105,7 @@ int tensor_stream_new(struct request *req, const struct tensor *t, struct tensor
 	s->d = d;
 	s->dev = t->device < d->ngpus ? t->device : 0;
 	s->g = devices_of(d, t);
-	s->resets = d->recovery ? d->recovery->resets : 0;
+	s->resets = d->recovery ? d->recovery->device_resets[s->dev] : 0;
 	if (gpu_memory_alloc(s->g, t->bytes, &s->snap) < 0) {
 		free(s);
 		return 0;

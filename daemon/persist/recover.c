@@ -211,10 +211,14 @@ static void recover(struct daemon *d)
 	}
 	/* Every lost device is opened again (info's gpu counters carry over);
 	 * the others stay as they are. */
-	for (uint32_t id = 0; r == 0 && id < d->ngpus; id++)
-		if (d->gpus[id]->lost && (r = devices_reopen(d, id)) < 0)
+	for (uint32_t id = 0; r == 0 && id < d->ngpus; id++) {
+		if (!d->gpus[id]->lost)
+			continue;
+		rc->device_resets[id]++;
+		if ((r = devices_reopen(d, id)) < 0)
 			log_error("device recovery: cannot open device %u again (%s); retrying in 1 s", id,
 				  strerror(-r));
+	}
 	if (r < 0) {
 		rc->retry_ns = daemon_now_ns(CLOCK_MONOTONIC) + RECOVER_RETRY_NS;
 		return;

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/gpu_choice.h"
 #include "wire_limits.h"
 
 struct daemon;
@@ -25,6 +26,10 @@ struct recover_pending {
 /* What recover.c keeps; info reports the last reset (docs/protocol.md). */
 struct recovery {
 	uint64_t resets;
+	/* Per device id: the resets that re-created it. A device that was
+	 * not lost keeps its memory (and what was allocated there) across a
+	 * reset of another (tensor_stream.c's snapshots). */
+	uint64_t device_resets[GPU_MAX_DEVICES];
 	/* the last reset, for info */
 	int64_t time_ns;            /* CLOCK_REALTIME when it completed */
 	double seconds;

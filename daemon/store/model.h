@@ -69,6 +69,9 @@ struct model {
 	char (*outputs)[TDP_MAX_NAME_LEN + 1];
 	unsigned nstate;
 	struct model_state state[MODEL_MAX_STATE];
+	/* train.steps of it submitted and not finished (async_request.h):
+	 * another connection's step waits meanwhile (methods_train.c). */
+	uint32_t steps_pending;
 	struct model *next;         /* the registry's chain */
 };
 

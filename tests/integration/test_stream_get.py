@@ -110,7 +110,64 @@ def device_loss_mid_stream():
         check(len(after) == base, "fds left after the reset: %r" % ({k: v for k, v in after.items() if before.get(k) != v},))
 
 
+def mem_of(c, dev):
+    return [x["memory_used"] for x in c.call("info")["devices"] if x["active"] and x["id"] == dev][0]
+
+
+def other_device_reset_mid_stream():
+    """Two devices (--device 0,0): device 1 is lost (TENSORD_FAULT_DEVICE_LOST)
+    while a get streams from a snapshot on device 0. Device 0 is not
+    re-created, so the stream goes on to the last byte, and its snapshot is
+    released at the end (device 0's memory back to nothing once the
+    tensors are gone). Before the fix the snapshot was never released and
+    the stream was cut."""
+    os.environ["TENSORD_FAULT_DEVICE_LOST"] = "40"
+    try:
+        d = Daemon(STAGING + ["--device", "0,0"]).start()
+    finally:
+        del os.environ["TENSORD_FAULT_DEVICE_LOST"]
+    with d:
+        c = d.client()
+        a = data(1)
+        base0 = mem_of(c, 0)
+        c.call("tensor.put", {"name": "big", "dtype": "u8", "shape": [N], "data": a, "device": 0})
+        c.call("tensor.put", {"name": "one", "dtype": "f32", "shape": [4], "data": b"\0" * 16, "device": 1})
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        s.connect(d.sock)
+        s.sendall(req(1, "tensor.get", {"name": "big"}))
+        first = s.recv(1 << 16)
+        err = None
+        for _ in range(100):
+            err, _ = c.call_full("op.run", {"op": "add", "inputs": ["one", "one"], "device": 1})
+            if err is not None:
+                break
+        check(err is not None and err["name"] == "DEVICE_LOST", "device 1 not lost: %r" % (err,))
+        c.call("ping")   # the recovery ran
+        check(c.call("info")["device_resets"] == 1, "no device reset")
+        u = msgpack.Unpacker(raw=False, max_buffer_size=2**31 - 1)
+        u.feed(first)
+        got = list(u)
+        while not got:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            u.feed(chunk)
+            got.extend(u)
+        check(len(got) == 1 and got[0][2] is None and got[0][3]["data"] == a,
+              "the stream from device 0 was cut or wrong after device 1's reset")
+        s.close()
+        for name in ("big", "one"):
+            c.call_full("tensor.delete", {"name": name})
+        deadline = time.monotonic() + 10
+        while mem_of(c, 0) != base0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        check(mem_of(c, 0) == base0, "device 0 holds %d bytes after the stream ended, %d before (its "
+              "snapshot)" % (mem_of(c, 0), base0))
+
+
 def main():
+    other_device_reset_mid_stream()
     device_loss_mid_stream()
     with Daemon(["--config", "/dev/null"]) as d:
         # host-mapped memory (lavapipe's default): no snapshot, the plain answer

@@ -1,0 +1,167 @@
+/* Requests answered when their device work completed (async_request.h). */
+#include "methods/async_request.h"
+
+#include <stddef.h>
+#include <time.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/metrics.h"
+#include "buf.h"
+#include "daemon.h"
+#include "engine/graph_core.h"
+#include "gpu/completion.h"
+#include "gpu/device.h"
+#include "gpu/recorder.h"
+#include "rpc.h"
+#include "status.h"
+
+bool async_req_possible(const struct request *req)
+{
+	return req->conn && req->call.d->cfg.async_graphs;
+}
+
+/* The client went away: the work still runs and still takes effect at
+ * completion (async_req_complete); only the answer has nobody to go to. */
+static void async_req_cancel(struct request_deferred *def)
+{
+	struct async_req *a = (struct async_req *)((char *)def - offsetof(struct async_req, def));
+
+	a->gone = true;
+}
+
+static void graph_completed(struct graph *gr, void *data);
+
+/* Run a->again (graph_execute, or graph_execute_async with a->async).
+ * Returns 1 when it completed, 0 when graph_completed will be called, -1
+ * with the error set. */
+static int run_again(struct async_req *a)
+{
+	struct graph *gr = a->again;
+
+	a->again = NULL;
+	if (!a->async)
+		return graph_execute(gr) < 0 ? -1 : 1;
+	return graph_execute_async(gr, graph_completed, a);
+}
+
+/* Finish `a` on the loop: answer (or, for a departed client, write the
+ * answer nowhere) and release it, unless `finish` chained more work. */
+static void async_req_complete(struct async_req *a)
+{
+	struct request *req = &a->later;
+	struct tdp_buf scratch = { 0 };
+	size_t mark;
+	int r;
+
+	if (a->gone) {
+		req->conn = NULL;
+		req->out = &scratch;
+		msgpack_packer_init(&a->pk, &scratch, tdp_buf_msgpack_write);
+	}
+	mark = tdp_buf_len(req->out);
+	while ((r = a->finish(a, req)) == ASYNC_REQ_AGAIN && !a->gone) {
+		struct graph *gr = a->again;
+
+		r = run_again(a);
+		if (r == 0) {
+			gr->call = &req->call;
+			return;
+		}
+		if (r < 0)
+			break;
+	}
+	if (r < 0) {
+		/* Whatever was written is dropped, as request_dispatch does. */
+		req->out->end = req->out->start + mark;
+		req->call.d->requests_failed++;
+		metrics_request_error(&req->call.d->metrics, req->slot);
+		if (a->gone)
+			log_info("msgid %u of a departed client: %s", req->msgid, req->call.err.message);
+		else if (request_pack_error(req, &a->pk) < 0)
+			req->out->end = req->out->start + mark;
+	}
+	tdp_buf_free(&scratch);
+	if (!a->gone)
+		request_deferred_done(req);
+	a->release(a);
+}
+
+static int async_req_defer(struct request *req, struct async_req *a)
+{
+	request_defer(req, &a->def, &a->later, &a->pk); /* cannot fail: req->conn is set */
+	a->def.cancel = async_req_cancel;
+	a->deferred = true;
+	return REQUEST_DEFERRED;
+}
+
+/* Finish `a` now (the work completed within the handler), running what
+ * `finish` chains until one part is left to the completion thread. */
+static int async_req_finish_now(struct request *req, struct async_req *a)
+{
+	int r;
+
+	while ((r = a->finish(a, req)) == ASYNC_REQ_AGAIN) {
+		struct graph *gr = a->again;
+
+		r = run_again(a);
+		if (r == 0) {
+			gr->call = &a->later.call;
+			return async_req_defer(req, a);
+		}
+		if (r < 0)
+			break;
+	}
+	a->release(a);
+	return r < 0 ? -1 : 0;
+}
+
+static void graph_completed(struct graph *gr, void *data)
+{
+	(void)gr;
+	async_req_complete(data);
+}
+
+int async_req_run_graph(struct request *req, struct async_req *a, struct graph *gr)
+{
+	int r;
+
+	a->async = async_req_possible(req);
+	a->again = gr;
+	r = run_again(a);
+	if (r < 0) {
+		a->release(a);
+		return -1;
+	}
+	if (r > 0)
+		return async_req_finish_now(req, a);
+	gr->call = &a->later.call;
+	return async_req_defer(req, a);
+}
+
+static void rec_completed(void *data)
+{
+	async_req_complete(data);
+}
+
+/* Whether `rec` finished within GRAPH_SPIN_NS (graph_core.c's poll). */
+static bool rec_finished_soon(struct gpu_recorder *rec)
+{
+	int64_t until = daemon_now_ns(CLOCK_MONOTONIC) + GRAPH_SPIN_NS;
+
+	if (gpu_completion_busy(rec->g))
+		return false;
+	while (!gpu_cmd_finished(rec->g, rec->slot))
+		if (daemon_now_ns(CLOCK_MONOTONIC) >= until)
+			return false;
+	return true;
+}
+
+int async_req_run_rec(struct request *req, struct async_req *a, struct gpu_recorder *rec)
+{
+	a->async = async_req_possible(req);
+	if (!a->async || rec->slot < GPU_CMD_SYNC || rec_finished_soon(rec) ||
+	    gpu_rec_watch(rec, rec_completed, a) < 0)
+		return async_req_finish_now(req, a);
+	return async_req_defer(req, a);
+}
