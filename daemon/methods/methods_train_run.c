@@ -292,8 +292,8 @@ static int parse_devices(struct request *req, struct train_plan *plan, const msg
 	if (plan->devs[0] != plan->device)
 		return request_fail(req, TDP_FAILED_PRECONDITION, "devices[0] must be the device the data "
 				    "and parameters are on (%u), not %u", plan->device, plan->devs[0]);
-	if (plan->accumulate > 1)
-		return request_fail(req, TDP_INVALID_ARGUMENT, "accumulate_steps needs one device");
+	if (plan->accumulate > 1 && n > 1)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "accumulate_steps needs one device, not %u", n);
 	if (plan->batch % n)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "batch_size %llu does not split evenly over "
 				    "%u devices", (unsigned long long)plan->batch, n);

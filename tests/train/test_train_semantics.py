@@ -273,6 +273,11 @@ class T:
                                data={"xb": pre + "x", "yb": pre + "y"}, batch_size=N,
                                accumulate_steps=5))
         self.ok(err is not None and err["name"] == "INVALID_ARGUMENT", "accumulate_steps past the data: %r" % (err,))
+        # One device listed is a one-device run (docs/devices.md): accumulation works there too.
+        err, _ = self.run(dict(base, nodes=nodes(pre, "xb", "yb", feed=True), params=[pre + "w", pre + "b"],
+                               data={"xb": pre + "x", "yb": pre + "y"}, batch_size=N // 2,
+                               accumulate_steps=2, steps=1, devices=[0]))
+        self.ok(err is None, "accumulate_steps with devices [0]: %r" % (err,))
 
     # ---- 3. randomness per step ----
 
