@@ -286,8 +286,9 @@ class TorchBench:
         pad = int(p["padding"])
         return self.time(lambda: F.conv2d(x, w, padding=pad))
 
-    def train_mlp(self, p):
-        torch, F = self.torch, self.F
+    def mlp(self, p, **adam):
+        """(model, optimizer, x, y, dims, batch, rows, steps) of a train_mlp workload."""
+        torch = self.torch
         dims = [int(d) for d in p["dims"]]
         batch, rows, steps = int(p["batch"]), int(p["rows"]), int(p["steps"])
         torch.manual_seed(0)
@@ -297,9 +298,14 @@ class TorchBench:
             if i + 2 < len(dims):
                 layers.append(torch.nn.ReLU())
         model = torch.nn.Sequential(*layers).to(self.dev)
-        opt = torch.optim.Adam(model.parameters(), lr=float(p.get("lr", 1e-3)))
+        opt = torch.optim.Adam(model.parameters(), lr=float(p.get("lr", 1e-3)), **adam)
         x = torch.randn(rows, dims[0], device=self.dev)
         y = torch.randint(0, dims[-1], (rows,), device=self.dev)
+        return model, opt, x, y, dims, batch, rows, steps
+
+    def train_mlp(self, p):
+        torch, F = self.torch, self.F
+        model, opt, x, y, dims, batch, rows, steps = self.mlp(p)
         per_epoch = rows // batch
         if per_epoch < 1 or steps < 1:
             raise ValueError("batch %d over %d rows, %d steps: nothing to run" % (batch, rows, steps))
@@ -329,18 +335,7 @@ class TorchBench:
         torch, F = self.torch, self.F
         if not self.cuda:
             raise RuntimeError("CUDA graphs need a CUDA device")
-        dims = [int(d) for d in p["dims"]]
-        batch, rows, steps = int(p["batch"]), int(p["rows"]), int(p["steps"])
-        torch.manual_seed(0)
-        layers = []
-        for i in range(len(dims) - 1):
-            layers.append(torch.nn.Linear(dims[i], dims[i + 1]))
-            if i + 2 < len(dims):
-                layers.append(torch.nn.ReLU())
-        model = torch.nn.Sequential(*layers).to(self.dev)
-        opt = torch.optim.Adam(model.parameters(), lr=float(p.get("lr", 1e-3)), capturable=True)
-        x = torch.randn(rows, dims[0], device=self.dev)
-        y = torch.randint(0, dims[-1], (rows,), device=self.dev)
+        model, opt, x, y, dims, batch, rows, steps = self.mlp(p, capturable=True)
         per_epoch = rows // batch
         idx = torch.arange(batch, device=self.dev)
 

@@ -13,6 +13,16 @@ int tdp_pack_strn(msgpack_packer *pk, const char *s, size_t n)
 	return msgpack_pack_str_with_body(pk, s, n);
 }
 
+int tdp_pack_u64_array(msgpack_packer *pk, const uint64_t *v, unsigned n)
+{
+	if (msgpack_pack_array(pk, n))
+		return -1;
+	for (unsigned d = 0; d < n; d++)
+		if (msgpack_pack_uint64(pk, v[d]))
+			return -1;
+	return 0;
+}
+
 bool tdp_obj_str_eq(const msgpack_object *o, const char *s)
 {
 	size_t n = strlen(s);

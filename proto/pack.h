@@ -12,6 +12,9 @@ int tdp_pack_cstr(msgpack_packer *pk, const char *s);
 /* Pack `n` bytes of `s` as a str. */
 int tdp_pack_strn(msgpack_packer *pk, const char *s, size_t n);
 
+/* Pack `v[0..n)` as an array of uints (a shape); nonzero on failure. */
+int tdp_pack_u64_array(msgpack_packer *pk, const uint64_t *v, unsigned n);
+
 /* The value stored under `key` in map `map`, or NULL when absent or `map` is no map. */
 const msgpack_object *tdp_map_find(const msgpack_object *map, const char *key);
 

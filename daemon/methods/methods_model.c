@@ -86,16 +86,6 @@ static struct tensor *buffer_tensor(struct request *req, const struct model *m, 
 	return lookup_readable(&req->call, m->state[k].buffer[j], strlen(m->state[k].buffer[j]));
 }
 
-static int pack_shape(msgpack_packer *pk, const struct tensor *t)
-{
-	if (msgpack_pack_array(pk, t->rank))
-		return -1;
-	for (unsigned d = 0; d < t->rank; d++)
-		if (msgpack_pack_uint64(pk, t->shape[d]))
-			return -1;
-	return 0;
-}
-
 /* Bytes of the stored parameters and optimizer state. */
 static uint64_t model_bytes(struct request *req, const struct model *m)
 {
@@ -180,7 +170,7 @@ static int pack_stat(struct request *req, msgpack_packer *pk, const struct model
 		if (msgpack_pack_map(pk, 5) || tdp_pack_cstr(pk, "name") || tdp_pack_cstr(pk, m->params[k]) ||
 		    tdp_pack_cstr(pk, "stored") || (t ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) ||
 		    tdp_pack_cstr(pk, "dtype") || (t ? tdp_pack_cstr(pk, tdp_dtype_name(t->dtype)) : msgpack_pack_nil(pk)) ||
-		    tdp_pack_cstr(pk, "shape") || (t ? pack_shape(pk, t) : msgpack_pack_nil(pk)) ||
+		    tdp_pack_cstr(pk, "shape") || (t ? tdp_pack_u64_array(pk, t->shape, t->rank) : msgpack_pack_nil(pk)) ||
 		    tdp_pack_cstr(pk, "bytes") || msgpack_pack_uint64(pk, t ? t->bytes : 0))
 			return -1;
 	}

@@ -12,16 +12,6 @@
 #include "store/lookup.h"
 #include "store/store.h"
 
-static int pack_shape(msgpack_packer *pk, const struct tensor *t)
-{
-	if (msgpack_pack_array(pk, t->rank))
-		return -1;
-	for (unsigned d = 0; d < t->rank; d++)
-		if (msgpack_pack_uint64(pk, t->shape[d]))
-			return -1;
-	return 0;
-}
-
 static int pack_outputs(msgpack_packer *pk, const struct model *m)
 {
 	for (unsigned k = 0; k < m->noutputs; k++)
@@ -54,7 +44,7 @@ int model_pack_layers(struct request *req, msgpack_packer *pk, const struct mode
 
 		if (msgpack_pack_map(pk, 4) || tdp_pack_cstr(pk, "name") || tdp_pack_cstr(pk, m->params[k]) ||
 		    tdp_pack_cstr(pk, "dtype") || (t ? tdp_pack_cstr(pk, tdp_dtype_name(t->dtype)) : msgpack_pack_nil(pk)) ||
-		    tdp_pack_cstr(pk, "shape") || (t ? pack_shape(pk, t) : msgpack_pack_nil(pk)) ||
+		    tdp_pack_cstr(pk, "shape") || (t ? tdp_pack_u64_array(pk, t->shape, t->rank) : msgpack_pack_nil(pk)) ||
 		    tdp_pack_cstr(pk, "layer") ||
 		    (l && l->via.str.size ? msgpack_pack_object(pk, *l) : msgpack_pack_nil(pk)))
 			return -1;
