@@ -17,6 +17,7 @@
 #include "methods/methods_tensor.h"
 #include "methods/methods_train.h"
 #include "methods/methods_train_run.h"
+#include "methods/op_batch.h"
 #include "methods/request.h"
 #include "persist/checkpoint.h"
 #include "rpc.h"
@@ -96,7 +97,11 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 	 * (docs/protocol.md). The tree is this request's own unpacked copy. */
 	if (req->params)
 		tdp_params_accept_bin((msgpack_object *)req->params, 0);
-	req->call.d->requests++;
+	/* Anything but an op.run closes the op.run batch first (op_batch.h),
+	 * and waits while the batch holding its connection's earlier
+	 * requests runs; an op.run decides itself. */
+	if ((fn != method_op_run || req->nfds) && op_batch_settle(req))
+		return 1;
 	if (!fn)
 		request_fail(req, TDP_UNIMPLEMENTED, "no such method");
 	else if (req->nfds && fn != method_tensor_put && fn != method_tensor_get)
@@ -105,6 +110,12 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 			     "that takes none", req->nfds, req->nfds == 1 ? "" : "s");
 	else
 		r = fn(req);
+	if (r == REQUEST_HOLD)
+		return 1;
+	/* A failed op.run answers now: after its connection's batched ones. */
+	if (r < 0 && fn == method_op_run && req->conn && request_batch_pending(req) && op_batch_settle(req))
+		return 1;
+	req->call.d->requests++;
 	metrics_request(&req->call.d->metrics, req->slot, !(r == 0 || r == REQUEST_DEFERRED),
 			(uint64_t)(daemon_now_ns(CLOCK_MONOTONIC) - t0));
 	if (r == 0 || r == REQUEST_DEFERRED)
