@@ -198,6 +198,8 @@ void op_batch_flush(struct daemon *d, bool now)
 	if (!run)
 		return;
 	b->open = NULL;
+	d->metrics.op_batches++;
+	d->metrics.op_batched += run->n;
 	r = gpu_rec_submit(&run->rec);
 	if (r < 0) {
 		answer_all(run, r, now);
@@ -228,6 +230,8 @@ void op_batch_flush(struct daemon *d, bool now)
 bool op_batch_settle(struct request *req)
 {
 	op_batch_flush(req->call.d, false);
+	if (req->out)
+		req->mark = tdp_buf_len(req->out);
 	return req->conn && request_batch_pending(req);
 }
 

@@ -59,6 +59,10 @@ struct request {
 	const int *fds;
 	unsigned nfds;
 	struct tdp_buf *out;
+	/* Where its answer starts in `out`: a failure drops what follows. An
+	 * op.run batch closed while it is served writes earlier answers there
+	 * first and moves it (op_batch_settle). */
+	size_t mark;
 };
 
 /* Record an error for the response in req->call.err (td_fail): `code` is a

@@ -72,7 +72,6 @@ const char *request_method_name(unsigned slot)
 
 int request_dispatch(struct request *req, const char *method, size_t method_len)
 {
-	size_t mark = tdp_buf_len(req->out);
 	char name[TDP_MAX_METHOD_LEN + 1];
 	method_fn fn = NULL;
 	int64_t t0 = daemon_now_ns(CLOCK_MONOTONIC);
@@ -83,6 +82,7 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
 			*p = '?';
 	req->method = name;
+	req->mark = tdp_buf_len(req->out);
 	td_error_clear(&req->call.err);
 	req->slot = (unsigned)METHOD_COUNT;
 	for (size_t i = 0; i < METHOD_COUNT; i++) {
@@ -110,10 +110,17 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 			     "that takes none", req->nfds, req->nfds == 1 ? "" : "s");
 	else
 		r = fn(req);
+	/* An op.run that failed behind batched op.runs of its connection may
+	 * have read a name one of those stores: once they are answered (or,
+	 * held, when they were), it is served again. */
+	if (r < 0 && fn == method_op_run && req->conn && request_batch_pending(req)) {
+		req->out->end = req->out->start + req->mark;
+		if (op_batch_settle(req))
+			return 1;
+		td_error_clear(&req->call.err);
+		r = fn(req);
+	}
 	if (r == REQUEST_HOLD)
-		return 1;
-	/* A failed op.run answers now: after its connection's batched ones. */
-	if (r < 0 && fn == method_op_run && req->conn && request_batch_pending(req) && op_batch_settle(req))
 		return 1;
 	req->call.d->requests++;
 	metrics_request(&req->call.d->metrics, req->slot, !(r == 0 || r == REQUEST_DEFERRED),
@@ -124,10 +131,10 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 		request_fail(req, TDP_INTERNAL, "failed without a reason");
 	req->call.d->requests_failed++;
 	/* Drop whatever the handler wrote before failing; answer the error. */
-	req->out->end = req->out->start + mark;
+	req->out->end = req->out->start + req->mark;
 	log_debug("msgid %u: %s: %s", req->msgid, req->method, req->call.err.message);
 	if (request_pack_error(req, req->pk) < 0) {
-		req->out->end = req->out->start + mark;
+		req->out->end = req->out->start + req->mark;
 		return -ENOMEM;
 	}
 	return 0;
