@@ -591,6 +591,10 @@ void conn_kick(struct conn *c)
 {
 	if (!c->dead)
 		conn_settle(c);
+	/* Called outside the connection's own events (a completion's answer, a
+	 * job's notification): the op.runs it batched are submitted before the
+	 * caller goes on, which may commit or free what they read (op_batch.h). */
+	op_batch_flush(c->d, false);
 }
 
 void conn_resume(struct conn *c)

@@ -73,7 +73,8 @@ void conn_close(struct conn *c);
 
 /* Flush output and serve waiting requests after work done outside the
  * connection's own events (a training step wrote a notification, or the
- * connection's job ended). */
+ * connection's job ended); an op.run batch they opened is closed before it
+ * returns. */
 void conn_kick(struct conn *c);
 
 /* Whether so much output waits (cfg.max_output_backlog) that the connection
