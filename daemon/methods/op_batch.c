@@ -61,9 +61,14 @@ static uint64_t graph_bytes(const struct graph *gr)
 static bool qualifies(const struct request *req, const struct graph *gr, bool profile)
 {
 	const struct daemon *d = req->call.d;
+	uint32_t dev;
 
-	return d->cfg.batch_requests && d->cfg.async_graphs && req->conn && !profile && gr->n == 1 &&
-	       !gr->fuse && graph_bytes(gr) <= OP_BATCH_MAX_BYTES;
+	if (!d->cfg.batch_requests || !d->cfg.async_graphs || !req->conn || profile || gr->n != 1 ||
+	    gr->fuse || graph_bytes(gr) > OP_BATCH_MAX_BYTES)
+		return false;
+	/* A batch is watched by the device's completion thread. */
+	dev = gr->nodes[0].device;
+	return dev < d->ngpus && d->gpus[dev] && gpu_completion_on(d->gpus[dev]);
 }
 
 /* Whether `gr` reads a name that a request of `run` stores: it must see
@@ -239,11 +244,8 @@ bool op_batch_settle(struct request *req)
 static struct batch_run *run_new(struct daemon *d, const struct graph *gr)
 {
 	uint32_t dev = gr->nodes[0].device;
-	struct batch_run *run;
+	struct batch_run *run = calloc(1, sizeof(*run));
 
-	if (dev >= d->ngpus || !d->gpus[dev] || !gpu_completion_on(d->gpus[dev]))
-		return NULL;
-	run = calloc(1, sizeof(*run));
 	if (!run)
 		return NULL;
 	run->d = d;
