@@ -287,6 +287,78 @@ def test_no_starvation(d):
           % (p99 * 1e3, lat[-1] * 1e3))
 
 
+def chain(n, k):
+    """A graph.run of k n x n matmuls: long enough on lavapipe to hold the queue."""
+    nodes = [{"id": "r", "op": "rand", "inputs": [], "attrs": {"shape": [n, n], "seed": 3}},
+             {"id": "m0", "op": "mul", "inputs": ["r"], "attrs": {"scalar": 1.0 / n}}]
+    for i in range(1, k + 1):
+        nodes.append({"id": "m%d" % i, "op": "matmul", "inputs": ["m%d" % (i - 1), "m0"]})
+    nodes.append({"id": "s", "op": "sum", "inputs": ["m%d" % k]})
+    return {"nodes": nodes, "outputs": ["s"]}
+
+
+def test_held(d):
+    """Batches queued behind a long graph: handed to the completion thread,
+    their connections held until answered (order kept), others served."""
+    with d.client() as c:
+        v = setup(c, np.random.default_rng(13))
+        a, b = v["a"], v["b"]
+        t0 = time.monotonic()
+        c.call("graph.run", chain(256, 2))
+        per = max((time.monotonic() - t0) / 2, 1e-3)
+        k = max(2, min(400, int(1.0 / per)))
+        with d.client() as long_c, d.client() as held, d.client() as pinger:
+            gid = long_c.request("graph.run", chain(256, k))
+            time.sleep(0.1)
+            b0, n0, _ = counters(pinger)
+            reqs = [
+                ("op.run", {"op": "add", "inputs": ["a", "b"], "out": "h1"}),
+                ("op.run", {"op": "mul", "inputs": ["h1", "h1"]}),
+                ("ping", {}),
+                ("op.run", {"op": "add", "inputs": ["h1", "missing"]}),
+                ("tensor.get", {"name": "h1"}),
+                ("op.run", {"op": "sub", "inputs": ["h1", "a"], "out": "h1"}),
+                ("op.run", {"op": "relu", "inputs": ["h1"]}),
+            ]
+            first = held.next_id
+            held.send_raw(b"".join(msgpack.packb([0, first + i, m, [p]], use_bin_type=True)
+                                   for i, (m, p) in enumerate(reqs)))
+            held.next_id += len(reqs)
+            gone = d.client()
+            gone.send_raw(b"".join(msgpack.packb([0, i + 1, "op.run", [{"op": "add", "inputs": ["a", "b"],
+                                                                      "out": "gone%d" % i}]],
+                                                 use_bin_type=True) for i in range(20)))
+            time.sleep(0.05)
+            gone.sock.shutdown(socket.SHUT_RDWR)
+            gone.close()
+            t1 = time.monotonic()
+            pinger.call("ping")
+            ping_s = time.monotonic() - t1
+            got = [held.response(first + i) for i in range(len(reqs))]
+            e, _ = long_c.response(gid)
+            check(e is None, "the long graph ran (%d matmuls)" % k)
+            t = a + b
+            ok = got[0][0] is None and got[1][0] is None and got[2][0] is None
+            ok = ok and np.allclose(value(got[1][1]), t * t, rtol=1e-5)
+            ok = ok and got[3][0] is not None and "missing" in got[3][0]["message"]
+            ok = ok and np.allclose(np.frombuffer(got[4][1]["data"], dtype=np.float32), t, rtol=1e-5)
+            ok = ok and got[5][0] is None and np.allclose(value(got[6][1]), np.maximum(t - a, 0), rtol=1e-5)
+            check(ok, "requests queued behind a long graph: answered in order, each right")
+            check(ping_s < 0.5, "another client's ping meanwhile: %.1f ms" % (ping_s * 1e3))
+            b1, n1, _ = counters(pinger)
+            check(n1 > n0, "they were batched (%d op.runs in %d batches)" % (n1 - n0, b1 - b0))
+            deadline = time.monotonic() + 10
+            names = []
+            while time.monotonic() < deadline:
+                names = [x["name"] for x in pinger.call("tensor.list")["tensors"]
+                         if x["name"].startswith("gone")]
+                if len(names) == 20:
+                    break
+                time.sleep(0.05)
+            check(len(names) == 20 and all(np.allclose(get(pinger, n), t) for n in names),
+                  "a client that left while its batch waited: its outputs stored (%d)" % len(names))
+
+
 def main():
     tmp = os.environ.get("TMPDIR", "/tmp")
     conf = os.path.join(tmp, "tensord-batch-off-%d.conf" % os.getpid())
@@ -300,6 +372,7 @@ def main():
             test_two_writers(d)
             test_departed(d)
             test_no_starvation(d)
+            test_held(d)
     finally:
         os.unlink(conf)
     if FAILED:
