@@ -16,6 +16,7 @@
 #include "methods/methods_graph.h"
 #include "methods/methods_tensor.h"
 #include "rpc.h"
+#include "store/store.h"
 #include "status.h"
 
 /* One batched op.run: request_defer_batched's copy and its graph. */
@@ -24,6 +25,7 @@ struct batch_entry {
 	msgpack_packer pk;
 	struct graph gr;
 	bool failed;                    /* recording it failed: later.call.err says why */
+	bool fresh;                     /* it stores a name not stored yet */
 	bool gone;                      /* its client left: commit, answer nobody */
 };
 
@@ -87,6 +89,26 @@ static bool reads_pending(const struct batch_run *run, const struct graph *gr)
 				return true;
 		}
 	}
+	return false;
+}
+
+/* Whether `gr` stores a name that is not stored yet: the tensor count and
+ * quota it was checked against (graph_check_outputs) do not count another
+ * such request of the batch, so a batch holds at most one. */
+static bool stores_fresh(struct daemon *d, const struct request *req, const struct graph *gr)
+{
+	const struct node *nd = &gr->nodes[0];
+	struct tensor *t;
+
+	return nd->has_out &&
+	       store_lookup(d->store, nd->out_name, strlen(nd->out_name), &req->call.cred, 0, &t, NULL) == -ENOENT;
+}
+
+static bool batch_has_fresh(const struct batch_run *run)
+{
+	for (unsigned i = 0; i < run->n; i++)
+		if (run->e[i].fresh)
+			return true;
 	return false;
 }
 
@@ -265,18 +287,22 @@ enum op_batch_offer op_batch_offer(struct request *req, struct graph *gr, bool p
 	struct op_batch *b = d->batch;
 	struct batch_run *run;
 	struct batch_entry *e;
+	bool fresh;
 
 	if (!qualifies(req, gr, profile))
 		return op_batch_settle(req) ? OP_BATCH_HOLD : OP_BATCH_NO;
 	if (!b && !(b = d->batch = calloc(1, sizeof(*b))))
 		return op_batch_settle(req) ? OP_BATCH_HOLD : OP_BATCH_NO;
 	run = b->open;
-	if (run && (run->device != gr->nodes[0].device || reads_pending(run, gr))) {
-		bool reread = reads_pending(run, gr);
+	fresh = stores_fresh(d, req, gr);
+	if (run && (run->device != gr->nodes[0].device || reads_pending(run, gr) ||
+		    (fresh && batch_has_fresh(run)))) {
+		/* What it resolved and was checked against may change with the
+		 * batch's commits: parse and check it again after them. */
+		bool reread = reads_pending(run, gr) || fresh;
 
 		if (op_batch_settle(req))
 			return OP_BATCH_HOLD;
-		/* What it resolved may have been replaced by the batch's commits. */
 		if (reread)
 			return OP_BATCH_RETRY;
 		run = NULL;
@@ -293,6 +319,7 @@ enum op_batch_offer op_batch_offer(struct request *req, struct graph *gr, bool p
 		return OP_BATCH_NO;
 	}
 	run->n++;
+	e->fresh = fresh;
 	e->gr = *gr;
 	e->gr.call = &e->later.call;
 	memset(gr, 0, sizeof(*gr));

@@ -267,9 +267,12 @@ def test_no_starvation(d):
     lat = []
     try:
         with d.client() as p:
-            time.sleep(0.2)
+            deadline = time.monotonic() + 10
+            while flood_done[0] == 0 and not errors and time.monotonic() < deadline:
+                time.sleep(0.01)
             start_ops = flood_done[0]
-            for _ in range(200):
+            until = time.monotonic() + 0.5
+            while len(lat) < 200 or time.monotonic() < until:
                 t0 = time.monotonic()
                 p.call("ping")
                 lat.append(time.monotonic() - t0)
@@ -303,6 +306,9 @@ def test_held(d):
     with d.client() as c:
         v = setup(c, np.random.default_rng(13))
         a, b = v["a"], v["b"]
+        # Names stored already: a batch holds one request creating a name.
+        for i in range(20):
+            put(c, "gone%d" % i, np.zeros(7, dtype=np.float32))
         t0 = time.monotonic()
         c.call("graph.run", chain(256, 2))
         per = max((time.monotonic() - t0) / 2, 1e-3)
@@ -359,6 +365,31 @@ def test_held(d):
                   "a client that left while its batch waited: its outputs stored (%d)" % len(names))
 
 
+def test_limits(conf_dir):
+    """One pipeline creating more names than the limits allow: the batch
+    holds one new name at a time, so each request is checked against the
+    tensors stored before it and the limits hold exactly."""
+    conf = os.path.join(conf_dir, "tensord-batch-limits-%d.conf" % os.getpid())
+    with open(conf, "w") as f:
+        f.write("persist = no\nmax_tensors = 40\nuser_max_tensors = 12\n")
+    try:
+        with Daemon(["--config", conf]) as d, d.client() as c:
+            v = setup(c, np.random.default_rng(14))
+            have = len(c.call("tensor.list")["tensors"])
+            reqs = [("op.run", {"op": "add", "inputs": ["a", "b"], "out": "new%d" % i}) for i in range(30)]
+            got = pipeline(c, reqs)
+            ok = [r for e, r in got if e is None]
+            bad = [e for e, r in got if e is not None]
+            check(len(ok) == 12 - have and all(r["name"] == "new%d" % i for i, r in enumerate(ok)),
+                  "user_max_tensors 12: the first %d new names stored (%d)" % (12 - have, len(ok)))
+            check(all(e["name"] == "RESOURCE_EXHAUSTED" and "user_max_tensors" in e["message"] for e in bad),
+                  "the rest refused by the quota (%r)" % (bad[:1],))
+            check(len(c.call("tensor.list")["tensors"]) == 12, "12 tensors stored")
+            check(np.allclose(get(c, "new0"), v["a"] + v["b"]), "with the right values")
+    finally:
+        os.unlink(conf)
+
+
 def main():
     tmp = os.environ.get("TMPDIR", "/tmp")
     conf = os.path.join(tmp, "tensord-batch-off-%d.conf" % os.getpid())
@@ -373,6 +404,7 @@ def main():
             test_departed(d)
             test_no_starvation(d)
             test_held(d)
+        test_limits(tmp)
     finally:
         os.unlink(conf)
     if FAILED:
