@@ -92,16 +92,20 @@ static bool reads_pending(const struct batch_run *run, const struct graph *gr)
 	return false;
 }
 
-/* Whether `gr` stores a name that is not stored yet: the tensor count and
- * quota it was checked against (graph_check_outputs) do not count another
- * such request of the batch, so a batch holds at most one. */
+/* Whether `gr` stores a name not stored yet, or a larger tensor over a
+ * stored one: the tensor count and quotas it was checked against
+ * (graph_check_outputs) do not count another such request of the batch,
+ * so a batch holds at most one. */
 static bool stores_fresh(struct daemon *d, const struct request *req, const struct graph *gr)
 {
 	const struct node *nd = &gr->nodes[0];
-	struct tensor *t;
+	struct tensor *t = NULL;
 
-	return nd->has_out &&
-	       store_lookup(d->store, nd->out_name, strlen(nd->out_name), &req->call.cred, 0, &t, NULL) == -ENOENT;
+	if (!nd->has_out)
+		return false;
+	if (store_lookup(d->store, nd->out_name, strlen(nd->out_name), &req->call.cred, 0, &t, NULL) == -ENOENT)
+		return true;
+	return t && t->bytes < nd->ctx.out.bytes;
 }
 
 static bool batch_has_fresh(const struct batch_run *run)

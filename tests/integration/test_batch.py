@@ -371,7 +371,7 @@ def test_limits(conf_dir):
     tensors stored before it and the limits hold exactly."""
     conf = os.path.join(conf_dir, "tensord-batch-limits-%d.conf" % os.getpid())
     with open(conf, "w") as f:
-        f.write("persist = no\nmax_tensors = 40\nuser_max_tensors = 12\n")
+        f.write("persist = no\nmax_tensors = 40\nuser_max_tensors = 12\nuser_max_bytes = 24K\n")
     try:
         with Daemon(["--config", conf]) as d, d.client() as c:
             v = setup(c, np.random.default_rng(14))
@@ -386,6 +386,24 @@ def test_limits(conf_dir):
                   "the rest refused by the quota (%r)" % (bad[:1],))
             check(len(c.call("tensor.list")["tensors"]) == 12, "12 tensors stored")
             check(np.allclose(get(c, "new0"), v["a"] + v["b"]), "with the right values")
+            # Growing stored tensors under user_max_bytes: one growth per batch.
+            for r in ok[-2:]:
+                c.call("tensor.delete", {"name": r["name"]})
+            put(c, "big", np.ones(1024, dtype=np.float32))
+            total = sum(t["bytes"] for t in c.call("tensor.list")["tensors"])
+            reqs = [("op.run", {"op": "relu", "inputs": ["big"], "out": r["name"]}) for r in ok[:-2]] * 2
+            got = pipeline(c, reqs)
+            grow = 4096 - 28
+            want = (24 * 1024 - total) // grow
+            ok = [r for e, r in got if e is None and r["bytes"] == 4096]
+            bad = [e for e, r in got if e is not None]
+            after = sum(t["bytes"] for t in c.call("tensor.list")["tensors"])
+            grown = {r["name"] for r in ok}
+            check(len(grown) == want and after <= 24 * 1024,
+                  "user_max_bytes 24K: %d of %d tensors grown (want %d), %d bytes"
+                  % (len(grown), len(reqs) // 2, want, after))
+            check(all(e["name"] == "RESOURCE_EXHAUSTED" and "user_max_bytes" in e["message"] for e in bad),
+                  "the rest refused by the quota (%r)" % (bad[:1],))
     finally:
         os.unlink(conf)
 
