@@ -564,7 +564,9 @@ int main(int argc, char **argv)
 	notify_ready(&notify);
 
 	r = loop_run(d.loop);
-	/* The loop closes its op.run batch after each turn; a failing one may not have. */
+	/* Only the answers of what runs now go out; the loop closes its op.run
+	 * batch after each turn, a failing one may not have. */
+	server_stop_serving(d.server);
 	op_batch_flush(&d, false);
 	/* Graphs still running finish first: their answers and stored outputs
 	 * happen before the final flush (gpu/completion.h). */

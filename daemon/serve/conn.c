@@ -288,7 +288,7 @@ static enum turn process(struct conn *c, unsigned *served)
 
 	/* A running job answers its request last; later ones wait for it, as
 	 * they wait for a running batch of its op.runs. */
-	while (!c->closing && !c->deferred && !c->batch_held) {
+	while (!c->closing && !c->deferred && !c->batch_held && server_serving(c->d->server)) {
 		uint64_t n;
 		int r;
 

@@ -36,6 +36,7 @@ struct server {
 	struct conn *conns;
 	bool accept_paused;     /* out of descriptors: wait for a connection to close */
 	bool freed;             /* connections were freed since the last trim */
+	bool stopped;           /* server_stop_serving: no new requests */
 };
 
 static int fill_addr(const char *path, struct sockaddr_un *sa)
@@ -260,6 +261,16 @@ static void on_resume(void *data, uint32_t events)
 	for (struct conn *c = s->conns; c; c = c->next)
 		if (c->resume)
 			conn_resume(c);
+}
+
+void server_stop_serving(struct server *s)
+{
+	s->stopped = true;
+}
+
+bool server_serving(const struct server *s)
+{
+	return !s || !s->stopped;
 }
 
 void server_resume_later(struct server *s)

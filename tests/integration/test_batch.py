@@ -408,6 +408,50 @@ def test_limits(conf_dir):
         os.unlink(conf)
 
 
+def test_sigterm():
+    """SIGTERM while four clients flood pipelined op.runs: the daemon exits 0
+    in time (under ASan: nothing leaked; the batches running at the stop
+    are answered, and no new request is served after it)."""
+    for trial in range(2):
+        d = Daemon().start()
+        with d.client() as c:
+            setup(c, np.random.default_rng(15))
+        stop = threading.Event()
+        sent = [0] * 4
+
+        def flood(k):
+            try:
+                with d.client() as f:
+                    reqs = [("op.run", {"op": "add", "inputs": ["a", "b"], "out": "st%d" % k})] * 64
+                    data = b"".join(msgpack.packb([0, i + 1, m, [p]], use_bin_type=True)
+                                    for i, (m, p) in enumerate(reqs))
+                    while not stop.is_set():
+                        f.send_raw(data)
+                        sent[k] += 1
+                        for _ in range(64):
+                            if f.recv() is None:
+                                return
+            except OSError:
+                pass
+
+        ths = [threading.Thread(target=flood, args=(k,)) for k in range(4)]
+        for t in ths:
+            t.start()
+        deadline = time.monotonic() + 10
+        while min(sent) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.05 * trial)
+        err = None
+        try:
+            d.stop()
+        except Exception as e:  # DaemonError: not exit 0 in time
+            err = e
+        stop.set()
+        for t in ths:
+            t.join()
+        check(err is None, "SIGTERM during a flood of batched op.runs: exit 0 (%s)" % err)
+
+
 def main():
     tmp = os.environ.get("TMPDIR", "/tmp")
     conf = os.path.join(tmp, "tensord-batch-off-%d.conf" % os.getpid())
@@ -423,6 +467,7 @@ def main():
             test_no_starvation(d)
             test_held(d)
         test_limits(tmp)
+        test_sigterm()
     finally:
         os.unlink(conf)
     if FAILED:
