@@ -197,7 +197,7 @@ static void error_message(const msgpack_object *e, char *err, size_t err_len)
 }
 
 /* Reads responses from `fd` until `count` arrived; each must be a success. */
-static int read_responses(int fd, msgpack_unpacker *u, unsigned count, char *err, size_t err_len)
+int bench_read_responses(int fd, msgpack_unpacker *u, unsigned count, char *err, size_t err_len)
 {
 	msgpack_unpacked msg;
 	unsigned got = 0;
@@ -267,12 +267,12 @@ int bench_pipelined(const char *path, const void *batch, size_t batch_len, unsig
 	/* Warm-up batch, then the timed ones. */
 	r = bench_write_all(fd, batch, batch_len);
 	if (r >= 0)
-		r = read_responses(fd, &u, depth, err, err_len);
+		r = bench_read_responses(fd, &u, depth, err, err_len);
 	t0 = bench_now_s();
 	while (r >= 0 && done < total) {
 		r = bench_write_all(fd, batch, batch_len);
 		if (r >= 0)
-			r = read_responses(fd, &u, depth, err, err_len);
+			r = bench_read_responses(fd, &u, depth, err, err_len);
 		done += depth;
 	}
 	if (r >= 0)

@@ -63,6 +63,11 @@ int bench_pack_str(msgpack_packer *pk, const char *s);
 int bench_pipelined(const char *path, const void *batch, size_t batch_len, unsigned depth,
 		    unsigned total, double *ret_ops_per_s, char *err, size_t err_len);
 
+/* Reads `count` msgpack-RPC responses from `fd` through `u`; each must be a
+ * success. 0, -EPROTO (an error response: its message in `err`, which may be
+ * NULL) or -errno. */
+int bench_read_responses(int fd, msgpack_unpacker *u, unsigned count, char *err, size_t err_len);
+
 /* Prints `s` to stdout as a JSON string literal. */
 void bench_json_string(const char *s);
 

@@ -26,6 +26,7 @@
 #include "kernels/kernel.h"
 #include "methods/kernel_compile_job.h"
 #include "methods/methods_job.h"
+#include "methods/op_batch.h"
 #include "persist/checkpoint.h"
 #include "persist/persist.h"
 #include "persist/persist_model.h"
@@ -563,10 +564,15 @@ int main(int argc, char **argv)
 	notify_ready(&notify);
 
 	r = loop_run(d.loop);
+	/* Only the answers of what runs now go out; the loop closes its op.run
+	 * batch after each turn, a failing one may not have. */
+	server_stop_serving(d.server);
+	op_batch_flush(&d, false);
 	/* Graphs still running finish first: their answers and stored outputs
 	 * happen before the final flush (gpu/completion.h). */
 	for (uint32_t id = 0; id < d.ngpus; id++)
 		gpu_completion_stop(d.gpus[id]);
+	op_batch_free(&d);
 	/* SIGTERM (and a failing loop) flush: whatever was acknowledged is kept. */
 	if (d.persist)
 		final_flush(&d);

@@ -26,6 +26,7 @@ struct config {
 	uint64_t max_message_bytes;
 	bool host_mapped;           /* map tensor memory when the device allows it */
 	bool async_graphs;          /* op.run/graph.run answered at completion, the loop not waiting */
+	bool batch_requests;        /* small op.runs arriving together share one submission */
 	uint64_t block_size;        /* device memory block size, 0 = automatic */
 	uint64_t max_device_bytes;  /* device memory tensord may take, 0 = the heap */
 	/* docs/security.md: quotas and client limits; 0 = no limit where noted */

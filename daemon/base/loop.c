@@ -15,6 +15,8 @@ struct loop {
 	bool (*idle)(void *data);
 	void *idle_data;
 	bool idle_pending;
+	void (*before)(void *data, const struct loop_source *src);
+	void *before_data;
 };
 
 struct loop *loop_new(void)
@@ -91,6 +93,13 @@ void loop_set_idle(struct loop *l, bool (*idle)(void *data), void *data)
 	l->idle_data = data;
 }
 
+void loop_set_before(struct loop *l, void (*before)(void *data, const struct loop_source *src),
+		     void *data)
+{
+	l->before = before;
+	l->before_data = data;
+}
+
 void loop_wake_idle(struct loop *l)
 {
 	l->idle_pending = true;
@@ -112,10 +121,15 @@ int loop_run(struct loop *l)
 		for (int i = 0; i < n; i++) {
 			struct loop_source *src = evs[i].data.ptr;
 
+			if (l->before)
+				l->before(l->before_data, src);
 			src->fn(src->data, evs[i].events);
 		}
-		if (l->idle && l->idle_pending)
+		if (l->idle && l->idle_pending) {
+			if (l->before)
+				l->before(l->before_data, NULL);
 			l->idle_pending = l->idle(l->idle_data);
+		}
 		for (unsigned i = 0; i < LOOP_MAX_AFTER; i++)
 			if (l->after[i].fn)
 				l->after[i].fn(l->after[i].data);

@@ -33,7 +33,7 @@ int loop_modify(struct loop *l, struct loop_source *src, uint32_t events);
 void loop_remove(struct loop *l, struct loop_source *src);
 
 /* Hooks run after each batch of events, in the order added. */
-#define LOOP_MAX_AFTER 4
+#define LOOP_MAX_AFTER 6
 
 /* Run `after` once after each batch of events: the place to free what the
  * callbacks of the batch retired, since later events of the same batch may
@@ -48,6 +48,13 @@ void loop_remove_after(struct loop *l, void (*after)(void *data), void *data);
  * while it does, the loop polls without blocking. Used for background work
  * (training runs) that proceeds step by step between client requests. */
 void loop_set_idle(struct loop *l, bool (*idle)(void *data), void *data);
+
+/* Call `before(data, src)` before each event's callback (src: its source)
+ * and before the idle function (src NULL): the server closes a batch of
+ * requests there before anything else can change what the batch reads
+ * (docs/architecture.md, "Batching"). NULL: none. */
+void loop_set_before(struct loop *l, void (*before)(void *data, const struct loop_source *src),
+		     void *data);
 
 /* Tell the loop the idle function has work again (after it returned false). */
 void loop_wake_idle(struct loop *l);

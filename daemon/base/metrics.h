@@ -27,6 +27,8 @@ struct metrics {
 	uint64_t protocol_errors;       /* streams closed as unparseable */
 	uint64_t reloads;               /* SIGHUP reloads that applied a config */
 	uint64_t reload_failures;       /* SIGHUP reloads refused (bad config) */
+	uint64_t op_batches;            /* op.run batches submitted (methods/op_batch.c) */
+	uint64_t op_batched;            /* op.runs answered from them */
 };
 
 /* Count one finished request of method slot `slot` (see request_method_slot)

@@ -297,6 +297,23 @@ int graph_submit_part(struct graph *gr, unsigned first, unsigned last)
 	return 0;
 }
 
+int graph_record_into(struct graph *gr, struct gpu_recorder *rec)
+{
+	for (unsigned i = 0; i < gr->n; i++) {
+		struct node *nd = &gr->nodes[i];
+
+		if (nd->device != rec->g->id)
+			return graph_node_fail(gr, i, TDP_INTERNAL, "not on the batch's device");
+		if (alloc_result(gr, i) < 0)
+			return -1;
+		if (nd->ctx.out.count == 0 || nd->aliased)
+			continue;
+		if (nd->ctx.def->record(&nd->ctx, rec) < 0)
+			return graph_node_fail(gr, i, nd->ctx.err.code, nd->ctx.err.message);
+	}
+	return 0;
+}
+
 int graph_wait(struct graph *gr)
 {
 	int err = 0;

@@ -136,6 +136,15 @@ struct tensor *graph_stored(const struct graph *gr, struct tensor *t);
  * before `first` must have run. Returns 0 or -1 with gr->call->err set. */
 int graph_submit_part(struct graph *gr, unsigned first, unsigned last);
 
+/* Allocate the results of every node of `gr` (unfused, all on rec->g) and
+ * record them into `rec`, a recording the caller began and submits: several
+ * graphs then share one command buffer and one submission (op.run batches,
+ * methods/op_batch.c), the recorder putting barriers only where one reads or
+ * writes what an earlier one wrote. On failure what was recorded of `gr`
+ * stays in `rec`: keep its memory until the submission completed. Returns 0
+ * or -1 with gr->call->err set. */
+int graph_record_into(struct graph *gr, struct gpu_recorder *rec);
+
 /* Wait for what graph_submit_part submitted. Returns 0 or -1 with gr->call->err set. */
 int graph_wait(struct graph *gr);
 

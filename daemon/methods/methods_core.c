@@ -203,7 +203,7 @@ static int write_counters(msgpack_packer *pk, const struct daemon *d)
 		ps.feedback = one.feedback;
 		built += gpu_pipeline_count(d->gpus[id]);
 	}
-	return msgpack_pack_map(pk, 12) ||
+	return msgpack_pack_map(pk, 14) ||
 	       tdp_pack_cstr(pk, "requests") || write_per_method(pk, m, 0) ||
 	       tdp_pack_cstr(pk, "errors") || write_per_method(pk, m, 1) ||
 	       tdp_pack_cstr(pk, "request_seconds") || write_per_method(pk, m, 2) ||
@@ -214,6 +214,8 @@ static int write_counters(msgpack_packer *pk, const struct daemon *d)
 	       kv_u64(pk, "protocol_errors", m->protocol_errors) ||
 	       kv_u64(pk, "reloads", m->reloads) ||
 	       kv_u64(pk, "reload_failures", m->reload_failures) ||
+	       kv_u64(pk, "op_batches", m->op_batches) ||
+	       kv_u64(pk, "op_batched", m->op_batched) ||
 	       tdp_pack_cstr(pk, "gpu") || msgpack_pack_map(pk, 5) ||
 	       kv_u64(pk, "device", d->ngpus ? d->gpus[0]->desc.index : 0) ||
 	       kv_u64(pk, "submissions", gs.submissions) ||

@@ -3,6 +3,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/log.h"
 #include "base/metrics.h"
@@ -12,6 +13,7 @@
 #include "engine/graph_fuse.h"
 #include "engine/graph_parse.h"
 #include "methods/methods_tensor.h"
+#include "methods/op_batch.h"
 #include "methods/params.h"
 #include "pack.h"
 #include "rpc.h"
@@ -210,12 +212,31 @@ int method_op_run(struct request *req)
 		return -1;
 	j->profile = profile;
 	j->answer = op_run_answer;
-	if (graph_parse_op(&j->gr, op, inputs, attrs, out, device) < 0 || graph_check_outputs(&j->gr) < 0) {
-		graph_free(&j->gr);
-		free(j);
-		return -1;
+	for (;;) {
+		if (graph_parse_op(&j->gr, op, inputs, attrs, out, device) < 0 || graph_check_outputs(&j->gr) < 0) {
+			graph_free(&j->gr);
+			free(j);
+			return -1;
+		}
+		/* Small ones share a submission (op_batch.h). */
+		switch (op_batch_offer(req, &j->gr, profile)) {
+		case OP_BATCH_JOINED:
+			free(j);
+			return REQUEST_DEFERRED;
+		case OP_BATCH_HOLD:
+			graph_free(&j->gr);
+			free(j);
+			return REQUEST_HOLD;
+		case OP_BATCH_RETRY:
+			graph_free(&j->gr);
+			memset(&j->gr, 0, sizeof(j->gr));
+			j->gr.call = &req->call;
+			continue;
+		case OP_BATCH_NO:
+			break;
+		}
+		return graph_job_run(req, j);
 	}
-	return graph_job_run(req, j);
 }
 
 static int graph_run_answer(struct request *req, struct graph *gr, const struct graph_job *j)

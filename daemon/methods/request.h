@@ -19,6 +19,11 @@ struct conn;
  * request_defer (train.run, a kernel.create compiling). */
 #define REQUEST_DEFERRED 1
 
+/* A handler's return for a request it did not serve: nothing of it took
+ * effect, and the connection serves it again once its batched requests
+ * (methods/op_batch.h) were answered. */
+#define REQUEST_HOLD 2
+
 /* An answer given later: while one is pending, the connection's later
  * requests wait. The owner embeds it next to the copy of the request that
  * request_defer made. */
@@ -54,6 +59,10 @@ struct request {
 	const int *fds;
 	unsigned nfds;
 	struct tdp_buf *out;
+	/* Where its answer starts in `out`: a failure drops what follows. An
+	 * op.run batch closed while it is served writes earlier answers there
+	 * first and moves it (op_batch_settle). */
+	size_t mark;
 };
 
 /* Record an error for the response in req->call.err (td_fail): `code` is a
@@ -73,6 +82,29 @@ int request_pack_error(const struct request *req, msgpack_packer *pk);
  * came on no connection. Implemented by the connection (serve/conn.c). */
 int request_defer(struct request *req, struct request_deferred *def, struct request *later,
 		  msgpack_packer *pk);
+
+/* Take over answering `req` later as one of a batch (methods/op_batch.c):
+ * request_defer's copy, but the connection goes on serving its later
+ * requests (which join the batch, or close it and wait: REQUEST_HOLD).
+ * Returns 0, or request_fail(INTERNAL) when `req` came on no connection. */
+int request_defer_batched(struct request *req, struct request *later, msgpack_packer *pk);
+
+/* The batch holding `later` was submitted and runs: its connection serves
+ * no more requests until its batched requests were answered. */
+void request_batch_hold(const struct request *later);
+
+/* Whether req's connection has batched requests not answered yet. */
+bool request_batch_pending(const struct request *req);
+
+/* Batched `later` is answered (written): once the connection's last one
+ * is, the connection may go on (request_batch_kick). */
+void request_batch_done(const struct request *later);
+
+/* Let the connection of answered `later` send what was written and go on
+ * with its requests: `now` at once (not while any connection is being
+ * served), else on its next turn (after the current event). Nothing for a
+ * closed connection. */
+void request_batch_kick(const struct request *later, bool now);
 
 /* The bytes the connections of the request's uid buffer, held answers
  * (request_deferred.held_bytes) included, and the user_max_buffer_bytes
@@ -96,7 +128,9 @@ void request_deferred_done(const struct request *later);
 typedef int (*method_fn)(struct request *req);
 
 /* Serve one request: find the method, run it, and leave exactly one response
- * for `req->msgid` in `req->out`. Returns 0, or -ENOMEM when not even an error
+ * for `req->msgid` in `req->out`. Returns 0, 1 when it was not served and
+ * nothing was written (REQUEST_HOLD: serve it again after the connection's
+ * batched requests were answered), or -ENOMEM when not even an error
  * response could be written (the connection must then be closed). */
 int request_dispatch(struct request *req, const char *method, size_t method_len);
 

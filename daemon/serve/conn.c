@@ -15,6 +15,7 @@
 #include "daemon.h"
 #include "methods.h"
 #include "rpc.h"
+#include "methods/op_batch.h"
 #include "methods/request.h"
 #include "serve/server.h"
 #include "status.h"
@@ -91,6 +92,11 @@ void conn_close(struct conn *c)
 		c->deferred->cancel(c->deferred);
 		c->deferred = NULL;
 	}
+	if (c->batched) {
+		op_batch_cancel_conn(c->d, c);
+		c->batched = 0;
+		c->batch_held = false;
+	}
 	loop_remove(c->d->loop, &c->src);
 	close(c->src.fd);
 	c->src.fd = -1;
@@ -158,8 +164,9 @@ static void scan_error(struct conn *c, int r)
 	}
 }
 
-/* Serve one complete message of `n` bytes at `p`. Returns 0, or -ENOMEM when
- * the connection must be closed. */
+/* Serve one complete message of `n` bytes at `p`. Returns 0, 1 when it was
+ * held (not served: it stays queued until the connection's batched op.runs
+ * were answered), or -ENOMEM when the connection must be closed. */
 static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 {
 	int fds[CONN_MAX_FDS];
@@ -169,6 +176,7 @@ static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 	struct tdp_message m;
 	char why[200];
 	uint32_t msgid;
+	bool unpacked, parsed;
 	int r = 0;
 
 	msgpack_packer_init(&pk, &c->out, tdp_buf_msgpack_write);
@@ -179,9 +187,21 @@ static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 		fds[nfds] = c->fds[nfds].fd;
 		nfds++;
 	}
-	if (tdp_unpack(&u, p, n) < 0) {
+	unpacked = tdp_unpack(&u, p, n) == 0;
+	parsed = unpacked && tdp_message_parse(&u.data, &m, why, sizeof(why)) == 0;
+	/* Behind batched op.runs of the connection, what is not a request
+	 * writes at once (an error, a protocol.error): the batch is closed
+	 * first, and it waits while that runs (a request: request_dispatch). */
+	if (c->batched && !(parsed && m.type == TDP_MSG_REQUEST)) {
+		op_batch_flush(c->d, false);
+		if (c->batched) {
+			msgpack_unpacked_destroy(&u);
+			return 1;
+		}
+	}
+	if (!unpacked) {
 		stream_error(c, TDP_PROTOCOL, "undecodable message");
-	} else if (tdp_message_parse(&u.data, &m, why, sizeof(why)) < 0) {
+	} else if (!parsed) {
 		if (tdp_message_request_id(&u.data, &msgid) == 0)
 			r = tdp_write_error(&pk, msgid, TDP_PROTOCOL, why);
 		else
@@ -199,6 +219,11 @@ static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 		};
 
 		r = request_dispatch(&req, m.method, m.method_len);
+		if (r > 0) {
+			/* Held (REQUEST_HOLD): served again later, fds and all. */
+			msgpack_unpacked_destroy(&u);
+			return 1;
+		}
 	} else if (m.type == TDP_MSG_NOTIFY) {
 		/* tensord defines no client notifications: ignored, whatever the
 		 * method (docs/protocol.md); the connection goes on. */
@@ -261,26 +286,34 @@ static enum turn process(struct conn *c, unsigned *served)
 {
 	uint32_t cap = c->qcap;
 
-	/* A running job answers its request last; later ones wait for it. */
-	while (!c->closing && !c->deferred) {
+	/* A running job answers its request last; later ones wait for it, as
+	 * they wait for a running batch of its op.runs. */
+	while (!c->closing && !c->deferred && !c->batch_held && server_serving(c->d->server)) {
 		uint64_t n;
+		int r;
 
 		if (conn_backlogged(c))
 			return TURN_BACKLOG;
 		scan_input(c);
 		if (c->nqueued == 0) {
-			if (c->scan_err)
+			/* The stream's end is told after every answer before it. */
+			if (c->scan_err && c->batched)
+				op_batch_flush(c->d, false);
+			if (c->scan_err && !c->batched)
 				scan_error(c, c->scan_err);
 			break;
 		}
 		if (*served >= TURN_BUDGET)
 			return TURN_YIELD;
 		n = c->queue[c->qhead];
-		if (handle_message(c, tdp_buf_head(&c->in), n) < 0) {
+		r = handle_message(c, tdp_buf_head(&c->in), n);
+		if (r < 0) {
 			log_error("out of memory answering pid %d; closing its connection", (int)c->pid);
 			conn_close(c);
 			return TURN_IDLE;
 		}
+		if (r > 0)
+			break; /* held: its batch answers first, then kicks it */
 		(*served)++;
 		if (c->closing)
 			break; /* a broken stream: stream_error dropped the input */
@@ -535,7 +568,8 @@ static void conn_settle(struct conn *c)
 
 	if (tdp_buf_len(&c->out) == 0) {
 		c->drained_ns = daemon_now_ns(CLOCK_MONOTONIC);
-		if (!c->deferred && (c->closing || (c->peer_closed && c->nqueued == 0 && !c->scan_err))) {
+		if (!c->deferred && !c->batched &&
+		    (c->closing || (c->peer_closed && c->nqueued == 0 && !c->scan_err))) {
 			conn_close(c);
 			return;
 		}
@@ -557,6 +591,10 @@ void conn_kick(struct conn *c)
 {
 	if (!c->dead)
 		conn_settle(c);
+	/* Called outside the connection's own events (a completion's answer, a
+	 * job's notification): the op.runs it batched are submitted before the
+	 * caller goes on, which may commit or free what they read (op_batch.h). */
+	op_batch_flush(c->d, false);
 }
 
 void conn_resume(struct conn *c)
@@ -569,6 +607,11 @@ void conn_resume(struct conn *c)
 bool conn_backlogged(const struct conn *c)
 {
 	return tdp_buf_len(&c->out) >= c->d->cfg.max_output_backlog;
+}
+
+bool conn_source(const struct loop_source *src)
+{
+	return src->fn == conn_event;
 }
 
 static void conn_event(void *data, uint32_t events)

@@ -56,6 +56,10 @@ struct conn {
 	unsigned nfds;
 	bool unix_peer;         /* an AF_UNIX socket: the only kind that takes fds */
 	struct request_deferred *deferred; /* a request answered later (request.h): later ones wait */
+	/* Its op.runs in a batch (methods/op_batch.h), not answered yet; while
+	 * that batch runs (batch_held) its later requests wait. */
+	unsigned batched;
+	bool batch_held;
 	struct conn *next;
 };
 
@@ -69,7 +73,8 @@ void conn_close(struct conn *c);
 
 /* Flush output and serve waiting requests after work done outside the
  * connection's own events (a training step wrote a notification, or the
- * connection's job ended). */
+ * connection's job ended); an op.run batch they opened is closed before it
+ * returns. */
 void conn_kick(struct conn *c);
 
 /* Whether so much output waits (cfg.max_output_backlog) that the connection
@@ -86,6 +91,10 @@ void conn_resume(struct conn *c);
  * cfg.stall_timeout seconds, or whose started message got no byte for
  * cfg.input_timeout seconds while the daemon was reading. */
 void conn_tick(struct conn *c, int64_t now_ns);
+
+/* Whether `src` is a connection's (the loop's before hook: any other
+ * event closes the op.run batch first). */
+bool conn_source(const struct loop_source *src);
 
 /* Free a closed connection. */
 void conn_free(struct conn *c);

@@ -27,6 +27,56 @@ int request_defer(struct request *req, struct request_deferred *def, struct requ
 	return 0;
 }
 
+int request_defer_batched(struct request *req, struct request *later, msgpack_packer *pk)
+{
+	struct conn *c = req->conn;
+
+	if (!c)
+		return request_fail(req, TDP_INTERNAL, "%s needs a connection", req->method);
+	*later = *req;
+	later->params = NULL;
+	later->fds = NULL;
+	later->nfds = 0;
+	later->method = request_method_name(req->slot);
+	later->out = &c->out;
+	msgpack_packer_init(pk, &c->out, tdp_buf_msgpack_write);
+	later->pk = pk;
+	c->batched++;
+	return 0;
+}
+
+void request_batch_hold(const struct request *later)
+{
+	later->conn->batch_held = true;
+}
+
+bool request_batch_pending(const struct request *req)
+{
+	return req->conn->batched > 0;
+}
+
+void request_batch_done(const struct request *later)
+{
+	struct conn *c = later->conn;
+
+	if (c->batched && --c->batched == 0)
+		c->batch_held = false;
+}
+
+void request_batch_kick(const struct request *later, bool now)
+{
+	struct conn *c = later->conn;
+
+	if (c->dead)
+		return;
+	if (now) {
+		conn_kick(c);
+	} else if (!c->resume) {
+		c->resume = true;
+		server_resume_later(c->d->server);
+	}
+}
+
 uint64_t request_user_buffered(const struct request *req, uint64_t *ret_limit)
 {
 	struct conn *c = req->conn;

@@ -17,6 +17,7 @@
 #include "methods/methods_tensor.h"
 #include "methods/methods_train.h"
 #include "methods/methods_train_run.h"
+#include "methods/op_batch.h"
 #include "methods/request.h"
 #include "persist/checkpoint.h"
 #include "rpc.h"
@@ -71,7 +72,6 @@ const char *request_method_name(unsigned slot)
 
 int request_dispatch(struct request *req, const char *method, size_t method_len)
 {
-	size_t mark = tdp_buf_len(req->out);
 	char name[TDP_MAX_METHOD_LEN + 1];
 	method_fn fn = NULL;
 	int64_t t0 = daemon_now_ns(CLOCK_MONOTONIC);
@@ -82,6 +82,7 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
 			*p = '?';
 	req->method = name;
+	req->mark = tdp_buf_len(req->out);
 	td_error_clear(&req->call.err);
 	req->slot = (unsigned)METHOD_COUNT;
 	for (size_t i = 0; i < METHOD_COUNT; i++) {
@@ -96,7 +97,11 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 	 * (docs/protocol.md). The tree is this request's own unpacked copy. */
 	if (req->params)
 		tdp_params_accept_bin((msgpack_object *)req->params, 0);
-	req->call.d->requests++;
+	/* Anything but an op.run closes the op.run batch first (op_batch.h),
+	 * and waits while the batch holding its connection's earlier
+	 * requests runs; an op.run decides itself. */
+	if ((fn != method_op_run || req->nfds) && op_batch_settle(req))
+		return 1;
 	if (!fn)
 		request_fail(req, TDP_UNIMPLEMENTED, "no such method");
 	else if (req->nfds && fn != method_tensor_put && fn != method_tensor_get)
@@ -105,6 +110,19 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 			     "that takes none", req->nfds, req->nfds == 1 ? "" : "s");
 	else
 		r = fn(req);
+	/* An op.run that failed behind batched op.runs of its connection may
+	 * have read a name one of those stores: once they are answered (or,
+	 * held, when they were), it is served again. */
+	if (r < 0 && fn == method_op_run && req->conn && request_batch_pending(req)) {
+		req->out->end = req->out->start + req->mark;
+		if (op_batch_settle(req))
+			return 1;
+		td_error_clear(&req->call.err);
+		r = fn(req);
+	}
+	if (r == REQUEST_HOLD)
+		return 1;
+	req->call.d->requests++;
 	metrics_request(&req->call.d->metrics, req->slot, !(r == 0 || r == REQUEST_DEFERRED),
 			(uint64_t)(daemon_now_ns(CLOCK_MONOTONIC) - t0));
 	if (r == 0 || r == REQUEST_DEFERRED)
@@ -113,10 +131,10 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 		request_fail(req, TDP_INTERNAL, "failed without a reason");
 	req->call.d->requests_failed++;
 	/* Drop whatever the handler wrote before failing; answer the error. */
-	req->out->end = req->out->start + mark;
+	req->out->end = req->out->start + req->mark;
 	log_debug("msgid %u: %s: %s", req->msgid, req->method, req->call.err.message);
 	if (request_pack_error(req, req->pk) < 0) {
-		req->out->end = req->out->start + mark;
+		req->out->end = req->out->start + req->mark;
 		return -ENOMEM;
 	}
 	return 0;

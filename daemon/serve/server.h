@@ -23,6 +23,14 @@ struct server *server_new(struct daemon *d, int listen_fd, const char *unlink_pa
 void server_free(struct server *s);
 
 
+/* The loop stopped (SIGTERM): from now on connections only send the
+ * answers of requests already running (finished by gpu_completion_stop)
+ * and serve no new ones, which would start work nothing finishes. */
+void server_stop_serving(struct server *s);
+
+/* Whether connections serve requests (not after server_stop_serving). */
+bool server_serving(const struct server *s);
+
 /* Ask for conn_resume() on every connection marked `resume`, after the loop
  * has looked at other clients' events. */
 void server_resume_later(struct server *s);

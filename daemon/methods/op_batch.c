@@ -1,0 +1,372 @@
+#include "methods/op_batch.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/metrics.h"
+#include "daemon.h"
+#include "engine/graph_core.h"
+#include "gpu/completion.h"
+#include "gpu/device.h"
+#include "gpu/recorder.h"
+#include "methods/methods_graph.h"
+#include "methods/methods_tensor.h"
+#include "rpc.h"
+#include "store/store.h"
+#include "status.h"
+
+/* One batched op.run: request_defer_batched's copy and its graph. */
+struct batch_entry {
+	struct request later;
+	msgpack_packer pk;
+	struct graph gr;
+	bool failed;                    /* recording it failed: later.call.err says why */
+	bool fresh;                     /* it stores a name not stored yet */
+	bool gone;                      /* its client left: commit, answer nobody */
+};
+
+/* One batch: a recording on one device and the requests recorded into it. */
+struct batch_run {
+	struct daemon *d;
+	struct gpu_recorder rec;
+	uint32_t device;
+	unsigned n;
+	struct batch_entry e[OP_BATCH_MAX];
+	struct batch_run *next;         /* the submitted ones, oldest first */
+};
+
+struct op_batch {
+	struct batch_run *open;         /* collecting, or NULL */
+	struct batch_run *running;      /* submitted, watched by the completion thread */
+};
+
+bool op_batch_open(const struct daemon *d)
+{
+	return d->batch && d->batch->open;
+}
+
+/* The bytes an op.run's inputs and result hold: what decides "small". */
+static uint64_t graph_bytes(const struct graph *gr)
+{
+	const struct op_ctx *ctx = &gr->nodes[0].ctx;
+	uint64_t bytes = ctx->out.bytes;
+
+	for (unsigned k = 0; k < ctx->ninputs; k++)
+		bytes += ctx->in[k].bytes;
+	return bytes;
+}
+
+static bool qualifies(const struct request *req, const struct graph *gr, bool profile)
+{
+	const struct daemon *d = req->call.d;
+	uint32_t dev;
+
+	if (!d->cfg.batch_requests || !d->cfg.async_graphs || !req->conn || profile || gr->n != 1 ||
+	    gr->fuse || graph_bytes(gr) > OP_BATCH_MAX_BYTES)
+		return false;
+	/* A batch is watched by the device's completion thread. */
+	dev = gr->nodes[0].device;
+	return dev < d->ngpus && d->gpus[dev] && gpu_completion_on(d->gpus[dev]);
+}
+
+/* Whether `gr` reads a name that a request of `run` stores: it must see
+ * what that one stores, which exists only once the batch completed. */
+static bool reads_pending(const struct batch_run *run, const struct graph *gr)
+{
+	const struct node *nd = &gr->nodes[0];
+
+	for (unsigned k = 0; k < nd->ctx.ninputs; k++) {
+		if (nd->src[k] >= 0 || !nd->stored[k])
+			continue;
+		for (unsigned i = 0; i < run->n; i++) {
+			const struct node *w = &run->e[i].gr.nodes[0];
+
+			if (w->has_out && !strcmp(w->out_name, nd->stored[k]->name))
+				return true;
+		}
+	}
+	return false;
+}
+
+/* Whether `gr` stores a name not stored yet, or a larger tensor over a
+ * stored one: the tensor count and quotas it was checked against
+ * (graph_check_outputs) do not count another such request of the batch,
+ * so a batch holds at most one. */
+static bool stores_fresh(struct daemon *d, const struct request *req, const struct graph *gr)
+{
+	const struct node *nd = &gr->nodes[0];
+	struct tensor *t = NULL;
+
+	if (!nd->has_out)
+		return false;
+	if (store_lookup(d->store, nd->out_name, strlen(nd->out_name), &req->call.cred, 0, &t, NULL) == -ENOENT)
+		return true;
+	return t && t->bytes < nd->ctx.out.bytes;
+}
+
+static bool batch_has_fresh(const struct batch_run *run)
+{
+	for (unsigned i = 0; i < run->n; i++)
+		if (run->e[i].fresh)
+			return true;
+	return false;
+}
+
+/* The answer of one request whose work ran: as op.run's without profile. */
+static int answer(struct request *req, struct graph *gr)
+{
+	if (gr->nodes[0].has_out) {
+		struct tensor *t = graph_commit(gr, 0);
+
+		if (!t)
+			return request_fail(req, TDP_INTERNAL, "out of memory");
+		return tensor_write_meta_result_map(req, t, 0);
+	}
+	if (tdp_write_result_head(req->pk, req->msgid) < 0)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	return graph_pack_result(req, gr, 0, 0);
+}
+
+static void device_error(struct request *req, const struct daemon *d, int r)
+{
+	if (r == -ETIMEDOUT)
+		request_fail(req, TDP_DEADLINE_EXCEEDED, "the batch ran past request_timeout (%.1f s); the "
+			     "GPU is now marked lost and will be re-created",
+			     (double)d->cfg.request_timeout_ms / 1e3);
+	else if (r == -ENODEV)
+		request_fail(req, TDP_DEVICE_LOST, "the GPU was lost");
+	else
+		request_fail(req, TDP_INTERNAL, "the GPU submission failed (%s)", strerror(-r));
+}
+
+/* The batch's submission ended with `r` (0 or -errno): answer each request
+ * in order (its result, or its own error), commit the stored outputs of
+ * those that ran, then let the connections go on (`now`: at once). Frees
+ * `run`. */
+static void answer_all(struct batch_run *run, int r, bool now)
+{
+	struct daemon *d = run->d;
+
+	for (unsigned i = 0; i < run->n; i++) {
+		struct batch_entry *e = &run->e[i];
+		struct request *req = &e->later;
+		size_t mark;
+
+		if (e->gone) {
+			/* It takes effect as if answered: only nobody reads it. */
+			if (r == 0 && !e->failed && e->gr.nodes[0].has_out && !graph_commit(&e->gr, 0))
+				log_error("storing '%s' for a departed client: out of memory",
+					  e->gr.nodes[0].out_name);
+			continue;
+		}
+		mark = tdp_buf_len(req->out);
+		if (r < 0)
+			device_error(req, d, r);
+		if (r < 0 || e->failed || answer(req, &e->gr) < 0) {
+			req->out->end = req->out->start + mark;
+			d->requests_failed++;
+			metrics_request_error(&d->metrics, req->slot);
+			log_debug("msgid %u: %s", req->msgid, req->call.err.message);
+			if (request_pack_error(req, &e->pk) < 0)
+				req->out->end = req->out->start + mark;
+		}
+		request_batch_done(req);
+	}
+	for (unsigned i = 0; i < run->n; i++)
+		graph_free(&run->e[i].gr);
+	/* Every answer is written before any connection goes on: one that goes
+	 * on may close another, or open the next batch. */
+	for (unsigned i = 0; i < run->n; i++) {
+		bool first = !run->e[i].gone;
+
+		for (unsigned k = 0; first && k < i; k++)
+			first = run->e[k].gone || run->e[k].later.conn != run->e[i].later.conn;
+		if (first)
+			request_batch_kick(&run->e[i].later, now);
+	}
+	free(run);
+}
+
+/* The completion thread saw a watched batch end (from the loop). */
+static void run_done(void *data)
+{
+	struct batch_run *run = data, **pp;
+	struct op_batch *b = run->d->batch;
+
+	for (pp = &b->running; *pp; pp = &(*pp)->next)
+		if (*pp == run) {
+			*pp = run->next;
+			break;
+		}
+	answer_all(run, gpu_rec_wait(&run->rec), true);
+}
+
+/* Whether the submission of `rec` finished within GRAPH_SPIN_NS (polled:
+ * as graph_execute_async, a small batch skips the completion thread's
+ * hand-off); never while watched work is ahead of it. */
+static bool finished_soon(struct gpu_recorder *rec)
+{
+	int64_t until = daemon_now_ns(CLOCK_MONOTONIC) + GRAPH_SPIN_NS;
+
+	if (gpu_completion_busy(rec->g))
+		return false;
+	while (!gpu_cmd_finished(rec->g, rec->slot))
+		if (daemon_now_ns(CLOCK_MONOTONIC) >= until)
+			return false;
+	return true;
+}
+
+void op_batch_flush(struct daemon *d, bool now)
+{
+	struct op_batch *b = d->batch;
+	struct batch_run *run = b ? b->open : NULL;
+	int r;
+
+	if (!run)
+		return;
+	b->open = NULL;
+	d->metrics.op_batches++;
+	d->metrics.op_batched += run->n;
+	r = gpu_rec_submit(&run->rec);
+	if (r < 0) {
+		answer_all(run, r, now);
+		return;
+	}
+	if (run->rec.slot < GPU_CMD_SYNC || finished_soon(&run->rec)) {
+		answer_all(run, gpu_rec_wait(&run->rec), now);
+		return;
+	}
+	if (gpu_rec_watch(&run->rec, run_done, run) < 0) {
+		/* No completion thread any more (shutting down): wait here. */
+		answer_all(run, gpu_rec_wait(&run->rec), now);
+		return;
+	}
+	for (unsigned i = 0; i < run->n; i++)
+		if (!run->e[i].gone)
+			request_batch_hold(&run->e[i].later);
+	run->next = NULL;
+	{
+		struct batch_run **pp = &b->running;
+
+		while (*pp)
+			pp = &(*pp)->next;
+		*pp = run;
+	}
+}
+
+bool op_batch_settle(struct request *req)
+{
+	op_batch_flush(req->call.d, false);
+	if (req->out)
+		req->mark = tdp_buf_len(req->out);
+	return req->conn && request_batch_pending(req);
+}
+
+/* A new batch on the device of `gr`. NULL when none can be begun. */
+static struct batch_run *run_new(struct daemon *d, const struct graph *gr)
+{
+	uint32_t dev = gr->nodes[0].device;
+	struct batch_run *run = calloc(1, sizeof(*run));
+
+	if (!run)
+		return NULL;
+	run->d = d;
+	run->device = dev;
+	if (gpu_rec_begin_async(&run->rec, d->gpus[dev]) < 0 || run->rec.slot < GPU_CMD_SYNC) {
+		if (run->rec.cb)
+			gpu_rec_abort(&run->rec);
+		free(run);
+		return NULL;
+	}
+	return run;
+}
+
+enum op_batch_offer op_batch_offer(struct request *req, struct graph *gr, bool profile)
+{
+	struct daemon *d = req->call.d;
+	struct op_batch *b = d->batch;
+	struct batch_run *run;
+	struct batch_entry *e;
+	bool fresh;
+
+	if (!qualifies(req, gr, profile))
+		return op_batch_settle(req) ? OP_BATCH_HOLD : OP_BATCH_NO;
+	if (!b && !(b = d->batch = calloc(1, sizeof(*b))))
+		return op_batch_settle(req) ? OP_BATCH_HOLD : OP_BATCH_NO;
+	run = b->open;
+	fresh = stores_fresh(d, req, gr);
+	if (run && (run->device != gr->nodes[0].device || reads_pending(run, gr) ||
+		    (fresh && batch_has_fresh(run)))) {
+		/* What it resolved and was checked against may change with the
+		 * batch's commits: parse and check it again after them. */
+		bool reread = reads_pending(run, gr) || fresh;
+
+		if (op_batch_settle(req))
+			return OP_BATCH_HOLD;
+		if (reread)
+			return OP_BATCH_RETRY;
+		run = NULL;
+	}
+	if (!run && !(run = b->open = run_new(d, gr)))
+		return op_batch_settle(req) ? OP_BATCH_HOLD : OP_BATCH_NO;
+	e = &run->e[run->n];
+	if (request_defer_batched(req, &e->later, &e->pk) < 0) {
+		if (run->n == 0) {
+			gpu_rec_abort(&run->rec);
+			b->open = NULL;
+			free(run);
+		}
+		return OP_BATCH_NO;
+	}
+	run->n++;
+	e->fresh = fresh;
+	e->gr = *gr;
+	e->gr.call = &e->later.call;
+	memset(gr, 0, sizeof(*gr));
+	/* Its inputs are read only now, while recording: the batch keeps no
+	 * pointer to a stored tensor. A failure is its own. */
+	if (graph_record_into(&e->gr, &run->rec) < 0)
+		e->failed = true;
+	if (run->n == OP_BATCH_MAX)
+		op_batch_flush(d, false);
+	return OP_BATCH_JOINED;
+}
+
+void op_batch_cancel_conn(struct daemon *d, const struct conn *c)
+{
+	struct op_batch *b = d->batch;
+
+	if (!b)
+		return;
+	for (struct batch_run *run = b->open; run; run = NULL)
+		for (unsigned i = 0; i < run->n; i++)
+			if (run->e[i].later.conn == c)
+				run->e[i].gone = true;
+	for (struct batch_run *run = b->running; run; run = run->next)
+		for (unsigned i = 0; i < run->n; i++)
+			if (run->e[i].later.conn == c)
+				run->e[i].gone = true;
+}
+
+void op_batch_free(struct daemon *d)
+{
+	struct op_batch *b = d->batch;
+
+	if (!b)
+		return;
+	if (b->open) {
+		/* Not expected (the loop closes it after each batch of events):
+		 * submitted and waited for, nobody answered. */
+		for (unsigned i = 0; i < b->open->n; i++)
+			b->open->e[i].gone = true;
+		op_batch_flush(d, false);
+	}
+	if (b->running)
+		log_error("op.run batches still running at shutdown");
+	free(b);
+	d->batch = NULL;
+}
