@@ -20,6 +20,7 @@ struct persist;
 struct checkpoint;
 struct model_persist;
 struct recovery;
+struct cluster;
 
 struct daemon {
 	struct config cfg;
@@ -41,6 +42,7 @@ struct daemon {
 	uint64_t requests_failed;        /* of which with an error response */
 	struct metrics metrics;          /* counters for info and tensorctl metrics */
 	struct recovery *recovery;       /* device loss recovery (recover.h) */
+	struct cluster *cluster;         /* the group joined by mpirun (train/cluster.h), or NULL */
 };
 
 /* Open the checkpoint directories, load tensors and models into d->store and

@@ -26,6 +26,7 @@
 #include "kernels/kernel.h"
 #include "methods/kernel_compile_job.h"
 #include "methods/methods_job.h"
+#include "methods/methods_train_run.h"
 #include "persist/checkpoint.h"
 #include "persist/persist.h"
 #include "persist/persist_model.h"
@@ -36,6 +37,7 @@
 #include "store/names.h"
 #include "store/names_migrate.h"
 #include "store/store.h"
+#include "train/cluster.h"
 #include "train/job.h"
 
 static void usage(FILE *f)
@@ -499,6 +501,24 @@ static bool runaway_running(struct daemon *d)
 	return false;
 }
 
+/* A member of a group (docs/cluster.md): "%r" in the socket and state
+ * directory paths becomes the rank mpirun gave. */
+static int cluster_paths(struct config *c)
+{
+	int rank = cluster_env_rank();
+
+	if (rank < 0) {
+		log_error("cluster = yes, but this tensord was not started by mpirun ($OMPI_COMM_WORLD_RANK is unset)");
+		return -1;
+	}
+	if (cluster_expand_rank(c->socket_path, sizeof(c->socket_path), rank) < 0 ||
+	    cluster_expand_rank(c->state_dir, sizeof(c->state_dir), rank) < 0) {
+		log_error("the socket or state directory path is too long with the rank in it");
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct daemon d = { 0 };
@@ -507,6 +527,7 @@ int main(int argc, char **argv)
 	struct signals sig = { .src.fd = -1, .d = &d, .notify = &notify, .cl = &cl };
 	const char *unlink_path = NULL;
 	int listen_fd = -1, r, status = EXIT_FAILURE;
+	bool mpi_stuck = false;
 
 	/* The GLSL compiler child (glsl_compile.h): nothing of the daemon. */
 	if (argc == 2 && !strcmp(argv[1], GLSL_CHILD_ARG))
@@ -516,6 +537,8 @@ int main(int argc, char **argv)
 	if (!parse_args(argc, argv, &cl, &d.cfg, &r))
 		return r;
 	log_set_level(d.cfg.log_level);
+	if (d.cfg.cluster && cluster_paths(&d.cfg) < 0)
+		return EXIT_FAILURE;
 	d.start_ns = daemon_now_ns(CLOCK_MONOTONIC);
 
 	d.loop = loop_new();
@@ -535,6 +558,10 @@ int main(int argc, char **argv)
 	if (mkdir(d.cfg.state_dir, 0700) < 0 && errno != EEXIST)
 		log_info("cannot create state directory %s: %s", d.cfg.state_dir, strerror(errno));
 
+	/* After block_signals: the MPI thread (and MPI's own) inherit the mask. */
+	if (d.cfg.cluster &&
+	    cluster_start(d.loop, d.cfg.cluster_timeout_ms, train_run_member, &d, &d.cluster) < 0)
+		goto out;
 	if (devices_open(&d) < 0)
 		goto out;
 
@@ -563,6 +590,11 @@ int main(int argc, char **argv)
 	notify_ready(&notify);
 
 	r = loop_run(d.loop);
+	/* Group runs end first (their operations are abandoned), then the MPI
+	 * thread (train/cluster.h). */
+	train_jobs_free();
+	mpi_stuck = !cluster_stop(d.cluster);
+	d.cluster = NULL;
 	/* Graphs still running finish first: their answers and stored outputs
 	 * happen before the final flush (gpu/completion.h). */
 	for (uint32_t id = 0; id < d.ngpus; id++)
@@ -588,6 +620,8 @@ out:
 		server_free(d.server);
 		_exit(status);
 	}
+	train_jobs_free();
+	mpi_stuck = !cluster_stop(d.cluster) || mpi_stuck;
 	gpu_set_wait_policy(0, NULL, NULL);
 	notify_fini(&notify);
 	checkpoint_free(d.checkpoint);
@@ -608,5 +642,7 @@ out:
 		close(sig.src.fd);
 	}
 	loop_free(d.loop);
+	if (mpi_stuck)
+		_exit(status); /* the MPI thread is still inside MPI_Finalize */
 	return status;
 }
