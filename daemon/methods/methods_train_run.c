@@ -5,6 +5,7 @@
  * client's later requests only after it. */
 #include "methods/methods_train_run.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -444,7 +445,7 @@ int method_train_run(struct request *req)
 	return run_request(req, -1);
 }
 
-void train_run_member(void *data, int from, const void *msg, size_t len)
+int train_run_member(void *data, int from, const void *msg, size_t len)
 {
 	struct daemon *d = data;
 	struct request req = { .call = { .d = d }, .method = "train.run" };
@@ -453,6 +454,10 @@ void train_run_member(void *data, int from, const void *msg, size_t len)
 	uint64_t v;
 	bool ok;
 
+	/* The run before this one may end on this member a turn after rank 0
+	 * saw its end: this one starts after it. */
+	if (train_group_busy())
+		return -EAGAIN;
 	td_error_clear(&req.call.err);
 	msgpack_unpacked_init(&u);
 	ok = tdp_unpack(&u, msg, len) == 0 && u.data.type == MSGPACK_OBJECT_ARRAY && u.data.via.array.size == 4;
@@ -482,4 +487,5 @@ void train_run_member(void *data, int from, const void *msg, size_t len)
 	if (td_failed(&req.call.err))
 		train_group_refuse(d, &req.call.err);
 	msgpack_unpacked_destroy(&u);
+	return 0;
 }

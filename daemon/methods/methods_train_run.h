@@ -14,5 +14,6 @@ int method_train_run(struct request *req);
 /* A run across the group that rank 0 sent (`msg`, `len`: the caller's
  * credentials and the request's params, train/job_cluster.c): start this
  * member's part, or tell the others why it cannot (docs/cluster.md). The
- * cluster's on_ctrl (train/cluster.h), with the daemon as data. */
-void train_run_member(void *data, int from, const void *msg, size_t len);
+ * cluster's on_ctrl (train/cluster.h), with the daemon as data: -EAGAIN
+ * while this member's part of the run before still ends, else 0. */
+int train_run_member(void *data, int from, const void *msg, size_t len);

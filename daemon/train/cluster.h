@@ -36,12 +36,17 @@ int cluster_expand_rank(char *path, size_t size, int rank);
 
 /* Join the group: start the MPI thread (MPI_Init_thread there) and wait for
  * it to come up. `timeout_ms` bounds every later operation. Control messages
- * arriving from other members are handed to `on_ctrl` on the loop thread.
- * Returns 0 with *ret set, or -errno (-ENOTSUP: built without MPI) with a
- * reason logged. */
+ * arriving from other members are handed to `on_ctrl` on the loop thread, in
+ * order; it returns 0 when it took one, -EAGAIN to be handed it again after
+ * the next cluster_kick. Returns 0 with *ret set, or -errno (-ENOTSUP: built
+ * without MPI) with a reason logged. */
 int cluster_start(struct loop *loop, uint64_t timeout_ms,
-		  void (*on_ctrl)(void *data, int from, const void *msg, size_t len), void *data,
+		  int (*on_ctrl)(void *data, int from, const void *msg, size_t len), void *data,
 		  struct cluster **ret);
+
+/* Hand the waiting control messages to on_ctrl again (soon, from the
+ * loop). */
+void cluster_kick(struct cluster *c);
 
 /* Leave the group at shut-down: tell the others, MPI_Finalize when the group
  * is healthy, waiting at most the timeout. Returns true when the MPI thread

@@ -65,7 +65,7 @@ struct cluster {
 	char why[256];             /* written once before broken is set */
 	uint64_t timeout_ns;
 	MPI_Comm ctrl, coll;
-	void (*on_ctrl)(void *data, int from, const void *msg, size_t len);
+	int (*on_ctrl)(void *data, int from, const void *msg, size_t len);
 	void *data;
 };
 
@@ -376,9 +376,21 @@ static void on_event(void *data, uint32_t events)
 		pthread_mutex_unlock(&c->mu);
 		if (!m)
 			break;
-		c->on_ctrl(c->data, m->from, m->data, m->len);
+		if (c->on_ctrl(c->data, m->from, m->data, m->len) == -EAGAIN) {
+			pthread_mutex_lock(&c->mu);
+			if (!(m->next = c->inbox))
+				c->intail = &m->next;
+			c->inbox = m;
+			pthread_mutex_unlock(&c->mu);
+			break;
+		}
 		free(m);
 	}
+}
+
+void cluster_kick(struct cluster *c)
+{
+	wake(c);
 }
 
 static bool wait_flag(struct cluster *c, const int *flag, const bool *bflag, uint64_t ns)
@@ -402,7 +414,7 @@ static bool wait_flag(struct cluster *c, const int *flag, const bool *bflag, uin
 }
 
 int cluster_start(struct loop *loop, uint64_t timeout_ms,
-		  void (*on_ctrl)(void *data, int from, const void *msg, size_t len), void *data,
+		  int (*on_ctrl)(void *data, int from, const void *msg, size_t len), void *data,
 		  struct cluster **ret)
 {
 	struct cluster *c = calloc(1, sizeof(*c));

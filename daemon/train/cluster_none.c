@@ -12,7 +12,7 @@ bool cluster_built(void)
 }
 
 int cluster_start(struct loop *loop, uint64_t timeout_ms,
-		  void (*on_ctrl)(void *data, int from, const void *msg, size_t len), void *data,
+		  int (*on_ctrl)(void *data, int from, const void *msg, size_t len), void *data,
 		  struct cluster **ret)
 {
 	(void)loop;
@@ -91,4 +91,9 @@ void cluster_op_free(struct cluster *c, struct cluster_op *op)
 {
 	(void)c;
 	(void)op;
+}
+
+void cluster_kick(struct cluster *c)
+{
+	(void)c;
 }

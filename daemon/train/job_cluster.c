@@ -188,6 +188,7 @@ void group_end(struct train_job *job)
 	g->gr = (struct graph){ 0 };
 	cluster_op_free(g->c, g->op);
 	dp_free(g->x);
+	cluster_kick(g->c); /* a run sent meanwhile waits for this one's end */
 	free(g);
 	job->g = NULL;
 	busy = false;

@@ -209,6 +209,30 @@ def test_rights(g, rng):
     check(same == [True, True], "her parameters unchanged on both members: %r" % same)
 
 
+def test_client_leaves(g, rng):
+    """Member 0's client goes away mid-run: every member stops at the next
+    exchange, the group stays healthy and runs again."""
+    x, y, params = mlp_data(rng, 64)
+    for c in g.c:
+        reset(c, params)
+        put(c, "x", x)
+        put(c, "y", y)
+    p = {"nodes": MLP, "loss": "L", "params": list(params), "data": {"xb": "x", "yb": "y"},
+         "batch_size": 8, "steps": 100000, "ranks": "all", "progress_every": 1}
+    c = Client(g.socks[0])
+    c.request("train.run", p)
+    for _ in range(3):
+        m = c.recv()
+    c.close()
+    deadline = time.time() + 10
+    while time.time() < deadline and any(k.call("info")["cluster"]["busy"] for k in g.c):
+        time.sleep(0.05)
+    info = [k.call("info")["cluster"] for k in g.c]
+    check(all(not i["busy"] and not i["broken"] for i in info), "both members stopped, group healthy: %r" % info)
+    e, r = run(g.c[0], dict(p, steps=3, progress_every=10))
+    check(e is None and r["steps"] == 3, "the group runs again: %r" % (e,))
+
+
 def test_killed(g, rng):
     """SIGKILL member 1 during a long run: member 0's client gets an error
     within a few seconds, member 0 still serves."""
@@ -263,6 +287,7 @@ def main():
         test_refusals(g, rng)
         if os.geteuid() == 0:
             test_rights(g, rng)
+        test_client_leaves(g, rng)
         test_killed(g, rng)
     except Exception:
         FAILED.append("exception")
