@@ -6,6 +6,10 @@
 #include "train/cluster.h"
 
 #include <errno.h>
+#ifdef TENSORD_SANITIZE
+#include <dirent.h>
+#include <dlfcn.h>
+#endif
 #include <limits.h>
 #include <mpi.h>
 #include <pthread.h>
@@ -288,11 +292,59 @@ static void finish_op(struct cluster *c, struct cluster_op *op, int r, bool time
 	wake(c);
 }
 
+#ifdef TENSORD_SANITIZE
+/* Open every *mca_*.so in `dir`, never to be unmapped. */
+static void keep_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char path[8192];
+
+	while (d && (e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+		int n;
+
+		if (!strstr(e->d_name, "mca_") || len < 4 || strcmp(e->d_name + len - 3, ".so"))
+			continue;
+		n = snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (n > 0 && (size_t)n < sizeof(path))
+			(void)dlopen(path, RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE);
+	}
+	if (d)
+		closedir(d);
+}
+
+/* The sanitizer build: MPI's and PMIx's components (*mca_*.so) are opened
+ * before MPI_Init and stay mapped, also those MPI opens, does not select and
+ * closes, so that LeakSanitizer names them at exit (tests/lib/lsan.supp)
+ * instead of "<unknown module>" (a member of a broken group exits without
+ * MPI_Finalize). Debian's layout: next to libmpi's directory,
+ * openmpi/lib/openmpi3 and pmix2/lib/pmix. */
+static void keep_components_loaded(void)
+{
+	static const char *const sub[] = { "openmpi/lib/openmpi3", "pmix2/lib/pmix" };
+	char dir[4096], *slash;
+	Dl_info info;
+
+	if (!dladdr((const void *)MPI_COMM_WORLD, &info) || !info.dli_fname || !(slash = strrchr(info.dli_fname, '/')))
+		return;
+	for (size_t i = 0; i < sizeof(sub) / sizeof(sub[0]); i++) {
+		snprintf(dir, sizeof(dir), "%.*s/%s", (int)(slash - info.dli_fname), info.dli_fname, sub[i]);
+		keep_dir(dir);
+	}
+}
+#else
+static void keep_components_loaded(void)
+{
+}
+#endif
+
 static void *mpi_thread(void *arg)
 {
 	struct cluster *c = arg;
 	int provided = 0, ok;
 
+	keep_components_loaded();
 	ok = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) == MPI_SUCCESS;
 	if (ok) {
 		MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -418,7 +470,7 @@ int cluster_start(struct loop *loop, uint64_t timeout_ms,
 		  struct cluster **ret)
 {
 	struct cluster *c = calloc(1, sizeof(*c));
-	int r;
+	int r = 0;
 
 	if (!c)
 		return -ENOMEM;

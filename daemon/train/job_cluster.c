@@ -25,7 +25,7 @@
 #include "train/cluster.h"
 #include "train/job_impl.h"
 
-enum gphase { G_SYNC, G_BCAST, G_READY, G_EXCHANGE, G_REPORT };
+enum gphase { G_SYNC, G_BCAST, G_READY, G_EXCHANGE, G_REPORT, G_FINAL };
 
 /* What every member tells the others: at the start, and after a step that
  * failed somewhere. */
@@ -402,6 +402,13 @@ static int report_done(struct train_job *job)
 	return td_fail(&job->call.err, TDP_INTERNAL, "a member failed without a reason");
 }
 
+/* Whether the step just applied ends the run (as job_after_step will
+ * decide, the same on every member: the loss is the group's). */
+static bool last_step(const struct train_job *job)
+{
+	return job->done + 1 == job->p.total || (job->p.has_stop && job->last_loss <= job->p.stop_loss);
+}
+
 bool group_step(struct train_job *job)
 {
 	struct group_run *g = job->g;
@@ -426,6 +433,19 @@ bool group_step(struct train_job *job)
 		break;
 	case G_EXCHANGE:
 		r = exchange_done(job);
+		if (r == 1 && last_step(job)) {
+			/* One more exchange before the end: when member 0 answers,
+			 * every member has applied the last update. */
+			if (!(g->op = cluster_op_new(sizeof(float)))) {
+				cluster_break(g->c, "out of memory for the last exchange");
+				r = td_fail(&job->call.err, TDP_INTERNAL, "out of memory");
+				break;
+			}
+			*(float *)cluster_op_data(g->op) = 1.0f;
+			cluster_allreduce_f32(g->c, g->op, 1);
+			g->phase = G_FINAL;
+			return true;
+		}
 		if (r == 1)
 			return job_after_step(job, g->step);
 		if (r == 0)
@@ -436,6 +456,11 @@ bool group_step(struct train_job *job)
 	case G_REPORT:
 		r = report_done(job);
 		break;
+	case G_FINAL:
+		cluster_op_free(g->c, g->op);
+		g->op = NULL;
+		g->phase = G_READY;
+		return job_after_step(job, g->step);
 	}
 	if (r == 0)
 		return true;
