@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from daemon import Client, as_user, sanitizer_env  # noqa: E402
+from daemon import Client, Daemon, as_user, sanitizer_env  # noqa: E402
 
 FAILED = []
 
@@ -282,8 +282,25 @@ def test_killed(g, rng):
     check(e is None, "a one-daemon run still works: %r" % e)
 
 
+def test_alone():
+    """A tensord not started by mpirun is no group: ranks is refused, info
+    shows no cluster."""
+    with Daemon().start() as d:
+        c = d.client()
+        check(c.call("info")["cluster"] is None, "info.cluster is nil outside a group")
+        put(c, "x", np.zeros((8, 2), np.float32))
+        put(c, "w", np.zeros((2, 1), np.float32))
+        e = run(c, {"nodes": [{"id": "m", "op": "matmul", "inputs": ["xb", "w"]},
+                              {"id": "L", "op": "mean", "inputs": ["m"]}],
+                    "loss": "L", "params": ["w"], "data": {"xb": "x"}, "batch_size": 4, "steps": 1,
+                    "ranks": "all"})[0]
+        check(e is not None and e["name"] == "FAILED_PRECONDITION" and "mpirun" in e["message"],
+              "ranks on a daemon alone: %r" % e)
+
+
 def main():
     rng = np.random.default_rng(3)
+    test_alone()
     g = Group(2)
     try:
         info = [c.call("info")["cluster"] for c in g.c]
