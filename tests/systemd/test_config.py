@@ -311,6 +311,7 @@ def reload_every_key(tmp):
            "max_input_bytes": "1M", "user_max_buffer_bytes": "512M", "user_max_models": "6",
            "user_max_kernels": "2", "user_max_jobs": "3", "request_timeout": "2.5", "stop_timeout": "11",
            "kernel_group": "0", "kernel_timeout": "3", "host_mapped": "no", "async_graphs": "no",
+           "cluster": "yes", "cluster_timeout": "5",
            "verbose": "yes"}
     old = printed(conf)
     marks = man_reloadable()
