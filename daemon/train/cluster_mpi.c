@@ -377,7 +377,7 @@ static void *mpi_thread(void *arg)
 			struct timespec ts;
 
 			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 2000000;
+			ts.tv_nsec += 5000000; /* control messages: 5 ms is soon enough */
 			if (ts.tv_nsec >= 1000000000) {
 				ts.tv_sec++;
 				ts.tv_nsec -= 1000000000;

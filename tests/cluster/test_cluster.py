@@ -310,9 +310,36 @@ def test_alone():
               "ranks on a daemon alone: %r" % e)
 
 
+def test_member_stops():
+    """SIGTERM to member 1 alone: it exits within seconds (MPI_Finalize
+    would wait for member 0), member 0 marks the group broken and serves
+    on; then SIGTERM to the whole group ends it."""
+    g = Group(2)
+    try:
+        pid = g.pids()[1]
+        os.kill(pid, signal.SIGTERM)
+        t0 = time.time()
+        while time.time() - t0 < 15 and os.path.exists("/proc/%d" % pid) and \
+                open("/proc/%d/stat" % pid).read().split(")")[1].split()[0] != "Z":
+            time.sleep(0.05)
+        dt = time.time() - t0
+        check(dt < 6, "member 1 exited %.1f s after SIGTERM" % dt)
+        deadline = time.time() + 5
+        while time.time() < deadline and not g.c[0].call("info")["cluster"]["broken"]:
+            time.sleep(0.05)
+        info = g.c[0].call("info")["cluster"]
+        check(info["broken"] and "left" in info["why"], "member 0 knows member 1 left: %r" % info)
+        check(g.c[0].call("ping")["pong"], "member 0 answers ping")
+    finally:
+        t0 = time.time()
+        g.stop()
+        check(time.time() - t0 < 10, "the rest of the group stopped in %.1f s" % (time.time() - t0))
+
+
 def main():
     rng = np.random.default_rng(3)
     test_alone()
+    test_member_stops()
     g = Group(2)
     try:
         info = [c.call("info")["cluster"] for c in g.c]
