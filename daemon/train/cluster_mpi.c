@@ -29,9 +29,9 @@
 
 enum op_kind { OP_ALLREDUCE, OP_ALLGATHER, OP_BCAST, OP_CTRL };
 
-#define TAG_CTRL 7
-#define CTRL_MSG 'M'   /* a message for on_ctrl */
-#define CTRL_LEAVE 'L' /* the sender shuts down */
+#define TAG_CTRL 7     /* a control message: CTRL_MSG, then the bytes for on_ctrl */
+#define TAG_LEAVE 8    /* no bytes: the sender shuts down */
+#define CTRL_MSG 'M'
 
 struct cluster_op {
 	enum op_kind kind;
@@ -115,6 +115,20 @@ void cluster_break(struct cluster *c, const char *why)
 	set_broken(c, "%s", why);
 }
 
+/* Whether another member said it leaves (the group is then broken). */
+static bool left(struct cluster *c)
+{
+	MPI_Status st;
+	int flag = 0;
+
+	if (c->size < 2 || MPI_Iprobe(MPI_ANY_SOURCE, TAG_LEAVE, c->ctrl, &flag, &st) != MPI_SUCCESS || !flag)
+		return false;
+	/* Empty, and arrived: this receive ends at once. */
+	MPI_Recv(NULL, 0, MPI_BYTE, st.MPI_SOURCE, TAG_LEAVE, c->ctrl, MPI_STATUS_IGNORE);
+	set_broken(c, "member %d left the group", st.MPI_SOURCE);
+	return true;
+}
+
 /* Wait for `n` requests until done, an MPI error or the time limit.
  * Returns 0, or -1 (the group is broken; the requests are left pending on
  * a time-out: *timed_out). */
@@ -141,6 +155,11 @@ static int wait_reqs(struct cluster *c, MPI_Request *q, int n, const char *what,
 		if (atomic_load(&c->quit) && !c->leaving) {
 			*timed_out = true;
 			set_broken(c, "member %d is shutting down", c->rank);
+			return -1;
+		}
+		/* A member that stops says so: no waiting for the time limit. */
+		if (!c->leaving && (spins & 15) == 15 && left(c)) {
+			*timed_out = true;
 			return -1;
 		}
 		if (now_ns() > deadline) {
@@ -188,7 +207,7 @@ static void poll_ctrl(struct cluster *c)
 	int flag = 0, n = 0;
 	bool timed_out;
 
-	if (atomic_load(&c->broken) || c->size < 2 ||
+	if (atomic_load(&c->broken) || c->size < 2 || left(c) ||
 	    MPI_Iprobe(MPI_ANY_SOURCE, TAG_CTRL, c->ctrl, &flag, &st) != MPI_SUCCESS || !flag)
 		return;
 	if (MPI_Get_count(&st, MPI_BYTE, &n) != MPI_SUCCESS || n < 1 || !(buf = malloc((size_t)n))) {
@@ -201,23 +220,39 @@ static void poll_ctrl(struct cluster *c)
 			free(buf);
 		return;                 /* a pending receive keeps buf: leaked on purpose */
 	}
-	if (buf[0] == CTRL_LEAVE)
-		set_broken(c, "member %d left the group", st.MPI_SOURCE);
-	else
-		inbox_add(c, st.MPI_SOURCE, buf + 1, (size_t)n - 1);
+	inbox_add(c, st.MPI_SOURCE, buf + 1, (size_t)n - 1);
 	free(buf);
+}
+
+/* Tell every other member that this one leaves (waiting at most the
+ * leaving time limit). */
+static void send_leave(struct cluster *c)
+{
+	MPI_Request *q = calloc((size_t)c->size, sizeof(*q));
+	int n = 0;
+	bool timed_out = false;
+
+	for (int i = 0; q && i < c->size; i++)
+		if (i != c->rank && MPI_Isend(NULL, 0, MPI_BYTE, i, TAG_LEAVE, c->ctrl, &q[n]) == MPI_SUCCESS)
+			n++;
+	if (n)
+		(void)wait_reqs(c, q, n, "saying goodbye", &timed_out);
+	if (!timed_out)
+		free(q);
 }
 
 /* Send `kind` + data to every other member. */
 static int send_ctrl(struct cluster *c, char kind, const void *data, size_t len)
 {
-	MPI_Request q[64];
+	MPI_Request *q = calloc((size_t)c->size, sizeof(*q));
 	unsigned char *buf = malloc(len + 1);
 	int n = 0, r = 0;
 	bool timed_out = false;
 
-	if (!buf || len >= INT_MAX || c->size > 64) {
+	if (!buf || !q || len >= INT_MAX) {
 		free(buf);
+		free(q);
+		set_broken(c, "no memory for a control message");
 		return -1;
 	}
 	buf[0] = (unsigned char)kind;
@@ -229,8 +264,10 @@ static int send_ctrl(struct cluster *c, char kind, const void *data, size_t len)
 		r = wait_reqs(c, q, n, "sending a control message", &timed_out);
 	else
 		set_broken(c, "sending a control message failed");
-	if (!timed_out)
+	if (!timed_out) {
 		free(buf);
+		free(q);
+	}
 	return r;
 }
 
@@ -343,6 +380,7 @@ static void *mpi_thread(void *arg)
 {
 	struct cluster *c = arg;
 	int provided = 0, ok;
+	bool healthy;
 
 	keep_components_loaded();
 	ok = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) == MPI_SUCCESS;
@@ -397,9 +435,11 @@ static void *mpi_thread(void *arg)
 	/* Shut-down: the others learn that this member is gone; MPI_Finalize
 	 * only in a healthy group (it waits for every member). */
 	c->leaving = true;
-	if (!atomic_load(&c->broken) && c->size > 1)
-		(void)send_ctrl(c, CTRL_LEAVE, "", 0);
-	if (!atomic_load(&c->broken)) {
+	healthy = !atomic_load(&c->broken);
+	/* Also from a broken group: the others may wait for this member. */
+	if (c->size > 1)
+		send_leave(c);
+	if (healthy && !atomic_load(&c->broken)) {
 		MPI_Comm_free(&c->ctrl);
 		MPI_Comm_free(&c->coll);
 		MPI_Finalize();
