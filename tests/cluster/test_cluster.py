@@ -78,6 +78,25 @@ class Group:
     def pids(self):
         return [c.call("info")["pid"] for c in self.c]
 
+    def pids_from_proc(self):
+        """The members' pids by rank, without asking them (member 0 may be busy
+        answering a run)."""
+        pids = {}
+        for p in os.listdir("/proc"):
+            try:
+                with open("/proc/%s/environ" % p, "rb") as f:
+                    env = f.read().split(b"\0")
+                with open("/proc/%s/cmdline" % p, "rb") as f:
+                    cmd = f.read().split(b"\0")
+            except OSError:
+                continue
+            if os.path.basename(cmd[0]) == b"tensord" and ("--socket" in [a.decode() for a in cmd]) and \
+                    any(self.dir.encode() in a for a in cmd):
+                for v in env:
+                    if v.startswith(b"OMPI_COMM_WORLD_RANK="):
+                        pids[int(v.split(b"=")[1])] = int(p)
+        return [pids[r] for r in range(self.n)]
+
     def stop(self):
         for c in self.c:
             c.close()
@@ -314,10 +333,32 @@ def test_member_stops():
     """SIGTERM to member 1 alone: it exits within seconds (MPI_Finalize
     would wait for member 0), member 0 marks the group broken and serves
     on; then SIGTERM to the whole group ends it."""
-    g = Group(2)
+    g = Group(2, timeout="30")
     try:
-        pid = g.pids()[1]
+        rng = np.random.default_rng(5)
+        x, y, params = mlp_data(rng, 64)
+        for c in g.c:
+            reset(c, params)
+            put(c, "x", x)
+            put(c, "y", y)
+        msgid = g.c[0].request("train.run", {"nodes": MLP, "loss": "L", "params": list(params),
+                                              "data": {"xb": "x", "yb": "y"}, "batch_size": 8,
+                                              "steps": 100000, "ranks": "all", "progress_every": 1})
+        while True:
+            m = g.c[0].recv()
+            if m[0] == 2 and m[2][0]["run_step"] >= 2:
+                break
+        pid = g.pids_from_proc()[1]
         os.kill(pid, signal.SIGTERM)
+        t0 = time.time()
+        while True:
+            m = g.c[0].recv()
+            if m[0] == 1 and m[1] == msgid:
+                break
+        e = m[2]
+        check(e is not None and e["name"] == "UNAVAILABLE" and "member 1 left" in e["message"]
+              and time.time() - t0 < 5, "member 1 stopped mid-run: member 0's error %.1f s later (time limit 30 s): %r"
+              % (time.time() - t0, e))
         t0 = time.time()
         while time.time() - t0 < 15 and os.path.exists("/proc/%d" % pid) and \
                 open("/proc/%d/stat" % pid).read().split(")")[1].split()[0] != "Z":
