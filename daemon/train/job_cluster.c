@@ -33,6 +33,7 @@ struct report {
 	int32_t code;              /* 0: fine, else a tdp_status */
 	uint32_t pad;
 	uint64_t nsamples, flat_count, param_bytes;
+	uint64_t data_sig;         /* the data tensors' dtypes and shapes (data_sig) */
 	char msg[TDP_MAX_ERROR_MESSAGE - 32];
 };
 
@@ -71,6 +72,25 @@ static int params_of(struct train_job *job, struct tensor **ts, uint64_t *ret_by
 	}
 	*ret_bytes = bytes;
 	return 0;
+}
+
+/* A hash of the dtype and shape of every data tensor of the run: members
+ * must hold the same data set. */
+static uint64_t data_sig(struct train_job *job)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (unsigned k = 0; k < job->p.train.n; k++) {
+		struct tensor *t = feeds_source(&job->call, &job->p.train, k);
+		uint64_t v[2 + 8] = { t ? (uint64_t)t->dtype : ~0ull, t ? t->rank : 0 };
+
+		for (unsigned i = 0; t && i < t->rank && i < 8; i++)
+			v[2 + i] = t->shape[i];
+		for (size_t i = 0; i < sizeof(v); i++)
+			h = (h ^ ((const uint8_t *)v)[i]) * 0x100000001b3ull;
+	}
+	td_error_clear(&job->call.err);
+	return h;
 }
 
 static struct cluster_op *report_op(struct cluster *c, const struct report *mine)
@@ -167,7 +187,7 @@ int group_begin(struct caller *call, struct train_job *job)
 		return td_fail(&call->err, TDP_RESOURCE_EXHAUSTED, "no memory for the exchange buffer (%s)",
 			       strerror(-r));
 	mine = (struct report){ .nsamples = job->p.nsamples, .flat_count = g->flat_count,
-				.param_bytes = g->param_bytes };
+				.param_bytes = g->param_bytes, .data_sig = data_sig(job) };
 	if (!(g->op = report_op(g->c, &mine)))
 		return td_fail(&call->err, TDP_INTERNAL, "out of memory");
 	/* Last: once the others have the run, this member's report follows. */
@@ -219,6 +239,9 @@ static int sync_done(struct train_job *job)
 			return td_fail(&job->call.err, TDP_SHAPE_MISMATCH, "member %d holds %llu rows of data, "
 				       "member 0 %llu: every member needs the same data set", i,
 				       (unsigned long long)all[i].nsamples, (unsigned long long)all[0].nsamples);
+		if (all[i].data_sig != all[0].data_sig)
+			return td_fail(&job->call.err, TDP_SHAPE_MISMATCH, "member %d's data tensors differ in "
+				       "dtype or shape from member 0's: every member needs the same data set", i);
 		if (all[i].flat_count != all[0].flat_count || all[i].param_bytes != all[0].param_bytes)
 			return td_fail(&job->call.err, TDP_SHAPE_MISMATCH, "member %d's parameters differ in "
 				       "size from member 0's", i);
