@@ -180,12 +180,24 @@ static int wait_reqs(struct cluster *c, MPI_Request *q, int n, const char *what,
 	}
 }
 
+/* Keep `op`, whose memory MPI may still touch after a time-out, until
+ * cluster_stop (the MPI thread no longer runs MPI then). */
+static void abandon(struct cluster *c, struct cluster_op *op)
+{
+	pthread_mutex_lock(&c->mu);
+	op->abandoned = true;
+	op->next = c->abandoned;
+	c->abandoned = op;
+	pthread_mutex_unlock(&c->mu);
+}
+
 static void inbox_add(struct cluster *c, int from, const unsigned char *msg, size_t len)
 {
 	struct inmsg *m = malloc(sizeof(*m) + len);
 
 	if (!m) {
-		log_error("cluster: out of memory for a control message from member %d", from);
+		/* The sender waits for this member's answer to it. */
+		set_broken(c, "out of memory for a control message from member %d", from);
 		return;
 	}
 	m->next = NULL;
@@ -204,25 +216,25 @@ static void poll_ctrl(struct cluster *c)
 {
 	MPI_Status st;
 	MPI_Request q;
-	unsigned char *buf;
+	struct cluster_op *rx;
 	int flag = 0, n = 0;
-	bool timed_out;
+	bool timed_out = false;
 
 	if (atomic_load(&c->broken) || c->size < 2 || left(c) ||
 	    MPI_Iprobe(MPI_ANY_SOURCE, TAG_CTRL, c->ctrl, &flag, &st) != MPI_SUCCESS || !flag)
 		return;
-	if (MPI_Get_count(&st, MPI_BYTE, &n) != MPI_SUCCESS || n < 1 || !(buf = malloc((size_t)n))) {
+	if (MPI_Get_count(&st, MPI_BYTE, &n) != MPI_SUCCESS || n < 1 || !(rx = cluster_op_new((size_t)n))) {
 		set_broken(c, "a control message from member %d could not be received", st.MPI_SOURCE);
 		return;
 	}
-	if (MPI_Irecv(buf, n, MPI_BYTE, st.MPI_SOURCE, TAG_CTRL, c->ctrl, &q) != MPI_SUCCESS ||
-	    wait_reqs(c, &q, 1, "receiving a control message", &timed_out) < 0) {
-		if (!timed_out)
-			free(buf);
-		return;                 /* a pending receive keeps buf: leaked on purpose */
-	}
-	inbox_add(c, st.MPI_SOURCE, buf + 1, (size_t)n - 1);
-	free(buf);
+	if (MPI_Irecv(rx->data, n, MPI_BYTE, st.MPI_SOURCE, TAG_CTRL, c->ctrl, &q) != MPI_SUCCESS)
+		set_broken(c, "a control message from member %d could not be received", st.MPI_SOURCE);
+	else if (wait_reqs(c, &q, 1, "receiving a control message", &timed_out) == 0)
+		inbox_add(c, st.MPI_SOURCE, rx->data + 1, (size_t)n - 1);
+	if (timed_out)
+		abandon(c, rx);
+	else
+		free(rx);
 }
 
 /* Tell every other member that this one leaves (waiting at most the
@@ -238,20 +250,20 @@ static void send_leave(struct cluster *c)
 			n++;
 	if (n)
 		(void)wait_reqs(c, q, n, "saying goodbye", &timed_out);
-	if (!timed_out)
-		free(q);
+	free(q);
 }
 
 /* Send `kind` + data to every other member. */
 static int send_ctrl(struct cluster *c, char kind, const void *data, size_t len)
 {
 	MPI_Request *q = calloc((size_t)c->size, sizeof(*q));
-	unsigned char *buf = malloc(len + 1);
+	struct cluster_op *tx = len < INT_MAX ? cluster_op_new(len + 1) : NULL;
+	unsigned char *buf = tx ? tx->data : NULL;
 	int n = 0, r = 0;
 	bool timed_out = false;
 
-	if (!buf || !q || len >= INT_MAX) {
-		free(buf);
+	if (!tx || !q) {
+		free(tx);
 		free(q);
 		set_broken(c, "no memory for a control message");
 		return -1;
@@ -265,10 +277,11 @@ static int send_ctrl(struct cluster *c, char kind, const void *data, size_t len)
 		r = wait_reqs(c, q, n, "sending a control message", &timed_out);
 	else
 		set_broken(c, "sending a control message failed");
-	if (!timed_out) {
-		free(buf);
-		free(q);
-	}
+	free(q);                   /* MPI keeps the requests, not the array */
+	if (timed_out)
+		abandon(c, tx);
+	else
+		free(tx);
 	return r;
 }
 
