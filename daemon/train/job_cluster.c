@@ -41,6 +41,7 @@ struct group_run {
 	enum gphase phase;
 	struct cluster *c;
 	struct cluster_op *op;     /* the operation the phase waits for */
+	struct cluster_op *xop;    /* the steps' exchange, reused (op while it runs) */
 	struct dp *x;              /* the exchange buffer (train_parallel.h), no replicas */
 	struct graph gr;           /* the step between its two halves */
 	unsigned loss;
@@ -51,6 +52,14 @@ struct group_run {
 };
 
 static bool busy;              /* a group run on this member */
+
+/* Done with g->op (the exchange stays for the next step). */
+static void drop_op(struct group_run *g)
+{
+	if (g->op != g->xop)
+		cluster_op_free(g->c, g->op);
+	g->op = NULL;
+}
 
 static int fail_broken(struct train_job *job)
 {
@@ -206,7 +215,8 @@ void group_end(struct train_job *job)
 		return;
 	graph_free(&g->gr);
 	g->gr = (struct graph){ 0 };
-	cluster_op_free(g->c, g->op);
+	drop_op(g);
+	cluster_op_free(g->c, g->xop);
 	dp_free(g->x);
 	cluster_kick(g->c); /* a run sent meanwhile waits for this one's end */
 	free(g);
@@ -246,8 +256,7 @@ static int sync_done(struct train_job *job)
 			return td_fail(&job->call.err, TDP_SHAPE_MISMATCH, "member %d's parameters differ in "
 				       "size from member 0's", i);
 	}
-	cluster_op_free(g->c, g->op);
-	g->op = NULL;
+	drop_op(g);
 	if (params_of(job, ts, &bytes) < 0)
 		return -1;
 	if (!(g->op = cluster_op_new(bytes)))
@@ -279,8 +288,7 @@ static int bcast_done(struct train_job *job)
 					       job->p.spec.names[k]);
 			off += ts[k]->bytes;
 		}
-	cluster_op_free(g->c, g->op);
-	g->op = NULL;
+	drop_op(g);
 	g->phase = G_READY;
 	return td_failed(&job->call.err) ? -1 : 0;
 }
@@ -334,10 +342,11 @@ static int submit_step(struct train_job *job)
 	g->step = job->p.start_step + (int64_t)job->done;
 	td_error_clear(&job->call.err);
 	job->lr = 0;
-	if (!(g->op = cluster_op_new((n + 3) * sizeof(float)))) {
+	if (!g->xop && !(g->xop = cluster_op_new((n + 3) * sizeof(float)))) {
 		cluster_break(g->c, "out of memory for the gradient exchange");
 		return td_fail(&job->call.err, TDP_INTERNAL, "out of memory for the gradient exchange");
 	}
+	g->op = g->xop;
 	buf = cluster_op_data(g->op);
 	r = local_half(job, in_epoch, &job->lr);
 	if (r == 0) {
@@ -373,7 +382,7 @@ static int exchange_done(struct train_job *job)
 		struct report mine = { .code = g->local.code };
 
 		memcpy(mine.msg, g->local.message, sizeof(mine.msg) - 1);
-		cluster_op_free(g->c, g->op);
+		drop_op(g);
 		if (!(g->op = report_op(g->c, &mine))) {
 			cluster_break(g->c, "out of memory for a member's report");
 			return td_fail(&job->call.err, TDP_INTERNAL, "out of memory");
@@ -388,8 +397,7 @@ static int exchange_done(struct train_job *job)
 	}
 	memcpy(x->map, sum, n * sizeof(float));
 	job->last_loss = sum[n];
-	cluster_op_free(g->c, g->op);
-	g->op = NULL;
+	drop_op(g);
 	g->phase = G_READY;
 	if (!isfinite(job->last_loss))
 		return td_fail(&job->call.err, TDP_FAILED_PRECONDITION,
@@ -480,8 +488,7 @@ bool group_step(struct train_job *job)
 		r = report_done(job);
 		break;
 	case G_FINAL:
-		cluster_op_free(g->c, g->op);
-		g->op = NULL;
+		drop_op(g);
 		g->phase = G_READY;
 		return job_after_step(job, g->step);
 	}
