@@ -502,15 +502,21 @@ static bool runaway_running(struct daemon *d)
 }
 
 /* A member of a group (docs/cluster.md): "%r" in the socket and state
- * directory paths becomes the rank mpirun gave. */
+ * directory paths becomes the rank mpirun gave; the default paths (none
+ * given) get the rank too, so that members on one host do not collide. */
 static int cluster_paths(struct config *c)
 {
 	int rank = cluster_env_rank();
+	size_t n = strlen(c->socket_path);
 
 	if (rank < 0) {
 		log_error("cluster = yes, but this tensord was not started by mpirun ($OMPI_COMM_WORLD_RANK is unset)");
 		return -1;
 	}
+	if (!c->socket_set && n > 5 && !strcmp(c->socket_path + n - 5, ".sock") && n + 3 < sizeof(c->socket_path))
+		memcpy(c->socket_path + n - 5, "-%r.sock", 9);
+	if (!c->state_dir_set && strlen(c->state_dir) + 3 < sizeof(c->state_dir))
+		strcat(c->state_dir, "-%r");
 	if (cluster_expand_rank(c->socket_path, sizeof(c->socket_path), rank) < 0 ||
 	    cluster_expand_rank(c->state_dir, sizeof(c->state_dir), rank) < 0) {
 		log_error("the socket or state directory path is too long with the rank in it");
