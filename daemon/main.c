@@ -525,6 +525,19 @@ static int cluster_paths(struct config *c)
 	return 0;
 }
 
+/* Group runs end first (their operations are abandoned), then the MPI
+ * thread (train/cluster.h). Returns true when MPI is stuck in MPI_Finalize:
+ * exit with _exit. */
+static bool leave_cluster(struct daemon *d)
+{
+	bool stuck;
+
+	train_jobs_free();
+	stuck = !cluster_stop(d->cluster);
+	d->cluster = NULL;
+	return stuck;
+}
+
 int main(int argc, char **argv)
 {
 	struct daemon d = { 0 };
@@ -596,11 +609,7 @@ int main(int argc, char **argv)
 	notify_ready(&notify);
 
 	r = loop_run(d.loop);
-	/* Group runs end first (their operations are abandoned), then the MPI
-	 * thread (train/cluster.h). */
-	train_jobs_free();
-	mpi_stuck = !cluster_stop(d.cluster);
-	d.cluster = NULL;
+	mpi_stuck = leave_cluster(&d);
 	/* Graphs still running finish first: their answers and stored outputs
 	 * happen before the final flush (gpu/completion.h). */
 	for (uint32_t id = 0; id < d.ngpus; id++)
@@ -626,8 +635,7 @@ out:
 		server_free(d.server);
 		_exit(status);
 	}
-	train_jobs_free();
-	mpi_stuck = !cluster_stop(d.cluster) || mpi_stuck;
+	mpi_stuck = leave_cluster(&d) || mpi_stuck;
 	gpu_set_wait_policy(0, NULL, NULL);
 	notify_fini(&notify);
 	checkpoint_free(d.checkpoint);
