@@ -525,15 +525,13 @@ static int cluster_paths(struct config *c)
 	return 0;
 }
 
-/* Group runs end first (their operations are abandoned), then the MPI
+/* After the training jobs (their operations are abandoned), stop the MPI
  * thread (train/cluster.h). Returns true when MPI is stuck in MPI_Finalize:
  * exit with _exit. */
 static bool leave_cluster(struct daemon *d)
 {
-	bool stuck;
+	bool stuck = !cluster_stop(d->cluster);
 
-	train_jobs_free();
-	stuck = !cluster_stop(d->cluster);
 	d->cluster = NULL;
 	return stuck;
 }
@@ -546,7 +544,7 @@ int main(int argc, char **argv)
 	struct signals sig = { .src.fd = -1, .d = &d, .notify = &notify, .cl = &cl };
 	const char *unlink_path = NULL;
 	int listen_fd = -1, r, status = EXIT_FAILURE;
-	bool mpi_stuck = false;
+	bool mpi_stuck;
 
 	/* The GLSL compiler child (glsl_compile.h): nothing of the daemon. */
 	if (argc == 2 && !strcmp(argv[1], GLSL_CHILD_ARG))
@@ -609,7 +607,6 @@ int main(int argc, char **argv)
 	notify_ready(&notify);
 
 	r = loop_run(d.loop);
-	mpi_stuck = leave_cluster(&d);
 	/* Graphs still running finish first: their answers and stored outputs
 	 * happen before the final flush (gpu/completion.h). */
 	for (uint32_t id = 0; id < d.ngpus; id++)
@@ -635,7 +632,6 @@ out:
 		server_free(d.server);
 		_exit(status);
 	}
-	mpi_stuck = leave_cluster(&d) || mpi_stuck;
 	gpu_set_wait_policy(0, NULL, NULL);
 	notify_fini(&notify);
 	checkpoint_free(d.checkpoint);
@@ -644,6 +640,7 @@ out:
 	server_free(d.server);
 	recover_fini(&d);
 	train_jobs_free();
+	mpi_stuck = leave_cluster(&d);
 	jobs_shutdown(&d);
 	kernel_compile_jobs_free();
 	kernels_fini(&d);

@@ -377,10 +377,41 @@ def test_member_stops():
         check(time.time() - t0 < 10, "the rest of the group stopped in %.1f s" % (time.time() - t0))
 
 
+def test_group_stops_mid_run():
+    """SIGTERM to the whole group (through mpirun) while a group run goes and
+    its client waits: every member exits promptly and cleanly (a sanitizer
+    build checks the teardown: the run's client connection closes after the
+    run's job and its MPI operations are gone)."""
+    g = Group(2)
+    rng = np.random.default_rng(6)
+    x, y, params = mlp_data(rng, 64)
+    for c in g.c:
+        reset(c, params)
+        put(c, "x", x)
+        put(c, "y", y)
+    g.c[0].request("train.run", {"nodes": MLP, "loss": "L", "params": list(params),
+                                 "data": {"xb": "x", "yb": "y"}, "batch_size": 8,
+                                 "steps": 100000, "ranks": "all", "progress_every": 1})
+    while True:
+        m = g.c[0].recv()
+        if m[0] == 2 and m[2][0]["run_step"] >= 2:
+            break
+    os.killpg(g.proc.pid, signal.SIGTERM)
+    t0 = time.time()
+    try:
+        g.proc.wait(15)
+    except subprocess.TimeoutExpired:
+        pass
+    check(g.proc.poll() is not None and time.time() - t0 < 10,
+          "the group exited %.1f s after SIGTERM in the middle of a run" % (time.time() - t0))
+    g.stop()
+
+
 def main():
     rng = np.random.default_rng(3)
     test_alone()
     test_member_stops()
+    test_group_stops_mid_run()
     g = Group(2)
     try:
         info = [c.call("info")["cluster"] for c in g.c]
