@@ -477,8 +477,15 @@ bool group_step(struct train_job *job)
 			g->phase = G_FINAL;
 			return true;
 		}
-		if (r == 1)
-			return job_after_step(job, g->step);
+		if (r == 1) {
+			bool more = job_after_step(job, g->step);
+
+			/* Evaluation, member 0's alone, failed: the others wait for
+			 * an exchange that will not come. */
+			if (!more && td_failed(&job->call.err))
+				cluster_break(g->c, "member 0's evaluation failed during a group run");
+			return more;
+		}
 		if (r == 0)
 			return false;
 		if (r == 2)
