@@ -105,7 +105,17 @@ def start_group(a, tmp):
             log.seek(0)
             sys.exit("the group did not come up:\n" + log.read())
         time.sleep(0.1)
-    return proc, log, [Client(s, timeout=3600) for s in socks]
+    cs = []
+    for s in socks:  # bound before it listens: retry a refused connect
+        while True:
+            try:
+                cs.append(Client(s, timeout=3600))
+                break
+            except ConnectionRefusedError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.05)
+    return proc, log, cs
 
 
 def main():

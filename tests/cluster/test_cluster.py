@@ -66,7 +66,16 @@ class Group:
                 self.dump()
                 raise RuntimeError("the group did not come up")
             time.sleep(0.1)
-        self.c = [Client(s) for s in self.socks]
+        self.c = []
+        for s in self.socks:  # bound before it listens: retry a refused connect
+            while True:
+                try:
+                    self.c.append(Client(s))
+                    break
+                except ConnectionRefusedError:
+                    if time.time() > deadline:
+                        raise
+                    time.sleep(0.05)
         os.chmod(self.dir, 0o755)
         for s in self.socks:
             os.chmod(s, 0o777)
