@@ -168,6 +168,10 @@ def test_equal(g, rng, rows, batch, label):
         put(c, "y", y)
     p = {"nodes": MLP, "loss": "L", "params": list(params), "data": {"xb": "x", "yb": "y"},
          "batch_size": batch, "epochs": 2, "seed": 7, "optimizer": {"type": "adam", "lr": 0.01}}
+    # Member 1 compiles its pipelines in a run of its own first: the group's
+    # start then stays well inside the short time limit on a loaded machine.
+    reset(g.c[1], params)
+    check(run(g.c[1], dict(p, epochs=1))[0] is None, "%s: a run on member 1 alone" % label)
     reset(g.c[0], params)
     e, r1 = run(g.c[0], p)
     check(e is None, "%s: one-daemon run: %r" % (label, e))
@@ -253,6 +257,7 @@ def test_client_leaves(g, rng):
     c.request("train.run", p)
     for _ in range(3):
         m = c.recv()
+        check(m[0] == 2, "the run goes: %r" % (m,))
     socks = g.socks
 
     def other():
@@ -308,7 +313,7 @@ def test_killed(g, rng):
     dt = time.time() - t0
     e = m[2]
     check(e is not None and e["name"] == "UNAVAILABLE" and "broken" in e["message"], "error after the kill: %r" % e)
-    check(dt < 8, "the error came within %.1f s" % dt)
+    check(dt < 10, "the error came %.1f s after the kill (time limit 4 s)" % dt)
     check(g.c[0].call("ping")["pong"], "member 0 answers ping")
     put(g.c[0], "after", np.arange(4, dtype=np.float32))
     check(np.array_equal(get(g.c[0], "after"), np.arange(4, dtype=np.float32)), "member 0 serves tensors")
@@ -355,8 +360,9 @@ def test_member_stops():
                                               "steps": 100000, "ranks": "all", "progress_every": 1})
         while True:
             m = g.c[0].recv()
-            if m[0] == 2 and m[2][0]["run_step"] >= 2:
+            if m[0] != 2 or m[2][0]["run_step"] >= 2:
                 break
+        check(m[0] == 2, "the run goes: %r" % (m,))
         pid = g.pids_from_proc()[1]
         os.kill(pid, signal.SIGTERM)
         t0 = time.time()
@@ -391,7 +397,7 @@ def test_group_stops_mid_run():
     its client waits: every member exits promptly and cleanly (a sanitizer
     build checks the teardown: the run's client connection closes after the
     run's job and its MPI operations are gone)."""
-    g = Group(2)
+    g = Group(2, timeout="30")
     rng = np.random.default_rng(6)
     x, y, params = mlp_data(rng, 64)
     for c in g.c:
@@ -403,8 +409,9 @@ def test_group_stops_mid_run():
                                  "steps": 100000, "ranks": "all", "progress_every": 1})
     while True:
         m = g.c[0].recv()
-        if m[0] == 2 and m[2][0]["run_step"] >= 2:
+        if m[0] != 2 or m[2][0]["run_step"] >= 2:
             break
+    check(m[0] == 2, "the run goes: %r" % (m,))
     os.killpg(g.proc.pid, signal.SIGTERM)
     t0 = time.time()
     try:
@@ -421,7 +428,7 @@ def main():
     test_alone()
     test_member_stops()
     test_group_stops_mid_run()
-    g = Group(2)
+    g = Group(2, timeout="4")
     try:
         info = [c.call("info")["cluster"] for c in g.c]
         check([i["rank"] for i in info] == [0, 1] and all(i["size"] == 2 for i in info), "info: %r" % info)
