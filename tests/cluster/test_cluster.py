@@ -58,8 +58,12 @@ class Group:
             cmd.append("--allow-run-as-root")
         cmd += [os.environ["TENSORD_BIN"], "--socket", os.path.join(self.dir, "s%r.sock"), "--config", conf]
         self.log = open(os.path.join(self.dir, "log"), "w+")
+        env = sanitizer_env()
+        # Containers often forbid the cross-process copies (CMA, ptrace
+        # rights) Open MPI's shared-memory transport uses for large messages.
+        env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
-                                     env=sanitizer_env(), start_new_session=True)
+                                     env=env, start_new_session=True)
         deadline = time.time() + 60
         while not all(os.path.exists(s) for s in self.socks):
             if self.proc.poll() is not None or time.time() > deadline:
