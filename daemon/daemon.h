@@ -21,6 +21,7 @@ struct checkpoint;
 struct model_persist;
 struct recovery;
 struct op_batch;
+struct cluster;
 
 struct daemon {
 	struct config cfg;
@@ -43,6 +44,7 @@ struct daemon {
 	struct metrics metrics;          /* counters for info and tensorctl metrics */
 	struct recovery *recovery;       /* device loss recovery (recover.h) */
 	struct op_batch *batch;          /* small op.runs batched (methods/op_batch.h) */
+	struct cluster *cluster;         /* the group joined by mpirun (train/cluster.h), or NULL */
 };
 
 /* Open the checkpoint directories, load tensors and models into d->store and

@@ -27,6 +27,7 @@
 #include "methods/kernel_compile_job.h"
 #include "methods/methods_job.h"
 #include "methods/op_batch.h"
+#include "methods/methods_train_run.h"
 #include "persist/checkpoint.h"
 #include "persist/persist.h"
 #include "persist/persist_model.h"
@@ -37,6 +38,7 @@
 #include "store/names.h"
 #include "store/names_migrate.h"
 #include "store/store.h"
+#include "train/cluster.h"
 #include "train/job.h"
 
 static void usage(FILE *f)
@@ -500,6 +502,41 @@ static bool runaway_running(struct daemon *d)
 	return false;
 }
 
+/* A member of a group (docs/cluster.md): "%r" in the socket and state
+ * directory paths becomes the rank mpirun gave; the default paths (none
+ * given) get the rank too, so that members on one host do not collide. */
+static int cluster_paths(struct config *c)
+{
+	int rank = cluster_env_rank();
+	size_t n = strlen(c->socket_path);
+
+	if (rank < 0) {
+		log_error("cluster = yes, but this tensord was not started by mpirun ($OMPI_COMM_WORLD_RANK is unset)");
+		return -1;
+	}
+	if (!c->socket_set && n > 5 && !strcmp(c->socket_path + n - 5, ".sock") && n + 3 < sizeof(c->socket_path))
+		memcpy(c->socket_path + n - 5, "-%r.sock", 9);
+	if (!c->state_dir_set && strlen(c->state_dir) + 3 < sizeof(c->state_dir))
+		strcat(c->state_dir, "-%r");
+	if (cluster_expand_rank(c->socket_path, sizeof(c->socket_path), rank) < 0 ||
+	    cluster_expand_rank(c->state_dir, sizeof(c->state_dir), rank) < 0) {
+		log_error("the socket or state directory path is too long with the rank in it");
+		return -1;
+	}
+	return 0;
+}
+
+/* After the training jobs (their operations are abandoned), stop the MPI
+ * thread (train/cluster.h). Returns true when MPI is stuck in MPI_Finalize:
+ * exit with _exit. */
+static bool leave_cluster(struct daemon *d)
+{
+	bool stuck = !cluster_stop(d->cluster);
+
+	d->cluster = NULL;
+	return stuck;
+}
+
 int main(int argc, char **argv)
 {
 	struct daemon d = { 0 };
@@ -508,6 +545,7 @@ int main(int argc, char **argv)
 	struct signals sig = { .src.fd = -1, .d = &d, .notify = &notify, .cl = &cl };
 	const char *unlink_path = NULL;
 	int listen_fd = -1, r, status = EXIT_FAILURE;
+	bool mpi_stuck;
 
 	/* The GLSL compiler child (glsl_compile.h): nothing of the daemon. */
 	if (argc == 2 && !strcmp(argv[1], GLSL_CHILD_ARG))
@@ -517,6 +555,8 @@ int main(int argc, char **argv)
 	if (!parse_args(argc, argv, &cl, &d.cfg, &r))
 		return r;
 	log_set_level(d.cfg.log_level);
+	if (d.cfg.cluster && cluster_paths(&d.cfg) < 0)
+		return EXIT_FAILURE;
 	d.start_ns = daemon_now_ns(CLOCK_MONOTONIC);
 
 	d.loop = loop_new();
@@ -536,6 +576,10 @@ int main(int argc, char **argv)
 	if (mkdir(d.cfg.state_dir, 0700) < 0 && errno != EEXIST)
 		log_info("cannot create state directory %s: %s", d.cfg.state_dir, strerror(errno));
 
+	/* After block_signals: the MPI thread (and MPI's own) inherit the mask. */
+	if (d.cfg.cluster &&
+	    cluster_start(d.loop, d.cfg.cluster_timeout_ms, train_run_member, &d, &d.cluster) < 0)
+		goto out;
 	if (devices_open(&d) < 0)
 		goto out;
 
@@ -602,6 +646,7 @@ out:
 	server_free(d.server);
 	recover_fini(&d);
 	train_jobs_free();
+	mpi_stuck = leave_cluster(&d);
 	jobs_shutdown(&d);
 	kernel_compile_jobs_free();
 	kernels_fini(&d);
@@ -614,5 +659,7 @@ out:
 		close(sig.src.fd);
 	}
 	loop_free(d.loop);
+	if (mpi_stuck)
+		_exit(status); /* the MPI thread is still inside MPI_Finalize */
 	return status;
 }

@@ -41,6 +41,8 @@ void config_defaults(struct config *c)
 	c->host_mapped = true;
 	c->async_graphs = true;
 	c->batch_requests = true;
+	c->cluster = getenv("OMPI_COMM_WORLD_SIZE") != NULL;
+	c->cluster_timeout_ms = 30000;
 	c->block_size = 0;
 	c->max_device_bytes = 0;
 	c->user_max_tensors = 0;
@@ -263,6 +265,8 @@ static const struct config_key keys[] = {
 	{ "host_mapped", KEY_BOOL, FIELD(host_mapped), 0, 0, START_ONLY },
 	{ "async_graphs", KEY_BOOL, FIELD(async_graphs), 0, 0, RELOAD },
 	{ "batch_requests", KEY_BOOL, FIELD(batch_requests), 0, 0, RELOAD },
+	{ "cluster", KEY_BOOL, FIELD(cluster), 0, 0, START_ONLY },
+	{ "cluster_timeout", KEY_MS, FIELD(cluster_timeout_ms), 100, 3600 * 1000, START_ONLY },
 	{ "verbose", KEY_VERBOSE, FIELD(log_level), 0, 0, RELOAD },
 };
 

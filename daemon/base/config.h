@@ -55,6 +55,9 @@ struct config {
 	bool state_dir_private, socket_private;
 	int persist;                /* CONFIG_PERSIST_* */
 	uint64_t checkpoint_interval; /* seconds between checkpoints of dirty tensors, 0 = none */
+	/* docs/cluster.md: a group started by mpirun */
+	bool cluster;               /* join it (default: when $OMPI_COMM_WORLD_SIZE is set) */
+	uint64_t cluster_timeout_ms; /* an MPI operation's time limit */
 };
 
 /* Whether tensors are checkpointed under the state directory. */

@@ -8,6 +8,8 @@
 
 #include "base/clock.h"
 #include "daemon.h"
+#include "train/cluster.h"
+#include "train/job.h"
 #include "pack.h"
 #include "persist/recover.h"
 #include "rpc.h"
@@ -273,6 +275,20 @@ static int write_resets(msgpack_packer *pk, const struct daemon *d, uint32_t vie
 	return fail;
 }
 
+/* info's "cluster" (docs/cluster.md): the group, or nil for none. */
+static int write_cluster(msgpack_packer *pk, struct daemon *d)
+{
+	struct cluster_state cs;
+
+	if (!d->cluster)
+		return msgpack_pack_nil(pk);
+	cs = cluster_state(d->cluster);
+	return msgpack_pack_map(pk, 5) || kv_u64(pk, "rank", (uint64_t)cs.rank) ||
+	       kv_u64(pk, "size", (uint64_t)cs.size) || tdp_pack_cstr(pk, "broken") ||
+	       (cs.broken ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) || kv_str(pk, "why", cs.why) ||
+	       tdp_pack_cstr(pk, "busy") || (train_group_busy() ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
+}
+
 int method_info(struct request *req)
 {
 	struct daemon *d = req->call.d;
@@ -283,7 +299,7 @@ int method_info(struct request *req)
 	if (params_none(req) < 0)
 		return -1;
 	store_totals(d->store, &count, &bytes);
-	fail = tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 14) ||
+	fail = tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 15) ||
 	       kv_str(pk, "version", TENSORD_VERSION) ||
 	       kv_u64(pk, "protocol", TDP_PROTOCOL_VERSION) ||
 	       kv_u64(pk, "pid", (uint64_t)getpid()) ||
@@ -299,7 +315,8 @@ int method_info(struct request *req)
 	       tdp_pack_cstr(pk, "counters") || write_counters(pk, d) ||
 	       tdp_pack_cstr(pk, "user") || write_user(pk, req) ||
 	       tdp_pack_cstr(pk, "jobs") || job_pack_running(pk, &req->call) ||
-	       write_resets(pk, d, req->call.cred.uid);
+	       write_resets(pk, d, req->call.cred.uid) ||
+	       tdp_pack_cstr(pk, "cluster") || write_cluster(pk, d);
 	if (fail)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	return 0;

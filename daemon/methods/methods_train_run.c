@@ -5,11 +5,13 @@
  * client's later requests only after it. */
 #include "methods/methods_train_run.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "base/metrics.h"
 #include "daemon.h"
 #include "devices.h"
@@ -23,6 +25,7 @@
 #include "status.h"
 #include "store/lookup.h"
 #include "store/model.h"
+#include "train/cluster.h"
 #include "train/job.h"
 
 /* The client's side of a run: its deferred reply. */
@@ -103,7 +106,8 @@ int train_pack_result(msgpack_packer *pk, const struct train_status *st, const c
 {
 	bool dp = st->ndev > 1;
 
-	if (msgpack_pack_map(pk, 7 + (dp ? 2 : 0)) ||
+	if (msgpack_pack_map(pk, 7 + (dp ? 2 : 0) + (st->nranks > 1)) ||
+	    (st->nranks > 1 && kv_int(pk, "ranks", st->nranks)) ||
 	    kv_int(pk, "steps", st->run_step) || kv_int(pk, "epochs", st->epochs_done) ||
 	    kv_num(pk, "loss", st->loss) || kv_num(pk, "seconds", st->elapsed) ||
 	    kv_num(pk, "samples_per_s", st->samples_per_s) ||
@@ -264,6 +268,48 @@ static int plan_setup(struct request *req, struct train_plan *plan, const struct
 	return 0;
 }
 
+/* train.run's `ranks` (docs/cluster.md): "all" runs across the group, each
+ * member (`member`, -1 for the member asked) on its shard of the batch. */
+static int parse_ranks(struct request *req, struct train_plan *plan, const struct param_str *ranks, bool detach,
+		       bool has_devices, int member)
+{
+	struct daemon *d = req->call.d;
+	struct cluster_state cs;
+	uint64_t n, base, extra;
+
+	if (!ranks->ptr)
+		return 0;
+	if (ranks->len != 3 || memcmp(ranks->ptr, "all", 3))
+		return request_fail(req, TDP_INVALID_ARGUMENT, "ranks: only \"all\" (every member of the group)");
+	if (!d->cluster)
+		return cluster_built() ? request_fail(req, TDP_FAILED_PRECONDITION, "ranks: this tensord is not "
+						      "part of a group (start it with mpirun; docs/cluster.md)")
+				       : request_fail(req, TDP_UNIMPLEMENTED, "ranks: this tensord was built without MPI");
+	cs = cluster_state(d->cluster);
+	if (cs.broken)
+		return request_fail(req, TDP_UNAVAILABLE, "ranks: the group is broken: %s", cs.why);
+	if (member < 0 && cs.rank != 0)
+		return request_fail(req, TDP_FAILED_PRECONDITION, "ranks: runs across the group are asked of member "
+				    "0; this is member %d", cs.rank);
+	if (train_group_busy())
+		return request_fail(req, TDP_UNAVAILABLE, "ranks: a run across the group is already going");
+	if (detach || has_devices || plan->accumulate > 1)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "ranks does not go with detach, devices or "
+				    "accumulate_steps");
+	if (plan->batch < (uint64_t)cs.size)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "batch_size %llu is smaller than the group's %d "
+				    "members", (unsigned long long)plan->batch, cs.size);
+	n = (uint64_t)cs.size;
+	base = plan->batch / n;
+	extra = plan->batch % n;
+	plan->nranks = (unsigned)cs.size;
+	plan->rank = cs.rank;
+	/* The first batch % size members take one row more. */
+	plan->shard = base + ((uint64_t)cs.rank < extra);
+	plan->offset = (uint64_t)cs.rank * base + ((uint64_t)cs.rank < extra ? (uint64_t)cs.rank : extra);
+	return 0;
+}
+
 /* train.run's `devices` (docs/devices.md): none or one device id means one
  * device; two or more, data parallel with the batch split evenly. */
 static int parse_devices(struct request *req, struct train_plan *plan, const msgpack_object *o)
@@ -302,11 +348,15 @@ static int parse_devices(struct request *req, struct train_plan *plan, const msg
 	return 0;
 }
 
-int method_train_run(struct request *req)
+/* train.run for a client (member -1), or on a member of the group for the
+ * run rank 0 sent (member: this member's rank; no connection, the job
+ * reports to no one). */
+static int run_request(struct request *req, int member)
 {
 	struct source src;
 	struct run_params rp = { .shuffle = true, .accumulate_steps = 1 };
 	param_name model;
+	struct param_str ranks = { 0 };
 	bool has_model, detach = false;
 	const struct param p[] = {
 		PARAM_OPT("nodes", PARAM_ARRAY, src.nodes),
@@ -327,6 +377,7 @@ int method_train_run(struct request *req)
 		PARAM_OPT("devices", PARAM_ARRAY, rp.devices),
 		PARAM_OPT("accumulate_steps", PARAM_UINT, rp.accumulate_steps),
 		PARAM_OPT("detach", PARAM_BOOL, detach),
+		PARAM_OPT("ranks", PARAM_STR, ranks),
 	};
 	struct train_plan *plan = NULL;
 	struct run_client *cl = NULL;
@@ -334,7 +385,7 @@ int method_train_run(struct request *req)
 
 	if (PARAMS_PARSE(req, p) < 0 || train_resolve_source(req, has_model ? model : NULL, &src) < 0)
 		return -1;
-	if (!req->conn) /* request_defer below must not fail once the job runs */
+	if (!req->conn && member < 0) /* request_defer below must not fail once the job runs */
 		return request_fail(req, TDP_INTERNAL, "train.run needs a connection");
 	plan = calloc(1, sizeof(*plan));
 	cl = calloc(1, sizeof(*cl));
@@ -344,8 +395,11 @@ int method_train_run(struct request *req)
 	}
 	plan->start_step = src.m ? src.m->step + 1 : 1;
 	if (train_spec_parse(&req->call, src.loss, src.params, src.opt, NULL, &plan->spec) < 0 ||
-	    plan_setup(req, plan, &rp) < 0 || parse_devices(req, plan, rp.devices) < 0)
+	    plan_setup(req, plan, &rp) < 0 || parse_devices(req, plan, rp.devices) < 0 ||
+	    parse_ranks(req, plan, &ranks, detach, rp.devices != NULL, member) < 0)
 		goto out;
+	if (member >= 0)
+		plan->has_eval = false; /* evaluation is the asking member's */
 	if (src.m) {
 		if (model_check_feeds(req, src.m, &plan->train, true, "data") < 0 ||
 		    (plan->has_eval && model_check_feeds(req, src.m, &plan->eval, true, "eval.data") < 0))
@@ -366,6 +420,13 @@ int method_train_run(struct request *req)
 				       src.m ? lookup_show(&req->call, src.m->name, shown) : "");
 		goto out;
 	}
+	if (member >= 0) {
+		struct train_job *job;
+
+		r = train_job_start(&req->call, plan, req->params, src.m ? &src.m->u.data : NULL, &group_silent_sink,
+				    NULL, &job);
+		goto out;
+	}
 	if (train_job_start(&req->call, plan, req->params, src.m ? &src.m->u.data : NULL, &client_sink, cl,
 			    &cl->job) < 0)
 		goto out;
@@ -377,4 +438,54 @@ out:
 	free(cl);
 	free(plan);
 	return r;
+}
+
+int method_train_run(struct request *req)
+{
+	return run_request(req, -1);
+}
+
+int train_run_member(void *data, int from, const void *msg, size_t len)
+{
+	struct daemon *d = data;
+	struct request req = { .call = { .d = d }, .method = "train.run" };
+	msgpack_unpacked u;
+	const msgpack_object *a, *groups;
+	uint64_t v;
+	bool ok;
+
+	/* The run before this one may end on this member a turn after rank 0
+	 * saw its end: this one starts after it. */
+	if (train_group_busy())
+		return -EAGAIN;
+	td_error_clear(&req.call.err);
+	msgpack_unpacked_init(&u);
+	ok = tdp_unpack(&u, msg, len) == 0 && u.data.type == MSGPACK_OBJECT_ARRAY && u.data.via.array.size == 4;
+	a = ok ? u.data.via.array.ptr : NULL;
+	groups = ok ? &a[2] : NULL;
+	ok = ok && groups->type == MSGPACK_OBJECT_ARRAY && groups->via.array.size <= ACCESS_MAX_GROUPS &&
+	     a[3].type == MSGPACK_OBJECT_MAP && tdp_obj_uint(&a[0], &v) == 0 && v <= UINT32_MAX;
+	if (ok) {
+		req.call.cred.uid = (uid_t)v;
+		ok = tdp_obj_uint(&a[1], &v) == 0 && v <= UINT32_MAX;
+		req.call.cred.gid = (gid_t)v;
+		req.call.cred.pid = 0;
+		req.call.cred.ngroups = ok ? groups->via.array.size : 0;
+		for (uint32_t i = 0; ok && i < req.call.cred.ngroups; i++) {
+			ok = tdp_obj_uint(&groups->via.array.ptr[i], &v) == 0 && v <= UINT32_MAX;
+			req.call.cred.groups[i] = (gid_t)v;
+		}
+	}
+	if (!ok) {
+		log_error("cluster: a malformed run from member %d", from);
+		td_fail(&req.call.err, TDP_PROTOCOL, "the run's message was malformed");
+	} else {
+		req.params = &a[3];
+		if (run_request(&req, from) < 0 && !td_failed(&req.call.err))
+			td_fail(&req.call.err, TDP_INTERNAL, "cannot start the run");
+	}
+	if (td_failed(&req.call.err))
+		train_group_refuse(d, &req.call.err);
+	msgpack_unpacked_destroy(&u);
+	return 0;
 }

@@ -2,6 +2,7 @@
  * the steps on one device or data parallel, evaluation, and the reports
  * through the job's sink (job.h). */
 #include "train/job.h"
+#include "train/job_impl.h"
 
 #include <errno.h>
 #include <math.h>
@@ -25,27 +26,6 @@
 #include "store/store.h"
 #include "train/train_parallel.h"
 
-struct train_job {
-	struct train_plan p;       /* what the run does */
-	struct caller call;        /* the client's identity; the step's error */
-	const struct train_sink *sink;
-	void *sink_data;
-	bool detached;             /* the client went away */
-	bool cancelled;            /* job.cancel: stop at the next turn, reported */
-	struct train_job *next;
-	struct tdp_buf raw;        /* a copy of the request's params and the model */
-	msgpack_unpacked params;   /* decoded from raw */
-	const msgpack_object *nodes;
-	struct tensor index;       /* the minibatch's row numbers, not in the store */
-	struct dp *dp;             /* the replicas (train_parallel.h), NULL on one device */
-	uint32_t *perm;
-	uint64_t done;
-	double last_loss, lr;
-	bool have_eval_result;
-	double eval_loss, eval_metrics[TRAIN_MAX_METRICS];
-	int64_t start_ns;
-};
-
 static struct train_job *jobs;
 
 static uint64_t splitmix64(uint64_t *s)
@@ -59,7 +39,7 @@ static uint64_t splitmix64(uint64_t *s)
 
 /* The order of samples in `epoch`: a Fisher-Yates shuffle seeded by the run's
  * seed and the epoch, so runs are reproducible. */
-static void shuffle_epoch(struct train_job *job, uint64_t epoch)
+void job_shuffle_epoch(struct train_job *job, uint64_t epoch)
 {
 	uint64_t s = job->p.seed * 0x100000001b3ull + epoch;
 
@@ -103,6 +83,7 @@ static struct train_status status_of(const struct train_job *job)
 		.devs = job->p.devs,
 		.ndev = job->p.ndev,
 		.replica_max_diff = -1,
+		.nranks = job->p.nranks,
 	};
 
 	memcpy(st.eval_metrics, job->eval_metrics, sizeof(st.eval_metrics));
@@ -148,7 +129,7 @@ static double replica_max_diff(struct train_job *job)
 	return n == job->p.spec.np ? dp_max_diff(job->dp, params, n) : -1;
 }
 
-static void job_finish(struct train_job *job, const char *stopped)
+void job_finish(struct train_job *job, const char *stopped)
 {
 	struct train_status st = status_of(job);
 
@@ -288,16 +269,22 @@ static bool job_step(struct train_job *job)
 {
 	uint64_t in_epoch = job->done % job->p.per_epoch;
 	int64_t step = job->p.start_step + (int64_t)job->done;
-	struct train_status st;
 
 	if (in_epoch == 0)
-		shuffle_epoch(job, job->done / job->p.per_epoch);
+		job_shuffle_epoch(job, job->done / job->p.per_epoch);
 	td_error_clear(&job->call.err);
 	job->lr = 0;
 	if ((job->dp ? step_parallel(job, step, in_epoch, &job->lr) : step_one(job, step, in_epoch, &job->lr)) < 0) {
 		job->sink->fail(job->sink_data, &job->call.err);
 		return false;
 	}
+	return job_after_step(job, step);
+}
+
+bool job_after_step(struct train_job *job, int64_t step)
+{
+	struct train_status st;
+
 	job->done++;
 	if (job->p.model[0]) {
 		struct model *m = models_find_serial(job->call.d->models, job->p.model, job->p.model_serial);
@@ -330,6 +317,7 @@ static bool job_step(struct train_job *job)
 
 static void job_free(struct train_job *job)
 {
+	group_end(job);
 	dp_free(job->dp);
 	gpu_memory_free(devices_of(job->call.d, &job->index), &job->index.alloc);
 	msgpack_unpacked_destroy(&job->params);
@@ -340,6 +328,14 @@ static void job_free(struct train_job *job)
 
 void train_job_detach(struct train_job *job)
 {
+	if (job->g) {
+		/* The others wait for this member's next exchange: it carries the
+		 * stop, then the run ends without reports. */
+		job->sink = &group_silent_sink;
+		job->sink_data = NULL;
+		train_job_cancel(job);
+		return;
+	}
 	job->detached = true;
 }
 
@@ -359,7 +355,9 @@ bool train_jobs_run(void *data)
 		struct train_job *job = *pp;
 		bool go_on = !job->detached;
 
-		if (go_on && job->cancelled) {
+		if (go_on && job->g) {
+			go_on = group_step(job); /* cancelling is the group's business */
+		} else if (go_on && job->cancelled) {
 			job_finish(job, "cancelled");
 			go_on = false;
 		} else if (go_on && job->sink->ready(job->sink_data)) {
@@ -374,7 +372,9 @@ bool train_jobs_run(void *data)
 			job_free(job);
 			continue;
 		}
-		more = true;
+		/* A group run waiting for MPI is woken by the cluster's eventfd. */
+		if (!job->g || !group_waiting(job))
+			more = true;
 		pp = &job->next;
 	}
 	return more;
@@ -499,7 +499,7 @@ int train_job_start(struct caller *call, const struct train_plan *plan, const ms
 	}
 	job->p.train.index = &job->index;
 	/* Check the whole graph once now, so a bad model fails at once. */
-	shuffle_epoch(job, 0);
+	job_shuffle_epoch(job, 0);
 	r = gpu_upload(devices_of(call->d, &job->index), &job->index.alloc, job->perm);
 	if (r < 0 || train_run_step(call, &job->p.spec, job->nodes, NULL, &job->p.train, job->p.start_step, false,
 				    &gr, &loss, &lv, &lr) < 0) {
@@ -510,6 +510,8 @@ int train_job_start(struct caller *call, const struct train_plan *plan, const ms
 	}
 	graph_free(&gr);
 	if (job->p.ndev > 1 && start_replicas(call, job) < 0)
+		goto fail;
+	if (job->p.nranks > 1 && group_begin(call, job) < 0)
 		goto fail;
 	job->sink = sink;
 	job->sink_data = data;

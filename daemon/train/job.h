@@ -31,6 +31,11 @@ struct train_plan {
 	uint32_t devs[GPU_MAX_DEVICES]; /* data parallel: devs[0] = device, then the replicas' */
 	unsigned ndev;             /* 1: one device */
 	uint64_t shard;            /* rows per device per step */
+	/* A run across the group (docs/cluster.md): this member's place, its
+	 * shard is `shard` rows from row `offset` of each global batch. */
+	unsigned nranks;           /* 0 or 1: this daemon alone */
+	int rank;
+	uint64_t offset;
 	int64_t start_step;
 	uint64_t seed, progress_every, eval_every;
 	bool shuffle, has_stop;
@@ -54,6 +59,7 @@ struct train_status {
 	const uint32_t *devs;      /* the run's devices */
 	unsigned ndev;
 	double replica_max_diff;   /* data parallel, at the end: -1 when unreadable */
+	unsigned nranks;           /* a group run's members, else 0 */
 };
 
 /* How a job reports; `data` is the sink's own. After finish or fail comes
@@ -98,3 +104,15 @@ void train_jobs_free(void);
  * error response) and free it: device recovery, before the device its
  * buffers live on goes (recover.c). Returns how many jobs there were. */
 unsigned train_jobs_abort(int code, const char *message);
+
+/* A member of the group that cannot take part in a run rank 0 sent
+ * (docs/cluster.md): tell the others why, so that the run fails everywhere
+ * with `err` named after this member. */
+void train_group_refuse(struct daemon *d, const struct td_error *err);
+
+/* Whether a run across the group involves this member now. */
+bool train_group_busy(void);
+
+/* A sink that reports nothing: a member's part of a group run, or a group
+ * run whose client went away. */
+extern const struct train_sink group_silent_sink;

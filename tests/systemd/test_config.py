@@ -312,6 +312,7 @@ def reload_every_key(tmp):
            "user_max_kernels": "2", "user_max_jobs": "3", "request_timeout": "2.5", "stop_timeout": "11",
            "kernel_group": "0", "kernel_timeout": "3", "host_mapped": "no", "async_graphs": "no",
            "batch_requests": "no",
+           "cluster": "yes", "cluster_timeout": "5",
            "verbose": "yes"}
     old = printed(conf)
     marks = man_reloadable()

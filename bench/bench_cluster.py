@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""A train.run across a group of tensord processes joined by mpirun
+(docs/cluster.md) against one daemon, same model, batch and seed: the time
+per step of each and their ratio, and the largest parameter difference.
+
+Starts `mpirun -np RANKS tensord` (binaries from --tensord and --mpirun, each
+member with its own socket and state under a temporary directory, the
+members on `--device`), puts an MLP (784-512-512-10 by default) and synthetic
+data on every member, then for each batch size:
+
+1. one daemon (member 0 alone, no `ranks`): warm-up run, then `--steps` steps;
+2. the group (`ranks: "all"`): warm-up, then `--steps` steps;
+3. prints ms/step of each, group/one ratio (>1: the group is slower per
+   step, each member doing 1/RANKS of the rows), and after an equality run
+   of `--check-steps` SGD steps from the same parameters, the largest
+   difference between the one-daemon and the group's parameters.
+
+On one GPU (two daemons sharing it) this measures what the MPI exchange and
+the split cost; on lavapipe only as a smoke run:
+
+    python3 bench/bench_cluster.py --tensord build/daemon/tensord --mpirun mpirun \\
+        --dims 32,64,10 --rows 2048 --batches 64 --steps 20 --check-steps 5"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
+from daemon import Client  # noqa: E402
+
+
+def put(c, name, arr):
+    arr = np.ascontiguousarray(arr)
+    dt = {"float32": "f32", "int32": "i32"}[str(arr.dtype)]
+    c.call("tensor.put", {"name": name, "dtype": dt, "shape": list(arr.shape), "data": arr.tobytes()})
+
+
+def get(c, name):
+    r = c.call("tensor.get", {"name": name})
+    return np.frombuffer(r["data"], np.float32).reshape(r["shape"]).copy()
+
+
+def run_train(c, params):
+    error, result = c.call_past_notifications("train.run", params)
+    if error:
+        raise RuntimeError("train.run: %r" % (error,))
+    return result
+
+
+def mlp_nodes(dims):
+    nodes, h = [], "xb"
+    for i in range(len(dims) - 1):
+        nodes.append({"id": "m%d" % i, "op": "matmul", "inputs": [h, "w%d" % i]})
+        nodes.append({"id": "z%d" % i, "op": "add", "inputs": ["m%d" % i, "b%d" % i]})
+        h = "z%d" % i
+        if i + 2 < len(dims):
+            nodes.append({"id": "r%d" % i, "op": "relu", "inputs": [h]})
+            h = "r%d" % i
+    nodes.append({"id": "L", "op": "cross_entropy", "inputs": [h, "yb"]})
+    return nodes
+
+
+def init_params(dims, seed):
+    rng = np.random.default_rng(seed)
+    p = {}
+    for i in range(len(dims) - 1):
+        bound = 1.0 / np.sqrt(dims[i])
+        p["w%d" % i] = rng.uniform(-bound, bound, (dims[i], dims[i + 1])).astype(np.float32)
+        p["b%d" % i] = rng.uniform(-bound, bound, dims[i + 1]).astype(np.float32)
+    return p
+
+
+def reset(cs, params):
+    for c in cs:
+        for k, v in params.items():
+            put(c, k, v)
+            for s in (".exp_avg", ".exp_avg_sq"):
+                c.call_full("tensor.delete", {"name": k + s})
+
+
+def start_group(a, tmp):
+    conf = os.path.join(tmp, "tensord.conf")
+    with open(conf, "w") as f:
+        f.write("state_dir = %s/state%%r\npersist = no\ncluster = yes\ncluster_timeout = %g\ndevice = %s\n"
+                % (tmp, a.timeout, a.device))
+    cmd = [a.mpirun, "-np", str(a.ranks), "--oversubscribe", "--enable-recovery", "--quiet"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    cmd += a.mpirun_arg
+    cmd += [a.tensord, "--socket", os.path.join(tmp, "s%r.sock"), "--config", conf]
+    log = open(os.path.join(tmp, "log"), "w+")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    socks = [os.path.join(tmp, "s%d.sock" % r) for r in range(a.ranks)]
+    deadline = time.time() + 120
+    while not all(os.path.exists(s) for s in socks):
+        if proc.poll() is not None or time.time() > deadline:
+            log.seek(0)
+            sys.exit("the group did not come up:\n" + log.read())
+        time.sleep(0.1)
+    cs = []
+    for s in socks:  # bound before it listens: retry a refused connect
+        while True:
+            try:
+                cs.append(Client(s, timeout=3600))
+                break
+            except ConnectionRefusedError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.05)
+    return proc, log, cs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tensord", default=os.environ.get("TENSORD_BIN"), help="the tensord binary")
+    ap.add_argument("--mpirun", default=shutil.which("mpirun"), help="the mpirun binary")
+    ap.add_argument("--mpirun-arg", action="append", default=[], help="one more mpirun argument (repeatable)")
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--device", default="auto", help="every member's device (config key `device`)")
+    ap.add_argument("--dims", default="784,512,512,10")
+    ap.add_argument("--rows", type=int, default=65536)
+    ap.add_argument("--batches", default="512,4096,16384")
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--check-steps", type=int, default=20)
+    ap.add_argument("--timeout", type=float, default=60, help="cluster_timeout, seconds")
+    ap.add_argument("--out-json")
+    a = ap.parse_args()
+    if not a.tensord or not a.mpirun:
+        sys.exit("give --tensord PATH and --mpirun PATH")
+    a.tensord = os.path.abspath(a.tensord)
+    dims = [int(d) for d in a.dims.split(",")]
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((a.rows, dims[0])).astype(np.float32)
+    y = rng.integers(0, dims[-1], a.rows).astype(np.int32)
+    init = init_params(dims, 2)
+    tmp = tempfile.mkdtemp(prefix="bench-cluster-")
+    proc, log, cs = start_group(a, tmp)
+    rows_out = []
+    try:
+        info = cs[0].call("info")
+        dev = [d for d in info["devices"] if d.get("active")][0]
+        print("group of %d on %s; model %s, %d rows" % (a.ranks, dev.get("name"), a.dims, a.rows))
+        for c in cs:
+            put(c, "x", x)
+            put(c, "y", y)
+        for batch in [int(b) for b in a.batches.split(",")]:
+            base = {"nodes": mlp_nodes(dims), "loss": "L", "params": list(init), "data": {"xb": "x", "yb": "y"},
+                    "batch_size": batch, "seed": 3, "optimizer": {"type": "adam", "lr": 1e-3},
+                    "progress_every": 1000000}
+            t = {}
+            for label, extra in (("one", {}), ("group", {"ranks": "all"})):
+                reset(cs, init)
+                run_train(cs[0], dict(base, steps=10, **extra))  # warm-up
+                t0 = time.perf_counter()
+                r = run_train(cs[0], dict(base, steps=a.steps, **extra))
+                t[label] = (time.perf_counter() - t0) / a.steps * 1e3
+                t[label + "_loss"] = r["loss"]
+            sgd = dict(base, steps=a.check_steps, optimizer={"type": "sgd", "lr": 0.05})
+            reset(cs, init)
+            run_train(cs[0], sgd)
+            one = {k: get(cs[0], k) for k in init}
+            reset(cs, init)
+            run_train(cs[0], dict(sgd, ranks="all"))
+            diff = max(float(np.max(np.abs(get(cs[0], k) - one[k]))) for k in init)
+            members = max(float(np.max(np.abs(get(c, k) - get(cs[0], k)))) for c in cs[1:] for k in init)
+            row = {"batch": batch, "one_ms": t["one"], "group_ms": t["group"], "ratio": t["group"] / t["one"],
+                   "max_diff_vs_one": diff, "max_diff_members": members}
+            rows_out.append(row)
+            print("batch %6d: one daemon %.3f ms/step, group of %d %.3f ms/step, group/one %.2fx; "
+                  "SGD %d steps: max |group - one| %.2e, members differ by %.2e"
+                  % (batch, t["one"], a.ranks, t["group"], row["ratio"], a.check_steps, diff, members), flush=True)
+    finally:
+        for c in cs:
+            c.close()
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    if a.out_json:
+        with open(a.out_json, "w") as f:
+            json.dump({"ranks": a.ranks, "dims": dims, "rows": a.rows, "steps": a.steps, "results": rows_out}, f,
+                      indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+/* What the group needs before MPI starts, with or without MPI (cluster.h). */
+#include "train/cluster.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cluster_env_rank(void)
+{
+	const char *s = getenv("OMPI_COMM_WORLD_RANK");
+	char *end;
+	long v;
+
+	if (!s || !*s)
+		return -1;
+	v = strtol(s, &end, 10);
+	return *end || v < 0 || v > 1000000 ? -1 : (int)v;
+}
+
+int cluster_expand_rank(char *path, size_t size, int rank)
+{
+	char out[4096];
+	size_t n = 0;
+
+	for (const char *p = path; *p; p++) {
+		int w;
+
+		if (p[0] == '%' && p[1] == 'r') {
+			w = snprintf(out + n, sizeof(out) - n, "%d", rank);
+			p++;
+		} else {
+			w = snprintf(out + n, sizeof(out) - n, "%c", *p);
+		}
+		if (w < 0 || (size_t)w >= sizeof(out) - n)
+			return -ENAMETOOLONG;
+		n += (size_t)w;
+	}
+	if (n >= size)
+		return -ENAMETOOLONG;
+	memcpy(path, out, n + 1);
+	return 0;
+}
