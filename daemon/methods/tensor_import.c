@@ -100,6 +100,8 @@ static int import_run(struct request *req, struct import_job *j, const struct gp
 			gpu_rec_copy(&j->rec, &host, &dev);
 		else
 			gpu_rec_copy(&j->rec, &dev, &host);
+		log_debug("msgid %u: %s of %llu bytes: the device copies the memfd itself",
+			  req->msgid, j->put ? "tensor.put" : "tensor.get", (unsigned long long)a->size);
 		/* The final barrier makes the device's writes visible to the host. */
 		if ((r = gpu_rec_submit(&j->rec)) == 0)
 			return async_req_run_rec(req, &j->a, &j->rec); /* releases j */
