@@ -122,7 +122,7 @@ int memfd_map_param(struct request *req, uint64_t index, uint64_t offset, uint64
 	/* A device import (gpu/host_import.h) pins the pages: a shared
 	 * read-only mapping (Linux 6.7 and later allow one of a write-sealed
 	 * memfd) leaves no doubt that they are the file's own. */
-	if (!writable && maplen != len)
+	if (!writable && align)
 		base = mmap(NULL, maplen, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, (off_t)start);
 	if (base == MAP_FAILED)
 		base = mmap(NULL, maplen, writable ? PROT_READ | PROT_WRITE : PROT_READ,
