@@ -26,6 +26,11 @@ struct import_job {
 	bool put;
 	struct tensor *t;               /* put: the new tensor, until stored */
 	struct tensor meta;             /* get: the tensor as it was asked for */
+	struct gpu_alloc dev;           /* the tensor's memory */
+	uint64_t at;                    /* where the range starts in the import */
+	uint64_t done;                  /* bytes copied by the completed chunks */
+	uint64_t pending;               /* bytes of the chunk submitted last */
+	uint32_t msgid;                 /* the request's, for the log */
 	uint32_t mode;
 	bool has_mode;
 };
@@ -53,6 +58,31 @@ static void import_release(struct async_req *a)
 	free(j);
 }
 
+/* Record and submit the next chunk of at most TENSOR_IMPORT_CHUNK bytes.
+ * Returns 0 or -errno. */
+static int submit_chunk(struct import_job *j)
+{
+	uint64_t n = j->dev.size - j->done < TENSOR_IMPORT_CHUNK ? j->dev.size - j->done
+								 : TENSOR_IMPORT_CHUNK;
+	struct gpu_binding host, dev;
+	int r = gpu_rec_begin_async(&j->rec, j->g);
+
+	if (r < 0)
+		return r;
+	host = (struct gpu_binding){ j->h.buffer, j->at + j->done, n, !j->put };
+	dev = gpu_rec_bind(j->g, &j->dev, j->done, n, j->put);
+	if (j->put)
+		gpu_rec_copy(&j->rec, &host, &dev);
+	else
+		gpu_rec_copy(&j->rec, &dev, &host);
+	j->pending = n;
+	log_debug("msgid %u: %s of %llu bytes: the device copies the memfd itself (bytes %llu..%llu)",
+		  j->msgid, j->put ? "tensor.put" : "tensor.get", (unsigned long long)j->dev.size,
+		  (unsigned long long)j->done, (unsigned long long)(j->done + n));
+	/* The final barrier makes the device's writes visible to the host. */
+	return gpu_rec_submit(&j->rec);
+}
+
 static int import_finish(struct async_req *a, struct request *req)
 {
 	struct import_job *j = (struct import_job *)a;
@@ -61,6 +91,20 @@ static int import_finish(struct async_req *a, struct request *req)
 
 	if (r < 0)
 		return tensor_device_error(req, j->g, r, j->put ? "uploading" : "downloading");
+	j->done += j->pending;
+	j->pending = 0;
+	/* The next chunk: other work queued meanwhile runs between the two,
+	 * and each has its own time limit. A get for a departed client ends
+	 * here; a put goes on and still takes effect. */
+	if (j->done < j->dev.size) {
+		if (a->gone && !j->put)
+			return request_fail(req, TDP_CANCELLED, "the client left");
+		r = submit_chunk(j);
+		if (r < 0)
+			return tensor_device_error(req, j->g, r, j->put ? "uploading" : "downloading");
+		a->again_rec = &j->rec;
+		return ASYNC_REQ_AGAIN;
+	}
 	if (!j->put)
 		return tensor_write_meta_result(req, &j->meta);
 	if (tensor_store_new(req, j->g, t, j->mode) < 0) {
@@ -80,30 +124,20 @@ static int import_finish(struct async_req *a, struct request *req)
  * caller), else the handler's return. */
 static int import_run(struct request *req, struct import_job *j, const struct gpu_alloc *a)
 {
-	uint64_t at = (uint64_t)(j->map.data - (uint8_t *)j->map.base);
-	struct gpu_binding host, dev;
 	int r;
 
 	j->a.finish = import_finish;
 	j->a.release = import_release;
+	j->dev = *a;
+	j->at = (uint64_t)(j->map.data - (uint8_t *)j->map.base);
 	r = gpu_host_import(j->g, j->map.base, j->map.len, &j->h);
 	if (r == -EOPNOTSUPP) {
 		free(j);
 		return TENSOR_IMPORT_NOT_TAKEN;
 	}
-	if (r == 0)
-		r = gpu_rec_begin_async(&j->rec, j->g);
+	j->msgid = req->msgid;
 	if (r == 0) {
-		host = (struct gpu_binding){ j->h.buffer, at, a->size, !j->put };
-		dev = gpu_rec_bind(j->g, a, 0, a->size, j->put);
-		if (j->put)
-			gpu_rec_copy(&j->rec, &host, &dev);
-		else
-			gpu_rec_copy(&j->rec, &dev, &host);
-		log_debug("msgid %u: %s of %llu bytes: the device copies the memfd itself",
-			  req->msgid, j->put ? "tensor.put" : "tensor.get", (unsigned long long)a->size);
-		/* The final barrier makes the device's writes visible to the host. */
-		if ((r = gpu_rec_submit(&j->rec)) == 0)
+		if ((r = submit_chunk(j)) == 0)
 			return async_req_run_rec(req, &j->a, &j->rec); /* releases j */
 	}
 	tensor_device_error(req, j->g, r, j->put ? "uploading" : "downloading");

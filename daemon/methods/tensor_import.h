@@ -18,6 +18,11 @@ struct gpu_device;
  * pages, a submission) costs more than a memcpy of them. */
 #define TENSOR_IMPORT_MIN ((uint64_t)256 << 10)
 
+/* Transfers are copied in chunks of at most this many bytes, one
+ * submission each, chained at completion: each has its own time limit and
+ * other work on the device's queue runs between them. */
+#define TENSOR_IMPORT_CHUNK ((uint64_t)128 << 20)
+
 /* What tensor_import_put and tensor_import_get return when they did not
  * take the transfer (distinct from the handler returns 0, -1 and
  * REQUEST_DEFERRED). */

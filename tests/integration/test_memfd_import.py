@@ -9,7 +9,8 @@ imports, one told not to (TENSORD_NO_HOST_IMPORT=1: the staging copies):
 sizes page-aligned and not, below the import's minimum and above the
 streamed get's, offsets aligned and not, guard bytes around a get's range
 untouched, a memfd the client closes (and unmaps) right after sending,
-pipelined transfers and a client that leaves mid-copy, a get into a memfd
+pipelined transfers and a client that leaves mid-copy, a transfer of
+more than one chunk (chained submissions), a get into a memfd
 with holes past its range (no page of them allocated), the size limit, and
 the daemon's open fds back at the baseline. Run with /usr/bin/python3."""
 import fcntl
@@ -122,12 +123,12 @@ def pipelined(c, d, tag):
         os.close(fd)
     # a client that leaves with its copies in flight
     c2 = Conn(d.sock)
-    big = data(24 * MIB, 9)
+    big = data(130 * MIB + 1, 9)   # two chunks each way
     fd = memfd(big)
     c2.send("tensor.put", {"name": "gone", "dtype": "u8", "shape": [len(big)], "fd": 0}, [fd])
     os.close(fd)
     fd = memfd(b"\2" * len(big), seals=fcntl.F_SEAL_SHRINK)
-    c2.send("tensor.get", {"name": "p0", "fd": 0}, [fd])
+    c2.send("tensor.get", {"name": "gone", "fd": 0}, [fd])
     os.close(fd)
     c2.close()
     err, _ = c.call("ping", {})
@@ -158,8 +159,10 @@ def holes_and_limits(c, tag):
           "%s: the get allocated the memfd's holes (%d blocks, %d before)"
           % (tag, os.fstat(fd).st_blocks, before))
     os.close(fd)
-    # the size limit holds for memfd puts (max_tensor_bytes = 40M)
-    err, _ = put_fd(c, "big", b"\0" * (41 * MIB))
+    # the size limit holds for memfd puts (max_tensor_bytes = 136M)
+    fd = memfd(size=137 * MIB)
+    err, _ = c.call("tensor.put", {"name": "big", "dtype": "u8", "shape": [137 * MIB], "fd": 0}, [fd])
+    os.close(fd)
     check(err is not None and err["name"] == "RESOURCE_EXHAUSTED",
           "%s: a memfd put over max_tensor_bytes: %r" % (tag, err))
     # too small, not sealed: the checks before the import
@@ -176,13 +179,24 @@ def holes_and_limits(c, tag):
     check(err is None and res["mode"] == "world-read", "%s: put with mode: %r %r" % (tag, err, res))
 
 
+def chunked(c, tag):
+    # past TENSOR_IMPORT_CHUNK (128 MiB): two submissions, chained
+    n = 130 * MIB + 3
+    raw = data(n, 11)
+    err, res = put_fd(c, "k", raw, 4100)
+    check(err is None and res["bytes"] == n, "%s: chunked memfd put: %r" % (tag, err))
+    err, got, guards = get_fd(c, "k", n, 4100)
+    check(err is None and got == raw and guards, "%s: chunked memfd get: %r" % (tag, err))
+    err, _ = c.call("tensor.delete", {"name": "k"})
+
+
 def run(tag, env):
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     tmp = tempfile.mkdtemp(prefix="tensord-import-")
     conf = os.path.join(tmp, "t.conf")
     with open(conf, "w") as f:
-        f.write("host_mapped = false\nmax_tensor_bytes = 40M\n")
+        f.write("host_mapped = false\nmax_tensor_bytes = 136M\n")
     try:
         with Daemon(["--config", conf, "-v"]) as d:
             c = Conn(d.sock)
@@ -192,6 +206,7 @@ def run(tag, env):
             closed_right_away(c, d, tag)
             pipelined(c, d, tag)
             holes_and_limits(c, tag)
+            chunked(c, tag)
             deadline = time.monotonic() + 10
             while fd_count(d.proc.pid) != base and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -214,6 +229,11 @@ def main():
     check("tensor.put of 1048576 bytes: " + IMPORTED in log, "import: no put was imported")
     check("tensor.get of 1048576 bytes: " + IMPORTED in log, "import: no get was imported")
     check("tensor.put of 4096 bytes: " + IMPORTED not in log, "import: 4096 bytes imported")
+    for what in ("put", "get"):
+        head = "tensor.%s of %d bytes: %s (bytes " % (what, 130 * MIB + 3, IMPORTED)
+        check(head + "0..%d)" % (128 * MIB) in log and
+              head + "%d..%d)" % (128 * MIB, 130 * MIB + 3) in log,
+              "import: the 130 MiB %s was not copied in two chunks" % what)
     log = run("staging", {"TENSORD_NO_HOST_IMPORT": "1"})
     check(IMPORTED not in log, "staging: imported although told not to")
     if failures:
