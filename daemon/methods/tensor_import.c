@@ -62,11 +62,18 @@ static void import_release(struct async_req *a)
  * Returns 0 or -errno. */
 static int submit_chunk(struct import_job *j)
 {
-	uint64_t n = j->dev.size - j->done < TENSOR_IMPORT_CHUNK ? j->dev.size - j->done
-								 : TENSOR_IMPORT_CHUNK;
+	uint64_t n = j->dev.size - j->done;
 	struct gpu_binding host, dev;
-	int r = gpu_rec_begin_async(&j->rec, j->g);
+	int r;
 
+	/* Only a put is chunked: its tensor is the job's until stored. A get
+	 * reads a stored tensor, which another connection may delete or
+	 * replace meanwhile; its memory is kept (gpu_memory_free defers) only
+	 * until the submissions pending then completed, so a later chunk
+	 * could read memory already given to another tensor. */
+	if (j->put && n > TENSOR_IMPORT_CHUNK)
+		n = TENSOR_IMPORT_CHUNK;
+	r = gpu_rec_begin_async(&j->rec, j->g);
 	if (r < 0)
 		return r;
 	host = (struct gpu_binding){ j->h.buffer, j->at + j->done, n, !j->put };
@@ -93,12 +100,10 @@ static int import_finish(struct async_req *a, struct request *req)
 		return tensor_device_error(req, j->g, r, j->put ? "uploading" : "downloading");
 	j->done += j->pending;
 	j->pending = 0;
-	/* The next chunk: other work queued meanwhile runs between the two,
-	 * and each has its own time limit. A get for a departed client ends
-	 * here; a put goes on and still takes effect. */
+	/* A put's next chunk: other work queued meanwhile runs between the
+	 * two, and each has its own time limit. It goes on for a departed
+	 * client and still takes effect. */
 	if (j->done < j->dev.size) {
-		if (a->gone && !j->put)
-			return request_fail(req, TDP_CANCELLED, "the client left");
 		r = submit_chunk(j);
 		if (r < 0)
 			return tensor_device_error(req, j->g, r, j->put ? "uploading" : "downloading");

@@ -18,9 +18,10 @@ struct gpu_device;
  * pages, a submission) costs more than a memcpy of them. */
 #define TENSOR_IMPORT_MIN ((uint64_t)256 << 10)
 
-/* Transfers are copied in chunks of at most this many bytes, one
- * submission each, chained at completion: each has its own time limit and
- * other work on the device's queue runs between them. */
+/* Puts are copied in chunks of at most this many bytes, one submission
+ * each, chained at completion: each has its own time limit and other work
+ * on the device's queue runs between them. A get is one submission (see
+ * submit_chunk). */
 #define TENSOR_IMPORT_CHUNK ((uint64_t)128 << 20)
 
 /* What tensor_import_put and tensor_import_get return when they did not

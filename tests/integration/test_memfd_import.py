@@ -9,7 +9,7 @@ imports, one told not to (TENSORD_NO_HOST_IMPORT=1: the staging copies):
 sizes page-aligned and not, below the import's minimum and above the
 streamed get's, offsets aligned and not, guard bytes around a get's range
 untouched, a memfd the client closes (and unmaps) right after sending,
-pipelined transfers and a client that leaves mid-copy, a transfer of
+pipelined transfers and a client that leaves mid-copy, a put of
 more than one chunk (chained submissions), a get into a memfd
 with holes past its range (no page of them allocated), the size limit, and
 the daemon's open fds back at the baseline. Run with /usr/bin/python3."""
@@ -123,7 +123,7 @@ def pipelined(c, d, tag):
         os.close(fd)
     # a client that leaves with its copies in flight
     c2 = Conn(d.sock)
-    big = data(130 * MIB + 1, 9)   # two chunks each way
+    big = data(130 * MIB + 1, 9)   # a put in two chunks
     fd = memfd(big)
     c2.send("tensor.put", {"name": "gone", "dtype": "u8", "shape": [len(big)], "fd": 0}, [fd])
     os.close(fd)
@@ -179,15 +179,39 @@ def holes_and_limits(c, tag):
     check(err is None and res["mode"] == "world-read", "%s: put with mode: %r %r" % (tag, err, res))
 
 
+d_sock = [None]
+
+
 def chunked(c, tag):
-    # past TENSOR_IMPORT_CHUNK (128 MiB): two submissions, chained
+    # past TENSOR_IMPORT_CHUNK (128 MiB): a put in two submissions, chained;
+    # a get in one
     n = 130 * MIB + 3
     raw = data(n, 11)
     err, res = put_fd(c, "k", raw, 4100)
     check(err is None and res["bytes"] == n, "%s: chunked memfd put: %r" % (tag, err))
     err, got, guards = get_fd(c, "k", n, 4100)
     check(err is None and got == raw and guards, "%s: chunked memfd get: %r" % (tag, err))
-    err, _ = c.call("tensor.delete", {"name": "k"})
+    # another client deletes the tensor and fills its memory again while a
+    # get copies it: the get answers the bytes as they were, or not found
+    # when the delete came first
+    c2 = Conn(d_sock[0])
+    fd = memfd(b"\3" * n, seals=fcntl.F_SEAL_SHRINK)
+    c.send("tensor.get", {"name": "k", "fd": 0}, [fd])
+    c2.send("tensor.delete", {"name": "k"})
+    other = memfd(b"\x77" * n)
+    c2.send("tensor.put", {"name": "k2", "dtype": "u8", "shape": [n], "fd": 0}, [other])
+    os.close(other)
+    msg = c.recv()
+    got = os.pread(fd, n, 0)
+    os.close(fd)
+    check((msg[2] is None and got == raw) or (msg[2] is not None and msg[2]["name"] == "NOT_FOUND"),
+          "%s: a get while the tensor is deleted and its memory reused: %r, bytes %s" %
+          (tag, msg[2], "equal" if got == raw else "differ"))
+    for _ in range(2):
+        msg = c2.recv()
+        check(msg[2] is None, "%s: delete/put beside a get: %r" % (tag, msg[2]))
+    c2.close()
+    c.call("tensor.delete", {"name": "k2"})
 
 
 def run(tag, env):
@@ -200,6 +224,7 @@ def run(tag, env):
     try:
         with Daemon(["--config", conf, "-v"]) as d:
             c = Conn(d.sock)
+            d_sock[0] = d.sock
             c.call("ping", {})
             base = fd_count(d.proc.pid)
             sizes_and_offsets(c, tag)
@@ -229,11 +254,12 @@ def main():
     check("tensor.put of 1048576 bytes: " + IMPORTED in log, "import: no put was imported")
     check("tensor.get of 1048576 bytes: " + IMPORTED in log, "import: no get was imported")
     check("tensor.put of 4096 bytes: " + IMPORTED not in log, "import: 4096 bytes imported")
-    for what in ("put", "get"):
-        head = "tensor.%s of %d bytes: %s (bytes " % (what, 130 * MIB + 3, IMPORTED)
-        check(head + "0..%d)" % (128 * MIB) in log and
-              head + "%d..%d)" % (128 * MIB, 130 * MIB + 3) in log,
-              "import: the 130 MiB %s was not copied in two chunks" % what)
+    head = "tensor.put of %d bytes: %s (bytes " % (130 * MIB + 3, IMPORTED)
+    check(head + "0..%d)" % (128 * MIB) in log and
+          head + "%d..%d)" % (128 * MIB, 130 * MIB + 3) in log,
+          "import: the 130 MiB put was not copied in two chunks")
+    head = "tensor.get of %d bytes: %s (bytes " % (130 * MIB + 3, IMPORTED)
+    check(head + "0..%d)" % (130 * MIB + 3) in log, "import: the 130 MiB get was not one copy")
     log = run("staging", {"TENSORD_NO_HOST_IMPORT": "1"})
     check(IMPORTED not in log, "staging: imported although told not to")
     if failures:
