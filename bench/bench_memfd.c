@@ -1,7 +1,15 @@
 /* memfd vs socket for tensor.put and tensor.get, measured side by side in one
  * run against one tensord (docs/protocol.md, "Passing memory"):
  *
- *   bench_memfd [--socket PATH] [--mib N] [--reps N] [--json]
+ *   bench_memfd [--socket PATH | --tensord BIN [--config FILE] [--no-import]]
+ *               [--mib N] [--reps N] [--json]
+ *
+ * --tensord starts BIN itself on a socket in a fresh temporary directory
+ * (state there, persist = no, the lines of FILE added: `host_mapped = false`
+ * sends the copies through the staging path as on a discrete GPU) and stops
+ * it at the end; --no-import sets TENSORD_NO_HOST_IMPORT=1 for it (memfd and
+ * plain transfers then copy through the staging buffer instead of the device
+ * copying the client's pages itself; docs/architecture.md, "Transfers").
  *
  * Paths, each the median of --reps transfers of an N MiB u8 tensor:
  *   put socket   tensord_put(): the bytes written through the socket
@@ -14,10 +22,12 @@
  * and the ratios memfd / socket. The untimed warm-up checks every get after
  * every put against the data. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <tensord.h>
@@ -85,8 +95,81 @@ static int one(struct bench *b, enum path p, bool check)
 	return r;
 }
 
+/* A tensord of our own (--tensord). */
+struct own_daemon {
+	pid_t pid;
+	char dir[64], sock[96], conf[96];
+};
+
+/* Start `bin` on a socket in a fresh directory, with `extra` (a config file
+ * or NULL) appended to its config. 0 with d->sock serving, or -1 (printed). */
+static int daemon_start(struct own_daemon *d, const char *bin, const char *extra, bool no_import)
+{
+	FILE *f, *x;
+	char line[512];
+
+	snprintf(d->dir, sizeof(d->dir), "/tmp/bench-memfd-XXXXXX");
+	if (!mkdtemp(d->dir)) {
+		perror("bench_memfd: mkdtemp");
+		return -1;
+	}
+	snprintf(d->sock, sizeof(d->sock), "%s/s.sock", d->dir);
+	snprintf(d->conf, sizeof(d->conf), "%s/t.conf", d->dir);
+	f = fopen(d->conf, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "state_dir = %s/state\npersist = no\n", d->dir);
+	if (extra) {
+		x = fopen(extra, "r");
+		if (!x) {
+			fprintf(stderr, "bench_memfd: %s: %s\n", extra, strerror(errno));
+			fclose(f);
+			return -1;
+		}
+		while (fgets(line, sizeof(line), x))
+			fputs(line, f);
+		fclose(x);
+	}
+	fclose(f);
+	d->pid = fork();
+	if (d->pid < 0)
+		return -1;
+	if (d->pid == 0) {
+		if (no_import)
+			setenv("TENSORD_NO_HOST_IMPORT", "1", 1);
+		execl(bin, bin, "--socket", d->sock, "--config", d->conf, "--device", "auto", (char *)NULL);
+		perror("bench_memfd: exec");
+		_exit(127);
+	}
+	if (bench_wait_for_socket(d->sock, 60) < 0) {
+		fprintf(stderr, "bench_memfd: %s did not serve on %s\n", bin, d->sock);
+		return -1;
+	}
+	return 0;
+}
+
+static void daemon_stop(struct own_daemon *d)
+{
+	char path[128];
+
+	if (d->pid > 0) {
+		kill(d->pid, SIGTERM);
+		waitpid(d->pid, NULL, 0);
+	}
+	if (!d->dir[0])
+		return;
+	unlink(d->sock);
+	unlink(d->conf);
+	snprintf(path, sizeof(path), "%s/state", d->dir);
+	rmdir(path);
+	rmdir(d->dir);
+}
+
 int main(int argc, char **argv)
 {
+	const char *bin = NULL, *conf = NULL;
+	bool no_import = false;
+	struct own_daemon own = { .pid = -1 };
 	const char *sock = NULL;
 	unsigned mib = 256, reps = 5;
 	bool json = false;
@@ -106,11 +189,24 @@ int main(int argc, char **argv)
 			i++;
 		else if (strcmp(argv[i], "--json") == 0)
 			json = true;
+		else if (strcmp(argv[i], "--tensord") == 0 && i + 1 < argc)
+			bin = argv[++i];
+		else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+			conf = argv[++i];
+		else if (strcmp(argv[i], "--no-import") == 0)
+			no_import = true;
 		else {
-			fprintf(stderr, "usage: bench_memfd [--socket PATH] [--mib 1..1024] "
-				"[--reps 1..%d] [--json]\n", MAX_REPS);
+			fprintf(stderr, "usage: bench_memfd [--socket PATH | --tensord BIN [--config FILE] "
+				"[--no-import]] [--mib 1..1024] [--reps 1..%d] [--json]\n", MAX_REPS);
 			return 2;
 		}
+	}
+	if (bin) {
+		if (daemon_start(&own, bin, conf, no_import) < 0) {
+			daemon_stop(&own);
+			return 1;
+		}
+		sock = own.sock;
 	}
 	b.len = (size_t)mib << 20;
 	b.data = malloc(b.len);
@@ -188,5 +284,6 @@ out:
 	tensord_free(b.td);
 	free(b.data);
 	free(b.back);
+	daemon_stop(&own);
 	return status;
 }

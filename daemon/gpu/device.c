@@ -223,6 +223,29 @@ static bool has_extension(VkPhysicalDevice phys, const char *name)
 	return found;
 }
 
+/* VK_EXT_external_memory_host's minImportedHostPointerAlignment, rounded
+ * up to the page size; 0 when the device cannot import host memory. */
+static uint64_t host_import_alignment(struct gpu_device *g)
+{
+	VkPhysicalDeviceExternalMemoryHostPropertiesEXT hp = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT,
+	};
+	VkPhysicalDeviceProperties2 p2 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+		.pNext = &hp,
+	};
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), a;
+
+	if (getenv("TENSORD_NO_HOST_IMPORT") ||
+	    !has_extension(g->phys, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME))
+		return 0;
+	vkGetPhysicalDeviceProperties2(g->phys, &p2);
+	a = hp.minImportedHostPointerAlignment;
+	if (a == 0 || (a & (a - 1)))
+		return 0;
+	return a < page ? page : a;
+}
+
 /* How many workgroups the device runs at once, roughly: its SMs where the
  * driver says (VK_NV_shader_sm_builtins), the host's CPUs for a CPU device
  * (lavapipe runs a workgroup per thread), else a middle-sized GPU's 64.
@@ -303,7 +326,7 @@ static int create_logical(struct gpu_device *g)
 	/* 8- and 16-bit storage let shaders read and write f16, bf16 and u8
 	 * tensors element by element; push descriptors bind buffers without a
 	 * descriptor pool. */
-	const char *extensions[3] = { VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME };
+	const char *extensions[4] = { VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME };
 	VkPhysicalDeviceCooperativeMatrixFeaturesNV want_cm = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
 		.cooperativeMatrix = VK_TRUE,
@@ -377,9 +400,24 @@ static int create_logical(struct gpu_device *g)
 	g->creation_feedback = has_extension(g->phys, VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME);
 	if (g->creation_feedback)
 		extensions[dci.enabledExtensionCount++] = VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME;
+	/* Optional: memfd puts and gets copied by the device straight from and
+	 * into the client's pages (gpu/host_import.h). */
+	g->host_import_align = host_import_alignment(g);
+	if (g->host_import_align)
+		extensions[dci.enabledExtensionCount++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
 	if (vkCreateDevice(g->phys, &dci, NULL, &g->dev) != VK_SUCCESS)
 		return -EIO;
 	sanitize_device_created(g->dev);
+	if (g->host_import_align) {
+		g->host_pointer_props = (PFN_vkGetMemoryHostPointerPropertiesEXT)
+			vkGetDeviceProcAddr(g->dev, "vkGetMemoryHostPointerPropertiesEXT");
+		if (!g->host_pointer_props)
+			g->host_import_align = 0;
+		else
+			log_info("memfd transfers: the device copies client memory itself "
+				 "(VK_EXT_external_memory_host, alignment %llu)",
+				 (unsigned long long)g->host_import_align);
+	}
 	g->push_descriptor = (PFN_vkCmdPushDescriptorSetKHR)
 		vkGetDeviceProcAddr(g->dev, "vkCmdPushDescriptorSetKHR");
 	if (!g->push_descriptor)

@@ -73,6 +73,10 @@ struct gpu_device {
 				   counted from gpu_device_open) that reports a loss; 0: off */
 	uint64_t submits;       /* submissions attempted since gpu_device_open */
 	bool creation_feedback; /* VK_EXT_pipeline_creation_feedback enabled */
+	/* VK_EXT_external_memory_host enabled: the alignment (a power of two, at
+	 * least a page) of host memory it imports; 0: none (gpu/host_import.h). */
+	uint64_t host_import_align;
+	PFN_vkGetMemoryHostPointerPropertiesEXT host_pointer_props;
 	VkQueryPool queries;    /* timestamps around cmd[i]: 2i, 2i+1 (timing.c) */
 	uint64_t ts_mask;       /* the queue's valid timestamp bits */
 	struct gpu_stats stats;

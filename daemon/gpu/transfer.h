@@ -7,8 +7,10 @@
 
 struct gpu_device;
 
-/* Copy `a->size` bytes from `src` into the device range `a`. Direct when the
- * memory is mapped, otherwise through the staging buffer in chunks, with the
+/* Copy `a->size` bytes from `src` into the device range `a`. A memcpy when
+ * the device memory is mapped; else, from 1 MiB on and where the device
+ * imports host memory (gpu/host_import.h), one device copy straight from the
+ * pages of `src`; otherwise through the staging buffer in chunks, with the
  * host copy of one chunk overlapping the device copy of the previous one.
  * Returns 0, -ENOMEM, -EIO, or -ENODEV when the device is lost. */
 int gpu_upload(struct gpu_device *g, const struct gpu_alloc *a, const void *src);

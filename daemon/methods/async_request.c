@@ -31,15 +31,21 @@ static void async_req_cancel(struct request_deferred *def)
 }
 
 static void graph_completed(struct graph *gr, void *data);
+static void rec_completed(void *data);
 
-/* Run a->again (graph_execute, or graph_execute_async with a->async).
- * Returns 1 when it completed, 0 when graph_completed will be called, -1
+/* Run a->again (graph_execute, or graph_execute_async with a->async), or
+ * watch a->again_rec. Returns 1 when it completed (or is to be waited for
+ * by `finish`), 0 when graph_completed or rec_completed will be called, -1
  * with the error set. */
 static int run_again(struct async_req *a)
 {
 	struct graph *gr = a->again;
+	struct gpu_recorder *rec = a->again_rec;
 
 	a->again = NULL;
+	a->again_rec = NULL;
+	if (rec)
+		return !a->async || rec->slot < GPU_CMD_SYNC || gpu_rec_watch(rec, rec_completed, a) < 0;
 	if (!a->async)
 		return graph_execute(gr) < 0 ? -1 : 1;
 	return graph_execute_async(gr, graph_completed, a);
@@ -60,12 +66,15 @@ static void async_req_complete(struct async_req *a)
 		msgpack_packer_init(&a->pk, &scratch, tdp_buf_msgpack_write);
 	}
 	mark = tdp_buf_len(req->out);
-	while ((r = a->finish(a, req)) == ASYNC_REQ_AGAIN && !a->gone) {
+	/* A departed client's chain ends, except a recording `finish`
+	 * submitted: it must complete before `release`. */
+	while ((r = a->finish(a, req)) == ASYNC_REQ_AGAIN && (!a->gone || a->again_rec)) {
 		struct graph *gr = a->again;
 
 		r = run_again(a);
 		if (r == 0) {
-			gr->call = &req->call;
+			if (gr)
+				gr->call = &req->call;
 			return;
 		}
 		if (r < 0)
@@ -106,7 +115,8 @@ static int async_req_finish_now(struct request *req, struct async_req *a)
 
 		r = run_again(a);
 		if (r == 0) {
-			gr->call = &a->later.call;
+			if (gr)
+				gr->call = &a->later.call;
 			return async_req_defer(req, a);
 		}
 		if (r < 0)

@@ -27,13 +27,19 @@ struct async_req {
 	 * run (built and checked, the owner's), e.g. model.evaluate's next
 	 * batch; `finish` is called again once it completed. */
 	struct graph *again;
+	/* Or a recording `finish` began (gpu_rec_begin_async), recorded and
+	 * submitted: watched the same way (a memfd transfer's next chunk). */
+	struct gpu_recorder *again_rec;
 	/* Called once the work completed (or failed): wait for its outcome
 	 * (returns at once by then), write the whole answer into `req` and
 	 * commit what the request changes (only when everything succeeded).
 	 * For a departed client `req` writes into a scratch buffer that is
 	 * dropped: the request still takes effect. Returns 0, request_fail, or
-	 * ASYNC_REQ_AGAIN after setting `again` (not for a departed client's
-	 * request, which then ends: only requests without effects chain). */
+	 * ASYNC_REQ_AGAIN after setting `again` or `again_rec` (not for a
+	 * departed client's request, which then ends: only requests without
+	 * effects chain; a submitted `again_rec` is still watched for it, as
+	 * work left running would outlive `release`: such a `finish` checks
+	 * `gone` before submitting more). */
 	int (*finish)(struct async_req *a, struct request *req);
 	/* Free the owner (it holds `a`). Called exactly once, after `finish`. */
 	void (*release)(struct async_req *a);

@@ -24,11 +24,26 @@
 #define SEALS_PUT (F_SEAL_SHRINK | F_SEAL_WRITE)
 #define SEALS_GET F_SEAL_SHRINK
 
+/* The length to map for `len` bytes at page `start` of a file of `size`
+ * bytes: `len` rounded up to `align` (a power of two) where the file's pages
+ * hold that much, so the whole mapping can be imported by the device; else
+ * `len`. */
+static uint64_t map_length(uint64_t start, uint64_t len, uint64_t size, uint64_t page, uint64_t align)
+{
+	uint64_t room = ((size + page - 1) & ~(page - 1)) - start;
+	uint64_t want;
+
+	if (align < page || len > UINT64_MAX - align)
+		return len;
+	want = (len + align - 1) & ~(align - 1);
+	return want <= room ? want : len;
+}
+
 int memfd_map_param(struct request *req, uint64_t index, uint64_t offset, uint64_t bytes,
-		    bool writable, struct memfd_map *ret_map)
+		    bool writable, uint64_t align, struct memfd_map *ret_map)
 {
 	long page = sysconf(_SC_PAGESIZE);
-	uint64_t start, len;
+	uint64_t start, len, maplen;
 	struct stat st;
 	struct statfs sfs;
 	void *base;
@@ -93,13 +108,30 @@ int memfd_map_param(struct request *req, uint64_t index, uint64_t offset, uint64
 	 * refused before Linux 6.7, and the sealed bytes are the same.
 	 * MAP_POPULATE: one pass over the page tables instead of a fault per
 	 * page during the copy (twice as fast for 256 MiB on lavapipe). */
-	base = mmap(NULL, len, writable ? PROT_READ | PROT_WRITE : PROT_READ,
-		    (writable ? MAP_SHARED : MAP_PRIVATE) | MAP_POPULATE, fd, (off_t)start);
+	maplen = map_length(start, len, (uint64_t)st.st_size, (uint64_t)page, align);
+	/* The pages added for the import must be in memory too: populating or
+	 * pinning a hole would allocate it, charged to the daemon. */
+	if (maplen != len) {
+		uint64_t end = start + maplen < (uint64_t)st.st_size ? start + maplen : (uint64_t)st.st_size;
+		off_t hole = offset + bytes < end ? lseek(fd, (off_t)(offset + bytes), SEEK_HOLE) : (off_t)end;
+
+		if (hole < 0 || (uint64_t)hole < end)
+			maplen = len;
+	}
+	base = MAP_FAILED;
+	/* A device import (gpu/host_import.h) pins the pages: a shared
+	 * read-only mapping (Linux 6.7 and later allow one of a write-sealed
+	 * memfd) leaves no doubt that they are the file's own. */
+	if (!writable && align)
+		base = mmap(NULL, maplen, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, (off_t)start);
+	if (base == MAP_FAILED)
+		base = mmap(NULL, maplen, writable ? PROT_READ | PROT_WRITE : PROT_READ,
+			    (writable ? MAP_SHARED : MAP_PRIVATE) | MAP_POPULATE, fd, (off_t)start);
 	if (base == MAP_FAILED)
 		return request_fail(req, errno == ENOMEM ? TDP_RESOURCE_EXHAUSTED : TDP_INVALID_ARGUMENT,
 				    "fd %llu cannot be mapped for %s (%s)", (unsigned long long)index,
 				    writable ? "writing (open it read-write)" : "reading", strerror(errno));
-	*ret_map = (struct memfd_map){ .base = base, .len = len, .data = (uint8_t *)base + (offset - start) };
+	*ret_map = (struct memfd_map){ .base = base, .len = maplen, .data = (uint8_t *)base + (offset - start) };
 	return 0;
 }
 

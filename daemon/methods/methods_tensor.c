@@ -14,6 +14,7 @@
 #include "gpu/transfer.h"
 #include "methods/async_request.h"
 #include "methods/memfd.h"
+#include "methods/tensor_import.h"
 #include "methods/tensor_stream.h"
 #include "mode.h"
 #include "name.h"
@@ -75,7 +76,7 @@ int tensor_write_meta_result_map(struct request *req, const struct tensor *t, un
 	return 0;
 }
 
-static int device_error(struct request *req, const struct gpu_device *g, int r, const char *what)
+int tensor_device_error(struct request *req, const struct gpu_device *g, int r, const char *what)
 {
 	const struct gpu_memory *m = &g->mem;
 
@@ -140,7 +141,7 @@ static int alloc_for(struct request *req, struct gpu_device *g, struct tensor *t
 				    (unsigned long long)t->bytes, g->id,
 				    (unsigned long long)gpu_memory_largest(&g->mem));
 	if (r < 0)
-		return device_error(req, g, r, "allocating device memory");
+		return tensor_device_error(req, g, r, "allocating device memory");
 	return 0;
 }
 
@@ -160,7 +161,7 @@ static int check_room(struct request *req, const struct tensor *t, const struct 
  * namespace's owner (names_new_owner); a replacement keeps the old owner,
  * group and mode. On failure its memory is
  * freed (not `t`). Returns 0 or request_fail(). */
-static int store_as_new(struct request *req, struct gpu_device *g, struct tensor *t, uint32_t mode)
+int tensor_store_new(struct request *req, struct gpu_device *g, struct tensor *t, uint32_t mode)
 {
 	int r;
 
@@ -241,22 +242,26 @@ int method_tensor_put(struct request *req)
 	}
 	if (check_room(req, t, old) < 0)
 		goto fail;
-	if (has_fd && memfd_map_param(req, fd, offset, t->bytes, false, &map) < 0)
-		goto fail;
 	/* A replacement stays where the tensor was unless told otherwise. */
 	t->device = has_device ? device : old ? old->device : devices_default(d, req->call.cred.uid, t->bytes);
 	g = devices_of(d, t);
+	if (has_fd && memfd_map_param(req, fd, offset, t->bytes, false,
+				      tensor_import_align(g, t->bytes), &map) < 0)
+		goto fail;
 	/* The new bytes go to fresh memory, so a failure leaves the old tensor as it was. */
 	if (alloc_for(req, g, t) < 0)
 		goto fail;
+	/* The device copies from the memfd itself where it can. */
+	if (has_fd && (r = tensor_import_put(req, g, t, &map, mode, has_mode)) != TENSOR_IMPORT_NOT_TAKEN)
+		return r;
 	r = gpu_upload(g, &t->alloc, data ? (const void *)data->via.bin.ptr : map.data);
 	memfd_unmap(&map);
 	if (r < 0) {
-		device_error(req, g, r, "uploading");
+		tensor_device_error(req, g, r, "uploading");
 		gpu_memory_free(g, &t->alloc);
 		goto fail;
 	}
-	if (store_as_new(req, g, t, mode) < 0)
+	if (tensor_store_new(req, g, t, mode) < 0)
 		goto fail;
 	if (has_mode)
 		t->mode = mode;
@@ -288,12 +293,14 @@ static int get_into_fd(struct request *req, struct tensor *t, uint64_t fd, uint6
 	struct memfd_map map;
 	int r;
 
-	if (memfd_map_param(req, fd, offset, t->bytes, true, &map) < 0)
+	if (memfd_map_param(req, fd, offset, t->bytes, true, tensor_import_align(g, t->bytes), &map) < 0)
 		return -1;
+	if ((r = tensor_import_get(req, g, t, &map)) != TENSOR_IMPORT_NOT_TAKEN)
+		return r;
 	r = gpu_download(g, &t->alloc, map.data);
 	memfd_unmap(&map);
 	if (r < 0)
-		return device_error(req, g, r, "downloading");
+		return tensor_device_error(req, g, r, "downloading");
 	return tensor_write_meta_result(req, t);
 }
 
@@ -326,7 +333,7 @@ static int get_streamed(struct request *req, struct tensor *t)
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of host memory for %llu bytes",
 				    (unsigned long long)t->bytes);
 	r = gpu_download(devices_of(req->call.d, t), &t->alloc, dst);
-	return r < 0 ? device_error(req, devices_of(req->call.d, t), r, "downloading") : 0;
+	return r < 0 ? tensor_device_error(req, devices_of(req->call.d, t), r, "downloading") : 0;
 }
 
 int method_tensor_get(struct request *req)
@@ -361,7 +368,7 @@ int method_tensor_get(struct request *req)
 				    (unsigned long long)t->bytes);
 	r = gpu_download(devices_of(req->call.d, t), &t->alloc, dst);
 	if (r < 0)
-		return device_error(req, devices_of(req->call.d, t), r, "downloading");
+		return tensor_device_error(req, devices_of(req->call.d, t), r, "downloading");
 	return 0;
 }
 
@@ -501,9 +508,9 @@ static int copy_finish(struct async_req *a, struct request *req)
 	int r = gpu_rec_wait(&j->rec);
 
 	if (r < 0)
-		return device_error(req, j->g, r, "copying");
+		return tensor_device_error(req, j->g, r, "copying");
 	/* A replacement (or a move) keeps owner, group and mode. */
-	if (store_as_new(req, j->g, t, TDP_MODE_PRIVATE) < 0)
+	if (tensor_store_new(req, j->g, t, TDP_MODE_PRIVATE) < 0)
 		return -1;
 	j->t = NULL;
 	return tensor_write_meta_result(req, t);
@@ -535,7 +542,7 @@ static int copy_async(struct request *req, struct gpu_device *g, const struct te
 		if ((r = gpu_rec_submit(&j->rec)) == 0)
 			return async_req_run_rec(req, &j->a, &j->rec); /* frees j */
 	}
-	device_error(req, g, r, "copying");
+	tensor_device_error(req, g, r, "copying");
 	copy_release(&j->a);
 	return -1;
 }
@@ -586,12 +593,12 @@ int method_tensor_copy(struct request *req)
 		return copy_async(req, g, src, t);
 	r = gpu_copy(devices_of(d, src), &src->alloc, g, &t->alloc);
 	if (r < 0) {
-		device_error(req, g, r, "copying");
+		tensor_device_error(req, g, r, "copying");
 		gpu_memory_free(g, &t->alloc);
 		goto fail;
 	}
 	/* A replacement (or a move) keeps owner, group and mode. */
-	if (store_as_new(req, g, t, TDP_MODE_PRIVATE) < 0)
+	if (tensor_store_new(req, g, t, TDP_MODE_PRIVATE) < 0)
 		goto fail;
 	return tensor_write_meta_result(req, t);
 fail:

@@ -30,3 +30,15 @@ int tensor_write_meta_result(struct request *req, const struct tensor *t);
 /* As tensor_write_meta_result, with room for `extra` more entries the caller
  * packs after it into the same map. */
 int tensor_write_meta_result_map(struct request *req, const struct tensor *t, unsigned extra);
+
+struct gpu_device;
+
+/* Fail `req` for the device error `r` (-errno of gpu/) while doing `what`:
+ * DEVICE_LOST, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED or INTERNAL with a
+ * readable message. Returns -1 (request_fail). */
+int tensor_device_error(struct request *req, const struct gpu_device *g, int r, const char *what);
+
+/* Store `t` (its memory on `g`, filled) with `mode`, owned by its
+ * namespace's owner; a replacement keeps the old owner, group and mode. On
+ * failure its memory is freed (not `t`). Returns 0 or request_fail(). */
+int tensor_store_new(struct request *req, struct gpu_device *g, struct tensor *t, uint32_t mode);

@@ -19,6 +19,7 @@
 
 #include "gpu/completion.h"
 #include "gpu/device.h"
+#include "gpu/host_import.h"
 #include "gpu/memory.h"
 #include "gpu/pipeline.h"
 #include "gpu/recorder.h"
@@ -428,4 +429,27 @@ bool gpu_cmd_finished(struct gpu_device *g, unsigned i)
 int gpu_rec_begin_async(struct gpu_recorder *rec, struct gpu_device *g)
 {
 	return gpu_rec_begin(rec, g);
+}
+
+/* No host memory import on the stub: memfd transfers copy. */
+uint64_t gpu_host_import_align(const struct gpu_device *g)
+{
+	(void)g;
+	return 0;
+}
+
+int gpu_host_import(struct gpu_device *g, void *ptr, uint64_t size, struct gpu_host_import *ret)
+{
+	(void)g;
+	(void)ptr;
+	(void)size;
+	(void)ret;
+	return -EOPNOTSUPP;
+}
+
+int gpu_host_import_free(struct gpu_device *g, struct gpu_host_import *h)
+{
+	(void)g;
+	*h = (struct gpu_host_import){ 0 };
+	return 0;
 }

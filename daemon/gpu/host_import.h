@@ -1,0 +1,34 @@
+/* Host memory the device reads or writes itself (VK_EXT_external_memory_host):
+ * a memfd mapping imported as VkDeviceMemory with a VkBuffer over it, so a
+ * tensor.put or tensor.get through a memfd is one device copy (vkCmdCopyBuffer)
+ * with no staging buffer and no host memcpy (docs/architecture.md, "Transfers"). */
+#pragma once
+
+#include <stdint.h>
+#include <vulkan/vulkan.h>
+
+struct gpu_device;
+
+/* An imported host range. */
+struct gpu_host_import {
+	VkBuffer buffer;        /* covers [ptr, ptr + size) */
+	VkDeviceMemory memory;
+	uint64_t size;
+};
+
+/* The alignment gpu_host_import needs of both the pointer and the size (a
+ * power of two, at least a page), or 0 when `g` cannot import host memory. */
+uint64_t gpu_host_import_align(const struct gpu_device *g);
+
+/* Import the `size` bytes at `ptr` (both aligned to gpu_host_import_align;
+ * mapped by the caller, who keeps them mapped until gpu_host_import_free) for
+ * transfers in both directions. Returns 0 with *ret set; -EOPNOTSUPP when the
+ * device cannot import, the range is unaligned or the driver refuses this
+ * memory (the caller copies another way); -ENODEV when the device is lost. */
+int gpu_host_import(struct gpu_device *g, void *ptr, uint64_t size, struct gpu_host_import *ret);
+
+/* Release what gpu_host_import made, once no submission uses it; an empty one
+ * is accepted. On a device lost to a runaway submission (which may still
+ * read or write it) the import is left alone and 1 returned: the caller must
+ * then keep the host range mapped for good. Otherwise 0. */
+int gpu_host_import_free(struct gpu_device *g, struct gpu_host_import *h);
