@@ -237,7 +237,7 @@ static int sync_done(struct train_job *job)
 	const struct report *all = cluster_op_data(g->op);
 	struct cluster_state cs = cluster_state(g->c);
 	struct tensor *ts[MAX_PARAMS];
-	uint64_t bytes, off = 0;
+	uint64_t bytes = 0, off = 0;
 	uint8_t *data;
 
 	for (int i = 0; i < cs.size; i++)
