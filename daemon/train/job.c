@@ -84,6 +84,9 @@ static struct train_status status_of(const struct train_job *job)
 		.ndev = job->p.ndev,
 		.replica_max_diff = -1,
 		.nranks = job->p.nranks,
+		.profile = job->p.profile && !job->dp && !job->g,
+		.gpu_ns = job->done ? (double)job->gpu_ns / (double)job->done : 0,
+		.dispatches = job->done ? (double)job->dispatches / (double)job->done : 0,
 	};
 
 	memcpy(st.eval_metrics, job->eval_metrics, sizeof(st.eval_metrics));
