@@ -199,6 +199,10 @@ static int micro_submit(struct train_job *job, int64_t step, uint64_t in_epoch)
 	gr->ncopies_before = gr->ncopies_after = 1;
 	if (!job->call.d->cfg.async_graphs)
 		return graph_execute(gr) < 0 ? -1 : 1;
+	/* On a CPU device (lavapipe) the loop's 1 ms poll would take a core
+	 * from the step's own threads (docs/performance.md): look once. */
+	if (devices_of(job->call.d, &job->index)->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU)
+		gr->spin_ns = 1;
 	return graph_execute_async(gr, step_landed, job);
 }
 
