@@ -358,12 +358,12 @@ static void part_done(void *data)
 		gr->done(gr, gr->done_data);
 }
 
-/* Whether every submission of `gr` finished within GRAPH_SPIN_NS of now,
- * polling their fences; none is tried while the device has watched work
- * ahead (it could not finish first). */
+/* Whether every submission of `gr` finished within its poll (gr->spin_ns,
+ * else GRAPH_SPIN_NS) of now, polling their fences; none is tried while the
+ * device has watched work ahead (it could not finish first). */
 static bool finished_soon(struct graph *gr)
 {
-	int64_t until = daemon_now_ns(CLOCK_MONOTONIC) + GRAPH_SPIN_NS;
+	int64_t until = daemon_now_ns(CLOCK_MONOTONIC) + (int64_t)(gr->spin_ns ? gr->spin_ns : GRAPH_SPIN_NS);
 
 	for (uint32_t id = 0; id < gr->nrecs; id++)
 		if (gr->recs[id].g && gpu_completion_busy(gr->recs[id].g))

@@ -68,6 +68,7 @@ struct graph {
 	void *done_data;
 	unsigned watching;               /* parts whose completion is awaited */
 	bool async;                      /* record on command buffers for gpu_rec_watch */
+	uint64_t spin_ns;                /* graph_execute_async's poll; 0: GRAPH_SPIN_NS */
 };
 
 /* A copy between node `node`'s result (or `alloc` when node < 0) and the
@@ -161,7 +162,8 @@ int graph_execute(struct graph *gr);
  * graph_wait (which then returns at once with the outcome) before reading
  * or committing results. Returns 0 when `done` will be called, 1 when the
  * devices have no completion thread or the graph finished within
- * GRAPH_SPIN_NS (polled here, so a small op skips the hand-off) and was
+ * GRAPH_SPIN_NS, or gr->spin_ns when set (polled here, so a small op skips
+ * the hand-off) and was
  * waited for here (`done` is not called; go on as after graph_execute), or
  * -1 with
  * gr->call->err set. graph_free before `done` waits for the work and

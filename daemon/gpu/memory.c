@@ -426,6 +426,38 @@ void gpu_host_buffer_free(struct gpu_device *g, struct gpu_host_buffer *b)
 	*b = (struct gpu_host_buffer){ 0 };
 }
 
+int gpu_host_buffer_get(struct gpu_device *g, uint64_t size, struct gpu_host_buffer *ret)
+{
+	struct gpu_memory *m = &g->mem;
+
+	for (unsigned i = 0; i < m->nhost_spare; i++) {
+		struct gpu_host_buffer_slot *s = &m->host_spare[i];
+
+		if (s->size < size)
+			continue;
+		*ret = (struct gpu_host_buffer){ .buffer = s->buffer, .memory = s->memory, .map = s->map,
+						 .size = s->size };
+		*s = m->host_spare[--m->nhost_spare];
+		return 0;
+	}
+	return gpu_host_buffer_create(g, (size + 4095) & ~(uint64_t)4095, ret);
+}
+
+void gpu_host_buffer_put(struct gpu_device *g, struct gpu_host_buffer *b)
+{
+	struct gpu_memory *m = &g->mem;
+
+	if (!b->buffer)
+		return;
+	if (b->size > ((uint64_t)1 << 20) || m->nhost_spare == GPU_SPARE_BLOCKS) {
+		gpu_host_buffer_free(g, b);
+		return;
+	}
+	m->host_spare[m->nhost_spare++] = (struct gpu_host_buffer_slot){ .buffer = b->buffer, .memory = b->memory,
+									  .map = b->map, .size = b->size };
+	*b = (struct gpu_host_buffer){ 0 };
+}
+
 int gpu_memory_staging(struct gpu_device *g)
 {
 	struct gpu_memory *m = &g->mem;
@@ -447,6 +479,14 @@ int gpu_memory_staging(struct gpu_device *g)
 void gpu_memory_fini(struct gpu_device *g)
 {
 	struct gpu_memory *m = &g->mem;
+
+	while (m->nhost_spare) {
+		struct gpu_host_buffer_slot *s = &m->host_spare[--m->nhost_spare];
+		struct gpu_host_buffer b = { .buffer = s->buffer, .memory = s->memory, .map = s->map,
+					     .size = s->size };
+
+		gpu_host_buffer_free(g, &b);
+	}
 
 	gpu_memory_trim(g, INT64_MAX);
 	while (m->retired) {

@@ -57,6 +57,15 @@ struct gpu_memory {
 	struct gpu_block *spare[GPU_SPARE_BLOCKS];
 	struct gpu_block *retired; /* emptied while a runaway submission ran (device.h) */
 	int64_t spare_since_ns[GPU_SPARE_BLOCKS];
+	/* Small host buffers given back (gpu_host_buffer_put), kept for the
+	 * next gpu_host_buffer_get. */
+	struct gpu_host_buffer_slot {
+		VkBuffer buffer;
+		VkDeviceMemory memory;
+		void *map;
+		uint64_t size;
+	} host_spare[GPU_SPARE_BLOCKS];
+	unsigned nhost_spare;
 	/* staging buffer for devices whose tensor memory the host cannot map */
 	VkBuffer staging_buffer;
 	VkDeviceMemory staging_memory;
@@ -104,6 +113,17 @@ int gpu_host_buffer_create(struct gpu_device *g, uint64_t size, struct gpu_host_
 
 /* Release `b` (zeroed); an empty one is accepted. */
 void gpu_host_buffer_free(struct gpu_device *g, struct gpu_host_buffer *b);
+
+/* A host buffer of at least `size` bytes (a small one given back before
+ * when one is big enough, else gpu_host_buffer_create with the size rounded
+ * up to 4 KiB), for a request's copies in its own submission (train.step's
+ * loss and outputs). Returns 0 or -errno (-ENOMEM). */
+int gpu_host_buffer_get(struct gpu_device *g, uint64_t size, struct gpu_host_buffer *ret);
+
+/* Give `b` back (zeroed) once no submission uses it: kept for the next
+ * gpu_host_buffer_get when it is small (at most 1 MiB) and room is left,
+ * else released. An empty one is accepted. */
+void gpu_host_buffer_put(struct gpu_device *g, struct gpu_host_buffer *b);
 
 /* The largest single allocation gpu_memory_alloc could ever grant. */
 static inline uint64_t gpu_memory_largest(const struct gpu_memory *m)

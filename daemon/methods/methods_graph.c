@@ -21,6 +21,11 @@
 
 int graph_pack_result(struct request *req, struct graph *gr, unsigned i, unsigned extra)
 {
+	return graph_pack_result_from(req, gr, i, extra, NULL);
+}
+
+int graph_pack_result_from(struct request *req, struct graph *gr, unsigned i, unsigned extra, const void *src)
+{
 	const struct op_tensor *t = &gr->nodes[i].ctx.out;
 	msgpack_packer *pk = req->pk;
 	int fail = msgpack_pack_map(pk, 4 + extra) ||
@@ -36,6 +41,10 @@ int graph_pack_result(struct request *req, struct graph *gr, unsigned i, unsigne
 	dst = tdp_buf_extend(req->out, t->bytes);
 	if (!dst)
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of host memory for the result");
+	if (src) {
+		memcpy(dst, src, t->bytes);
+		return 0;
+	}
 	return graph_read_result(gr, i, dst);
 }
 

@@ -18,6 +18,10 @@ int method_graph_run(struct request *req);
  * response. Returns 0 or request_fail(). */
 int graph_pack_result(struct request *req, struct graph *gr, unsigned i, unsigned extra);
 
+/* graph_pack_result with the data taken from `src` (the result's bytes,
+ * already copied to the host inside the graph's submission) when non-NULL. */
+int graph_pack_result_from(struct request *req, struct graph *gr, unsigned i, unsigned extra, const void *src);
+
 /* Pack the "outputs" (each node returned inline, by id) and "stored" (each
  * node stored: committed now, its name and metadata) entries of a graph's
  * answer, after graph_execute, into a map the caller opened. Returns 0 or

@@ -65,6 +65,14 @@ struct step_job {
 	char model[TDP_MAX_NAME_LEN + 1];   /* "" without a model */
 	uint64_t serial;                    /* the model's definition it trains */
 	bool pending;                       /* counted in the model's steps_pending */
+	bool profile;                       /* answer with gpu_ns and dispatches */
+	/* Tensor memory the host cannot map: the loss (at 0) and each inline
+	 * output (at off[i]) are copied here at the end of the step's own
+	 * submission, so nothing is read back after it. */
+	struct gpu_device *xg;
+	struct gpu_host_buffer x;
+	uint64_t *off;
+	struct graph_copy *copies;
 };
 
 /* A train.step of a model that has another connection's step running
@@ -204,6 +212,10 @@ static void step_release(struct async_req *a)
 		strcpy(name, j->model);
 	}
 	graph_free(&j->gr);
+	if (j->xg)
+		gpu_host_buffer_put(j->xg, &j->x);
+	free(j->off);
+	free(j->copies);
 	free(j->spec);
 	free(j);
 	if (pending)
@@ -220,7 +232,11 @@ static int step_finish(struct async_req *a, struct request *req)
 	double loss_value;
 	struct model *m;
 
-	if (graph_wait(gr) < 0 || forward_read_scalar(&req->call, gr, j->loss, &loss_value) < 0)
+	if (graph_wait(gr) < 0)
+		return -1;
+	if (j->x.map)
+		loss_value = forward_scalar_value(gr->nodes[j->loss].ctx.out.dtype, (const uint8_t *)j->x.map);
+	else if (forward_read_scalar(&req->call, gr, j->loss, &loss_value) < 0)
 		return -1;
 	if (!isfinite(loss_value))
 		return request_fail(req, TDP_FAILED_PRECONDITION,
@@ -230,7 +246,9 @@ static int step_finish(struct async_req *a, struct request *req)
 		nstored += gr->nodes[i].has_out;
 		ninline += gr->nodes[i].inline_out;
 	}
-	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 5) ||
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 5 + 2 * j->profile) ||
+	    (j->profile && (tdp_pack_cstr(req->pk, "gpu_ns") || msgpack_pack_uint64(req->pk, gr->gpu_ns) ||
+			    tdp_pack_cstr(req->pk, "dispatches") || msgpack_pack_uint64(req->pk, gr->dispatches))) ||
 	    tdp_pack_cstr(req->pk, "loss") || msgpack_pack_double(req->pk, loss_value) ||
 	    tdp_pack_cstr(req->pk, "step") || msgpack_pack_int64(req->pk, j->step) ||
 	    tdp_pack_cstr(req->pk, "lr") || msgpack_pack_double(req->pk, j->lr) ||
@@ -238,7 +256,8 @@ static int step_finish(struct async_req *a, struct request *req)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	for (unsigned i = 0; i < gr->n; i++)
 		if (gr->nodes[i].inline_out &&
-		    (tdp_pack_cstr(req->pk, gr->nodes[i].id) || graph_pack_result(req, gr, i, 0) < 0)) {
+		    (tdp_pack_cstr(req->pk, gr->nodes[i].id) ||
+		     graph_pack_result_from(req, gr, i, 0, j->x.map ? (const uint8_t *)j->x.map + j->off[i] : NULL) < 0)) {
 			if (!td_failed(&req->call.err))
 				request_fail(req, TDP_INTERNAL, "out of memory");
 			return -1;
@@ -261,6 +280,49 @@ static int step_finish(struct async_req *a, struct request *req)
 	m = j->model[0] ? models_find_serial(j->d->models, j->model, j->serial) : NULL;
 	if (m && j->spec->opt.kind != OPT_NONE && j->spec->apply)
 		m->step = j->step;
+	return 0;
+}
+
+/* On a device whose tensor memory the host cannot map, have the step's
+ * submission copy its loss and inline outputs to a host buffer at its end
+ * (one submission, no read-backs after it). Nothing to do where the memory
+ * is mapped or the graph spans devices. Returns 0 or -1 after request_fail. */
+static int step_copies_out(struct request *req, struct step_job *j)
+{
+	struct graph *gr = &j->gr;
+	const struct node *ln = &gr->nodes[j->loss];
+	struct gpu_device *g = req->call.d->gpus[gr->nodes[0].device];
+	uint64_t size = 16;
+	unsigned n = 1;
+
+	if (g->mem.host_mapped)
+		return 0;
+	/* As forward_read_scalar would say after the run (nothing ran yet). */
+	if (ln->ctx.out.count != 1 || !op_dtype_is_float(ln->ctx.out.dtype))
+		return request_fail(req, TDP_INVALID_ARGUMENT, "'%s' is no floating scalar node", ln->id);
+	for (unsigned i = 0; i < gr->n; i++)
+		if (gr->nodes[i].device != gr->nodes[0].device)
+			return 0;
+	j->off = calloc(gr->n, sizeof(*j->off));
+	j->copies = calloc(gr->n + 1, sizeof(*j->copies));
+	if (!j->off || !j->copies)
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	for (unsigned i = 0; i < gr->n; i++)
+		if (gr->nodes[i].inline_out && gr->nodes[i].ctx.out.bytes) {
+			j->off[i] = size;
+			size += (gr->nodes[i].ctx.out.bytes + 15) & ~(uint64_t)15;
+			n++;
+		}
+	if (gpu_host_buffer_get(g, size, &j->x) < 0)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of host memory for the step's results");
+	j->xg = g;
+	n = 0;
+	j->copies[n++] = (struct graph_copy){ .node = (int)j->loss, .host = j->x.buffer, .offset = 0 };
+	for (unsigned i = 0; i < gr->n; i++)
+		if (j->off[i])
+			j->copies[n++] = (struct graph_copy){ .node = (int)i, .host = j->x.buffer, .offset = j->off[i] };
+	gr->copies_after = j->copies;
+	gr->ncopies_after = n;
 	return 0;
 }
 
@@ -331,7 +393,7 @@ static int train_step_serve(struct request *req)
 	const msgpack_object *grads, *outputs, *data;
 	uint64_t step_arg = 0, seed = 0;
 	param_name model;
-	bool has_step, has_model, fuse = false, has_fuse, accumulate = false, apply = true;
+	bool has_step, has_model, fuse = false, has_fuse, accumulate = false, apply = true, profile = false;
 	const struct param p[] = {
 		PARAM_OPT("nodes", PARAM_ARRAY, src.nodes),
 		PARAM_OPT_OBJ("loss", PARAM_STR, src.loss),
@@ -346,6 +408,7 @@ static int train_step_serve(struct request *req)
 		PARAM_OPT("accumulate", PARAM_BOOL, accumulate),
 		PARAM_OPT("apply", PARAM_BOOL, apply),
 		PARAM_OPT("seed", PARAM_UINT, seed),
+		PARAM_OPT("profile", PARAM_BOOL, profile),
 	};
 	struct step_job *j;
 	int r;
@@ -359,11 +422,16 @@ static int train_step_serve(struct request *req)
 	j->gr.call = &req->call;
 	j->a.finish = step_finish;
 	j->a.release = step_release;
+	j->profile = profile;
 	r = step_prepare(req, j, &src, grads, outputs, data, step_arg, has_step, has_model ? model : NULL,
 			 has_fuse ? fuse : -1, accumulate, apply, seed);
 	if (r != 0) {
 		step_release(&j->a);
 		return r < 0 ? -1 : step_wait(req, src.m);
+	}
+	if (step_copies_out(req, j) < 0) {
+		step_release(&j->a);
+		return -1;
 	}
 	/* Counted until released: another connection's step of the model
 	 * waits for it (step_wait). */

@@ -106,8 +106,9 @@ int train_pack_result(msgpack_packer *pk, const struct train_status *st, const c
 {
 	bool dp = st->ndev > 1;
 
-	if (msgpack_pack_map(pk, 7 + (dp ? 2 : 0) + (st->nranks > 1)) ||
+	if (msgpack_pack_map(pk, 7 + (dp ? 2 : 0) + (st->nranks > 1) + 2 * st->profile) ||
 	    (st->nranks > 1 && kv_int(pk, "ranks", st->nranks)) ||
+	    (st->profile && (kv_num(pk, "gpu_ns", st->gpu_ns) || kv_num(pk, "dispatches", st->dispatches))) ||
 	    kv_int(pk, "steps", st->run_step) || kv_int(pk, "epochs", st->epochs_done) ||
 	    kv_num(pk, "loss", st->loss) || kv_num(pk, "seconds", st->elapsed) ||
 	    kv_num(pk, "samples_per_s", st->samples_per_s) ||
@@ -174,7 +175,7 @@ static const struct train_sink client_sink = {
 struct run_params {
 	const msgpack_object *data, *eval, *devices;
 	uint64_t batch_size, epochs, steps, seed, start_step, progress_every, accumulate_steps;
-	bool shuffle, has_epochs, has_steps, has_start_step, has_progress_every, has_stop_loss;
+	bool shuffle, profile, has_epochs, has_steps, has_start_step, has_progress_every, has_stop_loss;
 	double stop_loss;
 };
 
@@ -210,6 +211,7 @@ static int plan_setup(struct request *req, struct train_plan *plan, const struct
 		return request_fail(req, TDP_INVALID_ARGUMENT, "batch_size must be 1 to %llu (the rows of the data)",
 				    (unsigned long long)plan->nsamples);
 	plan->accumulate = rp->accumulate_steps;
+	plan->profile = rp->profile;
 	if (plan->accumulate == 0 || plan->accumulate > plan->nsamples / plan->batch)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "accumulate_steps must be 1 to %llu (batches of "
 				    "batch_size in the data)", (unsigned long long)(plan->nsamples / plan->batch));
@@ -376,6 +378,7 @@ static int run_request(struct request *req, int member)
 		PARAM_OPT_GIVEN("model", PARAM_TENSOR_KEY, model, has_model),
 		PARAM_OPT("devices", PARAM_ARRAY, rp.devices),
 		PARAM_OPT("accumulate_steps", PARAM_UINT, rp.accumulate_steps),
+		PARAM_OPT("profile", PARAM_BOOL, rp.profile),
 		PARAM_OPT("detach", PARAM_BOOL, detach),
 		PARAM_OPT("ranks", PARAM_STR, ranks),
 	};

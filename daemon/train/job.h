@@ -44,6 +44,7 @@ struct train_plan {
 	unsigned nmetrics;
 	char model[TDP_MAX_NAME_LEN + 1]; /* the model trained, "" for none */
 	uint64_t model_serial;     /* its definition: a replaced model is left alone */
+	bool profile;              /* the result gives gpu_ns and dispatches per step */
 };
 
 /* Where a run stands, for its reports. */
@@ -60,6 +61,10 @@ struct train_status {
 	unsigned ndev;
 	double replica_max_diff;   /* data parallel, at the end: -1 when unreadable */
 	unsigned nranks;           /* a group run's members, else 0 */
+	/* With plan.profile on one device: the mean per step of the device time
+	 * of its submissions and of the kernels they ran. */
+	bool profile;
+	double gpu_ns, dispatches;
 };
 
 /* How a job reports; `data` is the sink's own. After finish or fail comes

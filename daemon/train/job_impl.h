@@ -27,6 +27,17 @@ struct train_job {
 	double eval_loss, eval_metrics[TRAIN_MAX_METRICS];
 	int64_t start_ns;
 	struct group_run *g;        /* a run across the group (job_cluster.c), else NULL */
+	/* One device (job.c's step_one): each micro-batch is one submission,
+	 * its rows copied in from and its loss out to `xfer`; while it runs
+	 * (`inflight`) the loop serves others, and the completion sets `landed`. */
+	struct gpu_host_buffer xfer;
+	struct graph gr;           /* the micro-batch in flight */
+	unsigned loss;             /* its loss node */
+	bool inflight, landed;
+	uint64_t micro;            /* micro-batches of the step done */
+	double micro_sum;          /* their losses */
+	/* profile: device time and kernels of every step so far */
+	uint64_t gpu_ns, dispatches;
 };
 
 

@@ -368,6 +368,16 @@ void gpu_host_buffer_free(struct gpu_device *g, struct gpu_host_buffer *b)
 	*b = (struct gpu_host_buffer){ 0 };
 }
 
+int gpu_host_buffer_get(struct gpu_device *g, uint64_t size, struct gpu_host_buffer *ret)
+{
+	return gpu_host_buffer_create(g, size, ret);
+}
+
+void gpu_host_buffer_put(struct gpu_device *g, struct gpu_host_buffer *b)
+{
+	gpu_host_buffer_free(g, b);
+}
+
 /* Copied at once: the stub's dispatches compute nothing anyway. */
 void gpu_rec_host_copy(struct gpu_recorder *rec, const struct gpu_alloc *a, VkBuffer host, uint64_t offset,
 		       bool to_device)

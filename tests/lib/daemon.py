@@ -43,7 +43,8 @@ def private_state_args(tmpdir, extra_args=()):
     there otherwise). Nothing when the test names a --state-dir itself. With
     no --config of the test's, a config file in `tmpdir` sets the directory
     and `persist = no`: the daemon behaves as one started without
-    --state-dir. Nothing either when the test sets $STATE_DIRECTORY (as
+    --state-dir; the lines of $TENSORD_CONFIG, when set, are added to it
+    (TENSORD_CONFIG=tests/lib/staging.conf runs a test on the staging path). Nothing either when the test sets $STATE_DIRECTORY (as
     systemd's StateDirectory= does). With the test's own --config (which the test may rewrite and
     reload), --state-dir is given on the command line: persistence is then on
     (persist = auto), into that private, empty directory."""
@@ -58,6 +59,9 @@ def private_state_args(tmpdir, extra_args=()):
     conf = os.path.join(tmpdir, "test-state.conf")
     with open(conf, "w") as f:
         f.write("state_dir = %s\npersist = no\n" % state)
+        if os.environ.get("TENSORD_CONFIG"):
+            with open(os.environ["TENSORD_CONFIG"]) as extra:
+                f.write(extra.read())
     return ["--config", conf]
 
 

@@ -21,7 +21,7 @@ commits w), an input deleted and its memory asked for again while a step
 reads it (the step still reads the original), and steps of one model from
 several connections at once (the second waits for the first: the count
 goes 1, then 2, w as NumPy's after two steps; one whose client left while
-it waited never runs), and SIGTERM while all that is pending (clean exit).
+it waited never runs), and SIGTERM while all that and a train.run are pending (clean exit).
 
 argv[1] = "sync" runs it all with `async_graphs = no` (the old path): every
 check but the latency.
@@ -129,6 +129,66 @@ def train_step(sock, pings, k, rng):
           "train.step's loss %r, NumPy %r (%r)" % (r and r["loss"], want_loss, e))
     check(close(get(other, "w"), want_w, 1e-4), "train.step's updated w equals NumPy's")
     c.close()
+    other.close()
+
+
+class RunClient(Client):
+    """A client whose response() passes over notifications (train.run's
+    progress)."""
+
+    def response(self, msgid):
+        while True:
+            msg = self.recv()
+            if msg is None or msg[0] != 2:
+                break
+        if msg is None or msg[0] != 1 or msg[1] != msgid:
+            raise RuntimeError("expected the response to %d, got %r" % (msgid, msg))
+        return msg[2], msg[3]
+
+
+RUN_STEPS = 3
+
+
+def train_run(sock, pings, k, rng):
+    """train.run of RUN_STEPS steps (one batch of all N rows per epoch), each
+    as long as a train.step above: the loop serves pings between and during
+    them. loss = sum(X w I^k) is linear in w, its gradient X^T 1 the same at
+    every step and for any order of the rows: w after the run is
+    w - RUN_STEPS lr X^T 1, the last step's loss sum(X w) before it."""
+    c, other = RunClient(sock), Client(sock)
+    X = rng.random((N, N), np.float32) / N
+    w = rng.random((N, N), np.float32) - 0.5
+    put(c, "RX", X)
+    put(c, "rw", w)
+    lr = 0.01
+    run = {"nodes": chain_nodes(k, "x", "rw"), "loss": "loss", "params": ["rw"],
+           "optimizer": {"type": "sgd", "lr": lr}, "data": {"x": "RX"}, "batch_size": N,
+           "epochs": RUN_STEPS, "progress_every": 1}
+    e, r = while_pinging(pings, other, "train.run (%d steps of %d matmuls)" % (RUN_STEPS, k),
+                         lambda: (c, c.request("train.run", run)), timeout=TARGET * 30 * RUN_STEPS)
+    wk = w
+    for _ in range(RUN_STEPS - 1):
+        _, wk = step_reference(X, wk, lr)
+    want_loss, want_w = step_reference(X, wk, lr)
+    check(e is None and r["steps"] == RUN_STEPS and abs(r["loss"] - want_loss) <= 1e-3 * abs(want_loss),
+          "train.run's last loss %r, NumPy %r (%r)" % (r and r.get("loss"), want_loss, e))
+    check(close(get(other, "rw"), want_w, 1e-4), "train.run's w equals NumPy's after %d steps" % RUN_STEPS)
+    # The client leaves while a step runs: the run stops; w is NumPy's after
+    # a whole number of steps (a step applies entirely or not at all).
+    put(c, "rw", w)
+    c.request("train.run", dict(run, epochs=50))
+    time.sleep(TARGET)
+    c.close()
+    time.sleep(TARGET)
+    got = get(other, "rw")
+    wk, ok = w, False
+    for _ in range(50):
+        if close(got, wk, 1e-4):
+            ok = True
+            break
+        _, wk = step_reference(X, wk, lr)
+    check(ok and other.call("ping") is not None,
+          "a client that left mid-train.run: its w is after a whole number of steps")
     other.close()
 
 
@@ -320,12 +380,17 @@ def sigterm_while_pending(tmp, k, rng):
                             "inputs": [{"name": "x", "dtype": "f32", "shape": [N, N]}],
                             "optimizer": {"type": "sgd", "lr": 0.01}})
     e.request("model.evaluate", {"model": "sm", "data": {"x": "SX"}, "batch_size": N // 8})
+    run = Client(sock)
+    put(run, "RW", rng.random((N, N), np.float32) - 0.5)
+    run.request("train.run", {"nodes": chain_nodes(k, "x", "RW"), "loss": "loss", "params": ["RW"],
+                              "optimizer": {"type": "sgd", "lr": 0.01}, "data": {"x": "SX"},
+                              "batch_size": N, "epochs": 50})
     a.request("train.step", {"model": "sm", "data": {"x": "SX"}})
     time.sleep(0.2)
     b.request("train.step", {"model": "sm", "data": {"x": "SX"}})
     time.sleep(0.3)
     ag.stop(proc, pings, log, "SIGTERM while steps and an evaluation are pending")
-    for c in (a, b, e):
+    for c in (a, b, e, run):
         c.close()
 
 
@@ -341,6 +406,7 @@ def main(tmp):
         kt = max(k // 4, 4)     # a step runs about 3 times the matmuls (forward, backward)
         print("one %dx%d matmul takes %.4f s: chains of %d (%d in steps)" % (N, N, per, k, kt), flush=True)
         train_step(sock, pings, kt, rng)
+        train_run(sock, pings, kt, rng)
         predict_evaluate(sock, pings, k, rng)
         kernel_run(sock, pings)
         tensor_copy(sock)

@@ -92,6 +92,28 @@ def main():
             outs.append(c.call("tensor.get", {"name": "w"})[1]["data"])
         check(outs[0] == outs[1], "runs with one seed differ")
 
+        # 2b. profile: the mean device time and kernels per step, within the
+        # wall time; the same bits as without it; absent unless asked for.
+        c.put("w", np.zeros((3, 1)), "f32")
+        c.put("b", np.zeros(1), "f32")
+        start_run(c, dict(base, steps=10, seed=7, profile=True))
+        _, err, res = finish_run(c)
+        check(err is None and res["gpu_ns"] > 0 and res["gpu_ns"] * 10 / 1e9 <= res["seconds"]
+              and res["dispatches"] >= 4 and res["dispatches"] == int(res["dispatches"]),
+              "train.run with profile: gpu_ns and dispatches per step: %r" % (res,))
+        check(c.call("tensor.get", {"name": "w"})[1]["data"] == outs[0], "a profiled run gives the same bits")
+        start_run(c, dict(base, steps=1))
+        _, err, res = finish_run(c)
+        check(err is None and "gpu_ns" not in res and "dispatches" not in res, "no profile unless asked: %r" % (res,))
+        step = {"nodes": nodes, "loss": "L", "params": ["w", "b"], "optimizer": {"type": "sgd", "lr": 0.1}}
+        t0 = time.monotonic()
+        err, res = c.call("train.step", dict(step, profile=True, nodes=[
+            {"id": "xb", "op": "slice", "inputs": ["x"], "attrs": {"starts": [0], "ends": [32]}},
+            {"id": "yb", "op": "slice", "inputs": ["y"], "attrs": {"starts": [0], "ends": [32]}}] + nodes))
+        took = time.monotonic() - t0
+        check(err is None and 0 < res["gpu_ns"] <= took * 1e9 and res["dispatches"] >= 4,
+              "train.step with profile: %r (%r)" % (res, err))
+
         # 3. Early stop.
         c.put("w", np.zeros((3, 1)), "f32")
         start_run(c, dict(base, epochs=50, stop_loss=0.5))
