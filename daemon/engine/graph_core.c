@@ -14,6 +14,7 @@
 #include "errorf.h"
 #include "gpu/completion.h"
 #include "gpu/device.h"
+#include "gpu/host_import.h"
 #include "gpu/recorder.h"
 #include "gpu/transfer.h"
 #include "mode.h"
@@ -236,9 +237,14 @@ static int record_copies(struct graph *gr, uint32_t id, const struct graph_copy 
 	rec = recorder(gr, id, &r);
 	if (!rec)
 		return r;
-	for (unsigned k = 0; k < n; k++)
-		gpu_rec_host_copy(rec, c[k].node >= 0 ? gr->nodes[c[k].node].result : c[k].alloc, c[k].host,
-				  c[k].offset, to_device);
+	for (unsigned k = 0; k < n; k++) {
+		const struct gpu_alloc *a = c[k].node >= 0 ? gr->nodes[c[k].node].result : c[k].alloc;
+
+		if (c[k].mean && (r = gpu_rec_host_mean(rec, c[k].host, c[k].stride, c[k].mean, a)) < 0)
+			return r;
+		if (!c[k].mean)
+			gpu_rec_host_copy(rec, a, c[k].host, c[k].offset, to_device);
+	}
 	return 0;
 }
 

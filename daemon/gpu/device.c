@@ -303,7 +303,7 @@ static int create_logical(struct gpu_device *g)
 	/* 8- and 16-bit storage let shaders read and write f16, bf16 and u8
 	 * tensors element by element; push descriptors bind buffers without a
 	 * descriptor pool. */
-	const char *extensions[3] = { VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME };
+	const char *extensions[4] = { VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME };
 	VkPhysicalDeviceCooperativeMatrixFeaturesNV want_cm = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
 		.cooperativeMatrix = VK_TRUE,
@@ -377,6 +377,10 @@ static int create_logical(struct gpu_device *g)
 	g->creation_feedback = has_extension(g->phys, VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME);
 	if (g->creation_feedback)
 		extensions[dci.enabledExtensionCount++] = VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME;
+	/* Optional: host pages imported into several devices (gpu/host_import.c). */
+	g->host_import = has_extension(g->phys, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+	if (g->host_import)
+		extensions[dci.enabledExtensionCount++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
 	if (vkCreateDevice(g->phys, &dci, NULL, &g->dev) != VK_SUCCESS)
 		return -EIO;
 	sanitize_device_created(g->dev);

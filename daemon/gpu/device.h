@@ -73,6 +73,7 @@ struct gpu_device {
 				   counted from gpu_device_open) that reports a loss; 0: off */
 	uint64_t submits;       /* submissions attempted since gpu_device_open */
 	bool creation_feedback; /* VK_EXT_pipeline_creation_feedback enabled */
+	bool host_import;       /* VK_EXT_external_memory_host enabled */
 	VkQueryPool queries;    /* timestamps around cmd[i]: 2i, 2i+1 (timing.c) */
 	uint64_t ts_mask;       /* the queue's valid timestamp bits */
 	struct gpu_stats stats;

@@ -59,6 +59,7 @@ struct train_status {
 	const uint32_t *devs;      /* the run's devices */
 	unsigned ndev;
 	double replica_max_diff;   /* data parallel, at the end: -1 when unreadable */
+	const char *exchange;      /* data parallel over one host: "gpu", "host" or "none" */
 	unsigned nranks;           /* a group run's members, else 0 */
 };
 

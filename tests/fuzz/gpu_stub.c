@@ -19,6 +19,7 @@
 
 #include "gpu/completion.h"
 #include "gpu/device.h"
+#include "gpu/host_import.h"
 #include "gpu/memory.h"
 #include "gpu/pipeline.h"
 #include "gpu/recorder.h"
@@ -382,6 +383,39 @@ void gpu_rec_host_copy(struct gpu_recorder *rec, const struct gpu_alloc *a, VkBu
 		memcpy((uint8_t *)a->block->map + a->offset, h->data + offset, a->size);
 	else
 		memcpy(h->data + offset, (uint8_t *)a->block->map + a->offset, a->size);
+}
+
+/* The stub imports no host memory: data parallel averages on the host. */
+uint64_t gpu_host_import_align(struct gpu_device *g)
+{
+	(void)g;
+	return 0;
+}
+
+int gpu_host_import(struct gpu_device *g, void *ptr, uint64_t size, struct gpu_host_import *ret)
+{
+	(void)g;
+	(void)ptr;
+	(void)size;
+	(void)ret;
+	return -EOPNOTSUPP;
+}
+
+void gpu_host_import_free(struct gpu_device *g, struct gpu_host_import *b)
+{
+	(void)g;
+	*b = (struct gpu_host_import){ 0 };
+}
+
+int gpu_rec_host_mean(struct gpu_recorder *rec, VkBuffer host, uint64_t stride, unsigned n,
+		      const struct gpu_alloc *out)
+{
+	(void)rec;
+	(void)host;
+	(void)stride;
+	(void)n;
+	(void)out;
+	return -EOPNOTSUPP;
 }
 
 /* A kernel node's copy of a writable binding: checked like a dispatch's. */
