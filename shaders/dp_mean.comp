@@ -3,6 +3,8 @@
 // dp_mean: out[i] = (((s0[i] + s1[i]) + s2[i]) + ...) / n over the n (1..7)
 // gradient slots of data-parallel training's shared host buffer, in slot
 // order, so every device computes the same bits (daemon/gpu/host_import.c).
+// The device's own slot is bound to its gradient in device memory (the same
+// numbers; it is read before o[i] is written, by the same invocation).
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer S0 { float s0[]; };
 layout(std430, binding = 1) readonly buffer S1 { float s1[]; };

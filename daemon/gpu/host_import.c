@@ -98,7 +98,7 @@ void gpu_host_import_free(struct gpu_device *g, struct gpu_host_import *b)
 }
 
 int gpu_rec_host_mean(struct gpu_recorder *rec, VkBuffer host, uint64_t stride, unsigned n,
-		      const struct gpu_alloc *out)
+		      unsigned self, const struct gpu_alloc *out)
 {
 	struct gpu_device *g = rec->g;
 	struct gpu_binding b[GPU_MAX_BINDINGS];
@@ -107,7 +107,7 @@ int gpu_rec_host_mean(struct gpu_recorder *rec, VkBuffer host, uint64_t stride, 
 	uint64_t count = out->size / 4;
 	int r;
 
-	if (n < 1 || n > GPU_MAX_BINDINGS - 1 || out->size % 4 || stride < out->size ||
+	if (n < 1 || n > GPU_MAX_BINDINGS - 1 || self >= n || out->size % 4 || stride < out->size ||
 	    stride % g->props.limits.minStorageBufferOffsetAlignment)
 		return -EINVAL;
 	if (count == 0)
@@ -119,6 +119,7 @@ int gpu_rec_host_mean(struct gpu_recorder *rec, VkBuffer host, uint64_t stride, 
 		return r;
 	for (unsigned k = 0; k < GPU_MAX_BINDINGS - 1; k++)
 		b[k] = (struct gpu_binding){ host, (k < n ? k : 0) * stride, out->size, false };
+	b[self] = gpu_rec_bind(g, out, 0, out->size, false);
 	b[GPU_MAX_BINDINGS - 1] = gpu_rec_bind(g, out, 0, out->size, true);
 	push[0] = (uint32_t)count;
 	push[1] = n;

@@ -282,7 +282,7 @@ unsigned dp_grad_in(struct dp *dp, unsigned i, int flat, struct graph_copy *ret)
 		return 0;
 	if (dp->exchange == DP_GPU)
 		*ret = (struct graph_copy){ .node = flat, .host = dp->imp[i].buffer, .mean = dp->n + 1,
-					    .stride = dp->stride };
+					    .self = i, .stride = dp->stride };
 	else
 		*ret = (struct graph_copy){ .node = flat, .host = dp->xfer[i].buffer, .offset = 0 };
 	return 1;

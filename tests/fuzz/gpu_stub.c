@@ -408,8 +408,9 @@ void gpu_host_import_free(struct gpu_device *g, struct gpu_host_import *b)
 }
 
 int gpu_rec_host_mean(struct gpu_recorder *rec, VkBuffer host, uint64_t stride, unsigned n,
-		      const struct gpu_alloc *out)
+		      unsigned self, const struct gpu_alloc *out)
 {
+	(void)self;
 	(void)rec;
 	(void)host;
 	(void)stride;
