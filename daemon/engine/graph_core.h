@@ -63,6 +63,12 @@ struct graph {
 	 * one device); it clears them. */
 	const struct graph_copy *copies_before, *copies_after;
 	unsigned ncopies_before, ncopies_after;
+	/* Copies of node results into a host buffer that the next
+	 * graph_submit_part records right after their node (in node order, each
+	 * ordered only against what touches its ranges, so later nodes run on
+	 * while it copies: data parallel's bucketed exchange); it clears them. */
+	const struct graph_copy *copies_at;
+	unsigned ncopies_at;
 	/* graph_execute_async: called once every device's part completed. */
 	void (*done)(struct graph *gr, void *data);
 	void *done_data;

@@ -191,7 +191,7 @@ static int step_parallel(struct train_job *job, int64_t step, uint64_t in_epoch,
 	struct graph gr[GPU_MAX_DEVICES];
 	struct gpu_host_buffer *x[GPU_MAX_DEVICES];
 	struct tensor *ix[GPU_MAX_DEVICES];
-	struct graph_copy cin[GPU_MAX_DEVICES], cout[GPU_MAX_DEVICES];
+	struct graph_copy cin[GPU_MAX_DEVICES], cout[GPU_MAX_DEVICES], bucket[MAX_PARAMS];
 	const struct dp_layout *at = &job->dp->at;
 	unsigned n = job->p.ndev, loss[GPU_MAX_DEVICES];
 	int flat[GPU_MAX_DEVICES] = { 0 }, r = 0;
@@ -224,7 +224,10 @@ static int step_parallel(struct train_job *job, int64_t step, uint64_t in_epoch,
 		gr[i].copies_before = &cin[i];
 		gr[i].copies_after = &cout[i];
 		gr[i].ncopies_before = 1;
-		gr[i].ncopies_after = dp_grad_out(job->dp, i, flat[i], &cout[i]);
+		/* Each gradient on its way as soon as it is made, or the whole at the end. */
+		gr[i].copies_at = bucket;
+		gr[i].ncopies_at = dp_grad_buckets(job->dp, &gr[i], i, flat[i], bucket, MAX_PARAMS);
+		gr[i].ncopies_after = gr[i].ncopies_at ? 0 : dp_grad_out(job->dp, i, flat[i], &cout[i]);
 		r = graph_submit_part(&gr[i], 0, (unsigned)flat[i] + 1);
 	}
 	for (unsigned i = 0; i < n; i++)

@@ -270,6 +270,48 @@ unsigned dp_grad_out(struct dp *dp, unsigned i, int flat, struct graph_copy *ret
 	return 1;
 }
 
+/* Append the gradients under node `j` of the flat tree to ret: a concat's
+ * inputs in order, a copy's input, else `j` is the reshape of one gradient.
+ * Returns false when the tree is not what step.c builds or ret is full. */
+static bool leaves(const struct graph *gr, int j, unsigned depth, struct graph_copy *ret, unsigned max,
+		   unsigned *n, uint64_t *off)
+{
+	const struct node *nd;
+	const char *op;
+
+	if (j < 0 || (unsigned)j >= gr->n || depth > 8)
+		return false;
+	nd = &gr->nodes[j];
+	op = nd->ctx.def ? nd->ctx.def->name : "";
+	if (!strcmp(op, "concat") || (depth == 0 && !strcmp(op, "copy"))) {
+		for (unsigned k = 0; k < nd->ctx.ninputs; k++)
+			if (!leaves(gr, nd->src[k], depth + 1, ret, max, n, off))
+				return false;
+		return true;
+	}
+	if (strcmp(op, "reshape") || nd->ctx.ninputs != 1 || nd->src[0] < 0 || *n == max ||
+	    gr->nodes[nd->src[0]].ctx.out.bytes != nd->ctx.out.bytes)
+		return false;
+	ret[(*n)++] = (struct graph_copy){ .node = nd->src[0], .offset = *off };
+	*off += nd->ctx.out.bytes;
+	return true;
+}
+
+unsigned dp_grad_buckets(struct dp *dp, const struct graph *gr, unsigned i, int flat, struct graph_copy *ret,
+			 unsigned max)
+{
+	unsigned n = 0;
+	uint64_t off = 0;
+
+	if (dp->exchange != DP_GPU || !leaves(gr, flat, 0, ret, max, &n, &off) || off != dp->flat_count * 4)
+		return 0;
+	for (unsigned k = 0; k < n; k++) {
+		ret[k].host = dp->imp[i].buffer;
+		ret[k].offset += i * dp->stride;
+	}
+	return n;
+}
+
 void dp_exchange(struct dp *dp)
 {
 	if (dp->exchange == DP_HOST)

@@ -76,6 +76,17 @@ int dp_commit(struct dp *dp, struct dp_replica *r, struct graph *gr);
  * exchange reads it, in *ret: returns 1, or 0 when there is none (DP_NONE). */
 unsigned dp_grad_out(struct dp *dp, unsigned i, int flat, struct graph_copy *ret);
 
+/* DP_GPU's bucketed copy out: instead of dp_grad_out's one copy of the flat
+ * gradient at the end of the backward, a copy of each parameter's gradient
+ * into its place in device `i`'s slot, recorded right after the node that
+ * made it (graph.copies_at), so the copies of the last layers' gradients
+ * run while the backward of the first ones does. Fills ret (room for `max`)
+ * from graph `gr`'s flat node `flat` (train/step.c's concatenation of the
+ * reshaped gradients) and returns how many, or 0 when the exchange is not
+ * DP_GPU or the graph is not shaped so (then dp_grad_out applies). */
+unsigned dp_grad_buckets(struct dp *dp, const struct graph *gr, unsigned i, int flat, struct graph_copy *ret,
+			 unsigned max);
+
 /* Between the two halves of a step, once every device's first half is done:
  * the host's part of the exchange (dp_average for DP_HOST, else nothing). */
 void dp_exchange(struct dp *dp);
