@@ -231,32 +231,41 @@ def test_data_parallel(c, rng):
 
 
 def dp_run(c, devices, dims=(12, 300, 5), steps=6):
-    """A data-parallel SGD run over `devices` from fixed parameters (a
-    gradient of several thousand floats): its result and the parameters."""
+    """A data-parallel SGD run over `devices` of an MLP of layer sizes `dims`
+    from fixed parameters: its result and the parameters after it."""
     rng = np.random.default_rng(11)
     x = rng.standard_normal((96, dims[0])).astype(np.float32)
-    y = rng.integers(0, dims[2], 96).astype(np.int32)
-    params = {"w1": rng.standard_normal(dims[:2]).astype(np.float32) * 0.3,
-              "b1": np.zeros(dims[1], np.float32),
-              "w2": rng.standard_normal(dims[1:]).astype(np.float32) * 0.3,
-              "b2": np.zeros(dims[2], np.float32)}
+    y = rng.integers(0, dims[-1], 96).astype(np.int32)
+    params, nodes, h = {}, [], "xb"
+    for i in range(len(dims) - 1):
+        params["w%d" % i] = rng.standard_normal(dims[i:i + 2]).astype(np.float32) * 0.3
+        params["b%d" % i] = np.zeros(dims[i + 1], np.float32)
+        nodes += [{"id": "m%d" % i, "op": "matmul", "inputs": [h, "w%d" % i]},
+                  {"id": "z%d" % i, "op": "add", "inputs": ["m%d" % i, "b%d" % i]}]
+        h = "z%d" % i
+        if i + 2 < len(dims):
+            nodes.append({"id": "r%d" % i, "op": "relu", "inputs": [h]})
+            h = "r%d" % i
+    nodes.append({"id": "L", "op": "cross_entropy", "inputs": [h, "yb"]})
     put(c, "ex/x", x, device=0)
     put(c, "ex/y", y, device=0)
     for k, v in params.items():
         put(c, k, v, device=0)
         c.call_full("tensor.delete", {"name": k + ".momentum_buffer"})
-    p = {"nodes": MLP, "loss": "L", "params": list(params), "data": {"xb": "ex/x", "yb": "ex/y"},
+    p = {"nodes": nodes, "loss": "L", "params": list(params), "data": {"xb": "ex/x", "yb": "ex/y"},
          "batch_size": 48, "steps": steps, "seed": 5, "devices": list(devices),
          "optimizer": {"type": "sgd", "lr": 0.05, "momentum": 0.9}}
     e, r = run_train(c, p)
     check(e is None, "train.run on %r: %r" % (devices, e))
+    check(not np.array_equal(get(c, "w0"), params["w0"]), "w0 was trained")
     return r, {k: get(c, k).copy() for k in params}
 
 
 def test_exchange_fallback():
     """TENSORD_DP_EXCHANGE=host averages on the host as before the GPU
     exchange: the same bits (three devices' floats summed in device order,
-    divided by 3, on lavapipe's IEEE arithmetic), and =none (timing only) leaves each replica
+    divided by 3, on lavapipe's IEEE arithmetic; a deeper MLP's 12 gradients
+    copied as 12 buckets), and =none (timing only) leaves each replica
     with its own gradient."""
     got = {}
     for mode in ("gpu", "host", "none"):
@@ -266,16 +275,20 @@ def test_exchange_fallback():
             with Daemon(["--device", "0,0,0"]) as d:
                 with d.client() as c:
                     got[mode] = dp_run(c, (0, 1, 2))
+                    got["deep-" + mode] = dp_run(c, (0, 1, 2), dims=(8, 16, 12, 16, 12, 16, 5))
         finally:
             os.environ.pop("TENSORD_DP_EXCHANGE", None)
     for mode, (r, _) in got.items():
-        check(r.get("exchange") == mode, "exchange %s reported: %r" % (mode, r.get("exchange")))
-    check(got["gpu"][0]["replica_max_diff"] == 0.0 and got["host"][0]["replica_max_diff"] == 0.0,
-          "replicas identical with either exchange")
-    for k in got["gpu"][1]:
-        check(np.array_equal(got["gpu"][1][k], got["host"][1][k]),
-              "%s: the GPU mean equals the host mean bit for bit (max diff %g)" %
-              (k, float(np.max(np.abs(got["gpu"][1][k] - got["host"][1][k])))))
+        want = mode.replace("deep-", "")
+        check(r.get("exchange") == want, "exchange %s reported: %r" % (mode, r.get("exchange")))
+    for pre in ("", "deep-"):
+        gpu, host = got[pre + "gpu"], got[pre + "host"]
+        check(gpu[0]["replica_max_diff"] == 0.0 and host[0]["replica_max_diff"] == 0.0,
+              "%sreplicas identical with either exchange" % pre)
+        for k in gpu[1]:
+            check(np.array_equal(gpu[1][k], host[1][k]),
+                  "%s%s: the GPU mean equals the host mean bit for bit (max diff %g)" %
+                  (pre, k, float(np.max(np.abs(gpu[1][k] - host[1][k])))))
     check(got["none"][0]["replica_max_diff"] > 0, "no exchange: the replicas drift apart (timing only)")
 
 
