@@ -13,7 +13,15 @@ and synthetic data, then for each batch size:
 2. throughput: train.run's own samples_per_s on one device and on all,
    after a warm-up run each, and their ratio;
 3. with PyTorch present (the GPU host), PyTorch's one-GPU eager loop at the
-   same batch for reference.
+   same batch for reference;
+4. the exchange's share of a step (--exchanges, default gpu,host,none): the
+   all-device step time with the gradients averaged on the GPU (the default
+   where every device imports host memory), on the host
+   (TENSORD_DP_EXCHANGE=host, the exchange before the GPU one) and not at all
+   (TENSORD_DP_EXCHANGE=none: replicas drift apart, for timing only), each in
+   a daemon of its own, the modes alternating over --rounds rounds (best
+   round kept); `--old-tensord BIN` adds a mode "old": that binary as it is.
+   "exchange adds" is a mode's step time less the time without exchange.
 
 Not a timed test: run it by hand, e.g. on a host with two GPUs
 
@@ -124,6 +132,67 @@ def torch_samples_per_s(dims, rows, batch, steps):
     return steps * batch / (time.perf_counter() - t0)
 
 
+def exchange_table(a, dims, batches, x, y, init, rows):
+    """Step 4: the all-device step time per exchange mode, each mode in a
+    daemon of its own, alternating over rounds; fills rows' "step_ms_<mode>"
+    (best round) and returns a markdown table."""
+    modes = [m for m in a.exchanges.split(",") if m]
+    if a.old_tensord:
+        modes.append("old")
+    if not modes or not rows:
+        return []
+    best = {}
+    for _ in range(a.rounds):
+        for mode in modes:
+            saved = dict(os.environ)
+            os.environ.pop("TENSORD_DP_EXCHANGE", None)
+            if mode in ("host", "none"):
+                os.environ["TENSORD_DP_EXCHANGE"] = mode
+            if mode == "old":
+                os.environ["TENSORD_BIN"] = a.old_tensord
+            try:
+                with Daemon(["--device", a.device], timeout=120) as d:
+                    with d.client() as c:
+                        ids = [x_["id"] for x_ in c.call("info")["devices"] if x_["active"]]
+                        put(c, "x", x)
+                        put(c, "y", y)
+                        base = {"nodes": mlp_nodes(dims), "loss": "L", "params": list(init),
+                                "data": {"xb": "x", "yb": "y"}, "optimizer": {"type": "adam", "lr": 1e-3},
+                                "seed": 3, "progress_every": 1000000, "devices": ids}
+                        for batch in batches:
+                            if batch % len(ids) or batch > a.rows:
+                                continue
+                            reset(c, init)
+                            p = dict(base, batch_size=batch)
+                            run_train(c, dict(p, steps=10))
+                            res = run_train(c, dict(p, steps=a.steps))
+                            got = res.get("exchange", "old" if mode == "old" else None)
+                            if mode != "old" and got != mode:
+                                sys.exit("asked for exchange %s, the daemon ran %r" % (mode, got))
+                            ms = 1e3 * batch / res["samples_per_s"]
+                            key = (batch, mode)
+                            best[key] = min(best.get(key, ms), ms)
+            finally:
+                os.environ.clear()
+                os.environ.update(saved)
+    lines = ["| batch | one device: step ms | " + " | ".join("%s: step ms" % m for m in modes) +
+             " | " + " | ".join("%s: exchange adds ms" % m for m in modes if m != "none") +
+             " | one / gpu |",
+             "|---:" * (3 + len(modes) + len([m for m in modes if m != "none"])) + "|"]
+    for r in rows:
+        b = r["batch"]
+        for m in modes:
+            r["step_ms_" + m] = best.get((b, m))
+        none = best.get((b, "none"))
+        adds = ["%.3f" % (best[(b, m)] - none) if none is not None and (b, m) in best else "-"
+                for m in modes if m != "none"]
+        gpu = best.get((b, "gpu"))
+        lines.append("| %d | %.3f | " % (b, r["step_ms_one"]) +
+                     " | ".join("%.3f" % best[(b, m)] if (b, m) in best else "-" for m in modes) + " | " +
+                     " | ".join(adds) + " | " + ("%.2f" % (r["step_ms_one"] / gpu) if gpu else "-") + " |")
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tensord", default=os.environ.get("TENSORD_BIN"))
@@ -136,6 +205,10 @@ def main():
     ap.add_argument("--check-steps", type=int, default=50, help="steps of the equality check")
     ap.add_argument("--max-rel-diff", type=float,
                     help="exit 1 when SGD's one-device and all-device parameters differ more (smoke runs)")
+    ap.add_argument("--exchanges", default="gpu,host,none",
+                    help="exchange modes timed in daemons of their own (empty: none)")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of the exchange modes, alternating")
+    ap.add_argument("--old-tensord", help="another tensord binary timed as mode 'old'")
     ap.add_argument("--out-json")
     ap.add_argument("--out-markdown")
     a = ap.parse_args()
@@ -207,10 +280,12 @@ def main():
                 row["step_ms_one"] = 1e3 * batch / row["samples_per_s_one"]
                 row["step_ms_all"] = 1e3 * batch / row["samples_per_s_all"]
                 row["step_ms_one_at_shard"] = 1e3 * half / row["samples_per_s_one_at_shard"]
+                row["exchange"] = res.get("exchange")
                 row["torch_one_gpu_samples_per_s"] = torch_samples_per_s(dims, a.rows, batch, a.steps)
                 rows.append(row)
                 print(json.dumps(row))
                 sys.stdout.flush()
+    ex_lines = exchange_table(a, dims, batches, x, y, init, rows)
     lines = ["| batch | one device: step ms (samples/s) | %d devices: step ms (samples/s) | ratio | "
              "one device at batch/%d: step ms | SGD max abs / rel diff | Adam max abs / rel diff | "
              "replica_max_diff | PyTorch 1 GPU (samples/s) |" % (len(ids), len(ids)),
@@ -222,7 +297,7 @@ def main():
             r["speedup"], r["step_ms_one_at_shard"], r["sgd_max_abs_diff"], r["sgd_max_rel_diff"],
             r["adam_max_abs_diff"], r["adam_max_rel_diff"], r["sgd_replica_max_diff"],
             "%.0f" % t if t else "-"))
-    md = "\n".join(lines)
+    md = "\n".join(lines + [""] + ex_lines)
     print(md)
     if a.out_json:
         with open(a.out_json, "w") as f:

@@ -14,6 +14,7 @@
 #include "errorf.h"
 #include "gpu/completion.h"
 #include "gpu/device.h"
+#include "gpu/host_import.h"
 #include "gpu/recorder.h"
 #include "gpu/transfer.h"
 #include "mode.h"
@@ -236,20 +237,46 @@ static int record_copies(struct graph *gr, uint32_t id, const struct graph_copy 
 	rec = recorder(gr, id, &r);
 	if (!rec)
 		return r;
-	for (unsigned k = 0; k < n; k++)
-		gpu_rec_host_copy(rec, c[k].node >= 0 ? gr->nodes[c[k].node].result : c[k].alloc, c[k].host,
-				  c[k].offset, to_device);
+	for (unsigned k = 0; k < n; k++) {
+		const struct gpu_alloc *a = c[k].node >= 0 ? gr->nodes[c[k].node].result : c[k].alloc;
+
+		if (c[k].mean && (r = gpu_rec_host_mean(rec, c[k].host, c[k].stride, c[k].mean, c[k].self, a)) < 0)
+			return r;
+		if (!c[k].mean)
+			gpu_rec_host_copy(rec, a, c[k].host, c[k].offset, to_device);
+	}
+	return 0;
+}
+
+/* Record the copies of `c` (`n`) made after node `i`: result to host. */
+static int record_copies_at(struct graph *gr, unsigned i, const struct graph_copy *c, unsigned n)
+{
+	struct gpu_recorder *rec = NULL;
+	int r = 0;
+
+	for (unsigned k = 0; k < n; k++) {
+		const struct gpu_alloc *a = gr->nodes[i].result;
+		struct gpu_binding src, dst;
+
+		if (c[k].node != (int)i || !a || !a->size)
+			continue;
+		if (!rec && !(rec = recorder(gr, gr->nodes[i].device, &r)))
+			return r;
+		src = gpu_rec_bind(rec->g, a, 0, a->size, false);
+		dst = (struct gpu_binding){ c[k].host, c[k].offset, a->size, true };
+		gpu_rec_copy(rec, &src, &dst);
+	}
 	return 0;
 }
 
 int graph_submit_part(struct graph *gr, unsigned first, unsigned last)
 {
-	const struct graph_copy *before = gr->copies_before, *after = gr->copies_after;
-	unsigned nbefore = gr->ncopies_before, nafter = gr->ncopies_after;
+	const struct graph_copy *before = gr->copies_before, *after = gr->copies_after, *at = gr->copies_at;
+	unsigned nbefore = gr->ncopies_before, nafter = gr->ncopies_after, nat = gr->ncopies_at;
 	int r = 0;
 
-	gr->copies_before = gr->copies_after = NULL;
-	gr->ncopies_before = gr->ncopies_after = 0;
+	gr->copies_before = gr->copies_after = gr->copies_at = NULL;
+	gr->ncopies_before = gr->ncopies_after = gr->ncopies_at = 0;
 	if (gr->fuse && first == 0 && graph_fuse_plan(gr) < 0)
 		return td_fail(&gr->call->err, TDP_INTERNAL, "out of memory");
 	for (unsigned i = first; i < last; i++)
@@ -263,8 +290,13 @@ int graph_submit_part(struct graph *gr, unsigned first, unsigned last)
 		struct node *nd = &gr->nodes[i];
 		struct gpu_recorder *rec;
 
-		if (nd->ctx.out.count == 0 || nd->aliased)
+		if (nd->ctx.out.count == 0 || nd->aliased) {
+			if (nat && (r = record_copies_at(gr, i, at, nat)) < 0) {
+				abort_recordings(gr);
+				return device_fail(gr, r);
+			}
 			continue;
+		}
 		rec = recorder(gr, nd->device, &r);
 		if (!rec) {
 			abort_recordings(gr);
@@ -273,6 +305,10 @@ int graph_submit_part(struct graph *gr, unsigned first, unsigned last)
 		if (nd->fused ? graph_fuse_record(gr, i, rec) < 0 : nd->ctx.def->record(&nd->ctx, rec) < 0) {
 			abort_recordings(gr);
 			return graph_node_fail(gr, i, nd->ctx.err.code, nd->ctx.err.message);
+		}
+		if (nat && (r = record_copies_at(gr, i, at, nat)) < 0) {
+			abort_recordings(gr);
+			return device_fail(gr, r);
 		}
 	}
 	if (first < last && (r = record_copies(gr, gr->nodes[first].device, after, nafter, false)) < 0) {

@@ -63,6 +63,12 @@ struct graph {
 	 * one device); it clears them. */
 	const struct graph_copy *copies_before, *copies_after;
 	unsigned ncopies_before, ncopies_after;
+	/* Copies of node results into a host buffer that the next
+	 * graph_submit_part records right after their node (in node order, each
+	 * ordered only against what touches its ranges, so later nodes run on
+	 * while it copies: data parallel's bucketed exchange); it clears them. */
+	const struct graph_copy *copies_at;
+	unsigned ncopies_at;
 	/* graph_execute_async: called once every device's part completed. */
 	void (*done)(struct graph *gr, void *data);
 	void *done_data;
@@ -72,12 +78,18 @@ struct graph {
 };
 
 /* A copy between node `node`'s result (or `alloc` when node < 0) and the
- * host-visible buffer `host` of the graph's device at `offset`. */
+ * host-visible buffer `host` of the graph's device at `offset`; with `mean`
+ * (a copy before the part), instead the mean of the `mean` f32 slots of
+ * `host` at offsets k * stride, slot `self` being the result itself
+ * (gpu_rec_host_mean: data parallel's exchange on the GPU), written into the
+ * result. */
 struct graph_copy {
 	int node;
 	const struct gpu_alloc *alloc;
 	VkBuffer host;
 	uint64_t offset;
+	unsigned mean, self;
+	uint64_t stride;
 };
 
 /* A data-parallel replica (train_parallel.c): the graph runs on `device`

@@ -1,3 +1,4 @@
+/* Host memory imported into a device (host_import.h). */
 #include "gpu/host_import.h"
 
 #include <errno.h>
@@ -10,10 +11,17 @@ uint64_t gpu_host_import_align(const struct gpu_device *g)
 	return g->host_import_align;
 }
 
-/* The lowest memory type among `bits` (the import's own, from
- * vkGetMemoryHostPointerPropertiesEXT) that the buffer accepts. */
-static int pick_type(uint32_t bits)
+/* A memory type among `bits` (the import's own, from
+ * vkGetMemoryHostPointerPropertiesEXT, that the buffer accepts): the lowest
+ * host-coherent one (the host and other devices read the pages while this
+ * one writes them: data-parallel exchange), else the lowest; -1 if none. */
+static int pick_type(const struct gpu_device *g, uint32_t bits)
 {
+	const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+
+	for (uint32_t i = 0; i < g->mem_props.memoryTypeCount; i++)
+		if ((bits & (1u << i)) && (g->mem_props.memoryTypes[i].propertyFlags & want) == want)
+			return (int)i;
 	for (int i = 0; i < 32; i++)
 		if (bits & (1u << i))
 			return i;
@@ -32,7 +40,8 @@ int gpu_host_import(struct gpu_device *g, void *ptr, uint64_t size, struct gpu_h
 		.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
 		.pNext = &ext,
 		.size = size,
-		.usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+		.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+			 VK_BUFFER_USAGE_TRANSFER_DST_BIT,
 		.sharingMode = VK_SHARING_MODE_EXCLUSIVE,
 	};
 	VkMemoryHostPointerPropertiesEXT hpp = {
@@ -64,7 +73,7 @@ int gpu_host_import(struct gpu_device *g, void *ptr, uint64_t size, struct gpu_h
 	if (vkCreateBuffer(g->dev, &bci, NULL, &h.buffer) != VK_SUCCESS)
 		return -EOPNOTSUPP;
 	vkGetBufferMemoryRequirements(g->dev, h.buffer, &req);
-	t = pick_type(hpp.memoryTypeBits & req.memoryTypeBits);
+	t = pick_type(g, hpp.memoryTypeBits & req.memoryTypeBits);
 	if (t < 0 || req.size > size) {
 		vkDestroyBuffer(g->dev, h.buffer, NULL);
 		return -EOPNOTSUPP;

@@ -1,13 +1,19 @@
 /* Host memory the device reads or writes itself (VK_EXT_external_memory_host):
  * a memfd mapping imported as VkDeviceMemory with a VkBuffer over it, so a
  * tensor.put or tensor.get through a memfd is one device copy (vkCmdCopyBuffer)
- * with no staging buffer and no host memcpy (docs/architecture.md, "Transfers"). */
+ * with no staging buffer and no host memcpy (docs/architecture.md, "Transfers");
+ * and the same host pages imported into several devices, read in place by the
+ * mean kernel of data-parallel training's gradient exchange (host_mean.c,
+ * docs/devices.md). */
 #pragma once
 
 #include <stdint.h>
 #include <vulkan/vulkan.h>
 
+#include "gpu/memory.h"
+
 struct gpu_device;
+struct gpu_recorder;
 
 /* An imported host range. */
 struct gpu_host_import {
@@ -32,3 +38,13 @@ int gpu_host_import(struct gpu_device *g, void *ptr, uint64_t size, struct gpu_h
  * read or write it) the import is left alone and 1 returned: the caller must
  * then keep the host range mapped for good. Otherwise 0. */
 int gpu_host_import_free(struct gpu_device *g, struct gpu_host_import *h);
+
+/* Record, with a barrier on either side, a kernel that writes into `out`
+ * (count = out->size / 4 f32) the mean of the `n` (1..GPU_MAX_BINDINGS-1)
+ * slots of `host` at offsets k * stride: ((s0 + s1) + ...) / n, in slot
+ * order, so that every device computes the same bits. Slot `self` (< n) is
+ * read from `out` itself, which holds the same numbers (the device's own
+ * gradient): a device reads only the others' slots over the bus. Returns 0,
+ * -EINVAL for a bad shape, -E2BIG past the device's binding range, or -errno. */
+int gpu_rec_host_mean(struct gpu_recorder *rec, VkBuffer host, uint64_t stride, unsigned n,
+		      unsigned self, const struct gpu_alloc *out);

@@ -136,8 +136,10 @@ void job_finish(struct train_job *job, const char *stopped)
 {
 	struct train_status st = status_of(job);
 
-	if (job->dp)
+	if (job->dp) {
 		st.replica_max_diff = replica_max_diff(job);
+		st.exchange = dp_exchange_name(job->dp);
+	}
 	job->sink->finish(job->sink_data, &st, stopped);
 }
 
@@ -271,8 +273,9 @@ next:
 }
 
 /* One data-parallel step (docs/devices.md): each device its shard of the
- * batch, forward and backward at once on all, the gradients averaged on
- * the host, then each device's update, at once on all. The shard's row
+ * batch, forward and backward at once on all, the gradients averaged
+ * (train_parallel.h: on the GPU from host memory every device imported, or
+ * on the host), then each device's update, at once on all. The shard's row
  * numbers, the gradients and the loss travel through each device's
  * exchange buffer inside the step's two submissions (no round trips of
  * their own). */
@@ -281,7 +284,7 @@ static int step_parallel(struct train_job *job, int64_t step, uint64_t in_epoch,
 	struct graph gr[GPU_MAX_DEVICES];
 	struct gpu_host_buffer *x[GPU_MAX_DEVICES];
 	struct tensor *ix[GPU_MAX_DEVICES];
-	struct graph_copy cin[GPU_MAX_DEVICES], cout[GPU_MAX_DEVICES];
+	struct graph_copy cin[GPU_MAX_DEVICES], cout[GPU_MAX_DEVICES], bucket[MAX_PARAMS];
 	const struct dp_layout *at = &job->dp->at;
 	unsigned n = job->p.ndev, loss[GPU_MAX_DEVICES];
 	int flat[GPU_MAX_DEVICES] = { 0 }, r = 0;
@@ -311,10 +314,13 @@ static int step_parallel(struct train_job *job, int64_t step, uint64_t in_epoch,
 	for (unsigned i = 0; r == 0 && i < n; i++) {
 		cin[i] = (struct graph_copy){ .node = -1, .alloc = &ix[i]->alloc, .host = x[i]->buffer,
 					      .offset = at->index };
-		cout[i] = (struct graph_copy){ .node = flat[i], .host = x[i]->buffer, .offset = 0 };
 		gr[i].copies_before = &cin[i];
 		gr[i].copies_after = &cout[i];
-		gr[i].ncopies_before = gr[i].ncopies_after = 1;
+		gr[i].ncopies_before = 1;
+		/* Each gradient on its way as soon as it is made, or the whole at the end. */
+		gr[i].copies_at = bucket;
+		gr[i].ncopies_at = dp_grad_buckets(job->dp, &gr[i], i, flat[i], bucket, MAX_PARAMS);
+		gr[i].ncopies_after = gr[i].ncopies_at ? 0 : dp_grad_out(job->dp, i, flat[i], &cout[i]);
 		r = graph_submit_part(&gr[i], 0, (unsigned)flat[i] + 1);
 	}
 	for (unsigned i = 0; i < n; i++)
@@ -322,15 +328,16 @@ static int step_parallel(struct train_job *job, int64_t step, uint64_t in_epoch,
 			r = -1;
 	if (r < 0)
 		goto out;
-	/* ...the mean gradient... */
-	dp_average(job->dp);
+	/* ...the mean gradient (on the host, or each device's update starts
+	 * with it)... */
+	dp_exchange(job->dp);
 	/* ...and every device's update (mean in, loss out). */
 	for (unsigned i = 0; r == 0 && i < n; i++) {
-		cin[i] = (struct graph_copy){ .node = flat[i], .host = x[i]->buffer, .offset = 0 };
 		cout[i] = (struct graph_copy){ .node = (int)loss[i], .host = x[i]->buffer, .offset = at->loss };
 		gr[i].copies_before = &cin[i];
 		gr[i].copies_after = &cout[i];
-		gr[i].ncopies_before = gr[i].ncopies_after = 1;
+		gr[i].ncopies_before = dp_grad_in(job->dp, i, flat[i], &cin[i]);
+		gr[i].ncopies_after = 1;
 		r = graph_submit_part(&gr[i], (unsigned)flat[i] + 1, gr[i].n);
 	}
 	for (unsigned i = 0; i < n; i++)

@@ -4,13 +4,16 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "daemon.h"
 #include "devices.h"
 #include "dtype.h"
+#include "gpu/pipeline.h"
 #include "gpu/transfer.h"
+#include "base/log.h"
 
 /* Add `t` (heap-allocated, memory on r->device) to r's copies. */
 static int add_copy(struct dp_replica *r, struct tensor *t)
@@ -68,6 +71,78 @@ static uint64_t align_up(uint64_t v)
 	return (v + 255) & ~(uint64_t)255;
 }
 
+/* Why the devices of `dp` (its first `n` entries of devs) cannot average
+ * on the GPU, or NULL when they can; sets dp->stride and the alignment. */
+static const char *no_gpu_mean(struct dp *dp, unsigned n, uint64_t *ret_align)
+{
+	const VkPhysicalDeviceProperties *p0 = &dp->d->gpus[dp->devs[0]]->props;
+	uint64_t bytes = dp->flat_count * 4, align = 256;
+
+	if (n > GPU_MAX_BINDINGS - 1)
+		return "more devices than the mean kernel reads";
+	for (unsigned i = 0; i < n; i++) {
+		struct gpu_device *g = dp->d->gpus[dp->devs[i]];
+		uint64_t a = gpu_host_import_align(g);
+
+		if (!a)
+			return "a device cannot import host memory (VK_EXT_external_memory_host)";
+		/* The same kernel on the same kind of device gives the same bits. */
+		if (g->props.vendorID != p0->vendorID || g->props.deviceID != p0->deviceID ||
+		    g->props.driverVersion != p0->driverVersion)
+			return "the devices are of different kinds";
+		if (bytes > g->props.limits.maxStorageBufferRange || dp->flat_count > UINT32_MAX)
+			return "the gradients are larger than a device binds at once";
+		if (a > align)
+			align = a;
+		if (g->props.limits.minStorageBufferOffsetAlignment > align)
+			align = g->props.limits.minStorageBufferOffsetAlignment;
+	}
+	if (align & (align - 1))
+		return "an odd alignment";
+	dp->stride = (bytes + align - 1) & ~(align - 1);
+	*ret_align = align;
+	return NULL;
+}
+
+/* Choose the exchange of a run over `n` (≥ 2) devices, and for DP_GPU
+ * import the gradient slots into each. Returns 0 or -ENOMEM. */
+static int exchange_start(struct dp *dp, unsigned n)
+{
+	const char *env = getenv("TENSORD_DP_EXCHANGE"), *why = NULL;
+	uint64_t align = 0;
+	int r = 0;
+
+	if (env && !strcmp(env, "none")) {
+		dp->exchange = DP_NONE;
+		log_info("data parallel: no gradient exchange (TENSORD_DP_EXCHANGE=none, for timing only)");
+		return 0;
+	}
+	why = env && !strcmp(env, "host") ? "TENSORD_DP_EXCHANGE=host" : no_gpu_mean(dp, n, &align);
+	if (!why) {
+		dp->slots_size = dp->stride * n;
+		dp->slots = aligned_alloc(align, dp->slots_size);
+		if (!dp->slots)
+			return -ENOMEM;
+		for (unsigned i = 0; r == 0 && i < n; i++)
+			r = gpu_host_import(dp->d->gpus[dp->devs[i]], dp->slots, dp->slots_size, &dp->imp[i]);
+		if (r == -ENOMEM)
+			return r;
+		if (r < 0)
+			why = "a device refused to import the host buffer";
+	}
+	if (why) {
+		for (unsigned i = 0; i < n; i++)
+			gpu_host_import_free(dp->d->gpus[dp->devs[i]], &dp->imp[i]);
+		free(dp->slots);
+		dp->slots = NULL;
+		dp->exchange = DP_HOST;
+		log_info("data parallel: gradients averaged on the host (%s)", why);
+		return 0;
+	}
+	dp->exchange = DP_GPU;
+	return 0;
+}
+
 int dp_start(struct daemon *d, const uint32_t *devices, unsigned ndev, struct tensor *const *copy,
 	     unsigned ncopy, uint64_t shard, uint64_t flat_count, struct dp **ret)
 {
@@ -87,6 +162,8 @@ int dp_start(struct daemon *d, const uint32_t *devices, unsigned ndev, struct te
 		dp->devs[i] = devices[i];
 		r = gpu_host_buffer_create(d->gpus[devices[i]], dp->at.size, &dp->xfer[i]);
 	}
+	if (r == 0 && ndev > 1 && ndev <= GPU_MAX_DEVICES)
+		r = exchange_start(dp, ndev);
 	for (unsigned i = 1; r == 0 && i < ndev && i < GPU_MAX_DEVICES; i++) {
 		struct dp_replica *rep = &dp->r[dp->n++];
 		struct tensor *t;
@@ -182,6 +259,82 @@ struct gpu_host_buffer *dp_xfer(struct dp *dp, unsigned i)
 	return &dp->xfer[i];
 }
 
+unsigned dp_grad_out(struct dp *dp, unsigned i, int flat, struct graph_copy *ret)
+{
+	if (dp->exchange == DP_NONE)
+		return 0;
+	if (dp->exchange == DP_GPU)
+		*ret = (struct graph_copy){ .node = flat, .host = dp->imp[i].buffer, .offset = i * dp->stride };
+	else
+		*ret = (struct graph_copy){ .node = flat, .host = dp->xfer[i].buffer, .offset = 0 };
+	return 1;
+}
+
+/* Append the gradients under node `j` of the flat tree to ret: a concat's
+ * inputs in order, a copy's input, else `j` is the reshape of one gradient.
+ * Returns false when the tree is not what step.c builds or ret is full. */
+static bool leaves(const struct graph *gr, int j, unsigned depth, struct graph_copy *ret, unsigned max,
+		   unsigned *n, uint64_t *off)
+{
+	const struct node *nd;
+	const char *op;
+
+	if (j < 0 || (unsigned)j >= gr->n || depth > 8)
+		return false;
+	nd = &gr->nodes[j];
+	op = nd->ctx.def ? nd->ctx.def->name : "";
+	if (!strcmp(op, "concat") || (depth == 0 && !strcmp(op, "copy"))) {
+		for (unsigned k = 0; k < nd->ctx.ninputs; k++)
+			if (!leaves(gr, nd->src[k], depth + 1, ret, max, n, off))
+				return false;
+		return true;
+	}
+	if (strcmp(op, "reshape") || nd->ctx.ninputs != 1 || nd->src[0] < 0 || *n == max ||
+	    gr->nodes[nd->src[0]].ctx.out.bytes != nd->ctx.out.bytes)
+		return false;
+	ret[(*n)++] = (struct graph_copy){ .node = nd->src[0], .offset = *off };
+	*off += nd->ctx.out.bytes;
+	return true;
+}
+
+unsigned dp_grad_buckets(struct dp *dp, const struct graph *gr, unsigned i, int flat, struct graph_copy *ret,
+			 unsigned max)
+{
+	unsigned n = 0;
+	uint64_t off = 0;
+
+	if (dp->exchange != DP_GPU || !leaves(gr, flat, 0, ret, max, &n, &off) || off != dp->flat_count * 4)
+		return 0;
+	for (unsigned k = 0; k < n; k++) {
+		ret[k].host = dp->imp[i].buffer;
+		ret[k].offset += i * dp->stride;
+	}
+	return n;
+}
+
+void dp_exchange(struct dp *dp)
+{
+	if (dp->exchange == DP_HOST)
+		dp_average(dp);
+}
+
+unsigned dp_grad_in(struct dp *dp, unsigned i, int flat, struct graph_copy *ret)
+{
+	if (dp->exchange == DP_NONE)
+		return 0;
+	if (dp->exchange == DP_GPU)
+		*ret = (struct graph_copy){ .node = flat, .host = dp->imp[i].buffer, .mean = dp->n + 1,
+					    .self = i, .stride = dp->stride };
+	else
+		*ret = (struct graph_copy){ .node = flat, .host = dp->xfer[i].buffer, .offset = 0 };
+	return 1;
+}
+
+const char *dp_exchange_name(const struct dp *dp)
+{
+	return dp->exchange == DP_GPU ? "gpu" : dp->exchange == DP_NONE ? "none" : "host";
+}
+
 void dp_average(struct dp *dp)
 {
 	float *mean = dp->xfer[0].map;
@@ -234,9 +387,13 @@ void dp_free(struct dp *dp)
 {
 	if (!dp)
 		return;
-	for (unsigned i = 0; i < GPU_MAX_DEVICES; i++)
+	for (unsigned i = 0; i < GPU_MAX_DEVICES; i++) {
 		if (dp->xfer[i].map)
 			gpu_host_buffer_free(dp->d->gpus[dp->devs[i]], &dp->xfer[i]);
+		if (dp->imp[i].buffer)
+			gpu_host_import_free(dp->d->gpus[dp->devs[i]], &dp->imp[i]);
+	}
+	free(dp->slots);
 	for (unsigned i = 0; i < dp->n; i++) {
 		struct dp_replica *r = &dp->r[i];
 

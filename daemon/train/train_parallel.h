@@ -9,6 +9,7 @@
 
 #include "engine/graph_core.h"
 #include "gpu/device.h"
+#include "gpu/host_import.h"
 #include "store/store.h"
 
 struct daemon;
@@ -30,6 +31,14 @@ struct dp_layout {
 	uint64_t loss, index, size;
 };
 
+/* How the gradients are averaged (docs/devices.md): DP_GPU, each device's
+ * update starts with gpu_rec_host_mean over one host region of gradient
+ * slots imported into every device; DP_HOST, dp_average on the host (a
+ * device cannot import host memory, or the devices differ); DP_NONE, not at
+ * all (TENSORD_DP_EXCHANGE=none, for timing the exchange only: the replicas
+ * drift apart). */
+enum dp_exchange { DP_HOST, DP_GPU, DP_NONE };
+
 struct dp {
 	struct daemon *d;
 	unsigned n;                /* replicas: the devices after the first */
@@ -38,6 +47,10 @@ struct dp {
 	uint64_t flat_count;       /* f32 gradients */
 	uint32_t devs[GPU_MAX_DEVICES];  /* the run's devices, the first one first */
 	struct gpu_host_buffer xfer[GPU_MAX_DEVICES]; /* one per entry of devs */
+	enum dp_exchange exchange;
+	void *slots;               /* DP_GPU: device i's gradients at i * stride, */
+	uint64_t stride, slots_size;
+	struct gpu_host_import imp[GPU_MAX_DEVICES]; /* imported into each device */
 	float *sum;                /* host buffers for dp_max_diff */
 	float *one;
 	uint64_t cap;              /* elements each holds */
@@ -58,6 +71,33 @@ struct gpu_host_buffer *dp_xfer(struct dp *dp, unsigned i);
  * has_out nodes), taking over their memory; a new name (optimizer state on
  * the first step) becomes a new copy. Returns 0 or -ENOMEM. */
 int dp_commit(struct dp *dp, struct dp_replica *r, struct graph *gr);
+
+/* The copy that leaves device `i`'s flat gradient (node `flat`) where the
+ * exchange reads it, in *ret: returns 1, or 0 when there is none (DP_NONE). */
+unsigned dp_grad_out(struct dp *dp, unsigned i, int flat, struct graph_copy *ret);
+
+/* DP_GPU's bucketed copy out: instead of dp_grad_out's one copy of the flat
+ * gradient at the end of the backward, a copy of each parameter's gradient
+ * into its place in device `i`'s slot, recorded right after the node that
+ * made it (graph.copies_at), so the copies of the last layers' gradients
+ * run while the backward of the first ones does. Fills ret (room for `max`)
+ * from graph `gr`'s flat node `flat` (train/step.c's concatenation of the
+ * reshaped gradients) and returns how many, or 0 when the exchange is not
+ * DP_GPU or the graph is not shaped so (then dp_grad_out applies). */
+unsigned dp_grad_buckets(struct dp *dp, const struct graph *gr, unsigned i, int flat, struct graph_copy *ret,
+			 unsigned max);
+
+/* Between the two halves of a step, once every device's first half is done:
+ * the host's part of the exchange (dp_average for DP_HOST, else nothing). */
+void dp_exchange(struct dp *dp);
+
+/* The copy (DP_HOST) or the mean kernel (DP_GPU) that puts the mean gradient
+ * into device `i`'s node `flat` before its update, in *ret: returns 1, or 0
+ * when there is none (DP_NONE). */
+unsigned dp_grad_in(struct dp *dp, unsigned i, int flat, struct graph_copy *ret);
+
+/* "gpu", "host" or "none": the run's exchange (train.run's result). */
+const char *dp_exchange_name(const struct dp *dp);
 
 /* Average the gradients every device's step left at offset 0 of its
  * exchange buffer, in device order, and write the mean back into each. */

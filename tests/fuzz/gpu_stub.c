@@ -395,6 +395,19 @@ void gpu_rec_host_copy(struct gpu_recorder *rec, const struct gpu_alloc *a, VkBu
 		memcpy(h->data + offset, (uint8_t *)a->block->map + a->offset, a->size);
 }
 
+/* The stub imports no host memory: data parallel averages on the host. */
+int gpu_rec_host_mean(struct gpu_recorder *rec, VkBuffer host, uint64_t stride, unsigned n,
+		      unsigned self, const struct gpu_alloc *out)
+{
+	(void)self;
+	(void)rec;
+	(void)host;
+	(void)stride;
+	(void)n;
+	(void)out;
+	return -EOPNOTSUPP;
+}
+
 /* A kernel node's copy of a writable binding: checked like a dispatch's. */
 void gpu_rec_copy(struct gpu_recorder *rec, const struct gpu_binding *src,
 		  const struct gpu_binding *dst)
@@ -441,7 +454,8 @@ int gpu_rec_begin_async(struct gpu_recorder *rec, struct gpu_device *g)
 	return gpu_rec_begin(rec, g);
 }
 
-/* No host memory import on the stub: memfd transfers copy. */
+/* No host memory import on the stub: memfd transfers copy, data parallel
+ * averages on the host. */
 uint64_t gpu_host_import_align(const struct gpu_device *g)
 {
 	(void)g;

@@ -204,6 +204,8 @@ def test_data_parallel(c, rng):
     r2, p2 = results["two"]
     check(r2.get("devices") == [0, 1], "result names the devices: %r" % r2.get("devices"))
     check(r2.get("replica_max_diff") == 0.0, "replicas identical: %r" % r2.get("replica_max_diff"))
+    # Lavapipe imports host memory: the devices average on the GPU.
+    check(r2.get("exchange") == "gpu", "gradients averaged on the GPU: %r" % r2.get("exchange"))
     check("devices" not in r1, "a one-device run reports no devices")
     check(r1["steps"] == r2["steps"] == 9, "same steps")
     check(abs(r1["loss"] - r2["loss"]) < 1e-4, "same final loss %r %r" % (r1["loss"], r2["loss"]))
@@ -226,6 +228,68 @@ def test_data_parallel(c, rng):
     # A single id is one device.
     e, r = run_train(c, dict(base, devices=[0]))
     check(e is None and "devices" not in r, "devices [0] is a one-device run: %r" % (e,))
+
+
+def dp_run(c, devices, dims=(12, 300, 5), steps=6):
+    """A data-parallel SGD run over `devices` of an MLP of layer sizes `dims`
+    from fixed parameters: its result and the parameters after it."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((96, dims[0])).astype(np.float32)
+    y = rng.integers(0, dims[-1], 96).astype(np.int32)
+    params, nodes, h = {}, [], "xb"
+    for i in range(len(dims) - 1):
+        params["w%d" % i] = rng.standard_normal(dims[i:i + 2]).astype(np.float32) * 0.3
+        params["b%d" % i] = np.zeros(dims[i + 1], np.float32)
+        nodes += [{"id": "m%d" % i, "op": "matmul", "inputs": [h, "w%d" % i]},
+                  {"id": "z%d" % i, "op": "add", "inputs": ["m%d" % i, "b%d" % i]}]
+        h = "z%d" % i
+        if i + 2 < len(dims):
+            nodes.append({"id": "r%d" % i, "op": "relu", "inputs": [h]})
+            h = "r%d" % i
+    nodes.append({"id": "L", "op": "cross_entropy", "inputs": [h, "yb"]})
+    put(c, "ex/x", x, device=0)
+    put(c, "ex/y", y, device=0)
+    for k, v in params.items():
+        put(c, k, v, device=0)
+        c.call_full("tensor.delete", {"name": k + ".momentum_buffer"})
+    p = {"nodes": nodes, "loss": "L", "params": list(params), "data": {"xb": "ex/x", "yb": "ex/y"},
+         "batch_size": 48, "steps": steps, "seed": 5, "devices": list(devices),
+         "optimizer": {"type": "sgd", "lr": 0.05, "momentum": 0.9}}
+    e, r = run_train(c, p)
+    check(e is None, "train.run on %r: %r" % (devices, e))
+    check(not np.array_equal(get(c, "w0"), params["w0"]), "w0 was trained")
+    return r, {k: get(c, k).copy() for k in params}
+
+
+def test_exchange_fallback():
+    """TENSORD_DP_EXCHANGE=host averages on the host as before the GPU
+    exchange: the same bits (three devices' floats summed in device order,
+    divided by 3, on lavapipe's IEEE arithmetic; a deeper MLP's 12 gradients
+    copied as 12 buckets), and =none (timing only) leaves each replica
+    with its own gradient."""
+    got = {}
+    for mode in ("gpu", "host", "none"):
+        if mode != "gpu":
+            os.environ["TENSORD_DP_EXCHANGE"] = mode
+        try:
+            with Daemon(["--device", "0,0,0"]) as d:
+                with d.client() as c:
+                    got[mode] = dp_run(c, (0, 1, 2))
+                    got["deep-" + mode] = dp_run(c, (0, 1, 2), dims=(8, 16, 12, 16, 12, 16, 5))
+        finally:
+            os.environ.pop("TENSORD_DP_EXCHANGE", None)
+    for mode, (r, _) in got.items():
+        want = mode.replace("deep-", "")
+        check(r.get("exchange") == want, "exchange %s reported: %r" % (mode, r.get("exchange")))
+    for pre in ("", "deep-"):
+        gpu, host = got[pre + "gpu"], got[pre + "host"]
+        check(gpu[0]["replica_max_diff"] == 0.0 and host[0]["replica_max_diff"] == 0.0,
+              "%sreplicas identical with either exchange" % pre)
+        for k in gpu[1]:
+            check(np.array_equal(gpu[1][k], host[1][k]),
+                  "%s%s: the GPU mean equals the host mean bit for bit (max diff %g)" %
+                  (pre, k, float(np.max(np.abs(gpu[1][k] - host[1][k])))))
+    check(got["none"][0]["replica_max_diff"] > 0, "no exchange: the replicas drift apart (timing only)")
 
 
 SCALE = """#version 450
@@ -301,6 +365,7 @@ def main():
             test_kernels(c, rng)
             test_garbage(c)
     os.unlink(conf.name)
+    test_exchange_fallback()
     # No room where the caller's tensors are: the device with the most free
     # memory. A first tensor: the most free memory too (ties to device 0).
     conf = tempfile.NamedTemporaryFile("w", suffix=".conf", dir="/tmp", delete=False)
