@@ -537,6 +537,24 @@ static bool leave_cluster(struct daemon *d)
 	return stuck;
 }
 
+/* After the loop stopped: what runs now is finished and answered, then
+ * (SIGTERM, or a failing loop) the final flush keeps whatever was
+ * acknowledged. */
+static void finish_work(struct daemon *d)
+{
+	/* Only the answers of what runs now go out; the loop closes its op.run
+	 * batch after each turn, a failing one may not have. */
+	server_stop_serving(d->server);
+	op_batch_flush(d, false);
+	/* Graphs still running finish first: their answers and stored outputs
+	 * happen before the final flush (gpu/completion.h). */
+	for (uint32_t id = 0; id < d->ngpus; id++)
+		gpu_completion_stop(d->gpus[id]);
+	op_batch_free(d);
+	if (d->persist)
+		final_flush(d);
+}
+
 int main(int argc, char **argv)
 {
 	struct daemon d = { 0 };
@@ -608,18 +626,7 @@ int main(int argc, char **argv)
 	notify_ready(&notify);
 
 	r = loop_run(d.loop);
-	/* Only the answers of what runs now go out; the loop closes its op.run
-	 * batch after each turn, a failing one may not have. */
-	server_stop_serving(d.server);
-	op_batch_flush(&d, false);
-	/* Graphs still running finish first: their answers and stored outputs
-	 * happen before the final flush (gpu/completion.h). */
-	for (uint32_t id = 0; id < d.ngpus; id++)
-		gpu_completion_stop(d.gpus[id]);
-	op_batch_free(&d);
-	/* SIGTERM (and a failing loop) flush: whatever was acknowledged is kept. */
-	if (d.persist)
-		final_flush(&d);
+	finish_work(&d);
 	if (r < 0) {
 		log_error("event loop failed: %s", strerror(-r));
 		goto out;

@@ -314,6 +314,22 @@ static bool coopmat_f16_usable(struct gpu_device *g)
 	return false;
 }
 
+/* With VK_EXT_external_memory_host enabled: its entry point, or no import
+ * at all (host_import_align 0). */
+static void host_import_setup(struct gpu_device *g)
+{
+	if (!g->host_import_align)
+		return;
+	g->host_pointer_props = (PFN_vkGetMemoryHostPointerPropertiesEXT)
+		vkGetDeviceProcAddr(g->dev, "vkGetMemoryHostPointerPropertiesEXT");
+	if (!g->host_pointer_props)
+		g->host_import_align = 0;
+	else
+		log_info("host memory import: memfd transfers and the data-parallel exchange "
+			 "(VK_EXT_external_memory_host, alignment %llu)",
+			 (unsigned long long)g->host_import_align);
+}
+
 static int create_logical(struct gpu_device *g)
 {
 	float prio = 1.0f;
@@ -408,16 +424,7 @@ static int create_logical(struct gpu_device *g)
 	if (vkCreateDevice(g->phys, &dci, NULL, &g->dev) != VK_SUCCESS)
 		return -EIO;
 	sanitize_device_created(g->dev);
-	if (g->host_import_align) {
-		g->host_pointer_props = (PFN_vkGetMemoryHostPointerPropertiesEXT)
-			vkGetDeviceProcAddr(g->dev, "vkGetMemoryHostPointerPropertiesEXT");
-		if (!g->host_pointer_props)
-			g->host_import_align = 0;
-		else
-			log_info("memfd transfers: the device copies client memory itself "
-				 "(VK_EXT_external_memory_host, alignment %llu)",
-				 (unsigned long long)g->host_import_align);
-	}
+	host_import_setup(g);
 	g->push_descriptor = (PFN_vkCmdPushDescriptorSetKHR)
 		vkGetDeviceProcAddr(g->dev, "vkCmdPushDescriptorSetKHR");
 	if (!g->push_descriptor)
