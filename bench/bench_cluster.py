@@ -35,47 +35,8 @@ import numpy as np
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
 from daemon import Client  # noqa: E402
+from mlp_common import get, init_params, mlp_nodes, put, run_train  # noqa: E402
 
-
-def put(c, name, arr):
-    arr = np.ascontiguousarray(arr)
-    dt = {"float32": "f32", "int32": "i32"}[str(arr.dtype)]
-    c.call("tensor.put", {"name": name, "dtype": dt, "shape": list(arr.shape), "data": arr.tobytes()})
-
-
-def get(c, name):
-    r = c.call("tensor.get", {"name": name})
-    return np.frombuffer(r["data"], np.float32).reshape(r["shape"]).copy()
-
-
-def run_train(c, params):
-    error, result = c.call_past_notifications("train.run", params)
-    if error:
-        raise RuntimeError("train.run: %r" % (error,))
-    return result
-
-
-def mlp_nodes(dims):
-    nodes, h = [], "xb"
-    for i in range(len(dims) - 1):
-        nodes.append({"id": "m%d" % i, "op": "matmul", "inputs": [h, "w%d" % i]})
-        nodes.append({"id": "z%d" % i, "op": "add", "inputs": ["m%d" % i, "b%d" % i]})
-        h = "z%d" % i
-        if i + 2 < len(dims):
-            nodes.append({"id": "r%d" % i, "op": "relu", "inputs": [h]})
-            h = "r%d" % i
-    nodes.append({"id": "L", "op": "cross_entropy", "inputs": [h, "yb"]})
-    return nodes
-
-
-def init_params(dims, seed):
-    rng = np.random.default_rng(seed)
-    p = {}
-    for i in range(len(dims) - 1):
-        bound = 1.0 / np.sqrt(dims[i])
-        p["w%d" % i] = rng.uniform(-bound, bound, (dims[i], dims[i + 1])).astype(np.float32)
-        p["b%d" % i] = rng.uniform(-bound, bound, dims[i + 1]).astype(np.float32)
-    return p
 
 
 def reset(cs, params):
