@@ -492,6 +492,11 @@ bool train_jobs_run(void *data)
 		if (!go_on) {
 			if (!job->detached)
 				job->sink->release(job->sink_data);
+			/* A departed client's job whose step landed holds nobody back
+			 * any more (the jobs held for it would wait for a wake-up
+			 * that never comes). */
+			if (job->inflight)
+				busy = false;
 			*pp = job->next;
 			job_free(job);
 			continue;
