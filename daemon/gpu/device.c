@@ -318,16 +318,34 @@ static bool coopmat_f16_usable(struct gpu_device *g)
  * at all (host_import_align 0). */
 static void host_import_setup(struct gpu_device *g)
 {
+	VkPhysicalDeviceDriverProperties drv = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES,
+	};
+	VkPhysicalDeviceProperties2 p2 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+		.pNext = &drv,
+	};
+	const char *ro = getenv("TENSORD_HOST_IMPORT_READ_ONLY");
+
 	if (!g->host_import_align)
 		return;
 	g->host_pointer_props = (PFN_vkGetMemoryHostPointerPropertiesEXT)
 		vkGetDeviceProcAddr(g->dev, "vkGetMemoryHostPointerPropertiesEXT");
-	if (!g->host_pointer_props)
+	if (!g->host_pointer_props) {
 		g->host_import_align = 0;
-	else
-		log_info("host memory import: memfd transfers and the data-parallel exchange "
-			 "(VK_EXT_external_memory_host, alignment %llu)",
-			 (unsigned long long)g->host_import_align);
+		return;
+	}
+	/* Read-only pages only where the driver is known to take them: a
+	 * refused import is not harmless everywhere (device.h). The variable
+	 * (tests) overrides: "0" never, "1" always. */
+	vkGetPhysicalDeviceProperties2(g->phys, &p2);
+	g->host_import_read_only = drv.driverID == VK_DRIVER_ID_MESA_LLVMPIPE;
+	if (ro && *ro)
+		g->host_import_read_only = strcmp(ro, "0") != 0;
+	log_info("host memory import: memfd gets%s and the data-parallel exchange "
+		 "(VK_EXT_external_memory_host, alignment %llu)",
+		 g->host_import_read_only ? ", memfd puts" : "",
+		 (unsigned long long)g->host_import_align);
 }
 
 static int create_logical(struct gpu_device *g)

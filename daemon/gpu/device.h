@@ -76,6 +76,10 @@ struct gpu_device {
 	/* VK_EXT_external_memory_host enabled: the alignment (a power of two, at
 	 * least a page) of host memory it imports; 0: none (gpu/host_import.h). */
 	uint64_t host_import_align;
+	/* The driver imports read-only pages too (a sealed memfd's, for a put).
+	 * Only Mesa's lavapipe, by default: NVIDIA's driver (580) refuses them,
+	 * and after one refused import its later device allocations fail. */
+	bool host_import_read_only;
 	PFN_vkGetMemoryHostPointerPropertiesEXT host_pointer_props;
 	VkQueryPool queries;    /* timestamps around cmd[i]: 2i, 2i+1 (timing.c) */
 	uint64_t ts_mask;       /* the queue's valid timestamp bits */

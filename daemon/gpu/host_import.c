@@ -28,7 +28,13 @@ static int pick_type(const struct gpu_device *g, uint32_t bits)
 	return -1;
 }
 
-int gpu_host_import(struct gpu_device *g, void *ptr, uint64_t size, struct gpu_host_import *ret)
+bool gpu_host_import_read_only(const struct gpu_device *g)
+{
+	return g->host_import_align && g->host_import_read_only;
+}
+
+int gpu_host_import(struct gpu_device *g, void *ptr, uint64_t size, bool read_only,
+		    struct gpu_host_import *ret)
 {
 	const VkExternalMemoryHandleTypeFlagBits type =
 		VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
@@ -65,7 +71,8 @@ int gpu_host_import(struct gpu_device *g, void *ptr, uint64_t size, struct gpu_h
 
 	if (g->lost)
 		return -ENODEV;
-	if (!align || size == 0 || ((uintptr_t)ptr & (align - 1)) || (size & (align - 1)))
+	if (!align || size == 0 || ((uintptr_t)ptr & (align - 1)) || (size & (align - 1)) ||
+	    (read_only && !g->host_import_read_only))
 		return -EOPNOTSUPP;
 	vr = g->host_pointer_props(g->dev, type, ptr, &hpp);
 	if (vr != VK_SUCCESS)
@@ -83,8 +90,14 @@ int gpu_host_import(struct gpu_device *g, void *ptr, uint64_t size, struct gpu_h
 	if (vr == VK_SUCCESS)
 		vr = vkBindBufferMemory(g->dev, h.buffer, h.memory, 0);
 	if (vr != VK_SUCCESS) {
-		log_debug("importing %llu bytes of host memory failed (VkResult %d); copying instead",
-			  (unsigned long long)size, (int)vr);
+		/* A refused import can leave the driver refusing ordinary
+		 * allocations after it (NVIDIA 580): no more attempts. */
+		if (vr != VK_ERROR_DEVICE_LOST) {
+			log_warning("importing %llu bytes of host memory failed (VkResult %d); this "
+				    "device copies through staging from now on",
+				    (unsigned long long)size, (int)vr);
+			g->host_import_align = 0;
+		}
 		gpu_host_import_free(g, &h);
 		return vr == VK_ERROR_DEVICE_LOST ? gpu_result_errno(g, vr) : -EOPNOTSUPP;
 	}

@@ -7,6 +7,7 @@
  * docs/devices.md). */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <vulkan/vulkan.h>
 
@@ -26,12 +27,18 @@ struct gpu_host_import {
  * power of two, at least a page), or 0 when `g` cannot import host memory. */
 uint64_t gpu_host_import_align(const struct gpu_device *g);
 
+/* Whether `g` imports read-only pages (a put from a sealed memfd). */
+bool gpu_host_import_read_only(const struct gpu_device *g);
+
 /* Import the `size` bytes at `ptr` (both aligned to gpu_host_import_align;
  * mapped by the caller, who keeps them mapped until gpu_host_import_free) for
- * transfers in both directions. Returns 0 with *ret set; -EOPNOTSUPP when the
- * device cannot import, the range is unaligned or the driver refuses this
- * memory (the caller copies another way); -ENODEV when the device is lost. */
-int gpu_host_import(struct gpu_device *g, void *ptr, uint64_t size, struct gpu_host_import *ret);
+ * transfers in both directions; `read_only` says the pages are mapped without
+ * write access. Returns 0 with *ret set; -EOPNOTSUPP when the device cannot
+ * import, cannot import read-only pages, the range is unaligned or the driver
+ * refuses this memory (the caller copies another way; after a refusal the
+ * device imports nothing more); -ENODEV when the device is lost. */
+int gpu_host_import(struct gpu_device *g, void *ptr, uint64_t size, bool read_only,
+		    struct gpu_host_import *ret);
 
 /* Release what gpu_host_import made, once no submission uses it; an empty one
  * is accepted. On a device lost to a runaway submission (which may still

@@ -246,7 +246,7 @@ int method_tensor_put(struct request *req)
 	t->device = has_device ? device : old ? old->device : devices_default(d, req->call.cred.uid, t->bytes);
 	g = devices_of(d, t);
 	if (has_fd && memfd_map_param(req, fd, offset, t->bytes, false,
-				      tensor_import_align(g, t->bytes), &map) < 0)
+				      tensor_import_align(g, t->bytes, true), &map) < 0)
 		goto fail;
 	/* The new bytes go to fresh memory, so a failure leaves the old tensor as it was. */
 	if (alloc_for(req, g, t) < 0)
@@ -293,7 +293,7 @@ static int get_into_fd(struct request *req, struct tensor *t, uint64_t fd, uint6
 	struct memfd_map map;
 	int r;
 
-	if (memfd_map_param(req, fd, offset, t->bytes, true, tensor_import_align(g, t->bytes), &map) < 0)
+	if (memfd_map_param(req, fd, offset, t->bytes, true, tensor_import_align(g, t->bytes, false), &map) < 0)
 		return -1;
 	if ((r = tensor_import_get(req, g, t, &map)) != TENSOR_IMPORT_NOT_TAKEN)
 		return r;

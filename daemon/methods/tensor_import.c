@@ -35,9 +35,9 @@ struct import_job {
 	bool has_mode;
 };
 
-uint64_t tensor_import_align(const struct gpu_device *g, uint64_t bytes)
+uint64_t tensor_import_align(const struct gpu_device *g, uint64_t bytes, bool put)
 {
-	if (bytes < TENSOR_IMPORT_MIN || g->mem.host_mapped)
+	if (bytes < TENSOR_IMPORT_MIN || g->mem.host_mapped || (put && !gpu_host_import_read_only(g)))
 		return 0;
 	return gpu_host_import_align(g);
 }
@@ -135,7 +135,7 @@ static int import_run(struct request *req, struct import_job *j, const struct gp
 	j->a.release = import_release;
 	j->dev = *a;
 	j->at = (uint64_t)(j->map.data - (uint8_t *)j->map.base);
-	r = gpu_host_import(j->g, j->map.base, j->map.len, &j->h);
+	r = gpu_host_import(j->g, j->map.base, j->map.len, j->put, &j->h);
 	if (r == -EOPNOTSUPP) {
 		free(j);
 		return TENSOR_IMPORT_NOT_TAKEN;
@@ -156,7 +156,7 @@ int tensor_import_put(struct request *req, struct gpu_device *g, struct tensor *
 	struct import_job *j;
 	int r;
 
-	if (!tensor_import_align(g, t->bytes) || map->len % gpu_host_import_align(g))
+	if (!tensor_import_align(g, t->bytes, true) || map->len % gpu_host_import_align(g))
 		return TENSOR_IMPORT_NOT_TAKEN;
 	j = calloc(1, sizeof(*j));
 	if (!j)
@@ -175,7 +175,7 @@ int tensor_import_get(struct request *req, struct gpu_device *g, const struct te
 	struct import_job *j;
 	int r;
 
-	if (!tensor_import_align(g, t->bytes) || map->len % gpu_host_import_align(g))
+	if (!tensor_import_align(g, t->bytes, false) || map->len % gpu_host_import_align(g))
 		return TENSOR_IMPORT_NOT_TAKEN;
 	j = calloc(1, sizeof(*j));
 	if (!j)

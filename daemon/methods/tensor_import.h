@@ -30,9 +30,10 @@ struct gpu_device;
 #define TENSOR_IMPORT_NOT_TAKEN 2
 
 /* The alignment to ask memfd_map_param for when a transfer of `bytes` on
- * `g` may be imported; 0 when it will not be (too small, tensor memory the
- * host maps, or a device without the extension). */
-uint64_t tensor_import_align(const struct gpu_device *g, uint64_t bytes);
+ * `g` (a put when `put`) may be imported; 0 when it will not be (too small,
+ * tensor memory the host maps, a device without the extension, or a put on
+ * a device that does not import read-only pages). */
+uint64_t tensor_import_align(const struct gpu_device *g, uint64_t bytes, bool put);
 
 /* Put: copy `map` (memfd_map_param with tensor_import_align) into `t`'s
  * memory on `g` (allocated, t->bytes long), then store `t` as

@@ -124,7 +124,7 @@ static int exchange_start(struct dp *dp, unsigned n)
 		if (!dp->slots)
 			return -ENOMEM;
 		for (unsigned i = 0; r == 0 && i < n; i++)
-			r = gpu_host_import(dp->d->gpus[dp->devs[i]], dp->slots, dp->slots_size, &dp->imp[i]);
+			r = gpu_host_import(dp->d->gpus[dp->devs[i]], dp->slots, dp->slots_size, false, &dp->imp[i]);
 		if (r == -ENOMEM)
 			return r;
 		if (r < 0)

@@ -462,11 +462,19 @@ uint64_t gpu_host_import_align(const struct gpu_device *g)
 	return 0;
 }
 
-int gpu_host_import(struct gpu_device *g, void *ptr, uint64_t size, struct gpu_host_import *ret)
+bool gpu_host_import_read_only(const struct gpu_device *g)
+{
+	(void)g;
+	return false;
+}
+
+int gpu_host_import(struct gpu_device *g, void *ptr, uint64_t size, bool read_only,
+		    struct gpu_host_import *ret)
 {
 	(void)g;
 	(void)ptr;
 	(void)size;
+	(void)read_only;
 	(void)ret;
 	return -EOPNOTSUPP;
 }

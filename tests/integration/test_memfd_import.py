@@ -5,7 +5,9 @@ it), tensor.put and tensor.get through a memfd import the daemon's mapping of
 it and one device copy moves the bytes; plain-path puts and gets of 1 MiB or
 more copy straight from and into the daemon's buffers. Checked against
 independent references (the bytes generated here), in two daemons: one that
-imports, one told not to (TENSORD_NO_HOST_IMPORT=1: the staging copies):
+imports, one told not to (TENSORD_NO_HOST_IMPORT=1: the staging copies), and
+one told its driver refuses read-only pages (TENSORD_HOST_IMPORT_READ_ONLY=0:
+puts copy, gets import):
 sizes page-aligned and not, below the import's minimum and above the
 streamed get's, offsets aligned and not, guard bytes around a get's range
 untouched, a memfd the client closes (and unmaps) right after sending,
@@ -262,6 +264,15 @@ def main():
     check(head + "0..%d)" % (130 * MIB + 3) in log, "import: the 130 MiB get was not one copy")
     log = run("staging", {"TENSORD_NO_HOST_IMPORT": "1"})
     check(IMPORTED not in log, "staging: imported although told not to")
+    # A driver that refuses read-only pages (NVIDIA 580, whose later
+    # allocations fail after one refused import): puts copy, and no import
+    # is ever attempted for them; gets are still imported.
+    log = run("no read-only", {"TENSORD_HOST_IMPORT_READ_ONLY": "0"})
+    check("tensor.put of 1048576 bytes: " + IMPORTED not in log,
+          "no read-only: a put was imported from read-only pages")
+    check("tensor.get of 1048576 bytes: " + IMPORTED in log, "no read-only: no get was imported")
+    check("host memory failed" not in log, "no read-only: an import was attempted and refused")
+    check("host memory import: memfd gets and" in log, "no read-only: the start-up line does not say so")
     if failures:
         print("%d failure(s)" % len(failures))
         return 1
