@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/copy_pool.h"
 #include "gpu/device.h"
 
 enum direction { UPLOAD, DOWNLOAD };
@@ -58,7 +59,7 @@ static int staged(struct gpu_device *g, enum direction dir, const struct gpu_all
 			if (r < 0)
 				return r;
 			if (dir == UPLOAD)
-				memcpy(stage, host + done, n);
+				copy_pool_memcpy(stage, host + done, n);
 			record_copy(g, slot, dir, a, done, slot * half, n);
 			r = gpu_cmd_submit(g, slot);
 			if (r < 0)
@@ -69,8 +70,8 @@ static int staged(struct gpu_device *g, enum direction dir, const struct gpu_all
 		if (r < 0)
 			return r;
 		if (dir == DOWNLOAD && pending_n)
-			memcpy(host + pending_done, (uint8_t *)g->mem.staging_map + (slot ^ 1) * half,
-			       pending_n);
+			copy_pool_memcpy(host + pending_done,
+					 (uint8_t *)g->mem.staging_map + (slot ^ 1) * half, pending_n);
 		pending_done = done;
 		pending_n = n;
 		done += n;
@@ -98,7 +99,7 @@ int gpu_upload(struct gpu_device *g, const struct gpu_alloc *a, const void *src)
 	if (g->lost)
 		return -ENODEV;
 	if (a->block->map) {
-		memcpy((uint8_t *)a->block->map + a->offset, src, a->size);
+		copy_pool_memcpy((uint8_t *)a->block->map + a->offset, src, a->size);
 		return 0;
 	}
 	return transfer(g, UPLOAD, a, (uint8_t *)src);
@@ -111,7 +112,7 @@ int gpu_download(struct gpu_device *g, const struct gpu_alloc *a, void *dst)
 	if (g->lost)
 		return -ENODEV;
 	if (a->block->map) {
-		memcpy(dst, (uint8_t *)a->block->map + a->offset, a->size);
+		copy_pool_memcpy(dst, (uint8_t *)a->block->map + a->offset, a->size);
 		return 0;
 	}
 	return transfer(g, DOWNLOAD, a, dst);

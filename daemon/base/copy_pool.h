@@ -1,0 +1,16 @@
+/* Large host copies split over a few helper threads: one thread's memcpy
+ * moves 4-10 GB/s, short of what a device's DMA takes in (a staged tensor.put
+ * or tensor.get of 1 GiB on an H100, docs/performance.md). */
+#pragma once
+
+#include <stddef.h>
+
+/* memcpy(dst, src, n), with the copy split over up to COPY_POOL_MAX_THREADS
+ * threads (the caller's among them) when n is large and the machine has
+ * cores to spare; a plain memcpy otherwise, or while another thread is
+ * using the pool. The threads start at the first large copy and live as
+ * long as the process, with every signal blocked. Never fails. */
+void copy_pool_memcpy(void *dst, const void *src, size_t n);
+
+/* Threads a large copy uses, the caller's included (1: plain memcpy). */
+unsigned copy_pool_threads(void);
