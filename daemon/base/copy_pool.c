@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define COPY_POOL_MAX_THREADS 4u
+#define COPY_POOL_MAX_THREADS 8u
 /* Below this a copy is not split: waking the helpers costs more. */
 #define COPY_POOL_MIN ((size_t)4 << 20)
 

@@ -5,10 +5,10 @@
 
 #include <stddef.h>
 
-/* memcpy(dst, src, n), with the copy split over up to COPY_POOL_MAX_THREADS
- * threads (the caller's among them) when n is large and the machine has
- * cores to spare; a plain memcpy otherwise, or while another thread is
- * using the pool. The threads start at the first large copy and live as
+/* memcpy(dst, src, n), with the copy split over up to 8 threads (the
+ * caller's among them; by default one less than the machine's processors,
+ * none on 2 or fewer, TENSORD_COPY_THREADS to choose) when n is large; a
+ * plain memcpy otherwise, or while another thread is using the pool. The threads start at the first large copy and live as
  * long as the process, with every signal blocked. Never fails. */
 void copy_pool_memcpy(void *dst, const void *src, size_t n);
 

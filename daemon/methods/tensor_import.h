@@ -24,6 +24,10 @@ struct gpu_device;
  * submit_chunk). */
 #define TENSOR_IMPORT_CHUNK ((uint64_t)128 << 20)
 
+/* From this many copy threads (base/copy_pool.h) on, memfd transfers copy
+ * through staging instead of importing the client's pages. */
+#define TENSOR_IMPORT_MAX_COPY_THREADS 4u
+
 /* What tensor_import_put and tensor_import_get return when they did not
  * take the transfer (distinct from the handler returns 0, -1 and
  * REQUEST_DEFERRED). */
@@ -31,8 +35,9 @@ struct gpu_device;
 
 /* The alignment to ask memfd_map_param for when a transfer of `bytes` on
  * `g` (a put when `put`) may be imported; 0 when it will not be (too small,
- * tensor memory the host maps, a device without the extension, or a put on
- * a device that does not import read-only pages). */
+ * tensor memory the host maps, a device without the extension, a put on a
+ * device that does not import read-only pages, or copy threads enough for
+ * the staged copy to be faster). */
 uint64_t tensor_import_align(const struct gpu_device *g, uint64_t bytes, bool put);
 
 /* Put: copy `map` (memfd_map_param with tensor_import_align) into `t`'s
