@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "land.h"
 #include "wire_limits.h"
 #include "methods.h"
 #include "pack.h"
@@ -222,6 +223,8 @@ int td_request_begin_pipelined(struct tensord *td, const char *method, msgpack_p
 
 void td_request_end(struct tensord *td)
 {
+	td->land = NULL;
+	td->landed = 0;
 	if (td->have_reply) {
 		tdp_buf_consume(&td->in, td->reply_len);
 		td->have_reply = false;
@@ -335,12 +338,52 @@ static const char *scan_error(int r)
 	}
 }
 
+/* The message at the head of td->in is a tensor.get answer whose payload
+ * (`size` bytes at `at`, `len` of the message in td->in so far) goes into
+ * td->land: take what came with the head, receive the rest straight into
+ * it, and leave in td->in the message up to the payload with the bin's
+ * length zeroed. Returns the message's new length or a -errno. */
+static ssize_t land_payload(struct tensord *td, size_t len, size_t at, uint64_t size,
+			    size_t len_at, unsigned len_bytes)
+{
+	uint8_t *head = tdp_buf_head(&td->in), *dst = td->land;
+	uint64_t have = len - at;
+
+	memcpy(dst, head + at, (size_t)have);
+	while (have < size) {
+		ssize_t n = recv(td->fd, dst + have, (size_t)(size - have), 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int r = -errno;
+
+			td_fail(td, r, "reading from the daemon: %s", strerror(-r));
+			return r;
+		}
+		if (n == 0) {
+			td_fail(td, -ECONNRESET, "the daemon closed the connection");
+			return -ECONNRESET;
+		}
+		have += (uint64_t)n;
+		if (td->progress)
+			report_progress(td, TENSORD_TRANSFER_RECEIVE, at + have, at + size);
+	}
+	memset(head + len_at, 0, len_bytes);
+	td->in.end = td->in.start + at;
+	td->landed = size;
+	td->land = NULL;
+	return (ssize_t)at;
+}
+
 /* Frame one whole message at the head of td->in, reading as needed. Returns
  * its length, -EAGAIN when `dontwait` and no complete message is there, or a
- * -errno with the handle not yet marked broken. */
+ * -errno with the handle not yet marked broken. With td->land set (and
+ * waiting), a tensor.get payload lands there (land_payload). */
 static ssize_t read_message(struct tensord *td, bool dontwait)
 {
 	struct tdp_scanner s;
+	bool may_land = td->land && !dontwait;
 	int r;
 
 	tdp_scanner_reset(&s);
@@ -358,9 +401,20 @@ static ssize_t read_message(struct tensord *td, bool dontwait)
 			td_fail(td, -EPROTO, "%s", scan_error(r));
 			return -EPROTO;
 		}
+		if (may_land) {
+			size_t at, len_at;
+			uint64_t size;
+			unsigned len_bytes;
+
+			r = td_land_find(tdp_buf_head(&td->in), len, &at, &size, &len_at, &len_bytes);
+			if (r == 1 && size >= TD_LAND_MIN && size <= td->land_cap && len - at < size)
+				return land_payload(td, len, at, size, len_at, len_bytes);
+			may_land = r == 0;
+		}
 		/* The scanner knows how large the message is at least: reserve all
-		 * of it at once so a large tensor arrives without regrowing. */
-		want = s.need > len ? (size_t)(s.need - len) : 1;
+		 * of it at once so a large tensor arrives without regrowing (not
+		 * while it may still land in the caller's buffer). */
+		want = s.need > len && !may_land ? (size_t)(s.need - len) : 1;
 		if (want < READ_CHUNK)
 			want = READ_CHUNK;
 		if (tdp_buf_reserve(&td->in, want) < 0) {

@@ -37,6 +37,11 @@ struct tensord {
 	tensord_progress_fn progress; /* tensord_set_progress(); NULL: none */
 	void *progress_data;
 	int pass_fd;             /* >= 0: sent with the next request (SCM_RIGHTS), then -1 */
+	void *land;              /* tensord_get_into's buffer: a tensor.get payload of at least
+				    TD_LAND_MIN bytes is received straight into it (land.h) */
+	size_t land_cap;
+	uint64_t landed;         /* bytes of the last reply's payload that went into `land`
+				    (its bin in `in` then reads empty); 0: none */
 	char error[TD_ERROR_MAX];
 };
 

@@ -314,20 +314,16 @@ out:
 	return r;
 }
 
-/* Send `tensor.get` and check the reply: on success *ret_res is the result
- * map, *ret_data its data bin and *ret_info the metadata. The reply stays
- * valid until td_request_end(). */
-static int get_reply(struct tensord *td, const char *name, struct tensord_tensor_info *ret_info,
-		     const msgpack_object **ret_data)
+/* Send the tensor.get begun with begin_named() and check its answer
+ * (get_reply). */
+static int get_result(struct tensord *td, struct tensord_tensor_info *ret_info,
+		      const msgpack_object **ret_data)
 {
 	struct tensord_tensor_info info;
 	const msgpack_object *res, *data;
-	msgpack_packer *pk;
-	uint64_t count;
+	uint64_t count, got;
 	int r;
 
-	if ((r = begin_named(td, TDP_METHOD_TENSOR_GET, name, 0, &pk)) < 0)
-		return r;
 	if ((r = td_request_finish(td, NULL, 0, &res)) < 0)
 		return r;
 	if ((r = result_info(td, res, &info)) < 0)
@@ -335,13 +331,29 @@ static int get_reply(struct tensord *td, const char *name, struct tensord_tensor
 	data = tdp_map_find(res, "data");
 	if (!data || data->type != MSGPACK_OBJECT_BIN)
 		return td_fail(td, -EPROTO, "malformed reply: no data");
+	/* A payload that landed in tensord_get_into's buffer left an empty bin. */
+	got = td->landed ? td->landed : data->via.bin.size;
 	if (tdp_shape_count(info.shape, info.rank, tdp_dtype_size((int)info.dtype), &count) < 0 ||
-	    count * tdp_dtype_size((int)info.dtype) != data->via.bin.size)
-		return td_fail(td, -EPROTO, "malformed reply: %u data bytes do not match the shape",
-			       data->via.bin.size);
+	    count * tdp_dtype_size((int)info.dtype) != got)
+		return td_fail(td, -EPROTO, "malformed reply: %llu data bytes do not match the shape",
+			       (unsigned long long)got);
 	*ret_info = info;
 	*ret_data = data;
 	return 0;
+}
+
+/* Send `tensor.get` and check the reply: on success *ret_data is its data
+ * bin and *ret_info the metadata. The reply stays valid until
+ * td_request_end(). */
+static int get_reply(struct tensord *td, const char *name, struct tensord_tensor_info *ret_info,
+		     const msgpack_object **ret_data)
+{
+	msgpack_packer *pk;
+	int r;
+
+	if ((r = begin_named(td, TDP_METHOD_TENSOR_GET, name, 0, &pk)) < 0)
+		return r;
+	return get_result(td, ret_info, ret_data);
 }
 
 int tensord_get(struct tensord *td, const char *name, struct tensord_tensor_info *ret_info,
@@ -382,24 +394,32 @@ int tensord_get_into(struct tensord *td, const char *name, struct tensord_tensor
 {
 	struct tensord_tensor_info info;
 	const msgpack_object *data;
+	msgpack_packer *pk;
+	uint64_t len;
 	int r;
 
 	if (!td)
 		return -EINVAL;
 	if ((!buf && cap) || !ret_len)
 		return td_fail(td, -EINVAL, "missing argument");
-	if ((r = get_reply(td, name, &info, &data)) < 0)
+	if ((r = begin_named(td, TDP_METHOD_TENSOR_GET, name, 0, &pk)) < 0)
+		return r;
+	/* A large payload is received straight into buf (client/land.h). */
+	td->land = buf;
+	td->land_cap = cap;
+	if ((r = get_result(td, &info, &data)) < 0)
 		goto out;
-	if (data->via.bin.size > cap) {
-		r = td_fail(td, -ENOBUFS, "tensor '%s' holds %u bytes, the buffer %zu", name,
-			    data->via.bin.size, cap);
+	len = td->landed ? td->landed : data->via.bin.size;
+	if (len > cap) {
+		r = td_fail(td, -ENOBUFS, "tensor '%s' holds %llu bytes, the buffer %zu", name,
+			    (unsigned long long)len, cap);
 		goto out;
 	}
-	if (data->via.bin.size)
-		memcpy(buf, data->via.bin.ptr, data->via.bin.size);
+	if (len && !td->landed)
+		memcpy(buf, data->via.bin.ptr, (size_t)len);
 	if (ret_info)
 		*ret_info = info;
-	*ret_len = data->via.bin.size;
+	*ret_len = (size_t)len;
 out:
 	td_request_end(td);
 	return r;

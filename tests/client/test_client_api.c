@@ -1,7 +1,8 @@
 /* libtensord's public API additions against a real daemon: the options
  * structs (tensord_put_opts, tensord_op_run_opts) and their old twins as
  * wrappers, the version macros and tensord_version(), and pipelining with
- * tensord_send()/tensord_recv(). */
+ * tensord_send()/tensord_recv(), and large tensord_get_into payloads
+ * received in place. */
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -329,6 +330,65 @@ static void test_pipeline_many(void **state)
 	tensord_free(td);
 }
 
+static void on_progress(void *userdata, enum tensord_transfer dir, uint64_t done, uint64_t total)
+{
+	uint64_t *last = userdata;
+
+	if (dir == TENSORD_TRANSFER_RECEIVE && done == total)
+		*last = total;
+}
+
+/* tensord_get_into receives a payload of 1 MiB or more straight into the
+ * caller's buffer (client/land.h): the bytes are right on both sides of that
+ * size, a buffer one byte short is refused with the handle still usable, an
+ * error answer and tensord_get in between are unaffected, and progress
+ * reaches the whole message. */
+static void test_get_into_lands(void **state)
+{
+	static const size_t sizes[] = { (1u << 20) - 4, 1u << 20, (3u << 20) + 5 };
+	struct tensord *td = conn();
+	uint64_t progress_total = 0;
+	uint8_t *want, *got;
+	void *copy;
+	size_t len;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t n = sizes[i];
+		uint64_t shape[1] = { n };
+
+		want = malloc(n);
+		got = malloc(n + 1);
+		assert_non_null(want);
+		assert_non_null(got);
+		for (size_t k = 0; k < n; k++)
+			want[k] = (uint8_t)(k * 131 + i * 7 + (k >> 12));
+		check_ok(td, tensord_put(td, "land", TENSORD_U8, 1, shape, want, n, NULL));
+		memset(got, 0xEE, n + 1);
+		check_ok(td, tensord_get_into(td, "land", NULL, got, n + 1, &len));
+		assert_int_equal(len, n);
+		assert_memory_equal(got, want, n);
+		assert_int_equal(got[n], 0xEE);
+		/* one byte short: refused, and the next call works */
+		assert_int_equal(tensord_get_into(td, "land", NULL, got, n - 1, &len), -ENOBUFS);
+		assert_int_equal(tensord_get_into(td, "no-such", NULL, got, n, &len), -TENSORD_EREMOTE);
+		check_ok(td, tensord_get(td, "land", NULL, &copy, &len));
+		assert_int_equal(len, n);
+		assert_memory_equal(copy, want, n);
+		free(copy);
+		tensord_set_progress(td, on_progress, &progress_total);
+		memset(got, 0, n);
+		check_ok(td, tensord_get_into(td, "land", NULL, got, n, &len));
+		tensord_set_progress(td, NULL, NULL);
+		assert_memory_equal(got, want, n);
+		assert_true(progress_total >= n);
+		free(want);
+		free(got);
+	}
+	check_ok(td, tensord_delete(td, "land"));
+	tensord_free(td);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -338,6 +398,7 @@ int main(void)
 		cmocka_unit_test(test_wrappers),
 		cmocka_unit_test(test_pipeline),
 		cmocka_unit_test(test_pipeline_many),
+		cmocka_unit_test(test_get_into_lands),
 	};
 	int failed;
 
