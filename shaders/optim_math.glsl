@@ -3,7 +3,11 @@
 // a training step in one dispatch), so that both run the same float
 // operations in the same order and their results are bit-identical. The
 // operation order of each formula follows PyTorch's single-tensor
-// implementation. Needs optim_codes.h.
+// implementation. Every result is `precise` (SPIR-V NoContraction): no driver
+// may fuse a multiply and an add into an FMA in one kernel and not in the
+// other (NVIDIA's does contract the f32 math of two kernels differently:
+// docs/architecture.md, "Fusion"), so each operation rounds as written, as
+// in the f32 NumPy reference. Needs optim_codes.h.
 
 // One op's coefficients: OptimPush's fields (daemon/ops/optim.c fill_push).
 struct OptimArgs {
@@ -21,15 +25,15 @@ struct OptimArgs {
 // The gradient after L2 weight decay: torch's grad.add(param, alpha=wd).
 float opt_decayed(OptimArgs p, float g, float w)
 {
-	return (p.flags & OPT_F_L2) != 0u ? g + p.wd * w : g;
+	precise float r = g + p.wd * w;
+	return (p.flags & OPT_F_L2) != 0u ? r : g;
 }
 
 // buf.mul_(momentum).add_(d, alpha=1 - dampening), or clone(d) on the first step.
 float opt_sgd_buffer(OptimArgs p, float d, float old)
 {
-	if ((p.flags & OPT_F_BUF) == 0u)
-		return d;
-	return old * p.beta + p.mix * d;
+	precise float r = old * p.beta + p.mix * d;
+	return (p.flags & OPT_F_BUF) == 0u ? d : r;
 }
 
 // The op's result from the values of its inputs a, b, c (optim.comp's
@@ -44,28 +48,33 @@ float opt_update(OptimArgs p, float a, float b, float c)
 		float d = opt_decayed(p, b, w);
 		if ((p.flags & OPT_F_MOMENTUM) != 0u) {
 			float buf = opt_sgd_buffer(p, d, c);
-			d = (p.flags & OPT_F_NESTEROV) != 0u ? d + p.beta * buf : buf;
+			precise float nest = d + p.beta * buf;
+			d = (p.flags & OPT_F_NESTEROV) != 0u ? nest : buf;
 		}
-		return w + (-p.lr) * d;
+		precise float r = w + (-p.lr) * d;
+		return r;
 	}
 	case OPT_ADAM_M: {
 		// exp_avg.lerp_(grad, 1 - beta1), with lerp as PyTorch computes it.
 		float g = opt_decayed(p, a, c);
 		float m = b;
-		return p.mix < 0.5 ? m + p.mix * (g - m) : g - (g - m) * (1.0 - p.mix);
+		precise float lo = m + p.mix * (g - m), hi = g - (g - m) * (1.0 - p.mix);
+		return p.mix < 0.5 ? lo : hi;
 	}
 	case OPT_ADAM_V: {
 		// exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
 		float g = opt_decayed(p, a, c);
-		return b * p.beta + p.mix * g * g;
+		precise float r = b * p.beta + p.mix * g * g;
+		return r;
 	}
 	case OPT_ADAM_PARAM: {
-		float w = a;
+		precise float w = a;
 		if ((p.flags & OPT_F_DECAY) != 0u)
 			w = w * p.decay;
 		// denom = (v.sqrt() / bc2_sqrt).add_(eps); param.addcdiv_(m, denom, value=-step_size)
-		float denom = sqrt(c) / p.bc2_sqrt + p.eps;
-		return w + (-p.lr) * (b / denom);
+		precise float denom = sqrt(c) / p.bc2_sqrt + p.eps;
+		precise float r = w + (-p.lr) * (b / denom);
+		return r;
 	}
 	default:
 		return 0.0;
