@@ -1,7 +1,7 @@
 /* The multi-tensor optimizer (issue 16): a training step's optimizer nodes
  * (sgd_param, sgd_buf, adam_m, adam_v, adam_param for every parameter)
- * recorded as one dispatch of shaders/optim_multi.comp instead of one per
- * node. Tensors are ranges of the device's pooled memory blocks (gpu/memory.h),
+ * recorded as one dispatch of shaders/optim_multi.comp (optim_multi1.comp
+ * when one window holds every tensor) instead of one per node. Tensors are ranges of the device's pooled memory blocks (gpu/memory.h),
  * so the dispatch binds up to OPTM_SLOTS windows of those blocks and a table
  * (binding 7, written into scratch memory by vkCmdUpdateBuffer in the same
  * command buffer) tells each segment which window and element offset each of
@@ -187,7 +187,8 @@ static int flush(struct op_ctx *lead, struct gpu_recorder *rec, const struct chu
 	uint32_t push[4] = { c->nseg, 0, 0, 0 };
 	uint64_t align = lead->g->props.limits.minStorageBufferOffsetAlignment;
 
-	if (op_pipeline(lead, "optim_multi", tdp_dtype_name(c->dtype), &p) < 0)
+	/* One window: the kernel without the switch over windows. */
+	if (op_pipeline(lead, c->nslot == 1 ? "optim_multi1" : "optim_multi", tdp_dtype_name(c->dtype), &p) < 0)
 		return -1;
 	for (unsigned k = 0; k < c->nseg; k++) {
 		const struct seg *s = &segs[c->first + k];
