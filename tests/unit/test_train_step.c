@@ -317,7 +317,21 @@ static void test_build_adam(void **state)
 		assert_int_equal(gr.nodes[upd].src[2], vi);
 		/* the zeros feed the moments */
 		assert_string_equal(gr.nodes[gr.nodes[mi].src[1]].ctx.def->name, "zeros");
+		/* the updates are one node group (the multi-tensor optimizer), the zeros not */
+		assert_int_equal(gr.nodes[mi].group, 1);
+		assert_int_equal(gr.nodes[vi].group, 1);
+		assert_int_equal(gr.nodes[upd].group, 1);
+		assert_int_equal(gr.nodes[gr.nodes[mi].src[1]].group, 0);
 	}
+	assert_int_equal(gr.ngroups, 1);
+	graph_free(&gr);
+	/* TENSORD_OPTIM_MULTI=0: no group */
+	setenv("TENSORD_OPTIM_MULTI", "0", 1);
+	assert_int_equal(build(&call, "", spec, 1, true, &gr, &loss, &lr), 0);
+	unsetenv("TENSORD_OPTIM_MULTI");
+	assert_int_equal(gr.ngroups, 0);
+	for (unsigned i = 0; i < gr.n; i++)
+		assert_int_equal(gr.nodes[i].group, 0);
 	graph_free(&gr);
 	free(spec);
 }
