@@ -70,12 +70,53 @@ static bool adam_triple(struct op_ctx *const *m, unsigned left)
 	       same(&m[2]->in[1], &m[0]->out) && same(&m[2]->in[2], &m[1]->out);
 }
 
+/* A tensor's place, to find results among inputs. */
+struct where {
+	const void *block;
+	uint64_t offset;
+};
+
+static int where_cmp(const void *a, const void *b)
+{
+	const struct where *x = a, *y = b;
+
+	if (x->block != y->block)
+		return (uintptr_t)x->block < (uintptr_t)y->block ? -1 : 1;
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Whether an input of a segment is a result of one (it would be read
+ * before the dispatch wrote it). Returns 1, 0, or -1 when out of memory. */
+static int reads_result(const struct seg *segs, unsigned ns)
+{
+	struct where *out = malloc((size_t)ns * OPTM_TENSORS * sizeof(*out));
+	unsigned no = 0;
+	int r = 0;
+
+	if (!out)
+		return -1;
+	for (unsigned a = 0; a < ns; a++)
+		for (unsigned j = 0; j < OPTM_TENSORS && segs[a].t[j]; j++)
+			if (segs[a].write[j])
+				out[no++] = (struct where){ segs[a].t[j]->alloc->block, segs[a].t[j]->alloc->offset };
+	qsort(out, no, sizeof(*out), where_cmp);
+	for (unsigned a = 0; a < ns && !r; a++)
+		for (unsigned j = 0; j < OPTM_TENSORS && segs[a].t[j] && !r; j++) {
+			struct where key = { segs[a].t[j]->alloc->block, segs[a].t[j]->alloc->offset };
+
+			r = !segs[a].write[j] && bsearch(&key, out, no, sizeof(*out), where_cmp) != NULL;
+		}
+	free(out);
+	return r;
+}
+
 /* The segments of the nodes m[0..n) into segs (n of them at most); -1
  * where the nodes do not form the pattern (or one's result is read by
- * another outside an Adam triple). */
+ * another outside an Adam triple), -2 when out of memory. */
 static int plan(struct op_ctx *const *m, unsigned n, struct seg *segs, unsigned *ret_nseg)
 {
 	unsigned ns = 0;
+	int r;
 
 	for (unsigned k = 0; k < n;) {
 		struct seg *s = &segs[ns++];
@@ -107,11 +148,12 @@ static int plan(struct op_ctx *const *m, unsigned n, struct seg *segs, unsigned 
 	}
 	/* Every input must be written before the dispatch: none is a result. */
 	for (unsigned a = 0; a < ns; a++)
-		for (unsigned j = 0; j < OPTM_TENSORS; j++)
-			for (unsigned b = 0; segs[a].t[j] && !segs[a].write[j] && b < ns; b++)
-				for (unsigned o = 0; o < OPTM_TENSORS; o++)
-					if (segs[b].write[o] && same(segs[a].t[j], segs[b].t[o]))
-						return -1;
+		for (unsigned j = 0; j < OPTM_TENSORS && segs[a].t[j]; j++)
+			if (!segs[a].t[j]->alloc || !segs[a].t[j]->alloc->block)
+				return -1;
+	r = reads_result(segs, ns);
+	if (r)
+		return r < 0 ? -2 : -1;
 	*ret_nseg = ns;
 	return 0;
 }
@@ -260,7 +302,12 @@ int optim_multi_record(struct op_ctx *lead, struct op_ctx *const *m, unsigned n,
 	for (unsigned k = 0; k < n; k++)
 		if (!optim_multi_member(m[k]) || m[k]->g != lead->g)
 			ns = UINT32_MAX;
-	if (ns == UINT32_MAX || plan(m, n, segs, &ns) < 0) {
+	r = ns == UINT32_MAX ? -1 : plan(m, n, segs, &ns);
+	if (r == -2) {
+		free(segs);
+		return op_fail(lead, TDP_INTERNAL, "out of memory");
+	}
+	if (r < 0) {
 		free(segs);
 		/* Not the pattern: each node records itself, in order. */
 		for (unsigned k = 0; k < n; k++)
