@@ -1,8 +1,8 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// Optimizer update rules (torch.optim.SGD, Adam, AdamW), one output element
-// per invocation, computed in f32. Every coefficient that depends only on
-// hyperparameters (1 - dampening, 1 - beta, bias corrections) is computed on
+// Optimizer update rules (torch.optim.SGD, Adam, AdamW; the formulas are in
+// optim_math.glsl), one output element per invocation, computed in f32.
+// Every coefficient that depends only on hyperparameters (1 - dampening, 1 - beta, bias corrections) is computed on
 // the CPU in double and arrives here rounded once to float, as PyTorch
 // passes its Python-float scalars to its kernels; the operation order of each
 // formula follows PyTorch's single-tensor implementation so f32 results match
@@ -15,6 +15,7 @@
 //   adam_param a = w, b = m_new, c = v_new
 #include "common.glsl"
 #include "optim_codes.h"
+#include "optim_math.glsl"
 layout(local_size_x = OPT_WG) in;
 layout(std430, binding = 0) readonly buffer A { ELEM a[]; };
 layout(std430, binding = 1) readonly buffer B { ELEM b[]; };
@@ -36,56 +37,9 @@ layout(push_constant) uniform OptimPush {
 	float pad1;
 } pc;
 
-// The gradient after L2 weight decay: torch's grad.add(param, alpha=wd).
-float decayed(float g, float w)
+OptimArgs args()
 {
-	return (pc.flags & OPT_F_L2) != 0u ? g + pc.wd * w : g;
-}
-
-// buf.mul_(momentum).add_(d, alpha=1 - dampening), or clone(d) on the first step.
-float sgd_buffer(float d, uint i)
-{
-	if ((pc.flags & OPT_F_BUF) == 0u)
-		return d;
-	return LOAD(c[i]) * pc.beta + pc.mix * d;
-}
-
-float update(uint i)
-{
-	switch (pc.op) {
-	case OPT_SGD_BUF:
-		return sgd_buffer(decayed(LOAD(a[i]), LOAD(b[i])), i);
-	case OPT_SGD_PARAM: {
-		float w = LOAD(a[i]);
-		float d = decayed(LOAD(b[i]), w);
-		if ((pc.flags & OPT_F_MOMENTUM) != 0u) {
-			float buf = sgd_buffer(d, i);
-			d = (pc.flags & OPT_F_NESTEROV) != 0u ? d + pc.beta * buf : buf;
-		}
-		return w + (-pc.lr) * d;
-	}
-	case OPT_ADAM_M: {
-		// exp_avg.lerp_(grad, 1 - beta1), with lerp as PyTorch computes it.
-		float g = decayed(LOAD(a[i]), LOAD(c[i]));
-		float m = LOAD(b[i]);
-		return pc.mix < 0.5 ? m + pc.mix * (g - m) : g - (g - m) * (1.0 - pc.mix);
-	}
-	case OPT_ADAM_V: {
-		// exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-		float g = decayed(LOAD(a[i]), LOAD(c[i]));
-		return LOAD(b[i]) * pc.beta + pc.mix * g * g;
-	}
-	case OPT_ADAM_PARAM: {
-		float w = LOAD(a[i]);
-		if ((pc.flags & OPT_F_DECAY) != 0u)
-			w = w * pc.decay;
-		// denom = (v.sqrt() / bc2_sqrt).add_(eps); param.addcdiv_(m, denom, value=-step_size)
-		float denom = sqrt(LOAD(c[i])) / pc.bc2_sqrt + pc.eps;
-		return w + (-pc.lr) * (LOAD(b[i]) / denom);
-	}
-	default:
-		return 0.0;
-	}
+	return OptimArgs(pc.op, pc.flags, pc.wd, pc.beta, pc.mix, pc.lr, pc.bc2_sqrt, pc.eps, pc.decay);
 }
 
 void main()
@@ -93,5 +47,5 @@ void main()
 	uint i = linear_id(OPT_WG);
 	if (i >= pc.n)
 		return;
-	o[i] = STORE(update(i));
+	o[i] = STORE(opt_update(args(), LOAD(a[i]), LOAD(b[i]), LOAD(c[i])));
 }

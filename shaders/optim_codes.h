@@ -17,4 +17,20 @@
 
 #define OPT_WG 256          /* invocations per workgroup */
 
+/* optim_multi.comp: every update of a training step in one dispatch. Its
+ * table (binding 7) holds one segment of OPTM_SEG_WORDS uint words per
+ * parameter update, in the order of their first workgroups; bindings 0 to
+ * OPTM_SLOTS - 1 are windows of the device's memory blocks that the
+ * segments' tensors lie in. */
+#define OPTM_SLOTS 7
+#define OPTM_SEG_WORDS 48
+#define OPTM_KIND 0         /* OPTM_ONE or OPTM_ADAM */
+#define OPTM_N 1            /* elements */
+#define OPTM_WG0 2          /* the segment's first workgroup */
+#define OPTM_REF 4          /* 8 tensors: (slot, element offset in it) */
+#define OPTM_ARGS 20        /* 3 ops' coefficients, OPTM_ARG_WORDS each */
+#define OPTM_ARG_WORDS 9    /* op, flags, wd, beta, mix, lr, bc2_sqrt, eps, decay */
+#define OPTM_ONE 0          /* one op: a, b, c -> o (tensors 0 to 3), args 0 */
+#define OPTM_ADAM 1         /* adam_m, adam_v, adam_param: g, m, v, w -> m', v', w' */
+
 #endif

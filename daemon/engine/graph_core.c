@@ -302,7 +302,8 @@ int graph_submit_part(struct graph *gr, unsigned first, unsigned last)
 			abort_recordings(gr);
 			return device_fail(gr, r);
 		}
-		if (nd->fused ? graph_fuse_record(gr, i, rec) < 0 : nd->ctx.def->record(&nd->ctx, rec) < 0) {
+		if (nd->group ? graph_group_record(gr, i, first, last, rec) < 0 :
+		    nd->fused ? graph_fuse_record(gr, i, rec) < 0 : nd->ctx.def->record(&nd->ctx, rec) < 0) {
 			abort_recordings(gr);
 			return graph_node_fail(gr, i, nd->ctx.err.code, nd->ctx.err.message);
 		}
@@ -513,6 +514,9 @@ void graph_free(struct graph *gr)
 			gpu_memory_free(g, &s->allocs[k]);
 	}
 	free(gr->nodes);
+	free(gr->groups);
+	gr->groups = NULL;
+	gr->ngroups = 0;
 	graph_fuse_free(gr);
 }
 

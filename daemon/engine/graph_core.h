@@ -35,6 +35,7 @@ struct node {
 	bool keep;                       /* the caller reads `result` after graph_execute */
 	unsigned fused;                  /* 1 + the fused kernel computing it; 0: its own */
 	bool fused_internal;             /* fused and read only inside that kernel: no memory */
+	unsigned group;                  /* 1 + the node group recording it (graph_group_add); 0: none */
 	uint32_t device;                 /* the device it runs on (ctx.g's id) */
 };
 
@@ -53,6 +54,8 @@ struct graph {
 	bool fuse;                       /* fuse elementwise chains (graph_fuse.c) */
 	struct fuse_kernel *kernels;     /* the fused kernels graph_fuse_plan made */
 	unsigned nkernels;
+	struct graph_group *groups;      /* node groups recorded together (graph_group_add) */
+	unsigned ngroups;
 	bool default_set;                /* default_device chosen (graph_place_node) */
 	uint32_t default_device;         /* for nodes nothing else places */
 	const struct graph_replica *replica; /* data-parallel replica: stored tensors swapped */
@@ -101,6 +104,18 @@ struct graph_replica {
 	unsigned n;
 };
 
+/* How a node group records: every member's work (members m[0..n) in graph
+ * order, results allocated), failures reported on `lead` (the last member)
+ * with op_fail. Returns 0 or -1. */
+typedef int (*graph_group_fn)(struct op_ctx *lead, struct op_ctx *const *m, unsigned n,
+			      struct gpu_recorder *rec);
+
+/* Nodes [first .. last] marked with this group (graph_group_add). */
+struct graph_group {
+	unsigned first, last;
+	graph_group_fn record;
+};
+
 /* struct graph_attr, graph_emit's named attribute, is declared in ops/op.h
  * (backward rules build them too). */
 
@@ -126,6 +141,21 @@ struct op_tensor graph_stored_input(struct tensor *t);
  * -1 with a reason in `why` (`why_len` bytes). */
 int graph_emit(struct graph *gr, const char *op, const int *src, struct tensor *const *stored,
 	       unsigned n, const struct graph_attr *attrs, unsigned nattrs, char *why, size_t why_len);
+
+/* Make nodes[0..n) (indices in increasing order, inferred and placed: all
+ * on one device) one group that `record` records with one call when
+ * graph_submit_part reaches the last (the multi-tensor optimizer: one
+ * dispatch for a training step's updates). A node without elements is left
+ * out. The members' results may be read only by later members and nodes
+ * after the last; where a submitted part holds only some of the group, or
+ * graph_record_into records it, each member records itself. Returns 0, or
+ * -EINVAL (nothing changed) when the nodes break those rules, -ENOMEM. */
+int graph_group_add(struct graph *gr, const unsigned *nodes, unsigned n, graph_group_fn record);
+
+/* Record node `i` of a group whose members all lie in [first, last) (the
+ * part being submitted): nothing before the group's last node, which
+ * records them all. Returns 0, or -1 with the node's ctx.err set. */
+int graph_group_record(struct graph *gr, unsigned i, unsigned first, unsigned last, struct gpu_recorder *rec);
 
 /* Run inference on a node whose def, inputs and attrs are set; checks arity
  * and the result size limit. Returns 0 or -1 with ctx.err.code/message set. */

@@ -180,6 +180,16 @@ static void record(struct gpu_recorder *rec, const struct gpu_pipeline *p,
 	rec->dispatches++;
 }
 
+void gpu_rec_update(struct gpu_recorder *rec, const struct gpu_binding *dst, const void *data)
+{
+	struct gpu_binding b = *dst;
+
+	b.write = true;
+	order(rec, &b, 1);
+	vkCmdUpdateBuffer(rec->cb, dst->buffer, dst->offset, dst->range, data);
+	rec->written[rec->nwritten++] = b;
+}
+
 void gpu_rec_host_copy(struct gpu_recorder *rec, const struct gpu_alloc *a, VkBuffer host, uint64_t offset,
 		       bool to_device)
 {

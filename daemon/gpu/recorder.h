@@ -76,6 +76,12 @@ int gpu_rec_dispatch_groups(struct gpu_recorder *rec, const struct gpu_pipeline 
 void gpu_rec_copy(struct gpu_recorder *rec, const struct gpu_binding *src,
 		  const struct gpu_binding *dst);
 
+/* Record writing dst's range (a multiple of 4 bytes, at most 65536) with
+ * the bytes at `data` (copied into the command buffer: vkCmdUpdateBuffer),
+ * ordered as a copy into dst (gpu_rec_copy): the multi-tensor optimizer's
+ * table. */
+void gpu_rec_update(struct gpu_recorder *rec, const struct gpu_binding *dst, const void *data);
+
 /* Make every write recorded so far visible to what follows (for a transfer or
  * the host). */
 void gpu_rec_barrier(struct gpu_recorder *rec);

@@ -3,22 +3,17 @@
  * step runs them in one graph and stores each result back under the name of
  * the parameter or state it replaces (graph results are stored only after
  * the whole graph ran, so every node reads the old values). Shader:
- * optim.comp. */
+ * optim.comp; a training step records all its updates as one dispatch
+ * (optim_multi.c). */
 #include <math.h>
 #include <string.h>
 
 #include "dtype.h"
 #include "ops/op.h"
+#include "ops/optim.h"
 #include "optim_codes.h"
 #include "status.h"
 
-/* Mirrors OptimPush in shaders/optim.comp. */
-struct optim_push {
-	uint32_t n, op, flags, pad0;
-	float wd, beta, mix, lr;
-	float bc2_sqrt, eps, decay, pad1;
-};
-_Static_assert(sizeof(struct optim_push) == 48, "optim_push must mirror OptimPush");
 
 static const struct op_attr_spec sgd_buf_attrs[] = {
 	{ "momentum", ATTR_FLOAT, true },
@@ -163,8 +158,7 @@ static int optim_infer(struct op_ctx *ctx)
 	return 0;
 }
 
-/* The push constants: every coefficient in double, rounded once to float. */
-static void fill_push(const struct op_ctx *ctx, struct optim_push *pc)
+void optim_fill_push(const struct op_ctx *ctx, struct optim_push *pc)
 {
 	double wd = attr_f(ctx, "weight_decay", 0);
 	bool decoupled = op_attr(ctx, "decoupled") && attr_b(ctx, "decoupled");
@@ -226,7 +220,7 @@ static int optim_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 
 	if (ctx->out.count > UINT32_MAX)
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "more than 2^32 elements");
-	fill_push(ctx, &pc);
+	optim_fill_push(ctx, &pc);
 	if (op_pipeline(ctx, "optim", tdp_dtype_name(ctx->out.dtype), &p) < 0)
 		return -1;
 	for (unsigned k = 0; k < 3; k++)

@@ -21,6 +21,7 @@
 #include "engine/graph_core.h"
 #include "engine/graph_fuse.h"
 #include "gpu/transfer.h"
+#include "ops/optim.h"
 #include "pack.h"
 #include "rpc.h"
 #include "status.h"
@@ -322,6 +323,33 @@ int optimizer_emit_update(struct step_ctx *sc, const struct optimizer *opt, stru
 			return -1;
 	}
 	return 0;
+}
+
+bool optimizer_multi_enabled(void)
+{
+	const char *v = getenv("TENSORD_OPTIM_MULTI");
+
+	return !v || strcmp(v, "0") != 0;
+}
+
+int optimizer_group_updates(struct step_ctx *sc, unsigned from)
+{
+	struct graph *gr = sc->gr;
+	unsigned *idx, n = 0;
+	int r;
+
+	if (!optimizer_multi_enabled() || from >= gr->n)
+		return 0;
+	idx = malloc((gr->n - from) * sizeof(*idx));
+	if (!idx)
+		return td_fail(&sc->call->err, TDP_INTERNAL, "out of memory");
+	for (unsigned i = from; i < gr->n; i++)
+		if (gr->nodes[i].ctx.def && optim_multi_member(&gr->nodes[i].ctx))
+			idx[n++] = i;
+	/* -EINVAL: the nodes cannot share a dispatch; each records itself. */
+	r = graph_group_add(gr, idx, n, optim_multi_record);
+	free(idx);
+	return r == -ENOMEM ? td_fail(&sc->call->err, TDP_INTERNAL, "out of memory") : 0;
 }
 
 /* Scale every gradient by min(1, clip / (global norm + 1e-6)). */

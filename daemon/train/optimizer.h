@@ -69,6 +69,18 @@ int train_state_input(struct step_ctx *sc, struct tensor *p, const char *suffix,
 int optimizer_emit_update(struct step_ctx *sc, const struct optimizer *opt, struct tensor *p, int g,
 			  int64_t step, double lr);
 
+/* Whether a step's updates run as one multi-tensor dispatch (issue 16):
+ * unless TENSORD_OPTIM_MULTI=0 is in the daemon's environment. */
+bool optimizer_multi_enabled(void);
+
+/* Make the optimizer nodes appended since node `from` (optimizer_emit_update
+ * for every parameter) one node group recorded by optim_multi_record: one
+ * dispatch for all of them (per dtype, per OPTM_SLOTS memory windows).
+ * Nothing when optimizer_multi_enabled() is false or the nodes cannot be
+ * grouped (they then run one dispatch each). Returns 0, or -1 after td_fail
+ * (out of memory). */
+int optimizer_group_updates(struct step_ctx *sc, unsigned from);
+
 /* Scale the `n` gradient nodes grads[] by min(1, clip / (global norm +
  * 1e-6)), replacing each by its scaled node. Returns 0, or -1 after
  * td_fail. */

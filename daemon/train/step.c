@@ -395,6 +395,8 @@ int train_build_step(struct caller *call, const struct train_spec *spec, const m
 				return -1;
 		}
 		if (spec->apply && spec->opt.kind != OPT_NONE) {
+			unsigned from = gr->n;
+
 			lr = optimizer_lr_at(&spec->opt, step);
 			for (unsigned k = 0; k < spec->np; k++) {
 				const struct optimizer *o = spec->group[k] ? &spec->gopt[spec->group[k] - 1] : &spec->opt;
@@ -402,6 +404,8 @@ int train_build_step(struct caller *call, const struct train_spec *spec, const m
 				if (optimizer_emit_update(&sc, o, params[k], grads[k], step, optimizer_lr_at(o, step)) < 0)
 					return -1;
 			}
+			if (optimizer_group_updates(&sc, from) < 0)
+				return -1;
 		}
 	}
 	*ret_loss = loss;

@@ -420,6 +420,15 @@ void gpu_rec_copy(struct gpu_recorder *rec, const struct gpu_binding *src,
 		stub_bug("a copy into a range not marked written");
 }
 
+/* The multi-tensor optimizer's table: checked like a dispatch's binding. */
+void gpu_rec_update(struct gpu_recorder *rec, const struct gpu_binding *dst, const void *data)
+{
+	(void)data;
+	check_bindings(rec, dst, 1);
+	if (!dst->write || dst->range % 4 || dst->range > 65536)
+		stub_bug("an update of a range not written, not of whole words or past 64 KiB");
+}
+
 /* No completion thread on the stub: the engine waits synchronously. */
 int gpu_rec_watch(struct gpu_recorder *rec, void (*done)(void *data), void *data)
 {

@@ -1,9 +1,11 @@
 /* The graph engine (daemon/engine/) on the stub device, without a socket:
  * parsing a node list, inference, errors naming the node, access to stored
  * tensors, outputs checked against limits and quotas and committed into
- * the caller's namespace, fusion planning, and device memory given back.
+ * the caller's namespace, fusion planning, node groups, and device memory
+ * given back.
  * The stub computes nothing, so results are checked by their shapes,
  * dtypes, placement, memory and the store, never by their values. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -496,6 +498,70 @@ static void test_fusion(void **state)
 	}
 }
 
+/* What group_record saw: calls, and the members of the last. */
+static unsigned group_calls, group_members;
+
+/* A node group's record (graph_group_fn): each member's own, counted. */
+static int group_record(struct op_ctx *lead, struct op_ctx *const *m, unsigned n, struct gpu_recorder *rec)
+{
+	group_calls++;
+	group_members = n;
+	assert_ptr_equal(lead, m[n - 1]);
+	for (unsigned k = 0; k < n; k++)
+		if (m[k]->def->record(m[k], rec) < 0)
+			return -1;
+	return 0;
+}
+
+/* Node groups (graph_group_add): recorded by one call at the last member;
+ * refused where a node between the members reads one's result, or for
+ * fusible ops; a part holding only some members records each by itself. */
+static void test_group(void **state)
+{
+	struct stub_daemon *sd = *state;
+	struct caller call = stub_caller(sd, 1000);
+	static const unsigned both[2] = { 0, 1 }, around[2] = { 0, 3 }, fusible[2] = { 3, 4 };
+	struct graph gr;
+	struct mp m;
+
+	mp_begin(&m);
+	msgpack_pack_array(&m.pk, 5);
+	mp_node(&m, "s", "softmax", STRS("x"), NULL, NULL);
+	mp_node(&m, "t", "softmax", STRS("x"), NULL, NULL);
+	mp_node(&m, "u", "mean", STRS("s"), NULL, NULL);
+	mp_node(&m, "v", "softmax", STRS("t"), NULL, NULL);
+	mp_node(&m, "w2", "relu", STRS("x"), NULL, NULL);
+	assert_int_equal(parse(&gr, &call, &m, NULL), 0);
+	/* u, between s and v, reads s; relu fuses. */
+	assert_int_equal(graph_group_add(&gr, around, 2, group_record), -EINVAL);
+	assert_int_equal(graph_group_add(&gr, fusible, 2, group_record), -EINVAL);
+	assert_int_equal(gr.ngroups, 0);
+	assert_int_equal(graph_group_add(&gr, both, 2, group_record), 0);
+	assert_int_equal(gr.nodes[0].group, 1);
+	assert_int_equal(gr.nodes[1].group, 1);
+	assert_int_equal(gr.nodes[2].group, 0);
+	group_calls = group_members = 0;
+	assert_int_equal(graph_execute(&gr), 0);
+	assert_int_equal(group_calls, 1);
+	assert_int_equal(group_members, 2);
+	assert_int_equal(gr.dispatches >= 5, 1);
+	graph_free(&gr);
+	assert_null(gr.groups);
+
+	/* Split across two parts: each member by itself. */
+	assert_int_equal(parse(&gr, &call, &m, NULL), 0);
+	assert_int_equal(graph_group_add(&gr, both, 2, group_record), 0);
+	group_calls = 0;
+	assert_int_equal(graph_submit_part(&gr, 0, 1), 0);
+	assert_int_equal(graph_wait(&gr), 0);
+	assert_int_equal(graph_submit_part(&gr, 1, gr.n), 0);
+	assert_int_equal(graph_wait(&gr), 0);
+	assert_int_equal(group_calls, 0);
+	graph_free(&gr);
+	assert_int_equal(stub_live(sd), 3);
+	mp_end(&m);
+}
+
 /* graph_free gives back every block, whether the graph ran or failed half
  * way through parsing. */
 static void test_graph_free(void **state)
@@ -599,6 +665,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fusion, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_graph_free, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_view, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_group, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("engine", tests, NULL, NULL);

@@ -1,7 +1,8 @@
 /* A training step (daemon/train/, daemon/autograd/) on the stub device,
  * without a socket: the step's spec, the graph train_build_step makes for
  * an MLP (backward and optimizer nodes, what it stores and for whom),
- * running and committing it, and train_model_check. The stub computes
+ * running and committing it, train_model_check, and the multi-tensor
+ * optimizer's record (one dispatch, or each node's own). The stub computes
  * nothing (the loss reads back as 0), so the checks are on nodes, shapes,
  * owners, versions and errors. */
 #include <stdarg.h>
@@ -15,8 +16,10 @@
 
 #include "dtype.h"
 #include "engine/graph_core.h"
+#include "engine/graph_parse.h"
 #include "fuzz_gpu.h"
 #include "mode.h"
+#include "ops/optim.h"
 #include "status.h"
 #include "store/model.h"
 #include "stub_daemon.h"
@@ -317,9 +320,79 @@ static void test_build_adam(void **state)
 		assert_int_equal(gr.nodes[upd].src[2], vi);
 		/* the zeros feed the moments */
 		assert_string_equal(gr.nodes[gr.nodes[mi].src[1]].ctx.def->name, "zeros");
+		/* the updates are one node group (the multi-tensor optimizer), the zeros not */
+		assert_int_equal(gr.nodes[mi].group, 1);
+		assert_int_equal(gr.nodes[vi].group, 1);
+		assert_int_equal(gr.nodes[upd].group, 1);
+		assert_int_equal(gr.nodes[gr.nodes[mi].src[1]].group, 0);
 	}
+	assert_int_equal(gr.ngroups, 1);
+	graph_free(&gr);
+	/* TENSORD_OPTIM_MULTI=0: no group */
+	setenv("TENSORD_OPTIM_MULTI", "0", 1);
+	assert_int_equal(build(&call, "", spec, 1, true, &gr, &loss, &lr), 0);
+	unsetenv("TENSORD_OPTIM_MULTI");
+	assert_int_equal(gr.ngroups, 0);
+	for (unsigned i = 0; i < gr.n; i++)
+		assert_int_equal(gr.nodes[i].group, 0);
 	graph_free(&gr);
 	free(spec);
+}
+
+/* Run the optimizer nodes `m` (graph.run's form) as one group of
+ * optim_multi_record; the dispatches recorded. */
+static uint64_t multi_dispatches(struct stub_daemon *sd, struct mp *m)
+{
+	struct caller call = stub_caller(sd, 1000);
+	struct graph gr = { .call = &call };
+	unsigned idx[8], n;
+	uint64_t d;
+
+	assert_int_equal(graph_parse(&gr, mp_obj(m), NULL), 0);
+	n = gr.n;
+	for (unsigned i = 0; i < n; i++)
+		idx[i] = i;
+	assert_int_equal(graph_group_add(&gr, idx, n, optim_multi_record), 0);
+	assert_int_equal(gr.ngroups, 1);
+	assert_int_equal(graph_execute(&gr), 0);
+	d = gr.dispatches;
+	graph_free(&gr);
+	assert_int_equal(stub_live(sd), NSTORED);
+	return d;
+}
+
+/* optim_multi_record: an Adam triple and an SGD update are one dispatch;
+ * an update reading another's result (an SGD update of an update; an
+ * adam_param whose second moment is no adam_v of the group) makes each
+ * node record itself. */
+static void test_multi_record(void **state)
+{
+	struct stub_daemon *sd = *state;
+	struct mp m;
+
+	mp_begin(&m);
+	msgpack_pack_array(&m.pk, 4);
+	mp_node(&m, "m", "adam_m", STRS("w1", "w1", "w1"), NULL, NULL);
+	mp_node(&m, "v", "adam_v", STRS("w1", "w1", "w1"), NULL, NULL);
+	mp_node(&m, "p", "adam_param", STRS("w1", "m", "v"), NULL, STRS("lr=0.1", "step=1"));
+	mp_node(&m, "s", "sgd_param", STRS("b1", "b1"), NULL, STRS("lr=0.1"));
+	assert_int_equal(multi_dispatches(sd, &m), 1);
+	mp_end(&m);
+
+	mp_begin(&m);
+	msgpack_pack_array(&m.pk, 2);
+	mp_node(&m, "s", "sgd_param", STRS("b1", "b1"), NULL, STRS("lr=0.1"));
+	mp_node(&m, "t", "sgd_param", STRS("s", "b1"), NULL, STRS("lr=0.1"));
+	assert_int_equal(multi_dispatches(sd, &m), 2);
+	mp_end(&m);
+
+	mp_begin(&m);
+	msgpack_pack_array(&m.pk, 3);
+	mp_node(&m, "m", "adam_m", STRS("w1", "w1", "w1"), NULL, NULL);
+	mp_node(&m, "v", "adam_v", STRS("w1", "w1", "w1"), NULL, NULL);
+	mp_node(&m, "p", "adam_param", STRS("w1", "m", "w1"), NULL, STRS("lr=0.1", "step=1"));
+	assert_int_equal(multi_dispatches(sd, &m), 3);
+	mp_end(&m);
 }
 
 /* Run and commit `steps` adam steps as `call`, reading tensors with prefix `p`. */
@@ -614,6 +687,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_derived_owner, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_step_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_model_check, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_multi_record, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("train_step", tests, NULL, NULL);
