@@ -227,34 +227,9 @@ static int mm_batch_setup(struct op_ctx *ctx, const struct mm_plan *pl, struct m
 	return 0;
 }
 
-/* The tensor-core path: f16 on a device with cooperative matrices, whole
- * tiles, and at most one batch dimension left after collapsing. */
-static int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
-			    const struct mm_plan *pl, const struct mm_push *mp)
-{
-	const struct gpu_pipeline *p;
-	struct gpu_binding bind[3];
-	struct mm_cm_push pc = {
-		.m = mp->m, .n = mp->n, .k = mp->k, .batches = mp->batches,
-		.tiles_n = (uint32_t)(pl->n / MM_CM_TILE),
-		.astride = mp->nbdims ? mp->astride[0] : 0,
-		.bstride = mp->nbdims ? mp->bstride[0] : 0,
-	};
-	uint64_t groups;
-
-	pc.tiles_mn = (uint32_t)(pl->m / MM_CM_TILE) * pc.tiles_n;
-	groups = (uint64_t)pc.tiles_mn * pc.batches;
-	if (op_pipeline(ctx, "matmul_cm", "f16", &p) < 0 ||
-	    op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
-	    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
-		return -1;
-	return op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), groups * 256, 256);
-}
-
 static bool matmul_use_cm(const struct op_ctx *ctx, const struct mm_plan *pl, const struct mm_push *pc)
 {
-	/* (no epilogue there yet: a product with one takes the scalar kernels) */
-	return ctx->g->coopmat_f16 && ctx->out.dtype == TDP_DTYPE_F16 && pl->flags == 0 && pl->epi == 0 &&
+	return ctx->g->coopmat_f16 && ctx->out.dtype == TDP_DTYPE_F16 && pl->flags == 0 &&
 	       pl->m % MM_CM_TILE == 0 && pl->n % MM_CM_TILE == 0 && pl->k % MM_CM_K == 0 &&
 	       pc->nbdims <= 1 &&
 	       (uint64_t)(pl->m / MM_CM_TILE) * (pl->n / MM_CM_TILE) * pc->batches <= UINT32_MAX;
@@ -348,6 +323,49 @@ static int mm_reduce(struct op_ctx *ctx, struct gpu_recorder *rec, const struct 
 	return op_dispatch(ctx, rec, p, b, 3, &rp, sizeof(rp), rp.count, 256);
 }
 
+/* The tensor-core path: f16 on a device with cooperative matrices, whole
+ * tiles, and at most one batch dimension left after collapsing. With an
+ * epilogue the f32 accumulators go to scratch (matmul_cm_part.comp) and
+ * matmul_reduce.comp, as for one split, rounds them and applies it. */
+static int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
+			    const struct mm_plan *pl, struct mm_push *mp, const struct gpu_binding *bias)
+{
+	const struct gpu_pipeline *p;
+	struct gpu_binding bind[3], out;
+	struct gpu_alloc *s;
+	uint64_t bytes;
+	struct mm_cm_push pc = {
+		.m = mp->m, .n = mp->n, .k = mp->k, .batches = mp->batches,
+		.tiles_n = (uint32_t)(pl->n / MM_CM_TILE),
+		.astride = mp->nbdims ? mp->astride[0] : 0,
+		.bstride = mp->nbdims ? mp->bstride[0] : 0,
+	};
+	uint64_t groups;
+
+	pc.tiles_mn = (uint32_t)(pl->m / MM_CM_TILE) * pc.tiles_n;
+	groups = (uint64_t)pc.tiles_mn * pc.batches;
+	if (op_pipeline(ctx, pl->epi ? "matmul_cm_part" : "matmul_cm", "f16", &p) < 0 ||
+	    op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
+	    op_bind(ctx, &ctx->out, true, &out) < 0)
+		return -1;
+	if (!pl->epi) {
+		bind[2] = out;
+		return op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), groups * 256, 256);
+	}
+	bytes = ctx->out.count * 4;
+	if (bytes > ctx->g->props.limits.maxStorageBufferRange)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED,
+			       "the f32 products before the epilogue need %llu bytes, more than this device binds",
+			       (unsigned long long)bytes);
+	if (op_scratch_alloc(ctx, bytes, &s) < 0)
+		return -1;
+	bind[2] = gpu_rec_bind(ctx->g, s, 0, bytes, true);
+	if (op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), groups * 256, 256) < 0)
+		return -1;
+	mp->splits = 1;
+	return mm_reduce(ctx, rec, &bind[2], &out, bias, TDP_DTYPE_F16, mp);
+}
+
 /* Pick the tiled kernel and split-K for the product `pc` describes (m, n,
  * k, flags -- layout and epilogue -- and the batch fields set), fill in its
  * tile counts and record it (and the reduction of a split product). bind[3]
@@ -418,14 +436,14 @@ static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	pc.flags = pl->flags | pl->epi;
 	if (mm_batch_setup(ctx, pl, &pc) < 0)
 		return -1;
-	if (matmul_use_cm(ctx, pl, &pc) && pl->k <= MM_MAX_K)
-		return matmul_record_cm(ctx, rec, pl, &pc);
-	if (op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
-	    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
-		return -1;
 	if (!(pl->epi & MM_BIAS))
 		bind[3] = mm_no_bias(ctx);
 	else if (op_bind(ctx, &ctx->in[2], false, &bind[3]) < 0)
+		return -1;
+	if (matmul_use_cm(ctx, pl, &pc) && pl->k <= MM_MAX_K)
+		return matmul_record_cm(ctx, rec, pl, &pc, &bind[3]);
+	if (op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
+	    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
 		return -1;
 	return mm_dispatch(ctx, rec, bind, ctx->out.dtype, &pc, pl->split_k);
 }
