@@ -137,7 +137,9 @@ static int fuse_at(struct graph *gr, const unsigned *uses, unsigned i)
 		relu = true;
 		last = next;
 	}
-	if (last == i || rewrite(gr, i, add, bk, relu, last) < 0)
+	/* A node the daemon reads back (a training loss) stays what the client
+	 * wrote, so that its checks name its own op. */
+	if (last == i || gr->nodes[last].keep || rewrite(gr, i, add, bk, relu, last) < 0)
 		return 0;
 	retire(&gr->nodes[i]);
 	if (add >= 0 && (unsigned)add != last)

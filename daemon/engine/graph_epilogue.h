@@ -14,6 +14,6 @@
  * views that record nothing. Run it before autograd_build, so that the
  * backward pass differentiates the fused node (grad_matmul) with the same
  * nodes and bits as the chain. A chain whose rewrite would move where a
- * gradient is summed (another node between its ends reads its operands) is
- * left alone. Returns the number of chains fused (>= 0); nothing fails. */
+ * gradient is summed (another node between its ends reads its operands),
+ * or whose last node is kept (a loss), is left alone. Returns the number of chains fused (>= 0); nothing fails. */
 int graph_fuse_epilogues(struct graph *gr, unsigned first);
