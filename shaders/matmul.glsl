@@ -8,6 +8,9 @@
 // its f32 partial tile to p[split][batch][m][n] instead of o, and
 // matmul_reduce.comp sums the chunks in a fixed order.
 //
+// Epilogue (matmul_epi.glsl): with MM_BIAS and/or MM_RELU the stored result
+// is relu(round(acc) + bias[column]); split products apply it in the sum.
+//
 // Tiling: each workgroup of 256 invocations (16x16) computes a TM x TN tile of
 // C; each invocation an R x R micro-tile (R = TM / 16) whose rows are
 // ty + 16*i and columns tx + 16*j (strided, so neighbouring invocations read
@@ -49,10 +52,13 @@ layout(push_constant) uniform MmPush {
 	uint bshape[6];   // batch dims, outermost first
 	uint astride[6];  // element stride of A per batch dim (0: broadcast)
 	uint bstride[6];
-	uint flags;       // MM_TA, MM_TB, MM_PART
+	uint flags;       // MM_TA, MM_TB, MM_PART, MM_BIAS, MM_RELU
 	uint splits;      // K chunks (1: no split)
 	uint kchunk;      // terms per chunk
 } pc;
+
+#define BIAS_BINDING 4
+#include "matmul_epi.glsl"
 
 shared float As[TK][TM + 1];
 shared float Bs[TK][TN + 1];
@@ -136,7 +142,7 @@ void main()
 			if ((pc.flags & MM_PART) != 0u)
 				part[split * pc.batches * pc.m * pc.n + ooff + gr * pc.n + gc] = acc[i][j];
 			else
-				o[ooff + gr * pc.n + gc] = STORE(acc[i][j]);
+				o[ooff + gr * pc.n + gc] = STORE(mm_epilogue(acc[i][j], gc));
 		}
 	}
 }

@@ -5,8 +5,8 @@
 // kept apart because those runtime branches in the loaders cost a third of
 // the H100's f32 throughput and most of bf16's (docs/performance.md), while
 // the NN product is what forward passes and most client products are. The
-// push constants are a prefix of matmul.glsl's (flags, splits and kchunk,
-// which follow, are not read).
+// push constants are matmul.glsl's (splits and kchunk are not read; flags
+// only for the epilogue, matmul_epi.glsl).
 //
 // Tiling: each workgroup of 256 invocations (16x16) computes a TM x TN tile of
 // C; each invocation an R x R micro-tile (R = TM / 16) whose rows are
@@ -46,7 +46,11 @@ layout(push_constant) uniform MmPush {
 	uint bshape[6];   // batch dims, outermost first
 	uint astride[6];  // element stride of A per batch dim (0: broadcast)
 	uint bstride[6];
+	uint flags;       // MM_BIAS, MM_RELU (the layout bits are clear here)
 } pc;
+
+#define BIAS_BINDING 4
+#include "matmul_epi.glsl"
 
 shared float As[TK][TM + 1];
 shared float Bs[TK][TN];
@@ -118,7 +122,7 @@ void main()
 		for (uint j = 0u; j < R; j++) {
 			uint gc = col0 + tx + 16u * j;
 			if (gc < pc.n)
-				o[ooff + gr * pc.n + gc] = STORE(acc[i][j]);
+				o[ooff + gr * pc.n + gc] = STORE(mm_epilogue(acc[i][j], gc));
 		}
 	}
 }

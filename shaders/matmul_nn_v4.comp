@@ -9,8 +9,8 @@
 // 64+ty*4+{0..3} and the same pattern of columns, so its shared reads are two
 // vec4 of A (broadcast across the half-warp) and two of B (consecutive).
 // A is kept k-major in shared memory (As[k][row/4]); loads past M, N or K
-// read zero and stores past M or N are skipped. Push constants (a prefix:
-// flags, splits, kchunk are not read) and the workgroup numbering are
+// read zero and stores past M or N are skipped. Push constants (splits and
+// kchunk are not read, flags only for the epilogue) and the workgroup numbering are
 // matmul.glsl's. NN and unsplit only, like matmul_nn.glsl and for the same
 // reason; matmul_v4.comp does the other layouts and split-K.
 #define TM 128
@@ -21,6 +21,10 @@ layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer A { vec4 a[]; };
 layout(std430, binding = 1) readonly buffer B { vec4 b[]; };
 layout(std430, binding = 2) writeonly buffer O { vec4 o[]; };
+layout(std430, binding = 4) readonly buffer Bias { vec4 bias[]; };
+
+#define MM_BIAS 8u
+#define MM_RELU 16u
 
 // Mirrors struct mm_push in daemon/ops/matmul.c.
 layout(push_constant) uniform MmPush {
@@ -32,7 +36,19 @@ layout(push_constant) uniform MmPush {
 	uint bshape[6];
 	uint astride[6];
 	uint bstride[6];
+	uint flags;   // MM_BIAS, MM_RELU only
 } pc;
+
+// The epilogue (matmul_epi.glsl's, in f32 where rounding to the dtype is
+// exact): + bias[columns c .. c+3], then relu.
+vec4 mm_epilogue4(vec4 v, uint c)
+{
+	if ((pc.flags & MM_BIAS) != 0u)
+		v = v + bias[c / 4u];
+	if ((pc.flags & MM_RELU) != 0u)
+		v = max(v, vec4(0.0));
+	return v;
+}
 
 shared vec4 As[2][TK][TM / 4];
 shared vec4 Bs[2][TK][TN / 4];
@@ -117,8 +133,8 @@ void main()
 			continue;
 		uint c0 = col0 + tx * 4u, c1 = col0 + 64u + tx * 4u;
 		if (c0 < pc.n)
-			o[(ooff + r * pc.n + c0) / 4u] = vec4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+			o[(ooff + r * pc.n + c0) / 4u] = mm_epilogue4(vec4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]), c0);
 		if (c1 < pc.n)
-			o[(ooff + r * pc.n + c1) / 4u] = vec4(acc[i][4], acc[i][5], acc[i][6], acc[i][7]);
+			o[(ooff + r * pc.n + c1) / 4u] = mm_epilogue4(vec4(acc[i][4], acc[i][5], acc[i][6], acc[i][7]), c1);
 	}
 }

@@ -11,7 +11,8 @@
 // A is kept k-major in shared memory (As[k][row/4]); loads past M, N or K
 // read zero and stores past M or N are skipped. Push constants, the
 // transposed layouts (MM_TA: A stored [K, M], MM_TB: B stored [N, K]), the
-// split-K chunks and the workgroup numbering are matmul.glsl's. Global loads
+// split-K chunks, the epilogue (MM_BIAS, MM_RELU) and the workgroup numbering
+// are matmul.glsl's. Global loads
 // are vec4 along each operand's stored rows: the host picks this kernel only
 // when those rows (K or M for A, N or K for B), N and the chunk are whole vec4s.
 #define TM 128
@@ -23,10 +24,13 @@ layout(std430, binding = 0) readonly buffer A { vec4 a[]; };
 layout(std430, binding = 1) readonly buffer B { vec4 b[]; };
 layout(std430, binding = 2) writeonly buffer O { vec4 o[]; };
 layout(std430, binding = 3) writeonly buffer P { vec4 part[]; };
+layout(std430, binding = 4) readonly buffer Bias { vec4 bias[]; };
 
 #define MM_TA 1u
 #define MM_TB 2u
 #define MM_PART 4u
+#define MM_BIAS 8u
+#define MM_RELU 16u
 
 // Mirrors struct mm_push in daemon/ops/matmul.c.
 layout(push_constant) uniform MmPush {
@@ -42,6 +46,17 @@ layout(push_constant) uniform MmPush {
 	uint splits;
 	uint kchunk;
 } pc;
+
+// The epilogue (matmul_epi.glsl's, in f32 where rounding to the dtype is
+// exact): + bias[columns c .. c+3], then relu.
+vec4 mm_epilogue4(vec4 v, uint c)
+{
+	if ((pc.flags & MM_BIAS) != 0u)
+		v = v + bias[c / 4u];
+	if ((pc.flags & MM_RELU) != 0u)
+		v = max(v, vec4(0.0));
+	return v;
+}
 
 shared vec4 As[2][TK][TM / 4];
 shared vec4 Bs[2][TK][TN / 4];
@@ -169,9 +184,9 @@ void main()
 				part[(pbase + ooff + r * pc.n + c1) / 4u] = v1;
 		} else {
 			if (c0 < pc.n)
-				o[(ooff + r * pc.n + c0) / 4u] = v0;
+				o[(ooff + r * pc.n + c0) / 4u] = mm_epilogue4(v0, c0);
 			if (c1 < pc.n)
-				o[(ooff + r * pc.n + c1) / 4u] = v1;
+				o[(ooff + r * pc.n + c1) / 4u] = mm_epilogue4(v1, c1);
 		}
 	}
 }

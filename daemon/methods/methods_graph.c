@@ -10,6 +10,7 @@
 #include "daemon.h"
 #include "dtype.h"
 #include "engine/graph_core.h"
+#include "engine/graph_epilogue.h"
 #include "engine/graph_fuse.h"
 #include "engine/graph_parse.h"
 #include "methods/methods_tensor.h"
@@ -288,5 +289,8 @@ int method_graph_run(struct request *req)
 		free(j);
 		return -1;
 	}
+	/* Matmul epilogues: the same bits in fewer dispatches, unless `fuse: false`. */
+	if (!has_fuse || fuse)
+		graph_fuse_epilogues(&j->gr, 0);
 	return graph_job_run(req, j);
 }

@@ -24,17 +24,37 @@ static int mm_emit(struct autograd *ag, int a, bool ta, int b, bool tb)
  * (transpose_b), likewise without copies.
  * A 1-D operand is the row [1, K] (a) or the column [K, 1] (b) it is in the
  * forward, so g gets the dimension the forward dropped back, and the
- * operand's gradient loses it again. */
+ * operand's gradient loses it again.
+ * The epilogue (issue 16) first: g masked where the result is not > 0
+ * (relu's rule, which reads its input z: z > 0 exactly where relu(z) > 0,
+ * so the same mask and the same bits), and the bias gets g itself (add's
+ * rule; the engine sums it over the rows it was broadcast along). */
 int grad_matmul(struct autograd *ag, unsigned node, int g, int *out)
 {
+	const struct op_attr_value *act = ag_attr_of(ag, node, "activation");
 	int a = ag_input(ag, node, 0), b = ag_input(ag, node, 1);
-	struct op_tensor at = ag_tensor(ag, a), bt = ag_tensor(ag, b), gt = ag_tensor(ag, g);
-	bool a1 = at.rank == 1, b1 = bt.rank == 1;
+	struct op_tensor at, bt, gt;
+	bool a1, b1;
 	uint64_t shape[TDP_MAX_RANK];
 	unsigned nb;
-	int a2 = a, b2 = b, g2 = g, da, db;
+	int a2 = a, b2 = b, g2, da, db;
 	bool ta, tb;
 
+	if (act->set && !strcmp(act->s, "relu")) {
+		int y = ag_output(ag, node);
+
+		g = ag_op2(ag, "mul", g, ag_mask_like(ag, ag_scalar(ag, "gt", y, 0.0), y));
+		if (g < 0)
+			return -1;
+	}
+	if (ag_ninputs(ag, node) > 2)
+		out[2] = g;
+	at = ag_tensor(ag, a);
+	bt = ag_tensor(ag, b);
+	gt = ag_tensor(ag, g);
+	a1 = at.rank == 1;
+	b1 = bt.rank == 1;
+	g2 = g;
 	if (a1 || b1) {
 		uint64_t row[2] = { 1, at.shape[0] }, col[2] = { bt.shape[0], 1 };
 

@@ -5,7 +5,13 @@
  * and matmul_l.comp, shared-memory tiled GEMMs (matmul.glsl) with 64x64 and
  * 128x128 output tiles, matmul_v4.comp (f32, vec4), matmul_cm.comp (f16 on
  * tensor cores), and matmul_reduce.comp, the fixed-order sum of a split-K
- * product's partial results. */
+ * product's partial results.
+ *
+ * The epilogue (issue 16): an optional third input, a bias with one value
+ * per result column, and attr activation "relu" are applied as each result
+ * is stored (shaders/matmul_epi.glsl): the product rounded to the dtype,
+ * plus the bias rounded again, then max(x, 0) -- the same bits as the nodes
+ * matmul -> add -> relu, which engine/graph_epilogue.c rewrites into one. */
 #include <stdio.h>
 #include <string.h>
 
@@ -30,6 +36,10 @@
 #define MM_TA 1u
 #define MM_TB 2u
 #define MM_PART 4u
+/* The epilogue's flags (matmul_epi.glsl), kept in mm_plan.epi. */
+#define MM_BIAS 8u
+#define MM_RELU 16u
+#define MM_LAYOUT (MM_TA | MM_TB)
 /* Split-K: K chunks are whole K-steps of every kernel (and vec4s); a chunk
  * has at least MM_SPLIT_MIN_K terms when the heuristic splits, at most
  * MM_MAX_SPLITS chunks are taken for speed (more only where the loop budget
@@ -51,7 +61,7 @@ _Static_assert(sizeof(struct mm_push) == 112, "mm_push must mirror MmPush");
 
 /* Mirrors MmReducePush in shaders/matmul_reduce.comp. */
 struct mm_reduce_push {
-	uint32_t count, splits;
+	uint32_t count, splits, n, flags;
 };
 
 /* Mirrors MmCmPush in shaders/matmul_cm.comp. */
@@ -75,6 +85,31 @@ static void shape_str(const struct op_tensor *t, char *buf, size_t size)
 					(unsigned long long)t->shape[d]);
 	if (len < size)
 		snprintf(buf + len, size - len, "]");
+}
+
+/* The epilogue's attr and optional bias (input 2): one value per result
+ * column, any leading dims 1 and no more dims than the result, so that the
+ * add it stands for broadcasts it along the rows and leaves the shape. */
+static int mm_epilogue_infer(struct op_ctx *ctx, struct mm_plan *pl)
+{
+	const struct op_attr_value *act = op_attr(ctx, "activation");
+	const struct op_tensor *bias = &ctx->in[2];
+
+	if (act->set && strcmp(act->s, "none") && strcmp(act->s, "relu"))
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "activation is '%s'; \"none\" or \"relu\"", act->s);
+	pl->epi = act->set && !strcmp(act->s, "relu") ? MM_RELU : 0;
+	if (ctx->ninputs < 3)
+		return 0;
+	pl->epi |= MM_BIAS;
+	if (bias->dtype != ctx->out.dtype)
+		return op_fail(ctx, TDP_DTYPE_MISMATCH, "the bias is %s, the product %s", tdp_dtype_name(bias->dtype),
+			       tdp_dtype_name(ctx->out.dtype));
+	if (bias->rank == 0 || bias->rank > ctx->out.rank || bias->shape[bias->rank - 1] != pl->n ||
+	    bias->count != pl->n)
+		return op_fail(ctx, TDP_SHAPE_MISMATCH,
+			       "the bias must hold one value per result column ([%llu], leading dims 1, rank at most %u)",
+			       (unsigned long long)pl->n, ctx->out.rank);
+	return 0;
 }
 
 static int matmul_infer(struct op_ctx *ctx)
@@ -144,7 +179,7 @@ static int matmul_infer(struct op_ctx *ctx)
 		ctx->out.shape[r++] = pl->n;
 	ctx->out.rank = r;
 	ctx->out.dtype = a->dtype;
-	return 0;
+	return mm_epilogue_infer(ctx, pl);
 }
 
 /* Collapse the batch dims for the shader: drop size-1 dims, merge neighbours
@@ -190,30 +225,6 @@ static int mm_batch_setup(struct op_ctx *ctx, const struct mm_plan *pl, struct m
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "more than 2^32 matrices");
 	pc->batches = (uint32_t)batches;
 	return 0;
-}
-
-/* The tensor-core path: f16 on a device with cooperative matrices, whole
- * tiles, and at most one batch dimension left after collapsing. */
-static int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
-			    const struct mm_plan *pl, const struct mm_push *mp)
-{
-	const struct gpu_pipeline *p;
-	struct gpu_binding bind[3];
-	struct mm_cm_push pc = {
-		.m = mp->m, .n = mp->n, .k = mp->k, .batches = mp->batches,
-		.tiles_n = (uint32_t)(pl->n / MM_CM_TILE),
-		.astride = mp->nbdims ? mp->astride[0] : 0,
-		.bstride = mp->nbdims ? mp->bstride[0] : 0,
-	};
-	uint64_t groups;
-
-	pc.tiles_mn = (uint32_t)(pl->m / MM_CM_TILE) * pc.tiles_n;
-	groups = (uint64_t)pc.tiles_mn * pc.batches;
-	if (op_pipeline(ctx, "matmul_cm", "f16", &p) < 0 ||
-	    op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
-	    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
-		return -1;
-	return op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), groups * 256, 256);
 }
 
 static bool matmul_use_cm(const struct op_ctx *ctx, const struct mm_plan *pl, const struct mm_push *pc)
@@ -285,28 +296,85 @@ static int mm_partials(struct op_ctx *ctx, const struct mm_push *pc, struct gpu_
 	return 0;
 }
 
-/* The fixed-order sum of the partial results `part` into bind_out. */
+/* The dummy binding standing for an absent bias. */
+static struct gpu_binding mm_no_bias(struct op_ctx *ctx)
+{
+	static const struct gpu_alloc none;
+
+	return gpu_rec_bind(ctx->g, &none, 0, 0, false);
+}
+
+/* The fixed-order sum of the partial results `part` into bind_out, through
+ * the epilogue (its bias at binding 2). */
 static int mm_reduce(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding *part,
-		     const struct gpu_binding *bind_out, int dtype, const struct mm_push *pc)
+		     const struct gpu_binding *bind_out, const struct gpu_binding *bias, int dtype,
+		     const struct mm_push *pc)
 {
 	const struct gpu_pipeline *p;
-	struct gpu_binding b[2] = { *part, *bind_out };
-	struct mm_reduce_push rp = { .count = pc->batches * pc->m * pc->n, .splits = pc->splits };
+	struct gpu_binding b[3] = { *part, *bind_out, *bias };
+	struct mm_reduce_push rp = {
+		.count = pc->batches * pc->m * pc->n, .splits = pc->splits, .n = pc->n,
+		.flags = pc->flags & (MM_BIAS | MM_RELU),
+	};
 
 	b[0].write = false;
 	if (op_pipeline(ctx, "matmul_reduce", tdp_dtype_name(dtype), &p) < 0)
 		return -1;
-	return op_dispatch(ctx, rec, p, b, 2, &rp, sizeof(rp), rp.count, 256);
+	return op_dispatch(ctx, rec, p, b, 3, &rp, sizeof(rp), rp.count, 256);
+}
+
+/* The tensor-core path: f16 on a device with cooperative matrices, whole
+ * tiles, and at most one batch dimension left after collapsing. With an
+ * epilogue the f32 accumulators go to scratch (matmul_cm_part.comp) and
+ * matmul_reduce.comp, as for one split, rounds them and applies it. */
+static int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
+			    const struct mm_plan *pl, struct mm_push *mp, const struct gpu_binding *bias)
+{
+	const struct gpu_pipeline *p;
+	struct gpu_binding bind[3], out;
+	struct gpu_alloc *s;
+	uint64_t bytes;
+	struct mm_cm_push pc = {
+		.m = mp->m, .n = mp->n, .k = mp->k, .batches = mp->batches,
+		.tiles_n = (uint32_t)(pl->n / MM_CM_TILE),
+		.astride = mp->nbdims ? mp->astride[0] : 0,
+		.bstride = mp->nbdims ? mp->bstride[0] : 0,
+	};
+	uint64_t groups;
+
+	pc.tiles_mn = (uint32_t)(pl->m / MM_CM_TILE) * pc.tiles_n;
+	groups = (uint64_t)pc.tiles_mn * pc.batches;
+	if (op_pipeline(ctx, pl->epi ? "matmul_cm_part" : "matmul_cm", "f16", &p) < 0 ||
+	    op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
+	    op_bind(ctx, &ctx->out, true, &out) < 0)
+		return -1;
+	if (!pl->epi) {
+		bind[2] = out;
+		return op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), groups * 256, 256);
+	}
+	bytes = ctx->out.count * 4;
+	if (bytes > ctx->g->props.limits.maxStorageBufferRange)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED,
+			       "the f32 products before the epilogue need %llu bytes, more than this device binds",
+			       (unsigned long long)bytes);
+	if (op_scratch_alloc(ctx, bytes, &s) < 0)
+		return -1;
+	bind[2] = gpu_rec_bind(ctx->g, s, 0, bytes, true);
+	if (op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), groups * 256, 256) < 0)
+		return -1;
+	mp->splits = 1;
+	return mm_reduce(ctx, rec, &bind[2], &out, bias, TDP_DTYPE_F16, mp);
 }
 
 /* Pick the tiled kernel and split-K for the product `pc` describes (m, n,
- * k, flags and the batch fields set), fill in its tile counts and record it
- * (and the reduction of a split product). */
-static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding bind[3],
+ * k, flags -- layout and epilogue -- and the batch fields set), fill in its
+ * tile counts and record it (and the reduction of a split product). bind[3]
+ * is the epilogue's bias (the dummy when MM_BIAS is clear). */
+static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding bind[4],
 		       int dtype, struct mm_push *pc, int64_t split_attr)
 {
 	const struct gpu_pipeline *p;
-	struct gpu_binding b[4] = { bind[0], bind[1], bind[2] };
+	struct gpu_binding b[5] = { bind[0], bind[1], bind[2], { 0 }, bind[3] };
 	uint64_t tiles_m, tiles_n, groups, tile = 64;
 	bool ta = pc->flags & MM_TA, tb = pc->flags & MM_TB, v4;
 	const char *name;
@@ -337,22 +405,22 @@ static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struc
 	name = tile == 128 ? "matmul_l" : "matmul";
 	if (tile == 128 && v4)
 		name = "matmul_v4";
-	if (pc->flags == 0 && pc->splits == 1)
+	if ((pc->flags & MM_LAYOUT) == 0 && pc->splits == 1)
 		name = tile == 128 ? (v4 ? "matmul_nn_v4" : "matmul_nn_l") : "matmul_nn";
 	if (mm_partials(ctx, pc, &b[3]) < 0)
 		return -1;
 	if (pc->splits > 1)
 		pc->flags |= MM_PART;
 	if (op_pipeline(ctx, name, tdp_dtype_name(dtype), &p) < 0 ||
-	    op_dispatch(ctx, rec, p, b, 4, pc, sizeof(*pc), groups * 256, 256) < 0)
+	    op_dispatch(ctx, rec, p, b, 5, pc, sizeof(*pc), groups * 256, 256) < 0)
 		return -1;
-	return pc->splits > 1 ? mm_reduce(ctx, rec, &b[3], &b[2], dtype, pc) : 0;
+	return pc->splits > 1 ? mm_reduce(ctx, rec, &b[3], &b[2], &b[4], dtype, pc) : 0;
 }
 
 static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 {
 	const struct mm_plan *pl = &ctx->priv.matmul;
-	struct gpu_binding bind[3];
+	struct gpu_binding bind[4];
 	struct mm_push pc;
 
 	/* The shader indexes in 32-bit elements (operands are bound whole, so
@@ -365,11 +433,15 @@ static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	pc.m = (uint32_t)pl->m;
 	pc.n = (uint32_t)pl->n;
 	pc.k = (uint32_t)pl->k;
-	pc.flags = pl->flags;
+	pc.flags = pl->flags | pl->epi;
 	if (mm_batch_setup(ctx, pl, &pc) < 0)
 		return -1;
+	if (!(pl->epi & MM_BIAS))
+		bind[3] = mm_no_bias(ctx);
+	else if (op_bind(ctx, &ctx->in[2], false, &bind[3]) < 0)
+		return -1;
 	if (matmul_use_cm(ctx, pl, &pc) && pl->k <= MM_MAX_K)
-		return matmul_record_cm(ctx, rec, pl, &pc);
+		return matmul_record_cm(ctx, rec, pl, &pc, &bind[3]);
 	if (op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
 	    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
 		return -1;
@@ -384,18 +456,20 @@ int matmul_record_bound(struct op_ctx *ctx, struct gpu_recorder *rec, const stru
 		.m = m, .n = n, .k = k, .batches = batches, .nbdims = batches > 1,
 		.bshape = { batches }, .astride = { astride }, .bstride = { bstride },
 	};
+	struct gpu_binding b4[4] = { bind[0], bind[1], bind[2], mm_no_bias(ctx) };
 
 	if (k > (1u << 31))
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "a product over 2^31 terms");
 	/* Unsplit: the callers' products fill the device, and their scratch
 	 * slots are their own. */
-	return mm_dispatch(ctx, rec, bind, dtype, &pc, 1);
+	return mm_dispatch(ctx, rec, b4, dtype, &pc, 1);
 }
 
 static const struct op_attr_spec matmul_attrs[] = {
 	{ "transpose_a", ATTR_BOOL, false },
 	{ "transpose_b", ATTR_BOOL, false },
 	{ "split_k", ATTR_INT, false },
+	{ "activation", ATTR_STR, false },
 	{ NULL, 0, false },
 };
 
@@ -414,7 +488,7 @@ static int bmm_infer(struct op_ctx *ctx)
 }
 
 const struct op_def op_defs_linalg[] = {
-	{ "matmul", 2, 2, matmul_attrs, 0, matmul_infer, matmul_record, grad_matmul, OP_NO_FUSION },
-	{ "bmm", 2, 2, matmul_attrs, 0, bmm_infer, matmul_record, grad_matmul, OP_NO_FUSION },
+	{ "matmul", 2, 3, matmul_attrs, 0, matmul_infer, matmul_record, grad_matmul, OP_NO_FUSION },
+	{ "bmm", 2, 3, matmul_attrs, 0, bmm_infer, matmul_record, grad_matmul, OP_NO_FUSION },
 	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };

@@ -101,6 +101,7 @@ struct mm_plan {
 	uint64_t abatch[MM_MAX_BDIMS];        /* a's batch dims, right-aligned, 1 where absent */
 	uint64_t bbatch[MM_MAX_BDIMS];
 	uint32_t flags;                       /* MM_TA, MM_TB (matmul.c) */
+	uint32_t epi;                         /* MM_BIAS, MM_RELU: the epilogue */
 	int64_t split_k;                      /* the attr: 0 auto, 1 never, n chunks */
 };
 

@@ -19,6 +19,7 @@
 #include "engine/forward.h"
 #include "engine/graph_parse.h"
 #include "engine/graph_core.h"
+#include "engine/graph_epilogue.h"
 #include "engine/graph_fuse.h"
 #include "gpu/transfer.h"
 #include "pack.h"
@@ -350,6 +351,10 @@ int train_build_step(struct caller *call, const struct train_spec *spec, const m
 	 * run. Evaluation reads metric nodes too, so it runs unfused. */
 	gr->fuse = train && (spec->fuse < 0 ? graph_fuse_default(call->d->gpus[0]) : spec->fuse);
 	gr->nodes[loss].keep = true;
+	/* Matmul epilogues (bias, relu) before autograd, so that the backward
+	 * differentiates the fused nodes; `fuse: false` turns them off too. */
+	if (train && spec->fuse != 0)
+		graph_fuse_epilogues(gr, first);
 	if (train) {
 		for (unsigned k = 0; k < spec->np; k++) {
 			/* A step reads its parameters and stores their updates over them. */

@@ -29,3 +29,20 @@ def matmul_t(ta, tb):
         b = np.asarray(b, np.float64)
         return matmul(np.swapaxes(a, -1, -2) if ta else a, np.swapaxes(b, -1, -2) if tb else b)
     return f
+
+
+def matmul_epilogue(ta, tb, activation, dtype):
+    """matmul with the epilogue attrs: the product (transpose attrs as in
+    matmul_t) rounded to `dtype`, plus the bias (input 2, one value per
+    column, when given) rounded again, then relu when asked: the order of the
+    nodes matmul -> add -> relu it stands for."""
+    import harness
+
+    def f(a, b, bias=None):
+        y = harness.quantize(matmul_t(ta, tb)(a, b), dtype)
+        if bias is not None:
+            y = harness.quantize(y + np.asarray(bias, np.float64).reshape(-1), dtype)
+        if activation == "relu":
+            y = np.maximum(y, 0.0)
+        return y
+    return f

@@ -214,6 +214,18 @@ def errors(ck):
         ck.fail("graph.run matmul chain: wrong values")
 
 
+def run_epilogue(ck):
+    """The epilogue attrs (a bias input, activation relu) in each layout and
+    dtype at one odd size; test_ops_epilogue.py has the rest (sizes,
+    split-K, errors, the graph rewrite bit for bit)."""
+    for dt in harness.FLOAT_DTYPES:
+        for ta, tb in ((False, False), (False, True), (True, False)):
+            ck.check("matmul", [values(stored((65, 33), ta)), values(stored((33, 129), tb)), values((129,))],
+                     [dt] * 3, ref.matmul_epilogue(ta, tb, "relu", dt),
+                     attrs={"transpose_a": ta, "transpose_b": tb, "activation": "relu"}, tol=TOL[dt],
+                     label="(epilogue)")
+
+
 def run_long_k(ck):
     """Lavapipe ends an invocation's loops after 65535 iterations in all: a
     product longer than one invocation may sum is split over K (split-K)
@@ -239,4 +251,4 @@ def run_long_k(ck):
 
 if __name__ == "__main__":
     t0 = time.time()
-    harness.main(lambda ck: (run(ck), run_layouts(ck), run_split_k(ck), run_long_k(ck), print("linalg: %.1f s" % (time.time() - t0))))
+    harness.main(lambda ck: (run(ck), run_layouts(ck), run_split_k(ck), run_epilogue(ck), run_long_k(ck), print("linalg: %.1f s" % (time.time() - t0))))
