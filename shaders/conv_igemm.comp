@@ -53,7 +53,8 @@ layout(push_constant) uniform ConvIgemmPush {
 shared vec4 As[2][TK][TM / 4];
 shared vec4 Bs[2][TK][TN / 4];
 
-// The loader's four B columns: element base, and the signed row/column the
+// The loader's four B columns (32 apart, so that a warp's loads are
+// consecutive columns): element base, and the signed row/column the
 // k-dependent offset is added to (FWD, WGRAD) or subtracted from (DGRAD).
 uint cbase[4];
 int cy[4], cx[4];
@@ -63,7 +64,7 @@ void column_setup(uint g, uint j0)
 {
 	uint hw = pc.h * pc.w, ohw = pc.oh * pc.ow;
 	[[unroll]] for (uint i = 0u; i < 4u; i++) {
-		uint j = j0 + i;
+		uint j = j0 + 32u * i;
 		cok[i] = j < pc.n;
 		if (pc.mode == CONVI_FWD) {
 			uint img = j / ohw, p = j % ohw;
@@ -84,7 +85,7 @@ void column_setup(uint g, uint j0)
 	}
 }
 
-// B[k][j0 .. j0+3] (zero past N or kend, and in the padding).
+// B[k][j0 + 32 i], i < 4 (zero past N or kend, and in the padding).
 vec4 load_b(uint k, uint kend)
 {
 	vec4 v = vec4(0.0);
@@ -172,10 +173,10 @@ void main()
 	uint tid = gl_LocalInvocationID.x;
 	uint tx = tid % 16u, ty = tid / 16u;
 	uint kbeg = split * pc.kchunk, kend = min(pc.k, kbeg + pc.kchunk);
-	// A: rows ar and ar + 64, four k from ak; B: k rows bk and bk + 8, four
-	// columns from bc (as matmul_v4.comp's untransposed loaders).
+	// A: rows ar and ar + 64, four k from ak (as matmul_v4.comp's
+	// untransposed loader); B: k rows bk and bk + 8, columns bc + 32 i.
 	uint ar = tid >> 2, ak = (tid & 3u) * 4u;
-	uint bk = tid >> 5, bc = (tid & 31u) * 4u;
+	uint bk = tid >> 5, bc = tid & 31u;
 	column_setup(g, col0 + bc);
 
 	float acc[8][8];
@@ -192,8 +193,10 @@ void main()
 		As[0][ak + c][ar >> 2][ar & 3u] = va0[c];
 		As[0][ak + c][(ar + 64u) >> 2][ar & 3u] = va1[c];
 	}
-	Bs[0][bk][bc >> 2] = vb0;
-	Bs[0][bk + 8u][bc >> 2] = vb1;
+	[[unroll]] for (uint i = 0u; i < 4u; i++) {
+		Bs[0][bk][(bc >> 2) + 8u * i][bc & 3u] = vb0[i];
+		Bs[0][bk + 8u][(bc >> 2) + 8u * i][bc & 3u] = vb1[i];
+	}
 	barrier();
 
 	for (uint t = 0u; t < ntiles; t++) {
@@ -220,8 +223,10 @@ void main()
 				As[nb][ak + c][ar >> 2][ar & 3u] = va0[c];
 				As[nb][ak + c][(ar + 64u) >> 2][ar & 3u] = va1[c];
 			}
-			Bs[nb][bk][bc >> 2] = vb0;
-			Bs[nb][bk + 8u][bc >> 2] = vb1;
+			[[unroll]] for (uint i = 0u; i < 4u; i++) {
+				Bs[nb][bk][(bc >> 2) + 8u * i][bc & 3u] = vb0[i];
+				Bs[nb][bk + 8u][(bc >> 2) + 8u * i][bc & 3u] = vb1[i];
+			}
 		}
 		barrier();
 	}

@@ -158,6 +158,10 @@ static int conv_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 		if (wide && conv_gemm_usable(ctx, pl->groups, true))
 			return conv_gemm_record(ctx, rec, pl->stride, pl->pad, pl->dil);
 		break;
+	case CONV_ALGO_OLD:
+		if (conv_gemm_usable(ctx, pl->groups, wide))
+			return conv_gemm_record(ctx, rec, pl->stride, pl->pad, pl->dil);
+		break;
 	default:
 		break;
 	}

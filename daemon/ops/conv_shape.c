@@ -1,5 +1,6 @@
 #include "ops/conv_shape.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "conv_codes.h"
@@ -62,9 +63,18 @@ int conv_attr_algo(struct op_ctx *ctx, bool im2col_ok, enum conv_algo *ret)
 {
 	static const char *const names[] = { "auto", "direct", "im2col", "implicit" };
 	const struct op_attr_value *v = op_attr(ctx, "algo");
+	const char *env;
 
 	if (!v->set) {
+		/* The daemon-wide default, for timing one kernel against another. */
+		env = getenv("TENSORD_CONV_ALGO");
 		*ret = CONV_ALGO_AUTO;
+		if (env && !strcmp(env, "direct"))
+			*ret = CONV_ALGO_DIRECT;
+		else if (env && !strcmp(env, "implicit"))
+			*ret = CONV_ALGO_IMPLICIT;
+		else if (env && !strcmp(env, "old"))
+			*ret = im2col_ok ? CONV_ALGO_OLD : CONV_ALGO_DIRECT;
 		return 0;
 	}
 	for (int i = 0; i < 4; i++)

@@ -27,8 +27,17 @@ int conv_pool_window(struct op_ctx *ctx, uint32_t k[2], uint32_t s[2], uint32_t 
 
 /* conv2d's and its gradients' kernel choice, attr `algo` (a test and
  * benchmarking switch; "auto" when absent). */
-enum conv_algo { CONV_ALGO_AUTO, CONV_ALGO_DIRECT, CONV_ALGO_IM2COL, CONV_ALGO_IMPLICIT };
+enum conv_algo {
+	CONV_ALGO_AUTO,
+	CONV_ALGO_DIRECT,
+	CONV_ALGO_IM2COL,
+	CONV_ALGO_IMPLICIT,
+	CONV_ALGO_OLD,              /* the choice before the implicit GEMM */
+};
 
 /* Read attr `algo`: "auto", "direct", "implicit" and, where `im2col_ok`
- * (the forward), "im2col". Returns 0 or op_fail(). */
+ * (the forward), "im2col". Without the attr, $TENSORD_CONV_ALGO (for
+ * timing): "direct", "implicit", or "old" (the choice before the implicit
+ * GEMM: im2col + matmul for large f32 one-group forwards, else the direct
+ * kernels); else "auto". Returns 0 or op_fail(). */
 int conv_attr_algo(struct op_ctx *ctx, bool im2col_ok, enum conv_algo *ret);
