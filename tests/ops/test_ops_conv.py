@@ -4,6 +4,7 @@ sizes that are not multiples of the workgroup, zero-size batch and channels,
 NaN in max pooling, and the errors; conv2d's three kernels (attr algo:
 direct, implicit GEMM, im2col + matmul) each against the reference and
 against each other bit for bit (they sum in the same order)."""
+import os
 import time
 
 import numpy as np
@@ -227,6 +228,29 @@ def run_wide(ck):
         ck.expect_error(op, ["wimg"], {"kernel_size": 300}, "RESOURCE_EXHAUSTED", label="(300x300 window)")
 
 
+def run_env(ck):
+    """$TENSORD_CONV_ALGO sets the daemon's default kernel; attr algo wins."""
+    x = values((1, 70_000, 1, 1))
+    w = values((2, 70_000, 1, 1))
+    dot = lambda a, b: np.einsum("nchw,ochw->no", a, b).reshape(1, 2, 1, 1)
+    main_client = ck.c
+    for env in ("direct", "old"):
+        os.environ["TENSORD_CONV_ALGO"] = env
+        try:
+            with harness.Daemon() as d:
+                ck.c = harness.Client(d.sock)
+                ck.c.put("ex", x, "f16")
+                ck.c.put("ew", w, "f16")
+                ck.expect_error("conv2d", ["ex", "ew"], None, "RESOURCE_EXHAUSTED",
+                                label="(TENSORD_CONV_ALGO=%s, 70,000 channels f16)" % env)
+                ck.check("conv2d", [x, w], ["f16", "f16"], dot, attrs={"algo": "implicit"}, tol=(0.5, 2e-2),
+                         label="(TENSORD_CONV_ALGO=%s, algo implicit)" % env)
+        finally:
+            del os.environ["TENSORD_CONV_ALGO"]
+            ck.c = main_client
+
+
 if __name__ == "__main__":
     t0 = time.time()
-    harness.main(lambda ck: (run(ck), run_algos(ck), run_wide(ck), print("conv: %.1f s" % (time.time() - t0))))
+    harness.main(lambda ck: (run(ck), run_algos(ck), run_wide(ck), run_env(ck),
+                             print("conv: %.1f s" % (time.time() - t0))))
