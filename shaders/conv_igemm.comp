@@ -85,76 +85,156 @@ void column_setup(uint g, uint j0)
 	}
 }
 
+// A loader's position along K as a mixed-radix counter, advanced by TK per
+// K-step without a division. B: k = (hi, mid, lo) with radices (rmid, rlo):
+// FWD (c, ky, kx), DGRAD (o, ky, kx), WGRAD (n, oy, ox). A: k = (hi, lo)
+// with radix ra: DGRAD (o, tap), WGRAD (n, p); FWD reads A's rows
+// contiguously (ra is 2^32 - 1, so hi stays 0).
+struct KPos {
+	uint k, hi, mid, lo;
+};
+
+uint rmid, rlo, sq, sm, sl;    // B: radices; TK = (sq*rmid + sm)*rlo + sl
+uint hstride, ymul, xmul;      // B: element offset of hi; window step of mid, lo
+uint ra, aq, al;               // A: radix; TK = aq*ra + al
+uint ahs, agoff, arstride;     // A: element offset of hi, of the group, of a row
+
+KPos b_at(uint k)
+{
+	KPos p;
+	p.k = k;
+	p.lo = k % rlo;
+	uint t = k / rlo;
+	p.mid = t % rmid;
+	p.hi = t / rmid;
+	return p;
+}
+
+KPos b_step(KPos p)
+{
+	p.k += TK;
+	p.lo += sl;
+	uint c = p.lo >= rlo ? 1u : 0u;
+	p.lo -= c * rlo;
+	p.mid += sm + c;
+	c = p.mid >= rmid ? 1u : 0u;
+	p.mid -= c * rmid;
+	p.hi += sq + c;
+	return p;
+}
+
+KPos a_at(uint k)
+{
+	KPos p;
+	p.k = k;
+	p.mid = 0u;
+	p.lo = k % ra;
+	p.hi = k / ra;
+	return p;
+}
+
+KPos a_step(KPos p)
+{
+	p.k += TK;
+	p.lo += al;
+	uint c = p.lo >= ra ? 1u : 0u;
+	p.lo -= c * ra;
+	p.hi += aq + c;
+	return p;
+}
+
 // B[k][j0 + 32 i], i < 4 (zero past N or kend, and in the padding).
-vec4 load_b(uint k, uint kend)
+vec4 load_b(KPos p, uint kend)
 {
 	vec4 v = vec4(0.0);
-	if (k >= kend)
+	if (p.k >= kend)
 		return v;
-	uint koff;
-	int ry, rx;
-	if (pc.mode == CONVI_FWD) {
-		uint tap = k % (pc.kh * pc.kw);
-		koff = (k / (pc.kh * pc.kw)) * pc.h * pc.w;
-		ry = int((tap / pc.kw) * pc.dh);
-		rx = int((tap % pc.kw) * pc.dw);
-	} else if (pc.mode == CONVI_DGRAD) {
-		uint tap = k % (pc.kh * pc.kw);
-		koff = (k / (pc.kh * pc.kw)) * pc.oh * pc.ow;
-		ry = int((tap / pc.kw) * pc.dh);
-		rx = int((tap % pc.kw) * pc.dw);
-	} else {
-		uint ohw = pc.oh * pc.ow, p = k % ohw;
-		koff = (k / ohw) * pc.c * pc.h * pc.w;
-		ry = int((p / pc.ow) * pc.sh);
-		rx = int((p % pc.ow) * pc.sw);
-	}
+	uint koff = p.hi * hstride;
+	int ry = int(p.mid * ymul), rx = int(p.lo * xmul);
 	[[unroll]] for (uint i = 0u; i < 4u; i++) {
 		if (!cok[i])
 			continue;
-		if (pc.mode == CONVI_DGRAD) {
-			int ty = cy[i] - ry, tx = cx[i] - rx;
-			if (ty < 0 || tx < 0 || ty % int(pc.sh) != 0 || tx % int(pc.sw) != 0)
-				continue;
-			uint qy = uint(ty) / pc.sh, qx = uint(tx) / pc.sw;
-			if (qy < pc.oh && qx < pc.ow)
-				v[i] = float(LOAD(b[cbase[i] + koff + qy * pc.ow + qx]));
-		} else {
+		if (pc.mode != CONVI_DGRAD) {
 			int iy = cy[i] + ry, ix = cx[i] + rx;
 			if (iy >= 0 && iy < int(pc.h) && ix >= 0 && ix < int(pc.w))
 				v[i] = float(LOAD(b[cbase[i] + koff + uint(iy) * pc.w + uint(ix)]));
+			continue;
 		}
+		int ty = cy[i] - ry, tx = cx[i] - rx;
+		if (ty < 0 || tx < 0)
+			continue;
+		uint qy = uint(ty), qx = uint(tx);
+		if (pc.sh != 1u || pc.sw != 1u) {
+			if (qy % pc.sh != 0u || qx % pc.sw != 0u)
+				continue;
+			qy /= pc.sh;
+			qx /= pc.sw;
+		}
+		if (qy < pc.oh && qx < pc.ow)
+			v[i] = float(LOAD(b[cbase[i] + koff + qy * pc.ow + qx]));
 	}
 	return v;
 }
 
-// A[row][k0 .. k0+3] and A[row + 64][k0 .. k0+3] (zero past M or kend).
-void load_a(uint g, uint row, uint k0, uint kend, out vec4 va0, out vec4 va1)
+// A[row][k .. k+3] and A[row + 64][k .. k+3] (zero past M or kend).
+void load_a(uint row, KPos p, uint kend, out vec4 va0, out vec4 va1)
 {
 	va0 = vec4(0.0);
 	va1 = vec4(0.0);
-	uint taps = pc.kh * pc.kw, ohw = pc.oh * pc.ow;
+	uint hi = p.hi, lo = p.lo;
 	[[unroll]] for (uint i = 0u; i < 4u; i++) {
-		uint k = k0 + i;
-		if (k >= kend)
-			continue;
-		// Element of row `row` and k; rows are rstride apart.
-		uint base, rstride;
-		if (pc.mode == CONVI_FWD) {
-			base = g * pc.opg * pc.k + k;
-			rstride = pc.k;
-		} else if (pc.mode == CONVI_DGRAD) {
-			base = (g * pc.opg + k / taps) * pc.cpg * taps + k % taps;
-			rstride = taps;
-		} else {
-			base = ((k / ohw) * pc.oc + g * pc.opg) * ohw + k % ohw;
-			rstride = ohw;
+		if (i > 0u && ++lo == ra) {
+			lo = 0u;
+			hi++;
 		}
+		if (p.k + i >= kend)
+			continue;
+		uint base = agoff + hi * ahs + lo;
 		if (row < pc.m)
-			va0[i] = float(LOAD(a[base + row * rstride]));
+			va0[i] = float(LOAD(a[base + row * arstride]));
 		if (row + 64u < pc.m)
-			va1[i] = float(LOAD(a[base + (row + 64u) * rstride]));
+			va1[i] = float(LOAD(a[base + (row + 64u) * arstride]));
 	}
+}
+
+// The counters' radices and strides for group g.
+void counter_setup(uint g)
+{
+	uint taps = pc.kh * pc.kw, ohw = pc.oh * pc.ow;
+	if (pc.mode == CONVI_WGRAD) {
+		rmid = pc.oh;
+		rlo = pc.ow;
+		hstride = pc.c * pc.h * pc.w;
+		ymul = pc.sh;
+		xmul = pc.sw;
+		ra = ohw;
+		ahs = pc.oc * ohw;
+		agoff = g * pc.opg * ohw;
+		arstride = ohw;
+	} else {
+		rmid = pc.kh;
+		rlo = pc.kw;
+		hstride = pc.mode == CONVI_FWD ? pc.h * pc.w : ohw;
+		ymul = pc.dh;
+		xmul = pc.dw;
+		if (pc.mode == CONVI_FWD) {
+			ra = 0xffffffffu;
+			ahs = 0u;
+			agoff = g * pc.opg * pc.k;
+			arstride = pc.k;
+		} else {
+			ra = taps;
+			ahs = pc.cpg * taps;
+			agoff = g * pc.opg * pc.cpg * taps;
+			arstride = taps;
+		}
+	}
+	uint span = rmid * rlo;
+	sq = TK / span;
+	sm = (TK % span) / rlo;
+	sl = (TK % span) % rlo;
+	aq = TK / ra;
+	al = TK % ra;
 }
 
 void main()
@@ -178,6 +258,8 @@ void main()
 	uint ar = tid >> 2, ak = (tid & 3u) * 4u;
 	uint bk = tid >> 5, bc = tid & 31u;
 	column_setup(g, col0 + bc);
+	counter_setup(g);
+	KPos pa = a_at(kbeg + ak), pb0 = b_at(kbeg + bk), pb1 = b_at(kbeg + bk + 8u);
 
 	float acc[8][8];
 	[[unroll]] for (int i = 0; i < 8; i++)
@@ -186,9 +268,9 @@ void main()
 
 	uint ntiles = (kend - kbeg + TK - 1u) / TK;
 	vec4 va0, va1, vb0, vb1;
-	load_a(g, row0 + ar, kbeg + ak, kend, va0, va1);
-	vb0 = load_b(kbeg + bk, kend);
-	vb1 = load_b(kbeg + bk + 8u, kend);
+	load_a(row0 + ar, pa, kend, va0, va1);
+	vb0 = load_b(pb0, kend);
+	vb1 = load_b(pb1, kend);
 	[[unroll]] for (uint c = 0u; c < 4u; c++) {
 		As[0][ak + c][ar >> 2][ar & 3u] = va0[c];
 		As[0][ak + c][(ar + 64u) >> 2][ar & 3u] = va1[c];
@@ -203,10 +285,12 @@ void main()
 		uint cur = t & 1u;
 		bool more = t + 1u < ntiles;
 		if (more) {
-			uint k0 = kbeg + (t + 1u) * TK;
-			load_a(g, row0 + ar, k0 + ak, kend, va0, va1);
-			vb0 = load_b(k0 + bk, kend);
-			vb1 = load_b(k0 + bk + 8u, kend);
+			pa = a_step(pa);
+			pb0 = b_step(pb0);
+			pb1 = b_step(pb1);
+			load_a(row0 + ar, pa, kend, va0, va1);
+			vb0 = load_b(pb0, kend);
+			vb1 = load_b(pb1, kend);
 		}
 		[[unroll]] for (uint kk = 0u; kk < TK; kk++) {
 			vec4 a0 = As[cur][kk][ty], a1 = As[cur][kk][16u + ty];
