@@ -32,6 +32,15 @@ _Static_assert(sizeof(struct convi_push) == 104, "convi_push must mirror ConvIge
 /* Terms one unsplit invocation may sum: 16 per loop iteration. */
 #define CONVI_MAX_K (OP_LOOP_BUDGET * 16ull)
 
+/* The number of groups (from the output channels, or the input channels
+ * when there are none). */
+static uint32_t groups_of(const struct convg_push *geo)
+{
+	if (geo->opg)
+		return geo->oc / geo->opg;
+	return geo->cpg ? geo->c / geo->cpg : 0;
+}
+
 /* The product's M, N and K for `mode`. */
 static void dims(int mode, const struct convg_push *geo, uint64_t *m, uint64_t *n, uint64_t *k)
 {
@@ -55,7 +64,7 @@ static void dims(int mode, const struct convg_push *geo, uint64_t *m, uint64_t *
 
 bool conv_igemm_usable(const struct op_ctx *ctx, int mode, const struct convg_push *geo)
 {
-	uint64_t m, n, k, groups = geo->opg ? geo->oc / geo->opg : 0;
+	uint64_t m, n, k, groups = groups_of(geo);
 	uint64_t x = (uint64_t)geo->n * geo->c * geo->h * geo->w;
 	uint64_t y = (uint64_t)geo->n * geo->oc * geo->oh * geo->ow;
 	uint64_t wc = (uint64_t)geo->oc * geo->cpg * geo->kh * geo->kw;
@@ -75,7 +84,7 @@ bool conv_igemm_usable(const struct op_ctx *ctx, int mode, const struct convg_pu
 
 bool conv_igemm_wanted(const struct op_ctx *ctx, int mode, const struct convg_push *geo, bool wide)
 {
-	uint64_t m, n, k, groups = geo->opg ? geo->oc / geo->opg : 0;
+	uint64_t m, n, k, groups = groups_of(geo);
 
 	dims(mode, geo, &m, &n, &k);
 	if (!conv_igemm_usable(ctx, mode, geo))
@@ -93,7 +102,7 @@ int conv_igemm_record(struct op_ctx *ctx, struct gpu_recorder *rec, int mode, co
 	struct gpu_binding bind[5];
 	uint64_t m, n, k, tiles, wgs;
 	struct convi_push pc = {
-		.groups = geo->opg ? geo->oc / geo->opg : 0, .splits = 1,
+		.groups = groups_of(geo), .splits = 1,
 		.mode = (uint32_t)mode, .flags = bias ? CONV_HAS_BIAS : 0,
 		.c = geo->c, .h = geo->h, .w = geo->w, .oc = geo->oc, .oh = geo->oh, .ow = geo->ow,
 		.kh = geo->kh, .kw = geo->kw, .sh = geo->sh, .sw = geo->sw, .ph = geo->ph, .pw = geo->pw,

@@ -163,6 +163,12 @@ def run_algos(ck):
             for algo in ("implicit", "direct"):
                 a = dict(attrs, algo=algo)
                 ck.check("conv2d", arrays, [dt] * len(arrays), conv_ref(attrs), attrs=a, tol=TOL[dt])
+    # Zero sizes through the implicit GEMM: no channels gives the bias.
+    for xs, ws, bias in (((0, 3, 5, 5), (2, 3, 3, 3), False), ((2, 0, 5, 5), (3, 0, 3, 3), True),
+                         ((2, 3, 5, 5), (0, 3, 3, 3), False)):
+        arrays = [values(xs), values(ws)] + ([values((ws[0],))] if bias else [])
+        ck.check("conv2d", arrays, ["f32"] * len(arrays), conv_ref({}), attrs={"algo": "implicit"},
+                 label="(zero size)")
     # Same order of summation: im2col + matmul_nn*, the implicit GEMM and the
     # direct kernel give the same bits (finite inputs).
     for xs, ws, bias, attrs in IMPLICIT_CASES[:4] + IMPLICIT_CASES[-4:] + [

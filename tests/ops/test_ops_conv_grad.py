@@ -118,6 +118,18 @@ def algo_cases(ck):
                     label="(6000 output channels, direct)")
 
 
+def zero_cases(ck):
+    """Zero sizes through the implicit GEMM."""
+    ck.check("conv2d_grad_input", [values((0, 2, 3, 3)), values((2, 3, 3, 3))], ["f32", "f32"],
+             lambda g, w: np.zeros((0, 3, 5, 5)), attrs={"input_shape": [0, 3, 5, 5], "algo": "implicit"})
+    ck.check("conv2d_grad_input", [values((2, 2, 3, 3)), values((2, 0, 3, 3))], ["f32", "f32"],
+             lambda g, w: np.zeros((2, 0, 5, 5)), attrs={"input_shape": [2, 0, 5, 5], "algo": "implicit"})
+    ck.check("conv2d_grad_input", [values((2, 0, 3, 3)), values((0, 3, 3, 3))], ["f32", "f32"],
+             lambda g, w: np.zeros((2, 3, 5, 5)), attrs={"input_shape": [2, 3, 5, 5], "algo": "implicit"})
+    ck.check("conv2d_grad_weight", [values((0, 3, 5, 5)), values((0, 2, 3, 3))], ["f32", "f32"],
+             lambda x_, g_: np.zeros((2, 3, 3, 3)), attrs={"weight_shape": [2, 3, 3, 3], "algo": "implicit"})
+
+
 def op_cases(ck):
     for dt in harness.FLOAT_DTYPES:
         for xs, ws, attrs in CONV_CASES:
@@ -364,6 +376,7 @@ def run(ck):
     t0 = time.time()
     op_cases(ck)
     algo_cases(ck)
+    zero_cases(ck)
     errors(ck)
     t1 = time.time()
     grad_checks(ck)
