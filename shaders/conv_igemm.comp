@@ -6,8 +6,9 @@
 // tile, 8x8 per invocation and double-buffered shared memory (As[k][row/4],
 // Bs[k][col/4], one barrier per 16-wide K-step), with the tile loaders doing
 // the convolution's index arithmetic (each loader's four columns are fixed
-// for the whole product, so their bases are worked out once; taps that fall
-// in the padding read zero). One product per group, g = the workgroup's group:
+// for the whole product, so their bases are worked out once, and its K
+// positions step as mixed-radix counters, so no K-step divides; taps that
+// fall in the padding read zero). One product per group, g = the workgroup's group:
 //   FWD:   out[n][g*opg+m][p]  = sum_k W[g*opg+m][k] * x(k = (c, ky, kx); j = (n, p)),
 //          M = opg, N = batch*oh*ow, K = cpg*kh*kw, plus the bias;
 //   DGRAD: dX[n][g*cpg+m][q]   = sum_k W[g*opg+o][m][ky][kx] * dY(k = (o, ky, kx); j = (n, q)),

@@ -6,8 +6,6 @@
  * kernel's chunks, summed in order by the caller. */
 #include "ops/conv_igemm.h"
 
-#include <string.h>
-
 #include "conv_codes.h"
 #include "dtype.h"
 #include "status.h"
@@ -91,7 +89,8 @@ bool conv_igemm_wanted(const struct op_ctx *ctx, int mode, const struct convg_pu
 		return false;
 	if (wide)
 		return true;
-	return m >= 16 && m * n * k * groups >= CONVI_MIN_MACS;
+	/* In double: the product of the four may pass 2^64. */
+	return m >= 16 && (double)m * (double)n * (double)k * (double)groups >= (double)CONVI_MIN_MACS;
 }
 
 int conv_igemm_record(struct op_ctx *ctx, struct gpu_recorder *rec, int mode, const struct convg_push *geo,
