@@ -1,10 +1,13 @@
 /* The conv family, NCHW: conv2d (stride, padding, dilation, groups, optional
- * bias), max_pool2d and avg_pool2d. Shaders: conv2d.comp, pool2d.comp. */
+ * bias), max_pool2d and avg_pool2d. Shaders: conv2d.comp (direct),
+ * conv_igemm.comp (implicit GEMM, conv_igemm.c), conv_gemm.comp (im2col for
+ * matmul, conv_gemm.c), pool2d.comp. */
 #include <string.h>
 
 #include "conv_codes.h"
 #include "dtype.h"
 #include "ops/conv_gemm.h"
+#include "ops/conv_igemm.h"
 #include "ops/conv_shape.h"
 #include "ops/grad_rules.h"
 #include "ops/op.h"
@@ -49,6 +52,7 @@ static const struct op_attr_spec conv_attrs[] = {
 	{ "padding", ATTR_INTS, false },
 	{ "dilation", ATTR_INTS, false },
 	{ "groups", ATTR_INT, false },
+	{ "algo", ATTR_STR, false },
 	{ NULL, 0, false },
 };
 
@@ -58,6 +62,7 @@ static int conv_infer(struct op_ctx *ctx)
 	struct conv_plan *pl = &ctx->priv.conv;
 	const struct op_attr_value *g = op_attr(ctx, "groups");
 	uint64_t c, oc, oh = 0, ow = 0;
+	enum conv_algo algo;
 
 	if (check_nchw(ctx, 0, "x (input 0)") < 0)
 		return -1;
@@ -68,8 +73,9 @@ static int conv_infer(struct op_ctx *ctx)
 		return op_fail(ctx, TDP_DTYPE_MISMATCH, "x is %s but bias is %s", tdp_dtype_name(x->dtype),
 			       tdp_dtype_name(ctx->in[2].dtype));
 	if (conv_attr_pair(ctx, "stride", 1, 1, pl->stride) < 0 || conv_attr_pair(ctx, "padding", 0, 0, pl->pad) < 0 ||
-	    conv_attr_pair(ctx, "dilation", 1, 1, pl->dil) < 0)
+	    conv_attr_pair(ctx, "dilation", 1, 1, pl->dil) < 0 || conv_attr_algo(ctx, true, &algo) < 0)
 		return -1;
+	pl->algo = algo;
 	if (g->set && (g->i < 1 || g->i >= (int64_t)CONV_MAX_DIM))
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "attr 'groups' must be at least 1 (got %lld)",
 			       (long long)g->i);
@@ -128,13 +134,41 @@ static int conv_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 
 	/* The direct kernel's loops: channels, rows of the window, taps. */
 	uint64_t iters = (uint64_t)pc.cpg * (1 + (uint64_t)pc.kh * (1 + pc.kw));
+	bool wide = iters > OP_LOOP_BUDGET;
+	struct convg_push geo = {
+		.n = (uint32_t)x->shape[0], .c = pc.c, .h = pc.h, .w = pc.w, .oc = pc.oc, .oh = pc.oh, .ow = pc.ow,
+		.kh = pc.kh, .kw = pc.kw, .sh = pc.sh, .sw = pc.sw, .ph = pc.ph, .pw = pc.pw, .dh = pc.dh,
+		.dw = pc.dw, .cpg = pc.cpg, .opg = pc.opg,
+	};
+	const struct op_tensor *bias = ctx->ninputs == 3 ? &ctx->in[2] : NULL;
 
-	if (conv_gemm_usable(ctx, pl->groups, iters > OP_LOOP_BUDGET))
+	if (ctx->out.count == 0)
+		return 0;
+	switch (pl->algo) {
+	case CONV_ALGO_IMPLICIT:
+		return conv_igemm_record(ctx, rec, CONVI_FWD, &geo, w, x, bias, NULL);
+	case CONV_ALGO_IM2COL:
+		if (!conv_gemm_usable(ctx, pl->groups, true))
+			return op_fail(ctx, TDP_INVALID_ARGUMENT,
+				       "algo \"im2col\" takes f32 with one group within the device's bindings");
 		return conv_gemm_record(ctx, rec, pl->stride, pl->pad, pl->dil);
-	if (iters > OP_LOOP_BUDGET)
+	case CONV_ALGO_AUTO:
+		if (conv_igemm_wanted(ctx, CONVI_FWD, &geo, wide))
+			return conv_igemm_record(ctx, rec, CONVI_FWD, &geo, w, x, bias, NULL);
+		if (wide && conv_gemm_usable(ctx, pl->groups, true))
+			return conv_gemm_record(ctx, rec, pl->stride, pl->pad, pl->dil);
+		break;
+	case CONV_ALGO_OLD:
+		if (conv_gemm_usable(ctx, pl->groups, wide))
+			return conv_gemm_record(ctx, rec, pl->stride, pl->pad, pl->dil);
+		break;
+	default:
+		break;
+	}
+	if (wide)
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED,
-			       "%u channels per group x %ux%u taps is too many terms per output for this dtype "
-			       "(at most about %u; f32 with groups = 1 takes up to %u)",
+			       "%u channels per group x %ux%u taps is too many terms per output for the direct "
+			       "kernel (at most about %u; the implicit GEMM takes up to %u)",
 			       pc.cpg, pc.kh, pc.kw, OP_LOOP_BUDGET, OP_LOOP_BUDGET * 16);
 	if (ctx->out.count > UINT32_MAX)
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "a result of more than 2^32 elements");

@@ -10,6 +10,7 @@
 #include "conv_codes.h"
 #include "dtype.h"
 #include "gpu/device.h"
+#include "ops/conv_igemm.h"
 #include "ops/conv_shape.h"
 #include "ops/op.h"
 #include "status.h"
@@ -85,6 +86,7 @@ static const struct op_attr_spec convg_input_attrs[] = {
 	{ "dilation", ATTR_INTS, false },
 	{ "groups", ATTR_INT, false },
 	{ "input_shape", ATTR_INTS, true },
+	{ "algo", ATTR_STR, false },
 	{ NULL, 0, false },
 };
 
@@ -94,6 +96,7 @@ static const struct op_attr_spec convg_weight_attrs[] = {
 	{ "dilation", ATTR_INTS, false },
 	{ "groups", ATTR_INT, false },
 	{ "weight_shape", ATTR_INTS, true },
+	{ "algo", ATTR_STR, false },
 	{ NULL, 0, false },
 };
 
@@ -139,20 +142,42 @@ static void set_out(struct op_ctx *ctx, const uint64_t shape[4])
 	memcpy(ctx->out.shape, shape, 4 * sizeof(*shape));
 }
 
+/* Whether the direct input-gradient kernel would loop too long. */
+static bool input_wide(const struct convg_push *pc)
+{
+	return (uint64_t)pc->opg * pc->kh * (pc->kw + 1u) > LOOP_BUDGET;
+}
+
+/* Whether `mode` (CONVI_DGRAD, CONVI_WGRAD) takes the implicit GEMM: attr
+ * algo, or "auto"'s choice (conv_igemm_wanted). */
+static bool use_implicit(struct op_ctx *ctx, int mode, const struct convg_push *pc, bool wide)
+{
+	enum conv_algo algo = CONV_ALGO_AUTO;
+
+	(void)conv_attr_algo(ctx, false, &algo); /* checked by infer */
+	if (algo == CONV_ALGO_DIRECT)
+		return false;
+	return algo == CONV_ALGO_IMPLICIT || conv_igemm_wanted(ctx, mode, pc, wide);
+}
+
 /* conv2d_grad_input(grad_out, weight) -> dX of input_shape. */
 static int convg_input_infer(struct op_ctx *ctx)
 {
 	struct convg_push *pc = &ctx->priv.conv_grad;
 	uint64_t xs[4];
+	enum conv_algo algo;
 
 	if (check_nchw(ctx, 0, "grad_out (input 0)") < 0 || check_nchw(ctx, 1, "weight (input 1)") < 0 ||
-	    attr_shape4(ctx, "input_shape", xs) < 0 || convg_plan(ctx, xs, ctx->in[1].shape, 0, pc) < 0)
+	    attr_shape4(ctx, "input_shape", xs) < 0 || convg_plan(ctx, xs, ctx->in[1].shape, 0, pc) < 0 ||
+	    conv_attr_algo(ctx, false, &algo) < 0)
 		return -1;
-	/* Each invocation loops over the taps of every output channel of its group. */
-	if ((uint64_t)pc->opg * pc->kh * (pc->kw + 1u) > LOOP_BUDGET)
+	/* Each invocation of the direct kernel loops over the taps of every
+	 * output channel of its group; the implicit GEMM takes longer sums. */
+	if (input_wide(pc) && (algo == CONV_ALGO_DIRECT || !conv_igemm_usable(ctx, CONVI_DGRAD, pc)))
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED,
 			       "%u output channels per group with a %ux%u kernel: the input gradient "
-			       "supports at most %u channel-taps", pc->opg, pc->kh, pc->kw, LOOP_BUDGET);
+			       "supports at most %u channel-taps directly and %llu by the implicit GEMM", pc->opg,
+			       pc->kh, pc->kw, LOOP_BUDGET, OP_LOOP_BUDGET * 16ull);
 	pc->mode = CONVG_INPUT;
 	set_out(ctx, xs);
 	return 0;
@@ -166,6 +191,10 @@ static int convg_input_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 
 	pc = ctx->priv.conv_grad;
 	pc.total = (uint32_t)ctx->out.count;
+	if (pc.total == 0)
+		return 0;
+	if (use_implicit(ctx, CONVI_DGRAD, &pc, input_wide(&pc)))
+		return conv_igemm_record(ctx, rec, CONVI_DGRAD, &pc, &ctx->in[1], &ctx->in[0], NULL, NULL);
 	/* Binding 2 (the partials) is unused in this mode: bind the result. */
 	if (op_pipeline(ctx, "conv2d_grad", tdp_dtype_name(ctx->out.dtype), &p) < 0 ||
 	    op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
@@ -179,9 +208,11 @@ static int convg_weight_infer(struct op_ctx *ctx)
 {
 	struct convg_push *pc = &ctx->priv.conv_grad;
 	uint64_t ws[4];
+	enum conv_algo algo;
 
 	if (check_nchw(ctx, 0, "x (input 0)") < 0 || check_nchw(ctx, 1, "grad_out (input 1)") < 0 ||
-	    attr_shape4(ctx, "weight_shape", ws) < 0 || convg_plan(ctx, ctx->in[0].shape, ws, 1, pc) < 0)
+	    attr_shape4(ctx, "weight_shape", ws) < 0 || convg_plan(ctx, ctx->in[0].shape, ws, 1, pc) < 0 ||
+	    conv_attr_algo(ctx, false, &algo) < 0)
 		return -1;
 	pc->mode = CONVG_WPART;
 	set_out(ctx, ws);
@@ -196,6 +227,7 @@ static int convg_weight_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	struct op_tensor part = { .dtype = TDP_DTYPE_F32, .rank = 1 };
 	uint64_t npos, wcount = ctx->out.count, nchunks, chunk = WGRAD_CHUNK;
 	uint64_t range = ctx->g->props.limits.maxStorageBufferRange;
+	bool implicit;
 
 	pc = ctx->priv.conv_grad;
 	npos = (uint64_t)pc.n * pc.oh * pc.ow;
@@ -214,6 +246,7 @@ static int convg_weight_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	pc.chunk = (uint32_t)chunk;
 	pc.nchunks = (uint32_t)nchunks;
 	pc.total = (uint32_t)(nchunks * wcount);
+	implicit = npos && use_implicit(ctx, CONVI_WGRAD, &pc, false);
 	if (op_pipeline(ctx, "conv2d_grad", tdp_dtype_name(ctx->out.dtype), &p) < 0 ||
 	    op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
 	    op_bind(ctx, &ctx->out, true, &bind[3]) < 0)
@@ -221,13 +254,17 @@ static int convg_weight_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	if (nchunks == 1) {
 		/* The one partial goes straight into dW; binding 2 is unused. */
 		bind[2] = bind[3];
+		if (implicit)
+			return conv_igemm_record(ctx, rec, CONVI_WGRAD, &pc, &ctx->in[1], &ctx->in[0], NULL, NULL);
 		return op_dispatch(ctx, rec, p, bind, 4, &pc, sizeof(pc), pc.total, 256);
 	}
 	part.shape[0] = nchunks * wcount;
 	part.count = part.shape[0];
 	part.bytes = part.count * 4;
-	if (op_scratch_alloc(ctx, part.bytes, &part.alloc) < 0 || op_bind(ctx, &part, true, &bind[2]) < 0 ||
-	    op_dispatch(ctx, rec, p, bind, 4, &pc, sizeof(pc), pc.total, 256) < 0)
+	if (op_scratch_alloc(ctx, part.bytes, &part.alloc) < 0 || op_bind(ctx, &part, true, &bind[2]) < 0)
+		return -1;
+	if (implicit ? conv_igemm_record(ctx, rec, CONVI_WGRAD, &pc, &ctx->in[1], &ctx->in[0], NULL, &bind[2]) < 0
+		     : op_dispatch(ctx, rec, p, bind, 4, &pc, sizeof(pc), pc.total, 256) < 0)
 		return -1;
 	pc.mode = CONVG_WSUM;
 	pc.total = (uint32_t)wcount;

@@ -1,5 +1,8 @@
 #include "ops/conv_shape.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "conv_codes.h"
 #include "status.h"
 
@@ -54,4 +57,31 @@ int conv_pool_window(struct op_ctx *ctx, uint32_t k[2], uint32_t s[2], uint32_t 
 			       "padding (%u, %u) must be at most half the kernel size (%u, %u)", p[0], p[1],
 			       k[0], k[1]);
 	return 0;
+}
+
+int conv_attr_algo(struct op_ctx *ctx, bool im2col_ok, enum conv_algo *ret)
+{
+	static const char *const names[] = { "auto", "direct", "im2col", "implicit" };
+	const struct op_attr_value *v = op_attr(ctx, "algo");
+	const char *env;
+
+	if (!v->set) {
+		/* The daemon-wide default, for timing one kernel against another. */
+		env = getenv("TENSORD_CONV_ALGO");
+		*ret = CONV_ALGO_AUTO;
+		if (env && !strcmp(env, "direct"))
+			*ret = CONV_ALGO_DIRECT;
+		else if (env && !strcmp(env, "implicit"))
+			*ret = CONV_ALGO_IMPLICIT;
+		else if (env && !strcmp(env, "old"))
+			*ret = im2col_ok ? CONV_ALGO_OLD : CONV_ALGO_DIRECT;
+		return 0;
+	}
+	for (int i = 0; i < 4; i++)
+		if (!strcmp(v->s, names[i]) && (i != CONV_ALGO_IM2COL || im2col_ok)) {
+			*ret = (enum conv_algo)i;
+			return 0;
+		}
+	return op_fail(ctx, TDP_INVALID_ARGUMENT, "attr 'algo' must be \"auto\", \"direct\"%s or \"implicit\", not \"%s\"",
+		       im2col_ok ? ", \"im2col\"" : "", v->s);
 }

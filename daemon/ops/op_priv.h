@@ -14,6 +14,7 @@
 /* conv.c: conv2d's parameters. */
 struct conv_plan {
 	uint32_t stride[2], pad[2], dil[2], groups;
+	int algo;                   /* enum conv_algo (conv_shape.h) */
 };
 
 /* conv.c (max_pool2d, avg_pool2d): mirrors PoolPush in shaders/pool2d.comp. */

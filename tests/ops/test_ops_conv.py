@@ -1,7 +1,10 @@
 """conv2d, max_pool2d and avg_pool2d x every float dtype against ref_conv.py:
 stride, padding, dilation (ints and pairs), groups (incl. depthwise), bias,
 sizes that are not multiples of the workgroup, zero-size batch and channels,
-NaN in max pooling, and the errors."""
+NaN in max pooling, and the errors; conv2d's three kernels (attr algo:
+direct, implicit GEMM, im2col + matmul) each against the reference and
+against each other bit for bit (they sum in the same order)."""
+import os
 import time
 
 import numpy as np
@@ -124,6 +127,10 @@ def errors(ck):
     E("conv2d", ["x", "w"], {"stride": 1.5}, "INVALID_ARGUMENT", label="(float stride)")
     E("conv2d", ["x", "w"], {"stride": 1 << 40}, "INVALID_ARGUMENT", label="(huge stride)")
     E("conv2d", ["x"], None, "INVALID_ARGUMENT", label="(one input)")
+    E("conv2d", ["x", "w"], {"algo": "fast"}, "INVALID_ARGUMENT", label="(unknown algo)")
+    E("conv2d", ["x", "w"], {"algo": 1}, "INVALID_ARGUMENT", label="(algo not a string)")
+    E("conv2d", ["x", "wg"], {"groups": 2, "algo": "im2col"}, "INVALID_ARGUMENT", label="(im2col with groups)")
+    E("conv2d", ["xh", "xh"], {"algo": "im2col"}, "INVALID_ARGUMENT", label="(im2col f16)")
     for op in ("max_pool2d", "avg_pool2d"):
         E(op, ["x"], None, "INVALID_ARGUMENT", label="(no kernel_size)")
         E(op, ["x"], {"kernel_size": 2, "padding": 2}, "INVALID_ARGUMENT", label="(padding > kernel/2)")
@@ -134,6 +141,56 @@ def errors(ck):
         E(op, ["xi"], {"kernel_size": 2}, "DTYPE_MISMATCH", label="(i32)")
         E(op, ["x3"], {"kernel_size": 2}, "SHAPE_MISMATCH", label="(rank 3)")
 
+
+
+# Shapes for the implicit GEMM beyond CONV_CASES: several 128-row and
+# 128-column tiles with a K tail (45 terms, not a multiple of 16), groups with
+# stride and dilation, odd channel counts, batch 1.
+IMPLICIT_CASES = CONV_CASES + [
+    ((1, 5, 13, 17), (130, 5, 3, 3), True, {"padding": 1}),
+    ((2, 6, 9, 10), (34, 3, 3, 3), True, {"groups": 2, "stride": 2, "padding": [2, 1], "dilation": [1, 2]}),
+    ((1, 7, 11, 9), (9, 7, 2, 3), False, {"stride": [3, 2], "dilation": 2, "padding": [0, 3]}),
+    ((3, 3, 16, 15), (21, 1, 3, 3), True, {"groups": 3, "padding": 1}),
+]
+
+
+def run_algos(ck):
+    """Each kernel forced through attr algo, every dtype, against the
+    reference; then the same bits from all of them (and from "auto") in f32."""
+    for dt in harness.FLOAT_DTYPES:
+        for xs, ws, bias, attrs in IMPLICIT_CASES:
+            arrays = [values(xs), values(ws)] + ([values((ws[0],))] if bias else [])
+            for algo in ("implicit", "direct"):
+                a = dict(attrs, algo=algo)
+                ck.check("conv2d", arrays, [dt] * len(arrays), conv_ref(attrs), attrs=a, tol=TOL[dt])
+    # Zero sizes through the implicit GEMM: no channels gives the bias.
+    for xs, ws, bias in (((0, 3, 5, 5), (2, 3, 3, 3), False), ((2, 0, 5, 5), (3, 0, 3, 3), True),
+                         ((2, 3, 5, 5), (0, 3, 3, 3), False)):
+        arrays = [values(xs), values(ws)] + ([values((ws[0],))] if bias else [])
+        ck.check("conv2d", arrays, ["f32"] * len(arrays), conv_ref({}), attrs={"algo": "implicit"},
+                 label="(zero size)")
+    # Same order of summation: im2col + matmul_nn*, the implicit GEMM and the
+    # direct kernel give the same bits (finite inputs).
+    for xs, ws, bias, attrs in IMPLICIT_CASES[:4] + IMPLICIT_CASES[-4:] + [
+            ((2, 16, 24, 20), (32, 16, 3, 3), True, {"padding": 1})]:
+        arrays = [values(xs), values(ws)] + ([values((ws[0],))] if bias else [])
+        names = []
+        for k, a in enumerate(arrays):
+            ck.c.put("bits%d" % k, a, "f32")
+            names.append("bits%d" % k)
+        algos = ["auto", "implicit", "direct"] + (["im2col"] if attrs.get("groups", 1) == 1 else [])
+        got = {}
+        for algo in algos:
+            err, res = ck.c.run("conv2d", names, dict(attrs, algo=algo))
+            if err is not None:
+                ck.fail("conv2d algo %s %s: %s" % (algo, attrs, err))
+                continue
+            got[algo] = harness.result_array(res)
+        for algo in algos[1:]:
+            ck.checks += 1
+            if algo in got and "auto" in got and not np.array_equal(got[algo].view(np.uint32),
+                                                                     got["auto"].view(np.uint32)):
+                ck.fail("conv2d %s %s %s: algo %s differs from auto in bits" % (xs, ws, attrs, algo))
 
 
 def run_wide(ck):
@@ -149,13 +206,24 @@ def run_wide(ck):
     img = rng.uniform(-1, 1, size=(1, 1, 300, 300))
     ck.check("conv2d", [img, img], ["f32", "f32"], lambda a, b: np.sum(a * b).reshape(1, 1, 1, 1),
              tol=(1e-3, 1e-4), label="(300x300 kernel)")
+    # Only the implicit GEMM sums this many terms in f16, bf16 or with groups:
+    # "auto" takes it; "direct" is refused.
     for dt in ("f16", "bf16"):
+        ck.check("conv2d", [x, w], [dt, dt], dot, tol=(0.5, 2e-2), label="(70,000 channels)")
         ck.c.put("wx_" + dt, x, dt)
         ck.c.put("ww_" + dt, w, dt)
-        ck.expect_error("conv2d", ["wx_" + dt, "ww_" + dt], None, "RESOURCE_EXHAUSTED", label="(70,000 channels)")
-    ck.c.put("wx_g", x, "f32")
-    ck.c.put("ww_g", rng.uniform(-1, 1, size=(2, 35_000, 1, 1)), "f32")
-    ck.expect_error("conv2d", ["wx_g", "ww_g"], {"groups": 2}, "RESOURCE_EXHAUSTED", label="(groups, 35,000 channels each)")
+        ck.expect_error("conv2d", ["wx_" + dt, "ww_" + dt], {"algo": "direct"}, "RESOURCE_EXHAUSTED",
+                        label="(70,000 channels, direct)")
+    wg = rng.uniform(-1, 1, size=(2, 35_000, 1, 1))
+    ck.check("conv2d", [x, wg], ["f32", "f32"],
+             lambda a, b: np.stack([a[0, :35_000, 0, 0] @ b[0, :, 0, 0],
+                                    a[0, 35_000:, 0, 0] @ b[1, :, 0, 0]]).reshape(1, 2, 1, 1),
+             attrs={"groups": 2}, tol=(1e-3, 1e-4), label="(groups, 35,000 channels each)")
+    # Past the implicit GEMM's 960,000 terms as well: f16 is refused.
+    big = rng.uniform(-1, 1, size=(1, 1_000_000, 1, 1))
+    ck.c.put("wx_big", big, "f16")
+    ck.c.put("ww_big", big, "f16")
+    ck.expect_error("conv2d", ["wx_big", "ww_big"], None, "RESOURCE_EXHAUSTED", label="(1,000,000 channels, f16)")
     small = rng.uniform(-1, 1, size=(1, 2, 150, 150))
     ck.check("max_pool2d", [small], ["f32"], lambda v: v.max(axis=(2, 3)).reshape(1, 2, 1, 1),
              attrs={"kernel_size": 150}, label="(150x150 window)")
@@ -166,6 +234,29 @@ def run_wide(ck):
         ck.expect_error(op, ["wimg"], {"kernel_size": 300}, "RESOURCE_EXHAUSTED", label="(300x300 window)")
 
 
+def run_env(ck):
+    """$TENSORD_CONV_ALGO sets the daemon's default kernel; attr algo wins."""
+    x = values((1, 70_000, 1, 1))
+    w = values((2, 70_000, 1, 1))
+    dot = lambda a, b: np.einsum("nchw,ochw->no", a, b).reshape(1, 2, 1, 1)
+    main_client = ck.c
+    for env in ("direct", "old"):
+        os.environ["TENSORD_CONV_ALGO"] = env
+        try:
+            with harness.Daemon() as d:
+                ck.c = harness.Client(d.sock)
+                ck.c.put("ex", x, "f16")
+                ck.c.put("ew", w, "f16")
+                ck.expect_error("conv2d", ["ex", "ew"], None, "RESOURCE_EXHAUSTED",
+                                label="(TENSORD_CONV_ALGO=%s, 70,000 channels f16)" % env)
+                ck.check("conv2d", [x, w], ["f16", "f16"], dot, attrs={"algo": "implicit"}, tol=(0.5, 2e-2),
+                         label="(TENSORD_CONV_ALGO=%s, algo implicit)" % env)
+        finally:
+            del os.environ["TENSORD_CONV_ALGO"]
+            ck.c = main_client
+
+
 if __name__ == "__main__":
     t0 = time.time()
-    harness.main(lambda ck: (run(ck), run_wide(ck), print("conv: %.1f s" % (time.time() - t0))))
+    harness.main(lambda ck: (run(ck), run_algos(ck), run_wide(ck), run_env(ck),
+                             print("conv: %.1f s" % (time.time() - t0))))

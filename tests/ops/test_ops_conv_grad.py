@@ -1,7 +1,9 @@
 """The conv_grad family (conv2d_grad_input, conv2d_grad_weight,
 max_pool2d_grad, avg_pool2d_grad) x every float dtype against
-ref_conv_grad.py for stride, padding, dilation and groups; determinism of the
-chunked weight gradient; the errors; and gradient checks of conv2d (x, w,
+ref_conv_grad.py for stride, padding, dilation and groups, through the direct
+kernels and the implicit GEMM (attr algo), which give the same bits;
+determinism of the chunked weight gradient; an input gradient only the
+implicit GEMM can sum; the errors; and gradient checks of conv2d (x, w,
 bias), max_pool2d, avg_pool2d and a small CNN through train.step against
 central finite differences of the float64 NumPy forward (ref_conv.py)."""
 import time
@@ -54,6 +56,78 @@ def conv_out_shape(xs, ws, attrs):
 
 def pool_out_shape(xs, attrs):
     return ref_conv.avg_pool2d(np.zeros(xs), **attrs).shape
+
+
+# Beyond CONV_CASES for the implicit GEMM: several 128-row and 128-column
+# tiles with K tails, groups with stride and dilation, odd channel counts.
+IMPLICIT_CASES = CONV_CASES + [
+    ((1, 130, 9, 11), (19, 130, 3, 3), {"padding": 1}),
+    ((2, 6, 13, 10), (34, 3, 3, 3), {"groups": 2, "stride": 2, "padding": [2, 1], "dilation": [1, 2]}),
+    ((1, 7, 11, 9), (9, 7, 2, 3), {"stride": [3, 2], "dilation": 2, "padding": [0, 3]}),
+    ((2, 5, 12, 12), (140, 5, 1, 1), {"stride": 2}),
+]
+
+
+def algo_cases(ck):
+    """Both gradients with each kernel forced, every dtype, against the
+    reference; in f32 the implicit GEMM and the direct kernel agree in bits."""
+    for dt in harness.FLOAT_DTYPES:
+        for xs, ws, attrs in IMPLICIT_CASES:
+            gs = conv_out_shape(xs, ws, attrs)
+            g, w, x = values(gs), values(ws), values(xs)
+            ai, aw = dict(attrs, input_shape=list(xs)), dict(attrs, weight_shape=list(ws))
+            for algo in ("implicit", "direct"):
+                gi = ck.check("conv2d_grad_input", [g, w], [dt, dt],
+                              lambda g_, w_, a=ai: ref.conv2d_grad_input(g_, w_, **a),
+                              attrs=dict(ai, algo=algo), tol=TOL[dt])
+                gw = ck.check("conv2d_grad_weight", [x, g], [dt, dt],
+                              lambda x_, g_, a=aw: ref.conv2d_grad_weight(x_, g_, **a),
+                              attrs=dict(aw, algo=algo), tol=TOL[dt])
+                if dt != "f32":
+                    continue
+                if algo == "implicit":
+                    first = (gi, gw)
+                    continue
+                for name, r0, r1 in (("input", first[0], gi), ("weight", first[1], gw)):
+                    ck.checks += 1
+                    if r0 is not None and r1 is not None and not np.array_equal(r0, r1):
+                        ck.fail("conv2d_grad_%s %s %s %s: implicit and direct differ in bits" % (
+                            name, xs, ws, attrs))
+    # The weight gradient over 3 chunks of 4096 positions, both kernels: same bits.
+    xs, ws = (3, 6, 66, 66), (8, 6, 3, 3)
+    x, g = values(xs), values((3, 8, 64, 64))
+    got = []
+    for algo in ("implicit", "direct", "auto"):
+        a = {"weight_shape": list(ws), "algo": algo}
+        got.append(ck.check("conv2d_grad_weight", [x, g], ["f32", "f32"],
+                            lambda x_, g_: ref.conv2d_grad_weight(x_, g_, weight_shape=list(ws)), attrs=a,
+                            tol=(3e-4, 3e-4), label="(chunked, %s)" % algo))
+    ck.checks += 1
+    if any(r is None for r in got) or not all(np.array_equal(got[0], r) for r in got[1:]):
+        ck.fail("conv2d_grad_weight (chunked): the kernels differ in bits")
+    # 6000 output channels x 3x3 taps per input element: past the direct
+    # kernel's loop budget, so only the implicit GEMM ("auto") computes it.
+    ws = (6000, 1, 3, 3)
+    a = {"input_shape": [1, 1, 5, 5]}
+    ck.check("conv2d_grad_input", [values((1, 6000, 3, 3)), values(ws)], ["f32", "f32"],
+             lambda g_, w_: ref.conv2d_grad_input(g_, w_, **a), attrs=a, tol=(1e-3, 1e-4),
+             label="(6000 output channels)")
+    ck.c.put("wide_g", values((1, 6000, 3, 3)), "f32")
+    ck.c.put("wide_w", values(ws), "f32")
+    ck.expect_error("conv2d_grad_input", ["wide_g", "wide_w"], dict(a, algo="direct"), "RESOURCE_EXHAUSTED",
+                    label="(6000 output channels, direct)")
+
+
+def zero_cases(ck):
+    """Zero sizes through the implicit GEMM."""
+    ck.check("conv2d_grad_input", [values((0, 2, 3, 3)), values((2, 3, 3, 3))], ["f32", "f32"],
+             lambda g, w: np.zeros((0, 3, 5, 5)), attrs={"input_shape": [0, 3, 5, 5], "algo": "implicit"})
+    ck.check("conv2d_grad_input", [values((2, 2, 3, 3)), values((2, 0, 3, 3))], ["f32", "f32"],
+             lambda g, w: np.zeros((2, 0, 5, 5)), attrs={"input_shape": [2, 0, 5, 5], "algo": "implicit"})
+    ck.check("conv2d_grad_input", [values((2, 0, 3, 3)), values((0, 3, 3, 3))], ["f32", "f32"],
+             lambda g, w: np.zeros((2, 3, 5, 5)), attrs={"input_shape": [2, 3, 5, 5], "algo": "implicit"})
+    ck.check("conv2d_grad_weight", [values((0, 3, 5, 5)), values((0, 2, 3, 3))], ["f32", "f32"],
+             lambda x_, g_: np.zeros((2, 3, 3, 3)), attrs={"weight_shape": [2, 3, 3, 3], "algo": "implicit"})
 
 
 def op_cases(ck):
@@ -124,6 +198,8 @@ def errors(ck):
     E("conv2d_grad_input", ["gi", "gw"], xs, "DTYPE_MISMATCH", label="(i32)")
     E("conv2d_grad_input", ["g3", "gw"], xs, "SHAPE_MISMATCH", label="(rank 3)")
     E("conv2d_grad_input", ["gg"], xs, "INVALID_ARGUMENT", label="(one input)")
+    E("conv2d_grad_input", ["gg", "gw"], dict(xs, algo="im2col"), "INVALID_ARGUMENT", label="(algo im2col)")
+    E("conv2d_grad_input", ["gg", "gw"], dict(xs, algo="quick"), "INVALID_ARGUMENT", label="(unknown algo)")
     ws = {"weight_shape": [6, 4, 3, 3]}
     E("conv2d_grad_weight", ["gx", "gg"], None, "INVALID_ARGUMENT", label="(no weight_shape)")
     E("conv2d_grad_weight", ["gx", "gg"], {"weight_shape": [6, 4, 5, 5]}, "SHAPE_MISMATCH", label="(kernel)")
@@ -132,6 +208,7 @@ def errors(ck):
     E("conv2d_grad_weight", ["gx", "gp"], ws, "SHAPE_MISMATCH", label="(grad_out shape)")
     E("conv2d_grad_weight", ["gx", "gg"], {"weight_shape": [6, 4, 3, 3, 1]}, "INVALID_ARGUMENT",
       label="(five dims)")
+    E("conv2d_grad_weight", ["gx", "gg"], dict(ws, algo="im2col"), "INVALID_ARGUMENT", label="(algo im2col)")
     pa = {"kernel_size": 2}
     E("max_pool2d_grad", ["gx", "gg"], pa, "SHAPE_MISMATCH", label="(grad_out shape)")
     E("max_pool2d_grad", ["gx"], pa, "INVALID_ARGUMENT", label="(one input)")
@@ -298,6 +375,8 @@ def cnn(ck):
 def run(ck):
     t0 = time.time()
     op_cases(ck)
+    algo_cases(ck)
+    zero_cases(ck)
     errors(ck)
     t1 = time.time()
     grad_checks(ck)
