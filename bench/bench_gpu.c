@@ -881,6 +881,9 @@ static void usage(FILE *f)
 		"  --json          machine-readable output (for bench/compare_torch.py)\n"
 		"  --reps N        timed calls per op workload (default: full 20, smoke 2)\n"
 		"  --warmup N      untimed calls first (default: full 3, smoke 1)\n"
+		"  --train-steps N steps of each timed train.run (default: full 256, smoke 3)\n"
+		"  --train-warmup N  steps of the untimed train.run first (default: full 20,\n"
+		"                  smoke 1; 0: none)\n"
 		"  --only LIST     comma-separated name substrings or groups (matmul,\n"
 		"                  elementwise, reduction, normalization, conv, training,\n"
 		"                  latency, transfer)\n"
@@ -900,10 +903,20 @@ static void init_result(struct bench_result *res, const struct workload *w)
 	res->kernel = res->e2e = NAN;
 }
 
-int main(int argc, char **argv)
+/* The command line. */
+struct opts {
+	const char *path, *only;
+	const struct sizes *sz;
+	unsigned reps, warmup, wait_s, train_steps, train_warmup;
+	bool json, list, quiet, have_reps, have_warmup, have_steps, have_train_warmup;
+};
+
+/* Parses the command line into *o: 0, or the exit status (0 after --help, 2
+ * for bad arguments, with the usage printed). */
+static int parse_args(int argc, char **argv, struct opts *o, bool *ret_exit)
 {
 	enum { OPT_SOCKET = 256, OPT_SIZE, OPT_JSON, OPT_REPS, OPT_WARMUP, OPT_ONLY, OPT_LIST,
-	       OPT_WAIT, OPT_QUIET };
+	       OPT_WAIT, OPT_QUIET, OPT_TRAIN_STEPS, OPT_TRAIN_WARMUP };
 	static const struct option longopts[] = {
 		{ "socket", required_argument, NULL, OPT_SOCKET },
 		{ "size", required_argument, NULL, OPT_SIZE },
@@ -914,38 +927,45 @@ int main(int argc, char **argv)
 		{ "list", no_argument, NULL, OPT_LIST },
 		{ "wait", required_argument, NULL, OPT_WAIT },
 		{ "quiet", no_argument, NULL, OPT_QUIET },
+		{ "train-steps", required_argument, NULL, OPT_TRAIN_STEPS },
+		{ "train-warmup", required_argument, NULL, OPT_TRAIN_WARMUP },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	static struct bench_result results[NWORKLOADS];
-	struct bench b = { .sz = &size_full };
-	struct bench_meta meta = { .size = NULL };
-	const char *only = NULL;
-	unsigned reps = 0, warmup = 0, wait_s = 0, n = 0, failed = 0;
-	bool json = false, list = false, quiet = false, have_reps = false, have_warmup = false;
-	bool pick[NWORKLOADS];
-	int c, r;
+	int c;
 
+	*ret_exit = true;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		int e = 0;
 
 		switch (c) {
-		case OPT_SOCKET: b.path = optarg; break;
+		case OPT_SOCKET: o->path = optarg; break;
 		case OPT_SIZE:
 			if (!strcmp(optarg, "full"))
-				b.sz = &size_full;
+				o->sz = &size_full;
 			else if (!strcmp(optarg, "smoke"))
-				b.sz = &size_smoke;
+				o->sz = &size_smoke;
 			else
 				e = -EINVAL;
 			break;
-		case OPT_JSON: json = true; break;
-		case OPT_REPS: e = bench_parse_uint(optarg, 1, 100000, &reps); have_reps = true; break;
-		case OPT_WARMUP: e = bench_parse_uint(optarg, 0, 100000, &warmup); have_warmup = true; break;
-		case OPT_ONLY: only = optarg; break;
-		case OPT_LIST: list = true; break;
-		case OPT_WAIT: e = bench_parse_uint(optarg, 0, 3600, &wait_s); break;
-		case OPT_QUIET: quiet = true; break;
+		case OPT_JSON: o->json = true; break;
+		case OPT_REPS: e = bench_parse_uint(optarg, 1, 100000, &o->reps); o->have_reps = true; break;
+		case OPT_WARMUP:
+			e = bench_parse_uint(optarg, 0, 100000, &o->warmup);
+			o->have_warmup = true;
+			break;
+		case OPT_ONLY: o->only = optarg; break;
+		case OPT_LIST: o->list = true; break;
+		case OPT_WAIT: e = bench_parse_uint(optarg, 0, 3600, &o->wait_s); break;
+		case OPT_QUIET: o->quiet = true; break;
+		case OPT_TRAIN_STEPS:
+			e = bench_parse_uint(optarg, 1, 1000000, &o->train_steps);
+			o->have_steps = true;
+			break;
+		case OPT_TRAIN_WARMUP:
+			e = bench_parse_uint(optarg, 0, 1000000, &o->train_warmup);
+			o->have_train_warmup = true;
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -959,9 +979,84 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	b.reps = have_reps ? reps : b.sz->reps;
-	b.warmup = have_warmup ? warmup : b.sz->warmup;
-	meta.size = b.sz->name;
+	*ret_exit = false;
+	return 0;
+}
+
+/* Runs the picked workloads into results[*n...], each followed by a clean-up;
+ * returns how many failed. */
+static unsigned run_all(struct bench *b, const bool *pick, struct bench_result *results,
+			size_t *n, bool quiet)
+{
+	unsigned failed = 0;
+	int r;
+
+	for (size_t i = 0; i < NWORKLOADS; i++) {
+		struct bench_result *res = &results[*n];
+		double t0 = bench_now_s();
+
+		if (!pick[i])
+			continue;
+		(*n)++;
+		init_result(res, &workloads[i]);
+		if (!quiet) {
+			b->dry = true;
+			workloads[i].fn(b, res, workloads[i].arg);
+			b->dry = false;
+			fprintf(stderr, "bench_gpu: %-22s ...", res->name);
+		}
+		if (!b->td && (r = tensord_connect(bench_socket_path(b->path), &b->td)) < 0) {
+			b->td = NULL;
+			fail(res, "cannot reconnect to tensord: %s", strerror(-r));
+		} else if (workloads[i].fn(b, res, workloads[i].arg) == 0) {
+			res->ran = true;
+		}
+		if (!res->ran)
+			failed++;
+		if (!quiet) {
+			if (res->ran)
+				fprintf(stderr, " %.4g %s (%.1f s)\n",
+					isnan(res->kernel) ? res->e2e : res->kernel, res->unit,
+					bench_now_s() - t0);
+			else
+				fprintf(stderr, " FAILED: %s\n", res->error);
+		}
+		/* A dead handle (the daemon closed the stream) is replaced. */
+		if (b->td && tensord_ping(b->td, NULL, 0) < 0) {
+			tensord_free(b->td);
+			b->td = NULL;
+			if (tensord_connect(bench_socket_path(b->path), &b->td) < 0)
+				b->td = NULL;
+		}
+		if (b->td)
+			cleanup(b);
+	}
+	return failed;
+}
+
+int main(int argc, char **argv)
+{
+	static struct bench_result results[NWORKLOADS];
+	struct opts o = { .sz = &size_full };
+	struct sizes sz;
+	struct bench b = { .sz = &sz };
+	struct bench_meta meta = { .size = NULL };
+	size_t n = 0;
+	unsigned failed;
+	bool pick[NWORKLOADS], done;
+	int r;
+
+	if ((r = parse_args(argc, argv, &o, &done)) != 0 || done)
+		return r;
+	sz = *o.sz;
+	if (o.have_steps)
+		sz.train_steps = o.train_steps;
+	if (o.have_train_warmup)
+		sz.train_warmup = o.train_warmup;
+	b.path = o.path;
+	b.reps = o.have_reps ? o.reps : sz.reps;
+	b.warmup = o.have_warmup ? o.warmup : sz.warmup;
+	meta.size = sz.name;
 	meta.reps = b.reps;
 	meta.warmup = b.warmup;
 	signal(SIGPIPE, SIG_IGN);
@@ -975,18 +1070,18 @@ int main(int argc, char **argv)
 
 		init_result(res, &workloads[i]);
 		workloads[i].fn(&b, res, workloads[i].arg);
-		pick[i] = selected(only, res->name, res->group);
-		if (!list || !pick[i])
+		pick[i] = selected(o.only, res->name, res->group);
+		if (!o.list || !pick[i])
 			continue;
 		snprintf(res->error, sizeof(res->error), "not run (--list)");
-		if (!json)
+		if (!o.json)
 			printf("%-22s %-14s %s\n", res->name, res->group, res->desc);
 		n++;
 	}
 	b.dry = false;
-	if (list) {
+	if (o.list) {
 		/* JSON with every figure null: the sizes, for compare_torch.py. */
-		if (json) {
+		if (o.json) {
 			snprintf(meta.version, sizeof(meta.version), "?");
 			snprintf(meta.device, sizeof(meta.device), "?");
 			bench_report_json(&meta, results, n);
@@ -995,7 +1090,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
-	if (wait_s > 0 && (r = bench_wait_for_socket(bench_socket_path(b.path), wait_s)) < 0) {
+	if (o.wait_s > 0 && (r = bench_wait_for_socket(bench_socket_path(b.path), o.wait_s)) < 0) {
 		fprintf(stderr, "bench_gpu: %s does not accept connections: %s\n",
 			bench_socket_path(b.path), strerror(-r));
 		r = 1;
@@ -1015,48 +1110,8 @@ int main(int argc, char **argv)
 	}
 	bench_device_name(b.td, meta.device, sizeof(meta.device));
 	cleanup(&b);
-
-	for (size_t i = 0; i < NWORKLOADS; i++) {
-		struct bench_result *res = &results[n];
-		double t0 = bench_now_s();
-
-		if (!pick[i])
-			continue;
-		n++;
-		init_result(res, &workloads[i]);
-		if (!quiet) {
-			b.dry = true;
-			workloads[i].fn(&b, res, workloads[i].arg);
-			b.dry = false;
-			fprintf(stderr, "bench_gpu: %-22s ...", res->name);
-		}
-		if (!b.td && (r = tensord_connect(bench_socket_path(b.path), &b.td)) < 0) {
-			b.td = NULL;
-			fail(res, "cannot reconnect to tensord: %s", strerror(-r));
-		} else if (workloads[i].fn(&b, res, workloads[i].arg) == 0) {
-			res->ran = true;
-		}
-		if (!res->ran)
-			failed++;
-		if (!quiet) {
-			if (res->ran)
-				fprintf(stderr, " %.4g %s (%.1f s)\n",
-					isnan(res->kernel) ? res->e2e : res->kernel, res->unit,
-					bench_now_s() - t0);
-			else
-				fprintf(stderr, " FAILED: %s\n", res->error);
-		}
-		/* A dead handle (the daemon closed the stream) is replaced. */
-		if (b.td && tensord_ping(b.td, NULL, 0) < 0) {
-			tensord_free(b.td);
-			b.td = NULL;
-			if (tensord_connect(bench_socket_path(b.path), &b.td) < 0)
-				b.td = NULL;
-		}
-		if (b.td)
-			cleanup(&b);
-	}
-	if (json)
+	failed = run_all(&b, pick, results, &n, o.quiet);
+	if (o.json)
 		bench_report_json(&meta, results, n);
 	else
 		bench_report_table(&meta, results, n);

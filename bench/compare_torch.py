@@ -132,6 +132,10 @@ def bench_args(args):
         extra += ["--reps", str(args.reps)]
     if args.warmup is not None:
         extra += ["--warmup", str(args.warmup)]
+    if args.train_steps:
+        extra += ["--train-steps", str(args.train_steps)]
+    if args.train_warmup is not None:
+        extra += ["--train-warmup", str(args.train_warmup)]
     return extra
 
 
@@ -809,6 +813,10 @@ def main(argv=None):
     ap.add_argument("--only", help="bench_gpu --only: comma-separated names or groups")
     ap.add_argument("--reps", type=int, help="timed calls per workload (default: bench_gpu's)")
     ap.add_argument("--warmup", type=int, help="untimed calls first (default: bench_gpu's)")
+    ap.add_argument("--train-steps", type=int,
+                    help="steps of each timed training run (bench_gpu --train-steps; default 256)")
+    ap.add_argument("--train-warmup", type=int,
+                    help="untimed training steps first (bench_gpu --train-warmup; default 20)")
     ap.add_argument("--timeout", type=int, default=3600, help="seconds bench_gpu may take")
     ap.add_argument("--tensord-json", metavar="FILE",
                     help="take tensord's figures from this bench_gpu --json output")

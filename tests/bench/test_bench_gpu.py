@@ -107,10 +107,20 @@ def test_bench_gpu(d, tmp):
     lines = out.splitlines()
     assert sum(1 for ln in lines if ln.startswith("matmul_f32_")) == 2, out
     assert any(ln.startswith("ping ") for ln in lines) and "FAILED" not in out, out
+    # the training run lengths
+    rc, out, err = run([BENCH_GPU, "--socket", d.sock, "--size", "smoke", "--quiet", "--json",
+                        "--only", "train_mlp_64,train_cnn", "--train-steps", "2", "--train-warmup", "0"])
+    assert rc == 0, err
+    ws = json.loads(out)["workloads"]
+    assert [w["name"] for w in ws] == ["train_mlp_64", "train_cnn_b16"], ws
+    for w in ws:
+        assert w["params"]["steps"] == 2 and w["params"]["warmup_steps"] == 0 and not w["error"], w
+        assert "train.run of 2 steps" in w["desc"] or w["params"]["kind"] == "train_cnn", w
 
 
 def test_bench_gpu_bad_args(d, tmp):
-    for args in (["--size", "huge"], ["--reps", "0"], ["--reps", "x"], ["--bogus"], ["extra"]):
+    for args in (["--size", "huge"], ["--reps", "0"], ["--reps", "x"], ["--bogus"], ["extra"],
+                 ["--train-steps", "0"], ["--train-warmup", "-1"]):
         rc, out, err = run([BENCH_GPU, "--socket", d.sock] + args)
         assert rc == 2 and err, (args, rc, err)
     rc, out, err = run([BENCH_GPU, "--socket", os.path.join(tmp, "none.sock"), "--size", "smoke"])
