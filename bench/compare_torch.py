@@ -11,13 +11,16 @@ Runs on the GPU host (python3 with torch; nothing else is needed):
 3. runs the same workloads, with the sizes bench_gpu reported, in PyTorch on the
    same GPU: kernel time from CUDA events, end-to-end time from the wall clock
    with a synchronize; TF32 off; f16/bf16 matmuls accumulate in f32 (PyTorch's
-   default); the chain x*sigmoid(x)+b eager and unfused; the MLPs as an eager loop
-   with torch.optim.Adam;
+   default); the chain x*sigmoid(x)+b eager and unfused; the training workloads
+   (MLPs, the digits CNN, the char transformer: the same layers as tensord's) as
+   an eager loop with torch.optim.Adam, and again with the whole step captured as
+   a CUDA graph (torch.cuda.graph, Adam(capturable=True));
 4. prints one table: workload, tensord kernel, tensord end-to-end, PyTorch
    (kernel and end-to-end), the throughput ratio tensord / PyTorch from kernel
-   time and from end-to-end time, the goal and whether it is met. Rows with no
-   PyTorch reference (ping, op latency, pipelining, put/get) show the issue's
-   absolute goals instead.
+   time and from end-to-end time, the CUDA graph's figure and ratio, the goal and
+   whether it is met: issue 16's ratio goals (RATIO_GOALS), and for the rows with
+   no PyTorch reference (ping, op latency, pipelining, put/get) its absolute
+   goals (GOALS); then the training rows' times per step.
 
 A workload that fails on either side is listed with its error; it never stops
 the rest. `--json` and `--markdown` print other formats (the markdown is for
