@@ -64,7 +64,7 @@ struct sizes {
 	uint64_t conv[5];        /* N, C, O, H, W; 3x3, padding 1 */
 	unsigned batch;          /* training minibatch of train_mlp_784 and _64 */
 	unsigned train_rows;     /* rows of their stored random data set */
-	unsigned mlp_batches[2]; /* the 784 MLP again at these batches (rows: 4 batches) */
+	unsigned mlp_batches[2]; /* the 784 MLP again at these batches (rows: 2 batches) */
 	unsigned cnn_batch, cnn_rows;       /* the digits CNN */
 	unsigned tf_vocab, tf_dim, tf_heads, tf_layers, tf_seq, tf_batch, tf_rows; /* chars */
 	unsigned train_warmup;   /* untimed steps first */
