@@ -22,30 +22,6 @@
 #include "bench_util.h"
 #include "tensord.h"
 
-#define PFX "bench/gpu/"
-
-/* The sizes of one --size. */
-struct sizes {
-	const char *name;
-	unsigned reps, warmup;
-	uint64_t mm[2];          /* square f32 matmuls */
-	uint64_t mm_half;        /* square f16 and bf16 matmuls */
-	uint64_t bmm[4];         /* batch, M, K, N */
-	uint64_t gemm_div;       /* the training-shaped GEMMs' M, K, N divided by this */
-	uint64_t elems;          /* elementwise ops, the chain, reductions */
-	uint64_t rows, cols;     /* softmax, layer_norm (last axis) */
-	uint64_t conv[5];        /* N, C, O, H, W; 3x3, padding 1 */
-	unsigned batch;          /* training minibatch */
-	unsigned train_rows;     /* rows of the stored random data set */
-	unsigned train_warmup;   /* untimed steps first */
-	unsigned train_steps;    /* steps per timed train.run */
-	unsigned train_reps;     /* timed train.runs */
-	unsigned pings, lat_warmup, lat_ops;
-	unsigned depth, pipelined;
-	uint64_t transfer_bytes;
-	unsigned transfer_reps;
-};
-
 static const struct sizes size_full = {
 	.name = "full", .reps = 20, .warmup = 3,
 	.mm = { 4096, 8192 }, .mm_half = 8192,
@@ -54,8 +30,11 @@ static const struct sizes size_full = {
 	.elems = (uint64_t)64 << 20,
 	.rows = 4096, .cols = 4096,
 	.conv = { 32, 256, 256, 56, 56 },
-	.batch = 256, .train_rows = 256 * 64, .train_warmup = 20, .train_steps = 256,
-	.train_reps = 3,
+	.batch = 256, .train_rows = 256 * 64, .mlp_batches = { 4096, 16384 },
+	.cnn_batch = 1024, .cnn_rows = 1024 * 16,
+	.tf_vocab = 76, .tf_dim = 256, .tf_heads = 4, .tf_layers = 2, .tf_seq = 128, .tf_batch = 32,
+	.tf_rows = 32 * 16,
+	.train_warmup = 20, .train_steps = 256, .train_reps = 3,
 	.pings = 20000, .lat_warmup = 1000, .lat_ops = 5000,
 	.depth = 64, .pipelined = 20000,
 	.transfer_bytes = (uint64_t)1 << 30, .transfer_reps = 5,
@@ -70,28 +49,19 @@ static const struct sizes size_smoke = {
 	.elems = (uint64_t)64 << 10,
 	.rows = 64, .cols = 128,
 	.conv = { 2, 8, 8, 8, 8 },
-	.batch = 16, .train_rows = 64, .train_warmup = 1, .train_steps = 3, .train_reps = 1,
+	.batch = 16, .train_rows = 64, .mlp_batches = { 32, 64 },
+	.cnn_batch = 16, .cnn_rows = 64,
+	.tf_vocab = 76, .tf_dim = 32, .tf_heads = 2, .tf_layers = 2, .tf_seq = 16, .tf_batch = 4,
+	.tf_rows = 16,
+	.train_warmup = 1, .train_steps = 3, .train_reps = 1,
 	.pings = 200, .lat_warmup = 20, .lat_ops = 50,
 	.depth = 16, .pipelined = 256,
 	.transfer_bytes = (uint64_t)4 << 20, .transfer_reps = 2,
 };
 
-struct bench {
-	const char *path;
-	struct tensord *td;
-	const struct sizes *sz;
-	unsigned reps, warmup;
-	bool dry;               /* only name and describe the workloads */
-	msgpack_sbuffer sb;     /* params of the request being built */
-	msgpack_packer pk;
-};
-
 /* ---- failures ---------------------------------------------------------- */
 
-static int fail(struct bench_result *res, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static int fail(struct bench_result *res, const char *fmt, ...)
+int fail(struct bench_result *res, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -102,32 +72,14 @@ static int fail(struct bench_result *res, const char *fmt, ...)
 	return -1;
 }
 
-static int fail_td(struct bench *b, struct bench_result *res, const char *what)
+int fail_td(struct bench *b, struct bench_result *res, const char *what)
 {
 	return fail(res, "%s: %s", what, tensord_last_error(b->td));
 }
 
 /* ---- request building -------------------------------------------------- */
 
-enum kv_type { KV_INT, KV_NUM, KV_STR, KV_INTS, KV_BOOL };
-
-/* One attribute of an op. */
-struct kv {
-	const char *key;
-	enum kv_type type;
-	int64_t i;
-	double d;
-	const char *s;
-	unsigned n;
-	uint64_t ints[8];
-};
-
-#define KVI(k, v) { .key = (k), .type = KV_INT, .i = (v) }
-#define KVD(k, v) { .key = (k), .type = KV_NUM, .d = (v) }
-#define KVS(k, v) { .key = (k), .type = KV_STR, .s = (v) }
-#define KVB(k, v) { .key = (k), .type = KV_BOOL, .i = (v) }
-
-static struct kv kv_shape(unsigned rank, const uint64_t *dims)
+struct kv kv_shape(unsigned rank, const uint64_t *dims)
 {
 	struct kv kv = { .key = "shape", .type = KV_INTS, .n = rank };
 
@@ -171,9 +123,8 @@ static int pack_strs(msgpack_packer *pk, unsigned n, const char *const *s)
 
 /* A node of graph.run / train.run (`id`, `out` may be NULL), or with
  * `profile` >= 0 the params of op.run (no id). */
-static int pack_op(msgpack_packer *pk, const char *id, const char *op, unsigned nin,
-		   const char *const *in, const struct kv *kv, unsigned nkv, const char *out,
-		   int profile)
+int pack_op(msgpack_packer *pk, const char *id, const char *op, unsigned nin,
+	    const char *const *in, const struct kv *kv, unsigned nkv, const char *out, int profile)
 {
 	unsigned entries = 2 + (id != NULL) + (nkv > 0) + (out != NULL) + (profile > 0);
 
@@ -189,7 +140,7 @@ static int pack_op(msgpack_packer *pk, const char *id, const char *op, unsigned 
 }
 
 /* Starts the params of the next request. */
-static msgpack_packer *params_begin(struct bench *b)
+msgpack_packer *params_begin(struct bench *b)
 {
 	msgpack_sbuffer_clear(&b->sb);
 	return &b->pk;
@@ -198,7 +149,7 @@ static msgpack_packer *params_begin(struct bench *b)
 /* ---- calls ------------------------------------------------------------- */
 
 /* A number under `key` in a packed result map; -ENOENT when there is none. */
-static int result_number(const void *raw, size_t len, const char *key, double *ret)
+int result_number(const void *raw, size_t len, const char *key, double *ret)
 {
 	msgpack_unpacked msg;
 	size_t off = 0;
@@ -223,8 +174,8 @@ static int result_number(const void *raw, size_t len, const char *key, double *r
 /* One call of `method` with the params built in b->sb. On success the packed
  * result goes to *ret_raw (free() it; NULL to drop it) and the wall time to
  * *ret_wall_s (may be NULL). */
-static int call(struct bench *b, struct bench_result *res, const char *method, const char *what,
-		void **ret_raw, size_t *ret_len, double *ret_wall_s)
+int call(struct bench *b, struct bench_result *res, const char *method, const char *what,
+	 void **ret_raw, size_t *ret_len, double *ret_wall_s)
 {
 	void *raw = NULL;
 	size_t len = 0;
@@ -301,8 +252,8 @@ static int run_op(struct bench *b, struct bench_result *res, const char *op, uns
 
 /* `name` = randn(shape) with `seed`, in `dtype`: f32 straight from randn,
  * f16/bf16 cast from an f32 randn. */
-static int make_randn(struct bench *b, struct bench_result *res, const char *name, unsigned rank,
-		      const uint64_t *dims, int64_t seed, const char *dtype)
+int make_randn(struct bench *b, struct bench_result *res, const char *name, unsigned rank,
+	       const uint64_t *dims, int64_t seed, const char *dtype)
 {
 	struct kv kv[3] = { kv_shape(rank, dims), KVI("seed", seed), KVS("dtype", "f32") };
 	const char *tmp = PFX "tmp";
@@ -617,182 +568,6 @@ static int wl_conv(struct bench *b, struct bench_result *res, int arg)
 	return 0;
 }
 
-/* ---- training ---------------------------------------------------------- */
-
-#define MLP_MAX_LAYERS 4
-
-struct mlp {
-	unsigned ndims;
-	uint64_t dims[MLP_MAX_LAYERS + 1];
-	char w[MLP_MAX_LAYERS][32], bias[MLP_MAX_LAYERS][32];
-};
-
-/* Random data set x [rows, in] f32, labels y [rows] i32 in [0, classes), and
- * He-scaled random weights with zero biases, all made on the GPU. */
-static int mlp_setup(struct bench *b, struct bench_result *res, struct mlp *m, unsigned rows)
-{
-	uint64_t dx[2] = { rows, m->dims[0] }, dy[1] = { rows };
-	struct kv rand_kv[2] = { kv_shape(1, dy), KVI("seed", 12) };
-	struct kv scale[1] = { KVD("scalar", (double)m->dims[m->ndims - 1]) };
-	struct kv to_i32[1] = { KVS("dtype", "i32") };
-	struct kv clamp[1] = { KVI("max", (int64_t)m->dims[m->ndims - 1] - 1) };
-	const char *r[1] = { "r" }, *s[1] = { "s" }, *c[1] = { "c" };
-	msgpack_packer *pk;
-
-	if (make_randn(b, res, PFX "x", 2, dx, 11, "f32") < 0)
-		return -1;
-	pk = params_begin(b);
-	if (msgpack_pack_map(pk, 1) || bench_pack_str(pk, "nodes") < 0 || msgpack_pack_array(pk, 4) ||
-	    pack_op(pk, "r", "rand", 0, NULL, rand_kv, 2, NULL, 0) < 0 ||
-	    pack_op(pk, "s", "mul", 1, r, scale, 1, NULL, 0) < 0 ||
-	    pack_op(pk, "c", "cast", 1, s, to_i32, 1, NULL, 0) < 0 ||
-	    pack_op(pk, "y", "clamp", 1, c, clamp, 1, PFX "y", 0) < 0)
-		return fail(res, "out of memory");
-	if (call(b, res, "graph.run", "setup labels", NULL, NULL, NULL) < 0)
-		return -1;
-	for (unsigned l = 0; l + 1 < m->ndims; l++) {
-		uint64_t dw[2] = { m->dims[l], m->dims[l + 1] }, db[1] = { m->dims[l + 1] };
-		struct kv w_kv[2] = { kv_shape(2, dw), KVI("seed", 20 + l) };
-		struct kv he[1] = { KVD("scalar", sqrt(2.0 / (double)m->dims[l])) };
-		struct kv b_kv[1] = { kv_shape(1, db) };
-
-		snprintf(m->w[l], sizeof(m->w[l]), PFX "w%u", l + 1);
-		snprintf(m->bias[l], sizeof(m->bias[l]), PFX "b%u", l + 1);
-		pk = params_begin(b);
-		if (msgpack_pack_map(pk, 1) || bench_pack_str(pk, "nodes") < 0 ||
-		    msgpack_pack_array(pk, 3) ||
-		    pack_op(pk, "r", "randn", 0, NULL, w_kv, 2, NULL, 0) < 0 ||
-		    pack_op(pk, "w", "mul", 1, r, he, 1, m->w[l], 0) < 0 ||
-		    pack_op(pk, "b", "zeros", 0, NULL, b_kv, 1, m->bias[l], 0) < 0)
-			return fail(res, "out of memory");
-		if (call(b, res, "graph.run", "setup weights", NULL, NULL, NULL) < 0)
-			return -1;
-	}
-	return 0;
-}
-
-/* The params of one train.run of the MLP: matmul, add, relu per hidden layer,
- * cross_entropy, Adam lr 1e-3. */
-static int mlp_pack_run(struct bench *b, const struct mlp *m, unsigned steps, unsigned start_step)
-{
-	msgpack_packer *pk = params_begin(b);
-	unsigned layers = m->ndims - 1, e = 0;
-	char prev[16] = "xb", z[16], a[16], h[16];
-
-	e |= msgpack_pack_map(pk, 10) || bench_pack_str(pk, "nodes") < 0 ||
-	     msgpack_pack_array(pk, 3 * layers);
-	for (unsigned l = 0; l < layers; l++) {
-		const char *zin[2] = { prev, m->w[l] }, *ain[2] = { z, m->bias[l] }, *hin[1] = { a };
-
-		snprintf(z, sizeof(z), "z%u", l);
-		snprintf(a, sizeof(a), "a%u", l);
-		snprintf(h, sizeof(h), "h%u", l);
-		e |= pack_op(pk, z, "matmul", 2, zin, NULL, 0, NULL, 0) < 0;
-		e |= pack_op(pk, a, "add", 2, ain, NULL, 0, NULL, 0) < 0;
-		if (l + 1 < layers) {
-			e |= pack_op(pk, h, "relu", 1, hin, NULL, 0, NULL, 0) < 0;
-			snprintf(prev, sizeof(prev), "%s", h);
-		}
-	}
-	{
-		const char *lin[2] = { a, "yb" };
-		e |= pack_op(pk, "loss", "cross_entropy", 2, lin, NULL, 0, NULL, 0) < 0;
-	}
-	e |= bench_pack_str(pk, "loss") < 0 || bench_pack_str(pk, "loss") < 0;
-	e |= bench_pack_str(pk, "params") < 0 || msgpack_pack_array(pk, 2 * layers);
-	for (unsigned l = 0; l < layers; l++)
-		e |= bench_pack_str(pk, m->w[l]) < 0 || bench_pack_str(pk, m->bias[l]) < 0;
-	e |= bench_pack_str(pk, "optimizer") < 0 || msgpack_pack_map(pk, 2) ||
-	     bench_pack_str(pk, "type") < 0 || bench_pack_str(pk, "adam") < 0 ||
-	     bench_pack_str(pk, "lr") < 0 || msgpack_pack_double(pk, 1e-3);
-	e |= bench_pack_str(pk, "data") < 0 || msgpack_pack_map(pk, 2) ||
-	     bench_pack_str(pk, "xb") < 0 || bench_pack_str(pk, PFX "x") < 0 ||
-	     bench_pack_str(pk, "yb") < 0 || bench_pack_str(pk, PFX "y") < 0;
-	e |= bench_pack_str(pk, "batch_size") < 0 || msgpack_pack_uint32(pk, b->sz->batch);
-	e |= bench_pack_str(pk, "steps") < 0 || msgpack_pack_uint32(pk, steps);
-	e |= bench_pack_str(pk, "seed") < 0 || msgpack_pack_uint32(pk, 1);
-	e |= bench_pack_str(pk, "start_step") < 0 || msgpack_pack_uint32(pk, start_step);
-	e |= bench_pack_str(pk, "progress_every") < 0 || msgpack_pack_uint32(pk, steps);
-	return e ? -ENOMEM : 0;
-}
-
-/* arg: 0 = 784-512-512-10, 1 = 64-128-10 (the digits MLP). */
-static int wl_train(struct bench *b, struct bench_result *res, int arg)
-{
-	static const uint64_t big[] = { 784, 512, 512, 10 }, digits[] = { 64, 128, 10 };
-	const struct sizes *sz = b->sz;
-	struct mlp m = { .ndims = arg ? 3 : 4 };
-	double *wall = NULL, *daemon = NULL;
-	unsigned step = 1;
-	char arch[64] = "";
-	int r = -1;
-
-	memcpy(m.dims, arg ? digits : big, m.ndims * sizeof(m.dims[0]));
-	for (unsigned i = 0; i < m.ndims; i++)
-		snprintf(arch + strlen(arch), sizeof(arch) - strlen(arch), "%s%llu", i ? "-" : "",
-			 (unsigned long long)m.dims[i]);
-	snprintf(res->name, sizeof(res->name), "train_mlp_%llu", (unsigned long long)m.dims[0]);
-	snprintf(res->desc, sizeof(res->desc),
-		 "MLP %s (ReLU, cross_entropy), batch %u, Adam lr 1e-3, train.run of %u steps "
-		 "over %u random rows; time per step", arch, sz->batch, sz->train_steps,
-		 sz->train_rows);
-	snprintf(res->params, sizeof(res->params),
-		 "{\"kind\": \"train_mlp\", \"dims\": [%s], \"batch\": %u, \"rows\": %u, "
-		 "\"steps\": %u, \"warmup_steps\": %u, \"runs\": %u, \"lr\": 0.001}",
-		 arch, sz->batch, sz->train_rows, sz->train_steps, sz->train_warmup, sz->train_reps);
-	for (char *p = strstr(res->params, "["); p && *p != ']'; p++)
-		if (*p == '-')
-			*p = ',';
-	res->unit = "us/step";
-	res->lower_better = true;
-	if (b->dry)
-		return 0;
-	wall = calloc(sz->train_reps, sizeof(*wall));
-	daemon = calloc(sz->train_reps, sizeof(*daemon));
-	if (!wall || !daemon) {
-		fail(res, "out of memory");
-		goto out;
-	}
-	if (mlp_setup(b, res, &m, sz->train_rows) < 0)
-		goto out;
-	for (unsigned i = 0; i <= sz->train_reps; i++) {
-		unsigned steps = i == 0 ? sz->train_warmup : sz->train_steps;
-		double dt = 0, secs = 0, done = 0;
-		void *raw = NULL;
-		size_t len = 0;
-
-		if (mlp_pack_run(b, &m, steps, step) < 0) {
-			fail(res, "out of memory");
-			goto out;
-		}
-		if (call(b, res, "train.run", "train.run", &raw, &len, &dt) < 0)
-			goto out;
-		if (result_number(raw, len, "seconds", &secs) < 0 ||
-		    result_number(raw, len, "steps", &done) < 0 || done != steps) {
-			free(raw);
-			fail(res, "train.run: the result lacks seconds or steps, or ran other than %u steps",
-			     steps);
-			goto out;
-		}
-		free(raw);
-		step += steps;
-		if (i > 0) {
-			wall[i - 1] = dt * 1e9 / steps;
-			daemon[i - 1] = secs * 1e9 / steps;
-		}
-	}
-	res->reps = sz->train_reps;
-	res->wall_ns = bench_median(wall, sz->train_reps);
-	res->daemon_ns = bench_median(daemon, sz->train_reps);
-	res->kernel = res->daemon_ns / 1e3;
-	res->e2e = res->wall_ns / 1e3;
-	r = 0;
-out:
-	free(wall);
-	free(daemon);
-	return r;
-}
-
 /* ---- the request path -------------------------------------------------- */
 
 static void latency_stats(struct bench_result *res, double *lat, unsigned n)
@@ -1045,8 +820,12 @@ static const struct workload workloads[] = {
 	{ "normalization", wl_rownorm, 0 },
 	{ "normalization", wl_rownorm, 1 },
 	{ "conv", wl_conv, 0 },
-	{ "training", wl_train, 0 },
-	{ "training", wl_train, 1 },
+	{ "training", wl_train_mlp, 0 },
+	{ "training", wl_train_mlp, 1 },
+	{ "training", wl_train_mlp, 2 },
+	{ "training", wl_train_mlp, 3 },
+	{ "training", wl_train_model, 0 },
+	{ "training", wl_train_model, 1 },
 	{ "latency", wl_ping, 0 },
 	{ "latency", wl_op_latency, 0 },
 	{ "latency", wl_pipelined, 0 },
@@ -1055,12 +834,13 @@ static const struct workload workloads[] = {
 };
 #define NWORKLOADS (sizeof(workloads) / sizeof(workloads[0]))
 
-/* Deletes every bench tensor (Adam state included); errors are ignored. */
+/* Deletes every bench model and tensor (Adam state included); errors are ignored. */
 static void cleanup(struct bench *b)
 {
 	struct tensord_tensor_info *list = NULL;
 	size_t count = 0;
 
+	bench_delete_models(b);
 	if (tensord_list(b->td, PFX, &list, &count) < 0)
 		return;
 	for (size_t i = 0; i < count; i++)
@@ -1101,6 +881,9 @@ static void usage(FILE *f)
 		"  --json          machine-readable output (for bench/compare_torch.py)\n"
 		"  --reps N        timed calls per op workload (default: full 20, smoke 2)\n"
 		"  --warmup N      untimed calls first (default: full 3, smoke 1)\n"
+		"  --train-steps N steps of each timed train.run (default: full 256, smoke 3)\n"
+		"  --train-warmup N  steps of the untimed train.run first (default: full 20,\n"
+		"                  smoke 1; 0: none)\n"
 		"  --only LIST     comma-separated name substrings or groups (matmul,\n"
 		"                  elementwise, reduction, normalization, conv, training,\n"
 		"                  latency, transfer)\n"
@@ -1120,10 +903,20 @@ static void init_result(struct bench_result *res, const struct workload *w)
 	res->kernel = res->e2e = NAN;
 }
 
-int main(int argc, char **argv)
+/* The command line. */
+struct opts {
+	const char *path, *only;
+	const struct sizes *sz;
+	unsigned reps, warmup, wait_s, train_steps, train_warmup;
+	bool json, list, quiet, have_reps, have_warmup, have_steps, have_train_warmup;
+};
+
+/* Parses the command line into *o: 0, or the exit status (0 after --help, 2
+ * for bad arguments, with the usage printed). */
+static int parse_args(int argc, char **argv, struct opts *o, bool *ret_exit)
 {
 	enum { OPT_SOCKET = 256, OPT_SIZE, OPT_JSON, OPT_REPS, OPT_WARMUP, OPT_ONLY, OPT_LIST,
-	       OPT_WAIT, OPT_QUIET };
+	       OPT_WAIT, OPT_QUIET, OPT_TRAIN_STEPS, OPT_TRAIN_WARMUP };
 	static const struct option longopts[] = {
 		{ "socket", required_argument, NULL, OPT_SOCKET },
 		{ "size", required_argument, NULL, OPT_SIZE },
@@ -1134,38 +927,45 @@ int main(int argc, char **argv)
 		{ "list", no_argument, NULL, OPT_LIST },
 		{ "wait", required_argument, NULL, OPT_WAIT },
 		{ "quiet", no_argument, NULL, OPT_QUIET },
+		{ "train-steps", required_argument, NULL, OPT_TRAIN_STEPS },
+		{ "train-warmup", required_argument, NULL, OPT_TRAIN_WARMUP },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	static struct bench_result results[NWORKLOADS];
-	struct bench b = { .sz = &size_full };
-	struct bench_meta meta = { .size = NULL };
-	const char *only = NULL;
-	unsigned reps = 0, warmup = 0, wait_s = 0, n = 0, failed = 0;
-	bool json = false, list = false, quiet = false, have_reps = false, have_warmup = false;
-	bool pick[NWORKLOADS];
-	int c, r;
+	int c;
 
+	*ret_exit = true;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		int e = 0;
 
 		switch (c) {
-		case OPT_SOCKET: b.path = optarg; break;
+		case OPT_SOCKET: o->path = optarg; break;
 		case OPT_SIZE:
 			if (!strcmp(optarg, "full"))
-				b.sz = &size_full;
+				o->sz = &size_full;
 			else if (!strcmp(optarg, "smoke"))
-				b.sz = &size_smoke;
+				o->sz = &size_smoke;
 			else
 				e = -EINVAL;
 			break;
-		case OPT_JSON: json = true; break;
-		case OPT_REPS: e = bench_parse_uint(optarg, 1, 100000, &reps); have_reps = true; break;
-		case OPT_WARMUP: e = bench_parse_uint(optarg, 0, 100000, &warmup); have_warmup = true; break;
-		case OPT_ONLY: only = optarg; break;
-		case OPT_LIST: list = true; break;
-		case OPT_WAIT: e = bench_parse_uint(optarg, 0, 3600, &wait_s); break;
-		case OPT_QUIET: quiet = true; break;
+		case OPT_JSON: o->json = true; break;
+		case OPT_REPS: e = bench_parse_uint(optarg, 1, 100000, &o->reps); o->have_reps = true; break;
+		case OPT_WARMUP:
+			e = bench_parse_uint(optarg, 0, 100000, &o->warmup);
+			o->have_warmup = true;
+			break;
+		case OPT_ONLY: o->only = optarg; break;
+		case OPT_LIST: o->list = true; break;
+		case OPT_WAIT: e = bench_parse_uint(optarg, 0, 3600, &o->wait_s); break;
+		case OPT_QUIET: o->quiet = true; break;
+		case OPT_TRAIN_STEPS:
+			e = bench_parse_uint(optarg, 1, 1000000, &o->train_steps);
+			o->have_steps = true;
+			break;
+		case OPT_TRAIN_WARMUP:
+			e = bench_parse_uint(optarg, 0, 1000000, &o->train_warmup);
+			o->have_train_warmup = true;
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -1179,9 +979,84 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	b.reps = have_reps ? reps : b.sz->reps;
-	b.warmup = have_warmup ? warmup : b.sz->warmup;
-	meta.size = b.sz->name;
+	*ret_exit = false;
+	return 0;
+}
+
+/* Runs the picked workloads into results[*n...], each followed by a clean-up;
+ * returns how many failed. */
+static unsigned run_all(struct bench *b, const bool *pick, struct bench_result *results,
+			size_t *n, bool quiet)
+{
+	unsigned failed = 0;
+	int r;
+
+	for (size_t i = 0; i < NWORKLOADS; i++) {
+		struct bench_result *res = &results[*n];
+		double t0 = bench_now_s();
+
+		if (!pick[i])
+			continue;
+		(*n)++;
+		init_result(res, &workloads[i]);
+		if (!quiet) {
+			b->dry = true;
+			workloads[i].fn(b, res, workloads[i].arg);
+			b->dry = false;
+			fprintf(stderr, "bench_gpu: %-22s ...", res->name);
+		}
+		if (!b->td && (r = tensord_connect(bench_socket_path(b->path), &b->td)) < 0) {
+			b->td = NULL;
+			fail(res, "cannot reconnect to tensord: %s", strerror(-r));
+		} else if (workloads[i].fn(b, res, workloads[i].arg) == 0) {
+			res->ran = true;
+		}
+		if (!res->ran)
+			failed++;
+		if (!quiet) {
+			if (res->ran)
+				fprintf(stderr, " %.4g %s (%.1f s)\n",
+					isnan(res->kernel) ? res->e2e : res->kernel, res->unit,
+					bench_now_s() - t0);
+			else
+				fprintf(stderr, " FAILED: %s\n", res->error);
+		}
+		/* A dead handle (the daemon closed the stream) is replaced. */
+		if (b->td && tensord_ping(b->td, NULL, 0) < 0) {
+			tensord_free(b->td);
+			b->td = NULL;
+			if (tensord_connect(bench_socket_path(b->path), &b->td) < 0)
+				b->td = NULL;
+		}
+		if (b->td)
+			cleanup(b);
+	}
+	return failed;
+}
+
+int main(int argc, char **argv)
+{
+	static struct bench_result results[NWORKLOADS];
+	struct opts o = { .sz = &size_full };
+	struct sizes sz;
+	struct bench b = { .sz = &sz };
+	struct bench_meta meta = { .size = NULL };
+	size_t n = 0;
+	unsigned failed;
+	bool pick[NWORKLOADS], done;
+	int r;
+
+	if ((r = parse_args(argc, argv, &o, &done)) != 0 || done)
+		return r;
+	sz = *o.sz;
+	if (o.have_steps)
+		sz.train_steps = o.train_steps;
+	if (o.have_train_warmup)
+		sz.train_warmup = o.train_warmup;
+	b.path = o.path;
+	b.reps = o.have_reps ? o.reps : sz.reps;
+	b.warmup = o.have_warmup ? o.warmup : sz.warmup;
+	meta.size = sz.name;
 	meta.reps = b.reps;
 	meta.warmup = b.warmup;
 	signal(SIGPIPE, SIG_IGN);
@@ -1195,18 +1070,18 @@ int main(int argc, char **argv)
 
 		init_result(res, &workloads[i]);
 		workloads[i].fn(&b, res, workloads[i].arg);
-		pick[i] = selected(only, res->name, res->group);
-		if (!list || !pick[i])
+		pick[i] = selected(o.only, res->name, res->group);
+		if (!o.list || !pick[i])
 			continue;
 		snprintf(res->error, sizeof(res->error), "not run (--list)");
-		if (!json)
+		if (!o.json)
 			printf("%-22s %-14s %s\n", res->name, res->group, res->desc);
 		n++;
 	}
 	b.dry = false;
-	if (list) {
+	if (o.list) {
 		/* JSON with every figure null: the sizes, for compare_torch.py. */
-		if (json) {
+		if (o.json) {
 			snprintf(meta.version, sizeof(meta.version), "?");
 			snprintf(meta.device, sizeof(meta.device), "?");
 			bench_report_json(&meta, results, n);
@@ -1215,7 +1090,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
-	if (wait_s > 0 && (r = bench_wait_for_socket(bench_socket_path(b.path), wait_s)) < 0) {
+	if (o.wait_s > 0 && (r = bench_wait_for_socket(bench_socket_path(b.path), o.wait_s)) < 0) {
 		fprintf(stderr, "bench_gpu: %s does not accept connections: %s\n",
 			bench_socket_path(b.path), strerror(-r));
 		r = 1;
@@ -1235,48 +1110,8 @@ int main(int argc, char **argv)
 	}
 	bench_device_name(b.td, meta.device, sizeof(meta.device));
 	cleanup(&b);
-
-	for (size_t i = 0; i < NWORKLOADS; i++) {
-		struct bench_result *res = &results[n];
-		double t0 = bench_now_s();
-
-		if (!pick[i])
-			continue;
-		n++;
-		init_result(res, &workloads[i]);
-		if (!quiet) {
-			b.dry = true;
-			workloads[i].fn(&b, res, workloads[i].arg);
-			b.dry = false;
-			fprintf(stderr, "bench_gpu: %-22s ...", res->name);
-		}
-		if (!b.td && (r = tensord_connect(bench_socket_path(b.path), &b.td)) < 0) {
-			b.td = NULL;
-			fail(res, "cannot reconnect to tensord: %s", strerror(-r));
-		} else if (workloads[i].fn(&b, res, workloads[i].arg) == 0) {
-			res->ran = true;
-		}
-		if (!res->ran)
-			failed++;
-		if (!quiet) {
-			if (res->ran)
-				fprintf(stderr, " %.4g %s (%.1f s)\n",
-					isnan(res->kernel) ? res->e2e : res->kernel, res->unit,
-					bench_now_s() - t0);
-			else
-				fprintf(stderr, " FAILED: %s\n", res->error);
-		}
-		/* A dead handle (the daemon closed the stream) is replaced. */
-		if (b.td && tensord_ping(b.td, NULL, 0) < 0) {
-			tensord_free(b.td);
-			b.td = NULL;
-			if (tensord_connect(bench_socket_path(b.path), &b.td) < 0)
-				b.td = NULL;
-		}
-		if (b.td)
-			cleanup(&b);
-	}
-	if (json)
+	failed = run_all(&b, pick, results, &n, o.quiet);
+	if (o.json)
 		bench_report_json(&meta, results, n);
 	else
 		bench_report_table(&meta, results, n);

@@ -38,11 +38,12 @@ void bench_report_table(const struct bench_meta *meta, const struct bench_result
 	printf("tensord %s on %s; size %s; medians of %u reps after %u warm-up calls\n",
 	       meta->version, meta->device, meta->size, meta->reps, meta->warmup);
 	printf("kernel = gpu_ns of the request's GPU submission (training: train.run's seconds/steps);\n"
-	       "e2e = wall clock around the whole call through the socket. GB = 1e9 bytes.\n\n");
-	printf("%-22s %10s %10s %10s %10s  %-8s %s\n", "workload", "kernel", "e2e", "kernel", "e2e",
+	       "e2e = wall clock around the whole call through the socket. GB = 1e9 bytes.\n"
+	       "Training rows: the times are per step, the rates samples (rows) per second.\n\n");
+	printf("%-22s %10s %10s %10s %10s  %-9s %s\n", "workload", "kernel", "e2e", "kernel", "e2e",
 	       "unit", "what");
-	printf("%-22s %10s %10s %10s %10s  %-8s %s\n", "----------------------", "----------",
-	       "----------", "----------", "----------", "--------", "----");
+	printf("%-22s %10s %10s %10s %10s  %-9s %s\n", "----------------------", "----------",
+	       "----------", "----------", "----------", "---------", "----");
 	for (size_t i = 0; i < n; i++) {
 		const struct bench_result *r = &res[i];
 		char kt[32], et[32], kv[32], ev[32];
@@ -55,7 +56,7 @@ void bench_report_table(const struct bench_meta *meta, const struct bench_result
 		fmt_time(et, sizeof(et), r->wall_ns);
 		fmt_value(kv, sizeof(kv), r->kernel);
 		fmt_value(ev, sizeof(ev), r->e2e);
-		printf("%-22s %10s %10s %10s %10s  %-8s %s\n", r->name, kt, et, kv, ev, r->unit, r->desc);
+		printf("%-22s %10s %10s %10s %10s  %-9s %s\n", r->name, kt, et, kv, ev, r->unit, r->desc);
 	}
 }
 

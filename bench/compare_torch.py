@@ -11,13 +11,16 @@ Runs on the GPU host (python3 with torch; nothing else is needed):
 3. runs the same workloads, with the sizes bench_gpu reported, in PyTorch on the
    same GPU: kernel time from CUDA events, end-to-end time from the wall clock
    with a synchronize; TF32 off; f16/bf16 matmuls accumulate in f32 (PyTorch's
-   default); the chain x*sigmoid(x)+b eager and unfused; the MLPs as an eager loop
-   with torch.optim.Adam;
+   default); the chain x*sigmoid(x)+b eager and unfused; the training workloads
+   (MLPs, the digits CNN, the char transformer: the same layers as tensord's) as
+   an eager loop with torch.optim.Adam, and again with the whole step captured as
+   a CUDA graph (torch.cuda.graph, Adam(capturable=True));
 4. prints one table: workload, tensord kernel, tensord end-to-end, PyTorch
    (kernel and end-to-end), the throughput ratio tensord / PyTorch from kernel
-   time and from end-to-end time, the goal and whether it is met. Rows with no
-   PyTorch reference (ping, op latency, pipelining, put/get) show the issue's
-   absolute goals instead.
+   time and from end-to-end time, the CUDA graph's figure and ratio, the goal and
+   whether it is met: issue 16's ratio goals (RATIO_GOALS), and for the rows with
+   no PyTorch reference (ping, op latency, pipelining, put/get) its absolute
+   goals (GOALS); then the training rows' times per step.
 
 A workload that fails on either side is listed with its error; it never stops
 the rest. `--json` and `--markdown` print other formats (the markdown is for
@@ -52,6 +55,19 @@ GOALS = {
     "op_pipelined": (">=", 1e5),    # ops/s
     "put": (">=", 5.0),             # GB/s
     "get": (">=", 5.0),             # GB/s
+}
+
+# The issue's goals for rows compared with PyTorch (ratio_goal() says which row
+# takes which): (ratio column, minimum of tensord / PyTorch throughput).
+RATIO_GOALS = {
+    "matmul_f32": ("kernel", 0.85),        # square f32 GEMMs, TF32 off, against cuBLAS
+    "matmul_f16": ("kernel", 0.5),
+    "gemm_tn": ("kernel", 0.8),            # the weight gradients x^T g, h^T g
+    "conv2d": ("kernel", 0.8),             # against cuDNN
+    "train_mlp_small": ("graph", 1.0),     # MLP 784-512-512-10 at batch <= 256
+    "train_mlp_large": ("graph", 0.8),     # the same at larger batches
+    "train_cnn": ("graph", 0.7),
+    "train_transformer": ("graph", 0.7),
 }
 
 
@@ -119,6 +135,10 @@ def bench_args(args):
         extra += ["--reps", str(args.reps)]
     if args.warmup is not None:
         extra += ["--warmup", str(args.warmup)]
+    if args.train_steps:
+        extra += ["--train-steps", str(args.train_steps)]
+    if args.train_warmup is not None:
+        extra += ["--train-warmup", str(args.train_warmup)]
     return extra
 
 
@@ -169,10 +189,66 @@ def run_bench_gpu(args):
 
 # ---- PyTorch ---------------------------------------------------------------
 
+# The training workloads: an eager loop and a CUDA-graph column each.
+TRAIN_KINDS = ("train_mlp", "train_cnn", "train_transformer")
+
+
+def char_transformer(torch, vocab, dim, heads, layers, hidden, seq, sdpa):
+    """tensord's char transformer (examples/chars/train.py) in PyTorch, layer
+    for layer as model.define expands it (docs/training.md, "A model as
+    layers"): Embedding, `layers` pre-norm causal blocks (x + attn(ln1(x)),
+    then + fc2(gelu(fc1(ln2(.))))); attention with separate q, k, v and out
+    linears (with bias), heads of dim/heads, scores scaled by 1/sqrt(hd), a
+    causal mask, softmax), a final LayerNorm and a linear head. `sdpa`: the
+    attention core as F.scaled_dot_product_attention(is_causal=True) (PyTorch's
+    fused kernels, the same FLOPs); else written out as tensord runs it."""
+    nn, F = torch.nn, torch.nn.functional
+    hd = dim // heads
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1 = nn.LayerNorm(dim)
+            self.q, self.k, self.v = nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
+            self.out = nn.Linear(dim, dim)
+            self.ln2 = nn.LayerNorm(dim)
+            self.fc1, self.fc2 = nn.Linear(dim, hidden), nn.Linear(hidden, dim)
+            self.register_buffer("mask", torch.ones(seq, seq, dtype=torch.bool).triu(1),
+                                 persistent=False)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            a = self.ln1(x)
+            q = self.q(a).view(b, t, heads, hd).transpose(1, 2)
+            k = self.k(a).view(b, t, heads, hd).transpose(1, 2)
+            v = self.v(a).view(b, t, heads, hd).transpose(1, 2)
+            if sdpa:
+                ctx = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+                scores = scores.masked_fill(self.mask[:t, :t], float("-inf"))
+                ctx = torch.matmul(torch.softmax(scores, dim=-1), v)
+            x = x + self.out(ctx.transpose(1, 2).reshape(b, t, dim))
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, dim)
+            self.blocks = nn.Sequential(*[Block() for _ in range(layers)])
+            self.ln = nn.LayerNorm(dim)
+            self.head = nn.Linear(dim, vocab)
+
+        def forward(self, x):
+            return self.head(self.ln(self.blocks(self.emb(x))))
+
+    return Net()
+
+
 class TorchBench:
     """The PyTorch side: the same workloads, from bench_gpu's params."""
 
-    def __init__(self, device, reps, warmup):
+    def __init__(self, device, reps, warmup, attention="sdpa"):
         import torch
         import torch.nn.functional as F
         self.torch = torch
@@ -180,6 +256,7 @@ class TorchBench:
         self.reps = max(1, reps)
         self.warmup = max(0, warmup)
         self.dev = torch.device(device)
+        self.attention = attention
         self.cuda = self.dev.type == "cuda"
         if self.cuda and not torch.cuda.is_available():
             raise RuntimeError("PyTorch %s sees no CUDA device" % torch.__version__)
@@ -286,62 +363,102 @@ class TorchBench:
         pad = int(p["padding"])
         return self.time(lambda: F.conv2d(x, w, padding=pad))
 
-    def mlp(self, p, **adam):
-        """(model, optimizer, x, y, dims, batch, rows, steps) of a train_mlp workload."""
-        torch = self.torch
-        dims = [int(d) for d in p["dims"]]
-        batch, rows, steps = int(p["batch"]), int(p["rows"]), int(p["steps"])
+    def training_setup(self, p):
+        """(model, loss_fn, x, y) of a training workload (params.kind train_mlp,
+        train_cnn or train_transformer): the model in train mode on the device,
+        its loss of (output, labels), and the random data set whose rows are
+        gathered per step, as bench_gpu's (same shapes, not the same values)."""
+        torch, F, nn = self.torch, self.F, self.torch.nn
+        kind, rows = p["kind"], int(p["rows"])
         torch.manual_seed(0)
-        layers = []
-        for i in range(len(dims) - 1):
-            layers.append(torch.nn.Linear(dims[i], dims[i + 1]))
-            if i + 2 < len(dims):
-                layers.append(torch.nn.ReLU())
-        model = torch.nn.Sequential(*layers).to(self.dev)
-        opt = torch.optim.Adam(model.parameters(), lr=float(p.get("lr", 1e-3)), **adam)
-        x = torch.randn(rows, dims[0], device=self.dev)
-        y = torch.randint(0, dims[-1], (rows,), device=self.dev)
-        return model, opt, x, y, dims, batch, rows, steps
+        if kind == "train_mlp":
+            dims = [int(d) for d in p["dims"]]
+            layers = []
+            for i in range(len(dims) - 1):
+                layers.append(nn.Linear(dims[i], dims[i + 1]))
+                if i + 2 < len(dims):
+                    layers.append(nn.ReLU())
+            model = nn.Sequential(*layers)
+            x = torch.randn(rows, dims[0], device=self.dev)
+            y = torch.randint(0, dims[-1], (rows,), device=self.dev)
+            loss_fn = F.cross_entropy
+        elif kind == "train_cnn":
+            # examples/digits/train.py --model cnn
+            hw, ch, classes = int(p["hw"]), int(p["channels"]), int(p["classes"])
+            model = nn.Sequential(nn.Conv2d(1, ch, 3, padding=1), nn.BatchNorm2d(ch), nn.ReLU(),
+                                  nn.MaxPool2d(2), nn.Flatten(),
+                                  nn.Linear(ch * (hw // 2) * (hw // 2), classes))
+            x = torch.randn(rows, 1, hw, hw, device=self.dev)
+            y = torch.randint(0, classes, (rows,), device=self.dev)
+            loss_fn = F.cross_entropy
+        elif kind == "train_transformer":
+            vocab, seq = int(p["vocab"]), int(p["seq"])
+            model = char_transformer(torch, vocab, int(p["dim"]), int(p["heads"]), int(p["layers"]),
+                                     int(p["hidden"]), seq, self.attention == "sdpa")
+            x = torch.randint(0, vocab, (rows, seq), device=self.dev)
+            y = torch.randint(0, vocab, (rows, seq), device=self.dev)
 
-    def train_mlp(self, p):
-        torch, F = self.torch, self.F
-        model, opt, x, y, dims, batch, rows, steps = self.mlp(p)
-        per_epoch = rows // batch
-        if per_epoch < 1 or steps < 1:
+            def loss_fn(out, yb):  # over every position, as tensord's cross_entropy on [B, T, V]
+                return F.cross_entropy(out.reshape(-1, vocab), yb.reshape(-1))
+        else:
+            raise ValueError("no PyTorch model for kind %r" % kind)
+        model = model.to(self.dev)
+        model.train()
+        return model, loss_fn, x, y
+
+    @staticmethod
+    def train_counts(p):
+        batch, rows, steps = int(p["batch"]), int(p["rows"]), int(p["steps"])
+        if rows // batch < 1 or steps < 1:
             raise ValueError("batch %d over %d rows, %d steps: nothing to run" % (batch, rows, steps))
+        return batch, rows, steps
 
-        def run(nsteps):
-            # As train.run: each epoch a fresh shuffle, minibatches gathered from it.
-            done = 0
-            while done < nsteps:
-                perm = torch.randperm(rows, device=self.dev)
-                for j in range(per_epoch):
-                    if done == nsteps:
-                        break
-                    idx = perm[j * batch:(j + 1) * batch]
-                    opt.zero_grad(set_to_none=True)
-                    loss = F.cross_entropy(model(x[idx]), y[idx])
-                    loss.backward()
-                    opt.step()
-                    done += 1
+    def epochs(self, rows, batch, nsteps, step):
+        """Calls step(idx) `nsteps` times, as train.run draws minibatches: each
+        epoch a fresh shuffle of the rows, batches taken from it in order (the
+        last partial one dropped)."""
+        done = 0
+        while done < nsteps:
+            perm = self.torch.randperm(rows, device=self.dev)
+            for j in range(rows // batch):
+                if done == nsteps:
+                    break
+                step(perm[j * batch:(j + 1) * batch])
+                done += 1
 
-        run(int(p.get("warmup_steps", 20)))
-        return self.time(lambda: run(steps), reps=int(p.get("runs", 3)), warmup=0, per=steps)
+    def train(self, p):
+        """A training workload as an eager loop: zero_grad, forward, loss,
+        backward, Adam step; no synchronisation per step."""
+        torch = self.torch
+        model, loss_fn, x, y = self.training_setup(p)
+        batch, rows, steps = self.train_counts(p)
+        opt = torch.optim.Adam(model.parameters(), lr=float(p.get("lr", 1e-3)))
 
-    def train_mlp_graph(self, p):
-        """train_mlp at PyTorch's best for small steps: forward, backward and a
-        capturable Adam captured once as a CUDA graph, replayed per step with the
+        def step(idx):
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x[idx]), y[idx])
+            loss.backward()
+            opt.step()
+
+        self.epochs(rows, batch, int(p.get("warmup_steps", 20)), step)
+        return self.time(lambda: self.epochs(rows, batch, steps, step),
+                         reps=int(p.get("runs", 3)), warmup=0, per=steps)
+
+    def train_graph(self, p):
+        """A training workload at PyTorch's best for small steps: forward,
+        backward and Adam(capturable=True) captured once as a CUDA graph (as
+        torch's docs capture a whole network), replayed per step with the
         step's minibatch indices copied into the graph's static index tensor."""
-        torch, F = self.torch, self.F
+        torch = self.torch
         if not self.cuda:
             raise RuntimeError("CUDA graphs need a CUDA device")
-        model, opt, x, y, dims, batch, rows, steps = self.mlp(p, capturable=True)
-        per_epoch = rows // batch
+        model, loss_fn, x, y = self.training_setup(p)
+        batch, rows, steps = self.train_counts(p)
+        opt = torch.optim.Adam(model.parameters(), lr=float(p.get("lr", 1e-3)), capturable=True)
         idx = torch.arange(batch, device=self.dev)
 
         def step():
-            opt.zero_grad(set_to_none=False)
-            loss = F.cross_entropy(model(x[idx]), y[idx])
+            loss = loss_fn(model(x[idx]), y[idx])
             loss.backward()
             opt.step()
             return loss
@@ -350,34 +467,32 @@ class TorchBench:
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):  # warm-up on a side stream, as torch's docs do
             for _ in range(3):
+                opt.zero_grad(set_to_none=True)
                 step()
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
+        # grads set to None before the capture: backward allocates them from the
+        # graph's pool and every replay writes them afresh (no zeroing kernels)
+        opt.zero_grad(set_to_none=True)
         with torch.cuda.graph(graph):
             step()
 
-        def run(nsteps):
-            done = 0
-            while done < nsteps:
-                perm = torch.randperm(rows, device=self.dev)
-                for j in range(per_epoch):
-                    if done == nsteps:
-                        break
-                    idx.copy_(perm[j * batch:(j + 1) * batch])
-                    graph.replay()
-                    done += 1
+        def replay(rows_idx):
+            idx.copy_(rows_idx)
+            graph.replay()
 
-        run(int(p.get("warmup_steps", 20)))
-        return self.time(lambda: run(steps), reps=int(p.get("runs", 3)), warmup=0, per=steps)
+        self.epochs(rows, batch, int(p.get("warmup_steps", 20)), replay)
+        return self.time(lambda: self.epochs(rows, batch, steps, replay),
+                         reps=int(p.get("runs", 3)), warmup=0, per=steps)
 
     def run_graph(self, w):
         """(kernel_ns, wall_ns, error) of a training workload as a CUDA graph, or
         Nones where there is no graphed counterpart."""
         params = w.get("params") or {}
-        if params.get("kind") != "train_mlp" or not self.cuda:
+        if params.get("kind") not in TRAIN_KINDS or not self.cuda:
             return None, None, None
         try:
-            kern, wall = self.train_mlp_graph(params)
+            kern, wall = self.train_graph(params)
             return kern, wall, None
         except Exception as e:
             return None, None, "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
@@ -391,12 +506,13 @@ class TorchBench:
         """(kernel_ns, wall_ns, error) of workload `w` of the bench_gpu report."""
         params = w.get("params") or {}
         fn = {"matmul": self.matmul, "binary": self.binary, "chain": self.chain,
-              "reduce": self.reduce, "rownorm": self.rownorm, "conv2d": self.conv2d,
-              "train_mlp": self.train_mlp}.get(params.get("kind"))
+              "reduce": self.reduce, "rownorm": self.rownorm, "conv2d": self.conv2d}.get(params.get("kind"))
+        if params.get("kind") in TRAIN_KINDS:
+            fn = self.train
         if fn is None:
             return None, None, None
         try:
-            with self.torch.no_grad() if params.get("kind") != "train_mlp" else _Null():
+            with self.torch.no_grad() if params.get("kind") not in TRAIN_KINDS else _Null():
                 kern, wall = fn(params)
             return kern, wall, None
         except Exception as e:  # one workload's failure is reported, not fatal
@@ -437,6 +553,9 @@ def value_from_ns(w, ns):
         return w["bytes"] / ns
     if unit in ("us", "us/step"):
         return ns / 1e3
+    if unit == "samples/s":
+        batch = num((w.get("params") or {}).get("batch"))
+        return batch * 1e9 / ns if batch else None
     return None
 
 
@@ -448,10 +567,36 @@ def ratio(w, td, pt):
     return pt / td if w.get("better") == "lower" else td / pt
 
 
-def goal_of(w, td_e2e):
+def ratio_goal(w):
+    """The issue's goal for a row compared with PyTorch: (ratio column, minimum
+    ratio), or None. Kernel rows against cuBLAS/cuDNN's kernel time, training
+    rows against the CUDA graph's end-to-end step."""
+    p = w.get("params") or {}
+    kind = p.get("kind")
+    if kind == "matmul" and not p.get("batch"):
+        if p.get("ta") and not p.get("tb"):
+            return RATIO_GOALS["gemm_tn"]
+        if not p.get("ta") and not p.get("tb") and p.get("m") == p.get("k") == p.get("n"):
+            return RATIO_GOALS.get("matmul_" + str(p.get("dtype")))
+        return None
+    if kind == "train_mlp":
+        if [int(d) for d in p.get("dims", [])] != [784, 512, 512, 10]:
+            return None
+        return RATIO_GOALS["train_mlp_small" if int(p.get("batch", 0)) <= 256 else "train_mlp_large"]
+    return RATIO_GOALS.get(kind)
+
+
+def goal_of(w, td_e2e, row=None):
+    """(goal text, met) of a row: an absolute goal on tensord's e2e figure, or a
+    ratio goal on the row's ratio (met None while that ratio is missing)."""
     kind = (w.get("params") or {}).get("kind")
     if kind not in GOALS:
-        return None, None
+        rg = ratio_goal(w)
+        if rg is None:
+            return None, None
+        col, thr = rg
+        v = num((row or {}).get("ratio_" + col))
+        return "%s \u2265 %.2fx" % (col, thr), (None if v is None else v >= thr)
     cmp, thr = GOALS[kind]
     text = "%s %g %s" % ("\u2264" if cmp == "<=" else "\u2265", thr, w.get("unit", ""))
     v = num(td_e2e)
@@ -469,7 +614,11 @@ def build_rows(report, torch_bench):
                "tensord_error": w.get("error"),
                "torch_kernel": None, "torch_e2e": None, "torch_kernel_ns": None,
                "torch_wall_ns": None, "torch_error": None,
-               "torch_graph_e2e": None, "torch_graph_error": None}
+               "torch_graph_e2e": None, "torch_graph_error": None,
+               "torch_graph_kernel_ns": None, "torch_graph_wall_ns": None,
+               "batch": (w.get("params") or {}).get("batch") if (w.get("params") or {}).get("kind")
+               in TRAIN_KINDS else None,
+               "tensord_daemon_ns": num(w.get("daemon_ns")), "tensord_wall_ns": num(w.get("wall_ns"))}
         if torch_bench is not None and row["kind"] not in GOALS:
             log("PyTorch: %s" % row["name"])
             kern, wall, err = torch_bench.run(w)
@@ -480,11 +629,12 @@ def build_rows(report, torch_bench):
             if gk is not None or gerr:
                 log("PyTorch (CUDA graph): %s" % row["name"])
             row["torch_graph_e2e"] = value_from_ns(w, gw)
+            row["torch_graph_kernel_ns"], row["torch_graph_wall_ns"] = gk, gw
             row["torch_graph_error"] = gerr
         row["ratio_kernel"] = ratio(w, row["tensord_kernel"], row["torch_kernel"])
         row["ratio_e2e"] = ratio(w, row["tensord_e2e"], row["torch_e2e"])
         row["ratio_graph"] = ratio(w, row["tensord_e2e"], row["torch_graph_e2e"])
-        row["goal"], row["met"] = goal_of(w, row["tensord_e2e"])
+        row["goal"], row["met"] = goal_of(w, row["tensord_e2e"], row)
         rows.append(row)
     return rows
 
@@ -535,6 +685,26 @@ def errors(rows):
     return out
 
 
+STEP_COLUMNS = ["workload", "batch", "tensord kernel", "tensord e2e", "PyTorch eager",
+                "PyTorch graph"]
+
+
+def step_cells(r):
+    def us(ns):
+        return fmt(None if num(ns) is None else ns / 1e3)
+    return [r["name"], str(r["batch"]), us(r.get("tensord_daemon_ns")), us(r.get("tensord_wall_ns")),
+            us(r.get("torch_wall_ns")), us(r.get("torch_graph_wall_ns"))]
+
+
+def training_rows(rows):
+    return [r for r in rows if r.get("kind") in TRAIN_KINDS]
+
+
+STEP_NOTE = ("Training steps, us per step: tensord kernel = train.run's own seconds / steps, "
+             "e2e = the call's wall time / steps; PyTorch eager and CUDA graph: wall time of "
+             "the loop (with a synchronize at its end) / steps.")
+
+
 def header(report, torch_info):
     td = report.get("tensord") or {}
     line = "tensord %s on %s (Vulkan), size %s, %s reps after %s warm-up" % (
@@ -553,13 +723,20 @@ NOTES = [
     "ratio = throughput of tensord / throughput of PyTorch (above 1.00x tensord is faster), "
     "from kernel times and from end-to-end times.",
     "PyTorch: TF32 off, f16/bf16 matmuls accumulate in f32, cuDNN benchmark mode, "
-    "x*sigmoid(x)+b eager (3 kernels), MLPs as an eager loop with torch.optim.Adam "
-    "(tensord's train.run reads each step's loss back; the eager loop does not sync).",
+    "x*sigmoid(x)+b eager (3 kernels), training workloads as an eager loop with "
+    "torch.optim.Adam (tensord's train.run reads each step's loss back; the eager loop does "
+    "not sync); the CNN and the transformer are the same layers as tensord's model.define "
+    "(nn.Conv2d/BatchNorm2d/MaxPool2d/Linear; pre-norm causal blocks, attention through "
+    "F.scaled_dot_product_attention unless --attention explicit).",
     "PyTorch graph: the training step (forward, backward, Adam with capturable=True) "
     "captured once as a CUDA graph and replayed per step, the step's indices copied into "
     "its static index tensor: PyTorch at its best for small steps; ratio graph = tensord "
     "e2e against it.",
-    "Goals are the issue's absolute targets, checked on tensord's e2e figure; GB = 1e9 bytes.",
+    "Goals: the issue's absolute targets, checked on tensord's e2e figure; and its ratio "
+    "targets (`kernel \u2265 0.85x`: ratio kernel, against cuBLAS/cuDNN; `graph \u2265 1.00x`: "
+    "ratio graph, the training step against PyTorch's CUDA graph); GB = 1e9 bytes.",
+    "Training rows: samples (rows) per second, one step = one minibatch; their times per step "
+    "are listed after the table.",
 ]
 
 
@@ -572,6 +749,16 @@ def print_table(report, rows, torch_info, f=sys.stdout):
                           for i, c in enumerate(row)).rstrip() + "\n")
         if n == 0:
             f.write("  ".join("-" * w for w in widths) + "\n")
+    train = training_rows(rows)
+    if train:
+        f.write("\n" + STEP_NOTE + "\n\n")
+        table = [STEP_COLUMNS] + [step_cells(r) for r in train]
+        widths = [max(len(row[i]) for row in table) for i in range(len(STEP_COLUMNS))]
+        for n, row in enumerate(table):
+            f.write("  ".join(c.ljust(widths[i]) if i < 1 else c.rjust(widths[i])
+                              for i, c in enumerate(row)).rstrip() + "\n")
+            if n == 0:
+                f.write("  ".join("-" * w for w in widths) + "\n")
     f.write("\n" + "\n".join(NOTES) + "\n")
     errs = errors(rows)
     if errs:
@@ -586,6 +773,15 @@ def markdown(report, rows, torch_info):
         c = cells(r)
         c[0] = "`%s`" % c[0]
         out.append("| " + " | ".join(x.replace("|", "\\|") for x in c) + " |")
+    train = training_rows(rows)
+    if train:
+        out += ["", STEP_NOTE, ""]
+        out.append("| " + " | ".join(STEP_COLUMNS) + " |")
+        out.append("|---|" + "|".join(["---:"] * (len(STEP_COLUMNS) - 1)) + "|")
+        for r in train:
+            c = step_cells(r)
+            c[0] = "`%s`" % c[0]
+            out.append("| " + " | ".join(c) + " |")
     out.append("")
     out.append("Workloads:")
     out.append("")
@@ -602,7 +798,8 @@ def markdown(report, rows, torch_info):
 def as_json(report, rows, torch_info):
     return json.dumps({"tensord": report.get("tensord"), "torch": torch_info,
                        "size": report.get("size"), "reps": report.get("reps"),
-                       "warmup": report.get("warmup"), "goals": GOALS, "rows": rows,
+                       "warmup": report.get("warmup"), "goals": GOALS,
+                       "ratio_goals": RATIO_GOALS, "rows": rows,
                        "tensord_report": report}, indent=2, allow_nan=False) + "\n"
 
 
@@ -619,11 +816,18 @@ def main(argv=None):
     ap.add_argument("--only", help="bench_gpu --only: comma-separated names or groups")
     ap.add_argument("--reps", type=int, help="timed calls per workload (default: bench_gpu's)")
     ap.add_argument("--warmup", type=int, help="untimed calls first (default: bench_gpu's)")
+    ap.add_argument("--train-steps", type=int,
+                    help="steps of each timed training run (bench_gpu --train-steps; default 256)")
+    ap.add_argument("--train-warmup", type=int,
+                    help="untimed training steps first (bench_gpu --train-warmup; default 20)")
     ap.add_argument("--timeout", type=int, default=3600, help="seconds bench_gpu may take")
     ap.add_argument("--tensord-json", metavar="FILE",
                     help="take tensord's figures from this bench_gpu --json output")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch half")
     ap.add_argument("--torch-device", default="cuda", help="PyTorch device (default cuda)")
+    ap.add_argument("--attention", default="sdpa", choices=["sdpa", "explicit"],
+                    help="the PyTorch transformer's attention core: F.scaled_dot_product_attention "
+                    "(default) or written out (matmul, mask, softmax, matmul) as tensord runs it")
     fmt_group = ap.add_mutually_exclusive_group()
     fmt_group.add_argument("--json", action="store_true", help="print JSON")
     fmt_group.add_argument("--markdown", action="store_true", help="print a markdown table")
@@ -643,7 +847,7 @@ def main(argv=None):
             torch_bench = TorchBench(args.torch_device,
                                      args.reps or int(report.get("reps") or 10),
                                      args.warmup if args.warmup is not None
-                                     else int(report.get("warmup") or 2))
+                                     else int(report.get("warmup") or 2), args.attention)
             torch_info = {"version": torch_bench.version, "device": torch_bench.device}
         except Exception as e:
             log("no PyTorch reference: %s: %s" % (type(e).__name__, e))
