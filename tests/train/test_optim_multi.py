@@ -189,7 +189,11 @@ def run(ck):
         pair = Pair(ck, ck.c, harness.Client(plain_d.sock))
         for label, dts, opt in CONFIGS:
             label = "mt/" + label.replace(" ", "_")
-            pair.config(label, mlp(label + "/", dts), opt, rng, len(set(dts.values())))
+            # f32 parameters share one dispatch; f16/bf16 ones keep one per
+            # optimizer node (they differed in their last bits on an H100)
+            halves = [label + "/" + k for k, dt in dts.items() if dt != "f32"]
+            want = (1 if "f32" in dts.values() else 0) + (optimizer_nodes(opt, halves) if halves else 0)
+            pair.config(label, mlp(label + "/", dts), opt, rng, want)
         # 130 parameters: SGD with momentum has 260 updates, more than one
         # dispatch's table holds (256); Adam's 130 fit.
         pair.config("mt/many_sgd", many("mt/many_sgd/", 130), {"type": "sgd", "lr": 0.05, "momentum": 0.9},
