@@ -13,6 +13,7 @@
  * plus the bias rounded again, then max(x, 0) -- the same bits as the nodes
  * matmul -> add -> relu, which engine/graph_epilogue.c rewrites into one. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dtype.h"
@@ -47,6 +48,11 @@
 #define MM_SPLIT_ALIGN 16u
 #define MM_SPLIT_MIN_K 512u
 #define MM_MAX_SPLITS 32u
+/* matmul_skinny.comp: rows per workgroup (one per invocation), the most
+ * columns it takes, and the fewest rows for which it is chosen. */
+#define MM_SKINNY_ROWS 128u
+#define MM_SKINNY_N 16u
+#define MM_SKINNY_MIN_ROWS 1024u
 
 /* Mirrors MmPush in shaders/matmul.comp. */
 struct mm_push {
@@ -366,6 +372,31 @@ static int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
 	return mm_reduce(ctx, rec, &bind[2], &out, bias, TDP_DTYPE_F16, mp);
 }
 
+/* Whether the product `pc` takes matmul_skinny.comp: NN, unsplit, at most
+ * MM_SKINNY_N columns and rows enough to fill a GPU with its row blocks. */
+static bool mm_skinny(const struct mm_push *pc)
+{
+	return (pc->flags & MM_LAYOUT) == 0 && pc->splits == 1 && pc->n <= MM_SKINNY_N &&
+	       (uint64_t)pc->m * pc->batches >= MM_SKINNY_MIN_ROWS && getenv("TENSORD_NO_SKINNY") == NULL;
+}
+
+/* Record matmul_skinny.comp for `pc` (bindings as mm_dispatch's b). */
+static int mm_dispatch_skinny(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding b[5],
+			      int dtype, struct mm_push *pc)
+{
+	const struct gpu_pipeline *p;
+	uint64_t groups = ((uint64_t)pc->m + MM_SKINNY_ROWS - 1) / MM_SKINNY_ROWS;
+
+	if (groups * pc->batches > UINT32_MAX)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "more than 2^32 row blocks");
+	pc->tiles_n = 1;
+	pc->tiles_mn = (uint32_t)groups;
+	groups *= pc->batches;
+	if (op_pipeline(ctx, "matmul_skinny", tdp_dtype_name(dtype), &p) < 0)
+		return -1;
+	return op_dispatch(ctx, rec, p, b, 5, pc, sizeof(*pc), groups * MM_SKINNY_ROWS, MM_SKINNY_ROWS);
+}
+
 /* Pick the tiled kernel and split-K for the product `pc` describes (m, n,
  * k, flags -- layout and epilogue -- and the batch fields set), fill in its
  * tile counts and record it (and the reduction of a split product). bind[3]
@@ -409,6 +440,8 @@ static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struc
 		name = tile == 128 ? (v4 ? "matmul_nn_v4" : "matmul_nn_l") : "matmul_nn";
 	if (mm_partials(ctx, pc, &b[3]) < 0)
 		return -1;
+	if (mm_skinny(pc))
+		return mm_dispatch_skinny(ctx, rec, b, dtype, pc);
 	if (pc->splits > 1)
 		pc->flags |= MM_PART;
 	if (op_pipeline(ctx, name, tdp_dtype_name(dtype), &p) < 0 ||

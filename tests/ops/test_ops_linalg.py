@@ -226,6 +226,25 @@ def run_epilogue(ck):
                      label="(epilogue)")
 
 
+def run_skinny(ck):
+    """Tall-skinny NN products (at most 16 columns, at least 1024 rows: a
+    classifier's logits) take matmul_skinny.comp: right in every float
+    dtype, at K below, at and past its 32-wide chunk, with a batch, exact on
+    small integers, and with the epilogue; 17 columns (the tiled kernels)
+    beside them."""
+    for dt in harness.FLOAT_DTYPES:
+        for sa, sb in (((1024, 1), (1, 1)), ((1025, 37), (37, 10)), ((2048, 512), (512, 10)),
+                       ((1300, 33), (33, 16)), ((1030, 5), (5, 17)), ((3, 1024, 20), (20, 7))):
+            ck.check("matmul", [values(sa), values(sb)], [dt, dt], ref.matmul_t(False, False),
+                     tol=TOL[dt], label="(skinny)")
+        ck.check("matmul", [values((1100, 65)), values((65, 10)), values((10,))], [dt] * 3,
+                 ref.matmul_epilogue(False, False, "relu", dt), attrs={"activation": "relu"},
+                 tol=TOL[dt], label="(skinny epilogue)")
+    a = rng.integers(-3, 4, size=(1031, 70)).astype(np.float64)
+    b = rng.integers(-3, 4, size=(70, 9)).astype(np.float64)
+    ck.check("matmul", [a, b], ["f32", "f32"], ref.matmul_t(False, False), tol=(0, 0), label="(skinny exact)")
+
+
 def run_long_k(ck):
     """Lavapipe ends an invocation's loops after 65535 iterations in all: a
     product longer than one invocation may sum is split over K (split-K)
@@ -251,4 +270,4 @@ def run_long_k(ck):
 
 if __name__ == "__main__":
     t0 = time.time()
-    harness.main(lambda ck: (run(ck), run_layouts(ck), run_split_k(ck), run_epilogue(ck), run_long_k(ck), print("linalg: %.1f s" % (time.time() - t0))))
+    harness.main(lambda ck: (run(ck), run_layouts(ck), run_split_k(ck), run_epilogue(ck), run_skinny(ck), run_long_k(ck), print("linalg: %.1f s" % (time.time() - t0))))
