@@ -426,7 +426,8 @@ class _Methods(_ModelRPC):
                   detach: bool = False, **options: Any) -> Any:
         """A whole training run in the daemon (docs/training.md). `options` are
         the other params of train.run (optimizer, epochs or steps, seed,
-        shuffle, start_step, progress_every, eval, stop_loss).
+        shuffle, start_step, progress_every, eval, stop_loss, accumulate_steps,
+        pipeline_depth: steps in flight on one device, default 2).
 
         `devices` (two or more device ids, the first holding the parameters
         and data) trains data-parallel (docs/devices.md): `batch_size` must
