@@ -4,8 +4,8 @@
 STEPS in the environment to change it), run with `profile: true`; prints the
 wall time per step (train.run's seconds / steps), the GPU time per step and the
 dispatches per step (docs/performance.md). DEPTH in the environment sets
-train.run's pipeline_depth (default 2; DEPTH=1: each step waited for before
-the next is built). Not a timed test.
+train.run's pipeline_depth (default 2, as train.run's on a GPU; DEPTH=1: each
+step waited for before the next is built). Not a timed test.
 
     python3 bench/train_profile.py build-release/daemon/tensord
     DEPTH=1 python3 bench/train_profile.py build-release/daemon/tensord"""

@@ -214,7 +214,7 @@ static int plan_setup(struct request *req, struct train_plan *plan, const struct
 				    (unsigned long long)plan->nsamples);
 	plan->accumulate = rp->accumulate_steps;
 	plan->profile = rp->profile;
-	plan->depth = TRAIN_DEFAULT_DEPTH;
+	plan->depth = 0; /* the device's default (train/job.h) */
 	if (rp->has_depth && (rp->depth == 0 || rp->depth > TRAIN_MAX_DEPTH))
 		return request_fail(req, TDP_INVALID_ARGUMENT, "pipeline_depth must be 1 to %d", TRAIN_MAX_DEPTH);
 	if (rp->has_depth)

@@ -49,12 +49,20 @@ static uint64_t slot_offset(const struct train_job *job, const struct pipe_slot 
 
 int pipe_start(struct caller *call, struct train_job *job)
 {
-	job->depth = job->p.depth ? job->p.depth : TRAIN_DEFAULT_DEPTH;
+	struct gpu_device *g = devices_of(call->d, &job->index);
+
+	/* On a CPU device the steps' work and the host's share the cores: the
+	 * overlap gains little, and every step in flight lengthens a shutdown. */
+	job->depth = TRAIN_DEFAULT_DEPTH;
+	if (g->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU)
+		job->depth = 1;
+	if (job->p.depth)
+		job->depth = job->p.depth;
 	if (job->depth > TRAIN_MAX_DEPTH)
 		job->depth = TRAIN_MAX_DEPTH;
 	for (unsigned k = 0; k < TRAIN_MAX_DEPTH; k++)
 		job->pipe[k].job = job;
-	if (gpu_host_buffer_create(devices_of(call->d, &job->index), job->depth * slot_bytes(job), &job->xfer) < 0)
+	if (gpu_host_buffer_create(g, job->depth * slot_bytes(job), &job->xfer) < 0)
 		return td_fail(&call->err, TDP_RESOURCE_EXHAUSTED, "out of memory for the run");
 	return 0;
 }
