@@ -6,9 +6,12 @@ running statistics), with dropout, batch_norm, Adam and gradient
 accumulation; a non-finite loss at step 5 fails the run naming step 5 and
 leaves everything exactly as after step 4 although later steps were already
 submitted; job.cancel and a client's disconnect mid-run leave exactly the
-steps counted (job.stat, tensor versions) applied; bad depths are refused."""
+steps counted (job.stat, tensor versions) applied; bad depths are refused;
+the loop answers pings while long pipelined steps run (on lavapipe, reading
+a step's timestamps while the next was queued blocked it for that step)."""
 import os
 import sys
+import threading
 import time
 
 import numpy as np
@@ -225,6 +228,45 @@ def refused(c, x, y, init):
               "pipeline_depth %d: %r" % (depth, err))
 
 
+def loop_free(d, c):
+    """Steps of about a second at depth 2: another client's pings are
+    answered within a fraction of a step all along."""
+    n, k = 384, 2
+    rng = np.random.default_rng(1)
+    put(c, "LX", rng.random((n, n)) / n)
+    put(c, "LW", rng.random((n, n)) - 0.5)
+    put(c, "LI", np.eye(n))
+    nodes = [{"id": "h0", "op": "matmul", "inputs": ["x", "LW"]}]
+    for i in range(1, k + 1):
+        nodes.append({"id": "h%d" % i, "op": "matmul", "inputs": ["h%d" % (i - 1), "LI"]})
+    nodes.append({"id": "loss", "op": "sum", "inputs": ["h%d" % k]})
+    runner, other = d.client(), d.client()
+    res = {}
+
+    def run_it():
+        res["r"] = runner.call_past_notifications("train.run", {
+            "nodes": nodes, "loss": "loss", "params": ["LW"], "optimizer": {"type": "sgd", "lr": 0.01},
+            "data": {"x": "LX"}, "batch_size": n, "steps": 5, "pipeline_depth": 2})
+        res["t"] = True
+
+    th = threading.Thread(target=run_it, daemon=True)
+    th.start()
+    time.sleep(0.3)
+    worst = 0
+    while "t" not in res:
+        t1 = time.monotonic()
+        other.call("ping")
+        worst = max(worst, time.monotonic() - t1)
+    th.join()
+    err, r = res["r"]
+    if check(err is None, "long steps: %r" % (err,)):
+        step = r["seconds"] / r["steps"]
+        print("steps of %.2f s at depth 2: worst ping %.3f s" % (step, worst))
+        check(worst < max(0.3, step / 3), "the loop was held %.2f s (a step: %.2f s)" % (worst, step))
+    runner.close()
+    other.close()
+
+
 def main():
     rng = np.random.default_rng(5)
     x, y, init = data(rng)
@@ -235,6 +277,7 @@ def main():
         cancel_mid_run(d, c, x, y, init)
         disconnect_mid_run(d, c, x, y, init)
         refused(c, x, y, init)
+        loop_free(d, c)
         check(d.alive(), "daemon died")
     print("%d failures" % len(failures))
     return 1 if failures else 0
