@@ -8,7 +8,9 @@ leaves everything exactly as after step 4 although later steps were already
 submitted; job.cancel and a client's disconnect mid-run leave exactly the
 steps counted (job.stat, tensor versions) applied; bad depths are refused;
 the loop answers pings while long pipelined steps run (on lavapipe, reading
-a step's timestamps while the next was queued blocked it for that step)."""
+a step's timestamps while the next was queued blocked it for that step); a
+device loss with steps in flight fails the run with DEVICE_LOST and the
+daemon serves on; SIGTERM with steps in flight exits cleanly."""
 import os
 import sys
 import threading
@@ -267,6 +269,36 @@ def loop_free(d, c):
     other.close()
 
 
+def lost_and_sigterm(x, y, init):
+    """Steps in flight at depth 3 when the device is lost (the 40th
+    submission fails: TENSORD_FAULT_DEVICE_LOST), and at SIGTERM."""
+    os.environ["TENSORD_FAULT_DEVICE_LOST"] = "40"
+    try:
+        d = Daemon().start()
+    finally:
+        del os.environ["TENSORD_FAULT_DEVICE_LOST"]
+    try:
+        c = d.client()
+        setup(c, "l/", x, y, init)
+        err, res, losses = run(c, "l/", steps=1000, pipeline_depth=3)
+        check(err is not None and err["name"] == "DEVICE_LOST", "device lost mid-run: %r %r" % (err, res))
+        check(c.call("ping")["pong"] is True and c.call("info")["device_resets"] == 1, "served after the loss")
+        c.close()
+    finally:
+        d.stop()
+    d = Daemon().start()
+    try:
+        c = d.client()
+        setup(c, "t/", x, y, init)
+        c.request("train.run", {"model": "t/m", "data": {"x": "t/X", "y": "t/Y", "s": "t/S"}, "batch_size": BATCH,
+                                "steps": 1000000, "pipeline_depth": 3, "progress_every": 1})
+        for _ in range(10):
+            m = c.recv()
+            check(m is not None and m[0] == 2, "progress before SIGTERM: %r" % (m,))
+    finally:
+        d.stop()  # raises unless it exits 0 in time
+
+
 def main():
     rng = np.random.default_rng(5)
     x, y, init = data(rng)
@@ -279,6 +311,7 @@ def main():
         refused(c, x, y, init)
         loop_free(d, c)
         check(d.alive(), "daemon died")
+    lost_and_sigterm(x, y, init)
     print("%d failures" % len(failures))
     return 1 if failures else 0
 
