@@ -437,8 +437,8 @@ class _Methods(_ModelRPC):
         While it runs, `on_progress(p)` gets each ``train.progress`` map,
         `on_eval(e)` each ``train.eval`` map, and `on_notify(method, params)`
         any other notification. An exception raised by a callback closes the
-        connection, which cancels the run after its current step, and is
-        raised here. Returns the run's result map.
+        connection, which cancels the run (the steps in flight are not
+        applied), and is raised here. Returns the run's result map.
 
         With `detach=True` the run becomes a job that outlives the connection
         (docs/protocol.md, "Jobs"): the daemon answers at once and this
