@@ -6,7 +6,8 @@ running statistics), with dropout, batch_norm, Adam and gradient
 accumulation; a non-finite loss at step 5 fails the run naming step 5 and
 leaves everything exactly as after step 4 although later steps were already
 submitted; job.cancel and a client's disconnect mid-run leave exactly the
-steps counted (job.stat, tensor versions) applied; bad depths are refused;
+steps counted (job.stat, tensor versions) applied; two pipelined runs at once
+both end as at depth 1; bad depths are refused;
 the loop answers pings while long pipelined steps run (on lavapipe, reading
 a step's timestamps while the next was queued blocked it for that step); a
 device loss with steps in flight fails the run with DEVICE_LOST and the
@@ -152,6 +153,32 @@ def nan_at_step5(c, x, y, init):
             check(got[k] == want[k], "depth %d: '%s' is not as after step 4" % (depth, k))
         mst = c.call("model.stat", {"name": pre + "m"}) if depth else None
         check(mst is None or mst.get("step") == 4, "depth %d: model step %r" % (depth, mst and mst.get("step")))
+
+
+def two_runs(d, c, x, y, init):
+    """Two pipelined runs at once on two connections (the jobs take turns:
+    one drains its steps in flight while the other waits): both end, each
+    bit-identical to the depth-1 run of the same 12 steps."""
+    want = state(c, "a1d1/")
+    clients = [d.client(), d.client()]
+    ids = []
+    for i, cl in enumerate(clients):
+        pre = "two%d/" % i
+        setup(c, pre, x, y, init)
+        ids.append(cl.request("train.run", {"model": pre + "m", "data": {"x": pre + "X", "y": pre + "Y", "s": pre + "S"},
+                                            "batch_size": BATCH, "seed": 3, "shuffle": False, "steps": 12,
+                                            "pipeline_depth": 2}))
+    for i, cl in enumerate(clients):
+        while True:
+            m = cl.recv()
+            if m is None or m[0] == 1:
+                break
+        check(m is not None and m[1] == ids[i] and m[2] is None and m[3]["steps"] == 12,
+              "run %d of two: %r" % (i, m))
+        got = state(c, "two%d/" % i)
+        for n in got:
+            check(got[n] == want[n], "run %d of two: '%s' differs from depth 1" % (i, n))
+        cl.close()
 
 
 def version(c, name):
@@ -306,6 +333,7 @@ def main():
         c = d.client()
         same_as_depth1(c, x, y, init)
         nan_at_step5(c, x, y, init)
+        two_runs(d, c, x, y, init)
         cancel_mid_run(d, c, x, y, init)
         disconnect_mid_run(d, c, x, y, init)
         refused(c, x, y, init)
