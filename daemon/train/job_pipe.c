@@ -212,8 +212,9 @@ static int slot_build(struct train_job *job, struct pipe_slot *s)
 	if (ln->ctx.out.count != 1 || !op_dtype_is_float(ln->ctx.out.dtype))
 		return td_fail(&job->call.err, TDP_INVALID_ARGUMENT, "'%s' is no floating scalar node", ln->id);
 	/* The rows' copy in is the submission's first command, behind a full
-	 * barrier: it waits for the submissions before it (job->index is
-	 * theirs until then, and so is the memory of what this one reads). */
+	 * barrier (gpu_rec_host_copy's first): it waits for the submissions
+	 * before it on the queue (job->index is theirs until then, and so is
+	 * the memory of what this one reads). Pipelining depends on it. */
 	cin = (struct graph_copy){ .node = -1, .alloc = &job->index.alloc, .host = job->xfer.buffer,
 				   .offset = off + XFER_INDEX };
 	cout = (struct graph_copy){ .node = (int)s->loss, .host = job->xfer.buffer, .offset = off + XFER_LOSS };
