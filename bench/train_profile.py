@@ -3,9 +3,12 @@
 64-128-10 MLPs of bench_gpu's training workloads (batch 256, Adam, 256 steps,
 STEPS in the environment to change it), run with `profile: true`; prints the
 wall time per step (train.run's seconds / steps), the GPU time per step and the
-dispatches per step (docs/performance.md). Not a timed test.
+dispatches per step (docs/performance.md). DEPTH in the environment sets
+train.run's pipeline_depth (default 2, as train.run's on a GPU; DEPTH=1: each
+step waited for before the next is built). Not a timed test.
 
-    python3 bench/train_profile.py build-release/daemon/tensord"""
+    python3 bench/train_profile.py build-release/daemon/tensord
+    DEPTH=1 python3 bench/train_profile.py build-release/daemon/tensord"""
 import os
 import sys
 
@@ -41,9 +44,10 @@ with Daemon() as d:
         nodes.append({"id": "loss", "op": "cross_entropy", "inputs": [h, "yb"]})
         for rep in range(2):
             err, r = c.call_past_notifications("train.run", {"nodes": nodes, "loss": "loss", "params": params, "data": {"xb": tag + "x", "yb": tag + "y"},
-                                     "batch_size": 256, "steps": int(os.environ.get("STEPS", "256")), "optimizer": {"type": "adam", "lr": 1e-3}, "profile": True})
+                                     "batch_size": 256, "steps": int(os.environ.get("STEPS", "256")), "optimizer": {"type": "adam", "lr": 1e-3}, "profile": True,
+                                     "pipeline_depth": int(os.environ.get("DEPTH", "2"))})
         if err:
             print(err)
             continue
-        print("mlp %s: %.1f us/step wall (train.run seconds/steps), gpu %.1f us/step, %.1f dispatches/step" % (
-            tag, 1e6 * r["seconds"] / r["steps"], r["gpu_ns"] / 1e3, r["dispatches"]))
+        print("depth %s mlp %s: %.1f us/step wall (train.run seconds/steps), gpu %.1f us/step, %.1f dispatches/step" % (
+            os.environ.get("DEPTH", "2"), tag, 1e6 * r["seconds"] / r["steps"], r["gpu_ns"] / 1e3, r["dispatches"]))

@@ -15,6 +15,7 @@ struct gpu_stats {
 	uint64_t wait_ns;       /* host time spent blocked waiting for their fences */
 	bool timestamps;        /* busy_ns from timestamp queries; else from submission
 				   to the fence being seen signalled (an upper bound) */
+	int64_t done_ns;        /* CLOCK_MONOTONIC when the last completion was seen */
 };
 
 /* Set up timestamp queries when the compute queue has them; without them

@@ -176,8 +176,8 @@ static const struct train_sink client_sink = {
  * decoded them. */
 struct run_params {
 	const msgpack_object *data, *eval, *devices;
-	uint64_t batch_size, epochs, steps, seed, start_step, progress_every, accumulate_steps;
-	bool shuffle, profile, has_epochs, has_steps, has_start_step, has_progress_every, has_stop_loss;
+	uint64_t batch_size, epochs, steps, seed, start_step, progress_every, accumulate_steps, depth;
+	bool shuffle, profile, has_epochs, has_steps, has_start_step, has_progress_every, has_stop_loss, has_depth;
 	double stop_loss;
 };
 
@@ -214,6 +214,11 @@ static int plan_setup(struct request *req, struct train_plan *plan, const struct
 				    (unsigned long long)plan->nsamples);
 	plan->accumulate = rp->accumulate_steps;
 	plan->profile = rp->profile;
+	plan->depth = 0; /* the device's default (train/job.h) */
+	if (rp->has_depth && (rp->depth == 0 || rp->depth > TRAIN_MAX_DEPTH))
+		return request_fail(req, TDP_INVALID_ARGUMENT, "pipeline_depth must be 1 to %d", TRAIN_MAX_DEPTH);
+	if (rp->has_depth)
+		plan->depth = (unsigned)rp->depth;
 	if (plan->accumulate == 0 || plan->accumulate > plan->nsamples / plan->batch)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "accumulate_steps must be 1 to %llu (batches of "
 				    "batch_size in the data)", (unsigned long long)(plan->nsamples / plan->batch));
@@ -381,6 +386,7 @@ static int run_request(struct request *req, int member)
 		PARAM_OPT("devices", PARAM_ARRAY, rp.devices),
 		PARAM_OPT("accumulate_steps", PARAM_UINT, rp.accumulate_steps),
 		PARAM_OPT("profile", PARAM_BOOL, rp.profile),
+		PARAM_OPT_GIVEN("pipeline_depth", PARAM_UINT, rp.depth, rp.has_depth),
 		PARAM_OPT("detach", PARAM_BOOL, detach),
 		PARAM_OPT("ranks", PARAM_STR, ranks),
 	};

@@ -11,9 +11,20 @@
 #include "store/access.h"
 
 struct daemon;
+struct tensor;
+
+/* Tensors a caller's lookups see in place of the stored ones of the same
+ * name, or besides them: the results of a pipelined train.run's steps still
+ * in flight, which the next step reads before they are committed
+ * (train/job_pipe.c). Lookups check access on them as on stored tensors. */
+struct lookup_overlay {
+	struct tensor *tensors;
+	unsigned n;
+};
 
 struct caller {
 	struct daemon *d;
 	struct access_cred cred;   /* the peer (access.h); its uid names its namespace */
 	struct td_error err;       /* the one error sink */
+	const struct lookup_overlay *overlay; /* NULL: the store alone */
 };

@@ -10,13 +10,38 @@
 #include "status.h"
 #include "store/names.h"
 
+/* `name` in the caller's overlay (caller.h), or NULL. */
+static struct tensor *overlay_find(const struct caller *c, const char *name)
+{
+	for (unsigned k = 0; c->overlay && k < c->overlay->n; k++)
+		if (!strcmp(c->overlay->tensors[k].name, name))
+			return &c->overlay->tensors[k];
+	return NULL;
+}
+
+/* store_lookup, the caller's overlay first. */
+static int lookup_in(const struct caller *c, const char *name, unsigned want, struct tensor **ret,
+		     struct store_denial *dn)
+{
+	struct tensor *t = overlay_find(c, name);
+
+	if (!t)
+		return store_lookup(c->d->store, name, strlen(name), &c->cred, want, ret, dn);
+	if (!access_allowed(&c->cred, t->owner, t->group, t->mode, want)) {
+		*dn = (struct store_denial){ .owner = t->owner, .group = t->group, .mode = t->mode };
+		return -EACCES;
+	}
+	*ret = t;
+	return 0;
+}
+
 int lookup_tensor_why(const struct caller *c, const char *what, const char *name, unsigned want,
 		      struct tensor **ret, char *why, size_t cap)
 {
 	struct store_denial dn;
 	char mode[TDP_MODE_TEXT_MAX], shown[NAMES_SHOWN_MAX];
 	bool create = (want & ACCESS_WRITE) && !(want & LOOKUP_EXISTING);
-	int r = store_lookup(c->d->store, name, strlen(name), &c->cred, want & ~LOOKUP_EXISTING, ret, &dn);
+	int r = lookup_in(c, name, want & ~LOOKUP_EXISTING, ret, &dn);
 	uint32_t ns;
 	size_t off;
 
@@ -46,8 +71,8 @@ int lookup_derived_why(const struct caller *c, const char *what, const char *nam
 		       const struct tensor *base, unsigned want, struct tensor **ret, char *why, size_t cap)
 {
 	char shown[NAMES_SHOWN_MAX], bshown[NAMES_SHOWN_MAX];
-	struct tensor *t;
-	int r = store_lookup(c->d->store, name, strlen(name), &access_daemon, 0, &t, NULL);
+	struct tensor *t = overlay_find(c, name);
+	int r = t ? 0 : store_lookup(c->d->store, name, strlen(name), &access_daemon, 0, &t, NULL);
 
 	if (r == -ENOENT) {
 		snprintf(why, cap, "%s%sno tensor named '%s'", what ? what : "", what ? ": " : "",

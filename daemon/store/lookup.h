@@ -19,7 +19,8 @@
  * A name that does not exist, wanted for writing (to create it), in a
  * namespace the client may not create names in is TDP_PERMISSION_DENIED,
  * unless `want` has LOOKUP_EXISTING (the caller only acts on an existing
- * tensor: delete). */
+ * tensor: delete). A name in the caller's overlay (caller.h) is found there
+ * first, with the same access rule. */
 #define LOOKUP_EXISTING (1u << 8)
 int lookup_tensor_why(const struct caller *c, const char *what, const char *name, unsigned want,
 		      struct tensor **ret, char *why, size_t cap);
@@ -28,7 +29,8 @@ int lookup_tensor_why(const struct caller *c, const char *what, const char *name
  * `.grad`): it lives in base's namespace and must belong to base's owner;
  * one that belongs to anyone else is TDP_FAILED_PRECONDITION, never used.
  * A missing one is TDP_NOT_FOUND whoever asks (it is created on base's
- * owner's behalf, see graph_core.h `out_like`). */
+ * owner's behalf, see graph_core.h `out_like`). The overlay comes first, as
+ * in lookup_tensor_why. */
 int lookup_derived_why(const struct caller *c, const char *what, const char *name,
 		       const struct tensor *base, unsigned want, struct tensor **ret, char *why, size_t cap);
 

@@ -143,135 +143,6 @@ void job_finish(struct train_job *job, const char *stopped)
 	job->sink->finish(job->sink_data, &st, stopped);
 }
 
-/* Where the step's loss (8 bytes kept) and rows live in job->xfer. */
-#define XFER_LOSS 0
-#define XFER_INDEX 16
-
-/* Free job->gr, leaving it empty. */
-static void job_graph_free(struct train_job *job)
-{
-	graph_free(&job->gr);
-	job->gr = (struct graph){ 0 };
-}
-
-/* The micro-batch's submission completed: the loop goes on with the job. */
-static void step_landed(struct graph *gr, void *data)
-{
-	struct train_job *job = data;
-
-	(void)gr;
-	job->landed = true;
-	loop_wake_idle(job->call.d->loop);
-}
-
-/* Build micro-batch job->micro of `step` into job->gr and submit it as one
- * submission: its rows copied in from job->xfer first, its loss out to it
- * last. Returns 1 when it completed here (async_graphs off, or done within
- * GRAPH_SPIN_NS), 0 when step_landed will be called, -1 after td_fail. */
-static int micro_submit(struct train_job *job, int64_t step, uint64_t in_epoch)
-{
-	uint64_t n = job->p.accumulate, k = job->micro;
-	struct graph *gr = &job->gr;
-	struct graph_copy cin, cout;
-	const struct node *ln;
-
-	*gr = (struct graph){ .call = &job->call };
-	if (n > 1) {
-		job->p.spec.accumulate = true;
-		job->p.spec.fresh = k == 0;
-		job->p.spec.apply = k == n - 1;
-		job->p.spec.grad_scale = 1.0 / (double)n;
-		/* Each micro-batch its own random stream (docs/training.md). */
-		job->p.spec.run_seed = job->p.seed + (k << 32);
-	}
-	memcpy((uint8_t *)job->xfer.map + XFER_INDEX, job->perm + (in_epoch * n + k) * job->p.batch,
-	       job->index.bytes);
-	if (train_build_step(&job->call, &job->p.spec, job->nodes, NULL, &job->p.train, step, true, gr, &job->loss,
-			     &job->lr, NULL) < 0 ||
-	    graph_check_outputs(gr) < 0)
-		return -1;
-	ln = &gr->nodes[job->loss];
-	if (ln->ctx.out.count != 1 || !op_dtype_is_float(ln->ctx.out.dtype))
-		return td_fail(&job->call.err, TDP_INVALID_ARGUMENT, "'%s' is no floating scalar node", ln->id);
-	cin = (struct graph_copy){ .node = -1, .alloc = &job->index.alloc, .host = job->xfer.buffer,
-				   .offset = XFER_INDEX };
-	cout = (struct graph_copy){ .node = (int)job->loss, .host = job->xfer.buffer, .offset = XFER_LOSS };
-	gr->copies_before = &cin;
-	gr->copies_after = &cout;
-	gr->ncopies_before = gr->ncopies_after = 1;
-	if (!job->call.d->cfg.async_graphs)
-		return graph_execute(gr) < 0 ? -1 : 1;
-	/* On a CPU device (lavapipe) the loop's 1 ms poll would take a core
-	 * from the step's own threads (docs/performance.md): look once. */
-	if (devices_of(job->call.d, &job->index)->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU)
-		gr->spin_ns = 1;
-	return graph_execute_async(gr, step_landed, job);
-}
-
-/* The micro-batch in job->gr completed: its loss (a non-finite one fails
- * the step, nothing stored), then its results into the store. */
-static int micro_finish(struct train_job *job, int64_t step)
-{
-	struct graph *gr = &job->gr;
-	int r = graph_wait(gr);
-
-	if (r == 0) {
-		job->last_loss = forward_scalar_value(gr->nodes[job->loss].ctx.out.dtype,
-						      (const uint8_t *)job->xfer.map + XFER_LOSS);
-		if (!isfinite(job->last_loss))
-			r = td_fail(&job->call.err, TDP_FAILED_PRECONDITION,
-				    "the loss is %s at step %lld; parameters and state are unchanged",
-				    isnan(job->last_loss) ? "NaN" : "infinite", (long long)step);
-	}
-	job->gpu_ns += gr->gpu_ns;
-	job->dispatches += gr->dispatches;
-	if (r == 0)
-		r = train_commit_all(&job->call, gr);
-	job_graph_free(job);
-	return r;
-}
-
-/* One step on one device. With accumulation, the gradients of `accumulate`
- * micro-batches (each scaled by 1/accumulate, as torch users divide the
- * loss) meet in <param>.grad and the last one applies them; the loss is
- * their mean. Each micro-batch is one submission, the next submitted when
- * the one before landed. Returns 0 when the step completed, 1 while a
- * micro-batch runs (call again once job->landed), -1 after td_fail. */
-static int step_one(struct train_job *job, int64_t step, uint64_t in_epoch)
-{
-	uint64_t n = job->p.accumulate;
-	int r;
-
-	for (;;) {
-		if (job->inflight) {
-			if (!job->landed)
-				return 1;
-			job->inflight = job->landed = false;
-			r = micro_finish(job, step);
-			job->micro_sum += job->last_loss;
-			if (r == 0 && ++job->micro < n)
-				goto next;
-			if (r == 0)
-				job->last_loss = job->micro_sum / (double)n;
-			job->micro = 0;
-			job->micro_sum = 0;
-			return r;
-		}
-next:
-		r = micro_submit(job, step, in_epoch);
-		if (r < 0) {
-			job_graph_free(job);
-			job->micro = 0;
-			job->micro_sum = 0;
-			return -1;
-		}
-		job->inflight = true;
-		job->landed = r == 1;
-		if (!job->landed)
-			return 1;
-	}
-}
-
 /* One data-parallel step (docs/devices.md): each device its shard of the
  * batch, forward and backward at once on all, the gradients averaged
  * (train_parallel.h: on the GPU from host memory every device imported, or
@@ -364,28 +235,25 @@ out:
 	return r;
 }
 
-/* One training step of `job`, or the rest of one whose submission landed.
- * Returns true while the job has more to do. */
-static bool job_step(struct train_job *job)
+/* One training step of `job`: data parallel (each step waited for), or
+ * on one device job_pipe.c's turn. Returns true while the job has more to
+ * do. */
+static bool job_step(struct train_job *job, bool hold)
 {
 	uint64_t in_epoch = job->done % job->p.per_epoch;
 	int64_t step = job->p.start_step + (int64_t)job->done;
 
-	int r;
-
-	/* A new step (not the landing of one submitted before). */
-	if (!job->inflight) {
-		if (in_epoch == 0)
-			job_shuffle_epoch(job, job->done / job->p.per_epoch);
-		td_error_clear(&job->call.err);
-		job->lr = 0;
-	}
-	r = job->dp ? step_parallel(job, step, in_epoch, &job->lr) : step_one(job, step, in_epoch);
-	if (r < 0) {
+	if (!job->dp)
+		return pipe_turn(job, hold);
+	if (in_epoch == 0)
+		job_shuffle_epoch(job, job->done / job->p.per_epoch);
+	td_error_clear(&job->call.err);
+	job->lr = 0;
+	if (step_parallel(job, step, in_epoch, &job->lr) < 0) {
 		job->sink->fail(job->sink_data, &job->call.err);
 		return false;
 	}
-	return r > 0 || job_after_step(job, step);
+	return job_after_step(job, step);
 }
 
 bool job_after_step(struct train_job *job, int64_t step)
@@ -424,8 +292,8 @@ bool job_after_step(struct train_job *job, int64_t step)
 
 static void job_free(struct train_job *job)
 {
-	/* A step still running is waited for (graph_free), not applied. */
-	job_graph_free(job);
+	/* Steps still running are waited for (graph_free), not applied. */
+	pipe_discard(job);
 	gpu_host_buffer_free(devices_of(job->call.d, &job->index), &job->xfer);
 	group_end(job);
 	dp_free(job->dp);
@@ -455,47 +323,54 @@ void train_job_cancel(struct train_job *job)
 	loop_wake_idle(job->call.d->loop);
 }
 
+/* A job waited last turn for one with steps in flight: that one drains
+ * (submits no more until none is in flight) so the waiting one goes. */
+static bool held_before;
+
 bool train_jobs_run(void *data)
 {
 	struct train_job **pp = &jobs, *job;
 	bool more = false, busy = false, held = false;
 
 	(void)data;
-	/* One job step runs at a time: each builds its graph from what the
-	 * steps before it stored, as when every step was waited for. */
+	/* One job runs steps at a time: each builds its graph from what the
+	 * steps before it stored (or, pipelined, are about to store), as when
+	 * every step was waited for. */
 	for (job = jobs; job; job = job->next)
-		busy |= job->inflight;
+		busy |= job->nfly > 0;
 	while (*pp) {
 		bool go_on = !(job = *pp)->detached, wait = false;
 
-		if (job->inflight && !job->landed) {
-			pp = &job->next; /* its completion wakes the loop */
+		/* Its completion wakes the loop: the oldest step's, or for a
+		 * departed client's job every one (freeing it waits for none). */
+		if (job->nfly && !pipe_landed(job, job->detached)) {
+			pp = &job->next;
 			continue;
 		}
 		if (go_on && job->g) {
 			go_on = group_step(job); /* cancelling is the group's business */
-		} else if (go_on && job->inflight) {
+		} else if (go_on && job->nfly) {
 			busy = false;
-			go_on = job_step(job); /* the rest of the step that landed */
-			busy = go_on && job->inflight;
+			go_on = job_step(job, held_before); /* the steps that landed, then more */
+			busy = go_on && job->nfly;
 		} else if (go_on && job->cancelled) {
 			job_finish(job, "cancelled");
 			go_on = false;
 		} else if (go_on && busy) {
 			held = wait = true;
 		} else if (go_on && job->sink->ready(job->sink_data)) {
-			go_on = job_step(job);
-			busy = go_on && job->inflight;
+			go_on = job_step(job, held_before);
+			busy = go_on && job->nfly;
 		}
 		if (!job->detached)
 			job->sink->flush(job->sink_data);
 		if (!go_on) {
 			if (!job->detached)
 				job->sink->release(job->sink_data);
-			/* A departed client's job whose step landed holds nobody back
-			 * any more (the jobs held for it would wait for a wake-up
-			 * that never comes). */
-			if (job->inflight)
+			/* A departed client's job whose steps landed holds nobody
+			 * back any more (the jobs held for it would wait for a
+			 * wake-up that never comes). */
+			if (job->nfly)
 				busy = false;
 			*pp = job->next;
 			job_free(job);
@@ -503,10 +378,11 @@ bool train_jobs_run(void *data)
 		}
 		/* A group run waiting for MPI is woken by the cluster's eventfd,
 		 * a step in flight by its completion. */
-		if ((!job->g || !group_waiting(job)) && !job->inflight && !wait)
+		if ((!job->g || !group_waiting(job)) && (!job->nfly || pipe_landed(job, false)) && !wait)
 			more = true;
 		pp = &job->next;
 	}
+	held_before = held;
 	/* A job held back for one that landed meanwhile goes next turn. */
 	return more || (held && !busy);
 }
@@ -629,12 +505,9 @@ int train_job_start(struct caller *call, const struct train_plan *plan, const ms
 		goto fail;
 	}
 	job->p.train.index = &job->index;
-	/* One device: the steps' rows in and losses out (step_one). */
-	if (job->p.ndev <= 1 && job->p.nranks <= 1 &&
-	    gpu_host_buffer_create(devices_of(call->d, &job->index), XFER_INDEX + job->index.bytes, &job->xfer) < 0) {
-		td_fail(&call->err, TDP_RESOURCE_EXHAUSTED, "out of memory for the run");
+	/* One device: the steps' rows in and losses out (job_pipe.c). */
+	if (job->p.ndev <= 1 && job->p.nranks <= 1 && pipe_start(call, job) < 0)
 		goto fail;
-	}
 	/* Check the whole graph once now, so a bad model fails at once. */
 	job_shuffle_epoch(job, 0);
 	r = gpu_upload(devices_of(call->d, &job->index), &job->index.alloc, job->perm);

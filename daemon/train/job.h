@@ -18,6 +18,11 @@
 #include "train/step.h"
 
 #define TRAIN_MAX_METRICS 8
+/* train.run's pipeline_depth (docs/training.md, "Pipelined steps"): steps
+ * in flight on one device at most, and by default (on a CPU device such as
+ * lavapipe, whose "device" work runs on the host's cores, 1). */
+#define TRAIN_MAX_DEPTH 4
+#define TRAIN_DEFAULT_DEPTH 2
 
 /* What a run does: decoded and checked against the store by the handler. */
 struct train_plan {
@@ -45,6 +50,8 @@ struct train_plan {
 	char model[TDP_MAX_NAME_LEN + 1]; /* the model trained, "" for none */
 	uint64_t model_serial;     /* its definition: a replaced model is left alone */
 	bool profile;              /* the result gives gpu_ns and dispatches per step */
+	unsigned depth;            /* micro-batches in flight at most (one device), 1..TRAIN_MAX_DEPTH;
+				      0: the device's default */
 };
 
 /* Where a run stands, for its reports. */

@@ -6,6 +6,20 @@
 #include "train/train_parallel.h"
 
 struct group_run;
+struct train_job;
+
+/* A micro-batch in flight (job_pipe.c). */
+struct pipe_slot {
+	struct train_job *job;
+	struct graph gr;
+	unsigned loss;             /* its loss node */
+	double lr;
+	uint64_t unit;             /* which micro-batch of the run */
+	bool landed;               /* its submission completed */
+	/* The results of the slots before it that it read, uncommitted when it
+	 * was built (their memory: theirs, or the store's once committed). */
+	struct lookup_overlay ov;
+};
 
 struct train_job {
 	struct train_plan p;       /* what the run does */
@@ -27,19 +41,39 @@ struct train_job {
 	double eval_loss, eval_metrics[TRAIN_MAX_METRICS];
 	int64_t start_ns;
 	struct group_run *g;        /* a run across the group (job_cluster.c), else NULL */
-	/* One device (job.c's step_one): each micro-batch is one submission,
-	 * its rows copied in from and its loss out to `xfer`; while it runs
-	 * (`inflight`) the loop serves others, and the completion sets `landed`. */
+	/* One device (job_pipe.c): each micro-batch is one submission, its
+	 * rows copied in from and its loss out to its slot of `xfer`. Up to
+	 * `depth` of them are in flight (pipe[], oldest at `head`): each built
+	 * from the results of those before it, committed in order once its
+	 * loss is read and finite. While they run the loop serves others. */
 	struct gpu_host_buffer xfer;
-	struct graph gr;           /* the micro-batch in flight */
-	unsigned loss;             /* its loss node */
-	bool inflight, landed;
-	uint64_t micro;            /* micro-batches of the step done */
+	struct pipe_slot pipe[TRAIN_MAX_DEPTH];
+	unsigned depth, head, nfly;
+	uint64_t next_unit;        /* the next micro-batch to submit, of the run */
+	bool failing;              /* a submission failed with fail_err: reported */
+	struct td_error fail_err;  /* once those before it landed */
+	uint64_t micro;            /* micro-batches of the step committed */
 	double micro_sum;          /* their losses */
 	/* profile: device time and kernels of every step so far */
 	uint64_t gpu_ns, dispatches;
 };
 
+
+/* One device: the job's turn (job_pipe.c): commit the micro-batches that
+ * landed, in order (job_after_step at each step's end), then, unless
+ * `hold` (other jobs wait for this one to drain) or the job stops, submit
+ * more up to its depth. Returns whether the job goes on (false: it
+ * reported its end or failure). */
+bool pipe_turn(struct train_job *job, bool hold);
+
+/* Whether the oldest micro-batch in flight landed (all: every one). */
+bool pipe_landed(const struct train_job *job, bool all);
+
+/* Create job->xfer for job->depth slots. Returns 0 or -1 after td_fail. */
+int pipe_start(struct caller *call, struct train_job *job);
+
+/* Free every micro-batch in flight (waiting for its work), not applied. */
+void pipe_discard(struct train_job *job);
 
 /* The order of samples in `epoch` (job->perm). */
 void job_shuffle_epoch(struct train_job *job, uint64_t epoch);

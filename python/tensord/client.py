@@ -426,7 +426,8 @@ class _Methods(_ModelRPC):
                   detach: bool = False, **options: Any) -> Any:
         """A whole training run in the daemon (docs/training.md). `options` are
         the other params of train.run (optimizer, epochs or steps, seed,
-        shuffle, start_step, progress_every, eval, stop_loss).
+        shuffle, start_step, progress_every, eval, stop_loss, accumulate_steps,
+        pipeline_depth: steps in flight on one device, default 2).
 
         `devices` (two or more device ids, the first holding the parameters
         and data) trains data-parallel (docs/devices.md): `batch_size` must
@@ -436,8 +437,8 @@ class _Methods(_ModelRPC):
         While it runs, `on_progress(p)` gets each ``train.progress`` map,
         `on_eval(e)` each ``train.eval`` map, and `on_notify(method, params)`
         any other notification. An exception raised by a callback closes the
-        connection, which cancels the run after its current step, and is
-        raised here. Returns the run's result map.
+        connection, which cancels the run (the steps in flight are not
+        applied), and is raised here. Returns the run's result map.
 
         With `detach=True` the run becomes a job that outlives the connection
         (docs/protocol.md, "Jobs"): the daemon answers at once and this

@@ -281,7 +281,7 @@ class Job:
         return self.client.job(self.id)
 
     def cancel(self) -> Any:
-        """Stop it after the step in progress."""
+        """Stop it after the steps in progress (up to its pipeline depth)."""
         return self.client.cancel(self.id)
 
     def watch(self) -> Iterator[Tuple[str, Any]]:
