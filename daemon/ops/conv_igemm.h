@@ -8,6 +8,8 @@
 
 /* Below this many multiply-adds the direct kernels are fast enough. */
 #define CONVI_MIN_MACS (1ull << 22)
+/* ... and, for a weight gradient, at least this many columns (C/groups·KH·KW). */
+#define CONVI_WGRAD_MIN_N 64u
 
 /* Whether `ctx`'s product in `mode` (CONVI_*, conv_codes.h) fits the
  * implicit-GEMM kernel: 32-bit indices, the tile grid, and (FWD, DGRAD)
@@ -19,7 +21,8 @@ bool conv_igemm_usable(const struct op_ctx *ctx, int mode, const struct convg_pu
 /* Whether the "auto" choice takes the implicit GEMM for `mode`: usable, at
  * least CONVI_MIN_MACS multiply-adds (or `wide`: too long a sum for the
  * direct kernel) and at least 16 rows per group, so the 128-row tiles are
- * not mostly empty (depthwise convolutions stay direct). */
+ * not mostly empty (depthwise convolutions stay direct); a weight gradient
+ * also needs CONVI_WGRAD_MIN_N columns. */
 bool conv_igemm_wanted(const struct op_ctx *ctx, int mode, const struct convg_push *geo, bool wide);
 
 /* Record `mode` into ctx->out: FWD a = weight, b = x, `bias` or NULL;
