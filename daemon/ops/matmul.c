@@ -435,7 +435,8 @@ static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struc
 	 * says why). */
 	name = tile == 128 ? "matmul_l" : "matmul";
 	if (tile == 128 && v4)
-		name = "matmul_v4";
+		name = (pc->flags & MM_LAYOUT) == MM_TA ? "matmul_tn_v4"
+		       : (pc->flags & MM_LAYOUT) == MM_TB ? "matmul_nt_v4" : "matmul_v4";
 	if ((pc->flags & MM_LAYOUT) == 0 && pc->splits == 1)
 		name = tile == 128 ? (v4 ? "matmul_nn_v4" : "matmul_nn_l") : "matmul_nn";
 	if (mm_partials(ctx, pc, &b[3]) < 0)

@@ -245,6 +245,18 @@ def run_skinny(ck):
     ck.check("matmul", [a, b], ["f32", "f32"], ref.matmul_t(False, False), tol=(0, 0), label="(skinny exact)")
 
 
+def run_large_tiles(ck):
+    """f32 products of 128 or more 128x128 tiles in whole vec4s take the
+    vec4 kernels: matmul_nn_v4 (NN), matmul_tn_v4 (A transposed),
+    matmul_nt_v4 (B transposed), matmul_v4 (both): each layout against the
+    reference, K short so that lavapipe is quick."""
+    for ta in (False, True):
+        for tb in (False, True):
+            ck.check("matmul", [values(stored((2048, 12), ta)), values(stored((12, 1028), tb))], ["f32", "f32"],
+                     ref.matmul_t(ta, tb), attrs={"transpose_a": ta, "transpose_b": tb}, tol=TOL["f32"],
+                     label="(128x128 vec4 tiles)")
+
+
 def run_long_k(ck):
     """Lavapipe ends an invocation's loops after 65535 iterations in all: a
     product longer than one invocation may sum is split over K (split-K)
@@ -270,4 +282,4 @@ def run_long_k(ck):
 
 if __name__ == "__main__":
     t0 = time.time()
-    harness.main(lambda ck: (run(ck), run_layouts(ck), run_split_k(ck), run_epilogue(ck), run_skinny(ck), run_long_k(ck), print("linalg: %.1f s" % (time.time() - t0))))
+    harness.main(lambda ck: (run(ck), run_layouts(ck), run_split_k(ck), run_epilogue(ck), run_skinny(ck), run_large_tiles(ck), run_long_k(ck), print("linalg: %.1f s" % (time.time() - t0))))

@@ -1,0 +1,197 @@
+// The body of matmul_v4.comp, matmul_tn_v4.comp and matmul_nt_v4.comp (the
+// last two define MM_FIXED_LAYOUT: their layout is a compile-time constant).
+// f32 batched matrix product for large products whose K and N are multiples
+// of 4: matmul_l.comp's 128x128 tile and 8x8 per invocation, with every
+// global and shared-memory access a vec4 and shared memory double-buffered
+// (one barrier per K-step, the next step's operands read from global memory
+// while this one computes). An invocation owns rows ty*4+{0..3} and
+// 64+ty*4+{0..3} and the same pattern of columns, so its shared reads are two
+// vec4 of A (broadcast across the half-warp) and two of B (consecutive).
+// A is kept k-major in shared memory (As[k][row/4]); loads past M, N or K
+// read zero and stores past M or N are skipped. Push constants, the
+// transposed layouts (MM_TA: A stored [K, M], MM_TB: B stored [N, K]), the
+// split-K chunks, the epilogue (MM_BIAS, MM_RELU) and the workgroup numbering
+// are matmul.glsl's. Global loads
+// are vec4 along each operand's stored rows: the host picks this kernel only
+// when those rows (K or M for A, N or K for B), N and the chunk are whole vec4s.
+#define TM 128
+#define TN 128
+#define TK 16
+
+layout(local_size_x = 256) in;
+layout(std430, binding = 0) readonly buffer A { vec4 a[]; };
+layout(std430, binding = 1) readonly buffer B { vec4 b[]; };
+layout(std430, binding = 2) writeonly buffer O { vec4 o[]; };
+layout(std430, binding = 3) writeonly buffer P { vec4 part[]; };
+layout(std430, binding = 4) readonly buffer Bias { vec4 bias[]; };
+
+#define MM_TA 1u
+#define MM_TB 2u
+#define MM_PART 4u
+#define MM_BIAS 8u
+#define MM_RELU 16u
+
+// Mirrors struct mm_push in daemon/ops/matmul.c.
+layout(push_constant) uniform MmPush {
+	uint m, n, k;
+	uint batches;
+	uint tiles_n;
+	uint tiles_mn;
+	uint nbdims;
+	uint bshape[6];
+	uint astride[6];
+	uint bstride[6];
+	uint flags;
+	uint splits;
+	uint kchunk;
+} pc;
+
+// The epilogue (matmul_epi.glsl's, in f32 where rounding to the dtype is
+// exact): + bias[columns c .. c+3], then relu.
+vec4 mm_epilogue4(vec4 v, uint c)
+{
+	if ((pc.flags & MM_BIAS) != 0u)
+		v = v + bias[c / 4u];
+	if ((pc.flags & MM_RELU) != 0u)
+		v = max(v, vec4(0.0));
+	return v;
+}
+
+shared vec4 As[2][TK][TM / 4];
+shared vec4 Bs[2][TK][TN / 4];
+
+// The K-step at k0 of both operands into registers (zeros past M, N, kend).
+void load_tiles(uint k0, uint gr, uint gc, uint ar, uint ak, uint bk, uint bc, uint aoff, uint boff,
+		uint kend, bool ta, bool tb, out vec4 va[2], out vec4 vb[2])
+{
+	[[unroll]] for (uint p = 0u; p < 2u; p++) {
+		if (ta) {
+			uint k = k0 + ak + 8u * p;
+			va[p] = (gr < pc.m && k < kend) ? a[(aoff + k * pc.m + gr) / 4u] : vec4(0.0);
+		} else {
+			uint r = gr + 64u * p, k = k0 + ak;
+			va[p] = (r < pc.m && k < kend) ? a[(aoff + r * pc.k + k) / 4u] : vec4(0.0);
+		}
+		if (tb) {
+			uint c = gc + 64u * p, k = k0 + bk;
+			vb[p] = (c < pc.n && k < kend) ? b[(boff + c * pc.k + k) / 4u] : vec4(0.0);
+		} else {
+			uint k = k0 + bk + 8u * p;
+			vb[p] = (k < kend && gc < pc.n) ? b[(boff + k * pc.n + gc) / 4u] : vec4(0.0);
+		}
+	}
+}
+
+// Registers into shared buffer `buf`: As[k][row / 4], Bs[k][column / 4].
+void store_tiles(uint buf, uint ar, uint ak, uint bk, uint bc, bool ta, bool tb, vec4 va[2], vec4 vb[2])
+{
+	[[unroll]] for (uint p = 0u; p < 2u; p++) {
+		if (ta) {
+			As[buf][ak + 8u * p][ar >> 2] = va[p];
+		} else {
+			uint r = ar + 64u * p;
+			[[unroll]] for (uint c = 0u; c < 4u; c++)
+				As[buf][ak + c][r >> 2][r & 3u] = va[p][c];
+		}
+		if (tb) {
+			uint col = bc + 64u * p;
+			[[unroll]] for (uint c = 0u; c < 4u; c++)
+				Bs[buf][bk + c][col >> 2][col & 3u] = vb[p][c];
+		} else {
+			Bs[buf][bk + 8u * p][bc >> 2] = vb[p];
+		}
+	}
+}
+
+void main()
+{
+	uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+	uint per_split = pc.batches * pc.tiles_mn;
+	if (wg >= pc.splits * per_split)
+		return;
+	uint split = wg / per_split;
+	wg -= split * per_split;
+	uint batch = wg / pc.tiles_mn;
+	uint tile = wg - batch * pc.tiles_mn;
+	uint row0 = (tile / pc.tiles_n) * TM;
+	uint col0 = (tile % pc.tiles_n) * TN;
+	uint aoff = 0u, boff = 0u, rest = batch;
+	for (int d = int(pc.nbdims) - 1; d >= 0; d--) {
+		uint c = rest % pc.bshape[d];
+		rest /= pc.bshape[d];
+		aoff += c * pc.astride[d];
+		boff += c * pc.bstride[d];
+	}
+	uint ooff = batch * pc.m * pc.n;
+
+	uint tid = gl_LocalInvocationID.x;
+	uint tx = tid % 16u, ty = tid / 16u;
+#ifdef MM_FIXED_LAYOUT
+	// matmul_tn_v4.comp, matmul_nt_v4.comp: the layout is a constant, so
+	// the loaders' branches on it compile away.
+	const bool ta = (MM_FIXED_LAYOUT & MM_TA) != 0u, tb = (MM_FIXED_LAYOUT & MM_TB) != 0u;
+#else
+	bool ta = (pc.flags & MM_TA) != 0u, tb = (pc.flags & MM_TB) != 0u;
+#endif
+	uint kbeg = split * pc.kchunk, kend = min(pc.k, kbeg + pc.kchunk);
+	// Loaders, two vec4 per operand and K-step. A untransposed: 128 rows of
+	// four vec4 (k), two passes of 64 rows; transposed: 16 k of 32 vec4
+	// (rows), two passes of 8 k. B untransposed: 16 k of 32 vec4 (columns),
+	// two passes of 8 k; transposed: 128 columns of four vec4 (k), two
+	// passes of 64 columns.
+	uint ar = ta ? (tid & 31u) * 4u : tid >> 2, ak = ta ? tid >> 5 : (tid & 3u) * 4u;
+	uint bk = tb ? (tid & 3u) * 4u : tid >> 5, bc = tb ? tid >> 2 : (tid & 31u) * 4u;
+	uint gr = row0 + ar, gc = col0 + bc;
+
+	float acc[8][8];
+	[[unroll]] for (int i = 0; i < 8; i++)
+		[[unroll]] for (int j = 0; j < 8; j++)
+			acc[i][j] = 0.0;
+
+	uint ntiles = (kend - kbeg + TK - 1u) / TK;
+	vec4 va[2], vb[2];
+	load_tiles(kbeg, gr, gc, ar, ak, bk, bc, aoff, boff, kend, ta, tb, va, vb);
+	store_tiles(0u, ar, ak, bk, bc, ta, tb, va, vb);
+	barrier();
+
+	for (uint t = 0u; t < ntiles; t++) {
+		uint cur = t & 1u;
+		bool more = t + 1u < ntiles;
+		if (more)
+			load_tiles(kbeg + (t + 1u) * TK, gr, gc, ar, ak, bk, bc, aoff, boff, kend, ta, tb, va, vb);
+		[[unroll]] for (uint kk = 0u; kk < TK; kk++) {
+			vec4 a0 = As[cur][kk][ty], a1 = As[cur][kk][16u + ty];
+			vec4 b0 = Bs[cur][kk][tx], b1 = Bs[cur][kk][16u + tx];
+			float av[8] = float[8](a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w);
+			float bv[8] = float[8](b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w);
+			[[unroll]] for (int i = 0; i < 8; i++)
+				[[unroll]] for (int j = 0; j < 8; j++)
+					acc[i][j] += av[i] * bv[j];
+		}
+		if (more)
+			store_tiles(cur ^ 1u, ar, ak, bk, bc, ta, tb, va, vb);
+		barrier();
+	}
+
+	bool to_part = (pc.flags & MM_PART) != 0u;
+	uint pbase = split * pc.batches * pc.m * pc.n;
+	[[unroll]] for (int i = 0; i < 8; i++) {
+		uint r = row0 + (i < 4 ? ty * 4u + uint(i) : 64u + ty * 4u + uint(i - 4));
+		if (r >= pc.m)
+			continue;
+		uint c0 = col0 + tx * 4u, c1 = col0 + 64u + tx * 4u;
+		vec4 v0 = vec4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+		vec4 v1 = vec4(acc[i][4], acc[i][5], acc[i][6], acc[i][7]);
+		if (to_part) {
+			if (c0 < pc.n)
+				part[(pbase + ooff + r * pc.n + c0) / 4u] = v0;
+			if (c1 < pc.n)
+				part[(pbase + ooff + r * pc.n + c1) / 4u] = v1;
+		} else {
+			if (c0 < pc.n)
+				o[(ooff + r * pc.n + c0) / 4u] = mm_epilogue4(v0, c0);
+			if (c1 < pc.n)
+				o[(ooff + r * pc.n + c1) / 4u] = mm_epilogue4(v1, c1);
+		}
+	}
+}
