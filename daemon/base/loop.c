@@ -1,6 +1,7 @@
 #include "base/loop.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@ struct loop {
 	bool idle_pending;
 	void (*before)(void *data, const struct loop_source *src);
 	void *before_data;
+	int next, n;            /* the current batch: events[next..n) not dispatched yet */
 };
 
 struct loop *loop_new(void)
@@ -118,13 +120,16 @@ int loop_run(struct loop *l)
 				continue;
 			return -errno;
 		}
+		l->n = n;
 		for (int i = 0; i < n; i++) {
 			struct loop_source *src = evs[i].data.ptr;
 
+			l->next = i + 1;
 			if (l->before)
 				l->before(l->before_data, src);
 			src->fn(src->data, evs[i].events);
 		}
+		l->next = l->n = 0;
 		if (l->idle && l->idle_pending) {
 			if (l->before)
 				l->before(l->before_data, NULL);
@@ -135,6 +140,16 @@ int loop_run(struct loop *l)
 				l->after[i].fn(l->after[i].data);
 	}
 	return 0;
+}
+
+bool loop_busy(struct loop *l)
+{
+	struct pollfd p = { .fd = l->epfd, .events = POLLIN };
+
+	if (l->next < l->n)
+		return true;
+	/* An epoll descriptor is readable while any of its sources is ready. */
+	return poll(&p, 1, 0) > 0;
 }
 
 void loop_quit(struct loop *l)

@@ -62,5 +62,11 @@ void loop_wake_idle(struct loop *l);
 /* Dispatch events until loop_quit(). Returns 0 or -errno on an epoll failure. */
 int loop_run(struct loop *l);
 
+/* Whether the loop has other work now: events of the current batch not
+ * dispatched yet, or sources ready (one poll() of the epoll descriptor).
+ * A caller about to busy-wait for the device asks this first: waiting in
+ * another thread frees the loop for that work (methods/op_batch.c). */
+bool loop_busy(struct loop *l);
+
 /* Make loop_run() return after the current batch. */
 void loop_quit(struct loop *l);

@@ -7,6 +7,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/loop.h"
 #include "base/metrics.h"
 #include "daemon.h"
 #include "engine/graph_core.h"
@@ -189,6 +190,10 @@ static void answer_all(struct batch_run *run, int r, bool now)
 			request_batch_kick(&run->e[i].later, now);
 	}
 	free(run);
+	/* What the connections that went on batched shares one batch, closed
+	 * before the caller goes on (it may commit what the batch reads). */
+	if (now)
+		op_batch_flush(d, false);
 }
 
 /* The completion thread saw a watched batch end (from the loop). */
@@ -236,7 +241,10 @@ void op_batch_flush(struct daemon *d, bool now)
 		answer_all(run, r, now);
 		return;
 	}
-	if (run->rec.slot < GPU_CMD_SYNC || finished_soon(&run->rec)) {
+	/* The loop waits for the device itself only when it has nothing else
+	 * to do: else the completion thread waits, and the loop serves the
+	 * other connections (their requests make the next batch meanwhile). */
+	if (run->rec.slot < GPU_CMD_SYNC || (!(d->loop && loop_busy(d->loop)) && finished_soon(&run->rec))) {
 		answer_all(run, gpu_rec_wait(&run->rec), now);
 		return;
 	}
