@@ -1,7 +1,6 @@
 #include "base/loop.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -18,7 +17,9 @@ struct loop {
 	bool idle_pending;
 	void (*before)(void *data, const struct loop_source *src);
 	void *before_data;
-	int next, n;            /* the current batch: events[next..n) not dispatched yet */
+	struct epoll_event *evs; /* the current batch: evs[next..n) not dispatched yet */
+	int next, n;
+	bool (*counts)(const struct loop_source *src);
 };
 
 struct loop *loop_new(void)
@@ -120,6 +121,7 @@ int loop_run(struct loop *l)
 				continue;
 			return -errno;
 		}
+		l->evs = evs;
 		l->n = n;
 		for (int i = 0; i < n; i++) {
 			struct loop_source *src = evs[i].data.ptr;
@@ -142,14 +144,31 @@ int loop_run(struct loop *l)
 	return 0;
 }
 
+void loop_set_counts(struct loop *l, bool (*counts)(const struct loop_source *src))
+{
+	l->counts = counts;
+}
+
+static bool counts(const struct loop *l, const struct epoll_event *ev)
+{
+	return !l->counts || l->counts(ev->data.ptr);
+}
+
 bool loop_busy(struct loop *l)
 {
-	struct pollfd p = { .fd = l->epfd, .events = POLLIN };
+	struct epoll_event evs[64];
+	int n;
 
-	if (l->next < l->n)
-		return true;
-	/* An epoll descriptor is readable while any of its sources is ready. */
-	return poll(&p, 1, 0) > 0;
+	for (int i = l->next; i < l->n; i++)
+		if (counts(l, &l->evs[i]))
+			return true;
+	/* Every source is level-triggered: what this reports stays ready and
+	 * is reported again by loop_run's next epoll_wait. */
+	n = epoll_wait(l->epfd, evs, 64, 0);
+	for (int i = 0; i < n; i++)
+		if (counts(l, &evs[i]))
+			return true;
+	return false;
 }
 
 void loop_quit(struct loop *l)
