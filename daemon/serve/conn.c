@@ -167,33 +167,36 @@ static void scan_error(struct conn *c, int r)
 	}
 }
 
-/* Serve one complete message of `n` bytes at `p`. Returns 0, 1 when it was
- * held (not served: it stays queued until the connection's batched op.runs
- * were answered), or -ENOMEM when the connection must be closed. */
 /* Parse one message of `n` bytes at `p` into `obj`, its objects in `zone`
- * (cleared first: a connection reuses one, so a request costs no malloc;
+ * (an empty one: a connection reuses one, so a request costs no malloc;
  * str and bin objects point into `p`). Returns whether it is one whole
  * msgpack object. */
 static bool unpack(msgpack_zone *zone, const uint8_t *p, size_t n, msgpack_object *obj)
 {
 	size_t off = 0;
 
-	msgpack_zone_clear(zone);
 	return msgpack_unpack((const char *)p, n, &off, zone, obj) == MSGPACK_UNPACK_SUCCESS && off == n;
 }
 
-/* The zone of handle_message goes back to the connection (one that closed
- * meanwhile, or whose nested call kept one, frees it). */
+/* The zone of handle_message goes back to the connection, emptied: what
+ * a large message took beyond its first chunk (MSGPACK_ZONE_CHUNK_SIZE) is
+ * freed now, not held by an idle connection. One that closed meanwhile, or
+ * whose nested call kept one, frees it. */
 static void zone_done(struct conn *c, msgpack_zone *zone)
 {
 	if (!zone)
 		return;
-	if (c->dead || c->zone)
+	if (c->dead || c->zone) {
 		msgpack_zone_free(zone);
-	else
+	} else {
+		msgpack_zone_clear(zone);
 		c->zone = zone;
+	}
 }
 
+/* Serve one complete message of `n` bytes at `p`. Returns 0, 1 when it was
+ * held (not served: it stays queued until the connection's batched op.runs
+ * were answered), or -ENOMEM when the connection must be closed. */
 static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 {
 	int fds[CONN_MAX_FDS];
