@@ -8,6 +8,7 @@
  * directory), or uses two already running (`--batched SOCK --unbatched
  * SOCK`). Prints ops/s of each (the median of the rounds) and the ratios
  * batched / unbatched; --json for a machine-readable report. */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
@@ -173,6 +174,44 @@ static void stop_daemon(struct daemon_proc *p)
 	p->pid = 0;
 }
 
+/* Nanoseconds on a CPU of thread `tid` of process `pid`
+ * (/proc/PID/task/TID/schedstat); 0 when unknown. */
+static uint64_t thread_cpu_ns(pid_t pid, const char *tid)
+{
+	char path[96];
+	unsigned long long ns = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat", (int)pid, tid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu", &ns) != 1)
+		ns = 0;
+	fclose(f);
+	return ns;
+}
+
+/* CPU time of the daemon's loop thread (its main thread) and of the whole
+ * process (its threads now: the lavapipe or driver threads included), ns. */
+static void daemon_cpu(pid_t pid, uint64_t *loop, uint64_t *all)
+{
+	char dir[64], tid[24];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(tid, sizeof(tid), "%d", (int)pid);
+	*loop = thread_cpu_ns(pid, tid);
+	*all = 0;
+	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+	d = opendir(dir);
+	while (d && (e = readdir(d)))
+		if (e->d_name[0] != '.')
+			*all += thread_cpu_ns(pid, e->d_name);
+	if (d)
+		closedir(d);
+}
+
 /* bb_a and bb_b of `n` f32 on the daemon at `path`. */
 static int setup(const char *path, unsigned n)
 {
@@ -261,6 +300,9 @@ int main(int argc, char **argv)
 			  .rounds = 3, .elements = 1 };
 	struct daemon_proc dp[2] = { { 0 }, { 0 } };
 	double one[2][1000], many[2][1000], med_one[2], med_many[2];
+	/* The batched daemon's CPU µs per op.run, loop thread and process, of
+	 * each round (only for daemons started here: their pids are known). */
+	double cpu[4][1000], med_cpu[4] = { 0, 0, 0, 0 };
 	char tmp[] = "/tmp/bench-batch-XXXXXX";
 	bool started = false;
 	int r = 0;
@@ -290,8 +332,20 @@ int main(int argc, char **argv)
 		for (int k = 0; r == 0 && k < 2; k++) {
 			int m = (int)((i + (unsigned)k) % 2);
 
+			uint64_t l0, a0, l1, a1, l2, a2;
+			double ops = (double)((o.total + o.depth - 1) / o.depth) * o.depth;
+
+			daemon_cpu(dp[m].pid, &l0, &a0);
 			one[m][i] = run_clients(o.sock[m], 1, o.depth, o.total);
+			daemon_cpu(dp[m].pid, &l1, &a1);
 			many[m][i] = run_clients(o.sock[m], o.clients, o.depth, o.total);
+			daemon_cpu(dp[m].pid, &l2, &a2);
+			if (m == 1) {
+				cpu[0][i] = (double)(l1 - l0) / 1e3 / ops;
+				cpu[1][i] = (double)(a1 - a0) / 1e3 / ops;
+				cpu[2][i] = (double)(l2 - l1) / 1e3 / (ops * o.clients);
+				cpu[3][i] = (double)(a2 - a1) / 1e3 / (ops * o.clients);
+			}
 			if (one[m][i] <= 0 || many[m][i] <= 0)
 				r = -EPROTO;
 		}
@@ -300,6 +354,10 @@ int main(int argc, char **argv)
 		qsort(many[m], o.rounds, sizeof(double), cmp);
 		med_one[m] = one[m][o.rounds / 2];
 		med_many[m] = many[m][o.rounds / 2];
+	}
+	for (int k = 0; r == 0 && started && k < 4; k++) {
+		qsort(cpu[k], o.rounds, sizeof(double), cmp);
+		med_cpu[k] = cpu[k][o.rounds / 2];
 	}
 	if (started) {
 		stop_daemon(&dp[0]);
@@ -322,8 +380,13 @@ int main(int argc, char **argv)
 		       o.depth, o.clients, o.total, o.rounds, o.elements);
 		printf(" \"one_unbatched_ops\": %.1f, \"one_batched_ops\": %.1f, \"one_ratio\": %.3f,\n",
 		       med_one[0], med_one[1], med_one[1] / med_one[0]);
-		printf(" \"many_unbatched_ops\": %.1f, \"many_batched_ops\": %.1f, \"many_ratio\": %.3f}\n",
+		printf(" \"many_unbatched_ops\": %.1f, \"many_batched_ops\": %.1f, \"many_ratio\": %.3f",
 		       med_many[0], med_many[1], med_many[1] / med_many[0]);
+		if (started)
+			printf(",\n \"one_batched_loop_us\": %.3f, \"one_batched_cpu_us\": %.3f,\n"
+			       " \"many_batched_loop_us\": %.3f, \"many_batched_cpu_us\": %.3f",
+			       med_cpu[0], med_cpu[1], med_cpu[2], med_cpu[3]);
+		printf("}\n");
 		return 0;
 	}
 	printf("op.run add on [%u] f32 with out, %u pipelined per connection, %u per connection and "
@@ -333,5 +396,9 @@ int main(int argc, char **argv)
 	       med_one[1] / med_one[0]);
 	printf("%u clients x %-22u %14.0f %14.0f %7.2fx\n", o.clients, o.depth, med_many[0], med_many[1],
 	       med_many[1] / med_many[0]);
+	if (started)
+		printf("batched daemon's CPU per op.run (loop thread / all threads): one connection %.2f / "
+		       "%.2f us, %u clients %.2f / %.2f us\n", med_cpu[0], med_cpu[1], o.clients, med_cpu[2],
+		       med_cpu[3]);
 	return 0;
 }

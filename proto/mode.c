@@ -53,9 +53,18 @@ const char *tdp_mode_format(uint32_t mode, char *buf)
 		world = "world-write";
 	else if (mode & TDP_MODE_WORLD_READ)
 		world = "world-read";
-	if (group && world)
-		snprintf(buf, TDP_MODE_TEXT_MAX, "%s,%s", group, world);
-	else
-		snprintf(buf, TDP_MODE_TEXT_MAX, "%s", group ? group : world ? world : "private");
+	/* Copied, not printed: every tensor's metadata in every answer has it. */
+	_Static_assert(TDP_MODE_TEXT_MAX >= sizeof("group-write,world-write"), "TDP_MODE_TEXT_MAX");
+	if (group && world) {
+		size_t n = strlen(group);
+
+		memcpy(buf, group, n);
+		buf[n] = ',';
+		memcpy(buf + n + 1, world, strlen(world) + 1);
+	} else {
+		const char *one = group ? group : world ? world : "private";
+
+		memcpy(buf, one, strlen(one) + 1);
+	}
 	return buf;
 }

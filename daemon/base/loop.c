@@ -17,6 +17,9 @@ struct loop {
 	bool idle_pending;
 	void (*before)(void *data, const struct loop_source *src);
 	void *before_data;
+	struct epoll_event *evs; /* the current batch: evs[next..n) not dispatched yet */
+	int next, n;
+	bool (*counts)(const struct loop_source *src);
 };
 
 struct loop *loop_new(void)
@@ -118,13 +121,17 @@ int loop_run(struct loop *l)
 				continue;
 			return -errno;
 		}
+		l->evs = evs;
+		l->n = n;
 		for (int i = 0; i < n; i++) {
 			struct loop_source *src = evs[i].data.ptr;
 
+			l->next = i + 1;
 			if (l->before)
 				l->before(l->before_data, src);
 			src->fn(src->data, evs[i].events);
 		}
+		l->next = l->n = 0;
 		if (l->idle && l->idle_pending) {
 			if (l->before)
 				l->before(l->before_data, NULL);
@@ -135,6 +142,33 @@ int loop_run(struct loop *l)
 				l->after[i].fn(l->after[i].data);
 	}
 	return 0;
+}
+
+void loop_set_counts(struct loop *l, bool (*counts)(const struct loop_source *src))
+{
+	l->counts = counts;
+}
+
+static bool counts(const struct loop *l, const struct epoll_event *ev)
+{
+	return !l->counts || l->counts(ev->data.ptr);
+}
+
+bool loop_busy(struct loop *l)
+{
+	struct epoll_event evs[64];
+	int n;
+
+	for (int i = l->next; i < l->n; i++)
+		if (counts(l, &l->evs[i]))
+			return true;
+	/* Every source is level-triggered: what this reports stays ready and
+	 * is reported again by loop_run's next epoll_wait. */
+	n = epoll_wait(l->epfd, evs, 64, 0);
+	for (int i = 0; i < n; i++)
+		if (counts(l, &evs[i]))
+			return true;
+	return false;
 }
 
 void loop_quit(struct loop *l)

@@ -62,5 +62,17 @@ void loop_wake_idle(struct loop *l);
 /* Dispatch events until loop_quit(). Returns 0 or -errno on an epoll failure. */
 int loop_run(struct loop *l);
 
+/* Whether the loop has other work now: an event of the current batch not
+ * dispatched yet, or a source ready (epoll_wait without waiting; sources
+ * are level-triggered, so nothing is lost), that the filter set with
+ * loop_set_counts counts (all without one). A caller about to busy-wait
+ * for the device asks this first: waiting in another thread frees the
+ * loop for that work (methods/op_batch.c). */
+bool loop_busy(struct loop *l);
+
+/* Which ready sources loop_busy counts as work (the server: not a
+ * connection that waits for its batched requests). NULL: all. */
+void loop_set_counts(struct loop *l, bool (*counts)(const struct loop_source *src));
+
 /* Make loop_run() return after the current batch. */
 void loop_quit(struct loop *l);

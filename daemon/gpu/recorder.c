@@ -169,7 +169,12 @@ static void record(struct gpu_recorder *rec, const struct gpu_pipeline *p,
 		};
 		rec->written[rec->nwritten++] = bindings[i];
 	}
-	vkCmdBindPipeline(rec->cb, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
+	/* Binding state lasts through barriers and dispatches: a batch of one
+	 * op binds its pipeline once. */
+	if (rec->bound != p->pipeline) {
+		vkCmdBindPipeline(rec->cb, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
+		rec->bound = p->pipeline;
+	}
 	g->push_descriptor(rec->cb, VK_PIPELINE_BIND_POINT_COMPUTE, gpu_pipeline_layout(g), 0,
 			   nbindings, w);
 	if (push_size)

@@ -27,6 +27,7 @@ struct gpu_recorder {
 	unsigned nwritten;
 	unsigned dispatches;
 	unsigned barriers;
+	VkPipeline bound;               /* the pipeline last bound on cb (recorder.c) */
 	uint64_t timeout_ns;            /* gpu_rec_submit_wait's limit; 0: none */
 	uint64_t gpu_ns;                /* device time of the submission, once waited for */
 	/* gpu_rec_watch (gpu/completion.c): the loop is told when it completed. */

@@ -216,35 +216,39 @@ int method_op_run(struct request *req)
 		PARAM_OPT("profile", PARAM_BOOL, profile),
 		PARAM_OPT_OBJ("device", PARAM_UINT, device),
 	};
+	/* Parsed here; a job is allocated only for one that runs alone (a
+	 * batched one moves into its batch). */
+	struct graph gr = { .call = &req->call };
 	struct graph_job *j;
 
-	if (PARAMS_PARSE(req, p) < 0 || !(j = graph_job_new(req)))
+	if (PARAMS_PARSE(req, p) < 0)
 		return -1;
-	j->profile = profile;
-	j->answer = op_run_answer;
 	for (;;) {
-		if (graph_parse_op(&j->gr, op, inputs, attrs, out, device) < 0 || graph_check_outputs(&j->gr) < 0) {
-			graph_free(&j->gr);
-			free(j);
+		if (graph_parse_op(&gr, op, inputs, attrs, out, device) < 0 || graph_check_outputs(&gr) < 0) {
+			graph_free(&gr);
 			return -1;
 		}
 		/* Small ones share a submission (op_batch.h). */
-		switch (op_batch_offer(req, &j->gr, profile)) {
+		switch (op_batch_offer(req, &gr, profile)) {
 		case OP_BATCH_JOINED:
-			free(j);
 			return REQUEST_DEFERRED;
 		case OP_BATCH_HOLD:
-			graph_free(&j->gr);
-			free(j);
+			graph_free(&gr);
 			return REQUEST_HOLD;
 		case OP_BATCH_RETRY:
-			graph_free(&j->gr);
-			memset(&j->gr, 0, sizeof(j->gr));
-			j->gr.call = &req->call;
+			graph_free(&gr);
+			gr = (struct graph){ .call = &req->call };
 			continue;
 		case OP_BATCH_NO:
 			break;
 		}
+		if (!(j = graph_job_new(req))) {
+			graph_free(&gr);
+			return -1;
+		}
+		j->gr = gr;
+		j->profile = profile;
+		j->answer = op_run_answer;
 		return graph_job_run(req, j);
 	}
 }

@@ -7,6 +7,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/loop.h"
 #include "base/metrics.h"
 #include "daemon.h"
 #include "engine/graph_core.h"
@@ -42,7 +43,19 @@ struct batch_run {
 struct op_batch {
 	struct batch_run *open;         /* collecting, or NULL */
 	struct batch_run *running;      /* submitted, watched by the completion thread */
+	struct batch_run *spare;        /* one answered, kept for the next (70 KiB) */
 };
+
+/* `run` is done with: kept as the spare, else freed. */
+static void run_release(struct daemon *d, struct batch_run *run)
+{
+	struct op_batch *b = d->batch;
+
+	if (b && !b->spare)
+		b->spare = run;
+	else
+		free(run);
+}
 
 bool op_batch_open(const struct daemon *d)
 {
@@ -188,7 +201,11 @@ static void answer_all(struct batch_run *run, int r, bool now)
 		if (first)
 			request_batch_kick(&run->e[i].later, now);
 	}
-	free(run);
+	run_release(d, run);
+	/* What the connections that went on batched shares one batch, closed
+	 * before the caller goes on (it may commit what the batch reads). */
+	if (now)
+		op_batch_flush(d, false);
 }
 
 /* The completion thread saw a watched batch end (from the loop). */
@@ -236,7 +253,12 @@ void op_batch_flush(struct daemon *d, bool now)
 		answer_all(run, r, now);
 		return;
 	}
-	if (run->rec.slot < GPU_CMD_SYNC || finished_soon(&run->rec)) {
+	/* The loop waits for the device itself only when it has nothing else
+	 * to do: else the completion thread waits, and the loop serves the
+	 * other connections (their requests make the next batch meanwhile).
+	 * A batch of one request is one client waiting: no poll() to ask. */
+	if (run->rec.slot < GPU_CMD_SYNC ||
+	    ((run->n == 1 || !d->loop || !loop_busy(d->loop)) && finished_soon(&run->rec))) {
 		answer_all(run, gpu_rec_wait(&run->rec), now);
 		return;
 	}
@@ -270,16 +292,22 @@ bool op_batch_settle(struct request *req)
 static struct batch_run *run_new(struct daemon *d, const struct graph *gr)
 {
 	uint32_t dev = gr->nodes[0].device;
-	struct batch_run *run = calloc(1, sizeof(*run));
+	struct batch_run *run = d->batch->spare;
 
-	if (!run)
+	/* Entries are set as requests join: only the header is reset. */
+	if (run)
+		d->batch->spare = NULL;
+	else if (!(run = malloc(sizeof(*run))))
 		return NULL;
+	run->n = 0;
+	run->next = NULL;
 	run->d = d;
 	run->device = dev;
+	memset(&run->rec, 0, sizeof(run->rec));
 	if (gpu_rec_begin_async(&run->rec, d->gpus[dev]) < 0 || run->rec.slot < GPU_CMD_SYNC) {
 		if (run->rec.cb)
 			gpu_rec_abort(&run->rec);
-		free(run);
+		run_release(d, run);
 		return NULL;
 	}
 	return run;
@@ -318,11 +346,13 @@ enum op_batch_offer op_batch_offer(struct request *req, struct graph *gr, bool p
 		if (run->n == 0) {
 			gpu_rec_abort(&run->rec);
 			b->open = NULL;
-			free(run);
+			run_release(d, run);
 		}
 		return OP_BATCH_NO;
 	}
 	run->n++;
+	e->failed = false;
+	e->gone = false;
 	e->fresh = fresh;
 	e->gr = *gr;
 	e->gr.call = &e->later.call;
@@ -367,6 +397,7 @@ void op_batch_free(struct daemon *d)
 	}
 	if (b->running)
 		log_error("op.run batches still running at shutdown");
+	free(b->spare);
 	free(b);
 	d->batch = NULL;
 }

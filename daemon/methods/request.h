@@ -102,8 +102,9 @@ void request_batch_done(const struct request *later);
 
 /* Let the connection of answered `later` send what was written and go on
  * with its requests: `now` at once (not while any connection is being
- * served), else on its next turn (after the current event). Nothing for a
- * closed connection. */
+ * served; an op.run batch it opens stays open: the caller closes it with
+ * op_batch_flush before it goes on), else on its next turn (after the
+ * current event). Nothing for a closed connection. */
 void request_batch_kick(const struct request *later, bool now);
 
 /* The bytes the connections of the request's uid buffer, held answers

@@ -25,10 +25,16 @@ int op_pipeline(struct op_ctx *ctx, const char *family, const char *variant,
 		const struct gpu_pipeline **ret)
 {
 	char name[64];
-	int r;
+	size_t nf = strlen(family), nv = strlen(variant);
+	int r = -ENOENT;
 
-	snprintf(name, sizeof(name), "%s.%s", family, variant);
-	r = gpu_pipeline_get(ctx->g, name, ret);
+	/* "family.variant", joined without printf (every dispatch asks). */
+	if (nf + 1 + nv < sizeof(name)) {
+		memcpy(name, family, nf);
+		name[nf] = '.';
+		memcpy(name + nf + 1, variant, nv + 1);
+		r = gpu_pipeline_get(ctx->g, name, ret);
+	}
 	if (r == -ENOENT)
 		return op_fail(ctx, TDP_DTYPE_MISMATCH, "no %s kernel for %s", family, variant);
 	if (r < 0)

@@ -104,6 +104,9 @@ void conn_close(struct conn *c)
 	drop_fds(c, UINT64_MAX);
 	tdp_buf_free(&c->in);
 	tdp_buf_free(&c->out);
+	if (c->zone)
+		msgpack_zone_free(c->zone);
+	c->zone = NULL;
 	c->nqueued = 0;
 	c->scanned = 0;
 }
@@ -164,6 +167,33 @@ static void scan_error(struct conn *c, int r)
 	}
 }
 
+/* Parse one message of `n` bytes at `p` into `obj`, its objects in `zone`
+ * (an empty one: a connection reuses one, so a request costs no malloc;
+ * str and bin objects point into `p`). Returns whether it is one whole
+ * msgpack object. */
+static bool unpack(msgpack_zone *zone, const uint8_t *p, size_t n, msgpack_object *obj)
+{
+	size_t off = 0;
+
+	return msgpack_unpack((const char *)p, n, &off, zone, obj) == MSGPACK_UNPACK_SUCCESS && off == n;
+}
+
+/* The zone of handle_message goes back to the connection, emptied: what
+ * a large message took beyond its first chunk (MSGPACK_ZONE_CHUNK_SIZE) is
+ * freed now, not held by an idle connection. One that closed meanwhile, or
+ * whose nested call kept one, frees it. */
+static void zone_done(struct conn *c, msgpack_zone *zone)
+{
+	if (!zone)
+		return;
+	if (c->dead || c->zone) {
+		msgpack_zone_free(zone);
+	} else {
+		msgpack_zone_clear(zone);
+		c->zone = zone;
+	}
+}
+
 /* Serve one complete message of `n` bytes at `p`. Returns 0, 1 when it was
  * held (not served: it stays queued until the connection's batched op.runs
  * were answered), or -ENOMEM when the connection must be closed. */
@@ -171,7 +201,8 @@ static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 {
 	int fds[CONN_MAX_FDS];
 	unsigned nfds = 0;
-	msgpack_unpacked u;
+	msgpack_zone *zone = c->zone;
+	msgpack_object obj;
 	msgpack_packer pk;
 	struct tdp_message m;
 	char why[200];
@@ -179,30 +210,33 @@ static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 	bool unpacked, parsed;
 	int r = 0;
 
+	/* Taken while in use: a nested call for this connection makes its own. */
+	c->zone = NULL;
+	if (!zone && !(zone = msgpack_zone_new(MSGPACK_ZONE_CHUNK_SIZE)))
+		return -ENOMEM;
 	msgpack_packer_init(&pk, &c->out, tdp_buf_msgpack_write);
-	msgpack_unpacked_init(&u);
 	/* Its fds: those whose recvmsg() ended inside its bytes. */
 	drop_fds(c, c->in_base);
 	while (nfds < c->nfds && c->fds[nfds].pos <= c->in_base + n) {
 		fds[nfds] = c->fds[nfds].fd;
 		nfds++;
 	}
-	unpacked = tdp_unpack(&u, p, n) == 0;
-	parsed = unpacked && tdp_message_parse(&u.data, &m, why, sizeof(why)) == 0;
+	unpacked = unpack(zone, p, n, &obj);
+	parsed = unpacked && tdp_message_parse(&obj, &m, why, sizeof(why)) == 0;
 	/* Behind batched op.runs of the connection, what is not a request
 	 * writes at once (an error, a protocol.error): the batch is closed
 	 * first, and it waits while that runs (a request: request_dispatch). */
 	if (c->batched && !(parsed && m.type == TDP_MSG_REQUEST)) {
 		op_batch_flush(c->d, false);
 		if (c->batched) {
-			msgpack_unpacked_destroy(&u);
+			zone_done(c, zone);
 			return 1;
 		}
 	}
 	if (!unpacked) {
 		stream_error(c, TDP_PROTOCOL, "undecodable message");
 	} else if (!parsed) {
-		if (tdp_message_request_id(&u.data, &msgid) == 0)
+		if (tdp_message_request_id(&obj, &msgid) == 0)
 			r = tdp_write_error(&pk, msgid, TDP_PROTOCOL, why);
 		else
 			stream_error(c, TDP_PROTOCOL, why);
@@ -221,7 +255,7 @@ static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 		r = request_dispatch(&req, m.method, m.method_len);
 		if (r > 0) {
 			/* Held (REQUEST_HOLD): served again later, fds and all. */
-			msgpack_unpacked_destroy(&u);
+			zone_done(c, zone);
 			return 1;
 		}
 	} else if (m.type == TDP_MSG_NOTIFY) {
@@ -239,7 +273,7 @@ static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 		/* Clients answer no requests: the peer is not speaking this protocol. */
 		stream_error(c, TDP_PROTOCOL, "clients send requests, not responses");
 	}
-	msgpack_unpacked_destroy(&u);
+	zone_done(c, zone);
 	/* Claimed or not, the message's fds are done with. */
 	drop_fds(c, c->in_base + n);
 	return r;
@@ -574,7 +608,10 @@ static void conn_settle(struct conn *c)
 			return;
 		}
 	}
-	if (turn == TURN_YIELD && !c->resume) {
+	/* One with op.runs in a batch is served again once they were answered
+	 * (request_batch_kick): no wake-up now, which would only keep the loop
+	 * from waiting for that batch itself (op_batch_flush). */
+	if (turn == TURN_YIELD && !c->resume && !c->batched) {
 		c->resume = true;
 		server_resume_later(c->d->server);
 	}
@@ -595,6 +632,12 @@ void conn_kick(struct conn *c)
 	 * job's notification): the op.runs it batched are submitted before the
 	 * caller goes on, which may commit or free what they read (op_batch.h). */
 	op_batch_flush(c->d, false);
+}
+
+void conn_serve(struct conn *c)
+{
+	if (!c->dead)
+		conn_settle(c);
 }
 
 void conn_resume(struct conn *c)

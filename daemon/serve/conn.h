@@ -36,6 +36,7 @@ struct conn {
 	pid_t pid;
 	struct tdp_buf in;
 	struct tdp_buf out;
+	struct msgpack_zone *zone; /* the parsed message's objects, reused (handle_message) */
 	/* Requests read but not answered (the in-flight ones): the sizes of the
 	 * complete messages at the head of `in`, a ring of cfg.max_inflight. */
 	uint64_t *queue;
@@ -76,6 +77,11 @@ void conn_close(struct conn *c);
  * connection's job ended); an op.run batch they opened is closed before it
  * returns. */
 void conn_kick(struct conn *c);
+
+/* As conn_kick, but an op.run batch it opened stays open: the caller
+ * closes it (op_batch_flush) before anything else can change what the
+ * batch reads, so that the connections it goes on with share one batch. */
+void conn_serve(struct conn *c);
 
 /* Whether so much output waits (cfg.max_output_backlog) that the connection
  * takes no more work. */

@@ -70,7 +70,7 @@ void request_batch_kick(const struct request *later, bool now)
 	if (c->dead)
 		return;
 	if (now) {
-		conn_kick(c);
+		conn_serve(c);
 	} else if (!c->resume) {
 		c->resume = true;
 		server_resume_later(c->d->server);

@@ -25,37 +25,40 @@
 
 static const struct {
 	const char *name;
+	size_t len;
 	method_fn fn;
 } method_table[] = {
-	{ TDP_METHOD_PING, method_ping },
-	{ TDP_METHOD_INFO, method_info },
-	{ TDP_METHOD_TENSOR_PUT, method_tensor_put },
-	{ TDP_METHOD_TENSOR_GET, method_tensor_get },
-	{ TDP_METHOD_TENSOR_STAT, method_tensor_stat },
-	{ TDP_METHOD_TENSOR_LIST, method_tensor_list },
-	{ TDP_METHOD_TENSOR_DELETE, method_tensor_delete },
-	{ TDP_METHOD_TENSOR_CHMOD, method_tensor_chmod },
-	{ TDP_METHOD_TENSOR_COPY, method_tensor_copy },
-	{ TDP_METHOD_STORE_SYNC, method_store_sync },
-	{ TDP_METHOD_OP_RUN, method_op_run },
-	{ TDP_METHOD_GRAPH_RUN, method_graph_run },
-	{ TDP_METHOD_TRAIN_STEP, method_train_step },
-	{ TDP_METHOD_TRAIN_RUN, method_train_run },
-	{ TDP_METHOD_MODEL_DEFINE, method_model_define },
-	{ TDP_METHOD_MODEL_LIST, method_model_list },
-	{ TDP_METHOD_MODEL_STAT, method_model_stat },
-	{ TDP_METHOD_MODEL_DELETE, method_model_delete },
-	{ TDP_METHOD_MODEL_EVALUATE, method_model_evaluate },
-	{ TDP_METHOD_MODEL_PREDICT, method_model_predict },
-	{ TDP_METHOD_KERNEL_CREATE, method_kernel_create },
-	{ TDP_METHOD_KERNEL_RUN, method_kernel_run },
-	{ TDP_METHOD_KERNEL_LIST, method_kernel_list },
-	{ TDP_METHOD_KERNEL_DELETE, method_kernel_delete },
-	{ TDP_METHOD_JOB_LIST, method_job_list },
-	{ TDP_METHOD_JOB_STAT, method_job_stat },
-	{ TDP_METHOD_JOB_CANCEL, method_job_cancel },
-	{ TDP_METHOD_JOB_WATCH, method_job_watch },
+#define M(name, fn) { name, sizeof(name) - 1, fn }
+	M(TDP_METHOD_PING, method_ping),
+	M(TDP_METHOD_INFO, method_info),
+	M(TDP_METHOD_TENSOR_PUT, method_tensor_put),
+	M(TDP_METHOD_TENSOR_GET, method_tensor_get),
+	M(TDP_METHOD_TENSOR_STAT, method_tensor_stat),
+	M(TDP_METHOD_TENSOR_LIST, method_tensor_list),
+	M(TDP_METHOD_TENSOR_DELETE, method_tensor_delete),
+	M(TDP_METHOD_TENSOR_CHMOD, method_tensor_chmod),
+	M(TDP_METHOD_TENSOR_COPY, method_tensor_copy),
+	M(TDP_METHOD_STORE_SYNC, method_store_sync),
+	M(TDP_METHOD_OP_RUN, method_op_run),
+	M(TDP_METHOD_GRAPH_RUN, method_graph_run),
+	M(TDP_METHOD_TRAIN_STEP, method_train_step),
+	M(TDP_METHOD_TRAIN_RUN, method_train_run),
+	M(TDP_METHOD_MODEL_DEFINE, method_model_define),
+	M(TDP_METHOD_MODEL_LIST, method_model_list),
+	M(TDP_METHOD_MODEL_STAT, method_model_stat),
+	M(TDP_METHOD_MODEL_DELETE, method_model_delete),
+	M(TDP_METHOD_MODEL_EVALUATE, method_model_evaluate),
+	M(TDP_METHOD_MODEL_PREDICT, method_model_predict),
+	M(TDP_METHOD_KERNEL_CREATE, method_kernel_create),
+	M(TDP_METHOD_KERNEL_RUN, method_kernel_run),
+	M(TDP_METHOD_KERNEL_LIST, method_kernel_list),
+	M(TDP_METHOD_KERNEL_DELETE, method_kernel_delete),
+	M(TDP_METHOD_JOB_LIST, method_job_list),
+	M(TDP_METHOD_JOB_STAT, method_job_stat),
+	M(TDP_METHOD_JOB_CANCEL, method_job_cancel),
+	M(TDP_METHOD_JOB_WATCH, method_job_watch),
 };
+#undef M
 
 #define METHOD_COUNT (sizeof(method_table) / sizeof(method_table[0]))
 _Static_assert(METHOD_COUNT < METRICS_MAX_METHODS, "metrics.h: raise METRICS_MAX_METHODS");
@@ -77,21 +80,26 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 	int64_t t0 = daemon_now_ns(CLOCK_MONOTONIC);
 	int r = -1;
 
-	snprintf(name, sizeof(name), "%.*s", (int)method_len, method);
-	for (char *p = name; *p; p++)
-		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
-			*p = '?';
-	req->method = name;
 	req->mark = tdp_buf_len(req->out);
 	td_error_clear(&req->call.err);
 	req->slot = (unsigned)METHOD_COUNT;
 	for (size_t i = 0; i < METHOD_COUNT; i++) {
-		if (strlen(method_table[i].name) == method_len &&
-		    memcmp(method_table[i].name, method, method_len) == 0) {
+		if (method_table[i].len == method_len && memcmp(method_table[i].name, method, method_len) == 0) {
 			fn = method_table[i].fn;
 			req->slot = (unsigned)i;
 			break;
 		}
+	}
+	/* The name errors and logs show: the table's, else the client's with
+	 * what is not printable ASCII replaced. */
+	if (fn) {
+		req->method = method_table[req->slot].name;
+	} else {
+		snprintf(name, sizeof(name), "%.*s", (int)method_len, method);
+		for (char *p = name; *p; p++)
+			if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
+				*p = '?';
+		req->method = name;
 	}
 	/* Clients that pack strings as bin are served as if they sent str
 	 * (docs/protocol.md). The tree is this request's own unpacked copy. */

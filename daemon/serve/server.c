@@ -305,6 +305,15 @@ static void batch_after(void *data)
 	op_batch_flush(s->d, false);
 }
 
+/* loop_busy's filter: a connection that waits for the answers of its
+ * batched op.runs (or closed) has nothing the loop could serve now. */
+static bool counts_as_work(const struct loop_source *src)
+{
+	const struct conn *c = src->data;
+
+	return !conn_source(src) || !(c->dead || c->batched);
+}
+
 static int start_resume(struct server *s)
 {
 	int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -391,6 +400,7 @@ struct server *server_new(struct daemon *d, int listen_fd, const char *unlink_pa
 		free(s);
 		return NULL;
 	}
+	loop_set_counts(d->loop, counts_as_work);
 	return s;
 }
 
@@ -407,6 +417,7 @@ void server_free(struct server *s)
 	loop_remove_after(s->d->loop, reap, s);
 	loop_remove_after(s->d->loop, batch_after, s);
 	loop_set_before(s->d->loop, NULL, NULL);
+	loop_set_counts(s->d->loop, NULL);
 	loop_remove(s->d->loop, &s->listener);
 	if (s->trim_timer.fd >= 0) {
 		loop_remove(s->d->loop, &s->trim_timer);

@@ -64,6 +64,29 @@ static int user_uid(const char *user, size_t len, uint32_t *ret)
 	return 0;
 }
 
+/* "<ns>/<name>" into key (TDP_MAX_NAME_LEN + 1 bytes), as snprintf's
+ * "%u/%.*s" would write it (each op.run qualifies its names: no printf).
+ * Returns its length, or -ENAMETOOLONG (key then holds nothing usable). */
+static int format_key(char *key, uint32_t ns, const char *name, size_t nlen)
+{
+	char digits[10];
+	size_t nd = 0, n;
+
+	do {
+		digits[nd++] = (char)('0' + ns % 10);
+		ns /= 10;
+	} while (ns);
+	n = nd + 1 + nlen;
+	if (n > TDP_MAX_NAME_LEN)
+		return -ENAMETOOLONG;
+	for (size_t i = 0; i < nd; i++)
+		key[i] = digits[nd - 1 - i];
+	key[nd] = '/';
+	memcpy(key + nd + 1, name, nlen);
+	key[n] = '\0';
+	return (int)n;
+}
+
 static int qualify(uint32_t ns_uid, const char *text, size_t len, char *key, uint32_t *ret_ns,
 		   bool prefix)
 {
@@ -86,9 +109,9 @@ static int qualify(uint32_t ns_uid, const char *text, size_t len, char *key, uin
 	}
 	if (!(prefix && nlen == 0) && !tdp_name_valid(name, nlen))
 		return -EINVAL;
-	n = snprintf(key, TDP_MAX_NAME_LEN + 1, "%u/%.*s", (unsigned)ns, (int)nlen, name);
-	if (n < 0 || n > TDP_MAX_NAME_LEN)
-		return -ENAMETOOLONG;
+	n = format_key(key, ns, name, nlen);
+	if (n < 0)
+		return n;
 	if (ret_ns)
 		*ret_ns = ns;
 	return n;
@@ -133,7 +156,10 @@ const char *names_show(uint32_t viewer_uid, const char *key, char *out)
 		return out;
 	}
 	if (ns == viewer_uid) {
-		snprintf(out, NAMES_SHOWN_MAX, "%s", key + off);
+		size_t n = strnlen(key + off, NAMES_SHOWN_MAX - 1);
+
+		memcpy(out, key + off, n);
+		out[n] = '\0';
 		return out;
 	}
 	names_login(ns, login);

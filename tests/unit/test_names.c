@@ -41,6 +41,18 @@ static void test_qualify(void **state)
 	/* "1000/w" as text is a name with a slash, in the caller's namespace */
 	assert_true(qualify(5, "1000/w", key, NULL) > 0);
 	assert_string_equal(key, "5/1000/w");
+	/* the key as snprintf's "%u/%s" writes it, for namespaces of 1 to 10 digits */
+	{
+		static const uint32_t uids[] = { 0, 9, 10, 65534, 1000000, 4294967294u };
+		char want[TDP_MAX_NAME_LEN + 16];
+
+		for (size_t i = 0; i < sizeof(uids) / sizeof(uids[0]); i++) {
+			int n = snprintf(want, sizeof(want), "%u/%s", (unsigned)uids[i], "a.b_c:d-e/f");
+
+			assert_int_equal(qualify(uids[i], "a.b_c:d-e/f", key, NULL), n);
+			assert_string_equal(key, want);
+		}
+	}
 	/* malformed */
 	assert_int_equal(qualify(1000, "", key, NULL), -EINVAL);
 	assert_int_equal(qualify(1000, "~", key, NULL), -EINVAL);
