@@ -37,8 +37,17 @@ layout(push_constant) uniform MmPush {
 	uint flags;       // MM_BIAS, MM_RELU (the layout bits are clear here)
 } pc;
 
+// The epilogue in f32 only: in the 16-bit variants it made this kernel 15x
+// slower on an H100 (bf16 8192^2: 2.1 against 32 TFLOP/s), so for those the
+// host sends products with an epilogue through f32 partials and
+// matmul_reduce.comp (daemon/ops/matmul.c, mm_dispatch).
+#ifdef DT_F32
 #define BIAS_BINDING 4
 #include "matmul_epi.glsl"
+#define MM_STORE(acc, col) STORE(mm_epilogue(acc, col))
+#else
+#define MM_STORE(acc, col) STORE(acc)
+#endif
 
 shared float As[KC][ROWS + 1];
 shared float Bs[KC][NMAX];
@@ -96,5 +105,5 @@ void main()
 	[[unroll]] for (int j = 0; j < NMAX; j++)
 		Cs[tid][j] = acc[j];
 	for (uint j = 0u; j < pc.n; j++)
-		o[ooff + gr * pc.n + j] = STORE(mm_epilogue(Cs[tid][j], j));
+		o[ooff + gr * pc.n + j] = MM_STORE(Cs[tid][j], j);
 }

@@ -282,13 +282,13 @@ static void mm_split(const struct op_ctx *ctx, struct mm_push *pc, int64_t split
 
 /* Scratch for the f32 partial results of a split product, bound as
  * binding 3 (the dummy when unsplit). */
-static int mm_partials(struct op_ctx *ctx, const struct mm_push *pc, struct gpu_binding *ret)
+static int mm_partials(struct op_ctx *ctx, const struct mm_push *pc, bool force, struct gpu_binding *ret)
 {
 	static const struct gpu_alloc none;
 	uint64_t count = (uint64_t)pc->batches * pc->m * pc->n, bytes = count * pc->splits * 4;
 	struct gpu_alloc *s;
 
-	if (pc->splits <= 1) {
+	if (pc->splits <= 1 && !force) {
 		*ret = gpu_rec_bind(ctx->g, &none, 0, 0, false);
 		return 0;
 	}
@@ -372,11 +372,13 @@ static int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
 	return mm_reduce(ctx, rec, &bind[2], &out, bias, TDP_DTYPE_F16, mp);
 }
 
-/* Whether the product `pc` takes matmul_skinny.comp: NN, unsplit, at most
- * MM_SKINNY_N columns and rows enough to fill a GPU with its row blocks. */
-static bool mm_skinny(const struct mm_push *pc)
+/* Whether the product `pc` of `dtype` takes matmul_skinny.comp: NN, unsplit,
+ * at most MM_SKINNY_N columns, rows enough to fill a GPU with its row blocks,
+ * and no epilogue unless f32 (its 16-bit variants have none). */
+static bool mm_skinny(const struct mm_push *pc, int dtype)
 {
 	return (pc->flags & MM_LAYOUT) == 0 && pc->splits == 1 && pc->n <= MM_SKINNY_N &&
+	       (dtype == TDP_DTYPE_F32 || !(pc->flags & (MM_BIAS | MM_RELU))) &&
 	       (uint64_t)pc->m * pc->batches >= MM_SKINNY_MIN_ROWS && getenv("TENSORD_NO_SKINNY") == NULL;
 }
 
@@ -407,7 +409,7 @@ static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struc
 	const struct gpu_pipeline *p;
 	struct gpu_binding b[5] = { bind[0], bind[1], bind[2], { 0 }, bind[3] };
 	uint64_t tiles_m, tiles_n, groups, tile = 64;
-	bool ta = pc->flags & MM_TA, tb = pc->flags & MM_TB, v4;
+	bool ta = pc->flags & MM_TA, tb = pc->flags & MM_TB, v4, epi_via_reduce;
 	const char *name;
 
 	mm_split(ctx, pc, split_attr);
@@ -439,16 +441,24 @@ static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struc
 		       : (pc->flags & MM_LAYOUT) == MM_TB ? "matmul_nt_v4" : "matmul_v4";
 	if ((pc->flags & MM_LAYOUT) == 0 && pc->splits == 1)
 		name = tile == 128 ? (v4 ? "matmul_nn_v4" : "matmul_nn_l") : "matmul_nn";
-	if (mm_partials(ctx, pc, &b[3]) < 0)
+	/* The 16-bit kernels have no epilogue (matmul.glsl says why): their
+	 * products with one go through f32 partials, as a split one does,
+	 * and matmul_reduce.comp rounds them and applies it. */
+	epi_via_reduce = dtype != TDP_DTYPE_F32 && (pc->flags & (MM_BIAS | MM_RELU));
+	if (epi_via_reduce && tile == 128)
+		name = "matmul_l";
+	else if (epi_via_reduce)
+		name = "matmul";
+	if (mm_partials(ctx, pc, epi_via_reduce, &b[3]) < 0)
 		return -1;
-	if (mm_skinny(pc))
+	if (mm_skinny(pc, dtype))
 		return mm_dispatch_skinny(ctx, rec, b, dtype, pc);
-	if (pc->splits > 1)
+	if (pc->splits > 1 || epi_via_reduce)
 		pc->flags |= MM_PART;
 	if (op_pipeline(ctx, name, tdp_dtype_name(dtype), &p) < 0 ||
 	    op_dispatch(ctx, rec, p, b, 5, pc, sizeof(*pc), groups * 256, 256) < 0)
 		return -1;
-	return pc->splits > 1 ? mm_reduce(ctx, rec, &b[3], &b[2], &b[4], dtype, pc) : 0;
+	return (pc->flags & MM_PART) ? mm_reduce(ctx, rec, &b[3], &b[2], &b[4], dtype, pc) : 0;
 }
 
 static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
