@@ -22,43 +22,6 @@
 #include "bench_util.h"
 #include "tensord.h"
 
-static const struct sizes size_full = {
-	.name = "full", .reps = 20, .warmup = 3,
-	.mm = { 4096, 8192 }, .mm_half = 8192,
-	.bmm = { 64, 512, 512, 64 },
-	.gemm_div = 1,
-	.elems = (uint64_t)64 << 20,
-	.rows = 4096, .cols = 4096,
-	.conv = { 32, 256, 256, 56, 56 },
-	.batch = 256, .train_rows = 256 * 64, .mlp_batches = { 4096, 16384 },
-	.cnn_batch = 1024, .cnn_rows = 1024 * 16,
-	.tf_vocab = 76, .tf_dim = 256, .tf_heads = 4, .tf_layers = 2, .tf_seq = 128, .tf_batch = 32,
-	.tf_rows = 32 * 16,
-	.train_warmup = 20, .train_steps = 256, .train_reps = 3,
-	.pings = 20000, .lat_warmup = 1000, .lat_ops = 5000,
-	.depth = 64, .pipelined = 20000,
-	.transfer_bytes = (uint64_t)1 << 30, .transfer_reps = 5,
-};
-
-/* Tiny, for CI on lavapipe: the same code paths, no meaningful numbers. */
-static const struct sizes size_smoke = {
-	.name = "smoke", .reps = 2, .warmup = 1,
-	.mm = { 48, 64 }, .mm_half = 64,
-	.bmm = { 4, 32, 32, 16 },
-	.gemm_div = 16,
-	.elems = (uint64_t)64 << 10,
-	.rows = 64, .cols = 128,
-	.conv = { 2, 8, 8, 8, 8 },
-	.batch = 16, .train_rows = 64, .mlp_batches = { 32, 64 },
-	.cnn_batch = 16, .cnn_rows = 64,
-	.tf_vocab = 76, .tf_dim = 32, .tf_heads = 2, .tf_layers = 2, .tf_seq = 16, .tf_batch = 4,
-	.tf_rows = 16,
-	.train_warmup = 1, .train_steps = 3, .train_reps = 1,
-	.pings = 200, .lat_warmup = 20, .lat_ops = 50,
-	.depth = 16, .pipelined = 256,
-	.transfer_bytes = (uint64_t)4 << 20, .transfer_reps = 2,
-};
-
 /* ---- failures ---------------------------------------------------------- */
 
 int fail(struct bench_result *res, const char *fmt, ...)
@@ -293,7 +256,7 @@ static void fmt_count(char *out, size_t len, uint64_t n)
 		snprintf(out, len, "%llu", (unsigned long long)n);
 }
 
-static void fmt_bytes(char *out, size_t len, uint64_t n)
+void fmt_bytes(char *out, size_t len, uint64_t n)
 {
 	if (n >= (1u << 30) && n % (1u << 30) == 0)
 		snprintf(out, len, "%lluGiB", (unsigned long long)(n >> 30));
@@ -570,230 +533,6 @@ static int wl_conv(struct bench *b, struct bench_result *res, int arg)
 
 /* ---- the request path -------------------------------------------------- */
 
-static void latency_stats(struct bench_result *res, double *lat, unsigned n)
-{
-	qsort(lat, n, sizeof(*lat), bench_cmp_double);
-	res->reps = n;
-	res->wall_ns = bench_percentile(lat, n, 0.50);
-	res->p99_ns = bench_percentile(lat, n, 0.99);
-	res->e2e = res->wall_ns / 1e3;
-}
-
-static int wl_ping(struct bench *b, struct bench_result *res, int arg)
-{
-	unsigned n = b->sz->pings;
-	double *lat;
-
-	(void)arg;
-	snprintf(res->name, sizeof(res->name), "ping");
-	snprintf(res->desc, sizeof(res->desc), "p50 round trip of ping (%u after %u warm-up), p99 in JSON",
-		 n, b->sz->lat_warmup);
-	snprintf(res->params, sizeof(res->params), "{\"kind\": \"ping\", \"count\": %u}", n);
-	res->unit = "us";
-	res->lower_better = true;
-	if (b->dry)
-		return 0;
-	lat = calloc(n, sizeof(*lat));
-	if (!lat)
-		return fail(res, "out of memory");
-	for (unsigned i = 0; i < b->sz->lat_warmup + n; i++) {
-		double t0 = bench_now_s();
-
-		if (tensord_ping(b->td, NULL, 0) < 0) {
-			free(lat);
-			return fail_td(b, res, "ping");
-		}
-		if (i >= b->sz->lat_warmup)
-			lat[i - b->sz->lat_warmup] = (bench_now_s() - t0) * 1e9;
-	}
-	latency_stats(res, lat, n);
-	free(lat);
-	return 0;
-}
-
-/* Two 1-element f32 tensors a and b for the small-op rows. */
-static int make_scalars(struct bench *b, struct bench_result *res)
-{
-	static const float one[1] = { 1.5f }, two[1] = { 2.25f };
-	const uint64_t shape[1] = { 1 };
-
-	if (tensord_put(b->td, PFX "a", TENSORD_F32, 1, shape, one, sizeof(one), NULL) < 0 ||
-	    tensord_put(b->td, PFX "b", TENSORD_F32, 1, shape, two, sizeof(two), NULL) < 0)
-		return fail_td(b, res, "setup: tensor.put");
-	return 0;
-}
-
-static int wl_op_latency(struct bench *b, struct bench_result *res, int arg)
-{
-	const char *in[2] = { PFX "a", PFX "b" };
-	unsigned n = b->sz->lat_ops;
-	double *lat = NULL, *gpu = NULL;
-	int r = -1;
-
-	(void)arg;
-	snprintf(res->name, sizeof(res->name), "op_latency");
-	snprintf(res->desc, sizeof(res->desc),
-		 "p50 of op.run add on [1] f32 with out and profile (%u after %u warm-up)", n,
-		 b->sz->lat_warmup);
-	snprintf(res->params, sizeof(res->params), "{\"kind\": \"op_latency\", \"count\": %u}", n);
-	res->unit = "us";
-	res->lower_better = true;
-	if (b->dry)
-		return 0;
-	lat = calloc(n, sizeof(*lat));
-	gpu = calloc(n, sizeof(*gpu));
-	if (!lat || !gpu) {
-		fail(res, "out of memory");
-		goto out;
-	}
-	if (make_scalars(b, res) < 0)
-		goto out;
-	if (pack_op(params_begin(b), NULL, "add", 2, in, NULL, 0, PFX "out", 1) < 0) {
-		fail(res, "out of memory");
-		goto out;
-	}
-	for (unsigned i = 0; i < b->sz->lat_warmup + n; i++) {
-		double dt = 0, ns = 0;
-		void *raw = NULL;
-		size_t len = 0;
-
-		if (call(b, res, "op.run", "op.run add", &raw, &len, &dt) < 0)
-			goto out;
-		if (result_number(raw, len, "gpu_ns", &ns) < 0) {
-			free(raw);
-			fail(res, "op.run add: the result has no gpu_ns");
-			goto out;
-		}
-		free(raw);
-		if (i >= b->sz->lat_warmup) {
-			lat[i - b->sz->lat_warmup] = dt * 1e9;
-			gpu[i - b->sz->lat_warmup] = ns;
-		}
-	}
-	latency_stats(res, lat, n);
-	res->gpu_ns = bench_median(gpu, n);
-	res->kernel = res->gpu_ns / 1e3;
-	r = 0;
-out:
-	free(lat);
-	free(gpu);
-	return r;
-}
-
-static int wl_pipelined(struct bench *b, struct bench_result *res, int arg)
-{
-	const char *in[2] = { PFX "a", PFX "b" };
-	const char *path = bench_socket_path(b->path);
-	unsigned depth = b->sz->depth, total = b->sz->pipelined;
-	msgpack_sbuffer batch;
-	msgpack_packer pk;
-	char err[256] = "";
-	double ops = 0;
-	int r;
-
-	(void)arg;
-	snprintf(res->name, sizeof(res->name), "op_pipelined");
-	snprintf(res->desc, sizeof(res->desc),
-		 "op.run add on [1] f32 with out, %u written before reading, %u in all, one connection",
-		 depth, total);
-	snprintf(res->params, sizeof(res->params),
-		 "{\"kind\": \"op_pipelined\", \"depth\": %u, \"total\": %u}", depth, total);
-	res->unit = "ops/s";
-	if (b->dry)
-		return 0;
-	if (make_scalars(b, res) < 0)
-		return -1;
-	msgpack_sbuffer_init(&batch);
-	msgpack_packer_init(&pk, &batch, msgpack_sbuffer_write);
-	r = 0;
-	for (unsigned i = 0; r == 0 && i < depth; i++)
-		if (msgpack_pack_array(&pk, 4) || msgpack_pack_uint8(&pk, 0) ||
-		    msgpack_pack_uint32(&pk, i + 1) || bench_pack_str(&pk, "op.run") < 0 ||
-		    msgpack_pack_array(&pk, 1) ||
-		    pack_op(&pk, NULL, "add", 2, in, NULL, 0, PFX "out", 0) < 0)
-			r = -ENOMEM;
-	if (r == 0)
-		r = bench_pipelined(path, batch.data, batch.size, depth, total, &ops, err, sizeof(err));
-	msgpack_sbuffer_destroy(&batch);
-	if (r < 0)
-		return fail(res, "pipelined op.run: %s", err[0] ? err : strerror(-r));
-	res->reps = (total + depth - 1) / depth * depth;
-	res->wall_ns = 1e9 / ops;
-	res->e2e = ops;
-	return 0;
-}
-
-/* arg: 0 = tensor.put, 1 = tensor.get (into one reused buffer). */
-static int wl_transfer(struct bench *b, struct bench_result *res, int arg)
-{
-	const struct sizes *sz = b->sz;
-	size_t bytes = (size_t)sz->transfer_bytes;
-	uint64_t shape[1] = { bytes / sizeof(float) };
-	double *t = NULL;
-	float *data = NULL, *got = NULL;
-	char sz_s[24];
-	int r = -1;
-
-	fmt_bytes(sz_s, sizeof(sz_s), bytes);
-	snprintf(res->name, sizeof(res->name), "%s_%s", arg ? "get" : "put", sz_s);
-	snprintf(res->desc, sizeof(res->desc),
-		 "tensor.%s of f32 [%llu] (%zu bytes) through the socket%s", arg ? "get" : "put",
-		 (unsigned long long)shape[0], bytes,
-		 arg ? " into a reused buffer (tensord_get_into)" : "");
-	snprintf(res->params, sizeof(res->params), "{\"kind\": \"%s\", \"bytes\": %zu}",
-		 arg ? "get" : "put", bytes);
-	res->unit = "GB/s";
-	res->bytes = (double)bytes;
-	if (b->dry)
-		return 0;
-	t = calloc(sz->transfer_reps, sizeof(*t));
-	data = malloc(bytes);
-	got = arg ? malloc(bytes) : NULL;
-	if (!t || !data || (arg && !got)) {
-		fail(res, "out of memory for %zu bytes", bytes);
-		goto out;
-	}
-	for (size_t i = 0; i < shape[0]; i++)
-		data[i] = (float)(i % 1000003) * 0.5f - 7.25f;
-	if (arg && tensord_put(b->td, PFX "blob", TENSORD_F32, 1, shape, data, bytes, NULL) < 0) {
-		fail_td(b, res, "setup: tensor.put");
-		goto out;
-	}
-	/* One untimed repetition first. */
-	for (unsigned i = 0; i <= sz->transfer_reps; i++) {
-		double t0 = bench_now_s(), dt;
-		size_t got_len = 0;
-
-		if (arg) {
-			if (tensord_get_into(b->td, PFX "blob", NULL, got, bytes, &got_len) < 0) {
-				fail_td(b, res, "tensor.get");
-				goto out;
-			}
-		} else if (tensord_put(b->td, PFX "blob", TENSORD_F32, 1, shape, data, bytes, NULL) < 0) {
-			fail_td(b, res, "tensor.put");
-			goto out;
-		}
-		dt = bench_now_s() - t0;
-		if (arg && i == 0 && (got_len != bytes || memcmp(got, data, bytes) != 0)) {
-			fail(res, "tensor.get returned other bytes than were put");
-			goto out;
-		}
-		if (i > 0)
-			t[i - 1] = dt * 1e9;
-	}
-	res->reps = sz->transfer_reps;
-	res->wall_ns = bench_median(t, sz->transfer_reps);
-	res->e2e = res->bytes / res->wall_ns;
-	r = 0;
-out:
-	free(t);
-	free(data);
-	free(got);
-	return r;
-}
-
-/* ---- driver ------------------------------------------------------------ */
-
 struct workload {
 	const char *group;
 	int (*fn)(struct bench *b, struct bench_result *res, int arg);
@@ -871,116 +610,12 @@ static bool selected(const char *only, const char *name, const char *group)
 	return false;
 }
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: bench_gpu [--socket PATH] [--size full|smoke] [--json] [options]\n"
-		"  --socket PATH   tensord socket (default $TENSORD_SOCKET, else\n"
-		"                  /run/tensord/tensord.sock)\n"
-		"  --size S        full (the H100 table, default) or smoke (tiny, for CI)\n"
-		"  --json          machine-readable output (for bench/compare_torch.py)\n"
-		"  --reps N        timed calls per op workload (default: full 20, smoke 2)\n"
-		"  --warmup N      untimed calls first (default: full 3, smoke 1)\n"
-		"  --train-steps N steps of each timed train.run (default: full 256, smoke 3)\n"
-		"  --train-warmup N  steps of the untimed train.run first (default: full 20,\n"
-		"                  smoke 1; 0: none)\n"
-		"  --only LIST     comma-separated name substrings or groups (matmul,\n"
-		"                  elementwise, reduction, normalization, conv, training,\n"
-		"                  latency, transfer)\n"
-		"  --list          print the workloads of this size and exit (with --json:\n"
-		"                  the JSON report with every figure null)\n"
-		"  --wait SEC      wait up to SEC seconds for the socket to accept\n"
-		"  --quiet         no progress lines on stderr\n"
-		"Exit status: 0 all workloads ran, 3 some failed (listed with their\n"
-		"error), 1 no daemon, 2 usage.\n");
-}
-
 static void init_result(struct bench_result *res, const struct workload *w)
 {
 	memset(res, 0, sizeof(*res));
 	res->group = w->group;
 	res->gpu_ns = res->wall_ns = res->daemon_ns = res->p99_ns = NAN;
 	res->kernel = res->e2e = NAN;
-}
-
-/* The command line. */
-struct opts {
-	const char *path, *only;
-	const struct sizes *sz;
-	unsigned reps, warmup, wait_s, train_steps, train_warmup;
-	bool json, list, quiet, have_reps, have_warmup, have_steps, have_train_warmup;
-};
-
-/* Parses the command line into *o: 0, or the exit status (0 after --help, 2
- * for bad arguments, with the usage printed). */
-static int parse_args(int argc, char **argv, struct opts *o, bool *ret_exit)
-{
-	enum { OPT_SOCKET = 256, OPT_SIZE, OPT_JSON, OPT_REPS, OPT_WARMUP, OPT_ONLY, OPT_LIST,
-	       OPT_WAIT, OPT_QUIET, OPT_TRAIN_STEPS, OPT_TRAIN_WARMUP };
-	static const struct option longopts[] = {
-		{ "socket", required_argument, NULL, OPT_SOCKET },
-		{ "size", required_argument, NULL, OPT_SIZE },
-		{ "json", no_argument, NULL, OPT_JSON },
-		{ "reps", required_argument, NULL, OPT_REPS },
-		{ "warmup", required_argument, NULL, OPT_WARMUP },
-		{ "only", required_argument, NULL, OPT_ONLY },
-		{ "list", no_argument, NULL, OPT_LIST },
-		{ "wait", required_argument, NULL, OPT_WAIT },
-		{ "quiet", no_argument, NULL, OPT_QUIET },
-		{ "train-steps", required_argument, NULL, OPT_TRAIN_STEPS },
-		{ "train-warmup", required_argument, NULL, OPT_TRAIN_WARMUP },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int c;
-
-	*ret_exit = true;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		int e = 0;
-
-		switch (c) {
-		case OPT_SOCKET: o->path = optarg; break;
-		case OPT_SIZE:
-			if (!strcmp(optarg, "full"))
-				o->sz = &size_full;
-			else if (!strcmp(optarg, "smoke"))
-				o->sz = &size_smoke;
-			else
-				e = -EINVAL;
-			break;
-		case OPT_JSON: o->json = true; break;
-		case OPT_REPS: e = bench_parse_uint(optarg, 1, 100000, &o->reps); o->have_reps = true; break;
-		case OPT_WARMUP:
-			e = bench_parse_uint(optarg, 0, 100000, &o->warmup);
-			o->have_warmup = true;
-			break;
-		case OPT_ONLY: o->only = optarg; break;
-		case OPT_LIST: o->list = true; break;
-		case OPT_WAIT: e = bench_parse_uint(optarg, 0, 3600, &o->wait_s); break;
-		case OPT_QUIET: o->quiet = true; break;
-		case OPT_TRAIN_STEPS:
-			e = bench_parse_uint(optarg, 1, 1000000, &o->train_steps);
-			o->have_steps = true;
-			break;
-		case OPT_TRAIN_WARMUP:
-			e = bench_parse_uint(optarg, 0, 1000000, &o->train_warmup);
-			o->have_train_warmup = true;
-			break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
-		}
-		if (e < 0) {
-			fprintf(stderr, "bench_gpu: bad value for --%s: %s\n",
-				longopts[c - OPT_SOCKET].name, optarg);
-			return 2;
-		}
-	}
-	if (optind != argc) {
-		usage(stderr);
-		return 2;
-	}
-	*ret_exit = false;
-	return 0;
 }
 
 /* Runs the picked workloads into results[*n...], each followed by a clean-up;
@@ -1037,7 +672,7 @@ static unsigned run_all(struct bench *b, const bool *pick, struct bench_result *
 int main(int argc, char **argv)
 {
 	static struct bench_result results[NWORKLOADS];
-	struct opts o = { .sz = &size_full };
+	struct opts o = { .sz = &bench_size_full };
 	struct sizes sz;
 	struct bench b = { .sz = &sz };
 	struct bench_meta meta = { .size = NULL };
@@ -1046,7 +681,7 @@ int main(int argc, char **argv)
 	bool pick[NWORKLOADS], done;
 	int r;
 
-	if ((r = parse_args(argc, argv, &o, &done)) != 0 || done)
+	if ((r = bench_parse_args(argc, argv, &o, &done)) != 0 || done)
 		return r;
 	sz = *o.sz;
 	if (o.have_steps)

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "bench_util.h"
 
@@ -149,3 +150,35 @@ int wl_train_model(struct bench *b, struct bench_result *res, int arg);
 
 /* Deletes every model named under PFX with its tensors; errors are ignored. */
 void bench_delete_models(struct bench *b);
+
+/* `n` bytes as "1GiB", "64MiB" or "123B" into out[len]. */
+void fmt_bytes(char *out, size_t len, uint64_t n);
+
+/* The request-path workloads (bench_gpu_io.c), as wl_train_mlp: ping's
+ * round trip; a one-element op.run's latency; pipelined one-element
+ * op.runs on one connection; tensor.put (arg 0) or tensor.get (arg 1) of
+ * sz->transfer bytes. */
+int wl_ping(struct bench *b, struct bench_result *res, int arg);
+int wl_op_latency(struct bench *b, struct bench_result *res, int arg);
+int wl_pipelined(struct bench *b, struct bench_result *res, int arg);
+int wl_transfer(struct bench *b, struct bench_result *res, int arg);
+
+/* The workload sizes of --size full and --size smoke (bench_gpu_args.c). */
+extern const struct sizes bench_size_full, bench_size_smoke;
+
+/* bench_gpu's options. */
+/* The command line. */
+struct opts {
+	const char *path, *only;
+	const struct sizes *sz;
+	unsigned reps, warmup, wait_s, train_steps, train_warmup;
+	bool json, list, quiet, have_reps, have_warmup, have_steps, have_train_warmup;
+};
+
+/* --help's text into f. */
+void bench_usage(FILE *f);
+
+/* Parse argv into *o (o->sz preset to the default sizes): 0 with *ret_exit
+ * false to go on, 0 with *ret_exit true after --help, or 2 (the exit
+ * status) for bad arguments, with the usage printed. */
+int bench_parse_args(int argc, char **argv, struct opts *o, bool *ret_exit);

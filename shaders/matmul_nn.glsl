@@ -49,17 +49,9 @@ layout(push_constant) uniform MmPush {
 	uint flags;       // MM_BIAS, MM_RELU (the layout bits are clear here)
 } pc;
 
-// The epilogue in f32 only: in the 16-bit variants it made this kernel 15x
-// slower on an H100 (bf16 8192^2: 2.1 against 32 TFLOP/s), so for those the
-// host sends products with an epilogue through f32 partials and
-// matmul_reduce.comp (daemon/ops/matmul.c, mm_dispatch).
-#ifdef DT_F32
+// MM_STORE: the epilogue in f32 only (matmul_epi_store.glsl).
 #define BIAS_BINDING 4
-#include "matmul_epi.glsl"
-#define MM_STORE(acc, col) STORE(mm_epilogue(acc, col))
-#else
-#define MM_STORE(acc, col) STORE(acc)
-#endif
+#include "matmul_epi_store.glsl"
 
 shared float As[TK][TM + 1];
 shared float Bs[TK][TN];
