@@ -446,6 +446,19 @@ int graph_execute_async(struct graph *gr, void (*done)(struct graph *gr, void *d
 	return 0;
 }
 
+void graph_out_meta(const struct graph *gr, unsigned i, struct tensor *t)
+{
+	const struct node *nd = &gr->nodes[i];
+
+	t->name_len = strlen(nd->out_name);
+	memcpy(t->name, nd->out_name, t->name_len + 1);
+	t->dtype = nd->ctx.out.dtype;
+	t->rank = nd->ctx.out.rank;
+	memcpy(t->shape, nd->ctx.out.shape, sizeof(t->shape));
+	t->count = nd->ctx.out.count;
+	t->bytes = nd->ctx.out.bytes;
+}
+
 /* Move node `i`'s result into the store under its out name. */
 struct tensor *graph_commit(struct graph *gr, unsigned i)
 {
@@ -455,13 +468,7 @@ struct tensor *graph_commit(struct graph *gr, unsigned i)
 
 	if (!t)
 		return NULL;
-	t->name_len = strlen(nd->out_name);
-	memcpy(t->name, nd->out_name, t->name_len + 1);
-	t->dtype = nd->ctx.out.dtype;
-	t->rank = nd->ctx.out.rank;
-	memcpy(t->shape, nd->ctx.out.shape, sizeof(t->shape));
-	t->count = nd->ctx.out.count;
-	t->bytes = nd->ctx.out.bytes;
+	graph_out_meta(gr, i, t);
 	/* For a new name (a replacement keeps the old owner, group and mode):
 	 * its namespace's owner, or for a derived tensor made by someone else
 	 * the owner, group and mode of what it derives from. */

@@ -212,6 +212,10 @@ int graph_execute(struct graph *gr);
  * `done` is then not called. */
 int graph_execute_async(struct graph *gr, void (*done)(struct graph *gr, void *data), void *data);
 
+/* Fill t's name, dtype, shape, count and bytes from node `i`'s out name and
+ * result (what graph_commit stores; nothing else of t is touched). */
+void graph_out_meta(const struct graph *gr, unsigned i, struct tensor *t);
+
 /* Move node `i`'s result into the store under its out name; NULL on ENOMEM. */
 struct tensor *graph_commit(struct graph *gr, unsigned i);
 

@@ -105,13 +105,7 @@ static void overlay_entry(struct caller *call, const struct graph *gr, unsigned 
 	struct tensor *old;
 
 	memset(t, 0, sizeof(*t));
-	t->name_len = strlen(nd->out_name);
-	memcpy(t->name, nd->out_name, t->name_len + 1);
-	t->dtype = nd->ctx.out.dtype;
-	t->rank = nd->ctx.out.rank;
-	memcpy(t->shape, nd->ctx.out.shape, sizeof(t->shape));
-	t->count = nd->ctx.out.count;
-	t->bytes = nd->ctx.out.bytes;
+	graph_out_meta(gr, i, t);
 	t->device = nd->device;
 	t->alloc = nd->alloc;
 	if (store_lookup(call->d->store, t->name, t->name_len, &access_daemon, 0, &old, NULL) == 0) {
