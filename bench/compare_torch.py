@@ -740,25 +740,24 @@ NOTES = [
 ]
 
 
-def print_table(report, rows, torch_info, f=sys.stdout):
-    f.write(header(report, torch_info) + "\n\n")
-    table = [COLUMNS] + [cells(r) for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(COLUMNS))]
+def write_columns(f, table, left):
+    """Write `table` (header row first) as aligned text columns, the first
+    `left` left-aligned and the rest right-aligned, a rule under the header."""
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     for n, row in enumerate(table):
-        f.write("  ".join(c.ljust(widths[i]) if i < 2 else c.rjust(widths[i])
+        f.write("  ".join(c.ljust(widths[i]) if i < left else c.rjust(widths[i])
                           for i, c in enumerate(row)).rstrip() + "\n")
         if n == 0:
             f.write("  ".join("-" * w for w in widths) + "\n")
+
+
+def print_table(report, rows, torch_info, f=sys.stdout):
+    f.write(header(report, torch_info) + "\n\n")
+    write_columns(f, [COLUMNS] + [cells(r) for r in rows], 2)
     train = training_rows(rows)
     if train:
         f.write("\n" + STEP_NOTE + "\n\n")
-        table = [STEP_COLUMNS] + [step_cells(r) for r in train]
-        widths = [max(len(row[i]) for row in table) for i in range(len(STEP_COLUMNS))]
-        for n, row in enumerate(table):
-            f.write("  ".join(c.ljust(widths[i]) if i < 1 else c.rjust(widths[i])
-                              for i, c in enumerate(row)).rstrip() + "\n")
-            if n == 0:
-                f.write("  ".join("-" * w for w in widths) + "\n")
+        write_columns(f, [STEP_COLUMNS] + [step_cells(r) for r in train], 1)
     f.write("\n" + "\n".join(NOTES) + "\n")
     errs = errors(rows)
     if errs:

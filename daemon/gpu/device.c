@@ -103,6 +103,7 @@ static void describe(VkPhysicalDevice phys, uint32_t index, struct gpu_device_de
 		 VK_API_VERSION_PATCH(p2.properties.apiVersion));
 	d->max_storage_buffer_range = p2.properties.limits.maxStorageBufferRange;
 	d->max_allocation_size = m3.maxMemoryAllocationSize;
+	d->driver_id = (uint32_t)drv.driverID;
 	d->usable = p2.properties.apiVersion >= VK_API_VERSION_1_2 &&
 		    find_compute_queue(phys, &qf) == 0;
 	if (d->usable)
@@ -318,13 +319,6 @@ static bool coopmat_f16_usable(struct gpu_device *g)
  * at all (host_import_align 0). */
 static void host_import_setup(struct gpu_device *g)
 {
-	VkPhysicalDeviceDriverProperties drv = {
-		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES,
-	};
-	VkPhysicalDeviceProperties2 p2 = {
-		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
-		.pNext = &drv,
-	};
 	const char *ro = getenv("TENSORD_HOST_IMPORT_READ_ONLY");
 
 	if (!g->host_import_align)
@@ -338,8 +332,7 @@ static void host_import_setup(struct gpu_device *g)
 	/* Read-only pages only where the driver is known to take them: a
 	 * refused import is not harmless everywhere (device.h). The variable
 	 * (tests) overrides: "0" never, "1" always. */
-	vkGetPhysicalDeviceProperties2(g->phys, &p2);
-	g->host_import_read_only = drv.driverID == VK_DRIVER_ID_MESA_LLVMPIPE;
+	g->host_import_read_only = g->desc.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE;
 	if (ro && *ro)
 		g->host_import_read_only = strcmp(ro, "0") != 0;
 	log_info("host memory import: memfd gets%s and the data-parallel exchange "

@@ -24,6 +24,7 @@ struct gpu_device_desc {
 	uint64_t heap_size;     /* largest device-local heap */
 	uint64_t max_storage_buffer_range;
 	uint64_t max_allocation_size;
+	uint32_t driver_id;     /* VkDriverId (VK_DRIVER_ID_MESA_LLVMPIPE: lavapipe) */
 	bool usable;            /* Vulkan 1.2+ with a compute queue */
 	int rank;               /* 0 discrete, 1 integrated, 2 virtual, 3 cpu, 4 other */
 };
