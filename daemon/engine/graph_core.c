@@ -280,7 +280,7 @@ int graph_submit_part(struct graph *gr, unsigned first, unsigned last)
 	if (gr->fuse && first == 0 && graph_fuse_plan(gr) < 0)
 		return td_fail(&gr->call->err, TDP_INTERNAL, "out of memory");
 	for (unsigned i = first; i < last; i++)
-		if (alloc_result(gr, i) < 0)
+		if (!gr->nodes[i].dead && alloc_result(gr, i) < 0)
 			return -1;
 	if (first < last && (r = record_copies(gr, gr->nodes[first].device, before, nbefore, true)) < 0) {
 		abort_recordings(gr);
@@ -290,7 +290,7 @@ int graph_submit_part(struct graph *gr, unsigned first, unsigned last)
 		struct node *nd = &gr->nodes[i];
 		struct gpu_recorder *rec;
 
-		if (nd->ctx.out.count == 0 || nd->aliased) {
+		if (nd->dead || nd->ctx.out.count == 0 || nd->aliased) {
 			if (nat && (r = record_copies_at(gr, i, at, nat)) < 0) {
 				abort_recordings(gr);
 				return device_fail(gr, r);
@@ -341,6 +341,8 @@ int graph_record_into(struct graph *gr, struct gpu_recorder *rec)
 
 		if (nd->device != rec->g->id)
 			return graph_node_fail(gr, i, TDP_INTERNAL, "not on the batch's device");
+		if (nd->dead)
+			continue;
 		if (alloc_result(gr, i) < 0)
 			return -1;
 		if (nd->ctx.out.count == 0 || nd->aliased)
@@ -525,6 +527,30 @@ void graph_free(struct graph *gr)
 	gr->groups = NULL;
 	gr->ngroups = 0;
 	graph_fuse_free(gr);
+}
+
+void graph_mark_dead(struct graph *gr, unsigned from, unsigned to)
+{
+	/* Nodes read only earlier ones: one pass from the last decides. */
+	bool *live = calloc(gr->n ? gr->n : 1, sizeof(*live));
+
+	if (!live)
+		return; /* nothing marked: everything runs, as without the pass */
+	for (unsigned i = gr->n; i-- > 0;) {
+		struct node *nd = &gr->nodes[i];
+
+		nd->dead = false;
+		if (i < from || i >= to || nd->has_out || nd->keep || nd->inline_out || nd->out_like)
+			live[i] = true;
+		if (!live[i]) {
+			nd->dead = true;
+			continue;
+		}
+		for (unsigned k = 0; k < nd->ctx.ninputs; k++)
+			if (nd->src[k] >= 0)
+				live[nd->src[k]] = true;
+	}
+	free(live);
 }
 
 int graph_alloc_nodes(struct graph *gr, uint32_t n)

@@ -37,6 +37,8 @@ struct node {
 	bool fused_internal;             /* fused and read only inside that kernel: no memory */
 	unsigned group;                  /* 1 + the node group recording it (graph_group_add); 0: none */
 	uint32_t device;                 /* the device it runs on (ctx.g's id) */
+	bool dead;                       /* read by no node that runs: neither given memory
+					    nor recorded (graph_mark_dead) */
 };
 
 struct fuse_kernel;
@@ -225,3 +227,10 @@ int graph_read_result(struct graph *gr, unsigned i, void *dst);
 
 /* Free every result that was not committed, and the nodes. */
 void graph_free(struct graph *gr);
+
+/* Mark dead each node of [from, to) that no live node reads: every node
+ * outside that range is live, and so is a node of it that a live one reads
+ * or whose result is stored, kept or returned. Autograd's use: the gradients
+ * its rules derive for inputs that need none (a batch's data, a target) are
+ * never computed. */
+void graph_mark_dead(struct graph *gr, unsigned from, unsigned to);

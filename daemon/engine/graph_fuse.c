@@ -53,7 +53,7 @@ static bool fusable(struct planner *pl, unsigned i)
 	const struct node *nd = &pl->gr->nodes[i];
 	uint64_t range = nd->ctx.g->props.limits.maxStorageBufferRange;
 
-	if (nd->ctx.view || nd->ctx.out.count == 0 || nd->ctx.out.count > UINT32_MAX / 2 ||
+	if (nd->dead || nd->ctx.view || nd->ctx.out.count == 0 || nd->ctx.out.count > UINT32_MAX / 2 ||
 	    nd->ctx.out.bytes > range || ew_describe(&nd->ctx, &pl->desc[i]) < 0)
 		return false;
 	/* Too large to bind: let the op's own kernel report it. */

@@ -5,6 +5,7 @@
 
 #include "gpu/completion.h"
 #include "gpu/device.h"
+#include "gpu/trace.h"
 
 static int begin_slot(struct gpu_recorder *rec, struct gpu_device *g, unsigned slot)
 {
@@ -102,8 +103,10 @@ void gpu_rec_copy(struct gpu_recorder *rec, const struct gpu_binding *src,
 	b[1].write = true;
 	if (region.size == 0)
 		return;
+	gpu_trace_before(rec);
 	order(rec, b, 2);
 	vkCmdCopyBuffer(rec->cb, src->buffer, dst->buffer, 1, &region);
+	gpu_trace_after(rec, "copy", region.size);
 	rec->written[rec->nwritten++] = b[0];
 	rec->written[rec->nwritten++] = b[1];
 }
@@ -156,6 +159,7 @@ static void record(struct gpu_recorder *rec, const struct gpu_pipeline *p,
 	VkWriteDescriptorSet w[GPU_MAX_BINDINGS];
 	uint8_t pushbuf[GPU_PUSH_BYTES] = { 0 };
 
+	gpu_trace_before(rec);
 	order(rec, bindings, nbindings);
 	for (unsigned i = 0; i < nbindings; i++) {
 		info[i] = (VkDescriptorBufferInfo){ bindings[i].buffer, bindings[i].offset,
@@ -182,6 +186,7 @@ static void record(struct gpu_recorder *rec, const struct gpu_pipeline *p,
 	vkCmdPushConstants(rec->cb, gpu_pipeline_layout(g), VK_SHADER_STAGE_COMPUTE_BIT, 0,
 			   GPU_PUSH_BYTES, pushbuf);
 	vkCmdDispatch(rec->cb, gx, gy, gz);
+	gpu_trace_after(rec, p->shader, (uint64_t)gx * gy * gz);
 	rec->dispatches++;
 }
 

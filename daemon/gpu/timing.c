@@ -5,6 +5,7 @@
 
 #include "base/log.h"
 #include "gpu/device.h"
+#include "gpu/trace.h"
 
 int64_t gpu_timing_now_ns(void)
 {
@@ -25,6 +26,7 @@ void gpu_timing_init(struct gpu_device *g)
 	uint32_t n = 0, bits = 0;
 
 	g->queries = VK_NULL_HANDLE;
+	g->trace = NULL;
 	g->stats.timestamps = false;
 	vkGetPhysicalDeviceQueueFamilyProperties(g->phys, &n, NULL);
 	if (g->queue_family < n && (qf = calloc(n, sizeof(*qf)))) {
@@ -42,10 +44,12 @@ void gpu_timing_init(struct gpu_device *g)
 	}
 	g->ts_mask = bits >= 64 ? UINT64_MAX : ((uint64_t)1 << bits) - 1;
 	g->stats.timestamps = true;
+	gpu_trace_init(g);
 }
 
 void gpu_timing_fini(struct gpu_device *g)
 {
+	gpu_trace_fini(g);
 	if (g->queries)
 		vkDestroyQueryPool(g->dev, g->queries, NULL);
 	g->queries = VK_NULL_HANDLE;
@@ -57,6 +61,7 @@ void gpu_timing_begin(struct gpu_device *g, unsigned i)
 		return;
 	vkCmdResetQueryPool(g->cmd[i].cb, g->queries, 2 * i, 2);
 	vkCmdWriteTimestamp(g->cmd[i].cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, g->queries, 2 * i);
+	gpu_trace_begin(g, i);
 }
 
 void gpu_timing_end(struct gpu_device *g, unsigned i)
@@ -82,6 +87,7 @@ void gpu_timing_completed(struct gpu_device *g, unsigned i, uint64_t blocked_ns)
 
 	g->stats.wait_ns += blocked_ns;
 	g->cmd[i].gpu_ns = 0;
+	gpu_trace_report(g, i);
 	/* lavapipe's vkGetQueryPoolResults waits for the whole queue to go idle
 	 * (DeviceWaitIdle), so with other work queued behind this submission
 	 * (a pipelined train.run's next step) reading the timestamps would

@@ -328,7 +328,7 @@ int train_build_step(struct caller *call, const struct train_spec *spec, const m
 	char pshown[NAMES_SHOWN_MAX];
 	struct tensor *params[MAX_PARAMS];
 	int grads[MAX_PARAMS];
-	unsigned loss, first;
+	unsigned loss, first, backward_from = 0, backward_end = 0;
 	double lr = 0;
 
 	gr->call = call;
@@ -379,8 +379,12 @@ int train_build_step(struct caller *call, const struct train_spec *spec, const m
 				if (gr->nodes[i].has_out && !strcmp(gr->nodes[i].out_name, spec->names[k]))
 					return graph_node_fail(gr, i, TDP_INVALID_ARGUMENT,
 							       "stores over a parameter the step updates");
+		unsigned fwd = gr->n;
+
 		if (autograd_build(gr, loss, params, spec->np, grads) < 0)
 			return -1;
+		backward_end = gr->n;
+		backward_from = fwd;
 		/* Data parallel: the gradients meet in one vector, averaged across
 		 * devices between the two halves of the step (train_parallel.h). */
 		if (ret_flat && emit_flat_grads(&sc, params, grads, spec->np, ret_flat) < 0)
@@ -413,6 +417,8 @@ int train_build_step(struct caller *call, const struct train_spec *spec, const m
 				return -1;
 		}
 	}
+	/* The gradients of inputs that are no parameter are never computed. */
+	graph_mark_dead(gr, backward_from, backward_end);
 	*ret_loss = loss;
 	*ret_lr = lr;
 	return 0;
