@@ -39,6 +39,7 @@ int apply(uint op, int x, int y)
 		return r;
 	}
 	case BIN_MAXIMUM: return max(x, y);
+	case BIN_RELU_GRAD: return y > 0 ? x : 0;
 	default: return min(x, y);
 	}
 }

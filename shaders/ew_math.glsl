@@ -96,6 +96,7 @@ float ew_binary(uint op, float x, float y)
 	case BIN_DIV: return x / y;
 	case BIN_POW: return c_pow(x, y);
 	case BIN_MAXIMUM: return (isnan(x) || isnan(y)) ? x + y : max(x, y);
+	case BIN_RELU_GRAD: return y > 0.0 ? x : 0.0;
 	default: return (isnan(x) || isnan(y)) ? x + y : min(x, y);
 	}
 }

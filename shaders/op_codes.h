@@ -11,6 +11,7 @@
 #define BIN_POW 4
 #define BIN_MAXIMUM 5
 #define BIN_MINIMUM 6
+#define BIN_RELU_GRAD 7   /* relu_grad(g, x): g where x > 0, else 0 */
 #define CMP_EQ 10
 #define CMP_NE 11
 #define CMP_LT 12

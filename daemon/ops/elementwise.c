@@ -434,6 +434,7 @@ const struct op_def op_defs_elementwise[] = {
 	BINARY("pow", BIN_POW, grad_pow),
 	BINARY("maximum", BIN_MAXIMUM, grad_maximum),
 	BINARY("minimum", BIN_MINIMUM, grad_minimum),
+	BINARY("relu_grad", BIN_RELU_GRAD, grad_relu_grad),
 	COMPARE("eq", CMP_EQ),
 	COMPARE("ne", CMP_NE),
 	COMPARE("lt", CMP_LT),

@@ -250,11 +250,25 @@ int grad_sigmoid(struct autograd *ag, unsigned node, int g, int *out)
 			  out);
 }
 
+/* One dispatch: relu_grad(g, x) is g where x > 0, else 0. */
 int grad_relu(struct autograd *ag, unsigned node, int g, int *out)
 {
-	int x = ag_input(ag, node, 0);
+	return unary_done(ag_op2(ag, "relu_grad", g, ag_input(ag, node, 0)), out);
+}
 
-	return unary_done(ag_op2(ag, "mul", g, ag_mask_like(ag, ag_scalar(ag, "gt", x, 0.0), x)), out);
+/* relu_grad(a, x) passes a where x > 0: d/da is that mask, d/dx is 0. */
+int grad_relu_grad(struct autograd *ag, unsigned node, int g, int *out)
+{
+	int a = ag_input(ag, node, 0);
+
+	if (is_scalar_form(ag, node)) {
+		/* relu_grad(s, x): 0; relu_grad(a, s): all of g or none */
+		out[0] = reversed(ag, node) || !(scalar_of(ag, node) > 0) ? ag_zeros_like(ag, a) : g;
+		return out[0] < 0 ? -1 : 0;
+	}
+	out[0] = ag_op2(ag, "relu_grad", g, ag_input(ag, node, 1));
+	out[1] = ag_zeros_like(ag, ag_input(ag, node, 1));
+	return out[0] < 0 || out[1] < 0 ? -1 : 0;
 }
 
 /* sign(x): 1, -1, or 0 at 0 */

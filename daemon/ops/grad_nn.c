@@ -25,9 +25,9 @@ static int mm_emit(struct autograd *ag, int a, bool ta, int b, bool tb)
  * A 1-D operand is the row [1, K] (a) or the column [K, 1] (b) it is in the
  * forward, so g gets the dimension the forward dropped back, and the
  * operand's gradient loses it again.
- * The epilogue (issue 16) first: g masked where the result is not > 0
- * (relu's rule, which reads its input z: z > 0 exactly where relu(z) > 0,
- * so the same mask and the same bits), and the bias gets g itself (add's
+ * The epilogue (issue 16) first: g zeroed where the result is not > 0
+ * (relu's rule, relu_grad, which reads its input z: z > 0 exactly where
+ * relu(z) > 0, so the same bits), and the bias gets g itself (add's
  * rule; the engine sums it over the rows it was broadcast along). */
 int grad_matmul(struct autograd *ag, unsigned node, int g, int *out)
 {
@@ -43,7 +43,7 @@ int grad_matmul(struct autograd *ag, unsigned node, int g, int *out)
 	if (act->set && !strcmp(act->s, "relu")) {
 		int y = ag_output(ag, node);
 
-		g = ag_op2(ag, "mul", g, ag_mask_like(ag, ag_scalar(ag, "gt", y, 0.0), y));
+		g = ag_op2(ag, "relu_grad", g, y);
 		if (g < 0)
 			return -1;
 	}

@@ -11,6 +11,8 @@ int grad_mul(struct autograd *ag, unsigned node, int g, int *out);
 int grad_div(struct autograd *ag, unsigned node, int g, int *out);
 int grad_pow(struct autograd *ag, unsigned node, int g, int *out);
 int grad_maximum(struct autograd *ag, unsigned node, int g, int *out);
+/* relu_grad(g, x): the upstream gradient masked where x > 0; none for x */
+int grad_relu_grad(struct autograd *ag, unsigned node, int g, int *out);
 int grad_minimum(struct autograd *ag, unsigned node, int g, int *out);
 int grad_none(struct autograd *ag, unsigned node, int g, int *out);
 int grad_where(struct autograd *ag, unsigned node, int g, int *out);

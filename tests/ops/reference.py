@@ -49,6 +49,7 @@ BINARY = {
     "pow": lambda a, b: np.power(a, b),
     "maximum": np.maximum,
     "minimum": np.minimum,
+    "relu_grad": lambda g, x: np.where(x > 0, g, 0.0),
 }
 
 BINARY_INT = {
@@ -59,6 +60,7 @@ BINARY_INT = {
     "pow": _int_pow,
     "maximum": np.maximum,
     "minimum": np.minimum,
+    "relu_grad": lambda g, x: np.where(x > 0, g, 0),
 }
 
 COMPARE = {

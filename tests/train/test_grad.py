@@ -216,6 +216,7 @@ BINARY = {
     "pow": lambda a, b: a ** b,
     "maximum": np.maximum,
     "minimum": np.minimum,
+    "relu_grad": lambda g, x: np.where(x > 0, g, 0.0),
 }
 
 
@@ -345,6 +346,8 @@ def binary_inputs(op, sa, sb):
         return pos(sa), u(sb, -1.5, 1.5)
     if op in ("maximum", "minimum"):
         return separated(sa, sb)
+    if op == "relu_grad":
+        return u(sa, -2, 2), away(sb, -2, 2, gap=0.5)
     return u(sa, -2, 2), u(sb, -2, 2)
 
 
@@ -370,6 +373,8 @@ def cases():
                  u((3, 4), -2, 2))
             if op in ("maximum", "minimum"):
                 x = np.where(np.abs(x - s) < 0.1, x + 0.3, x)
+            if op == "relu_grad" and rev:
+                x = away((3, 4), gap=0.5)
             fn = (lambda x, f=f, s=s: f(s, x)) if rev else (lambda x, f=f, s=s: f(x, s))
             attrs = {"scalar": s}
             if rev:
