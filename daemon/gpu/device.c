@@ -416,6 +416,9 @@ static int create_logical(struct gpu_device *g)
 	want12.storageBuffer8BitAccess = VK_TRUE;
 	want12.shaderInt8 = VK_TRUE;
 	want12.shaderFloat16 = VK_TRUE;
+	/* Optional: timestamp queries reset from the host (gpu/timing.c). */
+	want12.hostQueryReset = f12.hostQueryReset;
+	g->host_query_reset = f12.hostQueryReset;
 	g->coopmat_f16 = f12.vulkanMemoryModel && coopmat_f16_usable(g);
 	if (g->coopmat_f16) {
 		want12.vulkanMemoryModel = VK_TRUE; /* the subgroup-scope loads use it */

@@ -83,6 +83,7 @@ struct gpu_device {
 	bool host_import_read_only;
 	PFN_vkGetMemoryHostPointerPropertiesEXT host_pointer_props;
 	VkQueryPool queries;    /* timestamps around cmd[i]: 2i, 2i+1 (timing.c) */
+	bool host_query_reset;  /* hostQueryReset: queries reset by vkResetQueryPool */
 	struct gpu_trace *trace; /* TENSORD_TRACE_DISPATCHES (trace.c); NULL: off */
 	uint64_t ts_mask;       /* the queue's valid timestamp bits */
 	struct gpu_stats stats;

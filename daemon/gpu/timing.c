@@ -59,7 +59,13 @@ void gpu_timing_begin(struct gpu_device *g, unsigned i)
 {
 	if (!g->queries)
 		return;
-	vkCmdResetQueryPool(g->cmd[i].cb, g->queries, 2 * i, 2);
+	/* cmd[i]'s last submission has completed: its queries are free. A
+	 * reset recorded into the command buffer costs the NVIDIA H100 about
+	 * 6 us per submission (docs/performance.md); the host's is free. */
+	if (g->host_query_reset)
+		vkResetQueryPool(g->dev, g->queries, 2 * i, 2);
+	else
+		vkCmdResetQueryPool(g->cmd[i].cb, g->queries, 2 * i, 2);
 	vkCmdWriteTimestamp(g->cmd[i].cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, g->queries, 2 * i);
 	gpu_trace_begin(g, i);
 }
