@@ -8,7 +8,7 @@ import argparse
 import collections
 import re
 
-LINE = re.compile(r"trace [^:]*: \d+ (\S+) ([0-9.]+) us \((\d+)\)")
+LINE = re.compile(r"trace [^:]*: \d+ (\S+) ([0-9.]+) us \((\d+)\) ?(.*)$")
 
 
 def main():
@@ -18,12 +18,16 @@ def main():
     ap.add_argument("--top", type=int, default=25)
     a = ap.parse_args()
     by_shader, by_shape, count = collections.Counter(), collections.Counter(), collections.Counter()
+    by_label, nlabel = collections.Counter(), collections.Counter()
     with open(a.log, errors="replace") as f:
         for line in f:
             m = LINE.search(line)
             if not m:
                 continue
             name, us, groups = m.group(1), float(m.group(2)), int(m.group(3))
+            label = "%s: %s" % (name, m.group(4).strip() or "-")
+            by_label[label] += us
+            nlabel[label] += 1
             by_shader[name] += us
             by_shape[(name, groups)] += us
             count[(name, groups)] += 1
@@ -35,6 +39,10 @@ def main():
     for (name, groups), us in by_shape.most_common(a.top):
         n = count[(name, groups)]
         print("  %-28s %10d  x%-6g %10.1f us  (%.1f each)" % (name, groups, n / a.per, us / a.per, us / n))
+    print("by op and shapes:")
+    for label, us in by_label.most_common(a.top):
+        n = nlabel[label]
+        print("  %10.1f us  x%-6g (%.1f each)  %s" % (us / a.per, n / a.per, us / n, label))
 
 
 if __name__ == "__main__":

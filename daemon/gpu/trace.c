@@ -1,5 +1,6 @@
 #include "gpu/trace.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,12 +14,14 @@
 struct trace_entry {
 	const char *name;
 	uint64_t groups;
+	char label[96];                 /* gpu_trace_label's, or "" */
 };
 
 struct gpu_trace {
 	VkQueryPool pool;               /* TRACE_MAX per command buffer */
 	unsigned n[GPU_CMD_SLOTS];      /* dispatches traced in cmd[i] */
 	unsigned dropped[GPU_CMD_SLOTS];/* past TRACE_MAX - 1: not traced */
+	char label[96];                 /* for the next dispatch (gpu_trace_label) */
 	struct trace_entry e[GPU_CMD_SLOTS][TRACE_MAX];
 };
 
@@ -95,10 +98,21 @@ void gpu_trace_after(struct gpu_recorder *rec, const char *name, uint64_t groups
 		t->dropped[i]++;
 		return;
 	}
-	t->e[i][n] = (struct trace_entry){ name, groups };
+	t->e[i][n].name = name;
+	t->e[i][n].groups = groups;
+	memcpy(t->e[i][n].label, t->label, sizeof(t->label));
+	t->label[0] = 0;
 	vkCmdWriteTimestamp(rec->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, t->pool,
 			    i * TRACE_MAX + n + 1);
 	t->n[i] = n + 1;
+}
+
+void gpu_trace_label(struct gpu_recorder *rec, const char *label)
+{
+	struct gpu_trace *t = rec->g->trace;
+
+	if (t)
+		snprintf(t->label, sizeof(t->label), "%s", label);
 }
 
 void gpu_trace_report(struct gpu_device *g, unsigned i)
@@ -118,9 +132,9 @@ void gpu_trace_report(struct gpu_device *g, unsigned i)
 		for (unsigned k = 0; k < n; k++) {
 			uint64_t ticks = (ts[k + 1] - ts[k]) & g->ts_mask;
 
-			log_notice("trace %s: %u %s %.2f us (%llu)", g->desc.name, k, t->e[i][k].name,
+			log_notice("trace %s: %u %s %.2f us (%llu) %s", g->desc.name, k, t->e[i][k].name,
 				 (double)ticks * g->props.limits.timestampPeriod / 1e3,
-				 (unsigned long long)t->e[i][k].groups);
+				 (unsigned long long)t->e[i][k].groups, t->e[i][k].label);
 		}
 		if (t->dropped[i])
 			log_notice("trace %s: %u more not traced", g->desc.name, t->dropped[i]);

@@ -34,5 +34,9 @@ void gpu_trace_before(struct gpu_recorder *rec);
  * copy (name "copy", groups its bytes): its closing timestamp. */
 void gpu_trace_after(struct gpu_recorder *rec, const char *name, uint64_t groups);
 
+/* What the next dispatch recorded on `rec` computes (the op and its
+ * shapes), logged with it. */
+void gpu_trace_label(struct gpu_recorder *rec, const char *label);
+
 /* cmd[i] completed: log each traced dispatch's device time. */
 void gpu_trace_report(struct gpu_device *g, unsigned i);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gpu/device.h"
+#include "gpu/trace.h"
 #include "ops/op.h"
 #include "status.h"
 
@@ -43,11 +44,35 @@ int op_pipeline(struct op_ctx *ctx, const char *family, const char *variant,
 	return 0;
 }
 
+/* TENSORD_TRACE_DISPATCHES: "op [in shapes...] -> [out shape]". */
+static void trace_label(const struct op_ctx *ctx, struct gpu_recorder *rec)
+{
+	char buf[96];
+	size_t at = 0;
+
+	at += (size_t)snprintf(buf, sizeof(buf), "%s", ctx->def->name);
+	for (unsigned k = 0; k <= ctx->ninputs && at < sizeof(buf); k++) {
+		const struct op_tensor *t = k < ctx->ninputs ? &ctx->in[k] : &ctx->out;
+
+		at += (size_t)snprintf(buf + at, sizeof(buf) - at, k < ctx->ninputs ? " [" : " -> [");
+		for (unsigned d = 0; d < t->rank && at < sizeof(buf); d++)
+			at += (size_t)snprintf(buf + at, sizeof(buf) - at, d ? ",%llu" : "%llu",
+					       (unsigned long long)t->shape[d]);
+		if (at < sizeof(buf))
+			at += (size_t)snprintf(buf + at, sizeof(buf) - at, "]");
+	}
+	gpu_trace_label(rec, buf);
+}
+
 int op_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_pipeline *p,
 		const struct gpu_binding *b, unsigned nb, const void *push, uint32_t push_size,
 		uint64_t invocations, uint32_t local_size)
 {
-	int r = gpu_rec_dispatch(rec, p, b, nb, push, push_size, invocations, local_size);
+	int r;
+
+	if (gpu_trace_on(rec->g))
+		trace_label(ctx, rec);
+	r = gpu_rec_dispatch(rec, p, b, nb, push, push_size, invocations, local_size);
 
 	if (r == -E2BIG)
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "%llu invocations exceed the device's grid",

@@ -23,6 +23,7 @@
 #include "gpu/memory.h"
 #include "gpu/pipeline.h"
 #include "gpu/recorder.h"
+#include "gpu/trace.h"
 #include "gpu/transfer.h"
 #include "shaders.h"
 
@@ -205,6 +206,19 @@ static void check_bindings(const struct gpu_recorder *rec, const struct gpu_bind
 		if (b->range > lim->maxStorageBufferRange)
 			stub_bug("a binding larger than maxStorageBufferRange");
 	}
+}
+
+/* No dispatch trace on the stand-in. */
+bool gpu_trace_on(const struct gpu_device *g)
+{
+	(void)g;
+	return false;
+}
+
+void gpu_trace_label(struct gpu_recorder *rec, const char *label)
+{
+	(void)rec;
+	(void)label;
 }
 
 int gpu_rec_dispatch(struct gpu_recorder *rec, const struct gpu_pipeline *p,
