@@ -30,6 +30,7 @@
 /* With a progress callback, requests are written in pieces this large. */
 #define PROGRESS_CHUNK ((size_t)1 << 20)
 
+__attribute__((format(printf, 2, 0)))
 static void set_message(struct tensord *td, const char *fmt, va_list ap)
 {
 	vsnprintf(td->error, sizeof(td->error), fmt, ap);
