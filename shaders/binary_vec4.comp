@@ -1,7 +1,8 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // binary.comp's fast path: both operands tensors laid out like the output
-// (EW_CONTIGUOUS), an element count that is a multiple of 4. Each invocation
+// (EW_CONTIGUOUS), or one such tensor and the scalar (EW_A_SCALAR,
+// EW_B_SCALAR), an element count that is a multiple of 4. Each invocation
 // moves a vec4 (or its 16-bit/8-bit equivalent) of each operand, so the
 // kernel runs at memory bandwidth. The math is binary.comp's (ew_math.glsl).
 #include "common.glsl"
@@ -26,7 +27,9 @@ void main()
 	uint i = linear_id(256u);
 	if (i >= pc.n / 4u)
 		return;
-	vec4 x = VLOAD(a[i]), y = VLOAD(b[i]), r;
+	// The scalar form: the push constant for the one operand, either side.
+	vec4 x = (pc.flags & EW_A_SCALAR) != 0u ? vec4(pc.alpha) : VLOAD(a[i]);
+	vec4 y = (pc.flags & EW_B_SCALAR) != 0u ? vec4(pc.alpha) : VLOAD(b[i]), r;
 	r.x = ew_binary(pc.op, x.x, y.x);
 	r.y = ew_binary(pc.op, x.y, y.y);
 	r.z = ew_binary(pc.op, x.z, y.z);

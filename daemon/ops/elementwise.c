@@ -201,11 +201,12 @@ static int binary_record_family(struct op_ctx *ctx, struct gpu_recorder *rec, co
 		if (op_attr(ctx, "reverse")->i)
 			memcpy(pc.bstride, pc.astride, sizeof(pc.bstride));
 	}
-	/* Same-layout f32/f16 tensors in whole vec4s: binary_vec4.comp. */
-	if (b && !strcmp(family, "binary") && (pc.flags & EW_CONTIGUOUS) && pc.n % 4 == 0 &&
+	/* Same-layout f32/f16 tensors (or one and the scalar) in whole vec4s:
+	 * binary_vec4.comp. */
+	if (!strcmp(family, "binary") && (pc.flags & EW_CONTIGUOUS) && pc.n % 4 == 0 &&
 	    (a->dtype == TDP_DTYPE_F32 || a->dtype == TDP_DTYPE_F16)) {
 		if (op_pipeline(ctx, "binary_vec4", tdp_dtype_name(a->dtype), &p) < 0 ||
-		    op_bind(ctx, a, false, &bind[0]) < 0 || op_bind(ctx, b, false, &bind[1]) < 0 ||
+		    op_bind(ctx, a, false, &bind[0]) < 0 || op_bind(ctx, b ? b : a, false, &bind[1]) < 0 ||
 		    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
 			return -1;
 		return op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), pc.n / 4, 256);

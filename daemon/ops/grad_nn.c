@@ -17,6 +17,30 @@ static int mm_emit(struct autograd *ag, int a, bool ta, int b, bool tb)
 	return ag_emit(ag, "matmul", in, 2, at, 2);
 }
 
+/* A 2-D B under a batched, untransposed A: dB = sum over the batch of
+ * A_i^T g_i is one product over the batch's rows, A [.., M, K] and g
+ * [.., M, N] seen as [rows, K] and [rows, N] (views), instead of a product
+ * per batch and a sum of them (a transformer's weight gradients). AG_NONE
+ * when the shapes are not that. */
+static int db_folded(struct autograd *ag, int a, bool ta, int b, bool tb, int g)
+{
+	struct op_tensor at = ag_tensor(ag, a), bt = ag_tensor(ag, b), gt = ag_tensor(ag, g);
+	uint64_t rows = 1, as[2], gs[2];
+
+	if (ta || bt.rank != 2 || at.rank <= 2 || gt.rank != at.rank)
+		return AG_NONE;
+	for (unsigned d = 0; d + 1 < at.rank; d++)
+		rows *= at.shape[d];
+	as[0] = gs[0] = rows;
+	as[1] = at.shape[at.rank - 1];
+	gs[1] = gt.shape[gt.rank - 1];
+	a = ag_reshape(ag, a, 2, as);
+	g = ag_reshape(ag, g, 2, gs);
+	if (a < 0 || g < 0)
+		return -1;
+	return tb ? mm_emit(ag, g, true, a, false) : mm_emit(ag, a, true, g, false);
+}
+
 /* dA = g @ B^T, dB = A^T @ g (batch broadcasting is undone by the engine),
  * as matmuls that read the transposed operand in place (the transpose
  * attrs), so no transpose is materialised. A forward that already read an
@@ -74,7 +98,9 @@ int grad_matmul(struct autograd *ag, unsigned node, int g, int *out)
 	/* C = op(A) op(B); dop(A) = g op(B)^T, dop(B) = op(A)^T g, and the
 	 * gradient of a transposed operand is that transposed again. */
 	da = ta ? mm_emit(ag, b2, tb, g2, true) : mm_emit(ag, g2, false, b2, !tb);
-	db = tb ? mm_emit(ag, g2, true, a2, ta) : mm_emit(ag, a2, !ta, g2, false);
+	db = db_folded(ag, a2, ta, b2, tb, g2);
+	if (db == AG_NONE)
+		db = tb ? mm_emit(ag, g2, true, a2, ta) : mm_emit(ag, a2, !ta, g2, false);
 	if (da < 0 || db < 0)
 		return -1;
 	/* [..., 1, K] -> [..., K] and [..., K, 1] -> [..., K]; the engine then

@@ -240,6 +240,21 @@ static int mm_batch_setup(struct op_ctx *ctx, const struct mm_plan *pl, struct m
 	return 0;
 }
 
+/* B shared by every batch and A's matrices back to back, untransposed: one
+ * product of batches * m rows (the output, [batches, m, n], is the same
+ * bytes). A transformer's projections, [32, 128, 256] @ [256, 256], took
+ * the small-tile kernel as 32 products of 128 rows (35 us on the H100). */
+static void mm_fold_batches(struct mm_push *pc)
+{
+	if (pc->nbdims != 1 || pc->bstride[0] != 0 || (pc->flags & MM_TA) ||
+	    pc->astride[0] != pc->m * pc->k || (uint64_t)pc->m * pc->batches > UINT32_MAX)
+		return;
+	pc->m *= pc->batches;
+	pc->batches = 1;
+	pc->nbdims = 0;
+	pc->bshape[0] = pc->astride[0] = 0;
+}
+
 static bool matmul_use_cm(const struct op_ctx *ctx, const struct mm_plan *pl, const struct mm_push *pc)
 {
 	return ctx->g->coopmat_f16 && ctx->out.dtype == TDP_DTYPE_F16 && pl->flags == 0 &&
@@ -506,6 +521,7 @@ static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	if (op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
 	    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
 		return -1;
+	mm_fold_batches(&pc);
 	return mm_dispatch(ctx, rec, bind, ctx->out.dtype, &pc, pl->split_k);
 }
 

@@ -404,14 +404,15 @@ def cases():
                         lambda v, lo=lo, hi=hi: np.clip(v, lo, hi), attrs))
     # matmul: plain, batched, batch-broadcast both ways
     for sa, sb in (((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((4, 5), (2, 5, 3)),
-                   ((2, 1, 3, 4), (3, 4, 2)), ((2, 3, 4), (2, 4, 2)), ((1, 2), (2, 1))):
+                   ((2, 1, 3, 4), (3, 4, 2)), ((2, 3, 4), (2, 4, 2)), ((1, 2), (2, 1)),
+                   ((2, 2, 3, 4), (4, 5))):  # the last: dB one product over the batch's rows
         out.append(Case("matmul", "matmul", [(u(sa), "p"), (u(sb), "p")], np.matmul))
     out.append(Case("matmul, b constant", "matmul", [(u((3, 4)), "p"), (u((2, 4, 5)), "c")], np.matmul))
     # matmul reading either operand transposed (its gradient is a product
     # in another layout, again without a copy), batched and broadcast too
     for ta in (False, True):
         for tb in (False, True):
-            for sa, sb in (((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((4, 5), (2, 5, 3))):
+            for sa, sb in (((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((4, 5), (2, 5, 3)), ((2, 2, 3, 4), (4, 5))):
                 st_a = sa[:-2] + (sa[-1], sa[-2]) if ta else sa
                 st_b = sb[:-2] + (sb[-1], sb[-2]) if tb else sb
                 out.append(Case("matmul ta=%d tb=%d" % (ta, tb), "matmul", [(u(st_a), "p"), (u(st_b), "p")],
