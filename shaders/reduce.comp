@@ -6,6 +6,10 @@
 // `chunk` / segment), then the segment combines them as a tree in shared
 // memory. Long rows are split into `nchunks` chunks whose partials a further
 // pass (RED_IN_PARTIAL) reduces the same way, so sums are pairwise.
+// RED_COLUMNS (the first pass, when the rows' kept block is the innermost,
+// contiguous one: a sum over axis 0 of [R, C]): invocation i takes row
+// i % M and chunk i / M, and folds the row's elements chunk, chunk + nchunks,
+// ... serially, so consecutive invocations read consecutive addresses.
 // Mirrors struct red_push in daemon/ops/reduce_engine.c.
 #include "common.glsl"
 #include "reduce_codes.h"
@@ -140,13 +144,25 @@ void main()
 	uint S = 1u << pc.seg_log2;
 	uint t = lid & (S - 1u);
 	uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-	uint chunk = wg % pc.nchunks;
-	uint row = (wg / pc.nchunks) * (256u >> pc.seg_log2) + (lid >> pc.seg_log2);
+	bool cols = (pc.flags & RED_COLUMNS) != 0u;
+	uint chunk, row;
+	bool valid;
+	if (cols) {
+		// seg_log2 is 0 (no tree): one invocation per (row, chunk).
+		uint i = wg * 256u + lid;
+		row = i % pc.M;
+		chunk = i / pc.M;
+		valid = chunk < pc.nchunks;
+	} else {
+		chunk = wg % pc.nchunks;
+		row = (wg / pc.nchunks) * (256u >> pc.seg_log2) + (lid >> pc.seg_log2);
+		valid = row < pc.M;
+	}
 	bool arg = pc.op == RED_ARGMAX || pc.op == RED_ARGMIN;
 	ACC v = identity(pc.op);
 	uint vi = 0xffffffffu;
 
-	if (row < pc.M) {
+	if (valid) {
 		uint j0 = chunk * pc.chunk;
 		uint j1 = pc.L - j0 < pc.chunk ? pc.L : j0 + pc.chunk;
 		bool partial = (pc.flags & RED_IN_PARTIAL) != 0u;
@@ -155,20 +171,26 @@ void main()
 		float m = (pc.flags & RED_SQDEV) != 0u ? mean[row] : 0.0;
 #endif
 		uint j = j0 + t;
+		uint step = S;
+		if (cols) {
+			j = chunk;
+			j1 = pc.L;
+			step = pc.nchunks;
+		}
 		// Plain folds over one strided dim: eight loads in flight per
 		// iteration, folded in the same order as the loop below (same bits),
 		// so the kernel is not bound by one load's latency at a time.
 		if (!partial && !arg && pc.nr == 1u && (pc.flags & RED_SQDEV) == 0u) {
 			uint st = pc.stride[pc.nk];
-			for (; j + 7u * S < j1; j += 8u * S) {
+			for (; j + 7u * step < j1; j += 8u * step) {
 				ACC e[8];
 				[[unroll]] for (uint u = 0u; u < 8u; u++)
-					e[u] = LOAD(x[base + (j + u * S) * st]);
+					e[u] = LOAD(x[base + (j + u * step) * st]);
 				[[unroll]] for (uint u = 0u; u < 8u; u++)
 					v = combine(pc.op, v, e[u]);
 			}
 		}
-		for (; j < j1; j += S) {
+		for (; j < j1; j += step) {
 			ACC e;
 			uint ei = j;
 			if (partial) {
@@ -212,7 +234,7 @@ void main()
 		barrier();
 	}
 
-	if (t != 0u || row >= pc.M)
+	if (t != 0u || !valid)
 		return;
 	v = sv[lid];
 	vi = si[lid];
