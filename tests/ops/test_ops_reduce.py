@@ -144,6 +144,17 @@ def column_cases(ck):
     ck.check("sum", [x], ["f32"], lambda v: ref.sum_(v, 0), attrs={"axis": 0}, tol=(0, 1e-6),
              label="(columns, 0.1 x 2^18)")
 
+    # More chunks than one partial pass takes (300000 rows: 4688 chunks of
+    # 64 on a small device): the partials ping-pong, indices included.
+    x = rng.uniform(-1, 1, size=(300000, 2))
+    x[299990, 0] = 5.0
+    x[123457, 1] = 5.0
+    x[299999, 1] = 5.0
+    ck.check("sum", [x], ["f32"], lambda v: ref.sum_(v, 0), attrs={"axis": 0}, tol=(1e-4, 1e-5),
+             label="(columns, 3 passes)")
+    ck.check("argmax", [x], ["f32"], lambda v: ref.argmax(v, 0), attrs={"axis": 0}, out_dtype="i32",
+             label="(columns, 3 passes)")
+
     # Deterministic: the same reduction twice gives the same bytes.
     x = rng.standard_normal((4099, 130)).astype(np.float32)
     ck.c.put("r_det", x, "f32")
