@@ -177,9 +177,19 @@ void main()
 			j1 = pc.L;
 			step = pc.nchunks;
 		}
-		// Plain folds over one strided dim: eight loads in flight per
-		// iteration, folded in the same order as the loop below (same bits),
-		// so the kernel is not bound by one load's latency at a time.
+		// Plain folds over one strided dim or of partials: eight loads in
+		// flight per iteration, folded in the same order as the loop below
+		// (same bits), so the kernel is not bound by one load's latency at
+		// a time.
+		if (partial && !arg) {
+			for (; j + 7u * step < j1; j += 8u * step) {
+				ACC e[8];
+				[[unroll]] for (uint u = 0u; u < 8u; u++)
+					e[u] = piv[base + j + u * step];
+				[[unroll]] for (uint u = 0u; u < 8u; u++)
+					v = combine(pc.op, v, e[u]);
+			}
+		}
 		if (!partial && !arg && pc.nr == 1u && (pc.flags & RED_SQDEV) == 0u) {
 			uint st = pc.stride[pc.nk];
 			for (; j + 7u * step < j1; j += 8u * step) {
