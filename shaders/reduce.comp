@@ -28,6 +28,17 @@ layout(std430, binding = 3) writeonly buffer POV { ACC pov[]; };
 layout(std430, binding = 4) writeonly buffer POI { uint poi[]; };
 layout(std430, binding = 5) writeonly buffer O { ELEM o[]; };
 layout(std430, binding = 6) readonly buffer MEAN { float mean[]; };
+// The input in 4-element vectors, for RED_COLUMNS4 (not for bf16).
+#if defined(DT_F32)
+#define VEC4 vec4
+#elif defined(DT_F16)
+#define VEC4 f16vec4
+#elif defined(DT_I32)
+#define VEC4 ivec4
+#endif
+#ifdef VEC4
+layout(std430, binding = 0) readonly buffer X4 { VEC4 x4[]; };
+#endif
 
 layout(push_constant) uniform RedPush {
 	uint M;         // rows (results)
@@ -138,8 +149,73 @@ ACC finish(ACC v)
 	return v;
 }
 
+#ifdef VEC4
+// Fold vector e into the accumulators of four rows.
+void fold4(inout ACC v[4], VEC4 e, vec4 m, bool sqdev)
+{
+#if IS_FLOAT
+	vec4 f = vec4(e);
+	if (sqdev)
+		f = (f - m) * (f - m);
+#else
+	ivec4 f = e;
+#endif
+	[[unroll]] for (uint k = 0u; k < 4u; k++)
+		v[k] = combine(pc.op, v[k], f[k]);
+}
+
+// RED_COLUMNS4: RED_COLUMNS with four adjacent rows (M % 4 == 0) per
+// invocation, read as one vector: invocation i takes rows 4 (i % (M / 4))
+// to + 3 and chunk i / (M / 4). Not for argmax/argmin.
+void columns4()
+{
+	uint G = pc.M / 4u;
+	uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * 256u + gl_LocalInvocationID.x;
+	uint g = i % G, chunk = i / G, step = pc.nchunks, j = chunk;
+	bool sqdev = (pc.flags & RED_SQDEV) != 0u;
+	ACC v[4];
+	if (chunk >= pc.nchunks)
+		return;
+	[[unroll]] for (uint k = 0u; k < 4u; k++)
+		v[k] = identity(pc.op);
+	vec4 m = vec4(0.0);
+#if IS_FLOAT
+	if (sqdev)
+		m = vec4(mean[4u * g], mean[4u * g + 1u], mean[4u * g + 2u], mean[4u * g + 3u]);
+#endif
+	// Eight vectors in flight per iteration, then one at a time: rows in
+	// increasing order either way.
+	for (; j + 7u * step < pc.L; j += 8u * step) {
+		VEC4 e[8];
+		[[unroll]] for (uint u = 0u; u < 8u; u++)
+			e[u] = x4[(j + u * step) * G + g];
+		[[unroll]] for (uint u = 0u; u < 8u; u++)
+			fold4(v, e[u], m, sqdev);
+	}
+	for (; j < pc.L; j += step)
+		fold4(v, x4[j * G + g], m, sqdev);
+	[[unroll]] for (uint k = 0u; k < 4u; k++) {
+		uint row = 4u * g + k;
+		if ((pc.flags & RED_OUT_PARTIAL) != 0u)
+			pov[row * pc.nchunks + chunk] = v[k];
+		else if ((pc.flags & RED_OUT_F32) != 0u)
+			pov[row] = finish(v[k]);
+		else
+			o[row] = STORE(finish(v[k]));
+	}
+}
+#endif
+
 void main()
 {
+#ifdef VEC4
+	// Uniform: every invocation of the dispatch returns here, none reaches
+	// the barriers below.
+	if ((pc.flags & RED_COLUMNS4) != 0u) {
+		columns4();
+		return;
+	}
+#endif
 	uint lid = gl_LocalInvocationID.x;
 	uint S = 1u << pc.seg_log2;
 	uint t = lid & (S - 1u);

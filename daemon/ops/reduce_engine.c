@@ -112,27 +112,36 @@ static void red_shape_pass(uint64_t len, uint32_t *ret_log2, uint64_t *ret_chunk
 	*ret_nchunks = len == 0 ? 1 : (len + *ret_chunk - 1) / *ret_chunk;
 }
 
-/* Whether the first pass runs in columns (RED_COLUMNS): the kept dims
+/* The RED_COLUMNS* flag of the first pass, or 0: columns when the kept dims
  * merged into one innermost, contiguous block, so that invocations of
- * consecutive rows read consecutive addresses. Then `ret_nchunks` rows'
- * elements each, interleaved: about 2048 invocations per compute unit, each
- * folding RED_COL_MIN_ROWS to RED_COL_MAX_ROWS elements (the serial part of
- * a sum's error stays that short; the partials are a 1/16 to 1/64 of x). */
-static bool red_columns(const struct op_ctx *ctx, const struct red_plan *plan, uint64_t *ret_nchunks)
+ * consecutive rows read consecutive addresses; in vectors of four rows where
+ * the shader has them (not bf16; not argmax/argmin) and M % 4 == 0. Then
+ * `ret_nchunks` chunks of each row, interleaved: about 2048 invocations per
+ * compute unit, each folding RED_COL_MIN_ROWS to RED_COL_MAX_ROWS elements
+ * (the serial part of a sum's error stays that short; the partials are 1/16
+ * to 1/64 of x). */
+static uint32_t red_columns(const struct op_ctx *ctx, const struct red_plan *plan,
+			    const struct op_tensor *x, const struct red_job *job, uint64_t *ret_nchunks)
 {
 	uint64_t cu = ctx->g->compute_units ? ctx->g->compute_units : 1;
-	uint64_t per;
+	bool arg = job->op == RED_ARGMAX || job->op == RED_ARGMIN;
+	uint32_t flag = RED_COLUMNS;
+	uint64_t per, lanes = plan->M;
 
 	if (plan->nk != 1 || plan->stride[0] != 1 || plan->nr == 0 || plan->L < 2 ||
 	    getenv("TENSORD_NO_COLUMN_REDUCE"))
-		return false;
-	per = (plan->M * plan->L + cu * 2048 - 1) / (cu * 2048);
+		return 0;
+	if (!arg && plan->M % 4 == 0 && x->dtype != TDP_DTYPE_BF16 && !getenv("TENSORD_NO_COLUMN_VEC4")) {
+		flag = RED_COLUMNS4;
+		lanes = plan->M / 4;
+	}
+	per = (lanes * plan->L + cu * 2048 - 1) / (cu * 2048);
 	if (per < RED_COL_MIN_ROWS)
 		per = RED_COL_MIN_ROWS;
 	if (per > RED_COL_MAX_ROWS)
 		per = RED_COL_MAX_ROWS;
 	*ret_nchunks = (plan->L + per - 1) / per;
-	return true;
+	return flag;
 }
 
 int red_record(struct op_ctx *ctx, struct gpu_recorder *rec, const struct red_plan *plan,
@@ -148,13 +157,13 @@ int red_record(struct op_ctx *ctx, struct gpu_recorder *rec, const struct red_pl
 	struct red_push pc;
 	uint32_t lg;
 	int cur = 0;
-	bool cols;
+	uint32_t cols;
 
 	if (op_pipeline(ctx, "reduce", tdp_dtype_name(x->dtype), &p) < 0)
 		return -1;
 	/* Partials: pass 1 writes M * n1 of them to buffer 0, pass 2 M * n2 to
 	 * buffer 1, pass 3 back to buffer 0, and so on. */
-	cols = red_columns(ctx, plan, &n1);
+	cols = red_columns(ctx, plan, x, job, &n1);
 	if (!cols)
 		red_shape_pass(len, &lg, &chunk, &n1);
 	if (n1 > 1) {
@@ -233,8 +242,9 @@ int red_record(struct op_ctx *ctx, struct gpu_recorder *rec, const struct red_pl
 		}
 		groups = (plan->M + (RED_LOCAL >> lg) - 1) / (RED_LOCAL >> lg) * nchunks;
 		if (first && cols) {
-			pc.flags |= RED_COLUMNS;
-			groups = (plan->M * nchunks + RED_LOCAL - 1) / RED_LOCAL;
+			pc.flags |= cols;
+			groups = ((cols == RED_COLUMNS4 ? plan->M / 4 : plan->M) * nchunks + RED_LOCAL - 1) /
+				 RED_LOCAL;
 		}
 		if (op_dispatch(ctx, rec, p, bind, 7, &pc, sizeof(pc), groups * RED_LOCAL, RED_LOCAL) < 0)
 			return -1;

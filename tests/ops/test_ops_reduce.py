@@ -91,6 +91,10 @@ COLUMN_CASES = [
     ((7, 33, 65), [0, 1]),
     ((7, 33, 65), 0),
     ((300, 2, 3), [-3]),       # narrow kept block
+    ((4099, 132), 0),          # kept block a multiple of 4: in vectors
+    ((33, 12), 0),
+    ((9, 4), 0),
+    ((6, 5, 8), [0, 1]),
 ]
 
 
@@ -117,13 +121,20 @@ def column_cases(ck):
     x = rng.uniform(0.9, 1.1, size=(200, 6))
     ck.check("prod", [x], ["f32"], lambda v: ref.prod(v, 0), attrs={"axis": 0}, tol=(1e-5, 1e-4),
              label="(columns)")
-    big = rng.integers(2**29, 2**31 - 1, size=(300, 5))
-    ck.check("sum", [big], ["i32"], lambda v: ref.sum_i32(v, 0), attrs={"axis": 0}, label="(columns, wraps)")
-    ck.check("prod", [big], ["i32"], lambda v: ref.prod_i32(v, 0), attrs={"axis": 0}, label="(columns, wraps)")
-    # std and keepdims through the same pass.
-    x = rng.normal(3, 2, size=(500, 40))
-    ck.check("std", [x], ["f32"], lambda v: ref.std(v, 0, True), attrs={"axis": 0, "keepdims": True},
+    x = rng.uniform(0.9, 1.1, size=(200, 8))
+    ck.check("prod", [x], ["f32"], lambda v: ref.prod(v, 0), attrs={"axis": 0}, tol=(1e-5, 1e-4),
              label="(columns)")
+    for shape in ((300, 5), (300, 8)):
+        big = rng.integers(2**29, 2**31 - 1, size=shape)
+        ck.check("sum", [big], ["i32"], lambda v: ref.sum_i32(v, 0), attrs={"axis": 0}, label="(columns, wraps)")
+        ck.check("prod", [big], ["i32"], lambda v: ref.prod_i32(v, 0), attrs={"axis": 0},
+                 label="(columns, wraps)")
+    # std and keepdims through the same pass.
+    for shape in ((500, 40), (500, 39)):
+        x = rng.normal(3, 2, size=shape)
+        for dt in ("f32", "f16"):
+            ck.check("std", [x], [dt], lambda v: ref.std(v, 0, True), attrs={"axis": 0, "keepdims": True},
+                     label="(columns)")
 
     # NaN: max/min propagate it, argmax/argmin take the first NaN of each
     # column, in whichever chunk it lies.
@@ -138,6 +149,10 @@ def column_cases(ck):
         ck.check(op, [x], ["f32"], lambda v, fn=ref.FLOAT[op]: fn(v, 0), attrs={"axis": 0}, out_dtype="i32",
                  label="(columns, nan)")
     ck.check("max", [x], ["f16"], lambda v: ref.max_(v, 0), attrs={"axis": 0}, label="(columns, nan)")
+    x = np.concatenate([x, x[:, :1]], axis=1)   # 8 columns: in vectors
+    for op in ("max", "min", "sum"):
+        ck.check(op, [x], ["f32"], lambda v, fn=ref.FLOAT[op]: fn(v, 0), attrs={"axis": 0}, label="(columns, nan)")
+    ck.check("min", [x], ["f16"], lambda v: ref.min_(v, 0), attrs={"axis": 0}, label="(columns, nan)")
 
     # Accuracy: 2^18 rows of 0.1 in 4 columns; a serial f32 sum is off by ~1e-4.
     x = np.full((1 << 18, 4), 0.1)
@@ -146,7 +161,7 @@ def column_cases(ck):
 
     # More chunks than one partial pass takes (300000 rows: 4688 chunks of
     # 64 on a small device): the partials ping-pong, indices included.
-    x = rng.uniform(-1, 1, size=(300000, 2))
+    x = rng.uniform(-1, 1, size=(300000, 4))
     x[299990, 0] = 5.0
     x[123457, 1] = 5.0
     x[299999, 1] = 5.0
@@ -156,17 +171,18 @@ def column_cases(ck):
              label="(columns, 3 passes)")
 
     # Deterministic: the same reduction twice gives the same bytes.
-    x = rng.standard_normal((4099, 130)).astype(np.float32)
-    ck.c.put("r_det", x, "f32")
-    for op in ("sum", "mean", "var"):
-        ck.checks += 1
-        out = []
-        for _ in range(2):
-            err, res = ck.c.run(op, ["r_det"], {"axis": 0})
-            out.append(None if err else res["data"])
-        if out[0] is None or out[0] != out[1]:
-            ck.fail("%s axis 0 of [4099, 130] twice: results differ (%r)" % (op, out[0] is None))
-    ck.c.call("tensor.delete", {"name": "r_det"})
+    for shape in ((4099, 130), (4099, 132)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        ck.c.put("r_det", x, "f32")
+        for op in ("sum", "mean", "var"):
+            ck.checks += 1
+            out = []
+            for _ in range(2):
+                err, res = ck.c.run(op, ["r_det"], {"axis": 0})
+                out.append(None if err else res["data"])
+            if out[0] is None or out[0] != out[1]:
+                ck.fail("%s axis 0 of %s twice: results differ (%r)" % (op, list(shape), out[0] is None))
+        ck.c.call("tensor.delete", {"name": "r_det"})
 
 
 def run(ck):
