@@ -17,6 +17,8 @@
  * (see red_columns). */
 #define RED_COL_MIN_ROWS 16u
 #define RED_COL_MAX_ROWS 64u
+/* Invocations a RED_COLUMNS pass aims at per compute unit (an SM's most). */
+#define RED_COL_PER_CU 2048u
 
 /* Mirrors RedPush in shaders/reduce.comp. */
 struct red_push {
@@ -116,8 +118,8 @@ static void red_shape_pass(uint64_t len, uint32_t *ret_log2, uint64_t *ret_chunk
  * merged into one innermost, contiguous block, so that invocations of
  * consecutive rows read consecutive addresses; in vectors of four rows where
  * the shader has them (not bf16; not argmax/argmin) and M % 4 == 0. Then
- * `ret_nchunks` chunks of each row, interleaved: about 2048 invocations per
- * compute unit, each folding RED_COL_MIN_ROWS to RED_COL_MAX_ROWS elements
+ * `ret_nchunks` chunks of each row, interleaved: about RED_COL_PER_CU
+ * invocations per compute unit, each folding RED_COL_MIN_ROWS to RED_COL_MAX_ROWS elements
  * (the serial part of a sum's error stays that short; the partials are 1/16
  * to 1/64 of x). */
 static uint32_t red_columns(const struct op_ctx *ctx, const struct red_plan *plan,
@@ -135,7 +137,7 @@ static uint32_t red_columns(const struct op_ctx *ctx, const struct red_plan *pla
 		flag = RED_COLUMNS4;
 		lanes = plan->M / 4;
 	}
-	per = (lanes * plan->L + cu * 2048 - 1) / (cu * 2048);
+	per = (lanes * plan->L + cu * RED_COL_PER_CU - 1) / (cu * RED_COL_PER_CU);
 	if (per < RED_COL_MIN_ROWS)
 		per = RED_COL_MIN_ROWS;
 	if (per > RED_COL_MAX_ROWS)
