@@ -6,6 +6,10 @@
 // `chunk` / segment), then the segment combines them as a tree in shared
 // memory. Long rows are split into `nchunks` chunks whose partials a further
 // pass (RED_IN_PARTIAL) reduces the same way, so sums are pairwise.
+// RED_COLUMNS (the first pass, when the rows' kept block is the innermost,
+// contiguous one: a sum over axis 0 of [R, C]): invocation i takes row
+// i % M and chunk i / M, and folds the row's elements chunk, chunk + nchunks,
+// ... serially, so consecutive invocations read consecutive addresses.
 // Mirrors struct red_push in daemon/ops/reduce_engine.c.
 #include "common.glsl"
 #include "reduce_codes.h"
@@ -24,6 +28,17 @@ layout(std430, binding = 3) writeonly buffer POV { ACC pov[]; };
 layout(std430, binding = 4) writeonly buffer POI { uint poi[]; };
 layout(std430, binding = 5) writeonly buffer O { ELEM o[]; };
 layout(std430, binding = 6) readonly buffer MEAN { float mean[]; };
+// The input in 4-element vectors, for RED_COLUMNS4 (not for bf16).
+#if defined(DT_F32)
+#define VEC4 vec4
+#elif defined(DT_F16)
+#define VEC4 f16vec4
+#elif defined(DT_I32)
+#define VEC4 ivec4
+#endif
+#ifdef VEC4
+layout(std430, binding = 0) readonly buffer X4 { VEC4 x4[]; };
+#endif
 
 layout(push_constant) uniform RedPush {
 	uint M;         // rows (results)
@@ -134,19 +149,96 @@ ACC finish(ACC v)
 	return v;
 }
 
+#ifdef VEC4
+// Fold vector e into the accumulators of four rows.
+void fold4(inout ACC v[4], VEC4 e, vec4 m, bool sqdev)
+{
+#if IS_FLOAT
+	vec4 f = vec4(e);
+	if (sqdev)
+		f = (f - m) * (f - m);
+#else
+	ivec4 f = e;
+#endif
+	[[unroll]] for (uint k = 0u; k < 4u; k++)
+		v[k] = combine(pc.op, v[k], f[k]);
+}
+
+// RED_COLUMNS4: RED_COLUMNS with four adjacent rows (M % 4 == 0) per
+// invocation, read as one vector: invocation i takes rows 4 (i % (M / 4))
+// to + 3 and chunk i / (M / 4). Not for argmax/argmin.
+void columns4()
+{
+	uint G = pc.M / 4u;
+	uint i = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * 256u + gl_LocalInvocationID.x;
+	uint g = i % G, chunk = i / G, step = pc.nchunks, j = chunk;
+	bool sqdev = (pc.flags & RED_SQDEV) != 0u;
+	ACC v[4];
+	if (chunk >= pc.nchunks)
+		return;
+	[[unroll]] for (uint k = 0u; k < 4u; k++)
+		v[k] = identity(pc.op);
+	vec4 m = vec4(0.0);
+#if IS_FLOAT
+	if (sqdev)
+		m = vec4(mean[4u * g], mean[4u * g + 1u], mean[4u * g + 2u], mean[4u * g + 3u]);
+#endif
+	// Eight vectors in flight per iteration, then one at a time: rows in
+	// increasing order either way.
+	for (; j + 7u * step < pc.L; j += 8u * step) {
+		VEC4 e[8];
+		[[unroll]] for (uint u = 0u; u < 8u; u++)
+			e[u] = x4[(j + u * step) * G + g];
+		[[unroll]] for (uint u = 0u; u < 8u; u++)
+			fold4(v, e[u], m, sqdev);
+	}
+	for (; j < pc.L; j += step)
+		fold4(v, x4[j * G + g], m, sqdev);
+	[[unroll]] for (uint k = 0u; k < 4u; k++) {
+		uint row = 4u * g + k;
+		if ((pc.flags & RED_OUT_PARTIAL) != 0u)
+			pov[row * pc.nchunks + chunk] = v[k];
+		else if ((pc.flags & RED_OUT_F32) != 0u)
+			pov[row] = finish(v[k]);
+		else
+			o[row] = STORE(finish(v[k]));
+	}
+}
+#endif
+
 void main()
 {
+#ifdef VEC4
+	// Uniform: every invocation of the dispatch returns here, none reaches
+	// the barriers below.
+	if ((pc.flags & RED_COLUMNS4) != 0u) {
+		columns4();
+		return;
+	}
+#endif
 	uint lid = gl_LocalInvocationID.x;
 	uint S = 1u << pc.seg_log2;
 	uint t = lid & (S - 1u);
 	uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-	uint chunk = wg % pc.nchunks;
-	uint row = (wg / pc.nchunks) * (256u >> pc.seg_log2) + (lid >> pc.seg_log2);
+	bool cols = (pc.flags & RED_COLUMNS) != 0u;
+	uint chunk, row;
+	bool valid;
+	if (cols) {
+		// seg_log2 is 0 (no tree): one invocation per (row, chunk).
+		uint i = wg * 256u + lid;
+		row = i % pc.M;
+		chunk = i / pc.M;
+		valid = chunk < pc.nchunks;
+	} else {
+		chunk = wg % pc.nchunks;
+		row = (wg / pc.nchunks) * (256u >> pc.seg_log2) + (lid >> pc.seg_log2);
+		valid = row < pc.M;
+	}
 	bool arg = pc.op == RED_ARGMAX || pc.op == RED_ARGMIN;
 	ACC v = identity(pc.op);
 	uint vi = 0xffffffffu;
 
-	if (row < pc.M) {
+	if (valid) {
 		uint j0 = chunk * pc.chunk;
 		uint j1 = pc.L - j0 < pc.chunk ? pc.L : j0 + pc.chunk;
 		bool partial = (pc.flags & RED_IN_PARTIAL) != 0u;
@@ -155,20 +247,36 @@ void main()
 		float m = (pc.flags & RED_SQDEV) != 0u ? mean[row] : 0.0;
 #endif
 		uint j = j0 + t;
-		// Plain folds over one strided dim: eight loads in flight per
-		// iteration, folded in the same order as the loop below (same bits),
-		// so the kernel is not bound by one load's latency at a time.
-		if (!partial && !arg && pc.nr == 1u && (pc.flags & RED_SQDEV) == 0u) {
-			uint st = pc.stride[pc.nk];
-			for (; j + 7u * S < j1; j += 8u * S) {
+		uint step = S;
+		if (cols) {
+			j = chunk;
+			j1 = pc.L;
+			step = pc.nchunks;
+		}
+		// Plain folds over one strided dim or of partials: eight loads in
+		// flight per iteration, folded in the same order as the loop below
+		// (same bits), so the kernel is not bound by one load's latency at
+		// a time.
+		if (partial && !arg) {
+			for (; j + 7u * step < j1; j += 8u * step) {
 				ACC e[8];
 				[[unroll]] for (uint u = 0u; u < 8u; u++)
-					e[u] = LOAD(x[base + (j + u * S) * st]);
+					e[u] = piv[base + j + u * step];
 				[[unroll]] for (uint u = 0u; u < 8u; u++)
 					v = combine(pc.op, v, e[u]);
 			}
 		}
-		for (; j < j1; j += S) {
+		if (!partial && !arg && pc.nr == 1u && (pc.flags & RED_SQDEV) == 0u) {
+			uint st = pc.stride[pc.nk];
+			for (; j + 7u * step < j1; j += 8u * step) {
+				ACC e[8];
+				[[unroll]] for (uint u = 0u; u < 8u; u++)
+					e[u] = LOAD(x[base + (j + u * step) * st]);
+				[[unroll]] for (uint u = 0u; u < 8u; u++)
+					v = combine(pc.op, v, e[u]);
+			}
+		}
+		for (; j < j1; j += step) {
 			ACC e;
 			uint ei = j;
 			if (partial) {
@@ -212,7 +320,7 @@ void main()
 		barrier();
 	}
 
-	if (t != 0u || row >= pc.M)
+	if (t != 0u || !valid)
 		return;
 	v = sv[lid];
 	vi = si[lid];

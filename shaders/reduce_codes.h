@@ -17,6 +17,11 @@
 #define RED_OUT_F32 4u      /* final: write f32 values to binding 3 */
 #define RED_OUT_IDX 8u      /* final: write the index (i32) to binding 4 */
 #define RED_SQDEV 16u       /* reduce (x - mean[row])^2 instead of x */
+#define RED_COLUMNS 32u     /* first pass: invocation i folds row i % M, every
+			       nchunks-th element from i / M (coalesced when
+			       the kept dims are the innermost) */
+#define RED_COLUMNS4 64u    /* RED_COLUMNS in 4-row vectors (M % 4 == 0; f32, f16,
+			       i32; not argmax/argmin) */
 
 /* reduce.comp: what the final pass does to the combined value */
 #define RED_POST_NONE 0

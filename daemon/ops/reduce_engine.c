@@ -1,6 +1,7 @@
 /* The row-reduction engine (see reduce_engine.h). Shader: reduce.comp. */
 #include "ops/reduce_engine.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "dtype.h"
@@ -12,6 +13,12 @@
  * so the error of a sum grows like E + log2(n), not like n. */
 #define RED_PER_INVOCATION 16u
 #define RED_LOCAL 256u
+/* Elements one invocation of a RED_COLUMNS pass folds, at least and at most
+ * (see red_columns). */
+#define RED_COL_MIN_ROWS 16u
+#define RED_COL_MAX_ROWS 64u
+/* Invocations a RED_COLUMNS pass aims at per compute unit (an SM's most). */
+#define RED_COL_PER_CU 2048u
 
 /* Mirrors RedPush in shaders/reduce.comp. */
 struct red_push {
@@ -107,6 +114,38 @@ static void red_shape_pass(uint64_t len, uint32_t *ret_log2, uint64_t *ret_chunk
 	*ret_nchunks = len == 0 ? 1 : (len + *ret_chunk - 1) / *ret_chunk;
 }
 
+/* The RED_COLUMNS* flag of the first pass, or 0: columns when the kept dims
+ * merged into one innermost, contiguous block, so that invocations of
+ * consecutive rows read consecutive addresses; in vectors of four rows where
+ * the shader has them (not bf16; not argmax/argmin) and M % 4 == 0. Then
+ * `ret_nchunks` chunks of each row, interleaved: about RED_COL_PER_CU
+ * invocations per compute unit, each folding RED_COL_MIN_ROWS to RED_COL_MAX_ROWS elements
+ * (the serial part of a sum's error stays that short; the partials are 1/16
+ * to 1/64 of x). */
+static uint32_t red_columns(const struct op_ctx *ctx, const struct red_plan *plan,
+			    const struct op_tensor *x, const struct red_job *job, uint64_t *ret_nchunks)
+{
+	uint64_t cu = ctx->g->compute_units ? ctx->g->compute_units : 1;
+	bool arg = job->op == RED_ARGMAX || job->op == RED_ARGMIN;
+	uint32_t flag = RED_COLUMNS;
+	uint64_t per, lanes = plan->M;
+
+	if (plan->nk != 1 || plan->stride[0] != 1 || plan->nr == 0 || plan->L < 2 ||
+	    getenv("TENSORD_NO_COLUMN_REDUCE"))
+		return 0;
+	if (!arg && plan->M % 4 == 0 && x->dtype != TDP_DTYPE_BF16 && !getenv("TENSORD_NO_COLUMN_VEC4")) {
+		flag = RED_COLUMNS4;
+		lanes = plan->M / 4;
+	}
+	per = (lanes * plan->L + cu * RED_COL_PER_CU - 1) / (cu * RED_COL_PER_CU);
+	if (per < RED_COL_MIN_ROWS)
+		per = RED_COL_MIN_ROWS;
+	if (per > RED_COL_MAX_ROWS)
+		per = RED_COL_MAX_ROWS;
+	*ret_nchunks = (plan->L + per - 1) / per;
+	return flag;
+}
+
 int red_record(struct op_ctx *ctx, struct gpu_recorder *rec, const struct red_plan *plan,
 	       const struct op_tensor *x, const struct red_job *job)
 {
@@ -120,14 +159,19 @@ int red_record(struct op_ctx *ctx, struct gpu_recorder *rec, const struct red_pl
 	struct red_push pc;
 	uint32_t lg;
 	int cur = 0;
+	uint32_t cols;
 
 	if (op_pipeline(ctx, "reduce", tdp_dtype_name(x->dtype), &p) < 0)
 		return -1;
 	/* Partials: pass 1 writes M * n1 of them to buffer 0, pass 2 M * n2 to
 	 * buffer 1, pass 3 back to buffer 0, and so on. */
-	red_shape_pass(len, &lg, &chunk, &n1);
+	cols = red_columns(ctx, plan, x, job, &n1);
+	if (!cols)
+		red_shape_pass(len, &lg, &chunk, &n1);
 	if (n1 > 1) {
-		uint64_t n2 = (n1 + chunk - 1) / chunk;
+		uint64_t n2;
+
+		red_shape_pass(n1, &lg, &chunk, &n2);
 
 		sz[0] = red_align(ctx, plan->M * n1 * 4);
 		sz[1] = red_align(ctx, plan->M * (n2 > 1 ? n2 : 1) * 4);
@@ -145,6 +189,11 @@ int red_record(struct op_ctx *ctx, struct gpu_recorder *rec, const struct red_pl
 		bool last;
 
 		red_shape_pass(len, &lg, &chunk, &nchunks);
+		if (first && cols) {
+			lg = 0;
+			chunk = len;
+			nchunks = n1;
+		}
 		last = nchunks == 1;
 		memset(&pc, 0, sizeof(pc));
 		pc.M = (uint32_t)plan->M;
@@ -194,6 +243,11 @@ int red_record(struct op_ctx *ctx, struct gpu_recorder *rec, const struct red_pl
 			bind[5] = job->out;
 		}
 		groups = (plan->M + (RED_LOCAL >> lg) - 1) / (RED_LOCAL >> lg) * nchunks;
+		if (first && cols) {
+			pc.flags |= cols;
+			groups = ((cols == RED_COLUMNS4 ? plan->M / 4 : plan->M) * nchunks + RED_LOCAL - 1) /
+				 RED_LOCAL;
+		}
 		if (op_dispatch(ctx, rec, p, bind, 7, &pc, sizeof(pc), groups * RED_LOCAL, RED_LOCAL) < 0)
 			return -1;
 		if (last)

@@ -1,7 +1,9 @@
 /* The row-reduction engine behind the reduce ops and batch_norm's training
  * statistics: a tensor's axes split into kept and reduced ones, every result
  * ("row") combined pairwise on the GPU by reduce.comp, in as many passes as
- * the row length needs. */
+ * the row length needs. When the kept dims are the innermost, contiguous
+ * block (a bias gradient's sum over axis 0), the first pass runs in columns
+ * (RED_COLUMNS) so that its reads are coalesced. */
 #pragma once
 
 #include <stdbool.h>

@@ -59,7 +59,7 @@ def run(ck):
         ck.check("rms_norm", [x], [dt], lambda v: ref.rms_norm(v, eps=1e-4), attrs={"eps": 1e-4},
                  label="(eps)", tol=(2e-5, 2e-5) if dt == "f32" else None)
 
-        for shape in ((4, 3, 5, 5), (8, 3), (2, 5, 7), (3, 2, 0, 4)):
+        for shape in ((4, 3, 5, 5), (8, 3), (40, 8), (2, 5, 7), (3, 2, 0, 4)):
             C = shape[1]
             x = u(shape) * 2 + 0.5
             rm, rv, w, b = u((C,)), u((C,), 0.5, 2), u((C,)), u((C,))

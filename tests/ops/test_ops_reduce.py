@@ -2,7 +2,8 @@
 ref_reduce.py: axis sets, negative axes, keepdims, non-contiguous reduced
 axes, rank 0, zero-size and empty reductions, rows that need several
 passes, ties, NaN, integer wrapping, a 2^22-element sum whose error must be
-at the f32 level, and bad input."""
+at the f32 level, the column pass (leading axes reduced, trailing kept) with
+its ties, NaNs, accuracy and determinism, and bad input."""
 import numpy as np
 
 import harness
@@ -76,9 +77,118 @@ def float_cases(ck, dt):
                      attrs=attrs_of(axis, keep), out_dtype="i32")
 
 
+# Reductions over the leading axes with the trailing (contiguous) ones kept,
+# as bias gradients are: the engine's column pass (RED_COLUMNS in
+# reduce_engine.c), then the partial pass. (shape, axis)
+COLUMN_CASES = [
+    ((4099, 130), 0),          # several chunks per column, rows not a multiple
+    ((2048, 512), 0),          # issue 16's [16384, 512], scaled down
+    ((1, 1), 0),
+    ((3, 5), 0),               # fewer rows than a chunk: one pass
+    ((65, 129), 0),
+    ((1000, 1), 0),            # kept block of size 1: a whole-tensor fold
+    ((1, 300), 0),             # reduced block of size 1
+    ((7, 33, 65), [0, 1]),
+    ((7, 33, 65), 0),
+    ((300, 2, 3), [-3]),       # narrow kept block
+    ((4099, 132), 0),          # kept block a multiple of 4: in vectors
+    ((33, 12), 0),
+    ((9, 4), 0),
+    ((6, 5, 8), [0, 1]),
+]
+
+
+def column_cases(ck):
+    for dt in ("f32", "f16", "bf16"):
+        for shape, axis in COLUMN_CASES:
+            for op in ("sum", "mean", "max", "min", "var") if dt == "f32" else ("sum", "mean", "max"):
+                x = values(shape, dt, op)
+                ck.check(op, [x], [dt], lambda v, a=axis, fn=ref.FLOAT[op]: fn(v, a),
+                         attrs={"axis": axis}, tol=tol_for(op, dt, shape), label="(columns)")
+    for shape, axis in [c for c in COLUMN_CASES if not isinstance(c[1], list)] + [((4099, 3), 0)]:
+        # Few distinct values: ties across chunks, the first row must win.
+        x = rng.integers(-3, 4, size=shape).astype(np.float64)
+        for op in ("argmax", "argmin"):
+            ck.check(op, [x], ["f32"], lambda v, a=axis, fn=ref.FLOAT[op]: fn(v, a), attrs={"axis": axis},
+                     out_dtype="i32", label="(columns)")
+            ck.check(op, [x], ["i32"], lambda v, a=axis, fn=ref.INT[op]: fn(v, a), attrs={"axis": axis},
+                     out_dtype="i32", label="(columns)")
+    for shape, axis in COLUMN_CASES:
+        for op in ("sum", "max", "min"):
+            x = values(shape, "i32", op)
+            ck.check(op, [x], ["i32"], lambda v, a=axis, fn=ref.INT[op]: fn(v, a), attrs={"axis": axis},
+                     label="(columns)")
+    x = rng.uniform(0.9, 1.1, size=(200, 6))
+    ck.check("prod", [x], ["f32"], lambda v: ref.prod(v, 0), attrs={"axis": 0}, tol=(1e-5, 1e-4),
+             label="(columns)")
+    x = rng.uniform(0.9, 1.1, size=(200, 8))
+    ck.check("prod", [x], ["f32"], lambda v: ref.prod(v, 0), attrs={"axis": 0}, tol=(1e-5, 1e-4),
+             label="(columns)")
+    for shape in ((300, 5), (300, 8)):
+        big = rng.integers(2**29, 2**31 - 1, size=shape)
+        ck.check("sum", [big], ["i32"], lambda v: ref.sum_i32(v, 0), attrs={"axis": 0}, label="(columns, wraps)")
+        ck.check("prod", [big], ["i32"], lambda v: ref.prod_i32(v, 0), attrs={"axis": 0},
+                 label="(columns, wraps)")
+    # std and keepdims through the same pass.
+    for shape in ((500, 40), (500, 39)):
+        x = rng.normal(3, 2, size=shape)
+        for dt in ("f32", "f16"):
+            ck.check("std", [x], [dt], lambda v: ref.std(v, 0, True), attrs={"axis": 0, "keepdims": True},
+                     label="(columns)")
+
+    # NaN: max/min propagate it, argmax/argmin take the first NaN of each
+    # column, in whichever chunk it lies.
+    x = rng.uniform(-1, 1, size=(3000, 7))
+    for r, col in ((5, 0), (2999, 1), (1500, 2), (40, 2), (2000, 3), (0, 4)):
+        x[r, col] = np.nan
+    x[2500, 5] = 9.0
+    x[10, 5] = 9.0
+    for op in ("max", "min", "sum"):
+        ck.check(op, [x], ["f32"], lambda v, fn=ref.FLOAT[op]: fn(v, 0), attrs={"axis": 0}, label="(columns, nan)")
+    for op in ("argmax", "argmin"):
+        ck.check(op, [x], ["f32"], lambda v, fn=ref.FLOAT[op]: fn(v, 0), attrs={"axis": 0}, out_dtype="i32",
+                 label="(columns, nan)")
+    ck.check("max", [x], ["f16"], lambda v: ref.max_(v, 0), attrs={"axis": 0}, label="(columns, nan)")
+    x = np.concatenate([x, x[:, :1]], axis=1)   # 8 columns: in vectors
+    for op in ("max", "min", "sum"):
+        ck.check(op, [x], ["f32"], lambda v, fn=ref.FLOAT[op]: fn(v, 0), attrs={"axis": 0}, label="(columns, nan)")
+    ck.check("min", [x], ["f16"], lambda v: ref.min_(v, 0), attrs={"axis": 0}, label="(columns, nan)")
+
+    # Accuracy: 2^18 rows of 0.1 in 4 columns; a serial f32 sum is off by ~1e-4.
+    x = np.full((1 << 18, 4), 0.1)
+    ck.check("sum", [x], ["f32"], lambda v: ref.sum_(v, 0), attrs={"axis": 0}, tol=(0, 1e-6),
+             label="(columns, 0.1 x 2^18)")
+
+    # More chunks than one partial pass takes (300000 rows: 4688 chunks of
+    # 64 on a small device): the partials ping-pong, indices included.
+    x = rng.uniform(-1, 1, size=(300000, 4))
+    x[299990, 0] = 5.0
+    x[123457, 1] = 5.0
+    x[299999, 1] = 5.0
+    ck.check("sum", [x], ["f32"], lambda v: ref.sum_(v, 0), attrs={"axis": 0}, tol=(1e-4, 1e-5),
+             label="(columns, 3 passes)")
+    ck.check("argmax", [x], ["f32"], lambda v: ref.argmax(v, 0), attrs={"axis": 0}, out_dtype="i32",
+             label="(columns, 3 passes)")
+
+    # Deterministic: the same reduction twice gives the same bytes.
+    for shape in ((4099, 130), (4099, 132)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        ck.c.put("r_det", x, "f32")
+        for op in ("sum", "mean", "var"):
+            ck.checks += 1
+            out = []
+            for _ in range(2):
+                err, res = ck.c.run(op, ["r_det"], {"axis": 0})
+                out.append(None if err else res["data"])
+            if out[0] is None or out[0] != out[1]:
+                ck.fail("%s axis 0 of %s twice: results differ (%r)" % (op, list(shape), out[0] is None))
+        ck.c.call("tensor.delete", {"name": "r_det"})
+
+
 def run(ck):
     for dt in harness.FLOAT_DTYPES:
         float_cases(ck, dt)
+    column_cases(ck)
 
     # i32: sum and prod wrap, max/min/argmax exact.
     for op, fn in ref.INT.items():
