@@ -138,6 +138,57 @@ def repeat(ck):
             ck.fail("matmul %s %s differs between runs" % (names, attrs))
 
 
+def train_step(t):
+    """The gradients of a training step through a 512 -> 10 layer (h =
+    relu(x @ W1), logits h @ W2 + b2, mean cross-entropy), batch 2048:
+    dW2 = hᵀ·g takes matmul_smalln, dh = g·W2ᵀ matmul_smallk; every
+    gradient against its float64 NumPy derivation."""
+    ck, c = t.ck, t.ck.c
+    b, d, hid, cls = 2048, 20, 512, 10
+    x, w1 = values((b, d)), values((d, hid)) * 0.3
+    w2, b2 = values((hid, cls)) * 0.1, values((cls,)) * 0.1
+    y = rng.integers(0, cls, size=b)
+    for name, v in (("ts_x", x), ("ts_w1", w1), ("ts_w2", w2), ("ts_b2", b2)):
+        c.put(name, v, "f32")
+    c.put("ts_y", y, "i32")
+    nodes = [{"id": "z", "op": "matmul", "inputs": ["ts_x", "ts_w1"]},
+             {"id": "h", "op": "relu", "inputs": ["z"]},
+             {"id": "om", "op": "matmul", "inputs": ["h", "ts_w2"]},
+             {"id": "o", "op": "add", "inputs": ["om", "ts_b2"]},
+             {"id": "L", "op": "cross_entropy", "inputs": ["o", "ts_y"], "attrs": {"reduction": "mean"}}]
+    t.shaders()
+    err, res = c.call("train.step", {"nodes": nodes, "loss": "L", "params": ["ts_w1", "ts_w2", "ts_b2"],
+                                     "grads": True})
+    ran = t.shaders()
+    ck.checks += 1
+    if err is not None:
+        ck.fail("train step: %r" % (err,))
+        return
+    q = [harness.quantize(v, "f32") for v in (x, w1, w2, b2)]
+    x, w1, w2, b2 = q
+    z = x @ w1
+    h = np.maximum(z, 0)
+    o = h @ w2 + b2
+    e = np.exp(o - o.max(axis=1, keepdims=True))
+    p = e / e.sum(axis=1, keepdims=True)
+    loss = -np.log(p[np.arange(b), y]).mean()
+    g = p.copy()
+    g[np.arange(b), y] -= 1
+    g /= b
+    dh = (g @ w2.T) * (z > 0)
+    want = {"ts_w2": h.T @ g, "ts_b2": g.sum(axis=0), "ts_w1": x.T @ dh}
+    if not np.isclose(res["loss"], loss, rtol=1e-5, atol=1e-6):
+        ck.fail("train step: loss %r, want %r" % (res["loss"], loss))
+    for name, w in want.items():
+        ck.checks += 1
+        got = harness.result_array(c.call("tensor.get", {"name": name + ".grad"})[1]).astype(np.float64)
+        if not np.allclose(got, w, atol=1e-6, rtol=1e-4):
+            ck.fail("train step: %s.grad differs by %g" % (name, np.abs(got - w).max()))
+    ck.checks += 1
+    if not any(s.startswith("matmul_smalln") for s in ran) or not any(s.startswith("matmul_smallk") for s in ran):
+        ck.fail("train step ran %s: want matmul_smalln and matmul_smallk" % (ran,))
+
+
 def profile(ck, label):
     """Device time of the two products of issue 16, scaled down for
     lavapipe (batch 2048): printed, for the record."""
@@ -183,6 +234,7 @@ def main():
                 small_k(t, new)
                 epilogue(t, new)
                 repeat(ck)
+                train_step(t)
             else:
                 # The tiled kernels on a few of the shapes (they are slow
                 # on lavapipe at the large ones).
