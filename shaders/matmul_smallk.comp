@@ -52,7 +52,9 @@ layout(push_constant) uniform MmPush {
 #define BIAS_BINDING 4
 #include "matmul_epi_store.glsl"
 
-shared vec4 Bs[KMAX][QMAX];
+// A row of one vec4 more: the staging stores of B stored [N, K] (k the
+// fastest) spread over the banks.
+shared vec4 Bs[KMAX][QMAX + 1];
 
 void main()
 {
