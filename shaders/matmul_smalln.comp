@@ -86,6 +86,12 @@ void main()
 
 	vec4 acc0 = vec4(0.0), acc1 = vec4(0.0), acc2 = vec4(0.0), acc3 = vec4(0.0);
 	for (uint k0 = kbeg; k0 < kend; k0 += KB) {
+		// This pass's terms of A first: their loads overlap B's staging.
+		float av[KB / KS];
+		[[unroll]] for (uint i = 0u; i < KB / KS; i++) {
+			uint gk = k0 + s + KS * i;
+			av[i] = (live && gk < kend) ? a[aoff + gk * pc.m + gm] : 0.0;
+		}
 		// B's rows k0 .. k0 + KB - 1, read along its stored rows.
 		[[unroll]] for (uint p = 0u; p < KB * NMAX / WG; p++) {
 			uint e = tid + WG * p;
@@ -97,12 +103,11 @@ void main()
 		}
 		barrier();
 		[[unroll]] for (uint i = 0u; i < KB / KS; i++) {
-			uint kk = s + KS * i, gk = k0 + kk;
-			float av = (live && gk < kend) ? a[aoff + gk * pc.m + gm] : 0.0;
-			acc0 += av * Bs[kk][0];
-			acc1 += av * Bs[kk][1];
-			acc2 += av * Bs[kk][2];
-			acc3 += av * Bs[kk][3];
+			uint kk = s + KS * i;
+			acc0 += av[i] * Bs[kk][0];
+			acc1 += av[i] * Bs[kk][1];
+			acc2 += av[i] * Bs[kk][2];
+			acc3 += av[i] * Bs[kk][3];
 		}
 		barrier();
 	}

@@ -74,14 +74,15 @@
  * power of two of chunks (at most MM_MAX_SPLITS, each of at least
  * MM_SMALLN_MIN_K terms) for about MM_SMALLN_WG_PER_CU workgroups per
  * compute unit, and into chunks of at most MM_SMALLN_MAX_K terms for the
- * loop budget (an invocation loops about 32 times per 128 terms of its
- * chunk, counting loops the compiler may not unroll). */
+ * loop budget: MM_MAX_K's 960,000, as for the tiles (an invocation loops
+ * once per 128 terms of its chunk, its inner loops unrolled: on lavapipe
+ * one chunk of 2^20 + 3 terms came out right). */
 #define MM_SMALLN_N 16u
 #define MM_SMALLN_ROWS 32u
 #define MM_SMALLN_WG 256u
 #define MM_SMALLN_MIN_K 256u
 #define MM_SMALLN_WG_PER_CU 4u
-#define MM_SMALLN_MAX_K (OP_LOOP_BUDGET / 32 * 128ull)
+#define MM_SMALLN_MAX_K MM_MAX_K
 
 /* Mirrors MmPush in shaders/matmul.comp. */
 struct mm_push {
