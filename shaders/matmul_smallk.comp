@@ -9,13 +9,14 @@
 // A workgroup owns a block of 4·QB consecutive columns (QB quads, the
 // smallest power of two holding a row's quads, at most 64) and 256 / QB · 8
 // rows: it stages B's [K, 4·QB] block in shared memory (read along B's
-// stored rows: B may be stored [K, N], or [N, K] with MM_TB), then each
-// invocation computes one quad C[m][n0 .. n0 + 3] of 8 rows: the K values
-// of A's row m (stored [M, K], or [K, M] with MM_TA, neighbouring
-// invocations mostly on one row: the same words), times the staged quads,
-// summed in k order, stored through the epilogue (matmul_epi.glsl) -- one
-// vec4 store where N is a multiple of 4 (then every quad is aligned: each
-// matrix holds M·N floats), else its columns below N one by one.
+// stored rows: B may be stored [K, N], or [N, K] with MM_TB). Each
+// invocation then holds its quad's K x 4 values of B in registers and
+// computes that quad, C[m][n0 .. n0 + 3], for 8 rows: the K values of A's
+// row m (stored [M, K], or [K, M] with MM_TA; neighbouring invocations
+// mostly on one row: the same words) times the quad's, summed in k order,
+// stored through the epilogue (matmul_epi.glsl) -- one vec4 store where N
+// is a multiple of 4 (then every quad is aligned: each matrix holds M·N
+// floats), else its columns below N one by one.
 //
 // Push constants are matmul.glsl's MmPush: the host passes tiles_n, the
 // column blocks, and tiles_mn, the blocks of one matrix (mm_smallk_grid in
@@ -87,6 +88,10 @@ void main()
 	uint q = tid % qb, n0 = c0 + 4u * q, ooff = batch * pc.m * n;
 	if (n0 >= n)
 		return;
+	// The invocation's quad of B in registers, for all its rows.
+	vec4 bq[KMAX];
+	[[unroll]] for (uint kk = 0u; kk < KMAX; kk++)
+		bq[kk] = kk < k ? Bs[kk][q] : vec4(0.0);
 	[[unroll]] for (uint p = 0u; p < PASSES; p++) {
 		uint m = (rb * PASSES + p) * rp + tid / qb;
 		if (m >= pc.m)
@@ -95,7 +100,7 @@ void main()
 		[[unroll]] for (uint kk = 0u; kk < KMAX; kk++) {
 			if (kk >= k)
 				break;
-			acc += a[aoff + (ta ? kk * pc.m + m : m * k + kk)] * Bs[kk][q];
+			acc += a[aoff + (ta ? kk * pc.m + m : m * k + kk)] * bq[kk];
 		}
 		uint at = ooff + m * n + n0;
 		if (n % 4u == 0u) {
