@@ -8,6 +8,8 @@ from $TENSORD_BIN (tests/daemon.py). Prints JSON.
   SWEEP_NEW=1   the daemon has the transpose/split_k attrs (else only the
                 NN products run: for a tensord from before them)
   SWEEP_DIV=n   divide M, K, N by n (lavapipe)
+  TENSORD_NO_SKINNY=1 (passed to the daemon) the products of at most 16
+                columns or terms on the square tiles, to compare
 
 Needs numpy and msgpack (on a GPU host without python3-msgpack, a copy of
 its pure-Python package on PYTHONPATH with MSGPACK_PUREPYTHON=1 does)."""
@@ -40,7 +42,10 @@ with harness.Daemon() as d:
               ("nn_784x512_k16384", 784, 16384, 512, False, False),
               ("nt_16384x784_k512", 16384, 512, 784, False, True),
               ("nn_16384x512_k784", 16384, 784, 512, False, False),
-              ("nn_16384x10_k512", 16384, 512, 10, False, False)]
+              ("nn_16384x10_k512", 16384, 512, 10, False, False),
+              ("tn_512x10_k16384", 512, 16384, 10, True, False),   # dW3 (matmul_smalln)
+              ("tn_512x10_k4096", 512, 4096, 10, True, False),
+              ("nt_16384x512_k10", 16384, 10, 512, False, True)]   # dh2 (matmul_smallk)
     div = int(os.environ.get("SWEEP_DIV", "1"))
     for name, m, k, n, ta, tb in shapes:
         m, k, n = max(1, m // div), max(1, k // div), max(1, n // div)

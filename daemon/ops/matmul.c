@@ -4,8 +4,10 @@
  * kernels index the stored layout, nothing is copied). Shaders: matmul.comp
  * and matmul_l.comp, shared-memory tiled GEMMs (matmul.glsl) with 64x64 and
  * 128x128 output tiles, matmul_v4.comp (f32, vec4), matmul_cm.comp (f16 on
- * tensor cores), and matmul_reduce.comp, the fixed-order sum of a split-K
- * product's partial results.
+ * tensor cores), matmul_skinny.comp (NN, at most 16 columns),
+ * matmul_smallk.comp (f32, K <= 16), matmul_smalln.comp (f32, A transposed,
+ * at most 16 columns) and matmul_reduce.comp, the fixed-order sum of a
+ * split-K product's partial results.
  *
  * The epilogue (issue 16): an optional third input, a bias with one value
  * per result column, and attr activation "relu" are applied as each result
@@ -60,6 +62,27 @@
 #define MM_SKINNY_ROWS 128u
 #define MM_SKINNY_N 16u
 #define MM_SKINNY_MIN_ROWS 1024u
+/* matmul_smallk.comp takes f32 products of 1 to MM_SMALLK_K terms: its
+ * workgroup size, the most quads (4 columns) of a block and the rows of
+ * each invocation (mirrored there). */
+#define MM_SMALLK_K 16u
+#define MM_SMALLK_WG 256u
+#define MM_SMALLK_QB 64u
+#define MM_SMALLK_PASSES 8u
+/* matmul_smalln.comp takes f32 products with A transposed and at most
+ * MM_SMALLN_N columns: MM_SMALLN_ROWS rows of C per workgroup; K cut into a
+ * power of two of chunks (at most MM_MAX_SPLITS, each of at least
+ * MM_SMALLN_MIN_K terms) for about MM_SMALLN_WG_PER_CU workgroups per
+ * compute unit, and into chunks of at most MM_SMALLN_MAX_K terms for the
+ * loop budget: MM_MAX_K's 960,000, as for the tiles (an invocation loops
+ * once per 128 terms of its chunk, its inner loops unrolled: on lavapipe
+ * one chunk of 2^20 + 3 terms came out right). */
+#define MM_SMALLN_N 16u
+#define MM_SMALLN_ROWS 32u
+#define MM_SMALLN_WG 256u
+#define MM_SMALLN_MIN_K 256u
+#define MM_SMALLN_WG_PER_CU 4u
+#define MM_SMALLN_MAX_K MM_MAX_K
 
 /* Mirrors MmPush in shaders/matmul.comp. */
 struct mm_push {
@@ -431,6 +454,94 @@ static int mm_dispatch_skinny(struct op_ctx *ctx, struct gpu_recorder *rec, cons
 	return op_dispatch(ctx, rec, p, b, 5, pc, sizeof(*pc), groups * MM_SKINNY_ROWS, MM_SKINNY_ROWS);
 }
 
+/* The kernels for small products (f32; off with TENSORD_NO_SKINNY, to
+ * compare): K of 1 to MM_SMALLK_K takes matmul_smallk.comp in any layout
+ * (output-bound: dh = g · Wᵀ of a classifier layer, K = its classes); A
+ * transposed, at most MM_SMALLN_N columns and the split left to the
+ * heuristic takes matmul_smalln.comp (dW = hᵀ · g of that layer). Neither
+ * takes an empty product. */
+enum mm_small { MM_SMALL_NONE, MM_SMALL_K, MM_SMALL_N };
+
+static enum mm_small mm_small_kernel(const struct mm_push *pc, int dtype, int64_t split_attr)
+{
+	if (dtype != TDP_DTYPE_F32 || pc->m == 0 || pc->n == 0 || pc->k == 0 || pc->batches == 0 ||
+	    getenv("TENSORD_NO_SKINNY") != NULL)
+		return MM_SMALL_NONE;
+	if (pc->k <= MM_SMALLK_K)
+		return MM_SMALL_K;
+	if ((pc->flags & MM_TA) && pc->n <= MM_SMALLN_N && split_attr == 0)
+		return MM_SMALL_N;
+	return MM_SMALL_NONE;
+}
+
+/* Record matmul_smallk.comp for `pc` (bindings as mm_dispatch's b): its
+ * blocks of QB quads (4 columns each; QB the smallest power of two holding
+ * a row's quads, at most MM_SMALLK_QB, as the shader computes it) by
+ * MM_SMALLK_WG / QB * MM_SMALLK_PASSES rows. */
+static int mm_dispatch_smallk(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding b[5],
+			      struct mm_push *pc)
+{
+	const struct gpu_pipeline *p;
+	uint64_t quads = (pc->n + 3ull) / 4, qb = 1, rows, cblocks, groups;
+
+	while (qb < quads && qb < MM_SMALLK_QB)
+		qb *= 2;
+	rows = MM_SMALLK_WG / qb * MM_SMALLK_PASSES;
+	cblocks = (quads + qb - 1) / qb;
+	/* m, n < 2^32: no product below overflows 64 bits. */
+	groups = (pc->m + rows - 1) / rows * cblocks;
+	if (groups * pc->batches > UINT32_MAX)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "more than 2^32 result blocks");
+	pc->splits = 1;
+	pc->kchunk = pc->k;
+	pc->tiles_n = (uint32_t)cblocks;
+	pc->tiles_mn = (uint32_t)groups;
+	if (op_pipeline(ctx, "matmul_smallk", "f32", &p) < 0)
+		return -1;
+	return op_dispatch(ctx, rec, p, b, 5, pc, sizeof(*pc), groups * pc->batches * MM_SMALLK_WG, MM_SMALLK_WG);
+}
+
+/* matmul_smalln.comp's K chunks for `pc` (splits, kchunk): about
+ * MM_SMALLN_WG_PER_CU workgroups per compute unit, as mm_split does for
+ * the tiles -- on an H100 (132 SMs) 512x10 from K = 16384 is 16 row blocks
+ * in 32 chunks of 512 terms -- and as many as the loop budget needs. */
+static void mm_smalln_split(const struct op_ctx *ctx, struct mm_push *pc)
+{
+	uint64_t blocks = (pc->m + MM_SMALLN_ROWS - 1) / MM_SMALLN_ROWS * pc->batches;
+	uint64_t cu = ctx->g->compute_units ? ctx->g->compute_units : 1, k = pc->k, want = 1, chunk;
+	uint64_t target = (MM_SMALLN_WG_PER_CU * cu + blocks - 1) / blocks;
+	uint64_t need = (k + MM_SMALLN_MAX_K - 1) / MM_SMALLN_MAX_K;
+
+	while (want < target && want < MM_MAX_SPLITS && want * 2 <= k / MM_SMALLN_MIN_K)
+		want *= 2;
+	if (want < need)
+		want = need;
+	chunk = (k + want - 1) / want;
+	chunk = (chunk + MM_SPLIT_ALIGN - 1) / MM_SPLIT_ALIGN * MM_SPLIT_ALIGN;
+	pc->splits = (uint32_t)((k + chunk - 1) / chunk);
+	pc->kchunk = pc->splits > 1 ? (uint32_t)chunk : pc->k;
+}
+
+/* Record matmul_smalln.comp for `pc` and, split, the reduction of its
+ * partial results (bindings as mm_dispatch's b; b[3] is set here). */
+static int mm_dispatch_smalln(struct op_ctx *ctx, struct gpu_recorder *rec, struct gpu_binding b[5],
+			      struct mm_push *pc)
+{
+	const struct gpu_pipeline *p;
+	uint64_t blocks = (pc->m + MM_SMALLN_ROWS - 1) / MM_SMALLN_ROWS, groups;
+
+	mm_smalln_split(ctx, pc);
+	groups = blocks * pc->batches * pc->splits;
+	if (groups > UINT32_MAX)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "more than 2^32 row blocks");
+	pc->tiles_n = 1;
+	pc->tiles_mn = (uint32_t)blocks;
+	if (mm_partials(ctx, pc, false, &b[3]) < 0 || op_pipeline(ctx, "matmul_smalln", "f32", &p) < 0 ||
+	    op_dispatch(ctx, rec, p, b, 5, pc, sizeof(*pc), groups * MM_SMALLN_WG, MM_SMALLN_WG) < 0)
+		return -1;
+	return pc->splits > 1 ? mm_reduce(ctx, rec, &b[3], &b[2], &b[4], TDP_DTYPE_F32, pc) : 0;
+}
+
 /* Pick the tiled kernel and split-K for the product `pc` describes (m, n,
  * k, flags -- layout and epilogue -- and the batch fields set), fill in its
  * tile counts and record it (and the reduction of a split product). bind[3]
@@ -444,6 +555,15 @@ static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struc
 	bool ta = pc->flags & MM_TA, tb = pc->flags & MM_TB, v4, epi_via_reduce;
 	const char *name;
 
+	switch (mm_small_kernel(pc, dtype, split_attr)) {
+	case MM_SMALL_K:
+		b[3] = mm_no_bias(ctx);
+		return mm_dispatch_smallk(ctx, rec, b, pc);
+	case MM_SMALL_N:
+		return mm_dispatch_smalln(ctx, rec, b, pc);
+	case MM_SMALL_NONE:
+		break;
+	}
 	mm_split(ctx, pc, split_attr);
 	if (pc->kchunk > MM_MAX_K)
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED,

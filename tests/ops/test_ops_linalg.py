@@ -231,7 +231,8 @@ def run_skinny(ck):
     classifier's logits) take matmul_skinny.comp: right in every float
     dtype, at K below, at and past its 32-wide chunk, with a batch, exact on
     small integers, and with the epilogue; 17 columns (the tiled kernels)
-    beside them."""
+    beside them. (In f32 the products of at most 16 terms among them take
+    matmul_smallk.comp: test_ops_matmul_small.py.)"""
     for dt in harness.FLOAT_DTYPES:
         for sa, sb in (((1024, 1), (1, 1)), ((1025, 37), (37, 10)), ((2048, 512), (512, 10)),
                        ((1300, 33), (33, 16)), ((1030, 5), (5, 17)), ((3, 1024, 20), (20, 7))):
