@@ -5,6 +5,7 @@
 
 #include "daemon.h"
 #include "devices.h"
+#include "gpu/device.h"
 #include "gpu/completion.h"
 #include "gpu/memory.h"
 #include "gpu/recorder.h"
@@ -120,7 +121,20 @@ static bool any_busy(const struct tensor_stream *s)
 	return false;
 }
 
-/* Submit copies of the next chunks into the parts that are free. Without a
+/* Whether a command buffer for watched submissions is free on `g` now:
+ * gpu_rec_begin_async would otherwise wait for the oldest one, which may be
+ * another client's long submission. */
+static bool async_slot_free(const struct gpu_device *g)
+{
+	for (unsigned i = GPU_CMD_SYNC; i < GPU_CMD_SLOTS; i++)
+		if (!g->cmd[i].pending)
+			return true;
+	return false;
+}
+
+/* Submit copies of the next chunks into the parts that are free. Copies
+ * ahead of the part to show next are taken only where a watched command
+ * buffer is free (that part's own is always submitted). Without a
  * completion thread one at a time: it runs while the socket takes the part
  * before it. Returns 0 or -errno. */
 static int fill(struct tensor_stream *s)
@@ -131,9 +145,10 @@ static int fill(struct tensor_stream *s)
 		unsigned i = (unsigned)(s->queued / s->chunk % NPARTS);
 		struct part *p = &s->parts[i];
 		struct gpu_alloc w = s->snap;
+		bool ahead = s->queued / s->chunk != s->sent / s->chunk;
 		int r;
 
-		if (!async && any_busy(s))
+		if (async ? ahead && !async_slot_free(s->g) : any_busy(s))
 			break;
 		w.offset += s->queued;
 		w.size = s->snap.size - s->queued < s->chunk ? s->snap.size - s->queued : s->chunk;
