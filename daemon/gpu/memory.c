@@ -458,6 +458,38 @@ void gpu_host_buffer_put(struct gpu_device *g, struct gpu_host_buffer *b)
 	*b = (struct gpu_host_buffer){ 0 };
 }
 
+int gpu_host_lease_new(struct gpu_device *g, uint64_t size, struct gpu_host_lease **ret)
+{
+	struct gpu_host_lease *l = calloc(1, sizeof(*l));
+	int r;
+
+	if (!l)
+		return -ENOMEM;
+	r = gpu_host_buffer_create(g, size, &l->b);
+	if (r < 0) {
+		free(l);
+		return r;
+	}
+	l->next = g->mem.leases;
+	if (l->next)
+		l->next->prev = &l->next;
+	l->prev = &g->mem.leases;
+	g->mem.leases = l;
+	*ret = l;
+	return 0;
+}
+
+void gpu_host_lease_free(struct gpu_device *g, struct gpu_host_lease *l)
+{
+	if (!l)
+		return;
+	*l->prev = l->next;
+	if (l->next)
+		l->next->prev = l->prev;
+	gpu_host_buffer_free(g, &l->b);
+	free(l);
+}
+
 int gpu_memory_staging(struct gpu_device *g)
 {
 	struct gpu_memory *m = &g->mem;
@@ -488,6 +520,8 @@ void gpu_memory_fini(struct gpu_device *g)
 		gpu_host_buffer_free(g, &b);
 	}
 
+	while (m->leases)
+		gpu_host_lease_free(g, m->leases);
 	gpu_memory_trim(g, INT64_MAX);
 	while (m->retired) {
 		struct gpu_block *b = m->retired;

@@ -66,6 +66,7 @@ struct gpu_memory {
 		uint64_t size;
 	} host_spare[GPU_SPARE_BLOCKS];
 	unsigned nhost_spare;
+	struct gpu_host_lease *leases; /* held host buffers (gpu_host_lease_new) */
 	/* staging buffer for devices whose tensor memory the host cannot map */
 	VkBuffer staging_buffer;
 	VkDeviceMemory staging_memory;
@@ -124,6 +125,24 @@ int gpu_host_buffer_get(struct gpu_device *g, uint64_t size, struct gpu_host_buf
  * gpu_host_buffer_get when it is small (at most 1 MiB) and room is left,
  * else released. An empty one is accepted. */
 void gpu_host_buffer_put(struct gpu_device *g, struct gpu_host_buffer *b);
+
+/* A host buffer whose holder may outlive the device: a streamed
+ * tensor.get's chunks (methods/tensor_stream.c). gpu_memory_fini releases
+ * those still held, as it releases the blocks their snapshot lies in, so a
+ * holder that finds its device re-created after a loss drops the pointer
+ * instead of freeing it. */
+struct gpu_host_lease {
+	struct gpu_host_buffer b;
+	struct gpu_host_lease *next, **prev;
+};
+
+/* A lease of `size` bytes (gpu_host_buffer_create). Returns 0 with *ret set,
+ * or -errno (-ENOMEM). */
+int gpu_host_lease_new(struct gpu_device *g, uint64_t size, struct gpu_host_lease **ret);
+
+/* Release lease `l` of `g` (NULL is accepted) once no submission writes
+ * into it any more. */
+void gpu_host_lease_free(struct gpu_device *g, struct gpu_host_lease *l);
 
 /* The largest single allocation gpu_memory_alloc could ever grant. */
 static inline uint64_t gpu_memory_largest(const struct gpu_memory *m)

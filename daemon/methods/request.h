@@ -33,12 +33,20 @@ struct request_deferred {
 	 * events is done. */
 	void (*cancel)(struct request_deferred *def);
 	/* NULL, or the answer is written in parts (a streamed tensor.get): called
-	 * while little output waits, it appends the next part to the output and
-	 * returns 0 when more will follow, 1 when the answer is complete (it
-	 * freed what it held; the connection goes on with its next requests), or
-	 * -errno when it cannot go on (the connection is closed, which calls
-	 * `cancel`). While it runs, a peer that stopped sending still reads. */
+	 * while little output waits and `window` is empty, it appends the next
+	 * part to the output or shows it in `window`, and returns 0 when more
+	 * will follow, 1 when the answer is complete (it freed what it held;
+	 * the connection goes on with its next requests), or -errno when it
+	 * cannot go on (the connection is closed, which calls `cancel`). A 0
+	 * that added nothing means no part is ready yet: the owner calls
+	 * request_wake once one is. While it runs, a peer that stopped sending
+	 * still reads. */
 	int (*more)(struct request_deferred *def);
+	/* The part `more` showed outside the output (memory the owner holds,
+	 * so it needs no copy): sent once the output before it went, the
+	 * connection moving `window` past what the socket took. */
+	const uint8_t *window;
+	size_t window_len;
 	/* Bytes the answer still holds for the client (a stream's snapshot):
 	 * they count as the uid's buffered bytes (user_max_buffer_bytes). */
 	uint64_t held_bytes;
@@ -118,6 +126,11 @@ bool request_backlogged(const struct request *later);
 
 /* Send what was written into later->out so far. */
 void request_flush(const struct request *later);
+
+/* The deferred answer `later` (request_deferred.more) has a part ready:
+ * its connection takes it on its next turn (after the current event).
+ * Nothing for a closed connection. */
+void request_wake(const struct request *later);
 
 /* The deferred answer is written: send it, and let the connection go on
  * with its next requests. */

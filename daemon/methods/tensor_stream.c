@@ -5,13 +5,30 @@
 
 #include "daemon.h"
 #include "devices.h"
+#include "gpu/device.h"
+#include "gpu/completion.h"
 #include "gpu/memory.h"
+#include "gpu/recorder.h"
 #include "gpu/transfer.h"
 #include "persist/recover.h"
 #include "status.h"
 
-/* Bytes appended per turn while the output is below one chunk. */
+/* The snapshot goes to the client through NPARTS parts of host-visible
+ * memory, CHUNK bytes each: while the socket takes one part straight from
+ * that memory (request_deferred.window), the device copies the next ones
+ * into the others (watched submissions: the loop does not wait for them),
+ * so the device copy, the socket and the client's reads overlap. */
 #define CHUNK ((uint64_t)4 << 20)
+#define NPARTS 3
+
+struct part {
+	struct tensor_stream *s;
+	struct gpu_recorder rec;
+	uint64_t len;                   /* bytes of the snapshot it holds */
+	bool busy;                      /* submitted, outcome not taken yet */
+	bool watched;                   /* ... and its `done` is still due */
+	int result;
+};
 
 struct tensor_stream {
 	struct request_deferred def;    /* first: the connection's handle */
@@ -22,7 +39,15 @@ struct tensor_stream {
 	struct gpu_device *g;           /* ... as it was when the snapshot was made */
 	uint64_t resets;                /* resets of that device then (recover.h) */
 	struct gpu_alloc snap;
-	uint64_t done;
+	struct gpu_host_lease *host;    /* the parts: NPARTS * chunk bytes */
+	uint64_t chunk;
+	struct part parts[NPARTS];      /* chunk k of the snapshot in parts[k % NPARTS] */
+	uint64_t sent;                  /* bytes the connection took */
+	uint64_t queued;                /* bytes whose copy was submitted */
+	unsigned nwatched;              /* parts whose `done` is still due */
+	bool showing;                   /* the part of chunk sent / chunk is in def.window */
+	bool waiting;                   /* the connection waits for that part: wake it */
+	bool cancelled;                 /* the client left: free once nwatched is 0 */
 };
 
 /* Whether the snapshot's device is still the one it was made on and not
@@ -31,7 +56,8 @@ struct tensor_stream {
  * alone (never freed twice, never touched on a freed device). A device that
  * was not lost keeps its memory across another's reset: the snapshot still
  * streams and is freed as usual (the counter, not the pointer, tells a
- * re-created device from the old one). */
+ * re-created device from the old one). The parts' host memory is a lease
+ * (gpu/memory.h) and goes the same way. */
 static bool device_same(const struct tensor_stream *s)
 {
 	const struct recovery *rc = s->d->recovery;
@@ -44,41 +70,145 @@ void tensor_stream_free(struct tensor_stream *s)
 {
 	if (!s)
 		return;
-	if (device_same(s))
+	if (device_same(s)) {
+		/* A copy submitted without a completion thread still writes
+		 * into the parts: wait for it (watched ones were done). */
+		for (unsigned i = 0; i < NPARTS; i++)
+			if (s->parts[i].busy && !s->parts[i].watched)
+				gpu_rec_wait(&s->parts[i].rec);
 		gpu_memory_free(s->g, &s->snap);
+		gpu_host_lease_free(s->g, s->host);
+	}
 	free(s);
 }
 
 static void stream_cancel(struct request_deferred *def)
 {
-	tensor_stream_free((struct tensor_stream *)def);
+	struct tensor_stream *s = (struct tensor_stream *)def;
+
+	/* Watched copies still write into the parts: the last `done` frees. */
+	s->cancelled = true;
+	if (!s->nwatched)
+		tensor_stream_free(s);
 }
 
-/* The connection's output is low: append the next chunk. */
+/* A watched copy finished (from the loop; during a device reset, before
+ * the lost device is released). */
+static void part_done(void *data)
+{
+	struct part *p = data;
+	struct tensor_stream *s = p->s;
+
+	p->result = gpu_rec_wait(&p->rec);
+	p->busy = p->watched = false;
+	s->nwatched--;
+	if (s->cancelled) {
+		if (!s->nwatched)
+			tensor_stream_free(s);
+		return;
+	}
+	if (s->waiting) {
+		s->waiting = false;
+		request_wake(&s->later);
+	}
+}
+
+static bool any_busy(const struct tensor_stream *s)
+{
+	for (unsigned i = 0; i < NPARTS; i++)
+		if (s->parts[i].busy)
+			return true;
+	return false;
+}
+
+/* Whether a command buffer for watched submissions is free on `g` now:
+ * gpu_rec_begin_async would otherwise wait for the oldest one, which may be
+ * another client's long submission. */
+static bool async_slot_free(const struct gpu_device *g)
+{
+	for (unsigned i = GPU_CMD_SYNC; i < GPU_CMD_SLOTS; i++)
+		if (!g->cmd[i].pending)
+			return true;
+	return false;
+}
+
+/* Submit copies of the next chunks into the parts that are free. Copies
+ * ahead of the part to show next are taken only where a watched command
+ * buffer is free (that part's own is always submitted). Without a
+ * completion thread one at a time: it runs while the socket takes the part
+ * before it. Returns 0 or -errno. */
+static int fill(struct tensor_stream *s)
+{
+	bool async = gpu_completion_on(s->g);
+
+	while (s->queued < s->snap.size && s->queued / s->chunk - s->sent / s->chunk < NPARTS) {
+		unsigned i = (unsigned)(s->queued / s->chunk % NPARTS);
+		struct part *p = &s->parts[i];
+		struct gpu_alloc w = s->snap;
+		bool ahead = s->queued / s->chunk != s->sent / s->chunk;
+		int r;
+
+		if (async ? ahead && !async_slot_free(s->g) : any_busy(s))
+			break;
+		w.offset += s->queued;
+		w.size = s->snap.size - s->queued < s->chunk ? s->snap.size - s->queued : s->chunk;
+		r = gpu_rec_begin_async(&p->rec, s->g);
+		if (r < 0)
+			return r;
+		gpu_rec_host_copy(&p->rec, &w, s->host->b.buffer, i * s->chunk, false);
+		r = gpu_rec_submit(&p->rec);
+		if (r < 0)
+			return r;
+		p->s = s;
+		p->len = w.size;
+		p->busy = true;
+		p->result = 0;
+		s->queued += w.size;
+		if (async && gpu_rec_watch(&p->rec, part_done, p) == 0) {
+			p->watched = true;
+			s->nwatched++;
+		}
+	}
+	return 0;
+}
+
+/* The connection took what was shown, or has nothing left to send: show
+ * the next part once its copy finished. */
 static int stream_more(struct request_deferred *def)
 {
 	struct tensor_stream *s = (struct tensor_stream *)def;
-	uint64_t n = s->snap.size - s->done < CHUNK ? s->snap.size - s->done : CHUNK;
-	struct gpu_alloc w = s->snap;
-	void *dst;
+	struct part *p;
 	int r;
 
 	if (!device_same(s))
 		return -ENODEV;
-	dst = tdp_buf_extend(s->later.out, n);
-	if (!dst)
-		return -ENOMEM;
-	w.offset += s->done;
-	w.size = n;
-	r = gpu_download(s->g, &w, dst);
-	if (r < 0)
+	if (s->showing) {
+		s->showing = false;
+		s->sent += s->parts[s->sent / s->chunk % NPARTS].len;
+		s->def.held_bytes = s->snap.size - s->sent;
+		if (s->sent == s->snap.size) {
+			tensor_stream_free(s);
+			return 1;
+		}
+	}
+	if ((r = fill(s)) < 0)
 		return r;
-	s->done += n;
-	s->def.held_bytes = s->snap.size - s->done;
-	if (s->done < s->snap.size)
+	p = &s->parts[s->sent / s->chunk % NPARTS];
+	if (p->watched) {
+		s->waiting = true;
 		return 0;
-	tensor_stream_free(s);
-	return 1;
+	}
+	if (p->busy) {
+		p->result = gpu_rec_wait(&p->rec);
+		p->busy = false;
+	}
+	if (p->result < 0)
+		return p->result;
+	s->def.window = (const uint8_t *)s->host->b.map + (s->sent / s->chunk % NPARTS) * s->chunk;
+	s->def.window_len = p->len;
+	s->showing = true;
+	/* Without a completion thread the next copy starts now. */
+	return fill(s);
 }
 
 int tensor_stream_new(struct request *req, const struct tensor *t, struct tensor_stream **ret_s)
@@ -106,8 +236,13 @@ int tensor_stream_new(struct request *req, const struct tensor *t, struct tensor
 	s->dev = t->device < d->ngpus ? t->device : 0;
 	s->g = devices_of(d, t);
 	s->resets = d->recovery ? d->recovery->device_resets[s->dev] : 0;
+	s->chunk = t->bytes < CHUNK ? t->bytes : CHUNK;
 	if (gpu_memory_alloc(s->g, t->bytes, &s->snap) < 0) {
 		free(s);
+		return 0;
+	}
+	if (gpu_host_lease_new(s->g, NPARTS * s->chunk, &s->host) < 0) {
+		tensor_stream_free(s);
 		return 0;
 	}
 	r = gpu_copy(s->g, &t->alloc, s->g, &s->snap);

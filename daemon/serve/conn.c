@@ -34,6 +34,11 @@
 #define IDLE_TRIM_NS ((int64_t)2000000000)
 /* A streamed answer gets its next part once less than this waits. */
 #define STREAM_LOW ((size_t)4 << 20)
+/* The send buffer asked for while a streamed answer is sent from its
+ * window (grow_send_buffer); 0: leave it as it is. */
+#ifndef STREAM_SNDBUF
+#define STREAM_SNDBUF (4 << 20)
+#endif
 
 static void conn_event(void *data, uint32_t events);
 
@@ -517,15 +522,36 @@ static int read_input(struct conn *c)
 	return 0;
 }
 
-/* Write queued output until the socket is full. Returns 0 or -errno. */
+/* The bytes of a streamed answer's part shown outside the output
+ * (request_deferred.window): sent after the output. */
+static size_t window_len(const struct conn *c)
+{
+	return c->deferred ? c->deferred->window_len : 0;
+}
+
+/* Bytes waiting to be sent. */
+static size_t unsent(const struct conn *c)
+{
+	return tdp_buf_len(&c->out) + window_len(c);
+}
+
+/* Write queued output, then a streamed answer's window, until the socket is
+ * full. Returns 0 or -errno. */
 static int flush_output(struct conn *c)
 {
-	while (tdp_buf_len(&c->out) > 0) {
-		ssize_t k = send(c->src.fd, tdp_buf_head(&c->out), tdp_buf_len(&c->out),
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (unsent(c) > 0) {
+		bool win = tdp_buf_len(&c->out) == 0;
+		struct request_deferred *def = c->deferred;
+		ssize_t k = send(c->src.fd, win ? def->window : tdp_buf_head(&c->out),
+				 win ? def->window_len : tdp_buf_len(&c->out), MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (k > 0) {
-			tdp_buf_consume(&c->out, (size_t)k);
+			if (win) {
+				def->window += k;
+				def->window_len -= (size_t)k;
+			} else {
+				tdp_buf_consume(&c->out, (size_t)k);
+			}
 			c->d->metrics.bytes_out += (uint64_t)k;
 			c->drained_ns = daemon_now_ns(CLOCK_MONOTONIC);
 			continue;
@@ -543,16 +569,34 @@ static int flush_output(struct conn *c)
  * tensor.get) can take its next part now. */
 static bool stream_wants(const struct conn *c)
 {
-	return c->deferred && c->deferred->more && tdp_buf_len(&c->out) < STREAM_LOW;
+	return c->deferred && c->deferred->more && !c->deferred->window_len &&
+	       tdp_buf_len(&c->out) < STREAM_LOW;
+}
+
+/* A streamed answer's window goes straight from the owner's memory into
+ * the socket: a larger send buffer (up to net.core.wmem_max, which the
+ * kernel applies) means fewer wake-ups per byte while the client reads. */
+static void grow_send_buffer(struct conn *c)
+{
+	int want = STREAM_SNDBUF, have = 0;
+	socklen_t len = sizeof(have);
+
+	c->sndbuf_grown = true;
+	if (getsockopt(c->src.fd, SOL_SOCKET, SO_SNDBUF, &have, &len) == 0 && have < want &&
+	    setsockopt(c->src.fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof(want)) < 0)
+		log_debug("SO_SNDBUF %d: %s", want, strerror(errno));
 }
 
 /* Add parts to such an answer while it can take them, the socket takes
- * them and *budget lasts. Returns -1 when the connection was closed. */
-static int pump(struct conn *c, size_t *budget)
+ * them and *budget lasts; *stalled when none was ready (the owner wakes the
+ * connection once one is: request_wake). Returns -1 when the connection
+ * was closed. */
+static int pump(struct conn *c, size_t *budget, bool *stalled)
 {
+	*stalled = false;
 	while (stream_wants(c) && *budget > 0) {
 		struct request_deferred *def = c->deferred;
-		size_t before = tdp_buf_len(&c->out);
+		size_t before = unsent(c);
 		int r = def->more(def);
 
 		if (r < 0) {
@@ -563,10 +607,15 @@ static int pump(struct conn *c, size_t *budget)
 		}
 		if (r > 0)
 			c->deferred = NULL;
-		if (tdp_buf_len(&c->out) > before) {
-			size_t n = tdp_buf_len(&c->out) - before;
+		if (c->deferred && c->deferred->window_len && !c->sndbuf_grown && STREAM_SNDBUF)
+			grow_send_buffer(c);
+		if (unsent(c) > before) {
+			size_t n = unsent(c) - before;
 
 			*budget = n < *budget ? *budget - n : 0;
+		} else if (r == 0) {
+			*stalled = true;
+			break;
 		}
 		if (flush_output(c) < 0) {
 			conn_close(c);
@@ -581,11 +630,12 @@ static void conn_settle(struct conn *c)
 {
 	size_t budget = READ_BUDGET; /* streamed bytes per turn */
 	unsigned served = 0;
+	bool stalled;
 	enum turn turn;
 	uint32_t want;
 
 	do {
-		if (pump(c, &budget) < 0)
+		if (pump(c, &budget, &stalled) < 0)
 			return;
 		turn = process(c, &served);
 		if (c->dead)
@@ -594,13 +644,14 @@ static void conn_settle(struct conn *c)
 			conn_close(c);
 			return;
 		}
-	} while ((turn == TURN_BACKLOG && !conn_backlogged(c)) || (stream_wants(c) && budget > 0));
+	} while ((turn == TURN_BACKLOG && !conn_backlogged(c)) ||
+		 (stream_wants(c) && budget > 0 && !stalled));
 	/* The turn's share spent with a stream that could go on: after the
 	 * other clients, like a turn's requests. */
-	if (stream_wants(c) && turn != TURN_YIELD)
+	if (stream_wants(c) && !stalled && turn != TURN_YIELD)
 		turn = TURN_YIELD;
 
-	if (tdp_buf_len(&c->out) == 0) {
+	if (unsent(c) == 0) {
 		c->drained_ns = daemon_now_ns(CLOCK_MONOTONIC);
 		if (!c->deferred && !c->batched &&
 		    (c->closing || (c->peer_closed && c->nqueued == 0 && !c->scan_err))) {
@@ -618,7 +669,7 @@ static void conn_settle(struct conn *c)
 	want = 0;
 	if (wants_input(c))
 		want |= EPOLLIN | EPOLLRDHUP;
-	if (tdp_buf_len(&c->out) > 0)
+	if (unsent(c) > 0)
 		want |= EPOLLOUT;
 	if (loop_modify(c->d->loop, &c->src, want) < 0)
 		conn_close(c);
@@ -699,10 +750,10 @@ void conn_tick(struct conn *c, int64_t now_ns)
 		return;
 	/* Output waits only once the socket buffer is full: the client reads
 	 * nothing, whether or not the backlog reached max_output_backlog. */
-	if (limit && tdp_buf_len(&c->out) > 0 && now_ns - c->drained_ns >= (int64_t)limit * 1000000000) {
+	if (limit && unsent(c) > 0 && now_ns - c->drained_ns >= (int64_t)limit * 1000000000) {
 		log_warning("disconnecting pid %d (uid %u): %zu bytes of responses unread for %llu s "
 			    "(max_output_backlog %llu, stall_timeout %llu)", (int)c->pid, (unsigned)c->uid,
-			    tdp_buf_len(&c->out), (unsigned long long)((now_ns - c->drained_ns) / 1000000000),
+			    unsent(c), (unsigned long long)((now_ns - c->drained_ns) / 1000000000),
 			    (unsigned long long)c->d->cfg.max_output_backlog, (unsigned long long)limit);
 		conn_close(c);
 		return;

@@ -49,6 +49,7 @@ struct conn {
 	bool closing;           /* close once the output is flushed */
 	bool dead;              /* closed; freed after the current event batch */
 	bool resume;            /* served its turn's budget with requests left */
+	bool sndbuf_grown;      /* grow_send_buffer ran (conn.c) */
 	int64_t last_active_ns; /* CLOCK_MONOTONIC of the last event */
 	int64_t drained_ns;     /* CLOCK_MONOTONIC when output last moved or was empty */
 	int64_t input_ns;       /* CLOCK_MONOTONIC when input last arrived */

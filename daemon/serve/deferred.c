@@ -95,6 +95,11 @@ void request_flush(const struct request *later)
 	conn_kick(later->conn);
 }
 
+void request_wake(const struct request *later)
+{
+	request_batch_kick(later, false);
+}
+
 void request_deferred_done(const struct request *later)
 {
 	later->conn->deferred = NULL;

@@ -40,6 +40,9 @@ Result = Dict[str, Any]
 #: the daemon's default `max_message_bytes` (1 GiB + 1 MiB); info() updates it
 DEFAULT_MAX_MESSAGE = (1 << 30) + (1 << 20)
 _RECV_CHUNK = 1 << 20
+# tensor.get payloads at least this large are received straight into the
+# array's memory (Client._land), not through the unpacker.
+_LAND_MIN = 1 << 20
 _SEND_CHUNK = 4 << 20
 # Values at least this large are written from the caller's memory, not packed.
 _TAIL_MIN = 64 << 10
@@ -125,10 +128,27 @@ class Pending:
 
 # ---- result decoders -------------------------------------------------------
 
+class _Landed:
+    """A tensor.get payload received straight into memory of its own
+    (Client._land): the array takes it without a copy."""
+
+    __slots__ = ("view",)
+
+    def __init__(self, view):
+        self.view = view
+
+    def __len__(self):
+        return len(self.view)
+
+
 def _tensor(m, copy=True):
     """{"dtype", "shape", "data", ...} -> ndarray."""
     if not isinstance(m, dict) or "data" not in m:
         raise ProtocolError("expected a tensor map with data, got %r" % (m,)[:200])
+    if isinstance(m["data"], _Landed):
+        a = _dt.decode(m.get("dtype"), m.get("shape", ()), m["data"].view, copy=False)
+        a.flags.writeable = copy
+        return a
     return _dt.decode(m.get("dtype"), m.get("shape", ()), m["data"], copy=copy)
 
 
@@ -329,6 +349,7 @@ class _Methods(_ModelRPC):
             if meta:
                 return a, {k: v for k, v in m.items() if k != "data"}
             return a
+        decode.lands = not fds
         try:
             return self._do("tensor.get", params, decode, fds=fds)
         except InvalidArgument as e:
@@ -506,6 +527,7 @@ class Client(_Methods, _ModelClient):
         self._broken = None
         self._packer = msgpack.Packer(use_bin_type=True, default=_default)
         self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=(1 << 31) - 1)
+        self._fed = 0   # bytes fed to the unpacker: tell() equal when none wait in it
         self._recv_buf = bytearray(_RECV_CHUNK)
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         try:
@@ -756,9 +778,73 @@ class Client(_Methods, _ModelClient):
         if n == 0:
             self._fail_stream(ConnectionFailed("the daemon closed the connection"))
             return
-        self._feed(n)
+        if not self._land(n):
+            self._feed(n)
+
+    def _land_head(self, n, pending):
+        """The answer to tensor.get `pending` that starts the n bytes just
+        received, up to its data: (result map without data, payload offset,
+        payload size), or None when it is not one to land (an error, a
+        small payload, data not the last entry, a head not all there)."""
+        b = self._recv_buf
+        u = msgpack.Unpacker(raw=False)
+        u.feed(memoryview(b)[:min(n, 4096)])
+        try:
+            if (u.read_array_header() != 4 or u.unpack() != 1 or u.unpack() != pending.msgid
+                    or u.unpack() is not None):
+                return None
+            entries = u.read_map_header()
+            m = {}
+            for _ in range(entries - 1):
+                k = u.unpack()
+                m[k] = u.unpack()
+            if entries < 1 or u.unpack() != "data":
+                return None
+        except (msgpack.OutOfData, ValueError, msgpack.UnpackException, UnicodeDecodeError):
+            return None
+        at = u.tell()
+        if at + 5 <= n and b[at] == 0xc6:
+            return m, at + 5, int.from_bytes(b[at + 1:at + 5], "big")
+        return None
+
+    def _land(self, n):
+        """Receive a large tensor.get payload straight into an array's
+        memory (one copy, the kernel's, instead of the unpacker's buffer,
+        a bytes object and the array): where the n bytes just received
+        start the answer to the oldest request, a get(). Returns whether it
+        took them (and the answer was handled)."""
+        pending = next(iter(self._inflight.values()), None)
+        if (pending is None or not getattr(pending._decode, "lands", False)
+                or self._unpacker.tell() != self._fed):
+            return False
+        head = self._land_head(n, pending)
+        if head is None or head[2] < _LAND_MIN:
+            return False
+        m, at, size = head
+        dst = np.empty(size, dtype=np.uint8)
+        view = memoryview(dst)
+        have = min(n - at, size)
+        view[:have] = memoryview(self._recv_buf)[at:at + have]
+        while have < size:
+            try:
+                k = self._sock.recv_into(view[have:])
+            except (BlockingIOError, InterruptedError):
+                self._select()
+                continue
+            except OSError as e:
+                self._fail_stream(ConnectionFailed("reading from the daemon: %s"
+                                                   % (e.strerror or e)))
+                return True
+            if k == 0:
+                self._fail_stream(ConnectionFailed("the daemon closed the connection"))
+                return True
+            have += k
+        m["data"] = _Landed(view)
+        self._handle([1, pending.msgid, None, m])
+        return True
 
     def _feed(self, n):
+        self._fed += n
         self._unpacker.feed(memoryview(self._recv_buf)[:n])
         try:
             for msg in self._unpacker:

@@ -131,9 +131,20 @@ static void drive_job(struct conn *c, uint32_t msgid)
 	for (unsigned k = 0; c->deferred && k < JOB_TURNS; k++) {
 		/* A streamed answer: its parts, as conn.c asks for them. */
 		while (c->deferred && c->deferred->more) {
-			int r = c->deferred->more(c->deferred);
+			struct request_deferred *def = c->deferred;
+			int r = def->more(def);
 
 			CHECK(r >= 0);
+			/* A part shown outside the output goes after it, as
+			 * conn.c sends it. */
+			if (r == 0 && def->window_len) {
+				void *dst = tdp_buf_extend(&c->out, def->window_len);
+
+				CHECK(dst != NULL);
+				memcpy(dst, def->window, def->window_len);
+				def->window += def->window_len;
+				def->window_len = 0;
+			}
 			if (r > 0)
 				c->deferred = NULL;
 		}

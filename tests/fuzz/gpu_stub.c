@@ -392,6 +392,28 @@ void gpu_host_buffer_put(struct gpu_device *g, struct gpu_host_buffer *b)
 	gpu_host_buffer_free(g, b);
 }
 
+int gpu_host_lease_new(struct gpu_device *g, uint64_t size, struct gpu_host_lease **ret)
+{
+	struct gpu_host_lease *l = calloc(1, sizeof(*l));
+
+	if (!l)
+		return -ENOMEM;
+	if (gpu_host_buffer_create(g, size, &l->b) < 0) {
+		free(l);
+		return -ENOMEM;
+	}
+	*ret = l;
+	return 0;
+}
+
+void gpu_host_lease_free(struct gpu_device *g, struct gpu_host_lease *l)
+{
+	if (!l)
+		return;
+	gpu_host_buffer_free(g, &l->b);
+	free(l);
+}
+
 /* Copied at once: the stub's dispatches compute nothing anyway. */
 void gpu_rec_host_copy(struct gpu_recorder *rec, const struct gpu_alloc *a, VkBuffer host, uint64_t offset,
 		       bool to_device)

@@ -573,6 +573,39 @@ def test_large_tensor(client, prefix):
     client.delete(prefix + "big")
 
 
+def test_large_get_lands(client, prefix, monkeypatch):
+    """A plain get of 1 MiB or more is received straight into the array's
+    memory (Client._land): the bytes exact, the array its own (writable)
+    with copy, read-only without; in a pipeline the answers around landed
+    ones (an error, small tensors) still parse."""
+    landed = []
+    land = tensord.Client._land
+
+    def spy(self, n):
+        took = land(self, n)
+        landed.append(took)
+        return took
+    monkeypatch.setattr(tensord.Client, "_land", spy)
+    a = RNG.standard_normal((3, 1 << 18), dtype=np.float32)  # 3 MiB
+    client.put(prefix + "big", a)
+    client.put(prefix + "small", np.arange(5, dtype=np.int32))
+    b = client.get(prefix + "big", memfd=False)
+    assert b.flags.writeable and b.dtype == np.float32 and np.array_equal(a, b)
+    b[0, 0] = 1.0
+    ro = client.get(prefix + "big", memfd=False, copy=False)
+    assert not ro.flags.writeable and np.array_equal(a, ro)
+    with client.pipeline() as p:
+        gets = [p.get(prefix + "big", memfd=False) for _ in range(3)]
+        missing = p.get(prefix + "missing", memfd=False)
+        small = p.get(prefix + "small", memfd=False)
+        last = p.get(prefix + "big", memfd=False)
+    for g in gets + [last]:
+        assert np.array_equal(g.result(), a)
+    assert isinstance(missing.exception(), tensord.NotFound)
+    assert small.result().tolist() == [0, 1, 2, 3, 4]
+    assert landed.count(True) >= 3
+
+
 # ---- a misbehaving peer -------------------------------------------------------------------
 
 CLOSE = b""
