@@ -50,6 +50,8 @@
 #define MM_SPLIT_ALIGN 16u
 #define MM_SPLIT_MIN_K 512u
 #define MM_MAX_SPLITS 32u
+/* Fewer 128x128 output tiles than this split into smaller chunks (mm_split). */
+#define MM_FEW_TILES 16u
 /* Small products on devices of at least MM_SMALL_SPLIT_CU compute units
  * split K too, into at most MM_SMALL_MAX_SPLITS chunks of at least
  * MM_SMALL_SPLIT_MIN_K terms (mm_split; not on lavapipe, whose compute
@@ -311,8 +313,13 @@ static void mm_split(const struct op_ctx *ctx, struct mm_push *pc, int64_t split
 		 * 725 us, 10 chunks 927 us), and counts that cut K unevenly
 		 * (12, 17) ran slower than their powers of two around them. */
 		uint64_t target = (8 * cu + tiles - 1) / tiles;
+		/* Outputs of a few tiles take chunks down to 64 terms: on the
+		 * H100 256x256 from K 4096 (4 tiles) ran 45.6 us in 8 chunks and
+		 * 31.7 in 32, a 10x256 weight gradient from K 1024 43.3 us in
+		 * 2 and 16.7 in 16; from 16 tiles up, 8 chunks stayed best. */
+		uint64_t min_k = tiles < MM_FEW_TILES ? MM_SMALL_SPLIT_MIN_K : MM_SPLIT_MIN_K;
 
-		while (want < target && want < MM_MAX_SPLITS && want * 2 <= k / MM_SPLIT_MIN_K)
+		while (want < target && want < MM_MAX_SPLITS && want * 2 <= k / min_k)
 			want *= 2;
 	} else if (cu >= MM_SMALL_SPLIT_CU && tiles * 8 <= cu && k >= 2 * MM_SMALL_SPLIT_MIN_K) {
 		/* A small product on a large GPU, the products of a training step
