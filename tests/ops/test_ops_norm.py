@@ -206,6 +206,11 @@ def norm_grad(ck):
             big = u((2, 5000)) * 3 + 1  # long rows: the kernel's uncached loops
             ck.check(op, [u((2, 5000)), big, u((5000,))], [dt] * 3, fn, tol=tol, label="(5000)")
 
+    # The longest row (2^22): three loops of 2^14 stay inside lavapipe's
+    # 65535-iteration limit (past it the loops end early, silently).
+    ck.check("layer_norm_grad", [u((1, 1 << 22)), u((1, 1 << 22)) * 3 + 1, u((1 << 22,))], ["f32"] * 3,
+             ref.layer_norm_grad, tol=(3e-5, 3e-5), label="(2^22 row)")
+
     # Bad input.
     c = ck.c
     c.put("ng_x", u((2, 3)), "f32")
