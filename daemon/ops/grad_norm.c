@@ -1,57 +1,43 @@
-/* Backward rules of layer_norm, rms_norm and batch_norm, composed of
- * ordinary ops (the
- * row statistics are recomputed from x, in x's dtype). Over the normalised
- * trailing dims, with rstd = 1 / sqrt(var + eps) (layer_norm) or
+/* Backward rules of layer_norm, rms_norm and batch_norm. Over the
+ * normalised trailing dims, with rstd = 1 / sqrt(var + eps) (layer_norm) or
  * 1 / sqrt(mean(x²) + eps) (rms_norm), xhat the normalised x and
  * gy = g · weight:
  *   layer_norm: dx = rstd · (gy − mean(gy) − xhat · mean(gy · xhat))
  *   rms_norm:   dx = rstd · (gy − xhat · mean(gy · xhat))
  *   dweight = g · xhat, dbias = g (the engine sums the leading dims).
- * batch_norm is the same with the statistics taken per channel (dim 1) over
- * every other dim (training), or given (inference; see grad_batch_norm). */
+ * dx is one fused op, layer_norm_grad / rms_norm_grad (norm.c), which
+ * recomputes the row statistics from x in f32; xhat is the forward op
+ * without weight and bias. batch_norm is composed of ordinary ops, the
+ * statistics taken per channel (dim 1) over every other dim (training), or
+ * given (inference; see grad_batch_norm). */
 #include <string.h>
 
 #include "ops/grad.h"
 #include "ops/grad_rules.h"
 
-/* The mean of `x` over its last `nd` dims, kept as size-1 dims. */
-static int mean_rows(struct autograd *ag, int x, unsigned nd)
-{
-	unsigned rank = ag_tensor(ag, x).rank;
-	int64_t axes[TDP_MAX_RANK];
-	struct graph_attr a[2] = {
-		{ .name = "axis", .ints = axes, .nints = nd },
-		{ .name = "keepdims", .b = true },
-	};
-
-	for (unsigned k = 0; k < nd; k++)
-		axes[k] = (int64_t)(rank - nd + k);
-	return ag_emit(ag, "mean", &x, 1, a, 2);
-}
-
 /* layer_norm (x, weight?, bias?) and rms_norm (x, weight?). */
 static int row_norm(struct autograd *ag, unsigned node, int g, int *out, bool rms)
 {
 	const struct op_attr_value *ndv = ag_attr_of(ag, node, "ndim"), *epsv = ag_attr_of(ag, node, "eps");
-	unsigned nin = ag_ninputs(ag, node), nd = ndv->set ? (unsigned)ndv->i : 1;
+	unsigned nin = ag_ninputs(ag, node);
+	int64_t nd = ndv->set ? ndv->i : 1;
 	double eps = epsv->set ? epsv->f : rms ? 1e-6 : 1e-5;
-	int x = ag_input(ag, node, 0), xc = x, var, rstd, xhat, gy, t;
+	struct graph_attr a[2] = {
+		{ .name = "ndim", .ints = &nd, .nints = 1 },
+		{ .name = "eps", .f = eps },
+	};
+	int x = ag_input(ag, node, 0);
+	int in[3] = { g, x, nin > 1 ? ag_input(ag, node, 1) : x };
 
-	if (!rms)
-		xc = ag_op2(ag, "sub", x, mean_rows(ag, x, nd));
-	var = mean_rows(ag, ag_op2(ag, "mul", xc, xc), nd);
-	rstd = ag_op1(ag, "rsqrt", ag_scalar(ag, "add", var, eps));
-	xhat = ag_op2(ag, "mul", xc, rstd);
-	gy = nin > 1 ? ag_op2(ag, "mul", g, ag_input(ag, node, 1)) : g;
-	t = ag_op2(ag, "mul", xhat, mean_rows(ag, ag_op2(ag, "mul", gy, xhat), nd));
-	t = ag_op2(ag, "sub", gy, t);
-	if (!rms)
-		t = ag_op2(ag, "sub", t, mean_rows(ag, gy, nd));
-	out[0] = ag_op2(ag, "mul", t, rstd);
+	out[0] = ag_emit(ag, rms ? "rms_norm_grad" : "layer_norm_grad", in, nin > 1 ? 3 : 2, a, 2);
 	if (out[0] < 0)
 		return -1;
-	if (nin > 1 && (out[1] = ag_op2(ag, "mul", g, xhat)) < 0)
-		return -1;
+	if (nin > 1) {
+		int xhat = ag_emit(ag, rms ? "rms_norm" : "layer_norm", &x, 1, a, 2);
+
+		if ((out[1] = ag_op2(ag, "mul", g, xhat)) < 0)
+			return -1;
+	}
 	if (nin > 2)
 		out[2] = g;
 	return 0;

@@ -1,6 +1,7 @@
 /* Normalisations: softmax and log_softmax along an axis, layer_norm and
  * rms_norm over trailing dims, batch_norm over the channel dim (running or
- * batch statistics). Shaders: softmax.comp, norm.comp, norm_batch.comp;
+ * batch statistics), and the fused backward of layer_norm / rms_norm.
+ * Shaders: softmax.comp, norm.comp, norm_grad.comp, norm_batch.comp;
  * batch statistics come from the reduce engine (reduce_engine.c). */
 #include <string.h>
 
@@ -212,21 +213,32 @@ static int ln_infer(struct op_ctx *ctx)
 	return norm_row_len(ctx, len);
 }
 
-static int ln_record(struct op_ctx *ctx, struct gpu_recorder *rec)
+/* The push constants of norm.comp / norm_grad.comp for rows over the last
+ * attrs.ndim dims of `x` (ln_infer / lng_infer checked them). */
+static int ln_push(struct op_ctx *ctx, const struct op_tensor *x, struct norm_push *pc)
 {
 	const struct op_attr_value *ndim = op_attr(ctx, "ndim");
-	const struct op_tensor *x = &ctx->in[0];
 	int64_t nd = ndim->set ? ndim->i : 1;
-	struct norm_push pc = { .L = 1, .flags = ctx->def->code };
+
+	*pc = (struct norm_push){ .L = 1, .flags = ctx->def->code };
+	if (norm_eps(ctx, ctx->def->code == NORM_RMS ? 1e-6 : 1e-5, &pc->eps) < 0)
+		return -1;
+	for (unsigned d = x->rank - (unsigned)nd; d < x->rank; d++)
+		pc->L *= (uint32_t)x->shape[d];
+	pc->M = (uint32_t)(x->count / pc->L);
+	pc->seg_log2 = norm_seg_log2(pc->L);
+	return 0;
+}
+
+static int ln_record(struct op_ctx *ctx, struct gpu_recorder *rec)
+{
+	const struct op_tensor *x = &ctx->in[0];
+	struct norm_push pc;
 	const struct gpu_pipeline *p;
 	struct gpu_binding bind[4];
 
-	if (norm_eps(ctx, ctx->def->code == NORM_RMS ? 1e-6 : 1e-5, &pc.eps) < 0)
+	if (ln_push(ctx, x, &pc) < 0)
 		return -1;
-	for (unsigned d = x->rank - (unsigned)nd; d < x->rank; d++)
-		pc.L *= (uint32_t)x->shape[d];
-	pc.M = (uint32_t)(x->count / pc.L);
-	pc.seg_log2 = norm_seg_log2(pc.L);
 	if (ctx->ninputs > 1)
 		pc.flags |= NORM_HAS_W;
 	if (ctx->ninputs > 2)
@@ -235,6 +247,66 @@ static int ln_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	    op_bind(ctx, x, false, &bind[0]) < 0 ||
 	    op_bind(ctx, &ctx->in[ctx->ninputs > 1 ? 1 : 0], false, &bind[1]) < 0 ||
 	    op_bind(ctx, &ctx->in[ctx->ninputs > 2 ? 2 : 0], false, &bind[2]) < 0 ||
+	    op_bind(ctx, &ctx->out, true, &bind[3]) < 0)
+		return -1;
+	return op_dispatch(ctx, rec, p, bind, 4, &pc, sizeof(pc),
+			   norm_groups(pc.M, pc.seg_log2) * NORM_LOCAL, NORM_LOCAL);
+}
+
+/* layer_norm_grad and rms_norm_grad (g, x, weight?): dx of layer_norm /
+ * rms_norm (x, weight?, ...) over the last attrs.ndim dims, in one dispatch
+ * of norm_grad.comp; g shaped like x, weight like the last ndim dims. */
+static int lng_infer(struct op_ctx *ctx)
+{
+	const struct op_attr_value *ndim = op_attr(ctx, "ndim");
+	const struct op_tensor *g = &ctx->in[0], *x = &ctx->in[1];
+	int64_t nd = ndim->set ? ndim->i : 1;
+	uint64_t len = 1;
+	float eps;
+
+	if (norm_float_input(ctx) < 0 ||
+	    norm_eps(ctx, ctx->def->code == NORM_RMS ? 1e-6 : 1e-5, &eps) < 0)
+		return -1;
+	if (nd < 1 || nd > (int64_t)x->rank)
+		return op_fail(ctx, TDP_INVALID_ARGUMENT,
+			       "ndim %lld must be 1 to the rank of x (%u): the trailing dims to normalise over",
+			       (long long)nd, x->rank);
+	if (x->dtype != g->dtype)
+		return op_fail(ctx, TDP_DTYPE_MISMATCH, "x is %s, g is %s", tdp_dtype_name(x->dtype),
+			       tdp_dtype_name(g->dtype));
+	if (x->rank != g->rank || memcmp(x->shape, g->shape, x->rank * sizeof(x->shape[0])) != 0)
+		return op_fail(ctx, TDP_SHAPE_MISMATCH, "g and x must have the same shape");
+	if (ctx->ninputs > 2) {
+		const struct op_tensor *w = &ctx->in[2];
+		bool same = w->rank == (unsigned)nd;
+
+		for (unsigned d = 0; same && d < (unsigned)nd; d++)
+			same = w->shape[d] == x->shape[x->rank - (unsigned)nd + d];
+		if (w->dtype != x->dtype)
+			return op_fail(ctx, TDP_DTYPE_MISMATCH, "weight is %s, x is %s",
+				       tdp_dtype_name(w->dtype), tdp_dtype_name(x->dtype));
+		if (!same)
+			return op_fail(ctx, TDP_SHAPE_MISMATCH, "weight must be shaped like the last ndim dims of x");
+	}
+	for (unsigned d = x->rank - (unsigned)nd; d < x->rank; d++)
+		len *= x->shape[d];
+	return norm_row_len(ctx, len);
+}
+
+static int lng_record(struct op_ctx *ctx, struct gpu_recorder *rec)
+{
+	const struct op_tensor *x = &ctx->in[1];
+	struct norm_push pc;
+	const struct gpu_pipeline *p;
+	struct gpu_binding bind[4];
+
+	if (ln_push(ctx, x, &pc) < 0)
+		return -1;
+	if (ctx->ninputs > 2)
+		pc.flags |= NORM_HAS_W;
+	if (op_pipeline(ctx, "norm_grad", tdp_dtype_name(x->dtype), &p) < 0 ||
+	    op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, x, false, &bind[1]) < 0 ||
+	    op_bind(ctx, &ctx->in[ctx->ninputs > 2 ? 2 : 1], false, &bind[2]) < 0 ||
 	    op_bind(ctx, &ctx->out, true, &bind[3]) < 0)
 		return -1;
 	return op_dispatch(ctx, rec, p, bind, 4, &pc, sizeof(pc),
@@ -348,6 +420,8 @@ const struct op_def op_defs_norm[] = {
 	{ "logsumexp", 1, 1, lse_attrs, SM_LOGSUMEXP, lse_infer, sm_record, grad_logsumexp, OP_NO_FUSION },
 	{ "layer_norm", 1, 3, ln_attrs, 0, ln_infer, ln_record, grad_layer_norm, OP_NO_FUSION },
 	{ "rms_norm", 1, 2, ln_attrs, NORM_RMS, ln_infer, ln_record, grad_rms_norm, OP_NO_FUSION },
+	{ "layer_norm_grad", 2, 3, ln_attrs, 0, lng_infer, lng_record, NULL, OP_NO_FUSION },
+	{ "rms_norm_grad", 2, 3, ln_attrs, NORM_RMS, lng_infer, lng_record, NULL, OP_NO_FUSION },
 	{ "batch_norm", 1, 5, bn_attrs, 0, bn_infer, bn_record, grad_batch_norm, OP_NO_FUSION },
 	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };

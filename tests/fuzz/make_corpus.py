@@ -210,6 +210,9 @@ def params_corpus():
         req("op.run", {"op": "log_softmax", "inputs": ["a"], "attrs": {"axis": 0}}) +
         req("op.run", {"op": "layer_norm", "inputs": ["a"], "attrs": {"eps": 1e-3}}) +
         req("op.run", {"op": "rms_norm", "inputs": ["a"], "attrs": {"ndim": 2}}) +
+        # Fixed ids (even: uid 1000), so that the seeds after these keep theirs.
+        req("op.run", {"op": "layer_norm_grad", "inputs": ["a", "a"], "attrs": {"ndim": 2}}, msgid=9000) +
+        req("op.run", {"op": "rms_norm_grad", "inputs": ["a", "a"], "attrs": {"eps": 1e-3}}, msgid=9002) +
         put("rm", shape=(3,)) + put("rv", shape=(3,)) +
         req("op.run", {"op": "batch_norm", "inputs": ["a", "rm", "rv"]}),
         "op_loss": setup + put("lbl", "i32", (2,), 1) +
@@ -513,7 +516,7 @@ def main():
               "concat", "stack", "pad", "gather", "index_select", "one_hot", "zeros", "ones",
               "full", "arange", "rand", "randn", "cast", "sgd_buf", "sgd_param", "adam_m",
               "adam_v", "adam_param", "conv2d_grad_input", "conv2d_grad_weight",
-              "max_pool2d_grad", "avg_pool2d_grad"]
+              "max_pool2d_grad", "avg_pool2d_grad", "layer_norm_grad", "rms_norm_grad"]
     packed = [msgpack.packb(w).decode("latin-1") for w in words]
     dictionary(os.path.join(HERE, "params.dict"), packed + ["\x94\x00", "\x91\x81", "\xc4", "\xca"])
     dictionary(os.path.join(HERE, "rpc.dict"),

@@ -148,8 +148,113 @@ def run(ck):
     ck.expect_error("batch_norm", ["n_h", "n_w3", "n_w3"], None, "DTYPE_MISMATCH")
     ck.expect_error("batch_norm", ["n_one"], {"training": True}, "INVALID_ARGUMENT")
     ck.expect_error("batch_norm", ["n_x"], {"training": 1}, "INVALID_ARGUMENT")
+    norm_grad(ck)
     ck.expect_error("batch_norm", ["n_x", "n_w3", "n_w3"], {"momentum": 0.1}, "INVALID_ARGUMENT")
 
+
+LNG_CASES = [((4, 10), 1), ((2, 3, 8), 2), ((5, 2, 33), 1), ((3, 1000), 1), ((6,), 1), ((7, 1), 1),
+             ((2, 3, 1, 1), 2), ((4, 2048), 1), ((3, 2049), 1), ((3, 4096), 1), ((2, 16, 256), 2),
+             ((0, 6), 1)]
+
+
+def fd_row_norm_grad(g, x, w, nd, eps, rms):
+    """dx by central differences of sum(g * y(x)), y the float64 forward."""
+    fwd = ref.rms_norm if rms else ref.layer_norm
+    dx = np.zeros_like(x)
+    h = 1e-6
+    for i in np.ndindex(x.shape):
+        xp, xm = x.copy(), x.copy()
+        xp[i] += h
+        xm[i] -= h
+        dx[i] = (np.sum(g * fwd(xp, w, ndim=nd, eps=eps)) - np.sum(g * fwd(xm, w, ndim=nd, eps=eps))) / (2 * h)
+    return dx
+
+
+def norm_grad(ck):
+    """layer_norm_grad / rms_norm_grad against ref_norm.row_norm_grad, which
+    is first checked against finite differences of the forward references."""
+    for rms in (False, True):
+        for shape, nd in (((3, 5), 1), ((2, 3, 4), 2), ((4, 1), 1)):
+            x, g, w = u(shape) * 2 + 0.5, u(shape), u(shape[len(shape) - nd:]) + 1.5
+            for wt in (None, w):
+                ck.checks += 1
+                want = fd_row_norm_grad(g, x, wt, nd, 1e-3, rms)
+                got = ref.row_norm_grad(g, x, wt, nd, 1e-3, rms)
+                if not np.allclose(got, want, atol=1e-6, rtol=1e-6):
+                    ck.fail("ref_norm.row_norm_grad %s rms=%s: %r, differences %r" % (shape, rms, got, want))
+
+    for dt in harness.FLOAT_DTYPES:
+        tol = (3e-5, 3e-5) if dt == "f32" else None
+        for shape, nd in LNG_CASES:
+            x, g, w = u(shape) * 3 + 1, u(shape), u(shape[len(shape) - nd:]) + 0.5
+            attrs = {"ndim": nd} if nd != 1 else None
+            for op, fn in (("layer_norm_grad", ref.layer_norm_grad), ("rms_norm_grad", ref.rms_norm_grad)):
+                ck.check(op, [g, x], [dt] * 2, lambda gg, xx, fn=fn, nd=nd: fn(gg, xx, ndim=nd),
+                         attrs=attrs, tol=tol)
+                ck.check(op, [g, x, w], [dt] * 3, lambda gg, xx, ww, fn=fn, nd=nd: fn(gg, xx, ww, ndim=nd),
+                         attrs=attrs, tol=tol, label="(weight)")
+        # Constant rows (var 0: rstd = 1/sqrt(eps)), an all-zero row, eps.
+        x = u((6, 40))
+        x[0] = 3.0
+        x[1] = 0.0
+        x[2, :] = -1.25
+        g = u((6, 40))
+        for op, fn in (("layer_norm_grad", ref.layer_norm_grad), ("rms_norm_grad", ref.rms_norm_grad)):
+            ck.check(op, [g, x], [dt] * 2, fn, tol=(3e-5, 3e-5) if dt == "f32" else None, label="(constant rows)")
+            ck.check(op, [g, x], [dt] * 2, lambda gg, xx, fn=fn: fn(gg, xx, eps=0.25), attrs={"eps": 0.25},
+                     tol=tol, label="(eps)")
+            big = u((2, 5000)) * 3 + 1  # long rows: the kernel's uncached loops
+            ck.check(op, [u((2, 5000)), big, u((5000,))], [dt] * 3, fn, tol=tol, label="(5000)")
+
+    # The longest row (2^22): three loops of 2^14 stay inside lavapipe's
+    # 65535-iteration limit (past it the loops end early, silently).
+    ck.check("layer_norm_grad", [u((1, 1 << 22)), u((1, 1 << 22)) * 3 + 1, u((1 << 22,))], ["f32"] * 3,
+             ref.layer_norm_grad, tol=(3e-5, 3e-5), label="(2^22 row)")
+
+    # Bad input.
+    c = ck.c
+    c.put("ng_x", u((2, 3)), "f32")
+    c.put("ng_x4", u((2, 4)), "f32")
+    c.put("ng_h", u((2, 3)), "f16")
+    c.put("ng_i", np.zeros((2, 3)), "i32")
+    c.put("ng_w3", u((3,)), "f32")
+    c.put("ng_w2", u((2,)), "f32")
+    c.put("ng_w3h", u((3,)), "f16")
+    c.put("ng_long", np.zeros((0, (1 << 22) + 1)), "f32")
+    for op in ("layer_norm_grad", "rms_norm_grad"):
+        ck.expect_error(op, ["ng_x"], None, "INVALID_ARGUMENT")
+        ck.expect_error(op, ["ng_x", "ng_x", "ng_w3", "ng_w3"], None, "INVALID_ARGUMENT")
+        ck.expect_error(op, ["ng_i", "ng_i"], None, "DTYPE_MISMATCH")
+        ck.expect_error(op, ["ng_x", "ng_h"], None, "DTYPE_MISMATCH")
+        ck.expect_error(op, ["ng_x", "ng_x", "ng_w3h"], None, "DTYPE_MISMATCH")
+        ck.expect_error(op, ["ng_x", "ng_x4"], None, "SHAPE_MISMATCH")
+        ck.expect_error(op, ["ng_x", "ng_x", "ng_w2"], None, "SHAPE_MISMATCH")
+        ck.expect_error(op, ["ng_x", "ng_x", "ng_w3"], {"ndim": 2}, "SHAPE_MISMATCH")
+        ck.expect_error(op, ["ng_x", "ng_x"], {"ndim": 3}, "INVALID_ARGUMENT")
+        ck.expect_error(op, ["ng_x", "ng_x"], {"ndim": 0}, "INVALID_ARGUMENT")
+        ck.expect_error(op, ["ng_x", "ng_x"], {"eps": -1}, "INVALID_ARGUMENT")
+        ck.expect_error(op, ["ng_long", "ng_long"], None, "RESOURCE_EXHAUSTED")
+
+    # autograd: layer_norm's backward w.r.t. x is the fused op, one dispatch,
+    # as neg's (the composed rule took 13 more for layer_norm, 9 for rms_norm).
+    c.put("ng_px", u((64, 256)), "f32")
+    c.put("ng_pr", u((64, 256)), "f32")
+    count = {}
+    for op in ("neg", "layer_norm", "rms_norm"):
+        ck.checks += 1
+        err, res = c.call("train.step", {"nodes": [
+            {"id": "y", "op": op, "inputs": ["ng_px"]},
+            {"id": "p", "op": "mul", "inputs": ["y", "ng_pr"]},
+            {"id": "L", "op": "sum", "inputs": ["p"]}],
+            "loss": "L", "params": ["ng_px"], "optimizer": {"type": "sgd", "lr": 1e-6}, "profile": True,
+            "fuse": False})
+        if err:
+            ck.fail("train.step %s: %r" % (op, err))
+            return
+        count[op] = res["dispatches"]
+    print("train.step dispatches, x [64, 256]: %r" % count)
+    if count["layer_norm"] != count["neg"] or count["rms_norm"] != count["neg"]:
+        ck.fail("the norms' backward takes more dispatches than neg's: %r" % count)
 
 if __name__ == "__main__":
     harness.main(run)
