@@ -7,8 +7,8 @@
 // the square tiles took 182 us on an H100 for its 32 MB (12 us to write).
 //
 // A workgroup owns a block of 4·QB consecutive columns (QB quads, the
-// smallest power of two holding a row's quads, at most 64) and 256 / QB · 8
-// rows: it stages B's [K, 4·QB] block in shared memory (read along B's
+// smallest power of two holding a row's quads, at most 64) and 256 / QB ·
+// splits rows (splits: 8, fewer where that would leave the GPU idle): it stages B's [K, 4·QB] block in shared memory (read along B's
 // stored rows: B may be stored [K, N], or [N, K] with MM_TB). Each
 // invocation then holds its quad's K x 4 values of B in registers and
 // computes that quad, C[m][n0 .. n0 + 3], for 8 rows: the K values of A's
@@ -48,6 +48,8 @@ layout(push_constant) uniform MmPush {
 	uint astride[6];
 	uint bstride[6];
 	uint flags;       // MM_TA, MM_TB, MM_BIAS, MM_RELU
+	uint splits;      // rows per invocation, 1 to PASSES (a row block: rp * splits rows)
+	uint kchunk;      // unused
 } pc;
 
 #define BIAS_BINDING 4
@@ -93,8 +95,8 @@ void main()
 	[[unroll]] for (uint kk = 0u; kk < KMAX; kk++)
 		bq[kk] = kk < k ? Bs[kk][q] : vec4(0.0);
 	[[unroll]] for (uint p = 0u; p < PASSES; p++) {
-		uint m = (rb * PASSES + p) * rp + tid / qb;
-		if (m >= pc.m)
+		uint m = (rb * pc.splits + p) * rp + tid / qb;
+		if (p >= pc.splits || m >= pc.m)
 			break;
 		vec4 acc = vec4(0.0);
 		[[unroll]] for (uint kk = 0u; kk < KMAX; kk++) {

@@ -484,7 +484,8 @@ static enum mm_small mm_small_kernel(const struct mm_push *pc, int dtype, int64_
 /* Record matmul_smallk.comp for `pc` (bindings as mm_dispatch's b): its
  * blocks of QB quads (4 columns each; QB the smallest power of two holding
  * a row's quads, at most MM_SMALLK_QB, as the shader computes it) by
- * MM_SMALLK_WG / QB * MM_SMALLK_PASSES rows. */
+ * MM_SMALLK_WG / QB * splits rows (splits set here, at most
+ * MM_SMALLK_PASSES). */
 static int mm_dispatch_smallk(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding b[5],
 			      struct mm_push *pc)
 {
@@ -493,13 +494,20 @@ static int mm_dispatch_smallk(struct op_ctx *ctx, struct gpu_recorder *rec, cons
 
 	while (qb < quads && qb < MM_SMALLK_QB)
 		qb *= 2;
-	rows = MM_SMALLK_WG / qb * MM_SMALLK_PASSES;
 	cblocks = (quads + qb - 1) / qb;
+	/* Rows per invocation (the shader reads `splits`): MM_SMALLK_PASSES,
+	 * halved while the blocks would be fewer than two per compute unit (on
+	 * the H100 [256, 10] · [10, 512] made 16 workgroups: 26 us). */
+	pc->splits = MM_SMALLK_PASSES;
+	while (pc->splits > 1 &&
+	       (pc->m + MM_SMALLK_WG / qb * pc->splits - 1) / (MM_SMALLK_WG / qb * pc->splits) * cblocks *
+	       pc->batches < 2ull * (ctx->g->compute_units ? ctx->g->compute_units : 1))
+		pc->splits /= 2;
+	rows = MM_SMALLK_WG / qb * pc->splits;
 	/* m, n < 2^32: no product below overflows 64 bits. */
 	groups = (pc->m + rows - 1) / rows * cblocks;
 	if (groups * pc->batches > UINT32_MAX)
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "more than 2^32 result blocks");
-	pc->splits = 1;
 	pc->kchunk = pc->k;
 	pc->tiles_n = (uint32_t)cblocks;
 	pc->tiles_mn = (uint32_t)groups;

@@ -16,6 +16,10 @@
 /* Elements one invocation of a RED_COLUMNS pass folds, at least and at most
  * (see red_columns). */
 #define RED_COL_MIN_ROWS 16u
+/* Devices with at least RED_COL_GPU_CU compute units take the column path
+ * only for RED_COL_GPU_MIN elements or more (red_columns). */
+#define RED_COL_GPU_CU 16
+#define RED_COL_GPU_MIN ((uint64_t)1 << 21)
 #define RED_COL_MAX_ROWS 64u
 /* Invocations a RED_COLUMNS pass aims at per compute unit (an SM's most). */
 #define RED_COL_PER_CU 2048u
@@ -132,6 +136,12 @@ static uint32_t red_columns(const struct op_ctx *ctx, const struct red_plan *pla
 
 	if (plan->nk != 1 || plan->stride[0] != 1 || plan->nr == 0 || plan->L < 2 ||
 	    getenv("TENSORD_NO_COLUMN_REDUCE"))
+		return 0;
+	/* On a GPU, small ones stay on the one-pass rows: on the H100 the two
+	 * column passes took longer below about 2M elements ([4096, 256]: 16.2
+	 * against 13.4 us; [256, 512]: 17.6 against 7.6) and won above
+	 * ([4096, 512]: 19.6 against 25; [16384, 512]: 35 against 72). */
+	if (cu >= RED_COL_GPU_CU && plan->M * plan->L < RED_COL_GPU_MIN)
 		return 0;
 	if (!arg && plan->M % 4 == 0 && x->dtype != TDP_DTYPE_BF16 && !getenv("TENSORD_NO_COLUMN_VEC4")) {
 		flag = RED_COLUMNS4;
