@@ -97,6 +97,16 @@ float ew_binary(uint op, float x, float y)
 	case BIN_POW: return c_pow(x, y);
 	case BIN_MAXIMUM: return (isnan(x) || isnan(y)) ? x + y : max(x, y);
 	case BIN_RELU_GRAD: return y > 0.0 ? x : 0.0;
+	case BIN_GELU_GRAD: // Φ(y) + y·φ(y)
+		return x * (0.5 * (1.0 + erf_as(y * 0.70710678118654752)) +
+			    y * exp(-0.5 * y * y) * 0.3989422804014327);
+	case BIN_GELU_TANH_GRAD: {
+		// 0.5·(1 + t) + 0.5·y·(1 − t²)·√(2/π)·(1 + 3·0.044715·y²), t = tanh(u)
+		float u = 0.7978845608028654 * (y + 0.044715 * y * y * y);
+		float e = exp(-2.0 * abs(u)), t = sign(u) * (1.0 - e) / (1.0 + e);
+		return x * (0.5 * (1.0 + t) +
+			    0.5 * y * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 0.134145 * y * y));
+	}
 	default: return (isnan(x) || isnan(y)) ? x + y : min(x, y);
 	}
 }

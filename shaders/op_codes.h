@@ -12,6 +12,8 @@
 #define BIN_MAXIMUM 5
 #define BIN_MINIMUM 6
 #define BIN_RELU_GRAD 7   /* relu_grad(g, x): g where x > 0, else 0 */
+#define BIN_GELU_GRAD 8   /* gelu_grad(g, x): g times gelu's slope at x (erf form) */
+#define BIN_GELU_TANH_GRAD 9 /* the same for gelu's tanh form */
 #define CMP_EQ 10
 #define CMP_NE 11
 #define CMP_LT 12

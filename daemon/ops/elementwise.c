@@ -176,6 +176,15 @@ static int binary_infer(struct op_ctx *ctx)
 	return binary_infer_dtype(ctx, -1);
 }
 
+/* gelu_grad, gelu_tanh_grad: floats only. */
+static int float_binary_infer(struct op_ctx *ctx)
+{
+	if (!op_dtype_is_float(ctx->in[0].dtype))
+		return op_fail(ctx, TDP_DTYPE_MISMATCH, "needs f32, f16 or bf16, not %s",
+			       tdp_dtype_name(ctx->in[0].dtype));
+	return binary_infer_dtype(ctx, -1);
+}
+
 static int compare_infer(struct op_ctx *ctx)
 {
 	return binary_infer_dtype(ctx, TDP_DTYPE_U8);
@@ -425,6 +434,9 @@ int ew_describe(const struct op_ctx *ctx, struct ew_desc *ret)
 	{ n, 1, 2, binary_attrs, c, binary_infer, binary_record, bw, { FUSE_BINARY, FU_BINARY + (c) } }
 #define COMPARE(n, c) \
 	{ n, 1, 2, binary_attrs, c, compare_infer, compare_record, grad_none, { FUSE_COMPARE, FU_BINARY + (c) } }
+/* Gradient helpers of float ops: no backward of their own. */
+#define FLOAT_BINARY(n, c) \
+	{ n, 1, 2, binary_attrs, c, float_binary_infer, binary_record, NULL, { FUSE_BINARY, FU_BINARY + (c) } }
 #define UNARY(n, c, attrs, bw) { n, 1, 1, attrs, c, unary_infer, unary_record, bw, { FUSE_UNARY, c } }
 
 const struct op_def op_defs_elementwise[] = {
@@ -436,6 +448,8 @@ const struct op_def op_defs_elementwise[] = {
 	BINARY("maximum", BIN_MAXIMUM, grad_maximum),
 	BINARY("minimum", BIN_MINIMUM, grad_minimum),
 	BINARY("relu_grad", BIN_RELU_GRAD, grad_relu_grad),
+	FLOAT_BINARY("gelu_grad", BIN_GELU_GRAD),
+	FLOAT_BINARY("gelu_tanh_grad", BIN_GELU_TANH_GRAD),
 	COMPARE("eq", CMP_EQ),
 	COMPARE("ne", CMP_NE),
 	COMPARE("lt", CMP_LT),

@@ -145,38 +145,6 @@ int grad_where(struct autograd *ag, unsigned node, int g, int *out)
 	return out[1] < 0 || out[2] < 0 ? -1 : 0;
 }
 
-/* The derivative of gelu at x. erf form: Φ(x) + x·φ(x) with Φ the normal
- * CDF 0.5·(1 + erf(x/√2)) and φ its density exp(−x²/2)/√(2π). tanh form,
- * with u = √(2/π)·(x + 0.044715x³) and t = tanh(u):
- * 0.5·(1 + t) + 0.5·x·(1 − t²)·√(2/π)·(1 + 3·0.044715x²). */
-static int gelu_slope(struct autograd *ag, unsigned node, int x)
-{
-	const struct op_attr_value *approx = ag_attr_of(ag, node, "approximate");
-	bool tanh_form = approx->set && !strcmp(approx->s, "tanh"); /* before emitting moves it */
-	int x2 = ag_op2(ag, "mul", x, x);
-
-	if (tanh_form) {
-		const double c = 0.7978845608028654, k = 0.044715;
-		int inner = ag_scalar(ag, "add", ag_scalar(ag, "mul", x2, k), 1.0); /* 1 + k·x² */
-		int t = ag_op1(ag, "tanh", ag_scalar(ag, "mul", ag_op2(ag, "mul", x, inner), c));
-		int half = ag_scalar(ag, "add", ag_scalar(ag, "mul", t, 0.5), 0.5);
-		int sech2 = ag_scalar(ag, "sub", ag_op2(ag, "mul", t, t), 1.0);      /* t² − 1 */
-		int du = ag_scalar(ag, "add", ag_scalar(ag, "mul", x2, 3 * k * c), c);
-
-		/* 0.5·x·(1 − t²)·du = −0.5 · x · (t² − 1) · du */
-		return ag_op2(ag, "add", half,
-			      ag_scalar(ag, "mul", ag_op2(ag, "mul", ag_op2(ag, "mul", x, sech2), du), -0.5));
-	}
-	{
-		int cdf = ag_op1(ag, "erf", ag_scalar(ag, "mul", x, 0.70710678118654752));
-		int pdf = ag_op1(ag, "exp", ag_scalar(ag, "mul", x2, -0.5));
-
-		cdf = ag_scalar(ag, "add", ag_scalar(ag, "mul", cdf, 0.5), 0.5);
-		pdf = ag_scalar(ag, "mul", pdf, 0.3989422804014327);
-		return ag_op2(ag, "add", cdf, ag_op2(ag, "mul", x, pdf));
-	}
-}
-
 /* The unary rules: out[0] = g · f'(x), written with x and y = f(x). Each
  * unary row of elementwise.c names its own. */
 static int unary_done(int d, int *out)
@@ -305,9 +273,15 @@ int grad_erf(struct autograd *ag, unsigned node, int g, int *out)
 	return unary_done(ag_scalar(ag, "mul", d, 1.1283791670955126), out);
 }
 
+/* One dispatch: gelu_grad / gelu_tanh_grad (g, x) is g times gelu's slope
+ * at x (ew_math.glsl: erf form Φ(x) + x·φ(x); tanh form
+ * 0.5·(1 + t) + 0.5·x·(1 − t²)·√(2/π)·(1 + 3·0.044715x²)). */
 int grad_gelu(struct autograd *ag, unsigned node, int g, int *out)
 {
-	return unary_done(ag_op2(ag, "mul", g, gelu_slope(ag, node, ag_input(ag, node, 0))), out);
+	const struct op_attr_value *approx = ag_attr_of(ag, node, "approximate");
+	bool tanh_form = approx->set && !strcmp(approx->s, "tanh");
+
+	return unary_done(ag_op2(ag, tanh_form ? "gelu_tanh_grad" : "gelu_grad", g, ag_input(ag, node, 0)), out);
 }
 
 /* 1 inside [min, max], 0 outside (an absent bound: no limit). */

@@ -63,6 +63,24 @@ BINARY_INT = {
     "relu_grad": lambda g, x: np.where(x > 0, g, 0),
 }
 
+def _gelu_slope(x):
+    cdf = 0.5 * (1 + np.vectorize(math.erf)(np.asarray(x, np.float64) / math.sqrt(2)))
+    return cdf + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+
+
+def _gelu_tanh_slope(x):
+    x = np.asarray(x, np.float64)
+    c = math.sqrt(2 / math.pi)
+    t = np.tanh(c * (x + 0.044715 * x ** 3))
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x)
+
+
+# Float-only binary ops (gradient helpers): g, x.
+FLOAT_BINARY = {
+    "gelu_grad": lambda g, x: g * _gelu_slope(x),
+    "gelu_tanh_grad": lambda g, x: g * _gelu_tanh_slope(x),
+}
+
 COMPARE = {
     "eq": np.equal, "ne": np.not_equal, "lt": np.less,
     "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,

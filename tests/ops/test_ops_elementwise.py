@@ -279,8 +279,29 @@ def run_pow_special(ck):
 
 
 
+def run_float_binary(ck):
+    """gelu_grad, gelu_tanh_grad: float dtypes, broadcasting and the scalar
+    forms, against float64 references; integers refused."""
+    for dt in harness.FLOAT_DTYPES:
+        for op, fn in ref.FLOAT_BINARY.items():
+            for sa, sb in SHAPE_PAIRS:
+                a, b = values(sa, dt), rng.uniform(-4, 4, size=sb)
+                ck.check(op, [a, b], [dt, dt], fn)
+            a = values((4, 8), dt)
+            ck.check(op, [a], [dt], lambda x, fn=fn: fn(x, np.float64(0.7)), attrs={"scalar": 0.7}, label="(scalar)")
+            ck.check(op, [a], [dt], lambda x, fn=fn: fn(np.float64(1.5), x), attrs={"scalar": 1.5, "reverse": True},
+                     label="(reverse scalar)")
+    ck.c.put("fb_i", np.arange(6, dtype=np.int64), "i32")
+    for op in ref.FLOAT_BINARY:
+        ck.checks += 1
+        err, _ = ck.c.call("op.run", {"op": op, "inputs": ["fb_i", "fb_i"], "out": "fb_o"})
+        if not err or err["code"] != 101:
+            ck.fail("%s on i32: expected DTYPE_MISMATCH, got %r" % (op, err))
+
+
 def run_all(ck):
     run(ck)
+    run_float_binary(ck)
     run_int_scalars(ck)
     run_pow_special(ck)
 
