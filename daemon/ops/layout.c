@@ -439,8 +439,17 @@ static int gather_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	pc.inner = (uint32_t)inner;
 	pc.nidx = (uint32_t)idx->count;
 	pc.axis_n = (uint32_t)x->shape[axis];
-	if (op_pipeline(ctx, "layout_gather", tdp_dtype_name(x->dtype), &p) < 0 ||
-	    op_bind(ctx, x, false, &bind[0]) < 0 || op_bind(ctx, idx, false, &bind[1]) < 0 ||
+	/* 32-bit elements in whole vec4s per inner block move as vec4s (on the
+	 * H100 a batch of [16384, 784] rows took 83 us element by element). */
+	if (tdp_dtype_size(x->dtype) == 4 && inner % 4 == 0) {
+		pc.inner /= 4;
+		pc.n /= 4;
+		if (op_pipeline(ctx, "layout_gather4", "f32", &p) < 0)
+			return -1;
+	} else if (op_pipeline(ctx, "layout_gather", tdp_dtype_name(x->dtype), &p) < 0) {
+		return -1;
+	}
+	if (op_bind(ctx, x, false, &bind[0]) < 0 || op_bind(ctx, idx, false, &bind[1]) < 0 ||
 	    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
 		return -1;
 	return op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), pc.n, 256);

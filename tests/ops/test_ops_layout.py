@@ -96,6 +96,13 @@ def run_dtype(ck, dt):
         label="(scalar index)")
     chk("gather", [values((0, 3), dt), np.array([0, 1])], ref.gather, dtypes=[dt, "i32"], label="(empty table)")
     chk("gather", [emb, np.zeros((0,))], ref.gather, dtypes=[dt, "i32"], label="(no indices)")
+    # rows in whole vec4s (32-bit dtypes: layout_gather4), out-of-range rows zero
+    g4 = np.random.default_rng(5)
+    emb8 = values((20, 12), dt, g4)
+    i8 = np.array([[3, -1, 19], [20, -21, 0]])
+    chk("gather", [emb8, i8], ref.gather, dtypes=[dt, "i32"], label="(vec4 rows)")
+    chk("index_select", [values((3, 5, 8), dt, g4), np.array([4, 0, -2])], lambda x, i: ref.gather(x, i, axis=1),
+        {"axis": 1}, dtypes=[dt, "i32"], label="(vec4 rows)")
 
     classes = rng.integers(-1, 6, size=(4, 3))
     ck.check("one_hot", [classes], ["i32"], lambda i: ref.one_hot(i, 5), attrs={"num_classes": 5, "dtype": dt},
