@@ -189,14 +189,12 @@ static const struct op_attr_spec ln_attrs[] = {
 	{ NULL, 0, false },
 };
 
-/* layer_norm (x, weight?, bias?) and rms_norm (x, weight?) over the last
- * attrs.ndim dims. */
-static int ln_infer(struct op_ctx *ctx)
+/* What layer_norm, rms_norm and their gradients check first: a float
+ * input, eps, and attrs.ndim (default 1) naming trailing dims of x. */
+static int ln_check(struct op_ctx *ctx, const struct op_tensor *x, int64_t *ret_nd)
 {
 	const struct op_attr_value *ndim = op_attr(ctx, "ndim");
-	const struct op_tensor *x = &ctx->in[0];
 	int64_t nd = ndim->set ? ndim->i : 1;
-	uint64_t len = 1;
 	float eps;
 
 	if (norm_float_input(ctx) < 0 ||
@@ -206,6 +204,20 @@ static int ln_infer(struct op_ctx *ctx)
 		return op_fail(ctx, TDP_INVALID_ARGUMENT,
 			       "ndim %lld must be 1 to the rank of x (%u): the trailing dims to normalise over",
 			       (long long)nd, x->rank);
+	*ret_nd = nd;
+	return 0;
+}
+
+/* layer_norm (x, weight?, bias?) and rms_norm (x, weight?) over the last
+ * attrs.ndim dims. */
+static int ln_infer(struct op_ctx *ctx)
+{
+	const struct op_tensor *x = &ctx->in[0];
+	int64_t nd;
+	uint64_t len = 1;
+
+	if (ln_check(ctx, x, &nd) < 0)
+		return -1;
 	if (norm_params(ctx, x->shape + x->rank - nd, (unsigned)nd, "the last ndim dims of x") < 0)
 		return -1;
 	for (unsigned d = x->rank - (unsigned)nd; d < x->rank; d++)
@@ -258,19 +270,12 @@ static int ln_record(struct op_ctx *ctx, struct gpu_recorder *rec)
  * of norm_grad.comp; g shaped like x, weight like the last ndim dims. */
 static int lng_infer(struct op_ctx *ctx)
 {
-	const struct op_attr_value *ndim = op_attr(ctx, "ndim");
 	const struct op_tensor *g = &ctx->in[0], *x = &ctx->in[1];
-	int64_t nd = ndim->set ? ndim->i : 1;
+	int64_t nd;
 	uint64_t len = 1;
-	float eps;
 
-	if (norm_float_input(ctx) < 0 ||
-	    norm_eps(ctx, ctx->def->code == NORM_RMS ? 1e-6 : 1e-5, &eps) < 0)
+	if (ln_check(ctx, x, &nd) < 0)
 		return -1;
-	if (nd < 1 || nd > (int64_t)x->rank)
-		return op_fail(ctx, TDP_INVALID_ARGUMENT,
-			       "ndim %lld must be 1 to the rank of x (%u): the trailing dims to normalise over",
-			       (long long)nd, x->rank);
 	if (x->dtype != g->dtype)
 		return op_fail(ctx, TDP_DTYPE_MISMATCH, "x is %s, g is %s", tdp_dtype_name(x->dtype),
 			       tdp_dtype_name(g->dtype));
