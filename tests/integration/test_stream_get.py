@@ -58,6 +58,19 @@ def used(c):
     return [d["memory_used"] for d in c.call("info")["devices"] if d["active"]][0]
 
 
+def back_to_baseline(d, c, base_fds, base_mem, what):
+    """Wait up to 10 s for the daemon's fds and device memory to return to
+    the baseline, then check both."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        fds, mem = len(os.listdir("/proc/%d/fd" % d.proc.pid)), used(c)
+        if (fds, mem) == (base_fds, base_mem):
+            break
+        time.sleep(0.05)
+    check(fds == base_fds, "fds %d %s, before %d" % (fds, what, base_fds))
+    check(mem == base_mem, "device memory used %d %s, before %d" % (mem, what, base_mem))
+
+
 def start_stream(d):
     """Put "big", start a get on a reader that reads only its first bytes."""
     c = d.client()
@@ -213,15 +226,7 @@ def pipelined_parts():
                 s.recv(1 << 16)
             for s in socks:
                 s.close()
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                fds, mem = len(os.listdir("/proc/%d/fd" % d.proc.pid)), used(c)
-                if (fds, mem) == (base_fds, base_mem):
-                    break
-                time.sleep(0.05)
-            check(fds == base_fds, "fds %d after clients left mid-stream, before %d" % (fds, base_fds))
-            check(mem == base_mem, "device memory used %d after clients left mid-stream, before %d"
-                  % (mem, base_mem))
+            back_to_baseline(d, c, base_fds, base_mem, "after clients left mid-stream")
             rss.append(rss_kib(d.proc.pid))
         # 12 streams of 3 parts of 4 MiB leaked a round would be 144 MiB.
         check(rss[-1] - rss[0] < 64 << 10, "the daemon grew by %d KiB over 3 rounds of clients "
@@ -304,14 +309,7 @@ def main():
         s.sendall(req(8, "tensor.get", {"name": "big"}))
         s.recv(1 << 16)
         s.close()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            fds, mem = len(os.listdir("/proc/%d/fd" % d.proc.pid)), used(c)
-            if (fds, mem) == (base_fds, base_mem):
-                break
-            time.sleep(0.05)
-        check(fds == base_fds, "fds %d, before %d" % (fds, base_fds))
-        check(mem == base_mem, "device memory used %d, before %d" % (mem, base_mem))
+        back_to_baseline(d, c, base_fds, base_mem, "after a client left mid-answer")
     if failures:
         print("%d failure(s)" % len(failures))
         return 1
