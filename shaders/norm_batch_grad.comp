@@ -11,11 +11,14 @@
 //   phase BNG_PARTIAL: its chunk's (mean, Σ(x − mean_k)², Σg, Σg·(x − mean_k))
 //     (two passes over the chunk, the chunk in registers when it is at most
 //     256·CACHE long) into part[c·P + k];
-//   phase BNG_DX: the channel's statistics from its P partials (Chan's
-//     parallel merge: each invocation folds partials t, t+256, ... in order,
-//     then a fixed tree; every workgroup of a channel folds them alike), then
-//     dx over its chunk;
-//   phase BNG_SINGLE (P = 1): the chunk is the channel: both in one.
+//   phase BNG_DX: the channel's statistics, then dx over its chunk;
+//   phase BNG_WEIGHT (batch_norm_grad_weight; workgroup c): the channel's
+//     statistics, then o[c] = Σ g·xhat = rstd · Σg·(x − mean).
+// With BNG_FOLD (P > 1) the channel's statistics come from its P partials
+// (Chan's parallel merge: each invocation folds partials t, t+256, ... in
+// order, then a fixed tree; every workgroup of a channel folds them alike);
+// without it (P = 1) the chunk is the channel and the workgroup takes them
+// itself.
 // Fixed summation order throughout, no atomics. Chunks keep the loops under
 // lavapipe's 65535 iterations (norm.c picks K and P).
 // Mirrors struct bng_push in daemon/ops/norm.c.
@@ -34,7 +37,7 @@ layout(push_constant) uniform BngPush {
 	uint M;      // elements per channel: N · inner
 	uint K;      // chunk length, a multiple of 256
 	uint P;      // chunks per channel
-	uint phase;  // BNG_*
+	uint phase;  // BNG_* (with BNG_FOLD)
 	uint flags;  // NORM_HAS_W
 	float eps;
 } pc;
@@ -171,26 +174,33 @@ void main()
 {
 	uint lid = gl_LocalInvocationID.x;
 	uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-	uint c = wg / pc.P, k = wg - c * pc.P;
+	uint phase = pc.phase & 3u;
+	uint c = phase == BNG_WEIGHT ? wg : wg / pc.P;
+	uint k = phase == BNG_WEIGHT ? 0u : wg - c * pc.P;
 	if (c >= pc.C)
 		return; // the whole workgroup: no barrier is left waiting
 	uint j0 = k * pc.K;
 	uint n = min(pc.K, pc.M - j0);
 	Stats st;
 
-	if (pc.phase == BNG_DX) {
+	if (phase != BNG_PARTIAL && (pc.phase & BNG_FOLD) != 0u) {
 		st = fold(c, lid);
 	} else {
 		st = chunk_stats(c, j0, n, lid);
-		if (pc.phase == BNG_PARTIAL) {
+		if (phase == BNG_PARTIAL) {
 			if (lid == 0u)
 				part[c * pc.P + k] = vec4(st.mean, st.m2, st.sg, st.sgd);
 			return;
 		}
 	}
 	float M = float(pc.M);
-	float wc = (pc.flags & NORM_HAS_W) != 0u ? LOAD(w[c]) : 1.0;
 	float r = 1.0 / sqrt(st.m2 / M + pc.eps);
+	if (phase == BNG_WEIGHT) {
+		if (lid == 0u)
+			o[c] = STORE(pc.M == 0u ? 0.0 : r * st.sgd); // no elements: 0
+		return;
+	}
+	float wc = (pc.flags & NORM_HAS_W) != 0u ? LOAD(w[c]) : 1.0;
 	float mgy = wc * st.sg / M;
 	float cr = r * r * wc * st.sgd / M; // rstd · mean(gy · xhat)
 	for (uint j = lid; j < n; j += 256u) {

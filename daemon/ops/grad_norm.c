@@ -70,19 +70,19 @@ static int channel_view(struct autograd *ag, int v, unsigned rank, uint64_t c)
  *   no gradient): dx is the fused batch_norm_grad (g, x, w?) (norm.c:
  *     rstd · (gy − mean_A(gy) − xhat · mean_A(gy · xhat)), gy = g · w,
  *     xhat = (x − mean_A(x)) · rstd, rstd = 1/sqrt(var_A(x) + eps), biased),
- *     and xhat, for dweight, the forward batch_norm (x) in training mode
- *     (which reads no running statistics and updates none);
+ *     and dweight = sum_A(g · xhat) the fused batch_norm_grad_weight (g, x);
  *   inference: rstd = 1/sqrt(running_var + eps), dx = g · w · rstd,
  *     d running_mean = −sum_A(g · w) · rstd,
- *     d running_var = −0.5 · sum_A(g · w · (x − running_mean)) · rstd³;
- *   both: dweight = sum_A(g · xhat), dbias = sum_A(g). */
+ *     d running_var = −0.5 · sum_A(g · w · (x − running_mean)) · rstd³,
+ *     dweight = sum_A(g · xhat), xhat = (x − running_mean) · rstd;
+ *   both: dbias = sum_A(g). */
 int grad_batch_norm(struct autograd *ag, unsigned node, int g, int *out)
 {
 	const struct op_attr_value *tr = ag_attr_of(ag, node, "training"), *epsv = ag_attr_of(ag, node, "eps");
 	bool training = tr->set && tr->i;
 	double eps = epsv->set ? epsv->f : 1e-5;
 	unsigned nin = ag_ninputs(ag, node);
-	int x = ag_input(ag, node, 0), xhat = -1;
+	int x = ag_input(ag, node, 0);
 	struct op_tensor xt = ag_tensor(ag, x);
 	int64_t axes[TDP_MAX_RANK];
 	unsigned naxes = 0;
@@ -91,19 +91,19 @@ int grad_batch_norm(struct autograd *ag, unsigned node, int g, int *out)
 		if (d != 1)
 			axes[naxes++] = d;
 	if (training) {
-		struct graph_attr a[2] = { { .name = "eps", .f = eps }, { .name = "training", .b = true } };
+		struct graph_attr a[1] = { { .name = "eps", .f = eps } };
 		int in[3] = { g, x, nin > 3 ? ag_input(ag, node, 3) : x };
 
 		out[0] = ag_emit(ag, "batch_norm_grad", in, nin > 3 ? 3 : 2, a, 1);
-		if (nin > 3)
-			xhat = ag_emit(ag, "batch_norm", &x, 1, a, 2);
+		if (nin > 3 && (out[3] = ag_emit(ag, "batch_norm_grad_weight", in, 2, a, 1)) < 0)
+			return -1;
 	} else {
 		int gy = nin > 3 ? ag_op2(ag, "mul", g, channel_view(ag, ag_input(ag, node, 3), xt.rank, xt.shape[1]))
 				 : g;
 		int rm = channel_view(ag, ag_input(ag, node, 1), xt.rank, xt.shape[1]);
 		int rstdc = ag_op1(ag, "rsqrt", ag_scalar(ag, "add", ag_input(ag, node, 2), eps)); /* (C,) */
 		int rstd = channel_view(ag, rstdc, xt.rank, xt.shape[1]);
-		int grs;
+		int xhat, grs;
 
 		xhat = ag_op2(ag, "mul", ag_op2(ag, "sub", x, rm), rstd);
 		grs = ag_op2(ag, "mul", gy, rstd);
@@ -114,10 +114,10 @@ int grad_batch_norm(struct autograd *ag, unsigned node, int g, int *out)
 		out[2] = ag_scalar(ag, "mul", ag_op2(ag, "mul", out[2], rstdc), -0.5);
 		if (out[0] < 0 || out[1] < 0 || out[2] < 0)
 			return -1;
+		if (nin > 3 && (out[3] = ag_reduce(ag, "sum", ag_op2(ag, "mul", g, xhat), axes, naxes, false)) < 0)
+			return -1;
 	}
 	if (out[0] < 0)
-		return -1;
-	if (nin > 3 && (out[3] = ag_reduce(ag, "sum", ag_op2(ag, "mul", g, xhat), axes, naxes, false)) < 0)
 		return -1;
 	if (nin > 4 && (out[4] = ag_reduce(ag, "sum", g, axes, naxes, false)) < 0)
 		return -1;

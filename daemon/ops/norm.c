@@ -463,20 +463,35 @@ static int bng_infer(struct op_ctx *ctx)
 	return 0;
 }
 
-/* Two dispatches (a chunk's partial statistics; the channel's from them and
- * dx), or one where a channel is a single chunk. */
+/* batch_norm_grad_weight (g, x): Σ g · xhat per channel, (C,), the weight's
+ * gradient of batch_norm in training mode. */
+static int bngw_infer(struct op_ctx *ctx)
+{
+	if (bng_infer(ctx) < 0)
+		return -1;
+	ctx->out.rank = 1;
+	ctx->out.shape[0] = ctx->in[1].shape[1];
+	memset(&ctx->out.shape[1], 0, sizeof(ctx->out.shape) - sizeof(ctx->out.shape[0]));
+	return 0;
+}
+
+/* batch_norm_grad: two dispatches (each chunk's partial statistics; then
+ * every chunk folds its channel's and writes dx), or one where a channel is
+ * a single chunk. batch_norm_grad_weight: the same partials, then one
+ * workgroup a channel. */
 static int bng_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 {
 	static const struct gpu_alloc none;
 	const struct op_tensor *x = &ctx->in[1];
+	bool weight = ctx->def->code == BNG_WEIGHT;
 	struct bng_push pc = { .C = (uint32_t)x->shape[1], .inner = 1, .K = BNG_CHUNK };
 	const struct gpu_pipeline *p;
 	struct gpu_binding bind[5];
 	struct gpu_alloc *s;
 	uint64_t groups;
 
-	if (x->count == 0)
-		return 0;
+	if (ctx->out.count == 0)
+		return 0; /* (an empty x with C > 0: the weight's gradient, zeros) */
 	if (norm_eps(ctx, 1e-5, &pc.eps) < 0)
 		return -1;
 	for (unsigned d = 2; d < x->rank; d++)
@@ -490,28 +505,29 @@ static int bng_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	pc.P = (pc.M + pc.K - 1) / pc.K;
 	groups = (uint64_t)pc.C * pc.P;
 	pc.flags = ctx->ninputs > 2 ? NORM_HAS_W : 0;
+	pc.phase = weight ? BNG_WEIGHT : BNG_DX;
 	if (op_pipeline(ctx, "norm_batch_grad", tdp_dtype_name(x->dtype), &p) < 0 ||
 	    op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, x, false, &bind[1]) < 0 ||
 	    op_bind(ctx, &ctx->in[ctx->ninputs > 2 ? 2 : 1], false, &bind[2]) < 0 ||
 	    op_bind(ctx, &ctx->out, true, &bind[3]) < 0)
 		return -1;
-	if (pc.P == 1) {
-		pc.phase = BNG_SINGLE;
+	if (pc.P > 1) {
+		/* M > BNG_CHUNK, so C · P < 2 · count / BNG_CHUNK < 2^21. */
+		if (op_scratch_alloc(ctx, groups * 16, &s) < 0)
+			return -1;
+		pc.phase = BNG_PARTIAL;
+		bind[3].write = false;
+		bind[4] = red_bind(ctx, s, 0, groups * 16, true);
+		if (op_dispatch(ctx, rec, p, bind, 5, &pc, sizeof(pc), groups * NORM_LOCAL, NORM_LOCAL) < 0)
+			return -1;
+		pc.phase = (weight ? BNG_WEIGHT : BNG_DX) | BNG_FOLD;
+		bind[3].write = true;
+		bind[4].write = false;
+	} else {
 		bind[4] = red_bind(ctx, &none, 0, 0, false);
-		return op_dispatch(ctx, rec, p, bind, 5, &pc, sizeof(pc), groups * NORM_LOCAL, NORM_LOCAL);
 	}
-	/* P > 1: M > BNG_CHUNK, so C · P < 2 · count / BNG_CHUNK < 2^21. */
-	if (op_scratch_alloc(ctx, groups * 16, &s) < 0)
-		return -1;
-	pc.phase = BNG_PARTIAL;
-	bind[3].write = false;
-	bind[4] = red_bind(ctx, s, 0, groups * 16, true);
-	if (op_dispatch(ctx, rec, p, bind, 5, &pc, sizeof(pc), groups * NORM_LOCAL, NORM_LOCAL) < 0)
-		return -1;
-	pc.phase = BNG_DX;
-	bind[3].write = true;
-	bind[4].write = false;
-	return op_dispatch(ctx, rec, p, bind, 5, &pc, sizeof(pc), groups * NORM_LOCAL, NORM_LOCAL);
+	return op_dispatch(ctx, rec, p, bind, 5, &pc, sizeof(pc), (weight ? pc.C : groups) * NORM_LOCAL,
+			   NORM_LOCAL);
 }
 
 const struct op_def op_defs_norm[] = {
@@ -523,6 +539,7 @@ const struct op_def op_defs_norm[] = {
 	{ "layer_norm_grad", 2, 3, ln_attrs, 0, lng_infer, lng_record, NULL, OP_NO_FUSION },
 	{ "rms_norm_grad", 2, 3, ln_attrs, NORM_RMS, lng_infer, lng_record, NULL, OP_NO_FUSION },
 	{ "batch_norm", 1, 5, bn_attrs, 0, bn_infer, bn_record, grad_batch_norm, OP_NO_FUSION },
-	{ "batch_norm_grad", 2, 3, bng_attrs, 0, bng_infer, bng_record, NULL, OP_NO_FUSION },
+	{ "batch_norm_grad", 2, 3, bng_attrs, BNG_DX, bng_infer, bng_record, NULL, OP_NO_FUSION },
+	{ "batch_norm_grad_weight", 2, 2, bng_attrs, BNG_WEIGHT, bngw_infer, bng_record, NULL, OP_NO_FUSION },
 	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };

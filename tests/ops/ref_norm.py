@@ -111,3 +111,12 @@ def batch_norm_grad(g, x, w=None, eps=1e-5):
     gy = g * _per_channel(w, x) if w is not None else g
     return rstd * (gy - np.mean(gy, axis=axes, keepdims=True)
                    - xhat * np.mean(gy * xhat, axis=axes, keepdims=True))
+
+
+def batch_norm_grad_weight(g, x, eps=1e-5):
+    """The weight's gradient of batch_norm in training mode: Σ g · xhat per
+    channel (dim 1), xhat the batch-normalised x."""
+    axes = (0,) + tuple(range(2, x.ndim))
+    if x.size == 0:
+        return np.zeros(x.shape[1])
+    return np.sum(g * batch_norm(x, training=True, eps=eps), axis=axes)

@@ -284,6 +284,17 @@ def bn_grad(ck):
     batch_norm backward in training mode takes it (2 dispatches)."""
     for shape in ((4, 3), (3, 2, 5), (2, 3, 2, 3), (5, 1)):
         x, g, w = u(shape) * 2 + 0.5, u(shape), u((shape[1],)) + 1.5
+        ck.checks += 1
+        want = np.zeros_like(w)
+        for c in range(w.size):
+            wp, wm = w.copy(), w.copy()
+            wp[c] += 1e-6
+            wm[c] -= 1e-6
+            want[c] = (np.sum(g * ref.batch_norm(x, w=wp, training=True, eps=1e-3)) -
+                       np.sum(g * ref.batch_norm(x, w=wm, training=True, eps=1e-3))) / 2e-6
+        if not np.allclose(ref.batch_norm_grad_weight(g, x, 1e-3), want, atol=1e-6, rtol=1e-6):
+            ck.fail("ref_norm.batch_norm_grad_weight %s: %r, differences %r" % (
+                shape, ref.batch_norm_grad_weight(g, x, 1e-3), want))
         for wt in (None, w):
             ck.checks += 1
             want = fd_batch_norm_grad(g, x, wt, 1e-3)
@@ -297,6 +308,9 @@ def bn_grad(ck):
             x, g, w = u(shape) * 3 + 1, u(shape), u(shape[1:2]) + 0.5
             ck.check("batch_norm_grad", [g, x], [dt] * 2, ref.batch_norm_grad, tol=tol)
             ck.check("batch_norm_grad", [g, x, w], [dt] * 3, ref.batch_norm_grad, tol=tol, label="(weight)")
+            # A sum over the channel: f16/bf16 round the result of up to 2^16 terms.
+            ck.check("batch_norm_grad_weight", [g, x], [dt] * 2, ref.batch_norm_grad_weight,
+                     tol=(2e-4, 2e-4) if dt == "f32" else None)
         # Constant channels (var 0: rstd = 1/sqrt(eps)), an all-zero one, eps,
         # a mean far from 0 (the chunks' merge keeps the variance).
         x = u((8, 4, 300))
@@ -304,6 +318,8 @@ def bn_grad(ck):
         x[:, 1] = 0.0
         g = u((8, 4, 300))
         ck.check("batch_norm_grad", [g, x], [dt] * 2, ref.batch_norm_grad, tol=tol, label="(constant)")
+        ck.check("batch_norm_grad_weight", [g, x], [dt] * 2, ref.batch_norm_grad_weight,
+                 tol=(2e-4, 2e-4) if dt == "f32" else None, label="(constant)")
         ck.check("batch_norm_grad", [g, x, u((4,))], [dt] * 3, lambda gg, xx, ww: ref.batch_norm_grad(gg, xx, ww, 0.25),
                  attrs={"eps": 0.25}, tol=tol, label="(eps)")
         if dt == "f32":
@@ -311,7 +327,10 @@ def bn_grad(ck):
                      tol=(2e-3, 2e-3), label="(offset)")
     # The longest loops: one channel of 2^23 elements (2048 chunks of 4096).
     big = (1, 1, 1 << 23)
-    ck.check("batch_norm_grad", [u(big), u(big) * 3 + 1], ["f32"] * 2, ref.batch_norm_grad, tol=(3e-5, 3e-5),
+    gb, xb = u(big), u(big) * 3 + 1
+    ck.check("batch_norm_grad", [gb, xb], ["f32"] * 2, ref.batch_norm_grad, tol=(3e-5, 3e-5),
+             label="(2^23 channel)")
+    ck.check("batch_norm_grad_weight", [gb, xb], ["f32"] * 2, ref.batch_norm_grad_weight, tol=(1e-4, 1e-4),
              label="(2^23 channel)")
 
     c = ck.c
@@ -331,12 +350,17 @@ def bn_grad(ck):
     ck.expect_error("batch_norm_grad", ["bg_x", "bg_x4"], None, "SHAPE_MISMATCH")
     ck.expect_error("batch_norm_grad", ["bg_x", "bg_x", "bg_w2"], None, "SHAPE_MISMATCH")
     ck.expect_error("batch_norm_grad", ["bg_x", "bg_x"], {"eps": -1}, "INVALID_ARGUMENT")
+    ck.expect_error("batch_norm_grad_weight", ["bg_x", "bg_x", "bg_v"], None, "INVALID_ARGUMENT")
+    ck.expect_error("batch_norm_grad_weight", ["bg_x", "bg_x4"], None, "SHAPE_MISMATCH")
+    ck.expect_error("batch_norm_grad_weight", ["bg_x", "bg_h"], None, "DTYPE_MISMATCH")
+    ck.expect_error("batch_norm_grad_weight", ["bg_v", "bg_v"], None, "INVALID_ARGUMENT")
 
     # autograd: batch_norm's training-mode backward w.r.t. x is the fused op,
-    # 2 dispatches for [64, 16, 8, 8] (2 chunks a channel). The step with x
-    # as the parameter against the same step with r as the parameter: the
+    # 2 dispatches for [64, 16, 8, 8] (2 chunks a channel), and w.r.t. its
+    # weight batch_norm_grad_weight, 2 more. The step with x (or weight) as
+    # the parameter against the same step with r as the parameter: the
     # difference is the backward through batch_norm (the composed rule took
-    # about 20 dispatches).
+    # 14 dispatches for x, 6 more for the weight).
     c.put("bg_px", u((64, 16, 8, 8)), "f32")
     c.put("bg_pr", u((64, 16, 8, 8)), "f32")
     c.put("bg_rm", np.zeros(16), "f32")
@@ -346,7 +370,7 @@ def bn_grad(ck):
     count = {}
     for affine in (False, True):
         bn_in = ["bg_px"] + (["bg_rm", "bg_rv", "bg_pw", "bg_pb"] if affine else [])
-        for param in ("bg_px", "bg_pr"):
+        for param in ("bg_px", "bg_pr") + (("bg_pw",) if affine else ()):
             ck.checks += 1
             err, res = c.call("train.step", {"nodes": [
                 {"id": "y", "op": "batch_norm", "inputs": bn_in, "attrs": {"training": True}},
@@ -362,6 +386,8 @@ def bn_grad(ck):
     for affine in (False, True):
         if count[(affine, "bg_px")] - count[(affine, "bg_pr")] > 2:
             ck.fail("batch_norm's backward to x takes more than 2 dispatches: %r" % count)
+    if count[(True, "bg_pw")] - count[(True, "bg_pr")] > 2:
+        ck.fail("batch_norm's backward to the weight takes more than 2 dispatches: %r" % count)
 
 
 if __name__ == "__main__":
