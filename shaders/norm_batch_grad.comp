@@ -40,6 +40,8 @@ layout(push_constant) uniform BngPush {
 	uint phase;  // BNG_* (with BNG_FOLD)
 	uint flags;  // NORM_HAS_W
 	float eps;
+	uint magic;  // j / inner = (t + ((j − t) >> s1)) >> s2, t = mulhi(j, magic),
+	uint s1, s2; // (division by an invariant integer; norm.c's bng_divisor)
 } pc;
 
 #include "row_common.glsl"
@@ -72,10 +74,13 @@ Stats merge(Stats a, Stats b)
 	return r;
 }
 
-// Element j (< M) of channel c.
+// Element j (< M) of channel c (j / inner without a division: lavapipe
+// has no vector one).
 uint at(uint c, uint j)
 {
-	uint n = j / pc.inner;
+	uint hi, lo;
+	umulExtended(j, pc.magic, hi, lo);
+	uint n = (hi + ((j - hi) >> pc.s1)) >> pc.s2;
 	return (n * pc.C + c) * pc.inner + (j - n * pc.inner);
 }
 
@@ -105,8 +110,9 @@ Stats chunk_stats(uint c, uint j0, uint n, uint lid)
 		for (uint k = 0u; k < CACHE; k++) {
 			uint j = lid + k * 256u;
 			bool inr = j < n;
-			xv[k] = inr ? LOAD(x[at(c, j0 + j)]) : 0.0;
-			gv[k] = inr ? LOAD(g[at(c, j0 + j)]) : 0.0;
+			uint i = inr ? at(c, j0 + j) : 0u;
+			xv[k] = inr ? LOAD(x[i]) : 0.0;
+			gv[k] = inr ? LOAD(g[i]) : 0.0;
 			s += xv[k];
 		}
 		st.mean = wg_sum3(vec3(s, 0.0, 0.0), lid).x / float(n);
@@ -205,7 +211,6 @@ void main()
 	float cr = r * r * wc * st.sgd / M; // rstd · mean(gy · xhat)
 	for (uint j = lid; j < n; j += 256u) {
 		uint i = at(c, j0 + j);
-		float gy = LOAD(g[i]) * wc;
-		o[i] = STORE(r * (gy - mgy - (LOAD(x[i]) - st.mean) * cr));
+		o[i] = STORE(r * (LOAD(g[i]) * wc - mgy - (LOAD(x[i]) - st.mean) * cr));
 	}
 }

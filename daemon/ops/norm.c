@@ -43,8 +43,9 @@ _Static_assert(sizeof(struct bn_push) == 20, "bn_push must mirror BnPush");
 struct bng_push {
 	uint32_t C, inner, M, K, P, phase, flags;
 	float eps;
+	uint32_t magic, s1, s2;
 };
-_Static_assert(sizeof(struct bng_push) == 32, "bng_push must mirror BngPush");
+_Static_assert(sizeof(struct bng_push) == 44, "bng_push must mirror BngPush");
 
 /* batch_norm_grad's chunks: a workgroup's registers hold 256 · 8 elements;
  * a channel of more than 1024 such chunks takes longer ones (each loop of
@@ -463,6 +464,20 @@ static int bng_infer(struct op_ctx *ctx)
 	return 0;
 }
 
+/* pc->inner's magic number: j / inner = (t + ((j − t) >> s1)) >> s2 with
+ * t = (j · magic) >> 32 for every 32-bit j (Granlund and Montgomery's
+ * division by invariant integers, the round-up variant). */
+static void bng_divisor(struct bng_push *pc)
+{
+	uint32_t l = 0;
+
+	while ((1ull << l) < pc->inner)
+		l++;
+	pc->magic = (uint32_t)(((1ull << 32) * ((1ull << l) - pc->inner)) / pc->inner + 1);
+	pc->s1 = l < 1 ? l : 1;
+	pc->s2 = l - pc->s1;
+}
+
 /* batch_norm_grad_weight (g, x): Σ g · xhat per channel, (C,), the weight's
  * gradient of batch_norm in training mode. */
 static int bngw_infer(struct op_ctx *ctx)
@@ -497,6 +512,7 @@ static int bng_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	for (unsigned d = 2; d < x->rank; d++)
 		pc.inner *= (uint32_t)x->shape[d];
 	pc.M = (uint32_t)(x->count / pc.C);
+	bng_divisor(&pc);
 	if ((pc.M + BNG_CHUNK - 1) / BNG_CHUNK > BNG_MAX_CHUNKS) {
 		uint32_t k = (pc.M + BNG_MAX_CHUNKS - 1) / BNG_MAX_CHUNKS;
 

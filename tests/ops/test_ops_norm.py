@@ -262,7 +262,7 @@ def norm_grad(ck):
 # [1024, 16, 8, 8] scaled down, channels of exactly 1 and 2 chunks (2048),
 # and one of more than 1024 chunks (longer chunks).
 BNG_CASES = [(2, 3), (1, 1, 1, 1), (5, 2, 3, 7), (3, 1, 9, 11), (1, 1, 4099), (4, 300), (2, 300, 3),
-             (64, 16, 8, 8), (2, 3, 1024), (4, 2, 1024), (0, 3, 2), (3, 0)]
+             (64, 16, 8, 8), (50, 2, 7, 9), (2, 3, 1024), (4, 2, 1024), (0, 3, 2), (3, 0)]
 
 
 def fd_batch_norm_grad(g, x, w, eps):
