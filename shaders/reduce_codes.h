@@ -39,5 +39,10 @@
 #define NORM_HAS_B 4u
 /* norm_batch.comp flags (with NORM_HAS_W, NORM_HAS_B) */
 #define NORM_STATS_F32 8u   /* mean/var are f32 batch statistics, not running stats */
+/* norm_batch_grad.comp phases, and BNG_FOLD */
+#define BNG_PARTIAL 0u      /* a chunk's statistics into the partials */
+#define BNG_DX 1u           /* the channel's statistics, then dx over the chunk */
+#define BNG_WEIGHT 2u       /* one workgroup a channel: its statistics, then Σ g·xhat */
+#define BNG_FOLD 4u         /* the channel's statistics from its partials, not its one chunk */
 
 #endif

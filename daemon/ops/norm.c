@@ -2,7 +2,8 @@
  * rms_norm over trailing dims, batch_norm over the channel dim (running or
  * batch statistics), and the fused backward of layer_norm / rms_norm.
  * Shaders: softmax.comp, norm.comp, norm_grad.comp, norm_batch.comp;
- * batch statistics come from the reduce engine (reduce_engine.c). */
+ * batch statistics come from the reduce engine (reduce_engine.c);
+ * batch_norm_grad (training mode's dx) is norm_batch_grad.comp. */
 #include <string.h>
 
 #include "dtype.h"
@@ -37,6 +38,20 @@ struct bn_push {
 	float eps;
 };
 _Static_assert(sizeof(struct bn_push) == 20, "bn_push must mirror BnPush");
+
+/* Mirrors BngPush in shaders/norm_batch_grad.comp. */
+struct bng_push {
+	uint32_t C, inner, M, K, P, phase, flags;
+	float eps;
+	uint32_t magic, s1, s2;
+};
+_Static_assert(sizeof(struct bng_push) == 44, "bng_push must mirror BngPush");
+
+/* batch_norm_grad's chunks: a workgroup's registers hold 256 · 8 elements;
+ * a channel of more than 1024 such chunks takes longer ones (each loop of
+ * the shader then stays under 2^31 / 1024 / 256 = 8192 iterations). */
+#define BNG_CHUNK (NORM_LOCAL * 8u)
+#define BNG_MAX_CHUNKS 1024u
 
 /* log2 of the invocations that share a row of `len` elements: about 8
  * elements each, at most the whole workgroup. */
@@ -419,6 +434,123 @@ static int bn_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	return op_dispatch(ctx, rec, p, bind, 8, &pc, sizeof(pc), pc.n, NORM_LOCAL);
 }
 
+static const struct op_attr_spec bng_attrs[] = {
+	{ "eps", ATTR_FLOAT, false },
+	{ NULL, 0, false },
+};
+
+/* batch_norm_grad (g, x, weight?): dx of batch_norm (x, ..., weight?) in
+ * training mode (statistics of channel dim 1 over every other dim, biased
+ * variance), g shaped like x, weight (C,). */
+static int bng_infer(struct op_ctx *ctx)
+{
+	const struct op_tensor *g = &ctx->in[0], *x = &ctx->in[1];
+	float eps;
+
+	if (norm_float_input(ctx) < 0 || norm_eps(ctx, 1e-5, &eps) < 0)
+		return -1;
+	if (x->rank < 2)
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "x must be (N, C, ...), of rank 2 or more, not %u",
+			       x->rank);
+	if (x->dtype != g->dtype)
+		return op_fail(ctx, TDP_DTYPE_MISMATCH, "x is %s, g is %s", tdp_dtype_name(x->dtype),
+			       tdp_dtype_name(g->dtype));
+	if (x->rank != g->rank || memcmp(x->shape, g->shape, x->rank * sizeof(x->shape[0])) != 0)
+		return op_fail(ctx, TDP_SHAPE_MISMATCH, "g and x must have the same shape");
+	if (ctx->ninputs > 2) {
+		const struct op_tensor *w = &ctx->in[2];
+
+		if (w->dtype != x->dtype)
+			return op_fail(ctx, TDP_DTYPE_MISMATCH, "weight is %s, x is %s",
+				       tdp_dtype_name(w->dtype), tdp_dtype_name(x->dtype));
+		if (w->rank != 1 || w->shape[0] != x->shape[1])
+			return op_fail(ctx, TDP_SHAPE_MISMATCH, "weight must be (C,), C = dim 1 of x");
+	}
+	return 0;
+}
+
+/* pc->inner's magic number: j / inner = (t + ((j − t) >> s1)) >> s2 with
+ * t = (j · magic) >> 32 for every 32-bit j (Granlund and Montgomery's
+ * division by invariant integers, the round-up variant). */
+static void bng_divisor(struct bng_push *pc)
+{
+	uint32_t l = 0;
+
+	while ((1ull << l) < pc->inner)
+		l++;
+	pc->magic = (uint32_t)(((1ull << 32) * ((1ull << l) - pc->inner)) / pc->inner + 1);
+	pc->s1 = l < 1 ? l : 1;
+	pc->s2 = l - pc->s1;
+}
+
+/* batch_norm_grad_weight (g, x): Σ g · xhat per channel, (C,), the weight's
+ * gradient of batch_norm in training mode. */
+static int bngw_infer(struct op_ctx *ctx)
+{
+	if (bng_infer(ctx) < 0)
+		return -1;
+	ctx->out.rank = 1;
+	ctx->out.shape[0] = ctx->in[1].shape[1];
+	memset(&ctx->out.shape[1], 0, sizeof(ctx->out.shape) - sizeof(ctx->out.shape[0]));
+	return 0;
+}
+
+/* batch_norm_grad: two dispatches (each chunk's partial statistics; then
+ * every chunk folds its channel's and writes dx), or one where a channel is
+ * a single chunk. batch_norm_grad_weight: the same partials, then one
+ * workgroup a channel. */
+static int bng_record(struct op_ctx *ctx, struct gpu_recorder *rec)
+{
+	static const struct gpu_alloc none;
+	const struct op_tensor *x = &ctx->in[1];
+	bool weight = ctx->def->code == BNG_WEIGHT;
+	struct bng_push pc = { .C = (uint32_t)x->shape[1], .inner = 1, .K = BNG_CHUNK };
+	const struct gpu_pipeline *p;
+	struct gpu_binding bind[5];
+	struct gpu_alloc *s;
+	uint64_t groups;
+
+	if (ctx->out.count == 0)
+		return 0; /* (an empty x with C > 0: the weight's gradient, zeros) */
+	if (norm_eps(ctx, 1e-5, &pc.eps) < 0)
+		return -1;
+	for (unsigned d = 2; d < x->rank; d++)
+		pc.inner *= (uint32_t)x->shape[d];
+	pc.M = (uint32_t)(x->count / pc.C);
+	bng_divisor(&pc);
+	if ((pc.M + BNG_CHUNK - 1) / BNG_CHUNK > BNG_MAX_CHUNKS) {
+		uint32_t k = (pc.M + BNG_MAX_CHUNKS - 1) / BNG_MAX_CHUNKS;
+
+		pc.K = (k + NORM_LOCAL - 1) / NORM_LOCAL * NORM_LOCAL;
+	}
+	pc.P = (pc.M + pc.K - 1) / pc.K;
+	groups = (uint64_t)pc.C * pc.P;
+	pc.flags = ctx->ninputs > 2 ? NORM_HAS_W : 0;
+	pc.phase = weight ? BNG_WEIGHT : BNG_DX;
+	if (op_pipeline(ctx, "norm_batch_grad", tdp_dtype_name(x->dtype), &p) < 0 ||
+	    op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, x, false, &bind[1]) < 0 ||
+	    op_bind(ctx, &ctx->in[ctx->ninputs > 2 ? 2 : 1], false, &bind[2]) < 0 ||
+	    op_bind(ctx, &ctx->out, true, &bind[3]) < 0)
+		return -1;
+	if (pc.P > 1) {
+		/* M > BNG_CHUNK, so C · P < 2 · count / BNG_CHUNK < 2^21. */
+		if (op_scratch_alloc(ctx, groups * 16, &s) < 0)
+			return -1;
+		pc.phase = BNG_PARTIAL;
+		bind[3].write = false;
+		bind[4] = red_bind(ctx, s, 0, groups * 16, true);
+		if (op_dispatch(ctx, rec, p, bind, 5, &pc, sizeof(pc), groups * NORM_LOCAL, NORM_LOCAL) < 0)
+			return -1;
+		pc.phase = (weight ? BNG_WEIGHT : BNG_DX) | BNG_FOLD;
+		bind[3].write = true;
+		bind[4].write = false;
+	} else {
+		bind[4] = red_bind(ctx, &none, 0, 0, false);
+	}
+	return op_dispatch(ctx, rec, p, bind, 5, &pc, sizeof(pc), (weight ? pc.C : groups) * NORM_LOCAL,
+			   NORM_LOCAL);
+}
+
 const struct op_def op_defs_norm[] = {
 	{ "softmax", 1, 1, sm_attrs, SM_SOFTMAX, sm_infer, sm_record, grad_softmax, OP_NO_FUSION },
 	{ "log_softmax", 1, 1, sm_attrs, SM_LOG_SOFTMAX, sm_infer, sm_record, grad_log_softmax, OP_NO_FUSION },
@@ -428,5 +560,7 @@ const struct op_def op_defs_norm[] = {
 	{ "layer_norm_grad", 2, 3, ln_attrs, 0, lng_infer, lng_record, NULL, OP_NO_FUSION },
 	{ "rms_norm_grad", 2, 3, ln_attrs, NORM_RMS, lng_infer, lng_record, NULL, OP_NO_FUSION },
 	{ "batch_norm", 1, 5, bn_attrs, 0, bn_infer, bn_record, grad_batch_norm, OP_NO_FUSION },
+	{ "batch_norm_grad", 2, 3, bng_attrs, BNG_DX, bng_infer, bng_record, NULL, OP_NO_FUSION },
+	{ "batch_norm_grad_weight", 2, 2, bng_attrs, BNG_WEIGHT, bngw_infer, bng_record, NULL, OP_NO_FUSION },
 	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
 };

@@ -213,6 +213,8 @@ def params_corpus():
         # Fixed ids (even: uid 1000), so that the seeds after these keep theirs.
         req("op.run", {"op": "layer_norm_grad", "inputs": ["a", "a"], "attrs": {"ndim": 2}}, msgid=9000) +
         req("op.run", {"op": "rms_norm_grad", "inputs": ["a", "a"], "attrs": {"eps": 1e-3}}, msgid=9002) +
+        req("op.run", {"op": "batch_norm_grad", "inputs": ["a", "a"], "attrs": {"eps": 1e-3}}, msgid=9004) +
+        req("op.run", {"op": "batch_norm_grad_weight", "inputs": ["a", "a"]}, msgid=9006) +
         put("rm", shape=(3,)) + put("rv", shape=(3,)) +
         req("op.run", {"op": "batch_norm", "inputs": ["a", "rm", "rv"]}),
         "op_loss": setup + put("lbl", "i32", (2,), 1) +
@@ -516,7 +518,8 @@ def main():
               "concat", "stack", "pad", "gather", "index_select", "one_hot", "zeros", "ones",
               "full", "arange", "rand", "randn", "cast", "sgd_buf", "sgd_param", "adam_m",
               "adam_v", "adam_param", "conv2d_grad_input", "conv2d_grad_weight",
-              "max_pool2d_grad", "avg_pool2d_grad", "layer_norm_grad", "rms_norm_grad"]
+              "max_pool2d_grad", "avg_pool2d_grad", "layer_norm_grad", "rms_norm_grad",
+              "batch_norm_grad", "batch_norm_grad_weight"]
     packed = [msgpack.packb(w).decode("latin-1") for w in words]
     dictionary(os.path.join(HERE, "params.dict"), packed + ["\x94\x00", "\x91\x81", "\xc4", "\xca"])
     dictionary(os.path.join(HERE, "rpc.dict"),

@@ -149,6 +149,7 @@ def run(ck):
     ck.expect_error("batch_norm", ["n_one"], {"training": True}, "INVALID_ARGUMENT")
     ck.expect_error("batch_norm", ["n_x"], {"training": 1}, "INVALID_ARGUMENT")
     norm_grad(ck)
+    bn_grad(ck)
     ck.expect_error("batch_norm", ["n_x", "n_w3", "n_w3"], {"momentum": 0.1}, "INVALID_ARGUMENT")
 
 
@@ -255,6 +256,147 @@ def norm_grad(ck):
     print("train.step dispatches, x [64, 256]: %r" % count)
     if count["layer_norm"] != count["neg"] or count["rms_norm"] != count["neg"]:
         ck.fail("the norms' backward takes more dispatches than neg's: %r" % count)
+
+# (shape) of batch_norm_grad: rank 2, one value per channel, odd spatial
+# sizes, C = 1 (one channel of several chunks), C = 300, the digits CNN's
+# [1024, 16, 8, 8] scaled down, channels of exactly 1 and 2 chunks (2048),
+# and one of more than 1024 chunks (longer chunks).
+BNG_CASES = [(2, 3), (1, 1, 1, 1), (5, 2, 3, 7), (3, 1, 9, 11), (1, 1, 4099), (4, 300), (2, 300, 3),
+             (64, 16, 8, 8), (50, 2, 7, 9), (2, 3, 1024), (4, 2, 1024), (0, 3, 2), (3, 0)]
+
+
+def fd_batch_norm_grad(g, x, w, eps):
+    """dx by central differences of sum(g * batch_norm(x, w)) (training)."""
+    dx = np.zeros_like(x)
+    h = 1e-6
+    for i in np.ndindex(x.shape):
+        xp, xm = x.copy(), x.copy()
+        xp[i] += h
+        xm[i] -= h
+        dx[i] = (np.sum(g * ref.batch_norm(xp, w=w, training=True, eps=eps)) -
+                 np.sum(g * ref.batch_norm(xm, w=w, training=True, eps=eps))) / (2 * h)
+    return dx
+
+
+def bn_grad(ck):
+    """batch_norm_grad against ref_norm.batch_norm_grad, which is first
+    checked against finite differences of the forward reference; autograd's
+    batch_norm backward in training mode takes it (2 dispatches)."""
+    for shape in ((4, 3), (3, 2, 5), (2, 3, 2, 3), (5, 1)):
+        x, g, w = u(shape) * 2 + 0.5, u(shape), u((shape[1],)) + 1.5
+        ck.checks += 1
+        want = np.zeros_like(w)
+        for c in range(w.size):
+            wp, wm = w.copy(), w.copy()
+            wp[c] += 1e-6
+            wm[c] -= 1e-6
+            want[c] = (np.sum(g * ref.batch_norm(x, w=wp, training=True, eps=1e-3)) -
+                       np.sum(g * ref.batch_norm(x, w=wm, training=True, eps=1e-3))) / 2e-6
+        if not np.allclose(ref.batch_norm_grad_weight(g, x, 1e-3), want, atol=1e-6, rtol=1e-6):
+            ck.fail("ref_norm.batch_norm_grad_weight %s: %r, differences %r" % (
+                shape, ref.batch_norm_grad_weight(g, x, 1e-3), want))
+        for wt in (None, w):
+            ck.checks += 1
+            want = fd_batch_norm_grad(g, x, wt, 1e-3)
+            got = ref.batch_norm_grad(g, x, wt, 1e-3)
+            if not np.allclose(got, want, atol=1e-6, rtol=1e-6):
+                ck.fail("ref_norm.batch_norm_grad %s: %r, differences %r" % (shape, got, want))
+
+    for dt in harness.FLOAT_DTYPES:
+        tol = (3e-5, 3e-5) if dt == "f32" else None
+        for shape in BNG_CASES:
+            x, g, w = u(shape) * 3 + 1, u(shape), u(shape[1:2]) + 0.5
+            ck.check("batch_norm_grad", [g, x], [dt] * 2, ref.batch_norm_grad, tol=tol)
+            ck.check("batch_norm_grad", [g, x, w], [dt] * 3, ref.batch_norm_grad, tol=tol, label="(weight)")
+            # A sum over the channel: f16/bf16 round the result of up to 2^16 terms.
+            ck.check("batch_norm_grad_weight", [g, x], [dt] * 2, ref.batch_norm_grad_weight,
+                     tol=(2e-4, 2e-4) if dt == "f32" else None)
+        # Constant channels (var 0: rstd = 1/sqrt(eps)), an all-zero one, eps,
+        # a mean far from 0 (the chunks' merge keeps the variance).
+        x = u((8, 4, 300))
+        x[:, 0] = 3.0
+        x[:, 1] = 0.0
+        g = u((8, 4, 300))
+        ck.check("batch_norm_grad", [g, x], [dt] * 2, ref.batch_norm_grad, tol=tol, label="(constant)")
+        ck.check("batch_norm_grad_weight", [g, x], [dt] * 2, ref.batch_norm_grad_weight,
+                 tol=(2e-4, 2e-4) if dt == "f32" else None, label="(constant)")
+        ck.check("batch_norm_grad", [g, x, u((4,))], [dt] * 3, lambda gg, xx, ww: ref.batch_norm_grad(gg, xx, ww, 0.25),
+                 attrs={"eps": 0.25}, tol=tol, label="(eps)")
+        if dt == "f32":
+            ck.check("batch_norm_grad", [g, u((8, 4, 300)) + 1000.0], [dt] * 2, ref.batch_norm_grad,
+                     tol=(2e-3, 2e-3), label="(offset)")
+    # The longest loops: one channel of 2^23 elements (2048 chunks of 4096).
+    big = (1, 1, 1 << 23)
+    gb, xb = u(big), u(big) * 3 + 1
+    ck.check("batch_norm_grad", [gb, xb], ["f32"] * 2, ref.batch_norm_grad, tol=(3e-5, 3e-5),
+             label="(2^23 channel)")
+    ck.check("batch_norm_grad_weight", [gb, xb], ["f32"] * 2, ref.batch_norm_grad_weight, tol=(1e-4, 1e-4),
+             label="(2^23 channel)")
+
+    # Deterministic: the same bits every run (fixed merge order, no atomics).
+    c = ck.c
+    c.put("bg_dg", u((64, 16, 8, 8)), "f32")
+    c.put("bg_dx", u((64, 16, 8, 8)) * 3 + 1, "f32")
+    for op in ("batch_norm_grad", "batch_norm_grad_weight"):
+        ck.checks += 1
+        runs = [harness.result_array(c.run(op, ["bg_dg", "bg_dx"], None)[1]).tobytes() for _ in range(3)]
+        if runs[1] != runs[0] or runs[2] != runs[0]:
+            ck.fail("%s: runs differ" % op)
+    c.put("bg_x", u((2, 3)), "f32")
+    c.put("bg_x4", u((2, 4)), "f32")
+    c.put("bg_h", u((2, 3)), "f16")
+    c.put("bg_i", np.zeros((2, 3)), "i32")
+    c.put("bg_v", u((3,)), "f32")
+    c.put("bg_w2", u((2,)), "f32")
+    c.put("bg_w3h", u((3,)), "f16")
+    ck.expect_error("batch_norm_grad", ["bg_x"], None, "INVALID_ARGUMENT")
+    ck.expect_error("batch_norm_grad", ["bg_x", "bg_x", "bg_v", "bg_v"], None, "INVALID_ARGUMENT")
+    ck.expect_error("batch_norm_grad", ["bg_v", "bg_v"], None, "INVALID_ARGUMENT")
+    ck.expect_error("batch_norm_grad", ["bg_i", "bg_i"], None, "DTYPE_MISMATCH")
+    ck.expect_error("batch_norm_grad", ["bg_x", "bg_h"], None, "DTYPE_MISMATCH")
+    ck.expect_error("batch_norm_grad", ["bg_x", "bg_x", "bg_w3h"], None, "DTYPE_MISMATCH")
+    ck.expect_error("batch_norm_grad", ["bg_x", "bg_x4"], None, "SHAPE_MISMATCH")
+    ck.expect_error("batch_norm_grad", ["bg_x", "bg_x", "bg_w2"], None, "SHAPE_MISMATCH")
+    ck.expect_error("batch_norm_grad", ["bg_x", "bg_x"], {"eps": -1}, "INVALID_ARGUMENT")
+    ck.expect_error("batch_norm_grad_weight", ["bg_x", "bg_x", "bg_v"], None, "INVALID_ARGUMENT")
+    ck.expect_error("batch_norm_grad_weight", ["bg_x", "bg_x4"], None, "SHAPE_MISMATCH")
+    ck.expect_error("batch_norm_grad_weight", ["bg_x", "bg_h"], None, "DTYPE_MISMATCH")
+    ck.expect_error("batch_norm_grad_weight", ["bg_v", "bg_v"], None, "INVALID_ARGUMENT")
+
+    # autograd: batch_norm's training-mode backward w.r.t. x is the fused op,
+    # 2 dispatches for [64, 16, 8, 8] (2 chunks a channel), and w.r.t. its
+    # weight batch_norm_grad_weight, 2 more. The step with x (or weight) as
+    # the parameter against the same step with r as the parameter: the
+    # difference is the backward through batch_norm (the composed rule took
+    # 14 dispatches for x, 9 for the weight).
+    c.put("bg_px", u((64, 16, 8, 8)), "f32")
+    c.put("bg_pr", u((64, 16, 8, 8)), "f32")
+    c.put("bg_rm", np.zeros(16), "f32")
+    c.put("bg_rv", np.ones(16), "f32")
+    c.put("bg_pw", u((16,)) + 1.5, "f32")
+    c.put("bg_pb", u((16,)), "f32")
+    count = {}
+    for affine in (False, True):
+        bn_in = ["bg_px"] + (["bg_rm", "bg_rv", "bg_pw", "bg_pb"] if affine else [])
+        for param in ("bg_px", "bg_pr") + (("bg_pw",) if affine else ()):
+            ck.checks += 1
+            err, res = c.call("train.step", {"nodes": [
+                {"id": "y", "op": "batch_norm", "inputs": bn_in, "attrs": {"training": True}},
+                {"id": "p", "op": "mul", "inputs": ["y", "bg_pr"]},
+                {"id": "L", "op": "sum", "inputs": ["p"]}],
+                "loss": "L", "params": [param], "optimizer": {"type": "sgd", "lr": 1e-6}, "profile": True,
+                "fuse": False})
+            if err:
+                ck.fail("train.step batch_norm %s: %r" % (param, err))
+                return
+            count[(affine, param)] = res["dispatches"]
+    print("train.step dispatches through batch_norm, x [64, 16, 8, 8]: %r" % count)
+    for affine in (False, True):
+        if count[(affine, "bg_px")] - count[(affine, "bg_pr")] > 2:
+            ck.fail("batch_norm's backward to x takes more than 2 dispatches: %r" % count)
+    if count[(True, "bg_pw")] - count[(True, "bg_pr")] > 2:
+        ck.fail("batch_norm's backward to the weight takes more than 2 dispatches: %r" % count)
+
 
 if __name__ == "__main__":
     harness.main(run)
