@@ -82,7 +82,7 @@ static int ew_setup(struct op_ctx *ctx, const struct op_tensor *a, const struct 
 		    struct ew_push *pc)
 {
 	const struct op_tensor *out = &ctx->out;
-	uint64_t sa[TDP_MAX_RANK], sb[TDP_MAX_RANK], shape[TDP_MAX_RANK];
+	uint64_t sa[TDP_MAX_RANK] = { 0 }, sb[TDP_MAX_RANK] = { 0 }, shape[TDP_MAX_RANK];
 	unsigned rank = 0;
 
 	if (out->count > UINT32_MAX)
