@@ -161,6 +161,29 @@ static int multinomial_record(struct op_ctx *ctx, struct gpu_recorder *rec, cons
 	return op_dispatch(ctx, rec, p, bind, 6, pc, sizeof(*pc), ctx->out.count, 256);
 }
 
+/* Merge neighbouring dims the mask steps through alike (contiguous across
+ * the pair, or broadcast along both): fewer divisions per element in
+ * mask.comp's index loop ([128, 128, 128] under a [128, 128] mask: two
+ * dims, [128, 16384] with strides 0 and 1). */
+static void fill_merge_dims(struct mask_push *pc)
+{
+	unsigned r = 0;
+
+	for (unsigned d = 0; d < pc->rank; d++) {
+		if (r > 0 && pc->mstride[r - 1] == pc->mstride[d] * pc->shape[d]) {
+			pc->shape[r - 1] *= pc->shape[d];
+			pc->mstride[r - 1] = pc->mstride[d];
+			continue;
+		}
+		pc->shape[r] = pc->shape[d];
+		pc->mstride[r] = pc->mstride[d];
+		r++;
+	}
+	for (unsigned d = r; d < pc->rank; d++)
+		pc->shape[d] = pc->mstride[d] = 0;
+	pc->rank = r;
+}
+
 static int mask_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 {
 	static const struct gpu_alloc none;
@@ -197,6 +220,7 @@ static int mask_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 			if (has)
 				st *= m->shape[md];
 		}
+		fill_merge_dims(&pc);
 		if (op_bind(ctx, m, false, &bind[1]) < 0)
 			return -1;
 	} else {

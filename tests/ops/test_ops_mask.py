@@ -34,7 +34,9 @@ def tri_cases(ck, dt):
 def fill_cases(ck, dt):
     value = {"u8": 7, "i32": -123456}.get(dt, -1e9)
     for xs, ms in (((3, 4), (3, 4)), ((3, 4), (4,)), ((3, 4), (3, 1)), ((2, 3, 4), (1, 3, 1)), ((2, 3, 4), ()),
-                   ((5,), (5,)), ((2, 3, 4), (2, 1, 4))):
+                   ((5,), (5,)), ((2, 3, 4), (2, 1, 4)),
+                   # dims the mask steps through alike merge (attention's [B*H, T, T] under [T, T])
+                   ((3, 5, 8), (5, 8)), ((2, 3, 2, 4), (3, 2, 4)), ((2, 3, 4), (1, 1, 4))):
         x = values(xs, dt)
         m = rng.integers(0, 2, size=ms)
         ck.check("masked_fill", [x, m], [dt, "u8"], lambda x, m: ref.masked_fill(x, m, value), {"value": value},
