@@ -58,6 +58,19 @@ def used(c):
     return [d["memory_used"] for d in c.call("info")["devices"] if d["active"]][0]
 
 
+def settled_fds(d):
+    """The daemon's open fds once the count has held still for 0.25 s (the
+    connections just closed have been reaped), at most 10 s."""
+    prev, still, n = None, 0, 0
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and still < 5:
+        n = len(os.listdir("/proc/%d/fd" % d.proc.pid))
+        still = still + 1 if n == prev else 0
+        prev = n
+        time.sleep(0.05)
+    return n
+
+
 def back_to_baseline(d, c, base_fds, base_mem, what):
     """Wait up to 10 s for the daemon's fds and device memory to return to
     the baseline, then check both."""
@@ -212,7 +225,7 @@ def pipelined_parts():
             check(len(r) == 1 and r[0][2] is None and r[0][3]["data"] == (a if i % 2 else data(3)),
                   "concurrent streamed get %d is not the tensor as put" % i)
             s.close()
-        base_fds, base_mem = len(os.listdir("/proc/%d/fd" % d.proc.pid)), used(c)
+        base_fds, base_mem = settled_fds(d), used(c)
         rss = []
         for _ in range(4):
             socks = []
