@@ -15,7 +15,7 @@
 #define CONVG_WPART 1
 #define CONVG_WSUM 2
 
-/* conv_igemm.comp modes: the forward, the input and the weight gradient */
+/* conv_igemm.glsl modes: the forward, the input and the weight gradient */
 #define CONVI_FWD 0
 #define CONVI_DGRAD 1
 #define CONVI_WGRAD 2

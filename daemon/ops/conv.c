@@ -1,6 +1,6 @@
 /* The conv family, NCHW: conv2d (stride, padding, dilation, groups, optional
  * bias), max_pool2d and avg_pool2d. Shaders: conv2d.comp (direct),
- * conv_igemm.comp (implicit GEMM, conv_igemm.c), conv_gemm.comp (im2col for
+ * conv_igemm.glsl (implicit GEMM, conv_igemm.c), conv_gemm.comp (im2col for
  * matmul, conv_gemm.c), pool2d.comp. */
 #include <string.h>
 
@@ -12,6 +12,10 @@
 #include "ops/grad_rules.h"
 #include "ops/op.h"
 #include "status.h"
+
+/* auto: the implicit GEMM before im2col from this many output channels per
+ * group (one 128-row tile; conv_record). */
+#define CONV_IMPLICIT_FIRST_OC 128u
 
 /* Mirrors ConvPush in shaders/conv2d.comp. */
 struct conv_push {
@@ -153,9 +157,13 @@ static int conv_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 				       "algo \"im2col\" takes f32 with one group within the device's bindings");
 		return conv_gemm_record(ctx, rec, pl->stride, pl->pad, pl->dil);
 	case CONV_ALGO_AUTO:
-		/* im2col + matmul_v4 first where it applies: on an H100 it ran
-		 * 3x3 32x256x56x56 -> 256 at 24.3 TFLOP/s, the implicit GEMM at
-		 * 2.05 (docs/performance.md); the same bits either way. */
+		/* The implicit GEMM first for a full tile of output channels: on
+		 * an H100 it ran 3x3 32x256x56x56 -> 256 at 27.3 TFLOP/s, im2col +
+		 * matmul_v4 at 24.3 (docs/performance.md); fewer channels (a
+		 * first layer's 16) keep im2col and its small-product kernels.
+		 * The same bits either way. */
+		if (pc.opg >= CONV_IMPLICIT_FIRST_OC && conv_igemm_wanted(ctx, CONVI_FWD, &geo, wide))
+			return conv_igemm_record(ctx, rec, CONVI_FWD, &geo, w, x, bias, NULL);
 		if ((wide || conv_igemm_wanted(ctx, CONVI_FWD, &geo, wide)) &&
 		    conv_gemm_usable(ctx, pl->groups, true))
 			return conv_gemm_record(ctx, rec, pl->stride, pl->pad, pl->dil);

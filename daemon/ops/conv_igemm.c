@@ -1,6 +1,6 @@
 /* Implicit-GEMM conv2d (issue 16): the forward and both gradients as tiled
  * matrix products whose operand tiles the kernel gathers straight from the
- * input, weight and grad_out tensors (conv_igemm.comp), so no column matrix
+ * input, weight and grad_out tensors (conv_igemm.glsl), so no column matrix
  * is written or read. Sums run in the direct kernels' order; the weight
  * gradient is split over the batch x spatial positions in the direct
  * kernel's chunks, summed in order by the caller. */
@@ -10,7 +10,7 @@
 #include "dtype.h"
 #include "status.h"
 
-/* Mirrors ConvIgemmPush in shaders/conv_igemm.comp. */
+/* Mirrors ConvIgemmPush in shaders/conv_igemm.glsl. */
 struct convi_push {
 	uint32_t m, n, k;
 	uint32_t tiles_n, tiles_mn;
@@ -130,7 +130,9 @@ int conv_igemm_record(struct op_ctx *ctx, struct gpu_recorder *rec, int mode, co
 	wgs = tiles * pc.groups * pc.splits;
 	if (wgs > UINT32_MAX)
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "more than 2^32 output tiles");
-	if (op_pipeline(ctx, "conv_igemm", tdp_dtype_name(ctx->out.dtype), &p) < 0 ||
+	/* One pipeline per mode, the mode a compile-time constant there. */
+	if (op_pipeline(ctx, mode == CONVI_FWD ? "conv_igemm_fwd" : mode == CONVI_DGRAD ? "conv_igemm_dgrad"
+			: "conv_igemm_wgrad", tdp_dtype_name(ctx->out.dtype), &p) < 0 ||
 	    op_bind(ctx, a, false, &bind[0]) < 0 || op_bind(ctx, b, false, &bind[1]) < 0 ||
 	    op_bind(ctx, bias ? bias : a, false, &bind[2]) < 0 || op_bind(ctx, &ctx->out, true, &bind[3]) < 0)
 		return -1;

@@ -1,6 +1,3 @@
-#version 450
-#extension GL_GOOGLE_include_directive : require
-#extension GL_EXT_control_flow_attributes : require
 // Implicit-GEMM conv2d (NCHW, stride, zero padding, dilation, groups) and its
 // two gradients, with no column matrix in memory: matmul_v4.comp's 128x128
 // tile, 8x8 per invocation and double-buffered shared memory (As[k][row/4],
@@ -51,6 +48,15 @@ layout(push_constant) uniform ConvIgemmPush {
 	uint cpg, opg;
 } pc;
 
+// The mode: a compile-time constant in conv_igemm_fwd.comp, _dgrad, _wgrad
+// (like matmul_tn_v4.comp's layout: the loaders' branches on it compile
+// away), else the push constant.
+#ifdef CONVI_MODE
+#define CONV_MODE CONVI_MODE
+#else
+#define CONV_MODE pc.mode
+#endif
+
 shared vec4 As[2][TK][TM / 4];
 shared vec4 Bs[2][TK][TN / 4];
 
@@ -67,12 +73,12 @@ void column_setup(uint g, uint j0)
 	[[unroll]] for (uint i = 0u; i < 4u; i++) {
 		uint j = j0 + 32u * i;
 		cok[i] = j < pc.n;
-		if (pc.mode == CONVI_FWD) {
+		if (CONV_MODE == CONVI_FWD) {
 			uint img = j / ohw, p = j % ohw;
 			cbase[i] = (img * pc.c + g * pc.cpg) * hw;
 			cy[i] = int((p / pc.ow) * pc.sh) - int(pc.ph);
 			cx[i] = int((p % pc.ow) * pc.sw) - int(pc.pw);
-		} else if (pc.mode == CONVI_DGRAD) {
+		} else if (CONV_MODE == CONVI_DGRAD) {
 			uint img = j / hw, q = j % hw;
 			cbase[i] = (img * pc.oc + g * pc.opg) * ohw;
 			cy[i] = int(q / pc.w) + int(pc.ph);
@@ -155,7 +161,7 @@ vec4 load_b(KPos p, uint kend)
 	[[unroll]] for (uint i = 0u; i < 4u; i++) {
 		if (!cok[i])
 			continue;
-		if (pc.mode != CONVI_DGRAD) {
+		if (CONV_MODE != CONVI_DGRAD) {
 			int iy = cy[i] + ry, ix = cx[i] + rx;
 			if (iy >= 0 && iy < int(pc.h) && ix >= 0 && ix < int(pc.w))
 				v[i] = float(LOAD(b[cbase[i] + koff + uint(iy) * pc.w + uint(ix)]));
@@ -202,7 +208,7 @@ void load_a(uint row, KPos p, uint kend, out vec4 va0, out vec4 va1)
 void counter_setup(uint g)
 {
 	uint taps = pc.kh * pc.kw, ohw = pc.oh * pc.ow;
-	if (pc.mode == CONVI_WGRAD) {
+	if (CONV_MODE == CONVI_WGRAD) {
 		rmid = pc.oh;
 		rlo = pc.ow;
 		hstride = pc.c * pc.h * pc.w;
@@ -215,10 +221,10 @@ void counter_setup(uint g)
 	} else {
 		rmid = pc.kh;
 		rlo = pc.kw;
-		hstride = pc.mode == CONVI_FWD ? pc.h * pc.w : ohw;
+		hstride = CONV_MODE == CONVI_FWD ? pc.h * pc.w : ohw;
 		ymul = pc.dh;
 		xmul = pc.dw;
-		if (pc.mode == CONVI_FWD) {
+		if (CONV_MODE == CONVI_FWD) {
 			ra = 0xffffffffu;
 			ahs = 0u;
 			agoff = g * pc.opg * pc.k;
@@ -318,17 +324,17 @@ void main()
 
 	// Where column j and row m land: obase(j) + m * ostride.
 	uint ohw = pc.oh * pc.ow, hw = pc.h * pc.w;
-	uint ostride = pc.mode == CONVI_DGRAD ? hw : (pc.mode == CONVI_FWD ? ohw : pc.n);
-	bool to_part = pc.mode == CONVI_WGRAD && pc.splits > 1u;
+	uint ostride = CONV_MODE == CONVI_DGRAD ? hw : (CONV_MODE == CONVI_FWD ? ohw : pc.n);
+	bool to_part = CONV_MODE == CONVI_WGRAD && pc.splits > 1u;
 	uint pbase = split * pc.oc * pc.n;
 	[[unroll]] for (int jj = 0; jj < 8; jj++) {
 		uint j = col0 + (jj < 4 ? tx * 4u + uint(jj) : 64u + tx * 4u + uint(jj - 4));
 		if (j >= pc.n)
 			continue;
 		uint obase;
-		if (pc.mode == CONVI_FWD)
+		if (CONV_MODE == CONVI_FWD)
 			obase = ((j / ohw) * pc.oc + g * pc.opg) * ohw + j % ohw;
-		else if (pc.mode == CONVI_DGRAD)
+		else if (CONV_MODE == CONVI_DGRAD)
 			obase = ((j / hw) * pc.c + g * pc.cpg) * hw + j % hw;
 		else
 			obase = g * pc.opg * pc.n + j;
