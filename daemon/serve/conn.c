@@ -573,6 +573,7 @@ static bool stream_wants(const struct conn *c)
 	       tdp_buf_len(&c->out) < STREAM_LOW;
 }
 
+#if STREAM_SNDBUF
 /* A streamed answer's window goes straight from the owner's memory into
  * the socket: a larger send buffer (up to net.core.wmem_max, which the
  * kernel applies) means fewer wake-ups per byte while the client reads. */
@@ -586,6 +587,7 @@ static void grow_send_buffer(struct conn *c)
 	    setsockopt(c->src.fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof(want)) < 0)
 		log_debug("SO_SNDBUF %d: %s", want, strerror(errno));
 }
+#endif
 
 /* Add parts to such an answer while it can take them, the socket takes
  * them and *budget lasts; *stalled when none was ready (the owner wakes the
@@ -607,8 +609,10 @@ static int pump(struct conn *c, size_t *budget, bool *stalled)
 		}
 		if (r > 0)
 			c->deferred = NULL;
-		if (c->deferred && c->deferred->window_len && !c->sndbuf_grown && STREAM_SNDBUF)
+#if STREAM_SNDBUF
+		if (c->deferred && c->deferred->window_len && !c->sndbuf_grown)
 			grow_send_buffer(c);
+#endif
 		if (unsent(c) > before) {
 			size_t n = unsent(c) - before;
 
