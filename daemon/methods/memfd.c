@@ -8,10 +8,14 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include "base/copy_pool.h"
 #include "methods/request.h"
 #include "status.h"
 
 #define TMPFS_MAGIC_ 0x01021994
+/* From this size a mapping is not populated up front when copies are split
+ * over helper threads (memfd_map_param). */
+#define MEMFD_LAZY_MIN ((uint64_t)16 << 20)
 
 #ifndef F_SEAL_FUTURE_WRITE
 #define F_SEAL_FUTURE_WRITE 0x0010
@@ -47,7 +51,7 @@ int memfd_map_param(struct request *req, uint64_t index, uint64_t offset, uint64
 	struct stat st;
 	struct statfs sfs;
 	void *base;
-	int fd, seals;
+	int fd, seals, populate;
 
 	if (req->nfds == 0)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "fd %llu: no file descriptor came with "
@@ -107,8 +111,15 @@ int memfd_map_param(struct request *req, uint64_t index, uint64_t offset, uint64
 	/* Reading maps privately: a shared mapping of a write-sealed memfd is
 	 * refused before Linux 6.7, and the sealed bytes are the same.
 	 * MAP_POPULATE: one pass over the page tables instead of a fault per
-	 * page during the copy (twice as fast for 256 MiB on lavapipe). */
+	 * page during the copy (twice as fast for 256 MiB on lavapipe), unless
+	 * a put's copy is split over helper threads, whose read faults (each
+	 * maps 16 pages) then run side by side: on an H100 host populating
+	 * 1 GiB took 45 ms on the loop, half of a memfd put (docs/performance.md).
+	 * A get's write faults map one page each: populated, it stays faster.
+	 * Either way no page can go away under the copy: the memfd is sealed
+	 * against shrinking. */
 	maplen = map_length(start, len, (uint64_t)st.st_size, (uint64_t)page, align);
+	populate = writable || copy_pool_threads() == 1 || maplen < MEMFD_LAZY_MIN ? MAP_POPULATE : 0;
 	/* The pages added for the import must be in memory too: populating or
 	 * pinning a hole would allocate it, charged to the daemon. */
 	if (maplen != len) {
@@ -126,7 +137,7 @@ int memfd_map_param(struct request *req, uint64_t index, uint64_t offset, uint64
 		base = mmap(NULL, maplen, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, (off_t)start);
 	if (base == MAP_FAILED)
 		base = mmap(NULL, maplen, writable ? PROT_READ | PROT_WRITE : PROT_READ,
-			    (writable ? MAP_SHARED : MAP_PRIVATE) | MAP_POPULATE, fd, (off_t)start);
+			    (writable ? MAP_SHARED : MAP_PRIVATE) | populate, fd, (off_t)start);
 	if (base == MAP_FAILED)
 		return request_fail(req, errno == ENOMEM ? TDP_RESOURCE_EXHAUSTED : TDP_INVALID_ARGUMENT,
 				    "fd %llu cannot be mapped for %s (%s)", (unsigned long long)index,

@@ -202,10 +202,13 @@ def run_index_add(ck):
             {"axis": 1}, label="(scalar index)")
         chk([vals((4, 5)), np.zeros((0,)), vals((0, 5))], ref.index_add, label="(no indices)")
         chk([vals((0, 3)), np.array([0, 1]), vals((2, 3))], ref.index_add, label="(empty x)")
-        # ~17500 f32 additions per element: allow their rounding (~1e-5 of the sum's terms)
+        # ~17500 f32 additions per element, partial sums up to a few hundred:
+        # their rounding reaches ~1e-3 absolute, so a sum that ends near zero
+        # needs that much (1e-4 failed once at 2.3e-5 relative); a lost or
+        # doubled index moves a sum by one of its terms, 1 on average
         big = rng.integers(-4, 4, size=(70_001,))
         ck.check("index_add", [vals((3, 2)), big, vals((70_001, 2))], [dt, "i32", dt], ref.index_add,
-                 tol=(1e-4, 1e-5) if dt == "f32" else None, label="(3 passes)")
+                 tol=(2e-3, 1e-5) if dt == "f32" else None, label="(3 passes)")
     # one workgroup per (row, 256 columns): 70000 rows spill the grid into y
     ck.check("index_add", [np.zeros((70_000,)), np.array([69_999, 5, 5]), np.array([1.0, 2.0, 3.0])],
              ["f32", "i32", "f32"], ref.index_add, tol=(0, 0), label="(grid > 65535)")
