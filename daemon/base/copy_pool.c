@@ -6,7 +6,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 
 #define COPY_POOL_MAX_THREADS 8u
 /* Below this a copy is not split: waking the helpers costs more. */
@@ -21,7 +26,7 @@ static struct {
 	uint64_t generation;    /* bumped for each split copy */
 	unsigned pending;       /* helper parts not yet copied */
 	uint8_t *dst;
-	const uint8_t *src;
+	const uint8_t *src;     /* NULL: populate dst for writing instead */
 	size_t part, n;
 } pool = {
 	.once = PTHREAD_ONCE_INIT,
@@ -39,7 +44,10 @@ static void copy_part(unsigned k)
 	if (at >= pool.n)
 		return;
 	len = pool.n - at < pool.part ? pool.n - at : pool.part;
-	memcpy(pool.dst + at, pool.src + at, len);
+	if (pool.src)
+		memcpy(pool.dst + at, pool.src + at, len);
+	else
+		(void)madvise(pool.dst + at, len, MADV_POPULATE_WRITE);
 }
 
 static void *helper_main(void *arg)
@@ -100,15 +108,12 @@ unsigned copy_pool_threads(void)
 	return pool.helpers + 1;
 }
 
-void copy_pool_memcpy(void *dst, const void *src, size_t n)
+/* Split the copy (src set) or the populating (src NULL) of dst over the
+ * helpers and the caller; the caller holds pool.use. */
+static void pool_run(void *dst, const void *src, size_t n)
 {
-	unsigned parts;
+	unsigned parts = pool.helpers + 1;
 
-	if (n < COPY_POOL_MIN || copy_pool_threads() == 1 || pthread_mutex_trylock(&pool.use) != 0) {
-		memcpy(dst, src, n);
-		return;
-	}
-	parts = pool.helpers + 1;
 	pthread_mutex_lock(&pool.lock);
 	pool.dst = dst;
 	pool.src = src;
@@ -119,10 +124,27 @@ void copy_pool_memcpy(void *dst, const void *src, size_t n)
 	pool.generation++;
 	pthread_cond_broadcast(&pool.work);
 	pthread_mutex_unlock(&pool.lock);
-	memcpy(dst, src, pool.part < n ? pool.part : n);
+	copy_part(0);
 	pthread_mutex_lock(&pool.lock);
 	while (pool.pending)
 		pthread_cond_wait(&pool.done, &pool.lock);
 	pthread_mutex_unlock(&pool.lock);
 	pthread_mutex_unlock(&pool.use);
+}
+
+void copy_pool_memcpy(void *dst, const void *src, size_t n)
+{
+	if (n < COPY_POOL_MIN || copy_pool_threads() == 1 || pthread_mutex_trylock(&pool.use) != 0) {
+		memcpy(dst, src, n);
+		return;
+	}
+	pool_run(dst, src, n);
+}
+
+bool copy_pool_populate(void *dst, size_t n)
+{
+	if (n < COPY_POOL_MIN || copy_pool_threads() == 1 || pthread_mutex_trylock(&pool.use) != 0)
+		return false;
+	pool_run(dst, NULL, n);
+	return true;
 }

@@ -13,9 +13,10 @@
 #include "status.h"
 
 #define TMPFS_MAGIC_ 0x01021994
-/* From this size a mapping is not populated up front when copies are split
- * over helper threads (memfd_map_param). */
-#define MEMFD_LAZY_MIN ((uint64_t)16 << 20)
+/* From this size, when copies are split over helper threads, a mapping is
+ * not populated by mmap on one thread (memfd_map_param). */
+#define MEMFD_SPLIT_MIN ((uint64_t)16 << 20)
+#define MADV_POPULATE_WRITE_ 23
 
 #ifndef F_SEAL_FUTURE_WRITE
 #define F_SEAL_FUTURE_WRITE 0x0010
@@ -51,7 +52,8 @@ int memfd_map_param(struct request *req, uint64_t index, uint64_t offset, uint64
 	struct stat st;
 	struct statfs sfs;
 	void *base;
-	int fd, seals, populate;
+	int fd, seals;
+	bool split;
 
 	if (req->nfds == 0)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "fd %llu: no file descriptor came with "
@@ -115,11 +117,12 @@ int memfd_map_param(struct request *req, uint64_t index, uint64_t offset, uint64
 	 * a put's copy is split over helper threads, whose read faults (each
 	 * maps 16 pages) then run side by side: on an H100 host populating
 	 * 1 GiB took 45 ms on the loop, half of a memfd put (docs/performance.md).
-	 * A get's write faults map one page each: populated, it stays faster.
+	 * A get's write faults map one page each (slower than populating), so
+	 * its mapping is populated for writing by the helpers side by side.
 	 * Either way no page can go away under the copy: the memfd is sealed
 	 * against shrinking. */
 	maplen = map_length(start, len, (uint64_t)st.st_size, (uint64_t)page, align);
-	populate = writable || copy_pool_threads() == 1 || maplen < MEMFD_LAZY_MIN ? MAP_POPULATE : 0;
+	split = copy_pool_threads() > 1 && maplen >= MEMFD_SPLIT_MIN;
 	/* The pages added for the import must be in memory too: populating or
 	 * pinning a hole would allocate it, charged to the daemon. */
 	if (maplen != len) {
@@ -137,11 +140,14 @@ int memfd_map_param(struct request *req, uint64_t index, uint64_t offset, uint64
 		base = mmap(NULL, maplen, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, (off_t)start);
 	if (base == MAP_FAILED)
 		base = mmap(NULL, maplen, writable ? PROT_READ | PROT_WRITE : PROT_READ,
-			    (writable ? MAP_SHARED : MAP_PRIVATE) | populate, fd, (off_t)start);
+			    (writable ? MAP_SHARED : MAP_PRIVATE) | (split ? 0 : MAP_POPULATE), fd,
+			    (off_t)start);
 	if (base == MAP_FAILED)
 		return request_fail(req, errno == ENOMEM ? TDP_RESOURCE_EXHAUSTED : TDP_INVALID_ARGUMENT,
 				    "fd %llu cannot be mapped for %s (%s)", (unsigned long long)index,
 				    writable ? "writing (open it read-write)" : "reading", strerror(errno));
+	if (split && writable && !copy_pool_populate(base, maplen))
+		(void)madvise(base, maplen, MADV_POPULATE_WRITE_);
 	*ret_map = (struct memfd_map){ .base = base, .len = maplen, .data = (uint8_t *)base + (offset - start) };
 	return 0;
 }
