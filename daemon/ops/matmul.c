@@ -59,9 +59,11 @@
 #define MM_SMALL_SPLIT_CU 16u
 #define MM_SMALL_SPLIT_MIN_K 64u
 #define MM_SMALL_MAX_SPLITS 8u
-/* matmul_skinny.comp: rows per workgroup (one per invocation), the most
- * columns it takes, and the fewest rows for which it is chosen. */
-#define MM_SKINNY_ROWS 128u
+/* matmul_skinny.comp: rows per workgroup (MM_SKINNY_WG / 8 invocations per
+ * row), the most columns it takes, and the fewest rows for which it is
+ * chosen. */
+#define MM_SKINNY_ROWS 32u
+#define MM_SKINNY_WG 256u
 #define MM_SKINNY_N 16u
 #define MM_SKINNY_MIN_ROWS 1024u
 /* matmul_smallk.comp takes f32 products of 1 to MM_SMALLK_K terms: its
@@ -458,7 +460,7 @@ static int mm_dispatch_skinny(struct op_ctx *ctx, struct gpu_recorder *rec, cons
 	groups *= pc->batches;
 	if (op_pipeline(ctx, "matmul_skinny", tdp_dtype_name(dtype), &p) < 0)
 		return -1;
-	return op_dispatch(ctx, rec, p, b, 5, pc, sizeof(*pc), groups * MM_SKINNY_ROWS, MM_SKINNY_ROWS);
+	return op_dispatch(ctx, rec, p, b, 5, pc, sizeof(*pc), groups * MM_SKINNY_WG, MM_SKINNY_WG);
 }
 
 /* The kernels for small products (f32; off with TENSORD_NO_SKINNY, to
