@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env_once.h"
 #include "conv_codes.h"
 #include "status.h"
 
@@ -59,22 +60,42 @@ int conv_pool_window(struct op_ctx *ctx, uint32_t k[2], uint32_t s[2], uint32_t 
 	return 0;
 }
 
+/* TENSORD_CONV_ALGO, the daemon-wide default algo (CONV_ALGO_AUTO unless
+ * "direct", "implicit" or "old"). */
+static int algo_from_env(void)
+{
+	const char *env = getenv("TENSORD_CONV_ALGO");
+
+	if (env && !strcmp(env, "direct"))
+		return CONV_ALGO_DIRECT;
+	if (env && !strcmp(env, "implicit"))
+		return CONV_ALGO_IMPLICIT;
+	if (env && !strcmp(env, "old"))
+		return CONV_ALGO_OLD;
+	return CONV_ALGO_AUTO;
+}
+
 int conv_attr_algo(struct op_ctx *ctx, bool im2col_ok, enum conv_algo *ret)
 {
 	static const char *const names[] = { "auto", "direct", "im2col", "implicit" };
+	static atomic_int from_env = -1;
 	const struct op_attr_value *v = op_attr(ctx, "algo");
-	const char *env;
 
 	if (!v->set) {
 		/* The daemon-wide default, for timing one kernel against another. */
-		env = getenv("TENSORD_CONV_ALGO");
-		*ret = CONV_ALGO_AUTO;
-		if (env && !strcmp(env, "direct"))
+		switch ((enum conv_algo)ENV_ONCE(from_env, algo_from_env())) {
+		case CONV_ALGO_DIRECT:
 			*ret = CONV_ALGO_DIRECT;
-		else if (env && !strcmp(env, "implicit"))
+			break;
+		case CONV_ALGO_IMPLICIT:
 			*ret = CONV_ALGO_IMPLICIT;
-		else if (env && !strcmp(env, "old"))
+			break;
+		case CONV_ALGO_OLD:
 			*ret = im2col_ok ? CONV_ALGO_OLD : CONV_ALGO_DIRECT;
+			break;
+		default:
+			*ret = CONV_ALGO_AUTO;
+		}
 		return 0;
 	}
 	for (int i = 0; i < 4; i++)

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env_once.h"
 #include "dtype.h"
 #include "gpu/device.h"
 #include "ops/grad_rules.h"
@@ -436,6 +437,14 @@ static int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
 	return mm_reduce(ctx, rec, &bind[2], &out, bias, TDP_DTYPE_F16, mp);
 }
 
+/* TENSORD_NO_SKINNY: the small products on the square tiles, to compare. */
+static bool mm_no_small_kernels(void)
+{
+	static atomic_int off = -1;
+
+	return ENV_ONCE(off, getenv("TENSORD_NO_SKINNY") != NULL);
+}
+
 /* Whether the product `pc` of `dtype` takes matmul_skinny.comp: NN, unsplit,
  * at most MM_SKINNY_N columns, rows enough to fill a GPU with its row blocks,
  * and no epilogue unless f32 (its 16-bit variants have none). */
@@ -443,7 +452,7 @@ static bool mm_skinny(const struct mm_push *pc, int dtype)
 {
 	return (pc->flags & MM_LAYOUT) == 0 && pc->splits == 1 && pc->n <= MM_SKINNY_N &&
 	       (dtype == TDP_DTYPE_F32 || !(pc->flags & (MM_BIAS | MM_RELU))) &&
-	       (uint64_t)pc->m * pc->batches >= MM_SKINNY_MIN_ROWS && getenv("TENSORD_NO_SKINNY") == NULL;
+	       (uint64_t)pc->m * pc->batches >= MM_SKINNY_MIN_ROWS && !mm_no_small_kernels();
 }
 
 /* Record matmul_skinny.comp for `pc` (bindings as mm_dispatch's b). */
@@ -474,7 +483,7 @@ enum mm_small { MM_SMALL_NONE, MM_SMALL_K, MM_SMALL_N };
 static enum mm_small mm_small_kernel(const struct mm_push *pc, int dtype, int64_t split_attr)
 {
 	if (dtype != TDP_DTYPE_F32 || pc->m == 0 || pc->n == 0 || pc->k == 0 || pc->batches == 0 ||
-	    getenv("TENSORD_NO_SKINNY") != NULL)
+	    mm_no_small_kernels())
 		return MM_SMALL_NONE;
 	if (pc->k <= MM_SMALLK_K)
 		return MM_SMALL_K;

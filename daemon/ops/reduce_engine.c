@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env_once.h"
 #include "dtype.h"
 #include "gpu/device.h"
 #include "reduce_codes.h"
@@ -134,8 +135,10 @@ static uint32_t red_columns(const struct op_ctx *ctx, const struct red_plan *pla
 	uint32_t flag = RED_COLUMNS;
 	uint64_t per, lanes = plan->M;
 
+	static atomic_int off = -1, off4 = -1;
+
 	if (plan->nk != 1 || plan->stride[0] != 1 || plan->nr == 0 || plan->L < 2 ||
-	    getenv("TENSORD_NO_COLUMN_REDUCE"))
+	    ENV_ONCE(off, getenv("TENSORD_NO_COLUMN_REDUCE") != NULL))
 		return 0;
 	/* On a GPU, small ones stay on the one-pass rows: on the H100 the two
 	 * column passes took longer below about 2M elements ([4096, 256]: 16.2
@@ -143,7 +146,7 @@ static uint32_t red_columns(const struct op_ctx *ctx, const struct red_plan *pla
 	 * ([4096, 512]: 19.6 against 25; [16384, 512]: 35 against 72). */
 	if (cu >= RED_COL_GPU_CU && plan->M * plan->L < RED_COL_GPU_MIN)
 		return 0;
-	if (!arg && plan->M % 4 == 0 && x->dtype != TDP_DTYPE_BF16 && !getenv("TENSORD_NO_COLUMN_VEC4")) {
+	if (!arg && plan->M % 4 == 0 && x->dtype != TDP_DTYPE_BF16 && !ENV_ONCE(off4, getenv("TENSORD_NO_COLUMN_VEC4") != NULL)) {
 		flag = RED_COLUMNS4;
 		lanes = plan->M / 4;
 	}
