@@ -145,12 +145,13 @@ def errors(ck):
 
 # Shapes for the implicit GEMM beyond CONV_CASES: several 128-row and
 # 128-column tiles with a K tail (45 terms, not a multiple of 16), groups with
-# stride and dilation, odd channel counts, batch 1.
+# stride and dilation, odd channel counts, batch 1, and a window of 35 taps.
 IMPLICIT_CASES = CONV_CASES + [
     ((1, 5, 13, 17), (130, 5, 3, 3), True, {"padding": 1}),
     ((2, 6, 9, 10), (34, 3, 3, 3), True, {"groups": 2, "stride": 2, "padding": [2, 1], "dilation": [1, 2]}),
     ((1, 7, 11, 9), (9, 7, 2, 3), False, {"stride": [3, 2], "dilation": 2, "padding": [0, 3]}),
     ((3, 3, 16, 15), (21, 1, 3, 3), True, {"groups": 3, "padding": 1}),
+    ((1, 2, 10, 9), (3, 2, 7, 5), True, {"padding": [3, 2]}),
 ]
 
 
