@@ -56,6 +56,7 @@ void bench_report_json(const struct bench_meta *meta, const struct bench_result 
 struct sizes {
 	const char *name;
 	unsigned reps, warmup;
+	double warmup_s;         /* warm-up calls go on until this long has passed */
 	uint64_t mm[2];          /* square f32 matmuls */
 	uint64_t mm_half;        /* square f16 and bf16 matmuls */
 	uint64_t bmm[4];         /* batch, M, K, N */

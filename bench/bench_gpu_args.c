@@ -8,7 +8,7 @@
 #include "bench_gpu.h"
 
 const struct sizes bench_size_full = {
-	.name = "full", .reps = 20, .warmup = 3,
+	.name = "full", .reps = 20, .warmup = 3, .warmup_s = 0.5,
 	.mm = { 4096, 8192 }, .mm_half = 8192,
 	.bmm = { 64, 512, 512, 64 },
 	.gemm_div = 1,

@@ -12,7 +12,6 @@
 
 #include "autograd/autograd.h"
 #include "base/clock.h"
-#include "base/env_once.h"
 #include "base/loop.h"
 #include "daemon.h"
 #include "devices.h"
@@ -326,19 +325,12 @@ int optimizer_emit_update(struct step_ctx *sc, const struct optimizer *opt, stru
 	return 0;
 }
 
-/* TENSORD_OPTIM_MULTI=0: one update node per parameter, to compare. */
-static int multi_from_env(void)
+bool optimizer_multi_enabled(void)
 {
+	/* Read per step (not per node: cheap), so tests can switch it. */
 	const char *v = getenv("TENSORD_OPTIM_MULTI");
 
 	return !v || strcmp(v, "0") != 0;
-}
-
-bool optimizer_multi_enabled(void)
-{
-	static atomic_int on = -1;
-
-	return ENV_ONCE(on, multi_from_env());
 }
 
 int optimizer_group_updates(struct step_ctx *sc, unsigned from)
