@@ -141,10 +141,11 @@ void copy_pool_memcpy(void *dst, const void *src, size_t n)
 	pool_run(dst, src, n);
 }
 
-bool copy_pool_populate(void *dst, size_t n)
+void copy_pool_populate(void *dst, size_t n)
 {
-	if (n < COPY_POOL_MIN || copy_pool_threads() == 1 || pthread_mutex_trylock(&pool.use) != 0)
-		return false;
+	if (n < COPY_POOL_MIN || copy_pool_threads() == 1 || pthread_mutex_trylock(&pool.use) != 0) {
+		(void)madvise(dst, n, MADV_POPULATE_WRITE);
+		return;
+	}
 	pool_run(dst, NULL, n);
-	return true;
 }

@@ -3,7 +3,6 @@
  * or tensor.get of 1 GiB on an H100, docs/performance.md). */
 #pragma once
 
-#include <stdbool.h>
 #include <stddef.h>
 
 /* memcpy(dst, src, n), with the copy split over up to 8 threads (the
@@ -13,12 +12,12 @@
  * long as the process, with every signal blocked. Never fails. */
 void copy_pool_memcpy(void *dst, const void *src, size_t n);
 
-/* Fault in every page of the shared writable mapping [dst, dst + n) for
- * writing, without changing a byte (MADV_POPULATE_WRITE, Linux 5.14), split
- * over the threads as a copy is. Returns false, doing nothing, where the
- * copy would not be split (small, one thread, the pool busy); pages the
- * kernel refuses are left to fault during the copy. */
-bool copy_pool_populate(void *dst, size_t n);
+/* Fault in every page of the shared writable mapping [dst, dst + n) (dst
+ * page-aligned) for writing, without changing a byte (MADV_POPULATE_WRITE,
+ * Linux 5.14), split over the threads as a copy is where a copy would be.
+ * Pages the kernel refuses (or an older kernel) are left to fault during
+ * the copy. Never fails. */
+void copy_pool_populate(void *dst, size_t n);
 
 /* Threads a large copy uses, the caller's included (1: plain memcpy). */
 unsigned copy_pool_threads(void);

@@ -16,7 +16,6 @@
 /* From this size, when copies are split over helper threads, a mapping is
  * not populated by mmap on one thread (memfd_map_param). */
 #define MEMFD_SPLIT_MIN ((uint64_t)16 << 20)
-#define MADV_POPULATE_WRITE_ 23
 
 #ifndef F_SEAL_FUTURE_WRITE
 #define F_SEAL_FUTURE_WRITE 0x0010
@@ -146,8 +145,8 @@ int memfd_map_param(struct request *req, uint64_t index, uint64_t offset, uint64
 		return request_fail(req, errno == ENOMEM ? TDP_RESOURCE_EXHAUSTED : TDP_INVALID_ARGUMENT,
 				    "fd %llu cannot be mapped for %s (%s)", (unsigned long long)index,
 				    writable ? "writing (open it read-write)" : "reading", strerror(errno));
-	if (split && writable && !copy_pool_populate(base, maplen))
-		(void)madvise(base, maplen, MADV_POPULATE_WRITE_);
+	if (split && writable)
+		copy_pool_populate(base, maplen);
 	*ret_map = (struct memfd_map){ .base = base, .len = maplen, .data = (uint8_t *)base + (offset - start) };
 	return 0;
 }
