@@ -6,11 +6,13 @@ by default the first results table of docs/performance.md) or its JSON
 (--out-json), and draws two panels:
 
 - tensord's throughput divided by PyTorch's for each workload that has a
-  PyTorch counterpart, from kernel times and from end-to-end times (log scale;
-  right of 1x tensord is faster);
-- the rows checked against an absolute goal (ping, op latency, pipelined ops,
-  put/get of 1 GiB): how far tensord's end-to-end figure is from the goal
-  (right of 1x the goal is met).
+  PyTorch counterpart, from kernel times and from end-to-end times, and for
+  training steps also against PyTorch with the step in a CUDA graph (log
+  scale; right of 1x tensord is faster);
+- the rows with a goal: an absolute one (ping, op latency, pipelined ops,
+  put/get of 1 GiB: tensord's end-to-end figure against it) or a ratio one
+  (`kernel >= 0.85x`, `graph >= 1.00x`: that ratio against it); right of 1x
+  the goal is met.
 
   bench/plot_perf.py [docs/performance.md | perf.json] [-o docs/img/performance.png]
 
@@ -41,7 +43,7 @@ def num(cell):
 
 def parse_markdown(text):
     """(title, rows) of the first table with COLUMNS; rows as compare_torch's JSON
-    has them (name, unit, tensord_e2e, ratio_kernel, ratio_e2e, goal)."""
+    has them (name, unit, tensord_e2e, ratio_kernel, ratio_e2e, ratio_graph, goal)."""
     lines = text.splitlines()
     for i, line in enumerate(lines):
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -64,7 +66,9 @@ def parse_markdown(text):
             goal = c[at["goal"]]
             rows.append({"name": c[0].strip("`"), "unit": c[1], "tensord_kernel": num(c[2]),
                          "tensord_e2e": num(c[3]), "ratio_kernel": num(c[at["ratio kernel"]]),
-                         "ratio_e2e": num(c[at["ratio e2e"]]), "goal": None if goal == "-" else goal})
+                         "ratio_e2e": num(c[at["ratio e2e"]]),
+                         "ratio_graph": num(c[at["ratio graph"]]) if "ratio graph" in at else None,
+                         "goal": None if goal == "-" else goal})
         return title, rows
     raise ValueError("no table with the columns %s" % " | ".join(COLUMNS))
 
@@ -77,7 +81,8 @@ def parse_json(text):
         title += "; PyTorch %s on %s" % (torch.get("version", "?"), torch.get("device", "?"))
     rows = [{"name": r["name"], "unit": r.get("unit") or "", "tensord_kernel": num(str(r.get("tensord_kernel"))),
              "tensord_e2e": num(str(r.get("tensord_e2e"))), "ratio_kernel": r.get("ratio_kernel"),
-             "ratio_e2e": r.get("ratio_e2e"), "goal": r.get("goal")} for r in j["rows"]]
+             "ratio_e2e": r.get("ratio_e2e"), "ratio_graph": r.get("ratio_graph"),
+             "goal": r.get("goal")} for r in j["rows"]]
     return title, rows
 
 
@@ -93,7 +98,15 @@ def fmt_value(v):
 
 
 def goal_ratio(row):
-    """(ratio, text): tensord's e2e figure against its goal, >= 1 when met."""
+    """(ratio, text): tensord's e2e figure against its absolute goal, or the
+    named ratio against a ratio goal ("kernel >= 0.85x"); >= 1 when met."""
+    m = re.match(r"\s*(kernel|e2e|graph)\s*(\u2265|>=)\s*([0-9.eE+]+)x\s*$", row["goal"] or "")
+    if m:
+        v = row["ratio_" + m.group(1)]
+        if not v:
+            return None, None
+        return v / float(m.group(3)), "%s: %s %s (goal %s)" % (row["name"], fmt_ratio(v), m.group(1),
+                                                            row["goal"])
     m = re.match(r"\s*(\u2264|\u2265|<=|>=)\s*([0-9.eE+]+)\s*(.*)$", row["goal"] or "")
     v = row["tensord_e2e"]
     if not m or not v:
@@ -128,19 +141,23 @@ def plot(title, rows, out):
     n1, n2 = max(len(cmp_rows), 1), max(len(goal_rows), 1)
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9, 1.6 + 0.3 * (n1 + n2)),
                                    gridspec_kw={"height_ratios": [n1 + 1.5, n2 + 1.5]})
-    h = 0.38
+    series = [("ratio_kernel", "kernel (GPU time)", "tab:blue"),
+              ("ratio_e2e", "end to end (through the socket)", "tab:orange")]
+    if any(r.get("ratio_graph") for r in cmp_rows):
+        series.append(("ratio_graph", "end to end against PyTorch's CUDA graph (training)", "tab:green"))
+    h = 0.76 / len(series)
     ys = list(range(len(cmp_rows)))[::-1]
-    for off, key, label, colour in ((h / 2, "ratio_kernel", "kernel (GPU time)", "tab:blue"),
-                                    (-h / 2, "ratio_e2e", "end to end (through the socket)", "tab:orange")):
-        vals = [r[key] or 0.0 for r in cmp_rows]
-        bars = ax1.barh([y + off for y in ys], [v or 1e-9 for v in vals], height=h, color=colour,
+    for k, (key, label, colour) in enumerate(series):
+        off = (len(series) - 1) / 2 * h - k * h
+        at = [(y, r[key]) for y, r in zip(ys, cmp_rows) if r[key]]   # rows with this ratio
+        bars = ax1.barh([y + off for y, _ in at], [v for _, v in at], height=h, color=colour,
                         label=label, left=0)
-        for b, v in zip(bars, vals):
-            if v:
-                ax1.annotate(fmt_ratio(v), (v, b.get_y() + h / 2), xytext=(3, 0),
-                             textcoords="offset points", va="center", fontsize=7)
+        for b, (_, v) in zip(bars, at):
+            ax1.annotate(fmt_ratio(v), (v, b.get_y() + h / 2), xytext=(3, 0),
+                         textcoords="offset points", va="center", fontsize=7)
     ax1.set_yticks(ys)
     ax1.set_yticklabels(["%s (%s)" % (r["name"], r["unit"]) for r in cmp_rows], fontsize=8)
+    ax1.set_ylim(-0.8, len(cmp_rows) - 0.5 + 0.8 * len(series))     # room for the legend
     ax1.set_xscale("log")
     ax1.axvline(1.0, color="black", lw=1)
     ax1.set_xlabel("tensord throughput \u00f7 PyTorch throughput (log scale; > 1x: tensord faster)")
@@ -159,9 +176,9 @@ def plot(title, rows, out):
     ax2.set_yticklabels([g[2] for g in goal_rows], fontsize=8)
     ax2.set_xscale("log")
     ax2.axvline(1.0, color="black", lw=1)
-    ax2.set_xlabel("how far tensord's end-to-end figure is from its goal "
+    ax2.set_xlabel("how far tensord's figure (or ratio) is from its goal "
                    "(log scale; \u2265 1x: met, green)")
-    ax2.set_title("Against the absolute goals (no PyTorch counterpart)", fontsize=10)
+    ax2.set_title("Against the issues' goals (absolute figures, and ratios to PyTorch)", fontsize=10)
     ax2.grid(axis="x", alpha=0.3)
     for ax in (ax1, ax2):
         lo, hi = ax.get_xlim()
@@ -178,7 +195,8 @@ def plot(title, rows, out):
     img.convert("RGB").quantize(256).save(out, optimize=True)
     plt.close(fig)
     for r in cmp_rows:
-        print("%s: kernel %s, e2e %s" % (r["name"], r["ratio_kernel"], r["ratio_e2e"]))
+        print("%s: kernel %s, e2e %s%s" % (r["name"], r["ratio_kernel"], r["ratio_e2e"],
+                                          ", graph %s" % r["ratio_graph"] if r.get("ratio_graph") else ""))
     for r, v, _ in goal_rows:
         print("%s: %.4g of goal %s" % (r["name"], v, r["goal"]))
 

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """bench/plot_perf.py on small fixtures: the table of docs/performance.md (as
-bench/compare_torch.py writes it, --out-markdown) and the same rows as its
---out-json, each drawn to a PNG that an independent reader (tests/lib/png_check.py)
+bench/compare_torch.py writes it, --out-markdown, with the CUDA-graph column and
+ratio goals such as "graph >= 1.00x") and the same rows as its --out-json, each
+drawn to a PNG that an independent reader (tests/lib/png_check.py)
 accepts. The figures the script says it plotted are compared with the fixture's
 own numbers (a ratio read from the wrong column, or a goal turned the wrong way,
 fails). A file without the table is refused with exit status 1. Finally the
@@ -25,12 +26,23 @@ from png_check import check_png  # noqa: E402
 SCRIPT = os.environ.get("PLOT_PERF", os.path.join(ROOT, "bench", "plot_perf.py"))
 SKIP = 77
 
-# name, unit, tensord kernel, tensord e2e, PyTorch, PyTorch e2e, ratio kernel, ratio e2e, goal
-ROWS = [("matmul_f32_64", "TFLOP/s", 1.5, 1.2, 3.0, 2.0, 0.5, 0.6, None),
-        ("add_f32_1M", "GB/s", 900.0, 450.0, 300.0, 300.0, 3.0, 1.5, None),
-        ("train_mlp_8", "us/step", 100.0, 110.0, 400.0, 400.0, 4.0, 3.64, None),
-        ("ping", "us", None, 20.0, None, None, None, None, ("\u2264", 50.0)),
-        ("op_pipelined", "ops/s", None, 25000.0, None, None, None, None, ("\u2265", 100000.0))]
+# name, unit, tensord kernel, tensord e2e, PyTorch, PyTorch e2e, ratio kernel, ratio e2e,
+# ratio graph (against PyTorch's CUDA graph), goal: absolute ("\u2264"/"\u2265", value) or a
+# ratio ("kernel"/"graph", value: that ratio at least value)
+ROWS = [("matmul_f32_64", "TFLOP/s", 1.5, 1.2, 3.0, 2.0, 0.5, 0.6, None, ("kernel", 0.85)),
+        ("add_f32_1M", "GB/s", 900.0, 450.0, 300.0, 300.0, 3.0, 1.5, None, None),
+        ("train_mlp_8", "samples/s", 100.0, 110.0, 25.0, 30.0, 4.0, 3.64, 0.8, ("graph", 1.0)),
+        ("train_mlp_9", "samples/s", 100.0, 110.0, 25.0, 30.0, 4.0, 3.64, 1.25, None),
+        ("ping", "us", None, 20.0, None, None, None, None, None, ("\u2264", 50.0)),
+        ("op_pipelined", "ops/s", None, 25000.0, None, None, None, None, None, ("\u2265", 100000.0))]
+
+
+def goal_text(goal, unit):
+    if goal is None:
+        return None
+    if goal[0] in ("kernel", "graph"):
+        return "%s \u2265 %.2fx" % goal
+    return "%s %g %s" % (goal[0], goal[1], unit)
 
 
 def cell(v):
@@ -42,15 +54,17 @@ def markdown():
            "tensord 0.1.0 on Test GPU (Vulkan), size smoke, 3 reps after 1 warm-up; "
            "PyTorch 9.9 on Test GPU.", "",
            "| workload | unit | tensord kernel | tensord e2e | PyTorch | PyTorch e2e | ratio kernel "
-           "| ratio e2e | goal | met? |",
-           "|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
-    for name, unit, tk, te, pk, pe, rk, re_, goal in ROWS:
-        g = "-" if goal is None else "%s %g %s" % (goal[0], goal[1], unit)
+           "| ratio e2e | PyTorch graph | ratio graph | goal | met? |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    for name, unit, tk, te, pk, pe, rk, re_, rg, goal in ROWS:
+        g = goal_text(goal, unit) or "-"
         met = "-" if goal is None else "yes"
         rks = "-" if rk is None else "%gx" % rk
         res = "-" if re_ is None else "%gx" % re_
-        out.append("| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            name, unit, cell(tk), cell(te), cell(pk), cell(pe), rks, res, g, met))
+        rgs = "-" if rg is None else "%gx" % rg
+        pg = "-" if rg is None else "%g" % (te / rg)
+        out.append("| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            name, unit, cell(tk), cell(te), cell(pk), cell(pe), rks, res, pg, rgs, g, met))
     out += ["", "Workloads: ...", "",
             "| another | table |", "|---|---|", "| 1 | 2 |", ""]
     return "\n".join(out)
@@ -58,11 +72,10 @@ def markdown():
 
 def as_json():
     rows = []
-    for name, unit, tk, te, pk, pe, rk, re_, goal in ROWS:
+    for name, unit, tk, te, pk, pe, rk, re_, rg, goal in ROWS:
         rows.append({"name": name, "unit": unit, "tensord_kernel": tk, "tensord_e2e": te,
                      "torch_kernel": pk, "torch_e2e": pe, "ratio_kernel": rk, "ratio_e2e": re_,
-                     "goal": None if goal is None else "%s %g %s" % (goal[0], goal[1], unit),
-                     "met": None})
+                     "ratio_graph": rg, "goal": goal_text(goal, unit), "met": None})
     return json.dumps({"tensord": {"version": "0.1.0", "device": "Test GPU"},
                        "torch": {"version": "9.9", "device": "Test GPU"}, "rows": rows})
 
@@ -70,11 +83,19 @@ def as_json():
 def expected():
     """What the script must report, computed here from the fixture."""
     lines = set()
-    for name, unit, tk, te, pk, pe, rk, re_, goal in ROWS:
-        if goal is None:
+    for name, unit, tk, te, pk, pe, rk, re_, rg, goal in ROWS:
+        if rk is not None:
             lines.add((name, "kernel", rk))
             lines.add((name, "e2e", re_))
-        else:   # >= 1 when met: goal / value for an upper bound, value / goal for a lower one
+        if rg is not None:
+            lines.add((name, "graph", rg))
+        if goal is None:
+            continue
+        # >= 1 when met: goal / value for an upper bound, value / goal for a lower one, the
+        # named ratio / its goal for a ratio goal
+        if goal[0] in ("kernel", "graph"):
+            lines.add((name, "goal", (rk if goal[0] == "kernel" else rg) / goal[1]))
+        else:
             lines.add((name, "goal", goal[1] / te if goal[0] == "\u2264" else te / goal[1]))
     return lines
 
@@ -82,10 +103,12 @@ def expected():
 def reported(out):
     got = set()
     for line in out.splitlines():
-        m = re.match(r"^(\S+): kernel ([0-9.]+), e2e ([0-9.]+)$", line)
+        m = re.match(r"^(\S+): kernel ([0-9.]+), e2e ([0-9.]+)(, graph ([0-9.]+))?$", line)
         if m:
             got.add((m.group(1), "kernel", float(m.group(2))))
             got.add((m.group(1), "e2e", float(m.group(3))))
+            if m.group(5):
+                got.add((m.group(1), "graph", float(m.group(5))))
         m = re.match(r"^(\S+): ([0-9.]+) of goal ", line)
         if m:
             got.add((m.group(1), "goal", float(m.group(2))))
