@@ -553,21 +553,37 @@ void graph_mark_dead(struct graph *gr, unsigned from, unsigned to)
 	free(live);
 }
 
-int graph_alloc_nodes(struct graph *gr, uint32_t n)
+/* Room for `want` nodes in all (the capacity only: nodes are zeroed as they
+ * are taken). Returns 0 or -1. */
+static int grow_nodes(struct graph *gr, unsigned want)
 {
 	struct node *p;
 
+	if (want <= gr->cap)
+		return 0;
+	p = realloc(gr->nodes, want * sizeof(*p));
+	if (!p)
+		return -1;
+	gr->nodes = p;
+	gr->cap = want;
+	return 0;
+}
+
+int graph_reserve(struct graph *gr, unsigned n)
+{
+	if (n > GRAPH_MAX_NODES)
+		n = GRAPH_MAX_NODES;
+	return grow_nodes(gr, n);
+}
+
+int graph_alloc_nodes(struct graph *gr, uint32_t n)
+{
 	if (n == 0 || gr->n + n > GRAPH_MAX_NODES)
 		return td_fail(&gr->call->err, TDP_INVALID_ARGUMENT, "a graph has 1 to %d nodes, not %u",
 				    GRAPH_MAX_NODES, gr->n + n);
-	if (gr->n + n > gr->cap) {
-		p = realloc(gr->nodes, (gr->n + n) * sizeof(*p));
-		if (!p)
-			return td_fail(&gr->call->err, TDP_INTERNAL, "out of memory");
-		memset(p + gr->cap, 0, (gr->n + n - gr->cap) * sizeof(*p));
-		gr->nodes = p;
-		gr->cap = gr->n + n;
-	}
+	if (grow_nodes(gr, gr->n + n) < 0)
+		return td_fail(&gr->call->err, TDP_INTERNAL, "out of memory");
+	memset(gr->nodes + gr->n, 0, n * sizeof(*gr->nodes));
 	gr->n += n;
 	return 0;
 }
@@ -614,21 +630,15 @@ int graph_append(struct graph *gr, const struct op_def *def, const int *src,
 
 	if (gr->n == gr->cap) {
 		unsigned cap = gr->cap ? 2 * gr->cap : 64;
-		struct node *p;
 
 		if (cap > GRAPH_MAX_NODES)
 			cap = GRAPH_MAX_NODES;
-		if (gr->n == cap)
+		if (gr->n == cap || grow_nodes(gr, cap) < 0)
 			return -1;
-		p = realloc(gr->nodes, cap * sizeof(*p));
-		if (!p)
-			return -1;
-		memset(p + gr->cap, 0, (cap - gr->cap) * sizeof(*p));
-		gr->nodes = p;
-		gr->cap = cap;
 	}
 	gr->n++;
 	nd = &gr->nodes[i];
+	memset(nd, 0, sizeof(*nd));
 	nd->ctx.def = def;
 	nd->ctx.ninputs = n;
 	if (n > OP_MAX_INPUTS) {

@@ -128,6 +128,12 @@ int graph_node_fail(struct graph *gr, unsigned i, int code, const char *what);
 /* Append `n` zeroed nodes (up to GRAPH_MAX_NODES in all). */
 int graph_alloc_nodes(struct graph *gr, uint32_t n);
 
+/* Room for `n` nodes in all (at most GRAPH_MAX_NODES) before they are
+ * appended: a caller that knows its graph's size (a training step's, from
+ * the step before) saves growing the array node by node. Returns 0, or -1
+ * out of memory (nothing changed). */
+int graph_reserve(struct graph *gr, unsigned n);
+
 /* Append one node: op `def`, inputs given per k as an earlier node's index
  * (src[k] >= 0) or a stored tensor (src[k] < 0, stored[k]), attributes in
  * the order of def->attrs (NULL: none). Checks arity and runs the op's

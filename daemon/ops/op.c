@@ -116,9 +116,14 @@ int op_fail(struct op_ctx *ctx, int code, const char *fmt, ...)
 
 const struct op_attr_value *op_attr(const struct op_ctx *ctx, const char *name)
 {
-	for (unsigned i = 0; ctx->def->attrs && ctx->def->attrs[i].name; i++)
-		if (!strcmp(ctx->def->attrs[i].name, name))
+	/* Callers pass the literal the op's row declares: the linker merges
+	 * equal literals, so the pointers compare equal more often than not. */
+	for (unsigned i = 0; ctx->def->attrs && ctx->def->attrs[i].name; i++) {
+		const char *a = ctx->def->attrs[i].name;
+
+		if (a == name || (a[0] == name[0] && !strcmp(a, name)))
 			return &ctx->attr[i];
+	}
 	return NULL;
 }
 

@@ -49,6 +49,7 @@ struct train_job {
 	struct gpu_host_buffer xfer;
 	struct pipe_slot pipe[TRAIN_MAX_DEPTH];
 	unsigned depth, head, nfly;
+	unsigned nodes_hint;            /* the last step's graph size (graph_reserve) */
 	uint64_t next_unit;        /* the next micro-batch to submit, of the run */
 	bool failing;              /* a submission failed with fail_err: reported */
 	struct td_error fail_err;  /* once those before it landed */

@@ -195,6 +195,8 @@ static int slot_build(struct train_job *job, struct pipe_slot *s)
 	       job->index.bytes);
 	if (build_overlay(job, s) < 0)
 		return -1;
+	if (job->nodes_hint && graph_reserve(gr, job->nodes_hint) < 0)
+		return td_fail(&job->call.err, TDP_RESOURCE_EXHAUSTED, "out of memory for the step");
 	job->call.overlay = s->ov.n ? &s->ov : NULL;
 	r = train_build_step(&job->call, &job->p.spec, job->nodes, NULL, &job->p.train, step, true, gr, &s->loss,
 			     &s->lr, NULL);
@@ -202,6 +204,7 @@ static int slot_build(struct train_job *job, struct pipe_slot *s)
 	/* Outputs, their room and quotas: against the store, as a step's. */
 	if (r < 0 || graph_check_outputs(gr) < 0)
 		return -1;
+	job->nodes_hint = gr->n;
 	ln = &gr->nodes[s->loss];
 	if (ln->ctx.out.count != 1 || !op_dtype_is_float(ln->ctx.out.dtype))
 		return td_fail(&job->call.err, TDP_INVALID_ARGUMENT, "'%s' is no floating scalar node", ln->id);
