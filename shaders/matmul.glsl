@@ -9,7 +9,8 @@
 // matmul_reduce.comp sums the chunks in a fixed order.
 //
 // Epilogue (matmul_epi.glsl): with MM_BIAS and/or MM_RELU the stored result
-// is relu(round(acc) + bias[column]); split products apply it in the sum.
+// is relu(round(acc) + bias[column]); with MM_MASK it is round(acc) where the
+// mask (the result's shape) is > 0, else 0. Split products apply it in the sum.
 //
 // Tiling: each workgroup of 256 invocations (16x16) computes a TM x TN tile of
 // C; each invocation an R x R micro-tile (R = TM / 16) whose rows are
@@ -52,7 +53,7 @@ layout(push_constant) uniform MmPush {
 	uint bshape[6];   // batch dims, outermost first
 	uint astride[6];  // element stride of A per batch dim (0: broadcast)
 	uint bstride[6];
-	uint flags;       // MM_TA, MM_TB, MM_PART, MM_BIAS, MM_RELU
+	uint flags;       // MM_TA, MM_TB, MM_PART, MM_BIAS, MM_RELU, MM_MASK
 	uint splits;      // K chunks (1: no split)
 	uint kchunk;      // terms per chunk
 } pc;
@@ -143,7 +144,7 @@ void main()
 			if ((pc.flags & MM_PART) != 0u)
 				part[split * pc.batches * pc.m * pc.n + ooff + gr * pc.n + gc] = acc[i][j];
 			else
-				o[ooff + gr * pc.n + gc] = MM_STORE(acc[i][j], gc);
+				o[ooff + gr * pc.n + gc] = MM_STORE(acc[i][j], gc, ooff + gr * pc.n + gc);
 		}
 	}
 }

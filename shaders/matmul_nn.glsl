@@ -46,7 +46,7 @@ layout(push_constant) uniform MmPush {
 	uint bshape[6];   // batch dims, outermost first
 	uint astride[6];  // element stride of A per batch dim (0: broadcast)
 	uint bstride[6];
-	uint flags;       // MM_BIAS, MM_RELU (the layout bits are clear here)
+	uint flags;       // MM_BIAS, MM_RELU, MM_MASK (the layout bits are clear here)
 } pc;
 
 // MM_STORE: the epilogue in f32 only (matmul_epi_store.glsl).
@@ -123,7 +123,7 @@ void main()
 		for (uint j = 0u; j < R; j++) {
 			uint gc = col0 + tx + 16u * j;
 			if (gc < pc.n)
-				o[ooff + gr * pc.n + gc] = MM_STORE(acc[i][j], gc);
+				o[ooff + gr * pc.n + gc] = MM_STORE(acc[i][j], gc, ooff + gr * pc.n + gc);
 		}
 	}
 }

@@ -25,6 +25,7 @@ layout(std430, binding = 4) readonly buffer Bias { vec4 bias[]; };
 
 #define MM_BIAS 8u
 #define MM_RELU 16u
+#define MM_MASK 32u
 
 // Mirrors struct mm_push in daemon/ops/matmul.c.
 layout(push_constant) uniform MmPush {
@@ -36,13 +37,18 @@ layout(push_constant) uniform MmPush {
 	uint bshape[6];
 	uint astride[6];
 	uint bstride[6];
-	uint flags;   // MM_BIAS, MM_RELU only
+	uint flags;   // MM_BIAS, MM_RELU, MM_MASK only
 } pc;
 
 // The epilogue (matmul_epi.glsl's, in f32 where rounding to the dtype is
 // exact): + bias[columns c .. c+3], then relu.
-vec4 mm_epilogue4(vec4 v, uint c)
+vec4 mm_epilogue4(vec4 v, uint c, uint q)
 {
+	// MM_MASK: the mask (bound as the bias) has the result's shape; q is
+	// the vec4 of the result these four columns are. relu_grad's choice,
+	// lane by lane: v where mask > 0, else 0.
+	if ((pc.flags & MM_MASK) != 0u)
+		return mix(vec4(0.0), v, greaterThan(bias[q], vec4(0.0)));
 	if ((pc.flags & MM_BIAS) != 0u)
 		v = v + bias[c / 4u];
 	if ((pc.flags & MM_RELU) != 0u)
@@ -133,8 +139,10 @@ void main()
 			continue;
 		uint c0 = col0 + tx * 4u, c1 = col0 + 64u + tx * 4u;
 		if (c0 < pc.n)
-			o[(ooff + r * pc.n + c0) / 4u] = mm_epilogue4(vec4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]), c0);
+			o[(ooff + r * pc.n + c0) / 4u] = mm_epilogue4(vec4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]), c0,
+								       (ooff + r * pc.n + c0) / 4u);
 		if (c1 < pc.n)
-			o[(ooff + r * pc.n + c1) / 4u] = mm_epilogue4(vec4(acc[i][4], acc[i][5], acc[i][6], acc[i][7]), c1);
+			o[(ooff + r * pc.n + c1) / 4u] = mm_epilogue4(vec4(acc[i][4], acc[i][5], acc[i][6], acc[i][7]), c1,
+								       (ooff + r * pc.n + c1) / 4u);
 	}
 }

@@ -4,7 +4,7 @@
 // part[s * count + i], summed in s order (0 first), so a result is the same
 // bit for bit on every run. The partial products are f32 (matmul.glsl,
 // matmul_v4.comp with MM_PART); the sum is stored in the variant's dtype,
-// through the product's epilogue (matmul_epi.glsl: bias and relu).
+// through the product's epilogue (matmul_epi.glsl: bias and relu, or the mask).
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
@@ -16,7 +16,7 @@ layout(push_constant) uniform MmReducePush {
 	uint count;   // elements of the result
 	uint splits;
 	uint n;       // columns of the result (the bias index is i % n)
-	uint flags;   // MM_BIAS, MM_RELU
+	uint flags;   // MM_BIAS, MM_RELU, MM_MASK
 } pc;
 
 #define BIAS_BINDING 2
@@ -30,5 +30,5 @@ void main()
 	float acc = part[i];
 	for (uint s = 1u; s < pc.splits; s++)
 		acc += part[s * pc.count + i];
-	o[i] = STORE(mm_epilogue(acc, i % pc.n));
+	o[i] = STORE(mm_epilogue(acc, i % pc.n, i));
 }

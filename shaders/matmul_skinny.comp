@@ -46,7 +46,7 @@ layout(push_constant) uniform MmPush {
 	uint bshape[6];
 	uint astride[6];
 	uint bstride[6];
-	uint flags;       // MM_BIAS, MM_RELU (the layout bits are clear here)
+	uint flags;       // MM_BIAS, MM_RELU, MM_MASK (the layout bits are clear here)
 } pc;
 
 // MM_STORE: the epilogue in f32 only (matmul_epi_store.glsl).
@@ -144,6 +144,6 @@ void main()
 		float s = 0.0;
 		for (uint i = 0u; i < TPR; i++)
 			s += Cs[r][i][j];
-		o[ooff + row * pc.n + j] = MM_STORE(s, j);
+		o[ooff + row * pc.n + j] = MM_STORE(s, j, ooff + row * pc.n + j);
 	}
 }

@@ -47,7 +47,7 @@ layout(push_constant) uniform MmPush {
 	uint bshape[6];
 	uint astride[6];
 	uint bstride[6];
-	uint flags;       // MM_TA, MM_TB, MM_BIAS, MM_RELU
+	uint flags;       // MM_TA, MM_TB, MM_BIAS, MM_RELU, MM_MASK
 	uint splits;      // rows per invocation, 1 to PASSES (a row block: rp * splits rows)
 	uint kchunk;      // unused
 } pc;
@@ -106,12 +106,12 @@ void main()
 		}
 		uint at = ooff + m * n + n0;
 		if (n % 4u == 0u) {
-			o4[at / 4u] = vec4(MM_STORE(acc.x, n0), MM_STORE(acc.y, n0 + 1u), MM_STORE(acc.z, n0 + 2u),
-					   MM_STORE(acc.w, n0 + 3u));
+			o4[at / 4u] = vec4(MM_STORE(acc.x, n0, at), MM_STORE(acc.y, n0 + 1u, at + 1u),
+					   MM_STORE(acc.z, n0 + 2u, at + 2u), MM_STORE(acc.w, n0 + 3u, at + 3u));
 			continue;
 		}
 		[[unroll]] for (uint c = 0u; c < 4u; c++)
 			if (n0 + c < n)
-				o[at + c] = MM_STORE(acc[c], n0 + c);
+				o[at + c] = MM_STORE(acc[c], n0 + c, at + c);
 	}
 }

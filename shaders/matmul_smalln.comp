@@ -49,7 +49,7 @@ layout(push_constant) uniform MmPush {
 	uint bshape[6];
 	uint astride[6];
 	uint bstride[6];
-	uint flags;       // MM_TB, MM_BIAS, MM_RELU (MM_TA is implied)
+	uint flags;       // MM_TB, MM_BIAS, MM_RELU, MM_MASK (MM_TA is implied)
 	uint splits;
 	uint kchunk;
 } pc;
@@ -128,6 +128,6 @@ void main()
 		if (pc.splits > 1u)
 			part[split * pc.batches * pc.m * pc.n + at] = v;
 		else
-			o[at] = MM_STORE(v, j);
+			o[at] = MM_STORE(v, j, at);
 	}
 }

@@ -10,7 +10,7 @@
 // A is kept k-major in shared memory (As[k][row/4]); loads past M, N or K
 // read zero and stores past M or N are skipped. Push constants, the
 // transposed layouts (MM_TA: A stored [K, M], MM_TB: B stored [N, K]), the
-// split-K chunks, the epilogue (MM_BIAS, MM_RELU) and the workgroup numbering
+// split-K chunks, the epilogue (MM_BIAS, MM_RELU, MM_MASK) and the workgroup numbering
 // are matmul.glsl's. Global loads
 // are vec4 along each operand's stored rows: the host picks this kernel only
 // when those rows (K or M for A, N or K for B), N and the chunk are whole vec4s.
@@ -30,6 +30,7 @@ layout(std430, binding = 4) readonly buffer Bias { vec4 bias[]; };
 #define MM_PART 4u
 #define MM_BIAS 8u
 #define MM_RELU 16u
+#define MM_MASK 32u
 
 // Mirrors struct mm_push in daemon/ops/matmul.c.
 layout(push_constant) uniform MmPush {
@@ -48,8 +49,13 @@ layout(push_constant) uniform MmPush {
 
 // The epilogue (matmul_epi.glsl's, in f32 where rounding to the dtype is
 // exact): + bias[columns c .. c+3], then relu.
-vec4 mm_epilogue4(vec4 v, uint c)
+vec4 mm_epilogue4(vec4 v, uint c, uint q)
 {
+	// MM_MASK: the mask (bound as the bias) has the result's shape; q is
+	// the vec4 of the result these four columns are. relu_grad's choice,
+	// lane by lane: v where mask > 0, else 0.
+	if ((pc.flags & MM_MASK) != 0u)
+		return mix(vec4(0.0), v, greaterThan(bias[q], vec4(0.0)));
 	if ((pc.flags & MM_BIAS) != 0u)
 		v = v + bias[c / 4u];
 	if ((pc.flags & MM_RELU) != 0u)
@@ -189,9 +195,9 @@ void main()
 				part[(pbase + ooff + r * pc.n + c1) / 4u] = v1;
 		} else {
 			if (c0 < pc.n)
-				o[(ooff + r * pc.n + c0) / 4u] = mm_epilogue4(v0, c0);
+				o[(ooff + r * pc.n + c0) / 4u] = mm_epilogue4(v0, c0, (ooff + r * pc.n + c0) / 4u);
 			if (c1 < pc.n)
-				o[(ooff + r * pc.n + c1) / 4u] = mm_epilogue4(v1, c1);
+				o[(ooff + r * pc.n + c1) / 4u] = mm_epilogue4(v1, c1, (ooff + r * pc.n + c1) / 4u);
 		}
 	}
 }

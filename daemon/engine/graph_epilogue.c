@@ -6,11 +6,15 @@
  * the two-input form with the product as one operand; the other operand is
  * the bias, which matmul's inference then checks (one value per result
  * column, dtype of the product): anything else leaves the chain as it was.
+ * A relu_grad reading the product as its input 0 makes the chain matmul ->
+ * relu_grad, fused with its input 1 as the mask (activation "relu_grad",
+ * which matmul's inference checks: the result's shape and dtype).
  * The retired links keep their indices (ids and every src stay valid) and
  * become views of their input 0, so they get no memory and record nothing.
  * Only f32 products are rewritten (fuse_at). */
 #include "engine/graph_epilogue.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,10 +72,13 @@ static void retire(struct node *nd)
 	nd->ctx.view = true;
 }
 
-/* Turn node `last` into matmul node mm's product with the bias (input
- * `bk` of node `add`, when add >= 0) and relu. Returns 0, or -1 with node
- * `last` as it was. */
-static int rewrite(struct graph *gr, unsigned mm, int add, unsigned bk, bool relu, unsigned last)
+/* Turn node `last` into matmul node mm's product with a third input (input
+ * `bk` of node `add`, when add >= 0: the bias, or relu_grad's mask) and
+ * activation `act` (NULL: none). `between`: refuse when a node between the
+ * ends reads an operand (operands_read_between; not after autograd, when no
+ * gradient is summed any more). Returns 0, or -1 with node `last` as it was. */
+static int rewrite(struct graph *gr, unsigned mm, int add, unsigned bk, const char *act_name, unsigned last,
+		   bool between)
 {
 	struct node *nd = &gr->nodes[last], *saved = malloc(sizeof(*saved));
 	const struct node *m = &gr->nodes[mm];
@@ -99,15 +106,16 @@ static int rewrite(struct graph *gr, unsigned mm, int add, unsigned bk, bool rel
 	}
 	nd->ctx.ninputs = n;
 	act = op_attr(&nd->ctx, "activation");
-	if (relu) {
+	if (act_name) {
 		struct op_attr_value *v = &nd->ctx.attr[act - nd->ctx.attr];
 
 		v->set = true;
-		strcpy(v->s, "relu");
+		snprintf(v->s, sizeof(v->s), "%s", act_name);
 	}
 	memset(&nd->ctx.priv, 0, sizeof(nd->ctx.priv));
 	if (graph_infer_node(gr, last) < 0 || nd->ctx.out.dtype != saved->ctx.out.dtype ||
-	    nd->ctx.out.count != saved->ctx.out.count || operands_read_between(gr, mm, add, last, nd)) {
+	    nd->ctx.out.count != saved->ctx.out.count ||
+	    (between && operands_read_between(gr, mm, add, last, nd))) {
 		*nd = *saved;
 		free(saved);
 		return -1;
@@ -116,20 +124,46 @@ static int rewrite(struct graph *gr, unsigned mm, int add, unsigned bk, bool rel
 	return 0;
 }
 
+/* Whether node i is a plain f32 matmul (two inputs, no activation) whose
+ * product only node *ret_next reads. f32 only: on an H100 the f16 fused
+ * results differed from the chain's in their last bits (the driver's half
+ * arithmetic), and the rewrite must not change what a graph computes. */
+static bool plain_product(const struct graph *gr, const unsigned *uses, unsigned i, unsigned *ret_next)
+{
+	const struct node *nd = &gr->nodes[i];
+	const struct op_attr_value *act;
+
+	if (!is_op(nd, "matmul") || nd->ctx.ninputs != 2 || nd->ctx.out.dtype != TDP_DTYPE_F32)
+		return false;
+	act = op_attr(&nd->ctx, "activation");
+	return !(act->set && strcmp(act->s, "none")) && free_link(gr, uses, i, ret_next);
+}
+
+/* The chain matmul node i -> relu_grad(product, mask), if it qualifies:
+ * the relu_grad becomes the product with activation "relu_grad". */
+static int fuse_mask_at(struct graph *gr, const unsigned *uses, unsigned i, bool between)
+{
+	const struct node *rg;
+	unsigned next;
+
+	if (!plain_product(gr, uses, i, &next))
+		return 0;
+	rg = &gr->nodes[next];
+	if (!is_op(rg, "relu_grad") || rg->ctx.ninputs != 2 || rg->src[0] != (int)i || rg->src[1] == (int)i ||
+	    rg->keep || rewrite(gr, i, (int)next, 1, "relu_grad", next, between) < 0)
+		return 0;
+	retire(&gr->nodes[i]);
+	return 1;
+}
+
 /* The chain starting at matmul node i, if one qualifies. */
 static int fuse_at(struct graph *gr, const unsigned *uses, unsigned i)
 {
-	const struct node *nd = &gr->nodes[i];
-	const struct op_attr_value *act = op_attr(&nd->ctx, "activation");
 	unsigned next, last = i, bk = 0;
 	int add = -1;
 	bool relu = false;
 
-	/* f32 only: on an H100 the f16 fused results differed from the
-	 * chain's in their last bits (the driver's half arithmetic), and
-	 * the rewrite must not change what a graph computes. */
-	if (!is_op(nd, "matmul") || nd->ctx.ninputs != 2 || (act->set && strcmp(act->s, "none")) ||
-	    nd->ctx.out.dtype != TDP_DTYPE_F32 || !free_link(gr, uses, i, &next))
+	if (!plain_product(gr, uses, i, &next))
 		return 0;
 	if (is_op(&gr->nodes[next], "add") && gr->nodes[next].ctx.ninputs == 2 &&
 	    (gr->nodes[next].src[0] == (int)i) != (gr->nodes[next].src[1] == (int)i)) {
@@ -145,7 +179,7 @@ static int fuse_at(struct graph *gr, const unsigned *uses, unsigned i)
 	}
 	/* A node the daemon reads back (a training loss) stays what the client
 	 * wrote, so that its checks name its own op. */
-	if (last == i || gr->nodes[last].keep || rewrite(gr, i, add, bk, relu, last) < 0)
+	if (last == i || gr->nodes[last].keep || rewrite(gr, i, add, bk, relu ? "relu" : NULL, last, true) < 0)
 		return 0;
 	retire(&gr->nodes[i]);
 	if (add >= 0 && (unsigned)add != last)
@@ -153,7 +187,10 @@ static int fuse_at(struct graph *gr, const unsigned *uses, unsigned i)
 	return 1;
 }
 
-int graph_fuse_epilogues(struct graph *gr, unsigned first)
+/* Fuse the chains starting among nodes [first, gr->n): the forward kinds
+ * and the mask (checking operands read between its ends), or after autograd
+ * the mask alone (not checking). Returns the number fused. */
+static int fuse_from(struct graph *gr, unsigned first, bool backward)
 {
 	unsigned *uses = calloc(gr->n ? gr->n : 1, sizeof(*uses));
 	int fused = 0;
@@ -164,8 +201,21 @@ int graph_fuse_epilogues(struct graph *gr, unsigned first)
 		for (unsigned k = 0; k < gr->nodes[c].ctx.ninputs; k++)
 			if (gr->nodes[c].src[k] >= 0)
 				uses[gr->nodes[c].src[k]]++;
-	for (unsigned i = first; i < gr->n; i++)
-		fused += fuse_at(gr, uses, i);
+	for (unsigned i = first; i < gr->n; i++) {
+		int f = backward ? 0 : fuse_at(gr, uses, i);
+
+		fused += f ? f : fuse_mask_at(gr, uses, i, !backward);
+	}
 	free(uses);
 	return fused;
+}
+
+int graph_fuse_epilogues(struct graph *gr, unsigned first)
+{
+	return fuse_from(gr, first, false);
+}
+
+int graph_fuse_backward_masks(struct graph *gr, unsigned first)
+{
+	return fuse_from(gr, first, true);
 }

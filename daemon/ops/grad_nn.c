@@ -52,7 +52,9 @@ static int db_folded(struct autograd *ag, int a, bool ta, int b, bool tb, int g)
  * The epilogue (issue 16) first: g zeroed where the result is not > 0
  * (relu's rule, relu_grad, which reads its input z: z > 0 exactly where
  * relu(z) > 0, so the same bits), and the bias gets g itself (add's
- * rule; the engine sums it over the rows it was broadcast along). */
+ * rule; the engine sums it over the rows it was broadcast along). With
+ * activation "relu_grad" g is masked likewise by input 2, which gets zeros
+ * (relu_grad's rule). */
 int grad_matmul(struct autograd *ag, unsigned node, int g, int *out)
 {
 	const struct op_attr_value *act = ag_attr_of(ag, node, "activation");
@@ -63,16 +65,26 @@ int grad_matmul(struct autograd *ag, unsigned node, int g, int *out)
 	unsigned nb;
 	int a2 = a, b2 = b, g2, da, db;
 	bool ta, tb;
+	/* (read before emitting: that moves the node storage act points into) */
+	bool relu = act->set && !strcmp(act->s, "relu"), masked = act->set && !strcmp(act->s, "relu_grad");
 
-	if (act->set && !strcmp(act->s, "relu")) {
+	if (relu) {
 		int y = ag_output(ag, node);
 
 		g = ag_op2(ag, "relu_grad", g, y);
 		if (g < 0)
 			return -1;
 	}
-	if (ag_ninputs(ag, node) > 2)
+	if (masked) {
+		int mask = ag_input(ag, node, 2);
+
+		g = ag_op2(ag, "relu_grad", g, mask);
+		out[2] = ag_zeros_like(ag, mask);
+		if (g < 0 || out[2] < 0)
+			return -1;
+	} else if (ag_ninputs(ag, node) > 2) {
 		out[2] = g;
+	}
 	at = ag_tensor(ag, a);
 	bt = ag_tensor(ag, b);
 	gt = ag_tensor(ag, g);

@@ -13,7 +13,10 @@
  * per result column, and attr activation "relu" are applied as each result
  * is stored (shaders/matmul_epi.glsl): the product rounded to the dtype,
  * plus the bias rounded again, then max(x, 0) -- the same bits as the nodes
- * matmul -> add -> relu, which engine/graph_epilogue.c rewrites into one. */
+ * matmul -> add -> relu, which engine/graph_epilogue.c rewrites into one.
+ * Activation "relu_grad" takes a third input of the result's shape instead,
+ * a mask: the product is kept where the mask is > 0, else 0 -- the bits of
+ * matmul -> relu_grad(product, mask), relu's backward, rewritten likewise. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +46,8 @@
 /* The epilogue's flags (matmul_epi.glsl), kept in mm_plan.epi. */
 #define MM_BIAS 8u
 #define MM_RELU 16u
+#define MM_MASK 32u
+#define MM_EPI (MM_BIAS | MM_RELU | MM_MASK)
 #define MM_LAYOUT (MM_TA | MM_TB)
 /* Split-K: K chunks are whole K-steps of every kernel (and vec4s); a chunk
  * has at least MM_SPLIT_MIN_K terms when the heuristic splits, at most
@@ -128,6 +133,23 @@ static void shape_str(const struct op_tensor *t, char *buf, size_t size)
 		snprintf(buf + len, size - len, "]");
 }
 
+/* Activation "relu_grad": input 2 is a mask of the result's shape and dtype. */
+static int mm_mask_infer(struct op_ctx *ctx, struct mm_plan *pl)
+{
+	const struct op_tensor *mask = &ctx->in[2];
+
+	if (ctx->ninputs < 3)
+		return op_fail(ctx, TDP_INVALID_ARGUMENT,
+			       "activation \"relu_grad\" needs a third input, the mask (the result's shape)");
+	if (mask->dtype != ctx->out.dtype)
+		return op_fail(ctx, TDP_DTYPE_MISMATCH, "the mask is %s, the product %s", tdp_dtype_name(mask->dtype),
+			       tdp_dtype_name(ctx->out.dtype));
+	if (mask->rank != ctx->out.rank || memcmp(mask->shape, ctx->out.shape, mask->rank * sizeof(*mask->shape)))
+		return op_fail(ctx, TDP_SHAPE_MISMATCH, "the mask must have the result's shape");
+	pl->epi = MM_MASK;
+	return 0;
+}
+
 /* The epilogue's attr and optional bias (input 2): one value per result
  * column, any leading dims 1 and no more dims than the result, so that the
  * add it stands for broadcasts it along the rows and leaves the shape. */
@@ -136,8 +158,11 @@ static int mm_epilogue_infer(struct op_ctx *ctx, struct mm_plan *pl)
 	const struct op_attr_value *act = op_attr(ctx, "activation");
 	const struct op_tensor *bias = &ctx->in[2];
 
+	if (act->set && !strcmp(act->s, "relu_grad"))
+		return mm_mask_infer(ctx, pl);
 	if (act->set && strcmp(act->s, "none") && strcmp(act->s, "relu"))
-		return op_fail(ctx, TDP_INVALID_ARGUMENT, "activation is '%s'; \"none\" or \"relu\"", act->s);
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "activation is '%s'; \"none\", \"relu\" or \"relu_grad\"",
+			       act->s);
 	pl->epi = act->set && !strcmp(act->s, "relu") ? MM_RELU : 0;
 	if (ctx->ninputs < 3)
 		return 0;
@@ -385,7 +410,7 @@ static int mm_reduce(struct op_ctx *ctx, struct gpu_recorder *rec, const struct 
 	struct gpu_binding b[3] = { *part, *bind_out, *bias };
 	struct mm_reduce_push rp = {
 		.count = pc->batches * pc->m * pc->n, .splits = pc->splits, .n = pc->n,
-		.flags = pc->flags & (MM_BIAS | MM_RELU),
+		.flags = pc->flags & MM_EPI,
 	};
 
 	b[0].write = false;
@@ -451,7 +476,7 @@ static bool mm_no_small_kernels(void)
 static bool mm_skinny(const struct mm_push *pc, int dtype)
 {
 	return (pc->flags & MM_LAYOUT) == 0 && pc->splits == 1 && pc->n <= MM_SKINNY_N &&
-	       (dtype == TDP_DTYPE_F32 || !(pc->flags & (MM_BIAS | MM_RELU))) &&
+	       (dtype == TDP_DTYPE_F32 || !(pc->flags & MM_EPI)) &&
 	       (uint64_t)pc->m * pc->batches >= MM_SKINNY_MIN_ROWS && !mm_no_small_kernels();
 }
 
@@ -622,7 +647,7 @@ static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struc
 	/* The 16-bit kernels have no epilogue (matmul.glsl says why): their
 	 * products with one go through f32 partials, as a split one does,
 	 * and matmul_reduce.comp rounds them and applies it. */
-	epi_via_reduce = dtype != TDP_DTYPE_F32 && (pc->flags & (MM_BIAS | MM_RELU));
+	epi_via_reduce = dtype != TDP_DTYPE_F32 && (pc->flags & MM_EPI);
 	if (epi_via_reduce && tile == 128)
 		name = "matmul_l";
 	else if (epi_via_reduce)
@@ -658,7 +683,7 @@ static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	pc.flags = pl->flags | pl->epi;
 	if (mm_batch_setup(ctx, pl, &pc) < 0)
 		return -1;
-	if (!(pl->epi & MM_BIAS))
+	if (!(pl->epi & (MM_BIAS | MM_MASK)))
 		bind[3] = mm_no_bias(ctx);
 	else if (op_bind(ctx, &ctx->in[2], false, &bind[3]) < 0)
 		return -1;

@@ -385,6 +385,9 @@ int train_build_step(struct caller *call, const struct train_spec *spec, const m
 			return -1;
 		backward_end = gr->n;
 		backward_from = fwd;
+		/* relu's backward into the products that make its gradient */
+		if (spec->fuse != 0)
+			graph_fuse_backward_masks(gr, fwd);
 		/* Data parallel: the gradients meet in one vector, averaged across
 		 * devices between the two halves of the step (train_parallel.h). */
 		if (ret_flat && emit_flat_grads(&sc, params, grads, spec->np, ret_flat) < 0)

@@ -35,11 +35,15 @@ def matmul_epilogue(ta, tb, activation, dtype):
     """matmul with the epilogue attrs: the product (transpose attrs as in
     matmul_t) rounded to `dtype`, plus the bias (input 2, one value per
     column, when given) rounded again, then relu when asked: the order of the
-    nodes matmul -> add -> relu it stands for."""
+    nodes matmul -> add -> relu it stands for. With activation "relu_grad"
+    input 2 is a mask of the result's shape instead: the rounded product
+    where the mask is > 0, else 0 (matmul -> relu_grad)."""
     import harness
 
     def f(a, b, bias=None):
         y = harness.quantize(matmul_t(ta, tb)(a, b), dtype)
+        if activation == "relu_grad":
+            return np.where(np.asarray(bias, np.float64) > 0, y, 0.0)
         if bias is not None:
             y = harness.quantize(y + np.asarray(bias, np.float64).reshape(-1), dtype)
         if activation == "relu":

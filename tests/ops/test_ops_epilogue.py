@@ -1,12 +1,15 @@
 """Matmul epilogues (issue 16): matmul with a bias input and activation
-"relu" against ref_linalg.matmul_epilogue, and graph.run's rewrite of the
-chains matmul -> add(bias) -> relu, matmul -> add(bias), matmul -> relu into
-one fused node, for f32 chains: bit for bit the result of the unfused nodes
+"relu" against ref_linalg.matmul_epilogue, activation "relu_grad" with a mask
+input likewise, and graph.run's rewrite of the chains matmul -> add(bias) ->
+relu, matmul -> add(bias), matmul -> relu and matmul -> relu_grad(product,
+mask) into one fused node, for f32 chains: bit for bit the result of the unfused nodes
 (`fuse: false` keeps them apart), in every layout (NN, NT, TN), split and
 unsplit, at odd sizes, with fewer dispatches (graph.run `profile`); f16 and
 bf16 chains stay as written (the same bytes, no dispatch saved); chains
 whose intermediate is read elsewhere are left alone. The fused op itself
-(bias input, relu) is checked against the reference in every dtype."""
+(bias input, relu, the mask) is checked against the reference in every dtype,
+and a relu MLP's training steps (whose backward fuses relu's gradient into
+the products that make it) are the same bits fused and unfused."""
 import time
 
 import numpy as np
@@ -57,6 +60,7 @@ def run_op(ck):
         ck.check("matmul", [values((33, 300)), values((300, 17)), values((17,))], [dt] * 3,
                  ref.matmul_epilogue(False, False, "relu", dt), attrs={"activation": "relu", "split_k": 5},
                  tol=TOL[dt], label="(split-K)")
+    run_mask(ck)
     c = ck.c
     c.put("ep_a", values((3, 4)), "f32")
     c.put("ep_b", values((4, 5)), "f32")
@@ -68,6 +72,38 @@ def run_op(ck):
     ck.expect_error("matmul", ["ep_a", "ep_b", "ep_bias16"], None, "DTYPE_MISMATCH", label="(bias dtype)")
     ck.expect_error("matmul", ["ep_a", "ep_b"], {"activation": "gelu"}, "INVALID_ARGUMENT",
                     label="(activation)")
+    c.put("ep_mask16", values((3, 5)), "f16")
+    ck.expect_error("matmul", ["ep_a", "ep_b"], {"activation": "relu_grad"}, "INVALID_ARGUMENT",
+                    label="(relu_grad without a mask)")
+    ck.expect_error("matmul", ["ep_a", "ep_b", "ep_bias4"], {"activation": "relu_grad"}, "SHAPE_MISMATCH",
+                    label="(mask shape)")
+    c.put("ep_mask53", values((5, 3)), "f32")
+    ck.expect_error("matmul", ["ep_a", "ep_b", "ep_mask53"], {"activation": "relu_grad"}, "SHAPE_MISMATCH",
+                    label="(mask of another shape)")
+    ck.expect_error("matmul", ["ep_a", "ep_b", "ep_mask16"], {"activation": "relu_grad"}, "DTYPE_MISMATCH",
+                    label="(mask dtype)")
+
+
+# (M, K, N) for the mask: the sizes above plus the skinny kernel's rows
+# (>= 1024 rows, <= 16 columns), K <= 16 (matmul_smallk) and whole vec4 tiles.
+MASK_SIZES = SIZES[:4] + [(2048, 64, 10), (300, 10, 520), (512, 128, 256)]
+
+
+def run_mask(ck):
+    """activation "relu_grad": the product kept where the mask is > 0."""
+    for dt in harness.FLOAT_DTYPES:
+        for m, k, n in MASK_SIZES:
+            for ta, tb in ((False, False), (False, True), (True, False)):
+                arrays = [values(stored((m, k), ta)), values(stored((k, n), tb)), values((m, n))]
+                ck.check("matmul", arrays, [dt] * 3, ref.matmul_epilogue(ta, tb, "relu_grad", dt),
+                         attrs={"transpose_a": ta, "transpose_b": tb, "activation": "relu_grad"},
+                         tol=TOL[dt], label="(mask %s)" % ((m, k, n),))
+        ck.check("matmul", [values((33, 300)), values((300, 17)), values((33, 17))], [dt] * 3,
+                 ref.matmul_epilogue(False, False, "relu_grad", dt),
+                 attrs={"activation": "relu_grad", "split_k": 5}, tol=TOL[dt], label="(mask, split-K)")
+        ck.check("matmul", [values((2, 5, 7)), values((7, 6)), values((2, 5, 6))], [dt] * 3,
+                 ref.matmul_epilogue(False, False, "relu_grad", dt), attrs={"activation": "relu_grad"},
+                 tol=TOL[dt], label="(mask, batched)")
 
 
 def chain(ta, tb, bias, relu):
@@ -96,6 +132,22 @@ def graph(ck, nodes, outputs, fuse, what):
     return res["outputs"], res["dispatches"]
 
 
+def same_as_unfused(ck, nodes, what, saved):
+    """graph.run of `nodes` (output "y") fused and with `fuse: false`: the
+    same bytes, and `saved` dispatches fewer fused."""
+    ck.checks += 1
+    fused, dfused = graph(ck, nodes, ["y"], True, what)
+    plain, dplain = graph(ck, nodes, ["y"], False, what + " unfused")
+    if fused is None or plain is None:
+        return
+    if fused["y"]["data"] != plain["y"]["data"]:
+        got = harness.result_array(fused["y"]).astype(np.float64)
+        want = harness.result_array(plain["y"]).astype(np.float64)
+        ck.fail("%s: fused differs from unfused (max %g)" % (what, np.max(np.abs(got - want))))
+    if dplain - dfused != saved:
+        ck.fail("%s: %d dispatches fused, %d unfused; want %d fewer" % (what, dfused, dplain, saved))
+
+
 def run_graph(ck):
     """The rewrite: the same bytes as the unfused nodes, fewer dispatches."""
     c = ck.c
@@ -109,21 +161,11 @@ def run_graph(ck):
                 c.put("b", values((n,)), dt)
                 for bias, relu in ((True, True), (True, False), (False, True)):
                     what = "%s %s ta=%s tb=%s bias=%s relu=%s" % (dt, (m, k, n), ta, tb, bias, relu)
-                    nodes = chain(ta, tb, bias, relu)
-                    ck.checks += 1
-                    fused, dfused = graph(ck, nodes, ["y"], True, what)
-                    plain, dplain = graph(ck, nodes, ["y"], False, what + " unfused")
-                    if fused is None or plain is None:
-                        continue
-                    if fused["y"]["data"] != plain["y"]["data"]:
-                        got = harness.result_array(fused["y"]).astype(np.float64)
-                        want = harness.result_array(plain["y"]).astype(np.float64)
-                        ck.fail("%s: fused differs from unfused (max %g)" % (what, np.max(np.abs(got - want))))
                     # only f32 chains are rewritten (the f16 ones differed from
                     # the chain in their last bits on an H100)
-                    saved = int(bias) + int(relu) if dt == "f32" else 0
-                    if dplain - dfused != saved:
-                        ck.fail("%s: %d dispatches fused, %d unfused; want %d fewer" % (what, dfused, dplain, saved))
+                    same_as_unfused(ck, chain(ta, tb, bias, relu), what,
+                                    int(bias) + int(relu) if dt == "f32" else 0)
+    run_graph_mask(ck)
     # An intermediate read elsewhere (returned, or by a second node) stays.
     c.put("x", values((9, 6)), "f32")
     c.put("w", values((6, 7)), "f32")
@@ -142,6 +184,88 @@ def run_graph(ck):
         ck.fail("mm read twice: %s dispatches fused, %s unfused; want none fused" % (d1, d2))
 
 
+def run_graph_mask(ck):
+    """matmul -> relu_grad(product, mask): one node, the same bytes."""
+    c = ck.c
+    for dt in harness.FLOAT_DTYPES:
+        for m, k, n in MASK_SIZES:
+            for ta, tb in ((False, False), (False, True), (True, False)):
+                c.put("x", values(stored((m, k), ta)), dt)
+                c.put("w", values(stored((k, n), tb)), dt)
+                c.put("mk", values((m, n)), dt)
+                nodes = [{"id": "mm", "op": "matmul", "inputs": ["x", "w"],
+                          "attrs": {"transpose_a": ta, "transpose_b": tb}},
+                         {"id": "g", "op": "relu_grad", "inputs": ["mm", "mk"]},
+                         {"id": "y", "op": "reshape", "inputs": ["g"], "attrs": {"shape": [-1]}}]
+                what = "%s %s ta=%s tb=%s relu_grad" % (dt, (m, k, n), ta, tb)
+                same_as_unfused(ck, nodes, what, 1 if dt == "f32" else 0)
+
+
+def train_mask(ck):
+    """A relu MLP's train.step: relu's gradient fused into the products of
+    the backward pass, the same loss and parameters as `fuse: false`, and
+    two dispatches fewer per step (one per hidden layer)."""
+    c = ck.c
+    x = rng.normal(size=(40, 12))
+    y = rng.integers(0, 5, size=40)
+    init = {"mw1": rng.normal(0, 0.4, size=(12, 24)), "mb1": rng.normal(0, 0.1, size=(24,)),
+            "mw2": rng.normal(0, 0.3, size=(24, 16)), "mb2": rng.normal(0, 0.1, size=(16,)),
+            "mw3": rng.normal(0, 0.3, size=(16, 5))}
+    nodes = [{"id": "h1", "op": "matmul", "inputs": ["mx", "mw1"]},
+             {"id": "z1", "op": "add", "inputs": ["h1", "mb1"]},
+             {"id": "r1", "op": "relu", "inputs": ["z1"]},
+             {"id": "h2", "op": "matmul", "inputs": ["r1", "mw2"]},
+             {"id": "z2", "op": "add", "inputs": ["h2", "mb2"]},
+             {"id": "r2", "op": "relu", "inputs": ["z2"]},
+             {"id": "o", "op": "matmul", "inputs": ["r2", "mw3"]},
+             {"id": "L", "op": "cross_entropy", "inputs": ["o", "my"]}]
+    got, disp = {}, {}
+    for fuse in (True, False):
+        ck.checks += 1
+        c.put("mx", x, "f32")
+        c.put("my", y.astype(np.int32), "i32")
+        for n, a in init.items():
+            c.put(n, a, "f32")
+            for state in (".exp_avg", ".exp_avg_sq"):
+                c.call("tensor.delete", {"name": n + state})
+        for step in (1, 2, 3):
+            err, res = c.call("train.step", {"nodes": nodes, "loss": "L", "params": list(init),
+                                             "optimizer": {"type": "adam", "lr": 0.01}, "step": step,
+                                             "fuse": fuse, "profile": True})
+            if err is not None:
+                ck.fail("train.step fuse %s: %s" % (fuse, err))
+                return
+        got[fuse] = [res["loss"]] + [c.call("tensor.get", {"name": n})[1]["data"] for n in init]
+        disp[fuse] = res.get("dispatches")
+    if got[True] != got[False]:
+        ck.fail("relu MLP train.step: fused and unfused differ (losses %r vs %r)" % (got[True][0], got[False][0]))
+    if not np.isfinite(got[True][0]):
+        ck.fail("relu MLP train.step: loss %r" % got[True][0])
+    print("relu MLP train.step dispatches: fused %s, unfused %s" % (disp[True], disp[False]))
+    # A client's own matmul -> relu_grad in the forward: fused before
+    # autograd, so grad_matmul's rule for the mask is what differentiates it.
+    nodes = [{"id": "h", "op": "matmul", "inputs": ["mx", "gw"]},
+             {"id": "g", "op": "relu_grad", "inputs": ["h", "gm"]},
+             {"id": "L", "op": "mse", "inputs": ["g", "gt"]}]
+    w0, mask, target = rng.normal(0, 0.4, size=(12, 7)), values((40, 7)), rng.normal(size=(40, 7))
+    got = {}
+    for fuse in (True, False):
+        ck.checks += 1
+        c.put("gw", w0, "f32")
+        c.put("gm", mask, "f32")
+        c.put("gt", target, "f32")
+        err, res = c.call("train.step", {"nodes": nodes, "loss": "L", "params": ["gw"],
+                                         "optimizer": {"type": "sgd", "lr": 0.1}, "fuse": fuse})
+        if err is not None:
+            ck.fail("masked forward train.step fuse %s: %s" % (fuse, err))
+            return
+        got[fuse] = (res["loss"], c.call("tensor.get", {"name": "gw"})[1]["data"])
+    if got[True] != got[False]:
+        ck.fail("masked forward: fused and unfused steps differ (losses %r, %r)" % (got[True][0], got[False][0]))
+    if got[True][1] == np.asarray(w0, np.float32).tobytes():
+        ck.fail("masked forward: the step did not change the weight")
+
+
 if __name__ == "__main__":
     t0 = time.time()
-    harness.main(lambda ck: (run_op(ck), run_graph(ck), print("epilogue: %.1f s" % (time.time() - t0))))
+    harness.main(lambda ck: (run_op(ck), run_graph(ck), train_mask(ck), print("epilogue: %.1f s" % (time.time() - t0))))
