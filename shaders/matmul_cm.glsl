@@ -27,13 +27,7 @@
 layout(local_size_x = WG) in;
 layout(std430, binding = 0) readonly buffer A { uvec4 a[]; };
 layout(std430, binding = 1) readonly buffer B { uvec4 b[]; };
-#ifdef CM_PART
-// The f32 accumulators themselves (matmul_cm_part.comp): matmul_reduce.comp
-// rounds them and applies the epilogue (bias, relu) in a second dispatch.
-layout(std430, binding = 2) writeonly buffer O { float o[]; };
-#else
 layout(std430, binding = 2) writeonly buffer O { float16_t o[]; };
-#endif
 
 // Mirrors struct mm_cm_push in daemon/ops/matmul.c. Strides in elements.
 layout(push_constant) uniform MmCmPush {
@@ -107,11 +101,7 @@ void main()
 	[[unroll]] for (int i = 0; i < FM; i++)
 		[[unroll]] for (int j = 0; j < FN; j++) {
 			uint r = row0 + wm * (FM * 16u) + uint(i) * 16u, c = col0 + wn * (FN * 16u) + uint(j) * 16u;
-#ifdef CM_PART
-			coopMatStoreNV(acc[i][j], o, obase + r * pc.n + c, pc.n, false);
-#else
 			HALF h = HALF(acc[i][j]);
 			coopMatStoreNV(h, o, obase + r * pc.n + c, pc.n, false);
-#endif
 		}
 }

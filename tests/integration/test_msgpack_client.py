@@ -354,9 +354,35 @@ def test_notifications_ignored(d):
         assert "notification 'no.such?notification' ignored" in log, log
 
 
+def test_pynvim_client(d):
+    """Neovim's Python client (python3-pynvim) opens with this notification:
+    five positional params. The connection stays; ping, put and get work; a
+    request with positional params gets a PROTOCOL error for its msgid and
+    the connection goes on too (docs/protocol.md, "Notifications")."""
+    info = {"major": 0, "minor": 5, "patch": 0}
+    with d.client() as c:
+        c.send([2, "nvim_set_client_info",
+                ["python3-client", info, "remote", {}, {"license": "Apache v2"}]])
+        c.send([2, 7, None])            # no method name, params not an array
+        c.send([2, "x", {"not": "an array"}])
+        assert c.call("ping")["pong"] is True
+        c.call("tensor.put", {"name": "nvim/x", "dtype": "f32", "shape": [2],
+                              "data": b"\0\0\x80?\0\0\0@"})
+        assert c.call("tensor.get", {"name": "nvim/x"})["data"] == b"\0\0\x80?\0\0\0@"
+        c.send([0, 9, "tensor.get", ["nvim/x"]])
+        msg = c.recv()
+        assert msg[0] == 1 and msg[1] == 9 and msg[3] is None, msg
+        assert msg[2]["name"] == "PROTOCOL", msg
+        assert "params must be an array holding one map" in msg[2]["message"], msg
+        c.send([0, 10, "tensor.get", [{"name": "nvim/x"}, 2]])
+        msg = c.recv()
+        assert msg[1] == 10 and msg[2]["name"] == "PROTOCOL", msg
+        assert c.call("tensor.delete", {"name": "nvim/x"})
+
+
 TESTS = [test_ping, test_put_get, test_pipelined, test_error_shape,
          test_protocol_error_notification, test_profile, test_bin_client,
-         test_raw_client, test_notifications_ignored]
+         test_raw_client, test_notifications_ignored, test_pynvim_client]
 
 
 def main():

@@ -37,7 +37,7 @@ def sanitizer_env(env=None):
     return env
 
 
-def private_state_args(tmpdir, extra_args=()):
+def private_state_args(tmpdir, extra_args=(), config=""):
     """Arguments that give a test daemon a state directory under `tmpdir`, so
     that no test reads or writes /var/lib/tensord (its pipeline cache goes
     there otherwise). Nothing when the test names a --state-dir itself. With
@@ -47,7 +47,8 @@ def private_state_args(tmpdir, extra_args=()):
     (TENSORD_CONFIG=tests/lib/staging.conf runs a test on the staging path). Nothing either when the test sets $STATE_DIRECTORY (as
     systemd's StateDirectory= does). With the test's own --config (which the test may rewrite and
     reload), --state-dir is given on the command line: persistence is then on
-    (persist = auto), into that private, empty directory."""
+    (persist = auto), into that private, empty directory. `config` holds
+    more lines for the generated file (a test's own --config excludes it)."""
     args = list(extra_args)
     if any(a == "--state-dir" or a.startswith("--state-dir=") for a in args):
         return []
@@ -55,10 +56,13 @@ def private_state_args(tmpdir, extra_args=()):
         return []
     state = os.path.join(tmpdir, "state")
     if any(a == "--config" or a.startswith("--config=") for a in args):
+        if config:
+            raise DaemonError("a test with its own --config writes its settings there")
         return ["--state-dir", state]
     conf = os.path.join(tmpdir, "test-state.conf")
     with open(conf, "w") as f:
         f.write("state_dir = %s\npersist = no\n" % state)
+        f.write(config)
         if os.environ.get("TENSORD_CONFIG"):
             with open(os.environ["TENSORD_CONFIG"]) as extra:
                 f.write(extra.read())
@@ -66,8 +70,9 @@ def private_state_args(tmpdir, extra_args=()):
 
 
 class Daemon:
-    def __init__(self, extra_args=(), timeout=60):
+    def __init__(self, extra_args=(), timeout=60, config=""):
         self.extra_args = list(extra_args)
+        self.config = config
         self.timeout = timeout
         self.proc = None
         self.dir = None
@@ -85,7 +90,7 @@ class Daemon:
         self.sock = os.path.join(self.dir, "s.sock")
         self.log = os.path.join(self.dir, "tensord.log")
         argv = [binary, "--socket", self.sock, "--device", "auto"]
-        argv += private_state_args(self.dir, self.extra_args) + self.extra_args
+        argv += private_state_args(self.dir, self.extra_args, self.config) + self.extra_args
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

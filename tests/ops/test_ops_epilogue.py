@@ -201,6 +201,57 @@ def run_graph_mask(ck):
                 same_as_unfused(ck, nodes, what, 1 if dt == "f32" else 0)
 
 
+# The shape classes whose 16-bit fused products once differed from the
+# unfused chain (issue 29): (M, K, N, transpose_a, transpose_b, split_k,
+# epilogue). Rows >= 1024 with <= 16 columns take the skinny kernel; the
+# rest the square tiles, NN or not, split or not; on an NVIDIA GPU f16
+# whole tiles take the tensor cores.
+BIT_CASES = [(33, 40, 17, False, False, 0, "bias+relu"), (70, 129, 64, True, False, 0, "bias"),
+             (8, 3000, 12, False, False, 4, "bias+relu"), (128, 64, 128, True, True, 0, "bias+relu"),
+             (1100, 64, 10, False, False, 0, "bias+relu"), (20, 2048, 10, True, False, 0, "bias"),
+             (1100, 40, 10, False, False, 0, "relu_grad"), (2048, 64, 16, False, False, 0, "relu"),
+             (256, 64, 384, False, False, 0, "bias+relu"), (256, 64, 384, False, False, 0, "relu_grad")]
+
+
+def run_fused_op_bits(ck):
+    """The fused matmul node (bias, relu or the mask given to matmul itself)
+    against the nodes matmul -> add -> relu / relu_grad: the same bytes in
+    every dtype, whichever kernel the product takes."""
+    c = ck.c
+    for dt in harness.FLOAT_DTYPES:
+        for m, k, n, ta, tb, split, epi in BIT_CASES:
+            c.put("x", values(stored((m, k), ta)), dt)
+            c.put("w", values(stored((k, n), tb)), dt)
+            c.put("b", values((n,)), dt)
+            c.put("mk", values((m, n)), dt)
+            attrs = {"transpose_a": ta, "transpose_b": tb}
+            if split:
+                attrs["split_k"] = split
+            fused_attrs = dict(attrs, activation="relu_grad" if epi == "relu_grad" else
+                               "relu" if "relu" in epi else "none")
+            extra = ["mk"] if epi == "relu_grad" else ["b"] if "bias" in epi else []
+            fused = [{"id": "f", "op": "matmul", "inputs": ["x", "w"] + extra, "attrs": fused_attrs},
+                     {"id": "y", "op": "reshape", "inputs": ["f"], "attrs": {"shape": [-1]}}]
+            if epi == "relu_grad":
+                plain = [{"id": "mm", "op": "matmul", "inputs": ["x", "w"], "attrs": attrs},
+                         {"id": "g", "op": "relu_grad", "inputs": ["mm", "mk"]},
+                         {"id": "y", "op": "reshape", "inputs": ["g"], "attrs": {"shape": [-1]}}]
+            else:
+                plain = chain(ta, tb, "bias" in epi, "relu" in epi)
+                plain[0]["attrs"] = attrs
+            what = "%s M%d K%d N%d ta=%s tb=%s split_k=%d %s" % (dt, m, k, n, ta, tb, split, epi)
+            ck.checks += 1
+            got, _ = graph(ck, fused, ["y"], False, what + " (fused node)")
+            want, _ = graph(ck, plain, ["y"], False, what + " (unfused nodes)")
+            if got is None or want is None:
+                continue
+            if got["y"]["data"] != want["y"]["data"]:
+                a = harness.result_array(got["y"]).astype(np.float64)
+                b = harness.result_array(want["y"]).astype(np.float64)
+                ck.fail("%s: the fused node differs from the unfused nodes (max %g)"
+                        % (what, np.max(np.abs(a - b))))
+
+
 def train_mask(ck):
     """A relu MLP's train.step: relu's gradient fused into the products of
     the backward pass, the same loss and parameters as `fuse: false`, and
@@ -268,4 +319,4 @@ def train_mask(ck):
 
 if __name__ == "__main__":
     t0 = time.time()
-    harness.main(lambda ck: (run_op(ck), run_graph(ck), train_mask(ck), print("epilogue: %.1f s" % (time.time() - t0))))
+    harness.main(lambda ck: (run_op(ck), run_graph(ck), run_fused_op_bits(ck), train_mask(ck), print("epilogue: %.1f s" % (time.time() - t0))))
