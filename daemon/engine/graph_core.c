@@ -462,7 +462,7 @@ void graph_out_meta(const struct graph *gr, unsigned i, struct tensor *t)
 }
 
 /* Move node `i`'s result into the store under its out name. */
-struct tensor *graph_commit(struct graph *gr, unsigned i)
+static struct tensor *graph_commit(struct graph *gr, unsigned i)
 {
 	struct node *nd = &gr->nodes[i];
 	struct caller *call = gr->call;
@@ -485,13 +485,29 @@ struct tensor *graph_commit(struct graph *gr, unsigned i)
 	t->created_ns = t->modified_ns = daemon_now_ns(CLOCK_REALTIME);
 	t->alloc = nd->alloc;
 	nd->alloc = (struct gpu_alloc){ 0 };
-	/* Room and quota were checked before running (graph_check_outputs). */
+	/* Room and quota were checked just before (graph_commit_all). */
 	if (store_put(call->d->store, t) < 0) {
 		nd->alloc = t->alloc;
 		free(t);
 		return NULL;
 	}
 	return t;
+}
+
+int graph_commit_all(struct graph *gr)
+{
+	if (graph_check_outputs(gr) < 0)
+		return -1;
+	for (unsigned i = 0; i < gr->n; i++) {
+		struct node *nd = &gr->nodes[i];
+
+		if (!nd->has_out)
+			continue;
+		nd->committed = graph_commit(gr, i);
+		if (!nd->committed)
+			return td_fail(&gr->call->err, TDP_INTERNAL, "out of memory");
+	}
+	return 0;
 }
 
 int graph_read_result(struct graph *gr, unsigned i, void *dst)

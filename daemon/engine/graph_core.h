@@ -26,6 +26,7 @@ struct node {
 	bool out_like;
 	uint32_t like_owner, like_group, like_mode;
 	bool inline_out;                 /* return the result's data */
+	struct tensor *committed;        /* what graph_commit_all stored */
 	struct op_ctx ctx;
 	int src[OP_MAX_INPUTS];          /* producing node of each input, -1: stored */
 	struct tensor *stored[OP_MAX_INPUTS]; /* the stored tensor of inputs with src -1 */
@@ -224,8 +225,14 @@ int graph_execute_async(struct graph *gr, void (*done)(struct graph *gr, void *d
  * result (what graph_commit stores; nothing else of t is touched). */
 void graph_out_meta(const struct graph *gr, unsigned i, struct tensor *t);
 
-/* Move node `i`'s result into the store under its out name; NULL on ENOMEM. */
-struct tensor *graph_commit(struct graph *gr, unsigned i);
+/* Store every named result of `gr` (after it ran), all or none: the rights
+ * and quotas of graph_check_outputs are checked again first, against what
+ * holds the names now -- a request answered later must not store into a
+ * tensor chmod-ed, deleted or re-created meanwhile, nor past a quota that
+ * other requests filled meanwhile (docs/security.md, "Checked at the
+ * store"). Each node's stored tensor is left in its `committed`. Returns 0,
+ * or -1 with gr->call->err set and nothing stored. */
+int graph_commit_all(struct graph *gr);
 
 /* Copy node `i`'s result (ctx.out.bytes) from the device into `dst`, after
  * graph_execute. Returns 0 or -1 with gr->call->err set. */

@@ -71,13 +71,12 @@ int graph_pack_outputs_stored(struct request *req, struct graph *gr)
 	if (tdp_pack_cstr(req->pk, "stored") || msgpack_pack_map(req->pk, nstored))
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	/* Everything ran: only now do named results replace stored tensors. */
+	if (graph_commit_all(gr) < 0)
+		return -1;
 	for (unsigned i = 0; i < gr->n; i++) {
-		struct tensor *t;
+		struct tensor *t = gr->nodes[i].committed;
 
-		if (!gr->nodes[i].has_out)
-			continue;
-		t = graph_commit(gr, i);
-		if (!t || tensor_pack_name(req, t) || tensor_write_meta(req, t))
+		if (gr->nodes[i].has_out && (tensor_pack_name(req, t) || tensor_write_meta(req, t)))
 			return request_fail(req, TDP_INTERNAL, "out of memory");
 	}
 	return 0;
@@ -122,11 +121,9 @@ static void graph_done(struct graph *gr, void *data)
 	if (j->gone) {
 		/* The request still takes effect, as it would have had the loop
 		 * waited for it: only the answer has nobody to go to. */
-		if (graph_wait(gr) == 0)
-			for (unsigned i = 0; i < gr->n; i++)
-				if (gr->nodes[i].has_out && !graph_commit(gr, i))
-					log_error("storing '%s' for a departed client: out of memory",
-						  gr->nodes[i].out_name);
+		if (graph_wait(gr) == 0 && graph_commit_all(gr) < 0)
+			log_info("uid %u: the results of a departed client's request are not stored: %s",
+				 (unsigned)gr->call->cred.uid, gr->call->err.message);
 		graph_free(gr);
 		free(j);
 		return;
@@ -179,11 +176,9 @@ static int op_run_answer(struct request *req, struct graph *gr, const struct gra
 	int r;
 
 	if (nd->has_out) {
-		struct tensor *t = graph_commit(gr, 0);
-
-		if (!t)
-			return request_fail(req, TDP_INTERNAL, "out of memory");
-		r = tensor_write_meta_result_map(req, t, extra);
+		if (graph_commit_all(gr) < 0)
+			return -1;
+		r = tensor_write_meta_result_map(req, nd->committed, extra);
 	} else {
 		r = tdp_write_result_head(req->pk, req->msgid) < 0 ? -1 : graph_pack_result(req, gr, 0, extra);
 	}

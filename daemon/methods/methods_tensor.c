@@ -157,14 +157,39 @@ static int check_room(struct request *req, const struct tensor *t, const struct 
 	return lookup_check_quota(&req->call, &out, 1);
 }
 
+/* Whether the caller may store `t` (name and bytes set) now: write access
+ * to what holds the name (or the right to create it) and room for it. The
+ * holder, or NULL for a new name, goes to *ret_old. Returns 0 or
+ * request_fail(). */
+static int check_store(struct request *req, const char *what, const struct tensor *t, struct tensor **ret_old)
+{
+	char why[TDP_MAX_ERROR_MESSAGE];
+	struct tensor *old = NULL;
+	int code = lookup_tensor_why(&req->call, what, t->name, ACCESS_WRITE, &old, why, sizeof(why));
+
+	if (code == TDP_PERMISSION_DENIED)
+		return request_fail(req, code, "%s", why);
+	if (check_room(req, t, old) < 0)
+		return -1;
+	*ret_old = old;
+	return 0;
+}
+
 /* Store `t` (its memory on `g`, filled) with `mode`, owned by its
  * namespace's owner (names_new_owner); a replacement keeps the old owner,
- * group and mode. On failure its memory is
- * freed (not `t`). Returns 0 or request_fail(). */
+ * group and mode. The rights and room are checked again here: a put or copy
+ * answered later must not store into a name whose rights went away
+ * meanwhile (docs/security.md, "Checked at the store"). On failure its
+ * memory is freed (not `t`). Returns 0 or request_fail(). */
 int tensor_store_new(struct request *req, struct gpu_device *g, struct tensor *t, uint32_t mode)
 {
+	struct tensor *old;
 	int r;
 
+	if (check_store(req, NULL, t, &old) < 0) {
+		gpu_memory_free(g, &t->alloc);
+		return -1;
+	}
 	names_new_owner(&req->call.cred, t->name, &t->owner, &t->group);
 	t->mode = mode;
 	t->created_ns = t->modified_ns = daemon_now_ns(CLOCK_REALTIME);
@@ -230,18 +255,14 @@ int method_tensor_put(struct request *req)
 		request_fail(req, TDP_ALREADY_EXISTS, "tensor '%s' already exists", lookup_show(&req->call, t->name, shown));
 		goto fail;
 	}
-	if (code == TDP_PERMISSION_DENIED) {
-		request_fail(req, code, "%s", why);
+	if (check_store(req, NULL, t, &old) < 0)
 		goto fail;
-	}
 	if (old && has_mode && !access_may_chmod(&req->call.cred, old->owner)) {
 		request_fail(req, TDP_PERMISSION_DENIED,
 			     "only the owner (uid %u) or root may set the mode of '%s'", old->owner,
 			     lookup_show(&req->call, t->name, shown));
 		goto fail;
 	}
-	if (check_room(req, t, old) < 0)
-		goto fail;
 	/* A replacement stays where the tensor was unless told otherwise. */
 	t->device = has_device ? device : old ? old->device : devices_default(d, req->call.cred.uid, t->bytes);
 	g = devices_of(d, t);
@@ -558,10 +579,9 @@ int method_tensor_copy(struct request *req)
 		PARAM_OPT_GIVEN("device", PARAM_DEVICE, device, has_device),
 	};
 	struct daemon *d = req->call.d;
-	char why[TDP_MAX_ERROR_MESSAGE];
 	struct tensor *src, *old = NULL, *t;
 	struct gpu_device *g;
-	int r, code;
+	int r;
 
 	if (PARAMS_PARSE(req, p) < 0 || lookup_tensor(&req->call, "src", src_name, ACCESS_READ, &src) < 0)
 		return -1;
@@ -570,13 +590,8 @@ int method_tensor_copy(struct request *req)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	t->name_len = strlen(dst_name);
 	memcpy(t->name, dst_name, t->name_len + 1);
-	code = lookup_tensor_why(&req->call, "dst", t->name, ACCESS_WRITE, &old, why, sizeof(why));
-	if (code == TDP_PERMISSION_DENIED) {
-		request_fail(req, code, "%s", why);
-		goto fail;
-	}
 	t->bytes = src->bytes;
-	if (check_room(req, t, old) < 0)
+	if (check_store(req, "dst", t, &old) < 0)
 		goto fail;
 	t->dtype = src->dtype;
 	t->rank = src->rank;

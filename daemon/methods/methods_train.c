@@ -273,7 +273,7 @@ static int step_finish(struct async_req *a, struct request *req)
 	}
 	/* Everything ran and the loss is finite: now parameters and state change. */
 	gr->call = &req->call;
-	if (train_commit_all(&req->call, gr) < 0)
+	if (graph_commit_all(gr) < 0)
 		return -1;
 	/* The model's count follows the steps that updated it (a model
 	 * redefined meanwhile is another model: its count stays). */

@@ -133,11 +133,9 @@ static bool batch_has_fresh(const struct batch_run *run)
 static int answer(struct request *req, struct graph *gr)
 {
 	if (gr->nodes[0].has_out) {
-		struct tensor *t = graph_commit(gr, 0);
-
-		if (!t)
-			return request_fail(req, TDP_INTERNAL, "out of memory");
-		return tensor_write_meta_result_map(req, t, 0);
+		if (graph_commit_all(gr) < 0)
+			return -1;
+		return tensor_write_meta_result_map(req, gr->nodes[0].committed, 0);
 	}
 	if (tdp_write_result_head(req->pk, req->msgid) < 0)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
@@ -171,9 +169,9 @@ static void answer_all(struct batch_run *run, int r, bool now)
 
 		if (e->gone) {
 			/* It takes effect as if answered: only nobody reads it. */
-			if (r == 0 && !e->failed && e->gr.nodes[0].has_out && !graph_commit(&e->gr, 0))
-				log_error("storing '%s' for a departed client: out of memory",
-					  e->gr.nodes[0].out_name);
+			if (r == 0 && !e->failed && graph_commit_all(&e->gr) < 0)
+				log_info("uid %u: the result of a departed client's op.run is not stored: %s",
+					 (unsigned)e->later.call.cred.uid, e->later.call.err.message);
 			continue;
 		}
 		mark = tdp_buf_len(req->out);

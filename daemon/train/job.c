@@ -225,7 +225,7 @@ static int step_parallel(struct train_job *job, int64_t step, uint64_t in_epoch,
 				 isnan(job->last_loss) ? "NaN" : "infinite", (long long)step);
 		goto out;
 	}
-	r = train_commit_all(&job->call, &gr[0]);
+	r = graph_commit_all(&gr[0]);
 	for (unsigned i = 1; r == 0 && i < n; i++)
 		if (dp_commit(job->dp, &job->dp->r[i - 1], &gr[i]) < 0)
 			r = td_fail(&job->call.err, TDP_INTERNAL, "out of memory");

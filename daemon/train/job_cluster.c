@@ -409,7 +409,7 @@ static int exchange_done(struct train_job *job)
 	g->gr.ncopies_before = 1;
 	g->gr.ncopies_after = 0;
 	r = graph_submit_part(&g->gr, (unsigned)g->flat + 1, g->gr.n);
-	if (graph_wait(&g->gr) < 0 || r < 0 || train_commit_all(&job->call, &g->gr) < 0) {
+	if (graph_wait(&g->gr) < 0 || r < 0 || graph_commit_all(&g->gr) < 0) {
 		/* The others applied theirs: this member's parameters are now
 		 * out of step. */
 		cluster_break(g->c, "a member failed to apply an update");

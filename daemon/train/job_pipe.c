@@ -277,7 +277,7 @@ static int pipe_commit_oldest(struct train_job *job, double *ret_loss)
 	job->gpu_ns += gr->gpu_ns;
 	job->dispatches += gr->dispatches;
 	if (r == 0)
-		r = train_commit_all(&job->call, gr);
+		r = graph_commit_all(gr);
 	if (r < 0)
 		return -1;
 	job->lr = s->lr;

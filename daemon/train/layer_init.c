@@ -151,7 +151,7 @@ int layer_init_create(struct caller *call, const struct layer_param *p, unsigned
 	if (tdp_unpack(&u, (const uint8_t *)sb.data, sb.size) < 0)
 		goto oom;
 	if (graph_parse(&gr, &u.data, NULL) == 0 && graph_check_outputs(&gr) == 0 && graph_execute(&gr) == 0 &&
-	    train_commit_all(call, &gr) == 0)
+	    graph_commit_all(&gr) == 0)
 		r = 0;
 	goto out;
 oom:

@@ -526,11 +526,4 @@ void train_seed_graph(struct graph *gr, unsigned from, uint64_t run_seed, int64_
 	}
 }
 
-/* Store every result marked for storing. */
-int train_commit_all(struct caller *call, struct graph *gr)
-{
-	for (unsigned i = 0; i < gr->n; i++)
-		if (gr->nodes[i].has_out && !graph_commit(gr, i))
-			return td_fail(&call->err, TDP_INTERNAL, "out of memory");
-	return 0;
-}
+

@@ -72,7 +72,7 @@ int train_build_step(struct caller *call, const struct train_spec *spec, const m
 
 /* train_build_step, then run the graph and read the loss (a training step
  * fails on a non-finite one). Nothing is committed: the caller stores results
- * (train_commit_all) and frees the graph. Returns 0, or -1 after td_fail. */
+ * (graph_commit_all) and frees the graph. Returns 0, or -1 after td_fail. */
 int train_run_step(struct caller *call, const struct train_spec *spec, const msgpack_object *nodes,
 		   const msgpack_object *outputs, const struct feeds *fd, int64_t step, bool train,
 		   struct graph *gr, unsigned *ret_loss, double *ret_loss_value, double *ret_lr);
@@ -84,10 +84,6 @@ int train_run_step(struct caller *call, const struct train_spec *spec, const msg
  * and op `dropout`'s `p` becomes 0 (the identity). Call it before autograd:
  * backward rules then copy the step's seed. */
 void train_seed_graph(struct graph *gr, unsigned from, uint64_t run_seed, int64_t step, bool train);
-
-/* Store every result of `gr` marked for storing. Returns 0, or -1 after
- * td_fail (out of memory). */
-int train_commit_all(struct caller *call, struct graph *gr);
 
 struct model;
 

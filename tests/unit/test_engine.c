@@ -20,6 +20,7 @@
 #include "fuzz_gpu.h"
 #include "mode.h"
 #include "status.h"
+#include "store/store.h"
 #include "stub_daemon.h"
 
 static const uint64_t shape_x[2] = { 4, 3 }, shape_w[2] = { 3, 5 }, shape_b[1] = { 5 };
@@ -281,13 +282,10 @@ static void test_access(void **state)
 	mp_end(&m);
 }
 
-/* Run a graph storing node "a" (add) as `out` for uid `uid`; returns the
- * stored tensor. */
-static struct tensor *run_and_commit(struct stub_daemon *sd, uint32_t uid, const char *out)
+/* Parse and run, for `call`, a graph storing node "a" (add of uid 1000's
+ * x @ w and b) as `out`; the caller commits and frees `gr`. */
+static void run_uncommitted(struct caller *call, const char *out, struct graph *gr)
 {
-	struct caller call = stub_caller(sd, uid);
-	struct tensor *t;
-	struct graph gr;
 	struct mp m, o;
 
 	mp_begin(&m);
@@ -297,19 +295,80 @@ static struct tensor *run_and_commit(struct stub_daemon *sd, uint32_t uid, const
 	mp_node(&m, "r", "relu", STRS("a"), NULL, NULL);
 	mp_begin(&o);
 	mp_strs(&o, STRS("r"));
-	assert_int_equal(parse(&gr, &call, &m, &o), 0);
-	assert_true(gr.nodes[1].has_out);
-	assert_true(gr.nodes[2].inline_out);
-	assert_false(gr.nodes[1].inline_out);
-	assert_int_equal(graph_check_outputs(&gr), 0);
-	assert_int_equal(graph_execute(&gr), 0);
-	assert_true(gr.dispatches >= 3);
-	t = graph_commit(&gr, 1);
-	assert_non_null(t);
-	graph_free(&gr);
+	assert_int_equal(parse(gr, call, &m, &o), 0);
+	assert_true(gr->nodes[1].has_out);
+	assert_true(gr->nodes[2].inline_out);
+	assert_false(gr->nodes[1].inline_out);
+	assert_int_equal(graph_check_outputs(gr), 0);
+	assert_int_equal(graph_execute(gr), 0);
+	assert_true(gr->dispatches >= 3);
 	mp_end(&o);
 	mp_end(&m);
+}
+
+/* Run a graph storing node "a" (add) as `out` for uid `uid`; returns the
+ * stored tensor. */
+static struct tensor *run_and_commit(struct stub_daemon *sd, uint32_t uid, const char *out)
+{
+	struct caller call = stub_caller(sd, uid);
+	struct tensor *t;
+	struct graph gr;
+
+	run_uncommitted(&call, out, &gr);
+	assert_int_equal(graph_commit_all(&gr), 0);
+	t = gr.nodes[1].committed;
+	assert_non_null(t);
+	graph_free(&gr);
 	return t;
+}
+
+/* Rights are checked again when the results are stored (issue 31): uid
+ * 1001's graph storing into uid 1000's world-writable y stores nothing once
+ * y was made private, or deleted (1001 may not create names in 1000's
+ * namespace), while the graph ran. */
+static void test_commit_rechecks(void **state)
+{
+	struct stub_daemon *sd = *state;
+	struct caller call = stub_caller(sd, 1001);
+	const uint64_t shape[2] = { 4, 5 };
+	struct tensor *y;
+	struct graph gr;
+
+	run_and_commit(sd, 1000, "y");
+	for (const char *n = "x"; n; n = !strcmp(n, "x") ? "w" : !strcmp(n, "w") ? "b" : NULL)
+		stub_find(sd, 1000, n)->mode = TDP_MODE_WORLD_READ;
+	y = stub_find(sd, 1000, "y");
+	y->mode = TDP_MODE_WORLD_READ | TDP_MODE_WORLD_WRITE;
+	run_uncommitted(&call, "~1000/y", &gr);
+	y->mode = TDP_MODE_PRIVATE;
+	assert_int_equal(graph_commit_all(&gr), -1);
+	assert_int_equal(call.err.code, TDP_PERMISSION_DENIED);
+	assert_null(gr.nodes[1].committed);
+	assert_ptr_equal(stub_find(sd, 1000, "y"), y);
+	assert_int_equal(y->version, 1);
+	graph_free(&gr);
+
+	/* Deleted meanwhile: not re-created in 1000's namespace. */
+	y->mode = TDP_MODE_WORLD_READ | TDP_MODE_WORLD_WRITE;
+	call = stub_caller(sd, 1001);
+	run_uncommitted(&call, "~1000/y", &gr);
+	assert_int_equal(store_delete(sd->d.store, "1000/y", 6), 0);
+	assert_int_equal(graph_commit_all(&gr), -1);
+	assert_int_equal(call.err.code, TDP_PERMISSION_DENIED);
+	assert_null(stub_find(sd, 1000, "y"));
+	graph_free(&gr);
+
+	/* Re-created private by its owner meanwhile: not 1001's to change. */
+	call = stub_caller(sd, 1001);
+	y = stub_put(sd, 1000, "y", TDP_DTYPE_F32, 2, shape, TDP_MODE_WORLD_READ | TDP_MODE_WORLD_WRITE, NULL);
+	run_uncommitted(&call, "~1000/y", &gr);
+	assert_int_equal(store_delete(sd->d.store, "1000/y", 6), 0);
+	y = stub_put(sd, 1000, "y", TDP_DTYPE_F32, 2, shape, TDP_MODE_PRIVATE, NULL);
+	assert_int_equal(graph_commit_all(&gr), -1);
+	assert_int_equal(call.err.code, TDP_PERMISSION_DENIED);
+	assert_int_equal(stub_find(sd, 1000, "y")->version, 1);
+	graph_free(&gr);
+	assert_int_equal(stub_live(sd), stub_count(sd));
 }
 
 static void test_commit(void **state)
@@ -659,6 +718,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_missing_input, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_access, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_commit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_commit_rechecks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_outputs_max_tensors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_outputs_quota, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_outputs_refused, setup, teardown),

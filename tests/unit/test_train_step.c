@@ -422,7 +422,7 @@ static void run_steps(struct stub_daemon *sd, struct caller *call, const char *p
 		assert_true(value == 0); /* the stub computes nothing */
 		assert_true(lr == 0.001);
 		assert_int_equal(count_op(&gr, 6, "zeros"), fresh ? 4 : 0);
-		assert_int_equal(train_commit_all(call, &gr), 0);
+		assert_call_ok(call, graph_commit_all(&gr));
 		graph_free(&gr);
 		mp_end(&m);
 	}
