@@ -23,6 +23,7 @@
 #include "methods/async_request.h"
 #include "methods/kernel_compile_job.h"
 #include "kernels/spirv_reflect.h"
+#include "kernels/spirv_cost.h"
 #include "kernels/spirv_validate.h"
 #include "name.h"
 #include "pack.h"
@@ -121,6 +122,8 @@ int kernel_create_finish(struct request *req, const struct kernel_spec *ks, uint
 	}
 	device_limits(req->call.d, &lim);
 	r = spirv_validate(words, nwords, &lim, why, sizeof(why));
+	if (r == 0)
+		r = spirv_cost_check(words, nwords, NULL, why, sizeof(why));
 	if (r == 0)
 		r = spv_reflect(words, nwords, ks->entry, &lim, &k->info, why, sizeof(why));
 	if (r < 0) {
