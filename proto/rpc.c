@@ -135,14 +135,17 @@ int tdp_message_parse(const msgpack_object *o, struct tdp_message *ret, char *wh
 	default:
 		if (n != 3)
 			return tdp_errorf(why, why_len, -EPROTO, "a notification must be [2, method, params]");
-		/* A client's notification is never a reason to close: other
-		 * msgpack-RPC clients send their own (pynvim's first message is
+		/* A notification is never a reason to close: other msgpack-RPC
+		 * clients send their own (pynvim's first message is
 		 * nvim_set_client_info with five positional params). Its method
-		 * is kept when it reads as one, for the log; params are not read. */
+		 * is kept when it reads as one ("" otherwise), its params when
+		 * they are one map (NULL otherwise). */
 		if (get_method(&a[1], &m, why, why_len) < 0) {
-			m.method = NULL;
+			m.method = "";
 			m.method_len = 0;
 		}
+		if (get_params(&a[2], &m, why, why_len) < 0)
+			m.params = NULL;
 		break;
 	}
 	*ret = m;

@@ -33,7 +33,10 @@ void tdp_params_accept_bin(msgpack_object *o, unsigned depth);
 int tdp_unpack(msgpack_unpacked *u, const uint8_t *buf, size_t len);
 
 /* Check that `o` is a well-formed msgpack-RPC message and point `ret` into it.
- * Returns 0, or -EPROTO with a reason written to `why` (size `why_len`). */
+ * A notification needs only to be [2, method, params]: a method that is no
+ * string reads as "" and params that are not one map as NULL (any client's
+ * notification is accepted, docs/protocol.md). Returns 0, or -EPROTO with a
+ * reason written to `why` (size `why_len`). */
 int tdp_message_parse(const msgpack_object *o, struct tdp_message *ret, char *why, size_t why_len);
 
 /* The msgid of `o` if it is at least shaped like a request ([0, uint32, ...]),

@@ -273,7 +273,7 @@ static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 			name[i] = (unsigned char)m.method[i] < 0x20 || (unsigned char)m.method[i] >= 0x7f ?
 				  '?' : m.method[i];
 		name[len] = '\0';
-		if (!m.method)
+		if (!m.method_len)
 			snprintf(name, sizeof(name), "(no name)");
 		log_debug("uid %u: notification '%s' ignored", (unsigned)c->uid, name);
 	} else {
