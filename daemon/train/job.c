@@ -323,13 +323,55 @@ void train_job_cancel(struct train_job *job)
 	loop_wake_idle(job->call.d->loop);
 }
 
-/* A job waited last turn for one with steps in flight: that one drains
- * (submits no more until none is in flight) so the waiting one goes. */
-static bool held_before;
+/* How long a job may keep submitting while another waits for the device:
+ * it then drains (submits nothing more until its steps in flight landed)
+ * and goes to the back of the list, so every job gets turns, the newest
+ * never ahead of the oldest for good (issue 34: a newer run stopped every
+ * older one). Long enough that a job of short steps keeps its pipeline
+ * full for a while, short next to a person's patience. */
+#define JOB_SLICE_NS (20 * 1000 * 1000)
+
+/* Whether `job` (steps in flight, others waiting) should stop submitting. */
+static bool job_yields(const struct train_job *job)
+{
+	return job->yield && daemon_now_ns(CLOCK_MONOTONIC) - job->slice_start_ns >= JOB_SLICE_NS;
+}
+
+/* Put `job` (in no list) at the end of the list. */
+static void jobs_append(struct train_job *job)
+{
+	struct train_job **pp = &jobs;
+
+	while (*pp)
+		pp = &(*pp)->next;
+	job->next = NULL;
+	*pp = job;
+}
+
+/* Move `job` (in the list) to its end. */
+static void job_to_back(struct train_job *job)
+{
+	struct train_job **pp = &jobs;
+
+	while (*pp && *pp != job)
+		pp = &(*pp)->next;
+	if (!*pp)
+		return;
+	*pp = job->next;
+	jobs_append(job);
+}
+
+/* `job` may submit now: a turn after waiting starts its slice. */
+static bool job_go(struct train_job *job)
+{
+	if (!job->nfly && !job->yield)
+		job->slice_start_ns = daemon_now_ns(CLOCK_MONOTONIC);
+	return job_step(job, job_yields(job));
+}
 
 bool train_jobs_run(void *data)
 {
-	struct train_job **pp = &jobs, *job;
+	struct train_job **pp = &jobs, *job, *runner = NULL, *drained = NULL;
 	bool more = false, busy = false, held = false;
 
 	(void)data;
@@ -337,7 +379,10 @@ bool train_jobs_run(void *data)
 	 * steps before it stored (or, pipelined, are about to store), as when
 	 * every step was waited for. */
 	for (job = jobs; job; job = job->next)
-		busy |= job->nfly > 0;
+		if (job->nfly > 0) {
+			busy = true;
+			runner = job;
+		}
 	while (*pp) {
 		bool go_on = !(job = *pp)->detached, wait = false;
 
@@ -351,16 +396,21 @@ bool train_jobs_run(void *data)
 			go_on = group_step(job); /* cancelling is the group's business */
 		} else if (go_on && job->nfly) {
 			busy = false;
-			go_on = job_step(job, held_before); /* the steps that landed, then more */
+			go_on = job_go(job); /* the steps that landed, then more */
 			busy = go_on && job->nfly;
+			if (go_on && !job->nfly && job->yield)
+				drained = job;
 		} else if (go_on && job->cancelled) {
 			job_finish(job, "cancelled");
 			go_on = false;
 		} else if (go_on && busy) {
 			held = wait = true;
+			if (runner)
+				runner->yield = true;
 		} else if (go_on && job->sink->ready(job->sink_data)) {
-			go_on = job_step(job, held_before);
+			go_on = job_go(job);
 			busy = go_on && job->nfly;
+			runner = busy ? job : runner;
 		}
 		if (!job->detached)
 			job->sink->flush(job->sink_data);
@@ -372,6 +422,10 @@ bool train_jobs_run(void *data)
 			 * wake-up that never comes). */
 			if (job->nfly)
 				busy = false;
+			if (drained == job)
+				drained = NULL;
+			if (runner == job)
+				runner = NULL;
 			*pp = job->next;
 			job_free(job);
 			continue;
@@ -382,7 +436,11 @@ bool train_jobs_run(void *data)
 			more = true;
 		pp = &job->next;
 	}
-	held_before = held;
+	/* A job that yielded and drained waits behind the others. */
+	if (drained) {
+		drained->yield = false;
+		job_to_back(drained);
+	}
 	/* A job held back for one that landed meanwhile goes next turn. */
 	return more || (held && !busy);
 }
@@ -526,8 +584,8 @@ int train_job_start(struct caller *call, const struct train_plan *plan, const ms
 	job->sink = sink;
 	job->sink_data = data;
 	job->start_ns = daemon_now_ns(CLOCK_MONOTONIC);
-	job->next = jobs;
-	jobs = job;
+	/* At the back: the jobs before it keep their turns (train_jobs_run). */
+	jobs_append(job);
 	loop_wake_idle(call->d->loop);
 	*ret = job;
 	return 0;

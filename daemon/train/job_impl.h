@@ -28,6 +28,11 @@ struct train_job {
 	void *sink_data;
 	bool detached;             /* the client went away */
 	bool cancelled;            /* job.cancel: stop at the next turn, reported */
+	/* Another job waits for this one's steps in flight: it submits no
+	 * more once its slice is used, and goes to the back when drained
+	 * (train_jobs_run). */
+	bool yield;
+	int64_t slice_start_ns;    /* when it last began submitting after a wait */
 	struct train_job *next;
 	struct tdp_buf raw;        /* a copy of the request's params and the model */
 	msgpack_unpacked params;   /* decoded from raw */

@@ -140,6 +140,37 @@ def test_detach_finish_and_watch(d):
     c.close()
 
 
+def test_no_starvation(d):
+    """Issue 34: a newer run stopped every older one (the older one's steps
+    per second over 10 s were [1, 0, 0, ...] while the newer ran). Two
+    detached runs, at pipeline depth 1 and 2, the second started while the
+    first steps: over each of 4 seconds both make progress."""
+    c = d.client()
+    setup_data(c)
+    setup_data(c, "2")
+    for depth in (1, 2):
+        older = c.call("train.run", run_params(steps=10000000, progress_every=5, pipeline_depth=depth,
+                                                detach=True))["job"]
+        time.sleep(0.5)
+        newer = c.call("train.run", run_params("2", steps=10000000, progress_every=5,
+                                                pipeline_depth=depth, detach=True))["job"]
+        time.sleep(0.5)
+        before = [c.call("job.stat", {"job": j})["run_step"] for j in (older, newer)]
+        rates = []
+        for _ in range(4):
+            time.sleep(1.0)
+            now = [c.call("job.stat", {"job": j})["run_step"] for j in (older, newer)]
+            rates.append([b - a for a, b in zip(before, now)])
+            before = now
+        print("depth %d: steps per second (older, newer): %r" % (depth, rates), flush=True)
+        check(all(r[0] > 0 and r[1] > 0 for r in rates),
+              "depth %d: both runs progress every second: %r" % (depth, rates))
+        for j in (older, newer):
+            c.call("job.cancel", {"job": j})
+            wait_state(c, j)
+    c.close()
+
+
 def test_cancel(d):
     c = d.client()
     res = c.call("train.run", run_params(steps=10000000, detach=True))
@@ -359,6 +390,7 @@ def test_tensorctl(d, tmp):
 def main():
     with Daemon() as d:
         test_detach_finish_and_watch(d)
+        test_no_starvation(d)
         test_cancel(d)
     with Daemon() as d, tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
         test_tensorctl(d, tmp)
