@@ -52,10 +52,12 @@ struct model *model_lookup(struct request *req, const char *key)
 int model_check_feeds(struct request *req, const struct model *m, const struct feeds *fd, bool need_all,
 		      const char *what)
 {
+	char shown[NAMES_SHOWN_MAX];
+
 	for (unsigned k = 0; fd && m->ninputs && k < fd->n; k++)
 		if (!model_has_input(m, fd->f[k].id))
 			return request_fail(req, TDP_INVALID_ARGUMENT, "%s: '%s' is not an input of model '%s'",
-					    what, fd->f[k].id, m->name);
+					    what, fd->f[k].id, lookup_show(&req->call, m->name, shown));
 	for (unsigned i = 0; need_all && i < m->ninputs; i++) {
 		const char *id = m->inputs[i].name;
 		bool fed = false;

@@ -185,6 +185,7 @@ struct run_params {
 static int plan_setup(struct request *req, struct train_plan *plan, const struct run_params *rp)
 {
 	const msgpack_object *eval = rp->eval;
+	char shown[NAMES_SHOWN_MAX];
 	struct tensor *first;
 	uint64_t epochs = rp->has_epochs ? rp->epochs : 1;
 
@@ -194,7 +195,7 @@ static int plan_setup(struct request *req, struct train_plan *plan, const struct
 		return -1;
 	if (first->rank == 0)
 		return request_fail(req, TDP_NOT_FOUND, "data: '%s' is no stored tensor with rows",
-				    plan->train.f[0].src);
+				    lookup_show(&req->call, plan->train.f[0].src, shown));
 	plan->nsamples = first->shape[0];
 	plan->device = first->device;
 	for (unsigned k = 1; k < plan->train.n; k++) {

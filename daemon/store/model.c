@@ -37,6 +37,9 @@ static int name_list(const msgpack_object *arr, unsigned max, const char *what,
 		     char (**ret)[TDP_MAX_NAME_LEN + 1], unsigned *ret_n, bool distinct, char *why,
 		     size_t why_len)
 {
+	/* params name tensors: a client may qualify them (~user/name), as
+	 * everywhere a tensor is named (docs/security.md, "Names"). */
+	bool refs = !strcmp(what, "params");
 	char (*names)[TDP_MAX_NAME_LEN + 1];
 	unsigned n = arr->via.array.size;
 
@@ -48,11 +51,13 @@ static int name_list(const msgpack_object *arr, unsigned max, const char *what,
 	for (unsigned k = 0; k < n; k++) {
 		const msgpack_object *o = &arr->via.array.ptr[k];
 
-		if (o->type != MSGPACK_OBJECT_STR || !tdp_name_valid(o->via.str.ptr, o->via.str.size)) {
+		if (o->type != MSGPACK_OBJECT_STR || o->via.str.size > TDP_MAX_NAME_LEN ||
+		    !(refs ? tdp_ref_valid(o->via.str.ptr, o->via.str.size, false)
+			   : tdp_name_valid(o->via.str.ptr, o->via.str.size))) {
 			free(names);
 			return tdp_errorf(why, why_len, -EINVAL,
-					  "%s[%u] must be a name (1-%d bytes of A-Z a-z 0-9 . _ : / -)", what, k,
-					  TDP_MAX_NAME_LEN);
+					  "%s[%u] must be a name (1-%d bytes of A-Z a-z 0-9 . _ : / -%s)", what, k,
+					  TDP_MAX_NAME_LEN, refs ? ", after ~USER/ for another user's" : "");
 		}
 		memcpy(names[k], o->via.str.ptr, o->via.str.size);
 		names[k][o->via.str.size] = '\0';

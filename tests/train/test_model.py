@@ -276,6 +276,30 @@ def test_registry(c):
     check(err_name(c, "tensor.stat", {"name": "u/w1"}) is None, "model.delete without tensors deleted u/w1")
 
 
+def test_qualified_params(c):
+    """Qualified names work in a model's params as everywhere (issue 31,
+    item 6): the caller's own namespace written ~UID/ trains the same
+    tensors, and its optimizer state lands beside them."""
+    q = "~%d/" % os.getuid()
+    init_params(c, "qp/")
+    e, _ = c.call_full("model.define", dict(definition(q + "qp/"), name="qualified", replace=True))
+    check(e is None, "model.define with params %sqp/w1...: %r" % (q, e))
+    st = c.call("model.stat", {"name": "qualified"})
+    check([p["name"] for p in st["params"]] == [q + "qp/" + p for p in PARAMS] and
+          all(p["stored"] for p in st["params"]), "model.stat lists the qualified params: %r" % (st["params"],))
+    before = get(c, "qp/w1").copy()
+    c.call("train.step", {"model": "qualified", "data": DATA, "step": 1})
+    check(not np.array_equal(get(c, "qp/w1"), before), "a step through the qualified names trains qp/w1")
+    check(c.call("tensor.stat", {"name": "qp/w1.exp_avg"})["shape"] == list(before.shape),
+          "its optimizer state is qp/w1.exp_avg")
+    expect_error(c, "model.define", dict(definition("qp/"), name="bad", params=["~/w"]),
+                 "INVALID_ARGUMENT", "params[0]", label="(an empty user)")
+    # Errors name the model as the caller wrote it, not the daemon's key.
+    expect_error(c, "train.step", {"model": "qualified", "data": {"nope": "data/x"}},
+                 "INVALID_ARGUMENT", "is not an input of model 'qualified'", label="(a feed no input)")
+    c.call("model.delete", {"name": "qualified"})
+
+
 def test_errors(c):
     d = definition("m/")
     base = dict(d, name="e")
@@ -391,6 +415,7 @@ def main():
         for name, fn in [("steps", lambda: test_steps(c, x, y)), ("nan", lambda: test_nan(c)),
                          ("run", lambda: test_run(c)), ("evaluate/predict", lambda: test_evaluate_predict(c, x, y)),
                          ("save/restore", lambda: test_save_restore(c)), ("registry", lambda: test_registry(c)),
+                         ("qualified params", lambda: test_qualified_params(c)),
                          ("errors", lambda: test_errors(c))]:
             n = len(failures)
             try:
