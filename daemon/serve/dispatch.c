@@ -23,23 +23,33 @@
 #include "rpc.h"
 #include "status.h"
 
+/* What the dispatcher must know of a method, as flags of its row (as
+ * Redis's command table and PipeWire's method tables carry them), never by
+ * comparing handlers. */
+enum method_flags {
+	METHOD_TAKES_FDS = 1 << 0, /* passed memory may come with it (docs/protocol.md) */
+	METHOD_BATCHES = 1 << 1,   /* joins the op.run batch itself (op_batch.h) */
+};
+
 static const struct {
 	const char *name;
 	size_t len;
 	method_fn fn;
+	unsigned flags;
 } method_table[] = {
-#define M(name, fn) { name, sizeof(name) - 1, fn }
+#define M(name, fn) { name, sizeof(name) - 1, fn, 0 }
+#define MF(name, fn, flags) { name, sizeof(name) - 1, fn, flags }
 	M(TDP_METHOD_PING, method_ping),
 	M(TDP_METHOD_INFO, method_info),
-	M(TDP_METHOD_TENSOR_PUT, method_tensor_put),
-	M(TDP_METHOD_TENSOR_GET, method_tensor_get),
+	MF(TDP_METHOD_TENSOR_PUT, method_tensor_put, METHOD_TAKES_FDS),
+	MF(TDP_METHOD_TENSOR_GET, method_tensor_get, METHOD_TAKES_FDS),
 	M(TDP_METHOD_TENSOR_STAT, method_tensor_stat),
 	M(TDP_METHOD_TENSOR_LIST, method_tensor_list),
 	M(TDP_METHOD_TENSOR_DELETE, method_tensor_delete),
 	M(TDP_METHOD_TENSOR_CHMOD, method_tensor_chmod),
 	M(TDP_METHOD_TENSOR_COPY, method_tensor_copy),
 	M(TDP_METHOD_STORE_SYNC, method_store_sync),
-	M(TDP_METHOD_OP_RUN, method_op_run),
+	MF(TDP_METHOD_OP_RUN, method_op_run, METHOD_BATCHES),
 	M(TDP_METHOD_GRAPH_RUN, method_graph_run),
 	M(TDP_METHOD_TRAIN_STEP, method_train_step),
 	M(TDP_METHOD_TRAIN_RUN, method_train_run),
@@ -59,6 +69,7 @@ static const struct {
 	M(TDP_METHOD_JOB_WATCH, method_job_watch),
 };
 #undef M
+#undef MF
 
 #define METHOD_COUNT (sizeof(method_table) / sizeof(method_table[0]))
 _Static_assert(METHOD_COUNT < METRICS_MAX_METHODS, "metrics.h: raise METRICS_MAX_METHODS");
@@ -77,6 +88,7 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 {
 	char name[TDP_MAX_METHOD_LEN + 1];
 	method_fn fn = NULL;
+	unsigned flags = 0;
 	int64_t t0 = daemon_now_ns(CLOCK_MONOTONIC);
 	int r = -1;
 
@@ -86,6 +98,7 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 	for (size_t i = 0; i < METHOD_COUNT; i++) {
 		if (method_table[i].len == method_len && memcmp(method_table[i].name, method, method_len) == 0) {
 			fn = method_table[i].fn;
+			flags = method_table[i].flags;
 			req->slot = (unsigned)i;
 			break;
 		}
@@ -108,11 +121,11 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 	/* Anything but an op.run closes the op.run batch first (op_batch.h),
 	 * and waits while the batch holding its connection's earlier
 	 * requests runs; an op.run decides itself. */
-	if ((fn != method_op_run || req->nfds) && op_batch_settle(req))
+	if ((!(flags & METHOD_BATCHES) || req->nfds) && op_batch_settle(req))
 		return 1;
 	if (!fn)
 		request_fail(req, TDP_UNIMPLEMENTED, "no such method");
-	else if (req->nfds && fn != method_tensor_put && fn != method_tensor_get)
+	else if (req->nfds && !(flags & METHOD_TAKES_FDS))
 		/* Passed memory is for the methods that say so (docs/protocol.md). */
 		request_fail(req, TDP_INVALID_ARGUMENT, "%u file descriptor%s came with a request "
 			     "that takes none", req->nfds, req->nfds == 1 ? "" : "s");
@@ -121,7 +134,7 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 	/* An op.run that failed behind batched op.runs of its connection may
 	 * have read a name one of those stores: once they are answered (or,
 	 * held, when they were), it is served again. */
-	if (r < 0 && fn == method_op_run && req->conn && request_batch_pending(req)) {
+	if (r < 0 && (flags & METHOD_BATCHES) && req->conn && request_batch_pending(req)) {
 		req->out->end = req->out->start + req->mark;
 		if (op_batch_settle(req))
 			return 1;
