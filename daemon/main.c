@@ -24,6 +24,7 @@
 #include "gpu/completion.h"
 #include "kernels/glsl_compile.h"
 #include "kernels/kernel.h"
+#include "methods/kernel_build_job.h"
 #include "methods/kernel_compile_job.h"
 #include "methods/methods_job.h"
 #include "methods/op_batch.h"
@@ -656,6 +657,7 @@ out:
 	mpi_stuck = leave_cluster(&d);
 	jobs_shutdown(&d);
 	kernel_compile_jobs_free();
+	kernel_build_jobs_free();
 	kernels_fini(&d);
 	models_free(d.models);
 	store_free(d.store);

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "base/sanitize.h"
 #include "gpu/completion.h"
+#include "gpu/pipeline.h"
 
 static VkResult create_instance(VkInstance *ret)
 {
@@ -557,8 +558,10 @@ void gpu_device_free(struct gpu_device *g)
 {
 	if (!g)
 		return;
-	/* Pending asynchronous work finishes (and is answered) first. */
+	/* Pending asynchronous work finishes (and is answered) first, and
+	 * pipeline builds on other threads end (kernel.create). */
 	gpu_completion_stop(g);
+	gpu_builds_wait(g);
 	if (g->dev && g->runaway && !gpu_device_runaway_ended(g)) {
 		/* Waiting for the device to go idle would wait for the runaway
 		 * work, perhaps for ever, and freeing what it uses under it is

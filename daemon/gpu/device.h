@@ -68,6 +68,7 @@ struct gpu_device {
 	uint32_t compute_units; /* workgroups run at once, roughly (SMs; CPUs for
 				   lavapipe): sizes matmul's split-K */
 	bool lost;              /* VK_ERROR_DEVICE_LOST was seen */
+	unsigned builds;        /* gpu_build_begin's builds on other threads (pipeline.c) */
 	bool runaway;           /* lost because a submission outran its time limit: it
 				   may still run, so the device cannot be freed */
 	uint64_t fault_lost_at; /* TENSORD_FAULT_DEVICE_LOST: the submission (1-based,

@@ -3,6 +3,7 @@
 #include "gpu/completion.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -286,6 +287,33 @@ int gpu_pipeline_build(struct gpu_device *g, const uint32_t *code, size_t size, 
 		return r == VK_ERROR_INVALID_SHADER_NV ? -EINVAL : gpu_result_errno(g, r);
 	*ret = pipe;
 	return 0;
+}
+
+/* Every device's gpu_device.builds: few builds at a time, a lock for all. */
+static pthread_mutex_t builds_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t builds_ended = PTHREAD_COND_INITIALIZER;
+
+void gpu_build_begin(struct gpu_device *g)
+{
+	pthread_mutex_lock(&builds_lock);
+	g->builds++;
+	pthread_mutex_unlock(&builds_lock);
+}
+
+void gpu_build_end(struct gpu_device *g)
+{
+	pthread_mutex_lock(&builds_lock);
+	g->builds--;
+	pthread_cond_broadcast(&builds_ended);
+	pthread_mutex_unlock(&builds_lock);
+}
+
+void gpu_builds_wait(struct gpu_device *g)
+{
+	pthread_mutex_lock(&builds_lock);
+	while (g->builds)
+		pthread_cond_wait(&builds_ended, &builds_lock);
+	pthread_mutex_unlock(&builds_lock);
 }
 
 void gpu_pipeline_destroy(struct gpu_device *g, VkPipeline p)

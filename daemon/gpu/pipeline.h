@@ -63,5 +63,13 @@ void gpu_pipeline_stats(const struct gpu_device *g, struct gpu_pipeline_stats *r
 int gpu_pipeline_build(struct gpu_device *g, const uint32_t *code, size_t size, const char *entry,
 		       VkPipeline *ret);
 
+/* gpu_pipeline_build on another thread: the loop calls gpu_build_begin(g)
+ * before the thread may use `g`, the thread gpu_build_end(g) when it no
+ * longer does; gpu_device_free waits for the device's builds to end
+ * (gpu_builds_wait), so a device is never freed under a build. */
+void gpu_build_begin(struct gpu_device *g);
+void gpu_build_end(struct gpu_device *g);
+void gpu_builds_wait(struct gpu_device *g);
+
 /* Destroy a pipeline gpu_pipeline_build made (VK_NULL_HANDLE is ignored). */
 void gpu_pipeline_destroy(struct gpu_device *g, VkPipeline p);

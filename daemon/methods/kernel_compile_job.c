@@ -76,6 +76,17 @@ static void retire(struct compile_job *j)
 	retired = j;
 }
 
+/* Stop watching the child's output before its fd is closed (by
+ * glsl_job_finish or glsl_job_cancel): the number may be reused at once
+ * (the build job's eventfd), and removing it afterwards would unwatch that. */
+static void unwatch(struct compile_job *j)
+{
+	if (j->out_src.fd >= 0) {
+		loop_remove(j->req.call.d->loop, &j->out_src);
+		j->out_src.fd = -1;
+	}
+}
+
 /* The answer: the kernel, or the error (whatever was written before it is
  * dropped, as request_dispatch does). */
 static void answer(struct compile_job *j, bool timed_out)
@@ -85,6 +96,7 @@ static void answer(struct compile_job *j, bool timed_out)
 	size_t nwords = 0, mark;
 	int r;
 
+	unwatch(j);
 	r = glsl_job_finish(j->gj, timed_out, &words, &nwords, why, sizeof(why));
 	j->gj = NULL;
 	if (j->gone) {
@@ -93,6 +105,8 @@ static void answer(struct compile_job *j, bool timed_out)
 	}
 	mark = tdp_buf_len(j->req.out);
 	r = kernel_create_compiled(&j->req, &j->ks, r, words, nwords, why);
+	if (r == REQUEST_DEFERRED)
+		return; /* the build job answers (kernel_build_job.c) */
 	if (r < 0) {
 		j->req.out->end = j->req.out->start + mark;
 		j->req.call.d->requests_failed++;
@@ -116,6 +130,7 @@ static void on_output(void *data, uint32_t events)
 	if (r == 0)
 		return;
 	if (r < 0) {            /* out of memory for its answer */
+		unwatch(j);
 		glsl_job_cancel(j->gj);
 		j->gj = NULL;
 		if (!j->gone) {
@@ -147,6 +162,7 @@ static void cancel(struct request_deferred *def)
 
 	j->gone = true;
 	if (j->gj) {
+		unwatch(j);
 		glsl_job_cancel(j->gj);
 		j->gj = NULL;
 		retire(j);

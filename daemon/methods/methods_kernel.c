@@ -21,6 +21,7 @@
 #include "kernels/glsl_compile.h"
 #include "kernels/kernel.h"
 #include "methods/async_request.h"
+#include "methods/kernel_build_job.h"
 #include "methods/kernel_compile_job.h"
 #include "kernels/spirv_reflect.h"
 #include "kernels/spirv_cost.h"
@@ -118,7 +119,7 @@ int kernel_create_finish(struct request *req, const struct kernel_spec *ks, uint
 
 	if (!k) {
 		r = request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of memory");
-		goto out;
+		goto fail;
 	}
 	device_limits(req->call.d, &lim);
 	r = spirv_validate(words, nwords, &lim, why, sizeof(why));
@@ -129,21 +130,29 @@ int kernel_create_finish(struct request *req, const struct kernel_spec *ks, uint
 	if (r < 0) {
 		r = request_fail(req, r == -ENOMEM ? TDP_RESOURCE_EXHAUSTED : TDP_INVALID_ARGUMENT,
 				 "%s", r == -ENOMEM ? "out of memory" : why);
-		goto out;
+		goto fail;
 	}
 	if (ks->from_spirv && ks->has_wg && memcmp(ks->wg, k->info.local_size, sizeof(ks->wg)) != 0) {
 		r = request_fail(req, TDP_INVALID_ARGUMENT,
 				 "workgroup %u %u %u differs from the module's local size %u %u %u",
 				 ks->wg[0], ks->wg[1], ks->wg[2], k->info.local_size[0],
 				 k->info.local_size[1], k->info.local_size[2]);
-		goto out;
+		goto fail;
 	}
-	/* Built for every device, so it runs wherever its tensors are. */
-	for (uint32_t id = 0; r >= 0 && id < req->call.d->ngpus; id++) {
-		r = gpu_pipeline_build(req->call.d->gpus[id], words, nwords * 4, k->info.entry,
-				       &k->pipe[id].pipeline);
+	for (uint32_t id = 0; id < req->call.d->ngpus; id++)
 		k->pipe[id].shader = k->name;
-	}
+	/* Built for every device, so it runs wherever its tensors are; on a
+	 * thread, the loop serving everyone meanwhile (kernel_build_job.c). */
+	return kernel_build(req, ks, k, words, nwords);
+fail:
+	kernel_free(req->call.d, k);
+	free(words);
+	return r;
+}
+
+int kernel_create_store(struct request *req, const struct kernel_spec *ks, struct kernel *k, int r,
+			size_t nwords)
+{
 	if (r < 0) {
 		r = request_fail(req, r == -ENODEV ? TDP_DEVICE_LOST :
 				 r == -ENOMEM ? TDP_RESOURCE_EXHAUSTED : TDP_INVALID_ARGUMENT,
@@ -168,11 +177,9 @@ int kernel_create_finish(struct request *req, const struct kernel_spec *ks, uint
 		goto out;
 	}
 	kernel_insert(req->call.d, k);
-	k = NULL;
-	r = 0;
+	return 0;
 out:
 	kernel_free(req->call.d, k);
-	free(words);
 	return r;
 }
 

@@ -18,15 +18,25 @@ struct kernel_spec {
 	bool from_spirv;        /* SPIR-V given, not GLSL */
 };
 
+struct kernel;
+
 /* The rest of kernel.create once the module's words are there (`words`
- * taken over): validate, reflect, build, store, answer. Returns 0, or -1
+ * taken over): validate, bound its cost, reflect, then build (on a thread:
+ * kernel_build_job.h), store, answer. Returns 0, REQUEST_DEFERRED, or -1
  * with request_fail(). */
 int kernel_create_finish(struct request *req, const struct kernel_spec *ks, uint32_t *words,
 			 size_t nwords);
 
+/* kernel.create's end once `k`'s pipelines were built with outcome `r`
+ * (0 or -errno): the kernel limits checked again, `k` stored under ks's
+ * name and the answer written; `k` is taken (freed on failure). Returns 0
+ * or -1 with request_fail(). */
+int kernel_create_store(struct request *req, const struct kernel_spec *ks, struct kernel *k, int r,
+			size_t nwords);
+
 /* kernel.create after glsl_compile_isolated/glsl_job_finish returned `r`
  * (with `words` taken over, or `why`): the compile error as a response, else
- * kernel_create_finish. */
+ * kernel_create_finish (whose REQUEST_DEFERRED it returns). */
 int kernel_create_compiled(struct request *req, const struct kernel_spec *ks, int r,
 			   uint32_t *words, size_t nwords, const char *why);
 

@@ -1,0 +1,214 @@
+#include "methods/kernel_build_job.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/loop.h"
+#include "base/metrics.h"
+#include "daemon.h"
+#include "gpu/pipeline.h"
+#include "kernels/kernel.h"
+#include "persist/recover.h"
+#include "rpc.h"
+#include "status.h"
+
+/* Builds at once: each is a driver compile of up to about a second and its
+ * memory; a user gets one at a time. */
+#define KERNEL_BUILDS_MAX 2
+
+struct build_job {
+	struct request_deferred def;  /* the connection waits for its answer */
+	struct request req;           /* request_defer's copy */
+	msgpack_packer pk;
+	struct kernel_spec ks;
+	struct kernel *k;
+	uint32_t *words;
+	size_t nwords;
+	struct gpu_device *g[GPU_MAX_DEVICES]; /* held (gpu_build_begin) while it builds */
+	uint64_t resets[GPU_MAX_DEVICES];      /* each device's resets when it started */
+	uint32_t ngpus;
+	int r;                        /* the build's outcome (the thread's) */
+	pthread_t thread;
+	struct loop_source src;       /* an eventfd the thread writes when done */
+	bool gone;                    /* the client went away */
+};
+
+static struct build_job *running[KERNEL_BUILDS_MAX];
+
+static void *build_main(void *data)
+{
+	struct build_job *j = data;
+	uint64_t one = 1;
+	int r = 0;
+
+	for (uint32_t id = 0; r >= 0 && id < j->ngpus; id++)
+		r = gpu_pipeline_build(j->g[id], j->words, j->nwords * 4, j->k->info.entry, &j->k->pipe[id].pipeline);
+	j->r = r;
+	for (uint32_t id = 0; id < j->ngpus; id++)
+		gpu_build_end(j->g[id]);
+	if (write(j->src.fd, &one, sizeof(one)) < 0)
+		log_error("kernel build: cannot tell the loop (%s)", strerror(errno));
+	return NULL;
+}
+
+static uint64_t device_resets(const struct daemon *d, uint32_t id)
+{
+	return d->recovery ? d->recovery->device_resets[id] : 0;
+}
+
+/* The thread is done: join it, forget what a device reset took (those
+ * pipelines went with their device), store and answer unless the client
+ * left, free the rest. */
+static void built(struct build_job *j)
+{
+	struct daemon *d = j->req.call.d;
+	bool reset = false;
+	size_t mark;
+	int r;
+
+	pthread_join(j->thread, NULL);
+	for (unsigned i = 0; i < KERNEL_BUILDS_MAX; i++)
+		if (running[i] == j)
+			running[i] = NULL;
+	loop_remove(d->loop, &j->src);
+	close(j->src.fd);
+	free(j->words);
+	for (uint32_t id = 0; id < j->ngpus; id++)
+		if (d->gpus[id] != j->g[id] || device_resets(d, id) != j->resets[id]) {
+			j->k->pipe[id].pipeline = VK_NULL_HANDLE;
+			reset = true;
+		}
+	if (j->gone) {
+		kernel_free(d, j->k);
+		free(j);
+		return;
+	}
+	mark = tdp_buf_len(j->req.out);
+	r = reset ? -ENODEV : j->r;
+	if (kernel_create_store(&j->req, &j->ks, j->k, r, j->nwords) < 0) {
+		j->req.out->end = j->req.out->start + mark;
+		d->requests_failed++;
+		metrics_request_error(&d->metrics, j->req.slot);
+		log_debug("msgid %u: %s", j->req.msgid, j->req.call.err.message);
+		if (request_pack_error(&j->req, &j->pk) < 0)
+			j->req.out->end = j->req.out->start + mark;
+	}
+	request_deferred_done(&j->req);
+	free(j);
+}
+
+static void on_built(void *data, uint32_t events)
+{
+	struct build_job *j = data;
+	uint64_t v;
+
+	(void)events;
+	if (read(j->src.fd, &v, sizeof(v)) != sizeof(v))
+		return; /* spurious: the thread writes once it is done */
+	built(j);
+}
+
+/* The client went away: the build ends on its own, then the job is freed. */
+static void cancel(struct request_deferred *def)
+{
+	struct build_job *j = (struct build_job *)((char *)def - offsetof(struct build_job, def));
+
+	j->gone = true;
+}
+
+/* A free slot for `uid`'s build: its index, or -1 with request_fail(). */
+static int take_slot(struct request *req)
+{
+	int slot = -1;
+
+	for (unsigned i = 0; i < KERNEL_BUILDS_MAX; i++) {
+		if (!running[i])
+			slot = (int)i;
+		else if (running[i]->req.call.cred.uid == req->call.cred.uid)
+			return request_fail(req, TDP_RESOURCE_EXHAUSTED,
+					    "uid %u already has a kernel being built (one at a time)",
+					    (unsigned)req->call.cred.uid);
+	}
+	if (slot < 0)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED,
+				    "the daemon builds %d kernels at once; retry when one is done", KERNEL_BUILDS_MAX);
+	return slot;
+}
+
+/* Build on the loop (no thread can be watched here). */
+static int build_here(struct request *req, const struct kernel_spec *ks, struct kernel *k, uint32_t *words,
+		      size_t nwords)
+{
+	int r = 0;
+
+	for (uint32_t id = 0; r >= 0 && id < req->call.d->ngpus; id++)
+		r = gpu_pipeline_build(req->call.d->gpus[id], words, nwords * 4, k->info.entry, &k->pipe[id].pipeline);
+	free(words);
+	return kernel_create_store(req, ks, k, r, nwords);
+}
+
+int kernel_build(struct request *req, const struct kernel_spec *ks, struct kernel *k, uint32_t *words,
+		 size_t nwords)
+{
+	struct daemon *d = req->call.d;
+	struct build_job *j;
+	int slot;
+
+	if (!req->conn || !d->loop)
+		return build_here(req, ks, k, words, nwords);
+	if ((slot = take_slot(req)) < 0 || !(j = calloc(1, sizeof(*j)))) {
+		if (slot >= 0)
+			request_fail(req, TDP_RESOURCE_EXHAUSTED, "out of memory");
+		kernel_free(d, k);
+		free(words);
+		return -1;
+	}
+	j->src = (struct loop_source){ .fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), .fn = on_built, .data = j };
+	if (j->src.fd < 0 || loop_add(d->loop, &j->src, EPOLLIN) < 0) {
+		if (j->src.fd >= 0)
+			close(j->src.fd);
+		free(j);
+		return build_here(req, ks, k, words, nwords); /* no loop to watch it (fuzzers) */
+	}
+	j->ks = *ks;
+	j->k = k;
+	j->words = words;
+	j->nwords = nwords;
+	j->ngpus = d->ngpus;
+	for (uint32_t id = 0; id < j->ngpus; id++) {
+		j->g[id] = d->gpus[id];
+		j->resets[id] = device_resets(d, id);
+		gpu_build_begin(j->g[id]);
+	}
+	if (pthread_create(&j->thread, NULL, build_main, j) != 0) {
+		for (uint32_t id = 0; id < j->ngpus; id++)
+			gpu_build_end(j->g[id]);
+		loop_remove(d->loop, &j->src);
+		close(j->src.fd);
+		free(j);
+		return build_here(req, ks, k, words, nwords);
+	}
+	j->def.cancel = cancel;
+	request_defer(req, &j->def, &j->req, &j->pk); /* cannot fail: req->conn is set */
+	running[slot] = j;
+	return REQUEST_DEFERRED;
+}
+
+void kernel_build_jobs_free(void)
+{
+	for (unsigned i = 0; i < KERNEL_BUILDS_MAX; i++) {
+		struct build_job *j = running[i];
+
+		if (!j)
+			continue;
+		j->gone = true;
+		built(j);
+	}
+}
