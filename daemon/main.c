@@ -2,6 +2,7 @@
  * life cycle of the device, the store and the server. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@
 #include "persist/persist.h"
 #include "persist/persist_model.h"
 #include "persist/recover.h"
+#include "persist/state_lock.h"
 #include "serve/notify.h"
 #include "serve/server.h"
 #include "store/model.h"
@@ -476,6 +478,29 @@ static int open_listener(struct daemon *d, int *ret_fd, const char **ret_unlink)
 	return 0;
 }
 
+/* A listener that no server took over (start-up failed): close it and
+ * remove the socket file we made. */
+static void close_listener(int fd, const char *unlink_path)
+{
+	if (fd < 0)
+		return;
+	close(fd);
+	if (unlink_path)
+		unlink(unlink_path);
+}
+
+/* One daemon per state directory (persist/state_lock.h): the lock is kept
+ * in *ret_fd until exit. */
+static int lock_state_dir(const struct config *c, int *ret_fd)
+{
+	char err[PATH_MAX * 2 + 200];
+	int r = state_lock_take(c->state_dir, ret_fd, err, sizeof(err));
+
+	if (r < 0)
+		log_error("%s", err);
+	return r;
+}
+
 static int block_signals(struct signals *s)
 {
 	sigset_t mask;
@@ -563,7 +588,7 @@ int main(int argc, char **argv)
 	struct notify notify = { 0 };
 	struct signals sig = { .src.fd = -1, .d = &d, .notify = &notify, .cl = &cl };
 	const char *unlink_path = NULL;
-	int listen_fd = -1, r, status = EXIT_FAILURE;
+	int listen_fd = -1, lock_fd = -1, r, status = EXIT_FAILURE;
 	bool mpi_stuck;
 
 	/* The GLSL compiler child (glsl_compile.h): nothing of the daemon. */
@@ -592,8 +617,15 @@ int main(int argc, char **argv)
 	fit_fd_limit(&d.cfg);
 	apply_wait_policy(&d.cfg, &notify);
 	make_private_dirs(&d.cfg);
+	/* The socket, then the state directory's lock, before anything reads
+	 * the directory: a daemon whose socket or state is taken restores
+	 * nothing (docs/durability.md). */
+	if (open_listener(&d, &listen_fd, &unlink_path) < 0)
+		goto out;
 	if (mkdir(d.cfg.state_dir, 0700) < 0 && errno != EEXIST)
 		log_info("cannot create state directory %s: %s", d.cfg.state_dir, strerror(errno));
+	if (config_persist_on(&d.cfg) && lock_state_dir(&d.cfg, &lock_fd) < 0)
+		goto out;
 
 	/* After block_signals: the MPI thread (and MPI's own) inherit the mask. */
 	if (d.cfg.cluster &&
@@ -611,13 +643,10 @@ int main(int argc, char **argv)
 	 * half-restored store (docs/durability.md). */
 	if (config_persist_on(&d.cfg) && daemon_restore(&d) < 0)
 		goto out;
-	if (open_listener(&d, &listen_fd, &unlink_path) < 0)
-		goto out;
 	d.server = server_new(&d, listen_fd, unlink_path);
-	if (!d.server) {
-		close(listen_fd);
+	if (!d.server)
 		goto out;
-	}
+	listen_fd = -1;
 	loop_set_idle(d.loop, train_jobs_run, &d);
 	if (recover_init(&d) < 0)
 		goto out;
@@ -652,6 +681,7 @@ out:
 	persist_free(d.persist);
 	model_persist_free(d.model_persist);
 	server_free(d.server);
+	close_listener(listen_fd, unlink_path);
 	recover_fini(&d);
 	train_jobs_free();
 	mpi_stuck = leave_cluster(&d);
@@ -668,6 +698,8 @@ out:
 		close(sig.src.fd);
 	}
 	loop_free(d.loop);
+	if (lock_fd >= 0)
+		close(lock_fd); /* after the final checkpoint: the directory is free */
 	if (mpi_stuck)
 		_exit(status); /* the MPI thread is still inside MPI_Finalize */
 	return status;

@@ -43,6 +43,21 @@ static uint64_t map_length(uint64_t start, uint64_t len, uint64_t size, uint64_t
 	return want <= room ? want : len;
 }
 
+/* Whether every page of [from, to) of `fd` is in memory: no hole
+ * (SEEK_HOLE) begins before `to`. Touching a hole would allocate it, in
+ * the daemon, charged to the daemon's memory cgroup while the client keeps
+ * the page. Pages only fallocate()d count as holes here, though they are
+ * the client's. */
+static bool range_in_memory(int fd, uint64_t from, uint64_t to)
+{
+	off_t hole;
+
+	if (from >= to)
+		return true;
+	hole = lseek(fd, (off_t)from, SEEK_HOLE);
+	return hole >= 0 && (uint64_t)hole >= to;
+}
+
 int memfd_map_param(struct request *req, uint64_t index, uint64_t offset, uint64_t bytes,
 		    bool writable, uint64_t align, struct memfd_map *ret_map)
 {
@@ -95,20 +110,16 @@ int memfd_map_param(struct request *req, uint64_t index, uint64_t offset, uint64
 		*ret_map = (struct memfd_map){ 0 };
 		return 0;
 	}
-	/* A get writes only into pages the client made (written or faulted
-	 * in): a page the daemon's write faulted in would be charged to the
-	 * daemon's memory cgroup while the client keeps it (docs/protocol.md).
-	 * Pages only fallocate()d count as holes here, though they are the
-	 * client's. */
-	if (writable) {
-		off_t hole = lseek(fd, (off_t)offset, SEEK_HOLE);
-
-		if (hole < 0 || (uint64_t)hole < offset + bytes)
-			return request_fail(req, TDP_INVALID_ARGUMENT, "fd %llu: the %llu bytes at offset "
-					    "%llu are not all in memory yet (write or touch every page "
-					    "first)", (unsigned long long)index, (unsigned long long)bytes,
-					    (unsigned long long)offset);
-	}
+	/* Only pages the client made (written or faulted in), checked before
+	 * anything is mapped: a get's write, and a put's read too (a read
+	 * fault of a shmem hole allocates a page), would otherwise make the
+	 * daemon allocate the client's memory (docs/protocol.md). */
+	if (!range_in_memory(fd, offset, offset + bytes))
+		return request_fail(req, TDP_INVALID_ARGUMENT, "fd %llu: the %llu bytes at offset %llu "
+				    "are not all in memory yet: the memfd has unwritten pages (holes, "
+				    "a sparse memfd); write or touch every page first",
+				    (unsigned long long)index, (unsigned long long)bytes,
+				    (unsigned long long)offset);
 	/* Reading maps privately: a shared mapping of a write-sealed memfd is
 	 * refused before Linux 6.7, and the sealed bytes are the same.
 	 * MAP_POPULATE: one pass over the page tables instead of a fault per
@@ -126,9 +137,8 @@ int memfd_map_param(struct request *req, uint64_t index, uint64_t offset, uint64
 	 * pinning a hole would allocate it, charged to the daemon. */
 	if (maplen != len) {
 		uint64_t end = start + maplen < (uint64_t)st.st_size ? start + maplen : (uint64_t)st.st_size;
-		off_t hole = offset + bytes < end ? lseek(fd, (off_t)(offset + bytes), SEEK_HOLE) : (off_t)end;
 
-		if (hole < 0 || (uint64_t)hole < end)
+		if (!range_in_memory(fd, offset + bytes, end))
 			maplen = len;
 	}
 	base = MAP_FAILED;

@@ -21,7 +21,9 @@ struct memfd_map {
  * and F_SEAL_WRITE) or for writing (get: sealed with F_SEAL_SHRINK, not
  * against writing). `align` (0, or a power of two of at least a page): map
  * whole units of it where the file's pages reach that far, for a device
- * import (gpu/host_import.h). The mapping is the daemon's own: it stays
+ * import (gpu/host_import.h). The range must be pages the client made (no
+ * hole, SEEK_HOLE), checked before anything is mapped, for a put as for a
+ * get. The mapping is the daemon's own: it stays
  * valid when the client closes the fd or unmaps its memory. Returns 0 with
  * *ret_map set, or request_fail() with a reason the client can act on. */
 int memfd_map_param(struct request *req, uint64_t index, uint64_t offset, uint64_t bytes,

@@ -6,6 +6,7 @@
 #include "methods/methods_job.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,16 +186,21 @@ int job_start_detached(struct request *req, const struct train_plan *plan, const
 	return 0;
 }
 
-/* The job named by the request's `job`, if the caller may see it. */
+/* The job named by the request's `job` (ids are per owner: `owner`,
+ * default the caller, names another's), if the caller may see it. */
 static struct job_record *find_job(struct request *req)
 {
-	uint64_t id;
-	const struct param p[] = { PARAM_REQ("job", PARAM_UINT, id) };
-	struct job_record *rec;
+	uint64_t id, owner = (uint32_t)req->call.cred.uid;
+	const struct param p[] = {
+		PARAM_REQ("job", PARAM_UINT, id),
+		PARAM_OPT("owner", PARAM_UINT, owner),
+	};
+	struct job_record *rec = NULL;
 
 	if (PARAMS_PARSE(req, p) < 0)
 		return NULL;
-	rec = jobs_table_find(id);
+	if (owner <= UINT32_MAX)
+		rec = jobs_table_find((uint32_t)owner, id);
 	if (!rec || !may_see(&req->call, rec)) {
 		request_fail(req, TDP_NOT_FOUND, "no job %llu", (unsigned long long)id);
 		return NULL;

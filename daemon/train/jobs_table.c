@@ -11,7 +11,6 @@
 #include "status.h"
 
 static struct job_record *table;
-static uint64_t last_id;
 
 static const char *const state_names[JOB_STATE_COUNT] = {
 	[JOB_RUNNING] = "running",
@@ -32,13 +31,25 @@ static void record_free(struct job_record *rec)
 	free(rec);
 }
 
+/* The largest id `owner` has in the table (0: none). Pruning keeps an
+ * owner's newest record, so this is the last id the owner was given. */
+static uint64_t owner_last_id(uint32_t owner)
+{
+	uint64_t last = 0;
+
+	for (const struct job_record *rec = table; rec; rec = rec->next)
+		if (rec->owner == owner && rec->id > last)
+			last = rec->id;
+	return last;
+}
+
 struct job_record *jobs_table_add(uint32_t owner)
 {
 	struct job_record *rec = calloc(1, sizeof(*rec));
 
 	if (!rec)
 		return NULL;
-	rec->id = ++last_id;
+	rec->id = owner_last_id(owner) + 1;
 	rec->owner = owner;
 	rec->state = JOB_RUNNING;
 	rec->next = table;
@@ -56,10 +67,10 @@ void jobs_table_remove(struct job_record *rec)
 		}
 }
 
-struct job_record *jobs_table_find(uint64_t id)
+struct job_record *jobs_table_find(uint32_t owner, uint64_t id)
 {
 	for (struct job_record *rec = table; rec; rec = rec->next)
-		if (rec->id == id)
+		if (rec->id == id && rec->owner == owner)
 			return rec;
 	return NULL;
 }
@@ -264,13 +275,15 @@ int jobs_table_restore(const msgpack_object *map)
 
 	if (!map || map->type != MSGPACK_OBJECT_MAP || tdp_obj_uint(tdp_map_find(map, "job"), &id) < 0 || id == 0)
 		return -EINVAL;
-	if (jobs_table_find(id))
-		return 0;
 	rec = calloc(1, sizeof(*rec));
 	if (!rec)
 		return -ENOMEM;
 	rec->id = id;
 	r = restore_fields(rec, map);
+	if (r == 0 && jobs_table_find(rec->owner, id)) {
+		record_free(rec);
+		return 0;
+	}
 	if (r == 0 && (result = tdp_map_find(map, "result")) && result->type == MSGPACK_OBJECT_MAP) {
 		msgpack_sbuffer sb;
 		msgpack_packer pk;
@@ -293,8 +306,6 @@ int jobs_table_restore(const msgpack_object *map)
 		rec->state = JOB_INTERRUPTED;
 		rec->stopped[0] = 0;
 	}
-	if (id > last_id)
-		last_id = id;
 	rec->next = table;
 	table = rec;
 	return 0;

@@ -3,8 +3,11 @@
  * last progress and end (result or error) and is what job.list, job.stat and
  * the jobs file in the state directory (persist/persist_jobs.c) show. The
  * run itself is a train_job (job.h) reporting into the record through the
- * sink methods/methods_job.c gives it. Ids are unique for the life of the
- * state directory (they continue after the largest one restored). */
+ * sink methods/methods_job.c gives it. Ids are counted per owner (1, 2, ...
+ * for each uid), so a user's ids tell nothing of other users' jobs; a job
+ * is named by its owner and id. An owner's count goes on after the largest
+ * id the owner has in the table, restored records included, so ids are
+ * unique for the life of the state directory. */
 #pragma once
 
 #include <msgpack.h>
@@ -62,15 +65,15 @@ struct job_record {
 /* The name of `s` ("running", "done", ...). */
 const char *job_state_name(enum job_state s);
 
-/* A new running record of `owner` with the next id, first in the table.
- * Returns NULL for ENOMEM. */
+/* A new running record of `owner` with the owner's next id, first in the
+ * table. Returns NULL for ENOMEM. */
 struct job_record *jobs_table_add(uint32_t owner);
 
 /* Remove `rec` from the table and free it (no watchers may remain). */
 void jobs_table_remove(struct job_record *rec);
 
-/* The record `id`, or NULL. */
-struct job_record *jobs_table_find(uint64_t id);
+/* The record `id` of `owner`, or NULL. */
+struct job_record *jobs_table_find(uint32_t owner, uint64_t id);
 
 /* The first record (the newest), for walking `next`. */
 struct job_record *jobs_table_head(void);
@@ -88,8 +91,8 @@ void jobs_table_note(struct job_record *rec, const struct train_status *st);
 int jobs_table_pack(msgpack_packer *pk, const struct job_record *rec);
 
 /* Restore a record from a map jobs_table_pack wrote (the jobs file): a
- * running one becomes interrupted. A record whose id is already in the
- * table is left out. Returns 0 (added or left out), or -EINVAL for a
+ * running one becomes interrupted. A record whose owner and id are already
+ * in the table is left out. Returns 0 (added or left out), or -EINVAL for a
  * malformed map, -ENOMEM. */
 int jobs_table_restore(const msgpack_object *map);
 

@@ -22,7 +22,7 @@ import numpy as np
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from daemon import Daemon, RPCError, as_user  # noqa: E402
+from daemon import Client, Daemon, RPCError, as_user  # noqa: E402
 
 DTYPES = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "i32": np.int32,
           "u8": np.uint8}
@@ -807,6 +807,91 @@ def test_planted_fifo_and_symlink_skipped():
         assert "fifo.model skipped: not a regular file" in log, log
     finally:
         st.cleanup()
+
+
+def second_daemon(sock, state, conf, probe=True):
+    """Start tensord on `sock` and `state`; it must exit non-zero within 60 s
+    without ever answering on `sock` (`probe`: the socket is not another
+    daemon's). Returns its output."""
+    binary = os.environ["TENSORD_BIN"]
+    log = tempfile.TemporaryFile()
+    p = subprocess.Popen([binary, "--socket", sock, "--device", "auto", "--state-dir", state,
+                          "--config", conf], stdin=subprocess.DEVNULL, stdout=log,
+                         stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    served = False
+    while p.poll() is None and time.monotonic() < deadline and not served:
+        if not probe:
+            time.sleep(0.05)
+            continue
+        try:
+            c = Client(sock, timeout=5)
+            served = c.call("ping")["pong"]
+            c.close()
+        except OSError:
+            time.sleep(0.05)
+    if p.poll() is None:
+        p.kill()
+    p.wait()
+    log.seek(0)
+    out = log.read().decode(errors="replace")
+    assert not served and p.returncode != 0, \
+        "a second daemon started (status %r)\n%s" % (p.returncode, out)
+    return out
+
+
+def test_one_daemon_per_state_dir():
+    """A second daemon on a state directory in use (another socket) refuses
+    to start, naming the directory and the holder's pid; the first one still
+    serves, and what it keeps survives its restart (issue 31, item 7)."""
+    st = State()
+    try:
+        a = st.daemon()
+        with a.client() as c:
+            put(c, "precious", "u8", [3], b"abc")
+            c.call("store.sync")
+        out = second_daemon(os.path.join(st.dir, "b.sock"), st.state, st.conf)
+        assert "state directory %s is in use" % st.state in out, out
+        assert "pid %d" % a.proc.pid in out, out
+        assert not os.path.exists(os.path.join(st.dir, "b.sock")), "b.sock left behind"
+        with a.client() as c:
+            assert c.call("tensor.get", {"name": "precious"})["data"] == b"abc"
+            put(c, "later", "u8", [1], b"z")
+        stop_log(a)
+        assert os.path.exists(os.path.join(st.tensors(), encode_name("precious")))
+        a = st.daemon()
+        with a.client() as c:
+            names = sorted(t["name"] for t in c.call("tensor.list", {})["tensors"])
+            assert names == ["later", "precious"], names
+        stop_log(a)
+    finally:
+        st.cleanup()
+
+
+def test_socket_in_use_restores_nothing():
+    """A daemon started on a socket another daemon serves fails before it
+    reads (or locks) its state directory: no "restored" line, no lock file."""
+    st, other = State(), State()
+    try:
+        d = other.daemon()
+        with d.client() as c:
+            put(c, "t", "u8", [2], b"hi")
+        stop_log(d)
+        if os.path.exists(os.path.join(other.state, "tensord.lock")):  # left by the first
+            os.unlink(os.path.join(other.state, "tensord.lock"))
+        a = st.daemon()
+        try:
+            out = second_daemon(a.sock, other.state, other.conf, probe=False)
+            assert "cannot listen on %s" % a.sock in out, out
+            assert "restored" not in out, out
+            assert not os.path.exists(os.path.join(other.state, "tensord.lock")), out
+            with a.client() as c:
+                assert c.call("ping")["pong"]
+        finally:
+            stop_log(a)
+    finally:
+        st.cleanup()
+        other.cleanup()
 
 
 def main():

@@ -260,10 +260,53 @@ def test_quota_and_users(tmp):
               "the other uid's own job: %r" % (out["own_stat"],))
         check(abs(out["w"][0][0] - 1.5) < 0.5, "its job trained its weights: %r" % (out["w"],))
         check(out["foreign"] in ("NOT_FOUND", "PERMISSION_DENIED"), "foreign data: %r" % (out["foreign"],))
-        seen = {j["job"]: j["owner"] for j in c.call("job.list")["jobs"]}
-        check(seen.get(out["own"]) == USER_A and b in seen, "root sees every job: %r" % (seen,))
+        seen = {(j["owner"], j["job"]) for j in c.call("job.list")["jobs"]}
+        check((USER_A, out["own"]) in seen and (0, b) in seen, "root sees every job: %r" % (seen,))
         c.call("job.cancel", {"job": b})
         wait_state(c, b)
+        c.close()
+
+
+def test_ids_per_user(tmp):
+    """Job ids are counted per user (issue 31, item 5): two users starting
+    jobs in turn each get 1, 2, 3, whatever the other did; a job is named by
+    its owner and id, so the other user's id still answers NOT_FOUND, and
+    root reaches another user's job with `owner`."""
+    if os.geteuid() != 0:
+        print("SKIP test_ids_per_user (not root)")
+        return
+    with Daemon() as d:
+        os.chmod(d.dir, 0o755)
+        os.chmod(d.sock, 0o666)
+        c = d.client()
+        setup_data(c)
+
+        def start_one(suffix):
+            o = d.client()
+            if not o.call("tensor.list", {})["tensors"]:
+                setup_data(o, suffix)
+            job = o.call("train.run", run_params(suffix, steps=2, detach=True))["job"]
+            wait_state(o, job)
+            return job
+
+        def other_sees(job):
+            o = d.client()
+            return [error_name(o, "job.stat", {"job": job}),
+                    error_name(o, "job.stat", {"job": job, "owner": 0})]
+
+        mine, theirs = [], []
+        for _ in range(3):
+            mine.append(start_one(""))
+            theirs.append(as_user(USER_A, lambda: start_one("_a")))
+        check(mine == [1, 2, 3], "root's ids are its own count: %r" % (mine,))
+        check(theirs == [1, 2, 3], "the other user's ids are its own count: %r" % (theirs,))
+        c.call("train.run", run_params(steps=2, detach=True))  # root's job 4
+        check(as_user(USER_A, lambda: other_sees(4)) == ["NOT_FOUND", "NOT_FOUND"],
+              "another user's job id answers NOT_FOUND")
+        st = c.call("job.stat", {"job": 3, "owner": USER_A})
+        check(st["owner"] == USER_A and st["job"] == 3, "root names another's job by owner: %r" % (st,))
+        check(c.call("job.stat", {"job": 3})["owner"] == 0, "without owner, the caller's own job")
+        wait_state(c, 4)
         c.close()
 
 
@@ -396,6 +439,8 @@ def main():
         test_tensorctl(d, tmp)
     with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
         test_quota_and_users(tmp)
+    with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
+        test_ids_per_user(tmp)
     with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
         test_restart(tmp)
     with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
