@@ -185,7 +185,7 @@ struct run_params {
 static int plan_setup(struct request *req, struct train_plan *plan, const struct run_params *rp)
 {
 	const msgpack_object *eval = rp->eval;
-	char shown[NAMES_SHOWN_MAX];
+	char shown[NAMES_SHOWN_MAX], shown2[NAMES_SHOWN_MAX];
 	struct tensor *first;
 	uint64_t epochs = rp->has_epochs ? rp->epochs : 1;
 
@@ -205,9 +205,11 @@ static int plan_setup(struct request *req, struct train_plan *plan, const struct
 			return -1;
 		if (t->rank == 0 || t->shape[0] != plan->nsamples)
 			return request_fail(req, TDP_SHAPE_MISMATCH,
-					    "data: '%s' must be stored with %llu rows like '%s'",
-					    plan->train.f[k].src, (unsigned long long)plan->nsamples,
-					    plan->train.f[0].src);
+					    "data: '%s' must be stored with %llu rows like '%s', not %llu",
+					    lookup_show(&req->call, plan->train.f[k].src, shown),
+					    (unsigned long long)plan->nsamples,
+					    lookup_show(&req->call, plan->train.f[0].src, shown2),
+					    (unsigned long long)(t->rank ? t->shape[0] : 0));
 	}
 	plan->batch = rp->batch_size;
 	if (plan->batch == 0 || plan->batch > plan->nsamples || plan->nsamples > INT32_MAX)

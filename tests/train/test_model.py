@@ -297,6 +297,12 @@ def test_qualified_params(c):
     # Errors name the model as the caller wrote it, not the daemon's key.
     expect_error(c, "train.step", {"model": "qualified", "data": {"nope": "data/x"}},
                  "INVALID_ARGUMENT", "is not an input of model 'qualified'", label="(a feed no input)")
+    put(c, "qp/short_y", np.zeros(N - 1, np.int32), "i32")
+    e, _ = c.call_full("train.run", {"model": "qualified", "data": {"x": "data/x", "y": "qp/short_y"},
+                                     "batch_size": 4, "steps": 1})
+    check(e is not None and e["name"] == "SHAPE_MISMATCH" and "'qp/short_y'" in e["message"] and
+          "'data/x'" in e["message"] and "%d/" % os.getuid() not in e["message"],
+          "rows that differ: the names as written: %r" % (e,))
     c.call("model.delete", {"name": "qualified"})
 
 
