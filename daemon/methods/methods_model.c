@@ -88,6 +88,16 @@ static struct tensor *buffer_tensor(struct request *req, const struct model *m, 
 	return lookup_readable(&req->call, m->state[k].buffer[j], strlen(m->state[k].buffer[j]));
 }
 
+/* Whether optimizer state is stored for any of m's parameters. */
+static bool has_state(struct request *req, const struct model *m)
+{
+	for (unsigned k = 0; k < m->nparams; k++)
+		for (unsigned s = 0; s < STATE_SUFFIXES; s++)
+			if (state_tensor(req, m->params[k], s))
+				return true;
+	return false;
+}
+
 /* Bytes of the stored parameters and optimizer state. */
 static uint64_t model_bytes(struct request *req, const struct model *m)
 {
@@ -251,7 +261,7 @@ int method_model_define(struct request *req)
 	const msgpack_object *lv = tdp_map_find(req->params, "loss");
 	bool layered = tdp_map_find(req->params, "layers") != NULL, seeded = false;
 	uint64_t step = 0, seed = 0;
-	bool replace = false;
+	bool replace = false, has_step;
 	/* The definition (nodes to optimizer) is checked by model_new, from
 	 * the request's own entries (graph form) or from their expansion. */
 	const struct param p[] = {
@@ -264,7 +274,7 @@ int method_model_define(struct request *req)
 		PARAM_OPT("outputs", PARAM_ARRAY, outputs),
 		PARAM_OPT("optimizer", PARAM_MAP, optimizer),
 		PARAM_OPT("state", PARAM_ARRAY, state),
-		PARAM_OPT("step", PARAM_UINT, step),
+		PARAM_OPT_GIVEN("step", PARAM_UINT, step, has_step),
 		PARAM_OPT("replace", PARAM_BOOL, replace),
 		PARAM_OPT("layers", PARAM_ARRAY, layers),
 		PARAM_OPT_OBJ("input", PARAM_STR, input),
@@ -321,7 +331,13 @@ int method_model_define(struct request *req)
 		names_new_owner(&req->call.cred, name, &m->owner, &group);
 	m->created_ns = old ? old->created_ns : now;
 	m->modified_ns = now;
+	/* The optimizer state is kept with the parameters (what is stored
+	 * stays), so its step count is too: Adam's bias correction of step 1
+	 * on moments of many steps would be wrong (issue 35). Without state,
+	 * or when asked, it starts where the request says (0 by default). */
 	m->step = (int64_t)step;
+	if (!has_step && old && has_state(req, m))
+		m->step = old->step;
 	if (models_put(req->call.d->models, m) < 0) { /* room was checked above */
 		request_fail(req, TDP_RESOURCE_EXHAUSTED, "no room for another model");
 		goto out;

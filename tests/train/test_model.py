@@ -306,6 +306,29 @@ def test_qualified_params(c):
     c.call("model.delete", {"name": "qualified"})
 
 
+def test_replace_keeps_step(c):
+    """model.define with replace keeps what is stored -- the parameters and
+    their optimizer state -- and so the step count with them (issue 35: a
+    re-run script's step 1 applied Adam's first bias correction to moments
+    of many steps); an explicit step sets it."""
+    init_params(c, "rk/")
+    c.call("model.define", dict(definition("rk/"), name="rk"))
+    for k in range(3):
+        c.call("train.step", {"model": "rk", "data": DATA})
+    again = c.call("model.define", dict(definition("rk/"), name="rk", replace=True))
+    check(again["step"] == 3 and len(again["state"]) == 8,
+          "replaced with its state kept: step %r, state %r" % (again["step"], again["state"]))
+    r = c.call("train.step", {"model": "rk", "data": DATA})
+    check(r["step"] == 4, "the next step is 4: %r" % r["step"])
+    fresh = c.call("model.define", dict(definition("rk/"), name="rk", replace=True, step=0))
+    check(fresh["step"] == 0, "an explicit step 0 is taken: %r" % fresh["step"])
+    c.call("model.delete", {"name": "rk", "tensors": True})
+    init_params(c, "rk/")
+    new = c.call("model.define", dict(definition("rk/"), name="rk"))
+    check(new["step"] == 0 and new["state"] == [], "no state: step 0 (%r)" % (new,))
+    c.call("model.delete", {"name": "rk"})
+
+
 def test_errors(c):
     d = definition("m/")
     base = dict(d, name="e")
@@ -422,6 +445,7 @@ def main():
                          ("run", lambda: test_run(c)), ("evaluate/predict", lambda: test_evaluate_predict(c, x, y)),
                          ("save/restore", lambda: test_save_restore(c)), ("registry", lambda: test_registry(c)),
                          ("qualified params", lambda: test_qualified_params(c)),
+                         ("replace keeps step", lambda: test_replace_keeps_step(c)),
                          ("errors", lambda: test_errors(c))]:
             n = len(failures)
             try:
