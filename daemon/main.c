@@ -189,7 +189,9 @@ static bool parse_args(int argc, char **argv, struct cmdline *cl, struct config 
 		case OPT_PRINT_CONFIG: print = true; break;
 		case OPT_LIST_OPTIONS: list_options(); *exit_status = 0; return false;
 		case OPT_CHECK_CONFIG: check = optarg; break;
-		default: usage(stderr); return false;
+		default: /* getopt named the option; one line more, as GNU tools do */
+			fputs("Try 'tensord --help' for more information.\n", stderr);
+			return false;
 		}
 		if (!key)
 			continue;
@@ -202,8 +204,8 @@ static bool parse_args(int argc, char **argv, struct cmdline *cl, struct config 
 		cmdline_set(cl, key, value);
 	}
 	if (optind < argc) {
-		fprintf(stderr, "tensord: unexpected argument '%s'\n", argv[optind]);
-		usage(stderr);
+		fprintf(stderr, "tensord: unexpected argument '%s'\nTry 'tensord --help' for more information.\n",
+			argv[optind]);
 		return false;
 	}
 	if (check && print) {

@@ -31,14 +31,16 @@
 int graph_node_fail(struct graph *gr, unsigned i, int code, const char *what)
 {
 	struct node *nd = &gr->nodes[i];
-	const char *op = nd->ctx.def ? nd->ctx.def->name : "?";
+	const char *op = nd->ctx.def ? nd->ctx.def->name : NULL;
 
+	/* Without a known op (an unknown op's name is in `what`), no op part. */
 	if (gr->n == 1 && !nd->id[0])
-		return td_fail(&gr->call->err, code, "%s: %s", op, what);
+		return op ? td_fail(&gr->call->err, code, "%s: %s", op, what)
+			  : td_fail(&gr->call->err, code, "%s", what);
 	if (i < gr->base)
 		return td_fail(&gr->call->err, code, "feeding '%s': %s", nd->id, what);
-	return td_fail(&gr->call->err, code, "node %u%s%s%s (%s): %s", i - gr->base, nd->id[0] ? " '" : "",
-			    nd->id, nd->id[0] ? "'" : "", op, what);
+	return td_fail(&gr->call->err, code, "node %u%s%s%s%s%s%s: %s", i - gr->base, nd->id[0] ? " '" : "",
+			    nd->id, nd->id[0] ? "'" : "", op ? " (" : "", op ? op : "", op ? ")" : "", what);
 }
 
 /* Check named outputs: valid, distinct, ours to replace, within the tensor

@@ -166,6 +166,53 @@ static int place_node(struct graph *gr, unsigned i, const msgpack_object *device
 	return graph_place_node(gr, i, device ? (int)device->via.u64 : -1);
 }
 
+/* Levenshtein distance of a and b, at most 3 (more: 3). */
+static unsigned edit_distance(const char *a, const char *b)
+{
+	size_t na = strlen(a), nb = strlen(b);
+	unsigned row[41];
+
+	if (na > 40 || nb > 40)
+		return 3;
+	for (size_t j = 0; j <= nb; j++)
+		row[j] = (unsigned)j;
+	for (size_t i = 1; i <= na; i++) {
+		unsigned diag = row[0];
+
+		row[0] = (unsigned)i;
+		for (size_t j = 1; j <= nb; j++) {
+			unsigned up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			diag = up;
+			row[j] = best;
+		}
+	}
+	return row[nb] < 3 ? row[nb] : 3;
+}
+
+/* The registered op nearest to `name` (at most 2 edits), or NULL. */
+static const char *nearest_op(const char *name)
+{
+	size_t n;
+	const struct op_def *const *all = op_all(&n);
+	const char *best = NULL;
+	unsigned dist = 3;
+
+	for (size_t k = 0; k < n; k++) {
+		unsigned d = edit_distance(name, all[k]->name);
+
+		if (d < dist) {
+			dist = d;
+			best = all[k]->name;
+		}
+	}
+	return best;
+}
+
 /* Set up node `i` from its op name, inputs and attrs, and infer its result. */
 static int build_node(struct graph *gr, unsigned i, const msgpack_object *op,
 		      const msgpack_object *inputs, const msgpack_object *attrs, const msgpack_object *device)
@@ -177,9 +224,15 @@ static int build_node(struct graph *gr, unsigned i, const msgpack_object *op,
 		char name[40] = "?";
 
 		tdp_obj_strcpy(op, name, sizeof(name));
+		const char *near;
+
 		for (char *c = name; *c; c++)
 			if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
 				*c = '?';
+		near = nearest_op(name);
+		if (near)
+			return op_fail(ctx, TDP_INVALID_ARGUMENT, "unknown op '%s'; did you mean '%s'? (docs/ops.md "
+				       "lists them)", name, near);
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "unknown op '%s' (docs/ops.md lists them)", name);
 	}
 	if (resolve_inputs(gr, i, inputs) < 0 || place_node(gr, i, device) < 0 || parse_attrs(ctx, attrs) < 0)

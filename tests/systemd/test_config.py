@@ -97,6 +97,19 @@ def snapshot(path):
 
 # ---- --check-config ---------------------------------------------------------
 
+def bad_arguments():
+    """An unknown option or a stray argument: exit 2, the reason and one
+    "Try 'tensord --help'" line, as GNU tools do -- not the whole help
+    (issue 35)."""
+    for argv, why in ((["--bogus"], "unrecognized option '--bogus'"),
+                      (["extra"], "unexpected argument 'extra'")):
+        r = run(argv)
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 2 and len(lines) == 2 and why in lines[0] and
+              lines[1] == "Try 'tensord --help' for more information.",
+              "tensord %s: exit 2 and two lines (%d, %r)" % (" ".join(argv), r.returncode, lines))
+
+
 def check_config(tmp):
     good = os.path.join(tmp, "good.conf")
     # Every key with the value the daemon prints: a file it must take.
@@ -379,6 +392,7 @@ def main():
         USER_BIN = os.path.join(tmp, "bin", "tensord")
         shutil.copy2(BIN, USER_BIN)
         os.chmod(USER_BIN, 0o755)
+        bad_arguments()
         check_config(tmp)
         user_daemon(tmp)
         reload_every_key(tmp)

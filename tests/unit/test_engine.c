@@ -185,7 +185,18 @@ static void test_unknown_op(void **state)
 	assert_int_equal(parse(&gr, &call, &m, NULL), -1);
 	assert_int_equal(call.err.code, TDP_INVALID_ARGUMENT);
 	assert_string_equal(call.err.message,
-			    "node 1 'q' (?): unknown op 'frobnicate' (docs/ops.md lists them)");
+			    "node 1 'q': unknown op 'frobnicate' (docs/ops.md lists them)");
+	graph_free(&gr);
+	mp_end(&m);
+
+	/* A near miss names the op it may have meant (issue 35). */
+	call = stub_caller(sd, 1000);
+	mp_begin(&m);
+	msgpack_pack_array(&m.pk, 1);
+	mp_node(&m, "p", "matmull", STRS("x", "x"), NULL, NULL);
+	assert_int_equal(parse(&gr, &call, &m, NULL), -1);
+	assert_string_equal(call.err.message,
+			    "node 0 'p': unknown op 'matmull'; did you mean 'matmul'? (docs/ops.md lists them)");
 	graph_free(&gr);
 	mp_end(&m);
 }
