@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -63,20 +64,38 @@ static int mark_broken(struct tensord *td, int err)
 	return err;
 }
 
+const char *tensord_default_socket(char *buf, size_t cap)
+{
+	const char *env = getenv("TENSORD_SOCKET"), *run = getenv("XDG_RUNTIME_DIR");
+	struct stat st;
+
+	if (env && *env) {
+		snprintf(buf, cap, "%s", env);
+		return buf;
+	}
+	/* A user's own daemon listens in the user's runtime directory
+	 * (tensord(8), --socket); root's is the system service. */
+	if (getuid() != 0 && run && *run) {
+		snprintf(buf, cap, "%s/tensord/tensord.sock", run);
+		if (stat(buf, &st) == 0 && S_ISSOCK(st.st_mode))
+			return buf;
+	}
+	snprintf(buf, cap, "%s", DEFAULT_SOCKET);
+	return buf;
+}
+
 int tensord_connect(const char *path, struct tensord **ret)
 {
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	char fallback[sizeof(addr.sun_path) + 1];
 	struct tensord *td;
 	size_t len;
 	int r;
 
 	if (!ret)
 		return -EINVAL;
-	if (!path) {
-		path = getenv("TENSORD_SOCKET");
-		if (!path || !*path)
-			path = DEFAULT_SOCKET;
-	}
+	if (!path)
+		path = tensord_default_socket(fallback, sizeof(fallback));
 	len = strlen(path);
 	if (len == 0)
 		return -EINVAL;

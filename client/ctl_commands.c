@@ -28,7 +28,8 @@ int ctl_connect(struct ctl *c)
 
 	if (r == -ENOENT || r == -ECONNREFUSED) {
 		if (c->socket_from == CTL_SOCKET_DEFAULT)
-			hint = " \u2014 is tensord running? Start it (systemctl start tensord.socket) "
+			hint = " \u2014 is tensord running? Start it (systemctl start tensord.socket), "
+			       "or your own (tensord, which listens in $XDG_RUNTIME_DIR/tensord/), "
 			       "or set TENSORD_SOCKET / --socket";
 		else if (c->socket_from == CTL_SOCKET_ENV)
 			hint = " \u2014 is tensord running? This path is $TENSORD_SOCKET: start tensord "

@@ -87,8 +87,9 @@ static const char usage_text[] =
 /* The rest of the usage (one string literal must stay under 4095 bytes). */
 static const char usage_options[] =
 	"Options:\n"
-	"  --socket PATH   daemon socket (default: $TENSORD_SOCKET, else\n"
-	"                  " DEFAULT_SOCKET ")\n"
+	"  --socket PATH   daemon socket (default: $TENSORD_SOCKET, else for a\n"
+	"                  user $XDG_RUNTIME_DIR/tensord/tensord.sock when a daemon\n"
+	"                  of the user's listens there, else " DEFAULT_SOCKET ")\n"
 	"  --json          print one JSON document instead of text for people\n"
 	"                  (train: one JSON line per event, then the result)\n"
 	"  -h, --help      print this help (after a command: that command's help)\n"
@@ -281,6 +282,7 @@ static int print_help(const struct ctl *c, bool flag)
 int main(int argc, char **argv)
 {
 	struct ctl c = { 0 };
+	char default_socket[256];
 	const struct command_def *cmd = NULL;
 	bool dashdash = false, help = false, version = false;
 	unsigned given = 0;
@@ -432,7 +434,7 @@ int main(int argc, char **argv)
 		c.socket = getenv("TENSORD_SOCKET");
 		c.socket_from = CTL_SOCKET_ENV;
 		if (!c.socket || !*c.socket) {
-			c.socket = DEFAULT_SOCKET;
+			c.socket = tensord_default_socket(default_socket, sizeof(default_socket));
 			c.socket_from = CTL_SOCKET_DEFAULT;
 		}
 	}

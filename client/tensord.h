@@ -91,9 +91,16 @@ struct tensord_tensor_info {
 
 struct tensord;
 
-/* Connect to the daemon at `path`; NULL means $TENSORD_SOCKET, else
- * /run/tensord/tensord.sock. On success *ret owns the connection. */
+/* Connect to the daemon at `path`; NULL means tensord_default_socket's. On
+ * success *ret owns the connection. */
 TENSORD_EXPORT int tensord_connect(const char *path, struct tensord **ret);
+
+/* The socket a client uses when none is named: $TENSORD_SOCKET when set and
+ * not empty; else, for a user other than root whose $XDG_RUNTIME_DIR holds
+ * tensord/tensord.sock (the socket of a daemon that user runs), that one;
+ * else /run/tensord/tensord.sock (the system service's). The path is
+ * written to `buf` (`cap` bytes, truncated to fit) and returned. */
+TENSORD_EXPORT const char *tensord_default_socket(char *buf, size_t cap);
 
 /* The version of the library running ("0.1.0"), which may be newer than the
  * header a program was compiled with (TENSORD_VERSION_STRING). */

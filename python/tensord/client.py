@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import os
+import stat
 import selectors
 import socket
 import struct
@@ -53,10 +54,22 @@ MEMFD_THRESHOLD = 1 << 20
 
 def socket_path(path: Optional[PathLike] = None) -> str:
     """The socket to use: `path`, else $TENSORD_SOCKET (when set and not
-    empty), else /run/tensord/tensord.sock."""
+    empty), else for a user other than root the socket of a daemon of the
+    user's in $XDG_RUNTIME_DIR/tensord/tensord.sock when there is one, else
+    /run/tensord/tensord.sock (libtensord's tensord_default_socket)."""
     if path:
         return os.fspath(path)
-    return os.environ.get("TENSORD_SOCKET") or DEFAULT_SOCKET
+    if os.environ.get("TENSORD_SOCKET"):
+        return os.environ["TENSORD_SOCKET"]
+    run = os.environ.get("XDG_RUNTIME_DIR")
+    if os.getuid() != 0 and run:
+        mine = os.path.join(run, "tensord", "tensord.sock")
+        try:
+            if stat.S_ISSOCK(os.stat(mine).st_mode):
+                return mine
+        except OSError:
+            pass
+    return DEFAULT_SOCKET
 
 
 def _default(obj):

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -925,9 +926,43 @@ static void test_connect_errors(void **state)
 	assert_int_equal(tensord_dtype_size(TENSORD_F16), 2);
 }
 
+/* tensord_default_socket: $TENSORD_SOCKET, else a user's own daemon in
+ * $XDG_RUNTIME_DIR/tensord/ (only when its socket is there, and not for
+ * root), else the system service's. */
+static void test_default_socket(void **state)
+{
+	char dir[] = "/tmp/td-xdg-XXXXXX", sub[64], path[96], buf[128];
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(sub, sizeof(sub), "%s/tensord", dir);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	snprintf(path, sizeof(path), "%s/tensord.sock", sub);
+	setenv("XDG_RUNTIME_DIR", dir, 1);
+	setenv("TENSORD_SOCKET", "/tmp/elsewhere.sock", 1);
+	assert_string_equal(tensord_default_socket(buf, sizeof(buf)), "/tmp/elsewhere.sock");
+	unsetenv("TENSORD_SOCKET");
+	/* No socket there yet: the system's. */
+	assert_string_equal(tensord_default_socket(buf, sizeof(buf)), "/run/tensord/tensord.sock");
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_string_equal(tensord_default_socket(buf, sizeof(buf)),
+			    getuid() == 0 ? "/run/tensord/tensord.sock" : path);
+	close(fd);
+	unlink(path);
+	rmdir(sub);
+	rmdir(dir);
+	unsetenv("XDG_RUNTIME_DIR");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_default_socket),
 		cmocka_unit_test(test_ping_remote_error_and_recovery),
 		cmocka_unit_test(test_wrong_msgid_is_sticky),
 		cmocka_unit_test(test_protocol_error_notification),

@@ -237,6 +237,16 @@ def user_daemon(tmp):
             sdir = os.stat(os.path.dirname(sock))
             check(stat.S_IMODE(sdir.st_mode) == 0o700 and sdir.st_uid == user.pw_uid,
                   "the socket's directory is the user's, 0700 (%o)" % sdir.st_mode)
+            # Clients find the user's own daemon by themselves (issue 35):
+            # no --socket, no $TENSORD_SOCKET.
+            py = subprocess.run(
+                ["/usr/bin/python3", "-c", "import tensord; c = tensord.Client(); "
+                 "c.put('mine', [1.0, 2.0, 3.0, 4.0], 'f32'); print(c.stat('mine')['shape'])"],
+                env=dict(env, PYTHONPATH=os.path.join(os.environ["SOURCE_ROOT"], "python")),
+                capture_output=True, text=True, timeout=60, **kw)
+            check(py.returncode == 0 and "[4]" in py.stdout,
+                  "the Python client finds $XDG_RUNTIME_DIR/tensord/tensord.sock (%r %r)"
+                  % (py.stdout, py.stderr[-300:]))
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(60)
         check(rc == 0, "the user's daemon exits 0 on SIGTERM (%d)" % rc)
