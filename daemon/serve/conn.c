@@ -137,6 +137,11 @@ static void stream_error(struct conn *c, int code, const char *why)
 	c->closing = true;
 	c->in_base += tdp_buf_len(&c->in);
 	tdp_buf_consume(&c->in, tdp_buf_len(&c->in));
+	/* Its memory goes now, not when the connection is freed after the
+	 * loop's batch: connections refused in one batch (user_max_buffer_bytes,
+	 * every connection's bytes there at the first read) would hold theirs
+	 * together, no longer counted. */
+	tdp_buf_shrink(&c->in, 0);
 	drop_fds(c, UINT64_MAX);
 	c->nqueued = 0;
 	c->scanned = 0;

@@ -100,6 +100,20 @@ class Daemon:
             try:
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 s.connect(self.sock)
+                # The socket listens before the devices are open and the
+                # state directory restored (docs/durability.md): up means
+                # it answers, so that a test's baseline (memory, tensors)
+                # is taken of a daemon that finished starting.
+                s.settimeout(max(1.0, deadline - time.monotonic()))
+                s.sendall(msgpack.packb([0, 0, "ping", []]))
+                unpacker = msgpack.Unpacker(raw=False)
+                while True:
+                    data = s.recv(65536)
+                    if not data:
+                        raise OSError("closed before answering")
+                    unpacker.feed(data)
+                    if any(m[0] == 1 for m in unpacker):
+                        break
                 s.close()
                 return self
             except OSError:
