@@ -3,8 +3,9 @@
  * may be as long as the module allows), in saturating arithmetic. */
 #include "kernels/spirv_cost.h"
 
+#include "errorf.h"
+
 #include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,19 +34,6 @@ struct graph {
 	uint32_t *calls;     /* callee ids, by caller in order */
 	uint32_t ncalls;
 };
-
-__attribute__((format(printf, 3, 4)))
-static int refuse(char *why, size_t cap, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (cap) {
-		va_start(ap, fmt);
-		vsnprintf(why, cap, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
 
 /* Functions and calls of the module into `g` (arrays sized by counting
  * first); clears Unroll on loops. */
@@ -76,7 +64,7 @@ static int collect(uint32_t *w, size_t n, struct graph *g, char *why, size_t cap
 			cur->ncalls++;
 		} else if (op == OP_LOOP_MERGE && len >= 4) {
 			if (w[at + 3] & (LOOP_PEEL_COUNT | LOOP_PARTIAL_COUNT))
-				return refuse(why, cap, "a loop asks for a peel or partial unroll count; "
+				return tdp_errorf(why, cap, -EINVAL, "a loop asks for a peel or partial unroll count; "
 					      "kernels leave unrolling to the driver");
 			w[at + 3] &= ~LOOP_UNROLL;
 		}
@@ -129,7 +117,7 @@ static int sum_from(struct graph *g, uint32_t root, uint32_t *stack, char *why, 
 		if (!callee)
 			continue; /* the validator saw to it; nothing to add */
 		if (callee->state == 1)
-			return refuse(why, cap, "function %u calls itself (recursion)", callee->id);
+			return tdp_errorf(why, cap, -EINVAL, "function %u calls itself (recursion)", callee->id);
 		if (callee->state == 2) {
 			f->inlined = add_sat(f->inlined, callee->inlined);
 			continue;
@@ -159,7 +147,7 @@ int spirv_cost_check(uint32_t *words, size_t nwords, uint64_t *ret_inlined, char
 			most = g.fns[i].inlined;
 	}
 	if (r == 0 && most > SPV_MAX_INLINED)
-		r = refuse(why, cap, "the kernel is over %u instructions with its calls inlined, as the "
+		r = tdp_errorf(why, cap, -EINVAL, "the kernel is over %u instructions with its calls inlined, as the "
 			   "driver builds it (a call tree that calls functions many times over)",
 			   SPV_MAX_INLINED);
 	if (r == 0 && ret_inlined)
