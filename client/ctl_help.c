@@ -118,10 +118,12 @@ static const struct {
 		  "Options:\n"
 		  "  -f, --follow         watch it (job.watch): progress as train shows it,\n"
 		  "                       until it ends; Ctrl-C stops watching, not the job\n\n"
+		  "JOB is the id jobs shows, or UID:ID for another user's job (root).\n\n"
 		  "Example:\n  tensorctl logs -f 3\n" },
 	{ "cancel", "Usage: tensorctl cancel JOB\n\n"
-		    "Stop a running job after its step in progress (what it trained stays).\n\n"
-		    "Example:\n  tensorctl cancel 3\n" },
+		    "Stop a running job after its step in progress (what it trained stays).\n"
+		    "JOB is the id jobs shows, or UID:ID for another user's job (root).\n\n"
+		    "Example:\n  tensorctl cancel 3\n  tensorctl cancel 1001:2\n" },
 	{ "step", "Usage: tensorctl step FILE.json|-\n\n"
 		  "Run one training step (the train.step params in FILE).\n\n"
 		  "Example:\n  tensorctl step step.json\n" },

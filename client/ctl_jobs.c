@@ -93,26 +93,49 @@ int ctl_print_job_started(struct ctl *c, const msgpack_object *res)
 	return CTL_EXIT_OK;
 }
 
+/* Pack {job, owner?} for the job text `text`: an id of the caller's, or
+ * UID:ID for another user's (root's to name; each user numbers its own jobs,
+ * docs/protocol.md). Returns CTL_EXIT_OK or a usage error. */
+static int pack_job_ref(msgpack_packer *pk, const char *text)
+{
+	const char *colon = strchr(text, ':');
+	uint64_t id, owner = 0;
+	char uid[24];
+	int status;
+
+	if (colon) {
+		if ((size_t)(colon - text) >= sizeof(uid))
+			return ctl_usage_error("JOB: an id, or UID:ID for another user's job");
+		memcpy(uid, text, (size_t)(colon - text));
+		uid[colon - text] = '\0';
+		if ((status = ctl_parse_count("JOB's UID", uid, &owner)) != CTL_EXIT_OK)
+			return status;
+		text = colon + 1;
+	}
+	if ((status = ctl_parse_count("JOB", text, &id)) != CTL_EXIT_OK)
+		return status;
+	if (msgpack_pack_map(pk, colon ? 2 : 1) || tdp_pack_cstr(pk, "job") || msgpack_pack_uint64(pk, id) ||
+	    (colon && (tdp_pack_cstr(pk, "owner") || msgpack_pack_uint64(pk, owner))))
+		return ctl_error("out of memory");
+	return CTL_EXIT_OK;
+}
+
 /* Call `method` with {job: c->pos[0]} (or no params); the result unpacked
  * into `u`, its buffer in *ret_res. */
 static int call_job(struct ctl *c, const char *method, bool with_id, msgpack_unpacked *u, void **ret_res)
 {
 	msgpack_sbuffer sb;
 	msgpack_packer pk;
-	uint64_t id = 0;
 	size_t len = 0, off = 0;
 	int status = CTL_EXIT_OK, r;
 
 	*ret_res = NULL;
-	if (with_id && (status = ctl_parse_count("JOB", c->pos[0], &id)) != CTL_EXIT_OK)
-		return status;
-	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
-		return status;
 	msgpack_sbuffer_init(&sb);
 	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-	if (with_id && (msgpack_pack_map(&pk, 1) || tdp_pack_cstr(&pk, "job") || msgpack_pack_uint64(&pk, id))) {
+	if ((with_id && (status = pack_job_ref(&pk, c->pos[0])) != CTL_EXIT_OK) ||
+	    (status = ctl_connect(c)) != CTL_EXIT_OK) {
 		msgpack_sbuffer_destroy(&sb);
-		return ctl_error("out of memory");
+		return status;
 	}
 	r = tensord_call_raw(c->td, method, with_id ? sb.data : NULL, with_id ? sb.size : 0, ret_res, &len);
 	msgpack_sbuffer_destroy(&sb);
@@ -209,15 +232,11 @@ int ctl_cmd_logs(struct ctl *c)
 	if (c->follow) {
 		msgpack_sbuffer sb;
 		msgpack_packer pk;
-		uint64_t id;
 
-		if ((status = ctl_parse_count("JOB", c->pos[0], &id)) != CTL_EXIT_OK)
-			goto out;
 		msgpack_sbuffer_init(&sb);
 		msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-		if (msgpack_pack_map(&pk, 1) || tdp_pack_cstr(&pk, "job") || msgpack_pack_uint64(&pk, id))
-			status = ctl_error("out of memory");
-		else
+		status = pack_job_ref(&pk, c->pos[0]);
+		if (status == CTL_EXIT_OK)
 			status = ctl_train_follow(c, &sb, &u, &res);
 		msgpack_sbuffer_destroy(&sb);
 		if (status == CTL_EXIT_OK && u.data.type != MSGPACK_OBJECT_MAP)
@@ -227,7 +246,6 @@ int ctl_cmd_logs(struct ctl *c)
 	}
 	if (status == CTL_EXIT_OK)
 		status = print_end(c, &u.data);
-out:
 	msgpack_unpacked_destroy(&u);
 	free(res);
 	return status;

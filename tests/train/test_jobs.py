@@ -307,6 +307,13 @@ def test_ids_per_user(tmp):
         check(st["owner"] == USER_A and st["job"] == 3, "root names another's job by owner: %r" % (st,))
         check(c.call("job.stat", {"job": 3})["owner"] == 0, "without owner, the caller's own job")
         wait_state(c, 4)
+        # tensorctl names another user's job UID:ID (root).
+        if os.environ.get("TENSORCTL_BIN"):
+            rc, out, err = ctl(d, "--json", "logs", "%d:3" % USER_A)
+            check(rc == 0 and '"owner":%d' % USER_A in out.replace(" ", ""),
+                  "tensorctl logs UID:ID: rc %d %r %r" % (rc, out[:200], err))
+            rc, out, err = ctl(d, "logs", "x:3")
+            check(rc == 2, "tensorctl logs x:3 is a usage error: rc %d %r" % (rc, err))
         c.close()
 
 
