@@ -536,15 +536,20 @@ class Client(_Methods, _ModelClient):
         self.timeout = timeout
         self.max_message_bytes = DEFAULT_MAX_MESSAGE
         self._next_id = 1
+        self._packer = msgpack.Packer(use_bin_type=True, default=_default)
+        self._recv_buf = bytearray(_RECV_CHUNK)
+        self._connect()
+
+    def _connect(self) -> None:
+        """A fresh connection to self.path and a fresh stream state."""
         self._inflight = collections.OrderedDict()   # msgid -> Pending, oldest first
         self._broken = None
-        self._packer = msgpack.Packer(use_bin_type=True, default=_default)
+        self._reconnect = False   # broken by an interruption: the next call reconnects
         self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=(1 << 31) - 1)
         self._fed = 0   # bytes fed to the unpacker: tell() equal when none wait in it
-        self._recv_buf = bytearray(_RECV_CHUNK)
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         try:
-            self._sock.settimeout(timeout)
+            self._sock.settimeout(self.timeout)
             self._sock.connect(self.path)
             self._sock.setblocking(False)
         except OSError as e:
@@ -593,6 +598,11 @@ class Client(_Methods, _ModelClient):
         `decode(result)` turns the result map into what result() returns;
         `fds`, objects with an ``fd`` and a ``close()``, are passed with the
         request (SCM_RIGHTS) and closed once sent)."""
+        if self._broken is not None and self._reconnect:
+            # Ctrl-C, or leaving watch() early, lost the stream's position:
+            # what was in flight failed; the client goes on, on a new
+            # connection (issue 35), as redis-py and libpq reconnect.
+            self._connect()
         if self._broken is not None:
             raise ConnectionFailed("the connection is closed (%s)" % self._broken)
         msgid = self._next_id
@@ -638,7 +648,8 @@ class Client(_Methods, _ModelClient):
         ``("eval", map)`` as train_run's callbacks get them, then
         ``("end", job.stat map)`` once it has ended (at once for an ended
         job). Other requests on this connection wait until the end; leaving
-        the loop early closes the connection (the job runs on)::
+        the loop early closes the connection (the job runs on) and the next
+        call opens a new one::
 
             job = c.train_run(nodes, "loss", ["w"], data=..., batch_size=32, detach=True)
             for event, m in c.watch(job):
@@ -779,6 +790,7 @@ class Client(_Methods, _ModelClient):
         also cancels a train.run in the daemon."""
         if self._sock is not None:
             self._break(ConnectionFailed("the connection was closed after an interrupted call"))
+            self._reconnect = True
 
     def _read_some(self):
         try:
@@ -930,6 +942,7 @@ class Client(_Methods, _ModelClient):
             pending._finish(e, None)
             self._break(ConnectionFailed("the connection was closed after a notification "
                                          "callback raised %s" % type(e).__name__))
+            self._reconnect = True
 
     def _fail_stream(self, error):
         """The stream is unusable: every waiting request fails with `error`."""

@@ -229,7 +229,8 @@ class _ModelRPC:
 class _Staged:
     """Arrays of a call put under `prefix` + input name; str values pass."""
 
-    def __init__(self, client: "Client", prefix: str, data: Optional[Data], what: str) -> None:
+    def __init__(self, client: "Client", prefix: str, data: Optional[Data], what: str,
+                 dtypes: Optional[Mapping[str, str]] = None) -> None:
         self.client = client
         self.names: Dict[str, str] = {}
         self.put: List[str] = []
@@ -245,7 +246,9 @@ class _Staged:
                     self.names[k] = v
                 else:
                     name = prefix + k
-                    client.put(name, v)   # float64/int64 refused, as put() refuses them
+                    # Stored as the model declares the input (float64 data,
+                    # int64 labels: issue 35), else as put() stores arrays.
+                    client.put(name, v, (dtypes or {}).get(k))
                     self.put.append(name)
                     self.names[k] = name
         except BaseException:
@@ -314,8 +317,17 @@ class Model:
     def __repr__(self) -> str:
         return "<tensord.Model %s>" % self.name
 
+    def _input_dtypes(self) -> Dict[str, str]:
+        """The dtypes the model declares for its inputs (those given with
+        an example: {"name", "dtype", "shape"})."""
+        inputs = self.stat().get("definition", {}).get("inputs") or []
+        return {i["name"]: i["dtype"] for i in inputs
+                if isinstance(i, Mapping) and isinstance(i.get("dtype"), str)}
+
     def _stage(self, where: str, data: Optional[Data], what: str) -> _Staged:
-        return _Staged(self.client, "%s/_%s/" % (self.name, where), data, what)
+        arrays = isinstance(data, Mapping) and any(not isinstance(v, str) for v in data.values())
+        return _Staged(self.client, "%s/_%s/" % (self.name, where), data, what,
+                       self._input_dtypes() if arrays else None)
 
     # ---- training ----
     def train(self, data: Data, *, batch_size: int, epochs: Optional[int] = None, steps: Optional[int] = None,

@@ -36,6 +36,23 @@ def test_detach_watch(client, prefix):
     np.testing.assert_allclose(client.get(prefix + "w"), [[2.0], [-1.0]], atol=0.05)
 
 
+def test_watch_left_early(client, prefix):
+    """Leaving `for ev in c.watch(job)` early closes that connection (the
+    job runs on) and the client goes on with a new one (issue 35: it raised
+    ConnectionFailed for good)."""
+    nodes, data = _setup(client, prefix)
+    job = client.train_run(nodes, "loss", [prefix + "w"], data, batch_size=16, steps=10000000,
+                           progress_every=10, detach=True)
+    for kind, m in client.watch(job):
+        if kind == "progress":
+            break
+    assert client.ping()["pong"]
+    assert client.job(job)["state"] == "running"
+    client.cancel(job)
+    *_, (kind, end) = client.watch(job)
+    assert kind == "end" and end["state"] == "cancelled"
+
+
 def test_cancel_and_errors(client, prefix):
     nodes, data = _setup(client, prefix)
     job = client.train_run(nodes, "loss", [prefix + "w"], data, batch_size=16, steps=10000000,

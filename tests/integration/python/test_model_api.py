@@ -143,6 +143,49 @@ def test_detached_train_is_a_job(client, prefix):
     m.delete(tensors=True)
 
 
+def test_train_converts_to_declared_dtypes(client, prefix):
+    """float64 features and int64 labels (NumPy's defaults) are stored as
+    the model declares its inputs, f32 and i32 (issue 35: the advice was
+    "pass cast=True", which train did not take)."""
+    name = prefix + "m64"
+    m = _define(client, name)
+    x, y = _data()
+    res = m.train({"x": x.astype(np.float64), "y": y.astype(np.int64)}, batch_size=8, epochs=1)
+    ref = _define(client, prefix + "m32")
+    want = ref.train({"x": x, "y": y}, batch_size=8, epochs=1)
+    assert res["steps"] == 6 and res["loss"] == want["loss"]
+    assert client.list(name + "/_") == []
+    m.delete(tensors=True)
+    ref.delete(tensors=True)
+
+
+def test_interrupted_train_cleans_up(daemon, prefix):
+    """Ctrl-C (here a signal handler's exception) during Model.train: the
+    run is cancelled with the connection, and the arrays it staged are
+    deleted on the client's next connection (issue 35: they stayed)."""
+    import signal
+
+    class Stop(Exception):
+        pass
+
+    def on_alarm(signum, frame):
+        raise Stop()
+    with tensord.Client(daemon.sock, timeout=60) as c:
+        name = prefix + "mi"
+        m = _define(c, name)
+        x, y = _data()
+        old = signal.signal(signal.SIGALRM, on_alarm)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.5)
+            with pytest.raises(Stop):
+                m.train({"x": x, "y": y}, batch_size=1, epochs=100000)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+        assert c.list(name + "/_") == []
+        m.delete(tensors=True)
+
+
 def _ctl(daemon, *args):
     binary = os.environ.get("TENSORCTL_BIN")
     if not binary:
