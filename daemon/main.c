@@ -658,13 +658,17 @@ int main(int argc, char **argv)
 	notify_ready(&notify);
 
 	r = loop_run(d.loop);
+	/* Said before the work that shutting down does (the final checkpoint
+	 * among it), so the log reads in the order things happen (issue 35). */
+	if (r == 0) {
+		log_notice("%s received, shutting down", strsignal(sig.signo));
+		notify_stopping(&notify);
+	}
 	finish_work(&d);
 	if (r < 0) {
 		log_error("event loop failed: %s", strerror(-r));
 		goto out;
 	}
-	log_notice("%s received, shutting down", strsignal(sig.signo));
-	notify_stopping(&notify);
 	status = EXIT_SUCCESS;
 out:
 	if (status != EXIT_SUCCESS)

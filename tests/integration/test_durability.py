@@ -252,6 +252,8 @@ def test_sigterm_flushes_and_delete_persists():
             put(c, "term/unsynced", "u8", [4], b"\x01\x02\x03\x04")
             log = stop_log(d)
         assert "final checkpoint: 2 tensors" in log, log
+        # The log says why it shuts down before what shutting down does.
+        assert 0 <= log.find("received, shutting down") < log.find("final checkpoint"), log
         with st.daemon() as d, d.client() as c:
             assert error_name(c, "tensor.get", {"name": "del/a"}) == "NOT_FOUND"
             assert c.call("tensor.get", {"name": "del/b"})["data"] == b"\x09"
