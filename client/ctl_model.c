@@ -182,7 +182,7 @@ static int print_ls(struct ctl *c, const msgpack_object *res)
 	strcpy(cells[0][1], "STEP");
 	strcpy(cells[0][2], "PARAMS");
 	strcpy(cells[0][3], "SIZE");
-	strcpy(cells[0][4], "LOSS");
+	strcpy(cells[0][4], "LOSS NODE"); /* the node, not a loss value */
 	strcpy(cells[0][5], "INPUTS");
 	strcpy(cells[0][6], "OPTIMIZER");
 	for (size_t i = 0; i < n; i++) {

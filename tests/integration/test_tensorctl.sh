@@ -565,6 +565,9 @@ for p in cm cu; do
 	ok model define $p "$DIR/$p.json" | grep "^step  *0$" >/dev/null || fail "model define $p printed no step"
 done
 ok model ls | grep -E "^cm +0 +2 +16 B +loss +x, y +adam$" >/dev/null || fail "model ls: $(ctl model ls)"
+# The column names the loss node (issue 35: "LOSS" read as a loss value).
+ok model ls | head -1 | grep -E "^NAME +STEP +PARAMS +SIZE +LOSS NODE +INPUTS +OPTIMIZER$" >/dev/null ||
+	fail "model ls header: $(ctl model ls | head -1)"
 ok --json model ls | js '
 names = [m["name"] for m in j["models"]]
 assert names == ["cm", "cu"], names
