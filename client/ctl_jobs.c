@@ -1,8 +1,10 @@
 /* tensorctl jobs, logs [-f] JOB and cancel JOB: detached train.run jobs
  * (docs/protocol.md, "Jobs"), and the running jobs info shows. */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ctl.h"
 #include "json.h"
@@ -52,20 +54,40 @@ static void print_header(FILE *f)
 		"LOSS", "ELAPSED", "MODEL");
 }
 
+/* A running job's elapsed time now (from its start), not as of its last
+ * progress note (issue 34); an ended one's as reported. */
+static double elapsed_of(const msgpack_object *j, bool running)
+{
+	double elapsed = 0, started = 0;
+	struct timespec now;
+
+	if (running && ctl_map_number(j, "started", &started) && started > 0 &&
+	    clock_gettime(CLOCK_REALTIME, &now) == 0) {
+		double e = (double)now.tv_sec + (double)now.tv_nsec / 1e9 - started;
+
+		if (e >= 0)
+			return e;
+	}
+	ctl_map_number(j, "elapsed", &elapsed);
+	return elapsed;
+}
+
 static void print_row(FILE *f, const msgpack_object *j)
 {
-	char step[48], dev[64], el[32];
+	char step[48], dev[64], el[32], lossbuf[24] = "-";
 	int sl, ml;
 	const char *state = str_field(j, "state", &sl), *model = str_field(j, "model", &ml);
-	double loss = 0, elapsed = 0;
+	bool running = sl == 7 && !strncmp(state, "running", 7);
+	double loss = 0;
 
 	snprintf(step, sizeof(step), "%" PRIu64 "/%" PRIu64, uint_field(j, "run_step"), uint_field(j, "steps"));
 	devices_text(j, dev, sizeof(dev));
-	ctl_map_number(j, "loss", &loss);
-	ctl_map_number(j, "elapsed", &elapsed);
-	ctl_format_duration(el, sizeof(el), elapsed);
-	fprintf(f, "%-6" PRIu64 " %-7" PRIu64 " %-11.*s %-4s %-21s %-11.4g %-9s %.*s\n", uint_field(j, "job"),
-		uint_field(j, "owner"), sl, state, dev, step, loss, el, ml, model);
+	/* No step reported yet: no loss to show ("-", not 0). */
+	if (uint_field(j, "run_step") > 0 && ctl_map_number(j, "loss", &loss))
+		snprintf(lossbuf, sizeof(lossbuf), "%.4g", loss);
+	ctl_format_duration(el, sizeof(el), elapsed_of(j, running));
+	fprintf(f, "%-6" PRIu64 " %-7" PRIu64 " %-11.*s %-4s %-21s %-11s %-9s %.*s\n", uint_field(j, "job"),
+		uint_field(j, "owner"), sl, state, dev, step, lossbuf, el, ml, model);
 }
 
 void ctl_print_running_jobs(FILE *f, const msgpack_object *info)

@@ -423,6 +423,13 @@ def test_tensorctl(d, tmp):
     check(rc == 0 and "jobs running" in out and any(l.split()[:3] == [str(long_job), "0", "running"]
                                                    for l in out.splitlines() if l.strip()),
           "info shows the running job: %r" % (out,))
+    # A running job's elapsed time goes on between its progress notes
+    # (issue 34: frozen at the last note, 0.0 s right after the detach).
+    time.sleep(1.2)
+    rc, out, err = ctl(d, "jobs")
+    row = [l.split() for l in out.splitlines()[1:] if l.split()[:1] == [str(long_job)]]
+    check(rc == 0 and row and row[0][2] == "running" and row[0][6] not in ("0.0", "0s", "0.0s"),
+          "jobs: a live elapsed time for the running job: %r" % (out,))
     rc, out, err = ctl(d, "logs", str(long_job))
     check(rc == 0 and "running" in out, "logs of a running job: %r %r" % (out, err))
     rc, out, err = ctl(d, "cancel", str(long_job))
