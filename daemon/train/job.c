@@ -317,6 +317,11 @@ void train_job_detach(struct train_job *job)
 	job->detached = true;
 }
 
+struct train_status train_job_status(const struct train_job *job)
+{
+	return status_of(job);
+}
+
 void train_job_cancel(struct train_job *job)
 {
 	job->cancelled = true;

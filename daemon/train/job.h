@@ -106,6 +106,10 @@ void train_job_detach(struct train_job *job);
  * the sink's finish with `stopped` "cancelled". */
 void train_job_cancel(struct train_job *job);
 
+/* Where `job` stands now: its steps, loss, rate and elapsed time as of the
+ * last step it committed (job.stat between progress notes). */
+struct train_status train_job_status(const struct train_job *job);
+
 /* The event loop's idle work: one step of every running job. Returns whether
  * jobs remain. */
 bool train_jobs_run(void *data);

@@ -1,6 +1,7 @@
 /* The table of detached jobs (jobs_table.h): records, their ids, the
  * per-owner bookkeeping and their map form (job.stat and the jobs file). */
 #include "train/jobs_table.h"
+#include "train/job.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -162,8 +163,13 @@ static int pack_error(msgpack_packer *pk, const struct job_record *rec)
 	       tdp_pack_cstr(pk, "message") || tdp_pack_cstr(pk, rec->err_message);
 }
 
-int jobs_table_pack(msgpack_packer *pk, const struct job_record *rec)
+int jobs_table_pack(msgpack_packer *pk, struct job_record *rec)
 {
+	if (rec->job && rec->state == JOB_RUNNING) {
+		struct train_status st = train_job_status(rec->job);
+
+		jobs_table_note(rec, &st);
+	}
 	if (msgpack_pack_map(pk, 20) || kv_u64(pk, "job", rec->id) || kv_u64(pk, "owner", rec->owner) ||
 	    tdp_pack_cstr(pk, "state") || tdp_pack_cstr(pk, job_state_name(rec->state)) ||
 	    tdp_pack_cstr(pk, "model") || (rec->model[0] ? tdp_pack_cstr(pk, rec->model) : msgpack_pack_nil(pk)) ||

@@ -87,8 +87,10 @@ void jobs_table_prune(uint32_t owner, unsigned keep);
 /* Copy progress (and evaluation, when st->has_eval) from `st` into `rec`. */
 void jobs_table_note(struct job_record *rec, const struct train_status *st);
 
-/* Pack `rec` as a job.stat map (docs/protocol.md). Returns 0 or -1. */
-int jobs_table_pack(msgpack_packer *pk, const struct job_record *rec);
+/* Pack `rec` as a job.stat map (docs/protocol.md), a running job's figures
+ * taken from the job itself first (not as of its last progress note).
+ * Returns 0 or -1. */
+int jobs_table_pack(msgpack_packer *pk, struct job_record *rec);
 
 /* Restore a record from a map jobs_table_pack wrote (the jobs file): a
  * running one becomes interrupted. A record whose owner and id are already

@@ -173,11 +173,17 @@ def test_no_starvation(d):
 
 def test_cancel(d):
     c = d.client()
-    res = c.call("train.run", run_params(steps=10000000, detach=True))
+    res = c.call("train.run", run_params(steps=10000000, progress_every=1000000, detach=True))
     job = res["job"]
     time.sleep(0.3)
     st = c.call("job.stat", {"job": job})
     check(st["state"] == "running", "running: %r" % (st,))
+    # Live figures between progress notes (issue 34: frozen at the last one).
+    time.sleep(0.5)
+    st2 = c.call("job.stat", {"job": job})
+    check(st2["run_step"] > st["run_step"] > 0 and st2["elapsed"] > st["elapsed"] > 0,
+          "job.stat of a running job is live: %r then %r" % (
+              (st["run_step"], st["elapsed"]), (st2["run_step"], st2["elapsed"])))
     w = d.client()
     m = w.request("job.watch", {"job": job})
     r = c.call("job.cancel", {"job": job})
