@@ -689,9 +689,9 @@ out:
 	server_free(d.server);
 	close_listener(listen_fd, unlink_path);
 	recover_fini(&d);
+	jobs_shutdown(&d); /* reads the jobs' last figures: before they are freed */
 	train_jobs_free();
 	mpi_stuck = leave_cluster(&d);
-	jobs_shutdown(&d);
 	kernel_compile_jobs_free();
 	kernel_build_jobs_free();
 	kernels_fini(&d);

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/log.h"
 #include "daemon.h"
 #include "methods/params.h"
 #include "pack.h"
@@ -323,10 +324,19 @@ void jobs_shutdown(struct daemon *d)
 	bool any = false;
 
 	for (struct job_record *rec = jobs_table_head(); rec; rec = rec->next) {
-		rec->job = NULL; /* freed by train_jobs_free */
+		if (rec->job) {
+			struct train_status st = train_job_status(rec->job);
+
+			jobs_table_note(rec, &st);
+		}
+		rec->job = NULL; /* freed by train_jobs_free, after this */
 		if (rec->state == JOB_RUNNING) {
 			rec->state = JOB_INTERRUPTED;
 			rec->ended_ns = daemon_now_ns(CLOCK_REALTIME);
+			/* The shutdown names what it stops (issue 34). */
+			log_notice("job %llu of uid %u stopped at step %llu of %llu: interrupted",
+				   (unsigned long long)rec->id, (unsigned)rec->owner,
+				   (unsigned long long)rec->run_step, (unsigned long long)rec->steps);
 			any = true;
 		}
 	}

@@ -9,6 +9,7 @@ a job; tensorctl's train --detach, jobs, logs and cancel.
 Other uids need root (as in CI); without it those parts are skipped."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -356,14 +357,25 @@ def test_restart(tmp):
         wait_state(c, nxt)
         c.close()
     # A clean stop (SIGTERM) interrupts a running job too.
-    with Daemon(["--state-dir", state]) as d:
-        c = d.client()
-        late = c.call("train.run", run_params(steps=10000000, detach=True))["job"]
-        c.close()
+    d = Daemon(["--state-dir", state]).start()
+    c = d.client()
+    late = c.call("train.run", run_params(steps=10000000, progress_every=1000000, detach=True))["job"]
+    time.sleep(0.5)
+    c.close()
+    d.proc.send_signal(signal.SIGTERM)
+    check(d.proc.wait(60) == 0, "SIGTERM: exit 0")
+    with open(d.log, errors="replace") as f:
+        log = f.read()
+    d.proc = None
+    d._cleanup()
+    # The shutdown names the jobs it stops, with their step (issue 34).
+    m = re.search(r"job %d of uid %d stopped at step (\d+) of 10000000: interrupted" % (late, os.getuid()), log)
+    check(m is not None and int(m.group(1)) > 0, "the shutdown log names the stopped job: %r" % (log[-600:],))
     with Daemon(["--state-dir", state]) as d:
         c = d.client()
         st = c.call("job.stat", {"job": late})
-        check(st["state"] == "interrupted", "stopped daemon's job: %r" % (st,))
+        check(st["state"] == "interrupted" and st["run_step"] > 0,
+              "stopped daemon's job, its last step kept: %r" % (st,))
         c.close()
 
 
