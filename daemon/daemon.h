@@ -22,6 +22,10 @@ struct model_persist;
 struct recovery;
 struct op_batch;
 struct cluster;
+struct kernel_build;
+
+/* kernel.create's pipeline builds at once (methods/kernel_build_job.c). */
+#define KERNEL_BUILDS_MAX 2
 
 struct daemon {
 	struct config cfg;
@@ -45,6 +49,7 @@ struct daemon {
 	struct recovery *recovery;       /* device loss recovery (recover.h) */
 	struct op_batch *batch;          /* small op.runs batched (methods/op_batch.h) */
 	struct cluster *cluster;         /* the group joined by mpirun (train/cluster.h), or NULL */
+	struct kernel_build *kernel_builds[KERNEL_BUILDS_MAX]; /* running (kernel_build_job.c) */
 };
 
 /* Open the checkpoint directories, load tensors and models into d->store and

@@ -693,7 +693,7 @@ out:
 	train_jobs_free();
 	mpi_stuck = leave_cluster(&d);
 	kernel_compile_jobs_free();
-	kernel_build_jobs_free();
+	kernel_build_jobs_free(&d);
 	kernels_fini(&d);
 	models_free(d.models);
 	store_free(d.store);

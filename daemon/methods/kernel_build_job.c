@@ -19,11 +19,10 @@
 #include "rpc.h"
 #include "status.h"
 
-/* Builds at once: each is a driver compile of up to about a second and its
- * memory; a user gets one at a time. */
-#define KERNEL_BUILDS_MAX 2
-
-struct build_job {
+/* At most KERNEL_BUILDS_MAX builds at once (daemon.h): each is a driver
+ * compile of up to about a second and its memory; a user gets one at a
+ * time. */
+struct kernel_build {
 	struct request_deferred def;  /* the connection waits for its answer */
 	struct request req;           /* request_defer's copy */
 	msgpack_packer pk;
@@ -40,11 +39,9 @@ struct build_job {
 	bool gone;                    /* the client went away */
 };
 
-static struct build_job *running[KERNEL_BUILDS_MAX];
-
 static void *build_main(void *data)
 {
-	struct build_job *j = data;
+	struct kernel_build *j = data;
 	uint64_t one = 1;
 	int r = 0;
 
@@ -66,7 +63,7 @@ static uint64_t device_resets(const struct daemon *d, uint32_t id)
 /* The thread is done: join it, forget what a device reset took (those
  * pipelines went with their device), store and answer unless the client
  * left, free the rest. */
-static void built(struct build_job *j)
+static void built(struct kernel_build *j)
 {
 	struct daemon *d = j->req.call.d;
 	bool reset = false;
@@ -75,8 +72,8 @@ static void built(struct build_job *j)
 
 	pthread_join(j->thread, NULL);
 	for (unsigned i = 0; i < KERNEL_BUILDS_MAX; i++)
-		if (running[i] == j)
-			running[i] = NULL;
+		if (d->kernel_builds[i] == j)
+			d->kernel_builds[i] = NULL;
 	loop_remove(d->loop, &j->src);
 	close(j->src.fd);
 	free(j->words);
@@ -106,7 +103,7 @@ static void built(struct build_job *j)
 
 static void on_built(void *data, uint32_t events)
 {
-	struct build_job *j = data;
+	struct kernel_build *j = data;
 	uint64_t v;
 
 	(void)events;
@@ -118,7 +115,7 @@ static void on_built(void *data, uint32_t events)
 /* The client went away: the build ends on its own, then the job is freed. */
 static void cancel(struct request_deferred *def)
 {
-	struct build_job *j = (struct build_job *)((char *)def - offsetof(struct build_job, def));
+	struct kernel_build *j = (struct kernel_build *)((char *)def - offsetof(struct kernel_build, def));
 
 	j->gone = true;
 }
@@ -129,9 +126,11 @@ static int take_slot(struct request *req)
 	int slot = -1;
 
 	for (unsigned i = 0; i < KERNEL_BUILDS_MAX; i++) {
-		if (!running[i])
+		const struct kernel_build *b = req->call.d->kernel_builds[i];
+
+		if (!b)
 			slot = (int)i;
-		else if (running[i]->req.call.cred.uid == req->call.cred.uid)
+		else if (b->req.call.cred.uid == req->call.cred.uid)
 			return request_fail(req, TDP_RESOURCE_EXHAUSTED,
 					    "uid %u already has a kernel being built (one at a time)",
 					    (unsigned)req->call.cred.uid);
@@ -158,7 +157,7 @@ int kernel_build(struct request *req, const struct kernel_spec *ks, struct kerne
 		 size_t nwords)
 {
 	struct daemon *d = req->call.d;
-	struct build_job *j;
+	struct kernel_build *j;
 	int slot;
 
 	if (!req->conn || !d->loop)
@@ -197,14 +196,14 @@ int kernel_build(struct request *req, const struct kernel_spec *ks, struct kerne
 	}
 	j->def.cancel = cancel;
 	request_defer(req, &j->def, &j->req, &j->pk); /* cannot fail: req->conn is set */
-	running[slot] = j;
+	d->kernel_builds[slot] = j;
 	return REQUEST_DEFERRED;
 }
 
-void kernel_build_jobs_free(void)
+void kernel_build_jobs_free(struct daemon *d)
 {
 	for (unsigned i = 0; i < KERNEL_BUILDS_MAX; i++) {
-		struct build_job *j = running[i];
+		struct kernel_build *j = d->kernel_builds[i];
 
 		if (!j)
 			continue;

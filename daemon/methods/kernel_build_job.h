@@ -11,6 +11,7 @@
 #include "methods/methods_kernel.h"
 #include "methods/request.h"
 
+struct daemon;
 struct kernel;
 
 /* Build `k`'s pipelines from `words` on every device on a thread, then
@@ -24,4 +25,4 @@ int kernel_build(struct request *req, const struct kernel_spec *ks, struct kerne
 
 /* Wait for the builds still running and free their jobs (at shutdown, after
  * the connections closed). */
-void kernel_build_jobs_free(void);
+void kernel_build_jobs_free(struct daemon *d);
