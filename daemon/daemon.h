@@ -23,6 +23,7 @@ struct recovery;
 struct op_batch;
 struct cluster;
 struct kernel_build;
+struct train_job;
 
 /* kernel.create's pipeline builds at once (methods/kernel_build_job.c). */
 #define KERNEL_BUILDS_MAX 2
@@ -50,6 +51,7 @@ struct daemon {
 	struct op_batch *batch;          /* small op.runs batched (methods/op_batch.h) */
 	struct cluster *cluster;         /* the group joined by mpirun (train/cluster.h), or NULL */
 	struct kernel_build *kernel_builds[KERNEL_BUILDS_MAX]; /* running (kernel_build_job.c) */
+	struct train_job *jobs;          /* train.run's jobs, oldest first (train/job.c) */
 };
 
 /* Open the checkpoint directories, load tensors and models into d->store and

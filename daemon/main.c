@@ -690,7 +690,7 @@ out:
 	close_listener(listen_fd, unlink_path);
 	recover_fini(&d);
 	jobs_shutdown(&d); /* reads the jobs' last figures: before they are freed */
-	train_jobs_free();
+	train_jobs_free(&d);
 	mpi_stuck = leave_cluster(&d);
 	kernel_compile_jobs_free();
 	kernel_build_jobs_free(&d);

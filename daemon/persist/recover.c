@@ -107,7 +107,7 @@ static void drop_device_state(struct daemon *d)
 	struct recovery *rc = of(d);
 	uint64_t count, bytes;
 
-	rc->pending_jobs = train_jobs_abort(TDP_DEVICE_LOST,
+	rc->pending_jobs = train_jobs_abort(d, TDP_DEVICE_LOST,
 					    "the device was lost: the training run stopped");
 	if (d->persist)
 		commit_deletions(d);

@@ -26,8 +26,6 @@
 #include "store/store.h"
 #include "train/train_parallel.h"
 
-static struct train_job *jobs;
-
 static uint64_t splitmix64(uint64_t *s)
 {
 	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -342,10 +340,10 @@ static bool job_yields(const struct train_job *job)
 	return job->yield && daemon_now_ns(CLOCK_MONOTONIC) - job->slice_start_ns >= JOB_SLICE_NS;
 }
 
-/* Put `job` (in no list) at the end of the list. */
+/* Put `job` (in no list) at the end of its daemon's list. */
 static void jobs_append(struct train_job *job)
 {
-	struct train_job **pp = &jobs;
+	struct train_job **pp = &job->call.d->jobs;
 
 	while (*pp)
 		pp = &(*pp)->next;
@@ -356,7 +354,7 @@ static void jobs_append(struct train_job *job)
 /* Move `job` (in the list) to its end. */
 static void job_to_back(struct train_job *job)
 {
-	struct train_job **pp = &jobs;
+	struct train_job **pp = &job->call.d->jobs;
 
 	while (*pp && *pp != job)
 		pp = &(*pp)->next;
@@ -376,14 +374,14 @@ static bool job_go(struct train_job *job)
 
 bool train_jobs_run(void *data)
 {
-	struct train_job **pp = &jobs, *job, *runner = NULL, *drained = NULL;
+	struct daemon *d = data;
+	struct train_job **pp = &d->jobs, *job, *runner = NULL, *drained = NULL;
 	bool more = false, busy = false, held = false;
 
-	(void)data;
 	/* One job runs steps at a time: each builds its graph from what the
 	 * steps before it stored (or, pipelined, are about to store), as when
 	 * every step was waited for. */
-	for (job = jobs; job; job = job->next)
+	for (job = d->jobs; job; job = job->next)
 		if (job->nfly > 0) {
 			busy = true;
 			runner = job;
@@ -450,24 +448,24 @@ bool train_jobs_run(void *data)
 	return more || (held && !busy);
 }
 
-void train_jobs_free(void)
+void train_jobs_free(struct daemon *d)
 {
-	while (jobs) {
-		struct train_job *job = jobs;
+	while (d->jobs) {
+		struct train_job *job = d->jobs;
 
-		jobs = job->next;
+		d->jobs = job->next;
 		job_free(job);
 	}
 }
 
-unsigned train_jobs_abort(int code, const char *message)
+unsigned train_jobs_abort(struct daemon *d, int code, const char *message)
 {
 	unsigned n = 0;
 
-	while (jobs) {
-		struct train_job *job = jobs;
+	while (d->jobs) {
+		struct train_job *job = d->jobs;
 
-		jobs = job->next;
+		d->jobs = job->next;
 		if (!job->detached) {
 			td_fail(&job->call.err, code, "%s", message);
 			job->sink->fail(job->sink_data, &job->call.err);

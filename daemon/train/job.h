@@ -115,12 +115,12 @@ struct train_status train_job_status(const struct train_job *job);
 bool train_jobs_run(void *data);
 
 /* Free every job (at shutdown, after the connections closed). */
-void train_jobs_free(void);
+void train_jobs_free(struct daemon *d);
 
 /* Fail every running job with `code` and `message` (its client gets the
  * error response) and free it: device recovery, before the device its
  * buffers live on goes (recover.c). Returns how many jobs there were. */
-unsigned train_jobs_abort(int code, const char *message);
+unsigned train_jobs_abort(struct daemon *d, int code, const char *message);
 
 /* A member of the group that cannot take part in a run rank 0 sent
  * (docs/cluster.md): tell the others why, so that the run fails everywhere

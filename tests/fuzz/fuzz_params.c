@@ -148,14 +148,14 @@ static void drive_job(struct conn *c, uint32_t msgid)
 			if (r > 0)
 				c->deferred = NULL;
 		}
-		train_jobs_run(NULL);
+		train_jobs_run(c->d);
 		responses += check_output(c, msgid);
 	}
 	if (c->deferred) {
 		CHECK(responses == 0);
 		c->deferred->cancel(c->deferred);
 		c->deferred = NULL;
-		CHECK(!train_jobs_run(NULL));
+		CHECK(!train_jobs_run(c->d));
 		CHECK(check_output(c, msgid) == 0);
 	} else {
 		CHECK(responses == 1);
@@ -306,7 +306,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 
 	CHECK(!c.deferred);
-	train_jobs_free();
+	train_jobs_free(&d);
 	kernels_fini(&d);
 	models_free(d.models);
 	store_free(d.store);
