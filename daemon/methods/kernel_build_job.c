@@ -89,14 +89,8 @@ static void built(struct kernel_build *j)
 	}
 	mark = tdp_buf_len(j->req.out);
 	r = reset ? -ENODEV : j->r;
-	if (kernel_create_store(&j->req, &j->ks, j->k, r, j->nwords) < 0) {
-		j->req.out->end = j->req.out->start + mark;
-		d->requests_failed++;
-		metrics_request_error(&d->metrics, j->req.slot);
-		log_debug("msgid %u: %s", j->req.msgid, j->req.call.err.message);
-		if (request_pack_error(&j->req, &j->pk) < 0)
-			j->req.out->end = j->req.out->start + mark;
-	}
+	if (kernel_create_store(&j->req, &j->ks, j->k, r, j->nwords) < 0)
+		request_answer_failure(&j->req, &j->pk, mark);
 	request_deferred_done(&j->req);
 	free(j);
 }

@@ -107,14 +107,8 @@ static void answer(struct compile_job *j, bool timed_out)
 	r = kernel_create_compiled(&j->req, &j->ks, r, words, nwords, why);
 	if (r == REQUEST_DEFERRED)
 		return; /* the build job answers (kernel_build_job.c) */
-	if (r < 0) {
-		j->req.out->end = j->req.out->start + mark;
-		j->req.call.d->requests_failed++;
-		metrics_request_error(&j->req.call.d->metrics, j->req.slot);
-		log_debug("msgid %u: %s", j->req.msgid, j->req.call.err.message);
-		if (request_pack_error(&j->req, &j->pk) < 0)
-			j->req.out->end = j->req.out->start + mark;
-	}
+	if (r < 0)
+		request_answer_failure(&j->req, &j->pk, mark);
 	request_deferred_done(&j->req);
 }
 

@@ -129,15 +129,8 @@ static void graph_done(struct graph *gr, void *data)
 		return;
 	}
 	mark = tdp_buf_len(req->out);
-	if (graph_wait(gr) < 0 || j->answer(req, gr, j) < 0) {
-		/* Whatever was written is dropped, as request_dispatch does. */
-		req->out->end = req->out->start + mark;
-		req->call.d->requests_failed++;
-		metrics_request_error(&req->call.d->metrics, req->slot);
-		log_debug("msgid %u: %s", req->msgid, req->call.err.message);
-		if (request_pack_error(req, &j->pk) < 0)
-			req->out->end = req->out->start + mark;
-	}
+	if (graph_wait(gr) < 0 || j->answer(req, gr, j) < 0)
+		request_answer_failure(req, &j->pk, mark);
 	graph_free(gr);
 	request_deferred_done(req);
 	free(j);

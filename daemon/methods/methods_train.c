@@ -124,14 +124,8 @@ static void waiter_run(struct step_waiter *w)
 
 	req.params = &w->u.data;
 	r = train_step_serve(&req);
-	if (r < 0) {
-		/* Whatever was written is dropped, as request_dispatch does. */
-		req.out->end = req.out->start + mark;
-		req.call.d->requests_failed++;
-		metrics_request_error(&req.call.d->metrics, req.slot);
-		if (request_pack_error(&req, &w->pk) < 0)
-			req.out->end = req.out->start + mark;
-	}
+	if (r < 0)
+		request_answer_failure(&req, &w->pk, mark);
 	/* Deferred again: the connection now waits for the step's own answer. */
 	if (r != REQUEST_DEFERRED)
 		request_deferred_done(&req);

@@ -177,14 +177,8 @@ static void answer_all(struct batch_run *run, int r, bool now)
 		mark = tdp_buf_len(req->out);
 		if (r < 0)
 			device_error(req, d, r);
-		if (r < 0 || e->failed || answer(req, &e->gr) < 0) {
-			req->out->end = req->out->start + mark;
-			d->requests_failed++;
-			metrics_request_error(&d->metrics, req->slot);
-			log_debug("msgid %u: %s", req->msgid, req->call.err.message);
-			if (request_pack_error(req, &e->pk) < 0)
-				req->out->end = req->out->start + mark;
-		}
+		if (r < 0 || e->failed || answer(req, &e->gr) < 0)
+			request_answer_failure(req, &e->pk, mark);
 		request_batch_done(req);
 	}
 	for (unsigned i = 0; i < run->n; i++)

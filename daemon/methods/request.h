@@ -83,6 +83,13 @@ int request_fail(struct request *req, int code, const char *fmt, ...);
  * when none is) into `pk`: "<method>: <message>". Returns 0 or -ENOMEM. */
 int request_pack_error(const struct request *req, msgpack_packer *pk);
 
+/* A request answered later failed (req->call.err says why): drop what its
+ * answer wrote past `mark` in req->out, count the failure (info's
+ * requests_failed, the method's error metric), log it at debug level and
+ * write its error response into `pk` -- what request_dispatch does for a
+ * request answered at once. */
+void request_answer_failure(struct request *req, msgpack_packer *pk, size_t mark);
+
 /* Take over answering `req` later: copy it into *later (no params; its
  * `pk`, set up here, writes into the connection's output) and hold the
  * connection's later requests until request_deferred_done. The handler then
