@@ -154,7 +154,12 @@ static void check_message(const uint8_t *p, size_t n)
 	CHECK(objects <= TDP_MAX_OBJECTS);
 	if (tdp_message_parse(&u.data, &m, why, sizeof(why)) == 0) {
 		CHECK(m.type >= TDP_MSG_REQUEST && m.type <= TDP_MSG_NOTIFY);
-		if (m.type != TDP_MSG_RESPONSE) {
+		if (m.type == TDP_MSG_NOTIFY && m.method_len == 0) {
+			/* Any client notification is accepted (issue 29): one whose
+			 * method is no valid name reads as "". */
+			CHECK(m.method && !m.method[0]);
+			CHECK(!m.params || m.params->type == MSGPACK_OBJECT_MAP);
+		} else if (m.type != TDP_MSG_RESPONSE) {
 			CHECK(m.method_len >= 1 && m.method_len <= TDP_MAX_METHOD_LEN);
 			CHECK(tdp_utf8_valid(m.method, m.method_len));
 			CHECK((const uint8_t *)m.method >= p && (const uint8_t *)m.method + m.method_len <= p + n);
