@@ -1,5 +1,6 @@
 #include "engine/graph_core.h"
 #include "engine/graph_fuse.h"
+#include "engine/graph_plan.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -170,6 +171,8 @@ static int alloc_result(struct graph *gr, unsigned i)
 	} else if (nd->ctx.view && !nd->has_out) {
 		nd->result = nd->ctx.in[0].alloc;
 		nd->aliased = true;
+	} else if (nd->planned) {
+		nd->result = &nd->alloc;
 	} else {
 		r = gpu_memory_alloc(g, nd->ctx.out.bytes, &nd->alloc);
 		if (r < 0) {
@@ -271,6 +274,18 @@ static int record_copies_at(struct graph *gr, unsigned i, const struct graph_cop
 	return 0;
 }
 
+/* Device memory in use on the graph's devices now, its part recorded. */
+static void note_peak(struct graph *gr)
+{
+	uint64_t used = 0;
+
+	for (uint32_t id = 0; id < gr->nrecs; id++)
+		if (gr->recs[id].g)
+			used += gr->recs[id].g->mem.used;
+	if (used > gr->peak_bytes)
+		gr->peak_bytes = used;
+}
+
 int graph_submit_part(struct graph *gr, unsigned first, unsigned last)
 {
 	const struct graph_copy *before = gr->copies_before, *after = gr->copies_after, *at = gr->copies_at;
@@ -280,6 +295,8 @@ int graph_submit_part(struct graph *gr, unsigned first, unsigned last)
 	gr->copies_before = gr->copies_after = gr->copies_at = NULL;
 	gr->ncopies_before = gr->ncopies_after = gr->ncopies_at = 0;
 	if (gr->fuse && first == 0 && graph_fuse_plan(gr) < 0)
+		return td_fail(&gr->call->err, TDP_INTERNAL, "out of memory");
+	if (gr->plan_memory && graph_plan_part(gr, first, last) < 0)
 		return td_fail(&gr->call->err, TDP_INTERNAL, "out of memory");
 	for (unsigned i = first; i < last; i++)
 		if (!gr->nodes[i].dead && alloc_result(gr, i) < 0)
@@ -318,6 +335,7 @@ int graph_submit_part(struct graph *gr, unsigned first, unsigned last)
 		abort_recordings(gr);
 		return device_fail(gr, r);
 	}
+	note_peak(gr);
 	/* Every device's part is submitted before any is waited for: they run at once. */
 	for (uint32_t id = 0; id < gr->nrecs; id++) {
 		struct gpu_recorder *rec = &gr->recs[id];
@@ -536,10 +554,12 @@ void graph_free(struct graph *gr)
 
 		if (!g)
 			continue;
-		gpu_memory_free(g, &gr->nodes[i].alloc);
+		if (!gr->nodes[i].planned)
+			gpu_memory_free(g, &gr->nodes[i].alloc);
 		for (unsigned k = 0; k < s->n; k++)
 			gpu_memory_free(g, &s->allocs[k]);
 	}
+	graph_plan_free(gr);
 	free(gr->nodes);
 	free(gr->groups);
 	gr->groups = NULL;

@@ -40,6 +40,8 @@ struct node {
 	uint32_t device;                 /* the device it runs on (ctx.g's id) */
 	bool dead;                       /* read by no node that runs: neither given memory
 					    nor recorded (graph_mark_dead) */
+	bool planned;                    /* `alloc` is a place in a memory plan's arena
+					    (graph_plan.c), not memory of its own */
 };
 
 struct fuse_kernel;
@@ -81,6 +83,12 @@ struct graph {
 	unsigned watching;               /* parts whose completion is awaited */
 	bool async;                      /* record on command buffers for gpu_rec_watch */
 	uint64_t spin_ns;                /* graph_execute_async's poll; 0: GRAPH_SPIN_NS */
+	/* Plan the memory of results that die inside a part (graph_plan.c):
+	 * training steps do. */
+	bool plan_memory;
+	struct graph_arena *arenas;      /* the plans' memory, one per part and device */
+	unsigned narenas;
+	uint64_t peak_bytes;             /* device memory in use after recording, at most */
 };
 
 /* A copy between node `node`'s result (or `alloc` when node < 0) and the

@@ -316,6 +316,11 @@ out:
 	return r;
 }
 
+unsigned graph_fuse_recorded_at(const struct graph *gr, unsigned i)
+{
+	return gr->nodes[i].fused ? gr->kernels[gr->nodes[i].fused - 1].last : i;
+}
+
 int graph_fuse_record(struct graph *gr, unsigned i, struct gpu_recorder *rec)
 {
 	struct fuse_kernel *fk = &gr->kernels[gr->nodes[i].fused - 1];

@@ -20,5 +20,9 @@ int graph_fuse_plan(struct graph *gr);
  * ctx.err.message set. */
 int graph_fuse_record(struct graph *gr, unsigned i, struct gpu_recorder *rec);
 
+/* The node at which node `i`'s work is recorded: the last member of its
+ * fused kernel, else `i` itself. */
+unsigned graph_fuse_recorded_at(const struct graph *gr, unsigned i);
+
 /* Free what graph_fuse_plan allocated. */
 void graph_fuse_free(struct graph *gr);

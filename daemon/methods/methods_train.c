@@ -240,9 +240,10 @@ static int step_finish(struct async_req *a, struct request *req)
 		nstored += gr->nodes[i].has_out;
 		ninline += gr->nodes[i].inline_out;
 	}
-	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 5 + 2 * j->profile) ||
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 5 + 3 * j->profile) ||
 	    (j->profile && (tdp_pack_cstr(req->pk, "gpu_ns") || msgpack_pack_uint64(req->pk, gr->gpu_ns) ||
-			    tdp_pack_cstr(req->pk, "dispatches") || msgpack_pack_uint64(req->pk, gr->dispatches))) ||
+			    tdp_pack_cstr(req->pk, "dispatches") || msgpack_pack_uint64(req->pk, gr->dispatches) ||
+			    tdp_pack_cstr(req->pk, "peak_bytes") || msgpack_pack_uint64(req->pk, gr->peak_bytes))) ||
 	    tdp_pack_cstr(req->pk, "loss") || msgpack_pack_double(req->pk, loss_value) ||
 	    tdp_pack_cstr(req->pk, "step") || msgpack_pack_int64(req->pk, j->step) ||
 	    tdp_pack_cstr(req->pk, "lr") || msgpack_pack_double(req->pk, j->lr) ||

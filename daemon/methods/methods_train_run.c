@@ -106,9 +106,10 @@ int train_pack_result(msgpack_packer *pk, const struct train_status *st, const c
 {
 	bool dp = st->ndev > 1;
 
-	if (msgpack_pack_map(pk, 7 + (dp ? 2 + (st->exchange != NULL) : 0) + (st->nranks > 1) + 2 * st->profile) ||
+	if (msgpack_pack_map(pk, 7 + (dp ? 2 + (st->exchange != NULL) : 0) + (st->nranks > 1) + 3 * st->profile) ||
 	    (st->nranks > 1 && kv_int(pk, "ranks", st->nranks)) ||
-	    (st->profile && (kv_num(pk, "gpu_ns", st->gpu_ns) || kv_num(pk, "dispatches", st->dispatches))) ||
+	    (st->profile && (kv_num(pk, "gpu_ns", st->gpu_ns) || kv_num(pk, "dispatches", st->dispatches) ||
+			     kv_int(pk, "peak_bytes", st->peak_bytes))) ||
 	    kv_int(pk, "steps", st->run_step) || kv_int(pk, "epochs", st->epochs_done) ||
 	    kv_num(pk, "loss", st->loss) || kv_num(pk, "seconds", st->elapsed) ||
 	    kv_num(pk, "samples_per_s", st->samples_per_s) ||

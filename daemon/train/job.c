@@ -85,6 +85,7 @@ static struct train_status status_of(const struct train_job *job)
 		.profile = job->p.profile && !job->dp && !job->g,
 		.gpu_ns = job->done ? (double)job->gpu_ns / (double)job->done : 0,
 		.dispatches = job->done ? (double)job->dispatches / (double)job->done : 0,
+		.peak_bytes = job->peak_bytes,
 	};
 
 	memcpy(st.eval_metrics, job->eval_metrics, sizeof(st.eval_metrics));

@@ -73,6 +73,7 @@ struct train_status {
 	 * of its submissions and of the kernels they ran. */
 	bool profile;
 	double gpu_ns, dispatches;
+	uint64_t peak_bytes;
 };
 
 /* How a job reports; `data` is the sink's own. After finish or fail comes

@@ -62,6 +62,7 @@ struct train_job {
 	double micro_sum;          /* their losses */
 	/* profile: device time and kernels of every step so far */
 	uint64_t gpu_ns, dispatches;
+	uint64_t peak_bytes;          /* device memory in use at a step's recording, at most */
 };
 
 

@@ -276,6 +276,8 @@ static int pipe_commit_oldest(struct train_job *job, double *ret_loss)
 	}
 	job->gpu_ns += gr->gpu_ns;
 	job->dispatches += gr->dispatches;
+	if (gr->peak_bytes > job->peak_bytes)
+		job->peak_bytes = gr->peak_bytes;
 	if (r == 0)
 		r = graph_commit_all(gr);
 	if (r < 0)

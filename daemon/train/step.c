@@ -12,6 +12,7 @@
 
 #include "autograd/autograd.h"
 #include "base/clock.h"
+#include "base/env_once.h"
 #include "base/loop.h"
 #include "daemon.h"
 #include "devices.h"
@@ -320,6 +321,8 @@ int train_spec_parse(struct caller *call, const msgpack_object *loss, const msgp
 
 /* Build one step's graph (feeds, the client's nodes, and with `train` the
  * backward pass and the updates) without running anything. */
+static atomic_int no_plan = -1;
+
 int train_build_step(struct caller *call, const struct train_spec *spec, const msgpack_object *nodes,
 		     const msgpack_object *outputs, const struct feeds *fd, int64_t step, bool train,
 		     struct graph *gr, unsigned *ret_loss, double *ret_lr, int *ret_flat)
@@ -351,6 +354,8 @@ int train_build_step(struct caller *call, const struct train_spec *spec, const m
 	 * run. Evaluation reads metric nodes too, so it runs unfused. */
 	gr->fuse = train && (spec->fuse < 0 ? graph_fuse_default(call->d->gpus[0]) : spec->fuse);
 	gr->nodes[loss].keep = true;
+	/* A training step's intermediates share a planned arena (graph_plan.h). */
+	gr->plan_memory = train && !ENV_ONCE(no_plan, getenv("TENSORD_NO_MEMORY_PLAN") != NULL);
 	/* Matmul epilogues (bias, relu) before autograd, so that the backward
 	 * differentiates the fused nodes; `fuse: false` turns them off too. */
 	if (train && spec->fuse != 0)

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Where a GPT-style train.run step's time goes: model.define of embedding, N
+pre-norm causal transformer_blocks, layer_norm and a linear head (the
+docs/training.md layer form), trained with train.run `profile: true`. Prints
+per step: the wall time (train.run's seconds / steps), the GPU time, the host
+time (wall - GPU), the dispatches and the step's peak device bytes. Not a
+timed test.
+
+    python3 bench/gpt_profile.py BUILD/daemon/tensord [CONFIG ...]
+
+CONFIG is dim,blocks,seq,batch,vocab (default gpt-small: 768,12,512,8,8192);
+STEPS in the environment sets the steps per train.run (default 10). Where
+PyTorch sees a CUDA device, the same model (bench/compare_torch.py's
+char_transformer, attention through F.scaled_dot_product_attention, f32, TF32
+off, Adam) runs in the same command, eager and as a CUDA graph, with its peak
+memory (torch.cuda.max_memory_allocated); the ratios are tensord's tokens/s
+over PyTorch's."""
+import os
+import sys
+
+import numpy as np
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from daemon import Daemon  # noqa: E402
+
+
+def gpt_layers(dim, blocks, vocab):
+    heads = max(1, dim // 64)
+    body = [{"type": "transformer_block", "dim": dim, "heads": heads, "causal": True}
+            for _ in range(blocks)]
+    return [{"type": "embedding", "num_embeddings": vocab, "embedding_dim": dim, "name": "emb"},
+            {"type": "sequential", "name": "blocks", "layers": body},
+            {"type": "layer_norm", "normalized_shape": dim, "name": "ln"},
+            {"type": "linear", "in": dim, "out": vocab, "name": "head"}]
+
+
+def torch_rows(configs, steps):
+    """PyTorch's (eager ms, graph ms, eager peak bytes) per config, or None."""
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            return None
+        from compare_torch import TorchBench
+    except ImportError:
+        return None
+    tb = TorchBench("cuda", 3, 1)
+    out = {}
+    for cfg in configs:
+        dim, blocks, seq, batch, vocab = (int(v) for v in cfg.split(","))
+        p = {"kind": "train_transformer", "vocab": vocab, "dim": dim, "heads": max(1, dim // 64),
+             "layers": blocks, "hidden": 4 * dim, "seq": seq, "batch": batch, "rows": batch * 4,
+             "steps": steps, "warmup_steps": 3, "runs": 3, "lr": 1e-4}
+        try:
+            torch.cuda.reset_peak_memory_stats()
+            _, eager = tb.train(p)
+            peak = torch.cuda.max_memory_allocated()
+            tb.release()
+            _, graph = tb.train_graph(p)
+            tb.release()
+            out[cfg] = (eager / 1e6, graph / 1e6, peak)
+        except Exception as e:  # noqa: B902 - reported, the other rows go on
+            print("pytorch %s: %s: %s" % (cfg, type(e).__name__, e), flush=True)
+            tb.release()
+    return out
+
+
+def main():
+    os.environ["TENSORD_BIN"] = sys.argv[1]
+    configs = sys.argv[2:] or ["768,12,512,8,8192"]
+    steps = int(os.environ.get("STEPS", "10"))
+    ours = {}
+    with Daemon(config=os.environ.get("TENSORD_CONFIG", "")) as d:
+        c = d.client()
+        rng = np.random.default_rng(0)
+        for cfg in configs:
+            dim, blocks, seq, batch, vocab = (int(v) for v in cfg.split(","))
+            rows = batch * 4
+            for n in ("gx", "gy"):
+                a = rng.integers(0, vocab, (rows, seq)).astype(np.int32)
+                c.call("tensor.put", {"name": n, "dtype": "i32", "shape": [rows, seq], "data": a.tobytes()})
+            c.call("model.define", {"name": "gpt", "replace": True, "seed": 0,
+                                    "inputs": [{"name": "x", "dtype": "i32", "shape": [1, seq]},
+                                               {"name": "y", "dtype": "i32", "shape": [1, seq]}],
+                                    "layers": gpt_layers(dim, blocks, vocab),
+                                    "loss": {"type": "cross_entropy", "target": "y"},
+                                    "optimizer": {"type": "adam", "lr": 1e-4}})
+            for rep in range(2):
+                err, r = c.call_past_notifications("train.run", {
+                    "model": "gpt", "data": {"x": "gx", "y": "gy"}, "batch_size": batch,
+                    "steps": steps if rep else 2, "profile": True})
+                if err:
+                    print(cfg, err)
+                    break
+            else:
+                wall = 1e3 * r["seconds"] / r["steps"]
+                gpu = r["gpu_ns"] / 1e6
+                print("gpt d%d x%d seq %d batch %d vocab %d: %.1f ms/step wall, %.1f ms GPU, %.1f ms host "
+                      "(%.0f %%), %.0f dispatches, peak %s MiB, %.0f tokens/s" % (
+                          dim, blocks, seq, batch, vocab, wall, gpu, wall - gpu, 100 * (wall - gpu) / wall,
+                          r["dispatches"], "%.0f" % (r["peak_bytes"] / 2**20) if "peak_bytes" in r else "?",
+                          batch * seq / (wall / 1e3)), flush=True)
+                ours[cfg] = (wall, r.get("peak_bytes", 0))
+            c.call("model.delete", {"name": "gpt"})
+    theirs = torch_rows(configs, steps) if os.environ.get("TORCH", "1") != "0" else None
+    for cfg, (eager, graph, peak) in sorted((theirs or {}).items()):
+        dim, blocks, seq, batch, vocab = (int(v) for v in cfg.split(","))
+        line = "pytorch d%d x%d seq %d batch %d: eager %.1f ms/step (%.0f tokens/s), CUDA graph %.1f ms/step, " \
+               "peak %.0f MiB" % (dim, blocks, seq, batch, eager, batch * seq / (eager / 1e3), graph, peak / 2**20)
+        if cfg in ours:
+            wall, ourpeak = ours[cfg]
+            line += "; tensord/PyTorch tokens/s: %.3fx eager, %.3fx graph; peak memory %.2fx" % (
+                eager / wall, graph / wall, ourpeak / peak if peak else 0)
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()

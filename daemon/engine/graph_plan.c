@@ -1,0 +1,231 @@
+#include "engine/graph_plan.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include "daemon.h"
+#include "engine/graph_fuse.h"
+#include "gpu/device.h"
+#include "gpu/memory.h"
+#include "gpu/range_alloc.h"
+
+/* The address space a device's plan is laid out in (far above any heap). */
+#define PLAN_SPACE ((uint64_t)1 << 60)
+
+struct plan {
+	struct graph *gr;
+	unsigned first, last;
+	int *owner;          /* per node: the node whose memory its result is, -1: none planned here */
+	unsigned *end;       /* per owner: the last node recorded that reads it */
+	bool *eligible;      /* per node: its result may be planned */
+	uint64_t *offset;    /* per eligible node: its place in the arena */
+	unsigned *by_end;    /* the eligible nodes, by `end` */
+};
+
+/* The node whose recording does node `i`'s work: its fused kernel's or its
+ * node group's last member, else `i`. */
+static unsigned recorded_at(const struct plan *p, unsigned i)
+{
+	const struct node *nd = &p->gr->nodes[i];
+
+	if (nd->fused)
+		return graph_fuse_recorded_at(p->gr, i);
+	if (nd->group) {
+		const struct graph_group *g = &p->gr->groups[nd->group - 1];
+
+		if (g->first >= p->first && g->last < p->last)
+			return g->last;
+	}
+	return i;
+}
+
+/* Which results may be planned and whose memory each node's result is. */
+static void mark_owners(struct plan *p)
+{
+	struct graph *gr = p->gr;
+
+	for (unsigned i = 0; i < gr->n; i++) {
+		const struct node *nd = &gr->nodes[i];
+
+		p->owner[i] = -1;
+		if (nd->dead || nd->fused_internal)
+			continue;
+		if (nd->ctx.view && !nd->has_out) {
+			p->owner[i] = nd->src[0] >= 0 ? p->owner[nd->src[0]] : -1;
+			continue;
+		}
+		p->owner[i] = (int)i;
+		p->end[i] = i;
+		p->eligible[i] = i >= p->first && i < p->last && !nd->has_out && !nd->keep &&
+				 !nd->inline_out && !nd->out_like && nd->ctx.out.bytes > 0;
+	}
+}
+
+/* Results copied to or from the host live outside the nodes' order. */
+static void drop_copied(struct plan *p, const struct graph_copy *c, unsigned n)
+{
+	for (unsigned k = 0; k < n; k++)
+		if (c[k].node >= 0 && p->owner[c[k].node] >= 0)
+			p->eligible[p->owner[c[k].node]] = false;
+}
+
+/* Each result's last reader; results read after the part are not planned. */
+static void mark_ends(struct plan *p)
+{
+	struct graph *gr = p->gr;
+
+	for (unsigned i = p->first; i < gr->n; i++) {
+		const struct node *nd = &gr->nodes[i];
+		unsigned at;
+
+		if (nd->dead)
+			continue;
+		at = i < p->last ? recorded_at(p, i) : UINT_MAX;
+		for (unsigned k = 0; k < nd->ctx.ninputs; k++) {
+			int o = nd->src[k] >= 0 ? p->owner[nd->src[k]] : -1;
+
+			if (o < 0 || !p->eligible[o])
+				continue;
+			if (at >= p->last)
+				p->eligible[o] = false;
+			else if (at > p->end[o])
+				p->end[o] = at;
+		}
+	}
+}
+
+/* A result's place: its bytes rounded up to the device's alignment. */
+static uint64_t slot_bytes(const struct node *nd, uint64_t align)
+{
+	return (nd->ctx.out.bytes + align - 1) & ~(align - 1);
+}
+
+static const unsigned *sort_end;
+
+static int cmp_end(const void *a, const void *b)
+{
+	unsigned x = sort_end[*(const unsigned *)a], y = sort_end[*(const unsigned *)b];
+
+	return x < y ? -1 : x > y;
+}
+
+/* Lay out device `dev`'s eligible results in time order, first fit, each
+ * range given back once its last reader is recorded. Returns the arena's
+ * size, 0 with nothing to place, or -ENOMEM. */
+static int64_t lay_out(struct plan *p, uint32_t dev, uint64_t align)
+{
+	struct graph *gr = p->gr;
+	struct range_alloc ra;
+	unsigned nby = 0, freed = 0;
+	uint64_t top = 0;
+
+	for (unsigned i = p->first; i < p->last; i++)
+		if (p->eligible[i] && gr->nodes[i].device == dev)
+			p->by_end[nby++] = i;
+	if (!nby)
+		return 0;
+	sort_end = p->end;
+	qsort(p->by_end, nby, sizeof(*p->by_end), cmp_end);
+	if (range_alloc_init(&ra, PLAN_SPACE) < 0)
+		return -ENOMEM;
+	for (unsigned i = p->first; i < p->last; i++) {
+		uint64_t bytes = slot_bytes(&gr->nodes[i], align);
+
+		if (!p->eligible[i] || gr->nodes[i].device != dev)
+			continue;
+		/* A range read last by node e is free for a result made after e. */
+		while (freed < nby && p->end[p->by_end[freed]] < i) {
+			unsigned j = p->by_end[freed++];
+
+			range_alloc_give(&ra, p->offset[j], slot_bytes(&gr->nodes[j], align));
+		}
+		if (range_alloc_take(&ra, bytes, align, &p->offset[i]) < 0) {
+			range_alloc_fini(&ra);
+			return -ENOMEM;
+		}
+		if (p->offset[i] + bytes > top)
+			top = p->offset[i] + bytes;
+	}
+	range_alloc_fini(&ra);
+	return (int64_t)top;
+}
+
+/* Take device `dev`'s arena and place its results there; nothing placed
+ * when the memory cannot be had. */
+static int place(struct plan *p, uint32_t dev)
+{
+	struct graph *gr = p->gr;
+	struct gpu_device *g = NULL;
+	struct graph_arena *a;
+	int64_t size;
+
+	for (unsigned i = p->first; i < p->last && !g; i++)
+		if (p->eligible[i] && gr->nodes[i].device == dev)
+			g = gr->nodes[i].ctx.g;
+	if (!g)
+		return 0;
+	size = lay_out(p, dev, g->mem.align);
+	if (size <= 0)
+		return (int)size;
+	a = realloc(gr->arenas, (gr->narenas + 1) * sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	gr->arenas = a;
+	a = &gr->arenas[gr->narenas];
+	a->device = dev;
+	if (gpu_memory_alloc(g, (uint64_t)size, &a->alloc) < 0)
+		return 0; /* every node asks for its own, as without a plan */
+	gr->narenas++;
+	for (unsigned i = p->first; i < p->last; i++) {
+		struct node *nd = &gr->nodes[i];
+
+		if (!p->eligible[i] || nd->device != dev)
+			continue;
+		/* reserved: the slot, aligned as gpu_memory_alloc's own would be */
+		nd->alloc = (struct gpu_alloc){ .block = a->alloc.block, .offset = a->alloc.offset + p->offset[i],
+						.size = nd->ctx.out.bytes, .reserved = slot_bytes(nd, g->mem.align) };
+		nd->planned = true;
+	}
+	return 0;
+}
+
+int graph_plan_part(struct graph *gr, unsigned first, unsigned last)
+{
+	struct plan p = { .gr = gr, .first = first, .last = last };
+	int r = -ENOMEM;
+
+	if (first >= last)
+		return 0;
+	p.owner = calloc(gr->n, sizeof(*p.owner));
+	p.end = calloc(gr->n, sizeof(*p.end));
+	p.eligible = calloc(gr->n, sizeof(*p.eligible));
+	p.offset = calloc(gr->n, sizeof(*p.offset));
+	p.by_end = calloc(gr->n, sizeof(*p.by_end));
+	if (!p.owner || !p.end || !p.eligible || !p.offset || !p.by_end)
+		goto out;
+	mark_owners(&p);
+	drop_copied(&p, gr->copies_before, gr->ncopies_before);
+	drop_copied(&p, gr->copies_after, gr->ncopies_after);
+	drop_copied(&p, gr->copies_at, gr->ncopies_at);
+	mark_ends(&p);
+	r = 0;
+	for (uint32_t dev = 0; dev < gr->call->d->ngpus && r == 0; dev++)
+		r = place(&p, dev);
+out:
+	free(p.owner);
+	free(p.end);
+	free(p.eligible);
+	free(p.offset);
+	free(p.by_end);
+	return r;
+}
+
+void graph_plan_free(struct graph *gr)
+{
+	for (unsigned k = 0; k < gr->narenas; k++)
+		gpu_memory_free(gr->call->d->gpus[gr->arenas[k].device], &gr->arenas[k].alloc);
+	free(gr->arenas);
+	gr->arenas = NULL;
+	gr->narenas = 0;
+}

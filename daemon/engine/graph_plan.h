@@ -1,0 +1,25 @@
+/* The memory plan of a training step's graph (docs/performance.md, "Memory
+ * planning"): results that no one reads after a part of the graph share one
+ * arena of device memory per device, each at an offset that no result alive
+ * at the same time overlaps, so a step needs the memory of what is alive at
+ * once rather than of every node, and the same arena again at the next step
+ * (gpu/memory.c keeps emptied blocks of the same size). */
+#pragma once
+
+#include "engine/graph_core.h"
+
+/* One device's arena of a planned part. */
+struct graph_arena {
+	uint32_t device;
+	struct gpu_alloc alloc;
+};
+
+/* Plan nodes [first, last) of `gr` (after graph_fuse_plan): places every
+ * result that lives only inside the part and is neither stored, kept, returned
+ * nor copied (node.planned, node.alloc in an arena). A device whose arena
+ * cannot be had is left unplanned (its nodes get memory of their own as
+ * without a plan). Returns 0 or -ENOMEM (nothing planned). */
+int graph_plan_part(struct graph *gr, unsigned first, unsigned last);
+
+/* Free the arenas of `gr`'s plans (after its work ended). */
+void graph_plan_free(struct graph *gr);
