@@ -74,13 +74,13 @@ def main():
     with Daemon(config=os.environ.get("TENSORD_CONFIG", "")) as d:
         c = d.client()
         rng = np.random.default_rng(0)
-        for cfg in configs:
+        for at, cfg in enumerate(configs):
             dim, blocks, seq, batch, vocab = (int(v) for v in cfg.split(","))
-            rows = batch * 4
+            rows, name = batch * 4, "gpt%d" % at
             for n in ("gx", "gy"):
                 a = rng.integers(0, vocab, (rows, seq)).astype(np.int32)
                 c.call("tensor.put", {"name": n, "dtype": "i32", "shape": [rows, seq], "data": a.tobytes()})
-            c.call("model.define", {"name": "gpt", "replace": True, "seed": 0,
+            c.call("model.define", {"name": name, "replace": True, "seed": 0,
                                     "inputs": [{"name": "x", "dtype": "i32", "shape": [1, seq]},
                                                {"name": "y", "dtype": "i32", "shape": [1, seq]}],
                                     "layers": gpt_layers(dim, blocks, vocab),
@@ -88,7 +88,7 @@ def main():
                                     "optimizer": {"type": "adam", "lr": 1e-4}})
             for rep in range(2):
                 err, r = c.call_past_notifications("train.run", {
-                    "model": "gpt", "data": {"x": "gx", "y": "gy"}, "batch_size": batch,
+                    "model": name, "data": {"x": "gx", "y": "gy"}, "batch_size": batch,
                     "steps": steps if rep else 2, "profile": True})
                 if err:
                     print(cfg, err)
@@ -102,7 +102,7 @@ def main():
                           r["dispatches"], "%.0f" % (r["peak_bytes"] / 2**20) if "peak_bytes" in r else "?",
                           batch * seq / (wall / 1e3)), flush=True)
                 ours[cfg] = (wall, r.get("peak_bytes", 0))
-            c.call("model.delete", {"name": "gpt"})
+            c.call("model.delete", {"name": name})
     theirs = torch_rows(configs, steps) if os.environ.get("TORCH", "1") != "0" else None
     for cfg, (eager, graph, peak) in sorted((theirs or {}).items()):
         dim, blocks, seq, batch, vocab = (int(v) for v in cfg.split(","))
