@@ -103,6 +103,12 @@ def main():
                           batch * seq / (wall / 1e3)), flush=True)
                 ours[cfg] = (wall, r.get("peak_bytes", 0))
             c.call("model.delete", {"name": name})
+            for t in c.call("tensor.list", {"prefix": name + "/"})["tensors"]:
+                c.call("tensor.delete", {"name": t["name"]})
+        with open(d.log, errors="replace") as f:
+            for line in f:
+                if "tensor memory" in line or "budget" in line:
+                    print("tensord:", line.strip())
     theirs = torch_rows(configs, steps) if os.environ.get("TORCH", "1") != "0" else None
     for cfg, (eager, graph, peak) in sorted((theirs or {}).items()):
         dim, blocks, seq, batch, vocab = (int(v) for v in cfg.split(","))

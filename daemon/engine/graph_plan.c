@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "daemon.h"
 #include "engine/graph_fuse.h"
@@ -10,8 +11,9 @@
 #include "gpu/memory.h"
 #include "gpu/range_alloc.h"
 
-/* The address space a device's plan is laid out in (far above any heap). */
-#define PLAN_SPACE ((uint64_t)1 << 60)
+/* The most arenas a part has per device (each at most what the device
+ * allocates at once). */
+#define PLAN_MAX_BINS 8
 
 struct plan {
 	struct graph *gr;
@@ -19,7 +21,8 @@ struct plan {
 	int *owner;          /* per node: the node whose memory its result is, -1: none planned here */
 	unsigned *end;       /* per owner: the last node recorded that reads it */
 	bool *eligible;      /* per node: its result may be planned */
-	uint64_t *offset;    /* per eligible node: its place in the arena */
+	uint64_t *offset;    /* per eligible node: its place in its arena */
+	unsigned *bin;       /* per eligible node: which of the device's arenas */
 	unsigned *by_end;    /* the eligible nodes, by `end` */
 };
 
@@ -111,14 +114,16 @@ static int cmp_end(const void *a, const void *b)
 }
 
 /* Lay out device `dev`'s eligible results in time order, first fit, each
- * range given back once its last reader is recorded. Returns the arena's
- * size, 0 with nothing to place, or -ENOMEM. */
-static int64_t lay_out(struct plan *p, uint32_t dev, uint64_t align)
+ * range given back once its last reader is recorded, into bins of at most
+ * `cap` bytes (what the device allocates at once): a result goes to the
+ * first bin it fits; one larger than a bin, or past PLAN_MAX_BINS, is not
+ * planned. Sets tops[b], each bin's size. Returns the bins used or -ENOMEM. */
+static int lay_out(struct plan *p, uint32_t dev, uint64_t align, uint64_t cap, uint64_t *tops)
 {
 	struct graph *gr = p->gr;
-	struct range_alloc ra;
-	unsigned nby = 0, freed = 0;
-	uint64_t top = 0;
+	struct range_alloc ra[PLAN_MAX_BINS];
+	unsigned nby = 0, freed = 0, nbins = 0;
+	int r = 0;
 
 	for (unsigned i = p->first; i < p->last; i++)
 		if (p->eligible[i] && gr->nodes[i].device == dev)
@@ -127,63 +132,93 @@ static int64_t lay_out(struct plan *p, uint32_t dev, uint64_t align)
 		return 0;
 	sort_end = p->end;
 	qsort(p->by_end, nby, sizeof(*p->by_end), cmp_end);
-	if (range_alloc_init(&ra, PLAN_SPACE) < 0)
-		return -ENOMEM;
-	for (unsigned i = p->first; i < p->last; i++) {
+	for (unsigned i = p->first; i < p->last && r == 0; i++) {
 		uint64_t bytes = slot_bytes(&gr->nodes[i], align);
+		unsigned b;
 
 		if (!p->eligible[i] || gr->nodes[i].device != dev)
 			continue;
 		/* A range read last by node e is free for a result made after e. */
-		while (freed < nby && p->end[p->by_end[freed]] < i) {
-			unsigned j = p->by_end[freed++];
+		for (; freed < nby && p->end[p->by_end[freed]] < i; freed++) {
+			unsigned j = p->by_end[freed];
 
-			range_alloc_give(&ra, p->offset[j], slot_bytes(&gr->nodes[j], align));
+			if (p->eligible[j])
+				range_alloc_give(&ra[p->bin[j]], p->offset[j], slot_bytes(&gr->nodes[j], align));
 		}
-		if (range_alloc_take(&ra, bytes, align, &p->offset[i]) < 0) {
-			range_alloc_fini(&ra);
-			return -ENOMEM;
+		for (b = 0; b < nbins; b++)
+			if (range_alloc_take(&ra[b], bytes, align, &p->offset[i]) == 0)
+				break;
+		if (b == nbins && bytes <= cap && nbins < PLAN_MAX_BINS) {
+			if (range_alloc_init(&ra[nbins], cap) < 0) {
+				r = -ENOMEM;
+				break;
+			}
+			tops[nbins++] = 0;
+			if (range_alloc_take(&ra[b], bytes, align, &p->offset[i]) < 0)
+				b = nbins; /* cannot happen: the bin is empty and large enough */
 		}
-		if (p->offset[i] + bytes > top)
-			top = p->offset[i] + bytes;
+		if (b == nbins) {
+			p->eligible[i] = false; /* gets memory of its own */
+			continue;
+		}
+		p->bin[i] = b;
+		if (p->offset[i] + bytes > tops[b])
+			tops[b] = p->offset[i] + bytes;
 	}
-	range_alloc_fini(&ra);
-	return (int64_t)top;
+	for (unsigned b = 0; b < nbins; b++)
+		range_alloc_fini(&ra[b]);
+	return r < 0 ? r : (int)nbins;
 }
 
-/* Take device `dev`'s arena and place its results there; nothing placed
- * when the memory cannot be had. */
+/* An arena's most bytes: what the device allocates at once, or less where
+ * TENSORD_PLAN_BIN_BYTES says (tests: results spread over several arenas). */
+static uint64_t bin_bytes(const struct gpu_device *g)
+{
+	uint64_t cap = gpu_memory_largest(&g->mem);
+	const char *v = getenv("TENSORD_PLAN_BIN_BYTES");
+
+	if (v && strtoull(v, NULL, 10) > 0 && strtoull(v, NULL, 10) < cap)
+		cap = strtoull(v, NULL, 10);
+	return cap & ~(g->mem.align - 1);
+}
+
+/* Take device `dev`'s arenas and place its results there; a bin whose
+ * memory cannot be had leaves its results unplanned. */
 static int place(struct plan *p, uint32_t dev)
 {
 	struct graph *gr = p->gr;
 	struct gpu_device *g = NULL;
+	uint64_t tops[PLAN_MAX_BINS];
+	struct gpu_alloc got[PLAN_MAX_BINS];
 	struct graph_arena *a;
-	int64_t size;
+	int nbins;
 
 	for (unsigned i = p->first; i < p->last && !g; i++)
 		if (p->eligible[i] && gr->nodes[i].device == dev)
 			g = gr->nodes[i].ctx.g;
 	if (!g)
 		return 0;
-	size = lay_out(p, dev, g->mem.align);
-	if (size <= 0)
-		return (int)size;
-	a = realloc(gr->arenas, (gr->narenas + 1) * sizeof(*a));
+	nbins = lay_out(p, dev, g->mem.align, bin_bytes(g), tops);
+	if (nbins <= 0)
+		return nbins;
+	a = realloc(gr->arenas, (gr->narenas + (unsigned)nbins) * sizeof(*a));
 	if (!a)
 		return -ENOMEM;
 	gr->arenas = a;
-	a = &gr->arenas[gr->narenas];
-	a->device = dev;
-	if (gpu_memory_alloc(g, (uint64_t)size, &a->alloc) < 0)
-		return 0; /* every node asks for its own, as without a plan */
-	gr->narenas++;
+	for (int b = 0; b < nbins; b++) {
+		got[b] = (struct gpu_alloc){ 0 };
+		/* Failing, its results ask for their own, as without a plan. */
+		if (gpu_memory_alloc(g, tops[b], &got[b]) == 0)
+			gr->arenas[gr->narenas++] = (struct graph_arena){ .device = dev, .alloc = got[b] };
+	}
 	for (unsigned i = p->first; i < p->last; i++) {
 		struct node *nd = &gr->nodes[i];
+		const struct gpu_alloc *bin = &got[p->bin[i]];
 
-		if (!p->eligible[i] || nd->device != dev)
+		if (!p->eligible[i] || nd->device != dev || !bin->block)
 			continue;
 		/* reserved: the slot, aligned as gpu_memory_alloc's own would be */
-		nd->alloc = (struct gpu_alloc){ .block = a->alloc.block, .offset = a->alloc.offset + p->offset[i],
+		nd->alloc = (struct gpu_alloc){ .block = bin->block, .offset = bin->offset + p->offset[i],
 						.size = nd->ctx.out.bytes, .reserved = slot_bytes(nd, g->mem.align) };
 		nd->planned = true;
 	}
@@ -202,7 +237,8 @@ int graph_plan_part(struct graph *gr, unsigned first, unsigned last)
 	p.eligible = calloc(gr->n, sizeof(*p.eligible));
 	p.offset = calloc(gr->n, sizeof(*p.offset));
 	p.by_end = calloc(gr->n, sizeof(*p.by_end));
-	if (!p.owner || !p.end || !p.eligible || !p.offset || !p.by_end)
+	p.bin = calloc(gr->n, sizeof(*p.bin));
+	if (!p.owner || !p.end || !p.eligible || !p.offset || !p.by_end || !p.bin)
 		goto out;
 	mark_owners(&p);
 	drop_copied(&p, gr->copies_before, gr->ncopies_before);
@@ -218,13 +254,15 @@ out:
 	free(p.eligible);
 	free(p.offset);
 	free(p.by_end);
+	free(p.bin);
 	return r;
 }
 
 void graph_plan_free(struct graph *gr)
 {
 	for (unsigned k = 0; k < gr->narenas; k++)
-		gpu_memory_free(gr->call->d->gpus[gr->arenas[k].device], &gr->arenas[k].alloc);
+		/* The graph's own work ended (graph_free waited); none other binds it. */
+		gpu_memory_free_unused(gr->call->d->gpus[gr->arenas[k].device], &gr->arenas[k].alloc);
 	free(gr->arenas);
 	gr->arenas = NULL;
 	gr->narenas = 0;

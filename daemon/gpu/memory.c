@@ -347,15 +347,22 @@ done:
 
 void gpu_memory_free(struct gpu_device *g, struct gpu_alloc *a)
 {
-	struct gpu_block *b = a->block, **pp;
-
-	if (!b)
+	if (!a->block)
 		return;
 	/* A pending asynchronous submission may still read it. */
 	if (gpu_completion_busy(g)) {
 		gpu_completion_defer_free(g, a);
 		return;
 	}
+	gpu_memory_free_unused(g, a);
+}
+
+void gpu_memory_free_unused(struct gpu_device *g, struct gpu_alloc *a)
+{
+	struct gpu_block *b = a->block, **pp;
+
+	if (!b)
+		return;
 	range_alloc_give(&b->ranges, a->offset, a->reserved);
 	g->mem.used -= a->size;
 	*a = (struct gpu_alloc){ 0 };

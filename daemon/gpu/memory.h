@@ -96,6 +96,12 @@ int gpu_memory_alloc(struct gpu_device *g, uint64_t size, struct gpu_alloc *ret)
 /* Free what gpu_memory_alloc gave; a zero-size or already freed alloc is ignored. */
 void gpu_memory_free(struct gpu_device *g, struct gpu_alloc *a);
 
+/* gpu_memory_free for memory that the caller knows no submission still uses
+ * (its own work waited for, and no one else's ever bound it): freed at once,
+ * not after the device's watched work, so that an emptied block is a spare
+ * for the next allocation of its size right away. */
+void gpu_memory_free_unused(struct gpu_device *g, struct gpu_alloc *a);
+
 /* Get the staging buffer, creating it on first use. Returns 0 or -ENOMEM. */
 int gpu_memory_staging(struct gpu_device *g);
 

@@ -118,6 +118,11 @@ void gpu_memory_free(struct gpu_device *g, struct gpu_alloc *a)
 	*a = (struct gpu_alloc){ 0 };
 }
 
+void gpu_memory_free_unused(struct gpu_device *g, struct gpu_alloc *a)
+{
+	gpu_memory_free(g, a);
+}
+
 int gpu_upload(struct gpu_device *g, const struct gpu_alloc *a, const void *src)
 {
 	(void)g;

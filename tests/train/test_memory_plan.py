@@ -6,7 +6,9 @@ softmax and their gradients among the intermediates) and an MLP with dropout
 and batch_norm train on two daemons, one planning (the default) and one with
 TENSORD_NO_MEMORY_PLAN=1: the losses and every parameter after train.run
 (pipelined, depth 2) and after train.step are equal bit for bit, and the
-planned step's peak device memory (`profile`'s `peak_bytes`) is lower. A plan
+planned step's peak device memory (`profile`'s `peak_bytes`) is lower; the
+same with arenas of at most 64 KiB (TENSORD_PLAN_BIN_BYTES: the results
+spread over several, as over a device's largest allocation). A plan
 that let two live results share memory would corrupt one of them."""
 import os
 import sys
@@ -67,13 +69,15 @@ def params_of(c, prefix):
     return out
 
 
-def train(plan):
+def train(plan, bin_bytes=None):
     """Losses, tensors and peak bytes of both models on a daemon with or
-    without the plan."""
+    without the plan (with arenas of at most `bin_bytes`)."""
     if plan:
         os.environ.pop("TENSORD_NO_MEMORY_PLAN", None)
     else:
         os.environ["TENSORD_NO_MEMORY_PLAN"] = "1"
+    if bin_bytes:
+        os.environ["TENSORD_PLAN_BIN_BYTES"] = str(bin_bytes)
     rng = np.random.default_rng(11)
     res = {}
     try:
@@ -99,16 +103,17 @@ def train(plan):
                              "step_peak": s["peak_bytes"], "tensors": params_of(c, name + "/")}
     finally:
         os.environ.pop("TENSORD_NO_MEMORY_PLAN", None)
+        os.environ.pop("TENSORD_PLAN_BIN_BYTES", None)
     return res
 
 
 def main():
-    planned, plain = train(True), train(False)
-    for name in ("gpt", "mlp"):
-        if name not in planned or name not in plain:
+    planned, plain, binned = train(True), train(False), train(True, 64 << 10)
+    for name, a, b in [(n, planned.get(n), plain.get(n)) for n in ("gpt", "mlp")] + \
+                      [("gpt in 64 KiB arenas", binned.get("gpt"), plain.get("gpt"))]:
+        if not a or not b:
             check(False, "%s: trained on both daemons" % name)
             continue
-        a, b = planned[name], plain[name]
         print("%s: loss %.6f / %.6f, train.run peak %d / %d bytes, train.step peak %d / %d (planned / not)" % (
             name, a["run_loss"], b["run_loss"], a["run_peak"], b["run_peak"], a["step_peak"], b["step_peak"]))
         check(a["run_loss"] == b["run_loss"] and a["step_loss"] == b["step_loss"],
