@@ -71,7 +71,7 @@ def main():
     configs = sys.argv[2:] or ["768,12,512,8,8192"]
     steps = int(os.environ.get("STEPS", "10"))
     ours = {}
-    with Daemon(config=os.environ.get("TENSORD_CONFIG", "")) as d:
+    with Daemon(extra_args=("--verbose",)) as d:
         c = d.client()
         rng = np.random.default_rng(0)
         for at, cfg in enumerate(configs):
