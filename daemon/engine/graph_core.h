@@ -88,6 +88,9 @@ struct graph {
 	bool plan_memory;
 	struct graph_arena *arenas;      /* the plans' memory, one per part and device */
 	unsigned narenas;
+	/* Arenas to take before allocating (a train.run job's, shared by its
+	 * steps in flight: one queue runs them in turn); NULL: none. */
+	struct graph_arena_cache *arena_cache;
 	uint64_t peak_bytes;             /* device memory in use after recording, at most */
 };
 

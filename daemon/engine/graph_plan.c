@@ -182,6 +182,40 @@ static uint64_t bin_bytes(const struct gpu_device *g)
 	return cap & ~(g->mem.align - 1);
 }
 
+/* An arena of the cache on `dev` of at least `size` bytes that this graph
+ * has not taken yet. Returns 0 or -ENOENT. */
+static int take_cached(struct graph *gr, uint32_t dev, uint64_t size, struct gpu_alloc *ret)
+{
+	struct graph_arena_cache *c = gr->arena_cache;
+
+	for (unsigned k = 0; c && k < c->n; k++) {
+		bool taken = false;
+
+		if (c->a[k].device != dev || c->a[k].alloc.size < size)
+			continue;
+		for (unsigned j = 0; j < gr->narenas && !taken; j++)
+			taken = gr->arenas[j].cached && gr->arenas[j].alloc.block == c->a[k].alloc.block &&
+				gr->arenas[j].alloc.offset == c->a[k].alloc.offset;
+		if (taken)
+			continue;
+		*ret = c->a[k].alloc;
+		gr->arenas[gr->narenas++] = (struct graph_arena){ .device = dev, .alloc = *ret, .cached = true };
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* Record a new arena: the cache's while it has room, else the graph's. */
+static void keep_arena(struct graph *gr, uint32_t dev, const struct gpu_alloc *a)
+{
+	struct graph_arena_cache *c = gr->arena_cache;
+	bool cached = c && c->n < GRAPH_ARENA_CACHE;
+
+	if (cached)
+		c->a[c->n++] = (struct graph_arena){ .device = dev, .alloc = *a, .cached = true };
+	gr->arenas[gr->narenas++] = (struct graph_arena){ .device = dev, .alloc = *a, .cached = cached };
+}
+
 /* Take device `dev`'s arenas and place its results there; a bin whose
  * memory cannot be had leaves its results unplanned. */
 static int place(struct plan *p, uint32_t dev)
@@ -207,9 +241,11 @@ static int place(struct plan *p, uint32_t dev)
 	gr->arenas = a;
 	for (int b = 0; b < nbins; b++) {
 		got[b] = (struct gpu_alloc){ 0 };
+		if (take_cached(gr, dev, tops[b], &got[b]) == 0)
+			continue;
 		/* Failing, its results ask for their own, as without a plan. */
 		if (gpu_memory_alloc(g, tops[b], &got[b]) == 0)
-			gr->arenas[gr->narenas++] = (struct graph_arena){ .device = dev, .alloc = got[b] };
+			keep_arena(gr, dev, &got[b]);
 	}
 	for (unsigned i = p->first; i < p->last; i++) {
 		struct node *nd = &gr->nodes[i];
@@ -262,8 +298,16 @@ void graph_plan_free(struct graph *gr)
 {
 	for (unsigned k = 0; k < gr->narenas; k++)
 		/* The graph's own work ended (graph_free waited); none other binds it. */
-		gpu_memory_free_unused(gr->call->d->gpus[gr->arenas[k].device], &gr->arenas[k].alloc);
+		if (!gr->arenas[k].cached)
+			gpu_memory_free_unused(gr->call->d->gpus[gr->arenas[k].device], &gr->arenas[k].alloc);
 	free(gr->arenas);
 	gr->arenas = NULL;
 	gr->narenas = 0;
+}
+
+void graph_arena_cache_free(struct graph_arena_cache *c, struct gpu_device *const *gpus)
+{
+	for (unsigned k = 0; k < c->n; k++)
+		gpu_memory_free(gpus[c->a[k].device], &c->a[k].alloc);
+	c->n = 0;
 }

@@ -12,7 +12,22 @@
 struct graph_arena {
 	uint32_t device;
 	struct gpu_alloc alloc;
+	bool cached;                     /* the cache's (graph.arena_cache), not the graph's */
 };
+
+#define GRAPH_ARENA_CACHE 8
+
+/* Arenas kept across graphs whose submissions one queue per device runs in
+ * order (a job's steps: each submission ends with a full barrier,
+ * gpu_rec_submit), so that the steps in flight share them: their planned
+ * intermediates are never alive at once on the GPU. */
+struct graph_arena_cache {
+	struct graph_arena a[GRAPH_ARENA_CACHE];
+	unsigned n;
+};
+
+/* Free the arenas of `c` (every graph that used them freed). */
+void graph_arena_cache_free(struct graph_arena_cache *c, struct gpu_device *const *gpus);
 
 /* Plan nodes [first, last) of `gr` (after graph_fuse_plan): places every
  * result that lives only inside the part and is neither stored, kept, returned

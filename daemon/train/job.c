@@ -293,6 +293,7 @@ static void job_free(struct train_job *job)
 {
 	/* Steps still running are waited for (graph_free), not applied. */
 	pipe_discard(job);
+	graph_arena_cache_free(&job->arenas, job->call.d->gpus);
 	gpu_host_buffer_free(devices_of(job->call.d, &job->index), &job->xfer);
 	group_end(job);
 	dp_free(job->dp);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "train/job.h"
+#include "engine/graph_plan.h"
 #include "train/train_parallel.h"
 
 struct group_run;
@@ -63,6 +64,7 @@ struct train_job {
 	/* profile: device time and kernels of every step so far */
 	uint64_t gpu_ns, dispatches;
 	uint64_t peak_bytes;          /* device memory in use at a step's recording, at most */
+	struct graph_arena_cache arenas; /* the steps' planned memory, shared by those in flight */
 };
 
 

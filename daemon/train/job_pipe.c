@@ -201,6 +201,7 @@ static int slot_build(struct train_job *job, struct pipe_slot *s)
 	r = train_build_step(&job->call, &job->p.spec, job->nodes, NULL, &job->p.train, step, true, gr, &s->loss,
 			     &s->lr, NULL);
 	job->call.overlay = NULL;
+	gr->arena_cache = &job->arenas;
 	/* Outputs, their room and quotas: against the store, as a step's. */
 	if (r < 0 || graph_check_outputs(gr) < 0)
 		return -1;
