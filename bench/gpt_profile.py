@@ -9,13 +9,16 @@ timed test.
     python3 bench/gpt_profile.py BUILD/daemon/tensord [CONFIG ...]
 
 CONFIG is dim,blocks,seq,batch,vocab (default gpt-small: 768,12,512,8,8192);
-STEPS in the environment sets the steps per train.run (default 10). Where
+STEPS in the environment sets the steps per train.run (default 10); TRACE_LOG
+names a file to copy the daemon's log to (with TENSORD_TRACE_DISPATCHES=1, for
+bench/trace_summary.py; the timed run is the second, after a 2-step one). Where
 PyTorch sees a CUDA device, the same model (bench/compare_torch.py's
 char_transformer, attention through F.scaled_dot_product_attention, f32, TF32
 off, Adam) runs in the same command, eager and as a CUDA graph, with its peak
 memory (torch.cuda.max_memory_allocated); the ratios are tensord's tokens/s
 over PyTorch's."""
 import os
+import shutil
 import sys
 
 import numpy as np
@@ -105,6 +108,8 @@ def main():
             c.call("model.delete", {"name": name})
             for t in c.call("tensor.list", {"prefix": name + "/"})["tensors"]:
                 c.call("tensor.delete", {"name": t["name"]})
+        if os.environ.get("TRACE_LOG"):  # with TENSORD_TRACE_DISPATCHES=1: bench/trace_summary.py reads it
+            shutil.copyfile(d.log, os.environ["TRACE_LOG"])
         with open(d.log, errors="replace") as f:
             for line in f:
                 if "tensor memory" in line or "budget" in line:
