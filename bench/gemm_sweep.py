@@ -8,6 +8,10 @@ from $TENSORD_BIN (tests/daemon.py). Prints JSON.
   SWEEP_NEW=1   the daemon has the transpose/split_k attrs (else only the
                 NN products run: for a tensord from before them)
   SWEEP_DIV=n   divide M, K, N by n (lavapipe)
+  SWEEP_SHAPES=gpt  the products of a GPT-small step (d768, MLP 3072, batch 8
+                x seq 512 = 4096 rows: forward NN, input gradients NT,
+                weight gradients TN) with split_k 0 (the heuristic), 1, 2,
+                3, 4, 6, 8 instead of issue 16's
   TENSORD_NO_SKINNY=1 (passed to the daemon) the products of at most 16
                 columns or terms on the square tiles, to compare
 
@@ -46,13 +50,23 @@ with harness.Daemon() as d:
               ("tn_512x10_k16384", 512, 16384, 10, True, False),   # dW3 (matmul_smalln)
               ("tn_512x10_k4096", 512, 4096, 10, True, False),
               ("nt_16384x512_k10", 16384, 10, 512, False, True)]   # dh2 (matmul_smallk)
+    gpt = os.environ.get("SWEEP_SHAPES") == "gpt"
+    if gpt:
+        shapes = [("tn_768x3072_k4096", 768, 4096, 3072, True, False),
+                  ("tn_3072x768_k4096", 3072, 4096, 768, True, False),
+                  ("tn_768x768_k4096", 768, 4096, 768, True, False),
+                  ("nt_4096x768_k3072", 4096, 3072, 768, False, True),
+                  ("nn_4096x768_k3072", 4096, 3072, 768, False, False),
+                  ("nt_4096x768_k768", 4096, 768, 768, False, True),
+                  ("nn_4096x768_k768", 4096, 768, 768, False, False),
+                  ("nt_4096x3072_k768", 4096, 768, 3072, False, True)]
     div = int(os.environ.get("SWEEP_DIV", "1"))
     for name, m, k, n, ta, tb in shapes:
         m, k, n = max(1, m // div), max(1, k // div), max(1, n // div)
         a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
         b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
         c.put("a", a, "f32"); c.put("b", b, "f32")
-        splits = [0, 1, 4, 8, 12, 16, 24, 32] if (new and m * n < 1e6) else [0]
+        splits = [0, 1, 2, 3, 4, 6, 8] if gpt else [0, 1, 4, 8, 12, 16, 24, 32] if (new and m * n < 1e6) else [0]
         for s in splits:
             attrs = {}
             if ta: attrs["transpose_a"] = True

@@ -321,6 +321,10 @@ int graph_submit_part(struct graph *gr, unsigned first, unsigned last)
 			abort_recordings(gr);
 			return device_fail(gr, r);
 		}
+		if (gr->plan_memory) {
+			nd->ctx.scratch.pool = &gr->scratch_pool;
+			gr->scratch_pool.used = 0;
+		}
 		if (nd->group ? graph_group_record(gr, i, first, last, rec) < 0 :
 		    nd->fused ? graph_fuse_record(gr, i, rec) < 0 : nd->ctx.def->record(&nd->ctx, rec) < 0) {
 			abort_recordings(gr);
@@ -557,7 +561,8 @@ void graph_free(struct graph *gr)
 		if (!gr->nodes[i].planned)
 			gpu_memory_free(g, &gr->nodes[i].alloc);
 		for (unsigned k = 0; k < s->n; k++)
-			gpu_memory_free(g, &s->allocs[k]);
+			if (!s->borrowed[k])
+				gpu_memory_free(g, &s->allocs[k]);
 	}
 	graph_plan_free(gr);
 	free(gr->nodes);

@@ -91,6 +91,8 @@ struct graph {
 	/* Arenas to take before allocating (a train.run job's, shared by its
 	 * steps in flight: one queue runs them in turn); NULL: none. */
 	struct graph_arena_cache *arena_cache;
+	/* With plan_memory: the scratch the nodes share in turn (op.h). */
+	struct op_scratch_pool scratch_pool;
 	uint64_t peak_bytes;             /* device memory in use after recording, at most */
 };
 

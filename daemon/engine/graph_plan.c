@@ -268,6 +268,8 @@ int graph_plan_part(struct graph *gr, unsigned first, unsigned last)
 
 	if (first >= last)
 		return 0;
+	if (gr->arena_cache && gr->arena_cache->scratch_hint > gr->scratch_pool.hint)
+		gr->scratch_pool.hint = gr->arena_cache->scratch_hint;
 	p.owner = calloc(gr->n, sizeof(*p.owner));
 	p.end = calloc(gr->n, sizeof(*p.end));
 	p.eligible = calloc(gr->n, sizeof(*p.eligible));
@@ -296,6 +298,13 @@ out:
 
 void graph_plan_free(struct graph *gr)
 {
+	struct op_scratch_pool *sp = &gr->scratch_pool;
+
+	if (gr->arena_cache && sp->want > gr->arena_cache->scratch_hint)
+		gr->arena_cache->scratch_hint = sp->want;
+	if (sp->mem.block)
+		gpu_memory_free_unused(sp->g, &sp->mem);
+	*sp = (struct op_scratch_pool){ 0 };
 	for (unsigned k = 0; k < gr->narenas; k++)
 		/* The graph's own work ended (graph_free waited); none other binds it. */
 		if (!gr->arenas[k].cached)

@@ -24,6 +24,7 @@ struct graph_arena {
 struct graph_arena_cache {
 	struct graph_arena a[GRAPH_ARENA_CACHE];
 	unsigned n;
+	uint64_t scratch_hint;           /* the most scratch one node of a graph took */
 };
 
 /* Free the arenas of `c` (every graph that used them freed). */

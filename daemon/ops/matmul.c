@@ -319,6 +319,25 @@ static bool matmul_use_cm(const struct op_ctx *ctx, const struct mm_plan *pl, co
 	       (uint64_t)(pl->m / MM_CM_TILE) * (pl->n / MM_CM_TILE) * pc->batches <= UINT32_MAX;
 }
 
+/* Chunks for a transposed product of one to two waves of 128x128 tiles on a
+ * large GPU (the second wave mostly idle): on the H200 (132 SMs) a GPT-small
+ * step's weight gradients (TN 768x3072 from K 4096, 144 tiles) ran 1018 us
+ * unsplit, 785 in 2 chunks and 620 in 8, its input gradients (NT 4096x768
+ * from K 3072, 192 tiles) 866 unsplit, 679 in 2 and 693 in 4; the NN
+ * products of the same shapes ran slower split (795 us, 1324 in 2:
+ * bench/gemm_sweep.py SWEEP_SHAPES=gpt), so they stay whole. */
+static uint64_t mm_split_wave(const struct mm_push *pc, uint64_t tiles, uint64_t cu)
+{
+	uint64_t want = 1, most = (pc->flags & MM_TA) ? 8 : 2;
+
+	if (cu < MM_SMALL_SPLIT_CU || tiles < cu || tiles >= 2 * cu || !(pc->flags & MM_LAYOUT))
+		return 1;
+	while (want < most && want * 2 <= pc->k / MM_SPLIT_MIN_K)
+		want *= 2;
+	/* NT from fewer terms gained little (4096x768 from K 768: 322 -> 299 us). */
+	return (pc->flags & MM_TA) || pc->k >= 4 * MM_SPLIT_MIN_K ? want : 1;
+}
+
 /* Split-K: set pc->splits and pc->kchunk. `split_attr` chunks when the
  * caller asked (1: never), else the heuristic: when the 128x128 output
  * tiles are fewer than the device runs at once, a power of two of chunks of
@@ -363,6 +382,8 @@ static void mm_split(const struct op_ctx *ctx, struct mm_push *pc, int64_t split
 		while (want < target && want < MM_SMALL_MAX_SPLITS && want * 2 <= k / MM_SMALL_SPLIT_MIN_K)
 			want *= 2;
 	}
+	if (want == 1 && split_attr != 1)
+		want = mm_split_wave(pc, tiles, cu);
 	if (want < need)
 		want = need;
 	if (want <= 1)

@@ -127,6 +127,30 @@ const struct op_attr_value *op_attr(const struct op_ctx *ctx, const char *name)
 	return NULL;
 }
 
+/* A slice of the graph's scratch pool for `bytes`, taking the pool's memory
+ * at its first use. Returns 0, or -ENOSPC (then memory of its own). */
+static int scratch_borrow(struct op_ctx *ctx, uint64_t bytes, struct gpu_alloc *ret)
+{
+	struct op_scratch_pool *p = ctx->scratch.pool;
+	uint64_t align = ctx->g->mem.align ? ctx->g->mem.align : 256, slot = (bytes + align - 1) & ~(align - 1);
+
+	if (!p || (p->g && p->g != ctx->g))
+		return -ENOSPC;
+	if (p->used + slot > p->want)
+		p->want = p->used + slot;
+	if (!p->mem.block) {
+		if (gpu_memory_alloc(ctx->g, p->hint > p->want ? p->hint : p->want, &p->mem) < 0)
+			return -ENOSPC;
+		p->g = ctx->g;
+	}
+	if (p->used + slot > p->mem.size)
+		return -ENOSPC;
+	*ret = (struct gpu_alloc){ .block = p->mem.block, .offset = p->mem.offset + p->used, .size = bytes,
+				   .reserved = slot };
+	p->used += slot;
+	return 0;
+}
+
 int op_scratch_alloc(struct op_ctx *ctx, uint64_t bytes, struct gpu_alloc **ret)
 {
 	struct op_scratch *s = &ctx->scratch;
@@ -134,6 +158,11 @@ int op_scratch_alloc(struct op_ctx *ctx, uint64_t bytes, struct gpu_alloc **ret)
 
 	if (s->n == sizeof(s->allocs) / sizeof(s->allocs[0]))
 		return op_fail(ctx, TDP_INTERNAL, "too many scratch buffers");
+	s->borrowed[s->n] = bytes > 0 && scratch_borrow(ctx, bytes, &s->allocs[s->n]) == 0;
+	if (s->borrowed[s->n]) {
+		*ret = &s->allocs[s->n++];
+		return 0;
+	}
 	r = gpu_memory_alloc(ctx->g, bytes, &s->allocs[s->n]);
 	if (r < 0)
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "out of device memory for %llu scratch bytes",

@@ -122,10 +122,26 @@ struct op_def {
 	struct op_fusion fusion;
 };
 
-/* Scratch memory an op asked for while recording; freed when the request ends. */
+/* Scratch memory shared by the nodes of a graph in turn (a training
+ * step's: engine/graph_plan.c): each node's scratch starts at its start
+ * (`used` set to 0 before the node records); the recorder orders a node's
+ * use after the last one's. Its memory is taken at the first request, of
+ * `hint` bytes or the request's. */
+struct op_scratch_pool {
+	struct gpu_device *g;         /* the device of `mem` */
+	struct gpu_alloc mem;
+	uint64_t used;                /* taken by the node recording now */
+	uint64_t hint;                /* the size to take: the most a node took before */
+	uint64_t want;                /* the most one node asked for */
+};
+
+/* Scratch memory an op asked for while recording; freed when the request
+ * ends (a slice of `pool`, when borrowed, is not freed). */
 struct op_scratch {
 	struct gpu_alloc allocs[4];
+	bool borrowed[4];
 	unsigned n;
+	struct op_scratch_pool *pool; /* NULL: every request gets memory of its own */
 };
 
 struct op_ctx {
