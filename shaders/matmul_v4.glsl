@@ -1,5 +1,7 @@
-// The body of matmul_v4.comp, matmul_tn_v4.comp and matmul_nt_v4.comp (the
-// last two define MM_FIXED_LAYOUT: their layout is a compile-time constant).
+// The body of matmul_v4.comp, matmul_tn_v4.comp, matmul_nt_v4.comp and
+// matmul_nnp_v4.comp (the last three define MM_FIXED_LAYOUT: their layout is a
+// compile-time constant; matmul_v4.comp keeps the products with both
+// operands transposed).
 // f32 batched matrix product for large products whose K and N are multiples
 // of 4: matmul_l.comp's 128x128 tile and 8x8 per invocation, with every
 // global and shared-memory access a vec4 and shared memory double-buffered

@@ -319,22 +319,23 @@ static bool matmul_use_cm(const struct op_ctx *ctx, const struct mm_plan *pl, co
 	       (uint64_t)(pl->m / MM_CM_TILE) * (pl->n / MM_CM_TILE) * pc->batches <= UINT32_MAX;
 }
 
-/* Chunks for a transposed product of one to two waves of 128x128 tiles on a
- * large GPU (the second wave mostly idle): on the H200 (132 SMs) a GPT-small
- * step's weight gradients (TN 768x3072 from K 4096, 144 tiles) ran 1018 us
- * unsplit, 785 in 2 chunks and 620 in 8, its input gradients (NT 4096x768
- * from K 3072, 192 tiles) 866 unsplit, 679 in 2 and 693 in 4; the NN
- * products of the same shapes ran slower split (795 us, 1324 in 2:
- * bench/gemm_sweep.py SWEEP_SHAPES=gpt), so they stay whole. */
+/* Chunks for a product of one to two waves of 128x128 tiles on a large GPU
+ * (the second wave mostly idle): on the H200 (132 SMs) a GPT-small step's
+ * weight gradients (TN 768x3072 from K 4096, 144 tiles) ran 1018 us
+ * unsplit, 785 in 2 chunks and 620 in 8; its input gradients (NT 4096x768
+ * from K 3072, 192 tiles) 866 unsplit, 679 in 2 and 693 in 4; its MLP's
+ * second product (NN 4096x768 from K 3072) 789 unsplit, 660 in 2 and 673 in
+ * 4 (bench/gemm_sweep.py SWEEP_SHAPES=gpt). */
 static uint64_t mm_split_wave(const struct mm_push *pc, uint64_t tiles, uint64_t cu)
 {
 	uint64_t want = 1, most = (pc->flags & MM_TA) ? 8 : 2;
 
-	if (cu < MM_SMALL_SPLIT_CU || tiles < cu || tiles >= 2 * cu || !(pc->flags & MM_LAYOUT))
+	if (cu < MM_SMALL_SPLIT_CU || tiles < cu || tiles >= 2 * cu)
 		return 1;
 	while (want < most && want * 2 <= pc->k / MM_SPLIT_MIN_K)
 		want *= 2;
-	/* NT from fewer terms gained little (4096x768 from K 768: 322 -> 299 us). */
+	/* From fewer terms NT and NN gained little or lost (4096x768 from K
+	 * 768: NT 322 -> 299 us, NN 186 -> 193). */
 	return (pc->flags & MM_TA) || pc->k >= 4 * MM_SPLIT_MIN_K ? want : 1;
 }
 
@@ -662,7 +663,8 @@ static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struc
 	name = tile == 128 ? "matmul_l" : "matmul";
 	if (tile == 128 && v4)
 		name = (pc->flags & MM_LAYOUT) == MM_TA ? "matmul_tn_v4"
-		       : (pc->flags & MM_LAYOUT) == MM_TB ? "matmul_nt_v4" : "matmul_v4";
+		       : (pc->flags & MM_LAYOUT) == MM_TB ? "matmul_nt_v4"
+		       : (pc->flags & MM_LAYOUT) == 0 ? "matmul_nnp_v4" : "matmul_v4";
 	if ((pc->flags & MM_LAYOUT) == 0 && pc->splits == 1)
 		name = tile == 128 ? (v4 ? "matmul_nn_v4" : "matmul_nn_l") : "matmul_nn";
 	if (mm_partials(ctx, pc, false, &b[3]) < 0)

@@ -148,7 +148,8 @@ def run_split_k(ck):
         a = rng.integers(-3, 4, size=(7, 300)).astype(np.float64)
         b = rng.integers(-3, 4, size=(300, 9)).astype(np.float64)
         # 15 tiles of 128x128 in 9 chunks: the 128-tile kernels split
-        # (matmul_v4 in f32: N and the stored rows whole vec4s)
+        # (matmul_nnp_v4, matmul_tn_v4, matmul_nt_v4, matmul_v4 in f32: N and
+        # the stored rows whole vec4s)
         for ta in (False, True):
             for tb in (False, True):
                 ck.check("matmul", [values(stored((260, 400), ta)), values(stored((400, 516), tb))], [dt, dt],
