@@ -794,12 +794,36 @@ def markdown(report, rows, torch_info):
     return "\n".join(out) + "\n"
 
 
-def as_json(report, rows, torch_info):
+def as_json(report, rows, torch_info, gpt=None):
     return json.dumps({"tensord": report.get("tensord"), "torch": torch_info,
                        "size": report.get("size"), "reps": report.get("reps"),
                        "warmup": report.get("warmup"), "goals": GOALS,
-                       "ratio_goals": RATIO_GOALS, "rows": rows,
+                       "ratio_goals": RATIO_GOALS, "rows": rows, "gpt": gpt,
                        "tensord_report": report}, indent=2, allow_nan=False) + "\n"
+
+
+GPT_DEFAULT = ["768,12,512,8,8192", "1024,8,1024,8,8192"]
+
+
+def gpt_section(args):
+    """(markdown, JSON-able dict) of the --gpt models, both sides; ("", None)
+    without --gpt. tensord runs first (its own daemon), then PyTorch."""
+    if args.gpt is None:
+        return "", None
+    import gpt_profile
+    configs = args.gpt or GPT_DEFAULT
+    steps = args.train_steps or 20
+    log("GPT-style models %s, %d steps each" % (" ".join(configs), steps))
+    ours, memline = gpt_profile.tensord_rows(args.tensord, configs, steps)
+    theirs = None if args.no_torch else gpt_profile.torch_rows(configs, steps)
+    md = ("\nGPT-style models (bench/gpt_profile.py): model.define layers (embedding, pre-norm causal "
+          "transformer_blocks of dim/64 heads, layer_norm, linear head), cross_entropy, Adam, train.run "
+          "with profile (%d steps after 2); PyTorch the same layers (attention through "
+          "F.scaled_dot_product_attention), f32, TF32 off, eager and as a CUDA graph, peak "
+          "torch.cuda.max_memory_allocated of the eager loop; tensord's peak is profile's peak_bytes. "
+          "%s\n\n" % (steps, memline) + gpt_profile.table(configs, ours, theirs))
+    return md, {"tensord": ours, "torch": {k: {"eager_ms": v[0], "graph_ms": v[1], "peak_bytes": v[2]}
+                                           for k, v in (theirs or {}).items()}}
 
 
 def main(argv=None):
@@ -827,6 +851,10 @@ def main(argv=None):
     ap.add_argument("--attention", default="sdpa", choices=["sdpa", "explicit"],
                     help="the PyTorch transformer's attention core: F.scaled_dot_product_attention "
                     "(default) or written out (matmul, mask, softmax, matmul) as tensord runs it")
+    ap.add_argument("--gpt", nargs="*", metavar="D,BLOCKS,SEQ,BATCH,VOCAB",
+                    help="also train GPT-style models (bench/gpt_profile.py: model.define layers, "
+                    "train.run, profile) beside PyTorch's, tokens/s and peak memory; with no "
+                    "value GPT-small (768,12,512,8,8192) and d1024 (1024,8,1024,8,8192)")
     fmt_group = ap.add_mutually_exclusive_group()
     fmt_group.add_argument("--json", action="store_true", help="print JSON")
     fmt_group.add_argument("--markdown", action="store_true", help="print a markdown table")
@@ -857,18 +885,20 @@ def main(argv=None):
             if r["kind"] not in GOALS:
                 r["torch_error"] = torch_info["error"]
 
+    gpt_md, gpt = gpt_section(args)
     if args.out_json:
         with open(args.out_json, "w", encoding="utf-8") as f:
-            f.write(as_json(report, rows, torch_info))
+            f.write(as_json(report, rows, torch_info, gpt))
     if args.out_markdown:
         with open(args.out_markdown, "w", encoding="utf-8") as f:
-            f.write(markdown(report, rows, torch_info))
+            f.write(markdown(report, rows, torch_info) + gpt_md)
     if args.json:
-        sys.stdout.write(as_json(report, rows, torch_info))
+        sys.stdout.write(as_json(report, rows, torch_info, gpt))
     elif args.markdown:
-        sys.stdout.write(markdown(report, rows, torch_info))
+        sys.stdout.write(markdown(report, rows, torch_info) + gpt_md)
     else:
         print_table(report, rows, torch_info)
+        sys.stdout.write(gpt_md)
     # Failed workloads are in the output; the status says whether there were any.
     return 3 if errors(rows) else 0
 

@@ -9,6 +9,7 @@ timed test.
     python3 bench/gpt_profile.py BUILD/daemon/tensord [CONFIG ...]
 
 CONFIG is dim,blocks,seq,batch,vocab (default gpt-small: 768,12,512,8,8192);
+Ends with the markdown table bench/compare_torch.py --gpt writes.
 STEPS in the environment sets the steps per train.run (default 10); TRACE_LOG
 names a file to copy the daemon's log to (with TENSORD_TRACE_DISPATCHES=1, for
 bench/trace_summary.py; the timed run is the second, after a 2-step one). Where
@@ -69,11 +70,11 @@ def torch_rows(configs, steps):
     return out
 
 
-def main():
-    os.environ["TENSORD_BIN"] = sys.argv[1]
-    configs = sys.argv[2:] or ["768,12,512,8,8192"]
-    steps = int(os.environ.get("STEPS", "10"))
-    ours = {}
+def tensord_rows(binary, configs, steps, trace_log=None):
+    """tensord's figures per config: {cfg: {"wall_ms", "gpu_ms", "dispatches",
+    "peak_bytes"} or {"error"}}, and the daemon's memory line."""
+    os.environ["TENSORD_BIN"] = binary
+    ours, memline = {}, ""
     with Daemon(extra_args=("--verbose",)) as d:
         c = d.client()
         rng = np.random.default_rng(0)
@@ -94,36 +95,69 @@ def main():
                     "model": name, "data": {"x": "gx", "y": "gy"}, "batch_size": batch,
                     "steps": steps if rep else 2, "profile": True})
                 if err:
-                    print(cfg, err)
+                    ours[cfg] = {"error": "%s: %s" % (err.get("name"), err.get("message"))}
                     break
             else:
-                wall = 1e3 * r["seconds"] / r["steps"]
-                gpu = r["gpu_ns"] / 1e6
-                print("gpt d%d x%d seq %d batch %d vocab %d: %.1f ms/step wall, %.1f ms GPU, %.1f ms host "
-                      "(%.0f %%), %.0f dispatches, peak %s MiB, %.0f tokens/s" % (
-                          dim, blocks, seq, batch, vocab, wall, gpu, wall - gpu, 100 * (wall - gpu) / wall,
-                          r["dispatches"], "%.0f" % (r["peak_bytes"] / 2**20) if "peak_bytes" in r else "?",
-                          batch * seq / (wall / 1e3)), flush=True)
-                ours[cfg] = (wall, r.get("peak_bytes", 0))
+                ours[cfg] = {"wall_ms": 1e3 * r["seconds"] / r["steps"], "gpu_ms": r["gpu_ns"] / 1e6,
+                             "dispatches": r["dispatches"], "peak_bytes": r.get("peak_bytes", 0)}
             c.call("model.delete", {"name": name})
             for t in c.call("tensor.list", {"prefix": name + "/"})["tensors"]:
                 c.call("tensor.delete", {"name": t["name"]})
-        if os.environ.get("TRACE_LOG"):  # with TENSORD_TRACE_DISPATCHES=1: bench/trace_summary.py reads it
-            shutil.copyfile(d.log, os.environ["TRACE_LOG"])
+        if trace_log:  # with TENSORD_TRACE_DISPATCHES=1: bench/trace_summary.py reads it
+            shutil.copyfile(d.log, trace_log)
         with open(d.log, errors="replace") as f:
             for line in f:
-                if "tensor memory" in line or "budget" in line:
-                    print("tensord:", line.strip())
-    theirs = torch_rows(configs, steps) if os.environ.get("TORCH", "1") != "0" else None
-    for cfg, (eager, graph, peak) in sorted((theirs or {}).items()):
+                if "tensor memory" in line:
+                    memline = line.strip()
+    return ours, memline
+
+
+def table(configs, ours, theirs):
+    """Markdown rows: per config tensord's step (wall, GPU, host), tokens/s
+    and peak memory beside PyTorch's eager and CUDA-graph steps and peak."""
+    out = ["| model (d, blocks, seq, batch, vocab) | tensord ms/step (GPU, host) | tensord tokens/s | "
+           "tensord peak | PyTorch eager / graph ms/step | PyTorch peak | tokens/s vs graph | "
+           "peak vs PyTorch |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for cfg in configs:
         dim, blocks, seq, batch, vocab = (int(v) for v in cfg.split(","))
-        line = "pytorch d%d x%d seq %d batch %d: eager %.1f ms/step (%.0f tokens/s), CUDA graph %.1f ms/step, " \
-               "peak %.0f MiB" % (dim, blocks, seq, batch, eager, batch * seq / (eager / 1e3), graph, peak / 2**20)
-        if cfg in ours:
-            wall, ourpeak = ours[cfg]
-            line += "; tensord/PyTorch tokens/s: %.3fx eager, %.3fx graph; peak memory %.2fx" % (
-                eager / wall, graph / wall, ourpeak / peak if peak else 0)
-        print(line, flush=True)
+        o, t = ours.get(cfg, {}), (theirs or {}).get(cfg)
+        if "error" in o:
+            cells = [o["error"], "-", "-"]
+        elif o:
+            cells = ["%.1f (%.1f, %.1f = %.0f %%)" % (o["wall_ms"], o["gpu_ms"], o["wall_ms"] - o["gpu_ms"],
+                                                      100 * (o["wall_ms"] - o["gpu_ms"]) / o["wall_ms"]),
+                     "%.0f" % (batch * seq / (o["wall_ms"] / 1e3)), "%.2f GiB" % (o["peak_bytes"] / 2**30)]
+        else:
+            cells = ["-", "-", "-"]
+        if t:
+            cells += ["%.1f / %.1f" % (t[0], t[1]), "%.2f GiB" % (t[2] / 2**30)]
+            ok = o and "error" not in o
+            cells += ["%.3fx" % (t[1] / o["wall_ms"]) if ok else "-",
+                      "%.2fx" % (o["peak_bytes"] / t[2]) if ok and t[2] else "-"]
+        else:
+            cells += ["-", "-", "-", "-"]
+        out.append("| %d, %d, %d, %d, %d | %s |" % (dim, blocks, seq, batch, vocab, " | ".join(cells)))
+    return "\n".join(out) + "\n"
+
+
+def main():
+    configs = sys.argv[2:] or ["768,12,512,8,8192"]
+    steps = int(os.environ.get("STEPS", "10"))
+    ours, memline = tensord_rows(sys.argv[1], configs, steps, os.environ.get("TRACE_LOG"))
+    for cfg in configs:
+        dim, blocks, seq, batch, vocab = (int(v) for v in cfg.split(","))
+        o = ours.get(cfg, {})
+        if "error" in o or not o:
+            print("gpt %s: %s" % (cfg, o.get("error", "not run")))
+            continue
+        wall, gpu = o["wall_ms"], o["gpu_ms"]
+        print("gpt d%d x%d seq %d batch %d vocab %d: %.1f ms/step wall, %.1f ms GPU, %.1f ms host "
+              "(%.0f %%), %.0f dispatches, peak %.0f MiB, %.0f tokens/s" % (
+                  dim, blocks, seq, batch, vocab, wall, gpu, wall - gpu, 100 * (wall - gpu) / wall,
+                  o["dispatches"], o["peak_bytes"] / 2**20, batch * seq / (wall / 1e3)), flush=True)
+    print("tensord:", memline)
+    theirs = torch_rows(configs, steps) if os.environ.get("TORCH", "1") != "0" else None
+    sys.stdout.write(table(configs, ours, theirs))
 
 
 if __name__ == "__main__":
