@@ -52,6 +52,9 @@ struct daemon {
 	struct cluster *cluster;         /* the group joined by mpirun (train/cluster.h), or NULL */
 	struct kernel_build *kernel_builds[KERNEL_BUILDS_MAX]; /* running (kernel_build_job.c) */
 	struct train_job *jobs;          /* train.run's jobs, oldest first (train/job.c) */
+	/* The shutdown's final checkpoint wrote every tensor and model: the
+	 * jobs it stopped may resume after the restart (methods_job.c). */
+	bool final_checkpoint_ok;
 };
 
 /* Open the checkpoint directories, load tensors and models into d->store and

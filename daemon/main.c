@@ -446,6 +446,7 @@ static void final_flush(struct daemon *d)
 		log_error("final checkpoint failed; changes since the last one are lost: %s", err);
 		return;
 	}
+	d->final_checkpoint_ok = !res.failed && !res.more && !devices_any_lost(d);
 	log_notice("final checkpoint: %llu tensors (%llu bytes) written, %llu removed, %llu model "
 		   "files changed in %.3f s", (unsigned long long)res.written, (unsigned long long)res.bytes,
 		   (unsigned long long)res.removed, (unsigned long long)res.models, res.seconds);

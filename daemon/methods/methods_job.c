@@ -15,6 +15,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "daemon.h"
+#include "methods/methods_train_run.h"
 #include "methods/params.h"
 #include "pack.h"
 #include "persist/persist_jobs.h"
@@ -156,29 +157,38 @@ static const struct train_sink job_sink = {
 };
 
 int job_start_detached(struct request *req, const struct train_plan *plan, const msgpack_object *model_data,
-		       const char *model)
+		       const char *model, struct job_record *resumed)
 {
 	struct daemon *d = req->call.d;
 	uint32_t uid = (uint32_t)req->call.cred.uid;
-	struct job_record *rec;
+	struct job_record *rec = resumed;
 
 	if (jobs_table_running(uid) >= d->cfg.user_max_jobs)
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "uid %u already has %llu jobs running (user_max_jobs)",
 				    (unsigned)uid, (unsigned long long)d->cfg.user_max_jobs);
-	rec = jobs_table_add(uid);
-	if (!rec)
+	if (!rec && !(rec = jobs_table_add(uid)))
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	daemon_of_jobs = d;
-	snprintf(rec->model, sizeof(rec->model), "%s", model);
-	rec->started_ns = daemon_now_ns(CLOCK_REALTIME);
+	if (!resumed) {
+		snprintf(rec->model, sizeof(rec->model), "%s", model);
+		rec->started_ns = daemon_now_ns(CLOCK_REALTIME);
+		rec->step = plan->start_step - 1;
+	}
 	rec->steps = plan->total;
 	rec->epochs = plan->epochs;
-	rec->step = plan->start_step - 1;
 	rec->ndev = plan->ndev;
 	memcpy(rec->devs, plan->devs, plan->ndev * sizeof(plan->devs[0]));
 	if (train_job_start(&req->call, plan, req->params, model_data, &job_sink, rec, &rec->job) < 0) {
-		jobs_table_remove(rec);
+		if (!resumed)
+			jobs_table_remove(rec);
 		return -1;
+	}
+	if (resumed) {
+		rec->state = JOB_RUNNING;
+		rec->ended_ns = 0;
+		rec->stopped[0] = 0;
+		jobs_table_set_resume(rec, NULL);
+		return 0;
 	}
 	save(rec, false);
 	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 1) ||
@@ -307,6 +317,31 @@ int job_pack_running(msgpack_packer *pk, const struct caller *call)
 	return 0;
 }
 
+/* Start again every job the last shutdown interrupted with a resume entry;
+ * one that cannot start stays interrupted and says why. */
+static void resume_jobs(struct daemon *d)
+{
+	for (struct job_record *rec = jobs_table_head(); rec; rec = rec->next) {
+		struct td_error err;
+
+		if (rec->state != JOB_INTERRUPTED || !rec->resume)
+			continue;
+		td_error_clear(&err);
+		if (train_run_resume(d, rec, &err) == 0) {
+			log_notice("job %llu of uid %u resumed at step %llu of %llu",
+				   (unsigned long long)rec->id, (unsigned)rec->owner,
+				   (unsigned long long)rec->run_step, (unsigned long long)rec->steps);
+			continue;
+		}
+		jobs_table_set_resume(rec, NULL);
+		rec->err_code = err.code ? err.code : TDP_INTERNAL;
+		snprintf(rec->err_message, sizeof(rec->err_message), "not resumed after the restart: %.*s",
+			 (int)(sizeof(rec->err_message) - 40), err.message);
+		log_warning("job %llu of uid %u stays interrupted: %s", (unsigned long long)rec->id,
+			    (unsigned)rec->owner, err.message);
+	}
+}
+
 int jobs_restore(struct daemon *d)
 {
 	uint64_t n = 0;
@@ -314,9 +349,37 @@ int jobs_restore(struct daemon *d)
 
 	daemon_of_jobs = d;
 	r = persist_jobs_restore(d, &n);
-	if (r == 0 && n)
-		persist_jobs_save(d); /* the running ones are interrupted now */
+	if (r == 0 && n) {
+		resume_jobs(d);
+		persist_jobs_save(d); /* the running ones are interrupted now, or resumed */
+	}
 	return r;
+}
+
+/* What starting `rec`'s job again after a restart needs: its request and
+ * who asked (jobs_table.h, resume). */
+static void keep_resume(struct job_record *rec)
+{
+	const struct access_cred *cred = train_job_cred(rec->job);
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	msgpack_unpacked u;
+	bool fail;
+
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	fail = msgpack_pack_map(&pk, 3) || tdp_pack_cstr(&pk, "request") ||
+	       msgpack_pack_object(&pk, *train_job_request(rec->job)) || tdp_pack_cstr(&pk, "gid") ||
+	       msgpack_pack_uint32(&pk, (uint32_t)cred->gid) || tdp_pack_cstr(&pk, "groups") ||
+	       msgpack_pack_array(&pk, cred->ngroups);
+	for (uint32_t i = 0; !fail && i < cred->ngroups; i++)
+		fail = msgpack_pack_uint32(&pk, (uint32_t)cred->groups[i]);
+	msgpack_unpacked_init(&u);
+	if (!fail && tdp_unpack(&u, (const uint8_t *)sb.data, sb.size) == 0 && jobs_table_set_resume(rec, &u.data) == 0)
+		log_notice("job %llu of uid %u will resume after the restart", (unsigned long long)rec->id,
+			   (unsigned)rec->owner);
+	msgpack_unpacked_destroy(&u);
+	msgpack_sbuffer_destroy(&sb);
 }
 
 void jobs_shutdown(struct daemon *d)
@@ -329,7 +392,6 @@ void jobs_shutdown(struct daemon *d)
 
 			jobs_table_note(rec, &st);
 		}
-		rec->job = NULL; /* freed by train_jobs_free, after this */
 		if (rec->state == JOB_RUNNING) {
 			rec->state = JOB_INTERRUPTED;
 			rec->ended_ns = daemon_now_ns(CLOCK_REALTIME);
@@ -337,8 +399,12 @@ void jobs_shutdown(struct daemon *d)
 			log_notice("job %llu of uid %u stopped at step %llu of %llu: interrupted",
 				   (unsigned long long)rec->id, (unsigned)rec->owner,
 				   (unsigned long long)rec->run_step, (unsigned long long)rec->steps);
+			/* The final checkpoint holds its committed steps: it can go on. */
+			if (rec->job && d->final_checkpoint_ok && rec->run_step < rec->steps)
+				keep_resume(rec);
 			any = true;
 		}
+		rec->job = NULL; /* freed by train_jobs_free, after this */
 	}
 	if (any)
 		persist_jobs_save(d);

@@ -9,13 +9,16 @@
 #include "methods/request.h"
 #include "train/job.h"
 
+struct job_record;
+
 /* Start `plan` as a detached job of req's caller and answer {job: id} at
  * once (train.run with detach: true). `model_data` as for train_job_start;
- * `model` is the model's key or "" for none. Refused with
- * RESOURCE_EXHAUSTED beyond user_max_jobs running jobs. Returns 0 or -1
- * after request_fail. */
+ * `model` is the model's key or "" for none. With `resumed` (a record a
+ * shutdown interrupted, restarted by train_run_resume) the job runs in that
+ * record and nothing is answered. Refused with RESOURCE_EXHAUSTED beyond
+ * user_max_jobs running jobs. Returns 0 or -1 after request_fail. */
 int job_start_detached(struct request *req, const struct train_plan *plan, const msgpack_object *model_data,
-		       const char *model);
+		       const char *model, struct job_record *resumed);
 
 /* Serve `job.list {all?}`: the caller's jobs, newest first (root: everyone's). */
 int method_job_list(struct request *req);
@@ -33,7 +36,9 @@ int method_job_watch(struct request *req);
 /* The running jobs the caller may see, as an array of job.stat maps (info). */
 int job_pack_running(msgpack_packer *pk, const struct caller *call);
 
-/* Read the jobs file into the table (daemon_restore). Returns 0 or -errno. */
+/* Read the jobs file into the table (daemon_restore) and start again the
+ * jobs the last shutdown interrupted after a final checkpoint that held
+ * (docs/durability.md, "Jobs"). Returns 0 or -errno. */
 int jobs_restore(struct daemon *d);
 
 /* At shutdown, after the connections closed: running jobs become

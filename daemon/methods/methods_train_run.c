@@ -27,6 +27,7 @@
 #include "store/model.h"
 #include "train/cluster.h"
 #include "train/job.h"
+#include "train/jobs_table.h"
 
 /* The client's side of a run: its deferred reply. */
 struct run_client {
@@ -361,10 +362,27 @@ static int parse_devices(struct request *req, struct train_plan *plan, const msg
 	return 0;
 }
 
+/* A resumed run's plan: the steps its record had committed, and the first
+ * step's number of the run as first started (a model's step moved on with
+ * the committed steps). */
+static int resume_point(struct request *req, struct train_plan *plan, const struct job_record *rec)
+{
+	if (plan->nranks > 1)
+		return request_fail(req, TDP_FAILED_PRECONDITION, "a run across a group does not resume");
+	if (rec->run_step >= plan->total || rec->steps != plan->total)
+		return request_fail(req, TDP_FAILED_PRECONDITION, "its data or length changed: %llu steps "
+				    "of %llu done, the run now has %llu", (unsigned long long)rec->run_step,
+				    (unsigned long long)rec->steps, (unsigned long long)plan->total);
+	plan->resume_done = rec->run_step;
+	plan->start_step = rec->step - (int64_t)rec->run_step + 1;
+	return 0;
+}
+
 /* train.run for a client (member -1), or on a member of the group for the
  * run rank 0 sent (member: this member's rank; no connection, the job
- * reports to no one). */
-static int run_request(struct request *req, int member)
+ * reports to no one), or a detached run resumed after a restart into
+ * `resumed` (no connection either). */
+static int run_request(struct request *req, int member, struct job_record *resumed)
 {
 	struct source src;
 	struct run_params rp = { .shuffle = true, .accumulate_steps = 1 };
@@ -400,7 +418,7 @@ static int run_request(struct request *req, int member)
 
 	if (PARAMS_PARSE(req, p) < 0 || train_resolve_source(req, has_model ? model : NULL, &src) < 0)
 		return -1;
-	if (!req->conn && member < 0) /* request_defer below must not fail once the job runs */
+	if (!req->conn && member < 0 && !resumed) /* request_defer below must not fail once the job runs */
 		return request_fail(req, TDP_INTERNAL, "train.run needs a connection");
 	plan = calloc(1, sizeof(*plan));
 	cl = calloc(1, sizeof(*cl));
@@ -428,11 +446,13 @@ static int run_request(struct request *req, int member)
 						     .eps = 1e-8, .gamma = 0.1, .step_size = 1 };
 	if (!plan->spec.opt.schedule[0])
 		strcpy(plan->spec.opt.schedule, "constant");
+	if (resumed && (r = resume_point(req, plan, resumed)) < 0)
+		goto out;
 	if (detach) {
 		char shown[NAMES_SHOWN_MAX];
 
 		r = job_start_detached(req, plan, src.m ? &src.m->u.data : NULL,
-				       src.m ? lookup_show(&req->call, src.m->name, shown) : "");
+				       src.m ? lookup_show(&req->call, src.m->name, shown) : "", resumed);
 		goto out;
 	}
 	if (member >= 0) {
@@ -457,7 +477,43 @@ out:
 
 int method_train_run(struct request *req)
 {
-	return run_request(req, -1);
+	return run_request(req, -1, NULL);
+}
+
+int train_run_resume(struct daemon *d, struct job_record *rec, struct td_error *err)
+{
+	struct request req = { .call = { .d = d }, .method = "train.run" };
+	const msgpack_object *groups;
+	msgpack_unpacked u;
+	uint64_t v;
+	bool ok;
+	int r = -1;
+
+	td_error_clear(&req.call.err);
+	msgpack_unpacked_init(&u);
+	ok = tdp_unpack(&u, rec->resume, rec->resume_len) == 0 && u.data.type == MSGPACK_OBJECT_MAP &&
+	     (req.params = tdp_map_find(&u.data, "request")) && req.params->type == MSGPACK_OBJECT_MAP &&
+	     tdp_obj_uint(tdp_map_find(&u.data, "gid"), &v) == 0 && v <= UINT32_MAX &&
+	     (groups = tdp_map_find(&u.data, "groups")) && groups->type == MSGPACK_OBJECT_ARRAY &&
+	     groups->via.array.size <= ACCESS_MAX_GROUPS;
+	if (ok) {
+		req.call.cred = (struct access_cred){ .uid = (uid_t)rec->owner, .gid = (gid_t)v,
+						      .ngroups = groups->via.array.size };
+		for (uint32_t i = 0; ok && i < req.call.cred.ngroups; i++) {
+			ok = tdp_obj_uint(&groups->via.array.ptr[i], &v) == 0 && v <= UINT32_MAX;
+			req.call.cred.groups[i] = (gid_t)v;
+		}
+	}
+	if (!ok)
+		td_fail(&req.call.err, TDP_INTERNAL, "its saved request is damaged");
+	else if (run_request(&req, -1, rec) == 0)
+		r = 0;
+	else if (!td_failed(&req.call.err))
+		td_fail(&req.call.err, TDP_INTERNAL, "cannot start the run");
+	if (r < 0)
+		*err = req.call.err;
+	msgpack_unpacked_destroy(&u);
+	return r;
 }
 
 int train_run_member(void *data, int from, const void *msg, size_t len)
@@ -496,7 +552,7 @@ int train_run_member(void *data, int from, const void *msg, size_t len)
 		td_fail(&req.call.err, TDP_PROTOCOL, "the run's message was malformed");
 	} else {
 		req.params = &a[3];
-		if (run_request(&req, from) < 0 && !td_failed(&req.call.err))
+		if (run_request(&req, from, NULL) < 0 && !td_failed(&req.call.err))
 			td_fail(&req.call.err, TDP_INTERNAL, "cannot start the run");
 	}
 	if (td_failed(&req.call.err))

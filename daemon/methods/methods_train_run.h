@@ -17,3 +17,12 @@ int method_train_run(struct request *req);
  * cluster's on_ctrl (train/cluster.h), with the daemon as data: -EAGAIN
  * while this member's part of the run before still ends, else 0. */
 int train_run_member(void *data, int from, const void *msg, size_t len);
+
+struct job_record;
+
+/* Start again, as its owner, the detached run a shutdown interrupted in
+ * `rec` (its resume entry: the request, gid and groups) from the step it
+ * had committed, its steps, shuffles and seeds as if uninterrupted. Returns
+ * 0 (rec runs again) or -1 with `err` set (the model or data are gone or
+ * changed, a quota, ...). */
+int train_run_resume(struct daemon *d, struct job_record *rec, struct td_error *err);

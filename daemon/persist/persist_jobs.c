@@ -59,7 +59,7 @@ int persist_jobs_save(struct daemon *d)
 	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
 	fail = msgpack_pack_array(&pk, n) != 0;
 	for (struct job_record *rec = jobs_table_head(); !fail && rec; rec = rec->next)
-		fail = jobs_table_pack(&pk, rec) != 0;
+		fail = jobs_table_pack_file(&pk, rec) != 0;
 	if (fail) {
 		r = -ENOMEM;
 		goto out;

@@ -63,6 +63,7 @@ static double elapsed(const struct train_job *job)
 static struct train_status status_of(const struct train_job *job)
 {
 	double t = elapsed(job);
+	uint64_t ran = job->done - job->p.resume_done; /* in this daemon: the rates' steps */
 	struct train_status st = {
 		.step = job->p.start_step + (int64_t)job->done - 1,
 		.run_step = job->done,
@@ -72,7 +73,7 @@ static struct train_status status_of(const struct train_job *job)
 		.epochs_done = job->done / job->p.per_epoch,
 		.loss = job->last_loss,
 		.lr = job->lr,
-		.samples_per_s = t > 0 ? (double)(job->done * job->p.batch * job->p.accumulate) / t : 0,
+		.samples_per_s = t > 0 ? (double)(ran * job->p.batch * job->p.accumulate) / t : 0,
 		.elapsed = t,
 		.has_eval = job->have_eval_result,
 		.eval_loss = job->eval_loss,
@@ -83,8 +84,8 @@ static struct train_status status_of(const struct train_job *job)
 		.replica_max_diff = -1,
 		.nranks = job->p.nranks,
 		.profile = job->p.profile && !job->dp && !job->g,
-		.gpu_ns = job->done ? (double)job->gpu_ns / (double)job->done : 0,
-		.dispatches = job->done ? (double)job->dispatches / (double)job->done : 0,
+		.gpu_ns = ran ? (double)job->gpu_ns / (double)ran : 0,
+		.dispatches = ran ? (double)job->dispatches / (double)ran : 0,
 		.peak_bytes = job->peak_bytes,
 	};
 
@@ -586,6 +587,13 @@ int train_job_start(struct caller *call, const struct train_plan *plan, const ms
 		goto fail;
 	if (job->p.nranks > 1 && group_begin(call, job) < 0)
 		goto fail;
+	/* A resumed run goes on where it stopped: its step count, this epoch's
+	 * shuffle, its next micro-batch (docs/durability.md, "Jobs"). */
+	if (job->p.resume_done) {
+		job->done = job->p.resume_done;
+		job->next_unit = job->done * job->p.accumulate;
+		job_shuffle_epoch(job, job->done / job->p.per_epoch);
+	}
 	job->sink = sink;
 	job->sink_data = data;
 	job->start_ns = daemon_now_ns(CLOCK_MONOTONIC);
@@ -597,4 +605,14 @@ int train_job_start(struct caller *call, const struct train_plan *plan, const ms
 fail:
 	job_free(job);
 	return -1;
+}
+
+const msgpack_object *train_job_request(const struct train_job *job)
+{
+	return &job->params.data.via.array.ptr[0];
+}
+
+const struct access_cred *train_job_cred(const struct train_job *job)
+{
+	return &job->call.cred;
 }

@@ -52,6 +52,9 @@ struct train_plan {
 	bool profile;              /* the result gives gpu_ns and dispatches per step */
 	unsigned depth;            /* micro-batches in flight at most (one device), 1..TRAIN_MAX_DEPTH;
 				      0: the device's default */
+	/* Steps of this run committed before a restart (0: a new run): the job
+	 * goes on from there, its steps, shuffles and seeds as if uninterrupted. */
+	uint64_t resume_done;
 };
 
 /* Where a run stands, for its reports. */
@@ -110,6 +113,11 @@ void train_job_cancel(struct train_job *job);
 /* Where `job` stands now: its steps, loss, rate and elapsed time as of the
  * last step it committed (job.stat between progress notes). */
 struct train_status train_job_status(const struct train_job *job);
+
+/* The request `job` was started from (train.run's params, packed) and who
+ * asked: what a restart needs to start it again (methods_job.c). */
+const msgpack_object *train_job_request(const struct train_job *job);
+const struct access_cred *train_job_cred(const struct train_job *job);
 
 /* The event loop's idle work: one step of every running job. Returns whether
  * jobs remain. */

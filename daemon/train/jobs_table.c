@@ -29,7 +29,31 @@ const char *job_state_name(enum job_state s)
 static void record_free(struct job_record *rec)
 {
 	free(rec->result);
+	free(rec->resume);
 	free(rec);
+}
+
+int jobs_table_set_resume(struct job_record *rec, const msgpack_object *map)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	int r = 0;
+
+	free(rec->resume);
+	rec->resume = NULL;
+	rec->resume_len = 0;
+	if (!map)
+		return 0;
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	if (msgpack_pack_object(&pk, *map) == 0 && (rec->resume = malloc(sb.size))) {
+		memcpy(rec->resume, sb.data, sb.size);
+		rec->resume_len = sb.size;
+	} else {
+		r = -ENOMEM;
+	}
+	msgpack_sbuffer_destroy(&sb);
+	return r;
 }
 
 /* The largest id `owner` has in the table (0: none). Pruning keeps an
@@ -163,14 +187,21 @@ static int pack_error(msgpack_packer *pk, const struct job_record *rec)
 	       tdp_pack_cstr(pk, "message") || tdp_pack_cstr(pk, rec->err_message);
 }
 
-int jobs_table_pack(msgpack_packer *pk, struct job_record *rec)
+/* The record as a map: job.list's and job.stat's, and with `file` the jobs
+ * file's (plus "resume"). */
+static int pack(msgpack_packer *pk, struct job_record *rec, bool file)
 {
+	bool resume = file && rec->resume;
+
 	if (rec->job && rec->state == JOB_RUNNING) {
 		struct train_status st = train_job_status(rec->job);
 
 		jobs_table_note(rec, &st);
 	}
-	if (msgpack_pack_map(pk, 20) || kv_u64(pk, "job", rec->id) || kv_u64(pk, "owner", rec->owner) ||
+	if (resume && (msgpack_pack_map(pk, 21) || tdp_pack_cstr(pk, "resume") ||
+		       pk->callback(pk->data, (const char *)rec->resume, rec->resume_len)))
+		return -1;
+	if ((!resume && msgpack_pack_map(pk, 20)) || kv_u64(pk, "job", rec->id) || kv_u64(pk, "owner", rec->owner) ||
 	    tdp_pack_cstr(pk, "state") || tdp_pack_cstr(pk, job_state_name(rec->state)) ||
 	    tdp_pack_cstr(pk, "model") || (rec->model[0] ? tdp_pack_cstr(pk, rec->model) : msgpack_pack_nil(pk)) ||
 	    kv_num(pk, "started", (double)rec->started_ns / 1e9) || tdp_pack_cstr(pk, "ended") ||
@@ -193,6 +224,16 @@ int jobs_table_pack(msgpack_packer *pk, struct job_record *rec)
 	if (!rec->result)
 		return msgpack_pack_nil(pk);
 	return pk->callback(pk->data, (const char *)rec->result, rec->result_len);
+}
+
+int jobs_table_pack(msgpack_packer *pk, struct job_record *rec)
+{
+	return pack(pk, rec, false);
+}
+
+int jobs_table_pack_file(msgpack_packer *pk, struct job_record *rec)
+{
+	return pack(pk, rec, true);
 }
 
 /* Read back what pack_eval wrote. */
@@ -303,6 +344,12 @@ int jobs_table_restore(const msgpack_object *map)
 			r = -ENOMEM;
 		}
 		msgpack_sbuffer_destroy(&sb);
+	}
+	if (r == 0 && rec->state == JOB_INTERRUPTED) {
+		const msgpack_object *resume = tdp_map_find(map, "resume");
+
+		if (resume && resume->type == MSGPACK_OBJECT_MAP)
+			r = jobs_table_set_resume(rec, resume);
 	}
 	if (r < 0) {
 		record_free(rec);

@@ -55,6 +55,10 @@ struct job_record {
 	char err_message[TDP_MAX_ERROR_MESSAGE];
 	uint8_t *result;               /* train.run's result map, packed; NULL until done */
 	size_t result_len;
+	/* Interrupted by a shutdown whose final checkpoint held: what starting
+	 * it again needs, packed ({"request", "gid", "groups"}); NULL: none. */
+	uint8_t *resume;
+	size_t resume_len;
 	/* Only while it runs in this daemon: */
 	struct train_job *job;
 	struct job_watcher *watchers;
@@ -91,6 +95,13 @@ void jobs_table_note(struct job_record *rec, const struct train_status *st);
  * taken from the job itself first (not as of its last progress note).
  * Returns 0 or -1. */
 int jobs_table_pack(msgpack_packer *pk, struct job_record *rec);
+
+/* jobs_table_pack for the jobs file: with the "resume" entry where the
+ * record has one. */
+int jobs_table_pack_file(msgpack_packer *pk, struct job_record *rec);
+
+/* Set or clear (NULL) rec->resume from `map`, copied. Returns 0 or -ENOMEM. */
+int jobs_table_set_resume(struct job_record *rec, const msgpack_object *map);
 
 /* Restore a record from a map jobs_table_pack wrote (the jobs file): a
  * running one becomes interrupted. A record whose owner and id are already

@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """Detached train.run jobs against a real tensord (docs/protocol.md, "Jobs"):
 a detached run survives its client's disconnect and ends as the same run
-attached does; job.cancel; job.watch from another connection; a restart
-marks a running job interrupted (the jobs file in the state directory);
+attached does; job.cancel; job.watch from another connection; a crash
+marks a running job interrupted (the jobs file in the state directory), a
+clean stop lets it resume after the restart, with the results of a run
+never stopped;
 another uid can neither see, watch nor cancel a job (NOT_FOUND) and root
 sees every job; user_max_jobs refuses one job too many; a device loss fails
 a job; tensorctl's train --detach, jobs, logs and cancel.
@@ -371,12 +373,86 @@ def test_restart(tmp):
     # The shutdown names the jobs it stops, with their step (issue 34).
     m = re.search(r"job %d of uid %d stopped at step (\d+) of 10000000: interrupted" % (late, os.getuid()), log)
     check(m is not None and int(m.group(1)) > 0, "the shutdown log names the stopped job: %r" % (log[-600:],))
+    check(re.search(r"job %d of uid %d will resume after the restart" % (late, os.getuid()), log) is not None,
+          "the shutdown says the job will resume")
+    # After a clean stop (its final checkpoint held) the job goes on from its
+    # last committed step (issue 34); test_resume checks its results.
     with Daemon(["--state-dir", state]) as d:
         c = d.client()
         st = c.call("job.stat", {"job": late})
-        check(st["state"] == "interrupted" and st["run_step"] > 0,
-              "stopped daemon's job, its last step kept: %r" % (st,))
+        check(st["state"] == "running" and st["run_step"] >= int(m.group(1) if m else 1),
+              "stopped daemon's job resumed from its last step: %r" % (st,))
+        c.call("job.cancel", {"job": late})
+        check(wait_state(c, late)["state"] == "cancelled", "the resumed job can be cancelled")
         c.close()
+
+
+RESUME_STEPS = 2400
+
+
+def resume_model(c):
+    """An MLP with dropout and Adam over 256 rows (8 steps an epoch): its
+    updates, optimizer state, shuffles and dropout masks all depend on the
+    step number."""
+    setup_data(c)
+    c.call("model.define", {
+        "name": "rm", "replace": True, "seed": 3,
+        "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}, {"name": "y", "dtype": "f32", "shape": [2, 1]}],
+        "layers": [{"type": "linear", "in": 3, "out": 16}, {"type": "relu"}, {"type": "dropout", "p": 0.2},
+                   {"type": "linear", "in": 16, "out": 1}],
+        "loss": {"type": "mse", "target": "y"}, "optimizer": {"type": "adam", "lr": 1e-3}})
+    return {"model": "rm", "data": {"x": "x", "y": "y"}, "batch_size": 32, "steps": RESUME_STEPS,
+            "seed": 11, "progress_every": 1000000, "detach": True}
+
+
+def model_tensors(c):
+    return {t["name"]: bytes(c.call("tensor.get", {"name": t["name"]})["data"])
+            for t in c.call("tensor.list", {"prefix": "rm/"})["tensors"]}
+
+
+def test_resume(tmp):
+    """A job a SIGTERM stops mid-run resumes after the restart and ends with
+    the same parameters and Adam state, bit for bit, as the same run left
+    alone (issue 34)."""
+    with Daemon() as d:
+        c = d.client()
+        job = c.call("train.run", resume_model(c))["job"]
+        end = wait_state(c, job)
+        want, want_loss = model_tensors(c), end["loss"]
+        c.close()
+    state = os.path.join(tmp, "state")
+    d = Daemon(["--state-dir", state]).start()
+    c = d.client()
+    job = c.call("train.run", resume_model(c))["job"]
+    st = wait_state(c, job, states=("running",))
+    while st["state"] == "running" and st["run_step"] < 45:  # mid-epoch (8 steps an epoch)
+        st = c.call("job.stat", {"job": job})
+    c.close()
+    d.proc.send_signal(signal.SIGTERM)
+    check(d.proc.wait(60) == 0, "SIGTERM: exit 0")
+    with open(d.log, errors="replace") as f:
+        log = f.read()
+    d.proc = None
+    d._cleanup()
+    m = re.search(r"job %d of uid %d stopped at step (\d+) of %d" % (job, os.getuid(), RESUME_STEPS), log)
+    stopped = int(m.group(1)) if m else -1
+    print("stopped at step %d" % stopped)
+    check(0 < stopped < RESUME_STEPS, "stopped mid-run: %r" % (log[-400:],))
+    with Daemon(["--state-dir", state]) as d:
+        c = d.client()
+        end = wait_state(c, job)
+        got = model_tensors(c)
+        c.close()
+        with open(d.log, errors="replace") as f:
+            log = f.read()
+    check("job %d of uid %d resumed at step %d of %d" % (job, os.getuid(), stopped, RESUME_STEPS) in log,
+          "the start-up log says where it resumed")
+    check(end["state"] == "done" and end["run_step"] == RESUME_STEPS and end["loss"] == want_loss,
+          "the resumed job ends as the uninterrupted one: %r (loss %r)" % (end, want_loss))
+    check(sorted(got) == sorted(want) and len(want) >= 6,
+          "the same tensors: %r against %r" % (sorted(got), sorted(want)))
+    for name in sorted(want):
+        check(got.get(name) == want[name], "%s differs from the uninterrupted run" % name)
 
 
 def test_device_lost(tmp):
@@ -475,6 +551,8 @@ def main():
         test_ids_per_user(tmp)
     with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
         test_restart(tmp)
+    with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
+        test_resume(tmp)
     with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
         test_device_lost(tmp)
     if failures:
