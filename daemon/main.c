@@ -569,6 +569,20 @@ static bool leave_cluster(struct daemon *d)
 /* After the loop stopped: what runs now is finished and answered, then
  * (SIGTERM, or a failing loop) the final flush keeps whatever was
  * acknowledged. */
+/* Say at start-up whether what clients store outlives the daemon (issue 34:
+ * a daemon started by hand without a state directory kept nothing, silently). */
+static void log_persistence(const struct config *cfg)
+{
+	if (config_persist_on(cfg))
+		log_notice("tensors, models and jobs persist in %s (checkpoint every %llu s, and at a clean stop)",
+			   cfg->state_dir, (unsigned long long)cfg->checkpoint_interval);
+	else if (cfg->persist == CONFIG_PERSIST_NO)
+		log_notice("nothing persists (persist = no): tensors, models and jobs end with the daemon");
+	else
+		log_notice("nothing persists: no state directory (--state-dir, state_dir or $STATE_DIRECTORY; "
+			   "docs/durability.md), so tensors, models and jobs end with the daemon");
+}
+
 static void finish_work(struct daemon *d)
 {
 	/* Only the answers of what runs now go out; the loop closes its op.run
@@ -644,6 +658,7 @@ int main(int argc, char **argv)
 	store_set_quota(d.store, d.cfg.user_max_tensors, d.cfg.user_max_bytes);
 	/* Restored before serving and before READY=1: a client never sees a
 	 * half-restored store (docs/durability.md). */
+	log_persistence(&d.cfg);
 	if (config_persist_on(&d.cfg) && daemon_restore(&d) < 0)
 		goto out;
 	d.server = server_new(&d, listen_fd, unlink_path);

@@ -420,6 +420,8 @@ def test_resume(tmp):
         end = wait_state(c, job)
         want, want_loss = model_tensors(c), end["loss"]
         c.close()
+        with open(d.log, errors="replace") as f:
+            check("nothing persists (persist = no)" in f.read(), "the start-up log says nothing persists")
     state = os.path.join(tmp, "state")
     d = Daemon(["--state-dir", state]).start()
     c = d.client()
@@ -447,6 +449,7 @@ def test_resume(tmp):
             log = f.read()
     check("job %d of uid %d resumed at step %d of %d" % (job, os.getuid(), stopped, RESUME_STEPS) in log,
           "the start-up log says where it resumed")
+    check("tensors, models and jobs persist in %s" % state in log, "the start-up log says where state persists")
     check(end["state"] == "done" and end["run_step"] == RESUME_STEPS and end["loss"] == want_loss,
           "the resumed job ends as the uninterrupted one: %r (loss %r)" % (end, want_loss))
     check(sorted(got) == sorted(want) and len(want) >= 6,
