@@ -313,6 +313,34 @@ static void write_gpu(struct prom *p, const msgpack_object *gpu, const msgpack_o
 	       "Time spent building pipelines.", labels, tdp_map_find(pipes, "compile_seconds"));
 }
 
+/* info's "persistence": whether tensors persist and the checkpoints' record. */
+static void write_persistence(struct prom *p, const msgpack_object *per)
+{
+	msgpack_object b = { .type = MSGPACK_OBJECT_POSITIVE_INTEGER };
+	const msgpack_object *o;
+
+	if (!per || per->type != MSGPACK_OBJECT_MAP)
+		return;
+	o = tdp_map_find(per, "enabled");
+	b.via.u64 = o && o->type == MSGPACK_OBJECT_BOOLEAN && o->via.boolean;
+	sample(p, "tensord_persist_enabled", "gauge", "1 when tensors, models and jobs persist in a state directory.",
+	       NULL, &b);
+	sample(p, "tensord_checkpoints_total", "counter", "Checkpoint passes (periodic, store.sync, final).", NULL,
+	       tdp_map_find(per, "checkpoints"));
+	sample(p, "tensord_checkpoint_failed_writes_total", "counter",
+	       "Tensors and models a checkpoint could not write (retried).", NULL, tdp_map_find(per, "failed_writes"));
+	sample(p, "tensord_last_checkpoint_timestamp_seconds", "gauge", "Unix time the last checkpoint ended.",
+	       NULL, tdp_map_find(per, "last_checkpoint"));
+	sample(p, "tensord_last_checkpoint_duration_seconds", "gauge", "How long the last checkpoint took.", NULL,
+	       tdp_map_find(per, "last_checkpoint_seconds"));
+	o = tdp_map_find(per, "last_checkpoint_status");
+	if (o && o->type == MSGPACK_OBJECT_STR) {
+		b.via.u64 = o->via.str.size == 2 && !memcmp(o->via.str.ptr, "ok", 2);
+		sample(p, "tensord_last_checkpoint_ok", "gauge",
+		       "1 when the last checkpoint completed and wrote everything it tried.", NULL, &b);
+	}
+}
+
 int ctl_prom_write(FILE *f, const msgpack_object *info)
 {
 	struct prom p = { .f = f };
@@ -340,6 +368,7 @@ int ctl_prom_write(FILE *f, const msgpack_object *info)
 	}
 	write_devices(&p, tdp_map_find(info, "devices"));
 	write_limits(&p, tdp_map_find(info, "limits"));
+	write_persistence(&p, tdp_map_find(info, "persistence"));
 
 	counters = tdp_map_find(info, "counters");
 	if (counters && counters->type == MSGPACK_OBJECT_MAP) {

@@ -29,6 +29,13 @@ struct metrics {
 	uint64_t reload_failures;       /* SIGHUP reloads refused (bad config) */
 	uint64_t op_batches;            /* op.run batches submitted (methods/op_batch.c) */
 	uint64_t op_batched;            /* op.runs answered from them */
+	/* Checkpoints (persist/checkpoint.c), info's "persistence": */
+	uint64_t checkpoints;           /* passes that completed (periodic, store.sync, final) */
+	uint64_t checkpoints_failed;    /* passes that could not complete (an fsync failed, ...) */
+	uint64_t checkpoint_failed_writes; /* tensors and models a pass could not write */
+	int64_t last_checkpoint_unix_ns; /* CLOCK_REALTIME at the last pass's end, 0: none yet */
+	uint64_t last_checkpoint_ns;    /* how long it took */
+	bool last_checkpoint_ok;        /* it completed and wrote everything it tried */
 };
 
 /* Count one finished request of method slot `slot` (see request_method_slot)

@@ -234,6 +234,28 @@ static int write_counters(msgpack_packer *pk, const struct daemon *d)
 	       (ps.feedback ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
 }
 
+/* info's "persistence" (like Redis's INFO persistence): whether and where
+ * tensors persist (the directory for root only) and the checkpoints' record. */
+static int write_persistence(msgpack_packer *pk, const struct daemon *d, uint32_t viewer)
+{
+	const struct metrics *m = &d->metrics;
+	bool on = d->persist != NULL, last = m->last_checkpoint_unix_ns != 0;
+
+	return tdp_pack_cstr(pk, "persistence") || msgpack_pack_map(pk, 8) ||
+	       tdp_pack_cstr(pk, "enabled") || (on ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) ||
+	       tdp_pack_cstr(pk, "state_dir") ||
+	       (on && viewer == 0 ? tdp_pack_cstr(pk, d->cfg.state_dir) : msgpack_pack_nil(pk)) ||
+	       kv_u64(pk, "checkpoint_interval", d->cfg.checkpoint_interval) ||
+	       kv_u64(pk, "checkpoints", m->checkpoints + m->checkpoints_failed) ||
+	       kv_u64(pk, "failed_writes", m->checkpoint_failed_writes) ||
+	       tdp_pack_cstr(pk, "last_checkpoint") ||
+	       (last ? msgpack_pack_double(pk, (double)m->last_checkpoint_unix_ns / 1e9) : msgpack_pack_nil(pk)) ||
+	       tdp_pack_cstr(pk, "last_checkpoint_seconds") ||
+	       (last ? msgpack_pack_double(pk, (double)m->last_checkpoint_ns / 1e9) : msgpack_pack_nil(pk)) ||
+	       tdp_pack_cstr(pk, "last_checkpoint_status") ||
+	       (last ? tdp_pack_cstr(pk, m->last_checkpoint_ok ? "ok" : "failed") : msgpack_pack_nil(pk));
+}
+
 /* Whether `viewer` is told that `key` was lost or rolled back: root hears of
  * every name, anyone else only of the names in its own namespace (another
  * user's names, private ones included, are that user's business). */
@@ -299,7 +321,7 @@ int method_info(struct request *req)
 	if (params_none(req) < 0)
 		return -1;
 	store_totals(d->store, &count, &bytes);
-	fail = tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 15) ||
+	fail = tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 16) ||
 	       kv_str(pk, "version", TENSORD_VERSION) ||
 	       kv_u64(pk, "protocol", TDP_PROTOCOL_VERSION) ||
 	       kv_u64(pk, "pid", (uint64_t)getpid()) ||
@@ -316,6 +338,7 @@ int method_info(struct request *req)
 	       tdp_pack_cstr(pk, "user") || write_user(pk, req) ||
 	       tdp_pack_cstr(pk, "jobs") || job_pack_running(pk, &req->call) ||
 	       write_resets(pk, d, req->call.cred.uid) ||
+	       write_persistence(pk, d, req->call.cred.uid) ||
 	       tdp_pack_cstr(pk, "cluster") || write_cluster(pk, d);
 	if (fail)
 		return request_fail(req, TDP_INTERNAL, "out of memory");

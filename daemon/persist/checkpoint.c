@@ -123,6 +123,19 @@ int checkpoint_tensor_now(struct daemon *d, struct tensor *t)
 	return 0;
 }
 
+/* Count a checkpoint pass that began at `t0` (info's "persistence"). */
+static void note_pass(struct daemon *d, int64_t t0, bool completed, uint64_t failed)
+{
+	struct metrics *m = &d->metrics;
+
+	m->checkpoints += completed;
+	m->checkpoints_failed += !completed;
+	m->checkpoint_failed_writes += failed;
+	m->last_checkpoint_unix_ns = daemon_now_ns(CLOCK_REALTIME);
+	m->last_checkpoint_ns = (uint64_t)(daemon_now_ns(CLOCK_MONOTONIC) - t0);
+	m->last_checkpoint_ok = completed && !failed;
+}
+
 /* The flush; `periodic` skips tensors waiting out a backoff, `who` (-1: no
  * one) is the uid whose failed names go to out->mine (0: every name). */
 static int flush(struct daemon *d, uint64_t max_tensors, uint64_t max_bytes, bool periodic,
@@ -166,10 +179,15 @@ static int flush(struct daemon *d, uint64_t max_tensors, uint64_t max_bytes, boo
 		out.bytes += t->bytes;
 	}
 	c = persist_commit(d->persist);
-	if (c < 0)
+	if (c < 0) {
+		note_pass(d, t0, false, out.failed);
 		return tdp_errorf(err, err_len, c, "fsync of the checkpoint directory: %s", strerror(-c));
-	if (d->model_persist && (c = model_persist_flush(d->model_persist, d, who, &out, err, err_len)) < 0)
+	}
+	if (d->model_persist && (c = model_persist_flush(d->model_persist, d, who, &out, err, err_len)) < 0) {
+		note_pass(d, t0, false, out.failed);
 		return c;
+	}
+	note_pass(d, t0, true, out.failed);
 	out.seconds = (double)(daemon_now_ns(CLOCK_MONOTONIC) - t0) / 1e9;
 	*ret = out;
 	return 0;

@@ -252,6 +252,50 @@ static void hostile_labels(void **state)
 
 /* Several devices in use, two of them the same Vulkan device (--device 0,0):
  * the per-device families of devices in use are keyed by id. */
+/* info's persistence map: the families it gives, and none from a daemon
+ * that has not checkpointed yet (nil) but the enabled gauge and counters. */
+static void persistence(void **state)
+{
+	struct built b;
+	char *text = NULL;
+
+	(void)state;
+	build_begin(&b);
+	msgpack_pack_map(&b.pk, 1);
+	str(&b.pk, "persistence");
+	msgpack_pack_map(&b.pk, 6);
+	str(&b.pk, "enabled"); msgpack_pack_true(&b.pk);
+	str(&b.pk, "checkpoints"); msgpack_pack_uint32(&b.pk, 3);
+	str(&b.pk, "failed_writes"); msgpack_pack_uint32(&b.pk, 1);
+	str(&b.pk, "last_checkpoint"); msgpack_pack_double(&b.pk, 1700000000.5);
+	str(&b.pk, "last_checkpoint_seconds"); msgpack_pack_double(&b.pk, 0.25);
+	str(&b.pk, "last_checkpoint_status"); str(&b.pk, "failed");
+	assert_int_equal(run(build_end(&b), &text), 6);
+	assert_int_equal(check_valid(text), 6);
+	assert_non_null(strstr(text, "tensord_persist_enabled 1\n"));
+	assert_non_null(strstr(text, "# TYPE tensord_checkpoints_total counter\n"));
+	assert_non_null(strstr(text, "tensord_checkpoints_total 3\n"));
+	assert_non_null(strstr(text, "tensord_checkpoint_failed_writes_total 1\n"));
+	assert_non_null(strstr(text, "tensord_last_checkpoint_duration_seconds 0.25\n"));
+	assert_non_null(strstr(text, "tensord_last_checkpoint_ok 0\n"));
+	free(text);
+	build_free(&b);
+
+	build_begin(&b);
+	msgpack_pack_map(&b.pk, 1);
+	str(&b.pk, "persistence");
+	msgpack_pack_map(&b.pk, 4);
+	str(&b.pk, "enabled"); msgpack_pack_false(&b.pk);
+	str(&b.pk, "checkpoints"); msgpack_pack_uint32(&b.pk, 0);
+	str(&b.pk, "last_checkpoint"); msgpack_pack_nil(&b.pk);
+	str(&b.pk, "last_checkpoint_status"); msgpack_pack_nil(&b.pk);
+	assert_int_equal(run(build_end(&b), &text), 2);
+	assert_non_null(strstr(text, "tensord_persist_enabled 0\n"));
+	assert_null(strstr(text, "tensord_last_checkpoint"));
+	free(text);
+	build_free(&b);
+}
+
 static void devices_in_use(void **state)
 {
 	struct built b;
@@ -387,6 +431,7 @@ int main(void)
 		cmocka_unit_test(wrong_types),
 		cmocka_unit_test(hostile_labels),
 		cmocka_unit_test(devices_in_use),
+		cmocka_unit_test(persistence),
 		cmocka_unit_test(duplicates_and_special_values),
 		cmocka_unit_test(well_formed),
 	};

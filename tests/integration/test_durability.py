@@ -184,6 +184,12 @@ def test_round_trip():
             assert isinstance(res["seconds"], float) and res["removed"] == 0, res
             again = c.call("store.sync")
             assert again["written"] == 0 and again["bytes"] == 0, again
+            # info's persistence section (issue 34): where, and the passes' record
+            per = c.call("info")["persistence"]
+            assert per["enabled"] is True and per["checkpoints"] >= 2 and per["failed_writes"] == 0, per
+            assert per["last_checkpoint_status"] == "ok" and per["last_checkpoint_seconds"] >= 0, per
+            assert abs(per["last_checkpoint"] - time.time()) < 60, per
+            assert per["state_dir"] == (st.state if os.geteuid() == 0 else None), per
             sent["rt/u8/0:x"] = random_bytes("u8", [3, 5])
             put(c, "rt/u8/0:x", "u8", [3, 5], sent["rt/u8/0:x"])
             before = {n: c.call("tensor.stat", {"name": n}) for n in sent}
@@ -659,6 +665,9 @@ def test_unwritable_tensor_does_not_stop_others():
             victim()
         assert os.path.exists(os.path.join(st.tensors(), encode_name("ok1", 65533 if two else None))), \
             "ok1 not written"
+        with d.client() as c:  # the failed writes show in info (issue 34)
+            per = c.call("info")["persistence"]
+            assert per["failed_writes"] >= 2 and per["last_checkpoint_status"] == "failed", per
         with d.client() as c:
             put(c, "ok2", "f32", [4], np.full(4, 2, np.float32).tobytes())
             deadline = time.monotonic() + 10

@@ -422,6 +422,9 @@ def test_resume(tmp):
         c.close()
         with open(d.log, errors="replace") as f:
             check("nothing persists (persist = no)" in f.read(), "the start-up log says nothing persists")
+        per = d.client().call("info")["persistence"]
+        check(per["enabled"] is False and per["state_dir"] is None and per["last_checkpoint"] is None,
+              "info without persistence: %r" % (per,))
     state = os.path.join(tmp, "state")
     d = Daemon(["--state-dir", state]).start()
     c = d.client()
