@@ -1,7 +1,10 @@
 /* tensorctl info: the daemon's `info` result printed for people. */
 #include <inttypes.h>
 #include <math.h>
+#include <pwd.h>
+#include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "ctl.h"
 #include "json.h"
@@ -302,11 +305,73 @@ static void print_unknown(FILE *f, const msgpack_object *info, const char *const
 	}
 }
 
+/* info's "persistence" as one line (docs/durability.md). */
+static void print_persistence(FILE *f, const msgpack_object *info)
+{
+	const msgpack_object *p = tdp_map_find(info, "persistence"), *o;
+	uint64_t n = 0, failed = 0;
+	double when, secs;
+
+	if (!p || p->type != MSGPACK_OBJECT_MAP)
+		return;
+	o = tdp_map_find(p, "enabled");
+	if (!o || o->type != MSGPACK_OBJECT_BOOLEAN || !o->via.boolean) {
+		fprintf(f, "%-13s off: tensors, models and jobs end with the daemon\n", "persistence");
+		return;
+	}
+	fprintf(f, "%-13s on", "persistence");
+	o = tdp_map_find(p, "state_dir");
+	if (o && o->type == MSGPACK_OBJECT_STR)
+		fprintf(f, " in %.*s", o->via.str.size > 200 ? 200 : (int)o->via.str.size, o->via.str.ptr);
+	get_uint(p, "checkpoints", &n);
+	get_uint(p, "failed_writes", &failed);
+	fprintf(f, ", %" PRIu64 " checkpoints", n);
+	o = tdp_map_find(p, "last_checkpoint_status");
+	if (ctl_map_number(p, "last_checkpoint", &when) && ctl_map_number(p, "last_checkpoint_seconds", &secs) &&
+	    o && o->type == MSGPACK_OBJECT_STR)
+		fprintf(f, ", the last %.0f s ago (%.3f s, %.*s)", difftime(time(NULL), (time_t)when), secs,
+			o->via.str.size > 16 ? 16 : (int)o->via.str.size, o->via.str.ptr);
+	fprintf(f, ", %" PRIu64 " failed writes\n", failed);
+}
+
+/* info's "users" as a table (root sees every user, others themselves). */
+static void print_users(FILE *f, const msgpack_object *info)
+{
+	const msgpack_object *users = tdp_map_find(info, "users");
+	char size[32];
+
+	if (!users || users->type != MSGPACK_OBJECT_ARRAY || !users->via.array.size)
+		return;
+	fprintf(f, "\n%-8s %-12s %10s %9s %6s %8s %10s %5s\n", "UID", "USER", "GPU_S", "REQUESTS", "CONNS",
+		"TENSORS", "BYTES", "JOBS");
+	for (uint32_t i = 0; i < users->via.array.size; i++) {
+		const msgpack_object *u = &users->via.array.ptr[i];
+		uint64_t uid, req = 0, conns = 0, tensors = 0, bytes = 0, jobs = 0;
+		struct passwd pw, *found = NULL;
+		char buf[1024];
+		double gpu = 0;
+
+		if (u->type != MSGPACK_OBJECT_MAP || !get_uint(u, "uid", &uid) || uid > UINT32_MAX)
+			continue;
+		ctl_map_number(u, "gpu_seconds", &gpu);
+		get_uint(u, "requests", &req);
+		get_uint(u, "connections", &conns);
+		get_uint(u, "tensors", &tensors);
+		get_uint(u, "bytes", &bytes);
+		get_uint(u, "jobs", &jobs);
+		getpwuid_r((uid_t)uid, &pw, buf, sizeof(buf), &found);
+		ctl_format_size(size, sizeof(size), bytes);
+		fprintf(f, "%-8" PRIu64 " %-12.12s %10.3f %9" PRIu64 " %6" PRIu64 " %8" PRIu64 " %10s %5" PRIu64 "\n",
+			uid, found ? found->pw_name : "-", gpu, req, conns, tensors, size, jobs);
+	}
+}
+
 void ctl_print_info(FILE *f, const msgpack_object *info)
 {
 	static const char *const known[] = { "version", "protocol", "pid", "uptime", "connections",
 					     "tensors", "devices", "limits", "user", "requests",
-					     "counters", "device_resets", "last_reset", "jobs", NULL };
+					     "counters", "device_resets", "last_reset", "jobs", "persistence",
+					     "users", NULL };
 	const msgpack_object *devices = tdp_map_find(info, "devices");
 	const msgpack_object *limits = tdp_map_find(info, "limits");
 
@@ -316,10 +381,12 @@ void ctl_print_info(FILE *f, const msgpack_object *info)
 		return;
 	}
 	print_head(f, info);
+	print_persistence(f, info);
 	print_unknown(f, info, known, false);
 	if (devices)
 		ctl_print_devices(f, devices);
 	ctl_print_running_jobs(f, info);
+	print_users(f, info);
 	print_requests(f, info);
 	if (limits)
 		print_section(f, "limits", limits);

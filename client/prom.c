@@ -313,6 +313,44 @@ static void write_gpu(struct prom *p, const msgpack_object *gpu, const msgpack_o
 	       "Time spent building pipelines.", labels, tdp_map_find(pipes, "compile_seconds"));
 }
 
+/* info's "users": one family per figure, a sample per uid (root sees every
+ * uid, anyone else itself). */
+static void write_users(struct prom *p, const msgpack_object *users)
+{
+	static const char *const fam[][4] = {
+		{ "gpu_seconds", "tensord_user_gpu_seconds_total", "counter", "Device time of the user's work." },
+		{ "requests", "tensord_user_requests_total", "counter", "Requests of the user answered." },
+		{ "connections", "tensord_user_connections", "gauge", "The user's connections open now." },
+		{ "tensors", "tensord_user_tensors", "gauge", "Tensors the user owns." },
+		{ "bytes", "tensord_user_tensor_bytes", "gauge", "Bytes of the tensors the user owns." },
+		{ "jobs", "tensord_user_jobs", "gauge", "The user's detached jobs running." },
+	};
+	char labels[LABELS_MAX];
+
+	if (!users || users->type != MSGPACK_OBJECT_ARRAY)
+		return;
+	for (size_t f = 0; f < sizeof(fam) / sizeof(fam[0]); f++)
+		for (uint32_t i = 0; i < users->via.array.size; i++) {
+			const msgpack_object *u = &users->via.array.ptr[i];
+			bool dup = false;
+
+			if (u->type != MSGPACK_OBJECT_MAP || !tdp_map_find(u, "uid"))
+				continue;
+			/* one series per uid, even from a daemon that sends one twice */
+			for (uint32_t j = 0; j < i && !dup; j++) {
+				const msgpack_object *o = &users->via.array.ptr[j];
+				const msgpack_object *a = o->type == MSGPACK_OBJECT_MAP ? tdp_map_find(o, "uid") : NULL;
+
+				dup = a && msgpack_object_equal(*a, *tdp_map_find(u, "uid"));
+			}
+			if (dup)
+				continue;
+			labels[0] = '\0';
+			label_obj(labels, sizeof(labels), "uid", tdp_map_find(u, "uid"));
+			sample(p, fam[f][1], fam[f][2], fam[f][3], labels, tdp_map_find(u, fam[f][0]));
+		}
+}
+
 /* info's "persistence": whether tensors persist and the checkpoints' record. */
 static void write_persistence(struct prom *p, const msgpack_object *per)
 {
@@ -369,6 +407,7 @@ int ctl_prom_write(FILE *f, const msgpack_object *info)
 	write_devices(&p, tdp_map_find(info, "devices"));
 	write_limits(&p, tdp_map_find(info, "limits"));
 	write_persistence(&p, tdp_map_find(info, "persistence"));
+	write_users(&p, tdp_map_find(info, "users"));
 
 	counters = tdp_map_find(info, "counters");
 	if (counters && counters->type == MSGPACK_OBJECT_MAP) {

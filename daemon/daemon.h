@@ -6,6 +6,7 @@
 
 #include "base/config.h"
 #include "base/metrics.h"
+#include "base/usage.h"
 #include "gpu/device.h"
 
 /* Requests served per connection per turn before other clients get theirs
@@ -47,6 +48,7 @@ struct daemon {
 	uint64_t requests;               /* requests answered (errors too), for info */
 	uint64_t requests_failed;        /* of which with an error response */
 	struct metrics metrics;          /* counters for info and tensorctl metrics */
+	struct usage usage;              /* per uid: GPU time, requests, connections (base/usage.h) */
 	struct recovery *recovery;       /* device loss recovery (recover.h) */
 	struct op_batch *batch;          /* small op.runs batched (methods/op_batch.h) */
 	struct cluster *cluster;         /* the group joined by mpirun (train/cluster.h), or NULL */

@@ -712,6 +712,7 @@ out:
 	kernel_build_jobs_free(&d);
 	kernels_fini(&d);
 	models_free(d.models);
+	usage_free(&d.usage);
 	store_free(d.store);
 	devices_close(&d);
 	if (sig.src.fd >= 0) {

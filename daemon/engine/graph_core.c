@@ -390,8 +390,11 @@ int graph_wait(struct graph *gr)
 		r = gpu_rec_wait(rec);
 		if (r < 0 && !err)
 			err = r;
-		if (r == 0)
+		if (r == 0) {
 			gr->gpu_ns += rec->gpu_ns;
+			/* Charged to whoever asked (info's "users"). */
+			usage_charge_gpu(&gr->call->d->usage, (uint32_t)gr->call->cred.uid, rec->gpu_ns);
+		}
 		gr->dispatches += rec->dispatches;
 		rec->g = NULL;
 	}

@@ -10,6 +10,7 @@
 #include "daemon.h"
 #include "train/cluster.h"
 #include "train/job.h"
+#include "train/jobs_table.h"
 #include "pack.h"
 #include "persist/recover.h"
 #include "rpc.h"
@@ -234,6 +235,37 @@ static int write_counters(msgpack_packer *pk, const struct daemon *d)
 	       (ps.feedback ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
 }
 
+/* One user's entry of info's "users". */
+static int write_one_user(msgpack_packer *pk, const struct daemon *d, uint32_t uid, const struct usage_user *u)
+{
+	struct store_usage use;
+
+	store_usage_of(d->store, uid, &use);
+	return msgpack_pack_map(pk, 7) || kv_u64(pk, "uid", uid) ||
+	       kv_seconds(pk, "gpu_seconds", u ? u->gpu_ns : 0) ||
+	       kv_u64(pk, "requests", u ? u->requests : 0) ||
+	       kv_u64(pk, "connections", u ? u->connections : 0) ||
+	       kv_u64(pk, "tensors", use.tensors) || kv_u64(pk, "bytes", use.bytes) ||
+	       kv_u64(pk, "jobs", jobs_table_running(uid));
+}
+
+/* info's "users" (issue 34: who uses the GPU, as nvidia-smi's process list):
+ * root sees every uid the daemon has served since it started, anyone else
+ * its own entry only. */
+static int write_users(msgpack_packer *pk, const struct daemon *d, uint32_t viewer)
+{
+	const struct usage *u = &d->usage;
+	int fail;
+
+	if (viewer != 0)
+		return tdp_pack_cstr(pk, "users") || msgpack_pack_array(pk, 1) ||
+		       write_one_user(pk, d, viewer, usage_find(u, viewer));
+	fail = tdp_pack_cstr(pk, "users") || msgpack_pack_array(pk, u->n);
+	for (unsigned i = 0; !fail && i < u->n; i++)
+		fail = write_one_user(pk, d, u->users[i].uid, &u->users[i]);
+	return fail;
+}
+
 /* info's "persistence" (like Redis's INFO persistence): whether and where
  * tensors persist (the directory for root only) and the checkpoints' record. */
 static int write_persistence(msgpack_packer *pk, const struct daemon *d, uint32_t viewer)
@@ -321,7 +353,7 @@ int method_info(struct request *req)
 	if (params_none(req) < 0)
 		return -1;
 	store_totals(d->store, &count, &bytes);
-	fail = tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 16) ||
+	fail = tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 17) ||
 	       kv_str(pk, "version", TENSORD_VERSION) ||
 	       kv_u64(pk, "protocol", TDP_PROTOCOL_VERSION) ||
 	       kv_u64(pk, "pid", (uint64_t)getpid()) ||
@@ -339,6 +371,7 @@ int method_info(struct request *req)
 	       tdp_pack_cstr(pk, "jobs") || job_pack_running(pk, &req->call) ||
 	       write_resets(pk, d, req->call.cred.uid) ||
 	       write_persistence(pk, d, req->call.cred.uid) ||
+	       write_users(pk, d, req->call.cred.uid) ||
 	       tdp_pack_cstr(pk, "cluster") || write_cluster(pk, d);
 	if (fail)
 		return request_fail(req, TDP_INTERNAL, "out of memory");

@@ -162,6 +162,9 @@ static void answer_all(struct batch_run *run, int r, bool now)
 {
 	struct daemon *d = run->d;
 
+	/* The batch's device time, shared out evenly (info's "users"). */
+	for (unsigned i = 0; r == 0 && i < run->n; i++)
+		usage_charge_gpu(&d->usage, (uint32_t)run->e[i].later.call.cred.uid, run->rec.gpu_ns / run->n);
 	for (unsigned i = 0; i < run->n; i++) {
 		struct batch_entry *e = &run->e[i];
 		struct request *req = &e->later;

@@ -87,6 +87,7 @@ const char *request_method_name(unsigned slot)
 int request_dispatch(struct request *req, const char *method, size_t method_len)
 {
 	char name[TDP_MAX_METHOD_LEN + 1];
+	struct usage_user *who;
 	method_fn fn = NULL;
 	unsigned flags = 0;
 	int64_t t0 = daemon_now_ns(CLOCK_MONOTONIC);
@@ -144,6 +145,8 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 	if (r == REQUEST_HOLD)
 		return 1;
 	req->call.d->requests++;
+	if ((who = usage_of(&req->call.d->usage, (uint32_t)req->call.cred.uid)))
+		who->requests++;
 	metrics_request(&req->call.d->metrics, req->slot, !(r == 0 || r == REQUEST_DEFERRED),
 			(uint64_t)(daemon_now_ns(CLOCK_MONOTONIC) - t0));
 	if (r == 0 || r == REQUEST_DEFERRED)

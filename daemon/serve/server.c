@@ -143,6 +143,7 @@ static void on_listener(void *data, uint32_t events)
 	for (;;) {
 		int fd = accept4(s->listener.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct access_cred cred;
+		struct usage_user *who;
 		char why[160];
 		uint64_t mine;
 		struct conn *c;
@@ -197,6 +198,8 @@ static void on_listener(void *data, uint32_t events)
 		s->conns = c;
 		s->d->metrics.connections_open++;
 		s->d->metrics.connections++;
+		if ((who = usage_of(&s->d->usage, (uint32_t)cred.uid)))
+			who->connections++;
 	}
 }
 
@@ -211,6 +214,10 @@ static void reap(void *data)
 		struct conn *c = *pp;
 
 		if (c->dead) {
+			struct usage_user *who = usage_of(&s->d->usage, (uint32_t)c->uid);
+
+			if (who && who->connections)
+				who->connections--;
 			*pp = c->next;
 			conn_free(c);
 			s->d->metrics.connections_open--;

@@ -296,6 +296,35 @@ static void persistence(void **state)
 	build_free(&b);
 }
 
+/* info's users: a family per figure, a sample per uid, a repeated uid
+ * dropped. */
+static void users(void **state)
+{
+	struct built b;
+	char *text = NULL;
+
+	(void)state;
+	build_begin(&b);
+	msgpack_pack_map(&b.pk, 1);
+	str(&b.pk, "users");
+	msgpack_pack_array(&b.pk, 3);
+	for (int k = 0; k < 3; k++) {
+		msgpack_pack_map(&b.pk, 3);
+		str(&b.pk, "uid"); msgpack_pack_uint32(&b.pk, k == 2 ? 1000 : (uint32_t)(k * 1000));
+		str(&b.pk, "gpu_seconds"); msgpack_pack_double(&b.pk, 1.5 + k);
+		str(&b.pk, "jobs"); msgpack_pack_uint32(&b.pk, (uint32_t)k);
+	}
+	assert_int_equal(run(build_end(&b), &text), 4);
+	assert_int_equal(check_valid(text), 4);
+	assert_non_null(strstr(text, "# TYPE tensord_user_gpu_seconds_total counter\n"));
+	assert_non_null(strstr(text, "tensord_user_gpu_seconds_total{uid=\"0\"} 1.5\n"));
+	assert_non_null(strstr(text, "tensord_user_gpu_seconds_total{uid=\"1000\"} 2.5\n"));
+	assert_non_null(strstr(text, "tensord_user_jobs{uid=\"1000\"} 1\n"));
+	assert_null(strstr(text, "} 3.5\n"));
+	free(text);
+	build_free(&b);
+}
+
 static void devices_in_use(void **state)
 {
 	struct built b;
@@ -432,6 +461,7 @@ int main(void)
 		cmocka_unit_test(hostile_labels),
 		cmocka_unit_test(devices_in_use),
 		cmocka_unit_test(persistence),
+		cmocka_unit_test(users),
 		cmocka_unit_test(duplicates_and_special_values),
 		cmocka_unit_test(well_formed),
 	};

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from daemon import Daemon  # noqa: E402
+from daemon import Daemon, as_user  # noqa: E402
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
@@ -241,7 +241,47 @@ def main():
         if p.returncode != 3 or p.stdout:   # tensorctl(1): 3 when the daemon cannot be reached
             fail("metrics without a daemon: exit %d, stdout %r" % (p.returncode, p.stdout))
         ok("usage errors and a missing daemon give exit 2 / 1 and no output")
+    users_accounted()
     print("%d passed, 0 failed" % PASSED)
+
+
+OTHER_UID = 65531
+
+
+def users_accounted():
+    """info's users and their families (issue 34): each uid's GPU time,
+    requests, connections, tensors and jobs; root sees every uid, another
+    user only itself."""
+    if os.geteuid() != 0:
+        ok("users: skipped (another uid needs root)")
+        return
+    with Daemon() as d:
+        os.chmod(d.dir, 0o755)
+        os.chmod(d.sock, 0o666)
+
+        def other():
+            with d.client() as c:
+                c.call("tensor.put", {"name": "w", "dtype": "f32", "shape": [256, 256], "data": bytes(256 * 1024)})
+                for _ in range(3):
+                    c.call("op.run", {"op": "matmul", "inputs": ["w", "w"], "out": "p"})
+                c.call("graph.run", {"nodes": [{"id": "q", "op": "matmul", "inputs": ["w", "p"], "out": "q"}]})
+                return c.call("info")["users"]
+
+        mine = as_user(OTHER_UID, other)
+        if len(mine) != 1 or mine[0]["uid"] != OTHER_UID or mine[0]["requests"] < 5 or \
+                mine[0]["gpu_seconds"] <= 0 or mine[0]["tensors"] != 3 or mine[0]["connections"] != 1:
+            fail("another user sees itself only, its work counted: %r" % (mine,))
+        with d.client() as c:
+            c.call("ping")
+            users = {u["uid"]: u for u in c.call("info")["users"]}
+        if set(users) != {0, OTHER_UID} or users[OTHER_UID]["connections"] != 0 or \
+                users[OTHER_UID]["gpu_seconds"] < mine[0]["gpu_seconds"] or users[0]["connections"] != 1:
+            fail("root sees every uid: %r" % (users,))
+        series = scrape(d.sock)
+        if get(series, "tensord_user_gpu_seconds_total", uid=str(OTHER_UID)) != users[OTHER_UID]["gpu_seconds"] or \
+                get(series, "tensord_user_tensors", uid=str(OTHER_UID)) != 3:
+            fail("tensord_user_* families: %r" % ({k: v for k, v in series.items() if "user" in k[0]},))
+    ok("users: GPU time, requests, connections and tensors per uid; others see themselves")
 
 
 if __name__ == "__main__":

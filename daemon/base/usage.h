@@ -1,0 +1,37 @@
+/* Who uses the daemon (issue 34; docs/protocol.md, info's "users"): per uid,
+ * the device time of its work, its requests and its open connections. The
+ * layers that see the work charge it (engine/ for GPU time, serve/ for
+ * requests and connections); info and the scheduler read it. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The most uids tracked; past it the oldest idle one (no connection open) is
+ * forgotten, else the charge is dropped. */
+#define USAGE_MAX_USERS 4096
+
+struct usage_user {
+	uint32_t uid;
+	uint64_t gpu_ns;          /* device time of its submissions (Vulkan timestamps) */
+	uint64_t requests;        /* requests answered */
+	uint64_t connections;     /* open now */
+	int64_t seen_ns;          /* CLOCK_MONOTONIC of its last charge */
+};
+
+struct usage {
+	struct usage_user *users;
+	unsigned n, cap;
+};
+
+/* The entry of `uid`, added (zeroed) on first use; NULL when it cannot be. */
+struct usage_user *usage_of(struct usage *u, uint32_t uid);
+
+/* The entry of `uid` if it has one, else NULL (nothing added). */
+const struct usage_user *usage_find(const struct usage *u, uint32_t uid);
+
+/* Charge `uid` `ns` of device time. */
+void usage_charge_gpu(struct usage *u, uint32_t uid, uint64_t ns);
+
+/* Free the table. */
+void usage_free(struct usage *u);
