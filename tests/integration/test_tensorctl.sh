@@ -566,8 +566,11 @@ for p in cm cu; do
 done
 ok model ls | grep -E "^cm +0 +2 +16 B +loss +x, y +adam$" >/dev/null || fail "model ls: $(ctl model ls)"
 # The column names the loss node (issue 35: "LOSS" read as a loss value).
-ok model ls | head -1 | grep -E "^NAME +STEP +PARAMS +SIZE +LOSS NODE +INPUTS +OPTIMIZER$" >/dev/null ||
-	fail "model ls header: $(ctl model ls | head -1)"
+# Into a file first: `ok ... | head -1` lets head close the pipe while ok's
+# printf still writes, and under load the SIGPIPE failed the pipeline.
+ok model ls >"$DIR/mls"
+head -1 "$DIR/mls" | grep -E "^NAME +STEP +PARAMS +SIZE +LOSS NODE +INPUTS +OPTIMIZER$" >/dev/null ||
+	fail "model ls header: $(head -1 "$DIR/mls")"
 ok --json model ls | js '
 names = [m["name"] for m in j["models"]]
 assert names == ["cm", "cu"], names
