@@ -61,8 +61,10 @@ void usage_charge_gpu(struct usage *u, uint32_t uid, uint64_t ns)
 {
 	struct usage_user *e = usage_of(u, uid);
 
-	if (e)
+	if (e) {
 		e->gpu_ns += ns;
+		e->vtime_ns += ns;
+	}
 }
 
 void usage_free(struct usage *u)

@@ -16,6 +16,10 @@ struct usage_user {
 	uint64_t gpu_ns;          /* device time of its submissions (Vulkan timestamps) */
 	uint64_t requests;        /* requests answered */
 	uint64_t connections;     /* open now */
+	/* The scheduler's clock of the user (train/job.c): its device time,
+	 * moved up to the others' when its first job starts, so that a user
+	 * idle for long does not take the GPU for as long after. */
+	uint64_t vtime_ns;
 	int64_t seen_ns;          /* CLOCK_MONOTONIC of its last charge */
 };
 

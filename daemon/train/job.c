@@ -367,6 +367,54 @@ static void job_to_back(struct train_job *job)
 	jobs_append(job);
 }
 
+/* The scheduler's clock of `job`'s owner (0 when untracked). */
+static uint64_t owner_vtime(const struct train_job *job)
+{
+	const struct usage_user *u = usage_find(&job->call.d->usage, (uint32_t)job->call.cred.uid);
+
+	return u ? u->vtime_ns : 0;
+}
+
+/* Order the jobs by their owners' GPU time, least first (stable): at the
+ * end of a turn the next goes to the user furthest behind its share of the
+ * device, whatever the lengths of the users' steps (issue 34; docs/
+ * architecture.md, "Sharing the GPU"). */
+static void jobs_by_share(struct daemon *d)
+{
+	struct train_job *sorted = NULL, **tail;
+
+	while (d->jobs) {
+		struct train_job *job = d->jobs;
+		uint64_t v = owner_vtime(job);
+
+		d->jobs = job->next;
+		for (tail = &sorted; *tail && owner_vtime(*tail) <= v; tail = &(*tail)->next)
+			;
+		job->next = *tail;
+		*tail = job;
+	}
+	d->jobs = sorted;
+}
+
+/* A user's first job starts its clock at the least of those running, if
+ * behind: its past idleness is no credit against the others. */
+static void owner_catch_up(struct train_job *job)
+{
+	struct usage_user *u = usage_of(&job->call.d->usage, (uint32_t)job->call.cred.uid);
+	uint64_t least = UINT64_MAX;
+
+	if (!u)
+		return;
+	for (const struct train_job *o = job->call.d->jobs; o; o = o->next) {
+		if (o->call.cred.uid == job->call.cred.uid)
+			return;
+		if (owner_vtime(o) < least)
+			least = owner_vtime(o);
+	}
+	if (least != UINT64_MAX && u->vtime_ns < least)
+		u->vtime_ns = least;
+}
+
 /* `job` may submit now: a turn after waiting starts its slice. */
 static bool job_go(struct train_job *job)
 {
@@ -409,7 +457,9 @@ bool train_jobs_run(void *data)
 		} else if (go_on && job->cancelled) {
 			job_finish(job, "cancelled");
 			go_on = false;
-		} else if (go_on && busy) {
+		} else if (go_on && (busy || drained)) {
+			/* A turn that ended this pass: the next is chosen by
+			 * share, at the next pass (jobs_by_share below). */
 			held = wait = true;
 			if (runner)
 				runner->yield = true;
@@ -442,10 +492,12 @@ bool train_jobs_run(void *data)
 			more = true;
 		pp = &job->next;
 	}
-	/* A job that yielded and drained waits behind the others. */
+	/* A job that yielded and drained waits behind the others of its
+	 * share; the user furthest behind goes next. */
 	if (drained) {
 		drained->yield = false;
 		job_to_back(drained);
+		jobs_by_share(d);
 	}
 	/* A job held back for one that landed meanwhile goes next turn. */
 	return more || (held && !busy);
@@ -598,6 +650,7 @@ int train_job_start(struct caller *call, const struct train_plan *plan, const ms
 	job->sink_data = data;
 	job->start_ns = daemon_now_ns(CLOCK_MONOTONIC);
 	/* At the back: the jobs before it keep their turns (train_jobs_run). */
+	owner_catch_up(job);
 	jobs_append(job);
 	loop_wake_idle(call->d->loop);
 	*ret = job;
