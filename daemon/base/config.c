@@ -218,6 +218,7 @@ enum key_kind {
 	KEY_PERSIST,    /* int, CONFIG_PERSIST_* */
 	KEY_GROUP,      /* int64_t gid, -1 = none */
 	KEY_VERBOSE,    /* int log_level: LOG_DEBUG or LOG_NOTICE */
+	KEY_WEIGHTS,    /* struct config_weights */
 };
 
 struct config_key {
@@ -258,6 +259,7 @@ static const struct config_key keys[] = {
 	{ "user_max_models", KEY_COUNT, FIELD(user_max_models), 0, 1000000, RELOAD },
 	{ "user_max_kernels", KEY_COUNT, FIELD(user_max_kernels), 1, 64, RELOAD },
 	{ "user_max_jobs", KEY_COUNT, FIELD(user_max_jobs), 1, 1000, RELOAD },
+	{ "user_weights", KEY_WEIGHTS, FIELD(user_weights), 0, 0, RELOAD },
 	{ "request_timeout", KEY_MS, FIELD(request_timeout_ms), 100, 3600 * 1000, RELOAD },
 	{ "stop_timeout", KEY_COUNT, FIELD(stop_timeout), 0, 3600, RELOAD },
 	{ "kernel_group", KEY_GROUP, FIELD(kernel_group), 0, 0, RELOAD },
@@ -307,6 +309,8 @@ static int set_key(struct config *c, const struct config_key *k, const char *val
 		if ((r = parse_bool(value, &b)) == 0)
 			c->log_level = b ? LOG_DEBUG : LOG_NOTICE;
 		return r;
+	case KEY_WEIGHTS:
+		return config_weights_parse(value, field);
 	}
 	return -EINVAL;
 }
@@ -390,6 +394,9 @@ static void print_value(FILE *f, const struct config *c, const struct config_key
 		break;
 	case KEY_VERBOSE:
 		fprintf(f, "%s", c->log_level >= LOG_DEBUG ? "yes" : "no");
+		break;
+	case KEY_WEIGHTS:
+		config_weights_print(f, field);
 		break;
 	}
 }

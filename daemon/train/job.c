@@ -367,12 +367,20 @@ static void job_to_back(struct train_job *job)
 	jobs_append(job);
 }
 
-/* The scheduler's clock of `job`'s owner (0 when untracked). */
-static uint64_t owner_vtime(const struct train_job *job)
+/* The owner's weight (user_weights: its own, its primary group's, else 1). */
+static uint32_t owner_weight(const struct train_job *job)
+{
+	return config_weight_of(&job->call.d->cfg.user_weights, (uint32_t)job->call.cred.uid,
+				(uint32_t)job->call.cred.gid);
+}
+
+/* The scheduler's clock of `job`'s owner over its weight: the device time
+ * it had per unit of share (0 when untracked). */
+static double owner_vtime(const struct train_job *job)
 {
 	const struct usage_user *u = usage_find(&job->call.d->usage, (uint32_t)job->call.cred.uid);
 
-	return u ? u->vtime_ns : 0;
+	return u ? (double)u->vtime_ns / owner_weight(job) : 0;
 }
 
 /* Order the jobs by their owners' GPU time, least first (stable): at the
@@ -385,7 +393,7 @@ static void jobs_by_share(struct daemon *d)
 
 	while (d->jobs) {
 		struct train_job *job = d->jobs;
-		uint64_t v = owner_vtime(job);
+		double v = owner_vtime(job);
 
 		d->jobs = job->next;
 		for (tail = &sorted; *tail && owner_vtime(*tail) <= v; tail = &(*tail)->next)
@@ -401,18 +409,18 @@ static void jobs_by_share(struct daemon *d)
 static void owner_catch_up(struct train_job *job)
 {
 	struct usage_user *u = usage_of(&job->call.d->usage, (uint32_t)job->call.cred.uid);
-	uint64_t least = UINT64_MAX;
+	double least = -1;
 
 	if (!u)
 		return;
 	for (const struct train_job *o = job->call.d->jobs; o; o = o->next) {
 		if (o->call.cred.uid == job->call.cred.uid)
 			return;
-		if (owner_vtime(o) < least)
+		if (least < 0 || owner_vtime(o) < least)
 			least = owner_vtime(o);
 	}
-	if (least != UINT64_MAX && u->vtime_ns < least)
-		u->vtime_ns = least;
+	if (least >= 0 && (double)u->vtime_ns < least * owner_weight(job))
+		u->vtime_ns = (uint64_t)(least * owner_weight(job));
 }
 
 /* `job` may submit now: a turn after waiting starts its slice. */

@@ -129,17 +129,23 @@ def check_config(tmp):
                "max_inflight = 0\n"
                "device = 0,\n"
                "max_connections = " + "1" * 1100 + "\n"
-               "verbose = yes\n")
+               "verbose = yes\n"
+               "user_weights = 0:0\n"
+               "user_weights = @nosuchgroupxyz:2\n"
+               "user_weights = 0:1 1001\n")
     want = ["%s:3: unknown setting 'bogus_key'" % bad,
             "%s:5: invalid value 'banana' for 'max_tensors'" % bad,
             "%s:6: expected 'key = value'" % bad,
             "%s:7: invalid value '0' for 'max_inflight'" % bad,
             "%s:8: invalid value '0,' for 'device'" % bad,
-            "%s:9: line too long" % bad]
+            "%s:9: line too long" % bad,
+            "%s:11: invalid value '0:0' for 'user_weights'" % bad,
+            "%s:12: invalid value '@nosuchgroupxyz:2' for 'user_weights'" % bad,
+            "%s:13: invalid value '0:1 1001' for 'user_weights'" % bad]
     p = run(["--check-config", bad])
     lines = p.stderr.splitlines()
     check(p.returncode == 1 and p.stdout == "" and lines[:len(want)] == want and
-          lines[len(want):] == ["%s: 6 errors" % bad],
+          lines[len(want):] == ["%s: 9 errors" % bad],
           "a bad file: every error with its line, in order, exit 1 (rc %d, %r)"
           % (p.returncode, lines))
     # The daemon itself refuses the file with the first of them.
@@ -332,7 +338,8 @@ def reload_every_key(tmp):
            "user_max_bytes": "1M", "max_connections_per_user": "5", "max_inflight": "3",
            "max_output_backlog": "1M", "stall_timeout": "7", "input_timeout": "9",
            "max_input_bytes": "1M", "user_max_buffer_bytes": "512M", "user_max_models": "6",
-           "user_max_kernels": "2", "user_max_jobs": "3", "request_timeout": "2.5", "stop_timeout": "11",
+           "user_max_kernels": "2", "user_max_jobs": "3", "user_weights": "0:2 @0:5",
+           "request_timeout": "2.5", "stop_timeout": "11",
            "kernel_group": "0", "kernel_timeout": "3", "host_mapped": "no", "async_graphs": "no",
            "batch_requests": "no",
            "cluster": "yes", "cluster_timeout": "5",

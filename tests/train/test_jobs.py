@@ -402,14 +402,16 @@ def start_wide(c, batch):
                                 "batch_size": batch, "steps": 10000000, "detach": True})["job"]
 
 
-def test_fair_share(tmp):
+def test_fair_share(tmp, weights=None, want=50):
     """Two users' runs, one's steps 8x the other's: each gets half the GPU
     time (50 % +- 10 points over 8 s, info's users), not the same number of
-    turns (issue 34: the long steps took 85 % before)."""
+    turns (issue 34: the long steps took 85 % before); with user_weights
+    3:1, 75 % and 25 %."""
     if os.geteuid() != 0:
         print("fair share: skipped (another uid needs root)")
         return
-    with Daemon() as d:
+    config = "user_weights = 0:%d @%d:%d\n" % (weights[0], USER_A, weights[1]) if weights else ""
+    with Daemon(config=config) as d:
         os.chmod(d.dir, 0o755)
         os.chmod(d.sock, 0o666)
         c = d.client()
@@ -430,8 +432,9 @@ def test_fair_share(tmp):
         g1 = gpu()
         a, b = g1.get(0, 0) - g0.get(0, 0), g1.get(USER_A, 0) - g0.get(USER_A, 0)
         share = 100 * a / (a + b) if a + b > 0 else 0
-        print("fair share: root %.2f s, uid %d %.2f s of GPU time: %.0f %%" % (a, USER_A, b, share))
-        check(40 <= share <= 60, "GPU time split %.0f / %.0f between steps 8x apart" % (share, 100 - share))
+        print("fair share (weights %r): root %.2f s, uid %d %.2f s of GPU time: %.0f %%" % (weights, a, USER_A, b, share))
+        check(want - 10 <= share <= want + 10, "GPU time split %.0f / %.0f between steps 8x apart, weights %r" % (
+            share, 100 - share, weights))
         c.call("job.cancel", {"job": mine})
         c.call("job.cancel", {"job": theirs, "owner": USER_A})
         wait_state(c, mine)
@@ -612,6 +615,7 @@ def main():
         test_resume(tmp)
     with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
         test_fair_share(tmp)
+        test_fair_share(tmp, (3, 1), 75)
     with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
         test_device_lost(tmp)
     if failures:
