@@ -24,6 +24,17 @@ static const struct {
 		  "  -n, --interval S     seconds between samples (default 1)\n"
 		  "  -c, --count N        stop after N samples (default: until interrupted)\n\n"
 		  "Example:\n  tensorctl info --watch --interval 0.5\n" },
+	{ "top", "Usage: tensorctl top [--interval S] [--count N]\n\n"
+		 "A live view of who uses the GPU, like nvidia-smi or htop: each user's share\n"
+		 "of the device over the last interval (GPU%: its device time over the wall\n"
+		 "time), its tensors, jobs and connections (root sees every user, others\n"
+		 "themselves), the devices' memory and load, the running jobs. Fitted to the\n"
+		 "terminal; one line per sample when not a terminal, one JSON object with --json\n"
+		 "(info's map, with users_gpu_percent under rates). The same as info --watch.\n\n"
+		 "Options:\n"
+		 "  -n, --interval S     seconds between samples (default 1)\n"
+		 "  -c, --count N        stop after N samples (default: until interrupted)\n\n"
+		 "Example:\n  tensorctl top --interval 2\n" },
 	{ "metrics", "Usage: tensorctl metrics\n\n"
 		     "Print the daemon's counters in the Prometheus text format.\n\n"
 		     "Example:\n  tensorctl metrics | grep tensord_requests_total\n" },

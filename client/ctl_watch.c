@@ -1,10 +1,12 @@
-/* tensorctl info --watch: device memory, clients and request rates, sampled
- * every --interval seconds. A full screen redrawn in place when stdout is a
- * terminal; otherwise one line per sample (one JSON object with --json). */
+/* tensorctl info --watch and tensorctl top: device memory, clients, request
+ * rates and each user's share of the GPU, sampled every --interval seconds.
+ * A full screen redrawn in place when stdout is a terminal; otherwise one
+ * line per sample (one JSON object with --json). */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -19,6 +21,7 @@
 #define INTERVAL_MIN 0.05
 #define INTERVAL_MAX 86400.0
 #define COUNT_MAX 1000000000ull
+#define WATCH_USERS 64
 
 /* What one sample shows; fields the daemon did not send stay unset. */
 struct sample {
@@ -26,6 +29,13 @@ struct sample {
 	bool have_requests;
 	uint64_t requests, failed;
 	double req_rate, fail_rate; /* NAN until a previous sample exists */
+	unsigned nusers;        /* info's users (root: everyone; else oneself) */
+	struct {
+		uint64_t uid;
+		double gpu_seconds;
+		double gpu_percent; /* of the interval's wall time; NAN until a previous sample */
+		const msgpack_object *entry;
+	} users[WATCH_USERS];
 };
 
 static bool get_uint(const msgpack_object *map, const char *key, uint64_t *ret)
@@ -121,7 +131,12 @@ static void print_json(const msgpack_object *info, const struct sample *s)
 	json_rate(stdout, s->req_rate);
 	fputs(",\"failed_per_s\":", stdout);
 	json_rate(stdout, s->fail_rate);
-	fputs("}}\n", stdout);
+	fputs(",\"users_gpu_percent\":{", stdout);
+	for (unsigned k = 0; k < s->nusers; k++) {
+		printf("%s\"%" PRIu64 "\":", k ? "," : "", s->users[k].uid);
+		json_rate(stdout, s->users[k].gpu_percent);
+	}
+	fputs("}}}\n", stdout);
 }
 
 static void format_rate(char *buf, size_t cap, double v)
@@ -168,6 +183,7 @@ static void print_line(const msgpack_object *info, const struct sample *s, bool 
 
 static void print_screen_to(FILE *f, const msgpack_object *info, const struct sample *s, double interval,
 			    int width);
+static void print_users_share(FILE *f, const struct sample *s);
 
 /* The terminal's width: TIOCGWINSZ on stdout, else $COLUMNS, else 0 (not
  * known: a pseudo-terminal nobody sized; nothing is cut). */
@@ -310,7 +326,72 @@ static void print_screen_to(FILE *f, const msgpack_object *info, const struct sa
 		fprintf(f, "no device in use\n");
 	if (others > 0)
 		fprintf(f, "(%zu other device%s found, not used)\n", others, others == 1 ? "" : "s");
+	print_users_share(f, s);
 	ctl_print_running_jobs(f, info);
+}
+
+/* The users of `info` into `s`, each with its share of the GPU since `prev`:
+ * its device time over the wall time between the samples (nvidia-smi's
+ * per-process utilisation). */
+static void take_users(const msgpack_object *info, struct sample *s, const struct sample *prev)
+{
+	const msgpack_object *users = tdp_map_find(info, "users");
+
+	s->nusers = 0;
+	for (uint32_t i = 0; users && users->type == MSGPACK_OBJECT_ARRAY && i < users->via.array.size &&
+			     s->nusers < WATCH_USERS; i++) {
+		const msgpack_object *e = &users->via.array.ptr[i];
+		unsigned k = s->nusers;
+
+		if (e->type != MSGPACK_OBJECT_MAP || !get_uint(e, "uid", &s->users[k].uid))
+			continue;
+		s->users[k].gpu_seconds = 0;
+		ctl_map_number(e, "gpu_seconds", &s->users[k].gpu_seconds);
+		s->users[k].gpu_percent = NAN;
+		s->users[k].entry = e;
+		for (unsigned j = 0; prev->at > 0 && s->at > prev->at && j < prev->nusers; j++)
+			if (prev->users[j].uid == s->users[k].uid)
+				s->users[k].gpu_percent = 100 * fmax(0, s->users[k].gpu_seconds - prev->users[j].gpu_seconds) /
+							  (s->at - prev->at);
+		if (isnan(s->users[k].gpu_percent) && prev->at > 0 && s->at > prev->at)
+			s->users[k].gpu_percent = 100 * s->users[k].gpu_seconds / (s->at - prev->at); /* new since */
+		s->nusers++;
+	}
+}
+
+/* The users, busiest first: uid, name, GPU share, device time, tensors and
+ * their bytes, detached jobs running, connections. */
+static void print_users_share(FILE *f, const struct sample *s)
+{
+	bool done[WATCH_USERS] = { false };
+
+	if (!s->nusers)
+		return;
+	fprintf(f, "\n%-8s %-12s %6s %10s %8s %10s %5s %6s\n", "UID", "USER", "GPU%", "GPU_S", "TENSORS", "BYTES",
+		"JOBS", "CONNS");
+	for (unsigned n = 0; n < s->nusers; n++) {
+		uint64_t tensors = 0, bytes = 0, jobs = 0, conns = 0;
+		struct passwd pw, *found = NULL;
+		char name[1024], size[32], pct[16];
+		int best = -1;
+
+		for (unsigned k = 0; k < s->nusers; k++)
+			if (!done[k] && (best < 0 || (s->users[k].gpu_percent > s->users[best].gpu_percent) ||
+					 (isnan(s->users[best].gpu_percent) && !isnan(s->users[k].gpu_percent))))
+				best = (int)k;
+		done[best] = true;
+		get_uint(s->users[best].entry, "tensors", &tensors);
+		get_uint(s->users[best].entry, "bytes", &bytes);
+		get_uint(s->users[best].entry, "jobs", &jobs);
+		get_uint(s->users[best].entry, "connections", &conns);
+		if (s->users[best].uid <= UINT32_MAX)
+			getpwuid_r((uid_t)s->users[best].uid, &pw, name, sizeof(name), &found);
+		ctl_format_size(size, sizeof(size), bytes);
+		format_rate(pct, sizeof(pct), s->users[best].gpu_percent);
+		fprintf(f, "%-8" PRIu64 " %-12.12s %6s %10.3f %8" PRIu64 " %10s %5" PRIu64 " %6" PRIu64 "\n",
+			s->users[best].uid, found ? found->pw_name : "-", pct, s->users[best].gpu_seconds, tensors, size,
+			jobs, conns);
+	}
 }
 
 /* Sleep until `deadline` (monotonic seconds). */
@@ -357,6 +438,7 @@ int ctl_cmd_info_watch(struct ctl *c)
 		req = tdp_map_find(&u.data, "requests");
 		cur.have_requests = get_uint(req, "total", &cur.requests) &&
 				    get_uint(req, "failed", &cur.failed);
+		take_users(&u.data, &cur, &prev);
 		if (cur.have_requests && prev.have_requests && cur.at > prev.at) {
 			/* Our own info request is one of them: leave it out. */
 			uint64_t n = cur.requests - prev.requests;

@@ -32,6 +32,9 @@ static const char usage_text[] =
 	"                               redraw memory and load of each device,\n"
 	"                               clients and request rates\n"
 	"                               every S seconds (1), N times (forever)\n"
+	"  top [--interval S] [--count N]\n"
+	"                               who uses the GPU: each user's share, tensors\n"
+	"                               and jobs, live (info --watch)\n"
 	"  metrics                      counters in the Prometheus text format\n"
 	"  ls [PREFIX]                  list tensors (whose names start with PREFIX)\n"
 	"  stat NAME... | stat --prefix P\n"
@@ -183,6 +186,7 @@ static const struct command_def {
 	{ "ping", ctl_cmd_ping, 0, 0, 0, "", false },
 	{ "info", ctl_cmd_info, 0, 0, 1u << OPT_WATCH | 1u << OPT_INTERVAL | 1u << OPT_COUNT, "",
 	  false },
+	{ "top", ctl_cmd_info_watch, 0, 0, 1u << OPT_INTERVAL | 1u << OPT_COUNT, "", false },
 	{ "metrics", ctl_cmd_metrics, 0, 0, 0, "", false },
 	{ "ls", ctl_cmd_ls, 0, 1, 0, "PREFIX", true },
 	{ "stat", ctl_cmd_stat, 0, MAX_NAMES, 1u << OPT_PREFIX, "NAME", true },
@@ -400,8 +404,10 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
+	if (!strcmp(cmd->name, "top"))
+		c.watch = true; /* top is info --watch */
 	if ((c.interval || c.count) && !c.watch) {
-		status = ctl_usage_error("--interval and --count go with info --watch");
+		status = ctl_usage_error("--interval and --count go with info --watch or top");
 		goto out;
 	}
 	if (c.npos < cmd->min_pos || c.npos > cmd->max_pos) {

@@ -12,6 +12,9 @@ complete -c tensorctl -n '__tensorctl_no_command' -a 'info' -d 'describe the dae
 complete -c tensorctl -n '__fish_seen_subcommand_from info' -l watch -s w
 complete -c tensorctl -n '__fish_seen_subcommand_from info' -l interval -s n -x
 complete -c tensorctl -n '__fish_seen_subcommand_from info' -l count -s c -x
+complete -c tensorctl -n '__tensorctl_no_command' -a 'top' -d 'who uses the GPU, live'
+complete -c tensorctl -n '__fish_seen_subcommand_from top' -l interval -s n -x
+complete -c tensorctl -n '__fish_seen_subcommand_from top' -l count -s c -x
 complete -c tensorctl -n '__tensorctl_no_command' -a 'metrics' -d 'counters in the Prometheus format'
 complete -c tensorctl -n '__tensorctl_no_command' -a 'ls' -d 'list tensors'
 complete -c tensorctl -n '__tensorctl_no_command' -a 'stat' -d 'metadata of tensors'
@@ -77,6 +80,8 @@ function __tensorctl_args --description 'the positional kinds of a command'
         case 'ping'
             echo ''
         case 'info'
+            echo ''
+        case 'top'
             echo ''
         case 'metrics'
             echo ''
@@ -157,7 +162,7 @@ function __tensorctl_subs
     end
 end
 set -g __tensorctl_ops abs adam_m adam_param adam_v add arange argmax argmin argsort avg_pool2d avg_pool2d_grad batch_norm batch_norm_grad batch_norm_grad_weight binary_cross_entropy_with_logits bmm cast clamp concat conv2d conv2d_grad_input conv2d_grad_weight copy cos cross_entropy cumsum div dropout embedding eq erf exp full gather ge gelu gelu_grad gelu_tanh_grad gt index_add index_select layer_norm layer_norm_grad le log log_softmax logsumexp lt masked_fill matmul max max_pool2d max_pool2d_grad maximum mean min minimum mse mul multinomial ne neg nll one_hot ones pad permute pow prod rand randn relu relu_grad reshape rms_norm rms_norm_grad rsqrt sgd_buf sgd_param sigmoid silu sin slice softmax softplus sort sort_grad sqrt stack std sub sum tanh topk topk_indices transpose tril triu var where zeros
-set -g __tensorctl_commands ping info metrics ls stat rm sync chmod put copy cp get run graph train jobs logs cancel step save load model evaluate predict kernel help
+set -g __tensorctl_commands ping info top metrics ls stat rm sync chmod put copy cp get run graph train jobs logs cancel step save load model evaluate predict kernel help
 set -g __tensorctl_value_opts --a --attr --batch-size --c --count --data --device --devices --dtype --epochs --f --file --g --group --groups --input --interval --metric --model --n --name --o --out --output --prefix --push --shape --socket --steps --values
 
 function __tensorctl_socket

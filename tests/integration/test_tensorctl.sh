@@ -461,9 +461,12 @@ for l in lines:
     for k in ("devices", "connections", "tensors", "requests", "time", "rates"):
         assert k in l, (k, l)
     assert l["connections"] >= 1 and any(d["active"] for d in l["devices"]), l
-assert lines[0]["rates"] == {"requests_per_s": None, "failed_per_s": None}, lines[0]["rates"]
+assert lines[0]["rates"] == {"requests_per_s": None, "failed_per_s": None,
+                             "users_gpu_percent": {"%d" % u["uid"]: None for u in lines[0]["users"]}}, lines[0]["rates"]
 for a, b in zip(lines, lines[1:]):
     assert b["rates"]["requests_per_s"] >= 0 and b["rates"]["failed_per_s"] >= 0, b["rates"]
+    # each user's share of the GPU between the samples (tensorctl top)
+    assert all(0 <= p <= 100 * len(b["devices"]) for p in b["rates"]["users_gpu_percent"].values()), b["rates"]
     assert b["requests"]["total"] > a["requests"]["total"], (a["requests"], b["requests"])
     assert 0.05 < b["time"] - a["time"] < 5, (a["time"], b["time"])
 PYEOF
@@ -488,6 +491,14 @@ PYEOF
 # Not a terminal, no --json: a header, then a line per sample.
 out=$(ok info --watch --count 2 --interval 0.1)
 [[ $(wc -l <<<"$out") -eq 3 ]] || fail "info --watch (text) printed: $out"
+# tensorctl top is the same view (issue 34).
+out=$(ok top --count 2 --interval 0.1)
+[[ $(wc -l <<<"$out") -eq 3 ]] || fail "top (text) printed: $out"
+ok --json top --count 2 --interval 0.1 | "$PY" -c '
+import json, sys
+a, b = [json.loads(l) for l in sys.stdin]
+assert set(b["rates"]["users_gpu_percent"]) == {"%d" % u["uid"] for u in b["users"]}, b["rates"]' ||
+	fail "top --json: users_gpu_percent"
 head -n1 <<<"$out" | grep "^TIME *CLIENTS *TENSORS *TENSOR SIZE *MEM USED *MEM LIMIT *REQ/S *FAILED/S *LOAD$" >/dev/null ||
 	fail "info --watch header: $out"
 sed -n 3p <<<"$out" | grep -E '^[0-9:]{8} +[0-9]+ +[0-9]+ +[0-9.]+ [KMG]?i?B +[0-9.]+ [KMG]?i?B +[0-9.]+ [KMG]?i?B +[0-9.]+ +[0-9.]+ +[0-9]+%$' >/dev/null ||
