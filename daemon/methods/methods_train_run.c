@@ -178,7 +178,7 @@ static const struct train_sink client_sink = {
  * decoded them. */
 struct run_params {
 	const msgpack_object *data, *eval, *devices;
-	uint64_t batch_size, epochs, steps, seed, start_step, progress_every, accumulate_steps, depth;
+	uint64_t batch_size, epochs, steps, seed, start_step, progress_every, accumulate_steps, depth, nice;
 	bool shuffle, profile, has_epochs, has_steps, has_start_step, has_progress_every, has_stop_loss, has_depth;
 	double stop_loss;
 };
@@ -219,6 +219,10 @@ static int plan_setup(struct request *req, struct train_plan *plan, const struct
 				    (unsigned long long)plan->nsamples);
 	plan->accumulate = rp->accumulate_steps;
 	plan->profile = rp->profile;
+	if (rp->nice > TRAIN_MAX_NICE)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "nice is %llu; 0 (default) to %d",
+				    (unsigned long long)rp->nice, TRAIN_MAX_NICE);
+	plan->nice = (unsigned)rp->nice;
 	plan->depth = 0; /* the device's default (train/job.h) */
 	if (rp->has_depth && (rp->depth == 0 || rp->depth > TRAIN_MAX_DEPTH))
 		return request_fail(req, TDP_INVALID_ARGUMENT, "pipeline_depth must be 1 to %d", TRAIN_MAX_DEPTH);
@@ -408,6 +412,7 @@ static int run_request(struct request *req, int member, struct job_record *resum
 		PARAM_OPT("devices", PARAM_ARRAY, rp.devices),
 		PARAM_OPT("accumulate_steps", PARAM_UINT, rp.accumulate_steps),
 		PARAM_OPT("profile", PARAM_BOOL, rp.profile),
+		PARAM_OPT("nice", PARAM_UINT, rp.nice),
 		PARAM_OPT_GIVEN("pipeline_depth", PARAM_UINT, rp.depth, rp.has_depth),
 		PARAM_OPT("detach", PARAM_BOOL, detach),
 		PARAM_OPT("ranks", PARAM_STR, ranks),

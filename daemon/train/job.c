@@ -383,20 +383,35 @@ static double owner_vtime(const struct train_job *job)
 	return u ? (double)u->vtime_ns / owner_weight(job) : 0;
 }
 
-/* Order the jobs by their owners' GPU time, least first (stable): at the
- * end of a turn the next goes to the user furthest behind its share of the
- * device, whatever the lengths of the users' steps (issue 34; docs/
- * architecture.md, "Sharing the GPU"). */
+/* Among one owner's jobs: the job's own GPU time, weighed by its nice
+ * (1.25x a step, as Linux's nice weighs CPU time). */
+static double job_vtime(const struct train_job *job)
+{
+	return (double)job->gpu_ns * pow(1.25, job->p.nice);
+}
+
+/* Whether `a` goes after `b`: its owner is further ahead, or (the same
+ * owner's clock) the job itself is. */
+static bool job_after(const struct train_job *a, const struct train_job *b)
+{
+	double va = owner_vtime(a), vb = owner_vtime(b);
+
+	return va != vb ? va > vb : job_vtime(a) > job_vtime(b);
+}
+
+/* Order the jobs by their owners' GPU time, least first, then a user's own
+ * jobs by theirs (stable): at the end of a turn the next goes to the user
+ * furthest behind its share of the device, whatever the lengths of the
+ * users' steps (issue 34; docs/architecture.md, "Sharing the GPU"). */
 static void jobs_by_share(struct daemon *d)
 {
 	struct train_job *sorted = NULL, **tail;
 
 	while (d->jobs) {
 		struct train_job *job = d->jobs;
-		double v = owner_vtime(job);
 
 		d->jobs = job->next;
-		for (tail = &sorted; *tail && owner_vtime(*tail) <= v; tail = &(*tail)->next)
+		for (tail = &sorted; *tail && !job_after(*tail, job); tail = &(*tail)->next)
 			;
 		job->next = *tail;
 		*tail = job;

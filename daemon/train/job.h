@@ -55,7 +55,12 @@ struct train_plan {
 	/* Steps of this run committed before a restart (0: a new run): the job
 	 * goes on from there, its steps, shuffles and seeds as if uninterrupted. */
 	uint64_t resume_done;
+	/* Among its owner's jobs, how far behind the others it stays (0..
+	 * TRAIN_MAX_NICE; each step of nice weighs its GPU time 1.25x more). */
+	unsigned nice;
 };
+
+#define TRAIN_MAX_NICE 19
 
 /* Where a run stands, for its reports. */
 struct train_status {

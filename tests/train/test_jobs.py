@@ -387,6 +387,32 @@ def test_restart(tmp):
         c.close()
 
 
+def test_nice(d):
+    """Two of one user's runs, the same steps, one with nice 10: the other
+    gets most of their turns (1.25^10 = 9.3 times the weight), the nice one
+    still some (no run starves), and a nice out of 0..19 is refused."""
+    c = d.client()
+    jobs = []
+    for nice in (0, 10):
+        jobs.append(c.call("train.run", dict(start_params(c, "n%d" % nice), nice=nice))["job"])
+    first = [c.call("job.stat", {"job": j})["run_step"] for j in jobs]
+    time.sleep(4.0)
+    last = [c.call("job.stat", {"job": j})["run_step"] for j in jobs]
+    done = [b - a for a, b in zip(first, last)]
+    print("nice 0 / 10: %d / %d steps in 4 s" % tuple(done))
+    check(done[1] > 0 and done[0] >= 3 * done[1], "nice 10 yields to nice 0 but runs: %r" % (done,))
+    check(error_name(c, "train.run", dict(run_params("n0"), nice=20)) == "INVALID_ARGUMENT", "nice 20 refused")
+    for j in jobs:
+        c.call("job.cancel", {"job": j})
+        wait_state(c, j)
+    c.close()
+
+
+def start_params(c, suffix):
+    setup_data(c, suffix)
+    return run_params(suffix, steps=10000000, detach=True)
+
+
 def start_wide(c, batch):
     """A detached run of an MLP 256-256-1 over 8192 rows at `batch` rows a
     step: its steps' GPU time grows with the batch."""
@@ -602,6 +628,7 @@ def main():
     with Daemon() as d:
         test_detach_finish_and_watch(d)
         test_no_starvation(d)
+        test_nice(d)
         test_cancel(d)
     with Daemon() as d, tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
         test_tensorctl(d, tmp)
