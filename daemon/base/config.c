@@ -218,7 +218,8 @@ enum key_kind {
 	KEY_PERSIST,    /* int, CONFIG_PERSIST_* */
 	KEY_GROUP,      /* int64_t gid, -1 = none */
 	KEY_VERBOSE,    /* int log_level: LOG_DEBUG or LOG_NOTICE */
-	KEY_WEIGHTS,    /* struct config_weights */
+	KEY_USERS,      /* struct config_users of counts, min..max */
+	KEY_USERS_SIZE, /* struct config_users of byte counts, min..max */
 };
 
 struct config_key {
@@ -259,7 +260,10 @@ static const struct config_key keys[] = {
 	{ "user_max_models", KEY_COUNT, FIELD(user_max_models), 0, 1000000, RELOAD },
 	{ "user_max_kernels", KEY_COUNT, FIELD(user_max_kernels), 1, 64, RELOAD },
 	{ "user_max_jobs", KEY_COUNT, FIELD(user_max_jobs), 1, 1000, RELOAD },
-	{ "user_weights", KEY_WEIGHTS, FIELD(user_weights), 0, 0, RELOAD },
+	{ "user_weights", KEY_USERS, FIELD(user_weights), 1, 1000, RELOAD },
+	{ "user_quota_tensors", KEY_USERS, FIELD(user_quota_tensors), 0, UINT32_MAX, RELOAD },
+	{ "user_quota_bytes", KEY_USERS_SIZE, FIELD(user_quota_bytes), 0, (uint64_t)1 << 50, RELOAD },
+	{ "user_quota_jobs", KEY_USERS, FIELD(user_quota_jobs), 1, 1000, RELOAD },
 	{ "request_timeout", KEY_MS, FIELD(request_timeout_ms), 100, 3600 * 1000, RELOAD },
 	{ "stop_timeout", KEY_COUNT, FIELD(stop_timeout), 0, 3600, RELOAD },
 	{ "kernel_group", KEY_GROUP, FIELD(kernel_group), 0, 0, RELOAD },
@@ -309,8 +313,10 @@ static int set_key(struct config *c, const struct config_key *k, const char *val
 		if ((r = parse_bool(value, &b)) == 0)
 			c->log_level = b ? LOG_DEBUG : LOG_NOTICE;
 		return r;
-	case KEY_WEIGHTS:
-		return config_weights_parse(value, field);
+	case KEY_USERS:
+		return config_users_parse(value, parse_u64, k->min, k->max, field);
+	case KEY_USERS_SIZE:
+		return config_users_parse(value, parse_size, k->min, k->max, field);
 	}
 	return -EINVAL;
 }
@@ -349,6 +355,11 @@ static void print_size(FILE *f, uint64_t v)
 		u++;
 	}
 	fprintf(f, "%" PRIu64 "%.*s", v, u >= 0 ? 1 : 0, u >= 0 ? &units[u] : "");
+}
+
+static void print_count(FILE *f, uint64_t v)
+{
+	fprintf(f, "%" PRIu64, v);
 }
 
 /* The value of key `k` in `c` as config_set reads it back. */
@@ -395,8 +406,11 @@ static void print_value(FILE *f, const struct config *c, const struct config_key
 	case KEY_VERBOSE:
 		fprintf(f, "%s", c->log_level >= LOG_DEBUG ? "yes" : "no");
 		break;
-	case KEY_WEIGHTS:
-		config_weights_print(f, field);
+	case KEY_USERS:
+		config_users_print(f, field, print_count);
+		break;
+	case KEY_USERS_SIZE:
+		config_users_print(f, field, print_size);
 		break;
 	}
 }

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <sys/un.h>
 
-#include "base/config_weights.h"
+#include "base/config_users.h"
 #include "base/gpu_choice.h"
 
 enum config_persist {
@@ -43,7 +43,9 @@ struct config {
 	uint64_t user_max_models;   /* models one uid may own, 0 = none beyond the daemon's */
 	uint64_t user_max_kernels;  /* kernels one uid may own */
 	uint64_t user_max_jobs;     /* detached train.run jobs one uid may have running */
-	struct config_weights user_weights; /* users' shares of the GPU (config_weights.h) */
+	/* Per user or group (config_users.h): shares of the GPU, and quotas
+	 * overriding user_max_tensors, user_max_bytes, user_max_jobs. */
+	struct config_users user_weights, user_quota_tensors, user_quota_bytes, user_quota_jobs;
 	uint64_t request_timeout_ms; /* any GPU submission's time limit */
 	uint64_t stop_timeout;      /* seconds from SIGTERM to exit at the latest, 0 = none */
 	/* docs/kernels.md: clients' compute kernels */

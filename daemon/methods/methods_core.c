@@ -148,6 +148,8 @@ static int write_limits(msgpack_packer *pk, const struct config *c)
 /* The caller's own usage against its quotas (0: no quota). */
 static int write_user(msgpack_packer *pk, const struct request *req)
 {
+	const struct config *cfg = &req->call.d->cfg;
+	uint32_t uid = (uint32_t)req->call.cred.uid, gid = (uint32_t)req->call.cred.gid;
 	struct store_usage use;
 
 	store_usage_of(req->call.d->store, req->call.cred.uid, &use);
@@ -156,8 +158,8 @@ static int write_user(msgpack_packer *pk, const struct request *req)
 	       kv_u64(pk, "gid", req->call.cred.gid) ||
 	       kv_u64(pk, "tensors", use.tensors) ||
 	       kv_u64(pk, "bytes", use.bytes) ||
-	       kv_u64(pk, "max_tensors", req->call.d->cfg.user_max_tensors) ||
-	       kv_u64(pk, "max_bytes", req->call.d->cfg.user_max_bytes);
+	       kv_u64(pk, "max_tensors", config_user_value(&cfg->user_quota_tensors, uid, gid, cfg->user_max_tensors)) ||
+	       kv_u64(pk, "max_bytes", config_user_value(&cfg->user_quota_bytes, uid, gid, cfg->user_max_bytes));
 }
 
 static int kv_seconds(msgpack_packer *pk, const char *key, uint64_t ns)

@@ -161,11 +161,14 @@ int job_start_detached(struct request *req, const struct train_plan *plan, const
 {
 	struct daemon *d = req->call.d;
 	uint32_t uid = (uint32_t)req->call.cred.uid;
+	uint64_t most = config_user_value(&d->cfg.user_quota_jobs, uid, (uint32_t)req->call.cred.gid,
+					  d->cfg.user_max_jobs);
 	struct job_record *rec = resumed;
 
-	if (jobs_table_running(uid) >= d->cfg.user_max_jobs)
-		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "uid %u already has %llu jobs running (user_max_jobs)",
-				    (unsigned)uid, (unsigned long long)d->cfg.user_max_jobs);
+	if (jobs_table_running(uid) >= most)
+		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "uid %u already has %llu jobs running (%s)",
+				    (unsigned)uid, (unsigned long long)most,
+				    most == d->cfg.user_max_jobs ? "user_max_jobs" : "user_quota_jobs");
 	if (!rec && !(rec = jobs_table_add(uid)))
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	daemon_of_jobs = d;

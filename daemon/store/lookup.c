@@ -1,6 +1,7 @@
 #include "store/lookup.h"
 
 #include <errno.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +130,20 @@ struct owner_delta {
 	int64_t tensors, bytes;
 };
 
+/* The primary group of `uid` for its quotas: the caller's own, else the
+ * password database's (a tensor written into another's namespace). */
+static uint32_t owner_gid(const struct caller *c, uint32_t uid)
+{
+	struct passwd pw, *found = NULL;
+	char buf[1024];
+
+	if (uid == (uint32_t)c->cred.uid)
+		return (uint32_t)c->cred.gid;
+	if (getpwuid_r((uid_t)uid, &pw, buf, sizeof(buf), &found) == 0 && found)
+		return (uint32_t)found->pw_gid;
+	return UINT32_MAX;
+}
+
 int lookup_check_quota(struct caller *c, const struct lookup_output *outs, size_t n)
 {
 	struct store *s = c->d->store;
@@ -162,10 +177,13 @@ int lookup_check_quota(struct caller *c, const struct lookup_output *outs, size_
 		od[k].bytes += (int64_t)outs[i].bytes - (int64_t)(old ? old->bytes : 0);
 	}
 	for (size_t k = 0; k < nod; k++) {
+		uint32_t gid = owner_gid(c, od[k].uid);
+		uint64_t max_t = config_user_value(&c->d->cfg.user_quota_tensors, od[k].uid, gid, c->d->cfg.user_max_tensors);
+		uint64_t max_b = config_user_value(&c->d->cfg.user_quota_bytes, od[k].uid, gid, c->d->cfg.user_max_bytes);
 		struct store_usage use;
 		const char *limit = "";
 
-		r = store_quota_check(s, od[k].uid, od[k].tensors, od[k].bytes, &limit);
+		r = store_quota_check_limits(s, od[k].uid, od[k].tensors, od[k].bytes, max_t, max_b, &limit);
 		if (r == -ENOMEM) {
 			td_fail(&c->err, TDP_INTERNAL, "out of memory");
 			break;
@@ -175,13 +193,15 @@ int lookup_check_quota(struct caller *c, const struct lookup_output *outs, size_
 			if (!strcmp(limit, "user_max_tensors"))
 				td_fail(&c->err, TDP_RESOURCE_EXHAUSTED,
 					     "uid %u holds %llu tensors; %lld more would pass its quota of %llu "
-					     "(user_max_tensors)", od[k].uid, (unsigned long long)use.tensors,
-					     (long long)od[k].tensors, (unsigned long long)c->d->cfg.user_max_tensors);
+					     "(%s)", od[k].uid, (unsigned long long)use.tensors,
+					     (long long)od[k].tensors, (unsigned long long)max_t,
+					     max_t == c->d->cfg.user_max_tensors ? "user_max_tensors" : "user_quota_tensors");
 			else
 				td_fail(&c->err, TDP_RESOURCE_EXHAUSTED,
 					     "uid %u holds %llu bytes; %lld more would pass its quota of %llu "
-					     "(user_max_bytes)", od[k].uid, (unsigned long long)use.bytes,
-					     (long long)od[k].bytes, (unsigned long long)c->d->cfg.user_max_bytes);
+					     "(%s)", od[k].uid, (unsigned long long)use.bytes,
+					     (long long)od[k].bytes, (unsigned long long)max_b,
+					     max_b == c->d->cfg.user_max_bytes ? "user_max_bytes" : "user_quota_bytes");
 			break;
 		}
 	}

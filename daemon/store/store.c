@@ -395,16 +395,22 @@ static bool over(uint64_t have, int64_t delta, uint64_t max)
 int store_quota_check(struct store *s, uint32_t uid, int64_t dtensors, int64_t dbytes,
 		      const char **limit)
 {
+	return store_quota_check_limits(s, uid, dtensors, dbytes, s->user_max_tensors, s->user_max_bytes, limit);
+}
+
+int store_quota_check_limits(struct store *s, uint32_t uid, int64_t dtensors, int64_t dbytes,
+			     uint64_t max_tensors, uint64_t max_bytes, const char **limit)
+{
 	struct user_entry *u = user_get(s, uid);
 
 	if (!u)
 		return -ENOMEM;
-	if (over(u->use.tensors, dtensors, s->user_max_tensors)) {
+	if (over(u->use.tensors, dtensors, max_tensors)) {
 		if (limit)
 			*limit = "user_max_tensors";
 		return -EDQUOT;
 	}
-	if (over(u->use.bytes, dbytes, s->user_max_bytes)) {
+	if (over(u->use.bytes, dbytes, max_bytes)) {
 		if (limit)
 			*limit = "user_max_bytes";
 		return -EDQUOT;

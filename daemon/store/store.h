@@ -119,6 +119,11 @@ void store_usage_of(const struct store *s, uint32_t uid, struct store_usage *ret
 int store_quota_check(struct store *s, uint32_t uid, int64_t dtensors, int64_t dbytes,
 		      const char **limit);
 
+/* store_quota_check against the quotas `max_tensors` and `max_bytes` (0:
+ * none) of this uid rather than the store's (config's user_quota_*). */
+int store_quota_check_limits(struct store *s, uint32_t uid, int64_t dtensors, int64_t dbytes,
+			     uint64_t max_tensors, uint64_t max_bytes, const char **limit);
+
 /* Dirty tracking for checkpoints (docs/durability.md). While on, every
  * tensor a store_put inserts is dirty (oldest first) until store_mark_clean,
  * and every deleted name is remembered until store_take_deleted hands it

@@ -370,8 +370,8 @@ static void job_to_back(struct train_job *job)
 /* The owner's weight (user_weights: its own, its primary group's, else 1). */
 static uint32_t owner_weight(const struct train_job *job)
 {
-	return config_weight_of(&job->call.d->cfg.user_weights, (uint32_t)job->call.cred.uid,
-				(uint32_t)job->call.cred.gid);
+	return (uint32_t)config_user_value(&job->call.d->cfg.user_weights, (uint32_t)job->call.cred.uid,
+					   (uint32_t)job->call.cred.gid, 1);
 }
 
 /* The scheduler's clock of `job`'s owner over its weight: the device time

@@ -413,6 +413,48 @@ def start_params(c, suffix):
     return run_params(suffix, steps=10000000, detach=True)
 
 
+def test_user_quotas(tmp):
+    """user_quota_* give one user (by uid) or a group (by primary gid) other
+    quotas than user_max_*: the named user hits its own (named in the error,
+    shown in info's user), the others keep the global ones (issue 34)."""
+    if os.geteuid() != 0:
+        print("user quotas: skipped (another uid needs root)")
+        return
+    config = ("user_max_jobs = 3\nuser_quota_jobs = %d:1\nuser_quota_bytes = @%d:1K\n"
+              "user_quota_tensors = 0:100\n" % (USER_A, USER_A))
+    with Daemon(config=config) as d:
+        os.chmod(d.dir, 0o755)
+        os.chmod(d.sock, 0o666)
+
+        def other():
+            o = d.client()
+            put(o, "x", np.zeros((40, 3)))  # 480 + 160 bytes of 1K
+            put(o, "y", np.zeros((40, 1)))
+            put(o, "w", np.zeros((3, 1)))
+            put(o, "b", np.zeros(1))
+            big = error_name(o, "tensor.put", {"name": "big", "dtype": "f32", "shape": [256],
+                                                "data": bytes(1024)})
+            first = o.call("train.run", run_params(steps=10000000, detach=True, batch_size=8))["job"]
+            err, _ = o.call_full("train.run", run_params(steps=10, detach=True, batch_size=8))
+            o.call("job.cancel", {"job": first})
+            return {"big": big, "err": err, "user": o.call("info")["user"]}
+
+        got = as_user(USER_A, other)
+        check(got["big"] == "RESOURCE_EXHAUSTED", "the group's 1K byte quota: %r" % (got["big"],))
+        check(got["err"] and "user_quota_jobs" in got["err"]["message"],
+              "the user's one-job quota, named: %r" % (got["err"],))
+        check(got["user"]["max_bytes"] == 1024 and got["user"]["max_tensors"] == 0,
+              "info's user shows the user's own quotas: %r" % (got["user"],))
+        c = d.client()
+        setup_data(c)
+        jobs = [c.call("train.run", run_params(steps=10000000, detach=True))["job"] for _ in range(2)]
+        check(c.call("info")["user"]["max_tensors"] == 100, "root's own tensor quota in info")
+        for j in jobs:
+            c.call("job.cancel", {"job": j})
+            wait_state(c, j)
+        c.close()
+
+
 def start_wide(c, batch):
     """A detached run of an MLP 256-256-1 over 8192 rows at `batch` rows a
     step: its steps' GPU time grows with the batch."""
@@ -634,6 +676,8 @@ def main():
         test_tensorctl(d, tmp)
     with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
         test_quota_and_users(tmp)
+    with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
+        test_user_quotas(tmp)
     with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
         test_ids_per_user(tmp)
     with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:

@@ -1,4 +1,4 @@
-#include "base/config_weights.h"
+#include "base/config_users.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -38,9 +38,10 @@ static int parse_id(const char *s, bool group, uint32_t *ret)
 	return 0;
 }
 
-int config_weights_parse(const char *v, struct config_weights *ret)
+int config_users_parse(const char *v, int (*parse_value)(const char *, uint64_t, uint64_t, uint64_t *),
+		       uint64_t min, uint64_t max, struct config_users *ret)
 {
-	struct config_weights w = { 0 };
+	struct config_users w = { 0 };
 	char copy[4096], *save = NULL;
 
 	if (!strcmp(v, "none")) {
@@ -51,20 +52,16 @@ int config_weights_parse(const char *v, struct config_weights *ret)
 		return -EINVAL;
 	strcpy(copy, v);
 	for (char *tok = strtok_r(copy, " ,\t", &save); tok; tok = strtok_r(NULL, " ,\t", &save)) {
-		char *colon = strrchr(tok, ':'), *end;
+		char *colon = strrchr(tok, ':');
 		bool group = tok[0] == '@';
-		unsigned long long weight;
 
-		if (!colon || w.n == CONFIG_MAX_WEIGHTS)
+		if (!colon || w.n == CONFIG_MAX_USER_ENTRIES)
 			return -EINVAL;
 		*colon = '\0';
-		errno = 0;
-		weight = strtoull(colon + 1, &end, 10);
-		if (errno || *end || colon[1] == '\0' || weight < 1 || weight > CONFIG_MAX_WEIGHT ||
+		if (parse_value(colon + 1, min, max, &w.e[w.n].value) < 0 ||
 		    parse_id(tok + group, group, &w.e[w.n].id) < 0)
 			return -EINVAL;
 		w.e[w.n].group = group;
-		w.e[w.n].weight = (uint32_t)weight;
 		w.n++;
 	}
 	if (!w.n)
@@ -73,24 +70,25 @@ int config_weights_parse(const char *v, struct config_weights *ret)
 	return 0;
 }
 
-void config_weights_print(FILE *f, const struct config_weights *w)
+void config_users_print(FILE *f, const struct config_users *w, void (*print_value)(FILE *, uint64_t))
 {
 	if (!w->n)
 		fprintf(f, "none");
-	for (unsigned i = 0; i < w->n; i++)
-		fprintf(f, "%s%s%" PRIu32 ":%" PRIu32, i ? " " : "", w->e[i].group ? "@" : "", w->e[i].id,
-			w->e[i].weight);
+	for (unsigned i = 0; i < w->n; i++) {
+		fprintf(f, "%s%s%" PRIu32 ":", i ? " " : "", w->e[i].group ? "@" : "", w->e[i].id);
+		print_value(f, w->e[i].value);
+	}
 }
 
-uint32_t config_weight_of(const struct config_weights *w, uint32_t uid, uint32_t gid)
+uint64_t config_user_value(const struct config_users *w, uint32_t uid, uint32_t gid, uint64_t dflt)
 {
-	uint32_t by_group = 0;
+	const uint64_t *by_group = NULL;
 
 	for (unsigned i = 0; i < w->n; i++) {
 		if (!w->e[i].group && w->e[i].id == uid)
-			return w->e[i].weight;
+			return w->e[i].value;
 		if (w->e[i].group && w->e[i].id == gid && !by_group)
-			by_group = w->e[i].weight;
+			by_group = &w->e[i].value;
 	}
-	return by_group ? by_group : 1;
+	return by_group ? *by_group : dflt;
 }
