@@ -264,6 +264,7 @@ static const struct config_key keys[] = {
 	{ "user_quota_tensors", KEY_USERS, FIELD(user_quota_tensors), 0, UINT32_MAX, RELOAD },
 	{ "user_quota_bytes", KEY_USERS_SIZE, FIELD(user_quota_bytes), 0, (uint64_t)1 << 50, RELOAD },
 	{ "user_quota_jobs", KEY_USERS, FIELD(user_quota_jobs), 1, 1000, RELOAD },
+	{ "user_gpu_hour", KEY_USERS, FIELD(user_gpu_hour), 1, 3600 * 1000, RELOAD },
 	{ "request_timeout", KEY_MS, FIELD(request_timeout_ms), 100, 3600 * 1000, RELOAD },
 	{ "stop_timeout", KEY_COUNT, FIELD(stop_timeout), 0, 3600, RELOAD },
 	{ "kernel_group", KEY_GROUP, FIELD(kernel_group), 0, 0, RELOAD },

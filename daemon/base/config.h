@@ -46,6 +46,9 @@ struct config {
 	/* Per user or group (config_users.h): shares of the GPU, and quotas
 	 * overriding user_max_tensors, user_max_bytes, user_max_jobs. */
 	struct config_users user_weights, user_quota_tensors, user_quota_bytes, user_quota_jobs;
+	/* GPU seconds a user may use in any hour before its jobs go behind
+	 * everyone else's (config_users.h; none: no budget). */
+	struct config_users user_gpu_hour;
 	uint64_t request_timeout_ms; /* any GPU submission's time limit */
 	uint64_t stop_timeout;      /* seconds from SIGTERM to exit at the latest, 0 = none */
 	/* docs/kernels.md: clients' compute kernels */

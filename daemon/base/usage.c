@@ -62,9 +62,28 @@ void usage_charge_gpu(struct usage *u, uint32_t uid, uint64_t ns)
 	struct usage_user *e = usage_of(u, uid);
 
 	if (e) {
+		int64_t minute = daemon_now_ns(CLOCK_MONOTONIC) / (60 * 1000000000ll);
+		unsigned slot = (unsigned)(minute % USAGE_MINUTES);
+
 		e->gpu_ns += ns;
 		e->vtime_ns += ns;
+		if (e->minute_at[slot] != minute) {
+			e->minute_at[slot] = minute;
+			e->minute_ns[slot] = 0;
+		}
+		e->minute_ns[slot] += ns;
 	}
+}
+
+uint64_t usage_last_hour(const struct usage_user *e)
+{
+	int64_t minute = daemon_now_ns(CLOCK_MONOTONIC) / (60 * 1000000000ll);
+	uint64_t sum = 0;
+
+	for (unsigned i = 0; i < USAGE_MINUTES; i++)
+		if (e->minute_at[i] > minute - USAGE_MINUTES && e->minute_at[i] <= minute)
+			sum += e->minute_ns[i];
+	return sum;
 }
 
 void usage_free(struct usage *u)

@@ -243,8 +243,9 @@ static int write_one_user(msgpack_packer *pk, const struct daemon *d, uint32_t u
 	struct store_usage use;
 
 	store_usage_of(d->store, uid, &use);
-	return msgpack_pack_map(pk, 7) || kv_u64(pk, "uid", uid) ||
+	return msgpack_pack_map(pk, 8) || kv_u64(pk, "uid", uid) ||
 	       kv_seconds(pk, "gpu_seconds", u ? u->gpu_ns : 0) ||
+	       kv_seconds(pk, "gpu_seconds_hour", u ? usage_last_hour(u) : 0) ||
 	       kv_u64(pk, "requests", u ? u->requests : 0) ||
 	       kv_u64(pk, "connections", u ? u->connections : 0) ||
 	       kv_u64(pk, "tensors", use.tensors) || kv_u64(pk, "bytes", use.bytes) ||

@@ -390,12 +390,30 @@ static double job_vtime(const struct train_job *job)
 	return (double)job->gpu_ns * pow(1.25, job->p.nice);
 }
 
-/* Whether `a` goes after `b`: its owner is further ahead, or (the same
- * owner's clock) the job itself is. */
+/* Whether `job`'s owner used up its GPU time of the last hour
+ * (user_gpu_hour): its jobs then go behind everyone else's, running on a
+ * device no one else waits for, and else one turn a second (no run
+ * starves). */
+static bool owner_over_budget(const struct train_job *job)
+{
+	const struct daemon *d = job->call.d;
+	uint64_t budget = config_user_value(&d->cfg.user_gpu_hour, (uint32_t)job->call.cred.uid,
+					    (uint32_t)job->call.cred.gid, 0);
+	const struct usage_user *u = budget ? usage_find(&d->usage, (uint32_t)job->call.cred.uid) : NULL;
+
+	return u && usage_last_hour(u) >= budget * 1000000000ull &&
+	       daemon_now_ns(CLOCK_MONOTONIC) - job->slice_start_ns < 1000000000ll;
+}
+
+/* Whether `a` goes after `b`: its owner is over its hour's budget and
+ * b's not, or further ahead, or (the same owner's clock) the job itself is. */
 static bool job_after(const struct train_job *a, const struct train_job *b)
 {
+	bool oa = owner_over_budget(a), ob = owner_over_budget(b);
 	double va = owner_vtime(a), vb = owner_vtime(b);
 
+	if (oa != ob)
+		return oa;
 	return va != vb ? va > vb : job_vtime(a) > job_vtime(b);
 }
 

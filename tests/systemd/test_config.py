@@ -339,7 +339,7 @@ def reload_every_key(tmp):
            "max_output_backlog": "1M", "stall_timeout": "7", "input_timeout": "9",
            "max_input_bytes": "1M", "user_max_buffer_bytes": "512M", "user_max_models": "6",
            "user_max_kernels": "2", "user_max_jobs": "3", "user_weights": "0:2 @0:5",
-           "user_quota_tensors": "0:7", "user_quota_bytes": "@0:2M", "user_quota_jobs": "0:2",
+           "user_quota_tensors": "0:7", "user_quota_bytes": "@0:2M", "user_quota_jobs": "0:2", "user_gpu_hour": "0:60",
            "request_timeout": "2.5", "stop_timeout": "11",
            "kernel_group": "0", "kernel_timeout": "3", "host_mapped": "no", "async_graphs": "no",
            "batch_requests": "no",

@@ -509,6 +509,52 @@ def test_fair_share(tmp, weights=None, want=50):
         c.close()
 
 
+def test_gpu_budget(tmp):
+    """user_gpu_hour: root may use 1 GPU second an hour; once past it, its
+    job goes behind the other user's (under 15 % of the GPU time while both
+    run, still a turn a second), and has the device again when it is alone
+    (issue 34)."""
+    if os.geteuid() != 0:
+        print("gpu budget: skipped (another uid needs root)")
+        return
+    with Daemon(config="user_gpu_hour = 0:1\n") as d:
+        os.chmod(d.dir, 0o755)
+        os.chmod(d.sock, 0o666)
+        c = d.client()
+        mine = start_wide(c, 256)
+
+        def other():
+            with d.client() as o:
+                return start_wide(o, 2048)
+
+        theirs = as_user(USER_A, other)
+
+        def users():
+            return {u["uid"]: u for u in c.call("info")["users"]}
+
+        deadline = time.monotonic() + 60
+        while users()[0]["gpu_seconds_hour"] < 1.5 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        g0, s0 = users(), c.call("job.stat", {"job": mine})["run_step"]
+        time.sleep(4.0)
+        g1, s1 = users(), c.call("job.stat", {"job": mine})["run_step"]
+        check(s1 > s0, "throttled, it still makes progress (a turn a second): %d -> %d" % (s0, s1))
+        a = g1[0]["gpu_seconds"] - g0[0]["gpu_seconds"]
+        b = g1[USER_A]["gpu_seconds"] - g0[USER_A]["gpu_seconds"]
+        share = 100 * a / (a + b) if a + b > 0 else 100
+        print("gpu budget: root past its 1 s an hour: %.0f %% of the GPU time (%.2f s of %.2f)" % (share, a, a + b))
+        check(share <= 15, "a user past its hour's budget goes behind: %.0f %%" % share)
+        c.call("job.cancel", {"job": theirs, "owner": USER_A})
+        while c.call("job.stat", {"job": theirs, "owner": USER_A})["state"] == "running":
+            time.sleep(0.05)
+        before = c.call("job.stat", {"job": mine})["run_step"]
+        time.sleep(1.0)
+        check(c.call("job.stat", {"job": mine})["run_step"] > before, "alone, it runs again")
+        c.call("job.cancel", {"job": mine})
+        wait_state(c, mine)
+        c.close()
+
+
 RESUME_STEPS = 2400
 
 
@@ -687,6 +733,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
         test_fair_share(tmp)
         test_fair_share(tmp, (3, 1), 75)
+        test_gpu_budget(tmp)
     with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
         test_device_lost(tmp)
     if failures:
