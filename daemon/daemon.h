@@ -57,6 +57,10 @@ struct daemon {
 	/* The shutdown's final checkpoint wrote every tensor and model: the
 	 * jobs it stopped may resume after the restart (methods_job.c). */
 	bool final_checkpoint_ok;
+	/* CLOCK_MONOTONIC of the last request dispatched: jobs keep one step
+	 * in flight, not pipeline_depth, for a while after it (job_pipe.c), so
+	 * that a request waits for one step on the device at most. */
+	int64_t request_ns;
 };
 
 /* Open the checkpoint directories, load tensors and models into d->store and

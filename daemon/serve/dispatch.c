@@ -94,6 +94,7 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 	int r = -1;
 
 	req->mark = tdp_buf_len(req->out);
+	req->call.d->request_ns = t0;
 	td_error_clear(&req->call.err);
 	req->slot = (unsigned)METHOD_COUNT;
 	for (size_t i = 0; i < METHOD_COUNT; i++) {

@@ -14,7 +14,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "base/clock.h"
 #include "base/loop.h"
 #include "daemon.h"
 #include "devices.h"
@@ -256,6 +258,19 @@ static int pipe_submit(struct train_job *job)
 	return 0;
 }
 
+
+/* How long after a request jobs keep one step in flight (issue 34: a
+ * request then waits behind one step on the device's queue, not
+ * pipeline_depth of them). */
+#define INTERACTIVE_NS (100 * 1000 * 1000)
+
+/* The steps `job` may have in flight now: its depth, or one while clients
+ * are sending requests. */
+static unsigned depth_now(const struct train_job *job)
+{
+	return daemon_now_ns(CLOCK_MONOTONIC) - job->call.d->request_ns < INTERACTIVE_NS ? 1 : job->depth;
+}
+
 /* The oldest micro-batch landed: its loss (a non-finite one fails the step,
  * nothing stored), then its results into the store. Returns 0 or -1 after
  * td_fail. */
@@ -330,7 +345,7 @@ bool pipe_turn(struct train_job *job, bool hold)
 	}
 	if (hold || job->detached || !job->sink->ready(job->sink_data))
 		return true;
-	while (job->nfly < job->depth && job->next_unit < units) {
+	while (job->nfly < depth_now(job) && job->next_unit < units) {
 		td_error_clear(&job->call.err);
 		if (pipe_submit(job) < 0) {
 			/* As at depth 1, the steps before it are applied first:
