@@ -57,6 +57,9 @@ struct daemon {
 	/* The shutdown's final checkpoint wrote every tensor and model: the
 	 * jobs it stopped may resume after the restart (methods_job.c). */
 	bool final_checkpoint_ok;
+	/* job.drain: no new train.run; the running ones stop at a step and wait
+	 * to resume (methods_job.c). */
+	bool draining;
 	/* CLOCK_MONOTONIC of the last request dispatched: jobs keep one step
 	 * in flight, not pipeline_depth, for a while after it (job_pipe.c), so
 	 * that a request waits for one step on the device at most. */

@@ -398,6 +398,11 @@ static void on_signal(void *data, uint32_t events)
 			reload(s);
 			continue;
 		}
+		if (si.ssi_signo == SIGUSR1) { /* drain (job.drain), for an upgrade */
+			jobs_drain(s->d);
+			loop_wake_idle(s->d->loop);
+			continue;
+		}
 		if (!s->signo)
 			arm_stop_deadline(&s->d->cfg);
 		s->signo = (int)si.ssi_signo;
@@ -513,6 +518,7 @@ static int block_signals(struct signals *s)
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGUSR1);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	s->src.fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (s->src.fd < 0)

@@ -29,6 +29,7 @@
 #define TDP_METHOD_JOB_STAT "job.stat"
 #define TDP_METHOD_JOB_CANCEL "job.cancel"
 #define TDP_METHOD_JOB_WATCH "job.watch"
+#define TDP_METHOD_JOB_DRAIN "job.drain"
 
 /* Notification the daemon sends before closing a connection whose byte stream
  * it could not parse: params are [ {code, name, message} ]. */

@@ -356,7 +356,7 @@ int method_info(struct request *req)
 	if (params_none(req) < 0)
 		return -1;
 	store_totals(d->store, &count, &bytes);
-	fail = tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 17) ||
+	fail = tdp_write_result_head(pk, req->msgid) < 0 || msgpack_pack_map(pk, 18) ||
 	       kv_str(pk, "version", TENSORD_VERSION) ||
 	       kv_u64(pk, "protocol", TDP_PROTOCOL_VERSION) ||
 	       kv_u64(pk, "pid", (uint64_t)getpid()) ||
@@ -375,6 +375,7 @@ int method_info(struct request *req)
 	       write_resets(pk, d, req->call.cred.uid) ||
 	       write_persistence(pk, d, req->call.cred.uid) ||
 	       write_users(pk, d, req->call.cred.uid) ||
+	       tdp_pack_cstr(pk, "draining") || (d->draining ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) ||
 	       tdp_pack_cstr(pk, "cluster") || write_cluster(pk, d);
 	if (fail)
 		return request_fail(req, TDP_INTERNAL, "out of memory");

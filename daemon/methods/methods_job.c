@@ -105,6 +105,8 @@ static void sink_eval(void *data, const struct train_status *st)
 			(void)train_pack_eval(&w->pk, st);
 }
 
+static void keep_resume(struct job_record *rec);
+
 static void sink_finish(void *data, const struct train_status *st, const char *stopped)
 {
 	struct job_record *rec = data;
@@ -113,11 +115,17 @@ static void sink_finish(void *data, const struct train_status *st, const char *s
 
 	jobs_table_note(rec, st);
 	rec->state = strcmp(stopped, "cancelled") == 0 ? JOB_CANCELLED : JOB_DONE;
+	/* Drained (job.drain): it waits, resumable, for a restart or the undo. */
+	if (!strcmp(stopped, "drained")) {
+		rec->state = JOB_INTERRUPTED;
+		keep_resume(rec);
+	}
 	snprintf(rec->stopped, sizeof(rec->stopped), "%s", stopped);
 	rec->ended_ns = daemon_now_ns(CLOCK_REALTIME);
 	msgpack_sbuffer_init(&sb);
 	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-	if (train_pack_result(&pk, st, stopped) == 0 && (rec->result = malloc(sb.size))) {
+	if (rec->state != JOB_INTERRUPTED && train_pack_result(&pk, st, stopped) == 0 &&
+	    (rec->result = malloc(sb.size))) {
 		memcpy(rec->result, sb.data, sb.size);
 		rec->result_len = sb.size;
 	}
@@ -407,10 +415,69 @@ void jobs_shutdown(struct daemon *d)
 				keep_resume(rec);
 			any = true;
 		}
+		/* A drained job resumes only from a final checkpoint that held. */
+		if (rec->state == JOB_INTERRUPTED && rec->resume && !d->final_checkpoint_ok)
+			jobs_table_set_resume(rec, NULL);
 		rec->job = NULL; /* freed by train_jobs_free, after this */
 	}
 	if (any)
 		persist_jobs_save(d);
 	jobs_table_free();
 	daemon_of_jobs = NULL;
+}
+
+/* The counts job.drain answers: runs still running, drained ones waiting. */
+static void drain_counts(const struct daemon *d, uint64_t *ret_running, uint64_t *ret_waiting)
+{
+	uint64_t running = 0, waiting = 0;
+
+	for (const struct train_job *j = d->jobs; j; j = train_job_next(j))
+		running++;
+	for (struct job_record *rec = jobs_table_head(); rec; rec = rec->next)
+		waiting += rec->state == JOB_INTERRUPTED && rec->resume != NULL;
+	*ret_running = running;
+	*ret_waiting = waiting;
+}
+
+void jobs_drain(struct daemon *d)
+{
+	uint64_t running, waiting;
+
+	d->draining = true;
+	train_jobs_drain(d);
+	drain_counts(d, &running, &waiting);
+	log_notice("draining: no new train.run; %llu runs stop at their next step and wait to resume",
+		   (unsigned long long)running);
+}
+
+int method_job_drain(struct request *req)
+{
+	struct daemon *d = req->call.d;
+	bool undo = false;
+	const struct param p[] = {
+		PARAM_OPT("undo", PARAM_BOOL, undo),
+	};
+	uint64_t running, waiting;
+
+	if (PARAMS_PARSE(req, p) < 0)
+		return -1;
+	if (req->call.cred.uid != 0)
+		return request_fail(req, TDP_PERMISSION_DENIED, "only root drains the daemon");
+	if (undo) {
+		d->draining = false;
+		resume_jobs(d);
+		persist_jobs_save(d);
+		log_notice("drain undone: train.run accepted again; the drained runs resume");
+	} else if (!d->draining) {
+		jobs_drain(d);
+	} else {
+		train_jobs_drain(d); /* a run that started meanwhile (resumed) */
+	}
+	drain_counts(d, &running, &waiting);
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 3) ||
+	    tdp_pack_cstr(req->pk, "draining") || (d->draining ? msgpack_pack_true(req->pk) : msgpack_pack_false(req->pk)) ||
+	    tdp_pack_cstr(req->pk, "running") || msgpack_pack_uint64(req->pk, running) ||
+	    tdp_pack_cstr(req->pk, "waiting") || msgpack_pack_uint64(req->pk, waiting))
+		return request_fail(req, TDP_INTERNAL, "out of memory");
+	return 0;
 }

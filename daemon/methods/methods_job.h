@@ -33,6 +33,15 @@ int method_job_cancel(struct request *req);
  * it runs, then its job.stat map (deferred). */
 int method_job_watch(struct request *req);
 
+/* Serve `job.drain {undo?}` (root): no new train.run, the running runs stop
+ * at a step (detached ones to resume after a restart or the undo); with
+ * undo, new runs again and the drained ones resume. Answers {draining,
+ * running, waiting}. */
+int method_job_drain(struct request *req);
+
+/* The same as SIGUSR1 asks it (main.c): drain, logged. */
+void jobs_drain(struct daemon *d);
+
 /* The running jobs the caller may see, as an array of job.stat maps (info). */
 int job_pack_running(msgpack_packer *pk, const struct caller *call);
 

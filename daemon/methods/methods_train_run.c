@@ -421,6 +421,9 @@ static int run_request(struct request *req, int member, struct job_record *resum
 	struct run_client *cl = NULL;
 	int r = -1;
 
+	if (req->call.d->draining && !resumed && member < 0)
+		return request_fail(req, TDP_UNAVAILABLE, "the daemon is draining (job.drain): no new runs "
+				    "until the drain is undone or the daemon restarts");
 	if (PARAMS_PARSE(req, p) < 0 || train_resolve_source(req, has_model ? model : NULL, &src) < 0)
 		return -1;
 	if (!req->conn && member < 0 && !resumed) /* request_defer below must not fail once the job runs */

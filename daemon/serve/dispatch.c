@@ -67,6 +67,7 @@ static const struct {
 	M(TDP_METHOD_JOB_STAT, method_job_stat),
 	M(TDP_METHOD_JOB_CANCEL, method_job_cancel),
 	M(TDP_METHOD_JOB_WATCH, method_job_watch),
+	M(TDP_METHOD_JOB_DRAIN, method_job_drain),
 };
 #undef M
 #undef MF

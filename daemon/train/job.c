@@ -329,6 +329,15 @@ void train_job_cancel(struct train_job *job)
 	loop_wake_idle(job->call.d->loop);
 }
 
+void train_jobs_drain(struct daemon *d)
+{
+	for (struct train_job *job = d->jobs; job; job = job->next)
+		if (!job->g && !job->cancelled) {
+			job->stop_reason = "drained";
+			train_job_cancel(job);
+		}
+}
+
 /* How long a job may keep submitting while another waits for the device:
  * it then drains (submits nothing more until its steps in flight landed)
  * and goes to the back of the list, so every job gets turns, the newest
@@ -496,7 +505,7 @@ bool train_jobs_run(void *data)
 			if (go_on && !job->nfly && job->yield)
 				drained = job;
 		} else if (go_on && job->cancelled) {
-			job_finish(job, "cancelled");
+			job_finish(job, job->stop_reason ? job->stop_reason : "cancelled");
 			go_on = false;
 		} else if (go_on && (busy || drained)) {
 			/* A turn that ended this pass: the next is chosen by
@@ -709,4 +718,9 @@ const msgpack_object *train_job_request(const struct train_job *job)
 const struct access_cred *train_job_cred(const struct train_job *job)
 {
 	return &job->call.cred;
+}
+
+const struct train_job *train_job_next(const struct train_job *job)
+{
+	return job->next;
 }

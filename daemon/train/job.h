@@ -115,6 +115,13 @@ void train_job_detach(struct train_job *job);
  * the sink's finish with `stopped` "cancelled". */
 void train_job_cancel(struct train_job *job);
 
+/* job.drain: every run of the daemon (but a group's) stops as a cancel
+ * would, after its steps in flight land, and reports "drained". */
+void train_jobs_drain(struct daemon *d);
+
+/* The job after `job` in its daemon's list (d->jobs), or NULL. */
+const struct train_job *train_job_next(const struct train_job *job);
+
 /* Where `job` stands now: its steps, loss, rate and elapsed time as of the
  * last step it committed (job.stat between progress notes). */
 struct train_status train_job_status(const struct train_job *job);

@@ -29,6 +29,7 @@ struct train_job {
 	void *sink_data;
 	bool detached;             /* the client went away */
 	bool cancelled;            /* job.cancel: stop at the next turn, reported */
+	const char *stop_reason;   /* how the cancel is reported: NULL "cancelled", "drained" */
 	/* Another job waits for this one's steps in flight: it submits no
 	 * more once its slice is used, and goes to the back when drained
 	 * (train_jobs_run). */

@@ -340,7 +340,7 @@ bool pipe_turn(struct train_job *job, bool hold)
 	if (job->cancelled) {
 		if (job->nfly)
 			return true; /* what was submitted lands and is applied first */
-		job_finish(job, "cancelled");
+		job_finish(job, job->stop_reason ? job->stop_reason : "cancelled");
 		return false;
 	}
 	if (hold || job->detached || !job->sink->ready(job->sink_data))

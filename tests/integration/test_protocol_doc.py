@@ -583,6 +583,20 @@ def call_job_cancel(c):
     assert st["state"] == "cancelled" and st["stopped"] == "cancelled", st
 
 
+def call_job_drain(c):
+    job = job_start(c, 10000000)
+    r = c.call("job.drain", {})
+    assert set(r) == {"draining", "running", "waiting"} and r["draining"] is True, r
+    st = job_end(c, job)
+    assert st["state"] == "interrupted" and st["stopped"] == "drained", st
+    e, _ = c.call_full("train.run", {})
+    assert e["name"] == "UNAVAILABLE", e
+    r = c.call("job.drain", {"undo": True})
+    assert r["draining"] is False and r["waiting"] == 0, r
+    c.call("job.cancel", {"job": job})
+    job_end(c, job)
+
+
 def call_job_watch(c):
     job = job_start(c, 200)
     msgid = c.request("job.watch", {"job": job})
@@ -626,6 +640,7 @@ CALLS = {
     "job.stat": call_job_stat,
     "job.cancel": call_job_cancel,
     "job.watch": call_job_watch,
+    "job.drain": call_job_drain,
 }
 
 

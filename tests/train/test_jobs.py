@@ -387,6 +387,64 @@ def test_restart(tmp):
         c.close()
 
 
+def drained(c, timeout=60):
+    """job.drain until no run runs; its last answer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = c.call("job.drain")
+        if r["running"] == 0 or time.monotonic() > deadline:
+            return r
+        time.sleep(0.05)
+
+
+def test_drain(tmp):
+    """job.drain (root; SIGUSR1 too): no new train.run (UNAVAILABLE), the
+    running ones stop at a step, interrupted and resumable; the undo resumes
+    them; drained and restarted, they resume after the restart (issue 34)."""
+    state = os.path.join(tmp, "state")
+    d = Daemon(["--state-dir", state]).start()
+    os.chmod(d.dir, 0o755)
+    os.chmod(d.sock, 0o666)
+    c = d.client()
+    setup_data(c)
+    job = c.call("train.run", run_params(steps=10000000, detach=True))["job"]
+    wait_state(c, job, states=("running",))
+    if os.geteuid() == 0:
+        check(as_user(USER_A, lambda: error_name(d.client(), "job.drain", {})) == "PERMISSION_DENIED",
+              "only root drains")
+    r = drained(c)
+    st = c.call("job.stat", {"job": job})
+    check(r["draining"] and r["running"] == 0 and r["waiting"] == 1, "drained: %r" % (r,))
+    check(st["state"] == "interrupted" and st["stopped"] == "drained" and st["run_step"] > 0,
+          "the drained job waits, interrupted: %r" % (st,))
+    check(c.call("info")["draining"] is True, "info says draining")
+    err, _ = c.call_full("train.run", run_params(steps=5))
+    check(err and err["name"] == "UNAVAILABLE" and "draining" in err["message"], "no new run: %r" % (err,))
+    r = c.call("job.drain", {"undo": True})
+    st2 = c.call("job.stat", {"job": job})
+    check(not r["draining"] and r["running"] == 1 and st2["state"] == "running" and
+          st2["run_step"] >= st["run_step"], "the undo resumes it: %r %r" % (r, st2))
+    d.proc.send_signal(signal.SIGUSR1)  # drains too
+    deadline = time.monotonic() + 30
+    while c.call("job.stat", {"job": job})["state"] == "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    check(c.call("info")["draining"] is True and c.call("job.stat", {"job": job})["stopped"] == "drained",
+          "SIGUSR1 drains")
+    c.close()
+    d.proc.send_signal(signal.SIGTERM)
+    check(d.proc.wait(60) == 0, "SIGTERM after the drain: exit 0")
+    d.proc = None
+    d._cleanup()
+    with Daemon(["--state-dir", state]) as d:
+        c = d.client()
+        st3 = c.call("job.stat", {"job": job})
+        check(st3["state"] == "running" and c.call("info")["draining"] is False,
+              "after the restart the drained job resumes, new runs accepted: %r" % (st3,))
+        c.call("job.cancel", {"job": job})
+        wait_state(c, job)
+        c.close()
+
+
 RESUME_STEPS = 2400
 
 
@@ -559,6 +617,8 @@ def main():
         test_restart(tmp)
     with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
         test_resume(tmp)
+    with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
+        test_drain(tmp)
     with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
         test_device_lost(tmp)
     if failures:
