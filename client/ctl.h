@@ -139,6 +139,8 @@ int ctl_cmd_kernel(struct ctl *c);
 int ctl_cmd_jobs(struct ctl *c);
 int ctl_cmd_logs(struct ctl *c);
 int ctl_cmd_cancel(struct ctl *c);
+/* tensorctl drain [on|off]: job.drain, on until the runs stopped. */
+int ctl_cmd_drain(struct ctl *c);
 
 /* train --detach's answer {"job": N}: print the id (ctl_jobs.c). */
 int ctl_print_job_started(struct ctl *c, const msgpack_object *res);

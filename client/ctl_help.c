@@ -134,7 +134,14 @@ static const struct {
 	{ "cancel", "Usage: tensorctl cancel JOB\n\n"
 		    "Stop a running job after its step in progress (what it trained stays).\n"
 		    "JOB is the id jobs shows, or UID:ID for another user's job (root).\n\n"
-		    "Example:\n  tensorctl cancel 3\n  tensorctl cancel 1001:2\n" },
+		    "Example:\n  tensorctl cancel 3\n  tensorctl cancel 1001:2\n" },	{ "drain", "Usage: tensorctl drain [on|off]\n\n"
+		   "Drain the daemon for maintenance (root; job.drain, as SIGUSR1 does): new\n"
+		   "train.run requests are refused, and the running runs stop after their steps\n"
+		   "in flight; detached jobs then wait, interrupted, to resume from that step\n"
+		   "after a restart or 'drain off'. Waits until no run runs, then says how many\n"
+		   "jobs wait. 'off' accepts runs again and resumes the drained jobs here.\n\n"
+		   "Example:\n  tensorctl drain && systemctl restart tensord\n" },
+
 	{ "step", "Usage: tensorctl step FILE.json|-\n\n"
 		  "Run one training step (the train.step params in FILE).\n\n"
 		  "Example:\n  tensorctl step step.json\n" },

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ctl.h"
 #include "json.h"
@@ -271,4 +272,57 @@ int ctl_cmd_logs(struct ctl *c)
 	msgpack_unpacked_destroy(&u);
 	free(res);
 	return status;
+}
+
+/* One job.drain call (`undo` for "off"): its draining, running, waiting. */
+static int drain_call(struct ctl *c, bool undo, bool *ret_draining, uint64_t *ret_running, uint64_t *ret_waiting)
+{
+	static const char undo_params[] = "\x81\xa4undo\xc3"; /* {"undo": true} */
+	msgpack_unpacked u;
+	size_t len = 0, off = 0;
+	void *res = NULL;
+	const msgpack_object *o;
+	int status = CTL_EXIT_OK, r;
+
+	r = tensord_call_raw(c->td, "job.drain", undo ? undo_params : NULL, undo ? sizeof(undo_params) - 1 : 0,
+			     &res, &len);
+	if (r < 0)
+		return ctl_call_failed(c, r);
+	msgpack_unpacked_init(&u);
+	if (msgpack_unpack_next(&u, res, len, &off) != MSGPACK_UNPACK_SUCCESS || u.data.type != MSGPACK_OBJECT_MAP ||
+	    !(o = tdp_map_find(&u.data, "draining")) || o->type != MSGPACK_OBJECT_BOOLEAN ||
+	    tdp_obj_uint(tdp_map_find(&u.data, "running"), ret_running) < 0 ||
+	    tdp_obj_uint(tdp_map_find(&u.data, "waiting"), ret_waiting) < 0)
+		status = ctl_error("malformed reply");
+	else
+		*ret_draining = o->via.boolean;
+	msgpack_unpacked_destroy(&u);
+	free(res);
+	return status;
+}
+
+int ctl_cmd_drain(struct ctl *c)
+{
+	bool undo = c->npos == 1 && !strcmp(c->pos[0], "off"), draining = false;
+	uint64_t running = 0, waiting = 0;
+	int status;
+
+	if (c->npos == 1 && !undo && strcmp(c->pos[0], "on"))
+		return ctl_usage_error("drain takes on or off, not '%.64s'", c->pos[0]);
+	if ((status = ctl_connect(c)) != CTL_EXIT_OK)
+		return status;
+	/* On: until the runs stopped (each after its steps in flight). */
+	while ((status = drain_call(c, undo, &draining, &running, &waiting)) == CTL_EXIT_OK && !undo && running)
+		usleep(100 * 1000);
+	if (status != CTL_EXIT_OK)
+		return status;
+	if (c->json)
+		printf("{\"draining\":%s,\"running\":%" PRIu64 ",\"waiting\":%" PRIu64 "}\n", draining ? "true" : "false",
+		       running, waiting);
+	else if (undo)
+		printf("accepting train.run again; %" PRIu64 " drained jobs resumed\n", running);
+	else
+		printf("drained: no train.run runs; %" PRIu64 " jobs wait to resume after a restart or "
+		       "'tensorctl drain off'\n", waiting);
+	return CTL_EXIT_OK;
 }

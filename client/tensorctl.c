@@ -32,9 +32,7 @@ static const char usage_text[] =
 	"                               redraw memory and load of each device,\n"
 	"                               clients and request rates\n"
 	"                               every S seconds (1), N times (forever)\n"
-	"  top [--interval S] [--count N]\n"
-	"                               who uses the GPU: each user's share, tensors\n"
-	"                               and jobs, live (info --watch)\n"
+	"  top [-n S] [-c N]            who uses the GPU, live (info --watch)\n"
 	"  metrics                      counters in the Prometheus text format\n"
 	"  ls [PREFIX]                  list tensors (whose names start with PREFIX)\n"
 	"  stat NAME... | stat --prefix P\n"
@@ -67,6 +65,7 @@ static const char usage_text[] =
 	"  jobs                         list detached training jobs (train --detach)\n"
 	"  logs [-f] JOB                how a job stands or ended; -f follows it\n"
 	"  cancel JOB                   stop a running job\n"
+	"  drain [on|off]               (root) pause training runs for maintenance\n"
 	"  save PREFIX FILE.safetensors store the tensors named PREFIX... in a file\n"
 	"  load FILE.safetensors [--prefix P]\n"
 	"                               put every tensor of a file (names prefixed by P)\n"
@@ -207,6 +206,7 @@ static const struct command_def {
 	{ "jobs", ctl_cmd_jobs, 0, 0, 0, "", false },
 	{ "logs", ctl_cmd_logs, 1, 1, 1u << OPT_FOLLOW, "JOB", false },
 	{ "cancel", ctl_cmd_cancel, 1, 1, 0, "JOB", false },
+	{ "drain", ctl_cmd_drain, 0, 1, 0, "on|off", false },
 	{ "step", ctl_cmd_step, 1, 1, 0, "FILE", false },
 	{ "save", ctl_cmd_save, 2, 2, 0, "PREFIX", false },
 	{ "load", ctl_cmd_load, 1, 1, 1u << OPT_PREFIX, "FILE", false },

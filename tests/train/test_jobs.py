@@ -599,6 +599,20 @@ def test_tensorctl(d, tmp):
     check(rc == 1 and "NOT_FOUND" in err, "cancel of no job: %r %r" % (rc, err))
     rc, out, err = ctl(d, "logs", "x")
     check(rc == 2, "logs x is a usage error: %r %r" % (rc, err))
+    # tensorctl drain [on|off] (issue 34; root, as the tests run in CI)
+    if os.geteuid() == 0:
+        drained_job = c.call("train.run", run_params(steps=10000000, detach=True))["job"]
+        rc, out, err = ctl(d, "drain")
+        st = c.call("job.stat", {"job": drained_job})
+        check(rc == 0 and "1 jobs wait to resume" in out and st["stopped"] == "drained",
+              "tensorctl drain: %r %r %r" % (out, err, st))
+        rc, out, err = ctl(d, "--json", "drain", "off")
+        check(rc == 0 and json.loads(out)["draining"] is False and
+              c.call("job.stat", {"job": drained_job})["state"] == "running", "tensorctl drain off: %r %r" % (out, err))
+        c.call("job.cancel", {"job": drained_job})
+        wait_state(c, drained_job)
+    rc, out, err = ctl(d, "drain", "maybe")
+    check(rc == 2, "drain maybe is a usage error: %r %r" % (rc, err))
     c.close()
 
 
