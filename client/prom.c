@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdbool.h>
+#include <pwd.h>
 #include <string.h>
 
 #include "pack.h"
@@ -313,8 +314,21 @@ static void write_gpu(struct prom *p, const msgpack_object *gpu, const msgpack_o
 	       "Time spent building pipelines.", labels, tdp_map_find(pipes, "compile_seconds"));
 }
 
+/* The user name of a uid, as a `user` label, where this machine knows it. */
+static void user_label(char *labels, size_t cap, const msgpack_object *uid)
+{
+	struct passwd pw, *found = NULL;
+	char buf[1024];
+	uint64_t v;
+
+	if (tdp_obj_uint(uid, &v) < 0 || v > UINT32_MAX ||
+	    getpwuid_r((uid_t)v, &pw, buf, sizeof(buf), &found) != 0 || !found)
+		return;
+	label_add(labels, cap, "user", found->pw_name, strlen(found->pw_name));
+}
+
 /* info's "users": one family per figure, a sample per uid (root sees every
- * uid, anyone else itself). */
+ * uid, anyone else itself), labelled with the user name where known. */
 static void write_users(struct prom *p, const msgpack_object *users)
 {
 	static const char *const fam[][4] = {
@@ -347,6 +361,7 @@ static void write_users(struct prom *p, const msgpack_object *users)
 				continue;
 			labels[0] = '\0';
 			label_obj(labels, sizeof(labels), "uid", tdp_map_find(u, "uid"));
+			user_label(labels, sizeof(labels), tdp_map_find(u, "uid"));
 			sample(p, fam[f][1], fam[f][2], fam[f][3], labels, tdp_map_find(u, fam[f][0]));
 		}
 }

@@ -317,9 +317,11 @@ static void users(void **state)
 	assert_int_equal(run(build_end(&b), &text), 4);
 	assert_int_equal(check_valid(text), 4);
 	assert_non_null(strstr(text, "# TYPE tensord_user_gpu_seconds_total counter\n"));
-	assert_non_null(strstr(text, "tensord_user_gpu_seconds_total{uid=\"0\"} 1.5\n"));
-	assert_non_null(strstr(text, "tensord_user_gpu_seconds_total{uid=\"1000\"} 2.5\n"));
-	assert_non_null(strstr(text, "tensord_user_jobs{uid=\"1000\"} 1\n"));
+	/* the user name where the machine knows the uid: root always */
+	assert_non_null(strstr(text, "tensord_user_gpu_seconds_total{uid=\"0\",user=\"root\"} 1.5\n"));
+	assert_non_null(strstr(text, "tensord_user_gpu_seconds_total{uid=\"1000\""));
+	assert_non_null(strstr(text, "} 2.5\n"));
+	assert_non_null(strstr(text, "tensord_user_jobs{uid=\"1000\""));
 	assert_null(strstr(text, "} 3.5\n"));
 	free(text);
 	build_free(&b);
