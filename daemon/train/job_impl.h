@@ -106,3 +106,11 @@ void group_end(struct train_job *job);
 /* Whether the group run waits for an MPI operation (nothing to do until
  * the cluster wakes the loop). */
 bool group_waiting(const struct train_job *job);
+
+/* job_share.c: order d->jobs for the next turn (the user furthest behind
+ * its share first), at the end of a turn (train_jobs_run). */
+void jobs_by_share(struct daemon *d);
+
+/* job_share.c: a new job's owner with no other job running starts its
+ * clock at the least of the running ones' (before the job joins d->jobs). */
+void jobs_share_join(struct train_job *job);
