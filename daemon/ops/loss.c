@@ -87,8 +87,15 @@ static int pointwise_infer(struct op_ctx *ctx)
 		return op_fail(ctx, TDP_DTYPE_MISMATCH, "the target is %s, the %s %s",
 			       tdp_dtype_name(b->dtype),
 			       ctx->def->code == LOSS_MSE ? "prediction" : "logits", tdp_dtype_name(a->dtype));
-	if (a->rank != b->rank || memcmp(a->shape, b->shape, a->rank * sizeof(a->shape[0])))
-		return op_fail(ctx, TDP_SHAPE_MISMATCH, "input 1 (the target) must have the shape of input 0");
+	if (a->rank != b->rank || memcmp(a->shape, b->shape, a->rank * sizeof(a->shape[0]))) {
+		char sa[160], sb[160];
+
+		op_shape_text(a, sa, sizeof(sa));
+		op_shape_text(b, sb, sizeof(sb));
+		/* torch's mse_loss broadcasts (with a warning); tensord wants them equal */
+		return op_fail(ctx, TDP_SHAPE_MISMATCH, "the target is %s but the %s %s: they must be the same "
+			       "shape (no broadcasting)", sb, ctx->def->code == LOSS_MSE ? "prediction" : "logits", sa);
+	}
 	plan(ctx)->items = a->count;
 	plan(ctx)->classes = 0;
 	return set_reduction(ctx, a->rank, a->shape);

@@ -124,17 +124,6 @@ struct mm_cm_push {
 #define MM_CM_TILE 128
 #define MM_CM_K 32
 
-static void shape_str(const struct op_tensor *t, char *buf, size_t size)
-{
-	size_t len = 0;
-
-	len += (size_t)snprintf(buf, size, "[");
-	for (unsigned d = 0; d < t->rank && len < size; d++)
-		len += (size_t)snprintf(buf + len, size - len, "%s%llu", d ? "," : "",
-					(unsigned long long)t->shape[d]);
-	if (len < size)
-		snprintf(buf + len, size - len, "]");
-}
 
 /* Activation "relu_grad": input 2 is a mask of the result's shape and dtype. */
 static int mm_mask_infer(struct op_ctx *ctx, struct mm_plan *pl)
@@ -218,8 +207,8 @@ static int matmul_infer(struct op_ctx *ctx)
 	if (ak != bk) {
 		char sa[96], sb[96];
 
-		shape_str(a, sa, sizeof(sa));
-		shape_str(b, sb, sizeof(sb));
+		op_shape_text(a, sa, sizeof(sa));
+		op_shape_text(b, sb, sizeof(sb));
 		return op_fail(ctx, TDP_SHAPE_MISMATCH,
 			       "inner dimensions differ: a %s%s has %llu columns, b %s%s has %llu rows", sa,
 			       (pl->flags & MM_TA) ? " transposed" : "", (unsigned long long)ak, sb,

@@ -171,6 +171,18 @@ int op_scratch_alloc(struct op_ctx *ctx, uint64_t bytes, struct gpu_alloc **ret)
 	return 0;
 }
 
+void op_shape_text(const struct op_tensor *t, char *buf, size_t size)
+{
+	size_t len = 0;
+
+	len += (size_t)snprintf(buf, size, "[");
+	for (unsigned d = 0; d < t->rank && len < size; d++)
+		len += (size_t)snprintf(buf + len, size - len, "%s%llu", d ? "," : "",
+					(unsigned long long)t->shape[d]);
+	if (len < size)
+		snprintf(buf + len, size - len, "]");
+}
+
 int op_tensor_sizes(struct op_tensor *t)
 {
 	if (tdp_shape_count(t->shape, t->rank, tdp_dtype_size(t->dtype), &t->count) < 0)

@@ -171,6 +171,9 @@ const struct op_attr_value *op_attr(const struct op_ctx *ctx, const char *name);
 /* Device memory of `bytes` for the op's own use during this request. */
 int op_scratch_alloc(struct op_ctx *ctx, uint64_t bytes, struct gpu_alloc **ret);
 
+/* `t`'s shape as "[2,3]" into `buf` (cut to fit `size`), for messages. */
+void op_shape_text(const struct op_tensor *t, char *buf, size_t size);
+
 /* Fill count and bytes from dtype and shape; -EOVERFLOW past 64 bits. */
 int op_tensor_sizes(struct op_tensor *t);
 

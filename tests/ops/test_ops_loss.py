@@ -94,6 +94,11 @@ def run(ck):
     ck.c.put("e/ii", np.zeros((4, 3)), "i32")
     ck.expect_error("mse", ["e/f", "e/h"], None, "DTYPE_MISMATCH")
     ck.expect_error("mse", ["e/f", "e/v"], None, "SHAPE_MISMATCH")
+    # The shape error names both shapes (issue 35).
+    err, _ = ck.c.run("mse", ["e/f", "e/v"], None)
+    ck.checks += 1
+    if not err or "the target is [3] but the prediction [4,3]" not in err["message"]:
+        ck.fail("mse's shape error names both shapes: %r" % (err,))
     ck.expect_error("mse", ["e/ii", "e/ii"], None, "DTYPE_MISMATCH")
     ck.expect_error("mse", ["e/f"], None, "INVALID_ARGUMENT")
     ck.expect_error("mse", ["e/f", "e/f"], {"reduction": "avg"}, "INVALID_ARGUMENT")
