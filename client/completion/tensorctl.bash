@@ -65,6 +65,14 @@ _tensorctl_models()
 		grep -o '"name":"[^"]*"' | sed 's/^"name":"//; s/"$//'
 }
 
+# The ids of the caller's jobs (logs, cancel); quietly nothing on failure.
+_tensorctl_jobs()
+{
+	local bin=$1
+	shift
+	"$bin" "$@" --json jobs 2>/dev/null | grep -o '"job":[0-9]*' | sed 's/^"job"://'
+}
+
 # Device ids (what --device takes) from the daemon's info; quietly nothing on failure.
 _tensorctl_devices()
 {
@@ -162,6 +170,11 @@ _tensorctl()
 				COMPREPLY=($(compgen -W "$(_tensorctl_names "$bin" "$cur" "${sock[@]}")" -- "$cur")) ;;
 		stat | rm | get)
 			COMPREPLY=($(compgen -W "$(_tensorctl_names "$bin" "$cur" "${sock[@]}")" -- "$cur")) ;;
+		logs | cancel)
+			((npos == 0)) &&
+				COMPREPLY=($(compgen -W "$(_tensorctl_jobs "$bin" "${sock[@]}")" -- "$cur")) ;;
+		drain)
+			((npos == 0)) && COMPREPLY=($(compgen -W "on off" -- "$cur")) ;;
 		help)
 			if ((npos == 0)); then
 				COMPREPLY=($(compgen -W "$_tensorctl_commands" -- "$cur"))

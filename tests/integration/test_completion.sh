@@ -196,6 +196,13 @@ printf '%s\n' '{"nodes": [{"id": "pred", "op": "mul", "inputs": ["x", "c/alpha"]
 expect "--socket $SOCK model stat cm/" cm/first
 expect "--socket $SOCK evaluate c" cm/first
 expect "--socket $SOCK train --model c" cm/first
+echo "== job ids from a daemon (bash: logs, cancel; issue 35) and drain's on/off"
+printf '%s\n' '{"model": "cm/first", "data": {"x": "other", "y": "other"}, "batch_size": 1, "steps": 2}' >"$DIR/run.json"
+"$TENSORCTL_BIN" --socket "$SOCK" train "$DIR/run.json" --detach >/dev/null 2>"$DIR/terr" ||
+	fail "train --detach: $(cat "$DIR/terr")"
+expect "--socket $SOCK logs " 1
+expect "--socket $SOCK cancel " 1
+expect "drain " off on
 echo "== zsh and fish, where installed: the same answers, from the same table"
 CDIR=$(dirname "$COMPLETION")
 PATH=$(dirname "$TENSORCTL_BIN"):$PATH
