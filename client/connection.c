@@ -152,6 +152,11 @@ int tensord_error_code(const struct tensord *td)
 	return td ? td->remote_code : 0;
 }
 
+const char *tensord_error_name(int code)
+{
+	return tdp_status_name(code);
+}
+
 void tensord_set_notify(struct tensord *td, tensord_notify_fn fn, void *userdata)
 {
 	if (!td)

@@ -118,6 +118,11 @@ TENSORD_EXPORT const char *tensord_last_error(const struct tensord *td);
 /* The protocol error code of the last remote error, else 0. */
 TENSORD_EXPORT int tensord_error_code(const struct tensord *td);
 
+/* The name of a protocol error code ("NOT_FOUND" for TENSORD_NOT_FOUND, as
+ * the wire and docs/protocol.md spell it), or NULL for a code tensord does
+ * not use. Like strerror() for the codes of tensord_error_code(). */
+TENSORD_EXPORT const char *tensord_error_name(int code);
+
 /* The wire name of a dtype ("f32", ...), or NULL when out of range. */
 TENSORD_EXPORT const char *tensord_dtype_name(enum tensord_dtype dtype);
 

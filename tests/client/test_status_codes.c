@@ -66,6 +66,18 @@ static void every_tensord_h_code_is_the_daemons(void **state)
 	}
 }
 
+/* tensord_error_name (issue 35: hiredis and libpq have one): every
+ * constant's name, NULL for an unknown code. */
+static void names_from_the_library(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < N_CLIENT; i++)
+		assert_string_equal(tensord_error_name(client_codes[i].code), client_codes[i].name);
+	assert_null(tensord_error_name(2));
+	assert_null(tensord_error_name(-1));
+	assert_null(tensord_error_name(99999));
+}
+
 static void deadline_exceeded_is_4(void **state)
 {
 	(void)state;
@@ -80,6 +92,7 @@ int main(void)
 		cmocka_unit_test(every_daemon_code_is_in_tensord_h),
 		cmocka_unit_test(every_tensord_h_code_is_the_daemons),
 		cmocka_unit_test(deadline_exceeded_is_4),
+		cmocka_unit_test(names_from_the_library),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
