@@ -357,6 +357,33 @@ static int layer_elementwise(struct lx *x, const struct layer *l, const char *in
 	return lx_emit(x, l->path, l->type, &in, 1, a, na);
 }
 
+/* leaky_relu: max(x, slope·x) (torch's nn.LeakyReLU, slope 0..1, default
+ * 0.01) as `<p>/neg` = mul(x, slope) then `<p>` = maximum(x, `<p>/neg`);
+ * identity: `<p>` = copy(x). Both keep the shape. */
+static int layer_leaky_identity(struct lx *x, const struct layer *l, const char *in, struct shp *s)
+{
+	struct map_field f[] = { { "negative_slope", MAP_NUMBER, false, NULL } };
+	bool leaky = !strcmp(l->type, "leaky_relu");
+	char neg[TDP_MAX_NAME_LEN + 1];
+	const char *pair[2] = { in, neg };
+	struct at a;
+	double slope;
+
+	(void)s;
+	if (lx_keys(x, l, f, leaky ? 1 : 0) < 0)
+		return -1;
+	if (!leaky)
+		return lx_emit(x, l->path, "copy", &in, 1, NULL, 0);
+	if (lx_num(x, l, &f[0], 0, 1, 0.01, &slope) < 0)
+		return -1;
+	if ((size_t)snprintf(neg, sizeof(neg), "%s/neg", l->path) >= sizeof(neg))
+		return lx_fail(x, l, "its path is too long");
+	a = (struct at){ "scalar", 'f', .f = slope };
+	if (lx_emit(x, neg, "mul", &in, 1, &a, 1) < 0)
+		return -1;
+	return lx_emit(x, l->path, "maximum", pair, 2, NULL, 0);
+}
+
 static int layer_flatten(struct lx *x, const struct layer *l, const char *in, struct shp *s)
 {
 	struct map_field f[] = { { "start_dim", MAP_UINT, false, NULL } };
@@ -423,6 +450,8 @@ static int expand_layer(struct lx *x, const struct layer *l, const char *in, str
 		r = layer_linear(x, l, in, s);
 	else if (!strcmp(l->type, "flatten"))
 		r = layer_flatten(x, l, in, s);
+	else if (!strcmp(l->type, "leaky_relu") || !strcmp(l->type, "identity"))
+		r = layer_leaky_identity(x, l, in, s);
 	else if (!strcmp(l->type, "sequential") || !strcmp(l->type, "residual"))
 		r = layer_compose(x, l, in, s);
 	for (size_t k = 0; r == -2 && k < sizeof(elementwise) / sizeof(elementwise[0]); k++)

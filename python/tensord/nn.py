@@ -31,6 +31,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 __all__ = [
     "Module", "Sequential", "Residual", "Linear", "Conv2d", "BatchNorm1d", "BatchNorm2d",
     "LayerNorm", "RMSNorm", "Embedding", "Dropout", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU",
+    "LeakyReLU", "Identity",
     "Softmax", "LogSoftmax", "Flatten", "MaxPool2d", "AvgPool2d", "MultiheadAttention",
     "Attention", "TransformerBlock", "CrossEntropyLoss", "MSELoss", "INITS", "Shape",
 ]
@@ -440,6 +441,23 @@ class Sigmoid(_Activation):
 
 class SiLU(_Activation):
     type = "silu"
+
+
+class LeakyReLU(Module):
+    """max(x, negative_slope * x), torch's nn.LeakyReLU (slope 0..1)."""
+
+    type = "leaky_relu"
+
+    def __init__(self, negative_slope: float = 0.01, *, name: Optional[str] = None) -> None:
+        super().__init__(name=name)
+        if _number("negative_slope", negative_slope, 0, 1) != 0.01:
+            self.keys["negative_slope"] = float(negative_slope)
+
+
+class Identity(_Activation):
+    """Its input unchanged (torch's nn.Identity): a named point in a stack."""
+
+    type = "identity"
 
 
 class Softmax(Module):

@@ -150,6 +150,36 @@ def mlp(c, rng):
     check(np.allclose(got, want, rtol=1e-5, atol=1e-5), "mlp forward vs NumPy: %g" % np.abs(got - want).max())
 
 
+def leaky_identity(c, rng):
+    """leaky_relu (negative_slope, torch's default 0.01) and identity
+    layers (issue 35): their nodes, the forward against NumPy, a training
+    step, a slope out of 0..1 refused."""
+    x = rng.standard_normal((8, 6)).astype(np.float32)
+    put(c, "lx", x)
+    put(c, "ly", rng.integers(0, 4, 8).astype(np.int32))
+    inputs = [{"name": "x", "dtype": "f32", "shape": [1, 6]}, {"name": "y", "dtype": "i32", "shape": [1]}]
+    layers = [{"type": "linear", "in": 6, "out": 5}, {"type": "leaky_relu", "negative_slope": 0.2},
+              {"type": "identity"}, {"type": "linear", "in": 5, "out": 4, "name": "head"}, {"type": "leaky_relu"}]
+    r = c.call("model.define", {"name": "lk", "inputs": inputs, "layers": layers, "seed": 1,
+                                "loss": {"type": "cross_entropy", "target": "y"}, "optimizer": {"type": "sgd", "lr": 0.1}})
+    ids = [nd["id"] for nd in r["nodes"]]
+    check(ids[:8] == ["0/mm", "0", "1/neg", "1", "2", "head/mm", "head", "4/neg"], "leaky/identity nodes: %r" % (ids,))
+    w1, b1, w2, b2 = (get(c, "lk/" + p) for p in ("0.weight", "0.bias", "head.weight", "head.bias"))
+
+    def leaky(v, s):
+        return np.where(v > 0, v, s * v)
+
+    want = leaky(leaky(x @ w1.T + b1, 0.2) @ w2.T + b2, 0.01)
+    got = arr(c.call("model.predict", {"model": "lk", "inputs": {"x": "lx"}})["outputs"]["4"])
+    check(np.allclose(got, want, rtol=1e-5, atol=1e-6), "leaky_relu/identity forward vs NumPy: %g" % np.abs(got - want).max())
+    loss = c.call("train.step", {"model": "lk", "data": {"x": "lx", "y": "ly"}})["loss"]
+    check(math.isfinite(loss), "they train: %r" % loss)
+    err, _ = c.call_full("model.define", {"name": "lk2", "inputs": inputs, "layers": [
+        {"type": "leaky_relu", "negative_slope": 1.5}], "loss": {"type": "mse", "target": "x"}})
+    check(err and err["name"] == "INVALID_ARGUMENT" and "negative_slope" in err["message"],
+          "a slope past 1 refused: %r" % (err,))
+
+
 # ---------------------------------------------------------------- CNN
 
 def conv2d_np(x, w, b, pad):
@@ -352,6 +382,7 @@ def main():
     with Daemon() as d:
         c = d.client()
         mlp(c, rng)
+        leaky_identity(c, rng)
         cnn(c, rng)
         transformer(c, rng)
         every_type(c, rng)

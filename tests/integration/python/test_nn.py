@@ -43,6 +43,8 @@ def test_every_layer_type_and_its_keys():
         (nn.ReLU(), {"type": "relu"}), (nn.GELU(), {"type": "gelu"}),
         (nn.GELU("tanh"), {"type": "gelu", "approximate": "tanh"}), (nn.Tanh(), {"type": "tanh"}),
         (nn.Sigmoid(), {"type": "sigmoid"}), (nn.SiLU(), {"type": "silu"}),
+        (nn.LeakyReLU(), {"type": "leaky_relu"}),
+        (nn.LeakyReLU(0.2), {"type": "leaky_relu", "negative_slope": 0.2}), (nn.Identity(), {"type": "identity"}),
         (nn.Softmax(), {"type": "softmax"}), (nn.LogSoftmax(dim=1), {"type": "log_softmax", "dim": 1}),
         (nn.Flatten(), {"type": "flatten"}), (nn.Flatten(2), {"type": "flatten", "start_dim": 2}),
         (nn.MaxPool2d(2), {"type": "max_pool2d", "kernel_size": 2}),
