@@ -73,13 +73,18 @@ static int loss_map(struct lx *x, const msgpack_object *loss, const char *out, c
 	char target[LX_ID];
 	const char *logits = out, *tgt = target;
 	struct at red = { "reduction", 's', .s = "mean" };
+	const char *op = NULL;
 	bool ce;
 
 	if (map_check(loss, f, 3, &err) < 0)
 		return lx_fail(x, NULL, "loss: %s", err.message);
 	ce = tdp_obj_str_eq(f[0].value, "cross_entropy");
-	if (!ce && !tdp_obj_str_eq(f[0].value, "mse"))
-		return lx_fail(x, NULL, "loss: type must be \"cross_entropy\" or \"mse\" (or give a node id)");
+	/* torch's BCEWithLogitsLoss: the op on logits and targets of one shape */
+	if (tdp_obj_str_eq(f[0].value, "bce_with_logits"))
+		op = "binary_cross_entropy_with_logits";
+	else if (!ce && !tdp_obj_str_eq(f[0].value, "mse"))
+		return lx_fail(x, NULL, "loss: type must be \"cross_entropy\", \"mse\" or \"bce_with_logits\" "
+			       "(or give a node id)");
 	if (tdp_obj_strcpy(f[1].value, target, sizeof(target)) < 0 || !target[0])
 		return lx_fail(x, NULL, "loss: target must be an input or a node id");
 	if (f[2].value) {
@@ -103,7 +108,7 @@ static int loss_map(struct lx *x, const msgpack_object *loss, const char *out, c
 	{
 		const char *in[2] = { logits, tgt };
 
-		return lx_emit(x, "loss", ce ? "cross_entropy" : "mse", in, 2, &red, 1);
+		return lx_emit(x, "loss", op ? op : ce ? "cross_entropy" : "mse", in, 2, &red, 1);
 	}
 }
 

@@ -33,7 +33,7 @@ __all__ = [
     "LayerNorm", "RMSNorm", "Embedding", "Dropout", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU",
     "LeakyReLU", "Identity",
     "Softmax", "LogSoftmax", "Flatten", "MaxPool2d", "AvgPool2d", "MultiheadAttention",
-    "Attention", "TransformerBlock", "CrossEntropyLoss", "MSELoss", "INITS", "Shape",
+    "Attention", "TransformerBlock", "CrossEntropyLoss", "MSELoss", "BCEWithLogitsLoss", "INITS", "Shape",
 ]
 
 #: a parameter's shape
@@ -582,6 +582,12 @@ def CrossEntropyLoss(target: str, reduction: str = "mean") -> Dict[str, Any]:
 def MSELoss(target: str, reduction: str = "mean") -> Dict[str, Any]:
     """``{"type": "mse", "target": target}``."""
     return _loss("mse", target, reduction)
+
+
+def BCEWithLogitsLoss(target: str, reduction: str = "mean") -> Dict[str, Any]:
+    """``{"type": "bce_with_logits", "target": target}``: torch's
+    BCEWithLogitsLoss, logits and f32 targets in 0..1 of one shape."""
+    return _loss("bce_with_logits", target, reduction)
 
 
 def _loss(kind: str, target: str, reduction: str) -> Dict[str, Any]:

@@ -180,6 +180,26 @@ def leaky_identity(c, rng):
           "a slope past 1 refused: %r" % (err,))
 
 
+def bce_loss(c, rng):
+    """The layer form's loss {"type": "bce_with_logits"} (issue 35): torch's
+    BCEWithLogitsLoss on the stack's output, against NumPy."""
+    x = rng.standard_normal((8, 6)).astype(np.float32)
+    t = rng.integers(0, 2, (8, 1)).astype(np.float32)
+    put(c, "bx", x)
+    put(c, "bt", t)
+    r = c.call("model.define", {"name": "bce", "seed": 2,
+                                "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 6]},
+                                           {"name": "t", "dtype": "f32", "shape": [1, 1]}],
+                                "layers": [{"type": "linear", "in": 6, "out": 1}],
+                                "loss": {"type": "bce_with_logits", "target": "t", "reduction": "sum"},
+                                "optimizer": {"type": "sgd", "lr": 0.1}})
+    check(r["nodes"][-1]["op"] == "binary_cross_entropy_with_logits", "the op: %r" % (r["nodes"][-1],))
+    z = x @ get(c, "bce/0.weight").T + get(c, "bce/0.bias")
+    want = float(np.sum(np.maximum(z, 0) - z * t + np.log1p(np.exp(-np.abs(z)))))
+    got = c.call("train.step", {"model": "bce", "data": {"x": "bx", "t": "bt"}})["loss"]
+    check(abs(got - want) < 1e-4 * max(1, abs(want)), "bce_with_logits loss %r against NumPy %r" % (got, want))
+
+
 # ---------------------------------------------------------------- CNN
 
 def conv2d_np(x, w, b, pad):
@@ -383,6 +403,7 @@ def main():
         c = d.client()
         mlp(c, rng)
         leaky_identity(c, rng)
+        bce_loss(c, rng)
         cnn(c, rng)
         transformer(c, rng)
         every_type(c, rng)

@@ -58,6 +58,7 @@ def test_every_layer_type_and_its_keys():
         (nn.TransformerBlock(32, 4, hidden=64), {"type": "transformer_block", "dim": 32, "heads": 4,
                                                  "hidden": 64}),
     ]
+    assert nn.BCEWithLogitsLoss("t") == {"type": "bce_with_logits", "target": "t"}
     for mod, want in layers:
         assert mod.layer() == want, mod
         assert mod.spec() == [want]
