@@ -200,6 +200,37 @@ static int layer_embedding(struct lx *x, const struct layer *l, const char *in, 
 	return lx_emit(x, l->path, "embedding", ins, 2, NULL, 0);
 }
 
+/* pos_embedding (GPT's learned positions): `<p>/pos` = the first T rows of
+ * weight [max_len, dim] (T the input's second-last dim), `<p>` = x + them. */
+static int layer_pos_embedding(struct lx *x, const struct layer *l, const char *in, struct shp *s)
+{
+	struct map_field f[] = { { "max_len", MAP_UINT, true, NULL }, { "dim", MAP_UINT, true, NULL } };
+	int64_t zero[1] = { 0 }, end[1];
+	struct at a[2] = { { "starts", 'I', .v = zero, .n = 1 }, { "ends", 'I', .v = end, .n = 1 } };
+	char w[LX_ID], pos[LX_ID];
+	const char *sl[1] = { w }, *sum[2] = { in, pos };
+	uint64_t len, d, sh[2];
+
+	if (lx_keys(x, l, f, 2) < 0 || lx_uint(x, l, &f[0], 1, MAX_SIZE, 0, &len) < 0 ||
+	    lx_uint(x, l, &f[1], 1, MAX_SIZE, 0, &d) < 0)
+		return -1;
+	if (s->rank < 2 || s->d[s->rank - 2] < 0 || s->d[s->rank - 1] < 0)
+		return lx_fail(x, l, "needs the input's shape [..., T, dim]: give the model's input as {name, dtype, "
+			       "shape}");
+	if ((uint64_t)s->d[s->rank - 1] != d || (uint64_t)s->d[s->rank - 2] > len)
+		return lx_fail(x, l, "the input is [..., %lld, %lld]: it needs T <= max_len %llu and dim %llu",
+			       (long long)s->d[s->rank - 2], (long long)s->d[s->rank - 1], (unsigned long long)len,
+			       (unsigned long long)d);
+	sh[0] = len, sh[1] = d;
+	end[0] = s->d[s->rank - 2];
+	if (lx_param(x, l, "weight", 2, sh, INIT_NORMAL, 0.02, false, w) < 0 ||
+	    (size_t)snprintf(pos, sizeof(pos), "%s/pos", l->path) >= sizeof(pos))
+		return -1;
+	if (lx_emit(x, pos, "slice", sl, 1, a, 2) < 0)
+		return -1;
+	return lx_emit(x, l->path, "add", sum, 2, NULL, 0);
+}
+
 int lx_nn(struct lx *x, const struct layer *l, const char *in, struct shp *s)
 {
 	int r;
@@ -214,6 +245,8 @@ int lx_nn(struct lx *x, const struct layer *l, const char *in, struct shp *s)
 		r = layer_norm(x, l, in, s);
 	else if (!strcmp(l->type, "embedding"))
 		r = layer_embedding(x, l, in, s);
+	else if (!strcmp(l->type, "pos_embedding"))
+		r = layer_pos_embedding(x, l, in, s);
 	else
 		return lx_attention(x, l, in, s);
 	return r < 0 ? -1 : 1;

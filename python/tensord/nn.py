@@ -31,7 +31,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 __all__ = [
     "Module", "Sequential", "Residual", "Linear", "Conv2d", "BatchNorm1d", "BatchNorm2d",
     "LayerNorm", "RMSNorm", "Embedding", "Dropout", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU",
-    "LeakyReLU", "Identity",
+    "LeakyReLU", "Identity", "PositionalEmbedding",
     "Softmax", "LogSoftmax", "Flatten", "MaxPool2d", "AvgPool2d", "MultiheadAttention",
     "Attention", "TransformerBlock", "CrossEntropyLoss", "MSELoss", "BCEWithLogitsLoss", "INITS", "Shape",
 ]
@@ -395,6 +395,22 @@ class Embedding(Module):
 
     def _params(self) -> List[Tuple[str, Shape]]:
         return [("weight", (self.keys["num_embeddings"], self.keys["embedding_dim"]))]
+
+
+class PositionalEmbedding(Module):
+    """Learned positions (GPT's): ``weight [max_len, dim]`` (normal(0, 0.02));
+    adds its first T rows to an input ``[..., T, dim]``."""
+
+    type = "pos_embedding"
+    _param_names = ("weight",)
+
+    def __init__(self, max_len: int, dim: int, *, name: Optional[str] = None,
+                 init: Optional[Mapping[str, Init]] = None) -> None:
+        super().__init__(name=name, init=init)
+        self.keys = {"max_len": _pos_int("max_len", max_len), "dim": _pos_int("dim", dim)}
+
+    def _params(self) -> List[Tuple[str, Shape]]:
+        return [("weight", (self.keys["max_len"], self.keys["dim"]))]
 
 
 class Dropout(Module):

@@ -200,6 +200,34 @@ def bce_loss(c, rng):
     check(abs(got - want) < 1e-4 * max(1, abs(want)), "bce_with_logits loss %r against NumPy %r" % (got, want))
 
 
+def pos_embedding(c, rng):
+    """pos_embedding (learned positions, GPT's; issues 32 and 35): weight
+    [max_len, dim] N(0, 0.02), the first T rows added to every sequence;
+    forward against NumPy; training; T past max_len refused."""
+    B, T, V, D = 3, 5, 11, 8
+    x = rng.integers(0, V, (B, T)).astype(np.int32)
+    put(c, "px", x)
+    put(c, "py", rng.integers(0, V, (B, T)).astype(np.int32))
+    inputs = [{"name": "x", "dtype": "i32", "shape": [1, T]}, {"name": "y", "dtype": "i32", "shape": [1, T]}]
+    layers = [{"type": "embedding", "num_embeddings": V, "embedding_dim": D, "name": "tok"},
+              {"type": "pos_embedding", "max_len": 16, "dim": D, "name": "pos"},
+              {"type": "linear", "in": D, "out": V, "name": "head"}]
+    r = c.call("model.define", {"name": "pe", "inputs": inputs, "layers": layers, "seed": 4,
+                                "loss": {"type": "cross_entropy", "target": "y"}, "optimizer": {"type": "adam", "lr": 0.01}})
+    check([p["shape"] for p in r["parameters"] if p["name"] == "pe/pos.weight"] == [[16, D]], "pos.weight [16, 8]")
+    emb, pos, w, b = (get(c, "pe/" + p) for p in ("tok.weight", "pos.weight", "head.weight", "head.bias"))
+    check(0.01 < float(pos.std()) < 0.03, "pos.weight ~ N(0, 0.02): std %g" % float(pos.std()))
+    want = (emb[x] + pos[:T]) @ w.T + b
+    got = arr(c.call("model.predict", {"model": "pe", "inputs": {"x": "px"}})["outputs"]["head"])
+    check(got.shape == (B, T, V) and np.allclose(got, want, rtol=1e-5, atol=1e-5),
+          "pos_embedding forward vs NumPy: %g" % np.abs(got - want).max())
+    loss = c.call("train.step", {"model": "pe", "data": {"x": "px", "y": "py"}})["loss"]
+    check(math.isfinite(loss), "it trains: %r" % loss)
+    err, _ = c.call_full("model.define", {"name": "pe2", "inputs": inputs, "layers": [
+        layers[0], dict(layers[1], max_len=4)], "loss": {"type": "cross_entropy", "target": "y"}})
+    check(err and err["name"] == "INVALID_ARGUMENT" and "max_len" in err["message"], "T past max_len: %r" % (err,))
+
+
 # ---------------------------------------------------------------- CNN
 
 def conv2d_np(x, w, b, pad):
@@ -404,6 +432,7 @@ def main():
         mlp(c, rng)
         leaky_identity(c, rng)
         bce_loss(c, rng)
+        pos_embedding(c, rng)
         cnn(c, rng)
         transformer(c, rng)
         every_type(c, rng)

@@ -39,6 +39,7 @@ def test_every_layer_type_and_its_keys():
         (nn.LayerNorm((32,), eps=1e-6), {"type": "layer_norm", "normalized_shape": 32, "eps": 1e-6}),
         (nn.RMSNorm(32), {"type": "rms_norm", "normalized_shape": 32}),
         (nn.Embedding(100, 16), {"type": "embedding", "num_embeddings": 100, "embedding_dim": 16}),
+        (nn.PositionalEmbedding(64, 16), {"type": "pos_embedding", "max_len": 64, "dim": 16}),
         (nn.Dropout(), {"type": "dropout"}),
         (nn.ReLU(), {"type": "relu"}), (nn.GELU(), {"type": "gelu"}),
         (nn.GELU("tanh"), {"type": "gelu", "approximate": "tanh"}), (nn.Tanh(), {"type": "tanh"}),
