@@ -60,9 +60,10 @@ struct daemon {
 	/* job.drain: no new train.run; the running ones stop at a step and wait
 	 * to resume (methods_job.c). */
 	bool draining;
-	/* CLOCK_MONOTONIC of the last request dispatched: jobs keep one step
-	 * in flight, not pipeline_depth, for a while after it (job_pipe.c), so
-	 * that a request waits for one step on the device at most. */
+	/* CLOCK_MONOTONIC of the last request dispatched that waits for the
+	 * GPU (op.run, graph.run, predict, a transfer...): jobs keep one step in
+	 * flight, not pipeline_depth, for a while after it (job_pipe.c), so
+	 * that such a request waits for one step on the device at most. */
 	int64_t request_ns;
 };
 

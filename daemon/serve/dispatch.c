@@ -29,6 +29,8 @@
 enum method_flags {
 	METHOD_TAKES_FDS = 1 << 0, /* passed memory may come with it (docs/protocol.md) */
 	METHOD_BATCHES = 1 << 1,   /* joins the op.run batch itself (op_batch.h) */
+	METHOD_DEVICE = 1 << 2,    /* its answer waits for the GPU: jobs keep one step in
+				      flight for a while after it (d->request_ns) */
 };
 
 static const struct {
@@ -41,26 +43,26 @@ static const struct {
 #define MF(name, fn, flags) { name, sizeof(name) - 1, fn, flags }
 	M(TDP_METHOD_PING, method_ping),
 	M(TDP_METHOD_INFO, method_info),
-	MF(TDP_METHOD_TENSOR_PUT, method_tensor_put, METHOD_TAKES_FDS),
-	MF(TDP_METHOD_TENSOR_GET, method_tensor_get, METHOD_TAKES_FDS),
+	MF(TDP_METHOD_TENSOR_PUT, method_tensor_put, METHOD_TAKES_FDS | METHOD_DEVICE),
+	MF(TDP_METHOD_TENSOR_GET, method_tensor_get, METHOD_TAKES_FDS | METHOD_DEVICE),
 	M(TDP_METHOD_TENSOR_STAT, method_tensor_stat),
 	M(TDP_METHOD_TENSOR_LIST, method_tensor_list),
 	M(TDP_METHOD_TENSOR_DELETE, method_tensor_delete),
 	M(TDP_METHOD_TENSOR_CHMOD, method_tensor_chmod),
-	M(TDP_METHOD_TENSOR_COPY, method_tensor_copy),
+	MF(TDP_METHOD_TENSOR_COPY, method_tensor_copy, METHOD_DEVICE),
 	M(TDP_METHOD_STORE_SYNC, method_store_sync),
-	MF(TDP_METHOD_OP_RUN, method_op_run, METHOD_BATCHES),
-	M(TDP_METHOD_GRAPH_RUN, method_graph_run),
-	M(TDP_METHOD_TRAIN_STEP, method_train_step),
+	MF(TDP_METHOD_OP_RUN, method_op_run, METHOD_BATCHES | METHOD_DEVICE),
+	MF(TDP_METHOD_GRAPH_RUN, method_graph_run, METHOD_DEVICE),
+	MF(TDP_METHOD_TRAIN_STEP, method_train_step, METHOD_DEVICE),
 	M(TDP_METHOD_TRAIN_RUN, method_train_run),
 	M(TDP_METHOD_MODEL_DEFINE, method_model_define),
 	M(TDP_METHOD_MODEL_LIST, method_model_list),
 	M(TDP_METHOD_MODEL_STAT, method_model_stat),
 	M(TDP_METHOD_MODEL_DELETE, method_model_delete),
-	M(TDP_METHOD_MODEL_EVALUATE, method_model_evaluate),
-	M(TDP_METHOD_MODEL_PREDICT, method_model_predict),
+	MF(TDP_METHOD_MODEL_EVALUATE, method_model_evaluate, METHOD_DEVICE),
+	MF(TDP_METHOD_MODEL_PREDICT, method_model_predict, METHOD_DEVICE),
 	M(TDP_METHOD_KERNEL_CREATE, method_kernel_create),
-	M(TDP_METHOD_KERNEL_RUN, method_kernel_run),
+	MF(TDP_METHOD_KERNEL_RUN, method_kernel_run, METHOD_DEVICE),
 	M(TDP_METHOD_KERNEL_LIST, method_kernel_list),
 	M(TDP_METHOD_KERNEL_DELETE, method_kernel_delete),
 	M(TDP_METHOD_JOB_LIST, method_job_list),
@@ -95,7 +97,6 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 	int r = -1;
 
 	req->mark = tdp_buf_len(req->out);
-	req->call.d->request_ns = t0;
 	td_error_clear(&req->call.err);
 	req->slot = (unsigned)METHOD_COUNT;
 	for (size_t i = 0; i < METHOD_COUNT; i++) {
@@ -126,6 +127,8 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 	 * requests runs; an op.run decides itself. */
 	if ((!(flags & METHOD_BATCHES) || req->nfds) && op_batch_settle(req))
 		return 1;
+	if (flags & METHOD_DEVICE)
+		req->call.d->request_ns = t0;
 	if (!fn)
 		request_fail(req, TDP_UNIMPLEMENTED, "no such method");
 	else if (req->nfds && !(flags & METHOD_TAKES_FDS))

@@ -259,9 +259,9 @@ static int pipe_submit(struct train_job *job)
 }
 
 
-/* How long after a request jobs keep one step in flight (issue 34: a
- * request then waits behind one step on the device's queue, not
- * pipeline_depth of them). */
+/* How long after a request that uses the GPU jobs keep one step in flight
+ * (issue 34: the request then waits behind one step on the device's queue,
+ * not pipeline_depth of them; pings and info change nothing). */
 #define INTERACTIVE_NS (100 * 1000 * 1000)
 
 /* The steps `job` may have in flight now: its depth, or one while clients
