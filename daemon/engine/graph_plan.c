@@ -56,6 +56,10 @@ static void mark_owners(struct plan *p)
 			continue;
 		if (nd->ctx.view && !nd->has_out) {
 			p->owner[i] = nd->src[0] >= 0 ? p->owner[nd->src[0]] : -1;
+			/* A view read after the graph (the loss, an inline output)
+			 * keeps the memory it shares out of the plan. */
+			if (p->owner[i] >= 0 && (nd->keep || nd->inline_out))
+				p->eligible[p->owner[i]] = false;
 			continue;
 		}
 		p->owner[i] = (int)i;

@@ -123,9 +123,14 @@ def train(plan, bin_bytes=None):
             if not err:
                 nodes = [{"id": "xb", "op": "slice", "inputs": ["mx"], "attrs": {"starts": [0], "ends": [16]}},
                          {"id": "yb", "op": "slice", "inputs": ["my"], "attrs": {"starts": [0], "ends": [16]}}]
-                s = c.call("train.step", dict(spec, nodes=nodes + spec["nodes"], profile=True))
+                # an inline output that is a view of an intermediate: read after the graph
+                view = [{"id": "h2v", "op": "reshape", "inputs": ["h2"], "attrs": {"shape": [-1]}}]
+                s = c.call("train.step", dict(spec, nodes=nodes + spec["nodes"] + view, profile=True,
+                                              outputs=["h2v"]))
+                res["split_out"] = bytes(s["outputs"]["h2v"]["data"])
                 res["split"] = {"run_loss": r["loss"], "step_loss": s["loss"], "run_peak": r["peak_bytes"],
-                                "step_peak": s["peak_bytes"], "tensors": params_of(c, "split/")}
+                                "step_peak": s["peak_bytes"], "tensors": params_of(c, "split/"),
+                                "out": res.pop("split_out")}
     finally:
         os.environ.pop("TENSORD_NO_MEMORY_PLAN", None)
         os.environ.pop("TENSORD_PLAN_BIN_BYTES", None)
@@ -146,6 +151,7 @@ def main():
                   name, a["run_loss"], a["step_loss"], b["run_loss"], b["step_loss"]))
         check(sorted(a["tensors"]) == sorted(b["tensors"]) and len(a["tensors"]) > 3,
               "%s: the same tensors on both (%d, %d)" % (name, len(a["tensors"]), len(b["tensors"])))
+        check(a.get("out") == b.get("out"), "%s: the inline output (a view) differs with the plan" % name)
         for t in sorted(a["tensors"]):
             check(a["tensors"][t] == b["tensors"].get(t), "%s: %s differs with the plan" % (name, t))
         check(0 < a["step_peak"] <= b["step_peak"] and 0 < a["run_peak"] <= b["run_peak"] and
