@@ -310,6 +310,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	kernels_fini(&d);
 	models_free(d.models);
 	store_free(d.store);
+	usage_free(&d.usage);
 	tdp_buf_free(&c.out);
 	tdp_buf_free(&c.in);
 	CHECK(fuzz_gpu_live_blocks() == 0);

@@ -61,6 +61,7 @@ void stub_daemon_fini(struct stub_daemon *sd)
 {
 	models_free(sd->d.models);
 	store_free(sd->d.store);
+	usage_free(&sd->d.usage);
 	assert_int_equal(stub_live(sd), 0);
 	assert_int_equal(sd->gpu.mem.used, 0);
 	assert_int_equal(sd->gpu.mem.reserved, 0);
