@@ -47,6 +47,10 @@ struct request_deferred {
 	 * connection moving `window` past what the socket took. */
 	const uint8_t *window;
 	size_t window_len;
+	/* NULL, or whether the memory `window` shows is gone (a stream's parts
+	 * on a device lost and re-created meanwhile): the connection then ends
+	 * instead of sending it. */
+	bool (*window_gone)(const struct request_deferred *def);
 	/* Bytes the answer still holds for the client (a stream's snapshot):
 	 * they count as the uid's buffered bytes (user_max_buffer_bytes). */
 	uint64_t held_bytes;

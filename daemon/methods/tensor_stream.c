@@ -66,6 +66,12 @@ static bool device_same(const struct tensor_stream *s)
 	       (!rc || rc->device_resets[s->dev] == s->resets);
 }
 
+/* request_deferred.window_gone: the window's parts went with a lost device. */
+static bool window_gone(const struct request_deferred *def)
+{
+	return !device_same((const struct tensor_stream *)def);
+}
+
 void tensor_stream_free(struct tensor_stream *s)
 {
 	if (!s)
@@ -263,6 +269,7 @@ int tensor_stream_start(struct request *req, struct tensor_stream *s)
 	}
 	s->def.cancel = stream_cancel;
 	s->def.more = stream_more;
+	s->def.window_gone = window_gone;
 	s->def.held_bytes = s->snap.size;
 	return REQUEST_DEFERRED;
 }

@@ -549,7 +549,12 @@ static int flush_output(struct conn *c)
 	while (unsent(c) > 0) {
 		bool win = tdp_buf_len(&c->out) == 0;
 		struct request_deferred *def = c->deferred;
-		ssize_t k = send(c->src.fd, win ? def->window : tdp_buf_head(&c->out),
+		ssize_t k;
+
+		/* Parts of a device lost meanwhile are not read, let alone sent. */
+		if (win && def->window_gone && def->window_gone(def))
+			return -ENODEV;
+		k = send(c->src.fd, win ? def->window : tdp_buf_head(&c->out),
 				 win ? def->window_len : tdp_buf_len(&c->out), MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (k > 0) {

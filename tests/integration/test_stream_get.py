@@ -96,13 +96,28 @@ def start_stream(d):
     return c, s
 
 
+def settled_submissions(c):
+    """The daemon's submission count once the stream stopped submitting parts
+    ahead of its reader: a slow machine (the ASan build on a loaded host)
+    submitted the next part after a first read of the count, so the fault
+    hit the stream instead of the op.run that was to meet it."""
+    last, deadline = None, time.monotonic() + 10
+    while time.monotonic() < deadline:
+        subs = c.call("info")["counters"]["gpu"]["submissions"]
+        if subs == last:
+            return subs
+        last = subs
+        time.sleep(0.3)
+    return last
+
+
 def device_loss_mid_stream():
     """The device is lost (TENSORD_FAULT_DEVICE_LOST) while a get streams:
     that connection ends, the daemon recovers and serves on, nothing of
     the stream is left (fds), the sanitizers see no use of freed memory."""
     with Daemon(STAGING) as d:
         c, s = start_stream(d)
-        subs = c.call("info")["counters"]["gpu"]["submissions"]
+        subs = settled_submissions(c)
         s.close()
     os.environ["TENSORD_FAULT_DEVICE_LOST"] = str(subs + 1)
     try:
@@ -111,7 +126,7 @@ def device_loss_mid_stream():
         del os.environ["TENSORD_FAULT_DEVICE_LOST"]
     with d:
         c, s = start_stream(d)
-        check(c.call("info")["counters"]["gpu"]["submissions"] == subs, "submissions differ")
+        check(settled_submissions(c) == subs, "submissions differ")
         err, _ = c.call_full("op.run", {"op": "add", "inputs": ["big", "big"], "out": "x"})
         check(err is not None and err["name"] == "DEVICE_LOST", "no device loss: %r" % (err,))
         c.call("ping")   # the recovery ran
@@ -241,9 +256,13 @@ def pipelined_parts():
                 s.close()
             back_to_baseline(d, c, base_fds, base_mem, "after clients left mid-stream")
             rss.append(rss_kib(d.proc.pid))
-        # 12 streams of 3 parts of 4 MiB leaked a round would be 144 MiB.
-        check(rss[-1] - rss[0] < 64 << 10, "the daemon grew by %d KiB over 3 rounds of clients "
-              "leaving mid-stream (RSS %r)" % (rss[-1] - rss[0], rss))
+        # 12 streams of 3 parts of 4 MiB leaked a round would be 144 MiB. Not
+        # compared under ASan (LOAD_RSS_CHECK=0, as .ci/test sets for the
+        # load test): its quarantine keeps freed memory resident, and a run
+        # there grew 69 MiB with nothing leaked (LeakSanitizer checks that).
+        check(os.environ.get("LOAD_RSS_CHECK", "1") == "0" or rss[-1] - rss[0] < 64 << 10,
+              "the daemon grew by %d KiB over 3 rounds of clients leaving mid-stream (RSS %r)"
+              % (rss[-1] - rss[0], rss))
         r = c.call("tensor.get", {"name": "odd"})
         check(r["data"] == a, "a get after the clients left is not the tensor as put")
 
