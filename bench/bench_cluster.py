@@ -10,8 +10,8 @@ data on every member, then for each batch size:
 
 1. one daemon (member 0 alone, no `ranks`): warm-up run, then `--steps` steps;
 2. the group (`ranks: "all"`): warm-up, then `--steps` steps;
-3. prints ms/step of each, group/one ratio (>1: the group is slower per
-   step, each member doing 1/RANKS of the rows), and after an equality run
+3. prints ms/step of each and the speed-up (one's step time over the
+   group's, each member doing 1/RANKS of the rows), and after an equality run
    of `--check-steps` SGD steps from the same parameters, the largest
    difference between the one-daemon and the group's parameters.
 
@@ -35,6 +35,8 @@ import numpy as np
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
 from daemon import Client  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpt_profile import define_gpt  # noqa: E402
 from mlp_common import get, init_params, mlp_nodes, put, run_train  # noqa: E402
 
 
@@ -79,19 +81,54 @@ def start_group(a, tmp):
     return proc, log, cs
 
 
+def gpt_rows(a, cs):
+    """--gpt: each GPT-style model trained by member 0 alone and by the group,
+    from the same start: ms per step and tokens/s of each."""
+    out = []
+    rng = np.random.default_rng(0)
+    for cfg in a.gpt:
+        dim, blocks, seq, batch, vocab = (int(v) for v in cfg.split(","))
+        data = {n: rng.integers(0, vocab, (batch * 8, seq)).astype(np.int32) for n in ("gx", "gy")}
+        t = {}
+        for label, extra in (("one", {}), ("group", {"ranks": "all"})):
+            for c in cs:
+                for n, arr in data.items():
+                    put(c, n, arr)
+                define_gpt(c, "cgpt", dim, blocks, seq, vocab)
+            p = dict({"model": "cgpt", "data": {"x": "gx", "y": "gy"}, "batch_size": batch, "seed": 3,
+                      "progress_every": 1000000}, **extra)
+            run_train(cs[0], dict(p, steps=3))
+            t0 = time.perf_counter()
+            r = run_train(cs[0], dict(p, steps=a.gpt_steps))
+            t[label] = ((time.perf_counter() - t0) / a.gpt_steps * 1e3, r["loss"], r.get("exchange"))
+        row = {"gpt": cfg, "one_ms": t["one"][0], "group_ms": t["group"][0], "exchange": t["group"][2],
+               "speedup": t["one"][0] / t["group"][0], "loss": [t["one"][1], t["group"][1]]}
+        print("GPT %s: one daemon %.1f ms/step (%.0f tokens/s), group of %d %.1f ms/step (%.0f tokens/s, "
+              "exchange %s), speed-up %.2fx; losses %.4f / %.4f" % (
+                  cfg, row["one_ms"], 1e3 * batch * seq / row["one_ms"], a.ranks, row["group_ms"],
+                  1e3 * batch * seq / row["group_ms"], row["exchange"], row["speedup"], *row["loss"]), flush=True)
+        out.append(row)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tensord", default=os.environ.get("TENSORD_BIN"), help="the tensord binary")
     ap.add_argument("--mpirun", default=shutil.which("mpirun"), help="the mpirun binary")
     ap.add_argument("--mpirun-arg", action="append", default=[], help="one more mpirun argument (repeatable)")
     ap.add_argument("--ranks", type=int, default=2)
-    ap.add_argument("--device", default="auto", help="every member's device (config key `device`)")
+    ap.add_argument("--device", default="local",
+                    help="every member's device (config key `device`; default local: one GPU each, "
+                    "0: all on the first)")
     ap.add_argument("--dims", default="784,512,512,10")
     ap.add_argument("--rows", type=int, default=65536)
     ap.add_argument("--batches", default="512,4096,16384")
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--check-steps", type=int, default=20)
     ap.add_argument("--timeout", type=float, default=60, help="cluster_timeout, seconds")
+    ap.add_argument("--gpt", nargs="*", default=[], metavar="DIM,BLOCKS,SEQ,BATCH,VOCAB",
+                    help="GPT-style models also trained by one daemon and by the group")
+    ap.add_argument("--gpt-steps", type=int, default=20)
     ap.add_argument("--out-json")
     a = ap.parse_args()
     if not a.tensord or not a.mpirun:
@@ -124,6 +161,7 @@ def main():
                 r = run_train(cs[0], dict(base, steps=a.steps, **extra))
                 t[label] = (time.perf_counter() - t0) / a.steps * 1e3
                 t[label + "_loss"] = r["loss"]
+                t["exchange"] = r.get("exchange")
             sgd = dict(base, steps=a.check_steps, optimizer={"type": "sgd", "lr": 0.05})
             reset(cs, init)
             run_train(cs[0], sgd)
@@ -133,11 +171,14 @@ def main():
             diff = max(float(np.max(np.abs(get(cs[0], k) - one[k]))) for k in init)
             members = max(float(np.max(np.abs(get(c, k) - get(cs[0], k)))) for c in cs[1:] for k in init)
             row = {"batch": batch, "one_ms": t["one"], "group_ms": t["group"], "ratio": t["group"] / t["one"],
+                   "speedup": t["one"] / t["group"], "exchange": t["exchange"],
                    "max_diff_vs_one": diff, "max_diff_members": members}
             rows_out.append(row)
-            print("batch %6d: one daemon %.3f ms/step, group of %d %.3f ms/step, group/one %.2fx; "
+            print("batch %6d: one daemon %.3f ms/step, group of %d %.3f ms/step (exchange %s), speed-up %.2fx; "
                   "SGD %d steps: max |group - one| %.2e, members differ by %.2e"
-                  % (batch, t["one"], a.ranks, t["group"], row["ratio"], a.check_steps, diff, members), flush=True)
+                  % (batch, t["one"], a.ranks, t["group"], t["exchange"], row["speedup"], a.check_steps, diff,
+                     members), flush=True)
+        rows_out += gpt_rows(a, cs)
     finally:
         for c in cs:
             c.close()

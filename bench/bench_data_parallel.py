@@ -40,7 +40,9 @@ import numpy as np
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "lib"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from daemon import Daemon  # noqa: E402
+from gpt_profile import define_gpt  # noqa: E402
 from mlp_common import get, init_params, mlp_nodes, run_train  # noqa: E402
 from mlp_common import put as put_on  # noqa: E402
 
@@ -95,6 +97,40 @@ def torch_samples_per_s(dims, rows, batch, steps):
     run(steps)
     torch.cuda.synchronize()
     return steps * batch / (time.perf_counter() - t0)
+
+
+def gpt_table(a, c, ids):
+    """--gpt: each GPT-style model (DIM,BLOCKS,SEQ,BATCH,VOCAB) trained with
+    train.run on one device and on all, from the same start: tokens/s, the
+    ratio, the losses after the same steps and replica_max_diff."""
+    if not a.gpt:
+        return []
+    rng = np.random.default_rng(0)
+    lines = ["| GPT dim, blocks, seq, batch | one device: ms/step (tokens/s) | %d devices: ms/step (tokens/s) | "
+             "ratio | loss one / all | replica_max_diff |" % len(ids), "|---|---:|---:|---:|---|---:|"]
+    for cfg in a.gpt:
+        dim, blocks, seq, batch, vocab = (int(v) for v in cfg.split(","))
+        rows = batch * 8
+        for n in ("gx", "gy"):
+            put(c, n, rng.integers(0, vocab, (rows, seq)).astype(np.int32))
+        got = {}
+        for label, dv in (("one", ids[:1]), ("all", ids)):
+            define_gpt(c, "dpgpt", dim, blocks, seq, vocab)
+            p = {"model": "dpgpt", "data": {"x": "gx", "y": "gy"}, "batch_size": batch, "seed": 3,
+                 "progress_every": 1000000}
+            if len(dv) > 1:
+                p["devices"] = dv
+            run_train(c, dict(p, steps=3))
+            got[label] = run_train(c, dict(p, steps=a.gpt_steps))
+        one, al = got["one"], got["all"]
+        ms = [1e3 * batch / r["samples_per_s"] for r in (one, al)]
+        lines.append("| %d, %d, %d, %d | %.1f (%.0f) | %.1f (%.0f) | %.2f | %.4f / %.4f | %s |" % (
+            dim, blocks, seq, batch, ms[0], seq * one["samples_per_s"], ms[1], seq * al["samples_per_s"],
+            al["samples_per_s"] / one["samples_per_s"], one["loss"], al["loss"], al.get("replica_max_diff")))
+        print(lines[-1])
+        sys.stdout.flush()
+    c.call_full("model.delete", {"name": "dpgpt"})
+    return lines
 
 
 def exchange_table(a, dims, batches, x, y, init, rows):
@@ -174,6 +210,10 @@ def main():
                     help="exchange modes timed in daemons of their own (empty: none)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of the exchange modes, alternating")
     ap.add_argument("--old-tensord", help="another tensord binary timed as mode 'old'")
+    ap.add_argument("--gpt", nargs="*", default=[], metavar="DIM,BLOCKS,SEQ,BATCH,VOCAB",
+                    help="GPT-style models also trained one device vs all (e.g. 256,2,128,32,8192 "
+                    "768,12,512,8,8192)")
+    ap.add_argument("--gpt-steps", type=int, default=20, help="measured train.run steps per GPT model")
     ap.add_argument("--out-json")
     ap.add_argument("--out-markdown")
     a = ap.parse_args()
@@ -250,6 +290,7 @@ def main():
                 rows.append(row)
                 print(json.dumps(row))
                 sys.stdout.flush()
+            gpt_lines = gpt_table(a, c, ids)
     ex_lines = exchange_table(a, dims, batches, x, y, init, rows)
     lines = ["| batch | one device: step ms (samples/s) | %d devices: step ms (samples/s) | ratio | "
              "one device at batch/%d: step ms | SGD max abs / rel diff | Adam max abs / rel diff | "
@@ -262,7 +303,7 @@ def main():
             r["speedup"], r["step_ms_one_at_shard"], r["sgd_max_abs_diff"], r["sgd_max_rel_diff"],
             r["adam_max_abs_diff"], r["adam_max_rel_diff"], r["sgd_replica_max_diff"],
             "%.0f" % t if t else "-"))
-    md = "\n".join(lines + [""] + ex_lines)
+    md = "\n".join(lines + [""] + ex_lines + [""] + gpt_lines)
     print(md)
     if a.out_json:
         with open(a.out_json, "w") as f:

@@ -40,6 +40,19 @@ def gpt_layers(dim, blocks, vocab):
             {"type": "linear", "in": dim, "out": vocab, "name": "head"}]
 
 
+def define_gpt(c, name, dim, blocks, seq, vocab):
+    """A fresh GPT-style model `name` (gpt_layers), seed 0, Adam lr 1e-4."""
+    c.call_full("model.delete", {"name": name})
+    for t in c.call("tensor.list", {"prefix": name + "/"})["tensors"]:
+        c.call("tensor.delete", {"name": t["name"]})
+    c.call("model.define", {"name": name, "seed": 0,
+                            "inputs": [{"name": "x", "dtype": "i32", "shape": [1, seq]},
+                                       {"name": "y", "dtype": "i32", "shape": [1, seq]}],
+                            "layers": gpt_layers(dim, blocks, vocab),
+                            "loss": {"type": "cross_entropy", "target": "y"},
+                            "optimizer": {"type": "adam", "lr": 1e-4}})
+
+
 def torch_rows(configs, steps):
     """PyTorch's (eager ms, graph ms, eager peak bytes) per config, or None."""
     try:

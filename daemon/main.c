@@ -56,7 +56,9 @@ static void usage(FILE *f)
 		"                     socket activation\n"
 		"  --device DEV       which Vulkan devices to open: auto (the default: every\n"
 		"                     device of the best kind, discrete > integrated > cpu),\n"
-		"                     all (every usable one), cpu, or indexes I,J,... (in that\n"
+		"                     all (every usable one), cpu, local (in a group started\n"
+		"                     by mpirun: one of auto's, the member's rank on its\n"
+		"                     host), or indexes I,J,... (in that\n"
 		"                     order; repeats open one device twice)\n"
 		"  --state-dir DIR    where state is kept (default /var/lib/tensord; for a user\n"
 		"                     other than root $XDG_STATE_HOME/tensord); giving it\n"
@@ -539,16 +541,18 @@ static bool runaway_running(struct daemon *d)
 
 /* A member of a group (docs/cluster.md): "%r" in the socket and state
  * directory paths becomes the rank mpirun gave; the default paths (none
- * given) get the rank too, so that members on one host do not collide. */
+ * given) get the rank too, so that members on one host do not collide;
+ * `device = local` takes the member's local rank. */
 static int cluster_paths(struct config *c)
 {
-	int rank = cluster_env_rank();
+	int rank = cluster_env_rank(), local = cluster_env_local_rank();
 	size_t n = strlen(c->socket_path);
 
 	if (rank < 0) {
 		log_error("cluster = yes, but this tensord was not started by mpirun ($OMPI_COMM_WORLD_RANK is unset)");
 		return -1;
 	}
+	c->device.local_rank = local < 0 ? (uint32_t)rank : (uint32_t)local;
 	if (!c->socket_set && n > 5 && !strcmp(c->socket_path + n - 5, ".sock") && n + 3 < sizeof(c->socket_path))
 		memcpy(c->socket_path + n - 5, "-%r.sock", 9);
 	if (!c->state_dir_set && strlen(c->state_dir) + 3 < sizeof(c->state_dir))

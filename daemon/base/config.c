@@ -170,17 +170,22 @@ static int parse_bool(const char *v, bool *ret)
 	return 0;
 }
 
+/* The `device` values that name no index (docs/devices.md). */
+static const char *const device_picks[] = {
+	[GPU_PICK_AUTO] = "auto", [GPU_PICK_ALL] = "all", [GPU_PICK_CPU] = "cpu", [GPU_PICK_LOCAL] = "local",
+};
+
 static int set_device(struct config *c, const char *v)
 {
 	struct gpu_choice ch = { .pick = GPU_PICK_LIST };
 	char buf[256], *save = NULL;
 	uint64_t idx;
 
-	if (!strcmp(v, "auto") || !strcmp(v, "all") || !strcmp(v, "cpu")) {
-		c->device = (struct gpu_choice){
-			.pick = !strcmp(v, "auto") ? GPU_PICK_AUTO : !strcmp(v, "all") ? GPU_PICK_ALL : GPU_PICK_CPU,
-		};
-		return 0;
+	for (unsigned i = 0; i < sizeof(device_picks) / sizeof(device_picks[0]); i++) {
+		if (device_picks[i] && !strcmp(v, device_picks[i])) {
+			c->device = (struct gpu_choice){ .pick = (enum gpu_pick)i };
+			return 0;
+		}
 	}
 	if (!*v || strlen(v) >= sizeof(buf))
 		return -EINVAL;
@@ -391,7 +396,7 @@ static void print_value(FILE *f, const struct config *c, const struct config_key
 		break;
 	case KEY_DEVICE:
 		if (dev->pick != GPU_PICK_LIST)
-			fprintf(f, "%s", dev->pick == GPU_PICK_AUTO ? "auto" : dev->pick == GPU_PICK_ALL ? "all" : "cpu");
+			fprintf(f, "%s", device_picks[dev->pick]);
 		for (uint32_t i = 0; dev->pick == GPU_PICK_LIST && i < dev->n; i++)
 			fprintf(f, "%s%" PRIu32, i ? "," : "", dev->index[i]);
 		break;

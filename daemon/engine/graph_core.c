@@ -245,7 +245,8 @@ static int record_copies(struct graph *gr, uint32_t id, const struct graph_copy 
 	for (unsigned k = 0; k < n; k++) {
 		const struct gpu_alloc *a = c[k].node >= 0 ? gr->nodes[c[k].node].result : c[k].alloc;
 
-		if (c[k].mean && (r = gpu_rec_host_mean(rec, c[k].host, c[k].stride, c[k].mean, c[k].self, a)) < 0)
+		if (c[k].mean && (r = gpu_rec_host_mean(rec, c[k].host, c[k].offset, c[k].stride, c[k].mean, c[k].self,
+							a)) < 0)
 			return r;
 		if (!c[k].mean)
 			gpu_rec_host_copy(rec, a, c[k].host, c[k].offset, to_device);

@@ -99,7 +99,7 @@ struct graph {
 /* A copy between node `node`'s result (or `alloc` when node < 0) and the
  * host-visible buffer `host` of the graph's device at `offset`; with `mean`
  * (a copy before the part), instead the mean of the `mean` f32 slots of
- * `host` at offsets k * stride, slot `self` being the result itself
+ * `host` at offsets offset + k * stride, slot `self` being the result itself
  * (gpu_rec_host_mean: data parallel's exchange on the GPU), written into the
  * result. */
 struct graph_copy {

@@ -15,7 +15,7 @@ struct graph_arena {
 	bool cached;                     /* the cache's (graph.arena_cache), not the graph's */
 };
 
-#define GRAPH_ARENA_CACHE 8
+#define GRAPH_ARENA_CACHE 16
 
 /* Arenas kept across graphs whose submissions one queue per device runs in
  * order (a job's steps: each submission ends with a full barrier,

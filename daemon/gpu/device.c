@@ -134,6 +134,22 @@ static int list_physical(VkInstance inst, VkPhysicalDevice **ret, uint32_t *ret_
 	return 0;
 }
 
+/* Log the device groups of more than one physical device (memory of one
+ * such device is addressable from the others: not used yet, docs/devices.md). */
+static void log_groups(VkInstance inst)
+{
+	VkPhysicalDeviceGroupProperties groups[GPU_MAX_DEVICES];
+	uint32_t n = GPU_MAX_DEVICES;
+
+	for (uint32_t i = 0; i < n; i++)
+		groups[i] = (VkPhysicalDeviceGroupProperties){ .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_GROUP_PROPERTIES };
+	if (vkEnumeratePhysicalDeviceGroups(inst, &n, groups) < 0)
+		return;
+	for (uint32_t i = 0; i < n; i++)
+		if (groups[i].physicalDeviceCount > 1)
+			log_info("Vulkan device group %u: %u physical devices", i, groups[i].physicalDeviceCount);
+}
+
 int gpu_enumerate(struct gpu_device_desc **ret_list, uint32_t *ret_count)
 {
 	VkInstance inst;
@@ -154,6 +170,7 @@ int gpu_enumerate(struct gpu_device_desc **ret_list, uint32_t *ret_count)
 	}
 	for (uint32_t i = 0; i < n; i++)
 		describe(phys[i], i, &list[i]);
+	log_groups(inst);
 	*ret_list = list;
 	*ret_count = n;
 	r = 0;
@@ -190,17 +207,21 @@ int gpu_choose(const struct gpu_device_desc *found, uint32_t nfound, const struc
 			if (!found[i].usable)
 				continue;
 			if (c->pick == GPU_PICK_CPU ? strcmp(found[i].type, "cpu") != 0 :
-			    c->pick == GPU_PICK_AUTO && found[i].rank != best)
+			    c->pick != GPU_PICK_ALL && found[i].rank != best)
 				continue;
 			out[n++] = i;
 			/* One CPU device: lavapipe twice would only halve each one's threads. */
-			if (c->pick == GPU_PICK_CPU || (c->pick == GPU_PICK_AUTO && best == 3))
+			if (c->pick == GPU_PICK_CPU || (c->pick != GPU_PICK_ALL && best == 3))
 				break;
 		}
 	}
 	if (n == 0) {
 		log_error("no usable %sVulkan device found", c->pick == GPU_PICK_CPU ? "CPU " : "");
 		return -ENODEV;
+	}
+	if (c->pick == GPU_PICK_LOCAL) {
+		out[0] = out[c->local_rank % n];
+		n = 1;
 	}
 	memcpy(ret_index, out, n * sizeof(*out));
 	*ret_n = n;

@@ -48,10 +48,10 @@ int gpu_host_import_free(struct gpu_device *g, struct gpu_host_import *h);
 
 /* Record, with a barrier on either side, a kernel that writes into `out`
  * (count = out->size / 4 f32) the mean of the `n` (1..GPU_MAX_BINDINGS-1)
- * slots of `host` at offsets k * stride: ((s0 + s1) + ...) / n, in slot
+ * slots of `host` at offsets base + k * stride: ((s0 + s1) + ...) / n, in slot
  * order, so that every device computes the same bits. Slot `self` (< n) is
  * read from `out` itself, which holds the same numbers (the device's own
  * gradient): a device reads only the others' slots over the bus. Returns 0,
  * -EINVAL for a bad shape, -E2BIG past the device's binding range, or -errno. */
-int gpu_rec_host_mean(struct gpu_recorder *rec, VkBuffer host, uint64_t stride, unsigned n,
+int gpu_rec_host_mean(struct gpu_recorder *rec, VkBuffer host, uint64_t base, uint64_t stride, unsigned n,
 		      unsigned self, const struct gpu_alloc *out);

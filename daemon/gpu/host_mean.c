@@ -8,7 +8,7 @@
 #include "gpu/pipeline.h"
 #include "gpu/recorder.h"
 
-int gpu_rec_host_mean(struct gpu_recorder *rec, VkBuffer host, uint64_t stride, unsigned n,
+int gpu_rec_host_mean(struct gpu_recorder *rec, VkBuffer host, uint64_t base, uint64_t stride, unsigned n,
 		      unsigned self, const struct gpu_alloc *out)
 {
 	struct gpu_device *g = rec->g;
@@ -19,7 +19,8 @@ int gpu_rec_host_mean(struct gpu_recorder *rec, VkBuffer host, uint64_t stride, 
 	int r;
 
 	if (n < 1 || n > GPU_MAX_BINDINGS - 1 || self >= n || out->size % 4 || stride < out->size ||
-	    stride % g->props.limits.minStorageBufferOffsetAlignment)
+	    stride % g->props.limits.minStorageBufferOffsetAlignment ||
+	    base % g->props.limits.minStorageBufferOffsetAlignment)
 		return -EINVAL;
 	if (count == 0)
 		return 0;
@@ -29,7 +30,7 @@ int gpu_rec_host_mean(struct gpu_recorder *rec, VkBuffer host, uint64_t stride, 
 	if (r < 0)
 		return r;
 	for (unsigned k = 0; k < GPU_MAX_BINDINGS - 1; k++)
-		b[k] = (struct gpu_binding){ host, (k < n ? k : 0) * stride, out->size, false };
+		b[k] = (struct gpu_binding){ host, base + (k < n ? k : 0) * stride, out->size, false };
 	b[self] = gpu_rec_bind(g, out, 0, out->size, false);
 	b[GPU_MAX_BINDINGS - 1] = gpu_rec_bind(g, out, 0, out->size, true);
 	push[0] = (uint32_t)count;

@@ -107,8 +107,9 @@ int train_pack_result(msgpack_packer *pk, const struct train_status *st, const c
 {
 	bool dp = st->ndev > 1;
 
-	if (msgpack_pack_map(pk, 7 + (dp ? 2 + (st->exchange != NULL) : 0) + (st->nranks > 1) + 3 * st->profile) ||
+	if (msgpack_pack_map(pk, 7 + (dp ? 2 : 0) + (st->exchange != NULL) + (st->nranks > 1) + 3 * st->profile) ||
 	    (st->nranks > 1 && kv_int(pk, "ranks", st->nranks)) ||
+	    (st->exchange && (tdp_pack_cstr(pk, "exchange") || tdp_pack_cstr(pk, st->exchange))) ||
 	    (st->profile && (kv_num(pk, "gpu_ns", st->gpu_ns) || kv_num(pk, "dispatches", st->dispatches) ||
 			     kv_int(pk, "peak_bytes", st->peak_bytes))) ||
 	    kv_int(pk, "steps", st->run_step) || kv_int(pk, "epochs", st->epochs_done) ||
@@ -124,8 +125,6 @@ int train_pack_result(msgpack_packer *pk, const struct train_status *st, const c
 	for (unsigned i = 0; i < st->ndev; i++)
 		if (msgpack_pack_uint32(pk, st->devs[i]))
 			return -1;
-	if (st->exchange && (tdp_pack_cstr(pk, "exchange") || tdp_pack_cstr(pk, st->exchange)))
-		return -1;
 	return kv_num(pk, "replica_max_diff", st->replica_max_diff);
 }
 

@@ -6,9 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cluster_env_rank(void)
+/* The non-negative integer in environment variable `var`, or -1. */
+static int env_rank(const char *var)
 {
-	const char *s = getenv("OMPI_COMM_WORLD_RANK");
+	const char *s = getenv(var);
 	char *end;
 	long v;
 
@@ -16,6 +17,21 @@ int cluster_env_rank(void)
 		return -1;
 	v = strtol(s, &end, 10);
 	return *end || v < 0 || v > 1000000 ? -1 : (int)v;
+}
+
+int cluster_env_rank(void)
+{
+	return env_rank("OMPI_COMM_WORLD_RANK");
+}
+
+int cluster_env_local_rank(void)
+{
+	return env_rank("OMPI_COMM_WORLD_LOCAL_RANK");
+}
+
+int cluster_env_local_size(void)
+{
+	return env_rank("OMPI_COMM_WORLD_LOCAL_SIZE");
 }
 
 int cluster_expand_rank(char *path, size_t size, int rank)

@@ -30,6 +30,13 @@ bool cluster_built(void);
  * it was not started by mpirun. Readable before cluster_start. */
 int cluster_env_rank(void);
 
+/* The rank among the members on this host ($OMPI_COMM_WORLD_LOCAL_RANK), or
+ * -1 when unknown. */
+int cluster_env_local_rank(void);
+
+/* How many members run on this host ($OMPI_COMM_WORLD_LOCAL_SIZE), or -1. */
+int cluster_env_local_size(void);
+
 /* Replace every "%r" in `path` (size `size`) with `rank`. Returns 0, or
  * -ENAMETOOLONG when the result does not fit (path unchanged). */
 int cluster_expand_rank(char *path, size_t size, int rank);

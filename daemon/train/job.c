@@ -83,7 +83,7 @@ static struct train_status status_of(const struct train_job *job)
 		.ndev = job->p.ndev,
 		.replica_max_diff = -1,
 		.nranks = job->p.nranks,
-		.profile = job->p.profile && !job->dp && !job->g,
+		.profile = job->p.profile && !job->g,
 		.gpu_ns = ran ? (double)job->gpu_ns / (double)ran : 0,
 		.dispatches = ran ? (double)job->dispatches / (double)ran : 0,
 		.peak_bytes = job->peak_bytes,
@@ -140,6 +140,8 @@ void job_finish(struct train_job *job, const char *stopped)
 		st.replica_max_diff = replica_max_diff(job);
 		st.exchange = dp_exchange_name(job->dp);
 	}
+	if (job->g)
+		st.exchange = group_exchange_name(job);
 	job->sink->finish(job->sink_data, &st, stopped);
 }
 
@@ -159,6 +161,7 @@ static int step_parallel(struct train_job *job, int64_t step, uint64_t in_epoch,
 	const struct dp_layout *at = &job->dp->at;
 	unsigned n = job->p.ndev, loss[GPU_MAX_DEVICES];
 	int flat[GPU_MAX_DEVICES] = { 0 }, r = 0;
+	uint64_t gpu_ns = 0;
 	double sum = 0;
 
 	memset(gr, 0, n * sizeof(gr[0]));
@@ -174,6 +177,8 @@ static int step_parallel(struct train_job *job, int64_t step, uint64_t in_epoch,
 		r = train_build_step(&job->call, &job->p.spec, job->nodes, NULL, &job->p.train, step, true, &gr[i],
 				     &loss[i], ret_lr, &flat[i]);
 		gr[i].fuse = false; /* a fused kernel could span the two halves */
+		/* Every step is waited for: the next one reuses the arenas. */
+		gr[i].arena_cache = &job->arenas;
 		if (r < 0 || (i == 0 && (r = graph_check_outputs(&gr[0])) < 0))
 			goto out;
 		if (gr[i].nodes[flat[i]].ctx.out.count != job->dp->flat_count) {
@@ -216,8 +221,15 @@ static int step_parallel(struct train_job *job, int64_t step, uint64_t in_epoch,
 			r = -1;
 	if (r < 0)
 		goto out;
-	for (unsigned i = 0; i < n; i++)
+	for (unsigned i = 0; i < n; i++) {
 		sum += forward_scalar_value(gr[i].nodes[loss[i]].ctx.out.dtype, (uint8_t *)x[i]->map + at->loss);
+		gpu_ns = gr[i].gpu_ns > gpu_ns ? gr[i].gpu_ns : gpu_ns;
+	}
+	/* profile: the slowest device's time, the first device's kernels and peak */
+	job->gpu_ns += gpu_ns;
+	job->dispatches += gr[0].dispatches;
+	if (gr[0].peak_bytes > job->peak_bytes)
+		job->peak_bytes = gr[0].peak_bytes;
 	job->last_loss = sum / n;
 	if (!isfinite(job->last_loss)) {
 		r = td_fail(&job->call.err, TDP_FAILED_PRECONDITION,

@@ -75,7 +75,7 @@ struct train_status {
 	const uint32_t *devs;      /* the run's devices */
 	unsigned ndev;
 	double replica_max_diff;   /* data parallel, at the end: -1 when unreadable */
-	const char *exchange;      /* data parallel over one host: "gpu", "host" or "none" */
+	const char *exchange;      /* data parallel: "gpu", "host" or "none"; a group: "shared" or "mpi" */
 	unsigned nranks;           /* a group run's members, else 0 */
 	/* With plan.profile on one device: the mean per step of the device time
 	 * of its submissions and of the kernels they ran. */

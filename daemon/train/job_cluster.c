@@ -5,7 +5,9 @@
  * (cluster.h): the members' reports (Iallgather: each one's checks passed,
  * rows and sizes agree), the parameters from rank 0 (Ibcast), and at each
  * step the row-weighted gradients, loss and flags (Iallreduce). The job
- * waits for each in a phase of its own, never blocking the loop. */
+ * waits for each in a phase of its own, never blocking the loop. Members
+ * that all share one host put their gradients in shared memory instead
+ * (group_shm.h): the step's allreduce then carries only loss and flags. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,9 +25,10 @@
 #include "status.h"
 #include "store/store.h"
 #include "train/cluster.h"
+#include "train/group_shm.h"
 #include "train/job_impl.h"
 
-enum gphase { G_SYNC, G_BCAST, G_READY, G_EXCHANGE, G_REPORT, G_FINAL };
+enum gphase { G_SYNC, G_BCAST, G_SHM, G_READY, G_EXCHANGE, G_REPORT, G_FINAL };
 
 /* What every member tells the others: at the start, and after a step that
  * failed somewhere. */
@@ -34,7 +37,8 @@ struct report {
 	uint32_t pad;
 	uint64_t nsamples, flat_count, param_bytes;
 	uint64_t data_sig;         /* the data tensors' dtypes and shapes (data_sig) */
-	char msg[TDP_MAX_ERROR_MESSAGE - 32];
+	uint64_t shm_token;        /* rank 0: the shared exchange region's name, 0: none */
+	char msg[TDP_MAX_ERROR_MESSAGE - 40];
 };
 
 struct group_run {
@@ -49,6 +53,9 @@ struct group_run {
 	uint64_t flat_count, param_bytes;
 	int64_t step;
 	struct td_error local;     /* this member's failure in the step, for the report */
+	struct group_shm *shm;     /* the members' shared gradients, once all agreed */
+	uint64_t shm_token;        /* rank 0: the region it created, to unlink */
+	bool shm_agreed;
 };
 
 static bool busy;              /* a group run on this member */
@@ -133,6 +140,22 @@ bool train_group_busy(void)
 	return busy;
 }
 
+/* Whether this member offers the shared-memory exchange: every member on
+ * this host, the batch split evenly (the mean kernel weighs the members
+ * alike) and not turned off (TENSORD_GROUP_EXCHANGE=mpi, to compare). */
+static bool shm_wanted(const struct train_job *job, int size)
+{
+	const char *env = getenv("TENSORD_GROUP_EXCHANGE");
+
+	return size >= 2 && cluster_env_local_size() == size && job->p.batch % (uint64_t)size == 0 &&
+	       !(env && !strcmp(env, "mpi"));
+}
+
+const char *group_exchange_name(const struct train_job *job)
+{
+	return job->g && job->g->shm ? "shared" : "mpi";
+}
+
 /* The request for the other members: [uid, gid, [groups], params] with the
  * params less what only the asking member does (eval). */
 static int send_run(struct train_job *job)
@@ -197,6 +220,13 @@ int group_begin(struct caller *call, struct train_job *job)
 			       strerror(-r));
 	mine = (struct report){ .nsamples = job->p.nsamples, .flat_count = g->flat_count,
 				.param_bytes = g->param_bytes, .data_sig = data_sig(job) };
+	if (job->p.rank == 0 && shm_wanted(job, cluster_state(g->c).size)) {
+		uint64_t token = group_shm_token();
+
+		if (group_shm_open(call->d->gpus[job->p.device], token, true, (unsigned)cluster_state(g->c).size, 0,
+				   g->flat_count, &g->shm) == 0)
+			g->shm_token = mine.shm_token = token;
+	}
 	if (!(g->op = report_op(g->c, &mine)))
 		return td_fail(&call->err, TDP_INTERNAL, "out of memory");
 	/* Last: once the others have the run, this member's report follows. */
@@ -218,6 +248,9 @@ void group_end(struct train_job *job)
 	drop_op(g);
 	cluster_op_free(g->c, g->xop);
 	dp_free(g->x);
+	group_shm_free(g->shm);
+	if (g->shm_token)
+		group_shm_unlink(g->shm_token);
 	cluster_kick(g->c); /* a run sent meanwhile waits for this one's end */
 	free(g);
 	job->g = NULL;
@@ -256,7 +289,10 @@ static int sync_done(struct train_job *job)
 			return td_fail(&job->call.err, TDP_SHAPE_MISMATCH, "member %d's parameters differ in "
 				       "size from member 0's", i);
 	}
-	drop_op(g);
+	if (job->p.rank != 0 && all[0].shm_token && shm_wanted(job, cs.size))
+		(void)group_shm_open(job->call.d->gpus[job->p.device], all[0].shm_token, false, (unsigned)cs.size,
+				     (unsigned)job->p.rank, g->flat_count, &g->shm);
+	drop_op(g); /* `all` goes with it */
 	if (params_of(job, ts, &bytes) < 0)
 		return -1;
 	if (!(g->op = cluster_op_new(bytes)))
@@ -293,14 +329,46 @@ static int bcast_done(struct train_job *job)
 	return td_failed(&job->call.err) ? -1 : 0;
 }
 
-/* Forward and backward on this member's shard: the gradients and the loss
- * land in the exchange buffer. */
+/* After the parameters: whether every member has the shared region (the
+ * sum of those that have not). */
+static int shm_agree(struct train_job *job)
+{
+	struct group_run *g = job->g;
+
+	if (!(g->op = cluster_op_new(sizeof(float))))
+		return td_fail(&job->call.err, TDP_INTERNAL, "out of memory");
+	*(float *)cluster_op_data(g->op) = g->shm ? 0.0f : 1.0f;
+	cluster_allreduce_f32(g->c, g->op, 1);
+	g->phase = G_SHM;
+	return 0;
+}
+
+/* The agreement came back: all use the region, or none (and rank 0's name
+ * goes: every member has opened it or given up). */
+static void shm_done(struct train_job *job)
+{
+	struct group_run *g = job->g;
+
+	if (*(const float *)cluster_op_data(g->op) != 0.0f) {
+		group_shm_free(g->shm);
+		g->shm = NULL;
+	}
+	if (g->shm_token)
+		group_shm_unlink(g->shm_token);
+	g->shm_token = 0;
+	drop_op(g);
+	g->phase = G_READY;
+}
+
+/* Forward and backward on this member's shard: the loss lands in the
+ * exchange buffer, the gradients there too or in this member's slot of the
+ * shared region (bucket by bucket when the graph allows). */
 static int local_half(struct train_job *job, uint64_t in_epoch, double *ret_lr)
 {
 	struct group_run *g = job->g;
 	struct gpu_host_buffer *x = dp_xfer(g->x, 0);
 	const struct dp_layout *at = &g->x->at;
-	struct graph_copy cin, cout[2];
+	struct graph_copy cin, cout[2], bucket[MAX_PARAMS];
 	int r;
 
 	memcpy((uint8_t *)x->map + at->index, job->perm + in_epoch * job->p.batch + job->p.offset, job->p.shard * 4);
@@ -311,17 +379,20 @@ static int local_half(struct train_job *job, uint64_t in_epoch, double *ret_lr)
 	if (r < 0)
 		return -1;
 	g->gr.fuse = false;
+	g->gr.arena_cache = &job->arenas; /* each step waited for: the next reuses them */
 	if (graph_check_outputs(&g->gr) < 0)
 		return -1;
 	if (g->gr.nodes[g->flat].ctx.out.count != g->flat_count)
 		return td_fail(&job->call.err, TDP_INTERNAL, "the gradients changed size during the run");
 	cin = (struct graph_copy){ .node = -1, .alloc = &job->index.alloc, .host = x->buffer, .offset = at->index };
-	cout[0] = (struct graph_copy){ .node = g->flat, .host = x->buffer, .offset = 0 };
-	cout[1] = (struct graph_copy){ .node = (int)g->loss, .host = x->buffer, .offset = at->loss };
+	cout[0] = (struct graph_copy){ .node = (int)g->loss, .host = x->buffer, .offset = at->loss };
+	cout[1] = (struct graph_copy){ .node = g->flat, .host = x->buffer, .offset = 0 };
 	g->gr.copies_before = &cin;
 	g->gr.copies_after = cout;
+	g->gr.copies_at = bucket;
 	g->gr.ncopies_before = 1;
-	g->gr.ncopies_after = 2;
+	g->gr.ncopies_at = g->shm ? group_shm_out(g->shm, g->step, &g->gr, g->flat, bucket, MAX_PARAMS, &cout[1]) : 0;
+	g->gr.ncopies_after = g->gr.ncopies_at ? 1 : 2;
 	r = graph_submit_part(&g->gr, 0, (unsigned)g->flat + 1);
 	if (graph_wait(&g->gr) < 0 || r < 0)
 		return -1;
@@ -332,7 +403,7 @@ static int local_half(struct train_job *job, uint64_t in_epoch, double *ret_lr)
 static int submit_step(struct train_job *job)
 {
 	struct group_run *g = job->g;
-	uint64_t in_epoch = job->done % job->p.per_epoch, n = g->flat_count;
+	uint64_t in_epoch = job->done % job->p.per_epoch, n = g->shm ? 0 : g->flat_count;
 	float *buf, w = (float)((double)job->p.shard / (double)job->p.batch);
 	const float *grad = dp_xfer(g->x, 0)->map;
 	int r;
@@ -374,7 +445,7 @@ static int exchange_done(struct train_job *job)
 	struct group_run *g = job->g;
 	struct gpu_host_buffer *x = dp_xfer(g->x, 0);
 	const float *sum = cluster_op_data(g->op);
-	uint64_t n = g->flat_count;
+	uint64_t n = g->shm ? 0 : g->flat_count;
 	struct graph_copy cin;
 	int r;
 
@@ -395,7 +466,8 @@ static int exchange_done(struct train_job *job)
 		job_finish(job, "cancelled");
 		return 0;
 	}
-	memcpy(x->map, sum, n * sizeof(float));
+	if (!g->shm)
+		memcpy(x->map, sum, n * sizeof(float));
 	job->last_loss = sum[n];
 	drop_op(g);
 	g->phase = G_READY;
@@ -403,7 +475,8 @@ static int exchange_done(struct train_job *job)
 		return td_fail(&job->call.err, TDP_FAILED_PRECONDITION,
 			       "the loss is %s at step %lld; parameters and state are unchanged",
 			       isnan(job->last_loss) ? "NaN" : "infinite", (long long)g->step);
-	cin = (struct graph_copy){ .node = g->flat, .host = x->buffer, .offset = 0 };
+	cin = g->shm ? group_shm_in(g->shm, g->step, g->flat)
+		     : (struct graph_copy){ .node = g->flat, .host = x->buffer, .offset = 0 };
 	g->gr.copies_before = &cin;
 	g->gr.copies_after = NULL;
 	g->gr.ncopies_before = 1;
@@ -457,7 +530,11 @@ bool group_step(struct train_job *job)
 		break;
 	case G_BCAST:
 		if ((r = bcast_done(job)) == 0)
-			r = submit_step(job);
+			r = shm_agree(job);
+		break;
+	case G_SHM:
+		shm_done(job);
+		r = submit_step(job);
 		break;
 	case G_READY:
 		r = submit_step(job);

@@ -107,6 +107,10 @@ void group_end(struct train_job *job);
  * the cluster wakes the loop). */
 bool group_waiting(const struct train_job *job);
 
+/* "shared" (members on one host average through shared memory, group_shm.h)
+ * or "mpi": the group run's exchange, for its result. */
+const char *group_exchange_name(const struct train_job *job);
+
 /* job_share.c: order d->jobs for the next turn (the user furthest behind
  * its share first), at the end of a turn (train_jobs_run). */
 void jobs_by_share(struct daemon *d);

@@ -297,19 +297,27 @@ static bool leaves(const struct graph *gr, int j, unsigned depth, struct graph_c
 	return true;
 }
 
-unsigned dp_grad_buckets(struct dp *dp, const struct graph *gr, unsigned i, int flat, struct graph_copy *ret,
-			 unsigned max)
+unsigned dp_flat_buckets(const struct graph *gr, int flat, uint64_t flat_count, VkBuffer host, uint64_t at,
+			 struct graph_copy *ret, unsigned max)
 {
 	unsigned n = 0;
 	uint64_t off = 0;
 
-	if (dp->exchange != DP_GPU || !leaves(gr, flat, 0, ret, max, &n, &off) || off != dp->flat_count * 4)
+	if (!leaves(gr, flat, 0, ret, max, &n, &off) || off != flat_count * 4)
 		return 0;
 	for (unsigned k = 0; k < n; k++) {
-		ret[k].host = dp->imp[i].buffer;
-		ret[k].offset += i * dp->stride;
+		ret[k].host = host;
+		ret[k].offset += at;
 	}
 	return n;
+}
+
+unsigned dp_grad_buckets(struct dp *dp, const struct graph *gr, unsigned i, int flat, struct graph_copy *ret,
+			 unsigned max)
+{
+	if (dp->exchange != DP_GPU)
+		return 0;
+	return dp_flat_buckets(gr, flat, dp->flat_count, dp->imp[i].buffer, i * dp->stride, ret, max);
 }
 
 void dp_exchange(struct dp *dp)

@@ -87,6 +87,14 @@ unsigned dp_grad_out(struct dp *dp, unsigned i, int flat, struct graph_copy *ret
 unsigned dp_grad_buckets(struct dp *dp, const struct graph *gr, unsigned i, int flat, struct graph_copy *ret,
 			 unsigned max);
 
+/* The bucketed copy out of graph `gr`'s flat gradient (node `flat`, of
+ * `flat_count` f32) into host buffer `host` at offset `at`: one copy per
+ * parameter gradient, recorded right after the node that made it
+ * (graph.copies_at). Fills ret (room for `max`) and returns how many, or 0
+ * when the graph is not shaped as train/step.c builds it. */
+unsigned dp_flat_buckets(const struct graph *gr, int flat, uint64_t flat_count, VkBuffer host, uint64_t at,
+			 struct graph_copy *ret, unsigned max);
+
 /* Between the two halves of a step, once every device's first half is done:
  * the host's part of the exchange (dp_average for DP_HOST, else nothing). */
 void dp_exchange(struct dp *dp);

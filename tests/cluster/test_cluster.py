@@ -163,9 +163,16 @@ def run(c, p):
     return c.call_past_notifications("train.run", p)
 
 
-def test_equal(g, rng, rows, batch, label):
+def shm_regions():
+    return sorted(n for n in os.listdir("/dev/shm") if n.startswith("tensord-")) if os.path.isdir("/dev/shm") else []
+
+
+def test_equal(g, rng, rows, batch, label, exchange):
     """One daemon alone vs the group: same loss, same parameters, and the
-    members' parameters identical."""
+    members' parameters identical. `exchange`: what the group's result
+    names (both members on this host: "shared" when the batch splits
+    evenly, else "mpi"); no shared region's name is left behind."""
+    before = shm_regions()
     x, y, params = mlp_data(rng, rows)
     for c in g.c:
         put(c, "x", x)
@@ -188,6 +195,8 @@ def test_equal(g, rng, rows, batch, label):
         return
     check(r2.get("ranks") == 2 and r1["steps"] == r2["steps"] == 2 * (rows // batch),
           "%s: steps %r %r, ranks %r" % (label, r1["steps"], r2["steps"], r2.get("ranks")))
+    check(r2.get("exchange") == exchange, "%s: exchange %r, expected %r" % (label, r2.get("exchange"), exchange))
+    check(shm_regions() == before, "%s: shared regions left: %r" % (label, shm_regions()))
     check(abs(r1["loss"] - r2["loss"]) < 1e-4, "%s: loss %r vs %r" % (label, r1["loss"], r2["loss"]))
     for k in params:
         a, b = get(g.c[0], k), get(g.c[1], k)
@@ -436,8 +445,8 @@ def main():
     try:
         info = [c.call("info")["cluster"] for c in g.c]
         check([i["rank"] for i in info] == [0, 1] and all(i["size"] == 2 for i in info), "info: %r" % info)
-        test_equal(g, rng, 96, 32, "even")
-        test_equal(g, rng, 101, 33, "uneven")  # 17 + 16 rows; 101 rows = 3 batches and 2 dropped
+        test_equal(g, rng, 96, 32, "even", "shared")
+        test_equal(g, rng, 101, 33, "uneven", "mpi")  # 17 + 16 rows; 101 rows = 3 batches and 2 dropped
         test_refusals(g, rng)
         if os.geteuid() == 0:
             test_rights(g, rng)

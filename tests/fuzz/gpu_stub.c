@@ -449,9 +449,10 @@ void gpu_rec_host_copy(struct gpu_recorder *rec, const struct gpu_alloc *a, VkBu
 }
 
 /* The stub imports no host memory: data parallel averages on the host. */
-int gpu_rec_host_mean(struct gpu_recorder *rec, VkBuffer host, uint64_t stride, unsigned n,
+int gpu_rec_host_mean(struct gpu_recorder *rec, VkBuffer host, uint64_t base, uint64_t stride, unsigned n,
 		      unsigned self, const struct gpu_alloc *out)
 {
+	(void)base;
 	(void)self;
 	(void)rec;
 	(void)host;
