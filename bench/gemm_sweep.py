@@ -9,7 +9,7 @@ from $TENSORD_BIN (tests/daemon.py). Prints JSON.
                 NN products run: for a tensord from before them)
   SWEEP_DIV=n   divide M, K, N by n (lavapipe)
   SWEEP_SHAPES=gpt  the products of a GPT-small step (d768, MLP 3072, batch 8
-                x seq 512 = 4096 rows: forward NN, input gradients NT,
+                x seq 512 = 4096 rows, SWEEP_ROWS=n for n rows: forward NN, input gradients NT,
                 weight gradients TN) with split_k 0 (the heuristic), 1, 2,
                 3, 4, 6, 8 instead of issue 16's
   TENSORD_NO_SKINNY=1 (passed to the daemon) the products of at most 16
@@ -52,14 +52,16 @@ with harness.Daemon() as d:
               ("nt_16384x512_k10", 16384, 10, 512, False, True)]   # dh2 (matmul_smallk)
     gpt = os.environ.get("SWEEP_SHAPES") == "gpt"
     if gpt:
-        shapes = [("tn_768x3072_k4096", 768, 4096, 3072, True, False),
-                  ("tn_3072x768_k4096", 3072, 4096, 768, True, False),
-                  ("tn_768x768_k4096", 768, 4096, 768, True, False),
-                  ("nt_4096x768_k3072", 4096, 3072, 768, False, True),
-                  ("nn_4096x768_k3072", 4096, 3072, 768, False, False),
-                  ("nt_4096x768_k768", 4096, 768, 768, False, True),
-                  ("nn_4096x768_k768", 4096, 768, 768, False, False),
-                  ("nt_4096x3072_k768", 4096, 768, 3072, False, True)]
+        r = int(os.environ.get("SWEEP_ROWS", "4096"))
+        shapes = [("tn_768x3072_k%d" % r, 768, r, 3072, True, False),
+                  ("tn_3072x768_k%d" % r, 3072, r, 768, True, False),
+                  ("tn_768x768_k%d" % r, 768, r, 768, True, False),
+                  ("nt_%dx768_k3072" % r, r, 3072, 768, False, True),
+                  ("nn_%dx768_k3072" % r, r, 3072, 768, False, False),
+                  ("nt_%dx768_k768" % r, r, 768, 768, False, True),
+                  ("nn_%dx768_k768" % r, r, 768, 768, False, False),
+                  ("nt_%dx3072_k768" % r, r, 768, 3072, False, True),
+                  ("nn_%dx3072_k768" % r, r, 768, 3072, False, False)]
     div = int(os.environ.get("SWEEP_DIV", "1"))
     for name, m, k, n, ta, tb in shapes:
         m, k, n = max(1, m // div), max(1, k // div), max(1, n // div)

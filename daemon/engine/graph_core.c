@@ -450,11 +450,17 @@ static bool finished_soon(struct graph *gr)
 
 int graph_execute_async(struct graph *gr, void (*done)(struct graph *gr, void *data), void *data)
 {
+	return graph_submit_part_async(gr, 0, gr->n, done, data);
+}
+
+int graph_submit_part_async(struct graph *gr, unsigned first, unsigned last,
+			    void (*done)(struct graph *gr, void *data), void *data)
+{
 	bool async = true;
 	unsigned n = 0;
 
 	gr->async = true;
-	if (graph_submit_part(gr, 0, gr->n) < 0)
+	if (graph_submit_part(gr, first, last) < 0)
 		return -1;
 	for (uint32_t id = 0; id < gr->nrecs; id++)
 		if (gr->recs[id].g) {

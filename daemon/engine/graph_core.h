@@ -234,6 +234,12 @@ int graph_execute(struct graph *gr);
  * `done` is then not called. */
 int graph_execute_async(struct graph *gr, void (*done)(struct graph *gr, void *data), void *data);
 
+/* graph_execute_async for nodes [first, last) (graph_submit_part's part):
+ * `done` once it completed, the same returns. Parts go in order, each
+ * after the one before it was waited for (graph_wait). */
+int graph_submit_part_async(struct graph *gr, unsigned first, unsigned last,
+			    void (*done)(struct graph *gr, void *data), void *data);
+
 /* Fill t's name, dtype, shape, count and bytes from node `i`'s out name and
  * result (what graph_commit stores; nothing else of t is touched). */
 void graph_out_meta(const struct graph *gr, unsigned i, struct tensor *t);

@@ -145,127 +145,17 @@ void job_finish(struct train_job *job, const char *stopped)
 	job->sink->finish(job->sink_data, &st, stopped);
 }
 
-/* One data-parallel step (docs/devices.md): each device its shard of the
- * batch, forward and backward at once on all, the gradients averaged
- * (train_parallel.h: on the GPU from host memory every device imported, or
- * on the host), then each device's update, at once on all. The shard's row
- * numbers, the gradients and the loss travel through each device's
- * exchange buffer inside the step's two submissions (no round trips of
- * their own). */
-static int step_parallel(struct train_job *job, int64_t step, uint64_t in_epoch, double *ret_lr)
-{
-	struct graph gr[GPU_MAX_DEVICES];
-	struct gpu_host_buffer *x[GPU_MAX_DEVICES];
-	struct tensor *ix[GPU_MAX_DEVICES];
-	struct graph_copy cin[GPU_MAX_DEVICES], cout[GPU_MAX_DEVICES], bucket[MAX_PARAMS];
-	const struct dp_layout *at = &job->dp->at;
-	unsigned n = job->p.ndev, loss[GPU_MAX_DEVICES];
-	int flat[GPU_MAX_DEVICES] = { 0 }, r = 0;
-	uint64_t gpu_ns = 0;
-	double sum = 0;
-
-	memset(gr, 0, n * sizeof(gr[0]));
-	for (unsigned i = 0; i < n; i++) {
-		ix[i] = i == 0 ? &job->index : job->dp->r[i - 1].index;
-		x[i] = dp_xfer(job->dp, i);
-		gr[i].call = &job->call;
-		gr[i].replica = i == 0 ? NULL : &job->dp->r[i - 1].view;
-		memcpy((uint8_t *)x[i]->map + at->index, job->perm + in_epoch * job->p.batch + i * job->p.shard,
-		       job->p.shard * 4);
-	}
-	for (unsigned i = 0; i < n; i++) {
-		r = train_build_step(&job->call, &job->p.spec, job->nodes, NULL, &job->p.train, step, true, &gr[i],
-				     &loss[i], ret_lr, &flat[i]);
-		gr[i].fuse = false; /* a fused kernel could span the two halves */
-		/* Every step is waited for: the next one reuses the arenas. */
-		gr[i].arena_cache = &job->arenas;
-		if (r < 0 || (i == 0 && (r = graph_check_outputs(&gr[0])) < 0))
-			goto out;
-		if (gr[i].nodes[flat[i]].ctx.out.count != job->dp->flat_count) {
-			r = td_fail(&job->call.err, TDP_INTERNAL, "the gradients changed size during the run");
-			goto out;
-		}
-	}
-	/* Forward and backward on every device (rows in, gradients out)... */
-	for (unsigned i = 0; r == 0 && i < n; i++) {
-		cin[i] = (struct graph_copy){ .node = -1, .alloc = &ix[i]->alloc, .host = x[i]->buffer,
-					      .offset = at->index };
-		gr[i].copies_before = &cin[i];
-		gr[i].copies_after = &cout[i];
-		gr[i].ncopies_before = 1;
-		/* Each gradient on its way as soon as it is made, or the whole at the end. */
-		gr[i].copies_at = bucket;
-		gr[i].ncopies_at = dp_grad_buckets(job->dp, &gr[i], i, flat[i], bucket, MAX_PARAMS);
-		gr[i].ncopies_after = gr[i].ncopies_at ? 0 : dp_grad_out(job->dp, i, flat[i], &cout[i]);
-		r = graph_submit_part(&gr[i], 0, (unsigned)flat[i] + 1);
-	}
-	for (unsigned i = 0; i < n; i++)
-		if (graph_wait(&gr[i]) < 0 && r == 0)
-			r = -1;
-	if (r < 0)
-		goto out;
-	/* ...the mean gradient (on the host, or each device's update starts
-	 * with it)... */
-	dp_exchange(job->dp);
-	/* ...and every device's update (mean in, loss out). */
-	for (unsigned i = 0; r == 0 && i < n; i++) {
-		cout[i] = (struct graph_copy){ .node = (int)loss[i], .host = x[i]->buffer, .offset = at->loss };
-		gr[i].copies_before = &cin[i];
-		gr[i].copies_after = &cout[i];
-		gr[i].ncopies_before = dp_grad_in(job->dp, i, flat[i], &cin[i]);
-		gr[i].ncopies_after = 1;
-		r = graph_submit_part(&gr[i], (unsigned)flat[i] + 1, gr[i].n);
-	}
-	for (unsigned i = 0; i < n; i++)
-		if (graph_wait(&gr[i]) < 0 && r == 0)
-			r = -1;
-	if (r < 0)
-		goto out;
-	for (unsigned i = 0; i < n; i++) {
-		sum += forward_scalar_value(gr[i].nodes[loss[i]].ctx.out.dtype, (uint8_t *)x[i]->map + at->loss);
-		gpu_ns = gr[i].gpu_ns > gpu_ns ? gr[i].gpu_ns : gpu_ns;
-	}
-	/* profile: the slowest device's time, the first device's kernels and peak */
-	job->gpu_ns += gpu_ns;
-	job->dispatches += gr[0].dispatches;
-	if (gr[0].peak_bytes > job->peak_bytes)
-		job->peak_bytes = gr[0].peak_bytes;
-	job->last_loss = sum / n;
-	if (!isfinite(job->last_loss)) {
-		r = td_fail(&job->call.err, TDP_FAILED_PRECONDITION,
-				 "the loss is %s at step %lld; parameters and state are unchanged",
-				 isnan(job->last_loss) ? "NaN" : "infinite", (long long)step);
-		goto out;
-	}
-	r = graph_commit_all(&gr[0]);
-	for (unsigned i = 1; r == 0 && i < n; i++)
-		if (dp_commit(job->dp, &job->dp->r[i - 1], &gr[i]) < 0)
-			r = td_fail(&job->call.err, TDP_INTERNAL, "out of memory");
-out:
-	for (unsigned i = 0; i < n; i++)
-		graph_free(&gr[i]);
-	return r;
-}
-
-/* One training step of `job`: data parallel (each step waited for), or
- * on one device job_pipe.c's turn. Returns true while the job has more to
- * do. */
+/* One turn of `job`: data parallel (job_parallel.c) or on one device
+ * job_pipe.c's. Returns true while the job has more to do. */
 static bool job_step(struct train_job *job, bool hold)
 {
-	uint64_t in_epoch = job->done % job->p.per_epoch;
-	int64_t step = job->p.start_step + (int64_t)job->done;
+	return job->dp ? dp_turn(job, hold) : pipe_turn(job, hold);
+}
 
-	if (!job->dp)
-		return pipe_turn(job, hold);
-	if (in_epoch == 0)
-		job_shuffle_epoch(job, job->done / job->p.per_epoch);
-	td_error_clear(&job->call.err);
-	job->lr = 0;
-	if (step_parallel(job, step, in_epoch, &job->lr) < 0) {
-		job->sink->fail(job->sink_data, &job->call.err);
-		return false;
-	}
-	return job_after_step(job, step);
+/* Whether what `job` has in flight landed (all: every step of it). */
+static bool job_landed(const struct train_job *job, bool all)
+{
+	return job->dp ? dp_landed(job) : pipe_landed(job, all);
 }
 
 bool job_after_step(struct train_job *job, int64_t step)
@@ -306,6 +196,7 @@ static void job_free(struct train_job *job)
 {
 	/* Steps still running are waited for (graph_free), not applied. */
 	pipe_discard(job);
+	dp_discard(job);
 	graph_arena_cache_free(&job->arenas, job->call.d->gpus);
 	gpu_host_buffer_free(devices_of(job->call.d, &job->index), &job->xfer);
 	group_end(job);
@@ -415,7 +306,7 @@ bool train_jobs_run(void *data)
 
 		/* Its completion wakes the loop: the oldest step's, or for a
 		 * departed client's job every one (freeing it waits for none). */
-		if (job->nfly && !pipe_landed(job, job->detached)) {
+		if (job->nfly && !job_landed(job, job->detached)) {
 			pp = &job->next;
 			continue;
 		}
@@ -461,7 +352,7 @@ bool train_jobs_run(void *data)
 		}
 		/* A group run waiting for MPI is woken by the cluster's eventfd,
 		 * a step in flight by its completion. */
-		if ((!job->g || !group_waiting(job)) && (!job->nfly || pipe_landed(job, false)) && !wait)
+		if ((!job->g || !group_waiting(job)) && (!job->nfly || job_landed(job, false)) && !wait)
 			more = true;
 		pp = &job->next;
 	}

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/loop.h"
 #include "daemon.h"
 #include "devices.h"
 #include "engine/forward.h"
@@ -28,7 +29,7 @@
 #include "train/group_shm.h"
 #include "train/job_impl.h"
 
-enum gphase { G_SYNC, G_BCAST, G_SHM, G_READY, G_EXCHANGE, G_REPORT, G_FINAL };
+enum gphase { G_SYNC, G_BCAST, G_SHM, G_READY, G_LOCAL, G_EXCHANGE, G_APPLY, G_REPORT, G_FINAL };
 
 /* What every member tells the others: at the start, and after a step that
  * failed somewhere. */
@@ -53,6 +54,7 @@ struct group_run {
 	uint64_t flat_count, param_bytes;
 	int64_t step;
 	struct td_error local;     /* this member's failure in the step, for the report */
+	bool gpu_busy;             /* a half of the step runs on the device (G_LOCAL, G_APPLY) */
 	struct group_shm *shm;     /* the members' shared gradients, once all agreed */
 	uint64_t shm_token;        /* rank 0: the region it created, to unlink */
 	bool shm_agreed;
@@ -259,7 +261,7 @@ void group_end(struct train_job *job)
 
 bool group_waiting(const struct train_job *job)
 {
-	return job->g->op && cluster_op_poll(job->g->op) == 1;
+	return (job->g->op && cluster_op_poll(job->g->op) == 1) || job->g->gpu_busy;
 }
 
 /* The start's reports: every member's checks passed, rows and sizes agree;
@@ -360,6 +362,31 @@ static void shm_done(struct train_job *job)
 	g->phase = G_READY;
 }
 
+/* A half of the step landed on this member's device: the loop goes on. */
+static void half_landed(struct graph *gr, void *data)
+{
+	struct train_job *job = data;
+
+	(void)gr;
+	job->g->gpu_busy = false;
+	loop_wake_idle(job->call.d->loop);
+}
+
+/* Submit nodes [first, last) of the step, not waited for on the loop (its
+ * completion wakes the loop). Returns 0 or -1 after td_fail. */
+static int submit_half(struct train_job *job, unsigned first, unsigned last)
+{
+	struct group_run *g = job->g;
+	int r;
+
+	g->gpu_busy = true;
+	g->gr.spin_ns = 1;
+	r = graph_submit_part_async(&g->gr, first, last, half_landed, job);
+	if (r != 0)
+		g->gpu_busy = false;
+	return r < 0 ? -1 : 0;
+}
+
 /* Forward and backward on this member's shard: the loss lands in the
  * exchange buffer, the gradients there too or in this member's slot of the
  * shared region (bucket by bucket when the graph allows). */
@@ -393,34 +420,29 @@ static int local_half(struct train_job *job, uint64_t in_epoch, double *ret_lr)
 	g->gr.ncopies_before = 1;
 	g->gr.ncopies_at = g->shm ? group_shm_out(g->shm, g->step, &g->gr, g->flat, bucket, MAX_PARAMS, &cout[1]) : 0;
 	g->gr.ncopies_after = g->gr.ncopies_at ? 1 : 2;
-	r = graph_submit_part(&g->gr, 0, (unsigned)g->flat + 1);
-	if (graph_wait(&g->gr) < 0 || r < 0)
-		return -1;
-	return 0;
+	return submit_half(job, 0, (unsigned)g->flat + 1);
 }
 
-/* Submit this member's half of a step and its exchange. */
-static int submit_step(struct train_job *job)
+/* This member's half landed (`ok`) or failed: its row-weighted gradients
+ * (unless shared) and loss, and the flags, to the exchange. */
+static int send_sums(struct train_job *job, bool ok)
 {
 	struct group_run *g = job->g;
-	uint64_t in_epoch = job->done % job->p.per_epoch, n = g->shm ? 0 : g->flat_count;
+	uint64_t n = g->shm ? 0 : g->flat_count;
 	float *buf, w = (float)((double)job->p.shard / (double)job->p.batch);
 	const float *grad = dp_xfer(g->x, 0)->map;
-	int r;
 
-	if (in_epoch == 0)
-		job_shuffle_epoch(job, job->done / job->p.per_epoch);
-	g->step = job->p.start_step + (int64_t)job->done;
-	td_error_clear(&job->call.err);
-	job->lr = 0;
+	if (ok && graph_wait(&g->gr) < 0)
+		ok = false;
+	if (!ok)
+		g->local = job->call.err;
 	if (!g->xop && !(g->xop = cluster_op_new((n + 3) * sizeof(float)))) {
 		cluster_break(g->c, "out of memory for the gradient exchange");
 		return td_fail(&job->call.err, TDP_INTERNAL, "out of memory for the gradient exchange");
 	}
 	g->op = g->xop;
 	buf = cluster_op_data(g->op);
-	r = local_half(job, in_epoch, &job->lr);
-	if (r == 0) {
+	if (ok) {
 		const uint8_t *lp = (const uint8_t *)dp_xfer(g->x, 0)->map + g->x->at.loss;
 
 		/* Weighted by rows: the sum over the members is the whole batch's
@@ -428,18 +450,35 @@ static int submit_step(struct train_job *job)
 		for (uint64_t i = 0; i < n; i++)
 			buf[i] = grad[i] * w;
 		buf[n] = (float)(forward_scalar_value(g->gr.nodes[g->loss].ctx.out.dtype, lp) * w);
-	} else {
-		g->local = job->call.err;
 	}
-	buf[n + 1] = r < 0 ? 1.0f : 0.0f;
+	buf[n + 1] = ok ? 0.0f : 1.0f;
 	buf[n + 2] = job->cancelled ? 1.0f : 0.0f;
 	cluster_allreduce_f32(g->c, g->op, n + 3);
 	g->phase = G_EXCHANGE;
 	return 0;
 }
 
-/* The sums came back: apply them (or stop as the group decided). Returns 1
- * when the step applied, 0 when the job ends now (reported), -1 on failure. */
+/* Submit this member's half of a step (its exchange follows once it
+ * landed, send_sums). */
+static int submit_step(struct train_job *job)
+{
+	struct group_run *g = job->g;
+	uint64_t in_epoch = job->done % job->p.per_epoch;
+
+	if (in_epoch == 0)
+		job_shuffle_epoch(job, job->done / job->p.per_epoch);
+	g->step = job->p.start_step + (int64_t)job->done;
+	td_error_clear(&job->call.err);
+	job->lr = 0;
+	if (local_half(job, in_epoch, &job->lr) < 0)
+		return send_sums(job, false);
+	g->phase = G_LOCAL;
+	return 0;
+}
+
+/* The sums came back: submit the update (or stop as the group decided).
+ * Returns 3 when the update runs, 2 when the members' reports follow, 0 when
+ * the job ends now (reported), -1 on failure. */
 static int exchange_done(struct train_job *job)
 {
 	struct group_run *g = job->g;
@@ -447,7 +486,6 @@ static int exchange_done(struct train_job *job)
 	const float *sum = cluster_op_data(g->op);
 	uint64_t n = g->shm ? 0 : g->flat_count;
 	struct graph_copy cin;
-	int r;
 
 	if (sum[n + 1] > 0) {
 		struct report mine = { .code = g->local.code };
@@ -481,10 +519,24 @@ static int exchange_done(struct train_job *job)
 	g->gr.copies_after = NULL;
 	g->gr.ncopies_before = 1;
 	g->gr.ncopies_after = 0;
-	r = graph_submit_part(&g->gr, (unsigned)g->flat + 1, g->gr.n);
-	if (graph_wait(&g->gr) < 0 || r < 0 || graph_commit_all(&g->gr) < 0) {
-		/* The others applied theirs: this member's parameters are now
+	if (submit_half(job, (unsigned)g->flat + 1, g->gr.n) < 0) {
+		/* The others apply theirs: this member's parameters would be
 		 * out of step. */
+		cluster_break(g->c, "a member failed to apply an update");
+		return -1;
+	}
+	g->phase = G_APPLY;
+	return 3;
+}
+
+/* The update landed: its results into the store. Returns 1, or -1 (the
+ * group is broken: the others applied theirs). */
+static int apply_done(struct train_job *job)
+{
+	struct group_run *g = job->g;
+
+	g->phase = G_READY;
+	if (graph_wait(&g->gr) < 0 || graph_commit_all(&g->gr) < 0) {
 		cluster_break(g->c, "a member failed to apply an update");
 		return -1;
 	}
@@ -539,8 +591,24 @@ bool group_step(struct train_job *job)
 	case G_READY:
 		r = submit_step(job);
 		break;
+	case G_LOCAL:
+		if (g->gpu_busy)
+			return true;
+		r = send_sums(job, true);
+		break;
 	case G_EXCHANGE:
 		r = exchange_done(job);
+		if (r == 3)
+			return true;
+		if (r == 0)
+			return false;
+		if (r == 2)
+			r = 0;
+		break;
+	case G_APPLY:
+		if (g->gpu_busy)
+			return true;
+		r = apply_done(job);
 		if (r == 1 && last_step(job)) {
 			/* One more exchange before the end: when member 0 answers,
 			 * every member has applied the last update. */
@@ -563,10 +631,6 @@ bool group_step(struct train_job *job)
 				cluster_break(g->c, "member 0's evaluation failed during a group run");
 			return more;
 		}
-		if (r == 0)
-			return false;
-		if (r == 2)
-			r = 0;
 		break;
 	case G_REPORT:
 		r = report_done(job);

@@ -6,6 +6,7 @@
 #include "engine/graph_plan.h"
 #include "train/train_parallel.h"
 
+struct dp_step;
 struct group_run;
 struct train_job;
 
@@ -41,6 +42,7 @@ struct train_job {
 	const msgpack_object *nodes;
 	struct tensor index;       /* the minibatch's row numbers, not in the store */
 	struct dp *dp;             /* the replicas (train_parallel.h), NULL on one device */
+	struct dp_step *dps;       /* data parallel: the step in flight (job_parallel.c) */
 	uint32_t *perm;
 	uint64_t done;
 	double last_loss, lr;
@@ -78,6 +80,19 @@ bool pipe_turn(struct train_job *job, bool hold);
 
 /* Whether the oldest micro-batch in flight landed (all: every one). */
 bool pipe_landed(const struct train_job *job, bool all);
+
+/* Data parallel: the job's turn (job_parallel.c), as pipe_turn: go on with
+ * the step in flight once its half landed (the exchange and the updates;
+ * then commit it, job_after_step), else unless `hold` submit the next
+ * step's first half. job->nfly is 1 while a step is in flight. */
+bool dp_turn(struct train_job *job, bool hold);
+
+/* Whether the data-parallel step in flight has nothing running. */
+bool dp_landed(const struct train_job *job);
+
+/* Free the data-parallel step in flight (waiting for its work), not
+ * applied. */
+void dp_discard(struct train_job *job);
 
 /* Create job->xfer for job->depth slots. Returns 0 or -1 after td_fail. */
 int pipe_start(struct caller *call, struct train_job *job);

@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from daemon import Client, Daemon, as_user, sanitizer_env  # noqa: E402
+from daemon import Client, Daemon, as_user, pings_during, sanitizer_env  # noqa: E402
 
 FAILED = []
 
@@ -204,6 +204,42 @@ def test_equal(g, rng, rows, batch, label, exchange):
         d = float(np.max(np.abs(a - one[k])))
         check(d < 1e-4, "%s: %s within f32 tolerance of one daemon: %g" % (label, k, d))
         check(not np.array_equal(a, params[k]), "%s: %s was trained" % (label, k))
+
+
+def test_serves_others(g, rng):
+    """While a group run's steps run on the devices, every member answers
+    other clients within half a step (a member waited for each half of its
+    step on its loop before, answering nothing meanwhile: about 0.9 of a
+    step for the forward and backward)."""
+    dims = (384, 768, 768, 10)
+    x = rng.standard_normal((512, dims[0])).astype(np.float32)
+    y = rng.integers(0, 10, 512).astype(np.int32)
+    params = {"sw%d" % i: (rng.standard_normal((dims[i], dims[i + 1])) * 0.05).astype(np.float32)
+              for i in range(3)}
+    nodes, h = [], "xb"
+    for i in range(3):
+        nodes.append({"id": "m%d" % i, "op": "matmul", "inputs": [h, "sw%d" % i]})
+        h = "m%d" % i
+        if i < 2:
+            nodes.append({"id": "r%d" % i, "op": "relu", "inputs": [h]})
+            h = "r%d" % i
+    nodes.append({"id": "L", "op": "cross_entropy", "inputs": [h, "yb"]})
+    for c in g.c:
+        put(c, "sx", x)
+        put(c, "sy", y)
+        for k, v in params.items():
+            put(c, k, v)
+    p = {"nodes": nodes, "loss": "L", "params": list(params), "data": {"xb": "sx", "yb": "sy"},
+         "batch_size": 512, "steps": 4, "ranks": "all", "optimizer": {"type": "sgd", "lr": 0.01}}
+    check(run(g.c[0], dict(p, steps=1))[0] is None, "a first group run (pipelines compiled)")
+    for member in (0, 1):
+        (e, r), took, lat = pings_during(lambda: Client(g.socks[member]), lambda: run(g.c[0], p))
+        worst = max(lat) if lat else 1e9
+        print("group step %.3f s; member %d answered %d pings meanwhile, the slowest in %.3f s"
+              % (took / 4, member, len(lat), worst))
+        check(e is None and len(lat) >= 4 and worst < 0.5 * took / 4,
+              "member %d serves during a %.2f s group step: %d pings, the slowest %.3f s (%r)"
+              % (member, took / 4, len(lat), worst, e))
 
 
 def test_refusals(g, rng):
@@ -447,6 +483,7 @@ def main():
         check([i["rank"] for i in info] == [0, 1] and all(i["size"] == 2 for i in info), "info: %r" % info)
         test_equal(g, rng, 96, 32, "even", "shared")
         test_equal(g, rng, 101, 33, "uneven", "mpi")  # 17 + 16 rows; 101 rows = 3 batches and 2 dropped
+        test_serves_others(g, rng)
         test_refusals(g, rng)
         if os.geteuid() == 0:
             test_rights(g, rng)

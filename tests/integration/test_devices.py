@@ -18,7 +18,7 @@ import numpy as np
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from daemon import Daemon, RPCError  # noqa: E402
+from daemon import Daemon, RPCError, pings_during  # noqa: E402
 
 failures = []
 
@@ -232,6 +232,39 @@ def test_data_parallel(c, rng):
     check(e is None and "devices" not in r, "devices [0] is a one-device run: %r" % (e,))
 
 
+def test_dp_serves_others(d, c):
+    """A data-parallel step runs while the loop serves other clients: pings
+    from a second connection during steps of about a second each are
+    answered within half a step (the loop waited for each half of the step
+    before, answering nothing meanwhile: the slowest ping then took about a
+    whole step)."""
+    rng = np.random.default_rng(3)
+    dims = (256, 512, 512, 10)
+    put(c, "srv/x", rng.standard_normal((1024, dims[0])).astype(np.float32), device=0)
+    put(c, "srv/y", rng.integers(0, 10, 1024).astype(np.int32), device=0)
+    nodes, names = [], []
+    h = "xb"
+    for i in range(3):
+        put(c, "srv/w%d" % i, (rng.standard_normal((dims[i], dims[i + 1])) * 0.05).astype(np.float32), device=0)
+        names.append("srv/w%d" % i)
+        nodes.append({"id": "m%d" % i, "op": "matmul", "inputs": [h, "srv/w%d" % i]})
+        h = "m%d" % i
+        if i < 2:
+            nodes.append({"id": "r%d" % i, "op": "relu", "inputs": [h]})
+            h = "r%d" % i
+    nodes.append({"id": "L", "op": "cross_entropy", "inputs": [h, "yb"]})
+    p = {"nodes": nodes, "loss": "L", "params": names, "data": {"xb": "srv/x", "yb": "srv/y"},
+         "batch_size": 1024, "steps": 4, "devices": [0, 1], "optimizer": {"type": "sgd", "lr": 0.01}}
+    run_train(c, dict(p, steps=1))  # pipelines compiled
+    (e, r), took, lat = pings_during(d.client, lambda: run_train(c, p))
+    step = took / 4
+    check(e is None, "data-parallel run: %r" % (e,))
+    worst = max(lat) if lat else 1e9
+    print("data-parallel step %.3f s; %d pings meanwhile, the slowest %.3f s" % (step, len(lat), worst))
+    check(len(lat) >= 4 and worst < 0.5 * step,
+          "pings answered during a %.2f s data-parallel step: %d, the slowest %.3f s" % (step, len(lat), worst))
+
+
 def dp_run(c, devices, dims=(12, 300, 5), steps=6):
     """A data-parallel SGD run over `devices` of an MLP of layer sizes `dims`
     from fixed parameters: its result and the parameters after it."""
@@ -364,6 +397,7 @@ def main():
             test_placement_and_copy(c, rng)
             test_graph_two_devices(c, rng)
             test_data_parallel(c, rng)
+            test_dp_serves_others(d, c)
             test_kernels(c, rng)
             test_garbage(c)
     os.unlink(conf.name)

@@ -303,3 +303,34 @@ def as_user(uid, fn, gid=None, groups=()):
     if kind == "err":
         raise AssertionError("as uid %d: %s" % (uid, val))
     return val
+
+
+def pings_during(connect, fn, gap=0.02):
+    """Run fn() while another connection (connect() gives a Client) sends a
+    ping every `gap` seconds: (fn's result, the seconds fn took, the pings'
+    round trips). A loop blocked by fn's work shows as round trips as long
+    as that work."""
+    import threading
+    lat, stop = [], threading.Event()
+
+    def pinger():
+        other = connect()
+        try:
+            while not stop.is_set():
+                t0 = time.monotonic()
+                other.call("ping")
+                lat.append(time.monotonic() - t0)
+                time.sleep(gap)
+        finally:
+            other.close()
+
+    th = threading.Thread(target=pinger)
+    t0 = time.monotonic()
+    th.start()
+    try:
+        res = fn()
+    finally:
+        took = time.monotonic() - t0
+        stop.set()
+        th.join()
+    return res, took, lat

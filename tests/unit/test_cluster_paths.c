@@ -28,6 +28,25 @@ static void test_env_rank(void **state)
 	unsetenv("OMPI_COMM_WORLD_RANK");
 }
 
+/* The rank and count of the members on this host (device = local, the
+ * shared-memory exchange). */
+static void test_env_local(void **state)
+{
+	(void)state;
+	unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+	unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+	assert_int_equal(cluster_env_local_rank(), -1);
+	assert_int_equal(cluster_env_local_size(), -1);
+	setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
+	setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
+	assert_int_equal(cluster_env_local_rank(), 1);
+	assert_int_equal(cluster_env_local_size(), 2);
+	setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "two", 1);
+	assert_int_equal(cluster_env_local_size(), -1);
+	unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+	unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+}
+
 static void test_expand(void **state)
 {
 	char p[32];
@@ -55,6 +74,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_env_rank),
+		cmocka_unit_test(test_env_local),
 		cmocka_unit_test(test_expand),
 	};
 

@@ -1,0 +1,244 @@
+/* A data-parallel train.run's steps (docs/devices.md): each device its shard
+ * of the batch, forward and backward at once on all, the gradients averaged
+ * (train_parallel.h: on the GPU from host memory every device imported, or
+ * on the host), then each device's update, at once on all. The shard's row
+ * numbers, the gradients and the loss travel through each device's exchange
+ * buffer inside the step's two submissions (no round trips of their own).
+ * Neither half is waited for on the loop: each device's submission wakes the
+ * loop when it completes (graph_submit_part_async), and the loop serves
+ * other clients meanwhile. */
+#include "train/job_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/loop.h"
+#include "daemon.h"
+#include "engine/forward.h"
+#include "engine/graph_core.h"
+#include "status.h"
+
+/* A data-parallel step in flight: one graph per device, its two halves
+ * submitted in turn. */
+struct dp_step {
+	struct train_job *job;
+	struct graph gr[GPU_MAX_DEVICES];
+	unsigned loss[GPU_MAX_DEVICES];
+	int flat[GPU_MAX_DEVICES];
+	int64_t step;
+	unsigned half;             /* 1: forward and backward in flight, 2: the update */
+	unsigned pending;          /* devices whose half has not completed */
+};
+
+/* One device's half completed. */
+static void half_landed(struct graph *gr, void *data)
+{
+	struct dp_step *s = data;
+
+	(void)gr;
+	if (s->pending && --s->pending == 0)
+		loop_wake_idle(s->job->call.d->loop);
+}
+
+/* Submit nodes [first, last) of device i's graph, watched; a submission that
+ * finished at once counts as landed. Returns 0 or -1 after td_fail. */
+static int submit_half(struct dp_step *s, unsigned i, unsigned first, unsigned last)
+{
+	int r;
+
+	s->pending++;
+	s->gr[i].spin_ns = 1; /* no polling on the loop: the completion wakes it */
+	r = graph_submit_part_async(&s->gr[i], first, last, half_landed, s);
+	if (r < 0) {
+		s->pending--;
+		return -1;
+	}
+	if (r == 1)
+		s->pending--;
+	return 0;
+}
+
+/* Free the step's graphs (waiting for their work), nothing applied. */
+static void step_free(struct train_job *job)
+{
+	struct dp_step *s = job->dps;
+
+	for (unsigned i = 0; s && i < job->p.ndev; i++)
+		graph_free(&s->gr[i]);
+	if (s)
+		memset(s->gr, 0, sizeof(s->gr));
+	job->nfly = 0;
+}
+
+void dp_discard(struct train_job *job)
+{
+	step_free(job);
+	free(job->dps);
+	job->dps = NULL;
+}
+
+bool dp_landed(const struct train_job *job)
+{
+	return !job->dps || job->dps->pending == 0;
+}
+
+/* Build every device's step and submit its forward and backward, the
+ * gradients leaving bucket by bucket (or at the end). Returns 0 or -1. */
+static int first_half(struct train_job *job, int64_t step, uint64_t in_epoch)
+{
+	struct dp_step *s = job->dps;
+	struct graph_copy cin[GPU_MAX_DEVICES], cout[GPU_MAX_DEVICES], bucket[MAX_PARAMS];
+	const struct dp_layout *at = &job->dp->at;
+	unsigned n = job->p.ndev;
+
+	s->step = step;
+	s->half = 1;
+	for (unsigned i = 0; i < n; i++) {
+		struct gpu_host_buffer *x = dp_xfer(job->dp, i);
+		struct graph *gr = &s->gr[i];
+
+		*gr = (struct graph){ .call = &job->call, .replica = i == 0 ? NULL : &job->dp->r[i - 1].view };
+		memcpy((uint8_t *)x->map + at->index, job->perm + in_epoch * job->p.batch + i * job->p.shard,
+		       job->p.shard * 4);
+		if (train_build_step(&job->call, &job->p.spec, job->nodes, NULL, &job->p.train, step, true, gr,
+				     &s->loss[i], &job->lr, &s->flat[i]) < 0 ||
+		    (i == 0 && graph_check_outputs(gr) < 0))
+			return -1;
+		gr->fuse = false; /* a fused kernel could span the two halves */
+		gr->arena_cache = &job->arenas; /* the steps run one at a time: the next reuses them */
+		if (gr->nodes[s->flat[i]].ctx.out.count != job->dp->flat_count)
+			return td_fail(&job->call.err, TDP_INTERNAL, "the gradients changed size during the run");
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct graph *gr = &s->gr[i];
+		struct tensor *ix = i == 0 ? &job->index : job->dp->r[i - 1].index;
+
+		cin[i] = (struct graph_copy){ .node = -1, .alloc = &ix->alloc, .host = dp_xfer(job->dp, i)->buffer,
+					      .offset = at->index };
+		gr->copies_before = &cin[i];
+		gr->ncopies_before = 1;
+		/* Each gradient on its way as soon as it is made, or the whole at the end. */
+		gr->copies_at = bucket;
+		gr->ncopies_at = dp_grad_buckets(job->dp, gr, i, s->flat[i], bucket, MAX_PARAMS);
+		gr->copies_after = &cout[i];
+		gr->ncopies_after = gr->ncopies_at ? 0 : dp_grad_out(job->dp, i, s->flat[i], &cout[i]);
+		if (submit_half(s, i, 0, (unsigned)s->flat[i] + 1) < 0)
+			return -1;
+	}
+	job->nfly = 1;
+	return 0;
+}
+
+/* Every device's gradients are out: the mean (on the host, or each device's
+ * update starts with it), then every device's update (mean in, loss out). */
+static int second_half(struct train_job *job)
+{
+	struct dp_step *s = job->dps;
+	struct graph_copy cin[GPU_MAX_DEVICES], cout[GPU_MAX_DEVICES];
+	unsigned n = job->p.ndev;
+	int r = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		if (graph_wait(&s->gr[i]) < 0 && r == 0)
+			r = -1;
+	if (r < 0)
+		return -1;
+	dp_exchange(job->dp);
+	s->half = 2;
+	for (unsigned i = 0; i < n; i++) {
+		struct graph *gr = &s->gr[i];
+
+		cout[i] = (struct graph_copy){ .node = (int)s->loss[i], .host = dp_xfer(job->dp, i)->buffer,
+					       .offset = job->dp->at.loss };
+		gr->copies_before = &cin[i];
+		gr->ncopies_before = dp_grad_in(job->dp, i, s->flat[i], &cin[i]);
+		gr->copies_after = &cout[i];
+		gr->ncopies_after = 1;
+		if (submit_half(s, i, (unsigned)s->flat[i] + 1, gr->n) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Every update is done: the mean loss, then the results into the store
+ * (the first device's) and the replicas. Returns 0 or -1. */
+static int finish(struct train_job *job)
+{
+	struct dp_step *s = job->dps;
+	unsigned n = job->p.ndev;
+	uint64_t gpu_ns = 0;
+	double sum = 0;
+	int r = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		if (graph_wait(&s->gr[i]) < 0 && r == 0)
+			r = -1;
+	if (r < 0)
+		return -1;
+	for (unsigned i = 0; i < n; i++) {
+		struct graph *gr = &s->gr[i];
+
+		sum += forward_scalar_value(gr->nodes[s->loss[i]].ctx.out.dtype,
+					    (uint8_t *)dp_xfer(job->dp, i)->map + job->dp->at.loss);
+		gpu_ns = gr->gpu_ns > gpu_ns ? gr->gpu_ns : gpu_ns;
+	}
+	/* profile: the slowest device's time, the first device's kernels and peak */
+	job->gpu_ns += gpu_ns;
+	job->dispatches += s->gr[0].dispatches;
+	if (s->gr[0].peak_bytes > job->peak_bytes)
+		job->peak_bytes = s->gr[0].peak_bytes;
+	job->last_loss = sum / n;
+	if (!isfinite(job->last_loss))
+		return td_fail(&job->call.err, TDP_FAILED_PRECONDITION,
+			       "the loss is %s at step %lld; parameters and state are unchanged",
+			       isnan(job->last_loss) ? "NaN" : "infinite", (long long)s->step);
+	if (graph_commit_all(&s->gr[0]) < 0)
+		return -1;
+	for (unsigned i = 1; i < n; i++)
+		if (dp_commit(job->dp, &job->dp->r[i - 1], &s->gr[i]) < 0)
+			return td_fail(&job->call.err, TDP_INTERNAL, "out of memory");
+	return 0;
+}
+
+bool dp_turn(struct train_job *job, bool hold)
+{
+	uint64_t in_epoch = job->done % job->p.per_epoch;
+	int64_t step;
+
+	if (!job->dps && !(job->dps = calloc(1, sizeof(*job->dps)))) {
+		td_fail(&job->call.err, TDP_INTERNAL, "out of memory");
+		goto failed;
+	}
+	job->dps->job = job;
+	td_error_clear(&job->call.err);
+	if (job->nfly && job->dps->half == 1) {
+		if (second_half(job) < 0)
+			goto failed;
+		return true;
+	}
+	if (job->nfly) {
+		step = job->dps->step;
+		if (finish(job) < 0)
+			goto failed;
+		step_free(job);
+		if (!job_after_step(job, step))
+			return false;
+		in_epoch = job->done % job->p.per_epoch;
+	}
+	if (job->cancelled) {
+		job_finish(job, job->stop_reason ? job->stop_reason : "cancelled");
+		return false;
+	}
+	if (hold || !job->sink->ready(job->sink_data))
+		return true;
+	if (in_epoch == 0)
+		job_shuffle_epoch(job, job->done / job->p.per_epoch);
+	job->lr = 0;
+	if (first_half(job, job->p.start_step + (int64_t)job->done, in_epoch) == 0)
+		return true;
+failed:
+	step_free(job);
+	job->sink->fail(job->sink_data, &job->call.err);
+	return false;
+}
