@@ -10,7 +10,9 @@ data on every member, then for each batch size:
 
 1. one daemon (member 0 alone, no `ranks`): warm-up run, then `--steps` steps;
 2. the group (`ranks: "all"`): warm-up, then `--steps` steps;
-3. prints ms/step of each and the speed-up (one's step time over the
+3. prints ms/step of each (from train.run's samples_per_s, which counts from
+   the first step: the group's start -- reports, parameters broadcast, shared
+   region -- not included) and the speed-up (one's step time over the
    group's, each member doing 1/RANKS of the rows), and after an equality run
    of `--check-steps` SGD steps from the same parameters, the largest
    difference between the one-daemon and the group's parameters.
@@ -100,13 +102,17 @@ def gpt_rows(a, cs):
             run_train(cs[0], dict(p, steps=3))
             t0 = time.perf_counter()
             r = run_train(cs[0], dict(p, steps=a.gpt_steps))
-            t[label] = ((time.perf_counter() - t0) / a.gpt_steps * 1e3, r["loss"], r.get("exchange"))
+            wall = time.perf_counter() - t0
+            ms = 1e3 * batch / r["samples_per_s"]  # from its first step
+            t[label] = (ms, r["loss"], r.get("exchange"), wall - a.gpt_steps * ms / 1e3)
         row = {"gpt": cfg, "one_ms": t["one"][0], "group_ms": t["group"][0], "exchange": t["group"][2],
-               "speedup": t["one"][0] / t["group"][0], "loss": [t["one"][1], t["group"][1]]}
+               "speedup": t["one"][0] / t["group"][0], "loss": [t["one"][1], t["group"][1]],
+               "setup_s": [t["one"][3], t["group"][3]]}
         print("GPT %s: one daemon %.1f ms/step (%.0f tokens/s), group of %d %.1f ms/step (%.0f tokens/s, "
-              "exchange %s), speed-up %.2fx; losses %.4f / %.4f" % (
+              "exchange %s), speed-up %.2fx; losses %.4f / %.4f; run set-up %.2f / %.2f s" % (
                   cfg, row["one_ms"], 1e3 * batch * seq / row["one_ms"], a.ranks, row["group_ms"],
-                  1e3 * batch * seq / row["group_ms"], row["exchange"], row["speedup"], *row["loss"]), flush=True)
+                  1e3 * batch * seq / row["group_ms"], row["exchange"], row["speedup"], *row["loss"],
+                  *row["setup_s"]), flush=True)
         out.append(row)
     return out
 
@@ -157,9 +163,8 @@ def main():
             for label, extra in (("one", {}), ("group", {"ranks": "all"})):
                 reset(cs, init)
                 run_train(cs[0], dict(base, steps=10, **extra))  # warm-up
-                t0 = time.perf_counter()
                 r = run_train(cs[0], dict(base, steps=a.steps, **extra))
-                t[label] = (time.perf_counter() - t0) / a.steps * 1e3
+                t[label] = 1e3 * batch / r["samples_per_s"]  # from its first step: set-up not counted
                 t[label + "_loss"] = r["loss"]
                 t["exchange"] = r.get("exchange")
             sgd = dict(base, steps=a.check_steps, optimizer={"type": "sgd", "lr": 0.05})

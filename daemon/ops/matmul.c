@@ -613,7 +613,8 @@ static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struc
 {
 	const struct gpu_pipeline *p;
 	struct gpu_binding b[5] = { bind[0], bind[1], bind[2], { 0 }, bind[3] };
-	uint64_t tiles_m, tiles_n, groups, tile = 64;
+	uint64_t tiles_m, tiles_n, groups, tile = 64, big;
+	uint64_t cu = ctx->g->compute_units ? ctx->g->compute_units : 1;
 	bool ta = pc->flags & MM_TA, tb = pc->flags & MM_TB, v4;
 	const char *name;
 
@@ -634,7 +635,14 @@ static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struc
 	/* vec4 loads along each operand's stored rows and vec4 stores. */
 	v4 = dtype == TDP_DTYPE_F32 && pc->n % 4 == 0 && (ta ? pc->m : pc->k) % 4 == 0 &&
 	     (tb ? pc->k : pc->n) % 4 == 0;
-	if (((uint64_t)(pc->m + 127) / 128) * ((pc->n + 127) / 128) * pc->batches * pc->splits >= MM_LARGE_TILES &&
+	big = ((uint64_t)(pc->m + 127) / 128) * ((pc->n + 127) / 128) * pc->batches * pc->splits;
+	/* The vectorised 128-tile kernels also from half a wave of tiles on a
+	 * large GPU: on the H200 (132 SMs) a data-parallel GPT-small shard's
+	 * products of 2048 rows ran 64-wide before, NT 2048x768 from K 768
+	 * (96 tiles) 125 us -> 102, NN 115 -> 92, NT 2048x3072 from K 768
+	 * 425 -> 329, NN 436 -> 349 (bench/gemm_sweep.py SWEEP_SHAPES=gpt
+	 * SWEEP_ROWS=2048). */
+	if ((big >= MM_LARGE_TILES || (v4 && cu >= MM_SMALL_SPLIT_CU && 2 * big >= cu)) &&
 	    (pc->kchunk <= MM_L_MAX_K || v4))
 		tile = 128;
 	tiles_m = (pc->m + tile - 1) / tile;

@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/loop.h"
 #include "daemon.h"
@@ -586,6 +588,9 @@ bool group_step(struct train_job *job)
 		break;
 	case G_SHM:
 		shm_done(job);
+		/* The run's pace (samples_per_s) counts from its first step, as
+		 * a data-parallel run's does from after its replicas. */
+		job->start_ns = daemon_now_ns(CLOCK_MONOTONIC);
 		r = submit_step(job);
 		break;
 	case G_READY:

@@ -83,50 +83,57 @@ bool dp_landed(const struct train_job *job)
 	return !job->dps || job->dps->pending == 0;
 }
 
+/* Build device i's step (graph s->gr[i]) reading its shard's rows.
+ * Returns 0 or -1 after td_fail. */
+static int build(struct train_job *job, unsigned i, uint64_t in_epoch)
+{
+	struct dp_step *s = job->dps;
+	struct gpu_host_buffer *x = dp_xfer(job->dp, i);
+	struct graph *gr = &s->gr[i];
+
+	*gr = (struct graph){ .call = &job->call, .replica = i == 0 ? NULL : &job->dp->r[i - 1].view };
+	memcpy((uint8_t *)x->map + job->dp->at.index, job->perm + in_epoch * job->p.batch + i * job->p.shard,
+	       job->p.shard * 4);
+	if (train_build_step(&job->call, &job->p.spec, job->nodes, NULL, &job->p.train, s->step, true, gr,
+			     &s->loss[i], &job->lr, &s->flat[i]) < 0 ||
+	    (i == 0 && graph_check_outputs(gr) < 0))
+		return -1;
+	gr->fuse = false; /* a fused kernel could span the two halves */
+	gr->arena_cache = &job->arenas; /* the steps run one at a time: the next reuses them */
+	if (gr->nodes[s->flat[i]].ctx.out.count != job->dp->flat_count)
+		return td_fail(&job->call.err, TDP_INTERNAL, "the gradients changed size during the run");
+	return 0;
+}
+
 /* Build every device's step and submit its forward and backward, the
- * gradients leaving bucket by bucket (or at the end). Returns 0 or -1. */
+ * gradients leaving bucket by bucket (or at the end): device by device, so
+ * the first ones run while the next are built. Returns 0 or -1. */
 static int first_half(struct train_job *job, int64_t step, uint64_t in_epoch)
 {
 	struct dp_step *s = job->dps;
-	struct graph_copy cin[GPU_MAX_DEVICES], cout[GPU_MAX_DEVICES], bucket[MAX_PARAMS];
-	const struct dp_layout *at = &job->dp->at;
-	unsigned n = job->p.ndev;
+	struct graph_copy cin, cout, bucket[MAX_PARAMS];
 
 	s->step = step;
 	s->half = 1;
-	for (unsigned i = 0; i < n; i++) {
-		struct gpu_host_buffer *x = dp_xfer(job->dp, i);
-		struct graph *gr = &s->gr[i];
-
-		*gr = (struct graph){ .call = &job->call, .replica = i == 0 ? NULL : &job->dp->r[i - 1].view };
-		memcpy((uint8_t *)x->map + at->index, job->perm + in_epoch * job->p.batch + i * job->p.shard,
-		       job->p.shard * 4);
-		if (train_build_step(&job->call, &job->p.spec, job->nodes, NULL, &job->p.train, step, true, gr,
-				     &s->loss[i], &job->lr, &s->flat[i]) < 0 ||
-		    (i == 0 && graph_check_outputs(gr) < 0))
-			return -1;
-		gr->fuse = false; /* a fused kernel could span the two halves */
-		gr->arena_cache = &job->arenas; /* the steps run one at a time: the next reuses them */
-		if (gr->nodes[s->flat[i]].ctx.out.count != job->dp->flat_count)
-			return td_fail(&job->call.err, TDP_INTERNAL, "the gradients changed size during the run");
-	}
-	for (unsigned i = 0; i < n; i++) {
+	job->nfly = 1;
+	for (unsigned i = 0; i < job->p.ndev; i++) {
 		struct graph *gr = &s->gr[i];
 		struct tensor *ix = i == 0 ? &job->index : job->dp->r[i - 1].index;
 
-		cin[i] = (struct graph_copy){ .node = -1, .alloc = &ix->alloc, .host = dp_xfer(job->dp, i)->buffer,
-					      .offset = at->index };
-		gr->copies_before = &cin[i];
+		if (build(job, i, in_epoch) < 0)
+			return -1;
+		cin = (struct graph_copy){ .node = -1, .alloc = &ix->alloc, .host = dp_xfer(job->dp, i)->buffer,
+					   .offset = job->dp->at.index };
+		gr->copies_before = &cin;
 		gr->ncopies_before = 1;
 		/* Each gradient on its way as soon as it is made, or the whole at the end. */
 		gr->copies_at = bucket;
 		gr->ncopies_at = dp_grad_buckets(job->dp, gr, i, s->flat[i], bucket, MAX_PARAMS);
-		gr->copies_after = &cout[i];
-		gr->ncopies_after = gr->ncopies_at ? 0 : dp_grad_out(job->dp, i, s->flat[i], &cout[i]);
+		gr->copies_after = &cout;
+		gr->ncopies_after = gr->ncopies_at ? 0 : dp_grad_out(job->dp, i, s->flat[i], &cout);
 		if (submit_half(s, i, 0, (unsigned)s->flat[i] + 1) < 0)
 			return -1;
 	}
-	job->nfly = 1;
 	return 0;
 }
 
