@@ -266,15 +266,19 @@ def main():
                         for k in init)
                     row[opt_name + "_replica_max_diff"] = got["all"][1].get("replica_max_diff")
                     row[opt_name + "_loss"] = [got["one"][1]["loss"], got["all"][1]["loss"]]
-                # 2. Throughput, each after a warm-up run.
-                for label, dv in (("one", None), ("all", ids)):
+                # 2. Throughput, each after a warm-up run; the device time
+                # per step (profile: the slowest device's) beside it, and one
+                # device waiting for each step (depth 1, as data parallel).
+                for label, dv, extra in (("one", None, {}), ("all", ids, {}),
+                                         ("one_depth1", None, {"pipeline_depth": 1})):
                     reset(c, init)
-                    p = dict(base, batch_size=batch)
+                    p = dict(base, batch_size=batch, profile=True, **extra)
                     if dv:
                         p["devices"] = dv
                     run_train(c, dict(p, steps=10))
                     res = run_train(c, dict(p, steps=a.steps))
                     row["samples_per_s_" + label] = res["samples_per_s"]
+                    row["gpu_ms_" + label] = res.get("gpu_ns", 0) / 1e6
                 row["speedup"] = row["samples_per_s_all"] / row["samples_per_s_one"]
                 # Perfect scaling would make a step of `batch` on N devices as
                 # fast as one of batch / N on one device.
@@ -293,16 +297,19 @@ def main():
             gpt_lines = gpt_table(a, c, ids)
     ex_lines = exchange_table(a, dims, batches, x, y, init, rows)
     lines = ["| batch | one device: step ms (samples/s) | %d devices: step ms (samples/s) | ratio | "
-             "one device at batch/%d: step ms | SGD max abs / rel diff | Adam max abs / rel diff | "
-             "replica_max_diff | PyTorch 1 GPU (samples/s) |" % (len(ids), len(ids)),
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "one device at batch/%d: step ms | GPU ms one / one depth 1 / %d devices | one device depth 1: "
+             "step ms | SGD max abs / rel diff | Adam max abs / rel diff | "
+             "replica_max_diff | PyTorch 1 GPU (samples/s) |" % (len(ids), len(ids), len(ids)),
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         t = r["torch_one_gpu_samples_per_s"]
-        lines.append("| %d | %.2f (%.0f) | %.2f (%.0f) | %.2f | %.2f | %.1e / %.1e | %.1e / %.1e | %s | %s |" % (
-            r["batch"], r["step_ms_one"], r["samples_per_s_one"], r["step_ms_all"], r["samples_per_s_all"],
-            r["speedup"], r["step_ms_one_at_shard"], r["sgd_max_abs_diff"], r["sgd_max_rel_diff"],
-            r["adam_max_abs_diff"], r["adam_max_rel_diff"], r["sgd_replica_max_diff"],
-            "%.0f" % t if t else "-"))
+        lines.append("| %d | %.2f (%.0f) | %.2f (%.0f) | %.2f | %.2f | %.2f / %.2f / %.2f | %.2f | %.1e / %.1e | "
+                     "%.1e / %.1e | %s | %s |" % (
+                         r["batch"], r["step_ms_one"], r["samples_per_s_one"], r["step_ms_all"],
+                         r["samples_per_s_all"], r["speedup"], r["step_ms_one_at_shard"], r["gpu_ms_one"],
+                         r["gpu_ms_one_depth1"], r["gpu_ms_all"], 1e3 * r["batch"] / r["samples_per_s_one_depth1"],
+                         r["sgd_max_abs_diff"], r["sgd_max_rel_diff"], r["adam_max_abs_diff"],
+                         r["adam_max_rel_diff"], r["sgd_replica_max_diff"], "%.0f" % t if t else "-"))
     md = "\n".join(lines + [""] + ex_lines + [""] + gpt_lines)
     print(md)
     if a.out_json:

@@ -24,6 +24,7 @@
 #include "status.h"
 #include "store/model.h"
 #include "store/store.h"
+#include "train/label_check.h"
 #include "train/train_parallel.h"
 
 static uint64_t splitmix64(uint64_t *s)
@@ -492,7 +493,7 @@ int train_job_start(struct caller *call, const struct train_plan *plan, const ms
 	job_shuffle_epoch(job, 0);
 	r = gpu_upload(devices_of(call->d, &job->index), &job->index.alloc, job->perm);
 	if (r < 0 || train_run_step(call, &job->p.spec, job->nodes, NULL, &job->p.train, job->p.start_step, false,
-				    &gr, &loss, &lv, &lr) < 0) {
+				    &gr, &loss, &lv, &lr) < 0 || train_check_labels(call, &gr, &job->p.train) < 0) {
 		if (r < 0)
 			td_fail(&call->err, TDP_INTERNAL, "feeding the batch failed");
 		graph_free(&gr);

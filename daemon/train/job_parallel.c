@@ -17,6 +17,7 @@
 #include "daemon.h"
 #include "engine/forward.h"
 #include "engine/graph_core.h"
+#include "gpu/device.h"
 #include "status.h"
 
 /* A data-parallel step in flight: one graph per device, its two halves
@@ -42,13 +43,19 @@ static void half_landed(struct graph *gr, void *data)
 }
 
 /* Submit nodes [first, last) of device i's graph, watched; a submission that
- * finished at once counts as landed. Returns 0 or -1 after td_fail. */
+ * finished at once counts as landed. The last device's is polled for up to
+ * GRAPH_SPIN_NS first (a short half is then answered without the completion
+ * thread's hand-off), unless it is a CPU device (polling would take a core
+ * from its own threads); the others not at all (the next device's half is
+ * built meanwhile). Returns 0 or -1 after td_fail. */
 static int submit_half(struct dp_step *s, unsigned i, unsigned first, unsigned last)
 {
+	struct gpu_device *g = s->job->call.d->gpus[s->job->p.devs[i]];
+	bool poll = i + 1 == s->job->p.ndev && g->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
 	int r;
 
 	s->pending++;
-	s->gr[i].spin_ns = 1; /* no polling on the loop: the completion wakes it */
+	s->gr[i].spin_ns = poll ? 0 : 1;
 	r = graph_submit_part_async(&s->gr[i], first, last, half_landed, s);
 	if (r < 0) {
 		s->pending--;

@@ -41,6 +41,53 @@ def finish_run(c):
         c.unpacker.feed(chunk)
 
 
+def test_labels(c, rng):
+    """Class indices out of range are refused before the first step, naming
+    the data tensor, the element and its value (before: a NaN loss steps
+    later); the loss's ignore_index is allowed; labels behind a reshape (a
+    sequence model's [batch, seq] targets) are found too."""
+    c.put("cx", rng.standard_normal((64, 4)), "f32")
+    c.put("cw", np.zeros((4, 5)), "f32")
+    labels = rng.integers(0, 5, 64).astype(np.int32)
+    cls = [{"id": "z", "op": "matmul", "inputs": ["xb", "cw"]},
+           {"id": "L", "op": "cross_entropy", "inputs": ["z", "yb"]}]
+    run = {"nodes": cls, "loss": "L", "params": ["cw"], "optimizer": {"type": "sgd", "lr": 0.1},
+           "data": {"xb": "cx", "yb": "cy"}, "batch_size": 16, "epochs": 1}
+    for bad, where in ((5, 37), (-1, 0)):
+        y = labels.copy()
+        y[where] = bad
+        c.put("cy", y, "i32")
+        start_run(c, run)
+        _, err, _ = finish_run(c)
+        check(err is not None and err["name"] == "INVALID_ARGUMENT" and "'cy'" in err["message"]
+              and "element %d is %d" % (where, bad) in err["message"] and "5 classes" in err["message"],
+              "label %d at %d: %r" % (bad, where, err))
+    y = labels.copy()
+    y[3] = -100
+    c.put("cy", y, "i32")
+    ign = [dict(cls[0]), dict(cls[1], attrs={"ignore_index": -100})]
+    start_run(c, dict(run, nodes=ign))
+    _, err, _ = finish_run(c)
+    check(err is None, "ignore_index labels pass: %r" % (err,))
+    c.put("cy", labels, "i32")
+    start_run(c, run)
+    _, err, _ = finish_run(c)
+    check(err is None, "labels in range: %r" % (err,))
+    # [rows, 2] targets reshaped to [rows * 2] for a [rows * 2, 5] logits
+    c.put("sx", rng.standard_normal((32, 2, 4)), "f32")
+    seq = labels.reshape(32, 2).copy()
+    seq[31, 1] = 7
+    c.put("sy", seq, "i32")
+    sq = [{"id": "z", "op": "matmul", "inputs": ["xb", "cw"]},
+          {"id": "z2", "op": "reshape", "inputs": ["z"], "attrs": {"shape": [-1, 5]}},
+          {"id": "y2", "op": "reshape", "inputs": ["yb"], "attrs": {"shape": [-1]}},
+          {"id": "L", "op": "cross_entropy", "inputs": ["z2", "y2"]}]
+    start_run(c, dict(run, nodes=sq, data={"xb": "sx", "yb": "sy"}))
+    _, err, _ = finish_run(c)
+    check(err is not None and "'sy'" in err["message"] and "element 63 is 7" in err["message"],
+          "labels behind a reshape: %r" % (err,))
+
+
 def main():
     rng = np.random.default_rng(0)
     with Daemon() as d:
@@ -158,6 +205,7 @@ def main():
             _, err, _ = finish_run(c)
             check(err is not None and err["name"] == name, "expected %s, got %r" % (name, err))
         check(c.call("ping")[0] is None, "connection unusable after errors")
+        test_labels(c, rng)
 
         # 6. A mask built from a comparison is a constant, and a float cast passes
         #    the gradient through: d/dx sum(cast_f16(x * cast(x > 0))) = (x > 0).
