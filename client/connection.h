@@ -4,25 +4,58 @@
  * the packer for its params, td_request_finish() sends it (plus an optional
  * tail of raw bytes, so a tensor payload is written straight from the caller's
  * memory) and reads the reply, td_request_end() releases the reply. Objects
- * from the reply point into the receive buffer and stay valid until then. */
+ * from the reply point into the receive buffer and stay valid until then.
+ *
+ * Pipelining (tensord_append_*, tensord_send): td_request_begin_pipelined()
+ * packs after the requests already queued in `out`, td_request_queue() adds
+ * the request to that queue (no I/O) and remembers what kind of answer it
+ * waits for; td_flush() writes the queue, td_poll_reply() reads what is
+ * there without blocking, td_take_pending() reads the oldest answer.
+ *
+ * The socket is non-blocking; a blocking call waits in poll(), each wait
+ * bounded by tensord_set_timeout()'s value.
+ *
+ * Its files: connect.c (handles, connecting and its error messages),
+ * conn_io.c (the socket's I/O and reading messages), connection.c (the
+ * request/reply core and the pipelined-request queue). */
 #pragma once
 
 #include <msgpack.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "buf.h"
 #include "tensord.h"
 
 #define TD_ERROR_MAX 768
 
+struct tdp_message;
+
+/* What a pipelined request's answer is parsed into by tensord_next_reply(). */
+enum td_kind {
+	TD_KIND_RAW = 0,      /* tensord_send, tensord_append_raw: the packed result */
+	TD_KIND_INFO = 1,     /* tensor.put, tensor.stat: metadata */
+	TD_KIND_GET = 2,      /* tensor.get: metadata and data */
+	TD_KIND_DELETE = 3,   /* tensor.delete: nothing */
+	TD_KIND_OP_STORED = 4, /* op.run with out: metadata */
+	TD_KIND_OP_INLINE = 5, /* op.run without out: dtype, shape and data */
+};
+
 struct tensord {
-	int fd;
+	int fd;                  /* -1 unless connected */
+	int connect_timeout_ms;  /* tensord_set_connect_timeout(); 0: none */
+	int timeout_ms;          /* tensord_set_timeout(); 0: none */
 	uint32_t next_msgid;
-	uint32_t pending_first;  /* msgid of the oldest request tensord_send() sent */
-	size_t npending;         /* requests sent by tensord_send() and not yet read */
-	struct tdp_buf out;      /* the request being written */
+	uint32_t pending_first;  /* msgid of the oldest unanswered pipelined request */
+	size_t npending;         /* pipelined requests (queued or sent) not yet answered */
+	uint8_t *kinds;          /* ring of enum td_kind, one per pending request */
+	size_t kinds_cap, kinds_head;
+	struct tdp_buf out;      /* queued pipelined requests not yet written, then the
+				    request being packed (from out_mark) */
+	size_t out_mark;         /* end of the queued bytes while `building` */
+	bool building;           /* a request is being packed after out_mark */
 	struct tdp_buf in;       /* received bytes; the reply being read comes first */
 	msgpack_packer pk;       /* appends to `out` */
 	msgpack_unpacked reply;  /* the last reply, pointing into `in` */
@@ -58,15 +91,38 @@ int td_request_finish(struct tensord *td, const void *tail, size_t tail_len,
 		      const msgpack_object **ret_result);
 
 /* As td_request_begin(), also while pipelined answers are unread (which
- * td_request_begin() refuses with -EBUSY): for tensord_send(). */
+ * td_request_begin() refuses with -EBUSY): the request is packed after the
+ * queued ones. For tensord_append_*() and tensord_send(). */
 int td_request_begin_pipelined(struct tensord *td, const char *method, msgpack_packer **ret_pk);
 
-/* Send the request begun by td_request_begin_pipelined() (tail as in
- * td_request_finish()) without waiting, counting it as pending for
- * tensord_recv(). On success *ret_msgid is its id. A failed write breaks the
- * handle. */
-int td_request_send_only(struct tensord *td, const void *tail, size_t tail_len,
-			 uint32_t *ret_msgid);
+/* Queue the request begun by td_request_begin_pipelined(), followed by a
+ * copy of `tail_len` bytes of `tail`, without any I/O; its answer will be
+ * parsed as `kind`. On success *ret_msgid is its id and tensord_pending()
+ * counts it. Returns 0 or -ENOMEM (nothing queued). */
+int td_request_queue(struct tensord *td, const void *tail, size_t tail_len, enum td_kind kind,
+		     uint32_t *ret_msgid);
+
+/* Write the queued requests. With `wait`, until all are written (reading
+ * what the daemon sends meanwhile into the receive buffer, so that neither
+ * side waits for the other), each wait bounded by the handle's timeout;
+ * without, as much as the socket takes now. Returns 0 when nothing is left, 1
+ * when bytes remain (only without `wait`), or a -errno with the handle broken. */
+int td_flush(struct tensord *td, bool wait);
+
+/* Read what the socket holds without blocking, handing notifications to the
+ * callback. Returns 1 when the whole answer to the oldest pending request is
+ * in the receive buffer (td_take_pending() will not block), 0 when not (or
+ * nothing is pending), or a -errno with the handle broken. No reply may be
+ * held (td_request_end() first). */
+int td_poll_reply(struct tensord *td);
+
+/* Take the answer to the oldest pending request: unless it is buffered
+ * already, write the queue and wait for it. Returns 0 with *ret_result (valid
+ * until td_request_end()), -TENSORD_EREMOTE for a daemon error, both with the
+ * request no longer pending and *ret_msgid, *ret_kind set; -ENOMSG when
+ * nothing is pending; another -errno with the handle broken. */
+int td_take_pending(struct tensord *td, uint32_t *ret_msgid, enum td_kind *ret_kind,
+		    const msgpack_object **ret_result);
 
 /* Pack the object `o` into a fresh malloc'd buffer: *ret_data (free() it),
  * *ret_len. Returns 0 or -ENOMEM recorded on `td`. */
@@ -89,6 +145,26 @@ void *td_take_reply_bytes(struct tensord *td, const void *p, size_t n);
 __attribute__((format(printf, 3, 4)))
 int td_fail(struct tensord *td, int err, const char *fmt, ...);
 
+/* Check a tensor name argument: 0, or -EINVAL recorded on `td`. */
+int td_check_name(struct tensord *td, const char *name);
+
+/* Check that the reply `res` is a tensor metadata map: 0 with *ret_info, or
+ * -EPROTO recorded on `td`. */
+int td_result_info(struct tensord *td, const msgpack_object *res,
+		   struct tensord_tensor_info *ret_info);
+
+/* Check a tensor.get answer: 0 with *ret_info and *ret_data (the data bin,
+ * pointing into the reply; empty when the payload landed in td->land), or
+ * -EPROTO recorded on `td`. */
+int td_result_get(struct tensord *td, const msgpack_object *res,
+		  struct tensord_tensor_info *ret_info, const msgpack_object **ret_data);
+
+/* Check an op.run answer: with `stored` (the request had `out`) metadata,
+ * *ret_data NULL; without, the inline dtype, shape and bytes with *ret_data
+ * the data bin. 0, or -EPROTO recorded on `td`. */
+int td_result_op(struct tensord *td, const msgpack_object *res, bool stored,
+		 struct tensord_tensor_info *ret_info, const msgpack_object **ret_data);
+
 /* Parse a tensor metadata map into *ret. Returns 0, or -EPROTO with a reason
  * in `why` when a field is missing or of the wrong type. Keys it does not know
  * (such as `data`) are ignored. */
@@ -109,3 +185,25 @@ int td_check_device(struct tensord *td, int device);
  * below `first` (the first release's size) or larger than `own` with a
  * nonzero byte beyond it (a field this library does not know). */
 int td_read_options(struct tensord *td, const void *opts, size_t first, void *dst, size_t own);
+
+/* ---- conn_io.c: the socket's I/O, for the request/reply core ---- */
+
+/* Write the `cnt` pieces `iov` (updated as they go), the first write
+ * carrying td->pass_fd, adding the bytes written to *ret_done. With `wait`,
+ * until all went: while the socket is full, what the daemon sends is read
+ * into td->in (it may be waiting for its answers to be read before it reads
+ * on); without, until the socket is full. Returns 0 when all went, 1 when
+ * bytes remain (only without `wait`), or a -errno with the message recorded
+ * (the caller breaks the handle). */
+int td_write_iov(struct tensord *td, struct iovec *iov, int cnt, bool wait, uint64_t *ret_done);
+
+/* Read messages until the reply to `msgid` (0: none is awaited, any reply is
+ * an error), passing notifications other than protocol.error to the callback
+ * (or skipping them). On success td->reply holds it and *ret_msg describes it.
+ * Otherwise -EAGAIN when `dontwait` and no whole message is there, or a
+ * -errno with the message recorded (the caller breaks the handle). */
+int td_read_reply(struct tensord *td, uint32_t msgid, bool dontwait, struct tdp_message *ret_msg);
+
+/* Copy a notification's or error map's fields into a "NAME: message" text and
+ * return its code (TENSORD_INTERNAL when the map gives none). */
+int td_describe_error_map(const msgpack_object *map, char *dst, size_t cap);

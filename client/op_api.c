@@ -77,6 +77,39 @@ static int check_op_args(struct tensord *td, const char *op, size_t ninputs,
 	return 0;
 }
 
+int td_result_op(struct tensord *td, const msgpack_object *res, bool stored,
+		 struct tensord_tensor_info *ret_info, const msgpack_object **ret_data)
+{
+	char why[160];
+
+	if (!stored)
+		return parse_inline(td, res, ret_info, ret_data);
+	if (td_parse_tensor_info(res, ret_info, why, sizeof(why)) < 0)
+		return td_fail(td, -EPROTO, "malformed reply: %s", why);
+	*ret_data = NULL;
+	return 0;
+}
+
+/* Pack op.run's params into the request begun, attrs left for the tail. */
+static int pack_op_run(struct tensord *td, msgpack_packer *pk, const char *op, size_t ninputs,
+		       const char *const *inputs, const void *attrs, const char *out, int device)
+{
+	/* attrs go last: their packed bytes are sent as they are, after the key. */
+	if (msgpack_pack_array(pk, 1) ||
+	    msgpack_pack_map(pk, 2 + !!out + !!attrs + (device >= 0 ? 1 : 0)) ||
+	    tdp_pack_cstr(pk, "op") || tdp_pack_cstr(pk, op) ||
+	    tdp_pack_cstr(pk, "inputs") || msgpack_pack_array(pk, (uint32_t)ninputs))
+		return td_fail(td, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < ninputs; i++)
+		if (tdp_pack_cstr(pk, inputs[i]))
+			return td_fail(td, -ENOMEM, "out of memory");
+	if ((out && (tdp_pack_cstr(pk, "out") || tdp_pack_cstr(pk, out))) ||
+	    (device >= 0 && (tdp_pack_cstr(pk, "device") || msgpack_pack_int(pk, device))) ||
+	    (attrs && tdp_pack_cstr(pk, "attrs")))
+		return td_fail(td, -ENOMEM, "out of memory");
+	return 0;
+}
+
 int tensord_op_run(struct tensord *td, const char *op, size_t ninputs, const char *const *inputs,
 		   const void *attrs, size_t attrs_len, const char *out,
 		   struct tensord_tensor_info *ret_info, void **ret_data, size_t *ret_len)
@@ -112,7 +145,6 @@ int tensord_op_run_on(struct tensord *td, const char *op, size_t ninputs,
 	struct tensord_tensor_info info;
 	const msgpack_object *res, *data = NULL;
 	msgpack_packer *pk;
-	char why[160];
 	void *copy = NULL;
 	size_t len = 0;
 	int r;
@@ -124,35 +156,13 @@ int tensord_op_run_on(struct tensord *td, const char *op, size_t ninputs,
 		return r;
 	if ((r = td_request_begin(td, TDP_METHOD_OP_RUN, &pk)) < 0)
 		return r;
-	/* attrs go last: their packed bytes are sent as they are, after the key. */
-	if (msgpack_pack_array(pk, 1) ||
-	    msgpack_pack_map(pk, 2 + !!out + !!attrs + (device >= 0 ? 1 : 0)) ||
-	    tdp_pack_cstr(pk, "op") || tdp_pack_cstr(pk, op) ||
-	    tdp_pack_cstr(pk, "inputs") || msgpack_pack_array(pk, (uint32_t)ninputs)) {
-		r = td_fail(td, -ENOMEM, "out of memory");
+	if ((r = pack_op_run(td, pk, op, ninputs, inputs, attrs, out, device)) < 0)
 		goto out;
-	}
-	for (size_t i = 0; i < ninputs; i++)
-		if (tdp_pack_cstr(pk, inputs[i])) {
-			r = td_fail(td, -ENOMEM, "out of memory");
-			goto out;
-		}
-	if ((out && (tdp_pack_cstr(pk, "out") || tdp_pack_cstr(pk, out))) ||
-	    (device >= 0 && (tdp_pack_cstr(pk, "device") || msgpack_pack_int(pk, device))) ||
-	    (attrs && tdp_pack_cstr(pk, "attrs"))) {
-		r = td_fail(td, -ENOMEM, "out of memory");
-		goto out;
-	}
 	if ((r = td_request_finish(td, attrs, attrs ? attrs_len : 0, &res)) < 0)
 		goto out;
-	if (out) {
-		if (td_parse_tensor_info(res, &info, why, sizeof(why)) < 0) {
-			r = td_fail(td, -EPROTO, "malformed reply: %s", why);
-			goto out;
-		}
-	} else {
-		if ((r = parse_inline(td, res, &info, &data)) < 0)
-			goto out;
+	if ((r = td_result_op(td, res, out != NULL, &info, &data)) < 0)
+		goto out;
+	if (data) {
 		len = data->via.bin.size;
 		/* May release the reply: `data` is dead after this. */
 		if (len > 0 && !(copy = td_take_reply_bytes(td, data->via.bin.ptr, len))) {
@@ -167,6 +177,40 @@ int tensord_op_run_on(struct tensord *td, const char *op, size_t ninputs,
 	if (ret_len)
 		*ret_len = len;
 out:
+	td_request_end(td);
+	return r;
+}
+
+int tensord_append_op_run(struct tensord *td, const char *op, size_t ninputs,
+			  const char *const *inputs, const void *attrs, size_t attrs_len,
+			  const char *out, const struct tensord_op_run_options *opts,
+			  uint32_t *ret_msgid)
+{
+	struct tensord_op_run_options o = TENSORD_OP_RUN_OPTIONS_INIT;
+	msgpack_packer *pk;
+	uint32_t msgid;
+	void *unused_data;
+	size_t unused_len;
+	int r;
+
+	if (!td)
+		return -EINVAL;
+	if (td->broken)
+		return td->broken;
+	if (opts && (r = td_read_options(td, opts, OP_RUN_OPTIONS_V1, &o, sizeof(o))) < 0)
+		return r;
+	/* The inline result goes to tensord_next_reply(): nothing to check here. */
+	if ((r = check_op_args(td, op, ninputs, inputs, attrs, attrs_len, out, &unused_data,
+			       &unused_len)) < 0 ||
+	    (r = td_check_device(td, o.device)) < 0)
+		return r;
+	if ((r = td_request_begin_pipelined(td, TDP_METHOD_OP_RUN, &pk)) < 0)
+		return r;
+	if ((r = pack_op_run(td, pk, op, ninputs, inputs, attrs, out, o.device)) == 0 &&
+	    (r = td_request_queue(td, attrs, attrs ? attrs_len : 0,
+				  out ? TD_KIND_OP_STORED : TD_KIND_OP_INLINE, &msgid)) == 0 &&
+	    ret_msgid)
+		*ret_msgid = msgid;
 	td_request_end(td);
 	return r;
 }

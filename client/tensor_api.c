@@ -44,7 +44,7 @@ int td_check_device(struct tensord *td, int device)
 	return 0;
 }
 
-static int check_name(struct tensord *td, const char *name)
+int td_check_name(struct tensord *td, const char *name)
 {
 	if (!name)
 		return td_fail(td, -EINVAL, "no tensor name given");
@@ -55,16 +55,18 @@ static int check_name(struct tensord *td, const char *name)
 	return 0;
 }
 
-/* Start `method` with params [{"name": name}]. */
-static int begin_named(struct tensord *td, const char *method, const char *name,
-		       unsigned extra_keys, msgpack_packer **ret_pk)
+/* Start `method` with params [{"name": name}]: a blocking call's, or with
+ * `pipelined` one to queue. */
+static int begin_named_as(struct tensord *td, const char *method, const char *name,
+			  unsigned extra_keys, bool pipelined, msgpack_packer **ret_pk)
 {
 	msgpack_packer *pk;
 	int r;
 
-	if ((r = check_name(td, name)) < 0)
+	if ((r = td_check_name(td, name)) < 0)
 		return r;
-	if ((r = td_request_begin(td, method, &pk)) < 0)
+	if ((r = pipelined ? td_request_begin_pipelined(td, method, &pk)
+			   : td_request_begin(td, method, &pk)) < 0)
 		return r;
 	if (msgpack_pack_array(pk, 1) || msgpack_pack_map(pk, 1 + extra_keys) ||
 	    tdp_pack_cstr(pk, "name") || tdp_pack_cstr(pk, name))
@@ -73,8 +75,14 @@ static int begin_named(struct tensord *td, const char *method, const char *name,
 	return 0;
 }
 
-static int result_info(struct tensord *td, const msgpack_object *res,
-		       struct tensord_tensor_info *ret_info)
+static int begin_named(struct tensord *td, const char *method, const char *name,
+		       unsigned extra_keys, msgpack_packer **ret_pk)
+{
+	return begin_named_as(td, method, name, extra_keys, false, ret_pk);
+}
+
+int td_result_info(struct tensord *td, const msgpack_object *res,
+		   struct tensord_tensor_info *ret_info)
 {
 	char why[160];
 
@@ -172,8 +180,8 @@ out:
 	return r;
 }
 
-int tensord_send(struct tensord *td, const char *method, const void *params, size_t params_len,
-		 uint32_t *ret_msgid)
+int tensord_append_raw(struct tensord *td, const char *method, const void *params,
+		       size_t params_len, uint32_t *ret_msgid)
 {
 	msgpack_packer *pk;
 	uint32_t msgid;
@@ -181,6 +189,8 @@ int tensord_send(struct tensord *td, const char *method, const void *params, siz
 
 	if (!td)
 		return -EINVAL;
+	if (td->broken)
+		return td->broken;
 	if ((r = check_raw_call(td, method, params, params_len)) < 0)
 		return r;
 	if ((r = td_request_begin_pipelined(td, method, &pk)) < 0)
@@ -189,13 +199,28 @@ int tensord_send(struct tensord *td, const char *method, const void *params, siz
 		r = td_fail(td, -ENOMEM, "out of memory");
 		goto out;
 	}
-	if ((r = td_request_send_only(td, params, params ? params_len : 0, &msgid)) < 0)
+	if ((r = td_request_queue(td, params, params ? params_len : 0, TD_KIND_RAW, &msgid)) < 0)
 		goto out;
 	if (ret_msgid)
 		*ret_msgid = msgid;
 out:
 	td_request_end(td);
 	return r;
+}
+
+int tensord_send(struct tensord *td, const char *method, const void *params, size_t params_len,
+		 uint32_t *ret_msgid)
+{
+	uint32_t msgid;
+	int r;
+
+	if ((r = tensord_append_raw(td, method, params, params_len, &msgid)) < 0)
+		return r;
+	if ((r = td_flush(td, true)) < 0)
+		return r;
+	if (ret_msgid)
+		*ret_msgid = msgid;
+	return 0;
 }
 
 int tensord_info_raw(struct tensord *td, void **ret_result, size_t *ret_len)
@@ -226,13 +251,27 @@ int tensord_put_on(struct tensord *td, const char *name, enum tensord_dtype dtyp
 static int put_common(struct tensord *td, const char *name, enum tensord_dtype dtype,
 		      uint32_t rank, const uint64_t *shape, const void *data, size_t len, int fd,
 		      uint64_t offset, const struct tensord_put_options *opts,
-		      struct tensord_tensor_info *ret_info);
+		      struct tensord_tensor_info *ret_info, uint32_t *ret_queued);
 
 int tensord_put_opts(struct tensord *td, const char *name, enum tensord_dtype dtype,
 		     uint32_t rank, const uint64_t *shape, const void *data, size_t len,
 		     const struct tensord_put_options *opts, struct tensord_tensor_info *ret_info)
 {
-	return put_common(td, name, dtype, rank, shape, data, len, -1, 0, opts, ret_info);
+	return put_common(td, name, dtype, rank, shape, data, len, -1, 0, opts, ret_info, NULL);
+}
+
+int tensord_append_put(struct tensord *td, const char *name, enum tensord_dtype dtype,
+		       uint32_t rank, const uint64_t *shape, const void *data, size_t len,
+		       const struct tensord_put_options *opts, uint32_t *ret_msgid)
+{
+	uint32_t msgid;
+	int r;
+
+	if ((r = put_common(td, name, dtype, rank, shape, data, len, -1, 0, opts, NULL, &msgid)) < 0)
+		return r;
+	if (ret_msgid)
+		*ret_msgid = msgid;
+	return 0;
 }
 
 int tensord_put_fd(struct tensord *td, const char *name, enum tensord_dtype dtype,
@@ -241,14 +280,16 @@ int tensord_put_fd(struct tensord *td, const char *name, enum tensord_dtype dtyp
 {
 	if (td && fd < 0)
 		return td_fail(td, -EBADF, "no file descriptor");
-	return put_common(td, name, dtype, rank, shape, NULL, 0, fd, offset, opts, ret_info);
+	return put_common(td, name, dtype, rank, shape, NULL, 0, fd, offset, opts, ret_info, NULL);
 }
 
-/* tensor.put with the bytes in `data` (fd < 0) or in memfd `fd` at `offset`. */
+/* tensor.put with the bytes in `data` (fd < 0) or in memfd `fd` at `offset`.
+ * With `ret_queued` (and fd < 0) the request is queued with a copy of the
+ * data instead (tensord_append_put) and *ret_queued is its id. */
 static int put_common(struct tensord *td, const char *name, enum tensord_dtype dtype,
 		      uint32_t rank, const uint64_t *shape, const void *data, size_t len, int fd,
 		      uint64_t offset, const struct tensord_put_options *opts,
-		      struct tensord_tensor_info *ret_info)
+		      struct tensord_tensor_info *ret_info, uint32_t *ret_queued)
 {
 	struct tensord_put_options o = TENSORD_PUT_OPTIONS_INIT;
 	struct tensord_tensor_info info;
@@ -259,6 +300,8 @@ static int put_common(struct tensord *td, const char *name, enum tensord_dtype d
 
 	if (!td)
 		return -EINVAL;
+	if (td->broken)
+		return td->broken;
 	if (opts && (r = td_read_options(td, opts, PUT_OPTIONS_V1, &o, sizeof(o))) < 0)
 		return r;
 	device = o.device;
@@ -275,8 +318,9 @@ static int put_common(struct tensord *td, const char *name, enum tensord_dtype d
 	if (len > TDP_MAX_TENSOR_BYTES)
 		return td_fail(td, -EMSGSIZE, "tensor of %zu bytes exceeds the %llu-byte limit",
 			       len, (unsigned long long)TDP_MAX_TENSOR_BYTES);
-	if ((r = begin_named(td, TDP_METHOD_TENSOR_PUT, name,
-			     3 + (fd >= 0) + (device >= 0) + !!o.mode + o.if_absent, &pk)) < 0)
+	if ((r = begin_named_as(td, TDP_METHOD_TENSOR_PUT, name,
+				3 + (fd >= 0) + (device >= 0) + !!o.mode + o.if_absent, !!ret_queued,
+				&pk)) < 0)
 		return r;
 	/* data goes last: its bytes are written from the caller's memory. */
 	if ((device >= 0 && (tdp_pack_cstr(pk, "device") || msgpack_pack_int(pk, device))) ||
@@ -300,11 +344,15 @@ static int put_common(struct tensord *td, const char *name, enum tensord_dtype d
 		r = td_fail(td, -ENOMEM, "out of memory");
 		goto out;
 	}
+	if (ret_queued) {
+		r = td_request_queue(td, data, len, TD_KIND_INFO, ret_queued);
+		goto out;
+	}
 	td->pass_fd = fd;
 	if ((r = td_request_finish(td, data, len, &res)) < 0)
 		goto out;
 	if (ret_info) {
-		if ((r = result_info(td, res, &info)) < 0)
+		if ((r = td_result_info(td, res, &info)) < 0)
 			goto out;
 		*ret_info = info;
 	}
@@ -314,19 +362,15 @@ out:
 	return r;
 }
 
-/* Send the tensor.get begun with begin_named() and check its answer
- * (get_reply). */
-static int get_result(struct tensord *td, struct tensord_tensor_info *ret_info,
-		      const msgpack_object **ret_data)
+int td_result_get(struct tensord *td, const msgpack_object *res,
+		  struct tensord_tensor_info *ret_info, const msgpack_object **ret_data)
 {
 	struct tensord_tensor_info info;
-	const msgpack_object *res, *data;
+	const msgpack_object *data;
 	uint64_t count, got;
 	int r;
 
-	if ((r = td_request_finish(td, NULL, 0, &res)) < 0)
-		return r;
-	if ((r = result_info(td, res, &info)) < 0)
+	if ((r = td_result_info(td, res, &info)) < 0)
 		return r;
 	data = tdp_map_find(res, "data");
 	if (!data || data->type != MSGPACK_OBJECT_BIN)
@@ -340,6 +384,19 @@ static int get_result(struct tensord *td, struct tensord_tensor_info *ret_info,
 	*ret_info = info;
 	*ret_data = data;
 	return 0;
+}
+
+/* Send the tensor.get begun with begin_named() and check its answer
+ * (get_reply). */
+static int get_result(struct tensord *td, struct tensord_tensor_info *ret_info,
+		      const msgpack_object **ret_data)
+{
+	const msgpack_object *res;
+	int r;
+
+	if ((r = td_request_finish(td, NULL, 0, &res)) < 0)
+		return r;
+	return td_result_get(td, res, ret_info, ret_data);
 }
 
 /* Send `tensor.get` and check the reply: on success *ret_data is its data
@@ -445,7 +502,7 @@ int tensord_get_fd(struct tensord *td, const char *name, int fd, uint64_t offset
 		goto out;
 	}
 	td->pass_fd = fd;
-	if ((r = td_request_finish(td, NULL, 0, &res)) < 0 || (r = result_info(td, res, &info)) < 0)
+	if ((r = td_request_finish(td, NULL, 0, &res)) < 0 || (r = td_result_info(td, res, &info)) < 0)
 		goto out;
 	if (ret_info)
 		*ret_info = info;
@@ -470,7 +527,7 @@ int tensord_stat(struct tensord *td, const char *name, struct tensord_tensor_inf
 		return r;
 	if ((r = td_request_finish(td, NULL, 0, &res)) < 0)
 		goto out;
-	if ((r = result_info(td, res, &info)) < 0)
+	if ((r = td_result_info(td, res, &info)) < 0)
 		goto out;
 	*ret_info = info;
 out:
@@ -538,7 +595,7 @@ static int finish_with_info(struct tensord *td, struct tensord_tensor_info *ret_
 	const msgpack_object *res;
 	int r;
 
-	if ((r = td_request_finish(td, NULL, 0, &res)) == 0 && (r = result_info(td, res, &info)) == 0 &&
+	if ((r = td_request_finish(td, NULL, 0, &res)) == 0 && (r = td_result_info(td, res, &info)) == 0 &&
 	    ret_info)
 		*ret_info = info;
 	td_request_end(td);
@@ -577,7 +634,7 @@ int tensord_copy(struct tensord *td, const char *src, const char *dst, int devic
 		return -EINVAL;
 	if ((r = td_check_device(td, device)) < 0)
 		return r;
-	if ((r = check_name(td, src)) < 0 || (r = check_name(td, dst)) < 0)
+	if ((r = td_check_name(td, src)) < 0 || (r = td_check_name(td, dst)) < 0)
 		return r;
 	if ((r = td_request_begin(td, TDP_METHOD_TENSOR_COPY, &pk)) < 0)
 		return r;
@@ -609,4 +666,39 @@ int tensord_delete(struct tensord *td, const char *name)
 out:
 	td_request_end(td);
 	return r;
+}
+
+/* Queue `method` {name} for an answer of `kind`. */
+static int append_named(struct tensord *td, const char *method, const char *name,
+			enum td_kind kind, uint32_t *ret_msgid)
+{
+	msgpack_packer *pk;
+	uint32_t msgid;
+	int r;
+
+	if (!td)
+		return -EINVAL;
+	if (td->broken)
+		return td->broken;
+	if ((r = begin_named_as(td, method, name, 0, true, &pk)) < 0)
+		return r;
+	if ((r = td_request_queue(td, NULL, 0, kind, &msgid)) == 0 && ret_msgid)
+		*ret_msgid = msgid;
+	td_request_end(td);
+	return r;
+}
+
+int tensord_append_get(struct tensord *td, const char *name, uint32_t *ret_msgid)
+{
+	return append_named(td, TDP_METHOD_TENSOR_GET, name, TD_KIND_GET, ret_msgid);
+}
+
+int tensord_append_stat(struct tensord *td, const char *name, uint32_t *ret_msgid)
+{
+	return append_named(td, TDP_METHOD_TENSOR_STAT, name, TD_KIND_INFO, ret_msgid);
+}
+
+int tensord_append_delete(struct tensord *td, const char *name, uint32_t *ret_msgid)
+{
+	return append_named(td, TDP_METHOD_TENSOR_DELETE, name, TD_KIND_DELETE, ret_msgid);
 }

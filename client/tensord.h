@@ -1,6 +1,10 @@
-/* libtensord: the C client of tensord (see docs/protocol.md).
+/* libtensord: the C client of tensord (see docs/protocol.md, docs/c-api.md).
  *
- * A `struct tensord` is one connection. Calls block until the daemon answers.
+ * A `struct tensord` is one connection. Calls block until the daemon answers
+ * (each wait bounded by tensord_set_timeout()); the pipelined calls
+ * (tensord_append_*, tensord_next_reply) queue requests and take answers in
+ * order, and with tensord_fd(), tensord_flush() and tensord_consume_input()
+ * drive the connection from a poll() loop without blocking.
  * A handle is not thread-safe: use one per thread, or lock around it.
  *
  * Every call that can fail returns an int: >= 0 on success, -errno on failure.
@@ -8,9 +12,9 @@
  * -TENSORD_EREMOTE and tensord_error_code() gives the protocol's code
  * (TENSORD_NOT_FOUND, ...). tensord_last_error() gives a readable message for
  * any failure. Once the stream is broken (the daemon closed it, a read or write
- * failed, a reply could not be parsed) every later call fails with the same
- * error: the handle is dead and must be freed. Out-parameters are written only
- * on success. */
+ * failed, a reply could not be parsed, a timeout) every later call fails with
+ * the same error: the handle is dead; free it, or reconnect it with
+ * tensord_open(). Out-parameters are written only on success. */
 #pragma once
 
 #include <stdbool.h>
@@ -92,8 +96,45 @@ struct tensord_tensor_info {
 struct tensord;
 
 /* Connect to the daemon at `path`; NULL means tensord_default_socket's. On
- * success *ret owns the connection. */
+ * success *ret owns the connection. On failure there is no handle to ask
+ * why: use tensord_new() and tensord_open() for a message naming the path
+ * tried and what to do (and for a connect timeout). */
 TENSORD_EXPORT int tensord_connect(const char *path, struct tensord **ret);
+
+/* A handle that is not connected yet, for settings that apply to connecting
+ * (tensord_set_connect_timeout()) and for a readable reason when connecting
+ * fails; tensord_open() connects it. Every call other than tensord_open(),
+ * the setters and tensord_free() fails with -ENOTCONN until then. Returns
+ * NULL only when out of memory. */
+TENSORD_EXPORT struct tensord *tensord_new(void);
+
+/* Connect `td` to the daemon at `path` (NULL: tensord_default_socket's).
+ * Returns 0, or -errno (-ENOENT, -ECONNREFUSED, -EACCES, -ETIMEDOUT past the
+ * connect timeout, ...) with tensord_last_error() naming the path tried,
+ * where it came from ($TENSORD_SOCKET, the default) and a hint, among them
+ * the per-user socket $XDG_RUNTIME_DIR/tensord/tensord.sock; the handle then
+ * stays unconnected (every call fails with that error). Also reconnects a
+ * handle whose stream broke (a timeout, the daemon gone): unanswered
+ * requests and unread answers are dropped, settings and callbacks kept.
+ * -EISCONN on a handle that is connected and working. */
+TENSORD_EXPORT int tensord_open(struct tensord *td, const char *path);
+
+/* Give up connecting after `timeout_ms` milliseconds (0: no limit, the
+ * default; below 0: -EINVAL). A connect to a Unix socket waits only while
+ * the daemon's queue of connections not yet accepted is full; then
+ * tensord_open() fails with -ETIMEDOUT. */
+TENSORD_EXPORT int tensord_set_connect_timeout(struct tensord *td, int timeout_ms);
+
+/* Bound every wait of a blocking call (and of tensord_next_reply(),
+ * tensord_recv(), tensord_send()) to `timeout_ms` milliseconds (0: no limit,
+ * the default; below 0: -EINVAL): when the daemon takes no byte of a request
+ * and sends none for that long, the call fails with -ETIMEDOUT and a message
+ * saying so, and the handle breaks (the answer may still come; the stream's
+ * position is lost), as a Python client's timeout does; tensord_open()
+ * reconnects it. The time is not the call's total: a long transfer or a
+ * train.run that keeps sending progress notifications goes on. Applies from
+ * the next wait on. */
+TENSORD_EXPORT int tensord_set_timeout(struct tensord *td, int timeout_ms);
 
 /* The socket a client uses when none is named: $TENSORD_SOCKET when set and
  * not empty; else, for a user other than root whose $XDG_RUNTIME_DIR holds
@@ -182,36 +223,6 @@ typedef void (*tensord_progress_fn)(void *userdata, enum tensord_transfer dir, u
  * tensors (tensorctl put/get). */
 TENSORD_EXPORT void tensord_set_progress(struct tensord *td, tensord_progress_fn fn,
 					 void *userdata);
-
-/* Pipelining (docs/c-api.md, "Pipelining"): send requests back to back and
- * read their answers later, as the Python client's Pipeline does. The daemon
- * executes the requests of one connection in the order sent and answers in
- * that order.
- *
- * tensord_send() writes one request for `method` with `params` as in
- * tensord_call_raw() (one packed msgpack map, or NULL) and does not wait; on
- * success *ret_msgid (may be NULL) is its message id. While answers are
- * outstanding (tensord_pending() > 0) the blocking calls of this handle fail
- * with -EBUSY: read the answers first. The daemon stops reading a connection
- * whose answers pile up unread, so with many or large answers outstanding a
- * send can block until the program reads: interleave tensord_recv() (say,
- * every few hundred requests) rather than sending without bound. */
-TENSORD_EXPORT int tensord_send(struct tensord *td, const char *method, const void *params,
-				size_t params_len, uint32_t *ret_msgid);
-
-/* Read the answer to the oldest request sent with tensord_send() (blocking).
- * On success *ret_result is the malloc'd packed result (free() it) and
- * *ret_len its size. A daemon error for that request is -TENSORD_EREMOTE
- * with tensord_error_code() as for any call; that answer is used up as well.
- * In both cases *ret_msgid (may be NULL) is the id tensord_send() gave the
- * request answered: the one exception to "out-parameters only on success".
- * With nothing outstanding it is -ENOMSG. Other failures break the handle. */
-TENSORD_EXPORT int tensord_recv(struct tensord *td, uint32_t *ret_msgid, void **ret_result,
-				size_t *ret_len);
-
-/* The number of requests sent with tensord_send() not yet answered through
- * tensord_recv() (0 for NULL). */
-TENSORD_EXPORT size_t tensord_pending(const struct tensord *td);
 
 /* `info`, returned as raw msgpack like tensord_call_raw(). */
 TENSORD_EXPORT int tensord_info_raw(struct tensord *td, void **ret_result, size_t *ret_len);
@@ -436,6 +447,114 @@ TENSORD_EXPORT int tensord_model_evaluate_raw(struct tensord *td, const void *pa
  * "stored"} as graph.run's. */
 TENSORD_EXPORT int tensord_model_predict_raw(struct tensord *td, const void *params, size_t len,
 					     void **ret_result, size_t *ret_len);
+
+/* Pipelining (docs/c-api.md, "Pipelining"): queue requests back to back and
+ * take their answers later, as hiredis's redisAppendCommand()/redisGetReply()
+ * or libpq's pipeline mode. The daemon executes the requests of one
+ * connection in the order sent and answers in that order.
+ *
+ * The tensord_append_*() calls check their arguments as the blocking calls
+ * do (an invalid one is refused before anything is queued), pack the request
+ * into the handle's output queue (copying a put's data) and do no I/O. On
+ * success *ret_msgid (may be NULL) is its message id and tensord_pending()
+ * counts it. tensord_flush() writes the queue without blocking;
+ * tensord_next_reply() and tensord_recv() write what is still queued before
+ * they wait for an answer.
+ *
+ * While requests are pending (tensord_pending() > 0) the blocking calls of
+ * the handle fail at once with -EBUSY and a message saying so: take the
+ * answers first. They do not drain them, which would hide errors. */
+
+/* Queue `tensor.put`, as tensord_put_opts() (`opts` NULL: the defaults).
+ * The answer is the put tensor's metadata. */
+TENSORD_EXPORT int tensord_append_put(struct tensord *td, const char *name,
+				      enum tensord_dtype dtype, uint32_t rank,
+				      const uint64_t *shape, const void *data, size_t len,
+				      const struct tensord_put_options *opts, uint32_t *ret_msgid);
+
+/* Queue `tensor.get {name}`; the answer is its metadata and data. */
+TENSORD_EXPORT int tensord_append_get(struct tensord *td, const char *name, uint32_t *ret_msgid);
+
+/* Queue `tensor.stat {name}`; the answer is its metadata. */
+TENSORD_EXPORT int tensord_append_stat(struct tensord *td, const char *name, uint32_t *ret_msgid);
+
+/* Queue `tensor.delete {name}`; the answer carries nothing. */
+TENSORD_EXPORT int tensord_append_delete(struct tensord *td, const char *name,
+					 uint32_t *ret_msgid);
+
+/* Queue `op.run`, arguments as tensord_op_run_opts() (`opts` NULL: the
+ * defaults). With `out` the answer is the stored result's metadata; without,
+ * the result itself (dtype, shape, bytes and data). */
+TENSORD_EXPORT int tensord_append_op_run(struct tensord *td, const char *op, size_t ninputs,
+					 const char *const *inputs, const void *attrs,
+					 size_t attrs_len, const char *out,
+					 const struct tensord_op_run_options *opts,
+					 uint32_t *ret_msgid);
+
+/* Queue any method with raw msgpack `params` as tensord_call_raw() takes
+ * them; the answer is the packed result. */
+TENSORD_EXPORT int tensord_append_raw(struct tensord *td, const char *method, const void *params,
+				      size_t params_len, uint32_t *ret_msgid);
+
+/* Take the answer to the oldest pending request into what the blocking call
+ * of its kind returns: `ret_info` (may be NULL) the metadata of a put, stat,
+ * get or op.run (for an inline op.run result its dtype, rank, shape and
+ * bytes, other fields zero, name ""; all zero for a delete or a raw call);
+ * *ret_data a malloc'd copy of the tensor data of a get or an inline op.run
+ * result, or the packed result of tensord_append_raw()/tensord_send() (free()
+ * it; NULL when there is none or it is empty; `ret_data` NULL discards it)
+ * and *ret_len (may be NULL) its length.
+ * Unless the answer is already buffered (tensord_consume_input() returned
+ * 1: then this does no I/O and never blocks), it writes the queued requests
+ * and waits for the answer (bounded by tensord_set_timeout()).
+ * A daemon error for that request is -TENSORD_EREMOTE with
+ * tensord_error_code() as for any call. Whenever the answer was used up
+ * (success, -TENSORD_EREMOTE, or -EPROTO/-ENOMEM for that answer alone; in
+ * every case tensord_pending() went down by one) *ret_msgid (may be NULL) is
+ * the request's id: the one exception to "out-parameters only on success".
+ * -ENOMSG when nothing is pending. Other failures break the handle. */
+TENSORD_EXPORT int tensord_next_reply(struct tensord *td, uint32_t *ret_msgid,
+				      struct tensord_tensor_info *ret_info, void **ret_data,
+				      size_t *ret_len);
+
+/* tensord_append_raw() followed by writing the whole queue (blocking, while
+ * reading what the daemon answers meanwhile, so neither side stalls; each
+ * wait bounded by tensord_set_timeout()). The same as before there were
+ * append calls. */
+TENSORD_EXPORT int tensord_send(struct tensord *td, const char *method, const void *params,
+				size_t params_len, uint32_t *ret_msgid);
+
+/* Take the answer to the oldest pending request as raw msgpack, whatever
+ * call queued it: on success *ret_result is the malloc'd packed result
+ * (free() it) and *ret_len its size. Otherwise as tensord_next_reply(). */
+TENSORD_EXPORT int tensord_recv(struct tensord *td, uint32_t *ret_msgid, void **ret_result,
+				size_t *ret_len);
+
+/* The number of pipelined requests (queued or sent) not yet answered
+ * through tensord_next_reply() or tensord_recv() (0 for NULL). */
+TENSORD_EXPORT size_t tensord_pending(const struct tensord *td);
+
+/* Event-loop integration (docs/c-api.md, "Event loops"). The socket is
+ * non-blocking and close-on-exec; poll it, never read or write it.
+ *
+ * tensord_fd(): the socket, for poll()/epoll, or -errno (-ENOTCONN before
+ * tensord_open(), the sticky error of a broken handle). It stays the same
+ * until the handle is reconnected or freed. */
+TENSORD_EXPORT int tensord_fd(const struct tensord *td);
+
+/* Write as much of the queued requests as the socket takes now, never
+ * blocking. Returns 0 when the queue is empty, 1 when bytes are left (the
+ * socket is full: poll for POLLOUT and call it again), or -errno with the
+ * handle broken. */
+TENSORD_EXPORT int tensord_flush(struct tensord *td);
+
+/* Read what the socket holds now, never blocking; notifications go to the
+ * tensord_set_notify() callback. Returns 1 when the whole answer to the
+ * oldest pending request has arrived (take it with tensord_next_reply() or
+ * tensord_recv(), which then do no I/O; call again for the next one), 0
+ * when it has not (poll for POLLIN; also with nothing pending), or -errno
+ * with the handle broken (-ECONNRESET: the daemon closed the connection). */
+TENSORD_EXPORT int tensord_consume_input(struct tensord *td);
 
 #ifdef __cplusplus
 }

@@ -1,9 +1,11 @@
 /* libtensord's public API additions against a real daemon: the options
  * structs (tensord_put_opts, tensord_op_run_opts) and their old twins as
  * wrappers, the version macros and tensord_version(), and pipelining with
- * tensord_send()/tensord_recv(), and large tensord_get_into payloads
- * received in place. */
+ * tensord_send()/tensord_recv(), large tensord_get_into payloads received
+ * in place, typed pipelining (tensord_append_*, tensord_next_reply) and a
+ * poll() loop over tensord_fd/flush/consume_input (issue 35). */
 #include <errno.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -389,6 +391,232 @@ static void test_get_into_lands(void **state)
 	tensord_free(td);
 }
 
+
+/* Typed pipelining: puts, op.runs (inline and stored), a get, a failing stat
+ * and deletes all queued before any answer is read; the answers come in
+ * order, each in the form its blocking call returns, the error in its place;
+ * blocking calls refuse while answers are pending. Raw and typed calls mix. */
+static void test_append_typed(void **state)
+{
+	struct tensord_tensor_info info;
+	struct tensord *td = conn();
+	const uint64_t shape[2] = { 2, 3 };
+	float a[6] = { 1, 2, 3, 4, 5, 6 }, b[6] = { 0.5f, 0.25f, -1, 10, 100, 1000 };
+	const char *in[] = { "tp/a", "tp/b" };
+	uint32_t ids[16], id;
+	int n = 0;
+	void *data;
+	size_t len;
+	float *f;
+
+	(void)state;
+	assert_int_equal(tensord_append_put(td, "tp/a", TENSORD_F32, 2, shape, a, sizeof(a), NULL,
+					    &ids[n++]), 0);
+	a[0] = -99; /* copied when appended */
+	assert_int_equal(tensord_append_put(td, "tp/b", TENSORD_F32, 2, shape, b, sizeof(b), NULL,
+					    &ids[n++]), 0);
+	assert_int_equal(tensord_append_op_run(td, "add", 2, in, NULL, 0, NULL, NULL, &ids[n++]), 0);
+	assert_int_equal(tensord_append_op_run(td, "mul", 2, in, NULL, 0, "tp/prod", NULL,
+					       &ids[n++]), 0);
+	assert_int_equal(tensord_append_get(td, "tp/prod", &ids[n++]), 0);
+	assert_int_equal(tensord_append_stat(td, "tp/missing", &ids[n++]), 0);
+	assert_int_equal(tensord_append_stat(td, "tp/a", &ids[n++]), 0);
+	assert_int_equal(tensord_send(td, "ping", NULL, 0, &ids[n++]), 0);
+	assert_int_equal(tensord_append_get(td, "tp/b", &ids[n++]), 0);
+	assert_int_equal(tensord_append_delete(td, "tp/a", &ids[n++]), 0);
+	assert_int_equal(tensord_append_delete(td, "tp/b", &ids[n++]), 0);
+	assert_int_equal(tensord_append_delete(td, "tp/prod", &ids[n++]), 0);
+	assert_int_equal(tensord_pending(td), n);
+	for (int i = 1; i < n; i++)
+		assert_int_equal(ids[i], ids[i - 1] + 1);
+	/* blocking calls refuse at once, without losing anything */
+	assert_int_equal(tensord_ping(td, NULL, 0), -EBUSY);
+	assert_int_equal(tensord_stat(td, "tp/a", &info), -EBUSY);
+	assert_int_equal(tensord_pending(td), n);
+
+	n = 0;
+	/* puts: metadata */
+	check_ok(td, tensord_next_reply(td, &id, &info, &data, &len));
+	assert_int_equal(id, ids[n++]);
+	assert_string_equal(info.name, "tp/a");
+	assert_true(info.rank == 2 && info.shape[1] == 3 && info.bytes == 24);
+	assert_null(data);
+	assert_int_equal(len, 0);
+	check_ok(td, tensord_next_reply(td, &id, &info, NULL, NULL));
+	assert_int_equal(id, ids[n++]);
+	assert_string_equal(info.name, "tp/b");
+	/* op.run inline: the result */
+	check_ok(td, tensord_next_reply(td, &id, &info, &data, &len));
+	assert_int_equal(id, ids[n++]);
+	assert_int_equal(len, sizeof(a));
+	assert_true(info.dtype == TENSORD_F32 && info.rank == 2 && info.shape[0] == 2);
+	assert_string_equal(info.name, "");
+	f = data;
+	assert_true(f[0] == 1.5f && f[1] == 2.25f && f[5] == 1006);
+	free(data);
+	/* op.run stored: metadata */
+	check_ok(td, tensord_next_reply(td, &id, &info, &data, &len));
+	assert_int_equal(id, ids[n++]);
+	assert_string_equal(info.name, "tp/prod");
+	assert_null(data);
+	/* get: metadata and data */
+	check_ok(td, tensord_next_reply(td, &id, &info, &data, &len));
+	assert_int_equal(id, ids[n++]);
+	assert_string_equal(info.name, "tp/prod");
+	assert_int_equal(len, 24);
+	f = data;
+	assert_true(f[0] == 0.5f && f[3] == 40 && f[5] == 6000);
+	free(data);
+	/* the error, in its place */
+	assert_int_equal(tensord_next_reply(td, &id, &info, &data, &len), -TENSORD_EREMOTE);
+	assert_int_equal(id, ids[n++]);
+	assert_int_equal(tensord_error_code(td), TENSORD_NOT_FOUND);
+	assert_non_null(strstr(tensord_last_error(td), "NOT_FOUND"));
+	check_ok(td, tensord_next_reply(td, &id, &info, NULL, NULL));
+	assert_int_equal(id, ids[n++]);
+	assert_string_equal(info.name, "tp/a");
+	/* the raw ping through the typed call: its packed result */
+	check_ok(td, tensord_next_reply(td, &id, &info, &data, &len));
+	assert_int_equal(id, ids[n++]);
+	{
+		msgpack_unpacked u;
+		const msgpack_object *pong;
+
+		msgpack_unpacked_init(&u);
+		assert_int_equal(msgpack_unpack_next(&u, data, len, NULL), MSGPACK_UNPACK_SUCCESS);
+		pong = tdp_map_find(&u.data, "pong");
+		assert_non_null(pong);
+		assert_int_equal(pong->type, MSGPACK_OBJECT_BOOLEAN);
+		msgpack_unpacked_destroy(&u);
+	}
+	free(data);
+	/* a typed get through the raw call: the packed map */
+	check_ok(td, tensord_recv(td, &id, &data, &len));
+	assert_int_equal(id, ids[n++]);
+	assert_result_name(data, len, "tp/b");
+	free(data);
+	for (int i = 0; i < 3; i++) {
+		check_ok(td, tensord_next_reply(td, &id, &info, &data, &len));
+		assert_int_equal(id, ids[n++]);
+		assert_null(data);
+	}
+	assert_int_equal(tensord_pending(td), 0);
+	assert_int_equal(tensord_next_reply(td, &id, &info, &data, &len), -ENOMSG);
+	/* blocking calls work again; the deletes took effect */
+	assert_int_equal(tensord_stat(td, "tp/a", &info), -TENSORD_EREMOTE);
+	assert_int_equal(tensord_error_code(td), TENSORD_NOT_FOUND);
+	tensord_free(td);
+}
+
+#define FLOW_N 24
+#define FLOW_BYTES ((size_t)1 << 20)
+
+/* Large requests with large answers, all queued: 24 MiB each way, three
+ * times the daemon's max_output_backlog (8 MiB), so it stops reading until
+ * answers are read. tensord_next_reply() writes the queue while reading
+ * what comes back, so neither side waits for the other (a writer that did
+ * not read would stall here until the timeout). */
+static void test_append_both_ways(void **state)
+{
+	struct tensord_tensor_info info;
+	struct tensord *td = conn();
+	uint64_t shape[1] = { FLOW_BYTES };
+	uint8_t *buf = malloc(FLOW_BYTES);
+	char name[32];
+	void *data;
+	size_t len;
+	uint32_t id;
+
+	(void)state;
+	assert_non_null(buf);
+	check_ok(td, tensord_set_timeout(td, 60000));
+	for (int i = 0; i < FLOW_N; i++) {
+		snprintf(name, sizeof(name), "flow/%d", i);
+		memset(buf, i + 1, FLOW_BYTES);
+		check_ok(td, tensord_append_put(td, name, TENSORD_U8, 1, shape, buf, FLOW_BYTES, NULL,
+						NULL));
+		check_ok(td, tensord_append_get(td, name, NULL));
+	}
+	for (int i = 0; i < FLOW_N; i++) {
+		check_ok(td, tensord_next_reply(td, &id, &info, NULL, NULL));
+		check_ok(td, tensord_next_reply(td, &id, &info, &data, &len));
+		assert_int_equal(len, FLOW_BYTES);
+		assert_int_equal(((uint8_t *)data)[0], i + 1);
+		assert_int_equal(((uint8_t *)data)[FLOW_BYTES - 1], i + 1);
+		free(data);
+	}
+	for (int i = 0; i < FLOW_N; i++) {
+		snprintf(name, sizeof(name), "flow/%d", i);
+		check_ok(td, tensord_append_delete(td, name, NULL));
+	}
+	for (int i = 0; i < FLOW_N; i++)
+		check_ok(td, tensord_next_reply(td, &id, NULL, NULL, NULL));
+	free(buf);
+	tensord_free(td);
+}
+
+/* The same traffic driven by a poll() loop that never blocks: tensord_flush()
+ * reports a full socket instead of waiting, tensord_consume_input() says when
+ * an answer is complete, and everything arrives in order. A timeout and a
+ * connect timeout are set as a program would. */
+static void test_poll_loop(void **state)
+{
+	struct tensord *td = tensord_new();
+	uint64_t shape[1] = { FLOW_BYTES };
+	uint8_t *buf = malloc(FLOW_BYTES);
+	uint32_t first = 0, id;
+	int r, fd, would_block = 0, flushing = 1, got = 0, total = 2 * FLOW_N;
+	char name[32];
+
+	(void)state;
+	assert_non_null(td);
+	assert_non_null(buf);
+	check_ok(td, tensord_set_connect_timeout(td, 5000));
+	check_ok(td, tensord_set_timeout(td, 60000));
+	check_ok(td, tensord_open(td, D.sock));
+	fd = tensord_fd(td);
+	assert_true(fd >= 0);
+	for (int i = 0; i < FLOW_N; i++) {
+		snprintf(name, sizeof(name), "loop/%d", i);
+		memset(buf, 0x40 + i, FLOW_BYTES);
+		check_ok(td, tensord_append_put(td, name, TENSORD_U8, 1, shape, buf, FLOW_BYTES, NULL,
+						i == 0 ? &first : NULL));
+		check_ok(td, tensord_append_delete(td, name, NULL));
+	}
+	while (got < total) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+		if (flushing) {
+			r = tensord_flush(td);
+			if (r < 0)
+				fail_msg("flush: %d %s", r, tensord_last_error(td));
+			flushing = r;
+			would_block += r;
+		}
+		if (flushing)
+			pfd.events |= POLLOUT;
+		assert_true(poll(&pfd, 1, 60000) > 0);
+		while ((r = tensord_consume_input(td)) == 1) {
+			struct tensord_tensor_info info;
+
+			check_ok(td, tensord_next_reply(td, &id, &info, NULL, NULL));
+			assert_int_equal(id, first + (uint32_t)got);
+			if (got % 2 == 0) {
+				snprintf(name, sizeof(name), "loop/%d", got / 2);
+				assert_string_equal(info.name, name);
+			}
+			got++;
+		}
+		if (r < 0)
+			fail_msg("consume_input: %d %s", r, tensord_last_error(td));
+	}
+	/* 48 MiB of puts do not fit the socket at once */
+	assert_true(would_block > 0);
+	assert_int_equal(tensord_pending(td), 0);
+	free(buf);
+	tensord_free(td);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -399,6 +627,9 @@ int main(void)
 		cmocka_unit_test(test_pipeline),
 		cmocka_unit_test(test_pipeline_many),
 		cmocka_unit_test(test_get_into_lands),
+		cmocka_unit_test(test_append_typed),
+		cmocka_unit_test(test_append_both_ways),
+		cmocka_unit_test(test_poll_loop),
 	};
 	int failed;
 
