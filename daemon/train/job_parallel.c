@@ -144,6 +144,18 @@ static int first_half(struct train_job *job, int64_t step, uint64_t in_epoch)
 	return 0;
 }
 
+/* The outcome of every device's half (landed: graph_wait returns at once).
+ * Returns 0 or -1 after td_fail. */
+static int wait_all(struct train_job *job)
+{
+	int r = 0;
+
+	for (unsigned i = 0; i < job->p.ndev; i++)
+		if (graph_wait(&job->dps->gr[i]) < 0)
+			r = -1;
+	return r;
+}
+
 /* Every device's gradients are out: the mean (on the host, or each device's
  * update starts with it), then every device's update (mean in, loss out). */
 static int second_half(struct train_job *job)
@@ -151,12 +163,8 @@ static int second_half(struct train_job *job)
 	struct dp_step *s = job->dps;
 	struct graph_copy cin[GPU_MAX_DEVICES], cout[GPU_MAX_DEVICES];
 	unsigned n = job->p.ndev;
-	int r = 0;
 
-	for (unsigned i = 0; i < n; i++)
-		if (graph_wait(&s->gr[i]) < 0 && r == 0)
-			r = -1;
-	if (r < 0)
+	if (wait_all(job) < 0)
 		return -1;
 	dp_exchange(job->dp);
 	s->half = 2;
@@ -183,12 +191,8 @@ static int finish(struct train_job *job)
 	unsigned n = job->p.ndev;
 	uint64_t gpu_ns = 0;
 	double sum = 0;
-	int r = 0;
 
-	for (unsigned i = 0; i < n; i++)
-		if (graph_wait(&s->gr[i]) < 0 && r == 0)
-			r = -1;
-	if (r < 0)
+	if (wait_all(job) < 0)
 		return -1;
 	for (unsigned i = 0; i < n; i++) {
 		struct graph *gr = &s->gr[i];
