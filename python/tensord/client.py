@@ -538,6 +538,8 @@ class Client(_Methods, _ModelClient):
         self._next_id = 1
         self._packer = msgpack.Packer(use_bin_type=True, default=_default)
         self._recv_buf = bytearray(_RECV_CHUNK)
+        self._watching: Optional[Pending] = None   # the job.watch of a watch() loop at its yield
+        self._watch_dropped: Optional[Pending] = None   # one a later request dropped (asked again)
         self._connect()
 
     def _connect(self) -> None:
@@ -566,6 +568,15 @@ class Client(_Methods, _ModelClient):
         ConnectionFailed (a train.run in progress is cancelled)."""
         if self._sock is not None:
             self._break(ConnectionFailed("the connection was closed by the client"))
+
+    def _cleanup_conn(self) -> "Client":
+        """A connection to clean up on after a failed call: this one (one an
+        interruption closed reconnects on its next call), or a new one to
+        the same socket when this client is closed for good (a timeout, a
+        broken stream, close()). The caller closes a new one."""
+        if self._broken is None or self._reconnect:
+            return self
+        return Client(self.path, self.timeout)
 
     @property
     def closed(self) -> bool:
@@ -598,6 +609,13 @@ class Client(_Methods, _ModelClient):
         `decode(result)` turns the result map into what result() returns;
         `fds`, objects with an ``fd`` and a ``close()``, are passed with the
         request (SCM_RIGHTS) and closed once sent)."""
+        if self._watching is not None:
+            # A request while a watch() loop waits at its yield: the watch
+            # holds the stream (its answer comes when the job ends), so it
+            # is dropped with this connection; the loop, if resumed, asks
+            # again on the new one.
+            self._watch_dropped, self._watching = self._watching, None
+            self._interrupted()
         if self._broken is not None and self._reconnect:
             # Ctrl-C, or leaving watch() early, lost the stream's position:
             # what was in flight failed; the client goes on, on a new
@@ -647,9 +665,10 @@ class Client(_Methods, _ModelClient):
         """Follow a detached job (job.watch): yields ``("progress", map)`` and
         ``("eval", map)`` as train_run's callbacks get them, then
         ``("end", job.stat map)`` once it has ended (at once for an ended
-        job). Other requests on this connection wait until the end; leaving
-        the loop early closes the connection (the job runs on) and the next
-        call opens a new one::
+        job). Leaving the loop early closes the connection (the job runs on)
+        and the next call opens a new one; so does a request made while the
+        loop waits (inside it, or with the iterator kept), after which the
+        loop, if resumed, watches on from the new connection::
 
             job = c.train_run(nodes, "loss", ["w"], data=..., batch_size=32, detach=True)
             for event, m in c.watch(job):
@@ -657,20 +676,33 @@ class Client(_Methods, _ModelClient):
         """
         notes: collections.deque = collections.deque()
         kinds = {"train.progress": "progress", "train.eval": "eval"}
-        pending = self.submit("job.watch", {"job": job}, None,
-                              lambda method, p: notes.append((kinds.get(method, method), p)))
+
+        def ask():
+            return self.submit("job.watch", {"job": job}, None,
+                               lambda method, p: notes.append((kinds.get(method, method), p)))
+        pending = ask()
         finished = False
         try:
             while True:
                 while notes:
+                    self._watching = pending
                     yield notes.popleft()
+                    if self._watching is pending:
+                        self._watching = None
+                    if self._watch_dropped is pending:   # the caller sent a request meanwhile
+                        self._watch_dropped = None
+                        pending = ask()
                 if pending.done():
                     break
                 self._select()
                 self._read_some()
             finished = True
         finally:
-            if not finished:
+            if self._watching is pending:
+                self._watching = None
+            # Left early: close the connection, unless the watch is no
+            # longer on it (a new connection serves other calls now).
+            if not finished and self._inflight.get(pending.msgid) is pending:
                 self._interrupted()
         yield ("end", pending.result())
 

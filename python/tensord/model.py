@@ -10,9 +10,17 @@ Python" there and python/README.md, "Models")::
                        optimizer={"type": "adam", "lr": 1e-2})
     m.train({"x": xtr, "y": ytr}, batch_size=64, epochs=8)    # arrays or stored names
     m.evaluate({"x": xte, "y": yte})
-    m.predict({"x": xte})["1"]          # NumPy arrays, by node id
+    m.predict({"x": xte})["2"]          # NumPy arrays, by node id
     m.save("mlp.safetensors")           # what `tensorctl model save` writes
     c.load_model("mlp.safetensors", replace=True)
+
+The Keras habits (tensord.fit, tensord.metrics, tensord.summary)::
+
+    m.fit((xtr, ytr), batch_size=64, epochs=8, metrics=["accuracy"],
+          validation_split=0.1, verbose=1)     # -> result["val_metrics"]["accuracy"]
+    m.evaluate((xte, yte), metrics=["accuracy"])["metrics"]["accuracy"]
+    m.predict(xte)                      # a bare array in, the output array out
+    m.summary()
 
 Data given as NumPy arrays is put under ``<model>/_data/<input>`` (training),
 ``<model>/_eval/<input>`` (train's eval) and ``<model>/_in/<input>``
@@ -27,9 +35,13 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping,
 import numpy as np
 
 from . import dtypes as _dt
+from . import metrics as _metrics
 from . import nn as _nn
 from . import safetensors as _st
+from . import summary as _summary
 from .errors import AlreadyExists, InvalidArgument, NotFound, ProtocolError, TensordError
+from .fit import (ProgressBar, as_data, chain, check_rows, eval_callback, eval_request, fit_result, input_order,
+                  split_validation)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .client import Client
@@ -246,32 +258,70 @@ class _Staged:
                     self.names[k] = v
                 else:
                     name = prefix + k
+                    # Counted before it is sent: a put interrupted while its
+                    # answer is awaited may have been stored (issue 35).
+                    self.put.append(name)
                     # Stored as the model declares the input (float64 data,
                     # int64 labels: issue 35), else as put() stores arrays.
                     client.put(name, v, (dtypes or {}).get(k))
-                    self.put.append(name)
                     self.names[k] = name
         except BaseException:
             self.drop()
             raise
 
     def drop(self) -> None:
-        for n in self.put:
-            try:
-                self.client.delete(n)
-            except TensordError:
-                pass
-        self.put = []
+        """Delete what was put, on a connection that works (never on one
+        closed for good: Client._cleanup_conn); what is gone already or
+        cannot be reached is let be."""
+        names, self.put = self.put, []
+        if not names:
+            return
+        try:
+            conn = self.client._cleanup_conn()
+        except TensordError:
+            return
+        try:
+            for n in names:
+                try:
+                    conn.delete(n)
+                except TensordError:
+                    pass
+        finally:
+            if conn is not self.client:
+                conn.close()
+
+
+class _Stat:
+    """model.stat of one call, asked at most once and only when needed."""
+
+    def __init__(self, model: "Model") -> None:
+        self.model = model
+        self.value: Optional[Dict[str, Any]] = None
+
+    def __call__(self) -> Dict[str, Any]:
+        if self.value is None:
+            self.value = self.model.stat()
+        return self.value
+
+
+def _input_dtypes(stat: Mapping[str, Any]) -> Dict[str, str]:
+    """The dtypes a model declares for its inputs (those given with an
+    example: {"name", "dtype", "shape"})."""
+    inputs = stat.get("definition", {}).get("inputs") or []
+    return {i["name"]: i["dtype"] for i in inputs if isinstance(i, Mapping) and isinstance(i.get("dtype"), str)}
 
 
 class Job:
     """A detached training run (docs/protocol.md, "Jobs"). ``int(job)`` is
     its id."""
 
-    def __init__(self, client: "Client", job: int, staged: Sequence[_Staged] = ()) -> None:
+    def __init__(self, client: "Client", job: int, staged: Sequence[_Staged] = (),
+                 metrics: Optional[_metrics.Ids] = None, verbose: int = 0) -> None:
         self.client = client
         self.id = job
         self._staged = list(staged)
+        self._ids = metrics or {}
+        self._verbose = verbose
 
     def __int__(self) -> int:
         return self.id
@@ -291,15 +341,30 @@ class Job:
         """Client.watch: ("progress"|"eval", map) ..., then ("end", job map)."""
         return self.client.watch(self.id)
 
-    def wait(self, on_progress: Optional[Callable[[Dict[str, Any]], None]] = None) -> Dict[str, Any]:
+    def wait(self, on_progress: Optional[Callable[[Dict[str, Any]], None]] = None,
+             verbose: Optional[int] = None) -> Dict[str, Any]:
         """Follow it to its end; returns the final job.stat map (its
-        "result" or "error"), and deletes the arrays the run was given."""
+        "result" or "error"), and deletes the arrays the run was given.
+        `verbose` (default: train's) shows the progress as train does;
+        evaluations report the metrics under the names train was given."""
+        v = self._verbose if verbose is None else verbose
+        bar = ProgressBar(v) if v else None
+        on_p = chain(bar and bar.progress, on_progress)
         end: Dict[str, Any] = {}
-        for kind, m in self.watch():
-            if kind == "progress" and on_progress:
-                on_progress(m)
-            elif kind == "end":
-                end = m
+        try:
+            for kind, m in self.watch():
+                if kind == "progress" and on_p:
+                    on_p(m)
+                elif kind == "eval" and bar:
+                    e = _metrics.rename_eval(m, self._ids)
+                    bar.evaluated(e, _metrics.shown(e, "val_"))
+                elif kind == "end":
+                    end = m
+        finally:
+            if bar:
+                bar.close()
+        if isinstance(end.get("result"), dict) and isinstance(end["result"].get("eval"), dict):
+            end["result"]["eval"] = _metrics.rename_eval(end["result"]["eval"], self._ids)
         for s in self._staged:
             s.drop()
         return end
@@ -317,61 +382,112 @@ class Model:
     def __repr__(self) -> str:
         return "<tensord.Model %s>" % self.name
 
-    def _input_dtypes(self) -> Dict[str, str]:
-        """The dtypes the model declares for its inputs (those given with
-        an example: {"name", "dtype", "shape"})."""
-        inputs = self.stat().get("definition", {}).get("inputs") or []
-        return {i["name"]: i["dtype"] for i in inputs
-                if isinstance(i, Mapping) and isinstance(i.get("dtype"), str)}
-
-    def _stage(self, where: str, data: Optional[Data], what: str) -> _Staged:
+    def _stage(self, where: str, data: Optional[Data], what: str, st: _Stat) -> _Staged:
         arrays = isinstance(data, Mapping) and any(not isinstance(v, str) for v in data.values())
         return _Staged(self.client, "%s/_%s/" % (self.name, where), data, what,
-                       self._input_dtypes() if arrays else None)
+                       _input_dtypes(st()) if arrays else None)
+
+    def _data(self, data: Any, what: str, st: _Stat) -> Any:
+        """`data` as a mapping: an (X, y) tuple or a bare X fill the
+        model's inputs in order (fit.as_data)."""
+        return data if isinstance(data, Mapping) else as_data(data, input_order(st()), what)
+
+    def _metric_ids(self, names: Sequence[str], st: _Stat) -> _metrics.Ids:
+        """Metric names -> node ids (None: the loss), adding the nodes of
+        named metrics the model lacks to its definition (tensord.metrics)."""
+        ids, add = _metrics.plan(st(), names)
+        if add:
+            _metrics.check_no_running_job(self.client.jobs(), self.name)
+            self.client.model_define(self.name, _metrics.extended_definition(st(), add), replace=True)
+        return ids
 
     # ---- training ----
-    def train(self, data: Data, *, batch_size: int, epochs: Optional[int] = None, steps: Optional[int] = None,
-              shuffle: Optional[bool] = None, seed: Optional[int] = None, eval: Optional[Mapping[str, Any]] = None,
+    def train(self, data: Union[Data, Tuple[Any, ...], np.ndarray], *, batch_size: int,
+              epochs: Optional[int] = None, steps: Optional[int] = None, shuffle: Optional[bool] = None,
+              seed: Optional[int] = None, eval: Optional[Mapping[str, Any]] = None,
               accumulate_steps: Optional[int] = None, devices: Optional[Sequence[int]] = None,
               optimizer: Optional[Mapping[str, Any]] = None, detach: bool = False,
               on_progress: Optional[Callable[[Dict[str, Any]], None]] = None,
-              on_eval: Optional[Callable[[Dict[str, Any]], None]] = None, **options: Any) -> Any:
+              on_eval: Optional[Callable[[Dict[str, Any]], None]] = None,
+              metrics: Optional[Sequence[str]] = None, validation_data: Any = None,
+              validation_split: Optional[float] = None, drop_last: bool = True, verbose: int = 0,
+              **options: Any) -> Any:
         """train.run on the model: the daemon shuffles `data` (input ->
-        array or stored tensor name), trains `epochs` or `steps` steps of
-        `batch_size` rows and calls `on_progress`/`on_eval` with each
-        train.progress/train.eval map. `eval` is ``{"data": {...}, "metrics":
-        [...], "every": n}`` (its data may be arrays too). Other train.run
-        params (stop_loss, progress_every, start_step) go in `options`.
-        Returns the run's result map, or with `detach` a :class:`Job`."""
+        array or stored tensor name, or an ``(X, y)`` tuple), trains `epochs`
+        or `steps` steps of `batch_size` rows and calls `on_progress`/`on_eval`
+        with each train.progress/train.eval map. Held-out data for the run's
+        evaluation (every epoch): `validation_data` (as `data`),
+        `validation_split` (the last fraction of `data`'s rows) or `eval`
+        (``{"data": {...}, "metrics": [...], "every": n}``); the result then
+        has "val_loss" and "val_metrics". `metrics` ("accuracy", "loss" or
+        node ids: tensord.metrics) are reported under those names; without
+        held-out data they are measured on the training data after the run
+        (result "metrics"). `drop_last` (True: what train.run does) leaves
+        the last partial batch of each epoch out; False is refused unless
+        no batch is partial. `verbose` 1 shows a progress bar, 2 a line per
+        epoch. Other train.run params (stop_loss, progress_every,
+        start_step) go in `options`. Returns the run's result map, or with
+        `detach` a :class:`Job`."""
         if epochs is not None and steps is not None:
             raise InvalidArgument("give epochs or steps, not both")
-        staged = [self._stage("data", data, "data")]
+        st = _Stat(self)
+        data, held = self._fit_data(data, eval, validation_data, validation_split, st)
+        check_rows(self.client, data, batch_size, accumulate_steps, drop_last, verbose)
+        names = (list(_strs("metrics", metrics)) if metrics is not None else []) + \
+            (list(_strs("eval.metrics", eval.get("metrics"))) if eval and eval.get("metrics") else [])
+        if names and held is None and detach:
+            raise InvalidArgument("metrics of a detached run are measured on held-out data: give "
+                                  "validation_data or validation_split")
+        ids = self._metric_ids(names, st) if names else {}
+        req: Dict[str, Any] = dict(options)
+        for k, v in (("epochs", epochs), ("steps", steps), ("shuffle", shuffle), ("seed", seed),
+                     ("accumulate_steps", accumulate_steps), ("optimizer", optimizer)):
+            if v is not None:
+                req[k] = v
+        bar = ProgressBar(verbose) if verbose and not detach else None
+        staged = [self._stage("data", data, "data", st)]
         try:
-            req: Dict[str, Any] = dict(options)
-            for k, v in (("epochs", epochs), ("steps", steps), ("shuffle", shuffle), ("seed", seed),
-                         ("accumulate_steps", accumulate_steps), ("optimizer", optimizer)):
-                if v is not None:
-                    req[k] = v
-            if eval is not None:
-                if not isinstance(eval, Mapping) or "data" not in eval:
-                    raise InvalidArgument("eval must be a dict with 'data' (and 'metrics', 'every')")
-                ev = self._stage("eval", eval["data"], "eval data")
-                staged.append(ev)
-                req["eval"] = dict(eval, data=ev.names)
+            if held is not None:
+                staged.append(self._stage("eval", held, "eval data", st))
+                req["eval"] = eval_request(eval, staged[1].names, ids)
+            on_ev = eval_callback(ids, "val_", bar, on_eval)
             res = self.client.train_run(None, None, None, staged[0].names, batch_size, model=self.name,
-                                        on_progress=on_progress, on_eval=on_eval, devices=devices,
-                                        detach=detach, **req)
+                                        on_progress=chain(bar and bar.progress, on_progress), on_eval=on_ev,
+                                        devices=devices, detach=detach, **req)
+            if detach:
+                return Job(self.client, res, staged, ids, verbose)
+            res = fit_result(self, res, ids, held is not None, staged[0].names, batch_size, bar)
         except BaseException:
             for s in staged:
                 s.drop()
             raise
-        if detach:
-            return Job(self.client, res, staged)
+        finally:
+            if bar:
+                bar.close()
         for s in staged:
             s.drop()
         return res
 
     fit = train
+
+    def _fit_data(self, data: Any, eval: Optional[Mapping[str, Any]], validation_data: Any,
+                  validation_split: Optional[float], st: _Stat) -> Tuple[Any, Any]:
+        """(training data, held-out data or None)."""
+        given = [k for k, v in (("eval", eval), ("validation_data", validation_data),
+                                ("validation_split", validation_split)) if v is not None]
+        if len(given) > 1:
+            raise InvalidArgument("give one of %s, not %s together" % (", ".join(given), " and ".join(given)))
+        data = self._data(data, "data", st)
+        if validation_split is not None:
+            train, held = split_validation(data if isinstance(data, Mapping) else {}, validation_split)
+            return train, held
+        if validation_data is not None:
+            return data, self._data(validation_data, "validation_data", st)
+        if eval is not None:
+            if not isinstance(eval, Mapping) or "data" not in eval:
+                raise InvalidArgument("eval must be a dict with 'data' (and 'metrics', 'every')")
+            return data, self._data(eval["data"], "eval data", st)
+        return data, None
 
     def step(self, data: Data, *, step: Optional[int] = None, optimizer: Optional[Mapping[str, Any]] = None,
              outputs: Optional[Sequence[str]] = None, seed: Optional[int] = None,
@@ -379,7 +495,7 @@ class Model:
              **options: Any) -> Any:
         """One train.step on the model with `data` (input -> array or stored
         name): ``{"loss", "step", "lr", "outputs": {id: array}, "stored"}``."""
-        st = self._stage("in", data, "data")
+        st = self._stage("in", data, "data", _Stat(self))
         try:
             req: Dict[str, Any] = dict(options)
             for k, v in (("step", step), ("optimizer", optimizer), ("seed", seed), ("accumulate", accumulate),
@@ -394,29 +510,60 @@ class Model:
             st.drop()
 
     # ---- forward passes ----
-    def evaluate(self, data: Data, metrics: Optional[Sequence[str]] = None, batch_size: Optional[int] = None,
-                 mode: str = "eval") -> Dict[str, Any]:
-        """model.evaluate: ``{"loss", "metrics": {id: float}, "samples", "batches"}``."""
-        st = self._stage("in", data, "data")
+    def evaluate(self, data: Union[Data, Tuple[Any, ...]], metrics: Optional[Sequence[str]] = None,
+                 batch_size: Optional[int] = None, mode: str = "eval") -> Dict[str, Any]:
+        """model.evaluate: ``{"loss", "metrics": {name: float}, "samples",
+        "batches"}``. `data` as train's; `metrics` "accuracy", "loss" or
+        node ids (tensord.metrics), reported under those names."""
+        st = _Stat(self)
+        data = self._data(data, "data", st)
+        ids = self._metric_ids(_strs("metrics", metrics), st) if metrics is not None else None
+        staged = self._stage("in", data, "data", st)
         try:
-            return self.client.model_evaluate(self.name, st.names, metrics, batch_size, mode)
+            res = self.client.model_evaluate(self.name, staged.names,
+                                             None if ids is None else _metrics.daemon_ids(ids), batch_size, mode)
         finally:
-            st.drop()
+            staged.drop()
+        if ids is not None:
+            res = dict(res, metrics=_metrics.rename(res, ids))
+        return res
 
-    def predict(self, inputs: Data, outputs: Optional[Union[str, Sequence[str]]] = None, mode: str = "eval",
-                out: Optional[Mapping[str, str]] = None) -> Dict[str, np.ndarray]:
+    def predict(self, inputs: Union[Data, np.ndarray, Tuple[Any, ...]],
+                outputs: Optional[Union[str, Sequence[str]]] = None, mode: str = "eval",
+                out: Optional[Mapping[str, str]] = None) -> Any:
         """model.predict: the outputs (default: the model's) as NumPy arrays,
-        by node id. With `out` ({node: tensor name}) they are stored instead
-        and the stored map (name -> metadata) is returned."""
-        st = self._stage("in", inputs, "inputs")
+        by node id. `inputs` may be a bare array (or tuple) for the model's
+        first inputs (fit.as_data): the result is then the array itself
+        when one output comes back. With `out` ({node: tensor name}) they
+        are stored instead and the stored map (name -> metadata) is returned."""
+        st = _Stat(self)
+        bare = not isinstance(inputs, Mapping)
+        staged = self._stage("in", self._data(inputs, "inputs", st), "inputs", st)
         try:
-            res = self.client.model_predict(self.name, st.names, None if outputs is None else _strs("outputs", outputs),
-                                            out, mode)
+            res = self.client.model_predict(self.name, staged.names,
+                                            None if outputs is None else _strs("outputs", outputs), out, mode)
         finally:
-            st.drop()
-        return res["stored"] if out is not None else res["outputs"]
+            staged.drop()
+        if out is not None:
+            return res["stored"]
+        if bare and not isinstance(outputs, (list, tuple)) and len(res["outputs"]) == 1:
+            return next(iter(res["outputs"].values()))
+        return res["outputs"]
 
     __call__ = predict
+
+    def summary(self, print_fn: Optional[Callable[[str], Any]] = print) -> str:
+        """Keras's summary: a table of the layers (graph form: nodes) with
+        their output shapes (from a predict on zeros of the declared inputs,
+        the batch as None; "?" where unknown) and parameter counts, and the
+        total. Printed with `print_fn` (None: not printed); returned."""
+        st = self.stat()
+        ids = [r[2] for r in _summary.rows(st)]
+        shapes = _summary.probe_shapes(lambda feed, outputs: self.predict(feed, outputs=outputs), st, ids)
+        text = _summary.table(st, shapes)
+        if print_fn is not None:
+            print_fn(text)
+        return text
 
     # ---- what it holds ----
     def stat(self) -> Dict[str, Any]:

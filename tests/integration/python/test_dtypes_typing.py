@@ -168,6 +168,9 @@ def _public_callables():
         for name, fn in inspect.getmembers(cls, inspect.isfunction):
             if not name.startswith("_") or name in ("__init__", "__enter__", "__exit__"):
                 out.append(fn)
+    for cls in (tensord.Model, tensord.Job):      # fit is train: listed once
+        out += [fn for name, fn in inspect.getmembers(cls, inspect.isfunction)
+                if not name.startswith("_") and fn not in out]
     return out
 
 
