@@ -163,7 +163,7 @@ def build_definition(*, layers: Any = None, nodes: Optional[Sequence[Mapping[str
         if seed != 0 or input is not None or dtype is not None:
             raise InvalidArgument("seed, input and dtype belong to the layer form (layers=...)")
     if nodes is not None:
-        from .client import _nodes  # the dtype attrs of nodes, as graph_run sends them
+        from .methods import _nodes  # the dtype attrs of nodes, as graph_run sends them
         d["nodes"] = _nodes(nodes)
     if params is not None:
         d["params"] = _strs("params", params)
