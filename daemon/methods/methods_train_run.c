@@ -176,7 +176,7 @@ static const struct train_sink client_sink = {
 /* train.run's own parameters (besides the step's source), as params_parse
  * decoded them. */
 struct run_params {
-	const msgpack_object *data, *eval, *devices;
+	const msgpack_object *data, *eval, *devices, *cleanup;
 	uint64_t batch_size, epochs, steps, seed, start_step, progress_every, accumulate_steps, depth, nice;
 	bool shuffle, profile, has_epochs, has_steps, has_start_step, has_progress_every, has_stop_loss, has_depth;
 	double stop_loss;
@@ -327,6 +327,27 @@ static int parse_ranks(struct request *req, struct train_plan *plan, const struc
 	return 0;
 }
 
+/* train.run's `cleanup`: up to TRAIN_MAX_CLEANUP tensor names, deleted when
+ * the run ends (train/job.c) with the caller's rights; one that is gone or
+ * that the caller may not delete then is left alone. */
+static int parse_cleanup(struct request *req, struct train_plan *plan, const msgpack_object *o)
+{
+	uint32_t n = o ? o->via.array.size : 0;
+
+	if (n > TRAIN_MAX_CLEANUP)
+		return request_fail(req, TDP_INVALID_ARGUMENT, "cleanup: at most %d tensors", TRAIN_MAX_CLEANUP);
+	for (uint32_t k = 0; k < n; k++) {
+		const msgpack_object *e = &o->via.array.ptr[k];
+
+		if (e->type != MSGPACK_OBJECT_STR)
+			return request_fail(req, TDP_INVALID_ARGUMENT, "cleanup: tensor names (strings)");
+		if (lookup_key(&req->call, e->via.str.ptr, e->via.str.size, plan->cleanup[k]) < 0)
+			return -1;
+	}
+	plan->ncleanup = n;
+	return 0;
+}
+
 /* train.run's `devices` (docs/devices.md): none or one device id means one
  * device; two or more, data parallel with the batch split evenly. */
 static int parse_devices(struct request *req, struct train_plan *plan, const msgpack_object *o)
@@ -415,6 +436,7 @@ static int run_request(struct request *req, int member, struct job_record *resum
 		PARAM_OPT_GIVEN("pipeline_depth", PARAM_UINT, rp.depth, rp.has_depth),
 		PARAM_OPT("detach", PARAM_BOOL, detach),
 		PARAM_OPT("ranks", PARAM_STR, ranks),
+		PARAM_OPT("cleanup", PARAM_ARRAY, rp.cleanup),
 	};
 	struct train_plan *plan = NULL;
 	struct run_client *cl = NULL;
@@ -436,7 +458,8 @@ static int run_request(struct request *req, int member, struct job_record *resum
 	plan->start_step = src.m ? src.m->step + 1 : 1;
 	if (train_spec_parse(&req->call, src.loss, src.params, src.opt, NULL, &plan->spec) < 0 ||
 	    plan_setup(req, plan, &rp) < 0 || parse_devices(req, plan, rp.devices) < 0 ||
-	    parse_ranks(req, plan, &ranks, detach, rp.devices != NULL, member) < 0)
+	    parse_ranks(req, plan, &ranks, detach, rp.devices != NULL, member) < 0 ||
+	    parse_cleanup(req, plan, rp.cleanup) < 0)
 		goto out;
 	if (member >= 0)
 		plan->has_eval = false; /* evaluation is the asking member's */

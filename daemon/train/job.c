@@ -22,6 +22,7 @@
 #include "pack.h"
 #include "rpc.h"
 #include "status.h"
+#include "store/lookup.h"
 #include "store/model.h"
 #include "store/store.h"
 #include "train/label_check.h"
@@ -137,6 +138,8 @@ void job_finish(struct train_job *job, const char *stopped)
 {
 	struct train_status st = status_of(job);
 
+	/* Drained: the run resumes later, with its data. */
+	job->keep_data = !strcmp(stopped, "drained");
 	if (job->dp) {
 		st.replica_max_diff = replica_max_diff(job);
 		st.exchange = dp_exchange_name(job->dp);
@@ -191,6 +194,21 @@ bool job_after_step(struct train_job *job, int64_t step)
 		return false;
 	}
 	return true;
+}
+
+/* The run ended (done, stopped, cancelled, failed, or its client went
+ * away): delete its `cleanup` tensors, with the caller's rights, those still
+ * there. Not when the daemon stopped it to resume it (a drain, a shutdown,
+ * a device loss). */
+static void job_cleanup(struct train_job *job)
+{
+	for (unsigned k = 0; !job->keep_data && k < job->p.ncleanup; k++) {
+		const char *key = job->p.cleanup[k];
+		struct tensor *t;
+
+		if (lookup_tensor_why(&job->call, "cleanup", key, ACCESS_WRITE | LOOKUP_EXISTING, &t, NULL, 0) == 0)
+			store_delete(job->call.d->store, key, strlen(key));
+	}
 }
 
 static void job_free(struct train_job *job)
@@ -348,6 +366,7 @@ bool train_jobs_run(void *data)
 			if (runner == job)
 				runner = NULL;
 			*pp = job->next;
+			job_cleanup(job);
 			job_free(job);
 			continue;
 		}

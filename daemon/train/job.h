@@ -18,6 +18,8 @@
 #include "train/step.h"
 
 #define TRAIN_MAX_METRICS 8
+/* The most tensors a run deletes when it ends (train.run's `cleanup`). */
+#define TRAIN_MAX_CLEANUP 16
 /* train.run's pipeline_depth (docs/training.md, "Pipelined steps"): steps
  * in flight on one device at most, and by default (on a CPU device such as
  * lavapipe, whose "device" work runs on the host's cores, 1). */
@@ -48,6 +50,11 @@ struct train_plan {
 	char metrics[TRAIN_MAX_METRICS][TDP_MAX_NAME_LEN + 1];
 	unsigned nmetrics;
 	char model[TDP_MAX_NAME_LEN + 1]; /* the model trained, "" for none */
+	/* Store keys deleted (with the caller's rights) when the run ends,
+	 * however it ends, but not when it stops to be resumed: a client's
+	 * staged data (docs/protocol.md, train.run `cleanup`). */
+	char cleanup[TRAIN_MAX_CLEANUP][TDP_MAX_NAME_LEN + 1];
+	unsigned ncleanup;
 	uint64_t model_serial;     /* its definition: a replaced model is left alone */
 	bool profile;              /* the result gives gpu_ns and dispatches per step */
 	unsigned depth;            /* micro-batches in flight at most (one device), 1..TRAIN_MAX_DEPTH;

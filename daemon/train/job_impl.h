@@ -30,6 +30,7 @@ struct train_job {
 	void *sink_data;
 	bool detached;             /* the client went away */
 	bool cancelled;            /* job.cancel: stop at the next turn, reported */
+	bool keep_data;            /* stopped to resume: its `cleanup` tensors stay */
 	const char *stop_reason;   /* how the cancel is reported: NULL "cancelled", "drained" */
 	/* Another job waits for this one's steps in flight: it submits no
 	 * more once its slice is used, and goes to the back when drained

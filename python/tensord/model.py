@@ -451,6 +451,8 @@ class Model:
                 staged.append(self._stage("eval", held, "eval data", st))
                 req["eval"] = eval_request(eval, staged[1].names, ids)
             on_ev = eval_callback(ids, "val_", bar, on_eval)
+            if detach:  # the daemon deletes them when the job ends, however it ends
+                req["cleanup"] = [n for s in staged for n in s.put]
             res = self.client.train_run(None, None, None, staged[0].names, batch_size, model=self.name,
                                         on_progress=chain(bar and bar.progress, on_progress), on_eval=on_ev,
                                         devices=devices, detach=detach, **req)

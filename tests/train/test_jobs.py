@@ -213,6 +213,71 @@ def test_cancel(d):
     c.close()
 
 
+def test_cleanup(d):
+    """train.run `cleanup`: the named tensors are deleted when the run ends,
+    however it ends (done, cancelled, failed, an attached run's client gone),
+    and only with the caller's rights; a name that is gone is let be."""
+    c = d.client()
+    setup_data(c, "_c")
+
+    def staged(tag):
+        names = ["st_%s_x" % tag, "st_%s_y" % tag]
+        put(c, names[0], get(c, "x_c"))
+        put(c, names[1], get(c, "y_c"))
+        return names
+
+    def gone(names):
+        return [n for n in names if error_name(c, "tensor.stat", {"name": n}) != "NOT_FOUND"] == []
+
+    for tag, kw, state in (("done", {"steps": 5}, "done"),
+                           ("cancel", {"steps": 10000000, "progress_every": 1000000}, "cancelled"),
+                           ("fail", {"steps": 5}, "failed")):
+        names = staged(tag)
+        if state == "failed":  # a NaN loss at the first step
+            put(c, names[0], np.full((256, 3), np.nan))
+        p = run_params("_c", data={"xb": names[0], "yb": names[1]}, detach=True,
+                       cleanup=names + ["never_was"], **kw)
+        res = c.call("train.run", p)
+        if state == "cancelled":
+            time.sleep(0.3)
+            c.call("job.cancel", {"job": res["job"]})
+        st = wait_state(c, res["job"])
+        check(st["state"] == state, "%s: %r" % (tag, st["state"]))
+        check(gone(names), "%s: the cleanup tensors are deleted when the job ends" % tag)
+    names = staged("attached")
+    other = d.client()
+    other.request("train.run", run_params("_c", data={"xb": names[0], "yb": names[1]},
+                                          steps=10000000, progress_every=1000000, cleanup=names))
+    time.sleep(0.5)
+    other.close()  # the client goes away: the run is cancelled
+    deadline = time.monotonic() + 30
+    while not gone(names) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    check(gone(names), "an attached run's client gone: its cleanup tensors are deleted")
+    # Another user's tensor in the list is not hers to delete: it stays.
+    put(c, "root_keep", np.zeros(3))
+    c.call("tensor.chmod", {"name": "root_keep", "mode": "world-read"})
+
+    def hers():
+        h = d.client()
+        setup_data(h, "_h")
+        r = h.call("train.run", run_params("_h", steps=2, detach=True, cleanup=["~root/root_keep", "x_h"]))
+        wait_state(h, r["job"])
+        return error_name(h, "tensor.stat", {"name": "x_h"})
+
+    if os.geteuid() == 0:
+        os.chmod(d.dir, 0o755)
+        os.chmod(d.sock, 0o666)
+        check(as_user(USER_A, hers) == "NOT_FOUND", "her own cleanup tensor is deleted")
+        check(c.call("tensor.stat", {"name": "root_keep"})["name"] == "root_keep",
+              "another user's tensor named in cleanup stays")
+    bad = run_params("_c", steps=1, cleanup=[1])
+    check(error_name(c, "train.run", bad) == "INVALID_ARGUMENT", "cleanup of no names is refused")
+    bad = run_params("_c", steps=1, cleanup=["n%d" % i for i in range(17)])
+    check(error_name(c, "train.run", bad) == "INVALID_ARGUMENT", "more than 16 cleanup names are refused")
+    c.close()
+
+
 def test_quota_and_users(tmp):
     cfg = os.path.join(tmp, "tensord.conf")
     with open(cfg, "w") as f:
@@ -621,6 +686,7 @@ def main():
         test_detach_finish_and_watch(d)
         test_no_starvation(d)
         test_cancel(d)
+        test_cleanup(d)
     with Daemon() as d, tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:
         test_tensorctl(d, tmp)
     with tempfile.TemporaryDirectory(prefix="tensord-jobs-") as tmp:

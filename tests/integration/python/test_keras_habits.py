@@ -113,6 +113,22 @@ def test_detached_fit_with_metrics(client, prefix, capsys):
     m.delete(tensors=True)
 
 
+def test_detached_run_cleans_up_without_wait(client, prefix):
+    """A detached script never calls Job.wait(): the daemon deletes the
+    staged arrays itself when the job ends (train.run `cleanup`)."""
+    import time
+    m = _mlp(client, prefix + "m")
+    x, y = _data(60)
+    job = m.train({"x": x, "y": y}, batch_size=20, epochs=2, detach=True)
+    assert client.list(m.name + "/_") != []
+    deadline = time.monotonic() + 60
+    while client.job(int(job))["state"] == "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert client.job(int(job))["state"] == "done"
+    assert client.list(m.name + "/_") == []
+    m.delete(tensors=True)
+
+
 def test_binary_accuracy_thresholds_the_logit_at_zero(client, prefix):
     m = _binary(client, prefix + "b")
     rng = np.random.default_rng(3)
