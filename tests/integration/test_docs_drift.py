@@ -16,7 +16,8 @@ subcommands). Checked against them:
   (c) tensord(8) documents every option (SYNOPSIS and OPTIONS) and every key
       (CONFIGURATION FILE), and no option or key that does not exist;
   (d) tensorctl(1)'s SYNOPSIS and COMMANDS name exactly the commands of
-      `tensorctl --help`.
+      `tensorctl --help`, and each form in its SYNOPSIS has the options of that
+      command's usage lines in `tensorctl help CMD`, optional or required alike.
 
 A key or option added to the daemon without its documentation fails here.
 Environment: TENSORD_BIN, TENSORCTL_BIN, SOURCE_ROOT.
@@ -368,6 +369,58 @@ def test_man_tensorctl_synopsis_file_types():
     assert {"F.npy", "F.safetensors"} <= forms, forms
     missing = sorted(f for f in forms if f not in synopsis)
     assert not missing, "tensorctl(1) SYNOPSIS lacks %s" % ", ".join(missing)
+
+
+def synopsis_options(text):
+    """{--option: optional?} of a synopsis line, optional meaning inside [...]."""
+    out, depth = {}, 0
+    for tok in re.finditer(r"--[a-z][a-z0-9-]*|\[|\]", text):
+        t = tok.group(0)
+        depth += {"[": 1, "]": -1}.get(t, 0)
+        if t.startswith("--"):
+            out[t] = out.get(t, True) and depth > 0
+    return out
+
+
+def synopsis_forms(forms, cmd, rest):
+    """Add one form of `cmd` (the text after it) to `forms`, keyed by the
+    command and its leading option (train --model, info --watch, ...)."""
+    m = re.match(r"\s*(--[a-z-]+)", rest)
+    forms.setdefault((cmd, m.group(1) if m else ""), {}).update(synopsis_options(rest))
+
+
+def test_man_tensorctl_synopsis_matches_each_commands_help():
+    """Each form of each command in tensorctl(1)'s SYNOPSIS has the same
+    options, each optional or required alike, as that command's usage lines
+    in `tensorctl help CMD` (they once disagreed on train --model: --detach
+    missing, --data and --batch-size optional in one, required in the other)."""
+    with open(os.path.join(ROOT, "docs", "tensorctl.1")) as f:
+        src = f.read()
+    man, helps = {}, {}
+    for entry in src[src.index(".SH SYNOPSIS"):src.index(".SH DESCRIPTION")].split(".br"):
+        lines = [l.replace("\\-", "-").replace("\\fB", "").replace("\\fP", "")
+                 for l in entry.splitlines() if l.strip()]
+        at = [k for k, l in enumerate(lines) if l.startswith(".RI [ OPTIONS ]")]
+        if not at:
+            continue
+        words = " ".join(re.sub(r"^\.[A-Z]+\s*", "", l) for l in lines[at[0] + 1:]).replace('"', "").split()
+        synopsis_forms(man, words[0], " ".join(words[1:]))
+    for cmd in sorted({k[0] for k in man}):
+        usage = run([TENSORCTL, "help", cmd]).stdout.split("\n\n")[0].replace("Usage:", "")
+        forms = []
+        for line in usage.splitlines():
+            s = line.strip()
+            if s.startswith("tensorctl "):
+                forms.append(s[len("tensorctl "):])
+            elif forms:
+                forms[-1] += " " + s
+        for form in forms:
+            words = form.split()
+            synopsis_forms(helps, words[0], " ".join(words[1:]))
+    assert len(man) >= 20, sorted(man)
+    bad = ["%s: man %r, help %r" % (" ".join(k).strip(), man.get(k), helps.get(k))
+           for k in sorted(set(man) | set(helps)) if man.get(k) != helps.get(k)]
+    assert not bad, "tensorctl(1) SYNOPSIS and tensorctl help disagree:\n  " + "\n  ".join(bad)
 
 
 def test_shipped_service_persists():
