@@ -107,6 +107,7 @@ _tensorctl_names() {
     tensor) cmd=(--json ls) ;;
     model) cmd=(--json model ls) ;;
     kernel) cmd=(--json kernel ls) ;;
+    job) ${words[1]} "$@" --json jobs 2>/dev/null | grep -o '"job":[0-9]*' | sed 's/^"job"://'; return ;;
   esac
   ${words[1]} "$@" $cmd 2>/dev/null | grep -o '"name":"[^"]*"' | sed 's/^"name":"//; s/"$//'
 }
@@ -116,7 +117,7 @@ _tensorctl_offer() {
   local kind=${1%...}; shift
   local -a names
   case $kind in
-    tensor|model|kernel)
+    tensor|model|kernel|job)
       names=(${(f)"$(_tensorctl_names $kind "$@")"})
       compadd -S '' -- $names ;;
     op) compadd -- $_tensorctl_ops ;;
@@ -271,7 +272,7 @@ function __tensorctl_socket
     end
 end
 
-function __tensorctl_names --description 'tensors, models, kernels or device ids from the daemon'
+function __tensorctl_names --description 'tensors, models, kernels, job or device ids from the daemon'
     set -l sock (string split ' ' -- (__tensorctl_socket))
     switch $argv[1]
         case tensor
@@ -282,6 +283,8 @@ function __tensorctl_names --description 'tensors, models, kernels or device ids
             tensorctl $sock --json kernel ls 2>/dev/null | string match -r -a -g '"name":"([^"]*)"'
         case device
             tensorctl $sock --json info 2>/dev/null | string match -r -a -g '"id":([0-9]+)'
+        case job
+            tensorctl $sock --json jobs 2>/dev/null | string match -r -a -g '"job":([0-9]+)'
     end
 end
 
@@ -343,7 +346,7 @@ function __tensorctl_positional --description 'what the argument at the cursor c
     end
     set kind (string replace '...' '' -- $kind)
     switch $kind
-        case tensor model kernel
+        case tensor model kernel job
             __tensorctl_names $kind
         case op
             printf '%s\n' $__tensorctl_ops

@@ -113,9 +113,9 @@ function __tensorctl_args --description 'the positional kinds of a command'
         case 'jobs'
             echo ''
         case 'logs'
-            echo '-'
+            echo 'job'
         case 'cancel'
-            echo '-'
+            echo 'job'
         case 'drain'
             echo '-'
         case 'step'
@@ -181,7 +181,7 @@ function __tensorctl_socket
     end
 end
 
-function __tensorctl_names --description 'tensors, models, kernels or device ids from the daemon'
+function __tensorctl_names --description 'tensors, models, kernels, job or device ids from the daemon'
     set -l sock (string split ' ' -- (__tensorctl_socket))
     switch $argv[1]
         case tensor
@@ -192,6 +192,8 @@ function __tensorctl_names --description 'tensors, models, kernels or device ids
             tensorctl $sock --json kernel ls 2>/dev/null | string match -r -a -g '"name":"([^"]*)"'
         case device
             tensorctl $sock --json info 2>/dev/null | string match -r -a -g '"id":([0-9]+)'
+        case job
+            tensorctl $sock --json jobs 2>/dev/null | string match -r -a -g '"job":([0-9]+)'
     end
 end
 
@@ -253,7 +255,7 @@ function __tensorctl_positional --description 'what the argument at the cursor c
     end
     set kind (string replace '...' '' -- $kind)
     switch $kind
-        case tensor model kernel
+        case tensor model kernel job
             __tensorctl_names $kind
         case op
             printf '%s\n' $__tensorctl_ops

@@ -196,7 +196,7 @@ printf '%s\n' '{"nodes": [{"id": "pred", "op": "mul", "inputs": ["x", "c/alpha"]
 expect "--socket $SOCK model stat cm/" cm/first
 expect "--socket $SOCK evaluate c" cm/first
 expect "--socket $SOCK train --model c" cm/first
-echo "== job ids from a daemon (bash: logs, cancel; issue 35) and drain's on/off"
+echo "== job ids from a daemon (logs, cancel; zsh and fish below; issue 35) and drain's on/off"
 printf '%s\n' '{"model": "cm/first", "data": {"x": "other", "y": "other"}, "batch_size": 1, "steps": 2}' >"$DIR/run.json"
 "$TENSORCTL_BIN" --socket "$SOCK" train "$DIR/run.json" --detach >/dev/null 2>"$DIR/terr" ||
 	fail "train --detach: $(cat "$DIR/terr")"
@@ -237,6 +237,7 @@ for shell in zsh fish; do
 		"--socket $SOCK put x --device |0" "chmod |- group-read group-write private world-read world-write" \
 		"run matm|matmul" "--socket $SOCK run add c/alpha -o c/|c/alpha c/beta" \
 		"--socket $SOCK rm other c/alpha c/b|c/beta" "--socket $SOCK evaluate c|cm/first" \
+		"--socket $SOCK logs |1" "--socket $SOCK cancel |1" \
 		"help |$(echo $cmds cp)"; do
 		line=${c%%|*}
 		want=$(printf '%s\n' ${c#*|} | sort -u)
