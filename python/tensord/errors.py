@@ -18,6 +18,7 @@ that name and code, so a newer daemon never breaks an older client.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, Optional, Type
 
 __all__ = [
@@ -113,6 +114,15 @@ _BY_CODE = {cls.code: cls for cls in _CLASSES}
 STATUS_CODES: Dict[str, int] = {cls.name: cls.code for cls in _CLASSES}
 
 
+_WIRE_FLAG = re.compile(r'"([a-z_][a-z0-9_]*)": (true|false)')
+
+
+def python_spelling(message: str) -> str:
+    """A daemon message as a Python caller reads it: the wire's ``"replace":
+    true`` becomes ``replace=True`` (the keyword the client takes)."""
+    return _WIRE_FLAG.sub(lambda m: "%s=%s" % (m.group(1), m.group(2).capitalize()), message)
+
+
 def error_from_map(err: Any) -> TensordError:
     """The exception for an error map ``{"code", "name", "message"}`` from the
     daemon. Missing or ill-typed fields are filled in, never trusted."""
@@ -127,6 +137,7 @@ def error_from_map(err: Any) -> TensordError:
         name = None
     if not isinstance(message, str):
         message = "" if message is None else repr(message)
+    message = python_spelling(message)
     cls = _BY_NAME.get(name) if name else _BY_CODE.get(code)
     if cls is None:
         cls = TensordError

@@ -400,3 +400,13 @@ def test_request_while_a_watch_waits(client, daemon, prefix):
     client.cancel(job)
     *_, (kind, end) = client.watch(job)
     assert kind == "end" and end["state"] == "cancelled"
+
+
+def test_errors_use_python_spelling(client, prefix):
+    """The daemon's 'already exists ("replace": true redefines it)' reads as
+    the keyword a Python caller passes: replace=True."""
+    _mlp(client, prefix + "dup")
+    with pytest.raises(tensord.AlreadyExists) as e:
+        _mlp(client, prefix + "dup")
+    assert "replace=True" in str(e.value) and '"replace"' not in str(e.value)
+    client.model(prefix + "dup").delete(tensors=True)
