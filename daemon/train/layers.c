@@ -2,7 +2,7 @@
  * reading the stack, naming, parameters and their initialisers, the simple
  * layers (linear, activations, dropout, softmax, flatten, sequential,
  * residual), the loss map, and the definition handed to model_new. The
- * other families are in layers_nn.c. */
+ * other families are in layers_nn.c, layers_attention.c and layers_rnn.c. */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>

@@ -16,6 +16,10 @@ struct caller;
 #define LAYERS_MAX_DEPTH 12   /* the wire allows 32 levels of msgpack nesting: about 14 of layers */
 #define LAYERS_MAX_LAYERS 1024   /* layers, nested ones counted */
 #define LAYERS_MAX_NODES 3072    /* expanded nodes (raw nodes come on top, up to the graph's 4096) */
+/* T of an unrolled lstm/gru: its training step (forward, backward, update;
+ * about 50 nodes a time step) must fit the graph's TDP_MAX_GRAPH_NODES, which
+ * one lstm of T = 82 fills; 64 leaves room for the model's other layers. */
+#define LAYERS_MAX_RNN_STEPS 64
 
 enum layer_init_kind {
 	INIT_UNIFORM,   /* U(-a, a) */

@@ -246,6 +246,6 @@ int lx_attention(struct lx *x, const struct layer *l, const char *in, struct shp
 	else if (!strcmp(l->type, "transformer_block"))
 		r = layer_block(x, l, in, s);
 	else
-		return 0;
+		return lx_rnn(x, l, in, s);
 	return r < 0 ? -1 : 1;
 }

@@ -1,4 +1,5 @@
-/* Layer families beyond the simple ones (layers.c): convolution and
+/* Layer families beyond the simple ones (layers.c): convolution (conv2d,
+ * conv1d as a conv2d of height 1) and
  * pooling, normalisation (batch_norm with its running statistics as model
  * state, layer_norm, rms_norm) and embedding; attention and the transformer
  * block are in layers_attention.c. Each expands into the ops docs/ops.md
@@ -95,6 +96,62 @@ static int layer_conv2d(struct lx *x, const struct layer *l, const char *in, str
 	a[1].v = pv;
 	s->dtype = x->dtype;
 	return lx_emit(x, l->path, "conv2d", ins, bias ? 3 : 2, a, 2);
+}
+
+/* conv1d (torch's nn.Conv1d) through conv2d over a height of 1: `<p>/x4` =
+ * x [N, C, L] viewed [-1, C, 1, L], `<p>/w4` = weight [O, C, K] (torch's
+ * layout, so a state dict loads as it is) viewed [O, C, 1, K], `<p>/y4` =
+ * conv2d(x4, w4, bias) with stride [1, s] and padding [0, p], and `<p>` its
+ * view [-1, O, L']. The views are free; autograd reshapes the weight's
+ * gradient back. */
+static int layer_conv1d(struct lx *x, const struct layer *l, const char *in, struct shp *s)
+{
+	struct map_field f[] = {
+		{ "in_channels", MAP_UINT, true, NULL }, { "out_channels", MAP_UINT, true, NULL },
+		{ "kernel_size", MAP_UINT, true, NULL }, { "stride", MAP_UINT, false, NULL },
+		{ "padding", MAP_UINT, false, NULL }, { "bias", MAP_BOOL, false, NULL },
+	};
+	uint64_t ci, co, k, st, pad, ws[3], bs[1];
+	char w[LX_ID], b[LX_ID], x4[LX_ID], w4[LX_ID], y4[LX_ID];
+	const char *ins[3] = { x4, w4, b }, *px = in, *pw = w, *py = y4;
+	int64_t sv[2] = { 1, 1 }, pv[2] = { 0, 0 }, xs[4], wv[4], ys[3], len;
+	struct at a[2] = { { "stride", 'I', .v = sv, .n = 2 }, { "padding", 'I', .v = pv, .n = 2 } };
+	struct at rx = { "shape", 'I', .v = xs, .n = 4 }, rw = { "shape", 'I', .v = wv, .n = 4 };
+	struct at ry = { "shape", 'I', .v = ys, .n = 3 };
+	bool bias;
+
+	if (lx_keys(x, l, f, 6) < 0 || lx_uint(x, l, &f[0], 1, MAX_SIZE, 0, &ci) < 0 ||
+	    lx_uint(x, l, &f[1], 1, MAX_SIZE, 0, &co) < 0 || lx_uint(x, l, &f[2], 1, 1024, 0, &k) < 0 ||
+	    lx_uint(x, l, &f[3], 1, 1024, 1, &st) < 0 || lx_uint(x, l, &f[4], 0, 1024, 0, &pad) < 0 ||
+	    lx_bool(x, l, &f[5], true, &bias) < 0)
+		return -1;
+	if (s->rank != 3 || s->d[1] < 0 || s->d[2] < 0)
+		return lx_fail(x, l, "needs an input [N, C, L] with C and L known (declare the model's input shape)");
+	if ((uint64_t)s->d[1] != ci)
+		return lx_fail(x, l, "in_channels is %llu but its input has %lld channels", (unsigned long long)ci,
+			       (long long)s->d[1]);
+	len = out_size(s->d[2], k, st, pad);
+	if (len == -2)
+		return lx_fail(x, l, "the kernel %llu does not fit the input's length %lld with padding %llu",
+			       (unsigned long long)k, (long long)s->d[2], (unsigned long long)pad);
+	ws[0] = co, ws[1] = ci, ws[2] = k;
+	bs[0] = co;
+	if (lx_param(x, l, "weight", 3, ws, INIT_UNIFORM, 1.0 / sqrt((double)(ci * k)), false, w) < 0 ||
+	    (bias && lx_param(x, l, "bias", 1, bs, INIT_UNIFORM, 1.0 / sqrt((double)(ci * k)), false, b) < 0) ||
+	    lx_id(x, l, "x4", x4) < 0 || lx_id(x, l, "w4", w4) < 0 || lx_id(x, l, "y4", y4) < 0)
+		return -1;
+	xs[0] = -1, xs[1] = (int64_t)ci, xs[2] = 1, xs[3] = s->d[2];
+	wv[0] = (int64_t)co, wv[1] = (int64_t)ci, wv[2] = 1, wv[3] = (int64_t)k;
+	ys[0] = -1, ys[1] = (int64_t)co, ys[2] = len;
+	sv[1] = (int64_t)st;
+	pv[1] = (int64_t)pad;
+	if (lx_emit(x, x4, "reshape", &px, 1, &rx, 1) < 0 || lx_emit(x, w4, "reshape", &pw, 1, &rw, 1) < 0 ||
+	    lx_emit(x, y4, "conv2d", ins, bias ? 3 : 2, a, 2) < 0)
+		return -1;
+	s->d[1] = (int64_t)co;
+	s->d[2] = len;
+	s->dtype = x->dtype;
+	return lx_emit(x, l->path, "reshape", &py, 1, &ry, 1);
 }
 
 static int layer_pool(struct lx *x, const struct layer *l, const char *in, struct shp *s)
@@ -237,6 +294,8 @@ int lx_nn(struct lx *x, const struct layer *l, const char *in, struct shp *s)
 
 	if (!strcmp(l->type, "conv2d"))
 		r = layer_conv2d(x, l, in, s);
+	else if (!strcmp(l->type, "conv1d"))
+		r = layer_conv1d(x, l, in, s);
 	else if (!strcmp(l->type, "max_pool2d") || !strcmp(l->type, "avg_pool2d"))
 		r = layer_pool(x, l, in, s);
 	else if (!strcmp(l->type, "batch_norm"))

@@ -1,5 +1,6 @@
 /* What the layer expanders share (layers.c: parsing, the stack and simple
- * layers; layers_nn.c: convolution, normalisation, embedding, attention).
+ * layers; layers_nn.c: convolution, normalisation, embedding;
+ * layers_attention.c: attention; layers_rnn.c: lstm, gru).
  * Not for use outside train/layers*.c. */
 #pragma once
 
@@ -109,5 +110,9 @@ int lx_stack(struct lx *x, const struct layer *parent, const msgpack_object *arr
  * l->type (and expanded it, or failed: then -1), 0 when not. */
 int lx_nn(struct lx *x, const struct layer *l, const char *in, struct shp *s);
 
-/* attention and transformer_block (layers_attention.c), as lx_nn. */
+/* attention and transformer_block (layers_attention.c), as lx_nn; other
+ * types go on to lx_rnn. */
 int lx_attention(struct lx *x, const struct layer *l, const char *in, struct shp *s);
+
+/* lstm and gru (layers_rnn.c), as lx_nn. */
+int lx_rnn(struct lx *x, const struct layer *l, const char *in, struct shp *s);

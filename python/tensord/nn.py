@@ -29,7 +29,7 @@ import re
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 __all__ = [
-    "Module", "Sequential", "Residual", "Linear", "Conv2d", "BatchNorm1d", "BatchNorm2d",
+    "Module", "Sequential", "Residual", "Linear", "Conv1d", "Conv2d", "LSTM", "GRU", "BatchNorm1d", "BatchNorm2d",
     "LayerNorm", "RMSNorm", "Embedding", "Dropout", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU",
     "LeakyReLU", "Identity", "PositionalEmbedding",
     "Softmax", "LogSoftmax", "Flatten", "MaxPool2d", "AvgPool2d", "MultiheadAttention",
@@ -69,6 +69,15 @@ def _pair(what: str, v: Any, zero: bool = False) -> Union[int, List[int]]:
             raise _fail("%s must be an int or a pair, not %r" % (what, v))
         a, b = (_pos_int(what, x, zero) for x in v)
         return a if a == b else [a, b]
+    return _pos_int(what, v, zero)
+
+
+def _single(what: str, v: Any, zero: bool = False) -> int:
+    """An int or a 1-tuple, as torch's Conv1d kernel_size/stride/padding."""
+    if isinstance(v, (tuple, list)):
+        if len(v) != 1:
+            raise _fail("%s must be an int or a 1-tuple, not %r" % (what, v))
+        v = v[0]
     return _pos_int(what, v, zero)
 
 
@@ -305,6 +314,89 @@ class Conv2d(Module):
         if self.keys.get("bias", True):
             p.append(("bias", (self.keys["out_channels"],)))
         return p
+
+
+class Conv1d(Module):
+    """1-D convolution, input ``[N, C, L]`` -> ``[N, out, L']``: weight
+    ``[out, in, k]`` (torch's layout: a torch state dict loads as it is),
+    bias ``[out]``, both U(±1/√(in·k)). The daemon runs it as a conv2d of
+    height 1; the input's C and L must be declared."""
+
+    type = "conv1d"
+    _param_names = ("weight", "bias")
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Union[int, Sequence[int]],
+                 stride: Union[int, Sequence[int]] = 1, padding: Union[int, Sequence[int]] = 0,
+                 bias: bool = True, *, name: Optional[str] = None,
+                 init: Optional[Mapping[str, Init]] = None) -> None:
+        super().__init__(name=name, init=init)
+        self.keys = {"in_channels": _pos_int("in_channels", in_channels),
+                     "out_channels": _pos_int("out_channels", out_channels),
+                     "kernel_size": _single("kernel_size", kernel_size)}
+        s, p = _single("stride", stride), _single("padding", padding, zero=True)
+        if s != 1:
+            self.keys["stride"] = s
+        if p != 0:
+            self.keys["padding"] = p
+        if not bias:
+            self.keys["bias"] = False
+
+    def _params(self) -> List[Tuple[str, Shape]]:
+        p: List[Tuple[str, Shape]] = [("weight", (self.keys["out_channels"], self.keys["in_channels"],
+                                                  self.keys["kernel_size"]))]
+        if self.keys.get("bias", True):
+            p.append(("bias", (self.keys["out_channels"],)))
+        return p
+
+
+class LSTM(Module):
+    """One unidirectional LSTM layer over ``[N, T, input_size]`` (batch
+    first, T declared, 1 to 64 steps), unrolled by the daemon into the
+    graph. Its output is the sequence of hidden states ``[N, T, H]`` (torch's
+    ``output``); ``return_sequences=False`` gives the last one, ``[N, H]``
+    (torch's ``h_n[-1]``). (h_n, c_n) are not returned; the initial states
+    are zeros. Parameters as torch's: ``weight_ih_l0 [G·H, I]``,
+    ``weight_hh_l0 [G·H, H]``, ``bias_ih_l0`` and ``bias_hh_l0 [G·H]``, all
+    U(±1/√H), gates in torch's order (LSTM i f g o, G = 4; GRU r z n, G = 3).
+    ``num_layers`` must be 1 (stack layers in a Sequential: their names then
+    differ from torch's ``_l1``) and ``batch_first`` True (torch's default
+    is False)."""
+
+    type = "lstm"
+    _gates = 4
+    _param_names = ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = True, *, return_sequences: bool = True, name: Optional[str] = None,
+                 init: Optional[Mapping[str, Init]] = None) -> None:
+        super().__init__(name=name, init=init)
+        if _pos_int("num_layers", num_layers) != 1:
+            raise _fail("num_layers must be 1: stack %s layers in a Sequential" % type(self).__name__)
+        if batch_first is not True:
+            raise _fail("batch_first must be True: the batch is dim 0 of every tensord model "
+                        "(permute [T, N, I] data to [N, T, I])")
+        self.keys = {"input_size": _pos_int("input_size", input_size),
+                     "hidden_size": _pos_int("hidden_size", hidden_size)}
+        if not bias:
+            self.keys["bias"] = False
+        if not return_sequences:
+            self.keys["return_sequences"] = False
+
+    def _params(self) -> List[Tuple[str, Shape]]:
+        g, h = self._gates * self.keys["hidden_size"], self.keys["hidden_size"]
+        p: List[Tuple[str, Shape]] = [("weight_ih_l0", (g, self.keys["input_size"])), ("weight_hh_l0", (g, h))]
+        if self.keys.get("bias", True):
+            p += [("bias_ih_l0", (g,)), ("bias_hh_l0", (g,))]
+        return p
+
+
+class GRU(LSTM):
+    """One unidirectional GRU layer, as :class:`LSTM` (3 gates r z n, torch's
+    equations: n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn)),
+    h' = (1 − z) ⊙ n + z ⊙ h)."""
+
+    type = "gru"
+    _gates = 3
 
 
 class BatchNorm2d(Module):

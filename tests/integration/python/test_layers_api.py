@@ -125,7 +125,7 @@ def test_train_and_model_files(client, daemon, prefix, tmp_path):
     client.model(name).delete(tensors=True)
 
 
-@pytest.mark.parametrize("kind", ["cnn", "transformer"])
+@pytest.mark.parametrize("kind", ["cnn", "transformer", "sequence"])
 def test_every_layer_type_names_and_shapes_agree_with_the_daemon(client, prefix, kind):
     """nn.named_parameters/named_buffers/param_count (written from LAYERS.md) against
     what the daemon creates, for the layer types test_nn only checks offline."""
@@ -136,6 +136,11 @@ def test_every_layer_type_names_and_shapes_agree_with_the_daemon(client, prefix,
                             nn.Linear(6 * 1 * 3, 5), nn.Sigmoid())
         inputs = {"x": ("f32", [2, 1, 8, 8]), "y": ("f32", [2, 5])}
         loss = nn.MSELoss(target="y")
+    elif kind == "sequence":  # conv1d [N, 4, 10] -> [N, 6, 8], read as 6 steps of 8 features
+        net = nn.Sequential(nn.Conv1d(4, 6, 3), nn.LSTM(8, 5, name="lstm"), nn.Tanh(),
+                            nn.GRU(5, 7, bias=False, return_sequences=False), nn.Linear(7, 3))
+        inputs = {"x": ("f32", [1, 4, 10]), "y": ("i32", [1])}
+        loss = nn.CrossEntropyLoss(target="y")
     else:
         from collections import OrderedDict
         net = nn.Sequential(OrderedDict([
@@ -158,8 +163,61 @@ def test_every_layer_type_names_and_shapes_agree_with_the_daemon(client, prefix,
     if kind == "cnn":
         data = {"x": rng.standard_normal((4, 1, 8, 8)).astype(np.float32),
                 "y": rng.uniform(0, 1, (4, 5)).astype(np.float32)}
+    elif kind == "sequence":
+        data = {"x": rng.standard_normal((4, 4, 10)).astype(np.float32), "y": rng.integers(0, 3, 4).astype(np.int32)}
     else:
         data = {"x": rng.integers(0, 11, (3, 5)).astype(np.int32), "y": rng.integers(0, 11, (3, 5)).astype(np.int32)}
     r = m.step(data)
     assert r["step"] == 1 and np.isfinite(r["loss"])
     m.delete(tensors=True)
+
+
+def _lstm_np(x, p, pre):
+    """torch.nn.LSTM(batch_first=True)'s output, from torch's parameter names."""
+    wih, whh = p[pre + "weight_ih_l0"], p[pre + "weight_hh_l0"]
+    b = p[pre + "bias_ih_l0"] + p[pre + "bias_hh_l0"]
+    hid = whh.shape[1]
+    h, c, out = np.zeros((x.shape[0], hid)), np.zeros((x.shape[0], hid)), []
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    for t in range(x.shape[1]):
+        g = x[:, t] @ wih.T + h @ whh.T + b
+        c = sig(g[:, hid:2 * hid]) * c + sig(g[:, :hid]) * np.tanh(g[:, 2 * hid:3 * hid])
+        h = sig(g[:, 3 * hid:]) * np.tanh(c)
+        out.append(h)
+    return np.stack(out, 1)
+
+
+def test_conv1d_lstm_from_a_state_dict_predict_like_numpy(client, prefix):
+    """Parameters put under torch's state_dict names (as a torch checkpoint
+    would be loaded) are kept, and predict matches a NumPy forward:
+    Conv1d [N, C, L] with weight [out, in, k], then an LSTM over its output
+    read as [N, T, I], returning the sequence."""
+    name = prefix + "sd"
+    net = nn.Sequential(nn.Conv1d(2, 5, 3, padding=1, name="conv"), nn.LSTM(7, 4, name="rnn"))
+    rng = np.random.default_rng(3)
+    state = {k: rng.uniform(-0.5, 0.5, shape).astype(np.float32) for k, shape in net.named_parameters()}
+    for k, v in state.items():
+        client.put(name + "/" + k, v)
+    m = client.define_model(name, layers=net, inputs={"x": ("f32", [1, 2, 7])}, loss="l",
+                            nodes=[{"id": "l", "op": "mean", "inputs": ["rnn"]}], optimizer={"type": "sgd"})
+    p = {k[len(name) + 1:]: v.astype(np.float64) for k, v in m.parameters().items()}
+    assert all(p[k].astype(np.float32).tobytes() == v.tobytes() for k, v in state.items())
+    x = rng.standard_normal((3, 2, 7)).astype(np.float32)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1)))
+    conv = np.stack([np.einsum("nck,ock->no", xp[:, :, j:j + 3], p["conv.weight"]) for j in range(7)], 2)
+    conv += p["conv.bias"][None, :, None]
+    out = m.predict({"x": x})
+    np.testing.assert_allclose(out["rnn"], _lstm_np(conv, p, "rnn."), rtol=1e-4, atol=1e-5)
+    m.delete(tensors=True)
+
+
+def test_rnn_shape_errors_name_the_layer(client, prefix):
+    with pytest.raises(tensord.InvalidArgument, match="T is 100"):
+        client.define_model(prefix + "long", layers=nn.GRU(4, 4), inputs={"x": ("f32", [1, 100, 4])}, loss="l",
+                            nodes=[{"id": "l", "op": "mean", "inputs": ["0"]}])
+    with pytest.raises(tensord.InvalidArgument, match="input_size is 4"):
+        client.define_model(prefix + "in", layers=nn.LSTM(4, 4), inputs={"x": ("f32", [1, 5, 3])}, loss="l",
+                            nodes=[{"id": "l", "op": "mean", "inputs": ["0"]}])
+    with pytest.raises(tensord.InvalidArgument, match="in_channels is 3"):
+        client.define_model(prefix + "c", layers=nn.Conv1d(3, 4, 2), inputs={"x": ("f32", [1, 2, 5])}, loss="l",
+                            nodes=[{"id": "l", "op": "mean", "inputs": ["0"]}])

@@ -32,6 +32,14 @@ def test_every_layer_type_and_its_keys():
                                            "kernel_size": 3, "padding": 1}),
         (nn.Conv2d(3, 4, (3, 5), stride=(2, 2), bias=False),
          {"type": "conv2d", "in_channels": 3, "out_channels": 4, "kernel_size": [3, 5], "stride": 2, "bias": False}),
+        (nn.Conv1d(4, 8, 3), {"type": "conv1d", "in_channels": 4, "out_channels": 8, "kernel_size": 3}),
+        (nn.Conv1d(4, 8, (5,), stride=(2,), padding=2, bias=False),
+         {"type": "conv1d", "in_channels": 4, "out_channels": 8, "kernel_size": 5, "stride": 2, "padding": 2,
+          "bias": False}),
+        (nn.LSTM(10, 20), {"type": "lstm", "input_size": 10, "hidden_size": 20}),
+        (nn.LSTM(10, 20, 1, False, True, return_sequences=False),
+         {"type": "lstm", "input_size": 10, "hidden_size": 20, "bias": False, "return_sequences": False}),
+        (nn.GRU(3, 4, batch_first=True), {"type": "gru", "input_size": 3, "hidden_size": 4}),
         (nn.BatchNorm2d(16), {"type": "batch_norm", "num_features": 16}),
         (nn.BatchNorm1d(8, eps=1e-3, momentum=0.2), {"type": "batch_norm", "num_features": 8, "eps": 1e-3,
                                                      "momentum": 0.2}),
@@ -82,6 +90,16 @@ def test_parameter_names_and_shapes():
     assert blk["b.mlp.fc1.weight"] == (12, 8) and blk["b.mlp.fc2.weight"] == (8, 12)
     assert blk["b.ln2.bias"] == (8,) and len(blk) == 2 + 8 + 2 + 4
     assert nn.Sequential(nn.ReLU(), nn.Flatten(), nn.MaxPool2d(2)).named_parameters() == []
+    # torch's Conv1d, LSTM and GRU state_dict names and shapes
+    assert nn.Conv1d(3, 5, 4).named_parameters() == [("weight", (5, 3, 4)), ("bias", (5,))]
+    assert nn.Conv1d(3, 5, 4, bias=False).named_parameters() == [("weight", (5, 3, 4))]
+    assert nn.LSTM(6, 8).named_parameters("m/rnn.") == [
+        ("m/rnn.weight_ih_l0", (32, 6)), ("m/rnn.weight_hh_l0", (32, 8)),
+        ("m/rnn.bias_ih_l0", (32,)), ("m/rnn.bias_hh_l0", (32,))]
+    assert nn.GRU(6, 8).named_parameters() == [
+        ("weight_ih_l0", (24, 6)), ("weight_hh_l0", (24, 8)), ("bias_ih_l0", (24,)), ("bias_hh_l0", (24,))]
+    assert nn.GRU(6, 8, bias=False).param_count() == 24 * 6 + 24 * 8
+    assert nn.LSTM(2, 3, init={"weight_hh_l0": "zeros"}).layer()["init"] == {"weight_hh_l0": "zeros"}
 
 
 def test_names_nesting_and_ordered_dict():
@@ -129,6 +147,10 @@ def test_init_and_losses():
     lambda: nn.Sequential(OrderedDict(a=nn.ReLU(name="b"))),
     lambda: nn.Sequential(OrderedDict([("x.y", nn.ReLU())])),
     lambda: nn.CrossEntropyLoss(target=""), lambda: nn.MSELoss("t", reduction="none"),
+    lambda: nn.Conv1d(2, 2, (3, 3)), lambda: nn.Conv1d(2, 2, 0), lambda: nn.Conv1d(2, 2, 3, padding=-1),
+    lambda: nn.Conv1d(2, 2, 3, stride=0), lambda: nn.LSTM(0, 4), lambda: nn.LSTM(4, 4, num_layers=2),
+    lambda: nn.GRU(4, 4, batch_first=False), lambda: nn.GRU(4, 4.5), lambda: nn.LSTM(4, 4, init={"weight": "zeros"}),
+    lambda: nn.GRU(4, 4, init={"weight_ih_l0": "orthogonal"}),
 ])
 def test_bad_arguments_are_invalid_argument(make):
     with pytest.raises(tensord.InvalidArgument):
