@@ -39,7 +39,7 @@ from . import metrics as _metrics
 from . import nn as _nn
 from . import safetensors as _st
 from . import summary as _summary
-from .errors import AlreadyExists, InvalidArgument, NotFound, ProtocolError, TensordError
+from .errors import AlreadyExists, InvalidArgument, NotFound, ProtocolError, ShapeMismatch, TensordError
 from .fit import (ProgressBar, as_data, chain, check_rows, eval_callback, eval_request, fit_result, input_order,
                   split_validation)
 
@@ -311,6 +311,25 @@ def _input_dtypes(stat: Mapping[str, Any]) -> Dict[str, str]:
     return {i["name"]: i["dtype"] for i in inputs if isinstance(i, Mapping) and isinstance(i.get("dtype"), str)}
 
 
+def _check_rows(model: str, stat: Mapping[str, Any], data: Mapping[str, Any], what: str) -> None:
+    """Each array's rows have the shape the model declares for that input
+    (its declared shape less the batch dimension), as Keras checks: a
+    mismatch is ShapeMismatch naming the input, not a message about the
+    model's inner nodes from the daemon."""
+    declared = {i["name"]: i.get("shape") for i in stat.get("definition", {}).get("inputs") or []
+                if isinstance(i, Mapping) and isinstance(i.get("name"), str)}
+    for k, v in data.items():
+        shape = declared.get(k)
+        if isinstance(v, str) or not isinstance(shape, list) or len(shape) < 1:
+            continue
+        got = np.shape(v)
+        want = tuple(shape[1:])
+        if len(got) != len(want) + 1 or any(isinstance(w, int) and w > 0 and g != w
+                                             for g, w in zip(got[1:], want)):
+            raise ShapeMismatch("%s[%r]: model %s takes rows of shape %s for input %r, the array has shape %s"
+                                % (what, k, model, list(want), k, list(got)))
+
+
 class Job:
     """A detached training run (docs/protocol.md, "Jobs"). ``int(job)`` is
     its id."""
@@ -384,6 +403,8 @@ class Model:
 
     def _stage(self, where: str, data: Optional[Data], what: str, st: _Stat) -> _Staged:
         arrays = isinstance(data, Mapping) and any(not isinstance(v, str) for v in data.values())
+        if arrays:
+            _check_rows(self.name, st(), data, what)  # type: ignore[arg-type]
         return _Staged(self.client, "%s/_%s/" % (self.name, where), data, what,
                        _input_dtypes(st()) if arrays else None)
 

@@ -410,3 +410,17 @@ def test_errors_use_python_spelling(client, prefix):
         _mlp(client, prefix + "dup")
     assert "replace=True" in str(e.value) and '"replace"' not in str(e.value)
     client.model(prefix + "dup").delete(tensors=True)
+
+
+def test_rows_of_the_wrong_shape_name_the_input(client, prefix):
+    """Rows that do not have the shape the model declares for an input are
+    refused by the client naming that input (as Keras does), before the
+    daemon would complain about the model's first matmul node."""
+    m = _mlp(client, prefix + "shape")
+    x, y = _data(20)
+    with pytest.raises(tensord.ShapeMismatch, match=r"data\['x'\].*rows of shape \[%d\].*\[20, %d\]" % (D, D + 1)):
+        m.train({"x": np.zeros((20, D + 1), np.float32), "y": y}, batch_size=10)
+    with pytest.raises(tensord.ShapeMismatch, match=r"input 'y'"):
+        m.train({"x": x, "y": y.reshape(20, 1, 1)}, batch_size=10)
+    assert client.list(m.name + "/_") == []
+    m.delete(tensors=True)
