@@ -286,10 +286,10 @@ class Linear(Module):
         return p
 
 
-class Conv2d(Module):
-    """2-D convolution, input ``[N, C, H, W]``: weight ``[out, in, kh, kw]``."""
+class _Conv(Module):
+    """What Conv1d and Conv2d share: their keys, from sizes normalised by
+    `_size` (one int for 1-D, an int or a pair for 2-D)."""
 
-    type = "conv2d"
     _param_names = ("weight", "bias")
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Union[int, Sequence[int]],
@@ -297,10 +297,11 @@ class Conv2d(Module):
                  bias: bool = True, *, name: Optional[str] = None,
                  init: Optional[Mapping[str, Init]] = None) -> None:
         super().__init__(name=name, init=init)
+        size = self._size
         self.keys = {"in_channels": _pos_int("in_channels", in_channels),
                      "out_channels": _pos_int("out_channels", out_channels),
-                     "kernel_size": _pair("kernel_size", kernel_size)}
-        s, p = _pair("stride", stride), _pair("padding", padding, zero=True)
+                     "kernel_size": size("kernel_size", kernel_size)}
+        s, p = size("stride", stride), size("padding", padding, zero=True)
         if s != 1:
             self.keys["stride"] = s
         if p != 0:
@@ -308,45 +309,38 @@ class Conv2d(Module):
         if not bias:
             self.keys["bias"] = False
 
+    def _kernel(self) -> Tuple[int, ...]:
+        raise NotImplementedError
+
     def _params(self) -> List[Tuple[str, Shape]]:
-        kh, kw = _hw(self.keys["kernel_size"])
-        p: List[Tuple[str, Shape]] = [("weight", (self.keys["out_channels"], self.keys["in_channels"], kh, kw))]
+        p: List[Tuple[str, Shape]] = [("weight", (self.keys["out_channels"], self.keys["in_channels"])
+                                       + self._kernel())]
         if self.keys.get("bias", True):
             p.append(("bias", (self.keys["out_channels"],)))
         return p
 
 
-class Conv1d(Module):
+class Conv2d(_Conv):
+    """2-D convolution, input ``[N, C, H, W]``: weight ``[out, in, kh, kw]``."""
+
+    type = "conv2d"
+    _size = staticmethod(_pair)
+
+    def _kernel(self) -> Tuple[int, ...]:
+        return tuple(_hw(self.keys["kernel_size"]))
+
+
+class Conv1d(_Conv):
     """1-D convolution, input ``[N, C, L]`` -> ``[N, out, L']``: weight
     ``[out, in, k]`` (torch's layout: a torch state dict loads as it is),
     bias ``[out]``, both U(±1/√(in·k)). The daemon runs it as a conv2d of
     height 1; the input's C and L must be declared."""
 
     type = "conv1d"
-    _param_names = ("weight", "bias")
+    _size = staticmethod(_single)
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Union[int, Sequence[int]],
-                 stride: Union[int, Sequence[int]] = 1, padding: Union[int, Sequence[int]] = 0,
-                 bias: bool = True, *, name: Optional[str] = None,
-                 init: Optional[Mapping[str, Init]] = None) -> None:
-        super().__init__(name=name, init=init)
-        self.keys = {"in_channels": _pos_int("in_channels", in_channels),
-                     "out_channels": _pos_int("out_channels", out_channels),
-                     "kernel_size": _single("kernel_size", kernel_size)}
-        s, p = _single("stride", stride), _single("padding", padding, zero=True)
-        if s != 1:
-            self.keys["stride"] = s
-        if p != 0:
-            self.keys["padding"] = p
-        if not bias:
-            self.keys["bias"] = False
-
-    def _params(self) -> List[Tuple[str, Shape]]:
-        p: List[Tuple[str, Shape]] = [("weight", (self.keys["out_channels"], self.keys["in_channels"],
-                                                  self.keys["kernel_size"]))]
-        if self.keys.get("bias", True):
-            p.append(("bias", (self.keys["out_channels"],)))
-        return p
+    def _kernel(self) -> Tuple[int, ...]:
+        return (self.keys["kernel_size"],)
 
 
 class LSTM(Module):

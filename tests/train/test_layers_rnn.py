@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 import numpy as np  # noqa: E402
 
 from daemon import Daemon  # noqa: E402
+from test_layers import arr, get, put  # noqa: E402 - the same helpers
 
 failures = []
 NP = {"f32": np.float32, "i32": np.int32}
@@ -38,20 +39,6 @@ def check(cond, what):
     if not cond:
         failures.append(what)
         print("FAIL", what)
-
-
-def put(c, name, a):
-    dt = "i32" if a.dtype == np.int32 else "f32"
-    c.call("tensor.put", {"name": name, "dtype": dt, "shape": list(a.shape), "data": a.tobytes()})
-
-
-def get(c, name):
-    r = c.call("tensor.get", {"name": name})
-    return np.frombuffer(r["data"], NP[r["dtype"]]).reshape(r["shape"])
-
-
-def arr(out):
-    return np.frombuffer(out["data"], NP[out["dtype"]]).reshape(out["shape"])
 
 
 # ---------------------------------------------------------------- NumPy references (float64)
