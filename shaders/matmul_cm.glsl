@@ -9,6 +9,12 @@
 // shared memory by 8 halves so that fragment loads spread over the banks.
 // Every loop over fragments is unrolled: indexing an array of cooperative
 // matrices with a loop counter makes the driver spill them (6x slower).
+//
+// matmul_cm_khr.comp compiles this too, and spv_coopmat_khr.py rewrites it
+// into KHR cooperative matrices, once as is and once with every float16_t
+// made bfloat16: so no arithmetic on 16-bit scalars here (SPV_KHR_bfloat16
+// allows none), and A and B fragments stay in variables of their own (each
+// value gets one Use).
 #extension GL_NV_cooperative_matrix : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require

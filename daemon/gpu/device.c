@@ -296,47 +296,6 @@ static uint32_t count_compute_units(struct gpu_device *g)
 	return 64;
 }
 
-/* Whether the device multiplies 16x16 f16 fragments into f32 on a subgroup of
- * 32 (what matmul_cm.comp is written for). TENSORD_NO_COOPMAT=1 turns the
- * path off, to compare it with the scalar kernels on the same device. */
-static bool coopmat_f16_usable(struct gpu_device *g)
-{
-	PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV props_fn;
-	VkPhysicalDeviceSubgroupProperties sub = {
-		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
-	};
-	VkPhysicalDeviceProperties2 p2 = {
-		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
-		.pNext = &sub,
-	};
-	VkCooperativeMatrixPropertiesNV cm[64];
-	uint32_t n = 64;
-	const char *off = getenv("TENSORD_NO_COOPMAT");
-
-	if ((off && *off && strcmp(off, "0")) ||
-	    !has_extension(g->phys, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME))
-		return false;
-	vkGetPhysicalDeviceProperties2(g->phys, &p2);
-	if (sub.subgroupSize != 32 || g->props.limits.maxComputeSharedMemorySize < 16384)
-		return false;
-	props_fn = (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)vkGetInstanceProcAddr(
-		g->instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
-	for (uint32_t i = 0; i < n; i++)
-		cm[i] = (VkCooperativeMatrixPropertiesNV){
-			.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV,
-		};
-	if (!props_fn || props_fn(g->phys, &n, cm) < 0)
-		return false;
-	for (uint32_t i = 0; i < n; i++)
-		if (cm[i].MSize == 16 && cm[i].NSize == 16 && cm[i].KSize == 16 &&
-		    cm[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
-		    cm[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
-		    cm[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
-		    cm[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV && cm[i].scope == VK_SCOPE_SUBGROUP_NV)
-			return true;
-	return false;
-}
-
 /* With VK_EXT_external_memory_host enabled: its entry point, or no import
  * at all (host_import_align 0). */
 static void host_import_setup(struct gpu_device *g)
@@ -375,11 +334,8 @@ static int create_logical(struct gpu_device *g)
 	/* 8- and 16-bit storage let shaders read and write f16, bf16 and u8
 	 * tensors element by element; push descriptors bind buffers without a
 	 * descriptor pool. */
-	const char *extensions[4] = { VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME };
-	VkPhysicalDeviceCooperativeMatrixFeaturesNV want_cm = {
-		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
-		.cooperativeMatrix = VK_TRUE,
-	};
+	const char *extensions[6] = { VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME };
+	struct gpu_coopmat_features want_cm;
 	VkPhysicalDeviceVulkan12Features f12 = {
 		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
 	};
@@ -441,12 +397,11 @@ static int create_logical(struct gpu_device *g)
 	/* Optional: timestamp queries reset from the host (gpu/timing.c). */
 	want12.hostQueryReset = f12.hostQueryReset;
 	g->host_query_reset = f12.hostQueryReset;
-	g->coopmat_f16 = f12.vulkanMemoryModel && coopmat_f16_usable(g);
+	gpu_coopmat_choose(g, f12.vulkanMemoryModel);
 	if (g->coopmat_f16) {
 		want12.vulkanMemoryModel = VK_TRUE; /* the subgroup-scope loads use it */
-		want12.pNext = &want_cm;
-		extensions[dci.enabledExtensionCount++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
-		log_info("f16 matmul runs on cooperative matrices (VK_NV_cooperative_matrix)");
+		dci.enabledExtensionCount += gpu_coopmat_enable(g, &want_cm, &want12.pNext,
+								 extensions + dci.enabledExtensionCount);
 	}
 	/* Optional: tells pipeline-cache hits apart from compiles (metrics). */
 	g->creation_feedback = has_extension(g->phys, VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME);

@@ -8,6 +8,7 @@
 #include <vulkan/vulkan.h>
 
 #include "base/gpu_choice.h"
+#include "gpu/coopmat.h"
 #include "gpu/memory.h"
 #include "gpu/pipeline.h"
 #include "gpu/timing.h"
@@ -63,8 +64,12 @@ struct gpu_device {
 	struct gpu_pipelines *pipes;
 	struct gpu_alloc dummy;  /* bound where a shader's buffer is empty */
 	PFN_vkCmdPushDescriptorSetKHR push_descriptor;
-	bool coopmat_f16;       /* VK_NV_cooperative_matrix with 16x16x16 f16 x f16 + f32
-				   subgroup matrices and 32-wide subgroups: matmul_cm */
+	/* Cooperative matrices (gpu/coopmat.h): the kind chosen; f16 products on
+	   them (NV or KHR: gpu_coopmat_gemm says which kernel); bf16 ones too
+	   (KHR with VK_KHR_shader_bfloat16: matmul_cm_khr.bf16). */
+	enum gpu_coopmat_kind coopmat_kind;
+	bool coopmat_f16;
+	bool coopmat_bf16;
 	uint32_t compute_units; /* workgroups run at once, roughly (SMs; CPUs for
 				   lavapipe): sizes matmul's split-K */
 	bool lost;              /* VK_ERROR_DEVICE_LOST was seen */

@@ -3,8 +3,9 @@
  * operand read transposed in place (attrs transpose_a, transpose_b: the
  * kernels index the stored layout, nothing is copied). Shaders: matmul.comp
  * and matmul_l.comp, shared-memory tiled GEMMs (matmul.glsl) with 64x64 and
- * 128x128 output tiles, matmul_v4.comp (f32, vec4), matmul_cm.comp (f16 on
- * tensor cores), matmul_skinny.comp (NN, at most 16 columns),
+ * 128x128 output tiles, matmul_v4.comp (f32, vec4), matmul_cm_khr.comp and
+ * matmul_cm.comp (f16 on tensor cores, KHR or NV: gpu/coopmat.h),
+ * matmul_skinny.comp (NN, at most 16 columns),
  * matmul_smallk.comp (f32, K <= 16), matmul_smalln.comp (f32, A transposed,
  * at most 16 columns) and matmul_reduce.comp, the fixed-order sum of a
  * split-K product's partial results.
@@ -300,9 +301,33 @@ static void mm_fold_batches(struct mm_push *pc)
 	pc->bshape[0] = pc->astride[0] = 0;
 }
 
+/* bf16 products on the KHR bf16 module where the device has one, unless
+ * TENSORD_COOPMAT_BF16=0 (docs/ops.md): tested on an H200, 286 TFLOP/s at
+ * 8192^2 against 32 on the scalar kernel. */
+static bool mm_bf16_coopmat(void)
+{
+	static atomic_int on = -1;
+	const char *v;
+
+	return ENV_ONCE(on, !((v = getenv("TENSORD_COOPMAT_BF16")) && !strcmp(v, "0")));
+}
+
+/* The cooperative-matrix kernel for the product's dtype on its device, if
+ * it has one (gpu/coopmat.h). */
+static bool mm_cm_kernel(const struct op_ctx *ctx, struct gpu_coopmat_gemm *ret)
+{
+	bool bf16 = ctx->out.dtype == TDP_DTYPE_BF16;
+
+	if (ctx->out.dtype != TDP_DTYPE_F16 && !(bf16 && mm_bf16_coopmat()))
+		return false;
+	return gpu_coopmat_gemm(ctx->g->coopmat_kind, ctx->g->coopmat_bf16, bf16, ret);
+}
+
 static bool matmul_use_cm(const struct op_ctx *ctx, const struct mm_plan *pl, const struct mm_push *pc)
 {
-	return ctx->g->coopmat_f16 && ctx->out.dtype == TDP_DTYPE_F16 && pl->flags == 0 &&
+	struct gpu_coopmat_gemm cm;
+
+	return mm_cm_kernel(ctx, &cm) && pl->flags == 0 &&
 	       pl->m % MM_CM_TILE == 0 && pl->n % MM_CM_TILE == 0 && pl->k % MM_CM_K == 0 &&
 	       pc->nbdims <= 1 &&
 	       (uint64_t)(pl->m / MM_CM_TILE) * (pl->n / MM_CM_TILE) * pc->batches <= UINT32_MAX;
@@ -451,12 +476,14 @@ static int mm_epilogue_after(struct op_ctx *ctx, struct gpu_recorder *rec, const
 	return op_dispatch(ctx, rec, p, b, 2, &ep, sizeof(ep), ep.count, 256);
 }
 
-/* The tensor-core path: f16 on a device with cooperative matrices, whole
- * tiles, and at most one batch dimension left after collapsing. */
+/* The tensor-core path: f16 (bf16 where switched on) on a device with
+ * cooperative matrices, whole tiles, and at most one batch dimension left
+ * after collapsing. */
 static int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
 			    const struct mm_plan *pl, struct mm_push *mp)
 {
 	const struct gpu_pipeline *p;
+	struct gpu_coopmat_gemm cm;
 	struct gpu_binding bind[3];
 	struct mm_cm_push pc = {
 		.m = mp->m, .n = mp->n, .k = mp->k, .batches = mp->batches,
@@ -468,11 +495,13 @@ static int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
 
 	pc.tiles_mn = (uint32_t)(pl->m / MM_CM_TILE) * pc.tiles_n;
 	groups = (uint64_t)pc.tiles_mn * pc.batches;
-	if (op_pipeline(ctx, "matmul_cm", "f16", &p) < 0 ||
+	if (!mm_cm_kernel(ctx, &cm))
+		return op_fail(ctx, TDP_INTERNAL, "no cooperative-matrix kernel for %s", tdp_dtype_name(ctx->out.dtype));
+	if (op_pipeline(ctx, cm.family, cm.variant, &p) < 0 ||
 	    op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
 	    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
 		return -1;
-	return op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), groups * 256, 256);
+	return op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), groups * cm.wg, cm.wg);
 }
 
 /* TENSORD_NO_SKINNY: the small products on the square tiles, to compare. */

@@ -1,0 +1,23 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+// matmul_cm.comp's product for VK_KHR_cooperative_matrix: the same GLSL
+// (matmul_cm.glsl), compiled with GL_NV_cooperative_matrix by glslang 12 and
+// rewritten into SPV_KHR_cooperative_matrix by spv_coopmat_khr.py at build
+// time: variant f16 (f16 operands and result, f32 accumulation) and bf16
+// (the same with every 16-bit float made bfloat16). Recorded instead of
+// matmul_cm.comp on devices that list 16x16x16 f16 (bf16) x f16 (bf16) +
+// f32 subgroup matrices under VK_KHR_cooperative_matrix (daemon/gpu/coopmat.c);
+// the same tile limits hold (daemon/ops/matmul.c).
+//
+// A workgroup of 4 subgroups computes a 128x128 tile of C; subgroup (wm, wn)
+// of the 2x2 grid owns a 64x64 block: 4x4 accumulators of 16x16. Measured on
+// an H200 (shared TENSOR_CORES.md) with KHR matrices at 8192^2: 274 TFLOP/s
+// f16 and 283 bf16, where matmul_cm.comp's 2x4 grid of 64x32 made 181.
+#define BM 128
+#define BN 128
+#define BK 32
+#define WARPS_M 2
+#define WARPS_N 2
+#define FM 4
+#define FN 4
+#include "matmul_cm.glsl"

@@ -1,0 +1,109 @@
+"""matmul on cooperative matrices (tensor cores): products of whole 128x128
+tiles with K a multiple of 32, f16 and bf16, against the float64 NumPy
+reference, with the kernel each ran checked in the dispatch trace
+(TENSORD_TRACE_DISPATCHES) against the choice the daemon logged at start-up
+(daemon/gpu/coopmat.c):
+
+  VK_KHR_cooperative_matrix  f16 on matmul_cm_khr.f16; bf16 on
+                             matmul_cm_khr.bf16 when the daemon has bf16
+                             matrices unless TENSORD_COOPMAT_BF16=0, else scalar
+  VK_NV_cooperative_matrix   f16 on matmul_cm.f16, bf16 scalar
+  none (lavapipe)            the scalar kernels
+
+Small-integer operands make every product exact in f32 accumulation and in
+the 16-bit result, so a wrong layout, Use or tile shows as a wrong value, not
+as a tolerance question. On lavapipe this runs the fallback; run it on an
+NVIDIA GPU (and there with TENSORD_COOPMAT=nv, and with
+TENSORD_COOPMAT_BF16=0) before claiming a tensor-core figure."""
+import os
+import re
+
+import numpy as np
+
+import harness
+import ref_linalg as ref
+
+rng = np.random.default_rng(3333)
+TRACE = re.compile(r"trace [^:]*: \d+ (\S+) [0-9.]+ us")
+TOL = {"f16": (5e-3, 5e-3), "bf16": (3e-2, 3e-2)}
+# (a shape, b shape): whole tiles (batched, broadcast), then shapes that
+# must not take the tensor-core path (M not a multiple of 128, K of 32).
+TILES = [((128, 32), (32, 128)), ((256, 96), (96, 384)), ((512, 256), (256, 128)),
+         ((3, 128, 64), (3, 64, 256)), ((2, 128, 32), (32, 128)), ((128, 32), (4, 32, 128))]
+NOT_TILES = [((130, 32), (32, 128)), ((128, 40), (40, 128))]
+
+
+def choice(log):
+    """What the daemon chose, from its start-up log: 'khr', 'nv' or None,
+    and whether it has bf16 matrices."""
+    with open(log, errors="replace") as f:
+        text = f.read()
+    if "(VK_KHR_cooperative_matrix" in text:
+        return "khr", "bf16 matrices ready" in text
+    if "(VK_NV_cooperative_matrix)" in text:
+        return "nv", False
+    return None, False
+
+
+def expected(kind, has_bf16, dtype, tile):
+    """The shader a product should run, or None for the scalar kernels."""
+    if not tile:
+        return None
+    if dtype == "f16" and kind:
+        return "matmul_cm_khr.f16" if kind == "khr" else "matmul_cm.f16"
+    if dtype == "bf16" and kind == "khr" and has_bf16 and os.environ.get("TENSORD_COOPMAT_BF16") != "0":
+        return "matmul_cm_khr.bf16"
+    return None
+
+
+class Traced:
+    def __init__(self, ck, log):
+        self.ck, self.log, self.seen = ck, log, 0
+
+    def shaders(self):
+        self.ck.c.call("ping", {})
+        with open(self.log, errors="replace") as f:
+            lines = [m.group(1) for m in map(TRACE.search, f) if m]
+        new, self.seen = lines[self.seen:], len(lines)
+        return new
+
+    def check(self, a, b, dtype, want, label, tol):
+        self.shaders()
+        self.ck.check("matmul", [a, b], [dtype, dtype], ref.matmul, tol=tol, label=" " + label)
+        ran = self.shaders()
+        self.ck.checks += 1
+        cm = [s for s in ran if s.startswith("matmul_cm")]
+        if want is None and cm:
+            self.ck.fail("%s %s: ran %s, want the scalar kernels" % (label, dtype, ran))
+        elif want is not None and want not in ran:
+            self.ck.fail("%s %s: ran %s, want %s" % (label, dtype, ran, want))
+
+
+def main():
+    os.environ["TENSORD_TRACE_DISPATCHES"] = "1"
+    try:
+        d = harness.Daemon(extra_args=["-v"]).start()
+    finally:
+        os.environ.pop("TENSORD_TRACE_DISPATCHES", None)
+    with d:
+        kind, has_bf16 = choice(d.log)
+        print("cooperative matrices: %s%s" % (kind or "none", ", bf16" if has_bf16 else ""))
+        ck = harness.Checker(harness.Client(d.sock))
+        t = Traced(ck, d.log)
+        for dtype in ("f16", "bf16"):
+            for sa, sb in TILES:
+                want = expected(kind, has_bf16, dtype, True)
+                a = rng.integers(-1, 2, size=sa).astype(np.float64)
+                b = rng.integers(-1, 2, size=sb).astype(np.float64)
+                t.check(a, b, dtype, want, "(exact %s @ %s)" % (sa, sb), (0, 0))
+                t.check(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), dtype, want,
+                        "(%s @ %s)" % (sa, sb), TOL[dtype])
+            for sa, sb in NOT_TILES:
+                t.check(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), dtype, None,
+                        "(not tiles %s @ %s)" % (sa, sb), TOL[dtype])
+    print("%d checks, %d failed" % (ck.checks, ck.failures))
+    raise SystemExit(1 if ck.failures else 0)
+
+
+if __name__ == "__main__":
+    main()
