@@ -10,6 +10,14 @@
 // Every loop over fragments is unrolled: indexing an array of cooperative
 // matrices with a loop counter makes the driver spill them (6x slower).
 //
+// The layout is a compile-time constant: CM_TA defined, A is stored
+// transposed ([K, M]: weight gradients x^T g), CM_TB, B is ([N, K]: input
+// gradients g W^T); shaders/meson.build builds matmul_cm{,_khr}{_nt,_tn}
+// from the same .comp with one of them. Either way an operand's tile is
+// copied to shared memory as stored (rows of its contiguous dimension) and
+// its fragments are loaded column-major from there, so the global reads stay
+// whole uvec4 rows and the NN module is the same code as before.
+//
 // matmul_cm_khr.comp compiles this too, and spv_coopmat_khr.py rewrites it
 // into KHR cooperative matrices, once as is and once with every float16_t
 // made bfloat16: so no arithmetic on 16-bit scalars here (SPV_KHR_bfloat16
@@ -23,12 +31,29 @@
 #extension GL_EXT_control_flow_attributes : require
 
 #define WG (WARPS_M * WARPS_N * 32)
-#define ASTR (BK / 8 + 1)     // uvec4 per A row in shared memory (8 halves of padding)
-#define BSTR (BN / 8 + 1)     // uvec4 per B row
+// Each operand's tile as stored: A_OUT rows of A_IN contiguous halves (NN:
+// BM rows of BK; CM_TA: BK rows of BM), likewise B (NN: BK rows of BN;
+// CM_TB: BN rows of BK). Shared memory keeps that shape, rows padded.
+#ifdef CM_TA
+#define A_IN BM
+#define A_OUT BK
+#else
+#define A_IN BK
+#define A_OUT BM
+#endif
+#ifdef CM_TB
+#define B_IN BK
+#define B_OUT BN
+#else
+#define B_IN BN
+#define B_OUT BK
+#endif
+#define ASTR (A_IN / 8 + 1)   // uvec4 per A row in shared memory (8 halves of padding)
+#define BSTR (B_IN / 8 + 1)   // uvec4 per B row
 #define A_LOADS (BM * BK / 8 / WG)
 #define B_LOADS (BK * BN / 8 / WG)
-#define A_ROWS_PER (WG / (BK / 8))   // rows one pass of the workgroup covers
-#define B_ROWS_PER (WG / (BN / 8))
+#define A_ROWS_PER (WG / (A_IN / 8))   // rows one pass of the workgroup covers
+#define B_ROWS_PER (WG / (B_IN / 8))
 
 layout(local_size_x = WG) in;
 layout(std430, binding = 0) readonly buffer A { uvec4 a[]; };
@@ -42,8 +67,8 @@ layout(push_constant) uniform MmCmPush {
 	uint astride, bstride;   // elements between batch matrices (0: broadcast)
 } pc;
 
-shared uvec4 As[BM * ASTR];
-shared uvec4 Bs[BK * BSTR];
+shared uvec4 As[A_OUT * ASTR];
+shared uvec4 Bs[B_OUT * BSTR];
 
 #define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
 #define HALF fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
@@ -57,18 +82,38 @@ void main()
 	uint tile = wg - batch * pc.tiles_mn;
 	uint row0 = (tile / pc.tiles_n) * BM;
 	uint col0 = (tile % pc.tiles_n) * BN;
-	uint k8 = pc.k / 8u, n8 = pc.n / 8u;
+	// An operand's stored rows are alen8 (blen8) uvec4 long, its tile starts
+	// A_TILE (B_TILE) halves into its matrix, and the K-step k0 A_KOFF(k0)
+	// (B_KOFF(k0)) uvec4 into its tile.
+#ifdef CM_TA
+	uint alen8 = pc.m / 8u;
+#define A_TILE row0
+#define A_KOFF(k0) ((k0) * alen8)
+#else
+	uint alen8 = pc.k / 8u;
+#define A_TILE (row0 * pc.k)
+#define A_KOFF(k0) ((k0) / 8u)
+#endif
+#ifdef CM_TB
+	uint blen8 = pc.k / 8u;
+#define B_TILE (col0 * pc.k)
+#define B_KOFF(k0) ((k0) / 8u)
+#else
+	uint blen8 = pc.n / 8u;
+#define B_TILE col0
+#define B_KOFF(k0) ((k0) * blen8)
+#endif
 	uint tid = gl_LocalInvocationID.x;
 
-	uint ar = tid / (BK / 8), ac = tid % (BK / 8);
-	uint br = tid / (BN / 8), bc = tid % (BN / 8);
-	uint ga = (batch * pc.astride + row0 * pc.k) / 8u + ar * k8 + ac;
-	uint gb = (batch * pc.bstride + col0) / 8u + br * n8 + bc;
+	uint ar = tid / (A_IN / 8), ac = tid % (A_IN / 8);
+	uint br = tid / (B_IN / 8), bc = tid % (B_IN / 8);
+	uint ga = (batch * pc.astride + A_TILE) / 8u + ar * alen8 + ac;
+	uint gb = (batch * pc.bstride + B_TILE) / 8u + br * blen8 + bc;
 	uvec4 ra[A_LOADS], rb[B_LOADS];
 	[[unroll]] for (int p = 0; p < A_LOADS; p++)
-		ra[p] = a[ga + uint(p * A_ROWS_PER) * k8];
+		ra[p] = a[ga + uint(p * A_ROWS_PER) * alen8];
 	[[unroll]] for (int p = 0; p < B_LOADS; p++)
-		rb[p] = b[gb + uint(p * B_ROWS_PER) * n8];
+		rb[p] = b[gb + uint(p * B_ROWS_PER) * blen8];
 
 	uint warp = gl_SubgroupID;
 	uint wm = warp / WARPS_N, wn = warp % WARPS_N;
@@ -84,18 +129,30 @@ void main()
 			Bs[(br + uint(p * B_ROWS_PER)) * BSTR + bc] = rb[p];
 		barrier();
 		if (k0 + BK < pc.k) {
-			uint na = ga + (k0 + BK) / 8u, nb = gb + (k0 + BK) * n8;
+			uint na = ga + A_KOFF(k0 + BK), nb = gb + B_KOFF(k0 + BK);
 			[[unroll]] for (int p = 0; p < A_LOADS; p++)
-				ra[p] = a[na + uint(p * A_ROWS_PER) * k8];
+				ra[p] = a[na + uint(p * A_ROWS_PER) * alen8];
 			[[unroll]] for (int p = 0; p < B_LOADS; p++)
-				rb[p] = b[nb + uint(p * B_ROWS_PER) * n8];
+				rb[p] = b[nb + uint(p * B_ROWS_PER) * blen8];
 		}
 		[[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
 			HALF fa[FM], fb[FN];
+			// A fragment (m, k) and B fragment (k, n) from the tiles as
+			// stored: row-major, or column-major where transposed.
+#define M0 (wm * (FM * 16u) + uint(i) * 16u)
+#define N0 (wn * (FN * 16u) + uint(j) * 16u)
 			[[unroll]] for (int i = 0; i < FM; i++)
-				coopMatLoadNV(fa[i], As, (wm * (FM * 16u) + uint(i) * 16u) * ASTR + kk / 8u, ASTR, false);
+#ifdef CM_TA
+				coopMatLoadNV(fa[i], As, kk * ASTR + M0 / 8u, ASTR, true);
+#else
+				coopMatLoadNV(fa[i], As, M0 * ASTR + kk / 8u, ASTR, false);
+#endif
 			[[unroll]] for (int j = 0; j < FN; j++)
-				coopMatLoadNV(fb[j], Bs, kk * BSTR + (wn * (FN * 16u) + uint(j) * 16u) / 8u, BSTR, false);
+#ifdef CM_TB
+				coopMatLoadNV(fb[j], Bs, N0 * BSTR + kk / 8u, BSTR, true);
+#else
+				coopMatLoadNV(fb[j], Bs, kk * BSTR + N0 / 8u, BSTR, false);
+#endif
 			[[unroll]] for (int i = 0; i < FM; i++)
 				[[unroll]] for (int j = 0; j < FN; j++)
 					acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);

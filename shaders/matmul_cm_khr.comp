@@ -7,7 +7,9 @@
 // (the same with every 16-bit float made bfloat16). Recorded instead of
 // matmul_cm.comp on devices that list 16x16x16 f16 (bf16) x f16 (bf16) +
 // f32 subgroup matrices under VK_KHR_cooperative_matrix (daemon/gpu/coopmat.c);
-// the same tile limits hold (daemon/ops/matmul.c).
+// the same tile limits hold (daemon/ops/matmul.c). Built NN as
+// matmul_cm_khr, and with -DCM_TB (B transposed) as matmul_cm_khr_nt and
+// -DCM_TA (A transposed) as matmul_cm_khr_tn, each f16 and bf16.
 //
 // A workgroup of 4 subgroups computes a 128x128 tile of C; subgroup (wm, wn)
 // of the 2x2 grid owns a 64x64 block: 4x4 accumulators of 16x16. Measured on

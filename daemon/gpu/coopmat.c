@@ -14,7 +14,8 @@
 #define COMPONENT_BFLOAT16 1000141000u
 #define SCOPE_SUBGROUP 3u
 /* matmul_cm.glsl's shared memory at 128x128x32 tiles (As: 128 rows of
- * 32 + 8 halves, Bs: 32 rows of 128 + 8), both kernels. */
+ * 32 + 8 halves, Bs: 32 rows of 128 + 8), both kernels, NN. Its NT modules
+ * take 20 KiB (ops/matmul.c checks that per product), TN ones 17. */
 #define KHR_SHARED_BYTES (128u * 40u * 2u + 32u * 136u * 2u)
 
 struct td_coopmat_props_khr {

@@ -4,7 +4,9 @@
  * shaders/spv_coopmat_khr.py rewrites at build time from glslang's NV
  * SPIR-V) where VK_KHR_cooperative_matrix lists the shape, else the NV
  * module (matmul_cm.f16) where VK_NV_cooperative_matrix does, else none:
- * the scalar kernels (lavapipe). docs/architecture.md, "Tensor cores". */
+ * the scalar kernels (lavapipe). The families named here are the NN ones;
+ * ops/matmul.c takes their _nt and _tn siblings (same tile and workgroup)
+ * for transposed operands. docs/architecture.md, "Tensor cores". */
 #pragma once
 
 #include <stdbool.h>

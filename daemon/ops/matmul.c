@@ -4,7 +4,8 @@
  * kernels index the stored layout, nothing is copied). Shaders: matmul.comp
  * and matmul_l.comp, shared-memory tiled GEMMs (matmul.glsl) with 64x64 and
  * 128x128 output tiles, matmul_v4.comp (f32, vec4), matmul_cm_khr.comp and
- * matmul_cm.comp (f16 on tensor cores, KHR or NV: gpu/coopmat.h),
+ * matmul_cm.comp (f16 and bf16 on tensor cores, KHR or NV: gpu/coopmat.h;
+ * NN, and NT and TN as the modules matmul_cm{,_khr}_nt and _tn),
  * matmul_skinny.comp (NN, at most 16 columns),
  * matmul_smallk.comp (f32, K <= 16), matmul_smalln.comp (f32, A transposed,
  * at most 16 columns) and matmul_reduce.comp, the fixed-order sum of a
@@ -124,6 +125,10 @@ struct mm_cm_push {
 /* matmul_cm.comp's tile: M and N multiples of 128, K of 32. */
 #define MM_CM_TILE 128
 #define MM_CM_K 32
+/* The NT modules' shared memory: both tiles 128 rows of 32 + 8 halves
+ * (matmul_cm.glsl), over the 18.5 KiB gpu/coopmat.c asks of a device for
+ * the NN one (TN takes 17 KiB). */
+#define MM_CM_NT_SHARED (2u * 128u * 40u * 2u)
 
 
 /* Activation "relu_grad": input 2 is a mask of the result's shape and dtype. */
@@ -323,11 +328,25 @@ static bool mm_cm_kernel(const struct op_ctx *ctx, struct gpu_coopmat_gemm *ret)
 	return gpu_coopmat_gemm(ctx->g->coopmat_kind, ctx->g->coopmat_bf16, bf16, ret);
 }
 
+/* The cooperative-matrix family for a layout (0, MM_TA or MM_TB) of the
+ * NN family `family` names: matmul_cm.glsl built with the layout constant
+ * (shaders/meson.build). */
+static const char *mm_cm_family(const char *family, uint32_t layout)
+{
+	static const char *const khr[] = { "matmul_cm_khr", "matmul_cm_khr_tn", "matmul_cm_khr_nt" };
+	static const char *const nv[] = { "matmul_cm", "matmul_cm_tn", "matmul_cm_nt" };
+
+	return (strcmp(family, "matmul_cm_khr") == 0 ? khr : nv)[layout];
+}
+
+/* Whole tiles in layout NN, NT (B transposed) or TN (A transposed); not
+ * both transposed. */
 static bool matmul_use_cm(const struct op_ctx *ctx, const struct mm_plan *pl, const struct mm_push *pc)
 {
 	struct gpu_coopmat_gemm cm;
 
-	return mm_cm_kernel(ctx, &cm) && pl->flags == 0 &&
+	return mm_cm_kernel(ctx, &cm) && pl->flags != (MM_TA | MM_TB) &&
+	       (pl->flags != MM_TB || ctx->g->props.limits.maxComputeSharedMemorySize >= MM_CM_NT_SHARED) &&
 	       pl->m % MM_CM_TILE == 0 && pl->n % MM_CM_TILE == 0 && pl->k % MM_CM_K == 0 &&
 	       pc->nbdims <= 1 &&
 	       (uint64_t)(pl->m / MM_CM_TILE) * (pl->n / MM_CM_TILE) * pc->batches <= UINT32_MAX;
@@ -477,8 +496,8 @@ static int mm_epilogue_after(struct op_ctx *ctx, struct gpu_recorder *rec, const
 }
 
 /* The tensor-core path: f16 (bf16 where switched on) on a device with
- * cooperative matrices, whole tiles, and at most one batch dimension left
- * after collapsing. */
+ * cooperative matrices, whole tiles, NN, NT or TN (the module of that
+ * layout), and at most one batch dimension left after collapsing. */
 static int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
 			    const struct mm_plan *pl, struct mm_push *mp)
 {
@@ -497,7 +516,7 @@ static int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
 	groups = (uint64_t)pc.tiles_mn * pc.batches;
 	if (!mm_cm_kernel(ctx, &cm))
 		return op_fail(ctx, TDP_INTERNAL, "no cooperative-matrix kernel for %s", tdp_dtype_name(ctx->out.dtype));
-	if (op_pipeline(ctx, cm.family, cm.variant, &p) < 0 ||
+	if (op_pipeline(ctx, mm_cm_family(cm.family, pl->flags & MM_LAYOUT), cm.variant, &p) < 0 ||
 	    op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
 	    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
 		return -1;

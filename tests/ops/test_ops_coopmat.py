@@ -1,6 +1,7 @@
 """matmul on cooperative matrices (tensor cores): products of whole 128x128
-tiles with K a multiple of 32, f16 and bf16, against the float64 NumPy
-reference, with the kernel each ran checked in the dispatch trace
+tiles with K a multiple of 32, f16 and bf16, in the layouts NN, NT
+(transpose_b) and TN (transpose_a), against the float64 NumPy reference,
+with the kernel each ran checked in the dispatch trace
 (TENSORD_TRACE_DISPATCHES) against the choice the daemon logged at start-up
 (daemon/gpu/coopmat.c):
 
@@ -9,6 +10,9 @@ reference, with the kernel each ran checked in the dispatch trace
                              matrices unless TENSORD_COOPMAT_BF16=0, else scalar
   VK_NV_cooperative_matrix   f16 on matmul_cm.f16, bf16 scalar
   none (lavapipe)            the scalar kernels
+
+NT runs the family's _nt module (matmul_cm_khr_nt.f16, matmul_cm_nt.f16...),
+TN its _tn module; both operands transposed (TT) take the scalar kernels.
 
 Small-integer operands make every product exact in f32 accumulation and in
 the 16-bit result, so a wrong layout, Use or tile shows as a wrong value, not
@@ -26,11 +30,16 @@ import ref_linalg as ref
 rng = np.random.default_rng(3333)
 TRACE = re.compile(r"trace [^:]*: \d+ (\S+) [0-9.]+ us")
 TOL = {"f16": (5e-3, 5e-3), "bf16": (3e-2, 3e-2)}
-# (a shape, b shape): whole tiles (batched, broadcast), then shapes that
-# must not take the tensor-core path (M not a multiple of 128, K of 32).
+# (a shape, b shape), logical ([.., M, K] @ [.., K, N]; a transposed
+# operand is stored with its last two dims swapped): whole tiles (batched,
+# broadcast), then shapes that must not take the tensor-core path (M not a
+# multiple of 128, K of 32).
 TILES = [((128, 32), (32, 128)), ((256, 96), (96, 384)), ((512, 256), (256, 128)),
          ((3, 128, 64), (3, 64, 256)), ((2, 128, 32), (32, 128)), ((128, 32), (4, 32, 128))]
 NOT_TILES = [((130, 32), (32, 128)), ((128, 40), (40, 128))]
+# (name, transpose_a, transpose_b, the module suffix; None: scalar only).
+LAYOUTS = [("NN", False, False, ""), ("NT", False, True, "_nt"), ("TN", True, False, "_tn"),
+           ("TT", True, True, None)]
 
 
 def choice(log):
@@ -45,15 +54,21 @@ def choice(log):
     return None, False
 
 
-def expected(kind, has_bf16, dtype, tile):
-    """The shader a product should run, or None for the scalar kernels."""
-    if not tile:
+def expected(kind, has_bf16, dtype, tile, suffix=""):
+    """The shader a product should run, or None for the scalar kernels
+    (suffix: the layout's, None where no module takes it)."""
+    if not tile or suffix is None:
         return None
     if dtype == "f16" and kind:
-        return "matmul_cm_khr.f16" if kind == "khr" else "matmul_cm.f16"
+        return ("matmul_cm_khr%s.f16" if kind == "khr" else "matmul_cm%s.f16") % suffix
     if dtype == "bf16" and kind == "khr" and has_bf16 and os.environ.get("TENSORD_COOPMAT_BF16") != "0":
-        return "matmul_cm_khr.bf16"
+        return "matmul_cm_khr%s.bf16" % suffix
     return None
+
+
+def stored(x, transposed):
+    """An operand as stored: its last two dims swapped when read transposed."""
+    return np.ascontiguousarray(np.swapaxes(x, -1, -2)) if transposed else x
 
 
 class Traced:
@@ -67,9 +82,14 @@ class Traced:
         new, self.seen = lines[self.seen:], len(lines)
         return new
 
-    def check(self, a, b, dtype, want, label, tol):
+    def check(self, a, b, dtype, want, label, tol, ta=False, tb=False):
+        """a and b logical ([.., M, K], [.., K, N]), put as stored."""
         self.shaders()
-        self.ck.check("matmul", [a, b], [dtype, dtype], ref.matmul, tol=tol, label=" " + label)
+        attrs = {"transpose_a": True} if ta else {}
+        if tb:
+            attrs["transpose_b"] = True
+        self.ck.check("matmul", [stored(a, ta), stored(b, tb)], [dtype, dtype], ref.matmul_t(ta, tb),
+                      attrs=attrs or None, tol=tol, label=" " + label)
         ran = self.shaders()
         self.ck.checks += 1
         cm = [s for s in ran if s.startswith("matmul_cm")]
@@ -91,16 +111,17 @@ def main():
         ck = harness.Checker(harness.Client(d.sock))
         t = Traced(ck, d.log)
         for dtype in ("f16", "bf16"):
-            for sa, sb in TILES:
-                want = expected(kind, has_bf16, dtype, True)
-                a = rng.integers(-1, 2, size=sa).astype(np.float64)
-                b = rng.integers(-1, 2, size=sb).astype(np.float64)
-                t.check(a, b, dtype, want, "(exact %s @ %s)" % (sa, sb), (0, 0))
-                t.check(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), dtype, want,
-                        "(%s @ %s)" % (sa, sb), TOL[dtype])
-            for sa, sb in NOT_TILES:
-                t.check(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), dtype, None,
-                        "(not tiles %s @ %s)" % (sa, sb), TOL[dtype])
+            for lay, ta, tb, suffix in LAYOUTS:
+                for sa, sb in TILES:
+                    want = expected(kind, has_bf16, dtype, True, suffix)
+                    a = rng.integers(-1, 2, size=sa).astype(np.float64)
+                    b = rng.integers(-1, 2, size=sb).astype(np.float64)
+                    t.check(a, b, dtype, want, "(%s exact %s @ %s)" % (lay, sa, sb), (0, 0), ta, tb)
+                    t.check(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), dtype, want,
+                            "(%s %s @ %s)" % (lay, sa, sb), TOL[dtype], ta, tb)
+                for sa, sb in NOT_TILES:
+                    t.check(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), dtype, None,
+                            "(%s not tiles %s @ %s)" % (lay, sa, sb), TOL[dtype], ta, tb)
     print("%d checks, %d failed" % (ck.checks, ck.failures))
     raise SystemExit(1 if ck.failures else 0)
 

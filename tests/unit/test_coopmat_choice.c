@@ -95,7 +95,11 @@ static void test_gemm_kernel(void **state)
 /* Every kernel gpu_coopmat_gemm names is embedded. */
 static void test_kernels_embedded(void **state)
 {
-	static const char *const names[] = { "matmul_cm.f16", "matmul_cm_khr.f16", "matmul_cm_khr.bf16" };
+	static const char *const names[] = {
+		"matmul_cm.f16", "matmul_cm_khr.f16", "matmul_cm_khr.bf16",
+		"matmul_cm_nt.f16", "matmul_cm_khr_nt.f16", "matmul_cm_khr_nt.bf16",
+		"matmul_cm_tn.f16", "matmul_cm_khr_tn.f16", "matmul_cm_khr_tn.bf16",
+	};
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)

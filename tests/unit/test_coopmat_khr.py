@@ -11,7 +11,11 @@ the build embeds, and malformed inputs, which must be refused with a clear
 error and no output. The results are read with the small SPIR-V reader below,
 independent of the pass's own.
 
-  test_coopmat_khr.py PASS.py GLSLANG SPIRV_AS [BUILT.spv ...]"""
+  test_coopmat_khr.py PASS.py GLSLANG SPIRV_AS [BUILT.spv ...]
+
+A built module not named on the command line is looked for beside those
+that are (the layouts' modules, matmul_cm_khr_nt.f16.spv and the like, sit
+in the same build directory)."""
 import os
 import struct
 import subprocess
@@ -627,8 +631,19 @@ class Built(Case):
     def built(self, name):
         path = next((p for p in BUILT if os.path.basename(p) == name), None)
         if path is None:
+            path = next((os.path.join(os.path.dirname(p), name) for p in BUILT
+                         if os.path.exists(os.path.join(os.path.dirname(p), name))), None)
+        if path is None:
             self.skipTest(name + ' not given')
         return path, Mod(read(path))
+
+    def load_layouts(self, m):
+        """{(Use, layout)} of the KHR loads: row-major 0, column-major 1."""
+        return {(m.use(a[0]), m.const(a[3])) for a in m.ops(KHR_LOAD)}
+
+    def nv_column_major(self, m):
+        """The column-major operands of the NV loads (True, False or both)."""
+        return {m.defs[a[4]][0] == 41 for a in m.ops(5359)}
 
     def local_size(self, m):
         return next(a[2] for a in m.ops(16) if a[1] == 17)
@@ -655,6 +670,36 @@ class Built(Case):
         self.assertIn(5357, caps(m))
         self.assertEqual(self.local_size(m), 256)       # 2x4 subgroups of 64x32
         self.assertFalse(m.ops(KHR_TYPE))
+        self.assertEqual(self.nv_column_major(m), {False})
+
+    # The transposed layouts (matmul_cm.glsl with CM_TB or CM_TA): the
+    # transposed operand's fragments are loaded column-major, the other's
+    # row-major, as NN's are.
+    LAYOUTS = {'': {(0, 0), (1, 0)}, '_nt': {(0, 0), (1, 1)}, '_tn': {(0, 1), (1, 0)}}
+
+    def test_khr_layouts(self):
+        for lay, loads in self.LAYOUTS.items():
+            for v in ('f16', 'bf16'):
+                with self.subTest(layout=lay, variant=v):
+                    path, m = self.built('matmul_cm_khr%s.%s.spv' % (lay, v))
+                    check_khr(self, m)
+                    self.assertEqual(self.local_size(m), 128)
+                    self.assertEqual(uses_of(m, 22, 16), [0, 1, 2])
+                    self.assertEqual(uses_of(m, 22, 32), [2])
+                    self.assertEqual(self.load_layouts(m), loads)
+                    self.assertEqual({m.const(a[2]) for a in m.ops(KHR_STORE)}, {0})
+                    encoding = [[16, 0]] if v == 'bf16' else [[16]]
+                    self.assertEqual([a[1:] for a in m.ops(22) if a[1] == 16], encoding)
+                    self.run_pass(path, '--check', *(['--bf16'] if v == 'bf16' else []))
+
+    def test_nv_layouts(self):
+        for lay in ('_nt', '_tn'):
+            with self.subTest(layout=lay):
+                _, m = self.built('matmul_cm%s.f16.spv' % lay)
+                self.assertIn(5357, caps(m))
+                self.assertEqual(self.local_size(m), 256)
+                self.assertFalse(m.ops(KHR_TYPE))
+                self.assertEqual(self.nv_column_major(m), {False, True})
 
 
 if __name__ == '__main__':
