@@ -6,9 +6,7 @@
  * 128x128 output tiles, matmul_v4.comp (f32, vec4), matmul_cm_khr.comp and
  * matmul_cm.comp (f16 and bf16 on tensor cores, KHR or NV: gpu/coopmat.h;
  * NN, and NT and TN as the modules matmul_cm{,_khr}_nt and _tn),
- * matmul_skinny.comp (NN, at most 16 columns),
- * matmul_smallk.comp (f32, K <= 16), matmul_smalln.comp (f32, A transposed,
- * at most 16 columns) and matmul_reduce.comp, the fixed-order sum of a
+ * the small products' kernels (matmul_small.c) and matmul_reduce.comp, the fixed-order sum of a
  * split-K product's partial results.
  *
  * The epilogue (issue 16): an optional third input, a bias with one value
@@ -31,36 +29,16 @@
 #include "gpu/device.h"
 #include "ops/grad_rules.h"
 #include "ops/matmul.h"
+#include "ops/matmul_small.h"
 #include "ops/op.h"
 #include "status.h"
 
 /* Products with at least this many 128x128 output tiles use them: enough
  * workgroups to fill a large GPU; smaller ones keep the 64x64 tiles. */
 #define MM_LARGE_TILES 128
-/* K advances 16 (matmul, matmul_v4) or 8 (matmul_l) per loop iteration of an
- * invocation: the longest products each kernel takes (OP_LOOP_BUDGET).
- * Lavapipe counts matmul_l's inner loop over its 8-term K-step too (nine
- * iterations per step; measured: K-chunks of 75,000 came out short, of
- * 50,000 right), so it takes a tenth of the budget in K-steps. */
-#define MM_MAX_K (OP_LOOP_BUDGET * 16ull)
-#define MM_L_MAX_K (OP_LOOP_BUDGET / 10 * 8ull)
-/* Flags of mm_push (matmul.glsl's MM_TA, MM_TB, MM_PART). */
-#define MM_TA 1u
-#define MM_TB 2u
-#define MM_PART 4u
-/* The epilogue's flags (matmul_epi.glsl), kept in mm_plan.epi. */
-#define MM_BIAS 8u
-#define MM_RELU 16u
-#define MM_MASK 32u
-#define MM_EPI (MM_BIAS | MM_RELU | MM_MASK)
-#define MM_LAYOUT (MM_TA | MM_TB)
-/* Split-K: K chunks are whole K-steps of every kernel (and vec4s); a chunk
- * has at least MM_SPLIT_MIN_K terms when the heuristic splits, at most
- * MM_MAX_SPLITS chunks are taken for speed (more only where the loop budget
- * needs them). */
-#define MM_SPLIT_ALIGN 16u
+/* A split product's chunks have at least MM_SPLIT_MIN_K terms when the
+ * heuristic splits. */
 #define MM_SPLIT_MIN_K 512u
-#define MM_MAX_SPLITS 32u
 /* Fewer 128x128 output tiles than this split into smaller chunks (mm_split). */
 #define MM_FEW_TILES 16u
 /* Small products on devices of at least MM_SMALL_SPLIT_CU compute units
@@ -70,45 +48,7 @@
 #define MM_SMALL_SPLIT_CU 16u
 #define MM_SMALL_SPLIT_MIN_K 64u
 #define MM_SMALL_MAX_SPLITS 8u
-/* matmul_skinny.comp: rows per workgroup (MM_SKINNY_WG / 8 invocations per
- * row), the most columns it takes, and the fewest rows for which it is
- * chosen. */
-#define MM_SKINNY_ROWS 32u
-#define MM_SKINNY_WG 256u
-#define MM_SKINNY_N 16u
-#define MM_SKINNY_MIN_ROWS 1024u
-/* matmul_smallk.comp takes f32 products of 1 to MM_SMALLK_K terms: its
- * workgroup size, the most quads (4 columns) of a block and the rows of
- * each invocation (mirrored there). */
-#define MM_SMALLK_K 16u
-#define MM_SMALLK_WG 256u
-#define MM_SMALLK_QB 64u
-#define MM_SMALLK_PASSES 8u
-/* matmul_smalln.comp takes f32 products with A transposed and at most
- * MM_SMALLN_N columns: MM_SMALLN_ROWS rows of C per workgroup; K cut into a
- * power of two of chunks (at most MM_MAX_SPLITS, each of at least
- * MM_SMALLN_MIN_K terms) for about MM_SMALLN_WG_PER_CU workgroups per
- * compute unit, and into chunks of at most MM_SMALLN_MAX_K terms for the
- * loop budget: MM_MAX_K's 960,000, as for the tiles (an invocation loops
- * once per 128 terms of its chunk, its inner loops unrolled: on lavapipe
- * one chunk of 2^20 + 3 terms came out right). */
-#define MM_SMALLN_N 16u
-#define MM_SMALLN_ROWS 32u
-#define MM_SMALLN_WG 256u
-#define MM_SMALLN_MIN_K 256u
-#define MM_SMALLN_WG_PER_CU 4u
-#define MM_SMALLN_MAX_K MM_MAX_K
 
-/* Mirrors MmPush in shaders/matmul.comp. */
-struct mm_push {
-	uint32_t m, n, k;
-	uint32_t batches, tiles_n, tiles_mn, nbdims;
-	uint32_t bshape[MM_MAX_BDIMS];
-	uint32_t astride[MM_MAX_BDIMS];
-	uint32_t bstride[MM_MAX_BDIMS];
-	uint32_t flags, splits, kchunk;
-};
-_Static_assert(sizeof(struct mm_push) == 112, "mm_push must mirror MmPush");
 
 /* Mirrors MmReducePush in shaders/matmul_reduce.comp. */
 struct mm_reduce_push {
@@ -430,7 +370,7 @@ static void mm_split(const struct op_ctx *ctx, struct mm_push *pc, int64_t split
 
 /* Scratch for the f32 partial results of a split product, bound as
  * binding 3 (the dummy when unsplit). */
-static int mm_partials(struct op_ctx *ctx, const struct mm_push *pc, bool force, struct gpu_binding *ret)
+int matmul_partials(struct op_ctx *ctx, const struct mm_push *pc, bool force, struct gpu_binding *ret)
 {
 	static const struct gpu_alloc none;
 	uint64_t count = (uint64_t)pc->batches * pc->m * pc->n, bytes = count * pc->splits * 4;
@@ -460,9 +400,9 @@ static struct gpu_binding mm_no_bias(struct op_ctx *ctx)
 
 /* The fixed-order sum of the partial results `part` into bind_out, through
  * the epilogue (its bias at binding 2). */
-static int mm_reduce(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding *part,
-		     const struct gpu_binding *bind_out, const struct gpu_binding *bias, int dtype,
-		     const struct mm_push *pc)
+int matmul_reduce(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding *part,
+		  const struct gpu_binding *bind_out, const struct gpu_binding *bias, int dtype,
+		  const struct mm_push *pc)
 {
 	const struct gpu_pipeline *p;
 	struct gpu_binding b[3] = { *part, *bind_out, *bias };
@@ -523,135 +463,6 @@ static int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
 	return op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), groups * cm.wg, cm.wg);
 }
 
-/* TENSORD_NO_SKINNY: the small products on the square tiles, to compare. */
-static bool mm_no_small_kernels(void)
-{
-	static atomic_int off = -1;
-
-	return ENV_ONCE(off, getenv("TENSORD_NO_SKINNY") != NULL);
-}
-
-/* Whether the product `pc` takes matmul_skinny.comp: NN, unsplit, at most
- * MM_SKINNY_N columns, rows enough to fill a GPU with its row blocks. */
-static bool mm_skinny(const struct mm_push *pc)
-{
-	return (pc->flags & MM_LAYOUT) == 0 && pc->splits == 1 && pc->n <= MM_SKINNY_N &&
-	       (uint64_t)pc->m * pc->batches >= MM_SKINNY_MIN_ROWS && !mm_no_small_kernels();
-}
-
-/* Record matmul_skinny.comp for `pc` (bindings as mm_dispatch's b). */
-static int mm_dispatch_skinny(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding b[5],
-			      int dtype, struct mm_push *pc)
-{
-	const struct gpu_pipeline *p;
-	uint64_t groups = ((uint64_t)pc->m + MM_SKINNY_ROWS - 1) / MM_SKINNY_ROWS;
-
-	if (groups * pc->batches > UINT32_MAX)
-		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "more than 2^32 row blocks");
-	pc->tiles_n = 1;
-	pc->tiles_mn = (uint32_t)groups;
-	groups *= pc->batches;
-	if (op_pipeline(ctx, "matmul_skinny", tdp_dtype_name(dtype), &p) < 0)
-		return -1;
-	return op_dispatch(ctx, rec, p, b, 5, pc, sizeof(*pc), groups * MM_SKINNY_WG, MM_SKINNY_WG);
-}
-
-/* The kernels for small products (f32; off with TENSORD_NO_SKINNY, to
- * compare): K of 1 to MM_SMALLK_K takes matmul_smallk.comp in any layout
- * (output-bound: dh = g · Wᵀ of a classifier layer, K = its classes); A
- * transposed, at most MM_SMALLN_N columns and the split left to the
- * heuristic takes matmul_smalln.comp (dW = hᵀ · g of that layer). Neither
- * takes an empty product. */
-enum mm_small { MM_SMALL_NONE, MM_SMALL_K, MM_SMALL_N };
-
-static enum mm_small mm_small_kernel(const struct mm_push *pc, int dtype, int64_t split_attr)
-{
-	if (dtype != TDP_DTYPE_F32 || pc->m == 0 || pc->n == 0 || pc->k == 0 || pc->batches == 0 ||
-	    mm_no_small_kernels())
-		return MM_SMALL_NONE;
-	if (pc->k <= MM_SMALLK_K)
-		return MM_SMALL_K;
-	if ((pc->flags & MM_TA) && pc->n <= MM_SMALLN_N && split_attr == 0)
-		return MM_SMALL_N;
-	return MM_SMALL_NONE;
-}
-
-/* Record matmul_smallk.comp for `pc` (bindings as mm_dispatch's b): its
- * blocks of QB quads (4 columns each; QB the smallest power of two holding
- * a row's quads, at most MM_SMALLK_QB, as the shader computes it) by
- * MM_SMALLK_WG / QB * splits rows (splits set here, at most
- * MM_SMALLK_PASSES). */
-static int mm_dispatch_smallk(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding b[5],
-			      struct mm_push *pc)
-{
-	const struct gpu_pipeline *p;
-	uint64_t quads = (pc->n + 3ull) / 4, qb = 1, rows, cblocks, groups;
-
-	while (qb < quads && qb < MM_SMALLK_QB)
-		qb *= 2;
-	cblocks = (quads + qb - 1) / qb;
-	/* Rows per invocation (the shader reads `splits`): MM_SMALLK_PASSES,
-	 * halved while the blocks would be fewer than two per compute unit (on
-	 * the H100 [256, 10] · [10, 512] made 16 workgroups: 26 us). */
-	pc->splits = MM_SMALLK_PASSES;
-	while (pc->splits > 1 &&
-	       (pc->m + MM_SMALLK_WG / qb * pc->splits - 1) / (MM_SMALLK_WG / qb * pc->splits) * cblocks *
-	       pc->batches < 2ull * (ctx->g->compute_units ? ctx->g->compute_units : 1))
-		pc->splits /= 2;
-	rows = MM_SMALLK_WG / qb * pc->splits;
-	/* m, n < 2^32: no product below overflows 64 bits. */
-	groups = (pc->m + rows - 1) / rows * cblocks;
-	if (groups * pc->batches > UINT32_MAX)
-		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "more than 2^32 result blocks");
-	pc->kchunk = pc->k;
-	pc->tiles_n = (uint32_t)cblocks;
-	pc->tiles_mn = (uint32_t)groups;
-	if (op_pipeline(ctx, "matmul_smallk", "f32", &p) < 0)
-		return -1;
-	return op_dispatch(ctx, rec, p, b, 5, pc, sizeof(*pc), groups * pc->batches * MM_SMALLK_WG, MM_SMALLK_WG);
-}
-
-/* matmul_smalln.comp's K chunks for `pc` (splits, kchunk): about
- * MM_SMALLN_WG_PER_CU workgroups per compute unit, as mm_split does for
- * the tiles -- on an H100 (132 SMs) 512x10 from K = 16384 is 16 row blocks
- * in 32 chunks of 512 terms -- and as many as the loop budget needs. */
-static void mm_smalln_split(const struct op_ctx *ctx, struct mm_push *pc)
-{
-	uint64_t blocks = (pc->m + MM_SMALLN_ROWS - 1) / MM_SMALLN_ROWS * pc->batches;
-	uint64_t cu = ctx->g->compute_units ? ctx->g->compute_units : 1, k = pc->k, want = 1, chunk;
-	uint64_t target = (MM_SMALLN_WG_PER_CU * cu + blocks - 1) / blocks;
-	uint64_t need = (k + MM_SMALLN_MAX_K - 1) / MM_SMALLN_MAX_K;
-
-	while (want < target && want < MM_MAX_SPLITS && want * 2 <= k / MM_SMALLN_MIN_K)
-		want *= 2;
-	if (want < need)
-		want = need;
-	chunk = (k + want - 1) / want;
-	chunk = (chunk + MM_SPLIT_ALIGN - 1) / MM_SPLIT_ALIGN * MM_SPLIT_ALIGN;
-	pc->splits = (uint32_t)((k + chunk - 1) / chunk);
-	pc->kchunk = pc->splits > 1 ? (uint32_t)chunk : pc->k;
-}
-
-/* Record matmul_smalln.comp for `pc` and, split, the reduction of its
- * partial results (bindings as mm_dispatch's b; b[3] is set here). */
-static int mm_dispatch_smalln(struct op_ctx *ctx, struct gpu_recorder *rec, struct gpu_binding b[5],
-			      struct mm_push *pc)
-{
-	const struct gpu_pipeline *p;
-	uint64_t blocks = (pc->m + MM_SMALLN_ROWS - 1) / MM_SMALLN_ROWS, groups;
-
-	mm_smalln_split(ctx, pc);
-	groups = blocks * pc->batches * pc->splits;
-	if (groups > UINT32_MAX)
-		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "more than 2^32 row blocks");
-	pc->tiles_n = 1;
-	pc->tiles_mn = (uint32_t)blocks;
-	if (mm_partials(ctx, pc, false, &b[3]) < 0 || op_pipeline(ctx, "matmul_smalln", "f32", &p) < 0 ||
-	    op_dispatch(ctx, rec, p, b, 5, pc, sizeof(*pc), groups * MM_SMALLN_WG, MM_SMALLN_WG) < 0)
-		return -1;
-	return pc->splits > 1 ? mm_reduce(ctx, rec, &b[3], &b[2], &b[4], TDP_DTYPE_F32, pc) : 0;
-}
-
 /* Pick the tiled kernel and split-K for the product `pc` describes (m, n,
  * k, flags -- layout and epilogue -- and the batch fields set), fill in its
  * tile counts and record it (and the reduction of a split product). bind[3]
@@ -666,13 +477,13 @@ static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struc
 	bool ta = pc->flags & MM_TA, tb = pc->flags & MM_TB, v4;
 	const char *name;
 
-	switch (mm_small_kernel(pc, dtype, split_attr)) {
-	case MM_SMALL_K:
+	switch (matmul_small_pick(pc, dtype, split_attr)) {
+	case MATMUL_SMALL_K:
 		b[3] = mm_no_bias(ctx);
-		return mm_dispatch_smallk(ctx, rec, b, pc);
-	case MM_SMALL_N:
-		return mm_dispatch_smalln(ctx, rec, b, pc);
-	case MM_SMALL_NONE:
+		return matmul_record_smallk(ctx, rec, b, pc);
+	case MATMUL_SMALL_N:
+		return matmul_record_smalln(ctx, rec, b, pc);
+	case MATMUL_SMALL_NONE:
 		break;
 	}
 	mm_split(ctx, pc, split_attr);
@@ -712,16 +523,16 @@ static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struc
 		       : (pc->flags & MM_LAYOUT) == 0 ? "matmul_nnp_v4" : "matmul_v4";
 	if ((pc->flags & MM_LAYOUT) == 0 && pc->splits == 1)
 		name = tile == 128 ? (v4 ? "matmul_nn_v4" : "matmul_nn_l") : "matmul_nn";
-	if (mm_partials(ctx, pc, false, &b[3]) < 0)
+	if (matmul_partials(ctx, pc, false, &b[3]) < 0)
 		return -1;
-	if (mm_skinny(pc))
-		return mm_dispatch_skinny(ctx, rec, b, dtype, pc);
+	if (matmul_skinny_fits(pc))
+		return matmul_record_skinny(ctx, rec, b, dtype, pc);
 	if (pc->splits > 1)
 		pc->flags |= MM_PART;
 	if (op_pipeline(ctx, name, tdp_dtype_name(dtype), &p) < 0 ||
 	    op_dispatch(ctx, rec, p, b, 5, pc, sizeof(*pc), groups * 256, 256) < 0)
 		return -1;
-	return (pc->flags & MM_PART) ? mm_reduce(ctx, rec, &b[3], &b[2], &b[4], dtype, pc) : 0;
+	return (pc->flags & MM_PART) ? matmul_reduce(ctx, rec, &b[3], &b[2], &b[4], dtype, pc) : 0;
 }
 
 static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)

@@ -92,8 +92,46 @@ struct loss_plan {
 	uint64_t classes;
 };
 
-/* matmul.c */
+/* matmul.c and matmul_small.c */
 #define MM_MAX_BDIMS 6
+
+/* K advances 16 (matmul, matmul_v4) or 8 (matmul_l) per loop iteration of an
+ * invocation: the longest products each kernel takes (OP_LOOP_BUDGET).
+ * Lavapipe counts matmul_l's inner loop over its 8-term K-step too (nine
+ * iterations per step; measured: K-chunks of 75,000 came out short, of
+ * 50,000 right), so it takes a tenth of the budget in K-steps. */
+#define MM_MAX_K (OP_LOOP_BUDGET * 16ull)
+#define MM_L_MAX_K (OP_LOOP_BUDGET / 10 * 8ull)
+
+/* Flags of mm_push (matmul.glsl's MM_TA, MM_TB, MM_PART). */
+#define MM_TA 1u
+#define MM_TB 2u
+#define MM_PART 4u
+/* The epilogue's flags (matmul_epi.glsl), kept in mm_plan.epi. */
+#define MM_BIAS 8u
+#define MM_RELU 16u
+#define MM_MASK 32u
+#define MM_EPI (MM_BIAS | MM_RELU | MM_MASK)
+#define MM_LAYOUT (MM_TA | MM_TB)
+
+/* Split-K: K chunks are whole K-steps of every kernel (and vec4s); a chunk
+ * has at least MM_SPLIT_MIN_K terms when the heuristic splits, at most
+ * MM_MAX_SPLITS chunks are taken for speed (more only where the loop budget
+ * needs them). */
+#define MM_SPLIT_ALIGN 16u
+#define MM_MAX_SPLITS 32u
+
+/* Mirrors MmPush in shaders/matmul.comp. */
+struct mm_push {
+	uint32_t m, n, k;
+	uint32_t batches, tiles_n, tiles_mn, nbdims;
+	uint32_t bshape[MM_MAX_BDIMS];
+	uint32_t astride[MM_MAX_BDIMS];
+	uint32_t bstride[MM_MAX_BDIMS];
+	uint32_t flags, splits, kchunk;
+};
+_Static_assert(sizeof(struct mm_push) == 112, "mm_push must mirror MmPush");
+
 
 struct mm_plan {
 	uint64_t m, n, k;
