@@ -254,8 +254,11 @@ static int pool_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 }
 
 const struct op_def op_defs_conv[] = {
-	{ "conv2d", 2, 3, conv_attrs, 0, conv_infer, conv_record, grad_conv2d, OP_NO_FUSION },
-	{ "max_pool2d", 1, 1, pool_attrs, POOL_MAX, pool_infer, pool_record, grad_max_pool2d, OP_NO_FUSION },
-	{ "avg_pool2d", 1, 1, pool_attrs, POOL_AVG, pool_infer, pool_record, grad_avg_pool2d, OP_NO_FUSION },
-	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
+	{ .name = "conv2d", .min_inputs = 2, .max_inputs = 3, .attrs = conv_attrs, .infer = conv_infer,
+	  .record = conv_record, .backward = grad_conv2d },
+	{ .name = "max_pool2d", .min_inputs = 1, .max_inputs = 1, .attrs = pool_attrs, .code = POOL_MAX,
+	  .infer = pool_infer, .record = pool_record, .backward = grad_max_pool2d },
+	{ .name = "avg_pool2d", .min_inputs = 1, .max_inputs = 1, .attrs = pool_attrs, .code = POOL_AVG,
+	  .infer = pool_infer, .record = pool_record, .backward = grad_avg_pool2d },
+	{ .name = NULL },
 };

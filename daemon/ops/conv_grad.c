@@ -363,9 +363,13 @@ static int poolg_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 }
 
 const struct op_def op_defs_conv_grad[] = {
-	{ "conv2d_grad_input", 2, 2, convg_input_attrs, 0, convg_input_infer, convg_input_record, NULL, OP_NO_FUSION },
-	{ "conv2d_grad_weight", 2, 2, convg_weight_attrs, 0, convg_weight_infer, convg_weight_record, NULL, OP_NO_FUSION },
-	{ "max_pool2d_grad", 2, 2, poolg_max_attrs, POOL_MAX, poolg_max_infer, poolg_record, NULL, OP_NO_FUSION },
-	{ "avg_pool2d_grad", 1, 1, poolg_avg_attrs, POOL_AVG, poolg_avg_infer, poolg_record, NULL, OP_NO_FUSION },
-	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
+	{ .name = "conv2d_grad_input", .min_inputs = 2, .max_inputs = 2, .attrs = convg_input_attrs,
+	  .infer = convg_input_infer, .record = convg_input_record },
+	{ .name = "conv2d_grad_weight", .min_inputs = 2, .max_inputs = 2, .attrs = convg_weight_attrs,
+	  .infer = convg_weight_infer, .record = convg_weight_record },
+	{ .name = "max_pool2d_grad", .min_inputs = 2, .max_inputs = 2, .attrs = poolg_max_attrs,
+	  .code = POOL_MAX, .infer = poolg_max_infer, .record = poolg_record },
+	{ .name = "avg_pool2d_grad", .min_inputs = 1, .max_inputs = 1, .attrs = poolg_avg_attrs,
+	  .code = POOL_AVG, .infer = poolg_avg_infer, .record = poolg_record },
+	{ .name = NULL },
 };

@@ -202,12 +202,19 @@ static const struct op_attr_spec cast_attrs[] = {
 };
 
 const struct op_def op_defs_create[] = {
-	{ "zeros", 0, 0, fill_attrs, 0, fill_infer, fill_record, NULL, OP_NO_FUSION },
-	{ "ones", 0, 0, fill_attrs, 1, fill_infer, fill_record, NULL, OP_NO_FUSION },
-	{ "full", 0, 0, full_attrs, 0, fill_infer, fill_record, NULL, OP_NO_FUSION },
-	{ "arange", 0, 0, arange_attrs, 0, arange_infer, arange_record, NULL, OP_NO_FUSION },
-	{ "rand", 0, 0, random_attrs, 0, random_infer, random_record, NULL, OP_NO_FUSION },
-	{ "randn", 0, 0, random_attrs, 1, random_infer, random_record, NULL, OP_NO_FUSION },
-	{ "cast", 1, 1, cast_attrs, 0, cast_infer, cast_record, grad_cast, OP_NO_FUSION },
-	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
+	{ .name = "zeros", .min_inputs = 0, .max_inputs = 0, .attrs = fill_attrs, .infer = fill_infer,
+	  .record = fill_record },
+	{ .name = "ones", .min_inputs = 0, .max_inputs = 0, .attrs = fill_attrs, .code = 1,
+	  .infer = fill_infer, .record = fill_record },
+	{ .name = "full", .min_inputs = 0, .max_inputs = 0, .attrs = full_attrs, .infer = fill_infer,
+	  .record = fill_record },
+	{ .name = "arange", .min_inputs = 0, .max_inputs = 0, .attrs = arange_attrs, .infer = arange_infer,
+	  .record = arange_record },
+	{ .name = "rand", .min_inputs = 0, .max_inputs = 0, .attrs = random_attrs, .infer = random_infer,
+	  .record = random_record },
+	{ .name = "randn", .min_inputs = 0, .max_inputs = 0, .attrs = random_attrs, .code = 1,
+	  .infer = random_infer, .record = random_record },
+	{ .name = "cast", .min_inputs = 1, .max_inputs = 1, .attrs = cast_attrs, .infer = cast_infer,
+	  .record = cast_record, .backward = grad_cast },
+	{ .name = NULL },
 };

@@ -431,13 +431,20 @@ int ew_describe(const struct op_ctx *ctx, struct ew_desc *ret)
  * program opcode (the same code; binary and comparison codes offset by
  * FU_BINARY). */
 #define BINARY(n, c, bw) \
-	{ n, 1, 2, binary_attrs, c, binary_infer, binary_record, bw, { FUSE_BINARY, FU_BINARY + (c) } }
+	{ .name = n, .min_inputs = 1, .max_inputs = 2, .attrs = binary_attrs, .code = c, \
+	  .infer = binary_infer, .record = binary_record, .backward = bw, \
+	  .fusion = { FUSE_BINARY, FU_BINARY + (c) } }
 #define COMPARE(n, c) \
-	{ n, 1, 2, binary_attrs, c, compare_infer, compare_record, grad_none, { FUSE_COMPARE, FU_BINARY + (c) } }
+	{ .name = n, .min_inputs = 1, .max_inputs = 2, .attrs = binary_attrs, .code = c, \
+	  .infer = compare_infer, .record = compare_record, .backward = grad_none, \
+	  .fusion = { FUSE_COMPARE, FU_BINARY + (c) } }
 /* Gradient helpers of float ops: no backward of their own. */
 #define FLOAT_BINARY(n, c) \
-	{ n, 1, 2, binary_attrs, c, float_binary_infer, binary_record, NULL, { FUSE_BINARY, FU_BINARY + (c) } }
-#define UNARY(n, c, attrs, bw) { n, 1, 1, attrs, c, unary_infer, unary_record, bw, { FUSE_UNARY, c } }
+	{ .name = n, .min_inputs = 1, .max_inputs = 2, .attrs = binary_attrs, .code = c, \
+	  .infer = float_binary_infer, .record = binary_record, .fusion = { FUSE_BINARY, FU_BINARY + (c) } }
+#define UNARY(n, c, at, bw) \
+	{ .name = n, .min_inputs = 1, .max_inputs = 1, .attrs = at, .code = c, .infer = unary_infer, \
+	  .record = unary_record, .backward = bw, .fusion = { FUSE_UNARY, c } }
 
 const struct op_def op_defs_elementwise[] = {
 	BINARY("add", BIN_ADD, grad_add),
@@ -456,7 +463,8 @@ const struct op_def op_defs_elementwise[] = {
 	COMPARE("le", CMP_LE),
 	COMPARE("gt", CMP_GT),
 	COMPARE("ge", CMP_GE),
-	{ "where", 3, 3, NULL, 0, where_infer, where_record, grad_where, { FUSE_WHERE, FU_WHERE } },
+	{ .name = "where", .min_inputs = 3, .max_inputs = 3, .infer = where_infer, .record = where_record,
+	  .backward = grad_where, .fusion = { FUSE_WHERE, FU_WHERE } },
 	UNARY("neg", UN_NEG, NULL, grad_neg),
 	UNARY("abs", UN_ABS, NULL, grad_abs),
 	UNARY("exp", UN_EXP, NULL, grad_exp),
@@ -474,5 +482,5 @@ const struct op_def op_defs_elementwise[] = {
 	UNARY("softplus", UN_SOFTPLUS, NULL, grad_softplus),
 	UNARY("clamp", UN_CLAMP, clamp_attrs, grad_clamp),
 	UNARY("copy", UN_COPY, NULL, grad_copy),
-	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
+	{ .name = NULL },
 };

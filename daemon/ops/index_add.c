@@ -194,6 +194,7 @@ static const struct op_attr_spec ia_attrs[] = {
 };
 
 const struct op_def op_defs_index[] = {
-	{ "index_add", 3, 3, ia_attrs, 0, ia_infer, ia_record, grad_index_add, OP_NO_FUSION },
-	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
+	{ .name = "index_add", .min_inputs = 3, .max_inputs = 3, .attrs = ia_attrs, .infer = ia_infer,
+	  .record = ia_record, .backward = grad_index_add },
+	{ .name = NULL },
 };

@@ -244,13 +244,17 @@ static int loss_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	}
 }
 
-#define POINTWISE(n, c, bw) { n, 2, 2, elementwise_attrs, c, pointwise_infer, loss_record, bw, OP_NO_FUSION }
+#define POINTWISE(n, c, bw) \
+	{ .name = n, .min_inputs = 2, .max_inputs = 2, .attrs = elementwise_attrs, .code = c, \
+	  .infer = pointwise_infer, .record = loss_record, .backward = bw }
 
 const struct op_def op_defs_loss[] = {
 	POINTWISE("mse", LOSS_MSE, grad_mse),
 	POINTWISE("binary_cross_entropy_with_logits", LOSS_BCE_LOGITS, grad_bce_logits),
-	{ "cross_entropy", 2, 2, ce_attrs, LOSS_CROSS_ENTROPY, class_infer, loss_record, grad_cross_entropy,
-	  OP_NO_FUSION },
-	{ "nll", 2, 2, nll_attrs, LOSS_NLL, class_infer, loss_record, grad_nll, OP_NO_FUSION },
-	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
+	{ .name = "cross_entropy", .min_inputs = 2, .max_inputs = 2, .attrs = ce_attrs,
+	  .code = LOSS_CROSS_ENTROPY, .infer = class_infer, .record = loss_record,
+	  .backward = grad_cross_entropy },
+	{ .name = "nll", .min_inputs = 2, .max_inputs = 2, .attrs = nll_attrs, .code = LOSS_NLL,
+	  .infer = class_infer, .record = loss_record, .backward = grad_nll },
+	{ .name = NULL },
 };

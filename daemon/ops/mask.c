@@ -268,11 +268,15 @@ static const struct op_attr_spec multinomial_attrs[] = {
 };
 
 const struct op_def op_defs_mask[] = {
-	{ "tril", 1, 1, tri_attrs, MK_TRIL, tri_infer, mask_record, grad_tril, OP_NO_FUSION },
-	{ "triu", 1, 1, tri_attrs, MK_TRIU, tri_infer, mask_record, grad_triu, OP_NO_FUSION },
-	{ "masked_fill", 2, 2, fill_attrs, MK_FILL, fill_infer, mask_record, grad_masked_fill, OP_NO_FUSION },
-	{ "dropout", 1, 1, dropout_attrs, MK_DROPOUT, dropout_infer, mask_record, grad_dropout, OP_NO_FUSION },
-	{ "multinomial", 1, 1, multinomial_attrs, MK_MULTINOMIAL, multinomial_infer, mask_record, NULL,
-	  OP_NO_FUSION },
-	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
+	{ .name = "tril", .min_inputs = 1, .max_inputs = 1, .attrs = tri_attrs, .code = MK_TRIL,
+	  .infer = tri_infer, .record = mask_record, .backward = grad_tril },
+	{ .name = "triu", .min_inputs = 1, .max_inputs = 1, .attrs = tri_attrs, .code = MK_TRIU,
+	  .infer = tri_infer, .record = mask_record, .backward = grad_triu },
+	{ .name = "masked_fill", .min_inputs = 2, .max_inputs = 2, .attrs = fill_attrs, .code = MK_FILL,
+	  .infer = fill_infer, .record = mask_record, .backward = grad_masked_fill },
+	{ .name = "dropout", .min_inputs = 1, .max_inputs = 1, .attrs = dropout_attrs, .code = MK_DROPOUT,
+	  .infer = dropout_infer, .record = mask_record, .backward = grad_dropout },
+	{ .name = "multinomial", .min_inputs = 1, .max_inputs = 1, .attrs = multinomial_attrs,
+	  .code = MK_MULTINOMIAL, .infer = multinomial_infer, .record = mask_record },
+	{ .name = NULL },
 };

@@ -619,7 +619,9 @@ static int bmm_infer(struct op_ctx *ctx)
 }
 
 const struct op_def op_defs_linalg[] = {
-	{ "matmul", 2, 3, matmul_attrs, 0, matmul_infer, matmul_record, grad_matmul, OP_NO_FUSION },
-	{ "bmm", 2, 3, matmul_attrs, 0, bmm_infer, matmul_record, grad_matmul, OP_NO_FUSION },
-	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
+	{ .name = "matmul", .min_inputs = 2, .max_inputs = 3, .attrs = matmul_attrs, .infer = matmul_infer,
+	  .record = matmul_record, .backward = grad_matmul },
+	{ .name = "bmm", .min_inputs = 2, .max_inputs = 3, .attrs = matmul_attrs, .infer = bmm_infer,
+	  .record = matmul_record, .backward = grad_matmul },
+	{ .name = NULL },
 };

@@ -231,8 +231,9 @@ static int optim_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	return op_dispatch(ctx, rec, p, bind, 4, &pc, sizeof(pc), pc.n, OPT_WG);
 }
 
-#define OPTIM(n, min, max, attrs, code) \
-	{ n, min, max, attrs, code, optim_infer, optim_record, NULL, OP_NO_FUSION }
+#define OPTIM(n, lo, hi, at, cd) \
+	{ .name = n, .min_inputs = lo, .max_inputs = hi, .attrs = at, .code = cd, \
+	  .infer = optim_infer, .record = optim_record }
 
 const struct op_def op_defs_optim[] = {
 	OPTIM("sgd_buf", 2, 3, sgd_buf_attrs, OPT_SGD_BUF),
@@ -240,5 +241,5 @@ const struct op_def op_defs_optim[] = {
 	OPTIM("adam_m", 2, 3, adam_m_attrs, OPT_ADAM_M),
 	OPTIM("adam_v", 2, 3, adam_v_attrs, OPT_ADAM_V),
 	OPTIM("adam_param", 3, 3, adam_param_attrs, OPT_ADAM_PARAM),
-	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
+	{ .name = NULL },
 };

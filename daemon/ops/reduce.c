@@ -170,7 +170,9 @@ static int red_record_op(struct op_ctx *ctx, struct gpu_recorder *rec)
 	return red_record(ctx, rec, &plan, x, &job);
 }
 
-#define RED(n, c, attrs, bw) { n, 1, 1, attrs, c, red_infer, red_record_op, bw, OP_NO_FUSION }
+#define RED(n, c, at, bw) \
+	{ .name = n, .min_inputs = 1, .max_inputs = 1, .attrs = at, .code = c, .infer = red_infer, \
+	  .record = red_record_op, .backward = bw }
 
 const struct op_def op_defs_reduce[] = {
 	RED("sum", RED_SUM, red_attrs, grad_sum),
@@ -182,5 +184,5 @@ const struct op_def op_defs_reduce[] = {
 	RED("std", RED_SUM | RED_STD_OF, var_attrs, grad_std),
 	RED("argmax", RED_ARGMAX, arg_attrs, NULL),
 	RED("argmin", RED_ARGMIN, arg_attrs, NULL),
-	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
+	{ .name = NULL },
 };

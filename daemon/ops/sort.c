@@ -284,11 +284,17 @@ static const struct op_attr_spec cumsum_attrs[] = {
 };
 
 const struct op_def op_defs_sort[] = {
-	{ "sort", 1, 1, sort_attrs, SORT_VALUES, sort_infer, sort_record, grad_sort, OP_NO_FUSION },
-	{ "argsort", 1, 1, sort_attrs, SORT_INDICES, sort_infer, sort_record, grad_none, OP_NO_FUSION },
-	{ "topk", 1, 1, topk_attrs, TOPK_VALUES, sort_infer, sort_record, grad_topk, OP_NO_FUSION },
-	{ "topk_indices", 1, 1, topk_attrs, TOPK_INDICES, sort_infer, sort_record, grad_none, OP_NO_FUSION },
-	{ "sort_grad", 2, 2, sort_attrs, SORT_GRAD, sort_grad_infer, sort_record, NULL, OP_NO_FUSION },
-	{ "cumsum", 1, 1, cumsum_attrs, CUMSUM, cumsum_infer, sort_record, grad_cumsum, OP_NO_FUSION },
-	{ NULL, 0, 0, NULL, 0, NULL, NULL, NULL, OP_NO_FUSION },
+	{ .name = "sort", .min_inputs = 1, .max_inputs = 1, .attrs = sort_attrs, .code = SORT_VALUES,
+	  .infer = sort_infer, .record = sort_record, .backward = grad_sort },
+	{ .name = "argsort", .min_inputs = 1, .max_inputs = 1, .attrs = sort_attrs, .code = SORT_INDICES,
+	  .infer = sort_infer, .record = sort_record, .backward = grad_none },
+	{ .name = "topk", .min_inputs = 1, .max_inputs = 1, .attrs = topk_attrs, .code = TOPK_VALUES,
+	  .infer = sort_infer, .record = sort_record, .backward = grad_topk },
+	{ .name = "topk_indices", .min_inputs = 1, .max_inputs = 1, .attrs = topk_attrs,
+	  .code = TOPK_INDICES, .infer = sort_infer, .record = sort_record, .backward = grad_none },
+	{ .name = "sort_grad", .min_inputs = 2, .max_inputs = 2, .attrs = sort_attrs, .code = SORT_GRAD,
+	  .infer = sort_grad_infer, .record = sort_record },
+	{ .name = "cumsum", .min_inputs = 1, .max_inputs = 1, .attrs = cumsum_attrs, .code = CUMSUM,
+	  .infer = cumsum_infer, .record = sort_record, .backward = grad_cumsum },
+	{ .name = NULL },
 };
