@@ -25,9 +25,18 @@ struct op_batch;
 struct cluster;
 struct kernel_build;
 struct train_job;
+struct kernel_table;
+struct job_record;
+struct step_waiter;
+struct compile_job;
 
 /* kernel.create's pipeline builds at once (methods/kernel_build_job.c). */
 #define KERNEL_BUILDS_MAX 2
+/* kernel.create's GLSL compiles at once (methods/kernel_compile_job.c): each
+ * is a process of up to GLSL_CHILD_MEMORY, so a user gets one at a time and
+ * the daemon this many (a user with many connections could otherwise fill
+ * the host's memory). */
+#define KERNEL_COMPILES_MAX 4
 
 struct daemon {
 	struct config cfg;
@@ -54,6 +63,15 @@ struct daemon {
 	struct cluster *cluster;         /* the group joined by mpirun (train/cluster.h), or NULL */
 	struct kernel_build *kernel_builds[KERNEL_BUILDS_MAX]; /* running (kernel_build_job.c) */
 	struct train_job *jobs;          /* train.run's jobs, oldest first (train/job.c) */
+	struct job_record *job_records;  /* detached jobs' records, newest first (train/jobs_table.h) */
+	struct kernel_table *kernel_table; /* clients' kernels (kernels/kernel.h: kernels_init) */
+	struct compile_job *kernel_compiles[KERNEL_COMPILES_MAX]; /* running (kernel_compile_job.c) */
+	/* Compiles done with, freed after the loop's batch of events they
+	 * ended in; the loop's hook that frees them is added once. */
+	struct compile_job *kernel_compiles_retired;
+	bool kernel_compiles_hook;
+	struct step_waiter *step_waiters; /* train.steps waiting for a model's step (methods_train.c) */
+	bool group_busy;                 /* a run across the group involves this member (job_cluster.c) */
 	/* The shutdown's final checkpoint wrote every tensor and model: the
 	 * jobs it stopped may resume after the restart (methods_job.c). */
 	bool final_checkpoint_ok;

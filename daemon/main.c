@@ -663,7 +663,7 @@ int main(int argc, char **argv)
 
 	d.store = store_new((uint32_t)d.cfg.max_tensors, release_tensor, &d);
 	d.models = models_new(MODEL_MAX_MODELS);
-	if (!d.store || !d.models)
+	if (!d.store || !d.models || kernels_init(&d) < 0)
 		goto out;
 	store_set_quota(d.store, d.cfg.user_max_tensors, d.cfg.user_max_bytes);
 	/* Restored before serving and before READY=1: a client never sees a
@@ -718,7 +718,7 @@ out:
 	jobs_shutdown(&d); /* reads the jobs' last figures: before they are freed */
 	train_jobs_free(&d);
 	mpi_stuck = leave_cluster(&d);
-	kernel_compile_jobs_free();
+	kernel_compile_jobs_free(&d);
 	kernel_build_jobs_free(&d);
 	kernels_fini(&d);
 	models_free(d.models);

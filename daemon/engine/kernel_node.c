@@ -136,7 +136,7 @@ int kernel_node_build(struct graph *gr, unsigned i, const msgpack_object *kernel
 	memset(p, 0, sizeof(*p));
 	if (tdp_obj_strcpy(kernel, name, sizeof(name)) < 0 || !tdp_name_valid(name, strlen(name)))
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "kernel must be a kernel name");
-	k = kernel_find(call->cred.uid, name);
+	k = kernel_find(call->d, call->cred.uid, name);
 	if (!k)
 		return op_fail(ctx, TDP_NOT_FOUND, "uid %u has no kernel named '%s'",
 			       (unsigned)call->cred.uid, name);

@@ -1,6 +1,7 @@
 /* The custom-kernel registry and the checks kernel.run and graph kernel
- * nodes share (kernel.h). Kernels live in one small array: at most
- * KERNEL_MAX, looked up by (owner uid, name). */
+ * nodes share (kernel.h). A daemon's kernels live in one small array of
+ * its own (struct kernel_table): at most KERNEL_MAX, looked up by (owner
+ * uid, name). */
 #include "kernels/kernel.h"
 
 #include <errno.h>
@@ -14,40 +15,50 @@
 #include "pack.h"
 #include "status.h"
 
-static struct kernel *kernels[KERNEL_MAX];
-static unsigned nkernels;
+/* A daemon's kernels (d->kernel_table), in no order. */
+struct kernel_table {
+	struct kernel *k[KERNEL_MAX];
+	unsigned n;
+};
 
-static int find(uint32_t owner, const char *name)
+int kernels_init(struct daemon *d)
 {
-	for (unsigned i = 0; i < nkernels; i++)
-		if (kernels[i]->owner == owner && !strcmp(kernels[i]->name, name))
+	d->kernel_table = calloc(1, sizeof(*d->kernel_table));
+	return d->kernel_table ? 0 : -ENOMEM;
+}
+
+static int find(const struct kernel_table *t, uint32_t owner, const char *name)
+{
+	for (unsigned i = 0; i < t->n; i++)
+		if (t->k[i]->owner == owner && !strcmp(t->k[i]->name, name))
 			return (int)i;
 	return -1;
 }
 
-struct kernel *kernel_find(uint32_t owner, const char *name)
+struct kernel *kernel_find(const struct daemon *d, uint32_t owner, const char *name)
 {
-	int i = find(owner, name);
+	int i = find(d->kernel_table, owner, name);
 
-	return i < 0 ? NULL : kernels[i];
+	return i < 0 ? NULL : d->kernel_table->k[i];
 }
 
-unsigned kernel_count(void)
+unsigned kernel_count(const struct daemon *d)
 {
-	return nkernels;
+	return d->kernel_table->n;
 }
 
-const struct kernel *kernel_at(unsigned i)
+const struct kernel *kernel_at(const struct daemon *d, unsigned i)
 {
-	return i < nkernels ? kernels[i] : NULL;
+	return i < d->kernel_table->n ? d->kernel_table->k[i] : NULL;
 }
 
-unsigned kernel_count_owner(uint32_t owner, const char *name)
+unsigned kernel_count_owner(const struct daemon *d, uint32_t owner, const char *name)
 {
+	const struct kernel_table *t = d->kernel_table;
 	unsigned n = 0;
 
-	for (unsigned i = 0; i < nkernels; i++)
-		n += kernels[i]->owner == owner && strcmp(kernels[i]->name, name);
+	for (unsigned i = 0; i < t->n; i++)
+		n += t->k[i]->owner == owner && strcmp(t->k[i]->name, name);
 	return n;
 }
 
@@ -63,23 +74,26 @@ void kernel_free(struct daemon *d, struct kernel *k)
 
 static void remove_at(struct daemon *d, unsigned i)
 {
-	kernel_free(d, kernels[i]);
-	kernels[i] = kernels[--nkernels];
-	kernels[nkernels] = NULL;
+	struct kernel_table *t = d->kernel_table;
+
+	kernel_free(d, t->k[i]);
+	t->k[i] = t->k[--t->n];
+	t->k[t->n] = NULL;
 }
 
 void kernel_insert(struct daemon *d, struct kernel *k)
 {
-	int idx = find(k->owner, k->name);
+	struct kernel_table *t = d->kernel_table;
+	int idx = find(t, k->owner, k->name);
 
 	if (idx >= 0)
 		remove_at(d, (unsigned)idx);
-	kernels[nkernels++] = k;
+	t->k[t->n++] = k;
 }
 
 int kernel_remove(struct daemon *d, uint32_t owner, const char *name)
 {
-	int idx = find(owner, name);
+	int idx = find(d->kernel_table, owner, name);
 
 	if (idx < 0)
 		return -ENOENT;
@@ -87,10 +101,19 @@ int kernel_remove(struct daemon *d, uint32_t owner, const char *name)
 	return 0;
 }
 
+void kernels_clear(struct daemon *d)
+{
+	while (d->kernel_table->n)
+		remove_at(d, d->kernel_table->n - 1);
+}
+
 void kernels_fini(struct daemon *d)
 {
-	while (nkernels)
-		remove_at(d, nkernels - 1);
+	if (!d->kernel_table)
+		return;
+	kernels_clear(d);
+	free(d->kernel_table);
+	d->kernel_table = NULL;
 }
 
 int kernel_read_dims(const msgpack_object *o, const char *what, uint32_t max, uint32_t out[3],

@@ -1,4 +1,5 @@
-/* Clients' compute kernels (docs/kernels.md): the registry kept per owner uid,
+/* Clients' compute kernels (docs/kernels.md): each daemon's registry
+ * (d->kernel_table), kept per owner uid,
  * and the checks and recording that kernel.run (methods_kernel.c) and a
  * kernel node of graph.run (kernel_node.c) share, so both refuse exactly the
  * same things with the same messages. The checks write a reason into `why`
@@ -32,17 +33,21 @@ struct kernel {
 	uint64_t runs;                  /* dispatches recorded */
 };
 
-/* Owner's kernel `name`, or NULL. The pointer stays valid until a kernel of
- * that name is created again or deleted, or the device is lost: within one
- * request. */
-struct kernel *kernel_find(uint32_t owner, const char *name);
+/* Give `d` its empty kernel table (start-up; d->kernel_table). Returns 0 or
+ * -ENOMEM. */
+int kernels_init(struct daemon *d);
 
-/* Kernels in the daemon; kernel_at(i) for i < kernel_count() (listing). */
-unsigned kernel_count(void);
-const struct kernel *kernel_at(unsigned i);
+/* Owner's kernel `name` in d's table, or NULL. The pointer stays valid until
+ * a kernel of that name is created again or deleted, or the device is lost:
+ * within one request. */
+struct kernel *kernel_find(const struct daemon *d, uint32_t owner, const char *name);
+
+/* Kernels in the daemon; kernel_at(d, i) for i < kernel_count(d) (listing). */
+unsigned kernel_count(const struct daemon *d);
+const struct kernel *kernel_at(const struct daemon *d, unsigned i);
 
 /* Kernels `owner` holds other than one named `name`. */
-unsigned kernel_count_owner(uint32_t owner, const char *name);
+unsigned kernel_count_owner(const struct daemon *d, uint32_t owner, const char *name);
 
 /* Store `k` (calloc'd; ownership passes), replacing the owner's kernel of the
  * same name. The caller checked the limits (KERNEL_MAX, KERNEL_MAX_PER_USER). */
@@ -54,7 +59,12 @@ void kernel_free(struct daemon *d, struct kernel *k);
 /* Remove and destroy owner's kernel `name`. Returns 0 or -ENOENT. */
 int kernel_remove(struct daemon *d, uint32_t owner, const char *name);
 
-/* Destroy every kernel's pipeline (before the device goes). */
+/* Destroy every kernel (before the device goes: a device loss); the table
+ * stays, empty. */
+void kernels_clear(struct daemon *d);
+
+/* kernels_clear, then free the table (shut-down); accepts a daemon that
+ * kernels_init never gave one. */
 void kernels_fini(struct daemon *d);
 
 /* Read 1..3 integers (each at most `max`) of array `o` into out[3], missing

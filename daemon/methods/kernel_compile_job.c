@@ -28,29 +28,21 @@ struct compile_job {
 	struct compile_job *next;     /* on the retired list */
 };
 
-/* Jobs done with, freed after the batch of loop events they ended in
- * (another event of the batch may still point at them). */
-static struct compile_job *retired;
-static bool hook_added;
-
-/* The compiles running now: each is a process of up to GLSL_CHILD_MEMORY, so
- * a user gets one at a time and the daemon KERNEL_COMPILES_MAX (a user with
- * many connections could otherwise fill the host's memory). */
-#define KERNEL_COMPILES_MAX 4
-static struct compile_job *running[KERNEL_COMPILES_MAX];
-
+/* Jobs done with (d->kernel_compiles_retired) are freed after the batch of
+ * loop events they ended in (another event of the batch may still point at
+ * them). The compiles running now are d->kernel_compiles (daemon.h,
+ * KERNEL_COMPILES_MAX). */
 static void free_retired(void *data)
 {
-	(void)data;
-	kernel_compile_jobs_free();
+	kernel_compile_jobs_free(data);
 }
 
-void kernel_compile_jobs_free(void)
+void kernel_compile_jobs_free(struct daemon *d)
 {
-	while (retired) {
-		struct compile_job *j = retired;
+	while (d->kernel_compiles_retired) {
+		struct compile_job *j = d->kernel_compiles_retired;
 
-		retired = j->next;
+		d->kernel_compiles_retired = j->next;
 		free(j);
 	}
 }
@@ -59,11 +51,12 @@ void kernel_compile_jobs_free(void)
  * ends. */
 static void retire(struct compile_job *j)
 {
-	struct loop *l = j->req.call.d->loop;
+	struct daemon *d = j->req.call.d;
+	struct loop *l = d->loop;
 
 	for (unsigned i = 0; i < KERNEL_COMPILES_MAX; i++)
-		if (running[i] == j)
-			running[i] = NULL;
+		if (d->kernel_compiles[i] == j)
+			d->kernel_compiles[i] = NULL;
 
 	if (j->out_src.fd >= 0)
 		loop_remove(l, &j->out_src);   /* the fd itself is the glsl_job's */
@@ -72,8 +65,8 @@ static void retire(struct compile_job *j)
 		close(j->timer_src.fd);
 	}
 	j->out_src.fd = j->timer_src.fd = -1;
-	j->next = retired;
-	retired = j;
+	j->next = d->kernel_compiles_retired;
+	d->kernel_compiles_retired = j;
 }
 
 /* Stop watching the child's output before its fd is closed (by
@@ -168,7 +161,8 @@ int kernel_compile_defer(struct request *req, const struct kernel_spec *ks, cons
 {
 	struct itimerspec at = { .it_value = { .tv_sec = GLSL_CHILD_SECONDS } };
 	char why[TDP_MAX_ERROR_MESSAGE - 64];
-	struct loop *l = req->call.d->loop;
+	struct daemon *d = req->call.d;
+	struct loop *l = d->loop;
 	unsigned slot = KERNEL_COMPILES_MAX;
 	struct compile_job *j;
 	int r;
@@ -176,9 +170,9 @@ int kernel_compile_defer(struct request *req, const struct kernel_spec *ks, cons
 	if (!req->conn) /* request_defer below must not fail once the compiler runs */
 		return request_fail(req, TDP_INTERNAL, "kernel.create needs a connection");
 	for (unsigned i = 0; i < KERNEL_COMPILES_MAX; i++) {
-		if (!running[i])
+		if (!d->kernel_compiles[i])
 			slot = i;
-		else if (running[i]->req.call.cred.uid == req->call.cred.uid)
+		else if (d->kernel_compiles[i]->req.call.cred.uid == req->call.cred.uid)
 			return request_fail(req, TDP_RESOURCE_EXHAUSTED,
 					    "uid %u already has a kernel compiling (one at a time)",
 					    (unsigned)req->call.cred.uid);
@@ -187,10 +181,10 @@ int kernel_compile_defer(struct request *req, const struct kernel_spec *ks, cons
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED,
 				    "the daemon compiles %d kernels at once; retry when one is done",
 				    KERNEL_COMPILES_MAX);
-	if (!hook_added) {
-		if (loop_add_after(l, free_retired, NULL) < 0)
+	if (!d->kernel_compiles_hook) {
+		if (loop_add_after(l, free_retired, d) < 0)
 			return request_fail(req, TDP_INTERNAL, "cannot watch the compiler");
-		hook_added = true;
+		d->kernel_compiles_hook = true;
 	}
 	j = calloc(1, sizeof(*j));
 	if (!j)
@@ -220,7 +214,7 @@ int kernel_compile_defer(struct request *req, const struct kernel_spec *ks, cons
 	j->ks = *ks;
 	j->def.cancel = cancel;
 	request_defer(req, &j->def, &j->req, &j->pk);  /* cannot fail: req->conn was checked */
-	running[slot] = j;
+	d->kernel_compiles[slot] = j;
 	return REQUEST_DEFERRED;
 fail:
 	if (j->timer_src.fd >= 0)

@@ -13,6 +13,6 @@
 int kernel_compile_defer(struct request *req, const struct kernel_spec *ks, const char *src,
 			 const char *preamble);
 
-/* Free what finished or cancelled compile jobs left (at shutdown, after the
- * connections closed). */
-void kernel_compile_jobs_free(void);
+/* Free what d's finished or cancelled compile jobs left (after each batch of
+ * loop events, and at shutdown, after the connections closed). */
+void kernel_compile_jobs_free(struct daemon *d);

@@ -249,7 +249,7 @@ static int write_one_user(msgpack_packer *pk, const struct daemon *d, uint32_t u
 	       kv_u64(pk, "requests", u ? u->requests : 0) ||
 	       kv_u64(pk, "connections", u ? u->connections : 0) ||
 	       kv_u64(pk, "tensors", use.tensors) || kv_u64(pk, "bytes", use.bytes) ||
-	       kv_u64(pk, "jobs", jobs_table_running(uid));
+	       kv_u64(pk, "jobs", jobs_table_running(d, uid));
 }
 
 /* info's "users" (issue 34: who uses the GPU, as nvidia-smi's process list):
@@ -343,7 +343,7 @@ static int write_cluster(msgpack_packer *pk, struct daemon *d)
 	return msgpack_pack_map(pk, 5) || kv_u64(pk, "rank", (uint64_t)cs.rank) ||
 	       kv_u64(pk, "size", (uint64_t)cs.size) || tdp_pack_cstr(pk, "broken") ||
 	       (cs.broken ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) || kv_str(pk, "why", cs.why) ||
-	       tdp_pack_cstr(pk, "busy") || (train_group_busy() ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
+	       tdp_pack_cstr(pk, "busy") || (train_group_busy(d) ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
 }
 
 int method_info(struct request *req)

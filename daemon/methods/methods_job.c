@@ -35,8 +35,6 @@ struct job_watcher {
 	struct job_watcher *next;
 };
 
-static struct daemon *daemon_of_jobs;
-
 static bool may_see(const struct caller *call, const struct job_record *rec)
 {
 	return call->cred.uid == 0 || rec->owner == (uint32_t)call->cred.uid;
@@ -62,8 +60,7 @@ static void save(struct job_record *rec, bool progress)
 	if (progress && now - rec->saved_ns < SAVE_EVERY_NS)
 		return;
 	rec->saved_ns = now;
-	if (daemon_of_jobs)
-		persist_jobs_save(daemon_of_jobs);
+	persist_jobs_save(rec->d);
 }
 
 static bool sink_ready(void *data)
@@ -151,7 +148,7 @@ static void sink_release(void *data)
 	struct job_record *rec = data;
 
 	rec->job = NULL;
-	jobs_table_prune(rec->owner, JOBS_KEPT_PER_USER);
+	jobs_table_prune(rec->d, rec->owner, JOBS_KEPT_PER_USER);
 }
 
 static const struct train_sink job_sink = {
@@ -173,13 +170,12 @@ int job_start_detached(struct request *req, const struct train_plan *plan, const
 					  d->cfg.user_max_jobs);
 	struct job_record *rec = resumed;
 
-	if (jobs_table_running(uid) >= most)
+	if (jobs_table_running(d, uid) >= most)
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "uid %u already has %llu jobs running (%s)",
 				    (unsigned)uid, (unsigned long long)most,
 				    most == d->cfg.user_max_jobs ? "user_max_jobs" : "user_quota_jobs");
-	if (!rec && !(rec = jobs_table_add(uid)))
+	if (!rec && !(rec = jobs_table_add(d, uid)))
 		return request_fail(req, TDP_INTERNAL, "out of memory");
-	daemon_of_jobs = d;
 	if (!resumed) {
 		snprintf(rec->model, sizeof(rec->model), "%s", model);
 		rec->started_ns = daemon_now_ns(CLOCK_REALTIME);
@@ -222,7 +218,7 @@ static struct job_record *find_job(struct request *req)
 	if (PARAMS_PARSE(req, p) < 0)
 		return NULL;
 	if (owner <= UINT32_MAX)
-		rec = jobs_table_find((uint32_t)owner, id);
+		rec = jobs_table_find(req->call.d, (uint32_t)owner, id);
 	if (!rec || !may_see(&req->call, rec)) {
 		request_fail(req, TDP_NOT_FOUND, "no job %llu", (unsigned long long)id);
 		return NULL;
@@ -237,11 +233,11 @@ int method_job_list(struct request *req)
 
 	if (params_none(req) < 0)
 		return -1;
-	for (struct job_record *rec = jobs_table_head(); rec; rec = rec->next)
+	for (struct job_record *rec = jobs_table_head(req->call.d); rec; rec = rec->next)
 		n += may_see(&req->call, rec);
 	fail = tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 1) ||
 	       tdp_pack_cstr(req->pk, "jobs") || msgpack_pack_array(req->pk, n);
-	for (struct job_record *rec = jobs_table_head(); !fail && rec; rec = rec->next)
+	for (struct job_record *rec = jobs_table_head(req->call.d); !fail && rec; rec = rec->next)
 		if (may_see(&req->call, rec))
 			fail = jobs_table_pack(req->pk, rec) != 0;
 	return fail ? request_fail(req, TDP_INTERNAL, "out of memory") : 0;
@@ -318,11 +314,11 @@ int job_pack_running(msgpack_packer *pk, const struct caller *call)
 {
 	uint32_t n = 0;
 
-	for (struct job_record *rec = jobs_table_head(); rec; rec = rec->next)
+	for (struct job_record *rec = jobs_table_head(call->d); rec; rec = rec->next)
 		n += rec->state == JOB_RUNNING && may_see(call, rec);
 	if (msgpack_pack_array(pk, n))
 		return -1;
-	for (struct job_record *rec = jobs_table_head(); rec; rec = rec->next)
+	for (struct job_record *rec = jobs_table_head(call->d); rec; rec = rec->next)
 		if (rec->state == JOB_RUNNING && may_see(call, rec) && jobs_table_pack(pk, rec))
 			return -1;
 	return 0;
@@ -332,7 +328,7 @@ int job_pack_running(msgpack_packer *pk, const struct caller *call)
  * one that cannot start stays interrupted and says why. */
 static void resume_jobs(struct daemon *d)
 {
-	for (struct job_record *rec = jobs_table_head(); rec; rec = rec->next) {
+	for (struct job_record *rec = jobs_table_head(d); rec; rec = rec->next) {
 		struct td_error err;
 
 		if (rec->state != JOB_INTERRUPTED || !rec->resume)
@@ -358,7 +354,6 @@ int jobs_restore(struct daemon *d)
 	uint64_t n = 0;
 	int r;
 
-	daemon_of_jobs = d;
 	r = persist_jobs_restore(d, &n);
 	if (r == 0 && n) {
 		resume_jobs(d);
@@ -397,7 +392,7 @@ void jobs_shutdown(struct daemon *d)
 {
 	bool any = false;
 
-	for (struct job_record *rec = jobs_table_head(); rec; rec = rec->next) {
+	for (struct job_record *rec = jobs_table_head(d); rec; rec = rec->next) {
 		if (rec->job) {
 			struct train_status st = train_job_status(rec->job);
 
@@ -422,8 +417,7 @@ void jobs_shutdown(struct daemon *d)
 	}
 	if (any)
 		persist_jobs_save(d);
-	jobs_table_free();
-	daemon_of_jobs = NULL;
+	jobs_table_free(d);
 }
 
 /* The counts job.drain answers: runs still running, drained ones waiting. */
@@ -433,7 +427,7 @@ static void drain_counts(const struct daemon *d, uint64_t *ret_running, uint64_t
 
 	for (const struct train_job *j = d->jobs; j; j = train_job_next(j))
 		running++;
-	for (struct job_record *rec = jobs_table_head(); rec; rec = rec->next)
+	for (struct job_record *rec = jobs_table_head(d); rec; rec = rec->next)
 		waiting += rec->state == JOB_INTERRUPTED && rec->resume != NULL;
 	*ret_running = running;
 	*ret_waiting = waiting;

@@ -160,8 +160,8 @@ int kernel_create_store(struct request *req, const struct kernel_spec *ks, struc
 		goto out;
 	}
 	/* Checked again: other kernels may have come while this one compiled. */
-	if (kernel_count_owner(req->call.cred.uid, ks->name) >= req->call.d->cfg.user_max_kernels ||
-	    (!kernel_find(req->call.cred.uid, ks->name) && kernel_count() >= KERNEL_MAX)) {
+	if (kernel_count_owner(req->call.d, req->call.cred.uid, ks->name) >= req->call.d->cfg.user_max_kernels ||
+	    (!kernel_find(req->call.d, req->call.cred.uid, ks->name) && kernel_count(req->call.d) >= KERNEL_MAX)) {
 		r = request_fail(req, TDP_RESOURCE_EXHAUSTED,
 				 "uid %u already has %llu kernels (user_max_kernels), or the daemon %d",
 				 (unsigned)req->call.cred.uid, (unsigned long long)req->call.d->cfg.user_max_kernels,
@@ -238,11 +238,11 @@ static int create_params(struct request *req, struct kernel_spec *ks, struct par
 		return request_fail(req, TDP_INVALID_ARGUMENT, "workgroup: sizes must be at least 1");
 	ks->has_wg = workgroup != NULL;
 	ks->from_spirv = spirv != NULL;
-	if (kernel_count_owner(req->call.cred.uid, ks->name) >= req->call.d->cfg.user_max_kernels)
+	if (kernel_count_owner(req->call.d, req->call.cred.uid, ks->name) >= req->call.d->cfg.user_max_kernels)
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED,
 				    "uid %u already has %llu kernels (user_max_kernels)",
 				    (unsigned)req->call.cred.uid, (unsigned long long)req->call.d->cfg.user_max_kernels);
-	if (!kernel_find(req->call.cred.uid, ks->name) && kernel_count() >= KERNEL_MAX)
+	if (!kernel_find(req->call.d, req->call.cred.uid, ks->name) && kernel_count(req->call.d) >= KERNEL_MAX)
 		return request_fail(req, TDP_RESOURCE_EXHAUSTED, "the daemon holds %d kernels",
 				    KERNEL_MAX);
 	*ret_glsl = glsl;
@@ -427,7 +427,7 @@ int method_kernel_run(struct request *req)
 	if (PARAMS_PARSE(req, p) < 0)
 		return -1;
 	ta = &tensors->via.array;
-	k = kernel_find(req->call.cred.uid, name);
+	k = kernel_find(req->call.d, req->call.cred.uid, name);
 	if (!k)
 		return request_fail(req, TDP_NOT_FOUND, "uid %u has no kernel named '%s'",
 				    (unsigned)req->call.cred.uid, name);
@@ -483,13 +483,13 @@ int method_kernel_list(struct request *req)
 		return -1;
 #define LISTED(k) ((k)->owner == req->call.cred.uid && \
 		   (!pre.ptr || (strlen((k)->name) >= pre.len && !memcmp((k)->name, pre.ptr, pre.len))))
-	for (unsigned i = 0; i < kernel_count(); i++)
-		n += LISTED(kernel_at(i));
+	for (unsigned i = 0; i < kernel_count(req->call.d); i++)
+		n += LISTED(kernel_at(req->call.d, i));
 	fail = tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 1) ||
 	       tdp_pack_cstr(req->pk, "kernels") || msgpack_pack_array(req->pk, n);
-	for (unsigned i = 0; !fail && i < kernel_count(); i++)
-		if (LISTED(kernel_at(i)))
-			fail = write_kernel(req->pk, kernel_at(i));
+	for (unsigned i = 0; !fail && i < kernel_count(req->call.d); i++)
+		if (LISTED(kernel_at(req->call.d, i)))
+			fail = write_kernel(req->pk, kernel_at(req->call.d, i));
 #undef LISTED
 	return fail ? request_fail(req, TDP_INTERNAL, "out of memory") : 0;
 }

@@ -90,14 +90,12 @@ struct step_waiter {
 	struct step_waiter *next;
 };
 
-/* Every waiting train.step, in arrival order. */
-static struct step_waiter *waiters;
-
+/* Every waiting train.step is on d->step_waiters, in arrival order. */
 static void waiter_free(struct step_waiter *w)
 {
 	struct step_waiter **pp;
 
-	for (pp = &waiters; *pp && *pp != w; pp = &(*pp)->next)
+	for (pp = &w->d->step_waiters; *pp && *pp != w; pp = &(*pp)->next)
 		;
 	if (*pp)
 		*pp = w->next;
@@ -144,7 +142,7 @@ static void waiters_run(struct daemon *d, const char *name, uint64_t serial)
 
 		if (m && m->steps_pending)
 			return;
-		for (pp = &waiters; *pp; pp = &(*pp)->next)
+		for (pp = &d->step_waiters; *pp; pp = &(*pp)->next)
 			if ((*pp)->d == d && (*pp)->serial == serial && !strcmp((*pp)->model, name))
 				break;
 		w = *pp;
@@ -165,6 +163,7 @@ static int step_wait(struct request *req, const struct model *m)
 
 	if (!w)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
+	w->d = req->call.d;
 	msgpack_packer_init(&pk, &w->buf, tdp_buf_msgpack_write);
 	msgpack_unpacked_init(&w->u);
 	if (!req->params || msgpack_pack_object(&pk, *req->params) ||
@@ -181,10 +180,9 @@ static int step_wait(struct request *req, const struct model *m)
 	w->later.params = &w->u.data;
 	w->later.fds = NULL;
 	w->later.nfds = 0;
-	w->d = req->call.d;
 	strcpy(w->model, m->name);
 	w->serial = m->serial;
-	for (pp = &waiters; *pp; pp = &(*pp)->next)
+	for (pp = &w->d->step_waiters; *pp; pp = &(*pp)->next)
 		;
 	*pp = w;
 	return REQUEST_DEFERRED;

@@ -308,7 +308,7 @@ static int parse_ranks(struct request *req, struct train_plan *plan, const struc
 	if (member < 0 && cs.rank != 0)
 		return request_fail(req, TDP_FAILED_PRECONDITION, "ranks: runs across the group are asked of member "
 				    "0; this is member %d", cs.rank);
-	if (train_group_busy())
+	if (train_group_busy(d))
 		return request_fail(req, TDP_UNAVAILABLE, "ranks: a run across the group is already going");
 	if (detach || has_devices || plan->accumulate > 1)
 		return request_fail(req, TDP_INVALID_ARGUMENT, "ranks does not go with detach, devices or "
@@ -557,7 +557,7 @@ int train_run_member(void *data, int from, const void *msg, size_t len)
 
 	/* The run before this one may end on this member a turn after rank 0
 	 * saw its end: this one starts after it. */
-	if (train_group_busy())
+	if (train_group_busy(d))
 		return -EAGAIN;
 	td_error_clear(&req.call.err);
 	msgpack_unpacked_init(&u);

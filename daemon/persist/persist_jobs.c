@@ -53,12 +53,12 @@ int persist_jobs_save(struct daemon *d)
 	r = open_dir(d, &dirfd);
 	if (r < 0)
 		return r;
-	for (struct job_record *rec = jobs_table_head(); rec; rec = rec->next)
+	for (struct job_record *rec = jobs_table_head(d); rec; rec = rec->next)
 		n++;
 	msgpack_sbuffer_init(&sb);
 	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
 	fail = msgpack_pack_array(&pk, n) != 0;
-	for (struct job_record *rec = jobs_table_head(); !fail && rec; rec = rec->next)
+	for (struct job_record *rec = jobs_table_head(d); !fail && rec; rec = rec->next)
 		fail = jobs_table_pack_file(&pk, rec) != 0;
 	if (fail) {
 		r = -ENOMEM;
@@ -96,9 +96,9 @@ out:
 	return r;
 }
 
-/* Check and decode the file's bytes; add its records (oldest first, so the
- * table stays newest first). */
-static int load(const uint8_t *buf, size_t len, uint64_t *ret_loaded, const char **why)
+/* Check and decode the file's bytes; add its records to d's table (oldest
+ * first, so the table stays newest first). */
+static int load(struct daemon *d, const uint8_t *buf, size_t len, uint64_t *ret_loaded, const char **why)
 {
 	static const struct tdp_scan_limits lim = { MAX_FILE, 8, 1u << 24 };
 	struct tdp_scanner sc;
@@ -125,7 +125,7 @@ static int load(const uint8_t *buf, size_t len, uint64_t *ret_loaded, const char
 		goto out;
 	}
 	for (uint32_t i = u.data.via.array.size; i-- > 0 && loaded < JOBS_MAX_RESTORED;) {
-		r = jobs_table_restore(&u.data.via.array.ptr[i]);
+		r = jobs_table_restore(d, &u.data.via.array.ptr[i]);
 		if (r == -ENOMEM) {
 			*why = "out of memory";
 			goto out;
@@ -170,7 +170,7 @@ int persist_jobs_restore(struct daemon *d, uint64_t *ret_loaded)
 		why = "cannot read it";
 		r = -EIO;
 	} else {
-		r = load(buf, (size_t)st.st_size, &loaded, &why);
+		r = load(d, buf, (size_t)st.st_size, &loaded, &why);
 	}
 	if (fd >= 0)
 		close(fd);

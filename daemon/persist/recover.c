@@ -116,7 +116,7 @@ static void drop_device_state(struct daemon *d)
 	log_warning("device recovery: releasing %llu tensors (%llu bytes), %llu training runs "
 		    "and every custom kernel of the lost device", (unsigned long long)count,
 		    (unsigned long long)bytes, (unsigned long long)rc->pending_jobs);
-	kernels_fini(d);
+	kernels_clear(d);
 	if (d->persist) {
 		struct models *ms = models_new(MODEL_MAX_MODELS);
 

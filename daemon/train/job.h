@@ -155,8 +155,8 @@ unsigned train_jobs_abort(struct daemon *d, int code, const char *message);
  * with `err` named after this member. */
 void train_group_refuse(struct daemon *d, const struct td_error *err);
 
-/* Whether a run across the group involves this member now. */
-bool train_group_busy(void);
+/* Whether a run across the group involves this member (d) now. */
+bool train_group_busy(const struct daemon *d);
 
 /* A sink that reports nothing: a member's part of a group run, or a group
  * run whose client went away. */

@@ -62,8 +62,6 @@ struct group_run {
 	bool shm_agreed;
 };
 
-static bool busy;              /* a group run on this member */
-
 /* Done with g->op (the exchange stays for the next step). */
 static void drop_op(struct group_run *g)
 {
@@ -139,9 +137,9 @@ void train_group_refuse(struct daemon *d, const struct td_error *err)
 	cluster_op_free(d->cluster, op);
 }
 
-bool train_group_busy(void)
+bool train_group_busy(const struct daemon *d)
 {
-	return busy;
+	return d->group_busy;
 }
 
 /* Whether this member offers the shared-memory exchange: every member on
@@ -237,7 +235,7 @@ int group_begin(struct caller *call, struct train_job *job)
 	if (job->p.rank == 0 && send_run(job) < 0)
 		return -1;
 	cluster_allgather(g->c, g->op, sizeof(mine));
-	busy = true;
+	call->d->group_busy = true;
 	return 0;
 }
 
@@ -258,7 +256,7 @@ void group_end(struct train_job *job)
 	cluster_kick(g->c); /* a run sent meanwhile waits for this one's end */
 	free(g);
 	job->g = NULL;
-	busy = false;
+	job->call.d->group_busy = false;
 }
 
 bool group_waiting(const struct train_job *job)

@@ -7,11 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon.h"
 #include "pack.h"
 #include "rpc.h"
 #include "status.h"
-
-static struct job_record *table;
 
 static const char *const state_names[JOB_STATE_COUNT] = {
 	[JOB_RUNNING] = "running",
@@ -58,33 +57,34 @@ int jobs_table_set_resume(struct job_record *rec, const msgpack_object *map)
 
 /* The largest id `owner` has in the table (0: none). Pruning keeps an
  * owner's newest record, so this is the last id the owner was given. */
-static uint64_t owner_last_id(uint32_t owner)
+static uint64_t owner_last_id(const struct daemon *d, uint32_t owner)
 {
 	uint64_t last = 0;
 
-	for (const struct job_record *rec = table; rec; rec = rec->next)
+	for (const struct job_record *rec = d->job_records; rec; rec = rec->next)
 		if (rec->owner == owner && rec->id > last)
 			last = rec->id;
 	return last;
 }
 
-struct job_record *jobs_table_add(uint32_t owner)
+struct job_record *jobs_table_add(struct daemon *d, uint32_t owner)
 {
 	struct job_record *rec = calloc(1, sizeof(*rec));
 
 	if (!rec)
 		return NULL;
-	rec->id = owner_last_id(owner) + 1;
+	rec->id = owner_last_id(d, owner) + 1;
 	rec->owner = owner;
 	rec->state = JOB_RUNNING;
-	rec->next = table;
-	table = rec;
+	rec->d = d;
+	rec->next = d->job_records;
+	d->job_records = rec;
 	return rec;
 }
 
 void jobs_table_remove(struct job_record *rec)
 {
-	for (struct job_record **pp = &table; *pp; pp = &(*pp)->next)
+	for (struct job_record **pp = &rec->d->job_records; *pp; pp = &(*pp)->next)
 		if (*pp == rec) {
 			*pp = rec->next;
 			record_free(rec);
@@ -92,34 +92,34 @@ void jobs_table_remove(struct job_record *rec)
 		}
 }
 
-struct job_record *jobs_table_find(uint32_t owner, uint64_t id)
+struct job_record *jobs_table_find(const struct daemon *d, uint32_t owner, uint64_t id)
 {
-	for (struct job_record *rec = table; rec; rec = rec->next)
+	for (struct job_record *rec = d->job_records; rec; rec = rec->next)
 		if (rec->id == id && rec->owner == owner)
 			return rec;
 	return NULL;
 }
 
-struct job_record *jobs_table_head(void)
+struct job_record *jobs_table_head(const struct daemon *d)
 {
-	return table;
+	return d->job_records;
 }
 
-unsigned jobs_table_running(uint32_t owner)
+unsigned jobs_table_running(const struct daemon *d, uint32_t owner)
 {
 	unsigned n = 0;
 
-	for (struct job_record *rec = table; rec; rec = rec->next)
+	for (struct job_record *rec = d->job_records; rec; rec = rec->next)
 		n += rec->owner == owner && rec->state == JOB_RUNNING;
 	return n;
 }
 
-void jobs_table_prune(uint32_t owner, unsigned keep)
+void jobs_table_prune(struct daemon *d, uint32_t owner, unsigned keep)
 {
 	unsigned seen = 0;
 
 	/* Newest first: the ones past `keep` are the oldest. */
-	for (struct job_record **pp = &table; *pp;) {
+	for (struct job_record **pp = &d->job_records; *pp;) {
 		struct job_record *rec = *pp;
 
 		if (rec->owner == owner && rec->state != JOB_RUNNING && !rec->watchers && ++seen > keep) {
@@ -313,7 +313,7 @@ static int restore_fields(struct job_record *rec, const msgpack_object *map)
 	return restore_eval(rec, tdp_map_find(map, "eval"));
 }
 
-int jobs_table_restore(const msgpack_object *map)
+int jobs_table_restore(struct daemon *d, const msgpack_object *map)
 {
 	const msgpack_object *result;
 	struct job_record *rec;
@@ -327,7 +327,7 @@ int jobs_table_restore(const msgpack_object *map)
 		return -ENOMEM;
 	rec->id = id;
 	r = restore_fields(rec, map);
-	if (r == 0 && jobs_table_find(rec->owner, id)) {
+	if (r == 0 && jobs_table_find(d, rec->owner, id)) {
 		record_free(rec);
 		return 0;
 	}
@@ -359,17 +359,18 @@ int jobs_table_restore(const msgpack_object *map)
 		rec->state = JOB_INTERRUPTED;
 		rec->stopped[0] = 0;
 	}
-	rec->next = table;
-	table = rec;
+	rec->d = d;
+	rec->next = d->job_records;
+	d->job_records = rec;
 	return 0;
 }
 
-void jobs_table_free(void)
+void jobs_table_free(struct daemon *d)
 {
-	while (table) {
-		struct job_record *rec = table;
+	while (d->job_records) {
+		struct job_record *rec = d->job_records;
 
-		table = rec->next;
+		d->job_records = rec->next;
 		record_free(rec);
 	}
 }

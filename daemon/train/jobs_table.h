@@ -1,5 +1,5 @@
 /* Detached train.run jobs (docs/protocol.md, "Jobs"): the daemon's table of
- * job records. A record outlives its run: it holds the job's owner, state,
+ * job records (d->job_records, a list, newest first). A record outlives its run: it holds the job's owner, state,
  * last progress and end (result or error) and is what job.list, job.stat and
  * the jobs file in the state directory (persist/persist_jobs.c) show. The
  * run itself is a train_job (job.h) reporting into the record through the
@@ -33,6 +33,7 @@ enum job_state {
 	JOB_STATE_COUNT
 };
 
+struct daemon;
 struct job_watcher;     /* methods/methods_job.c's */
 
 struct job_record {
@@ -59,6 +60,7 @@ struct job_record {
 	 * it again needs, packed ({"request", "gid", "groups"}); NULL: none. */
 	uint8_t *resume;
 	size_t resume_len;
+	struct daemon *d;              /* the daemon whose table holds it */
 	/* Only while it runs in this daemon: */
 	struct train_job *job;
 	struct job_watcher *watchers;
@@ -69,24 +71,26 @@ struct job_record {
 /* The name of `s` ("running", "done", ...). */
 const char *job_state_name(enum job_state s);
 
-/* A new running record of `owner` with the owner's next id, first in the
+/* A new running record of `owner` with the owner's next id, first in d's
  * table. Returns NULL for ENOMEM. */
-struct job_record *jobs_table_add(uint32_t owner);
+struct job_record *jobs_table_add(struct daemon *d, uint32_t owner);
 
-/* Remove `rec` from the table and free it (no watchers may remain). */
+/* Remove `rec` from its daemon's table and free it (no watchers may
+ * remain). */
 void jobs_table_remove(struct job_record *rec);
 
-/* The record `id` of `owner`, or NULL. */
-struct job_record *jobs_table_find(uint32_t owner, uint64_t id);
+/* The record `id` of `owner` in d's table, or NULL. */
+struct job_record *jobs_table_find(const struct daemon *d, uint32_t owner, uint64_t id);
 
-/* The first record (the newest), for walking `next`. */
-struct job_record *jobs_table_head(void);
+/* d's first record (the newest), for walking `next`. */
+struct job_record *jobs_table_head(const struct daemon *d);
 
-/* Running records of `owner`. */
-unsigned jobs_table_running(uint32_t owner);
+/* Running records of `owner` in d's table. */
+unsigned jobs_table_running(const struct daemon *d, uint32_t owner);
 
-/* Forget `owner`'s oldest finished records beyond `keep`. */
-void jobs_table_prune(uint32_t owner, unsigned keep);
+/* Forget `owner`'s oldest finished records beyond `keep` (those without
+ * watchers). */
+void jobs_table_prune(struct daemon *d, uint32_t owner, unsigned keep);
 
 /* Copy progress (and evaluation, when st->has_eval) from `st` into `rec`. */
 void jobs_table_note(struct job_record *rec, const struct train_status *st);
@@ -103,11 +107,11 @@ int jobs_table_pack_file(msgpack_packer *pk, struct job_record *rec);
 /* Set or clear (NULL) rec->resume from `map`, copied. Returns 0 or -ENOMEM. */
 int jobs_table_set_resume(struct job_record *rec, const msgpack_object *map);
 
-/* Restore a record from a map jobs_table_pack wrote (the jobs file): a
- * running one becomes interrupted. A record whose owner and id are already
- * in the table is left out. Returns 0 (added or left out), or -EINVAL for a
- * malformed map, -ENOMEM. */
-int jobs_table_restore(const msgpack_object *map);
+/* Restore a record into d's table from a map jobs_table_pack wrote (the
+ * jobs file): a running one becomes interrupted. A record whose owner and id
+ * are already in the table is left out. Returns 0 (added or left out), or
+ * -EINVAL for a malformed map, -ENOMEM. */
+int jobs_table_restore(struct daemon *d, const msgpack_object *map);
 
-/* Free every record (at shutdown). */
-void jobs_table_free(void);
+/* Free every record of d's table (at shutdown); the table is empty after. */
+void jobs_table_free(struct daemon *d);

@@ -51,6 +51,7 @@
 #include "store/model.h"
 #include "store/store.h"
 #include "train/job.h"
+#include "train/jobs_table.h"
 
 #define CHECK(cond)                                                                 \
 	do {                                                                        \
@@ -285,7 +286,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	d.start_ns = daemon_now_ns(CLOCK_MONOTONIC);
 	d.store = store_new((uint32_t)d.cfg.max_tensors, release_tensor, &d);
 	d.models = models_new(8);
-	if (!d.store || !d.models) {
+	if (!d.store || !d.models || kernels_init(&d) < 0) {
 		models_free(d.models);
 		store_free(d.store);
 		return 0;
@@ -307,6 +308,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	CHECK(!c.deferred);
 	train_jobs_free(&d);
+	jobs_table_free(&d);
 	kernels_fini(&d);
 	models_free(d.models);
 	store_free(d.store);

@@ -32,6 +32,7 @@
 static struct gpu_block dummy_block = { .size = 16 };
 static struct gpu_pipeline *pipelines;
 static uint64_t live_blocks;
+static uint64_t live_pipelines;   /* gpu_pipeline_build's, not yet destroyed */
 
 static void stub_bug(const char *what)
 {
@@ -71,6 +72,11 @@ void fuzz_gpu_init(struct gpu_device *g, uint64_t heap_bytes)
 uint64_t fuzz_gpu_live_blocks(void)
 {
 	return live_blocks;
+}
+
+uint64_t fuzz_gpu_live_pipelines(void)
+{
+	return live_pipelines;
 }
 
 int gpu_memory_alloc(struct gpu_device *g, uint64_t size, struct gpu_alloc *ret)
@@ -280,13 +286,18 @@ int gpu_pipeline_build(struct gpu_device *g, const uint32_t *code, size_t size, 
 	if (!code || size < 20)
 		return -EINVAL;
 	*ret = (VkPipeline)(uintptr_t)0x1000;
+	live_pipelines++;
 	return 0;
 }
 
 void gpu_pipeline_destroy(struct gpu_device *g, VkPipeline p)
 {
 	(void)g;
-	(void)p;
+	if (p != VK_NULL_HANDLE) {
+		if (!live_pipelines)
+			stub_bug("a pipeline destroyed twice");
+		live_pipelines--;
+	}
 }
 
 /* The stub device's builds run where they are called (kernel_build_job.c

@@ -19,8 +19,10 @@
 #include "fuzz_gpu.h"
 #include "gpu/memory.h"
 #include "gpu/transfer.h"
+#include "kernels/kernel.h"
 #include "store/model.h"
 #include "store/names.h"
+#include "train/jobs_table.h"
 
 /* ---- the daemon ---- */
 
@@ -48,7 +50,7 @@ int stub_daemon_init(struct stub_daemon *sd)
 	d->start_ns = daemon_now_ns(CLOCK_MONOTONIC);
 	d->store = store_new((uint32_t)d->cfg.max_tensors, release_tensor, d);
 	d->models = models_new(8);
-	if (!d->store || !d->models) {
+	if (!d->store || !d->models || kernels_init(d) < 0) {
 		models_free(d->models);
 		store_free(d->store);
 		return -ENOMEM;
@@ -59,12 +61,39 @@ int stub_daemon_init(struct stub_daemon *sd)
 
 void stub_daemon_fini(struct stub_daemon *sd)
 {
+	jobs_table_free(&sd->d);
+	kernels_fini(&sd->d);
+	assert_null(sd->d.kernel_table);
+	assert_null(sd->d.job_records);
 	models_free(sd->d.models);
 	store_free(sd->d.store);
 	usage_free(&sd->d.usage);
 	assert_int_equal(stub_live(sd), 0);
 	assert_int_equal(sd->gpu.mem.used, 0);
 	assert_int_equal(sd->gpu.mem.reserved, 0);
+}
+
+struct stub_daemon *stub_daemons_new(unsigned n)
+{
+	struct stub_daemon *sd = calloc(n, sizeof(*sd));
+	unsigned i;
+
+	if (!sd)
+		return NULL;
+	for (i = 0; i < n; i++)
+		if (stub_daemon_init(&sd[i]) < 0)
+			break;
+	if (i == n)
+		return sd;
+	stub_daemons_free(sd, i);
+	return NULL;
+}
+
+void stub_daemons_free(struct stub_daemon *sd, unsigned n)
+{
+	while (n-- > 0)
+		stub_daemon_fini(&sd[n]);
+	free(sd);
 }
 
 struct caller stub_caller(struct stub_daemon *sd, uint32_t uid)

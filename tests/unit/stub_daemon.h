@@ -1,7 +1,7 @@
-/* A daemon for unit tests: the store, the model registry and the config
- * defaults around one stand-in device (tests/fuzz/gpu_stub.c: host memory,
- * dispatches checked but computing nothing), with no socket and no event
- * loop. The engine, autograd and training run on it through a `struct
+/* A daemon for unit tests: the store, the model registry, the kernel and
+ * jobs tables and the config defaults around one stand-in device
+ * (tests/fuzz/gpu_stub.c: host memory, dispatches checked but computing
+ * nothing), with no socket and no event loop. The engine, autograd and training run on it through a `struct
  * caller`, as they do for a request. Also: a small msgpack builder for the
  * node lists those layers read. */
 #pragma once
@@ -24,13 +24,21 @@ struct stub_daemon {
 	uint64_t blocks0;   /* the stub's live blocks before (a failed test leaves some) */
 };
 
-/* Set up `sd` (config defaults, an empty store and registry, one stub
- * device of STUB_HEAP_BYTES). Returns 0 or -ENOMEM. */
+/* Set up `sd` (config defaults, an empty store, model registry and kernel
+ * table, one stub device of STUB_HEAP_BYTES). Several may live side by
+ * side: each is a daemon of its own. Returns 0 or -ENOMEM. */
 int stub_daemon_init(struct stub_daemon *sd);
 
-/* Free the store and registry; every device block must be back (the test
- * fails otherwise). */
+/* Free the jobs table, the kernel table, the store and registry; every
+ * device block must be back (the test fails otherwise). */
 void stub_daemon_fini(struct stub_daemon *sd);
+
+/* `n` daemons side by side (stub_daemon_init each), in one allocation, or
+ * NULL when one cannot be set up. */
+struct stub_daemon *stub_daemons_new(unsigned n);
+
+/* stub_daemon_fini each of `n`, last first, and free them. */
+void stub_daemons_free(struct stub_daemon *sd, unsigned n);
 
 /* A caller of uid `uid` (gid = uid; uid 1001 is also in group 100). */
 struct caller stub_caller(struct stub_daemon *sd, uint32_t uid);
