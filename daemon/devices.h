@@ -1,6 +1,9 @@
 /* The devices the daemon computes on (docs/devices.md): opening every device
  * the configuration selects, finding the one a tensor lives on, choosing one
- * for a new tensor, and reading a request's `device` parameter. */
+ * for a new tensor, and reading a request's `device` parameter. Opening,
+ * closing and devices_param are devices.c's (the top layer); the rest is
+ * devices_query.c's, at rank 4, which the layers above store/ may call
+ * (docs/architecture.md, "Layers"). */
 #pragma once
 
 #include <msgpack.h>

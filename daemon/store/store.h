@@ -95,7 +95,7 @@ int store_list(struct store *s, const char *prefix, size_t prefix_len, const str
 void store_totals(const struct store *s, uint64_t *ret_count, uint64_t *ret_bytes);
 
 /* What one uid holds: tensors it owns and their bytes. */
-#define STORE_DEVICES 16          /* = GPU_MAX_DEVICES (devices.c checks) */
+#define STORE_DEVICES 16          /* = GPU_MAX_DEVICES (devices_query.c checks) */
 
 struct store_usage {
 	uint64_t tensors;
