@@ -16,8 +16,8 @@ sock="$tmp/tensord.sock"
 "$build/daemon/tensord" --socket "$sock" --state-dir "$tmp/state" -v >"$tmp/tensord.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
-for _ in $(seq 100); do "$build/client/tensorctl" --socket "$sock" ping >/dev/null 2>&1 && break; sleep 0.1; done
-"$build/client/tensorctl" --socket "$sock" info
+for _ in $(seq 100); do "$build/client/ctl/tensorctl" --socket "$sock" ping >/dev/null 2>&1 && break; sleep 0.1; done
+"$build/client/ctl/tensorctl" --socket "$sock" info
 echo "== request path"
 "$build/bench/bench_rpc" --socket "$sock" --pings 5000
 if [ -f bench/bench_ops.py ]; then

@@ -55,7 +55,7 @@ def main():
     try:
         inc = os.path.join(tmp, "include", "tensord")
         os.makedirs(inc)
-        shutil.copy(os.path.join(SRC, "client", "tensord.h"), inc)
+        shutil.copy(os.path.join(SRC, "client", "lib", "tensord.h"), inc)
         cc = shlex.split(os.environ.get("CC") or "cc")
         san = ["-fsanitize=address,undefined"] if os.environ.get("TENSORD_SANITIZE") == "1" else []
         exes = []

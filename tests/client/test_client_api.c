@@ -341,7 +341,7 @@ static void on_progress(void *userdata, enum tensord_transfer dir, uint64_t done
 }
 
 /* tensord_get_into receives a payload of 1 MiB or more straight into the
- * caller's buffer (client/land.h): the bytes are right on both sides of that
+ * caller's buffer (client/lib/land.h): the bytes are right on both sides of that
  * size, a buffer one byte short is refused with the handle still usable, an
  * error answer and tensord_get in between are unaffected, and progress
  * reaches the whole message. */

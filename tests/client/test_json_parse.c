@@ -1,4 +1,4 @@
-/* Unit tests of tensorctl's JSON → msgpack reader (client/json_parse.c):
+/* Unit tests of tensorctl's JSON → msgpack reader (proto/json_parse.c):
  * every JSON type, escapes, errors with positions, the limits, and --attr
  * values that fall back to strings. */
 #include <errno.h>

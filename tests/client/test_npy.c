@@ -1,4 +1,4 @@
-/* Unit tests of tensorctl's .npy reader and writer (client/npy.h): headers as
+/* Unit tests of tensorctl's .npy reader and writer (client/util/npy.h): headers as
  * NumPy writes them, every way a header can be wrong, truncation and random
  * garbage (which must fail cleanly, never crash), conversions, and a
  * write/load round trip through a real file. */

@@ -1,4 +1,4 @@
-/* tensorctl metrics' formatter (client/prom.c) on info results a daemon
+/* tensorctl metrics' formatter (client/util/prom.c) on info results a daemon
  * could send: well-formed, mistyped, hostile label text, duplicates, NaN.
  * Whatever comes in, every line that goes out must be valid exposition text. */
 #include <errno.h>

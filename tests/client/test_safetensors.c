@@ -1,4 +1,4 @@
-/* Unit tests of the safetensors reader and writer (client/safetensors.h):
+/* Unit tests of the safetensors reader and writer (proto/safetensors.h):
  * files built byte by byte as the format's spec describes them, every way a
  * header or layout can be wrong (each must fail with a message, never
  * crash), truncations and random mutations of a valid file, and a

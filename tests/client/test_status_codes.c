@@ -1,5 +1,5 @@
 /* Every status code the daemon sends (proto/status.c, the table the daemon
- * and the fuzzers use) has its constant in client/tensord.h with the same
+ * and the fuzzers use) has its constant in client/lib/tensord.h with the same
  * value, and every constant there is a code the daemon knows by that name. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The bash completion of tensorctl (client/completion/tensorctl.bash): commands,
+# The bash completion of tensorctl (client/ctl/completion/tensorctl.bash): commands,
 # options, dtypes, op names (the same list as docs/ops.md), files, and tensor
 # names asked from a real tensord. Needs TENSORD_BIN, TENSORCTL_BIN,
 # COMPLETION (the file) and OPS_DOC (docs/ops.md).

@@ -472,7 +472,7 @@ def test_models_persist():
 
 
 def tensorctl():
-    return os.path.join(os.path.dirname(os.environ["TENSORD_BIN"]), "..", "client", "tensorctl")
+    return os.path.join(os.path.dirname(os.environ["TENSORD_BIN"]), "..", "client", "ctl", "tensorctl")
 
 
 def test_tensorctl_sync():

@@ -64,7 +64,7 @@ def check_prefix_binaries(root, sock):
     libdir = os.path.join(root, os.environ["LIBDIR"])
     env = clean_env()
     if PREFIX == "/usr":
-        # no run path there (client/meson.build): the loader's default path
+        # no run path there (client/lib/meson.build): the loader's default path
         # finds the library once it is really installed; under DESTDIR it is not
         env["LD_LIBRARY_PATH"] = libdir
     ldd = run(["ldd", tensorctl], env=env)

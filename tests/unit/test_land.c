@@ -1,4 +1,4 @@
-/* client/land.c: finding a tensor.get payload in a reply's first bytes.
+/* client/lib/land.c: finding a tensor.get payload in a reply's first bytes.
  * A real answer (packed here as the daemon packs it: the meta fields, then
  * "data" and the bin last) is found at every prefix that holds its bin
  * header and not before; other shapes (an error answer, a notification, a
@@ -69,7 +69,7 @@ static void test_found_at_every_prefix(void **state)
 		size_t head = pack_reply(&sb, sizes[i], false, true, true);
 
 		for (size_t len = 0; len <= sb.size && len < head + 16; len++) {
-			int r = td_land_find((const uint8_t *)sb.data, len, &at, &size, &len_at, &lb);
+			int r = tdc_land_find((const uint8_t *)sb.data, len, &at, &size, &len_at, &lb);
 
 			assert_int_equal(r, len >= head ? 1 : 0);
 			if (r == 1) {
@@ -92,17 +92,17 @@ static void test_other_shapes(void **state)
 
 	(void)state;
 	pack_reply(&sb, 64, true, true, true);
-	assert_int_equal(td_land_find((const uint8_t *)sb.data, sb.size, &at, &size, &len_at, &lb), -1);
+	assert_int_equal(tdc_land_find((const uint8_t *)sb.data, sb.size, &at, &size, &len_at, &lb), -1);
 	msgpack_sbuffer_destroy(&sb);
 	pack_reply(&sb, 64, false, false, true);
-	assert_int_equal(td_land_find((const uint8_t *)sb.data, sb.size, &at, &size, &len_at, &lb), -1);
+	assert_int_equal(tdc_land_find((const uint8_t *)sb.data, sb.size, &at, &size, &len_at, &lb), -1);
 	msgpack_sbuffer_destroy(&sb);
 	pack_reply(&sb, 64, false, true, false);
-	assert_int_equal(td_land_find((const uint8_t *)sb.data, sb.size, &at, &size, &len_at, &lb), -1);
+	assert_int_equal(tdc_land_find((const uint8_t *)sb.data, sb.size, &at, &size, &len_at, &lb), -1);
 	msgpack_sbuffer_destroy(&sb);
-	assert_int_equal(td_land_find(notify, sizeof(notify), &at, &size, &len_at, &lb), -1);
+	assert_int_equal(tdc_land_find(notify, sizeof(notify), &at, &size, &len_at, &lb), -1);
 	/* a byte that starts no msgpack object where the msgid is */
-	assert_int_equal(td_land_find((const uint8_t *)"\x94\x01\xc1", 3, &at, &size, &len_at, &lb), -1);
+	assert_int_equal(tdc_land_find((const uint8_t *)"\x94\x01\xc1", 3, &at, &size, &len_at, &lb), -1);
 }
 
 int main(void)
