@@ -363,10 +363,14 @@ static int step_prepare(struct request *req, struct step_job *j, struct source *
 	spec->apply = apply;
 	spec->run_seed = seed;
 	j->step = step;
-	if (train_build_step(&req->call, spec, src->nodes, outputs, data ? &fd : NULL, step, true, &j->gr,
-			     &j->loss, &j->lr, NULL) < 0 ||
-	    graph_check_outputs(&j->gr) < 0)
+	struct step_input in = { .spec = spec, .nodes = src->nodes, .outputs = outputs,
+				 .feeds = data ? &fd : NULL, .step = step, .train = true };
+	struct step_nodes sn;
+
+	if (train_build_step(&req->call, &in, &j->gr, &sn) < 0 || graph_check_outputs(&j->gr) < 0)
 		return -1;
+	j->loss = sn.loss;
+	j->lr = sn.lr;
 	if (src->m) {
 		strcpy(j->model, src->m->name);
 		j->serial = src->m->serial;

@@ -99,10 +99,10 @@ static struct train_status status_of(const struct train_job *job)
 static int run_eval(struct train_job *job)
 {
 	struct graph gr = { .call = &job->call };
-	unsigned loss;
-	double lr;
-	int r = train_run_step(&job->call, &job->p.spec, job->nodes, NULL, &job->p.eval,
-			       job->p.start_step + (int64_t)job->done, false, &gr, &loss, &job->eval_loss, &lr);
+	struct step_input in = { .spec = &job->p.spec, .nodes = job->nodes, .feeds = &job->p.eval,
+				 .step = job->p.start_step + (int64_t)job->done };
+	struct step_nodes sn;
+	int r = train_run_step(&job->call, &in, &gr, &sn, &job->eval_loss);
 
 	for (unsigned m = 0; r == 0 && m < job->p.nmetrics; m++) {
 		int i = forward_find(&gr, job->p.metrics[m]);
@@ -421,12 +421,13 @@ static int start_replicas(struct caller *call, struct train_job *job)
 {
 	struct graph gr = { .call = call };
 	struct tensor **copy = NULL;
-	unsigned ncopy = 0, loss;
-	double lr;
-	int flat, r;
+	struct step_nodes sn;
+	unsigned ncopy = 0;
+	int r;
 
-	r = train_build_step(call, &job->p.spec, job->nodes, NULL, &job->p.train, job->p.start_step, true, &gr, &loss,
-			     &lr, &flat);
+	r = train_build_step(call, &(struct step_input){ .spec = &job->p.spec, .nodes = job->nodes,
+							   .feeds = &job->p.train, .step = job->p.start_step,
+							   .train = true, .flat = true }, &gr, &sn);
 	if (r == 0 && !(copy = calloc(gr.n * OP_MAX_INPUTS + 1, sizeof(*copy))))
 		r = td_fail(&call->err, TDP_INTERNAL, "out of memory");
 	for (unsigned i = 0; r == 0 && i < gr.n; i++)
@@ -443,7 +444,7 @@ static int start_replicas(struct caller *call, struct train_job *job)
 		}
 	if (r == 0) {
 		r = dp_start(call->d, job->p.devs, job->p.ndev, copy, ncopy, job->p.shard,
-			     gr.nodes[flat].ctx.out.count, &job->dp);
+			     gr.nodes[sn.flat].ctx.out.count, &job->dp);
 		if (r < 0)
 			r = td_fail(&call->err, r == -ENODEV ? TDP_DEVICE_LOST : TDP_RESOURCE_EXHAUSTED,
 					 "copying the parameters and data to the other devices failed (%s)",
@@ -483,8 +484,8 @@ int train_job_start(struct caller *call, const struct train_plan *plan, const ms
 {
 	struct train_job *job = calloc(1, sizeof(*job));
 	struct graph gr = { .call = call };
-	unsigned loss;
-	double lv, lr;
+	struct step_nodes sn;
+	double lv;
 	int r;
 
 	if (!job)
@@ -511,8 +512,9 @@ int train_job_start(struct caller *call, const struct train_plan *plan, const ms
 	/* Check the whole graph once now, so a bad model fails at once. */
 	job_shuffle_epoch(job, 0);
 	r = gpu_upload(devices_of(call->d, &job->index), &job->index.alloc, job->perm);
-	if (r < 0 || train_run_step(call, &job->p.spec, job->nodes, NULL, &job->p.train, job->p.start_step, false,
-				    &gr, &loss, &lv, &lr) < 0 || train_check_labels(call, &gr, &job->p.train) < 0) {
+	if (r < 0 || train_run_step(call, &(struct step_input){ .spec = &job->p.spec, .nodes = job->nodes,
+							     .feeds = &job->p.train, .step = job->p.start_step },
+				    &gr, &sn, &lv) < 0 || train_check_labels(call, &gr, &job->p.train) < 0) {
 		if (r < 0)
 			td_fail(&call->err, TDP_INTERNAL, "feeding the batch failed");
 		graph_free(&gr);

@@ -200,19 +200,19 @@ int group_begin(struct caller *call, struct train_job *job)
 	struct tensor *ts[MAX_PARAMS];
 	struct graph gr = { .call = call };
 	struct report mine = { 0 };
-	unsigned loss;
-	double lr;
-	int flat, r;
+	struct step_nodes sn;
+	int r;
 
 	if (!g)
 		return td_fail(&call->err, TDP_INTERNAL, "out of memory");
 	job->g = g;
 	g->c = call->d->cluster;
 	g->phase = G_SYNC;
-	r = train_build_step(call, &job->p.spec, job->nodes, NULL, &job->p.train, job->p.start_step, true, &gr, &loss,
-			     &lr, &flat);
+	r = train_build_step(call, &(struct step_input){ .spec = &job->p.spec, .nodes = job->nodes,
+							   .feeds = &job->p.train, .step = job->p.start_step,
+							   .train = true, .flat = true }, &gr, &sn);
 	if (r == 0)
-		g->flat_count = gr.nodes[flat].ctx.out.count;
+		g->flat_count = gr.nodes[sn.flat].ctx.out.count;
 	graph_free(&gr);
 	if (r < 0 || params_of(job, ts, &g->param_bytes) < 0)
 		return -1;
@@ -396,15 +396,20 @@ static int local_half(struct train_job *job, uint64_t in_epoch, double *ret_lr)
 	struct gpu_host_buffer *x = dp_xfer(g->x, 0);
 	const struct dp_layout *at = &g->x->at;
 	struct graph_copy cin, cout[2], bucket[MAX_PARAMS];
+	struct step_nodes sn;
 	int r;
 
 	memcpy((uint8_t *)x->map + at->index, job->perm + in_epoch * job->p.batch + job->p.offset, job->p.shard * 4);
 	graph_free(&g->gr);
 	g->gr = (struct graph){ .call = &job->call };
-	r = train_build_step(&job->call, &job->p.spec, job->nodes, NULL, &job->p.train, g->step, true, &g->gr,
-			     &g->loss, ret_lr, &g->flat);
+	r = train_build_step(&job->call, &(struct step_input){ .spec = &job->p.spec, .nodes = job->nodes,
+								 .feeds = &job->p.train, .step = g->step,
+								 .train = true, .flat = true }, &g->gr, &sn);
 	if (r < 0)
 		return -1;
+	g->loss = sn.loss;
+	g->flat = sn.flat;
+	*ret_lr = sn.lr;
 	g->gr.fuse = false;
 	g->gr.arena_cache = &job->arenas; /* each step waited for: the next reuses them */
 	if (graph_check_outputs(&g->gr) < 0)

@@ -97,14 +97,19 @@ static int build(struct train_job *job, unsigned i, uint64_t in_epoch)
 	struct dp_step *s = job->dps;
 	struct gpu_host_buffer *x = dp_xfer(job->dp, i);
 	struct graph *gr = &s->gr[i];
+	struct step_nodes sn;
 
 	*gr = (struct graph){ .call = &job->call, .replica = i == 0 ? NULL : &job->dp->r[i - 1].view };
 	memcpy((uint8_t *)x->map + job->dp->at.index, job->perm + in_epoch * job->p.batch + i * job->p.shard,
 	       job->p.shard * 4);
-	if (train_build_step(&job->call, &job->p.spec, job->nodes, NULL, &job->p.train, s->step, true, gr,
-			     &s->loss[i], &job->lr, &s->flat[i]) < 0 ||
-	    (i == 0 && graph_check_outputs(gr) < 0))
+	if (train_build_step(&job->call, &(struct step_input){ .spec = &job->p.spec, .nodes = job->nodes,
+								 .feeds = &job->p.train, .step = s->step,
+								 .train = true, .flat = true },
+			     gr, &sn) < 0 || (i == 0 && graph_check_outputs(gr) < 0))
 		return -1;
+	s->loss[i] = sn.loss;
+	s->flat[i] = sn.flat;
+	job->lr = sn.lr;
 	gr->fuse = false; /* a fused kernel could span the two halves */
 	gr->arena_cache = &job->arenas; /* the steps run one at a time: the next reuses them */
 	if (gr->nodes[s->flat[i]].ctx.out.count != job->dp->flat_count)

@@ -180,6 +180,7 @@ static int slot_build(struct train_job *job, struct pipe_slot *s)
 	struct graph *gr = &s->gr;
 	struct graph_copy cin, cout;
 	const struct node *ln;
+	struct step_nodes sn;
 	int r;
 
 	*gr = (struct graph){ .call = &job->call };
@@ -200,8 +201,11 @@ static int slot_build(struct train_job *job, struct pipe_slot *s)
 	if (job->nodes_hint && graph_reserve(gr, job->nodes_hint) < 0)
 		return td_fail(&job->call.err, TDP_RESOURCE_EXHAUSTED, "out of memory for the step");
 	job->call.overlay = s->ov.n ? &s->ov : NULL;
-	r = train_build_step(&job->call, &job->p.spec, job->nodes, NULL, &job->p.train, step, true, gr, &s->loss,
-			     &s->lr, NULL);
+	r = train_build_step(&job->call, &(struct step_input){ .spec = &job->p.spec, .nodes = job->nodes,
+								 .feeds = &job->p.train, .step = step, .train = true },
+			     gr, &sn);
+	s->loss = sn.loss;
+	s->lr = sn.lr;
 	job->call.overlay = NULL;
 	gr->arena_cache = &job->arenas;
 	/* Outputs, their room and quotas: against the store, as a step's. */

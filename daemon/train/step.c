@@ -323,25 +323,27 @@ int train_spec_parse(struct caller *call, const msgpack_object *loss, const msgp
  * backward pass and the updates) without running anything. */
 static atomic_int no_plan = -1;
 
-int train_build_step(struct caller *call, const struct train_spec *spec, const msgpack_object *nodes,
-		     const msgpack_object *outputs, const struct feeds *fd, int64_t step, bool train,
-		     struct graph *gr, unsigned *ret_loss, double *ret_lr, int *ret_flat)
+int train_build_step(struct caller *call, const struct step_input *in, struct graph *gr, struct step_nodes *ret)
 {
+	const struct train_spec *spec = in->spec;
+	int64_t step = in->step;
+	bool train = in->train;
 	struct step_ctx sc = { .call = call, .gr = gr };
 	char pshown[NAMES_SHOWN_MAX];
 	struct tensor *params[MAX_PARAMS];
 	int grads[MAX_PARAMS];
 	unsigned loss, first, backward_from = 0, backward_end = 0;
 	double lr = 0;
+	int flat = -1;
 
 	gr->call = call;
-	if (feeds_emit(gr, fd) < 0)
+	if (feeds_emit(gr, in->feeds) < 0)
 		return -1;
 	first = gr->n;
-	if (graph_parse(gr, nodes, outputs) < 0)
+	if (graph_parse(gr, in->nodes, in->outputs) < 0)
 		return -1;
 	train_seed_graph(gr, first, spec->run_seed, step, train);
-	if (spec->nstate && ret_flat)
+	if (spec->nstate && in->flat)
 		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "a model with state trains on one device");
 	if (emit_state(&sc, spec, train) < 0)
 		return -1;
@@ -395,7 +397,7 @@ int train_build_step(struct caller *call, const struct train_spec *spec, const m
 			graph_fuse_backward_masks(gr, fwd);
 		/* Data parallel: the gradients meet in one vector, averaged across
 		 * devices between the two halves of the step (train_parallel.h). */
-		if (ret_flat && emit_flat_grads(&sc, params, grads, spec->np, ret_flat) < 0)
+		if (in->flat && emit_flat_grads(&sc, params, grads, spec->np, &flat) < 0)
 			return -1;
 		if (accumulate_grads(&sc, spec, params, grads) < 0)
 			return -1;
@@ -427,30 +429,27 @@ int train_build_step(struct caller *call, const struct train_spec *spec, const m
 	}
 	/* The gradients of inputs that are no parameter are never computed. */
 	graph_mark_dead(gr, backward_from, backward_end);
-	*ret_loss = loss;
-	*ret_lr = lr;
+	*ret = (struct step_nodes){ .loss = loss, .flat = flat, .lr = lr };
 	return 0;
 }
 
 /* build_step, then run the graph and read the loss. Nothing is committed:
  * the caller stores results (graph_commit) and frees the graph. */
-int train_run_step(struct caller *call, const struct train_spec *spec, const msgpack_object *nodes,
-		   const msgpack_object *outputs, const struct feeds *fd, int64_t step, bool train,
-		   struct graph *gr, unsigned *ret_loss, double *ret_loss_value, double *ret_lr)
+int train_run_step(struct caller *call, const struct step_input *in, struct graph *gr, struct step_nodes *ret,
+		   double *ret_loss_value)
 {
-	unsigned loss;
-	double lr;
+	struct step_nodes sn;
+	double v;
 
-	if (train_build_step(call, spec, nodes, outputs, fd, step, train, gr, &loss, &lr, NULL) < 0 ||
-	    graph_check_outputs(gr) < 0 || graph_execute(gr) < 0 ||
-	    forward_read_scalar(call, gr, loss, ret_loss_value) < 0)
+	if (train_build_step(call, in, gr, &sn) < 0 || graph_check_outputs(gr) < 0 || graph_execute(gr) < 0 ||
+	    forward_read_scalar(call, gr, sn.loss, &v) < 0)
 		return -1;
-	if (train && !isfinite(*ret_loss_value))
+	if (in->train && !isfinite(v))
 		return td_fail(&call->err, TDP_FAILED_PRECONDITION,
 				    "the loss is %s at step %lld; parameters and state are unchanged",
-				    isnan(*ret_loss_value) ? "NaN" : "infinite", (long long)step);
-	*ret_loss = loss;
-	*ret_lr = lr;
+				    isnan(v) ? "NaN" : "infinite", (long long)in->step);
+	*ret = sn;
+	*ret_loss_value = v;
 	return 0;
 }
 
@@ -458,8 +457,7 @@ int train_model_check(struct caller *call, const struct model *m)
 {
 	struct graph gr = { .call = call };
 	struct train_spec *spec = malloc(sizeof(*spec));
-	unsigned loss;
-	double lr;
+	struct step_nodes sn;
 	int r = -1;
 
 	if (!spec)
@@ -495,7 +493,8 @@ int train_model_check(struct caller *call, const struct model *m)
 		}
 		snprintf(gr.nodes[node].id, sizeof(gr.nodes[node].id), "%s", in->name);
 	}
-	if (train_build_step(call, spec, m->nodes, NULL, NULL, 1, true, &gr, &loss, &lr, NULL) < 0)
+	if (train_build_step(call, &(struct step_input){ .spec = spec, .nodes = m->nodes, .step = 1, .train = true },
+			     &gr, &sn) < 0)
 		goto out;
 	for (unsigned k = 0; k < m->noutputs; k++)
 		if (forward_find(&gr, m->outputs[k]) < 0) {

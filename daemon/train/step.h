@@ -60,22 +60,35 @@ void train_spec_model(struct train_spec *spec, const struct model *m);
  * model.predict. */
 void train_model_mode(struct graph *gr, const struct model *m, bool train);
 
-/* Build one step's graph into `gr` (feeds `fd` may be NULL, the client's
- * nodes and outputs, and with `train` the backward pass and the updates for
- * `step`) without running anything. Sets *ret_loss (the loss node), *ret_lr
- * (0 without an optimizer) and, with ret_flat non-NULL, *ret_flat: the node
- * of all gradients in one f32 vector (data parallel). Returns 0, or -1 after
- * td_fail; the caller frees `gr` either way. */
-int train_build_step(struct caller *call, const struct train_spec *spec, const msgpack_object *nodes,
-		     const msgpack_object *outputs, const struct feeds *fd, int64_t step, bool train,
-		     struct graph *gr, unsigned *ret_loss, double *ret_lr, int *ret_flat);
+/* One step to build (train_build_step): what it reads and which step it is. */
+struct step_input {
+	const struct train_spec *spec;
+	const msgpack_object *nodes;     /* the forward nodes (a model's or the request's) */
+	const msgpack_object *outputs;   /* node ids returned inline, or NULL */
+	const struct feeds *feeds;       /* the minibatch's rows, or NULL */
+	int64_t step;                    /* its number: the lr schedule and the RNG */
+	bool train;                      /* with the backward pass and the updates */
+	bool flat;                       /* data parallel: every gradient in one f32 vector */
+};
 
-/* train_build_step, then run the graph and read the loss (a training step
- * fails on a non-finite one). Nothing is committed: the caller stores results
- * (graph_commit_all) and frees the graph. Returns 0, or -1 after td_fail. */
-int train_run_step(struct caller *call, const struct train_spec *spec, const msgpack_object *nodes,
-		   const msgpack_object *outputs, const struct feeds *fd, int64_t step, bool train,
-		   struct graph *gr, unsigned *ret_loss, double *ret_loss_value, double *ret_lr);
+/* What building a step gave. */
+struct step_nodes {
+	unsigned loss;                   /* the loss node */
+	int flat;                        /* the node of the gradients' vector (step_input.flat) */
+	double lr;                       /* the step's learning rate (0 without an optimizer) */
+};
+
+/* Build step `in` into `gr` without running anything: the feeds, the
+ * nodes and, with in->train, the backward pass and the updates. Sets *ret.
+ * Returns 0, or -1 after td_fail; the caller frees `gr` either way. */
+int train_build_step(struct caller *call, const struct step_input *in, struct graph *gr, struct step_nodes *ret);
+
+/* train_build_step, then run the graph and read the loss into
+ * *ret_loss_value (a training step fails on a non-finite one). Nothing is
+ * committed: the caller stores results (graph_commit_all) and frees the
+ * graph. Returns 0, or -1 after td_fail. */
+int train_run_step(struct caller *call, const struct step_input *in, struct graph *gr, struct step_nodes *ret,
+		   double *ret_loss_value);
 
 /* Randomness per step (docs/training.md, "Randomness"): in nodes `from`..
  * of `gr`, with `train` the `seed` attr of every op that declares one

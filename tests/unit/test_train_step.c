@@ -206,13 +206,19 @@ static int build(struct caller *call, const char *p,
 		 unsigned *loss, double *lr)
 {
 	struct mp m;
+	struct step_nodes sn;
 	int r;
 
 	mp_begin(&m);
 	pack_mlp(&m, p);
 	*gr = (struct graph){ .call = call };
-	r = train_build_step(call, spec, mp_obj(&m), NULL, NULL, step, train, gr, loss, lr, NULL);
+	r = train_build_step(call, &(struct step_input){ .spec = spec, .nodes = mp_obj(&m), .step = step,
+							   .train = train }, gr, &sn);
 	mp_end(&m);
+	if (r == 0) {
+		*loss = sn.loss;
+		*lr = sn.lr;
+	}
 	return r;
 }
 
@@ -404,10 +410,9 @@ static void run_steps(struct stub_daemon *sd, struct caller *call, const char *p
 	assert_int_equal(spec_of(call, p, STRS("type=adam"), false, spec), 0);
 	for (int s = 1; s <= steps; s++) {
 		struct graph gr = { .call = call };
-		unsigned loss;
+		struct step_nodes sn;
 		double value = -1, lr;
 		struct mp m;
-
 		char key[TDP_MAX_NAME_LEN + 16];
 		struct tensor *t;
 		bool fresh;
@@ -417,8 +422,10 @@ static void run_steps(struct stub_daemon *sd, struct caller *call, const char *p
 		fresh = store_lookup(sd->d.store, key, strlen(key), &access_daemon, 0, &t, NULL) < 0;
 		mp_begin(&m);
 		pack_mlp(&m, p);
-		assert_call_ok(call, train_run_step(call, spec, mp_obj(&m), NULL, NULL, s, true, &gr, &loss,
-						    &value, &lr));
+		assert_call_ok(call, train_run_step(call, &(struct step_input){ .spec = spec, .nodes = mp_obj(&m),
+										 .step = s, .train = true },
+						    &gr, &sn, &value));
+		lr = sn.lr;
 		assert_true(value == 0); /* the stub computes nothing */
 		assert_true(lr == 0.001);
 		assert_int_equal(count_op(&gr, 6, "zeros"), fresh ? 4 : 0);
