@@ -675,7 +675,15 @@ int main(int argc, char **argv)
 	if (!d.server)
 		goto out;
 	listen_fd = -1;
-	loop_set_idle(d.loop, train_jobs_run, &d);
+	/* The batcher's after hook runs after the server's (which frees the
+	 * connections closed) and before recovery's (recover_init). */
+	r = op_batch_init(&d);
+	if (r >= 0)
+		r = loop_add_idle(d.loop, train_jobs_run, &d);
+	if (r < 0) {
+		log_error("cannot hook into the event loop: %s", strerror(-r));
+		goto out;
+	}
 	if (recover_init(&d) < 0)
 		goto out;
 	log_notice("serving on %s", unlink_path ? unlink_path : "the systemd socket");

@@ -2,25 +2,58 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
+
+/* A hook list: dense, in subscription order, so that running an empty one
+ * costs one comparison. Callbacks are kept as `void (*)(void)` and called
+ * through their list's own type (loop_add_after, _idle, _before). */
+typedef void (*hook_fn)(void);
+
+struct hooks {
+	unsigned n;
+	struct {
+		hook_fn fn;
+		void *data;
+	} h[LOOP_MAX_HOOKS];
+};
+
+typedef void (*after_fn)(void *data);
+typedef bool (*idle_fn)(void *data);
+typedef void (*before_fn)(void *data, const struct loop_source *src);
 
 struct loop {
 	int epfd;
 	bool quit;
-	struct {
-		void (*fn)(void *data);
-		void *data;
-	} after[LOOP_MAX_AFTER];
-	bool (*idle)(void *data);
-	void *idle_data;
+	struct hooks after, before, idle;
 	bool idle_pending;
-	void (*before)(void *data, const struct loop_source *src);
-	void *before_data;
 	struct epoll_event *evs; /* the current batch: evs[next..n) not dispatched yet */
 	int next, n;
 	bool (*counts)(const struct loop_source *src);
 };
+
+static int hooks_add(struct hooks *hs, hook_fn fn, void *data)
+{
+	if (hs->n == LOOP_MAX_HOOKS)
+		return -ENOSPC;
+	hs->h[hs->n].fn = fn;
+	hs->h[hs->n].data = data;
+	hs->n++;
+	return 0;
+}
+
+/* Drop the entry of `fn` and `data`, keeping the others' order. */
+static void hooks_remove(struct hooks *hs, hook_fn fn, void *data)
+{
+	for (unsigned i = 0; i < hs->n; i++) {
+		if (hs->h[i].fn == fn && hs->h[i].data == data) {
+			memmove(&hs->h[i], &hs->h[i + 1], (hs->n - i - 1) * sizeof(hs->h[0]));
+			hs->n--;
+			return;
+		}
+	}
+}
 
 struct loop *loop_new(void)
 {
@@ -73,39 +106,57 @@ void loop_remove(struct loop *l, struct loop_source *src)
 
 int loop_add_after(struct loop *l, void (*after)(void *data), void *data)
 {
-	for (unsigned i = 0; i < LOOP_MAX_AFTER; i++) {
-		if (!l->after[i].fn) {
-			l->after[i].fn = after;
-			l->after[i].data = data;
-			return 0;
-		}
-	}
-	return -ENOSPC;
+	return hooks_add(&l->after, (hook_fn)after, data);
 }
 
 void loop_remove_after(struct loop *l, void (*after)(void *data), void *data)
 {
-	for (unsigned i = 0; i < LOOP_MAX_AFTER; i++)
-		if (l->after[i].fn == after && l->after[i].data == data)
-			l->after[i].fn = NULL;
+	hooks_remove(&l->after, (hook_fn)after, data);
 }
 
-void loop_set_idle(struct loop *l, bool (*idle)(void *data), void *data)
+int loop_add_idle(struct loop *l, bool (*idle)(void *data), void *data)
 {
-	l->idle = idle;
-	l->idle_data = data;
+	return hooks_add(&l->idle, (hook_fn)idle, data);
 }
 
-void loop_set_before(struct loop *l, void (*before)(void *data, const struct loop_source *src),
-		     void *data)
+void loop_remove_idle(struct loop *l, bool (*idle)(void *data), void *data)
 {
-	l->before = before;
-	l->before_data = data;
+	hooks_remove(&l->idle, (hook_fn)idle, data);
+}
+
+int loop_add_before(struct loop *l, void (*before)(void *data, const struct loop_source *src),
+		    void *data)
+{
+	return hooks_add(&l->before, (hook_fn)before, data);
+}
+
+void loop_remove_before(struct loop *l, void (*before)(void *data, const struct loop_source *src),
+			void *data)
+{
+	hooks_remove(&l->before, (hook_fn)before, data);
 }
 
 void loop_wake_idle(struct loop *l)
 {
 	l->idle_pending = true;
+}
+
+/* Run the before hooks for `src` (NULL: the idle work). */
+static void run_before(struct loop *l, const struct loop_source *src)
+{
+	for (unsigned i = 0; i < l->before.n; i++)
+		((before_fn)l->before.h[i].fn)(l->before.h[i].data, src);
+}
+
+/* Run the idle functions once; returns whether any has more work. */
+static bool run_idle(struct loop *l)
+{
+	bool more = false;
+
+	run_before(l, NULL);
+	for (unsigned i = 0; i < l->idle.n; i++)
+		more |= ((idle_fn)l->idle.h[i].fn)(l->idle.h[i].data);
+	return more;
 }
 
 int loop_run(struct loop *l)
@@ -114,7 +165,7 @@ int loop_run(struct loop *l)
 
 	l->quit = false;
 	while (!l->quit) {
-		int n = epoll_wait(l->epfd, evs, 64, l->idle && l->idle_pending ? 0 : -1);
+		int n = epoll_wait(l->epfd, evs, 64, l->idle.n && l->idle_pending ? 0 : -1);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -127,19 +178,15 @@ int loop_run(struct loop *l)
 			struct loop_source *src = evs[i].data.ptr;
 
 			l->next = i + 1;
-			if (l->before)
-				l->before(l->before_data, src);
+			if (l->before.n)
+				run_before(l, src);
 			src->fn(src->data, evs[i].events);
 		}
 		l->next = l->n = 0;
-		if (l->idle && l->idle_pending) {
-			if (l->before)
-				l->before(l->before_data, NULL);
-			l->idle_pending = l->idle(l->idle_data);
-		}
-		for (unsigned i = 0; i < LOOP_MAX_AFTER; i++)
-			if (l->after[i].fn)
-				l->after[i].fn(l->after[i].data);
+		if (l->idle.n && l->idle_pending)
+			l->idle_pending = run_idle(l);
+		for (unsigned i = 0; i < l->after.n; i++)
+			((after_fn)l->after.h[i].fn)(l->after.h[i].data);
 	}
 	return 0;
 }

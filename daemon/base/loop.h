@@ -32,31 +32,46 @@ int loop_modify(struct loop *l, struct loop_source *src, uint32_t events);
 /* Stop watching src->fd (before closing it). */
 void loop_remove(struct loop *l, struct loop_source *src);
 
-/* Hooks run after each batch of events, in the order added. */
-#define LOOP_MAX_AFTER 6
+/* Subscribers each hook list (after, idle, before) holds at most: a
+ * subscription past it fails with -ENOSPC. A hook may subscribe or
+ * unsubscribe others, just not in the list that is running it (a removal
+ * there would skip a hook once). */
+#define LOOP_MAX_HOOKS 6
 
 /* Run `after` once after each batch of events: the place to free what the
  * callbacks of the batch retired, since later events of the same batch may
- * still point at it, or to report state the batch changed. Returns 0, or
- * -ENOSPC when LOOP_MAX_AFTER hooks are set. */
+ * still point at it, or to report state the batch changed. Hooks run in
+ * the order added. Returns 0 or -ENOSPC. */
 int loop_add_after(struct loop *l, void (*after)(void *data), void *data);
 
 /* Remove a hook added with the same `after` and `data`. */
 void loop_remove_after(struct loop *l, void (*after)(void *data), void *data);
 
-/* Call `idle` after each batch while it returns true (more work queued);
- * while it does, the loop polls without blocking. Used for background work
- * (training runs) that proceeds step by step between client requests. */
-void loop_set_idle(struct loop *l, bool (*idle)(void *data), void *data);
+/* Call `idle` after each batch while there is idle work (loop_wake_idle,
+ * or an idle function returned true: more work queued); while there is,
+ * the loop polls without blocking. Used for background work (training
+ * runs) that proceeds step by step between client requests. Idle functions
+ * run in the order added, each once per batch; the work is pending while
+ * any of them returned true. Returns 0 or -ENOSPC. */
+int loop_add_idle(struct loop *l, bool (*idle)(void *data), void *data);
+
+/* Remove an idle function added with the same `idle` and `data`. */
+void loop_remove_idle(struct loop *l, bool (*idle)(void *data), void *data);
 
 /* Call `before(data, src)` before each event's callback (src: its source)
- * and before the idle function (src NULL): the server closes a batch of
- * requests there before anything else can change what the batch reads
- * (docs/architecture.md, "Batching"). NULL: none. */
-void loop_set_before(struct loop *l, void (*before)(void *data, const struct loop_source *src),
-		     void *data);
+ * and once before the idle functions (src NULL), in the order added: the
+ * op.run batcher closes its batch there before anything else can change
+ * what the batch reads (docs/architecture.md, "Batching"). Returns 0 or
+ * -ENOSPC. */
+int loop_add_before(struct loop *l, void (*before)(void *data, const struct loop_source *src),
+		    void *data);
 
-/* Tell the loop the idle function has work again (after it returned false). */
+/* Remove a hook added with the same `before` and `data`. */
+void loop_remove_before(struct loop *l, void (*before)(void *data, const struct loop_source *src),
+			void *data);
+
+/* Tell the loop the idle functions have work again (after they returned
+ * false). */
 void loop_wake_idle(struct loop *l);
 
 /* Dispatch events until loop_quit(). Returns 0 or -errno on an epoll failure. */

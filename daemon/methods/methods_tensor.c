@@ -273,7 +273,7 @@ int method_tensor_put(struct request *req)
 	if (alloc_for(req, g, t) < 0)
 		goto fail;
 	/* The device copies from the memfd itself where it can. */
-	if (has_fd && (r = tensor_import_put(req, g, t, &map, mode, has_mode)) != TENSOR_IMPORT_NOT_TAKEN)
+	if (has_fd && tensor_import_put(req, g, t, &map, mode, has_mode, &r) == TENSOR_IMPORT_TAKEN)
 		return r;
 	r = gpu_upload(g, &t->alloc, data ? (const void *)data->via.bin.ptr : map.data);
 	memfd_unmap(&map);
@@ -316,7 +316,7 @@ static int get_into_fd(struct request *req, struct tensor *t, uint64_t fd, uint6
 
 	if (memfd_map_param(req, fd, offset, t->bytes, true, tensor_import_align(g, t->bytes, false), &map) < 0)
 		return -1;
-	if ((r = tensor_import_get(req, g, t, &map)) != TENSOR_IMPORT_NOT_TAKEN)
+	if (tensor_import_get(req, g, t, &map, &r) == TENSOR_IMPORT_TAKEN)
 		return r;
 	r = gpu_download(g, &t->alloc, map.data);
 	memfd_unmap(&map);

@@ -57,11 +57,6 @@ static void run_release(struct daemon *d, struct batch_run *run)
 		free(run);
 }
 
-bool op_batch_open(const struct daemon *d)
-{
-	return d->batch && d->batch->open;
-}
-
 /* The bytes an op.run's inputs and result hold: what decides "small". */
 static uint64_t graph_bytes(const struct graph *gr)
 {
@@ -275,7 +270,7 @@ void op_batch_flush(struct daemon *d, bool now)
 	}
 }
 
-bool op_batch_settle(struct request *req)
+bool request_settle(struct request *req)
 {
 	op_batch_flush(req->call.d, false);
 	if (req->out)
@@ -317,9 +312,9 @@ enum op_batch_offer op_batch_offer(struct request *req, struct graph *gr, bool p
 	bool fresh;
 
 	if (!qualifies(req, gr, profile))
-		return op_batch_settle(req) ? OP_BATCH_HOLD : OP_BATCH_NO;
+		return request_settle(req) ? OP_BATCH_HOLD : OP_BATCH_NO;
 	if (!b && !(b = d->batch = calloc(1, sizeof(*b))))
-		return op_batch_settle(req) ? OP_BATCH_HOLD : OP_BATCH_NO;
+		return request_settle(req) ? OP_BATCH_HOLD : OP_BATCH_NO;
 	run = b->open;
 	fresh = stores_fresh(d, req, gr);
 	if (run && (run->device != gr->nodes[0].device || reads_pending(run, gr) ||
@@ -328,14 +323,14 @@ enum op_batch_offer op_batch_offer(struct request *req, struct graph *gr, bool p
 		 * batch's commits: parse and check it again after them. */
 		bool reread = reads_pending(run, gr) || fresh;
 
-		if (op_batch_settle(req))
+		if (request_settle(req))
 			return OP_BATCH_HOLD;
 		if (reread)
 			return OP_BATCH_RETRY;
 		run = NULL;
 	}
 	if (!run && !(run = b->open = run_new(d, gr)))
-		return op_batch_settle(req) ? OP_BATCH_HOLD : OP_BATCH_NO;
+		return request_settle(req) ? OP_BATCH_HOLD : OP_BATCH_NO;
 	e = &run->e[run->n];
 	if (request_defer_batched(req, &e->later, &e->pk) < 0) {
 		if (run->n == 0) {
@@ -361,7 +356,12 @@ enum op_batch_offer op_batch_offer(struct request *req, struct graph *gr, bool p
 	return OP_BATCH_JOINED;
 }
 
-void op_batch_cancel_conn(struct daemon *d, const struct conn *c)
+void request_batch_close(struct daemon *d)
+{
+	op_batch_flush(d, false);
+}
+
+void request_conn_closed(struct daemon *d, const struct conn *c)
 {
 	struct op_batch *b = d->batch;
 
@@ -377,10 +377,50 @@ void op_batch_cancel_conn(struct daemon *d, const struct conn *c)
 				run->e[i].gone = true;
 }
 
+/* The loop's before hook: an event that is not a connection's (a
+ * completion committing results, a timer, a signal) or the idle work
+ * (src NULL: training) comes after the open batch was closed: nothing but
+ * requests joining it runs while it is open. */
+static void batch_before(void *data, const struct loop_source *src)
+{
+	struct daemon *d = data;
+
+	if (d->batch && d->batch->open && (!src || !request_conn_source(src)))
+		op_batch_flush(d, false);
+}
+
+/* After each batch of events: close the batch the turn collected. Its
+ * connections go on at once, and what they batch then is closed too
+ * (those go on on their next turn), so none is left open while the loop
+ * sleeps. */
+static void batch_after(void *data)
+{
+	struct daemon *d = data;
+
+	op_batch_flush(d, true);
+	op_batch_flush(d, false);
+}
+
+int op_batch_init(struct daemon *d)
+{
+	int r = loop_add_before(d->loop, batch_before, d);
+
+	if (r < 0)
+		return r;
+	r = loop_add_after(d->loop, batch_after, d);
+	if (r < 0)
+		loop_remove_before(d->loop, batch_before, d);
+	return r;
+}
+
 void op_batch_free(struct daemon *d)
 {
 	struct op_batch *b = d->batch;
 
+	if (d->loop) {
+		loop_remove_before(d->loop, batch_before, d);
+		loop_remove_after(d->loop, batch_after, d);
+	}
 	if (!b)
 		return;
 	if (b->open) {

@@ -16,7 +16,6 @@
 
 struct daemon;
 struct graph;
-struct conn;
 
 /* Requests per submission at most: the most one client's batch delays
  * another's request is recording this many small ops plus GRAPH_SPIN_NS. */
@@ -29,7 +28,7 @@ struct conn;
 enum op_batch_offer {
 	OP_BATCH_JOINED,  /* it is in the batch, *gr taken over: return REQUEST_DEFERRED */
 	OP_BATCH_NO,      /* run it alone now (the batch before it was closed) */
-	OP_BATCH_HOLD,    /* serve it later (request returns REQUEST_HOLD): its
+	OP_BATCH_HOLD,    /* serve it later (the handler returns REQUEST_HOLD): its
 			   * connection waits for batched answers */
 	OP_BATCH_RETRY,   /* parse it again: it read a name the batch just stored */
 };
@@ -43,12 +42,6 @@ enum op_batch_offer {
  * still owns it. */
 enum op_batch_offer op_batch_offer(struct request *req, struct graph *gr, bool profile);
 
-/* A request that does not join is about to be served (or answered with an
- * error): close the open batch first. Returns whether req's connection
- * still waits for answers of its batched requests (then serve `req` later:
- * REQUEST_HOLD). */
-bool op_batch_settle(struct request *req);
-
 /* Close the open batch: record nothing more, submit it, answer its
  * requests when it completes (at once when it finishes within
  * GRAPH_SPIN_NS). `now`: the connections answered go on at once
@@ -56,13 +49,14 @@ bool op_batch_settle(struct request *req);
  * (for calls while a connection is being served or before another event). */
 void op_batch_flush(struct daemon *d, bool now);
 
-/* Whether a batch is open (collecting requests). */
-bool op_batch_open(const struct daemon *d);
+/* Subscribe the batcher to d->loop, once the server serves connections:
+ * a before hook closes the open batch before any event that is not a
+ * connection's and before the idle work, an after hook after each batch of
+ * events. The connection side reaches the batcher through methods/request.h
+ * (request_settle, request_batch_close, request_conn_closed). Returns 0 or
+ * -ENOSPC (the loop's hook lists are full; nothing subscribed). */
+int op_batch_init(struct daemon *d);
 
-/* Connection `c` closed: its batched requests still take effect (their
- * stored outputs are committed) but get no answer. */
-void op_batch_cancel_conn(struct daemon *d, const struct conn *c);
-
-/* Free the batching state, after the devices' completion threads stopped
- * (every submitted batch was answered). */
+/* Unsubscribe and free the batching state, after the devices' completion
+ * threads stopped (every submitted batch was answered). */
 void op_batch_free(struct daemon *d);

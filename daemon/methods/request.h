@@ -14,15 +14,22 @@
 
 struct daemon;
 struct conn;
+struct loop_source;
 
-/* A handler's return for a request it answers later itself, after
- * request_defer (train.run, a kernel.create compiling). */
-#define REQUEST_DEFERRED 1
-
-/* A handler's return for a request it did not serve: nothing of it took
- * effect, and the connection serves it again once its batched requests
- * (methods/op_batch.h) were answered. */
-#define REQUEST_HOLD 2
+/* What a method handler (method_fn) returns. Handlers return an int
+ * holding one of these, so that `return request_fail(...)` (-1) stays
+ * short. */
+enum request_result {
+	REQUEST_FAILED = -1,    /* request_fail() said why: the error is the answer */
+	REQUEST_ANSWERED = 0,   /* the whole answer is written */
+	/* It answers later itself, after request_defer (train.run, a
+	 * kernel.create compiling) or request_defer_batched (an op.run batch). */
+	REQUEST_DEFERRED = 1,
+	/* It was not served: nothing of it took effect, and the connection
+	 * serves it again once its batched requests (methods/op_batch.h) were
+	 * answered. */
+	REQUEST_HOLD = 2,
+};
 
 /* An answer given later: while one is pending, the connection's later
  * requests wait. The owner embeds it next to the copy of the request that
@@ -73,7 +80,7 @@ struct request {
 	struct tdp_buf *out;
 	/* Where its answer starts in `out`: a failure drops what follows. An
 	 * op.run batch closed while it is served writes earlier answers there
-	 * first and moves it (op_batch_settle). */
+	 * first and moves it (request_settle). */
 	size_t mark;
 };
 
@@ -121,10 +128,16 @@ void request_batch_done(const struct request *later);
 
 /* Let the connection of answered `later` send what was written and go on
  * with its requests: `now` at once (not while any connection is being
- * served; an op.run batch it opens stays open: the caller closes it with
- * op_batch_flush before it goes on), else on its next turn (after the
- * current event). Nothing for a closed connection. */
+ * served; an op.run batch it opens stays open: the caller closes it before
+ * it goes on), else on its next turn (after the current event). Nothing
+ * for a closed connection. */
 void request_batch_kick(const struct request *later, bool now);
+
+/* Whether loop source `src` is a client connection's: its events only
+ * serve requests, which join an open op.run batch or close it themselves
+ * (request_settle), so the batcher's before hook leaves the batch open for
+ * them. Implemented by serve/deferred.c. */
+bool request_conn_source(const struct loop_source *src);
 
 /* The bytes the connections of the request's uid buffer, held answers
  * (request_deferred.held_bytes) included, and the user_max_buffer_bytes
@@ -147,16 +160,42 @@ void request_wake(const struct request *later);
  * with its next requests. */
 void request_deferred_done(const struct request *later);
 
+/* What the connection tells the methods layer, which implements these
+ * (methods/op_batch.c: an op.run batch is the one thing it holds open
+ * across requests). */
+
+/* `req` does not join an op.run batch and is about to be served, or
+ * answered with an error: close the open batch first, so that it reads
+ * what the batch stores (a batch that finished within the poll writes its
+ * answers first; req->mark is set past them). Returns whether req's
+ * connection still waits for answers of its batched requests: then serve
+ * `req` later (REQUEST_HOLD). */
+bool request_settle(struct request *req);
+
+/* Close (submit) the open op.run batch, if any: before a connection
+ * writes what is not a request's answer behind its batched requests, and
+ * after it was served from outside its own events (conn_kick), so that
+ * nothing changes what the batch reads. */
+void request_batch_close(struct daemon *d);
+
+/* Connection `c` closed: its requests that the methods layer holds
+ * (batched op.runs) still take effect, their stored outputs committed,
+ * but get no answer. */
+void request_conn_closed(struct daemon *d, const struct conn *c);
+
 /* A method handler: writes the whole response with tdp_write_result_head() and
- * the result object and returns 0, or returns request_fail(). On failure
- * anything it wrote is discarded. */
+ * the result object and returns REQUEST_ANSWERED, or returns request_fail()
+ * (REQUEST_FAILED), REQUEST_DEFERRED or REQUEST_HOLD (enum request_result).
+ * On failure anything it wrote is discarded. */
 typedef int (*method_fn)(struct request *req);
 
 /* Serve one request: find the method, run it, and leave exactly one response
- * for `req->msgid` in `req->out`. Returns 0, 1 when it was not served and
- * nothing was written (REQUEST_HOLD: serve it again after the connection's
- * batched requests were answered), or -ENOMEM when not even an error
- * response could be written (the connection must then be closed). */
+ * for `req->msgid` in `req->out` (or have it written later: a deferred
+ * answer). Returns REQUEST_ANSWERED, REQUEST_HOLD when it was not served
+ * and nothing was written (serve it again after the connection's batched
+ * requests were answered), or -ENOMEM when not even an error response
+ * could be written (the connection must then be closed). Decides by the
+ * flags of the method table's row, never by the handler. */
 int request_dispatch(struct request *req, const char *method, size_t method_len);
 
 /* The methods the daemon serves, in dispatch-table order: slots

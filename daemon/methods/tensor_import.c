@@ -134,8 +134,10 @@ static int import_finish(struct async_req *a, struct request *req)
 /* Import j->map, record the copy between it and `a` and submit it; then
  * answer now or at completion. Returns TENSOR_IMPORT_NOT_TAKEN when the
  * import was refused (j freed, its mapping and tensor back with the
- * caller), else the handler's return. */
-static int import_run(struct request *req, struct import_job *j, const struct gpu_alloc *a)
+ * caller), else TENSOR_IMPORT_TAKEN with the handler's return in
+ * *ret_result. */
+static enum tensor_import_taken import_run(struct request *req, struct import_job *j,
+					   const struct gpu_alloc *a, int *ret_result)
 {
 	int r;
 
@@ -150,19 +152,23 @@ static int import_run(struct request *req, struct import_job *j, const struct gp
 	}
 	j->msgid = req->msgid;
 	if (r == 0) {
-		if ((r = submit_chunk(j)) == 0)
-			return async_req_run_rec(req, &j->a, &j->rec); /* releases j */
+		if ((r = submit_chunk(j)) == 0) {
+			*ret_result = async_req_run_rec(req, &j->a, &j->rec); /* releases j */
+			return TENSOR_IMPORT_TAKEN;
+		}
 	}
 	tensor_device_error(req, j->g, r, j->put ? "uploading" : "downloading");
 	import_release(&j->a);
-	return -1;
+	*ret_result = REQUEST_FAILED;
+	return TENSOR_IMPORT_TAKEN;
 }
 
-int tensor_import_put(struct request *req, struct gpu_device *g, struct tensor *t,
-		      struct memfd_map *map, uint32_t mode, bool has_mode)
+enum tensor_import_taken tensor_import_put(struct request *req, struct gpu_device *g,
+					   struct tensor *t, struct memfd_map *map, uint32_t mode,
+					   bool has_mode, int *ret_result)
 {
 	struct import_job *j;
-	int r;
+	enum tensor_import_taken r;
 
 	if (!tensor_import_align(g, t->bytes, true) || map->len % gpu_host_import_align(g))
 		return TENSOR_IMPORT_NOT_TAKEN;
@@ -171,17 +177,18 @@ int tensor_import_put(struct request *req, struct gpu_device *g, struct tensor *
 		return TENSOR_IMPORT_NOT_TAKEN;
 	*j = (struct import_job){ .g = g, .map = *map, .put = true, .t = t, .mode = mode,
 				  .has_mode = has_mode };
-	r = import_run(req, j, &t->alloc);
-	if (r != TENSOR_IMPORT_NOT_TAKEN)
+	r = import_run(req, j, &t->alloc, ret_result);
+	if (r == TENSOR_IMPORT_TAKEN)
 		*map = (struct memfd_map){ 0 };
 	return r;
 }
 
-int tensor_import_get(struct request *req, struct gpu_device *g, const struct tensor *t,
-		      struct memfd_map *map)
+enum tensor_import_taken tensor_import_get(struct request *req, struct gpu_device *g,
+					   const struct tensor *t, struct memfd_map *map,
+					   int *ret_result)
 {
 	struct import_job *j;
-	int r;
+	enum tensor_import_taken r;
 
 	if (!tensor_import_align(g, t->bytes, false) || map->len % gpu_host_import_align(g))
 		return TENSOR_IMPORT_NOT_TAKEN;
@@ -189,8 +196,8 @@ int tensor_import_get(struct request *req, struct gpu_device *g, const struct te
 	if (!j)
 		return TENSOR_IMPORT_NOT_TAKEN;
 	*j = (struct import_job){ .g = g, .map = *map, .meta = *t };
-	r = import_run(req, j, &t->alloc);
-	if (r != TENSOR_IMPORT_NOT_TAKEN)
+	r = import_run(req, j, &t->alloc, ret_result);
+	if (r == TENSOR_IMPORT_TAKEN)
 		*map = (struct memfd_map){ 0 };
 	return r;
 }

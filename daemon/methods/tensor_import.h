@@ -28,10 +28,13 @@ struct gpu_device;
  * through staging instead of importing the client's pages. */
 #define TENSOR_IMPORT_MAX_COPY_THREADS 4u
 
-/* What tensor_import_put and tensor_import_get return when they did not
- * take the transfer (distinct from the handler returns 0, -1 and
- * REQUEST_DEFERRED). */
-#define TENSOR_IMPORT_NOT_TAKEN 2
+/* Whether tensor_import_put or tensor_import_get took the transfer: its
+ * own answer, apart from the handler's return (enum request_result) that a
+ * taken one hands back. */
+enum tensor_import_taken {
+	TENSOR_IMPORT_NOT_TAKEN = 0, /* the import is not possible: nothing taken */
+	TENSOR_IMPORT_TAKEN = 1,     /* the transfer's; *ret_result is the handler's return */
+};
 
 /* The alignment to ask memfd_map_param for when a transfer of `bytes` on
  * `g` (a put when `put`) may be imported; 0 when it will not be (too small,
@@ -45,14 +48,17 @@ uint64_t tensor_import_align(const struct gpu_device *g, uint64_t bytes, bool pu
  * tensor_store_new does with `mode` (and set it on a replacement when
  * `has_mode`) and answer its metadata. Returns TENSOR_IMPORT_NOT_TAKEN
  * when the import is not possible (nothing taken: the caller copies as
- * before); else `t` and the mapping are the transfer's and the handler's
- * return comes back (0, -1 or REQUEST_DEFERRED). */
-int tensor_import_put(struct request *req, struct gpu_device *g, struct tensor *t,
-		      struct memfd_map *map, uint32_t mode, bool has_mode);
+ * before); else TENSOR_IMPORT_TAKEN: `t` and the mapping are the
+ * transfer's and *ret_result is the handler's return (REQUEST_ANSWERED,
+ * REQUEST_FAILED or REQUEST_DEFERRED). */
+enum tensor_import_taken tensor_import_put(struct request *req, struct gpu_device *g,
+					   struct tensor *t, struct memfd_map *map, uint32_t mode,
+					   bool has_mode, int *ret_result);
 
 /* Get: copy `t`'s bytes on `g` into `map` and answer `t`'s metadata as it
  * was now. Returns TENSOR_IMPORT_NOT_TAKEN when the import is not
- * possible (the mapping is still the caller's); else the mapping is the
- * transfer's and the handler's return comes back. */
-int tensor_import_get(struct request *req, struct gpu_device *g, const struct tensor *t,
-		      struct memfd_map *map);
+ * possible (the mapping is still the caller's); else TENSOR_IMPORT_TAKEN:
+ * the mapping is the transfer's and *ret_result the handler's return. */
+enum tensor_import_taken tensor_import_get(struct request *req, struct gpu_device *g,
+					   const struct tensor *t, struct memfd_map *map,
+					   int *ret_result);

@@ -15,7 +15,6 @@
 #include "daemon.h"
 #include "methods.h"
 #include "rpc.h"
-#include "methods/op_batch.h"
 #include "methods/request.h"
 #include "serve/server.h"
 #include "status.h"
@@ -98,7 +97,7 @@ void conn_close(struct conn *c)
 		c->deferred = NULL;
 	}
 	if (c->batched) {
-		op_batch_cancel_conn(c->d, c);
+		request_conn_closed(c->d, c);
 		c->batched = 0;
 		c->batch_held = false;
 	}
@@ -204,9 +203,10 @@ static void zone_done(struct conn *c, msgpack_zone *zone)
 	}
 }
 
-/* Serve one complete message of `n` bytes at `p`. Returns 0, 1 when it was
- * held (not served: it stays queued until the connection's batched op.runs
- * were answered), or -ENOMEM when the connection must be closed. */
+/* Serve one complete message of `n` bytes at `p`. Returns 0, REQUEST_HOLD
+ * when it was held (not served: it stays queued until the connection's
+ * batched op.runs were answered), or -ENOMEM when the connection must be
+ * closed. */
 static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 {
 	int fds[CONN_MAX_FDS];
@@ -237,10 +237,10 @@ static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 	 * writes at once (an error, a protocol.error): the batch is closed
 	 * first, and it waits while that runs (a request: request_dispatch). */
 	if (c->batched && !(parsed && m.type == TDP_MSG_REQUEST)) {
-		op_batch_flush(c->d, false);
+		request_batch_close(c->d);
 		if (c->batched) {
 			zone_done(c, zone);
-			return 1;
+			return REQUEST_HOLD;
 		}
 	}
 	if (!unpacked) {
@@ -263,10 +263,10 @@ static int handle_message(struct conn *c, const uint8_t *p, size_t n)
 		};
 
 		r = request_dispatch(&req, m.method, m.method_len);
-		if (r > 0) {
-			/* Held (REQUEST_HOLD): served again later, fds and all. */
+		if (r == REQUEST_HOLD) {
+			/* Held: served again later, fds and all. */
 			zone_done(c, zone);
-			return 1;
+			return REQUEST_HOLD;
 		}
 	} else if (m.type == TDP_MSG_NOTIFY) {
 		/* tensord defines no client notifications: ignored, whatever the
@@ -344,7 +344,7 @@ static enum turn process(struct conn *c, unsigned *served)
 		if (c->nqueued == 0) {
 			/* The stream's end is told after every answer before it. */
 			if (c->scan_err && c->batched)
-				op_batch_flush(c->d, false);
+				request_batch_close(c->d);
 			if (c->scan_err && !c->batched)
 				scan_error(c, c->scan_err);
 			break;
@@ -358,7 +358,7 @@ static enum turn process(struct conn *c, unsigned *served)
 			conn_close(c);
 			return TURN_IDLE;
 		}
-		if (r > 0)
+		if (r == REQUEST_HOLD)
 			break; /* held: its batch answers first, then kicks it */
 		(*served)++;
 		if (c->closing)
@@ -677,7 +677,7 @@ static void conn_settle(struct conn *c)
 	}
 	/* One with op.runs in a batch is served again once they were answered
 	 * (request_batch_kick): no wake-up now, which would only keep the loop
-	 * from waiting for that batch itself (op_batch_flush). */
+	 * from waiting for that batch itself (methods/op_batch.c). */
 	if (turn == TURN_YIELD && !c->resume && !c->batched) {
 		c->resume = true;
 		server_resume_later(c->d->server);
@@ -697,8 +697,8 @@ void conn_kick(struct conn *c)
 		conn_settle(c);
 	/* Called outside the connection's own events (a completion's answer, a
 	 * job's notification): the op.runs it batched are submitted before the
-	 * caller goes on, which may commit or free what they read (op_batch.h). */
-	op_batch_flush(c->d, false);
+	 * caller goes on, which may commit or free what they read. */
+	request_batch_close(c->d);
 }
 
 void conn_serve(struct conn *c)

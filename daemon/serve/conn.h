@@ -58,8 +58,8 @@ struct conn {
 	unsigned nfds;
 	bool unix_peer;         /* an AF_UNIX socket: the only kind that takes fds */
 	struct request_deferred *deferred; /* a request answered later (request.h): later ones wait */
-	/* Its op.runs in a batch (methods/op_batch.h), not answered yet; while
-	 * that batch runs (batch_held) its later requests wait. */
+	/* Its op.runs in a batch (request_defer_batched), not answered yet;
+	 * while that batch runs (batch_held) its later requests wait. */
 	unsigned batched;
 	bool batch_held;
 	struct conn *next;
@@ -79,9 +79,10 @@ void conn_close(struct conn *c);
  * returns. */
 void conn_kick(struct conn *c);
 
-/* As conn_kick, but an op.run batch it opened stays open: the caller
- * closes it (op_batch_flush) before anything else can change what the
- * batch reads, so that the connections it goes on with share one batch. */
+/* As conn_kick, but an op.run batch it opened stays open: the caller (the
+ * batcher, methods/op_batch.c) closes it before anything else can change
+ * what the batch reads, so that the connections it goes on with share one
+ * batch. */
 void conn_serve(struct conn *c);
 
 /* Whether so much output waits (cfg.max_output_backlog) that the connection
@@ -99,8 +100,8 @@ void conn_resume(struct conn *c);
  * cfg.input_timeout seconds while the daemon was reading. */
 void conn_tick(struct conn *c, int64_t now_ns);
 
-/* Whether `src` is a connection's (the loop's before hook: any other
- * event closes the op.run batch first). */
+/* Whether `src` is a connection's (request_conn_source: any other event
+ * closes the op.run batch first). */
 bool conn_source(const struct loop_source *src);
 
 /* Free a closed connection. */

@@ -1,6 +1,7 @@
 /* Deferred answers (methods/request.h, request_defer): the connection side
- * of a reply a handler gives later. A file of its own so that the fuzz
- * harness, which stands in for the rest of conn.c, runs the real thing. */
+ * of a reply a handler gives later, and of an op.run batch. A file of its
+ * own so that the fuzz harness, which stands in for the rest of conn.c,
+ * runs the real thing. */
 #include <msgpack.h>
 
 #include "daemon.h"
@@ -75,6 +76,11 @@ void request_batch_kick(const struct request *later, bool now)
 		c->resume = true;
 		server_resume_later(c->d->server);
 	}
+}
+
+bool request_conn_source(const struct loop_source *src)
+{
+	return conn_source(src);
 }
 
 uint64_t request_user_buffered(const struct request *req, uint64_t *ret_limit)

@@ -17,7 +17,6 @@
 #include "methods/methods_tensor.h"
 #include "methods/methods_train.h"
 #include "methods/methods_train_run.h"
-#include "methods/op_batch.h"
 #include "methods/request.h"
 #include "persist/checkpoint.h"
 #include "rpc.h"
@@ -28,7 +27,8 @@
  * comparing handlers. */
 enum method_flags {
 	METHOD_TAKES_FDS = 1 << 0, /* passed memory may come with it (docs/protocol.md) */
-	METHOD_BATCHES = 1 << 1,   /* joins the op.run batch itself (op_batch.h) */
+	METHOD_BATCHES = 1 << 1,   /* may join the op.run batch: closes it itself
+				      (request_settle) when it does not */
 	METHOD_DEVICE = 1 << 2,    /* its answer waits for the GPU: jobs keep one step in
 				      flight for a while after it (d->request_ns) */
 };
@@ -94,7 +94,7 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 	method_fn fn = NULL;
 	unsigned flags = 0;
 	int64_t t0 = daemon_now_ns(CLOCK_MONOTONIC);
-	int r = -1;
+	int r = REQUEST_FAILED;
 
 	req->mark = tdp_buf_len(req->out);
 	td_error_clear(&req->call.err);
@@ -122,11 +122,12 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 	 * (docs/protocol.md). The tree is this request's own unpacked copy. */
 	if (req->params)
 		tdp_params_accept_bin((msgpack_object *)req->params, 0);
-	/* Anything but an op.run closes the op.run batch first (op_batch.h),
-	 * and waits while the batch holding its connection's earlier
-	 * requests runs; an op.run decides itself. */
-	if ((!(flags & METHOD_BATCHES) || req->nfds) && op_batch_settle(req))
-		return 1;
+	/* A method that does not batch closes the op.run batch first, and
+	 * waits while the batch holding its connection's earlier requests
+	 * runs; one that batches decides itself, unless fds came with it
+	 * (it is then refused below, after the batch's answers). */
+	if ((!(flags & METHOD_BATCHES) || req->nfds) && request_settle(req))
+		return REQUEST_HOLD;
 	if (flags & METHOD_DEVICE)
 		req->call.d->request_ns = t0;
 	if (!fn)
@@ -137,25 +138,25 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 			     "that takes none", req->nfds, req->nfds == 1 ? "" : "s");
 	else
 		r = fn(req);
-	/* An op.run that failed behind batched op.runs of its connection may
-	 * have read a name one of those stores: once they are answered (or,
-	 * held, when they were), it is served again. */
+	/* A batching request that failed behind batched requests of its
+	 * connection may have read a name one of those stores: once they are
+	 * answered (or, held, when they were), it is served again. */
 	if (r < 0 && (flags & METHOD_BATCHES) && req->conn && request_batch_pending(req)) {
 		req->out->end = req->out->start + req->mark;
-		if (op_batch_settle(req))
-			return 1;
+		if (request_settle(req))
+			return REQUEST_HOLD;
 		td_error_clear(&req->call.err);
 		r = fn(req);
 	}
 	if (r == REQUEST_HOLD)
-		return 1;
+		return REQUEST_HOLD;
 	req->call.d->requests++;
 	if ((who = usage_of(&req->call.d->usage, (uint32_t)req->call.cred.uid)))
 		who->requests++;
-	metrics_request(&req->call.d->metrics, req->slot, !(r == 0 || r == REQUEST_DEFERRED),
+	metrics_request(&req->call.d->metrics, req->slot, !(r == REQUEST_ANSWERED || r == REQUEST_DEFERRED),
 			(uint64_t)(daemon_now_ns(CLOCK_MONOTONIC) - t0));
-	if (r == 0 || r == REQUEST_DEFERRED)
-		return 0;
+	if (r == REQUEST_ANSWERED || r == REQUEST_DEFERRED)
+		return REQUEST_ANSWERED;
 	if (fn && !td_failed(&req->call.err))
 		request_fail(req, TDP_INTERNAL, "failed without a reason");
 	req->call.d->requests_failed++;
@@ -166,5 +167,5 @@ int request_dispatch(struct request *req, const char *method, size_t method_len)
 		req->out->end = req->out->start + req->mark;
 		return -ENOMEM;
 	}
-	return 0;
+	return REQUEST_ANSWERED;
 }

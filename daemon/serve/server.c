@@ -20,7 +20,6 @@
 #include "base/loop.h"
 #include "daemon.h"
 #include "devices.h"
-#include "methods/op_batch.h"
 #include "methods/request.h"
 #include "methods.h"
 #include "rpc.h"
@@ -288,30 +287,6 @@ void server_resume_later(struct server *s)
 		log_debug("cannot signal the resume eventfd: %s", strerror(errno));
 }
 
-/* The loop's before hook: an event that is not a connection's (a
- * completion committing results, a timer, a signal) or the idle work
- * (training) comes after the open op.run batch was closed: nothing but
- * requests joining it runs while it is open (methods/op_batch.h). */
-static void batch_before(void *data, const struct loop_source *src)
-{
-	struct server *s = data;
-
-	if (op_batch_open(s->d) && (!src || !conn_source(src)))
-		op_batch_flush(s->d, false);
-}
-
-/* After each batch of events: close the op.run batch the turn collected.
- * Its connections go on at once, and what they batch then is closed too
- * (those go on on their next turn), so none is left open while the loop
- * sleeps. */
-static void batch_after(void *data)
-{
-	struct server *s = data;
-
-	op_batch_flush(s->d, true);
-	op_batch_flush(s->d, false);
-}
-
 /* loop_busy's filter: a connection that waits for the answers of its
  * batched op.runs (or closed) has nothing the loop could serve now. */
 static bool counts_as_work(const struct loop_source *src)
@@ -377,17 +352,8 @@ struct server *server_new(struct daemon *d, int listen_fd, const char *unlink_pa
 		free(s);
 		return NULL;
 	}
-	if (loop_add_after(d->loop, batch_after, s) < 0) {
-		loop_remove_after(d->loop, reap, s);
-		free(s->unlink_path);
-		free(s);
-		return NULL;
-	}
-	loop_set_before(d->loop, batch_before, s);
 	if (loop_add(d->loop, &s->listener, EPOLLIN) < 0) {
 		loop_remove_after(d->loop, reap, s);
-		loop_remove_after(d->loop, batch_after, s);
-		loop_set_before(d->loop, NULL, NULL);
 		free(s->unlink_path);
 		free(s);
 		return NULL;
@@ -396,8 +362,6 @@ struct server *server_new(struct daemon *d, int listen_fd, const char *unlink_pa
 		log_warning("cannot start the upkeep timer; idle buffers stay and stalled clients stay connected");
 	if (start_resume(s) < 0) {
 		loop_remove_after(d->loop, reap, s);
-		loop_remove_after(d->loop, batch_after, s);
-		loop_set_before(d->loop, NULL, NULL);
 		loop_remove(d->loop, &s->listener);
 		if (s->trim_timer.fd >= 0) {
 			loop_remove(d->loop, &s->trim_timer);
@@ -422,8 +386,6 @@ void server_free(struct server *s)
 		conn_free(c);
 	}
 	loop_remove_after(s->d->loop, reap, s);
-	loop_remove_after(s->d->loop, batch_after, s);
-	loop_set_before(s->d->loop, NULL, NULL);
 	loop_set_counts(s->d->loop, NULL);
 	loop_remove(s->d->loop, &s->listener);
 	if (s->trim_timer.fd >= 0) {

@@ -59,6 +59,34 @@ void server_resume_later(struct server *s)
 	(void)s;
 }
 
+/* op_batch.c's hooks (op_batch_init, op_batch_free); these programs run
+ * no loop. */
+int loop_add_before(struct loop *l, void (*before)(void *data, const struct loop_source *src),
+		    void *data)
+{
+	(void)l, (void)before, (void)data;
+	return -ENOSYS;
+}
+
+void loop_remove_before(struct loop *l, void (*before)(void *data, const struct loop_source *src),
+			void *data)
+{
+	(void)l, (void)before, (void)data;
+}
+
+void loop_remove_after(struct loop *l, void (*after)(void *data), void *data)
+{
+	(void)l, (void)after, (void)data;
+}
+
+/* request_conn_source (serve/deferred.c): these programs have no
+ * connections. */
+bool conn_source(const struct loop_source *src)
+{
+	(void)src;
+	return false;
+}
+
 /* op_batch.c asks before waiting for the device; nothing else runs here. */
 bool loop_busy(struct loop *l)
 {
