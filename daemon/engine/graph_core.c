@@ -425,29 +425,6 @@ static void part_done(void *data)
 		gr->done(gr, gr->done_data);
 }
 
-/* Whether every submission of `gr` finished within its poll (gr->spin_ns,
- * else GRAPH_SPIN_NS) of now, polling their fences; none is tried while the
- * device has watched work ahead (it could not finish first). */
-static bool finished_soon(struct graph *gr)
-{
-	int64_t until = daemon_now_ns(CLOCK_MONOTONIC) + (int64_t)(gr->spin_ns ? gr->spin_ns : GRAPH_SPIN_NS);
-
-	for (uint32_t id = 0; id < gr->nrecs; id++)
-		if (gr->recs[id].g && gpu_completion_busy(gr->recs[id].g))
-			return false;
-	for (;;) {
-		bool all = true;
-
-		for (uint32_t id = 0; all && id < gr->nrecs; id++)
-			if (gr->recs[id].g)
-				all = gpu_cmd_finished(gr->recs[id].g, gr->recs[id].slot);
-		if (all)
-			return true;
-		if (daemon_now_ns(CLOCK_MONOTONIC) >= until)
-			return false;
-	}
-}
-
 int graph_execute_async(struct graph *gr, void (*done)(struct graph *gr, void *data), void *data)
 {
 	return graph_submit_part_async(gr, 0, gr->n, done, data);
@@ -470,7 +447,8 @@ int graph_submit_part_async(struct graph *gr, unsigned first, unsigned last,
 	/* A short submission is answered at once, without the completion
 	 * thread's hand-off (tens of µs: docs/architecture.md, "Processes and
 	 * threads"); the loop polls for at most GRAPH_SPIN_NS. */
-	if (!async || n == 0 || finished_soon(gr))
+	if (!async || n == 0 ||
+	    gpu_recs_finished_within(gr->recs, gr->nrecs, gr->spin_ns ? gr->spin_ns : GRAPH_SPIN_NS))
 		return graph_wait(gr) < 0 ? -1 : 1;
 	gr->done = done;
 	gr->done_data = data;

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/loop.h"
 #include "gpu/device.h"
@@ -350,6 +351,26 @@ bool gpu_completion_busy(const struct gpu_device *g)
 {
 	/* n is written only by the loop thread: no lock needed to read it here. */
 	return g->completion && g->completion->n && !g->completion->flushing;
+}
+
+bool gpu_recs_finished_within(struct gpu_recorder *recs, uint32_t n, uint64_t spin_ns)
+{
+	int64_t until = daemon_now_ns(CLOCK_MONOTONIC) + (int64_t)spin_ns;
+
+	for (uint32_t i = 0; i < n; i++)
+		if (recs[i].g && gpu_completion_busy(recs[i].g))
+			return false;
+	for (;;) {
+		bool all = true;
+
+		for (uint32_t i = 0; all && i < n; i++)
+			if (recs[i].g)
+				all = gpu_cmd_finished(recs[i].g, recs[i].slot);
+		if (all)
+			return true;
+		if (daemon_now_ns(CLOCK_MONOTONIC) >= until)
+			return false;
+	}
 }
 
 int gpu_rec_watch(struct gpu_recorder *rec, void (*done)(void *data), void *data)

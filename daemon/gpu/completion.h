@@ -58,6 +58,14 @@ int gpu_completion_free_slot(struct gpu_device *g);
 /* Whether a watched submission on `g` is not finished yet. */
 bool gpu_completion_busy(const struct gpu_device *g);
 
+/* The short poll before a hand-off to the completion thread: whether every
+ * submitted recording of recs[0..n-1] (those with a device; one recording is
+ * n = 1) finished within `spin_ns` of now, polling their fences. False at
+ * once while a device has watched work ahead (it could not finish first).
+ * The one copy of the poll: graphs (engine/graph_core.c), one recording
+ * (methods/async_request.c) and op.run batches (methods/op_batch.c). */
+bool gpu_recs_finished_within(struct gpu_recorder *recs, uint32_t n, uint64_t spin_ns);
+
 /* Release `a` (gpu_memory_free) once the submissions pending now
  * completed; `*a` is cleared now. */
 void gpu_completion_defer_free(struct gpu_device *g, struct gpu_alloc *a);

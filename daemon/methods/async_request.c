@@ -2,11 +2,7 @@
 #include "methods/async_request.h"
 
 #include <stddef.h>
-#include <time.h>
 
-#include "base/clock.h"
-#include "base/log.h"
-#include "base/metrics.h"
 #include "buf.h"
 #include "daemon.h"
 #include "engine/graph_core.h"
@@ -19,15 +15,6 @@
 bool async_req_possible(const struct request *req)
 {
 	return req->conn && req->call.d->cfg.async_graphs;
-}
-
-/* The client went away: the work still runs and still takes effect at
- * completion (async_req_complete); only the answer has nobody to go to. */
-static void async_req_cancel(struct request_deferred *def)
-{
-	struct async_req *a = (struct async_req *)((char *)def - offsetof(struct async_req, def));
-
-	a->gone = true;
 }
 
 static void graph_completed(struct graph *gr, void *data);
@@ -55,20 +42,23 @@ static int run_again(struct async_req *a)
  * answer nowhere) and release it, unless `finish` chained more work. */
 static void async_req_complete(struct async_req *a)
 {
-	struct request *req = &a->later;
+	struct request *req = &a->da.req;
 	struct tdp_buf scratch = { 0 };
 	size_t mark;
 	int r;
 
-	if (a->gone) {
+	/* The client went away: the work still takes effect here; only the
+	 * answer, written into a scratch buffer that is dropped, has nobody
+	 * to go to. */
+	if (a->da.gone) {
 		req->conn = NULL;
 		req->out = &scratch;
-		msgpack_packer_init(&a->pk, &scratch, tdp_buf_msgpack_write);
+		msgpack_packer_init(&a->da.pk, &scratch, tdp_buf_msgpack_write);
 	}
-	mark = tdp_buf_len(req->out);
+	mark = deferred_answer_mark(&a->da);
 	/* A departed client's chain ends, except a recording `finish`
 	 * submitted: it must complete before `release`. */
-	while ((r = a->finish(a, req)) == ASYNC_REQ_AGAIN && (!a->gone || a->again_rec)) {
+	while ((r = a->finish(a, req)) == ASYNC_REQ_AGAIN && (!a->da.gone || a->again_rec)) {
 		struct graph *gr = a->again;
 
 		r = run_again(a);
@@ -80,26 +70,16 @@ static void async_req_complete(struct async_req *a)
 		if (r < 0)
 			break;
 	}
-	if (r < 0) {
-		/* Whatever was written is dropped, as request_dispatch does. */
-		req->out->end = req->out->start + mark;
-		req->call.d->requests_failed++;
-		metrics_request_error(&req->call.d->metrics, req->slot);
-		if (a->gone)
-			log_info("msgid %u of a departed client: %s", req->msgid, req->call.err.message);
-		else if (request_pack_error(req, &a->pk) < 0)
-			req->out->end = req->out->start + mark;
-	}
+	if (r < 0)
+		deferred_answer_fail(&a->da, mark);
 	tdp_buf_free(&scratch);
-	if (!a->gone)
-		request_deferred_done(req);
+	deferred_answer_done(&a->da);
 	a->release(a);
 }
 
 static int async_req_defer(struct request *req, struct async_req *a)
 {
-	request_defer(req, &a->def, &a->later, &a->pk); /* cannot fail: req->conn is set */
-	a->def.cancel = async_req_cancel;
+	deferred_answer_start(&a->da, req, NULL); /* cannot fail: req->conn is set */
 	a->deferred = true;
 	return REQUEST_DEFERRED;
 }
@@ -116,7 +96,7 @@ static int async_req_finish_now(struct request *req, struct async_req *a)
 		r = run_again(a);
 		if (r == 0) {
 			if (gr)
-				gr->call = &a->later.call;
+				gr->call = &a->da.req.call;
 			return async_req_defer(req, a);
 		}
 		if (r < 0)
@@ -137,6 +117,7 @@ int async_req_run_graph(struct request *req, struct async_req *a, struct graph *
 	int r;
 
 	a->async = async_req_possible(req);
+	a->da.gone = false;
 	a->again = gr;
 	r = run_again(a);
 	if (r < 0) {
@@ -145,7 +126,7 @@ int async_req_run_graph(struct request *req, struct async_req *a, struct graph *
 	}
 	if (r > 0)
 		return async_req_finish_now(req, a);
-	gr->call = &a->later.call;
+	gr->call = &a->da.req.call;
 	return async_req_defer(req, a);
 }
 
@@ -154,23 +135,12 @@ static void rec_completed(void *data)
 	async_req_complete(data);
 }
 
-/* Whether `rec` finished within GRAPH_SPIN_NS (graph_core.c's poll). */
-static bool rec_finished_soon(struct gpu_recorder *rec)
-{
-	int64_t until = daemon_now_ns(CLOCK_MONOTONIC) + GRAPH_SPIN_NS;
-
-	if (gpu_completion_busy(rec->g))
-		return false;
-	while (!gpu_cmd_finished(rec->g, rec->slot))
-		if (daemon_now_ns(CLOCK_MONOTONIC) >= until)
-			return false;
-	return true;
-}
-
 int async_req_run_rec(struct request *req, struct async_req *a, struct gpu_recorder *rec)
 {
 	a->async = async_req_possible(req);
-	if (!a->async || rec->slot < GPU_CMD_SYNC || rec_finished_soon(rec) ||
+	a->da.gone = false;
+	if (!a->async || rec->slot < GPU_CMD_SYNC ||
+	    gpu_recs_finished_within(rec, 1, GRAPH_SPIN_NS) ||
 	    gpu_rec_watch(rec, rec_completed, a) < 0)
 		return async_req_finish_now(req, a);
 	return async_req_defer(req, a);

@@ -1,27 +1,33 @@
 /* Requests answered when their device work completed (docs/architecture.md,
- * "Completions"): train.step, model.predict, model.evaluate, kernel.run and
- * tensor.copy record and submit on the loop, poll for at most GRAPH_SPIN_NS,
- * and otherwise defer their answer (request_defer) until the completion
- * thread reports the submission done. The owner embeds a struct async_req
- * and says how to finish (answer and commit) and how to free itself. */
+ * "Deferred answers"): op.run and graph.run (methods_graph.c), train.step,
+ * model.predict, model.evaluate, kernel.run, tensor.copy and memfd transfers
+ * record and submit on the loop, poll for at most GRAPH_SPIN_NS
+ * (gpu_recs_finished_within), and otherwise defer their answer
+ * (deferred_answer_start) until the completion thread reports the
+ * submission done. The owner embeds a struct async_req and says how to
+ * finish (answer and commit) and how to free itself. */
 #pragma once
 
 #include <stdbool.h>
 
+#include "methods/deferred_answer.h"
 #include "methods/request.h"
 
 struct graph;
 struct gpu_recorder;
 
-/* `finish`'s return when it submitted more work (async_req.again). */
-#define ASYNC_REQ_AGAIN 2
+/* What `finish` returns besides 0 and -1 (request_fail): values of their
+ * own, apart from a handler's REQUEST_* returns. */
+enum async_req_finish {
+	ASYNC_REQ_AGAIN = 3,            /* it submitted more work (async_req.again) */
+};
 
 struct async_req {
-	struct request_deferred def;
-	struct request later;           /* request_defer's copy: where the answer goes */
-	msgpack_packer pk;
-	bool deferred;                  /* request_defer was called */
-	bool gone;                      /* the client went away: nobody is answered */
+	/* Where the answer goes (da.req, da.pk), set up once it is deferred;
+	 * da.gone (false until then): the client went away, nobody is
+	 * answered. */
+	struct deferred_answer da;
+	bool deferred;                  /* deferred_answer_start was called */
 	bool async;                     /* async_req_possible when it started */
 	/* Set by `finish` when it returns ASYNC_REQ_AGAIN: the next graph to
 	 * run (built and checked, the owner's), e.g. model.evaluate's next
@@ -39,9 +45,10 @@ struct async_req {
 	 * departed client's request, which then ends: only requests without
 	 * effects chain; a submitted `again_rec` is still watched for it, as
 	 * work left running would outlive `release`: such a `finish` checks
-	 * `gone` before submitting more). */
+	 * `da.gone` before submitting more). */
 	int (*finish)(struct async_req *a, struct request *req);
-	/* Free the owner (it holds `a`). Called exactly once, after `finish`. */
+	/* Free the owner (it holds `a`). Called exactly once: after `finish`,
+	 * or instead of it when the submission failed. */
 	void (*release)(struct async_req *a);
 };
 
@@ -53,7 +60,7 @@ bool async_req_possible(const struct request *req);
  * holds, and finish `a`: now (graph_execute, or graph_execute_async when the
  * graph completed within GRAPH_SPIN_NS; then finish and release run here and
  * their result is returned), or later from the loop (returns
- * REQUEST_DEFERRED; gr->call then points at a->later.call). On a failed
+ * REQUEST_DEFERRED; gr->call then points at a->da.req.call). On a failed
  * submission `a` is released and -1 returned with req's error set. */
 int async_req_run_graph(struct request *req, struct async_req *a, struct graph *gr);
 

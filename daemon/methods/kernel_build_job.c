@@ -15,6 +15,7 @@
 #include "daemon.h"
 #include "gpu/pipeline.h"
 #include "kernels/kernel.h"
+#include "methods/deferred_answer.h"
 #include "persist/recover.h"
 #include "rpc.h"
 #include "status.h"
@@ -23,9 +24,7 @@
  * compile of up to about a second and its memory; a user gets one at a
  * time. */
 struct kernel_build {
-	struct request_deferred def;  /* the connection waits for its answer */
-	struct request req;           /* request_defer's copy */
-	msgpack_packer pk;
+	struct deferred_answer da;    /* the connection waits for its answer */
 	struct kernel_spec ks;
 	struct kernel *k;
 	uint32_t *words;
@@ -36,7 +35,6 @@ struct kernel_build {
 	int r;                        /* the build's outcome (the thread's) */
 	pthread_t thread;
 	struct loop_source src;       /* an eventfd the thread writes when done */
-	bool gone;                    /* the client went away */
 };
 
 static void *build_main(void *data)
@@ -65,7 +63,7 @@ static uint64_t device_resets(const struct daemon *d, uint32_t id)
  * left, free the rest. */
 static void built(struct kernel_build *j)
 {
-	struct daemon *d = j->req.call.d;
+	struct daemon *d = j->da.req.call.d;
 	bool reset = false;
 	size_t mark;
 	int r;
@@ -82,16 +80,16 @@ static void built(struct kernel_build *j)
 			j->k->pipe[id].pipeline = VK_NULL_HANDLE;
 			reset = true;
 		}
-	if (j->gone) {
+	if (j->da.gone) {
 		kernel_free(d, j->k);
 		free(j);
 		return;
 	}
-	mark = tdp_buf_len(j->req.out);
+	mark = deferred_answer_mark(&j->da);
 	r = reset ? -ENODEV : j->r;
-	if (kernel_create_store(&j->req, &j->ks, j->k, r, j->nwords) < 0)
-		request_answer_failure(&j->req, &j->pk, mark);
-	request_deferred_done(&j->req);
+	if (kernel_create_store(&j->da.req, &j->ks, j->k, r, j->nwords) < 0)
+		deferred_answer_fail(&j->da, mark);
+	deferred_answer_done(&j->da);
 	free(j);
 }
 
@@ -106,14 +104,6 @@ static void on_built(void *data, uint32_t events)
 	built(j);
 }
 
-/* The client went away: the build ends on its own, then the job is freed. */
-static void cancel(struct request_deferred *def)
-{
-	struct kernel_build *j = (struct kernel_build *)((char *)def - offsetof(struct kernel_build, def));
-
-	j->gone = true;
-}
-
 /* A free slot for `uid`'s build: its index, or -1 with request_fail(). */
 static int take_slot(struct request *req)
 {
@@ -124,7 +114,7 @@ static int take_slot(struct request *req)
 
 		if (!b)
 			slot = (int)i;
-		else if (b->req.call.cred.uid == req->call.cred.uid)
+		else if (b->da.req.call.cred.uid == req->call.cred.uid)
 			return request_fail(req, TDP_RESOURCE_EXHAUSTED,
 					    "uid %u already has a kernel being built (one at a time)",
 					    (unsigned)req->call.cred.uid);
@@ -188,8 +178,9 @@ int kernel_build(struct request *req, const struct kernel_spec *ks, struct kerne
 		free(j);
 		return build_here(req, ks, k, words, nwords);
 	}
-	j->def.cancel = cancel;
-	request_defer(req, &j->def, &j->req, &j->pk); /* cannot fail: req->conn is set */
+	/* Its client going away (da.gone) changes nothing: the build ends on
+	 * its own, then the job is freed. */
+	deferred_answer_start(&j->da, req, NULL); /* cannot fail: req->conn is set */
 	d->kernel_builds[slot] = j;
 	return REQUEST_DEFERRED;
 }
@@ -201,7 +192,7 @@ void kernel_build_jobs_free(struct daemon *d)
 
 		if (!j)
 			continue;
-		j->gone = true;
+		j->da.gone = true;
 		built(j);
 	}
 }

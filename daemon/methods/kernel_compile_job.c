@@ -13,17 +13,15 @@
 #include "base/metrics.h"
 #include "daemon.h"
 #include "kernels/glsl_compile.h"
+#include "methods/deferred_answer.h"
 #include "rpc.h"
 #include "status.h"
 
 struct compile_job {
-	struct request_deferred def;  /* the connection waits for its answer */
+	struct deferred_answer da;    /* the connection waits for its answer */
 	struct loop_source out_src;   /* the child's answer */
 	struct loop_source timer_src; /* the time limit */
 	struct glsl_job *gj;          /* NULL once finished or cancelled */
-	bool gone;                    /* the client went away */
-	struct request req;           /* msgid, peer, where the answer goes (request_defer) */
-	msgpack_packer pk;
 	struct kernel_spec ks;
 	struct compile_job *next;     /* on the retired list */
 };
@@ -51,7 +49,7 @@ void kernel_compile_jobs_free(struct daemon *d)
  * ends. */
 static void retire(struct compile_job *j)
 {
-	struct daemon *d = j->req.call.d;
+	struct daemon *d = j->da.req.call.d;
 	struct loop *l = d->loop;
 
 	for (unsigned i = 0; i < KERNEL_COMPILES_MAX; i++)
@@ -75,7 +73,7 @@ static void retire(struct compile_job *j)
 static void unwatch(struct compile_job *j)
 {
 	if (j->out_src.fd >= 0) {
-		loop_remove(j->req.call.d->loop, &j->out_src);
+		loop_remove(j->da.req.call.d->loop, &j->out_src);
 		j->out_src.fd = -1;
 	}
 }
@@ -92,17 +90,17 @@ static void answer(struct compile_job *j, bool timed_out)
 	unwatch(j);
 	r = glsl_job_finish(j->gj, timed_out, &words, &nwords, why, sizeof(why));
 	j->gj = NULL;
-	if (j->gone) {
+	if (j->da.gone) {
 		free(words);
 		return;
 	}
-	mark = tdp_buf_len(j->req.out);
-	r = kernel_create_compiled(&j->req, &j->ks, r, words, nwords, why);
+	mark = deferred_answer_mark(&j->da);
+	r = kernel_create_compiled(&j->da.req, &j->ks, r, words, nwords, why);
 	if (r == REQUEST_DEFERRED)
 		return; /* the build job answers (kernel_build_job.c) */
 	if (r < 0)
-		request_answer_failure(&j->req, &j->pk, mark);
-	request_deferred_done(&j->req);
+		deferred_answer_fail(&j->da, mark);
+	deferred_answer_done(&j->da);
 }
 
 static void on_output(void *data, uint32_t events)
@@ -120,10 +118,10 @@ static void on_output(void *data, uint32_t events)
 		unwatch(j);
 		glsl_job_cancel(j->gj);
 		j->gj = NULL;
-		if (!j->gone) {
-			request_fail(&j->req, TDP_RESOURCE_EXHAUSTED, "out of memory");
-			request_pack_error(&j->req, &j->pk);
-			request_deferred_done(&j->req);
+		if (!j->da.gone) {
+			request_fail(&j->da.req, TDP_RESOURCE_EXHAUSTED, "out of memory");
+			deferred_answer_fail(&j->da, deferred_answer_mark(&j->da));
+			deferred_answer_done(&j->da);
 		}
 	} else {
 		answer(j, false);
@@ -142,12 +140,11 @@ static void on_timer(void *data, uint32_t events)
 	retire(j);
 }
 
-/* The client went away (request_deferred.cancel): kill the compiler. */
-static void cancel(struct request_deferred *def)
+/* The client went away (deferred_answer.on_gone): kill the compiler. */
+static void cancel(struct deferred_answer *da)
 {
-	struct compile_job *j = (struct compile_job *)((char *)def - offsetof(struct compile_job, def));
+	struct compile_job *j = (struct compile_job *)da;
 
-	j->gone = true;
 	if (j->gj) {
 		unwatch(j);
 		glsl_job_cancel(j->gj);
@@ -167,12 +164,12 @@ int kernel_compile_defer(struct request *req, const struct kernel_spec *ks, cons
 	struct compile_job *j;
 	int r;
 
-	if (!req->conn) /* request_defer below must not fail once the compiler runs */
+	if (!req->conn) /* deferred_answer_start must not fail once the compiler runs */
 		return request_fail(req, TDP_INTERNAL, "kernel.create needs a connection");
 	for (unsigned i = 0; i < KERNEL_COMPILES_MAX; i++) {
 		if (!d->kernel_compiles[i])
 			slot = i;
-		else if (d->kernel_compiles[i]->req.call.cred.uid == req->call.cred.uid)
+		else if (d->kernel_compiles[i]->da.req.call.cred.uid == req->call.cred.uid)
 			return request_fail(req, TDP_RESOURCE_EXHAUSTED,
 					    "uid %u already has a kernel compiling (one at a time)",
 					    (unsigned)req->call.cred.uid);
@@ -212,8 +209,7 @@ int kernel_compile_defer(struct request *req, const struct kernel_spec *ks, cons
 		goto fail;
 	}
 	j->ks = *ks;
-	j->def.cancel = cancel;
-	request_defer(req, &j->def, &j->req, &j->pk);  /* cannot fail: req->conn was checked */
+	deferred_answer_start(&j->da, req, cancel);  /* cannot fail: req->conn was checked */
 	d->kernel_compiles[slot] = j;
 	return REQUEST_DEFERRED;
 fail:

@@ -13,6 +13,7 @@
 #include "engine/graph_epilogue.h"
 #include "engine/graph_fuse.h"
 #include "engine/graph_parse.h"
+#include "methods/async_request.h"
 #include "methods/methods_tensor.h"
 #include "methods/op_batch.h"
 #include "methods/params.h"
@@ -91,75 +92,44 @@ static int pack_gpu_ns(struct request *req, const struct graph *gr)
 }
 
 /* An op.run or graph.run answered when its submission completed
- * (graph_execute_async): the request is deferred meanwhile, so the
+ * (async_request.h): the request is deferred meanwhile, so the
  * connection's later requests wait and other connections are served. */
 struct graph_job {
-	struct request_deferred def;
-	struct request later;           /* request_defer's copy: where the answer goes */
-	msgpack_packer pk;
+	struct async_req a;
 	struct graph gr;
 	int (*answer)(struct request *req, struct graph *gr, const struct graph_job *j);
 	bool profile;
-	bool gone;                      /* the client went away: no answer */
+	bool freed;                     /* gr was freed by graph_job_finish */
 };
 
-/* The client went away: the graph still runs on the device; its completion
- * commits its stored outputs and frees it (graph_done). */
-static void graph_job_cancel(struct request_deferred *def)
+/* The graph ran (or failed): answer and commit. For a departed client only
+ * its stored outputs are committed, as they would have been had the loop
+ * waited for it. Frees the graph before the connection goes on. */
+static int graph_job_finish(struct async_req *a, struct request *req)
 {
-	struct graph_job *j = (struct graph_job *)((char *)def - offsetof(struct graph_job, def));
+	struct graph_job *j = (struct graph_job *)a;
+	struct graph *gr = &j->gr;
+	int r = 0;
 
-	j->gone = true;
-}
-
-static void graph_done(struct graph *gr, void *data)
-{
-	struct graph_job *j = data;
-	struct request *req = &j->later;
-	size_t mark;
-
-	if (j->gone) {
-		/* The request still takes effect, as it would have had the loop
-		 * waited for it: only the answer has nobody to go to. */
+	if (a->da.gone) {
 		if (graph_wait(gr) == 0 && graph_commit_all(gr) < 0)
 			log_info("uid %u: the results of a departed client's request are not stored: %s",
 				 (unsigned)gr->call->cred.uid, gr->call->err.message);
-		graph_free(gr);
-		free(j);
-		return;
+	} else if (graph_wait(gr) < 0 || j->answer(req, gr, j) < 0) {
+		r = -1;
 	}
-	mark = tdp_buf_len(req->out);
-	if (graph_wait(gr) < 0 || j->answer(req, gr, j) < 0)
-		request_answer_failure(req, &j->pk, mark);
 	graph_free(gr);
-	request_deferred_done(req);
-	free(j);
+	j->freed = true;
+	return r;
 }
 
-/* Run j->gr (parsed and checked) and answer with j->answer: later, from the
- * loop, when the devices have completion threads and `req` came on a
- * connection (returns REQUEST_DEFERRED; j is then graph_done's), else now.
- * Frees j unless deferred. */
-static int graph_job_run(struct request *req, struct graph_job *j)
+static void graph_job_release(struct async_req *a)
 {
-	struct graph *gr = &j->gr;
-	int r;
+	struct graph_job *j = (struct graph_job *)a;
 
-	if (!req->conn || !req->call.d->cfg.async_graphs)
-		r = graph_execute(gr) < 0 ? -1 : 1;
-	else
-		r = graph_execute_async(gr, graph_done, j);
-	if (r == 0) {
-		request_defer(req, &j->def, &j->later, &j->pk); /* cannot fail: req->conn is set */
-		j->def.cancel = graph_job_cancel;
-		gr->call = &j->later.call;
-		return REQUEST_DEFERRED;
-	}
-	if (r > 0)
-		r = j->answer(req, gr, j);
-	graph_free(gr);
+	if (!j->freed)
+		graph_free(&j->gr);
 	free(j);
-	return r;
 }
 
 static int op_run_answer(struct request *req, struct graph *gr, const struct graph_job *j)
@@ -189,6 +159,8 @@ static struct graph_job *graph_job_new(struct request *req)
 		return NULL;
 	}
 	j->gr.call = &req->call;
+	j->a.finish = graph_job_finish;
+	j->a.release = graph_job_release;
 	return j;
 }
 
@@ -237,7 +209,7 @@ int method_op_run(struct request *req)
 		j->gr = gr;
 		j->profile = profile;
 		j->answer = op_run_answer;
-		return graph_job_run(req, j);
+		return async_req_run_graph(req, &j->a, &j->gr); /* frees j */
 	}
 }
 
@@ -284,5 +256,5 @@ int method_graph_run(struct request *req)
 	/* Matmul epilogues: the same bits in fewer dispatches, unless `fuse: false`. */
 	if (!has_fuse || fuse)
 		graph_fuse_epilogues(&j->gr, 0);
-	return graph_job_run(req, j);
+	return async_req_run_graph(req, &j->a, &j->gr); /* frees j */
 }

@@ -15,6 +15,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "daemon.h"
+#include "methods/deferred_answer.h"
 #include "methods/methods_train_run.h"
 #include "methods/params.h"
 #include "pack.h"
@@ -28,9 +29,7 @@
 
 /* A job.watch waiting for the end of its job. */
 struct job_watcher {
-	struct request_deferred def;
-	struct request req;
-	msgpack_packer pk;
+	struct deferred_answer da;
 	struct job_record *rec;
 	struct job_watcher *next;
 };
@@ -47,8 +46,9 @@ static void answer_watchers(struct job_record *rec)
 		struct job_watcher *w = rec->watchers;
 
 		rec->watchers = w->next;
-		(void)(tdp_write_result_head(&w->pk, w->req.msgid) < 0 || jobs_table_pack(&w->pk, rec));
-		request_deferred_done(&w->req);
+		(void)(tdp_write_result_head(&w->da.pk, w->da.req.msgid) < 0 ||
+		       jobs_table_pack(&w->da.pk, rec));
+		deferred_answer_done(&w->da);
 		free(w);
 	}
 }
@@ -77,7 +77,7 @@ static void sink_flush(void *data)
 	 * (watcher_cancel), so the next one is taken first. */
 	for (struct job_watcher *w = ((struct job_record *)data)->watchers; w; w = next) {
 		next = w->next;
-		request_flush(&w->req);
+		request_flush(&w->da.req);
 	}
 }
 
@@ -87,8 +87,8 @@ static void sink_progress(void *data, const struct train_status *st)
 
 	jobs_table_note(rec, st);
 	for (struct job_watcher *w = rec->watchers; w; w = w->next)
-		if (!request_backlogged(&w->req))
-			(void)train_pack_progress(&w->pk, st);
+		if (!request_backlogged(&w->da.req))
+			(void)train_pack_progress(&w->da.pk, st);
 	save(rec, true);
 }
 
@@ -98,8 +98,8 @@ static void sink_eval(void *data, const struct train_status *st)
 
 	jobs_table_note(rec, st);
 	for (struct job_watcher *w = rec->watchers; w; w = w->next)
-		if (!request_backlogged(&w->req))
-			(void)train_pack_eval(&w->pk, st);
+		if (!request_backlogged(&w->da.req))
+			(void)train_pack_eval(&w->da.pk, st);
 }
 
 static void keep_resume(struct job_record *rec);
@@ -272,9 +272,9 @@ int method_job_cancel(struct request *req)
 }
 
 /* The watcher's client went away. */
-static void watcher_cancel(struct request_deferred *def)
+static void watcher_cancel(struct deferred_answer *da)
 {
-	struct job_watcher *w = (struct job_watcher *)((char *)def - offsetof(struct job_watcher, def));
+	struct job_watcher *w = (struct job_watcher *)da;
 
 	for (struct job_watcher **pp = &w->rec->watchers; *pp; pp = &(*pp)->next)
 		if (*pp == w) {
@@ -299,8 +299,7 @@ int method_job_watch(struct request *req)
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
-	w->def.cancel = watcher_cancel;
-	if (request_defer(req, &w->def, &w->req, &w->pk) < 0) {
+	if (deferred_answer_start(&w->da, req, watcher_cancel) < 0) {
 		free(w);
 		return -1;
 	}

@@ -14,6 +14,7 @@
 #include "engine/forward.h"
 #include "engine/graph_core.h"
 #include "methods/async_request.h"
+#include "methods/deferred_answer.h"
 #include "methods/methods_graph.h"
 #include "methods/methods_model.h"
 #include "pack.h"
@@ -79,14 +80,12 @@ struct step_job {
  * (docs/training.md, "Concurrent steps"): deferred with a copy of its
  * params, and served when that step is released, in arrival order. */
 struct step_waiter {
-	struct request_deferred def;
-	struct request later;
-	msgpack_packer pk;
+	struct deferred_answer da;          /* da.req.params: `u`'s */
 	struct daemon *d;
 	char model[TDP_MAX_NAME_LEN + 1];
 	uint64_t serial;                    /* the definition whose step it waits for */
 	struct tdp_buf buf;                 /* the params, packed */
-	msgpack_unpacked u;                 /* ... and decoded: later.params */
+	msgpack_unpacked u;                 /* ... and decoded: da.req.params */
 	struct step_waiter *next;
 };
 
@@ -105,9 +104,9 @@ static void waiter_free(struct step_waiter *w)
 }
 
 /* Its client went away: it never ran, and never will. */
-static void waiter_cancel(struct request_deferred *def)
+static void waiter_cancel(struct deferred_answer *da)
 {
-	waiter_free((struct step_waiter *)def);
+	waiter_free((struct step_waiter *)da);
 }
 
 static int train_step_serve(struct request *req);
@@ -116,17 +115,15 @@ static int train_step_serve(struct request *req);
  * connection, answered now or deferred again. */
 static void waiter_run(struct step_waiter *w)
 {
-	struct request req = w->later;
-	size_t mark = tdp_buf_len(req.out);
+	size_t mark = deferred_answer_mark(&w->da);
 	int r;
 
-	req.params = &w->u.data;
-	r = train_step_serve(&req);
+	r = train_step_serve(&w->da.req);
 	if (r < 0)
-		request_answer_failure(&req, &w->pk, mark);
+		deferred_answer_fail(&w->da, mark);
 	/* Deferred again: the connection now waits for the step's own answer. */
 	if (r != REQUEST_DEFERRED)
-		request_deferred_done(&req);
+		deferred_answer_done(&w->da);
 	msgpack_unpacked_destroy(&w->u);
 	tdp_buf_free(&w->buf);
 	free(w);
@@ -172,14 +169,13 @@ static int step_wait(struct request *req, const struct model *m)
 		waiter_free(w);
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	}
-	if (request_defer(req, &w->def, &w->later, &w->pk) < 0) {
+	if (deferred_answer_start(&w->da, req, waiter_cancel) < 0) {
 		waiter_free(w);
 		return -1;
 	}
-	w->def.cancel = waiter_cancel;
-	w->later.params = &w->u.data;
-	w->later.fds = NULL;
-	w->later.nfds = 0;
+	w->da.req.params = &w->u.data;
+	w->da.req.fds = NULL;
+	w->da.req.nfds = 0;
 	strcpy(w->model, m->name);
 	w->serial = m->serial;
 	for (pp = &w->d->step_waiters; *pp; pp = &(*pp)->next)

@@ -12,10 +12,10 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "base/metrics.h"
 #include "daemon.h"
 #include "devices.h"
 #include "engine/forward.h"
+#include "methods/deferred_answer.h"
 #include "methods/methods_job.h"
 #include "methods/methods_model.h"
 #include "methods/methods_train.h"
@@ -29,11 +29,10 @@
 #include "train/job.h"
 #include "train/jobs_table.h"
 
-/* The client's side of a run: its deferred reply. */
+/* The client's side of a run: its deferred reply (da.req: msgid, peer,
+ * where the notifications and the answer go). */
 struct run_client {
-	struct request_deferred def;
-	struct request req;        /* msgid, peer, where answers go (request_defer) */
-	msgpack_packer pk;
+	struct deferred_answer da;
 	struct train_job *job;
 };
 
@@ -44,12 +43,12 @@ static struct run_client *client_of(void *data)
 
 static bool client_ready(void *data)
 {
-	return !request_backlogged(&client_of(data)->req);
+	return !request_backlogged(&client_of(data)->da.req);
 }
 
 static void client_flush(void *data)
 {
-	request_flush(&client_of(data)->req);
+	request_flush(&client_of(data)->da.req);
 }
 
 static int notify_head(msgpack_packer *pk, const char *method, uint32_t entries)
@@ -79,7 +78,7 @@ int train_pack_progress(msgpack_packer *pk, const struct train_status *st)
 
 static void client_progress(void *data, const struct train_status *st)
 {
-	(void)train_pack_progress(&client_of(data)->pk, st);
+	(void)train_pack_progress(&client_of(data)->da.pk, st);
 }
 
 static int write_eval(msgpack_packer *pk, const struct train_status *st)
@@ -100,7 +99,7 @@ int train_pack_eval(msgpack_packer *pk, const struct train_status *st)
 
 static void client_eval(void *data, const struct train_status *st)
 {
-	(void)train_pack_eval(&client_of(data)->pk, st);
+	(void)train_pack_eval(&client_of(data)->da.pk, st);
 }
 
 int train_pack_result(msgpack_packer *pk, const struct train_status *st, const char *stopped)
@@ -132,32 +131,32 @@ static void client_finish(void *data, const struct train_status *st, const char 
 {
 	struct run_client *cl = client_of(data);
 
-	(void)(tdp_write_result_head(&cl->pk, cl->req.msgid) < 0 || train_pack_result(&cl->pk, st, stopped));
+	(void)(tdp_write_result_head(&cl->da.pk, cl->da.req.msgid) < 0 ||
+	       train_pack_result(&cl->da.pk, st, stopped));
 }
 
 static void client_fail(void *data, const struct td_error *err)
 {
 	struct run_client *cl = client_of(data);
 
-	cl->req.call.d->requests_failed++;
-	metrics_request_error(&cl->req.call.d->metrics, cl->req.slot);
-	cl->req.call.err = *err;
-	request_pack_error(&cl->req, &cl->pk);
+	/* The notifications written before it stay. */
+	cl->da.req.call.err = *err;
+	deferred_answer_fail(&cl->da, deferred_answer_mark(&cl->da));
 }
 
 static void client_release(void *data)
 {
 	struct run_client *cl = client_of(data);
 
-	request_deferred_done(&cl->req);
+	deferred_answer_done(&cl->da);
 	free(cl);
 }
 
-/* The client went away (conn_deferred.cancel): the run stops at its next
- * turn. */
-static void client_cancel(struct request_deferred *def)
+/* The client went away (deferred_answer.on_gone): the run stops at its
+ * next turn. */
+static void client_cancel(struct deferred_answer *da)
 {
-	struct run_client *cl = (struct run_client *)((char *)def - offsetof(struct run_client, def));
+	struct run_client *cl = (struct run_client *)da;
 
 	train_job_detach(cl->job);
 	free(cl);
@@ -447,7 +446,7 @@ static int run_request(struct request *req, int member, struct job_record *resum
 				    "until the drain is undone or the daemon restarts");
 	if (PARAMS_PARSE(req, p) < 0 || train_resolve_source(req, has_model ? model : NULL, &src) < 0)
 		return -1;
-	if (!req->conn && member < 0 && !resumed) /* request_defer below must not fail once the job runs */
+	if (!req->conn && member < 0 && !resumed) /* deferred_answer_start must not fail once the job runs */
 		return request_fail(req, TDP_INTERNAL, "train.run needs a connection");
 	plan = calloc(1, sizeof(*plan));
 	cl = calloc(1, sizeof(*cl));
@@ -495,8 +494,7 @@ static int run_request(struct request *req, int member, struct job_record *resum
 	if (train_job_start(&req->call, plan, req->params, src.m ? &src.m->u.data : NULL, &client_sink, cl,
 			    &cl->job) < 0)
 		goto out;
-	cl->def.cancel = client_cancel;
-	request_defer(req, &cl->def, &cl->req, &cl->pk);
+	deferred_answer_start(&cl->da, req, client_cancel); /* cannot fail: req->conn was checked */
 	cl = NULL;
 	r = REQUEST_DEFERRED;
 out:

@@ -3,9 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "base/clock.h"
 #include "base/log.h"
 #include "base/loop.h"
 #include "base/metrics.h"
@@ -14,20 +12,20 @@
 #include "gpu/completion.h"
 #include "gpu/device.h"
 #include "gpu/recorder.h"
+#include "methods/deferred_answer.h"
 #include "methods/methods_graph.h"
 #include "methods/methods_tensor.h"
 #include "rpc.h"
 #include "store/store.h"
 #include "status.h"
 
-/* One batched op.run: request_defer_batched's copy and its graph. */
+/* One batched op.run: its deferred answer and its graph. da.gone: its
+ * client left (op_batch_cancel_conn): commit, answer nobody. */
 struct batch_entry {
-	struct request later;
-	msgpack_packer pk;
+	struct deferred_answer da;
 	struct graph gr;
-	bool failed;                    /* recording it failed: later.call.err says why */
+	bool failed;                    /* recording it failed: da.req.call.err says why */
 	bool fresh;                     /* it stores a name not stored yet */
-	bool gone;                      /* its client left: commit, answer nobody */
 };
 
 /* One batch: a recording on one device and the requests recorded into it. */
@@ -159,37 +157,37 @@ static void answer_all(struct batch_run *run, int r, bool now)
 
 	/* The batch's device time, shared out evenly (info's "users"). */
 	for (unsigned i = 0; r == 0 && i < run->n; i++)
-		usage_charge_gpu(&d->usage, (uint32_t)run->e[i].later.call.cred.uid, run->rec.gpu_ns / run->n);
+		usage_charge_gpu(&d->usage, (uint32_t)run->e[i].da.req.call.cred.uid, run->rec.gpu_ns / run->n);
 	for (unsigned i = 0; i < run->n; i++) {
 		struct batch_entry *e = &run->e[i];
-		struct request *req = &e->later;
+		struct request *req = &e->da.req;
 		size_t mark;
 
-		if (e->gone) {
+		if (e->da.gone) {
 			/* It takes effect as if answered: only nobody reads it. */
 			if (r == 0 && !e->failed && graph_commit_all(&e->gr) < 0)
 				log_info("uid %u: the result of a departed client's op.run is not stored: %s",
-					 (unsigned)e->later.call.cred.uid, e->later.call.err.message);
+					 (unsigned)req->call.cred.uid, req->call.err.message);
 			continue;
 		}
-		mark = tdp_buf_len(req->out);
+		mark = deferred_answer_mark(&e->da);
 		if (r < 0)
 			device_error(req, d, r);
 		if (r < 0 || e->failed || answer(req, &e->gr) < 0)
-			request_answer_failure(req, &e->pk, mark);
-		request_batch_done(req);
+			deferred_answer_fail(&e->da, mark);
+		deferred_answer_done(&e->da);
 	}
 	for (unsigned i = 0; i < run->n; i++)
 		graph_free(&run->e[i].gr);
 	/* Every answer is written before any connection goes on: one that goes
 	 * on may close another, or open the next batch. */
 	for (unsigned i = 0; i < run->n; i++) {
-		bool first = !run->e[i].gone;
+		bool first = !run->e[i].da.gone;
 
 		for (unsigned k = 0; first && k < i; k++)
-			first = run->e[k].gone || run->e[k].later.conn != run->e[i].later.conn;
+			first = run->e[k].da.gone || run->e[k].da.req.conn != run->e[i].da.req.conn;
 		if (first)
-			request_batch_kick(&run->e[i].later, now);
+			request_batch_kick(&run->e[i].da.req, now);
 	}
 	run_release(d, run);
 	/* What the connections that went on batched shares one batch, closed
@@ -210,21 +208,6 @@ static void run_done(void *data)
 			break;
 		}
 	answer_all(run, gpu_rec_wait(&run->rec), true);
-}
-
-/* Whether the submission of `rec` finished within GRAPH_SPIN_NS (polled:
- * as graph_execute_async, a small batch skips the completion thread's
- * hand-off); never while watched work is ahead of it. */
-static bool finished_soon(struct gpu_recorder *rec)
-{
-	int64_t until = daemon_now_ns(CLOCK_MONOTONIC) + GRAPH_SPIN_NS;
-
-	if (gpu_completion_busy(rec->g))
-		return false;
-	while (!gpu_cmd_finished(rec->g, rec->slot))
-		if (daemon_now_ns(CLOCK_MONOTONIC) >= until)
-			return false;
-	return true;
 }
 
 void op_batch_flush(struct daemon *d, bool now)
@@ -248,7 +231,8 @@ void op_batch_flush(struct daemon *d, bool now)
 	 * other connections (their requests make the next batch meanwhile).
 	 * A batch of one request is one client waiting: no poll() to ask. */
 	if (run->rec.slot < GPU_CMD_SYNC ||
-	    ((run->n == 1 || !d->loop || !loop_busy(d->loop)) && finished_soon(&run->rec))) {
+	    ((run->n == 1 || !d->loop || !loop_busy(d->loop)) &&
+	     gpu_recs_finished_within(&run->rec, 1, GRAPH_SPIN_NS))) {
 		answer_all(run, gpu_rec_wait(&run->rec), now);
 		return;
 	}
@@ -258,8 +242,8 @@ void op_batch_flush(struct daemon *d, bool now)
 		return;
 	}
 	for (unsigned i = 0; i < run->n; i++)
-		if (!run->e[i].gone)
-			request_batch_hold(&run->e[i].later);
+		if (!run->e[i].da.gone)
+			request_batch_hold(&run->e[i].da.req);
 	run->next = NULL;
 	{
 		struct batch_run **pp = &b->running;
@@ -332,7 +316,7 @@ enum op_batch_offer op_batch_offer(struct request *req, struct graph *gr, bool p
 	if (!run && !(run = b->open = run_new(d, gr)))
 		return request_settle(req) ? OP_BATCH_HOLD : OP_BATCH_NO;
 	e = &run->e[run->n];
-	if (request_defer_batched(req, &e->later, &e->pk) < 0) {
+	if (deferred_answer_start_batched(&e->da, req) < 0) {
 		if (run->n == 0) {
 			gpu_rec_abort(&run->rec);
 			b->open = NULL;
@@ -342,10 +326,9 @@ enum op_batch_offer op_batch_offer(struct request *req, struct graph *gr, bool p
 	}
 	run->n++;
 	e->failed = false;
-	e->gone = false;
 	e->fresh = fresh;
 	e->gr = *gr;
-	e->gr.call = &e->later.call;
+	e->gr.call = &e->da.req.call;
 	memset(gr, 0, sizeof(*gr));
 	/* Its inputs are read only now, while recording: the batch keeps no
 	 * pointer to a stored tensor. A failure is its own. */
@@ -369,12 +352,12 @@ void request_conn_closed(struct daemon *d, const struct conn *c)
 		return;
 	for (struct batch_run *run = b->open; run; run = NULL)
 		for (unsigned i = 0; i < run->n; i++)
-			if (run->e[i].later.conn == c)
-				run->e[i].gone = true;
+			if (run->e[i].da.req.conn == c)
+				run->e[i].da.gone = true;
 	for (struct batch_run *run = b->running; run; run = run->next)
 		for (unsigned i = 0; i < run->n; i++)
-			if (run->e[i].later.conn == c)
-				run->e[i].gone = true;
+			if (run->e[i].da.req.conn == c)
+				run->e[i].da.gone = true;
 }
 
 /* The loop's before hook: an event that is not a connection's (a
@@ -427,7 +410,7 @@ void op_batch_free(struct daemon *d)
 		/* Not expected (the loop closes it after each batch of events):
 		 * submitted and waited for, nobody answered. */
 		for (unsigned i = 0; i < b->open->n; i++)
-			b->open->e[i].gone = true;
+			b->open->e[i].da.gone = true;
 		op_batch_flush(d, false);
 	}
 	if (b->running)

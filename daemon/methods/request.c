@@ -5,9 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "base/log.h"
-#include "base/metrics.h"
-#include "daemon.h"
 #include "rpc.h"
 #include "status.h"
 
@@ -36,14 +33,4 @@ int request_pack_error(const struct request *req, msgpack_packer *pk)
 	memcpy(message + n, why, len);
 	message[(size_t)n + len] = '\0';
 	return tdp_write_error(pk, req->msgid, code, message) < 0 ? -ENOMEM : 0;
-}
-
-void request_answer_failure(struct request *req, msgpack_packer *pk, size_t mark)
-{
-	req->out->end = req->out->start + mark;
-	req->call.d->requests_failed++;
-	metrics_request_error(&req->call.d->metrics, req->slot);
-	log_debug("msgid %u: %s", req->msgid, req->call.err.message);
-	if (request_pack_error(req, pk) < 0)
-		req->out->end = req->out->start + mark;
 }

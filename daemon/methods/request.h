@@ -22,8 +22,10 @@ struct loop_source;
 enum request_result {
 	REQUEST_FAILED = -1,    /* request_fail() said why: the error is the answer */
 	REQUEST_ANSWERED = 0,   /* the whole answer is written */
-	/* It answers later itself, after request_defer (train.run, a
-	 * kernel.create compiling) or request_defer_batched (an op.run batch). */
+	/* It answers later itself, after deferred_answer_start
+	 * (methods/deferred_answer.h: train.run, a kernel.create compiling, a
+	 * submission still running) or deferred_answer_start_batched (an
+	 * op.run batch). */
 	REQUEST_DEFERRED = 1,
 	/* It was not served: nothing of it took effect, and the connection
 	 * serves it again once its batched requests (methods/op_batch.h) were
@@ -32,7 +34,8 @@ enum request_result {
 };
 
 /* An answer given later: while one is pending, the connection's later
- * requests wait. The owner embeds it next to the copy of the request that
+ * requests wait. It lives in a struct deferred_answer
+ * (methods/deferred_answer.h) next to the copy of the request that
  * request_defer made. */
 struct request_deferred {
 	/* The client went away before the answer: no request_* call on the copy
@@ -93,13 +96,6 @@ int request_fail(struct request *req, int code, const char *fmt, ...);
 /* Write the error response for the failure recorded in req->call.err (INTERNAL
  * when none is) into `pk`: "<method>: <message>". Returns 0 or -ENOMEM. */
 int request_pack_error(const struct request *req, msgpack_packer *pk);
-
-/* A request answered later failed (req->call.err says why): drop what its
- * answer wrote past `mark` in req->out, count the failure (info's
- * requests_failed, the method's error metric), log it at debug level and
- * write its error response into `pk` -- what request_dispatch does for a
- * request answered at once. */
-void request_answer_failure(struct request *req, msgpack_packer *pk, size_t mark);
 
 /* Take over answering `req` later: copy it into *later (no params; its
  * `pk`, set up here, writes into the connection's output) and hold the

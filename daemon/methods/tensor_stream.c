@@ -10,6 +10,7 @@
 #include "gpu/memory.h"
 #include "gpu/recorder.h"
 #include "gpu/transfer.h"
+#include "methods/deferred_answer.h"
 #include "persist/recover.h"
 #include "status.h"
 
@@ -31,9 +32,9 @@ struct part {
 };
 
 struct tensor_stream {
-	struct request_deferred def;    /* first: the connection's handle */
-	struct request later;
-	msgpack_packer pk;
+	/* The connection's handle and where the answer goes; da.gone: the
+	 * client left, free once nwatched is 0. */
+	struct deferred_answer da;
 	struct daemon *d;
 	uint32_t dev;                   /* the device id ... */
 	struct gpu_device *g;           /* ... as it was when the snapshot was made */
@@ -47,7 +48,6 @@ struct tensor_stream {
 	unsigned nwatched;              /* parts whose `done` is still due */
 	bool showing;                   /* the part of chunk sent / chunk is in def.window */
 	bool waiting;                   /* the connection waits for that part: wake it */
-	bool cancelled;                 /* the client left: free once nwatched is 0 */
 };
 
 /* Whether the snapshot's device is still the one it was made on and not
@@ -69,7 +69,7 @@ static bool device_same(const struct tensor_stream *s)
 /* request_deferred.window_gone: the window's parts went with a lost device. */
 static bool window_gone(const struct request_deferred *def)
 {
-	return !device_same((const struct tensor_stream *)def);
+	return !device_same((const struct tensor_stream *)deferred_answer_of(def));
 }
 
 void tensor_stream_free(struct tensor_stream *s)
@@ -88,12 +88,11 @@ void tensor_stream_free(struct tensor_stream *s)
 	free(s);
 }
 
-static void stream_cancel(struct request_deferred *def)
+static void stream_cancel(struct deferred_answer *da)
 {
-	struct tensor_stream *s = (struct tensor_stream *)def;
+	struct tensor_stream *s = (struct tensor_stream *)da;
 
 	/* Watched copies still write into the parts: the last `done` frees. */
-	s->cancelled = true;
 	if (!s->nwatched)
 		tensor_stream_free(s);
 }
@@ -108,14 +107,14 @@ static void part_done(void *data)
 	p->result = gpu_rec_wait(&p->rec);
 	p->busy = p->watched = false;
 	s->nwatched--;
-	if (s->cancelled) {
+	if (s->da.gone) {
 		if (!s->nwatched)
 			tensor_stream_free(s);
 		return;
 	}
 	if (s->waiting) {
 		s->waiting = false;
-		request_wake(&s->later);
+		request_wake(&s->da.req);
 	}
 }
 
@@ -182,7 +181,7 @@ static int fill(struct tensor_stream *s)
  * the next part once its copy finished. */
 static int stream_more(struct request_deferred *def)
 {
-	struct tensor_stream *s = (struct tensor_stream *)def;
+	struct tensor_stream *s = (struct tensor_stream *)deferred_answer_of(def);
 	struct part *p;
 	int r;
 
@@ -191,7 +190,7 @@ static int stream_more(struct request_deferred *def)
 	if (s->showing) {
 		s->showing = false;
 		s->sent += s->parts[s->sent / s->chunk % NPARTS].len;
-		s->def.held_bytes = s->snap.size - s->sent;
+		s->da.def.held_bytes = s->snap.size - s->sent;
 		if (s->sent == s->snap.size) {
 			tensor_stream_free(s);
 			return 1;
@@ -210,8 +209,8 @@ static int stream_more(struct request_deferred *def)
 	}
 	if (p->result < 0)
 		return p->result;
-	s->def.window = (const uint8_t *)s->host->b.map + (s->sent / s->chunk % NPARTS) * s->chunk;
-	s->def.window_len = p->len;
+	s->da.def.window = (const uint8_t *)s->host->b.map + (s->sent / s->chunk % NPARTS) * s->chunk;
+	s->da.def.window_len = p->len;
 	s->showing = true;
 	/* Without a completion thread the next copy starts now. */
 	return fill(s);
@@ -263,13 +262,12 @@ int tensor_stream_new(struct request *req, const struct tensor *t, struct tensor
 
 int tensor_stream_start(struct request *req, struct tensor_stream *s)
 {
-	if (request_defer(req, &s->def, &s->later, &s->pk) < 0) {
+	if (deferred_answer_start(&s->da, req, stream_cancel) < 0) {
 		tensor_stream_free(s);
 		return -1;
 	}
-	s->def.cancel = stream_cancel;
-	s->def.more = stream_more;
-	s->def.window_gone = window_gone;
-	s->def.held_bytes = s->snap.size;
+	s->da.def.more = stream_more;
+	s->da.def.window_gone = window_gone;
+	s->da.def.held_bytes = s->snap.size;
 	return REQUEST_DEFERRED;
 }
