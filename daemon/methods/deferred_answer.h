@@ -27,7 +27,7 @@ struct deferred_answer {
 	bool batched;                   /* one of an op.run batch (deferred_answer_start_batched) */
 	/* NULL, or called once when the client went away (`gone` is set by
 	 * then): the owner stops or frees what it holds. Not for a batched
-	 * answer, which op_batch_cancel_conn marks `gone` itself. */
+	 * answer, which request_conn_closed marks `gone` itself. */
 	void (*on_gone)(struct deferred_answer *da);
 };
 

@@ -20,7 +20,7 @@
 #include "status.h"
 
 /* One batched op.run: its deferred answer and its graph. da.gone: its
- * client left (op_batch_cancel_conn): commit, answer nobody. */
+ * client left (request_conn_closed): commit, answer nobody. */
 struct batch_entry {
 	struct deferred_answer da;
 	struct graph gr;
