@@ -315,19 +315,28 @@ static int step_copies_out(struct request *req, struct step_job *j)
 	return 0;
 }
 
+/* train.step's parameters (train_step_serve reads them, step_prepare uses
+ * them). */
+struct step_params {
+	struct source src;            /* nodes, loss, params, optimizer; or the model's */
+	const msgpack_object *grads, *outputs, *data;
+	uint64_t step, seed;
+	param_name model;
+	bool has_step, has_model, fuse, has_fuse, accumulate, apply;
+};
+
 /* Read the step's source, spec and step number into a new job `j`, and
  * build its graph. Returns 0, 1 when the model has a step running (the
  * request must wait: step_wait), or -1 after request_fail. */
-static int step_prepare(struct request *req, struct step_job *j, struct source *src,
-			const msgpack_object *grads, const msgpack_object *outputs, const msgpack_object *data,
-			uint64_t step_arg, bool has_step, const char *model, int fuse, bool accumulate, bool apply,
-			uint64_t seed)
+static int step_prepare(struct request *req, struct step_job *j, struct step_params *sp)
 {
+	struct source *src = &sp->src;
+	const msgpack_object *data = sp->data;
 	struct train_spec *spec;
 	struct feeds fd;
 	int64_t step;
 
-	if (train_resolve_source(req, model, src) < 0)
+	if (train_resolve_source(req, sp->has_model ? sp->model : NULL, src) < 0)
 		return -1;
 	/* Two connections' steps of one model are not interleaved: the second
 	 * would read the parameters the first has not stored yet
@@ -335,10 +344,10 @@ static int step_prepare(struct request *req, struct step_job *j, struct source *
 	if (src->m && src->m->steps_pending)
 		return 1;
 	step = src->m ? src->m->step + 1 : 1;
-	if (has_step) {
-		if (step_arg < 1 || step_arg > INT32_MAX)
+	if (sp->has_step) {
+		if (sp->step < 1 || sp->step > INT32_MAX)
 			return request_fail(req, TDP_INVALID_ARGUMENT, "step must be 1 or more");
-		step = (int64_t)step_arg;
+		step = (int64_t)sp->step;
 	}
 	if (step > INT32_MAX)
 		return request_fail(req, TDP_FAILED_PRECONDITION, "the model's step count is at its limit");
@@ -349,17 +358,17 @@ static int step_prepare(struct request *req, struct step_job *j, struct source *
 	spec = j->spec = malloc(sizeof(*spec));
 	if (!spec)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
-	if (train_spec_parse(&req->call, src->loss, src->params, src->opt, grads, spec) < 0)
+	if (train_spec_parse(&req->call, src->loss, src->params, src->opt, sp->grads, spec) < 0)
 		return -1;
-	if (fuse >= 0)
-		spec->fuse = fuse;
+	if (sp->has_fuse)
+		spec->fuse = sp->fuse;
 	if (src->m)
 		train_spec_model(spec, src->m);
-	spec->accumulate = accumulate;
-	spec->apply = apply;
-	spec->run_seed = seed;
+	spec->accumulate = sp->accumulate;
+	spec->apply = sp->apply;
+	spec->run_seed = sp->seed;
 	j->step = step;
-	struct step_input in = { .spec = spec, .nodes = src->nodes, .outputs = outputs,
+	struct step_input in = { .spec = spec, .nodes = src->nodes, .outputs = sp->outputs,
 				 .feeds = data ? &fd : NULL, .step = step, .train = true };
 	struct step_nodes sn;
 
@@ -382,25 +391,22 @@ int method_train_step(struct request *req)
 /* train.step, for a request just arrived or one that waited (step_wait). */
 static int train_step_serve(struct request *req)
 {
-	struct source src;
-	const msgpack_object *grads, *outputs, *data;
-	uint64_t step_arg = 0, seed = 0;
-	param_name model;
-	bool has_step, has_model, fuse = false, has_fuse, accumulate = false, apply = true, profile = false;
+	struct step_params sp = { .apply = true };
+	bool profile = false;
 	const struct param p[] = {
-		PARAM_OPT("nodes", PARAM_ARRAY, src.nodes),
-		PARAM_OPT_OBJ("loss", PARAM_STR, src.loss),
-		PARAM_OPT("params", PARAM_ARRAY, src.params),
-		PARAM_OPT("optimizer", PARAM_MAP, src.opt),
-		PARAM_OPT_GIVEN("step", PARAM_UINT, step_arg, has_step),
-		PARAM_OPT_OBJ("grads", PARAM_BOOL, grads),
-		PARAM_OPT("outputs", PARAM_ARRAY, outputs),
-		PARAM_OPT_GIVEN("model", PARAM_TENSOR_KEY, model, has_model),
-		PARAM_OPT("data", PARAM_MAP, data),
-		PARAM_OPT_GIVEN("fuse", PARAM_BOOL, fuse, has_fuse),
-		PARAM_OPT("accumulate", PARAM_BOOL, accumulate),
-		PARAM_OPT("apply", PARAM_BOOL, apply),
-		PARAM_OPT("seed", PARAM_UINT, seed),
+		PARAM_OPT("nodes", PARAM_ARRAY, sp.src.nodes),
+		PARAM_OPT_OBJ("loss", PARAM_STR, sp.src.loss),
+		PARAM_OPT("params", PARAM_ARRAY, sp.src.params),
+		PARAM_OPT("optimizer", PARAM_MAP, sp.src.opt),
+		PARAM_OPT_GIVEN("step", PARAM_UINT, sp.step, sp.has_step),
+		PARAM_OPT_OBJ("grads", PARAM_BOOL, sp.grads),
+		PARAM_OPT("outputs", PARAM_ARRAY, sp.outputs),
+		PARAM_OPT_GIVEN("model", PARAM_TENSOR_KEY, sp.model, sp.has_model),
+		PARAM_OPT("data", PARAM_MAP, sp.data),
+		PARAM_OPT_GIVEN("fuse", PARAM_BOOL, sp.fuse, sp.has_fuse),
+		PARAM_OPT("accumulate", PARAM_BOOL, sp.accumulate),
+		PARAM_OPT("apply", PARAM_BOOL, sp.apply),
+		PARAM_OPT("seed", PARAM_UINT, sp.seed),
 		PARAM_OPT("profile", PARAM_BOOL, profile),
 	};
 	struct step_job *j;
@@ -416,11 +422,10 @@ static int train_step_serve(struct request *req)
 	j->a.finish = step_finish;
 	j->a.release = step_release;
 	j->profile = profile;
-	r = step_prepare(req, j, &src, grads, outputs, data, step_arg, has_step, has_model ? model : NULL,
-			 has_fuse ? fuse : -1, accumulate, apply, seed);
+	r = step_prepare(req, j, &sp);
 	if (r != 0) {
 		step_release(&j->a);
-		return r < 0 ? -1 : step_wait(req, src.m);
+		return r < 0 ? -1 : step_wait(req, sp.src.m);
 	}
 	if (step_copies_out(req, j) < 0) {
 		step_release(&j->a);
@@ -429,7 +434,7 @@ static int train_step_serve(struct request *req)
 	/* Counted until released: another connection's step of the model
 	 * waits for it (step_wait). */
 	if (j->model[0]) {
-		src.m->steps_pending++;
+		sp.src.m->steps_pending++;
 		j->pending = true;
 	}
 	return async_req_run_graph(req, &j->a, &j->gr);
