@@ -359,6 +359,8 @@ static int step_prepare(struct request *req, struct step_job *j, struct source *
 		spec->fuse = fuse;
 	if (src->m)
 		train_spec_model(spec, src->m);
+	if (train_spec_precision(&req->call, src->precision, spec) < 0)
+		return -1;
 	spec->accumulate = accumulate;
 	spec->apply = apply;
 	spec->run_seed = seed;
@@ -406,6 +408,7 @@ static int train_step_serve(struct request *req)
 		PARAM_OPT("apply", PARAM_BOOL, apply),
 		PARAM_OPT("seed", PARAM_UINT, seed),
 		PARAM_OPT("profile", PARAM_BOOL, profile),
+		PARAM_OPT_OBJ("precision", PARAM_STR, src.precision),
 	};
 	struct step_job *j;
 	int r;
