@@ -406,6 +406,15 @@ class TorchBench:
         model.train()
         return model, loss_fn, x, y
 
+    def autocast(self, p):
+        """torch.autocast to bf16 around forward and loss where the workload
+        asks for it (params.precision "bf16": tensord's precision setting),
+        else a context that does nothing."""
+        import contextlib
+        if p.get("precision", "f32") == "bf16":
+            return self.torch.autocast(device_type=self.dev.type, dtype=self.torch.bfloat16)
+        return contextlib.nullcontext()
+
     @staticmethod
     def train_counts(p):
         batch, rows, steps = int(p["batch"]), int(p["rows"]), int(p["steps"])
@@ -436,7 +445,8 @@ class TorchBench:
 
         def step(idx):
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x[idx]), y[idx])
+            with self.autocast(p):
+                loss = loss_fn(model(x[idx]), y[idx])
             loss.backward()
             opt.step()
 
@@ -458,7 +468,8 @@ class TorchBench:
         idx = torch.arange(batch, device=self.dev)
 
         def step():
-            loss = loss_fn(model(x[idx]), y[idx])
+            with self.autocast(p):
+                loss = loss_fn(model(x[idx]), y[idx])
             loss.backward()
             opt.step()
             return loss

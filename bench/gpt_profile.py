@@ -10,7 +10,9 @@ timed test.
 
 CONFIG is dim,blocks,seq,batch,vocab (default gpt-small: 768,12,512,8,8192);
 Ends with the markdown table bench/compare_torch.py --gpt writes.
-STEPS in the environment sets the steps per train.run (default 10); TRACE_LOG
+STEPS in the environment sets the steps per train.run (default 10); PRECISION
+"bf16" trains tensord's model with `precision: "bf16"` and PyTorch's under
+torch.autocast(bfloat16) (default f32); TRACE_LOG
 names a file to copy the daemon's log to (with TENSORD_TRACE_DISPATCHES=1, for
 bench/trace_summary.py; the timed run is the second, after a 2-step one). Where
 PyTorch sees a CUDA device, the same model (bench/compare_torch.py's
@@ -68,7 +70,8 @@ def torch_rows(configs, steps):
         dim, blocks, seq, batch, vocab = (int(v) for v in cfg.split(","))
         p = {"kind": "train_transformer", "vocab": vocab, "dim": dim, "heads": max(1, dim // 64),
              "layers": blocks, "hidden": 4 * dim, "seq": seq, "batch": batch, "rows": batch * 4,
-             "steps": steps, "warmup_steps": 3, "runs": 3, "lr": 1e-4}
+             "steps": steps, "warmup_steps": 3, "runs": 3, "lr": 1e-4,
+             "precision": os.environ.get("PRECISION", "f32")}
         try:
             torch.cuda.reset_peak_memory_stats()
             _, eager = tb.train(p)
@@ -102,7 +105,8 @@ def tensord_rows(binary, configs, steps, trace_log=None):
                                                {"name": "y", "dtype": "i32", "shape": [1, seq]}],
                                     "layers": gpt_layers(dim, blocks, vocab),
                                     "loss": {"type": "cross_entropy", "target": "y"},
-                                    "optimizer": {"type": "adam", "lr": 1e-4}})
+                                    "optimizer": {"type": "adam", "lr": 1e-4},
+                                    "precision": os.environ.get("PRECISION", "f32")})
             for rep in range(2):
                 err, r = c.call_past_notifications("train.run", {
                     "model": name, "data": {"x": "gx", "y": "gy"}, "batch_size": batch,

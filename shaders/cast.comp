@@ -3,7 +3,10 @@
 // cast: built once per (source, result) dtype pair with -DSRC_<S> -DDT_<R>
 // (variant "s_r"). Floats round to nearest even, float -> int truncates toward
 // zero and saturates (NaN -> 0), int -> int saturates, int -> float goes
-// through f32 (exact up to 2^24).
+// through f32 (exact up to 2^24). Built once more with -DSRC_F32 -DDT_F32
+// -DROUND_BF16 as variant "f32_bf16_f32": f32 rounded to bf16 (nearest even)
+// and widened back, the operands of an autocast product on the scalar
+// kernels (daemon/ops/matmul.c).
 #include "layout.glsl"
 layout(local_size_x = 256) in;
 
@@ -38,7 +41,9 @@ void main()
 	uint i = linear_id(256u);
 	if (i >= pc.n)
 		return;
-#if defined(SRC_F32)
+#if defined(ROUND_BF16)
+	o[i] = raw_from_float(uintBitsToFloat(uint(bf16_from_float(uintBitsToFloat(a[i]))) << 16));
+#elif defined(SRC_F32)
 	o[i] = raw_from_float(uintBitsToFloat(a[i]));
 #elif defined(SRC_F16)
 	o[i] = raw_from_float(float_from_f16_bits(uint(a[i])));

@@ -23,6 +23,10 @@
 // made bfloat16: so no arithmetic on 16-bit scalars here (SPV_KHR_bfloat16
 // allows none), and A and B fragments stay in variables of their own (each
 // value gets one Use).
+//
+// CM_OUT_F32 (the KHR modules matmul_cm_khr_f32out{,_nt,_tn}, for autocast:
+// f32 operands rounded to 16 bits beforehand, an f32 result) stores the f32
+// accumulators as they are into a float buffer: no conversion, no rounding.
 #extension GL_NV_cooperative_matrix : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
@@ -58,7 +62,11 @@
 layout(local_size_x = WG) in;
 layout(std430, binding = 0) readonly buffer A { uvec4 a[]; };
 layout(std430, binding = 1) readonly buffer B { uvec4 b[]; };
+#ifdef CM_OUT_F32
+layout(std430, binding = 2) writeonly buffer O { float o[]; };
+#else
 layout(std430, binding = 2) writeonly buffer O { float16_t o[]; };
+#endif
 
 // Mirrors struct mm_cm_push in daemon/ops/matmul.c. Strides in elements.
 layout(push_constant) uniform MmCmPush {
@@ -164,7 +172,11 @@ void main()
 	[[unroll]] for (int i = 0; i < FM; i++)
 		[[unroll]] for (int j = 0; j < FN; j++) {
 			uint r = row0 + wm * (FM * 16u) + uint(i) * 16u, c = col0 + wn * (FN * 16u) + uint(j) * 16u;
+#ifdef CM_OUT_F32
+			coopMatStoreNV(acc[i][j], o, obase + r * pc.n + c, pc.n, false);
+#else
 			HALF h = HALF(acc[i][j]);
 			coopMatStoreNV(h, o, obase + r * pc.n + c, pc.n, false);
+#endif
 		}
 }

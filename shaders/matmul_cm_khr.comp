@@ -9,7 +9,10 @@
 // f32 subgroup matrices under VK_KHR_cooperative_matrix (daemon/gpu/coopmat.c);
 // the same tile limits hold (daemon/ops/matmul.c). Built NN as
 // matmul_cm_khr, and with -DCM_TB (B transposed) as matmul_cm_khr_nt and
-// -DCM_TA (A transposed) as matmul_cm_khr_tn, each f16 and bf16.
+// -DCM_TA (A transposed) as matmul_cm_khr_tn, each f16 and bf16; and
+// each of the three again with -DCM_OUT_F32 as matmul_cm_khr_f32out{,_nt,_tn}
+// (16-bit operands, the f32 accumulators stored as an f32 result: autocast,
+// daemon/ops/matmul.c).
 //
 // A workgroup of 4 subgroups computes a 128x128 tile of C; subgroup (wm, wn)
 // of the 2x2 grid owns a 64x64 block: 4x4 accumulators of 16x16. Measured on

@@ -101,9 +101,9 @@ static const struct {
 		   "Run the graph.run params in FILE (JSON; - reads standard input): many ops\n"
 		   "in one request and one GPU submission.\n\n"
 		   "Example:\n  echo '{\"nodes\": [...], \"outputs\": [...]}' | tensorctl graph -\n" },
-	{ "train", "Usage: tensorctl train FILE.json|- [--devices ID,ID...] [--detach]\n"
+	{ "train", "Usage: tensorctl train FILE.json|- [--devices ID,ID...] [--detach] [--precision P]\n"
 		   "       tensorctl train --model NAME [FILE.json|-] --data IN=TENSOR... --batch-size N\n"
-		   "             [--epochs N | --steps N] [--devices ID,ID...] [--detach]\n\n"
+		   "             [--epochs N | --steps N] [--devices ID,ID...] [--detach] [--precision P]\n\n"
 		   "Run a whole training loop in the daemon (train.run), with progress as it goes.\n"
 		   "With --model, --data and --batch-size are required unless FILE gives\n"
 		   "\"data\" and \"batch_size\".\n\n"
@@ -115,7 +115,9 @@ static const struct {
 		   "  --steps N            or this many steps (not both)\n"
 		   "  --devices ID,ID...   data-parallel over these devices\n"
 		   "  --detach             run it as a job that outlives this command: print\n"
-		   "                       the job id at once (see jobs, logs, cancel)\n\n"
+		   "                       the job id at once (see jobs, logs, cancel)\n"
+		   "  --precision P        f32 (default: the model's) or bf16: mixed precision,\n"
+		   "                       products on bf16 operands, f32 master weights\n\n"
 		   "Example:\n  tensorctl train --model mlp --data x=train_x --data y=train_y \\\n"
 		   "      --batch-size 64 --epochs 5\n" },
 	{ "jobs", "Usage: tensorctl jobs\n\n"
@@ -142,8 +144,10 @@ static const struct {
 		   "jobs wait. 'off' accepts runs again and resumes the drained jobs here.\n\n"
 		   "Example:\n  tensorctl drain && systemctl restart tensord\n" },
 
-	{ "step", "Usage: tensorctl step FILE.json|-\n\n"
+	{ "step", "Usage: tensorctl step FILE.json|- [--precision P]\n\n"
 		  "Run one training step (the train.step params in FILE).\n\n"
+		  "Options:\n"
+		  "  --precision P        f32 or bf16 (mixed precision), over FILE's\n\n"
 		  "Example:\n  tensorctl step step.json\n" },
 	{ "save", "Usage: tensorctl save PREFIX FILE.safetensors\n\n"
 		  "Write every tensor whose name starts with PREFIX into a safetensors file.\n\n"
@@ -154,7 +158,7 @@ static const struct {
 		  "Options:\n"
 		  "  --prefix P           put before every name\n\n"
 		  "Example:\n  tensorctl load weights.safetensors --prefix restored/\n" },
-	{ "model", "Usage: tensorctl model define NAME FILE.json|- [--replace]\n"
+	{ "model", "Usage: tensorctl model define NAME FILE.json|- [--replace] [--precision P]\n"
 		   "       tensorctl model ls | model stat NAME | model rm NAME [--tensors]\n"
 		   "       tensorctl model save NAME FILE.safetensors\n"
 		   "       tensorctl model load FILE.safetensors|- [--name NAME] [--replace]\n\n"
@@ -162,7 +166,9 @@ static const struct {
 		   "Options:\n"
 		   "  --replace            define/load over an existing model of that name\n"
 		   "  --tensors            rm: delete its parameter tensors too\n"
-		   "  --name NAME          load: the model's name (default: the file's)\n\n"
+		   "  --name NAME          load: the model's name (default: the file's)\n"
+		   "  --precision P        define: f32 (default) or bf16, mixed precision for\n"
+		   "                       the model's steps, evaluation and prediction\n\n"
 		   "Example:\n  tensorctl model define mlp mlp.json && tensorctl model stat mlp\n" },
 	{ "evaluate", "Usage: tensorctl evaluate NAME --data IN=TENSOR... [--metric ID]... [--batch-size N]\n\n"
 		      "The model's loss and metrics over a data set. --data is required.\n\n"

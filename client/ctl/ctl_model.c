@@ -185,6 +185,10 @@ static int print_stat(struct ctl *c, const msgpack_object *res)
 		       tdp_obj_uint(tdp_map_find(res, "param_count") ? tdp_map_find(res, "param_count") : o, &v) == 0 ? v : 0);
 	o = tdp_map_find(res, "nodes") ? tdp_map_find(res, "nodes") : tdp_map_find(def, "nodes");
 	printf("nodes      %u\n", o && o->type == MSGPACK_OBJECT_ARRAY ? o->via.array.size : 0);
+	/* Shown when not the default f32 (docs/training.md, "Mixed precision"). */
+	str_of(res, "precision", buf, sizeof(buf));
+	if (strcmp(buf, "-") && strcmp(buf, "f32"))
+		printf("precision  %s (products on %s operands, f32 master weights)\n", buf, buf);
 	fputs("optimizer  ", stdout);
 	if ((o = tdp_map_find(def, "optimizer")))
 		ctl_json_msgpack(stdout, o);
@@ -273,8 +277,9 @@ int ctl_cmd_model_define(struct ctl *c, const char *name, const char *path)
 	if ((status = ctl_read_json_map(path, "{\"nodes\": [...], \"loss\", \"params\", ...}", &file)) != CTL_EXIT_OK)
 		goto out;
 	msgpack_packer_init(&pk, &extra, msgpack_sbuffer_write);
-	if (msgpack_pack_map(&pk, c->replace ? 2 : 1) || tdp_pack_cstr(&pk, "name") || tdp_pack_cstr(&pk, name) ||
-	    (c->replace && (tdp_pack_cstr(&pk, "replace") || msgpack_pack_true(&pk))) ||
+	if (msgpack_pack_map(&pk, (c->replace ? 2 : 1) + (c->precision ? 1 : 0)) || tdp_pack_cstr(&pk, "name") ||
+	    tdp_pack_cstr(&pk, name) || (c->replace && (tdp_pack_cstr(&pk, "replace") || msgpack_pack_true(&pk))) ||
+	    (c->precision && (tdp_pack_cstr(&pk, "precision") || tdp_pack_cstr(&pk, c->precision))) ||
 	    msgpack_unpack_next(&u, file.data, file.size, &off) != MSGPACK_UNPACK_SUCCESS ||
 	    msgpack_unpack_next(&ue, extra.data, extra.size, &offe) != MSGPACK_UNPACK_SUCCESS) {
 		status = ctl_error("out of memory");

@@ -88,7 +88,7 @@ static int model_run_params(struct ctl *c, msgpack_sbuffer *out)
 	if (c->npos == 1 && (status = ctl_read_json_map(c->pos[0], what, &file)) != CTL_EXIT_OK)
 		goto out;
 	n = 1 + (c->ndata ? 1 : 0) + (batch ? 1 : 0) + (epochs ? 1 : 0) + (steps ? 1 : 0) +
-	    (c->devices ? 1 : 0) + (c->detach ? 1 : 0);
+	    (c->devices ? 1 : 0) + (c->detach ? 1 : 0) + (c->precision ? 1 : 0);
 	msgpack_packer_init(&pk, &extra, msgpack_sbuffer_write);
 	if (msgpack_pack_map(&pk, n) || tdp_pack_cstr(&pk, "model") || tdp_pack_cstr(&pk, c->model)) {
 		status = ctl_error("out of memory");
@@ -101,6 +101,7 @@ static int model_run_params(struct ctl *c, msgpack_sbuffer *out)
 			   (status = ctl_pack_device_list(&pk, "--devices", c->devices)) != CTL_EXIT_OK))
 		goto out;
 	if ((c->detach && (tdp_pack_cstr(&pk, "detach") || msgpack_pack_true(&pk))) ||
+	    (c->precision && (tdp_pack_cstr(&pk, "precision") || tdp_pack_cstr(&pk, c->precision))) ||
 	    (batch && (tdp_pack_cstr(&pk, "batch_size") || msgpack_pack_uint64(&pk, batch))) ||
 	    (epochs && (tdp_pack_cstr(&pk, "epochs") || msgpack_pack_uint64(&pk, epochs))) ||
 	    (steps && (tdp_pack_cstr(&pk, "steps") || msgpack_pack_uint64(&pk, steps))) ||
@@ -122,11 +123,11 @@ out:
 	return status;
 }
 
-/* train FILE --devices ... --detach: the params of FILE with "devices" and
- * "detach" put over them. */
-static int file_run_params(struct ctl *c, msgpack_sbuffer *out)
+/* train FILE --devices ... --detach --precision P (step FILE --precision
+ * P): the params of FILE (`what` it should hold, for messages) with
+ * "devices", "detach" and "precision" put over them. */
+static int file_run_params(struct ctl *c, const char *what, msgpack_sbuffer *out)
 {
-	const char *what = "{\"nodes\": [...], \"loss\", \"params\", \"data\", ...}";
 	msgpack_sbuffer file, extra;
 	msgpack_unpacked u, ue;
 	msgpack_packer pk;
@@ -139,8 +140,9 @@ static int file_run_params(struct ctl *c, msgpack_sbuffer *out)
 	msgpack_unpacked_init(&ue);
 	msgpack_packer_init(&pk, &extra, msgpack_sbuffer_write);
 	/* The option first: a usage error is reported before the file is read. */
-	if (msgpack_pack_map(&pk, (c->devices ? 1 : 0) + (c->detach ? 1 : 0)) ||
+	if (msgpack_pack_map(&pk, (c->devices ? 1 : 0) + (c->detach ? 1 : 0) + (c->precision ? 1 : 0)) ||
 	    (c->detach && (tdp_pack_cstr(&pk, "detach") || msgpack_pack_true(&pk))) ||
+	    (c->precision && (tdp_pack_cstr(&pk, "precision") || tdp_pack_cstr(&pk, c->precision))) ||
 	    (c->devices && tdp_pack_cstr(&pk, "devices"))) {
 		status = ctl_error("out of memory");
 		goto out;
@@ -163,6 +165,21 @@ out:
 	return status;
 }
 
+/* file_run_params, then the call. */
+static int call_file_merged(struct ctl *c, const char *what, ctl_raw_call_fn call, bool progress,
+			    msgpack_unpacked *u, void **ret_res)
+{
+	msgpack_sbuffer sb;
+	int status;
+
+	msgpack_sbuffer_init(&sb);
+	status = file_run_params(c, what, &sb);
+	if (status == CTL_EXIT_OK)
+		status = ctl_call_run(c, &sb, call, progress, u, ret_res);
+	msgpack_sbuffer_destroy(&sb);
+	return status;
+}
+
 int ctl_cmd_train(struct ctl *c)
 {
 	msgpack_unpacked u;
@@ -180,14 +197,9 @@ int ctl_cmd_train(struct ctl *c)
 		msgpack_sbuffer_destroy(&sb);
 	} else if (c->npos == 0) {
 		status = ctl_usage_error("train: missing FILE (or --model NAME)");
-	} else if (c->devices || c->detach) {
-		msgpack_sbuffer sb;
-
-		msgpack_sbuffer_init(&sb);
-		status = file_run_params(c, &sb);
-		if (status == CTL_EXIT_OK)
-			status = ctl_call_run(c, &sb, tensord_train_run_raw, true, &u, &res);
-		msgpack_sbuffer_destroy(&sb);
+	} else if (c->devices || c->detach || c->precision) {
+		status = call_file_merged(c, "{\"nodes\": [...], \"loss\", \"params\", \"data\", ...}",
+					  tensord_train_run_raw, true, &u, &res);
 	} else {
 		status = call_with_file(c, "{\"nodes\": [...], \"loss\", \"params\", \"data\", ...}",
 					tensord_train_run_raw, true, &u, &res);
@@ -262,8 +274,8 @@ int ctl_cmd_step(struct ctl *c)
 	int status;
 
 	msgpack_unpacked_init(&u);
-	status = call_with_file(c, "{\"nodes\": [...], \"loss\", \"params\", ...}",
-				tensord_train_step_raw, false, &u, &res);
+	status = (c->precision ? call_file_merged : call_with_file)(c, "{\"nodes\": [...], \"loss\", ...}",
+								      tensord_train_step_raw, false, &u, &res);
 	if (status == CTL_EXIT_OK)
 		status = print_step_result(c, &u.data);
 	msgpack_unpacked_destroy(&u);

@@ -4,6 +4,7 @@
  * (ctl_<command>.c, entry points in ctl_cmd.h), which share only
  * ctl_common.h. Global options may appear anywhere before "--". */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,7 +71,7 @@ static const char usage_text[] =
 	"  save PREFIX FILE.safetensors store the tensors named PREFIX... in a file\n"
 	"  load FILE.safetensors [--prefix P]\n"
 	"                               put every tensor of a file (names prefixed by P)\n"
-	"  model define NAME FILE.json [--replace]\n"
+	"  model define NAME FILE.json [--replace] [--precision f32|bf16]\n"
 	"                               define a model from its JSON definition\n"
 	"  model ls | model stat NAME | model rm NAME [--tensors]\n"
 	"  model save NAME FILE.safetensors\n"
@@ -111,7 +112,9 @@ enum opt_id { OPT_SOCKET, OPT_JSON, OPT_HELP, OPT_VERSION, OPT_FILE, OPT_VALUES,
 	      OPT_DTYPE, OPT_OUT, OPT_ATTR, OPT_WATCH, OPT_INTERVAL, OPT_COUNT, OPT_GROUP, OPT_PREFIX,
 	      OPT_NAME, OPT_MODEL, OPT_DATA, OPT_INPUT, OPT_METRIC, OPT_OUTPUT, OPT_BATCH, OPT_EPOCHS,
 	      OPT_STEPS, OPT_REPLACE, OPT_TENSORS, OPT_PUSH, OPT_GROUPS, OPT_DEVICE, OPT_DEVICES,
-	      OPT_DETACH, OPT_FOLLOW };
+	      OPT_DETACH, OPT_FOLLOW, OPT_PRECISION };
+/* The bit of option `id` in a command's opts: 33 options, so 64 bits. */
+#define OPT_BIT(id) ((uint64_t)1 << (id))
 _Static_assert(OPT_FOLLOW < 32, "command_def.opts is a 32-bit mask");
 
 static const struct option_def {
@@ -137,6 +140,7 @@ static const struct option_def {
 	{ "push", 0, true, OPT_PUSH },       { "groups", 0, true, OPT_GROUPS },
 	{ "device", 0, true, OPT_DEVICE }, { "devices", 0, true, OPT_DEVICES },
 	{ "detach", 0, false, OPT_DETACH }, { "follow", 0, false, OPT_FOLLOW },
+	{ "precision", 0, true, OPT_PRECISION },
 };
 
 /* model SUBCOMMAND ...: the subcommand's arguments and options checked here,
@@ -148,10 +152,11 @@ static int run_model(struct ctl *c)
 		const char *name;
 		int npos;          /* arguments after the subcommand */
 		const char *usage;
-		unsigned opts;     /* 1: --name, 2: --replace, 4: --tensors */
+		unsigned opts;     /* 1: --name, 2: --replace, 4: --tensors, 8: --precision */
 		int (*run)(struct ctl *c, const char *a1, const char *a2);
 	} subs[] = {
-		{ "define", 2, "model define NAME FILE.json [--replace]", 2, ctl_cmd_model_define },
+		{ "define", 2, "model define NAME FILE.json [--replace] [--precision f32|bf16]", 10,
+		  ctl_cmd_model_define },
 		{ "ls", 0, "model ls", 0, ctl_cmd_model_ls },
 		{ "stat", 1, "model stat NAME", 0, ctl_cmd_model_stat },
 		{ "rm", 1, "model rm NAME [--tensors]", 4, ctl_cmd_model_rm },
@@ -159,7 +164,8 @@ static int run_model(struct ctl *c)
 		{ "load", 1, "model load FILE.safetensors [--name NAME] [--replace]", 3, ctl_cmd_model_load },
 	};
 	const char *sub = c->pos[0], *a1 = c->npos > 1 ? c->pos[1] : NULL, *a2 = c->npos > 2 ? c->pos[2] : NULL;
-	unsigned given = (c->name ? 1u : 0) | (c->replace ? 2u : 0) | (c->tensors ? 4u : 0);
+	unsigned given = (c->name ? 1u : 0) | (c->replace ? 2u : 0) | (c->tensors ? 4u : 0) |
+			 (c->precision ? 8u : 0);
 	size_t k;
 	int status;
 
@@ -173,7 +179,7 @@ static int run_model(struct ctl *c)
 	if (given & ~subs[k].opts)
 		return ctl_usage_error("usage: tensorctl %s (%s takes no %s)", subs[k].usage, sub,
 				       (given & ~subs[k].opts & 1) ? "--name" : (given & ~subs[k].opts & 2) ? "--replace"
-													   : "--tensors");
+				       : (given & ~subs[k].opts & 4) ? "--tensors" : "--precision");
 	if (subs[k].npos && strcmp(sub, "load") && (status = ctl_check_ref("model name", a1)) != CTL_EXIT_OK)
 		return status;
 	if (c->name && (status = ctl_check_ref("model name", c->name)) != CTL_EXIT_OK)
@@ -185,7 +191,7 @@ static const struct command_def {
 	const char *name;
 	int (*run)(struct ctl *c);
 	int min_pos, max_pos;
-	unsigned opts;     /* bit (1 << enum opt_id) for each command option accepted */
+	uint64_t opts;     /* OPT_BIT(enum opt_id) for each command option accepted */
 	const char *first; /* what the first argument is, for messages */
 	bool names;        /* every argument is a tensor name (checked before connecting) */
 } commands[] = {
@@ -209,15 +215,15 @@ static const struct command_def {
 	{ "graph", ctl_cmd_graph, 1, 1, 0, "FILE", false },
 	{ "train", ctl_cmd_train, 0, 1,
 	  1u << OPT_MODEL | 1u << OPT_DATA | 1u << OPT_BATCH | 1u << OPT_EPOCHS | 1u << OPT_STEPS |
-	  1u << OPT_DEVICES | 1u << OPT_DETACH, "FILE", false },
+	  1u << OPT_DEVICES | 1u << OPT_DETACH | OPT_BIT(OPT_PRECISION), "FILE", false },
 	{ "jobs", ctl_cmd_jobs, 0, 0, 0, "", false },
 	{ "logs", ctl_cmd_logs, 1, 1, 1u << OPT_FOLLOW, "JOB", false },
 	{ "cancel", ctl_cmd_cancel, 1, 1, 0, "JOB", false },
 	{ "drain", ctl_cmd_drain, 0, 1, 0, "on|off", false },
-	{ "step", ctl_cmd_step, 1, 1, 0, "FILE", false },
+	{ "step", ctl_cmd_step, 1, 1, OPT_BIT(OPT_PRECISION), "FILE", false },
 	{ "save", ctl_cmd_save, 2, 2, 0, "PREFIX", false },
 	{ "load", ctl_cmd_load, 1, 1, 1u << OPT_PREFIX, "FILE", false },
-	{ "model", run_model, 1, 3, 1u << OPT_NAME | 1u << OPT_REPLACE | 1u << OPT_TENSORS,
+	{ "model", run_model, 1, 3, 1u << OPT_NAME | 1u << OPT_REPLACE | 1u << OPT_TENSORS | OPT_BIT(OPT_PRECISION),
 	  "SUBCOMMAND (define, ls, stat, rm, save, load)", false },
 	{ "evaluate", ctl_cmd_evaluate, 1, 1, 1u << OPT_DATA | 1u << OPT_METRIC | 1u << OPT_BATCH, "NAME",
 	  true },
@@ -296,7 +302,7 @@ int main(int argc, char **argv)
 	char default_socket[256];
 	const struct command_def *cmd = NULL;
 	bool dashdash = false, help = false, version = false;
-	unsigned given = 0;
+	uint64_t given = 0;
 	char label[32];
 	int status;
 
@@ -344,7 +350,7 @@ int main(int argc, char **argv)
 			}
 			value = argv[++i];
 		}
-		given |= 1u << o->id;
+		given |= OPT_BIT(o->id);
 		switch (o->id) {
 		case OPT_SOCKET: c.socket = value; break;
 		case OPT_JSON: c.json = true; break;
@@ -378,6 +384,7 @@ int main(int argc, char **argv)
 		case OPT_DEVICES: c.devices = value; break;
 		case OPT_DETACH: c.detach = true; break;
 		case OPT_FOLLOW: c.follow = true; break;
+		case OPT_PRECISION: c.precision = value; break;
 		}
 	}
 	if (help || (c.command && strcmp(c.command, "help") == 0)) {
@@ -403,7 +410,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
-		unsigned bit = 1u << options[i].id;
+		uint64_t bit = OPT_BIT(options[i].id);
 
 		if (options[i].id >= OPT_FILE && (given & bit) && !(cmd->opts & bit)) {
 			status = ctl_usage_error("%s takes no option %s", cmd->name,

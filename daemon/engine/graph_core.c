@@ -310,6 +310,7 @@ int graph_submit_part(struct graph *gr, unsigned first, unsigned last)
 		struct node *nd = &gr->nodes[i];
 		struct gpu_recorder *rec;
 
+		nd->ctx.autocast = gr->autocast;
 		if (nd->dead || nd->ctx.out.count == 0 || nd->aliased) {
 			if (nat && (r = record_copies_at(gr, i, at, nat)) < 0) {
 				abort_recordings(gr);
@@ -372,6 +373,7 @@ int graph_record_into(struct graph *gr, struct gpu_recorder *rec)
 			return -1;
 		if (nd->ctx.out.count == 0 || nd->aliased)
 			continue;
+		nd->ctx.autocast = gr->autocast;
 		if (nd->ctx.def->record(&nd->ctx, rec) < 0)
 			return graph_node_fail(gr, i, nd->ctx.err.code, nd->ctx.err.message);
 	}

@@ -57,6 +57,9 @@ struct graph {
 	uint64_t gpu_ns;                 /* device time of its submissions (timestamps) */
 	uint64_t dispatches;             /* kernels recorded */
 	bool fuse;                       /* fuse elementwise chains (graph_fuse.c) */
+	/* Autocast (mixed precision): TDP_DTYPE_F32 (0) off, TDP_DTYPE_BF16 on;
+	 * each node's ctx.autocast is set from it when it records. */
+	int autocast;
 	struct fuse_kernel *kernels;     /* the fused kernels graph_fuse_plan made */
 	unsigned nkernels;
 	struct graph_group *groups;      /* node groups recorded together (graph_group_add) */

@@ -171,8 +171,9 @@ static int pack_stat(struct request *req, msgpack_packer *pk, const struct model
 	for (unsigned k = 0; k < m->nstate; k++)
 		for (unsigned j = 0; j < 2; j++)
 			nstate += buffer_tensor(req, m, k, j) != NULL;
-	if (msgpack_pack_map(pk, COMMON_ENTRIES + 3 + (m->given ? 5 : 0)) || pack_common(req, pk, m) ||
+	if (msgpack_pack_map(pk, COMMON_ENTRIES + 4 + (m->given ? 5 : 0)) || pack_common(req, pk, m) ||
 	    tdp_pack_cstr(pk, "definition") || msgpack_pack_object(pk, m->given ? *m->given : m->u.data) ||
+	    tdp_pack_cstr(pk, "precision") || tdp_pack_cstr(pk, tdp_dtype_name(m->precision)) ||
 	    (m->given && model_pack_layers(req, pk, m)) ||
 	    tdp_pack_cstr(pk, "params") || msgpack_pack_array(pk, m->nparams))
 		return -1;
@@ -206,11 +207,11 @@ static int pack_stat(struct request *req, msgpack_packer *pk, const struct model
 }
 
 /* The definition of a graph-form request: its own entries, minus name, step
- * and replace (kv: room for 7). */
+ * and replace (kv: room for 8). */
 static void graph_definition(struct request *req, msgpack_object_kv *kv, msgpack_object *def)
 {
 	static const char *const def_keys[] = { "nodes", "loss", "params", "inputs", "outputs", "optimizer",
-						"state" };
+						"state", "precision" };
 
 	*def = (msgpack_object){ .type = MSGPACK_OBJECT_MAP, .via.map.ptr = kv };
 	for (uint32_t i = 0; i < req->params->via.map.size; i++)
@@ -258,6 +259,7 @@ int method_model_define(struct request *req)
 	/* Model names are per-user like tensor names (docs/security.md). */
 	param_name name;
 	const msgpack_object *nodes, *loss, *params, *inputs, *outputs, *optimizer, *state, *layers, *input, *dtype;
+	const msgpack_object *precision;
 	const msgpack_object *lv = tdp_map_find(req->params, "loss");
 	bool layered = tdp_map_find(req->params, "layers") != NULL, seeded = false;
 	uint64_t step = 0, seed = 0;
@@ -280,9 +282,10 @@ int method_model_define(struct request *req)
 		PARAM_OPT_OBJ("input", PARAM_STR, input),
 		PARAM_OPT_GIVEN("seed", PARAM_UINT, seed, seeded),
 		PARAM_OPT_OBJ("dtype", PARAM_STR, dtype),
+		PARAM_OPT_OBJ("precision", PARAM_STR, precision),
 	};
 	char why[TDP_MAX_ERROR_MESSAGE];
-	msgpack_object_kv kv[7];
+	msgpack_object_kv kv[8];
 	uint32_t group;
 	msgpack_object def;
 	struct layers_out lo = { .np = 0 };

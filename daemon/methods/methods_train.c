@@ -364,6 +364,8 @@ static int step_prepare(struct request *req, struct step_job *j, struct step_par
 		spec->fuse = sp->fuse;
 	if (src->m)
 		train_spec_model(spec, src->m);
+	if (train_spec_precision(&req->call, src->precision, spec) < 0)
+		return -1;
 	spec->accumulate = sp->accumulate;
 	spec->apply = sp->apply;
 	spec->run_seed = sp->seed;
@@ -408,6 +410,7 @@ static int train_step_serve(struct request *req)
 		PARAM_OPT("apply", PARAM_BOOL, sp.apply),
 		PARAM_OPT("seed", PARAM_UINT, sp.seed),
 		PARAM_OPT("profile", PARAM_BOOL, profile),
+		PARAM_OPT_OBJ("precision", PARAM_STR, sp.src.precision),
 	};
 	struct step_job *j;
 	int r;

@@ -18,6 +18,7 @@ int method_train_step(struct request *req);
 struct source {
 	struct model *m;
 	const msgpack_object *nodes, *loss, *params, *opt;
+	const msgpack_object *precision; /* the request's (NULL: the model's, else f32) */
 };
 
 /* Complete *src, whose nodes, loss, params and opt hold the request's

@@ -436,6 +436,7 @@ static int run_request(struct request *req, int member, struct job_record *resum
 		PARAM_OPT("detach", PARAM_BOOL, detach),
 		PARAM_OPT("ranks", PARAM_STR, ranks),
 		PARAM_OPT("cleanup", PARAM_ARRAY, rp.cleanup),
+		PARAM_OPT_OBJ("precision", PARAM_STR, src.precision),
 	};
 	struct train_plan *plan = NULL;
 	struct run_client *cl = NULL;
@@ -470,6 +471,8 @@ static int run_request(struct request *req, int member, struct job_record *resum
 		train_spec_model(&plan->spec, src.m);
 		plan->model_serial = src.m->serial;
 	}
+	if (train_spec_precision(&req->call, src.precision, &plan->spec) < 0)
+		goto out;
 	if (plan->spec.opt.kind == OPT_NONE)
 		plan->spec.opt = (struct optimizer){ .kind = OPT_SGD, .lr = 0.01, .beta1 = 0.9, .beta2 = 0.999,
 						     .eps = 1e-8, .gamma = 0.1, .step_size = 1 };

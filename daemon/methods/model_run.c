@@ -56,7 +56,8 @@ static int forward_build(struct request *req, const struct model *m, const struc
 	uint32_t kept;
 	unsigned first;
 
-	fw->gr = (struct graph){ .call = &req->call };
+	/* The model's precision, as torch.autocast around evaluation. */
+	fw->gr = (struct graph){ .call = &req->call, .autocast = m->precision };
 	fw->kept = NULL;
 	if (forward_prune(&req->call, m->nodes, want, nwant, what, &fw->kept, &kept) < 0)
 		return -1;

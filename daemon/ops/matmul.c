@@ -19,7 +19,11 @@
  * change their bits.
  * Activation "relu_grad" takes a third input of the result's shape instead,
  * a mask: the product is kept where the mask is > 0, else 0 -- the bits of
- * matmul -> relu_grad(product, mask), relu's backward, rewritten likewise. */
+ * matmul -> relu_grad(product, mask), relu's backward, rewritten likewise.
+ *
+ * Autocast (ctx->autocast bf16, set from a training step's `precision`):
+ * an f32 product multiplies its operands rounded to bf16 and accumulates in
+ * f32 (mm_record_autocast), as torch.autocast does. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,15 +261,27 @@ static bool mm_bf16_coopmat(void)
 	return ENV_ONCE(on, !((v = getenv("TENSORD_COOPMAT_BF16")) && !strcmp(v, "0")));
 }
 
+/* Whether the product runs autocast: bf16 operands, f32 accumulation and
+ * result (f32 inputs: matmul_infer makes both the result's dtype). */
+static bool mm_autocast(const struct op_ctx *ctx)
+{
+	return ctx->autocast == TDP_DTYPE_BF16 && ctx->out.dtype == TDP_DTYPE_F32;
+}
+
 /* The cooperative-matrix kernel for the product's dtype on its device, if
- * it has one (gpu/coopmat.h). */
+ * it has one (gpu/coopmat.h); for an autocast product the KHR bf16 one with
+ * an f32 result (NV matrices have no bf16). */
 static bool mm_cm_kernel(const struct op_ctx *ctx, struct gpu_coopmat_gemm *ret)
 {
-	bool bf16 = ctx->out.dtype == TDP_DTYPE_BF16;
+	bool bf16 = ctx->out.dtype == TDP_DTYPE_BF16 || mm_autocast(ctx);
 
 	if (ctx->out.dtype != TDP_DTYPE_F16 && !(bf16 && mm_bf16_coopmat()))
 		return false;
-	return gpu_coopmat_gemm(ctx->g->coopmat_kind, ctx->g->coopmat_bf16, bf16, ret);
+	if (!gpu_coopmat_gemm(ctx->g->coopmat_kind, ctx->g->coopmat_bf16, bf16, ret))
+		return false;
+	if (mm_autocast(ctx))
+		ret->family = "matmul_cm_khr_f32out";
+	return true;
 }
 
 /* The cooperative-matrix family for a layout (0, MM_TA or MM_TB) of the
@@ -274,8 +290,12 @@ static bool mm_cm_kernel(const struct op_ctx *ctx, struct gpu_coopmat_gemm *ret)
 static const char *mm_cm_family(const char *family, uint32_t layout)
 {
 	static const char *const khr[] = { "matmul_cm_khr", "matmul_cm_khr_tn", "matmul_cm_khr_nt" };
+	static const char *const khr32[] = { "matmul_cm_khr_f32out", "matmul_cm_khr_f32out_tn",
+					     "matmul_cm_khr_f32out_nt" };
 	static const char *const nv[] = { "matmul_cm", "matmul_cm_tn", "matmul_cm_nt" };
 
+	if (strcmp(family, "matmul_cm_khr_f32out") == 0)
+		return khr32[layout];
 	return (strcmp(family, "matmul_cm_khr") == 0 ? khr : nv)[layout];
 }
 
@@ -419,7 +439,9 @@ int matmul_reduce(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu
 
 /* The epilogue `epi` of a 16-bit product, in place over the rounded result
  * its kernel stored (matmul_epi_apply.comp; `bias` is the bias or mask):
- * the bits of the unfused add/relu/relu_grad nodes after that same product. */
+ * the bits of the unfused add/relu/relu_grad nodes after that same product.
+ * Also after an autocast product's f32 tensor-core kernel, which has no
+ * epilogue (variant f32). */
 static int mm_epilogue_after(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding *bias,
 			     uint32_t n, uint32_t epi)
 {
@@ -437,9 +459,11 @@ static int mm_epilogue_after(struct op_ctx *ctx, struct gpu_recorder *rec, const
 
 /* The tensor-core path: f16 (bf16 where switched on) on a device with
  * cooperative matrices, whole tiles, NN, NT or TN (the module of that
- * layout), and at most one batch dimension left after collapsing. */
+ * layout), and at most one batch dimension left after collapsing. `ab`:
+ * the operands' bindings (an autocast product's bf16 copies), or NULL for
+ * the inputs themselves. */
 static int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
-			    const struct mm_plan *pl, struct mm_push *mp)
+			    const struct mm_plan *pl, struct mm_push *mp, const struct gpu_binding *ab)
 {
 	const struct gpu_pipeline *p;
 	struct gpu_coopmat_gemm cm;
@@ -456,8 +480,13 @@ static int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
 	groups = (uint64_t)pc.tiles_mn * pc.batches;
 	if (!mm_cm_kernel(ctx, &cm))
 		return op_fail(ctx, TDP_INTERNAL, "no cooperative-matrix kernel for %s", tdp_dtype_name(ctx->out.dtype));
+	if (ab) {
+		bind[0] = ab[0];
+		bind[1] = ab[1];
+	}
 	if (op_pipeline(ctx, mm_cm_family(cm.family, pl->flags & MM_LAYOUT), cm.variant, &p) < 0 ||
-	    op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
+	    (!ab && (op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 ||
+		     op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0)) ||
 	    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
 		return -1;
 	return op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), groups * cm.wg, cm.wg);
@@ -535,6 +564,65 @@ static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struc
 	return (pc->flags & MM_PART) ? matmul_reduce(ctx, rec, &b[3], &b[2], &b[4], dtype, pc) : 0;
 }
 
+/* Operand `t` (f32) rounded for an autocast product into scratch, bound
+ * read-only as *ret: cast to bf16 for the tensor cores (`to_bf16`), else
+ * rounded to bf16 and widened back to f32 for the scalar kernels. */
+static int mm_round_operand(struct op_ctx *ctx, struct gpu_recorder *rec, const struct op_tensor *t, bool to_bf16,
+			    struct gpu_binding *ret)
+{
+	uint32_t n = (uint32_t)t->count;
+	uint64_t bytes = t->count * (to_bf16 ? 2u : 4u);
+	const struct gpu_pipeline *p;
+	struct gpu_binding b[2];
+	struct gpu_alloc *s;
+
+	if (op_bind(ctx, t, false, &b[0]) < 0)
+		return -1;
+	if (n == 0) {
+		*ret = b[0];
+		return 0;
+	}
+	if (op_scratch_alloc(ctx, bytes, &s) < 0 ||
+	    op_pipeline(ctx, "cast", to_bf16 ? "f32_bf16" : "f32_bf16_f32", &p) < 0)
+		return -1;
+	b[1] = gpu_rec_bind(ctx->g, s, 0, bytes, true);
+	if (op_dispatch(ctx, rec, p, b, 2, &n, sizeof(n), n, 256) < 0)
+		return -1;
+	*ret = b[1];
+	ret->write = false;
+	return 0;
+}
+
+/* An autocast product: the operands rounded to bf16, f32 accumulation, an
+ * f32 result. On a device whose KHR cooperative matrices take bf16, for the
+ * products matmul_use_cm takes, the operands are cast to bf16 and
+ * matmul_cm_khr_f32out stores its f32 accumulators, the epilogue applied
+ * after it in f32; elsewhere (lavapipe, other shapes, NV matrices) the
+ * operands are rounded to bf16 and widened back to f32, then the f32
+ * kernels run with the epilogue in their stores. A product of two bf16
+ * values is exact in f32, so both compute the same terms and differ only
+ * in the order of the sums. */
+static int mm_record_autocast(struct op_ctx *ctx, struct gpu_recorder *rec, const struct mm_plan *pl,
+			      struct mm_push *pc, struct gpu_binding bind[4])
+{
+	bool cm = matmul_use_cm(ctx, pl, pc) && pl->k <= MM_MAX_K;
+	int r;
+
+	if (mm_round_operand(ctx, rec, &ctx->in[0], cm, &bind[0]) < 0 ||
+	    mm_round_operand(ctx, rec, &ctx->in[1], cm, &bind[1]) < 0)
+		return -1;
+	if (!cm) {
+		if (op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
+			return -1;
+		mm_fold_batches(pc);
+		return mm_dispatch(ctx, rec, bind, TDP_DTYPE_F32, pc, pl->split_k);
+	}
+	r = matmul_record_cm(ctx, rec, pl, pc, bind);
+	if (r < 0 || !pl->epi)
+		return r;
+	return mm_epilogue_after(ctx, rec, &bind[3], (uint32_t)pl->n, pl->epi);
+}
+
 static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 {
 	const struct mm_plan *pl = &ctx->priv.matmul;
@@ -565,8 +653,10 @@ static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 		bind[3] = mm_no_bias(ctx);
 	else if (op_bind(ctx, &ctx->in[2], false, &bind[3]) < 0)
 		return -1;
-	if (matmul_use_cm(ctx, pl, &pc) && pl->k <= MM_MAX_K) {
-		r = matmul_record_cm(ctx, rec, pl, &pc);
+	if (mm_autocast(ctx)) {
+		r = mm_record_autocast(ctx, rec, pl, &pc, bind);
+	} else if (matmul_use_cm(ctx, pl, &pc) && pl->k <= MM_MAX_K) {
+		r = matmul_record_cm(ctx, rec, pl, &pc, NULL);
 	} else {
 		if (op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
 		    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)

@@ -155,6 +155,11 @@ struct op_ctx {
 	 * unless it is stored, the graph then lets it share input 0's memory and
 	 * records nothing. */
 	bool view;
+	/* The graph's autocast dtype (struct graph, set before the node
+	 * records): TDP_DTYPE_F32 (0) off; TDP_DTYPE_BF16: f32 products
+	 * (matmul, bmm) multiply their operands rounded to bf16, accumulating
+	 * in f32 (ops/matmul.c). Only products read it. */
+	int autocast;
 	struct op_scratch scratch;
 	union op_priv priv;                         /* infer's notes for record */
 	struct td_error err;                        /* set by op_fail */

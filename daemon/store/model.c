@@ -186,11 +186,22 @@ static int parse_state(struct model *m, const msgpack_object *st, char *why, siz
 	return 0;
 }
 
+int model_precision_parse(const msgpack_object *o, int *ret, char *why, size_t why_len)
+{
+	if (o && tdp_obj_str_eq(o, "f16"))
+		return tdp_errorf(why, why_len, -EINVAL, "precision \"f16\" is not supported yet (it needs "
+				  "dynamic loss scaling); \"bf16\" or \"f32\"");
+	if (!o || (!tdp_obj_str_eq(o, "f32") && !tdp_obj_str_eq(o, "bf16")))
+		return tdp_errorf(why, why_len, -EINVAL, "precision must be \"f32\" or \"bf16\"");
+	*ret = tdp_obj_str_eq(o, "bf16") ? TDP_DTYPE_BF16 : TDP_DTYPE_F32;
+	return 0;
+}
+
 /* Check the parts of a decoded definition and point the model's fields at them. */
 static int parse_def(struct model *m, char *why, size_t why_len)
 {
 	static const char *const keys[] = { "nodes", "loss", "params", "inputs", "outputs", "optimizer", "state",
-					    "given", "param_layer" };
+					    "given", "param_layer", "precision" };
 	const msgpack_object *def = &m->u.data, *inputs, *outputs, *state;
 	int r;
 
@@ -270,6 +281,10 @@ static int parse_def(struct model *m, char *why, size_t why_len)
 	for (uint32_t k = 0; m->param_layer && k < m->nparams; k++)
 		if (m->param_layer->via.array.ptr[k].type != MSGPACK_OBJECT_STR)
 			return tdp_errorf(why, why_len, -EINVAL, "param_layer[%u] must be a string", k);
+	m->precision = TDP_DTYPE_F32;
+	if (tdp_map_find(def, "precision") &&
+	    (r = model_precision_parse(tdp_map_find(def, "precision"), &m->precision, why, why_len)) < 0)
+		return r;
 	state = tdp_map_find(def, "state");
 	return state ? parse_state(m, state, why, why_len) : 0;
 }

@@ -69,6 +69,9 @@ struct model {
 	char (*outputs)[TDP_MAX_NAME_LEN + 1];
 	unsigned nstate;
 	struct model_state state[MODEL_MAX_STATE];
+	/* `precision` of the definition (autocast: TDP_DTYPE_F32 off, or
+	 * TDP_DTYPE_BF16), used by its steps, evaluation and prediction. */
+	int precision;
 	/* train.steps of it submitted and not finished (async_request.h):
 	 * another connection's step waits meanwhile (methods_train.c). */
 	uint32_t steps_pending;
@@ -83,8 +86,13 @@ struct models *models_new(uint32_t max);
 /* Free every model and the registry; NULL is accepted. */
 void models_free(struct models *ms);
 
+/* A `precision` value (str "f32" or "bf16"; "f16" is refused, not
+ * supported yet) as the autocast dtype into *ret. Returns 0, or -EINVAL
+ * with the reason in `why`. */
+int model_precision_parse(const msgpack_object *o, int *ret, char *why, size_t why_len);
+
 /* Check the definition map `def` ({nodes, loss, params, inputs?, outputs?,
- * optimizer?, state?, given?, param_layer?}) for its structure and limits (not against the store: see
+ * optimizer?, state?, given?, param_layer?, precision?}) for its structure and limits (not against the store: see
  * train_model_check) and build a model named `name` holding a packed copy.
  * Returns 0 with *ret (free with model_free unless handed to models_put), or
  * -EINVAL with the reason in `why`, or -ENOMEM / -EFBIG (definition over

@@ -206,8 +206,18 @@ static void set_training(struct graph *gr, int i, bool train)
 	}
 }
 
+int train_spec_precision(struct caller *call, const msgpack_object *precision, struct train_spec *spec)
+{
+	char why[160];
+
+	if (precision && model_precision_parse(precision, &spec->precision, why, sizeof(why)) < 0)
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "%s", why);
+	return 0;
+}
+
 void train_spec_model(struct train_spec *spec, const struct model *m)
 {
+	spec->precision = m->precision;
 	spec->nstate = m->nstate;
 	memcpy(spec->state, m->state, m->nstate * sizeof(m->state[0]));
 }
@@ -337,6 +347,8 @@ int train_build_step(struct caller *call, const struct step_input *in, struct gr
 	int flat = -1;
 
 	gr->call = call;
+	/* Products autocast (ops/matmul.c); everything else stays f32. */
+	gr->autocast = spec->precision;
 	if (feeds_emit(gr, in->feeds) < 0)
 		return -1;
 	first = gr->n;

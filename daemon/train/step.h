@@ -44,6 +44,9 @@ struct train_spec {
 	 * and with the running statistics otherwise. */
 	unsigned nstate;
 	struct model_state state[MODEL_MAX_STATE];
+	/* Mixed precision (docs/training.md): the graph's autocast dtype,
+	 * TDP_DTYPE_F32 (off, the default) or TDP_DTYPE_BF16. */
+	int precision;
 };
 
 /* Fill *spec from the request's (or model's) loss, params, optimizer (may be
@@ -52,7 +55,12 @@ struct train_spec {
 int train_spec_parse(struct caller *call, const msgpack_object *loss, const msgpack_object *params,
 		     const msgpack_object *opt, const msgpack_object *grads, struct train_spec *spec);
 
-/* Take model `m`'s state (its batch_norm buffers) into *spec. */
+/* The request's `precision` (NULL: absent, *spec keeps its own: the
+ * model's, else f32) into spec->precision. Returns 0, or -1 after
+ * td_fail(INVALID_ARGUMENT). */
+int train_spec_precision(struct caller *call, const msgpack_object *precision, struct train_spec *spec);
+
+/* Take model `m`'s state (its batch_norm buffers) and precision into *spec. */
 void train_spec_model(struct train_spec *spec, const struct model *m);
 
 /* Put model `m`'s state nodes present in `gr` in train (batch statistics)

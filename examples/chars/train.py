@@ -174,6 +174,8 @@ def main():
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--lr", type=float, default=1e-2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--precision", choices=("f32", "bf16"), default="f32",
+                    help="bf16: mixed precision (products on bf16 operands, f32 master weights)")
     ap.add_argument("--generate", type=int, default=300, help="characters to sample after the prompt")
     ap.add_argument("--samples", type=int, default=1, help="texts sampled at once")
     ap.add_argument("--temperature", type=float, default=0.8)
@@ -221,7 +223,8 @@ def main():
                                    inputs={"x": ("i32", [1, T]), "y": ("i32", [1, T])}, outputs=["head"],
                                    optimizer={"type": "adamw", "lr": args.lr, "weight_decay": 0.01,
                                               "clip_norm": 1.0},
-                                   seed=args.seed, replace=True)
+                                   seed=args.seed, replace=True, precision=args.precision)
+            precision = model.stat()["precision"]
             print("model %s: %d parameters in %d tensors" % (args.name, net.param_count(),
                                                             len(net.named_parameters())), flush=True)
             data = {"x": p + "data/x", "y": p + "data/y"}
@@ -263,7 +266,8 @@ def main():
     finally:
         stop(proc, tmp)
     summary = {"model": "chars", "vocab": V, "params": net.param_count(), "context": T, "dim": args.dim,
-               "layers": args.layers, "steps": res["steps"], "final_loss": round(res["loss"], 4),
+               "layers": args.layers, "precision": precision, "steps": res["steps"],
+               "final_loss": round(res["loss"], 4),
                "initial_loss": round(ev0["loss"], 4), "eval_loss": round(ev["loss"], 4), "unigram_entropy": round(h_uni, 4),
                "step_ms": round(1000 * train_s / max(1, res["steps"]), 2),
                "gen_ms_per_char": round(1000 * gen_s / max(1, args.generate), 2),

@@ -219,7 +219,8 @@ def train(c, args, xtr, ytr, xte, yte, rng):
     for k, a in (("xtr", xtr), ("ytr", ytr), ("xte", xte), ("yte", yte)):
         c.put(d + k, a)
     common = dict(inputs={"x": ("f32", [1] + list(xtr.shape[1:])), "y": ("i32", [1])},
-                  outputs=["logits"], optimizer={"type": "adam", "lr": args.lr}, replace=True)
+                  outputs=["logits"], optimizer={"type": "adam", "lr": args.lr}, replace=True,
+                  precision=args.precision)
     if args.form == "graph":
         model = c.define_model(name, **graph_form(c, name + "/", args.model, args.hidden, rng), **common)
     else:
@@ -312,6 +313,8 @@ def main():
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--lr", type=float, default=1e-2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--precision", choices=("f32", "bf16"), default="f32",
+                    help="bf16: mixed precision (products on bf16 operands, f32 master weights)")
     ap.add_argument("--prefix", default="digits", help="the model's name; its parameters and the "
                     "data sets are tensors under PREFIX/")
     ap.add_argument("--model", choices=("mlp", "cnn"), default="mlp")

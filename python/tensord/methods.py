@@ -327,7 +327,9 @@ class _Methods(_ModelRPC):
         """One training step (forward, backward, optimizer update). Returns
         ``{"loss", "step", "lr", "outputs": {id: array}, "stored": [names]}``.
         With ``model=NAME`` (and ``data=``) in `options`, `nodes`, `loss` and
-        `params` are None: the model's (Model.step is the friendlier form)."""
+        `params` are None: the model's (Model.step is the friendlier form).
+        ``precision="bf16"`` in `options` runs it in mixed precision
+        (docs/training.md)."""
         req = _graph_req(nodes, loss, params)
         req.update(_omit_none(optimizer=optimizer, step=step, grads=grads))
         if outputs is not None:
@@ -344,7 +346,8 @@ class _Methods(_ModelRPC):
         """A whole training run in the daemon (docs/training.md). `options` are
         the other params of train.run (optimizer, epochs or steps, seed,
         shuffle, start_step, progress_every, eval, stop_loss, accumulate_steps,
-        pipeline_depth: steps in flight on one device, default 2).
+        pipeline_depth: steps in flight on one device, default 2; precision:
+        "f32" or "bf16", mixed precision).
 
         `devices` (two or more device ids, the first holding the parameters
         and data) trains data-parallel (docs/devices.md): `batch_size` must

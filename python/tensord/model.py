@@ -135,11 +135,13 @@ def build_definition(*, layers: Any = None, nodes: Optional[Sequence[Mapping[str
                      params: Optional[Sequence[str]] = None, optimizer: Optional[Mapping[str, Any]] = None,
                      outputs: Optional[Sequence[str]] = None, state: Optional[Sequence[Any]] = None,
                      seed: int = 0, input: Optional[str] = None, dtype: Optional[Any] = None,
-                     step: Optional[int] = None) -> Dict[str, Any]:
+                     step: Optional[int] = None, precision: Optional[str] = None) -> Dict[str, Any]:
     """The model.define params (without name/replace), checked as far as the
     client can: the layer form (`layers`, a tensord.nn module or a list of
     layer maps; `nodes`/`params` then optional extras) or the graph form
-    (`nodes`, `params`, `loss` a node id)."""
+    (`nodes`, `params`, `loss` a node id). `precision`: "f32" (default) or
+    "bf16" (mixed precision: products on bf16 operands, f32 master weights;
+    docs/training.md)."""
     d: Dict[str, Any] = {}
     if loss is None:
         raise InvalidArgument("loss is required: a node id, or with layers a map such as "
@@ -180,7 +182,17 @@ def build_definition(*, layers: Any = None, nodes: Optional[Sequence[Mapping[str
         d["state"] = list(state)
     if step is not None:
         d["step"] = step
+    if precision is not None:
+        d["precision"] = _precision(precision)
     return d
+
+
+def _precision(precision: Any) -> str:
+    """A precision setting as the daemon takes it ("f16" it refuses: not
+    supported yet)."""
+    if precision not in ("f32", "bf16", "f16"):
+        raise InvalidArgument("precision must be \"f32\" or \"bf16\", not %r" % (precision,))
+    return str(precision)
 
 
 class _ModelRPC:
@@ -432,7 +444,7 @@ class Model:
               on_eval: Optional[Callable[[Dict[str, Any]], None]] = None,
               metrics: Optional[Sequence[str]] = None, validation_data: Any = None,
               validation_split: Optional[float] = None, drop_last: bool = True, verbose: int = 0,
-              **options: Any) -> Any:
+              precision: Optional[str] = None, **options: Any) -> Any:
         """train.run on the model: the daemon shuffles `data` (input ->
         array or stored tensor name, or an ``(X, y)`` tuple), trains `epochs`
         or `steps` steps of `batch_size` rows and calls `on_progress`/`on_eval`
@@ -446,7 +458,8 @@ class Model:
         (result "metrics"). `drop_last` (True: what train.run does) leaves
         the last partial batch of each epoch out; False is refused unless
         no batch is partial. `verbose` 1 shows a progress bar, 2 a line per
-        epoch. Other train.run params (stop_loss, progress_every,
+        epoch. `precision` ("f32" or "bf16") overrides the model's for this
+        run. Other train.run params (stop_loss, progress_every,
         start_step) go in `options`. Returns the run's result map, or with
         `detach` a :class:`Job`."""
         if epochs is not None and steps is not None:
@@ -465,6 +478,8 @@ class Model:
                      ("accumulate_steps", accumulate_steps), ("optimizer", optimizer)):
             if v is not None:
                 req[k] = v
+        if precision is not None:
+            req["precision"] = _precision(precision)
         bar = ProgressBar(verbose) if verbose and not detach else None
         staged = [self._stage("data", data, "data", st)]
         try:
@@ -515,9 +530,10 @@ class Model:
     def step(self, data: Data, *, step: Optional[int] = None, optimizer: Optional[Mapping[str, Any]] = None,
              outputs: Optional[Sequence[str]] = None, seed: Optional[int] = None,
              accumulate: Optional[bool] = None, apply: Optional[bool] = None, grads: Optional[bool] = None,
-             **options: Any) -> Any:
+             precision: Optional[str] = None, **options: Any) -> Any:
         """One train.step on the model with `data` (input -> array or stored
-        name): ``{"loss", "step", "lr", "outputs": {id: array}, "stored"}``."""
+        name): ``{"loss", "step", "lr", "outputs": {id: array}, "stored"}``.
+        `precision` ("f32" or "bf16") overrides the model's for this step."""
         st = self._stage("in", data, "data", _Stat(self))
         try:
             req: Dict[str, Any] = dict(options)
@@ -527,6 +543,8 @@ class Model:
                     req[k] = v
             if outputs is not None:
                 req["outputs"] = _strs("outputs", outputs)
+            if precision is not None:
+                req["precision"] = _precision(precision)
             req.update(model=self.name, data=st.names)
             return self.client._do("train.step", req, _outputs)
         finally:
@@ -670,17 +688,20 @@ class _ModelClient:
                      params: Optional[Sequence[str]] = None, optimizer: Optional[Mapping[str, Any]] = None,
                      outputs: Optional[Sequence[str]] = None, state: Optional[Sequence[Any]] = None,
                      seed: int = 0, replace: bool = False, input: Optional[str] = None,
-                     dtype: Optional[Any] = None, step: Optional[int] = None) -> Model:
+                     dtype: Optional[Any] = None, step: Optional[int] = None,
+                     precision: Optional[str] = None) -> Model:
         """model.define: the layer form (`layers` a tensord.nn module or list
         of layer maps, `loss` a node id or a map such as
         ``nn.CrossEntropyLoss(target="y")``, parameters created and
         initialised in the daemon from `seed`) or the graph form (`nodes`,
         `params`, `loss` a node id). `inputs`: a list of names or
         ``{"name", "dtype", "shape"}`` maps, or a dict name -> (dtype, shape)
-        or example array. Returns the :class:`Model`."""
+        or example array. `precision`: "f32" (default) or "bf16", mixed
+        precision for the model's steps, evaluation and prediction
+        (docs/training.md). Returns the :class:`Model`."""
         d = build_definition(layers=layers, nodes=nodes, inputs=inputs, loss=loss, params=params,
                              optimizer=optimizer, outputs=outputs, state=state, seed=seed, input=input,
-                             dtype=dtype, step=step)
+                             dtype=dtype, step=step, precision=precision)
         self.model_define(name, d, replace=replace)
         return Model(self, name)  # type: ignore[arg-type]
 

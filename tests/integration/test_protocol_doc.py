@@ -388,7 +388,8 @@ MODEL_NODES = [{"id": "z0", "op": "matmul", "inputs": ["x", "doc/mw"]},
                {"id": "hit", "op": "eq", "inputs": ["pred", "y"]},
                {"id": "hitf", "op": "cast", "inputs": ["hit"], "attrs": {"dtype": "f32"}},
                {"id": "acc", "op": "mean", "inputs": ["hitf"]}]
-STAT_KEYS = {"name", "step", "owner", "created", "modified", "bytes", "definition", "params", "state"}
+STAT_KEYS = {"name", "step", "owner", "created", "modified", "bytes", "definition", "precision", "params",
+             "state"}
 
 
 def model_setup(c, name="doc/model"):
@@ -440,6 +441,7 @@ def call_model_stat(c):
     res = c.call("model.stat", {"name": "doc/model"})
     assert set(res) == STAT_KEYS, res
     assert res["definition"]["loss"] == "loss" and res["definition"]["outputs"] == ["logits"], res
+    assert res["precision"] == "f32", res
     assert res["params"][0] == {"name": "doc/mw", "stored": True, "dtype": "f32", "shape": [3, 2],
                                 "bytes": 24}, res["params"]
     e, _ = c.call_full("model.stat", {"name": "doc/none"})

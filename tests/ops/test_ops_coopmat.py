@@ -14,6 +14,15 @@ with the kernel each ran checked in the dispatch trace
 NT runs the family's _nt module (matmul_cm_khr_nt.f16, matmul_cm_nt.f16...),
 TN its _tn module; both operands transposed (TT) take the scalar kernels.
 
+Autocast (mixed precision, docs/training.md): f32 products of a train.step
+with precision "bf16" run on matmul_cm_khr_f32out{,_nt,_tn}.bf16 (bf16
+operands, the f32 accumulators stored as the f32 result) where the daemon
+has KHR bf16 matrices (unless TENSORD_COOPMAT_BF16=0), else on the scalar
+kernels over operands rounded to bf16. The step's loss reads the product
+and a separate parameter only, so no backward product runs; the product
+comes back through `outputs`, exact for small integers and within f32
+accumulation's error of the bf16-rounded operands' float64 product otherwise.
+
 Small-integer operands make every product exact in f32 accumulation and in
 the 16-bit result, so a wrong layout, Use or tile shows as a wrong value, not
 as a tolerance question. On lavapipe this runs the fallback; run it on an
@@ -66,6 +75,14 @@ def expected(kind, has_bf16, dtype, tile, suffix=""):
     return None
 
 
+def expected_autocast(kind, has_bf16, tile, suffix):
+    """The shader an autocast (bf16) f32 product should run, or None."""
+    if not tile or suffix is None or kind != "khr" or not has_bf16 or \
+            os.environ.get("TENSORD_COOPMAT_BF16") == "0":
+        return None
+    return "matmul_cm_khr_f32out%s.bf16" % suffix
+
+
 def stored(x, transposed):
     """An operand as stored: its last two dims swapped when read transposed."""
     return np.ascontiguousarray(np.swapaxes(x, -1, -2)) if transposed else x
@@ -98,6 +115,38 @@ class Traced:
         elif want is not None and want not in ran:
             self.ck.fail("%s %s: ran %s, want %s" % (label, dtype, ran, want))
 
+    def check_autocast(self, a, b, want, label, ta=False, tb=False):
+        """y = matmul(a, b) in a train.step with precision "bf16" (f32
+        operands; the loss also reads a parameter of its own, so no
+        backward product runs), against a @ b on bf16-rounded operands."""
+        c = self.ck.c
+        self.shaders()
+        attrs = {"transpose_a": ta, "transpose_b": tb}
+        c.put("ac.a", stored(a, ta), "f32")
+        c.put("ac.b", stored(b, tb), "f32")
+        c.put("ac.p", np.zeros(1), "f32")
+        nodes = [{"id": "y", "op": "matmul", "inputs": ["ac.a", "ac.b"], "attrs": attrs},
+                 {"id": "s", "op": "sum", "inputs": ["y"]}, {"id": "q", "op": "sum", "inputs": ["ac.p"]},
+                 {"id": "loss", "op": "add", "inputs": ["s", "q"]}]
+        err, res = c.call("train.step", {"nodes": nodes, "loss": "loss", "params": ["ac.p"], "outputs": ["y"],
+                                         "precision": "bf16"})
+        ran = self.shaders()
+        self.ck.checks += 1
+        if err is not None:
+            self.ck.fail("%s autocast: %s" % (label, err))
+            return
+        y = harness.result_array(res["outputs"]["y"]).astype(np.float64)
+        ra, rb = harness.quantize(a, "bf16"), harness.quantize(b, "bf16")
+        ref_y = ra @ rb
+        tol = 8 * 2.0**-24 * (np.abs(ra) @ np.abs(rb))
+        if not np.all(np.abs(y - ref_y) <= tol):
+            self.ck.fail("%s autocast: off the bf16 operands' product by %.3g" % (label, np.abs(y - ref_y).max()))
+        cm = [s for s in ran if s.startswith("matmul_cm")]
+        if want is None and cm:
+            self.ck.fail("%s autocast: ran %s, want the scalar kernels" % (label, ran))
+        elif want is not None and want not in ran:
+            self.ck.fail("%s autocast: ran %s, want %s" % (label, ran, want))
+
 
 def main():
     os.environ["TENSORD_TRACE_DISPATCHES"] = "1"
@@ -122,6 +171,17 @@ def main():
                 for sa, sb in NOT_TILES:
                     t.check(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), dtype, None,
                             "(%s not tiles %s @ %s)" % (lay, sa, sb), TOL[dtype], ta, tb)
+        for lay, ta, tb, suffix in LAYOUTS:
+            for sa, sb in TILES:
+                want = expected_autocast(kind, has_bf16, True, suffix)
+                t.check_autocast(rng.integers(-1, 2, size=sa).astype(np.float64),
+                                 rng.integers(-1, 2, size=sb).astype(np.float64), want,
+                                 "(%s exact %s @ %s)" % (lay, sa, sb), ta, tb)
+                t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), want,
+                                 "(%s %s @ %s)" % (lay, sa, sb), ta, tb)
+            for sa, sb in NOT_TILES:
+                t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), None,
+                                 "(%s not tiles %s @ %s)" % (lay, sa, sb), ta, tb)
     print("%d checks, %d failed" % (ck.checks, ck.failures))
     raise SystemExit(1 if ck.failures else 0)
 

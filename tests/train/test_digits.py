@@ -38,10 +38,12 @@ def main():
     # Both ways of training a layer model (tensord.nn): pipelined train.step
     # requests, and one train.run (also detached, as a job); the CNN (conv2d,
     # batch_norm, relu, max_pool2d, flatten, linear), which must reach 0.97;
-    # and the MLP written as graph nodes (--form graph).
+    # the MLP written as graph nodes (--form graph); and the MLP in mixed
+    # precision (--precision bf16, docs/training.md).
     for mode, model, need, extra in (("step", "mlp", 0.95, []), ("run", "mlp", 0.95, []),
                                      ("run", "mlp", 0.95, ["--detach"]), ("run", "cnn", 0.97, []),
-                                     ("step", "mlp", 0.95, ["--form", "graph"])):
+                                     ("step", "mlp", 0.95, ["--form", "graph"]),
+                                     ("run", "mlp", 0.95, ["--precision", "bf16"])):
         run = subprocess.run([sys.executable, os.path.join(EXAMPLE, "train.py"), "--spawn", binary,
                               "--data", lines[-1], "--mode", mode, "--model", model] + extra,
                              capture_output=True, text=True, timeout=540)

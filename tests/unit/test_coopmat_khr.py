@@ -692,6 +692,31 @@ class Built(Case):
                     self.assertEqual([a[1:] for a in m.ops(22) if a[1] == 16], encoding)
                     self.run_pass(path, '--check', *(['--bf16'] if v == 'bf16' else []))
 
+    # The f32-output modules (matmul_cm.glsl with CM_OUT_F32, for autocast):
+    # 16-bit A and B, no 16-bit accumulator (nothing is converted), the f32
+    # accumulators stored as they are.
+    def test_khr_f32_output(self):
+        for lay, loads in self.LAYOUTS.items():
+            for v in ('f16', 'bf16'):
+                with self.subTest(layout=lay, variant=v):
+                    path, m = self.built('matmul_cm_khr_f32out%s.%s.spv' % (lay, v))
+                    check_khr(self, m)
+                    self.assertEqual(self.local_size(m), 128)
+                    self.assertEqual(uses_of(m, 22, 16), [0, 1])
+                    self.assertEqual(uses_of(m, 22, 32), [2])
+                    self.assertEqual(self.load_layouts(m), loads)
+                    stores = m.ops(KHR_STORE)
+                    self.assertEqual({m.const(a[2]) for a in stores}, {0})
+                    for a in stores:
+                        t = m.type_of(a[1])
+                        self.assertEqual(m.use(t), 2)
+                        self.assertEqual(m.defs[m.defs[t][1][1]][1][1], 32)
+                    self.assertFalse([a for a in m.ops(115) if m.defs[a[0]][0] == KHR_TYPE],
+                                     'a matrix is converted')
+                    encoding = [[16, 0]] if v == 'bf16' else [[16]]
+                    self.assertEqual([a[1:] for a in m.ops(22) if a[1] == 16], encoding)
+                    self.run_pass(path, '--check', *(['--bf16'] if v == 'bf16' else []))
+
     def test_nv_layouts(self):
         for lay in ('_nt', '_tn'):
             with self.subTest(layout=lay):

@@ -29,15 +29,15 @@ declare -gA _tensorctl_cmd_opts=(
 	[get]='--out --prefix'
 	[run]='--out --attr --device'
 	[graph]=''
-	[train]='--model --data --batch-size --epochs --steps --devices --detach'
+	[train]='--model --data --batch-size --epochs --steps --devices --detach --precision'
 	[jobs]=''
 	[logs]='--follow'
 	[cancel]=''
 	[drain]=''
-	[step]=''
+	[step]='--precision'
 	[save]=''
 	[load]='--prefix'
-	[model]='--replace --tensors --name'
+	[model]='--replace --tensors --name --precision'
 	[evaluate]='--data --metric --batch-size'
 	[predict]='--input --output --out'
 	[kernel]='--groups --push'
@@ -107,7 +107,7 @@ _tensorctl()
 		--file | -f | --values | --shape | --dtype | --out | -o | --attr | -a | \
 			--interval | -n | --count | -c | --group | -g | --push | --groups | \
 			--device | --devices | --model | --data | --batch-size | --epochs | --steps | \
-			--prefix | --name | --input | --metric | --output)
+			--prefix | --name | --input | --metric | --output | --precision)
 			((i++)) ;;
 		-) [[ -n $cmd ]] && ((npos++)) ;;   # chmod's "keep the mode"
 		-*) ;;
@@ -139,6 +139,9 @@ _tensorctl()
 		return ;;
 	--dtype)
 		COMPREPLY=($(compgen -W "f32 f16 bf16 i32 u8" -- "$cur"))
+		return ;;
+	--precision)
+		COMPREPLY=($(compgen -W "f32 bf16" -- "$cur"))
 		return ;;
 	--device)
 		COMPREPLY=($(compgen -W "$(_tensorctl_devices "$bin" "${sock[@]}")" -- "$cur"))

@@ -50,12 +50,14 @@ complete -c tensorctl -n '__fish_seen_subcommand_from train' -l epochs -x
 complete -c tensorctl -n '__fish_seen_subcommand_from train' -l steps -x
 complete -c tensorctl -n '__fish_seen_subcommand_from train' -l devices -x
 complete -c tensorctl -n '__fish_seen_subcommand_from train' -l detach
+complete -c tensorctl -n '__fish_seen_subcommand_from train' -l precision -x -a 'f32 bf16'
 complete -c tensorctl -n '__tensorctl_no_command' -a 'jobs' -d 'list detached training jobs'
 complete -c tensorctl -n '__tensorctl_no_command' -a 'logs' -d 'show or follow a job'
 complete -c tensorctl -n '__fish_seen_subcommand_from logs' -l follow -s f
 complete -c tensorctl -n '__tensorctl_no_command' -a 'cancel' -d 'stop a job'
 complete -c tensorctl -n '__tensorctl_no_command' -a 'drain' -d 'stop new training runs (root)'
 complete -c tensorctl -n '__tensorctl_no_command' -a 'step' -d 'one training step'
+complete -c tensorctl -n '__fish_seen_subcommand_from step' -l precision -x -a 'f32 bf16'
 complete -c tensorctl -n '__tensorctl_no_command' -a 'save' -d 'save tensors in a file'
 complete -c tensorctl -n '__tensorctl_no_command' -a 'load' -d 'put every tensor of a file'
 complete -c tensorctl -n '__fish_seen_subcommand_from load' -l prefix -x
@@ -63,6 +65,7 @@ complete -c tensorctl -n '__tensorctl_no_command' -a 'model' -d 'define, list, s
 complete -c tensorctl -n '__fish_seen_subcommand_from model' -l replace
 complete -c tensorctl -n '__fish_seen_subcommand_from model' -l tensors
 complete -c tensorctl -n '__fish_seen_subcommand_from model' -l name -x
+complete -c tensorctl -n '__fish_seen_subcommand_from model' -l precision -x -a 'f32 bf16'
 complete -c tensorctl -n '__tensorctl_no_command' -a 'evaluate' -d 'loss and metrics of a model'
 complete -c tensorctl -n '__fish_seen_subcommand_from evaluate' -l data -x
 complete -c tensorctl -n '__fish_seen_subcommand_from evaluate' -l metric -x
@@ -166,7 +169,7 @@ function __tensorctl_subs
 end
 set -g __tensorctl_ops abs adam_m adam_param adam_v add arange argmax argmin argsort avg_pool2d avg_pool2d_grad batch_norm batch_norm_grad batch_norm_grad_weight binary_cross_entropy_with_logits bmm cast clamp concat conv2d conv2d_grad_input conv2d_grad_weight copy cos cross_entropy cumsum div dropout embedding eq erf exp full gather ge gelu gelu_grad gelu_tanh_grad gt index_add index_select layer_norm layer_norm_grad le log log_softmax logsumexp lt masked_fill matmul max max_pool2d max_pool2d_grad maximum mean min minimum mse mul multinomial ne neg nll one_hot ones pad permute pow prod rand randn relu relu_grad reshape rms_norm rms_norm_grad rsqrt sgd_buf sgd_param sigmoid silu sin slice softmax softplus sort sort_grad sqrt stack std sub sum tanh topk topk_indices transpose tril triu var where zeros
 set -g __tensorctl_commands ping info top metrics ls stat rm sync chmod put copy cp get run graph train jobs logs cancel drain step save load model evaluate predict kernel help
-set -g __tensorctl_value_opts --a --attr --batch-size --c --count --data --device --devices --dtype --epochs --f --file --g --group --groups --input --interval --metric --model --n --name --o --out --output --prefix --push --shape --socket --steps --values
+set -g __tensorctl_value_opts --a --attr --batch-size --c --count --data --device --devices --dtype --epochs --f --file --g --group --groups --input --interval --metric --model --n --name --o --out --output --precision --prefix --push --shape --socket --steps --values
 
 function __tensorctl_socket
     set -l words (commandline -opc)
