@@ -308,6 +308,8 @@ void graph_plan_free(struct graph *gr)
 		gr->arena_cache->scratch_hint = sp->want;
 	if (sp->mem.block)
 		gpu_memory_free_unused(sp->g, &sp->mem);
+	for (unsigned k = 0; k < sp->noutgrown; k++)
+		gpu_memory_free_unused(sp->g, &sp->outgrown[k]);
 	*sp = (struct op_scratch_pool){ 0 };
 	for (unsigned k = 0; k < gr->narenas; k++)
 		/* The graph's own work ended (graph_free waited); none other binds it. */

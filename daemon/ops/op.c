@@ -143,8 +143,17 @@ static int scratch_borrow(struct op_ctx *ctx, uint64_t bytes, struct gpu_alloc *
 			return -ENOSPC;
 		p->g = ctx->g;
 	}
-	if (p->used + slot > p->mem.size)
-		return -ENOSPC;
+	if (p->used + slot > p->mem.size) {
+		/* Grow: a first step's pool starts at its first node's size. */
+		uint64_t size = p->want > 2 * p->mem.size ? p->want : 2 * p->mem.size;
+		struct gpu_alloc grown;
+
+		if (p->noutgrown == OP_SCRATCH_OUTGROWN || gpu_memory_alloc(ctx->g, size, &grown) < 0)
+			return -ENOSPC;
+		p->outgrown[p->noutgrown++] = p->mem;
+		p->mem = grown;
+		p->used = 0;     /* the node's earlier slices stay in the outgrown block */
+	}
 	*ret = (struct gpu_alloc){ .block = p->mem.block, .offset = p->mem.offset + p->used, .size = bytes,
 				   .reserved = slot };
 	p->used += slot;

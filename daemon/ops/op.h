@@ -122,17 +122,24 @@ struct op_def {
 	struct op_fusion fusion;
 };
 
+/* How many outgrown blocks a scratch pool keeps until its graph ends. */
+#define OP_SCRATCH_OUTGROWN 8
+
 /* Scratch memory shared by the nodes of a graph in turn (a training
  * step's: engine/graph_plan.c): each node's scratch starts at its start
  * (`used` set to 0 before the node records); the recorder orders a node's
  * use after the last one's. Its memory is taken at the first request, of
- * `hint` bytes or the request's. */
+ * `hint` bytes or the request's; a request past its end takes a block of
+ * twice the size (or the most a node asked for), and the outgrown one,
+ * which nodes recorded before still read, is kept until the graph ends. */
 struct op_scratch_pool {
 	struct gpu_device *g;         /* the device of `mem` */
 	struct gpu_alloc mem;
 	uint64_t used;                /* taken by the node recording now */
 	uint64_t hint;                /* the size to take: the most a node took before */
 	uint64_t want;                /* the most one node asked for */
+	struct gpu_alloc outgrown[OP_SCRATCH_OUTGROWN];
+	unsigned noutgrown;
 };
 
 /* Scratch memory an op asked for while recording; freed when the request
