@@ -18,11 +18,17 @@
 // of the 2x2 grid owns a 64x64 block: 4x4 accumulators of 16x16. Measured on
 // an H200 (shared TENSOR_CORES.md) with KHR matrices at 8192^2: 274 TFLOP/s
 // f16 and 283 bf16, where matmul_cm.comp's 2x4 grid of 64x32 made 181.
+// The build may narrow the tile to 128x64 of two subgroups (-DBN=64
+// -DWARPS_N=1: matmul_cm_khr_f32out_n64, for products of N a multiple of 64).
 #define BM 128
+#ifndef BN
 #define BN 128
+#endif
 #define BK 32
 #define WARPS_M 2
+#ifndef WARPS_N
 #define WARPS_N 2
+#endif
 #define FM 4
 #define FN 4
 #include "matmul_cm.glsl"

@@ -68,6 +68,8 @@ struct mm_cm_push {
 
 /* matmul_cm.comp's tile: M and N multiples of 128, K of 32. */
 #define MM_CM_TILE 128
+/* The autocast modules' narrow tile (matmul_cm_khr_f32out_n64): 128x64. */
+#define MM_CM_TILE_N64 64
 #define MM_CM_K 32
 /* The NT modules' shared memory: both tiles 128 rows of 32 + 8 halves
  * (matmul_cm.glsl), over the 18.5 KiB gpu/coopmat.c asks of a device for
@@ -287,16 +289,29 @@ static bool mm_cm_kernel(const struct op_ctx *ctx, struct gpu_coopmat_gemm *ret)
 /* The cooperative-matrix family for a layout (0, MM_TA or MM_TB) of the
  * NN family `family` names: matmul_cm.glsl built with the layout constant
  * (shaders/meson.build). */
-static const char *mm_cm_family(const char *family, uint32_t layout)
+static const char *mm_cm_family(const char *family, uint32_t layout, uint32_t tile_n)
 {
 	static const char *const khr[] = { "matmul_cm_khr", "matmul_cm_khr_tn", "matmul_cm_khr_nt" };
 	static const char *const khr32[] = { "matmul_cm_khr_f32out", "matmul_cm_khr_f32out_tn",
 					     "matmul_cm_khr_f32out_nt" };
+	static const char *const khr32_n64[] = { "matmul_cm_khr_f32out_n64", "matmul_cm_khr_f32out_n64_tn",
+						 "matmul_cm_khr_f32out_n64_nt" };
 	static const char *const nv[] = { "matmul_cm", "matmul_cm_tn", "matmul_cm_nt" };
 
 	if (strcmp(family, "matmul_cm_khr_f32out") == 0)
-		return khr32[layout];
+		return (tile_n == MM_CM_TILE ? khr32 : khr32_n64)[layout];
 	return (strcmp(family, "matmul_cm_khr") == 0 ? khr : nv)[layout];
+}
+
+/* The width of the product's cooperative-matrix tiles: MM_CM_TILE where N
+ * is a multiple of it, else for an autocast product MM_CM_TILE_N64 where N
+ * is a multiple of that (an attention's products over heads of 64: the
+ * matmul_cm_khr_f32out_n64 modules, two subgroups), else 0: none. */
+static uint32_t mm_cm_tile_n(const struct op_ctx *ctx, const struct mm_plan *pl)
+{
+	if (pl->n % MM_CM_TILE == 0)
+		return MM_CM_TILE;
+	return mm_autocast(ctx) && pl->n % MM_CM_TILE_N64 == 0 ? MM_CM_TILE_N64 : 0;
 }
 
 /* Whole tiles in layout NN, NT (B transposed) or TN (A transposed); not
@@ -304,12 +319,12 @@ static const char *mm_cm_family(const char *family, uint32_t layout)
 static bool matmul_use_cm(const struct op_ctx *ctx, const struct mm_plan *pl, const struct mm_push *pc)
 {
 	struct gpu_coopmat_gemm cm;
+	uint32_t tn = mm_cm_tile_n(ctx, pl);
 
 	return mm_cm_kernel(ctx, &cm) && pl->flags != (MM_TA | MM_TB) &&
 	       (pl->flags != MM_TB || ctx->g->props.limits.maxComputeSharedMemorySize >= MM_CM_NT_SHARED) &&
-	       pl->m % MM_CM_TILE == 0 && pl->n % MM_CM_TILE == 0 && pl->k % MM_CM_K == 0 &&
-	       pc->nbdims <= 1 &&
-	       (uint64_t)(pl->m / MM_CM_TILE) * (pl->n / MM_CM_TILE) * pc->batches <= UINT32_MAX;
+	       pl->m % MM_CM_TILE == 0 && tn && pl->k % MM_CM_K == 0 && pc->nbdims <= 1 &&
+	       (uint64_t)(pl->m / MM_CM_TILE) * (pl->n / tn) * pc->batches <= UINT32_MAX;
 }
 
 /* Chunks for a product of one to two waves of 128x128 tiles on a large GPU
@@ -468,9 +483,10 @@ static int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
 	const struct gpu_pipeline *p;
 	struct gpu_coopmat_gemm cm;
 	struct gpu_binding bind[3];
+	uint32_t tn = mm_cm_tile_n(ctx, pl), wg;
 	struct mm_cm_push pc = {
 		.m = mp->m, .n = mp->n, .k = mp->k, .batches = mp->batches,
-		.tiles_n = (uint32_t)(pl->n / MM_CM_TILE),
+		.tiles_n = tn ? (uint32_t)(pl->n / tn) : 0,
 		.astride = mp->nbdims ? mp->astride[0] : 0,
 		.bstride = mp->nbdims ? mp->bstride[0] : 0,
 	};
@@ -478,18 +494,20 @@ static int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
 
 	pc.tiles_mn = (uint32_t)(pl->m / MM_CM_TILE) * pc.tiles_n;
 	groups = (uint64_t)pc.tiles_mn * pc.batches;
-	if (!mm_cm_kernel(ctx, &cm))
+	if (!mm_cm_kernel(ctx, &cm) || !tn)
 		return op_fail(ctx, TDP_INTERNAL, "no cooperative-matrix kernel for %s", tdp_dtype_name(ctx->out.dtype));
+	/* The narrow tile has half the subgroups. */
+	wg = tn == MM_CM_TILE ? cm.wg : cm.wg / 2;
 	if (ab) {
 		bind[0] = ab[0];
 		bind[1] = ab[1];
 	}
-	if (op_pipeline(ctx, mm_cm_family(cm.family, pl->flags & MM_LAYOUT), cm.variant, &p) < 0 ||
+	if (op_pipeline(ctx, mm_cm_family(cm.family, pl->flags & MM_LAYOUT, tn), cm.variant, &p) < 0 ||
 	    (!ab && (op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 ||
 		     op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0)) ||
 	    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
 		return -1;
-	return op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), groups * cm.wg, cm.wg);
+	return op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), groups * wg, wg);
 }
 
 /* Pick the tiled kernel and split-K for the product `pc` describes (m, n,

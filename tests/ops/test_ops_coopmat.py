@@ -46,6 +46,9 @@ TOL = {"f16": (5e-3, 5e-3), "bf16": (3e-2, 3e-2)}
 TILES = [((128, 32), (32, 128)), ((256, 96), (96, 384)), ((512, 256), (256, 128)),
          ((3, 128, 64), (3, 64, 256)), ((2, 128, 32), (32, 128)), ((128, 32), (4, 32, 128))]
 NOT_TILES = [((130, 32), (32, 128)), ((128, 40), (40, 128))]
+# Autocast products whose N is a multiple of 64 but not of 128 (an
+# attention's P @ V over heads of 64): the narrow 128x64 modules.
+TILES_N64 = [((128, 32), (32, 64)), ((3, 256, 512), (3, 512, 64)), ((256, 96), (96, 192))]
 # (name, transpose_a, transpose_b, the module suffix; None: scalar only).
 LAYOUTS = [("NN", False, False, ""), ("NT", False, True, "_nt"), ("TN", True, False, "_tn"),
            ("TT", True, True, None)]
@@ -75,12 +78,13 @@ def expected(kind, has_bf16, dtype, tile, suffix=""):
     return None
 
 
-def expected_autocast(kind, has_bf16, tile, suffix):
-    """The shader an autocast (bf16) f32 product should run, or None."""
+def expected_autocast(kind, has_bf16, tile, suffix, narrow=False):
+    """The shader an autocast (bf16) f32 product should run, or None
+    (narrow: the 128x64 modules)."""
     if not tile or suffix is None or kind != "khr" or not has_bf16 or \
             os.environ.get("TENSORD_COOPMAT_BF16") == "0":
         return None
-    return "matmul_cm_khr_f32out%s.bf16" % suffix
+    return "matmul_cm_khr_f32out%s%s.bf16" % ("_n64" if narrow else "", suffix)
 
 
 def stored(x, transposed):
@@ -179,6 +183,13 @@ def main():
                                  "(%s exact %s @ %s)" % (lay, sa, sb), ta, tb)
                 t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), want,
                                  "(%s %s @ %s)" % (lay, sa, sb), ta, tb)
+            for sa, sb in TILES_N64:
+                want = expected_autocast(kind, has_bf16, True, suffix, narrow=True)
+                t.check_autocast(rng.integers(-1, 2, size=sa).astype(np.float64),
+                                 rng.integers(-1, 2, size=sb).astype(np.float64), want,
+                                 "(%s exact narrow %s @ %s)" % (lay, sa, sb), ta, tb)
+                t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), want,
+                                 "(%s narrow %s @ %s)" % (lay, sa, sb), ta, tb)
             for sa, sb in NOT_TILES:
                 t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), None,
                                  "(%s not tiles %s @ %s)" % (lay, sa, sb), ta, tb)

@@ -692,16 +692,18 @@ class Built(Case):
                     self.assertEqual([a[1:] for a in m.ops(22) if a[1] == 16], encoding)
                     self.run_pass(path, '--check', *(['--bf16'] if v == 'bf16' else []))
 
-    # The f32-output modules (matmul_cm.glsl with CM_OUT_F32, for autocast):
+    # The f32-output modules (matmul_cm.glsl with CM_OUT_F32, for autocast;
+    # also the 128x64 ones, matmul_cm_khr_f32out_n64*):
     # 16-bit A and B, no 16-bit accumulator (nothing is converted), the f32
     # accumulators stored as they are.
     def test_khr_f32_output(self):
         for lay, loads in self.LAYOUTS.items():
-            for v in ('f16', 'bf16'):
-                with self.subTest(layout=lay, variant=v):
-                    path, m = self.built('matmul_cm_khr_f32out%s.%s.spv' % (lay, v))
+            for v, narrow in (('f16', ''), ('bf16', ''), ('f16', '_n64'), ('bf16', '_n64')):
+                with self.subTest(layout=lay, variant=v, narrow=narrow):
+                    path, m = self.built('matmul_cm_khr_f32out%s%s.%s.spv' % (narrow, lay, v))
                     check_khr(self, m)
-                    self.assertEqual(self.local_size(m), 128)
+                    # the 128x64 tile has two subgroups, the 128x128 four
+                    self.assertEqual(self.local_size(m), 64 if narrow else 128)
                     self.assertEqual(uses_of(m, 22, 16), [0, 1])
                     self.assertEqual(uses_of(m, 22, 32), [2])
                     self.assertEqual(self.load_layouts(m), loads)
