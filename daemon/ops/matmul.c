@@ -600,8 +600,13 @@ static int mm_round_operand(struct op_ctx *ctx, struct gpu_recorder *rec, const 
 		*ret = b[0];
 		return 0;
 	}
+	/* Four elements an invocation where they come in fours (the same
+	 * bits: cast_bf16_vec4.comp). */
+	if (n % 4 == 0)
+		n /= 4;
 	if (op_scratch_alloc(ctx, bytes, &s) < 0 ||
-	    op_pipeline(ctx, "cast", to_bf16 ? "f32_bf16" : "f32_bf16_f32", &p) < 0)
+	    op_pipeline(ctx, t->count % 4 == 0 ? "cast_bf16_vec4" : "cast", to_bf16 ? "f32_bf16" : "f32_bf16_f32",
+			&p) < 0)
 		return -1;
 	b[1] = gpu_rec_bind(ctx->g, s, 0, bytes, true);
 	if (op_dispatch(ctx, rec, p, b, 2, &n, sizeof(n), n, 256) < 0)
