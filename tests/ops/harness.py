@@ -4,6 +4,7 @@ with a NumPy reference computed in float64 on the CPU.
 
 Every op test file builds on this; the references live in reference.py."""
 import os
+import re
 import socket
 import sys
 
@@ -151,6 +152,29 @@ class Checker:
             self.fail("%s%s %s %s: expected %s, got %r" % (op, label, inputs, attrs, code_name, err))
         elif op not in err["message"]:
             self.fail("%s: the error does not name the op: %r" % (op, err["message"]))
+
+
+# A dispatch line of a daemon started with TENSORD_TRACE_DISPATCHES=1 -v:
+# its shader ("<family>.<variant>").
+TRACE = re.compile(r"trace [^:]*: \d+ (\S+) [0-9.]+ us")
+
+
+class Traced:
+    """A checker's view of the daemon's dispatch trace in its log: which
+    shaders the requests since the last look ran (tests that check which
+    kernel took a product subclass it with their `check`)."""
+
+    def __init__(self, ck, log):
+        self.ck, self.log, self.seen = ck, log, 0
+
+    def shaders(self):
+        """The shaders dispatched since the last call (a ping first, so the
+        daemon has written the lines of the requests before it)."""
+        self.ck.c.call("ping", {})
+        with open(self.log, errors="replace") as f:
+            lines = [m.group(1) for m in map(TRACE.search, f) if m]
+        new, self.seen = lines[self.seen:], len(lines)
+        return new
 
 
 def main(run_cases):

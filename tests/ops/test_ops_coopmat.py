@@ -29,7 +29,6 @@ as a tolerance question. On lavapipe this runs the fallback; run it on an
 NVIDIA GPU (and there with TENSORD_COOPMAT=nv, and with
 TENSORD_COOPMAT_BF16=0) before claiming a tensor-core figure."""
 import os
-import re
 
 import numpy as np
 
@@ -37,7 +36,6 @@ import harness
 import ref_linalg as ref
 
 rng = np.random.default_rng(3333)
-TRACE = re.compile(r"trace [^:]*: \d+ (\S+) [0-9.]+ us")
 TOL = {"f16": (5e-3, 5e-3), "bf16": (3e-2, 3e-2)}
 # (a shape, b shape), logical ([.., M, K] @ [.., K, N]; a transposed
 # operand is stored with its last two dims swapped): whole tiles (batched,
@@ -92,17 +90,7 @@ def stored(x, transposed):
     return np.ascontiguousarray(np.swapaxes(x, -1, -2)) if transposed else x
 
 
-class Traced:
-    def __init__(self, ck, log):
-        self.ck, self.log, self.seen = ck, log, 0
-
-    def shaders(self):
-        self.ck.c.call("ping", {})
-        with open(self.log, errors="replace") as f:
-            lines = [m.group(1) for m in map(TRACE.search, f) if m]
-        new, self.seen = lines[self.seen:], len(lines)
-        return new
-
+class Traced(harness.Traced):
     def check(self, a, b, dtype, want, label, tol, ta=False, tb=False):
         """a and b logical ([.., M, K], [.., K, N]), put as stored."""
         self.shaders()

@@ -7,7 +7,6 @@ kernel each product ran checked in the dispatch trace
 fall back to the tiled kernels, and with TENSORD_NO_SKINNY nothing takes the
 new kernels. Split results are bit-identical run to run."""
 import os
-import re
 import time
 
 import numpy as np
@@ -16,7 +15,6 @@ import harness
 import ref_linalg as ref
 
 rng = np.random.default_rng(1616)
-TRACE = re.compile(r"trace [^:]*: \d+ (\S+) [0-9.]+ us")
 # f32 sums over up to 16,384 terms of values in [-1, 1), against float64.
 TOL = (2e-4, 1e-4)
 
@@ -29,18 +27,8 @@ def stored(shape, t):
     return shape[:-2] + (shape[-1], shape[-2]) if t else shape
 
 
-class Traced:
+class Traced(harness.Traced):
     """A checker whose checks also return the shaders their op.run ran."""
-
-    def __init__(self, ck, log):
-        self.ck, self.log, self.seen = ck, log, 0
-
-    def shaders(self):
-        self.ck.c.call("ping", {})
-        with open(self.log, errors="replace") as f:
-            lines = [m.group(1) for m in map(TRACE.search, f) if m]
-        new, self.seen = lines[self.seen:], len(lines)
-        return new
 
     def check(self, arrays, attrs, want_kernel, label, dtype="f32", tol=TOL):
         self.shaders()
