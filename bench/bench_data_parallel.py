@@ -106,8 +106,8 @@ def gpt_table(a, c, ids):
     if not a.gpt:
         return []
     rng = np.random.default_rng(0)
-    lines = ["| GPT dim, blocks, seq, batch | one device: ms/step (tokens/s) | %d devices: ms/step (tokens/s) | "
-             "ratio | loss one / all | replica_max_diff |" % len(ids), "|---|---:|---:|---:|---|---:|"]
+    lines = ["| GPT dim, blocks, seq, batch (%s) | one device: ms/step (tokens/s) | %d devices: ms/step (tokens/s) | "
+             "ratio | loss one / all | replica_max_diff |" % (a.precision, len(ids)), "|---|---:|---:|---:|---|---:|"]
     for cfg in a.gpt:
         dim, blocks, seq, batch, vocab = (int(v) for v in cfg.split(","))
         rows = batch * 8
@@ -115,7 +115,7 @@ def gpt_table(a, c, ids):
             put(c, n, rng.integers(0, vocab, (rows, seq)).astype(np.int32))
         got = {}
         for label, dv in (("one", ids[:1]), ("all", ids)):
-            define_gpt(c, "dpgpt", dim, blocks, seq, vocab)
+            define_gpt(c, "dpgpt", dim, blocks, seq, vocab, a.precision)
             p = {"model": "dpgpt", "data": {"x": "gx", "y": "gy"}, "batch_size": batch, "seed": 3,
                  "progress_every": 1000000}
             if len(dv) > 1:
@@ -214,6 +214,8 @@ def main():
                     help="GPT-style models also trained one device vs all (e.g. 256,2,128,32,8192 "
                     "768,12,512,8,8192)")
     ap.add_argument("--gpt-steps", type=int, default=20, help="measured train.run steps per GPT model")
+    ap.add_argument("--precision", default="f32", choices=("f32", "bf16"),
+                    help="the GPT models' model.define precision (docs/training.md, \"Mixed precision\")")
     ap.add_argument("--out-json")
     ap.add_argument("--out-markdown")
     a = ap.parse_args()

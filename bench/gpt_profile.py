@@ -42,12 +42,13 @@ def gpt_layers(dim, blocks, vocab):
             {"type": "linear", "in": dim, "out": vocab, "name": "head"}]
 
 
-def define_gpt(c, name, dim, blocks, seq, vocab):
-    """A fresh GPT-style model `name` (gpt_layers), seed 0, Adam lr 1e-4."""
+def define_gpt(c, name, dim, blocks, seq, vocab, precision="f32"):
+    """A fresh GPT-style model `name` (gpt_layers), seed 0, Adam lr 1e-4,
+    trained in `precision` ("f32" or "bf16": model.define's)."""
     c.call_full("model.delete", {"name": name})
     for t in c.call("tensor.list", {"prefix": name + "/"})["tensors"]:
         c.call("tensor.delete", {"name": t["name"]})
-    c.call("model.define", {"name": name, "seed": 0,
+    c.call("model.define", {"name": name, "seed": 0, "precision": precision,
                             "inputs": [{"name": "x", "dtype": "i32", "shape": [1, seq]},
                                        {"name": "y", "dtype": "i32", "shape": [1, seq]}],
                             "layers": gpt_layers(dim, blocks, vocab),
