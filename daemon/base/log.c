@@ -15,6 +15,11 @@ void log_set_level(int level)
 	max_level = level;
 }
 
+bool log_wanted(int priority)
+{
+	return priority <= max_level;
+}
+
 bool log_stderr_is_journal(void)
 {
 	const char *env = getenv("JOURNAL_STREAM");

@@ -9,6 +9,9 @@
 /* Log lines of priority above `level` (LOG_ERR..LOG_DEBUG) are dropped. */
 void log_set_level(int level);
 
+/* Whether lines of `priority` are logged (to skip building them). */
+bool log_wanted(int priority);
+
 /* Whether stderr is the journal stream systemd connected (JOURNAL_STREAM
  * holds its device and inode). */
 bool log_stderr_is_journal(void);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "daemon.h"
 #include "engine/graph_fuse.h"
 #include "gpu/device.h"
@@ -117,6 +118,44 @@ static int cmp_end(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+#define PEAK_KINDS 16
+
+/* With `verbose`, what the arena holds when it is fullest (`at`: the node
+ * made then), by op: which results a step keeps alive at once. */
+static void log_peak(const struct plan *p, uint32_t dev, unsigned at, uint64_t live, uint64_t align)
+{
+	struct {
+		const char *op;
+		uint64_t bytes;
+		unsigned n;
+	} kind[PEAK_KINDS] = { { 0 } };
+	unsigned nk = 0;
+	char line[768];
+	size_t len;
+
+	for (unsigned j = p->first; j <= at; j++) {
+		const struct node *nd = &p->gr->nodes[j];
+		unsigned k;
+
+		if (!p->eligible[j] || nd->device != dev || p->end[j] < at)
+			continue;
+		for (k = 0; k < nk && strcmp(kind[k].op, nd->ctx.def->name); k++)
+			;
+		if (k == nk && nk < PEAK_KINDS)
+			kind[nk++].op = nd->ctx.def->name;
+		else if (k == nk)
+			k = nk - 1, kind[k].op = "(others)";
+		kind[k].bytes += slot_bytes(nd, align);
+		kind[k].n++;
+	}
+	len = (size_t)snprintf(line, sizeof(line), "plan: device %u peak %.1f MiB at node %u (%s):", dev,
+			       (double)live / 1048576, at, p->gr->nodes[at].ctx.def->name);
+	for (unsigned k = 0; k < nk && len < sizeof(line); k++)
+		len += (size_t)snprintf(line + len, sizeof(line) - len, " %s %u = %.1f MiB%s", kind[k].op, kind[k].n,
+					(double)kind[k].bytes / 1048576, k + 1 < nk ? "," : "");
+	log_debug("%s", line);
+}
+
 /* Lay out device `dev`'s eligible results in time order, first fit, each
  * range given back once its last reader is recorded, into bins of at most
  * `cap` bytes (what the device allocates at once): a result goes to the
@@ -126,7 +165,8 @@ static int lay_out(struct plan *p, uint32_t dev, uint64_t align, uint64_t cap, u
 {
 	struct graph *gr = p->gr;
 	struct range_alloc ra[PLAN_MAX_BINS];
-	unsigned nby = 0, freed = 0, nbins = 0;
+	unsigned nby = 0, freed = 0, nbins = 0, peak_at = 0;
+	uint64_t live = 0, peak = 0;
 	int r = 0;
 
 	for (unsigned i = p->first; i < p->last; i++)
@@ -146,8 +186,10 @@ static int lay_out(struct plan *p, uint32_t dev, uint64_t align, uint64_t cap, u
 		for (; freed < nby && p->end[p->by_end[freed]] < i; freed++) {
 			unsigned j = p->by_end[freed];
 
-			if (p->eligible[j])
+			if (p->eligible[j]) {
 				range_alloc_give(&ra[p->bin[j]], p->offset[j], slot_bytes(&gr->nodes[j], align));
+				live -= slot_bytes(&gr->nodes[j], align);
+			}
 		}
 		for (b = 0; b < nbins; b++)
 			if (range_alloc_take(&ra[b], bytes, align, &p->offset[i]) == 0)
@@ -166,11 +208,16 @@ static int lay_out(struct plan *p, uint32_t dev, uint64_t align, uint64_t cap, u
 			continue;
 		}
 		p->bin[i] = b;
+		live += bytes;
+		if (live > peak)
+			peak = live, peak_at = i;
 		if (p->offset[i] + bytes > tops[b])
 			tops[b] = p->offset[i] + bytes;
 	}
 	for (unsigned b = 0; b < nbins; b++)
 		range_alloc_fini(&ra[b]);
+	if (r == 0 && peak && log_wanted(LOG_DEBUG))
+		log_peak(p, dev, peak_at, peak, align);
 	return r < 0 ? r : (int)nbins;
 }
 
