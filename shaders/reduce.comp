@@ -204,6 +204,25 @@ void columns4()
 			o[row] = STORE(finish(v[k]));
 	}
 }
+
+// RED_ROWS4: fold the row's vectors j4, j4 + S, ... below j14 (from vector
+// `base4` of the input) into v (less m, squared, for RED_SQDEV): each lane
+// serially, eight vectors in flight, then the lanes pairwise.
+void rows4(inout ACC v, uint base4, uint j4, uint j14, uint S, vec4 m)
+{
+	ACC l[4] = ACC[4](v, identity(pc.op), identity(pc.op), identity(pc.op));
+	bool sqdev = (pc.flags & RED_SQDEV) != 0u;
+	for (; j4 + 7u * S < j14; j4 += 8u * S) {
+		VEC4 e[8];
+		[[unroll]] for (uint u = 0u; u < 8u; u++)
+			e[u] = x4[base4 + j4 + u * S];
+		[[unroll]] for (uint u = 0u; u < 8u; u++)
+			fold4(l, e[u], m, sqdev);
+	}
+	for (; j4 < j14; j4 += S)
+		fold4(l, x4[base4 + j4], m, sqdev);
+	v = combine(pc.op, combine(pc.op, l[0], l[1]), combine(pc.op, l[2], l[3]));
+}
 #endif
 
 void main()
@@ -253,6 +272,16 @@ void main()
 			j1 = pc.L;
 			step = pc.nchunks;
 		}
+#ifdef VEC4
+		if ((pc.flags & RED_ROWS4) != 0u) {
+			vec4 m4 = vec4(0.0);
+#if IS_FLOAT
+			m4 = vec4(m);
+#endif
+			rows4(v, base / 4u, j0 / 4u + t, j1 / 4u, S, m4);
+			j = j1;
+		}
+#endif
 		// Plain folds over one strided dim or of partials: eight loads in
 		// flight per iteration, folded in the same order as the loop below
 		// (same bits), so the kernel is not bound by one load's latency at

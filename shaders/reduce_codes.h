@@ -22,6 +22,11 @@
 			       the kept dims are the innermost) */
 #define RED_COLUMNS4 64u    /* RED_COLUMNS in 4-row vectors (M % 4 == 0; f32, f16,
 			       i32; not argmax/argmin) */
+#define RED_ROWS4 128u      /* first pass over contiguous rows (one reduced dim of
+			       stride 1; L and every row's start multiples of
+			       4; f32, f16, i32; not argmax/argmin): an
+			       invocation folds vectors of four, lane by lane,
+			       then its four lanes pairwise */
 
 /* reduce.comp: what the final pass does to the combined value */
 #define RED_POST_NONE 0

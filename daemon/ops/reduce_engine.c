@@ -163,6 +163,22 @@ static uint32_t red_columns(const struct op_ctx *ctx, const struct red_plan *pla
 	return flag;
 }
 
+/* Whether the first pass reads the rows as vectors of four (RED_ROWS4):
+ * contiguous rows whose length and starts are multiples of 4, in a dtype the
+ * shader reads as vectors, not argmax/argmin. */
+static bool red_rows4(const struct red_plan *plan, const struct op_tensor *x, const struct red_job *job)
+{
+	static atomic_int off = -1;
+
+	if (job->op == RED_ARGMAX || job->op == RED_ARGMIN || x->dtype == TDP_DTYPE_BF16 || plan->nr != 1 ||
+	    plan->stride[plan->nk] != 1 || plan->L % 4 != 0 || ENV_ONCE(off, getenv("TENSORD_NO_ROWS_VEC4") != NULL))
+		return false;
+	for (unsigned d = 0; d < plan->nk; d++)
+		if (plan->stride[d] % 4 != 0)
+			return false;
+	return true;
+}
+
 int red_record(struct op_ctx *ctx, struct gpu_recorder *rec, const struct red_plan *plan,
 	       const struct op_tensor *x, const struct red_job *job)
 {
@@ -177,14 +193,16 @@ int red_record(struct op_ctx *ctx, struct gpu_recorder *rec, const struct red_pl
 	uint32_t lg;
 	int cur = 0;
 	uint32_t cols;
+	bool rows4;
 
 	if (op_pipeline(ctx, "reduce", tdp_dtype_name(x->dtype), &p) < 0)
 		return -1;
 	/* Partials: pass 1 writes M * n1 of them to buffer 0, pass 2 M * n2 to
 	 * buffer 1, pass 3 back to buffer 0, and so on. */
 	cols = red_columns(ctx, plan, x, job, &n1);
+	rows4 = !cols && red_rows4(plan, x, job);
 	if (!cols)
-		red_shape_pass(len, &lg, &chunk, &n1);
+		red_shape_pass(rows4 ? len / 4 : len, &lg, &chunk, &n1);
 	if (n1 > 1) {
 		uint64_t n2;
 
@@ -205,14 +223,17 @@ int red_record(struct op_ctx *ctx, struct gpu_recorder *rec, const struct red_pl
 		uint64_t nchunks, groups;
 		bool last;
 
-		red_shape_pass(len, &lg, &chunk, &nchunks);
+		red_shape_pass(first && rows4 ? len / 4 : len, &lg, &chunk, &nchunks);
 		if (first && cols) {
 			lg = 0;
 			chunk = len;
 			nchunks = n1;
 		}
+		if (first && rows4)
+			chunk *= 4; /* chunks of vectors; pc.chunk counts elements */
 		last = nchunks == 1;
 		memset(&pc, 0, sizeof(pc));
+		pc.flags = first && rows4 ? RED_ROWS4 : 0;
 		pc.M = (uint32_t)plan->M;
 		pc.L = (uint32_t)len;
 		pc.chunk = (uint32_t)chunk;
