@@ -84,3 +84,6 @@ int grad_triu(struct autograd *ag, unsigned node, int g, int *out);
 int grad_masked_fill(struct autograd *ag, unsigned node, int g, int *out);
 int grad_dropout(struct autograd *ag, unsigned node, int g, int *out);
 int grad_logsumexp(struct autograd *ag, unsigned node, int g, int *out);
+
+/* attention.c: grad_attention.c */
+int grad_attention(struct autograd *ag, unsigned node, int g, int *out);

@@ -24,6 +24,7 @@ static const struct op_def *const families[] = {
 	op_defs_optim,
 	op_defs_index,
 	op_defs_sort, op_defs_mask,
+	op_defs_attention,
 };
 
 static const struct op_def *all_ops[256];

@@ -216,6 +216,7 @@ extern const struct op_def op_defs_optim[];
 extern const struct op_def op_defs_index[];
 extern const struct op_def op_defs_sort[];
 extern const struct op_def op_defs_mask[];
+extern const struct op_def op_defs_attention[];
 
 /* Binding, pipelines and dispatch for an op's record (op_gpu.c). */
 #include "ops/op_gpu.h"

@@ -1,13 +1,16 @@
 /* attention (multi-head self-attention, torch's nn.MultiheadAttention
  * arithmetic with separate q, k, v, out projections) and transformer_block
  * (pre-norm: x + attn(ln1(x)), then + mlp(ln2(·))), expanded into matmul,
- * reshape, permute, bmm, softmax, masked_fill, dropout. Both need their
+ * reshape, permute and the fused attention op; with dropout on the
+ * probabilities, a head dim the fused op does not take, or `fused: false`,
+ * into bmm, softmax, masked_fill and dropout instead. Both need their
  * input's shape [B, T, dim] with T known (the model input's declared
  * shape): the heads are split with reshapes over T. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "ops/attention.h"
 #include "pack.h"
 #include "rpc.h"
 #include "status.h"
@@ -55,29 +58,18 @@ static int split_heads(struct lx *x, const struct layer *l, const char *in, cons
 	return reshape(x, ret, b, s3, 3);
 }
 
-/* The attention arithmetic of layer l on `in` [B, T, dim]. */
-static int attend(struct lx *x, const struct layer *l, const char *in, struct shp *s, int64_t dim, int64_t heads,
-		  bool causal, bool bias, double p)
+/* softmax(q kᵀ / √hd, masked) · v of [B·H, T, hd] nodes q3, k3, v3 as the
+ * separate ops, into node `cx`: scores, scaled, (ones, mask, masked), att,
+ * (drop), then cx itself. */
+static int attend_unfused(struct lx *x, const struct layer *l, const char *q3, const char *k3, const char *v3,
+			  int64_t t, int64_t hd, bool causal, double p, const char *cx)
 {
-	static const int64_t perm[4] = { 0, 2, 1, 3 };
-	int64_t t = s->d[1], hd = dim / heads, c4[4] = { -1, heads, t, hd }, c3[3] = { -1, t, dim };
 	int64_t tt[2] = { t, t };
-	struct layer q, k, v, o;
-	struct shp sq = *s, sk = *s, sv = *s;
-	char q3[LX_ID], k3[LX_ID], v3[LX_ID], sc[LX_ID], sd[LX_ID], on[LX_ID], mk[LX_ID], mf[LX_ID], at[LX_ID];
-	char dr[LX_ID], cx[LX_ID], c4i[LX_ID], cp[LX_ID], ctx[LX_ID];
+	char sc[LX_ID], sd[LX_ID], on[LX_ID], mk[LX_ID], mf[LX_ID], at[LX_ID], dr[LX_ID];
 	const char *cur;
 	struct at tb = { "transpose_b", 'b', .i = 1 }, scale = { "scalar", 'f', .f = 1.0 / sqrt((double)hd) };
 
-	if (sub_layer(x, l, "q", "linear", &q) < 0 || sub_layer(x, l, "k", "linear", &k) < 0 ||
-	    sub_layer(x, l, "v", "linear", &v) < 0 || sub_layer(x, l, "out", "linear", &o) < 0 ||
-	    lx_linear(x, &q, (unsigned)dim, (unsigned)dim, bias, in, &sq) < 0 ||
-	    lx_linear(x, &k, (unsigned)dim, (unsigned)dim, bias, in, &sk) < 0 ||
-	    lx_linear(x, &v, (unsigned)dim, (unsigned)dim, bias, in, &sv) < 0 ||
-	    split_heads(x, l, q.path, "q", t, heads, hd, q3) < 0 || split_heads(x, l, k.path, "k", t, heads, hd, k3) < 0 ||
-	    split_heads(x, l, v.path, "v", t, heads, hd, v3) < 0 || lx_id(x, l, "scores", sc) < 0 ||
-	    lx_id(x, l, "scaled", sd) < 0 || lx_id(x, l, "att", at) < 0 || lx_id(x, l, "ctx3", cx) < 0 ||
-	    lx_id(x, l, "ctx4", c4i) < 0 || lx_id(x, l, "ctxp", cp) < 0 || lx_id(x, l, "ctx", ctx) < 0)
+	if (lx_id(x, l, "scores", sc) < 0 || lx_id(x, l, "scaled", sd) < 0 || lx_id(x, l, "att", at) < 0)
 		return -1;
 	{
 		const char *in2[2] = { q3, k3 };
@@ -113,11 +105,48 @@ static int attend(struct lx *x, const struct layer *l, const char *in, struct sh
 		cur = dr;
 	}
 	{
-		const char *in2[2] = { cur, v3 }, *pc4 = c4i;
+		const char *in2[2] = { cur, v3 };
+
+		return lx_emit(x, cx, "bmm", in2, 2, NULL, 0);
+	}
+}
+
+/* The attention arithmetic of layer l on `in` [B, T, dim]: the fused
+ * attention op when `fused`, dropout is 0 and it takes the head dim and
+ * length (ops/attention.h), else attend_unfused. */
+static int attend(struct lx *x, const struct layer *l, const char *in, struct shp *s, int64_t dim, int64_t heads,
+		  bool causal, bool bias, double p, bool fused)
+{
+	static const int64_t perm[4] = { 0, 2, 1, 3 };
+	int64_t t = s->d[1], hd = dim / heads, c4[4] = { -1, heads, t, hd }, c3[3] = { -1, t, dim };
+	struct layer q, k, v, o;
+	struct shp sq = *s, sk = *s, sv = *s;
+	char q3[LX_ID], k3[LX_ID], v3[LX_ID], cx[LX_ID], c4i[LX_ID], cp[LX_ID], ctx[LX_ID];
+
+	if (sub_layer(x, l, "q", "linear", &q) < 0 || sub_layer(x, l, "k", "linear", &k) < 0 ||
+	    sub_layer(x, l, "v", "linear", &v) < 0 || sub_layer(x, l, "out", "linear", &o) < 0 ||
+	    lx_linear(x, &q, (unsigned)dim, (unsigned)dim, bias, in, &sq) < 0 ||
+	    lx_linear(x, &k, (unsigned)dim, (unsigned)dim, bias, in, &sk) < 0 ||
+	    lx_linear(x, &v, (unsigned)dim, (unsigned)dim, bias, in, &sv) < 0 ||
+	    split_heads(x, l, q.path, "q", t, heads, hd, q3) < 0 || split_heads(x, l, k.path, "k", t, heads, hd, k3) < 0 ||
+	    split_heads(x, l, v.path, "v", t, heads, hd, v3) < 0 || lx_id(x, l, "ctx3", cx) < 0 ||
+	    lx_id(x, l, "ctx4", c4i) < 0 || lx_id(x, l, "ctxp", cp) < 0 || lx_id(x, l, "ctx", ctx) < 0)
+		return -1;
+	if (fused && p <= 0 && attention_supported((uint64_t)hd, (uint64_t)t, (uint64_t)t)) {
+		const char *in3[3] = { q3, k3, v3 };
+		struct at ca = { "causal", 'b', .i = causal };
+
+		if (lx_emit(x, cx, "attention", in3, 3, &ca, 1) < 0)
+			return -1;
+	} else if (attend_unfused(x, l, q3, k3, v3, t, hd, causal, p, cx) < 0) {
+		return -1;
+	}
+	{
+		const char *pc4 = c4i;
 		struct at pa = { "dims", 'I', .v = perm, .n = 4 };
 
-		if (lx_emit(x, cx, "bmm", in2, 2, NULL, 0) < 0 || reshape(x, c4i, cx, c4, 4) < 0 ||
-		    lx_emit(x, cp, "permute", &pc4, 1, &pa, 1) < 0 || reshape(x, ctx, cp, c3, 3) < 0)
+		if (reshape(x, c4i, cx, c4, 4) < 0 || lx_emit(x, cp, "permute", &pc4, 1, &pa, 1) < 0 ||
+		    reshape(x, ctx, cp, c3, 3) < 0)
 			return -1;
 	}
 	if (lx_linear(x, &o, (unsigned)dim, (unsigned)dim, bias, ctx, s) < 0)
@@ -144,17 +173,17 @@ static int layer_attention(struct lx *x, const struct layer *l, const char *in, 
 {
 	struct map_field f[] = { { "dim", MAP_UINT, true, NULL }, { "heads", MAP_UINT, true, NULL },
 				 { "causal", MAP_BOOL, false, NULL }, { "bias", MAP_BOOL, false, NULL },
-				 { "dropout", MAP_NUMBER, false, NULL } };
+				 { "dropout", MAP_NUMBER, false, NULL }, { "fused", MAP_BOOL, false, NULL } };
 	uint64_t dim, heads;
-	bool causal, bias;
+	bool causal, bias, fused;
 	double p;
 
-	if (lx_keys(x, l, f, 5) < 0 || lx_uint(x, l, &f[0], 1, MAX_DIM, 0, &dim) < 0 ||
+	if (lx_keys(x, l, f, 6) < 0 || lx_uint(x, l, &f[0], 1, MAX_DIM, 0, &dim) < 0 ||
 	    lx_uint(x, l, &f[1], 1, MAX_DIM, 0, &heads) < 0 || lx_bool(x, l, &f[2], false, &causal) < 0 ||
 	    lx_bool(x, l, &f[3], true, &bias) < 0 || lx_num(x, l, &f[4], 0, 1, 0, &p) < 0 ||
-	    check_btd(x, l, s, dim, heads) < 0)
+	    lx_bool(x, l, &f[5], true, &fused) < 0 || check_btd(x, l, s, dim, heads) < 0)
 		return -1;
-	return attend(x, l, in, s, (int64_t)dim, (int64_t)heads, causal, bias, p);
+	return attend(x, l, in, s, (int64_t)dim, (int64_t)heads, causal, bias, p, fused);
 }
 
 /* Node `id` = a + b. */
@@ -201,23 +230,23 @@ static int layer_block(struct lx *x, const struct layer *l, const char *in, stru
 {
 	struct map_field f[] = { { "dim", MAP_UINT, true, NULL }, { "heads", MAP_UINT, true, NULL },
 				 { "hidden", MAP_UINT, false, NULL }, { "causal", MAP_BOOL, false, NULL },
-				 { "dropout", MAP_NUMBER, false, NULL } };
+				 { "dropout", MAP_NUMBER, false, NULL }, { "fused", MAP_BOOL, false, NULL } };
 	uint64_t dim, heads, hidden;
-	bool causal;
+	bool causal, fused;
 	double p;
 	struct layer ln1, ln2, attn, fc1, fc2, act;
 	char res1[LX_ID], d1[LX_ID], d2[LX_ID];
 	const char *cur;
 	struct shp sa;
 
-	if (lx_keys(x, l, f, 5) < 0 || lx_uint(x, l, &f[0], 1, MAX_DIM, 0, &dim) < 0 ||
+	if (lx_keys(x, l, f, 6) < 0 || lx_uint(x, l, &f[0], 1, MAX_DIM, 0, &dim) < 0 ||
 	    lx_uint(x, l, &f[1], 1, MAX_DIM, 0, &heads) < 0 || lx_uint(x, l, &f[2], 1, MAX_DIM, 4 * dim, &hidden) < 0 ||
 	    lx_bool(x, l, &f[3], false, &causal) < 0 || lx_num(x, l, &f[4], 0, 1, 0, &p) < 0 ||
-	    check_btd(x, l, s, dim, heads) < 0)
+	    lx_bool(x, l, &f[5], true, &fused) < 0 || check_btd(x, l, s, dim, heads) < 0)
 		return -1;
 	sa = *s;
 	if (sub_norm(x, l, "ln1", in, (int64_t)dim, &ln1) < 0 || sub_layer(x, l, "attn", "attention", &attn) < 0 ||
-	    attend(x, &attn, ln1.path, &sa, (int64_t)dim, (int64_t)heads, causal, true, p) < 0)
+	    attend(x, &attn, ln1.path, &sa, (int64_t)dim, (int64_t)heads, causal, true, p, fused) < 0)
 		return -1;
 	cur = attn.path;
 	if (maybe_drop(x, l, "drop1", p, d1, &cur) < 0 || lx_id(x, l, "res1", res1) < 0 || add(x, res1, in, cur) < 0 ||

@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "ops"))
 import numpy as np  # noqa: E402
 
 import harness  # noqa: E402
+import ref_attention  # noqa: E402
 import ref_sort  # noqa: E402
 
 rng = np.random.default_rng(20240612)
@@ -910,9 +911,22 @@ def ties(gc):
             gc.fail("ties %s %s: got %r want %r" % (op, attrs, got.tolist(), want.tolist()))
 
 
+def attention_cases():
+    """The fused attention op (q, k, v all parameters): causal and not,
+    T != S, a scale attr, a head dim between the compiled bounds."""
+    out = []
+    for n, t, s, hd, attrs in ((2, 3, 3, 4, {"causal": True}), (1, 3, 5, 4, None), (1, 4, 2, 6, {"causal": True}),
+                               (2, 2, 3, 3, {"scale": 0.7})):
+        a = attrs or {}
+        out.append(Case("attention", "attention", [(u((n, t, hd)), "p"), (u((n, s, hd)), "p"), (u((n, s, hd)), "p")],
+                        lambda q, k, v, a=a: ref_attention.attention(q, k, v, a.get("causal", False), a.get("scale")),
+                        attrs))
+    return out
+
+
 def run(ck):
     gc = GradChecker(ck.c)
-    for case in cases() + issue18_cases():
+    for case in cases() + issue18_cases() + attention_cases():
         gc.run(case)
     composite(gc)
     composite_embedding(gc)

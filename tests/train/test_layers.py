@@ -293,8 +293,9 @@ def cnn(c, rng):
 T, V, D, HEADS = 6, 11, 8, 2
 
 
-def hand_block(p):
-    """One pre-norm causal block by hand (docs/training.md's expansion)."""
+def hand_block(p, fused):
+    """One pre-norm causal block by hand (docs/training.md's expansion: the
+    fused attention op, or with `fused: false` the unfused ops)."""
     hd = D // HEADS
     nodes = [n("e", "embedding", [p + "emb", "x"]),
              n("ln1", "layer_norm", ["e", p + "ln1w", p + "ln1b"], eps=1e-5, ndim=1)]
@@ -303,10 +304,14 @@ def hand_block(p):
         nodes += [n(q + "4", "reshape", [q], shape=[-1, T, HEADS, hd]),
                   n(q + "p", "permute", [q + "4"], dims=[0, 2, 1, 3]),
                   n(q + "3", "reshape", [q + "p"], shape=[-1, T, hd])]
-    nodes += [n("s", "bmm", ["q3", "k3"], transpose_b=True), n("ss", "mul", ["s"], scalar=1 / math.sqrt(hd)),
-              n("one", "ones", [], shape=[T, T], dtype="u8"), n("mask", "triu", ["one"], diagonal=1),
-              n("mf", "masked_fill", ["ss", "mask"], value=float("-inf")), n("att", "softmax", ["mf"], axis=-1),
-              n("c3", "bmm", ["att", "v3"]), n("c4", "reshape", ["c3"], shape=[-1, HEADS, T, hd]),
+    if fused:
+        nodes += [n("c3", "attention", ["q3", "k3", "v3"], causal=True)]
+    else:
+        nodes += [n("s", "bmm", ["q3", "k3"], transpose_b=True), n("ss", "mul", ["s"], scalar=1 / math.sqrt(hd)),
+                  n("one", "ones", [], shape=[T, T], dtype="u8"), n("mask", "triu", ["one"], diagonal=1),
+                  n("mf", "masked_fill", ["ss", "mask"], value=float("-inf")), n("att", "softmax", ["mf"], axis=-1),
+                  n("c3", "bmm", ["att", "v3"])]
+    nodes += [n("c4", "reshape", ["c3"], shape=[-1, HEADS, T, hd]),
               n("cp", "permute", ["c4"], dims=[0, 2, 1, 3]), n("cx", "reshape", ["cp"], shape=[-1, T, D])]
     nodes += lin("ao", "cx", p + "ow", p + "ob")
     nodes += [n("r1", "add", ["e", "ao"]), n("ln2", "layer_norm", ["r1", p + "ln2w", p + "ln2b"], eps=1e-5, ndim=1)]
@@ -324,8 +329,8 @@ def ln_np(x, w, b):
     return (x - mu) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) * w + b
 
 
-def transformer_np(c, x):
-    g = {k: get(c, "tf/" + k).astype(np.float64) for k in (
+def transformer_np(c, x, m="tf"):
+    g = {k: get(c, m + "/" + k).astype(np.float64) for k in (
         "0.weight", "blk.ln1.weight", "blk.ln1.bias", "blk.attn.q.weight", "blk.attn.q.bias", "blk.attn.k.weight",
         "blk.attn.k.bias", "blk.attn.v.weight", "blk.attn.v.bias", "blk.attn.out.weight", "blk.attn.out.bias",
         "blk.ln2.weight", "blk.ln2.bias", "blk.mlp.fc1.weight", "blk.mlp.fc1.bias", "blk.mlp.fc2.weight",
@@ -349,33 +354,40 @@ def transformer_np(c, x):
     return ln_np(r2, g["2.weight"], g["2.bias"]) @ g["head.weight"].T + g["head.bias"]
 
 
-def transformer(c, rng):
+def transformer(c, rng, fused):
+    """The layer model against the hand-written graph, bit for bit: the
+    fused attention op, or with the layer's `fused: false` the unfused
+    ops."""
     B = 4
+    tf, ht = ("tf", "ht") if fused else ("tfu", "htu")
     x = rng.integers(0, V, (B, T)).astype(np.int32)
     y = rng.integers(0, V, (B, T)).astype(np.int32)
     put(c, "tx", x)
     put(c, "ty", y)
     inputs = [{"name": "x", "dtype": "i32", "shape": [1, T]}, {"name": "y", "dtype": "i32", "shape": [1, T]}]
-    layers = [{"type": "embedding", "num_embeddings": V, "embedding_dim": D},
-              {"type": "transformer_block", "dim": D, "heads": HEADS, "causal": True, "hidden": 16, "name": "blk"},
+    blk = {"type": "transformer_block", "dim": D, "heads": HEADS, "causal": True, "hidden": 16, "name": "blk"}
+    if not fused:
+        blk["fused"] = False
+    layers = [{"type": "embedding", "num_embeddings": V, "embedding_dim": D}, blk,
               {"type": "layer_norm", "normalized_shape": D}, {"type": "linear", "in": D, "out": V, "name": "head"}]
     opt = {"type": "adamw", "lr": 0.01, "weight_decay": 0.01}
-    r = c.call("model.define", {"name": "tf", "inputs": inputs, "layers": layers, "seed": 7,
+    r = c.call("model.define", {"name": tf, "inputs": inputs, "layers": layers, "seed": 7,
                                 "loss": {"type": "cross_entropy", "target": "y"}, "optimizer": opt})
+    check(any(nd["op"] == "attention" for nd in r["nodes"]) == fused, "fused %s: the attention op" % fused)
     got_names = [p["name"] for p in r["parameters"]]
     mine = ["emb", "ln1w", "ln1b", "qw", "qb", "kw", "kb", "vw", "vb", "ow", "ob", "ln2w", "ln2b", "f1w", "f1b",
             "f2w", "f2b", "lnw", "lnb", "hw", "hb"]
-    check(len(got_names) == len(mine) and got_names[3] == "tf/blk.attn.q.weight" and
-          got_names[13] == "tf/blk.mlp.fc1.weight", "transformer names: %r" % (got_names,))
+    check(len(got_names) == len(mine) and got_names[3] == tf + "/blk.attn.q.weight" and
+          got_names[13] == tf + "/blk.mlp.fc1.weight", "transformer names: %r" % (got_names,))
     check(r["parameters"][13]["shape"] == [16, D], "fc1 weight [hidden, dim]")
-    pairs = [(a, "ht/" + b) for a, b in zip(got_names, mine)]
+    pairs = [(a, ht + "/" + b) for a, b in zip(got_names, mine)]
     copy_params(c, pairs)
-    c.call("model.define", {"name": "ht", "inputs": inputs, "nodes": hand_block("ht/"), "loss": "loss",
+    c.call("model.define", {"name": ht, "inputs": inputs, "nodes": hand_block(ht + "/", fused), "loss": "loss",
                             "params": [p for _, p in pairs], "outputs": ["logits"], "optimizer": opt})
-    train_both(c, "tf", "ht", {"x": "tx", "y": "ty"}, 3, 2, "transformer")
+    train_both(c, tf, ht, {"x": "tx", "y": "ty"}, 3, 2, "transformer")
     same_tensors(c, pairs, "transformer")
-    want = transformer_np(c, x)
-    got = arr(c.call("model.predict", {"model": "tf", "inputs": {"x": "tx"}})["outputs"]["head"])
+    want = transformer_np(c, x, tf)
+    got = arr(c.call("model.predict", {"model": tf, "inputs": {"x": "tx"}})["outputs"]["head"])
     check(got.shape == (B, T, V) and np.allclose(got, want, rtol=1e-4, atol=1e-4),
           "transformer forward vs NumPy: %g" % np.abs(got - want).max())
 
@@ -434,7 +446,8 @@ def main():
         bce_loss(c, rng)
         pos_embedding(c, rng)
         cnn(c, rng)
-        transformer(c, rng)
+        transformer(c, rng, True)
+        transformer(c, rng, False)
         every_type(c, rng)
     if failures:
         print("%d failure(s)" % len(failures))

@@ -1,8 +1,8 @@
 """A training step's memory plan (engine/graph_plan.c, docs/performance.md,
 "Memory planning"): intermediates share one arena per step, each at an offset
 no result alive at the same time overlaps. The same GPT-style model (embedding,
-two causal transformer_blocks, layer_norm, head; the attention's scores,
-softmax and their gradients among the intermediates) and an MLP with dropout
+two causal transformer_blocks, layer_norm, head; the fused attention op's
+results, its backward's logsumexp rows and gradients among the intermediates) and an MLP with dropout
 and batch_norm, and an MLP written as nodes whose products split K (their
 partial results: scratch the nodes share in turn under the plan) train on two daemons, one planning (the default) and one with
 TENSORD_NO_MEMORY_PLAN=1: the losses and every parameter after train.run
