@@ -24,6 +24,15 @@
 // allows none), and A and B fragments stay in variables of their own (each
 // value gets one Use).
 //
+// Variant knobs for bench/gemm_variants.py (each off by default, which is
+// the shipped code): CM_PAD, halves of padding per shared row (8; 0, 8 or
+// 16); CM_DBUF, shared memory double-buffered: the prefetched registers go
+// into the other buffer after the step's MulAdds, one barrier per K step
+// (twice the shared memory); CM_RASTER=G, workgroups walk the tiles in
+// groups of G tile rows, column-major inside a group (L2 reuse of B);
+// CM_FRAG_PF, the A/B fragments of step kk + 16 loaded before the MulAdds
+// of step kk. The K loop of CM_DBUF and CM_FRAG_PF is matmul_cm_var.glsl's.
+//
 // CM_OUT_F32 (the KHR modules matmul_cm_khr_f32out{,_nt,_tn}, for autocast:
 // f32 operands rounded to 16 bits beforehand, an f32 result) stores the f32
 // accumulators as they are into a float buffer: no conversion, no rounding.
@@ -52,8 +61,11 @@
 #define B_IN BN
 #define B_OUT BK
 #endif
-#define ASTR (A_IN / 8 + 1)   // uvec4 per A row in shared memory (8 halves of padding)
-#define BSTR (B_IN / 8 + 1)   // uvec4 per B row
+#ifndef CM_PAD
+#define CM_PAD 8
+#endif
+#define ASTR (A_IN / 8 + CM_PAD / 8)   // uvec4 per A row in shared memory (CM_PAD halves of padding)
+#define BSTR (B_IN / 8 + CM_PAD / 8)   // uvec4 per B row
 #define A_LOADS (BM * BK / 8 / WG)
 #define B_LOADS (BK * BN / 8 / WG)
 #define A_ROWS_PER (WG / (A_IN / 8))   // rows one pass of the workgroup covers
@@ -75,8 +87,13 @@ layout(push_constant) uniform MmCmPush {
 	uint astride, bstride;   // elements between batch matrices (0: broadcast)
 } pc;
 
-shared uvec4 As[A_OUT * ASTR];
-shared uvec4 Bs[B_OUT * BSTR];
+#ifdef CM_DBUF
+#define CM_NBUF 2
+#else
+#define CM_NBUF 1
+#endif
+shared uvec4 As[CM_NBUF * A_OUT * ASTR];
+shared uvec4 Bs[CM_NBUF * B_OUT * BSTR];
 
 #define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
 #define HALF fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
@@ -88,8 +105,18 @@ void main()
 		return;
 	uint batch = wg / pc.tiles_mn;
 	uint tile = wg - batch * pc.tiles_mn;
+#ifdef CM_RASTER
+	// Groups of CM_RASTER tile rows (fewer in the last), walked column by
+	// column: neighbouring workgroups share B's tile columns in L2.
+	uint tiles_m = pc.tiles_mn / pc.tiles_n, grp = tile / (CM_RASTER * pc.tiles_n);
+	uint grows = min(uint(CM_RASTER), tiles_m - grp * CM_RASTER);
+	uint tin = tile - grp * CM_RASTER * pc.tiles_n;
+	uint row0 = (grp * CM_RASTER + tin % grows) * BM;
+	uint col0 = (tin / grows) * BN;
+#else
 	uint row0 = (tile / pc.tiles_n) * BM;
 	uint col0 = (tile % pc.tiles_n) * BN;
+#endif
 	// An operand's stored rows are alen8 (blen8) uvec4 long, its tile starts
 	// A_TILE (B_TILE) halves into its matrix, and the K-step k0 A_KOFF(k0)
 	// (B_KOFF(k0)) uvec4 into its tile.
@@ -130,6 +157,9 @@ void main()
 		[[unroll]] for (int j = 0; j < FN; j++)
 			acc[i][j] = ACC(0.0);
 
+#if defined(CM_DBUF) || defined(CM_FRAG_PF)
+#include "matmul_cm_var.glsl"
+#else
 	for (uint k0 = 0u; k0 < pc.k; k0 += BK) {
 		[[unroll]] for (int p = 0; p < A_LOADS; p++)
 			As[(ar + uint(p * A_ROWS_PER)) * ASTR + ac] = ra[p];
@@ -167,6 +197,7 @@ void main()
 		}
 		barrier();
 	}
+#endif
 
 	uint obase = batch * pc.m * pc.n;
 	[[unroll]] for (int i = 0; i < FM; i++)

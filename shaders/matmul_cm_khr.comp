@@ -18,17 +18,29 @@
 // of the 2x2 grid owns a 64x64 block: 4x4 accumulators of 16x16. Measured on
 // an H200 (shared TENSOR_CORES.md) with KHR matrices at 8192^2: 274 TFLOP/s
 // f16 and 283 bf16, where matmul_cm.comp's 2x4 grid of 64x32 made 181.
+// bench/gemm_variants.py builds other tiles (-DBM=... -DFN=...) and the
+// variant knobs of matmul_cm.glsl from the same file.
 // The build may narrow the tile to 128x64 of two subgroups (-DBN=64
 // -DWARPS_N=1: matmul_cm_khr_f32out_n64, for products of N a multiple of 64).
+#ifndef BM
 #define BM 128
+#endif
 #ifndef BN
 #define BN 128
 #endif
+#ifndef BK
 #define BK 32
+#endif
+#ifndef WARPS_M
 #define WARPS_M 2
+#endif
 #ifndef WARPS_N
 #define WARPS_N 2
 #endif
+#ifndef FM
 #define FM 4
+#endif
+#ifndef FN
 #define FN 4
+#endif
 #include "matmul_cm.glsl"

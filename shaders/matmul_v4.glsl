@@ -121,8 +121,18 @@ void main()
 	wg -= split * per_split;
 	uint batch = wg / pc.tiles_mn;
 	uint tile = wg - batch * pc.tiles_mn;
+#ifdef MM_RASTER
+	// bench/gemm_variants.py's variant: groups of MM_RASTER tile rows (fewer
+	// in the last), walked column by column, for L2 reuse of B.
+	uint tiles_m = pc.tiles_mn / pc.tiles_n, grp = tile / (MM_RASTER * pc.tiles_n);
+	uint grows = min(uint(MM_RASTER), tiles_m - grp * MM_RASTER);
+	uint tin = tile - grp * MM_RASTER * pc.tiles_n;
+	uint row0 = (grp * MM_RASTER + tin % grows) * TM;
+	uint col0 = (tin / grows) * TN;
+#else
 	uint row0 = (tile / pc.tiles_n) * TM;
 	uint col0 = (tile % pc.tiles_n) * TN;
+#endif
 	uint aoff = 0u, boff = 0u, rest = batch;
 	for (int d = int(pc.nbdims) - 1; d >= 0; d--) {
 		uint c = rest % pc.bshape[d];
