@@ -8,6 +8,12 @@
 // below 3 * 2^14.
 shared float row_sh[256];
 
+// A row of at most ROW_CACHE elements per invocation (every row up to 4096
+// elements: see norm_seg_log2) is read from memory once into registers, all
+// ROW_CACHE loads in flight; the passes over it then fold the same elements
+// in the same order as the loops over memory (the same bits).
+#define ROW_CACHE 16
+
 // Sum of `v` over the segment of `lid` (2^lg invocations); all invocations of
 // the workgroup must call it.
 float row_sum(float v, uint lid, uint lg)
