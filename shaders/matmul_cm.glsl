@@ -98,6 +98,10 @@ shared uvec4 Bs[CM_NBUF * B_OUT * BSTR];
 #define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
 #define HALF fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
 
+#ifdef CM_RASTER
+#include "tile_raster.glsl"
+#endif
+
 void main()
 {
 	uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
@@ -106,13 +110,8 @@ void main()
 	uint batch = wg / pc.tiles_mn;
 	uint tile = wg - batch * pc.tiles_mn;
 #ifdef CM_RASTER
-	// Groups of CM_RASTER tile rows (fewer in the last), walked column by
-	// column: neighbouring workgroups share B's tile columns in L2.
-	uint tiles_m = pc.tiles_mn / pc.tiles_n, grp = tile / (CM_RASTER * pc.tiles_n);
-	uint grows = min(uint(CM_RASTER), tiles_m - grp * CM_RASTER);
-	uint tin = tile - grp * CM_RASTER * pc.tiles_n;
-	uint row0 = (grp * CM_RASTER + tin % grows) * BM;
-	uint col0 = (tin / grows) * BN;
+	uvec2 rc = tile_raster(tile, pc.tiles_n, pc.tiles_mn, CM_RASTER);
+	uint row0 = rc.x * BM, col0 = rc.y * BN;
 #else
 	uint row0 = (tile / pc.tiles_n) * BM;
 	uint col0 = (tile % pc.tiles_n) * BN;

@@ -111,6 +111,10 @@ void store_tiles(uint buf, uint ar, uint ak, uint bk, uint bc, bool ta, bool tb,
 	}
 }
 
+#ifdef MM_RASTER
+#include "tile_raster.glsl"
+#endif
+
 void main()
 {
 	uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
@@ -122,13 +126,8 @@ void main()
 	uint batch = wg / pc.tiles_mn;
 	uint tile = wg - batch * pc.tiles_mn;
 #ifdef MM_RASTER
-	// bench/gemm_variants.py's variant: groups of MM_RASTER tile rows (fewer
-	// in the last), walked column by column, for L2 reuse of B.
-	uint tiles_m = pc.tiles_mn / pc.tiles_n, grp = tile / (MM_RASTER * pc.tiles_n);
-	uint grows = min(uint(MM_RASTER), tiles_m - grp * MM_RASTER);
-	uint tin = tile - grp * MM_RASTER * pc.tiles_n;
-	uint row0 = (grp * MM_RASTER + tin % grows) * TM;
-	uint col0 = (tin / grows) * TN;
+	uvec2 rc = tile_raster(tile, pc.tiles_n, pc.tiles_mn, MM_RASTER);
+	uint row0 = rc.x * TM, col0 = rc.y * TN;
 #else
 	uint row0 = (tile / pc.tiles_n) * TM;
 	uint col0 = (tile % pc.tiles_n) * TN;
