@@ -6,7 +6,9 @@
 // through f32 (exact up to 2^24). Built once more with -DSRC_F32 -DDT_F32
 // -DROUND_BF16 as variant "f32_bf16_f32": f32 rounded to bf16 (nearest even)
 // and widened back, the operands of an autocast product on the scalar
-// kernels (daemon/ops/matmul.c).
+// kernels (daemon/ops/matmul.c); and with -DROUND_F16 as "f32_f16_f32", the
+// same through IEEE binary16 (nearest even, overflow to inf, subnormals
+// kept), for precision "f16".
 #include "layout.glsl"
 layout(local_size_x = 256) in;
 
@@ -43,6 +45,8 @@ void main()
 		return;
 #if defined(ROUND_BF16)
 	o[i] = raw_from_float(uintBitsToFloat(uint(bf16_from_float(uintBitsToFloat(a[i]))) << 16));
+#elif defined(ROUND_F16)
+	o[i] = raw_from_float(float_from_f16_bits(f16_bits_from_float(uintBitsToFloat(a[i]))));
 #elif defined(SRC_F32)
 	o[i] = raw_from_float(uintBitsToFloat(a[i]));
 #elif defined(SRC_F16)

@@ -50,7 +50,7 @@ struct ctl {
 	const char *devices;  /* train --devices ID,ID,... */
 	bool detach;          /* train --detach */
 	bool follow;          /* logs -f */
-	const char *precision; /* train, step, model define --precision f32|bf16 */
+	const char *precision; /* train, step, model define --precision f32|bf16|f16 */
 	struct tensord *td;
 };
 

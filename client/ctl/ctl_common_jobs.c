@@ -420,6 +420,13 @@ int ctl_print_train_result(struct ctl *c, const msgpack_object *res)
 	}
 	if (stopped && tdp_obj_str_eq(stopped, "stop_loss"))
 		add(&l, "; stopped early: the loss reached stop_loss");
+	/* precision f16: dynamic loss scaling (docs/training.md). */
+	if (ctl_map_number(res, "loss_scale", &v)) {
+		int64_t skipped = 0;
+
+		ctl_map_int(res, "skipped_steps", &skipped);
+		add(&l, "; loss scale %.6g, %" PRId64 " step%s skipped", v, skipped, skipped == 1 ? "" : "s");
+	}
 	printf("%s\n", l.s);
 	return CTL_EXIT_OK;
 }

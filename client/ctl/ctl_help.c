@@ -116,8 +116,9 @@ static const struct {
 		   "  --devices ID,ID...   data-parallel over these devices\n"
 		   "  --detach             run it as a job that outlives this command: print\n"
 		   "                       the job id at once (see jobs, logs, cancel)\n"
-		   "  --precision P        f32 (default: the model's) or bf16: mixed precision,\n"
-		   "                       products on bf16 operands, f32 master weights\n\n"
+		   "  --precision P        f32 (default: the model's), bf16 or f16: mixed\n"
+		   "                       precision, products on bf16 (f16) operands, f32\n"
+		   "                       master weights; f16 scales the loss dynamically\n\n"
 		   "Example:\n  tensorctl train --model mlp --data x=train_x --data y=train_y \\\n"
 		   "      --batch-size 64 --epochs 5\n" },
 	{ "jobs", "Usage: tensorctl jobs\n\n"
@@ -147,7 +148,7 @@ static const struct {
 	{ "step", "Usage: tensorctl step FILE.json|- [--precision P]\n\n"
 		  "Run one training step (the train.step params in FILE).\n\n"
 		  "Options:\n"
-		  "  --precision P        f32 or bf16 (mixed precision), over FILE's\n\n"
+		  "  --precision P        f32, bf16 or f16 (mixed precision), over FILE's\n\n"
 		  "Example:\n  tensorctl step step.json\n" },
 	{ "save", "Usage: tensorctl save PREFIX FILE.safetensors\n\n"
 		  "Write every tensor whose name starts with PREFIX into a safetensors file.\n\n"
@@ -167,7 +168,7 @@ static const struct {
 		   "  --replace            define/load over an existing model of that name\n"
 		   "  --tensors            rm: delete its parameter tensors too\n"
 		   "  --name NAME          load: the model's name (default: the file's)\n"
-		   "  --precision P        define: f32 (default) or bf16, mixed precision for\n"
+		   "  --precision P        define: f32 (default), bf16 or f16, mixed precision for\n"
 		   "                       the model's steps, evaluation and prediction\n\n"
 		   "Example:\n  tensorctl model define mlp mlp.json && tensorctl model stat mlp\n" },
 	{ "evaluate", "Usage: tensorctl evaluate NAME --data IN=TENSOR... [--metric ID]... [--batch-size N]\n\n"

@@ -215,8 +215,10 @@ static int print_step_result(struct ctl *c, const msgpack_object *res)
 {
 	const msgpack_object *outs = tdp_map_find(res, "outputs");
 	const msgpack_object *stored = tdp_map_find(res, "stored");
+	const msgpack_object *skipped = tdp_map_find(res, "skipped");
 	int64_t step = 0;
-	double loss, lr = 0;
+	double loss, lr = 0, scale = 0;
+	bool scaled;
 	int status;
 
 	if (res->type != MSGPACK_OBJECT_MAP || !ctl_map_number(res, "loss", &loss) ||
@@ -225,16 +227,26 @@ static int print_step_result(struct ctl *c, const msgpack_object *res)
 		return ctl_error("malformed reply: no loss, or bad outputs or stored");
 	ctl_map_int(res, "step", &step);
 	ctl_map_number(res, "lr", &lr);
+	/* precision f16: whether the update was skipped, and the loss scale */
+	scaled = ctl_map_number(res, "loss_scale", &scale);
+	scaled = scaled && skipped && skipped->type == MSGPACK_OBJECT_BOOLEAN;
 	if (c->json) {
 		fputs("{\"loss\":", stdout);
 		ctl_json_double(stdout, loss);
 		printf(",\"step\":%" PRId64 ",\"lr\":", step);
 		ctl_json_double(stdout, lr);
+		if (scaled) {
+			printf(",\"skipped\":%s,\"loss_scale\":", skipped->via.boolean ? "true" : "false");
+			ctl_json_double(stdout, scale);
+		}
 		fputs(",\"outputs\":{", stdout);
 	} else {
 		printf("step %" PRId64 ": loss %.6g", step, loss);
 		if (lr > 0)
 			printf(", lr %.4g", lr);
+		if (scaled)
+			printf(", loss scale %.6g%s", scale, skipped->via.boolean ? " (skipped: a gradient was not finite)"
+											: "");
 		fputc('\n', stdout);
 	}
 	for (uint32_t i = 0; outs && i < outs->via.map.size; i++) {

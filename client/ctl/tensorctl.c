@@ -71,7 +71,7 @@ static const char usage_text[] =
 	"  save PREFIX FILE.safetensors store the tensors named PREFIX... in a file\n"
 	"  load FILE.safetensors [--prefix P]\n"
 	"                               put every tensor of a file (names prefixed by P)\n"
-	"  model define NAME FILE.json [--replace] [--precision f32|bf16]\n"
+	"  model define NAME FILE.json [--replace] [--precision f32|bf16|f16]\n"
 	"                               define a model from its JSON definition\n"
 	"  model ls | model stat NAME | model rm NAME [--tensors]\n"
 	"  model save NAME FILE.safetensors\n"
@@ -155,7 +155,7 @@ static int run_model(struct ctl *c)
 		unsigned opts;     /* 1: --name, 2: --replace, 4: --tensors, 8: --precision */
 		int (*run)(struct ctl *c, const char *a1, const char *a2);
 	} subs[] = {
-		{ "define", 2, "model define NAME FILE.json [--replace] [--precision f32|bf16]", 10,
+		{ "define", 2, "model define NAME FILE.json [--replace] [--precision f32|bf16|f16]", 10,
 		  ctl_cmd_model_define },
 		{ "ls", 0, "model ls", 0, ctl_cmd_model_ls },
 		{ "stat", 1, "model stat NAME", 0, ctl_cmd_model_stat },

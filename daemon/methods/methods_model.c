@@ -30,9 +30,12 @@
 #include "train/layers.h"
 #include "train/step.h"
 
-#define STATE_SUFFIXES 3
+#define STATE_SUFFIXES 4
 
-static const char *const state_suffix[STATE_SUFFIXES] = { ".momentum_buffer", ".exp_avg", ".exp_avg_sq" };
+/* A parameter's optimizer state, and the loss scaler's of precision f16
+ * (on the first parameter: train/loss_scale.h). */
+static const char *const state_suffix[STATE_SUFFIXES] = { ".momentum_buffer", ".exp_avg", ".exp_avg_sq",
+							  ".loss_scaler" };
 
 static bool may_modify(const struct request *req, uint32_t owner)
 {
@@ -207,11 +210,11 @@ static int pack_stat(struct request *req, msgpack_packer *pk, const struct model
 }
 
 /* The definition of a graph-form request: its own entries, minus name, step
- * and replace (kv: room for 8). */
+ * and replace (kv: room for 9). */
 static void graph_definition(struct request *req, msgpack_object_kv *kv, msgpack_object *def)
 {
 	static const char *const def_keys[] = { "nodes", "loss", "params", "inputs", "outputs", "optimizer",
-						"state", "precision" };
+						"state", "precision", "loss_scale" };
 
 	*def = (msgpack_object){ .type = MSGPACK_OBJECT_MAP, .via.map.ptr = kv };
 	for (uint32_t i = 0; i < req->params->via.map.size; i++)
@@ -259,7 +262,7 @@ int method_model_define(struct request *req)
 	/* Model names are per-user like tensor names (docs/security.md). */
 	param_name name;
 	const msgpack_object *nodes, *loss, *params, *inputs, *outputs, *optimizer, *state, *layers, *input, *dtype;
-	const msgpack_object *precision;
+	const msgpack_object *precision, *loss_scale;
 	const msgpack_object *lv = tdp_map_find(req->params, "loss");
 	bool layered = tdp_map_find(req->params, "layers") != NULL, seeded = false;
 	uint64_t step = 0, seed = 0;
@@ -283,9 +286,10 @@ int method_model_define(struct request *req)
 		PARAM_OPT_GIVEN("seed", PARAM_UINT, seed, seeded),
 		PARAM_OPT_OBJ("dtype", PARAM_STR, dtype),
 		PARAM_OPT_OBJ("precision", PARAM_STR, precision),
+		PARAM_OPT_OBJ("loss_scale", PARAM_MAP, loss_scale),
 	};
 	char why[TDP_MAX_ERROR_MESSAGE];
-	msgpack_object_kv kv[8];
+	msgpack_object_kv kv[9];
 	uint32_t group;
 	msgpack_object def;
 	struct layers_out lo = { .np = 0 };

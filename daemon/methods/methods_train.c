@@ -11,6 +11,7 @@
 #include "base/metrics.h"
 #include "buf.h"
 #include "daemon.h"
+#include "dtype.h"
 #include "engine/forward.h"
 #include "engine/graph_core.h"
 #include "methods/async_request.h"
@@ -61,13 +62,15 @@ struct step_job {
 	struct graph gr;
 	struct train_spec *spec;
 	unsigned loss;
+	int found, scale;                   /* precision f16: step_nodes' (-1: none) */
 	int64_t step;
 	double lr;
 	char model[TDP_MAX_NAME_LEN + 1];   /* "" without a model */
 	uint64_t serial;                    /* the model's definition it trains */
 	bool pending;                       /* counted in the model's steps_pending */
 	bool profile;                       /* answer with gpu_ns and dispatches */
-	/* Tensor memory the host cannot map: the loss (at 0) and each inline
+	/* Tensor memory the host cannot map: the loss (at 0; precision f16's
+	 * skipped flag at 8 and scale at 12) and each inline
 	 * output (at off[i]) are copied here at the end of the step's own
 	 * submission, so nothing is read back after it. */
 	struct gpu_device *xg;
@@ -210,6 +213,22 @@ static void step_release(struct async_req *a)
 		waiters_run(d, name, serial);
 }
 
+/* Scalar node `node` (f32) of the step that ran: from the host buffer at
+ * `off` where the step copied it there, else read back; 0 when `node` is
+ * -1. Returns 0 or -1 after td_fail. */
+static int step_scalar(struct request *req, struct step_job *j, int node, uint64_t off, double *ret)
+{
+	if (node < 0) {
+		*ret = 0;
+		return 0;
+	}
+	if (j->x.map) {
+		*ret = forward_scalar_value(TDP_DTYPE_F32, (const uint8_t *)j->x.map + off);
+		return 0;
+	}
+	return forward_read_scalar(&req->call, &j->gr, (unsigned)node, ret);
+}
+
 /* The step ran (or failed): read the loss, answer, and only when it is
  * finite store the parameters, the state and the model's step count. */
 static int step_finish(struct async_req *a, struct request *req)
@@ -217,7 +236,8 @@ static int step_finish(struct async_req *a, struct request *req)
 	struct step_job *j = (struct step_job *)a;
 	struct graph *gr = &j->gr;
 	uint32_t nstored = 0, ninline = 0;
-	double loss_value;
+	double loss_value, found, scale;
+	bool scaled = j->scale >= 0;
 	struct model *m;
 
 	if (graph_wait(gr) < 0)
@@ -230,11 +250,17 @@ static int step_finish(struct async_req *a, struct request *req)
 		return request_fail(req, TDP_FAILED_PRECONDITION,
 				    "the loss is %s at step %lld; parameters and state are unchanged",
 				    isnan(loss_value) ? "NaN" : "infinite", (long long)j->step);
+	if (step_scalar(req, j, j->found, 8, &found) < 0 || step_scalar(req, j, j->scale, 12, &scale) < 0)
+		return -1;
 	for (unsigned i = 0; i < gr->n; i++) {
 		nstored += gr->nodes[i].has_out;
 		ninline += gr->nodes[i].inline_out;
 	}
-	if (tdp_write_result_head(req->pk, req->msgid) < 0 || msgpack_pack_map(req->pk, 5 + 3 * j->profile) ||
+	if (tdp_write_result_head(req->pk, req->msgid) < 0 ||
+	    msgpack_pack_map(req->pk, 5 + 3 * j->profile + 2 * scaled) ||
+	    (scaled && (tdp_pack_cstr(req->pk, "skipped") ||
+			(found != 0 ? msgpack_pack_true(req->pk) : msgpack_pack_false(req->pk)) ||
+			tdp_pack_cstr(req->pk, "loss_scale") || msgpack_pack_double(req->pk, scale))) ||
 	    (j->profile && (tdp_pack_cstr(req->pk, "gpu_ns") || msgpack_pack_uint64(req->pk, gr->gpu_ns) ||
 			    tdp_pack_cstr(req->pk, "dispatches") || msgpack_pack_uint64(req->pk, gr->dispatches) ||
 			    tdp_pack_cstr(req->pk, "peak_bytes") || msgpack_pack_uint64(req->pk, gr->peak_bytes))) ||
@@ -293,7 +319,7 @@ static int step_copies_out(struct request *req, struct step_job *j)
 		if (gr->nodes[i].device != gr->nodes[0].device)
 			return 0;
 	j->off = calloc(gr->n, sizeof(*j->off));
-	j->copies = calloc(gr->n + 1, sizeof(*j->copies));
+	j->copies = calloc(gr->n + 3, sizeof(*j->copies));
 	if (!j->off || !j->copies)
 		return request_fail(req, TDP_INTERNAL, "out of memory");
 	for (unsigned i = 0; i < gr->n; i++)
@@ -307,6 +333,10 @@ static int step_copies_out(struct request *req, struct step_job *j)
 	j->xg = g;
 	n = 0;
 	j->copies[n++] = (struct graph_copy){ .node = (int)j->loss, .host = j->x.buffer, .offset = 0 };
+	if (j->found >= 0)
+		j->copies[n++] = (struct graph_copy){ .node = j->found, .host = j->x.buffer, .offset = 8 };
+	if (j->scale >= 0)
+		j->copies[n++] = (struct graph_copy){ .node = j->scale, .host = j->x.buffer, .offset = 12 };
 	for (unsigned i = 0; i < gr->n; i++)
 		if (j->off[i])
 			j->copies[n++] = (struct graph_copy){ .node = (int)i, .host = j->x.buffer, .offset = j->off[i] };
@@ -364,7 +394,8 @@ static int step_prepare(struct request *req, struct step_job *j, struct step_par
 		spec->fuse = sp->fuse;
 	if (src->m)
 		train_spec_model(spec, src->m);
-	if (train_spec_precision(&req->call, src->precision, spec) < 0)
+	if (train_spec_precision(&req->call, src->precision, spec) < 0 ||
+	    train_spec_loss_scale(&req->call, src->loss_scale, spec) < 0)
 		return -1;
 	spec->accumulate = sp->accumulate;
 	spec->apply = sp->apply;
@@ -377,6 +408,8 @@ static int step_prepare(struct request *req, struct step_job *j, struct step_par
 	if (train_build_step(&req->call, &in, &j->gr, &sn) < 0 || graph_check_outputs(&j->gr) < 0)
 		return -1;
 	j->loss = sn.loss;
+	j->found = sn.found;
+	j->scale = sn.scale;
 	j->lr = sn.lr;
 	if (src->m) {
 		strcpy(j->model, src->m->name);
@@ -411,6 +444,7 @@ static int train_step_serve(struct request *req)
 		PARAM_OPT("seed", PARAM_UINT, sp.seed),
 		PARAM_OPT("profile", PARAM_BOOL, profile),
 		PARAM_OPT_OBJ("precision", PARAM_STR, sp.src.precision),
+		PARAM_OPT_OBJ("loss_scale", PARAM_MAP, sp.src.loss_scale),
 	};
 	struct step_job *j;
 	int r;

@@ -19,6 +19,7 @@ struct source {
 	struct model *m;
 	const msgpack_object *nodes, *loss, *params, *opt;
 	const msgpack_object *precision; /* the request's (NULL: the model's, else f32) */
+	const msgpack_object *loss_scale; /* the request's map over the model's (or the defaults) */
 };
 
 /* Complete *src, whose nodes, loss, params and opt hold the request's

@@ -106,7 +106,10 @@ int train_pack_result(msgpack_packer *pk, const struct train_status *st, const c
 {
 	bool dp = st->ndev > 1;
 
-	if (msgpack_pack_map(pk, 7 + (dp ? 2 : 0) + (st->exchange != NULL) + (st->nranks > 1) + 3 * st->profile) ||
+	if (msgpack_pack_map(pk, 7 + (dp ? 2 : 0) + (st->exchange != NULL) + (st->nranks > 1) + 3 * st->profile +
+				 2 * st->scaled) ||
+	    (st->scaled && (kv_int(pk, "skipped_steps", st->skipped_steps) ||
+			    kv_num(pk, "loss_scale", st->loss_scale))) ||
 	    (st->nranks > 1 && kv_int(pk, "ranks", st->nranks)) ||
 	    (st->exchange && (tdp_pack_cstr(pk, "exchange") || tdp_pack_cstr(pk, st->exchange))) ||
 	    (st->profile && (kv_num(pk, "gpu_ns", st->gpu_ns) || kv_num(pk, "dispatches", st->dispatches) ||
@@ -437,6 +440,7 @@ static int run_request(struct request *req, int member, struct job_record *resum
 		PARAM_OPT("ranks", PARAM_STR, ranks),
 		PARAM_OPT("cleanup", PARAM_ARRAY, rp.cleanup),
 		PARAM_OPT_OBJ("precision", PARAM_STR, src.precision),
+		PARAM_OPT_OBJ("loss_scale", PARAM_MAP, src.loss_scale),
 	};
 	struct train_plan *plan = NULL;
 	struct run_client *cl = NULL;
@@ -471,7 +475,8 @@ static int run_request(struct request *req, int member, struct job_record *resum
 		train_spec_model(&plan->spec, src.m);
 		plan->model_serial = src.m->serial;
 	}
-	if (train_spec_precision(&req->call, src.precision, &plan->spec) < 0)
+	if (train_spec_precision(&req->call, src.precision, &plan->spec) < 0 ||
+	    train_spec_loss_scale(&req->call, src.loss_scale, &plan->spec) < 0)
 		goto out;
 	if (plan->spec.opt.kind == OPT_NONE)
 		plan->spec.opt = (struct optimizer){ .kind = OPT_SGD, .lr = 0.01, .beta1 = 0.9, .beta2 = 0.999,

@@ -21,9 +21,10 @@
  * a mask: the product is kept where the mask is > 0, else 0 -- the bits of
  * matmul -> relu_grad(product, mask), relu's backward, rewritten likewise.
  *
- * Autocast (ctx->autocast bf16, set from a training step's `precision`):
- * an f32 product multiplies its operands rounded to bf16 and accumulates in
- * f32 (mm_record_autocast), as torch.autocast does. */
+ * Autocast (ctx->autocast bf16 or f16, set from a training step's
+ * `precision`): an f32 product multiplies its operands rounded to that
+ * dtype and accumulates in f32 (mm_record_autocast), as torch.autocast
+ * does. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,26 +264,34 @@ static bool mm_bf16_coopmat(void)
 	return ENV_ONCE(on, !((v = getenv("TENSORD_COOPMAT_BF16")) && !strcmp(v, "0")));
 }
 
-/* Whether the product runs autocast: bf16 operands, f32 accumulation and
- * result (f32 inputs: matmul_infer makes both the result's dtype). */
+/* Whether the product runs autocast: bf16 or f16 operands, f32
+ * accumulation and result (f32 inputs: matmul_infer makes both the
+ * result's dtype). */
 static bool mm_autocast(const struct op_ctx *ctx)
 {
-	return ctx->autocast == TDP_DTYPE_BF16 && ctx->out.dtype == TDP_DTYPE_F32;
+	return (ctx->autocast == TDP_DTYPE_BF16 || ctx->autocast == TDP_DTYPE_F16) &&
+	       ctx->out.dtype == TDP_DTYPE_F32;
 }
 
 /* The cooperative-matrix kernel for the product's dtype on its device, if
- * it has one (gpu/coopmat.h); for an autocast product the KHR bf16 one with
- * an f32 result (NV matrices have no bf16). */
+ * it has one (gpu/coopmat.h); for an autocast product the KHR one of the
+ * autocast dtype with an f32 result (matmul_cm_khr_f32out.bf16 or .f16:
+ * NV matrices have no f32-result module). */
 static bool mm_cm_kernel(const struct op_ctx *ctx, struct gpu_coopmat_gemm *ret)
 {
-	bool bf16 = ctx->out.dtype == TDP_DTYPE_BF16 || mm_autocast(ctx);
+	bool ac = mm_autocast(ctx);
+	bool bf16 = ctx->out.dtype == TDP_DTYPE_BF16 || (ac && ctx->autocast == TDP_DTYPE_BF16);
+	bool f16 = ac ? !bf16 : ctx->out.dtype == TDP_DTYPE_F16;
 
-	if (ctx->out.dtype != TDP_DTYPE_F16 && !(bf16 && mm_bf16_coopmat()))
+	if (!f16 && !(bf16 && mm_bf16_coopmat()))
 		return false;
 	if (!gpu_coopmat_gemm(ctx->g->coopmat_kind, ctx->g->coopmat_bf16, bf16, ret))
 		return false;
-	if (mm_autocast(ctx))
+	if (ac) {
+		if (ctx->g->coopmat_kind != GPU_COOPMAT_KHR)
+			return false;
 		ret->family = "matmul_cm_khr_f32out";
+	}
 	return true;
 }
 
@@ -583,13 +592,16 @@ static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struc
 }
 
 /* Operand `t` (f32) rounded for an autocast product into scratch, bound
- * read-only as *ret: cast to bf16 for the tensor cores (`to_bf16`), else
- * rounded to bf16 and widened back to f32 for the scalar kernels. */
-static int mm_round_operand(struct op_ctx *ctx, struct gpu_recorder *rec, const struct op_tensor *t, bool to_bf16,
+ * read-only as *ret: cast to the autocast dtype (bf16 or f16) for the
+ * tensor cores (`to_16`), else rounded to it and widened back to f32 for
+ * the scalar kernels. */
+static int mm_round_operand(struct op_ctx *ctx, struct gpu_recorder *rec, const struct op_tensor *t, bool to_16,
 			    struct gpu_binding *ret)
 {
+	bool f16 = ctx->autocast == TDP_DTYPE_F16;
 	uint32_t n = (uint32_t)t->count;
-	uint64_t bytes = t->count * (to_bf16 ? 2u : 4u);
+	uint64_t bytes = t->count * (to_16 ? 2u : 4u);
+	const char *family, *variant;
 	const struct gpu_pipeline *p;
 	struct gpu_binding b[2];
 	struct gpu_alloc *s;
@@ -600,13 +612,19 @@ static int mm_round_operand(struct op_ctx *ctx, struct gpu_recorder *rec, const 
 		*ret = b[0];
 		return 0;
 	}
-	/* Four elements an invocation where they come in fours (the same
-	 * bits: cast_bf16_vec4.comp). */
-	if (n % 4 == 0)
-		n /= 4;
-	if (op_scratch_alloc(ctx, bytes, &s) < 0 ||
-	    op_pipeline(ctx, t->count % 4 == 0 ? "cast_bf16_vec4" : "cast", to_bf16 ? "f32_bf16" : "f32_bf16_f32",
-			&p) < 0)
+	/* bf16: four elements an invocation where they come in fours (the
+	 * same bits: cast_bf16_vec4.comp); f16: cast.comp (f32_f16, or
+	 * f32_f16_f32 rounded and widened back). */
+	if (f16) {
+		family = "cast";
+		variant = to_16 ? "f32_f16" : "f32_f16_f32";
+	} else {
+		family = n % 4 == 0 ? "cast_bf16_vec4" : "cast";
+		variant = to_16 ? "f32_bf16" : "f32_bf16_f32";
+		if (n % 4 == 0)
+			n /= 4;
+	}
+	if (op_scratch_alloc(ctx, bytes, &s) < 0 || op_pipeline(ctx, family, variant, &p) < 0)
 		return -1;
 	b[1] = gpu_rec_bind(ctx->g, s, 0, bytes, true);
 	if (op_dispatch(ctx, rec, p, b, 2, &n, sizeof(n), n, 256) < 0)
@@ -616,14 +634,15 @@ static int mm_round_operand(struct op_ctx *ctx, struct gpu_recorder *rec, const 
 	return 0;
 }
 
-/* An autocast product: the operands rounded to bf16, f32 accumulation, an
- * f32 result. On a device whose KHR cooperative matrices take bf16, for the
+/* An autocast product: the operands rounded to bf16 (f16 likewise, with the
+ * .f16 modules), f32 accumulation, an f32 result. On a device whose KHR
+ * cooperative matrices take bf16, for the
  * products matmul_use_cm takes, the operands are cast to bf16 and
  * matmul_cm_khr_f32out stores its f32 accumulators, the epilogue applied
  * after it in f32; elsewhere (lavapipe, other shapes, NV matrices) the
  * operands are rounded to bf16 and widened back to f32, then the f32
  * kernels run with the epilogue in their stores. A product of two bf16
- * values is exact in f32, so both compute the same terms and differ only
+ * (or f16) values is exact in f32, so both compute the same terms and differ only
  * in the order of the sums. */
 static int mm_record_autocast(struct op_ctx *ctx, struct gpu_recorder *rec, const struct mm_plan *pl,
 			      struct mm_push *pc, struct gpu_binding bind[4])

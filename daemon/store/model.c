@@ -188,12 +188,47 @@ static int parse_state(struct model *m, const msgpack_object *st, char *why, siz
 
 int model_precision_parse(const msgpack_object *o, int *ret, char *why, size_t why_len)
 {
-	if (o && tdp_obj_str_eq(o, "f16"))
-		return tdp_errorf(why, why_len, -EINVAL, "precision \"f16\" is not supported yet (it needs "
-				  "dynamic loss scaling); \"bf16\" or \"f32\"");
-	if (!o || (!tdp_obj_str_eq(o, "f32") && !tdp_obj_str_eq(o, "bf16")))
-		return tdp_errorf(why, why_len, -EINVAL, "precision must be \"f32\" or \"bf16\"");
-	*ret = tdp_obj_str_eq(o, "bf16") ? TDP_DTYPE_BF16 : TDP_DTYPE_F32;
+	if (!o || (!tdp_obj_str_eq(o, "f32") && !tdp_obj_str_eq(o, "bf16") && !tdp_obj_str_eq(o, "f16")))
+		return tdp_errorf(why, why_len, -EINVAL, "precision must be \"f32\", \"bf16\" or \"f16\"");
+	*ret = tdp_obj_str_eq(o, "bf16") ? TDP_DTYPE_BF16 : tdp_obj_str_eq(o, "f16") ? TDP_DTYPE_F16 : TDP_DTYPE_F32;
+	return 0;
+}
+
+void model_loss_scale_defaults(struct model_loss_scale *ret)
+{
+	*ret = (struct model_loss_scale){ .init = 65536.0, .growth = 2.0, .backoff = 0.5, .interval = 2000 };
+}
+
+int model_loss_scale_parse(const msgpack_object *o, struct model_loss_scale *ls, char *why, size_t why_len)
+{
+	static const char *const keys[] = { "init", "growth_factor", "backoff_factor", "growth_interval" };
+	struct model_loss_scale v = *ls;
+	double *dst[3] = { &v.init, &v.growth, &v.backoff }, iv = (double)v.interval;
+
+	if (!o || o->type != MSGPACK_OBJECT_MAP)
+		return tdp_errorf(why, why_len, -EINVAL, "loss_scale must be a map");
+	for (uint32_t i = 0; i < o->via.map.size; i++) {
+		const msgpack_object *key = &o->via.map.ptr[i].key;
+		size_t k;
+
+		for (k = 0; k < 4 && !tdp_obj_str_eq(key, keys[k]); k++)
+			;
+		if (k == 4)
+			return tdp_errorf(why, why_len, -EINVAL, "loss_scale: unknown key (init, growth_factor, "
+					  "backoff_factor, growth_interval)");
+		if (tdp_obj_number(&o->via.map.ptr[i].val, k < 3 ? dst[k] : &iv) < 0)
+			return tdp_errorf(why, why_len, -EINVAL, "loss_scale.%s must be a number", keys[k]);
+	}
+	/* As GradScaler's checks; the scale is an f32 on the GPU. */
+	if (!(v.init > 0 && v.init <= 3.4e38) || !(v.growth > 1 && v.growth <= 65536) ||
+	    !(v.backoff > 0 && v.backoff < 1))
+		return tdp_errorf(why, why_len, -EINVAL, "loss_scale: init must be > 0 (an f32), growth_factor "
+				  "> 1 (at most 65536), backoff_factor in (0, 1)");
+	if (!(iv >= 1 && iv <= MODEL_LOSS_SCALE_MAX_INTERVAL) || iv != (double)(int64_t)iv)
+		return tdp_errorf(why, why_len, -EINVAL, "loss_scale.growth_interval must be an integer from 1 "
+				  "to %d", MODEL_LOSS_SCALE_MAX_INTERVAL);
+	v.interval = (int64_t)iv;
+	*ls = v;
 	return 0;
 }
 
@@ -201,7 +236,7 @@ int model_precision_parse(const msgpack_object *o, int *ret, char *why, size_t w
 static int parse_def(struct model *m, char *why, size_t why_len)
 {
 	static const char *const keys[] = { "nodes", "loss", "params", "inputs", "outputs", "optimizer", "state",
-					    "given", "param_layer", "precision" };
+					    "given", "param_layer", "precision", "loss_scale" };
 	const msgpack_object *def = &m->u.data, *inputs, *outputs, *state;
 	int r;
 
@@ -284,6 +319,10 @@ static int parse_def(struct model *m, char *why, size_t why_len)
 	m->precision = TDP_DTYPE_F32;
 	if (tdp_map_find(def, "precision") &&
 	    (r = model_precision_parse(tdp_map_find(def, "precision"), &m->precision, why, why_len)) < 0)
+		return r;
+	model_loss_scale_defaults(&m->loss_scale);
+	if (tdp_map_find(def, "loss_scale") &&
+	    (r = model_loss_scale_parse(tdp_map_find(def, "loss_scale"), &m->loss_scale, why, why_len)) < 0)
 		return r;
 	state = tdp_map_find(def, "state");
 	return state ? parse_state(m, state, why, why_len) : 0;

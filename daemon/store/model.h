@@ -44,6 +44,17 @@ struct model_input {
 	uint64_t shape[TDP_MAX_RANK];
 };
 
+/* Dynamic loss scaling of precision "f16" (docs/training.md, "Mixed
+ * precision"): torch.cuda.amp.GradScaler's settings. */
+struct model_loss_scale {
+	double init;               /* the first scale (2^16) */
+	double growth;             /* growth_factor (2) */
+	double backoff;            /* backoff_factor (0.5) */
+	int64_t interval;          /* growth_interval (2000) */
+};
+
+#define MODEL_LOSS_SCALE_MAX_INTERVAL (1 << 24)
+
 struct model {
 	char name[TDP_MAX_NAME_LEN + 1];
 	uint64_t serial;            /* unique per definition: a replaced model gets a new one */
@@ -69,9 +80,12 @@ struct model {
 	char (*outputs)[TDP_MAX_NAME_LEN + 1];
 	unsigned nstate;
 	struct model_state state[MODEL_MAX_STATE];
-	/* `precision` of the definition (autocast: TDP_DTYPE_F32 off, or
-	 * TDP_DTYPE_BF16), used by its steps, evaluation and prediction. */
+	/* `precision` of the definition (autocast: TDP_DTYPE_F32 off,
+	 * TDP_DTYPE_BF16 or TDP_DTYPE_F16), used by its steps, evaluation and
+	 * prediction. */
 	int precision;
+	/* `loss_scale` of the definition over GradScaler's defaults. */
+	struct model_loss_scale loss_scale;
 	/* train.steps of it submitted and not finished (async_request.h):
 	 * another connection's step waits meanwhile (methods_train.c). */
 	uint32_t steps_pending;
@@ -86,13 +100,22 @@ struct models *models_new(uint32_t max);
 /* Free every model and the registry; NULL is accepted. */
 void models_free(struct models *ms);
 
-/* A `precision` value (str "f32" or "bf16"; "f16" is refused, not
- * supported yet) as the autocast dtype into *ret. Returns 0, or -EINVAL
+/* GradScaler's defaults into *ret. */
+void model_loss_scale_defaults(struct model_loss_scale *ret);
+
+/* A `loss_scale` map ({init?, growth_factor?, backoff_factor?,
+ * growth_interval?}) over the settings in *ls (written only on success).
+ * Returns 0, or -EINVAL with the reason in `why`. */
+int model_loss_scale_parse(const msgpack_object *o, struct model_loss_scale *ls, char *why, size_t why_len);
+
+/* A `precision` value (str "f32", "bf16" or "f16") as the autocast dtype
+ * into *ret (TDP_DTYPE_F32: off). Returns 0, or -EINVAL
  * with the reason in `why`. */
 int model_precision_parse(const msgpack_object *o, int *ret, char *why, size_t why_len);
 
 /* Check the definition map `def` ({nodes, loss, params, inputs?, outputs?,
- * optimizer?, state?, given?, param_layer?, precision?}) for its structure and limits (not against the store: see
+ * optimizer?, state?, given?, param_layer?, precision?, loss_scale?}) for its
+ * structure and limits (not against the store: see
  * train_model_check) and build a model named `name` holding a packed copy.
  * Returns 0 with *ret (free with model_free unless handed to models_put), or
  * -EINVAL with the reason in `why`, or -ENOMEM / -EFBIG (definition over

@@ -89,6 +89,9 @@ static struct train_status status_of(const struct train_job *job)
 		.gpu_ns = ran ? (double)job->gpu_ns / (double)ran : 0,
 		.dispatches = ran ? (double)job->dispatches / (double)ran : 0,
 		.peak_bytes = job->peak_bytes,
+		.scaled = job->p.spec.precision == TDP_DTYPE_F16,
+		.skipped_steps = job->skipped_steps,
+		.loss_scale = job->loss_scale,
 	};
 
 	memcpy(st.eval_metrics, job->eval_metrics, sizeof(st.eval_metrics));

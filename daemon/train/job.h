@@ -89,6 +89,12 @@ struct train_status {
 	bool profile;
 	double gpu_ns, dispatches;
 	uint64_t peak_bytes;
+	/* precision f16 (docs/training.md, "Mixed precision"): the steps whose
+	 * update was skipped (a non-finite gradient) and the scale after the
+	 * last one */
+	bool scaled;
+	uint64_t skipped_steps;
+	double loss_scale;
 };
 
 /* How a job reports; `data` is the sink's own. After finish or fail comes

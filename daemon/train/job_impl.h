@@ -15,6 +15,7 @@ struct pipe_slot {
 	struct train_job *job;
 	struct graph gr;
 	unsigned loss;             /* its loss node */
+	int found, scale;          /* precision f16: step_nodes' found and scale, else -1 */
 	double lr;
 	uint64_t unit;             /* which micro-batch of the run */
 	bool landed;               /* its submission completed */
@@ -47,6 +48,8 @@ struct train_job {
 	uint32_t *perm;
 	uint64_t done;
 	double last_loss, lr;
+	uint64_t skipped_steps;    /* precision f16: updates skipped (non-finite gradients) */
+	double loss_scale;         /* ... and the scale after the last step committed */
 	bool have_eval_result;
 	double eval_loss, eval_metrics[TRAIN_MAX_METRICS];
 	int64_t start_ns;

@@ -29,8 +29,12 @@
 #include "store/names.h"
 #include "store/store.h"
 
-/* Each slot's part of job->xfer: its loss (8 bytes kept), then its rows. */
+/* Each slot's part of job->xfer: its loss (8 bytes kept), with precision
+ * f16 whether its update was skipped and the scale after it (f32 each),
+ * then its rows. */
 #define XFER_LOSS 0
+#define XFER_FOUND 8
+#define XFER_SCALE 12
 #define XFER_INDEX 16
 
 static uint64_t slot_bytes(const struct train_job *job)
@@ -178,7 +182,7 @@ static int slot_build(struct train_job *job, struct pipe_slot *s)
 	uint64_t in_epoch = step_in_run % job->p.per_epoch, off = slot_offset(job, s);
 	int64_t step = job->p.start_step + (int64_t)step_in_run;
 	struct graph *gr = &s->gr;
-	struct graph_copy cin, cout;
+	struct graph_copy cin, cout[3];
 	const struct node *ln;
 	struct step_nodes sn;
 	int r;
@@ -205,6 +209,8 @@ static int slot_build(struct train_job *job, struct pipe_slot *s)
 								 .feeds = &job->p.train, .step = step, .train = true },
 			     gr, &sn);
 	s->loss = sn.loss;
+	s->found = r < 0 ? -1 : sn.found;
+	s->scale = r < 0 ? -1 : sn.scale;
 	s->lr = sn.lr;
 	job->call.overlay = NULL;
 	gr->arena_cache = &job->arenas;
@@ -221,10 +227,17 @@ static int slot_build(struct train_job *job, struct pipe_slot *s)
 	 * the memory of what this one reads). Pipelining depends on it. */
 	cin = (struct graph_copy){ .node = -1, .alloc = &job->index.alloc, .host = job->xfer.buffer,
 				   .offset = off + XFER_INDEX };
-	cout = (struct graph_copy){ .node = (int)s->loss, .host = job->xfer.buffer, .offset = off + XFER_LOSS };
+	cout[0] = (struct graph_copy){ .node = (int)s->loss, .host = job->xfer.buffer, .offset = off + XFER_LOSS };
+	gr->ncopies_after = 1;
+	if (s->found >= 0)
+		cout[gr->ncopies_after++] = (struct graph_copy){ .node = s->found, .host = job->xfer.buffer,
+								 .offset = off + XFER_FOUND };
+	if (s->scale >= 0)
+		cout[gr->ncopies_after++] = (struct graph_copy){ .node = s->scale, .host = job->xfer.buffer,
+								 .offset = off + XFER_SCALE };
 	gr->copies_before = &cin;
-	gr->copies_after = &cout;
-	gr->ncopies_before = gr->ncopies_after = 1;
+	gr->copies_after = cout;
+	gr->ncopies_before = 1;
 	if (!job->call.d->cfg.async_graphs) {
 		if (graph_execute(gr) < 0)
 			return -1;
@@ -302,6 +315,13 @@ static int pipe_commit_oldest(struct train_job *job, double *ret_loss)
 		r = graph_commit_all(gr);
 	if (r < 0)
 		return -1;
+	/* Skipped or not, the step is committed: its updates kept the old values. */
+	if (s->found >= 0)
+		job->skipped_steps += forward_scalar_value(TDP_DTYPE_F32, (const uint8_t *)job->xfer.map +
+							   slot_offset(job, s) + XFER_FOUND) != 0;
+	if (s->scale >= 0)
+		job->loss_scale = forward_scalar_value(TDP_DTYPE_F32, (const uint8_t *)job->xfer.map +
+						       slot_offset(job, s) + XFER_SCALE);
 	job->lr = s->lr;
 	slot_free(s);
 	job->head = (job->head + 1) % job->depth;

@@ -14,7 +14,7 @@
 
 /* The keys of model.define that are the definition (not name, step, replace). */
 static const char *const def_keys[] = { "inputs", "layers", "input", "loss", "seed", "dtype", "nodes",
-					"params", "outputs", "optimizer", "state", "precision" };
+					"params", "outputs", "optimizer", "state", "precision", "loss_scale" };
 
 static bool is_def_key(const msgpack_object *k)
 {
@@ -126,7 +126,7 @@ static int pack_def(struct lx *x, const msgpack_object *req, const char *out, ms
 	const msgpack_object *nodes = tdp_map_find(req, "nodes"), *params = tdp_map_find(req, "params");
 	const msgpack_object *state = tdp_map_find(req, "state"), *outputs = tdp_map_find(req, "outputs");
 	const msgpack_object *opt = tdp_map_find(req, "optimizer"), *loss = tdp_map_find(req, "loss");
-	const msgpack_object *prec = tdp_map_find(req, "precision");
+	const msgpack_object *prec = tdp_map_find(req, "precision"), *lsc = tdp_map_find(req, "loss_scale");
 	uint32_t nraw = nodes ? nodes->via.array.size : 0, nparams = params ? params->via.array.size : 0;
 	uint32_t nstate = state ? state->via.array.size : 0, ngiven = 0, np = 0;
 	int fail;
@@ -135,7 +135,8 @@ static int pack_def(struct lx *x, const msgpack_object *req, const char *out, ms
 		np += !x->p[k].buffer;
 	for (uint32_t i = 0; i < req->via.map.size; i++)
 		ngiven += is_def_key(&req->via.map.ptr[i].key);
-	fail = msgpack_pack_map(pk, 7 + (opt ? 1 : 0) + (prec ? 1 : 0) + (x->nstate + nstate ? 1 : 0)) ||
+	fail = msgpack_pack_map(pk, 7 + (opt ? 1 : 0) + (prec ? 1 : 0) + (lsc ? 1 : 0) +
+				    (x->nstate + nstate ? 1 : 0)) ||
 	       tdp_pack_cstr(pk, "nodes") || msgpack_pack_array(pk, x->nnodes + nraw) ||
 	       msgpack_sbuffer_write(pk->data, x->nb.data, x->nb.size) || pack_array_of(pk, nodes) ||
 	       tdp_pack_cstr(pk, "params") || msgpack_pack_array(pk, np + nparams);
@@ -159,6 +160,8 @@ static int pack_def(struct lx *x, const msgpack_object *req, const char *out, ms
 		fail = tdp_pack_cstr(pk, "optimizer") || msgpack_pack_object(pk, *opt);
 	if (!fail && prec)
 		fail = tdp_pack_cstr(pk, "precision") || msgpack_pack_object(pk, *prec);
+	if (!fail && lsc)
+		fail = tdp_pack_cstr(pk, "loss_scale") || msgpack_pack_object(pk, *lsc);
 	if (!fail && x->nstate + nstate)
 		fail = tdp_pack_cstr(pk, "state") || msgpack_pack_array(pk, x->nstate + nstate);
 	for (unsigned k = 0; !fail && k < x->nstate; k++)

@@ -30,6 +30,7 @@
 #include "store/model.h"
 #include "store/names.h"
 #include "store/store.h"
+#include "train/loss_scale.h"
 #include "train/train_parallel.h"
 
 static uint64_t mix64(uint64_t z)
@@ -215,9 +216,19 @@ int train_spec_precision(struct caller *call, const msgpack_object *precision, s
 	return 0;
 }
 
+int train_spec_loss_scale(struct caller *call, const msgpack_object *loss_scale, struct train_spec *spec)
+{
+	char why[160];
+
+	if (loss_scale && model_loss_scale_parse(loss_scale, &spec->loss_scale, why, sizeof(why)) < 0)
+		return td_fail(&call->err, TDP_INVALID_ARGUMENT, "%s", why);
+	return 0;
+}
+
 void train_spec_model(struct train_spec *spec, const struct model *m)
 {
 	spec->precision = m->precision;
+	spec->loss_scale = m->loss_scale;
 	spec->nstate = m->nstate;
 	memcpy(spec->state, m->state, m->nstate * sizeof(m->state[0]));
 }
@@ -326,7 +337,41 @@ int train_spec_parse(struct caller *call, const msgpack_object *loss, const msgp
 	spec->fuse = -1;
 	spec->apply = true;
 	spec->grad_scale = 1;
+	model_loss_scale_defaults(&spec->loss_scale);
 	return opt ? parse_groups(call, tdp_map_find(opt, "groups"), spec) : 0;
+}
+
+/* The optimizer's updates of every parameter at `step` (one multi-tensor
+ * group) where the step applies one, setting *ret_lr; with precision f16
+ * (`ls`, else NULL) each kept only when every gradient is finite and the
+ * scaler's state updated, or without an update the scale kept to be read
+ * back. Returns 0, or -1 after td_fail. */
+static int emit_updates(struct step_ctx *sc, const struct train_spec *spec, struct tensor *const *params,
+			const int *grads, int64_t step, struct loss_scale_nodes *ls, double *ret_lr)
+{
+	struct graph *gr = sc->gr;
+	unsigned from = gr->n;
+
+	if (!spec->apply || spec->opt.kind == OPT_NONE) {
+		/* Nothing applied: the scale stays (a copy: its own memory to
+		 * read back, not a view of the state). */
+		if ((ls->new_scale = train_emit(sc, "copy", &ls->scale, NULL, 1, NULL, 0)) < 0)
+			return -1;
+		gr->nodes[ls->new_scale].keep = true;
+		return 0;
+	}
+	*ret_lr = optimizer_lr_at(&spec->opt, step);
+	for (unsigned k = 0; k < spec->np; k++) {
+		const struct optimizer *o = spec->group[k] ? &spec->gopt[spec->group[k] - 1] : &spec->opt;
+
+		if (optimizer_emit_update(sc, o, params[k], grads[k], step, optimizer_lr_at(o, step)) < 0)
+			return -1;
+	}
+	if (optimizer_group_updates(sc, from) < 0)
+		return -1;
+	if (!ls || loss_scale_gate(sc, ls, from) < 0)
+		return ls ? -1 : 0;
+	return loss_scale_update(sc, &spec->loss_scale, ls, params[0]);
 }
 
 /* Build one step's graph (feeds, the client's nodes, and with `train` the
@@ -343,6 +388,10 @@ int train_build_step(struct caller *call, const struct step_input *in, struct gr
 	struct tensor *params[MAX_PARAMS];
 	int grads[MAX_PARAMS];
 	unsigned loss, first, backward_from = 0, backward_end = 0;
+	/* precision f16: the loss scaled, the updates kept only when finite */
+	bool scaled = train && spec->precision == TDP_DTYPE_F16;
+	bool update = spec->apply && spec->opt.kind != OPT_NONE;
+	struct loss_scale_nodes ls = { .root = -1, .found = -1, .new_scale = -1 };
 	double lr = 0;
 	int flat = -1;
 
@@ -398,22 +447,32 @@ int train_build_step(struct caller *call, const struct step_input *in, struct gr
 				if (gr->nodes[i].has_out && !strcmp(gr->nodes[i].out_name, spec->names[k]))
 					return graph_node_fail(gr, i, TDP_INVALID_ARGUMENT,
 							       "stores over a parameter the step updates");
+		if (scaled && in->flat)
+			return td_fail(&call->err, TDP_INVALID_ARGUMENT, "precision \"f16\" trains on one device");
+		if (scaled && loss_scale_begin(&sc, &spec->loss_scale, params[0], loss, &ls) < 0)
+			return -1;
 		unsigned fwd = gr->n;
 
-		if (autograd_build(gr, loss, params, spec->np, grads) < 0)
+		if (autograd_build(gr, scaled ? (unsigned)ls.root : loss, params, spec->np, grads) < 0)
 			return -1;
 		backward_end = gr->n;
 		backward_from = fwd;
 		/* relu's backward into the products that make its gradient */
 		if (spec->fuse != 0)
 			graph_fuse_backward_masks(gr, fwd);
+		/* precision f16: the gradients of the scaled loss times 1/scale */
+		if (scaled && loss_scale_unscale(&sc, &ls, grads, spec->np) < 0)
+			return -1;
 		/* Data parallel: the gradients meet in one vector, averaged across
 		 * devices between the two halves of the step (train_parallel.h). */
 		if (in->flat && emit_flat_grads(&sc, params, grads, spec->np, &flat) < 0)
 			return -1;
 		if (accumulate_grads(&sc, spec, params, grads) < 0)
 			return -1;
-		if (spec->apply && spec->opt.kind != OPT_NONE && spec->opt.clip_norm > 0 &&
+		/* Before clipping: a NaN or inf anywhere skips the update. */
+		if (scaled && update && loss_scale_check(&sc, &ls, grads, spec->np) < 0)
+			return -1;
+		if (update && spec->opt.clip_norm > 0 &&
 		    optimizer_emit_clip(&sc, spec->opt.clip_norm, grads, spec->np) < 0)
 			return -1;
 		for (unsigned k = 0; spec->grads && !spec->accumulate && k < spec->np; k++) {
@@ -425,23 +484,12 @@ int train_build_step(struct caller *call, const struct step_input *in, struct gr
 			if (node < 0 || train_emit_derived_out(&sc, node, name, params[k]) < 0)
 				return -1;
 		}
-		if (spec->apply && spec->opt.kind != OPT_NONE) {
-			unsigned from = gr->n;
-
-			lr = optimizer_lr_at(&spec->opt, step);
-			for (unsigned k = 0; k < spec->np; k++) {
-				const struct optimizer *o = spec->group[k] ? &spec->gopt[spec->group[k] - 1] : &spec->opt;
-
-				if (optimizer_emit_update(&sc, o, params[k], grads[k], step, optimizer_lr_at(o, step)) < 0)
-					return -1;
-			}
-			if (optimizer_group_updates(&sc, from) < 0)
-				return -1;
-		}
+		if ((update || scaled) && emit_updates(&sc, spec, params, grads, step, scaled ? &ls : NULL, &lr) < 0)
+			return -1;
 	}
 	/* The gradients of inputs that are no parameter are never computed. */
 	graph_mark_dead(gr, backward_from, backward_end);
-	*ret = (struct step_nodes){ .loss = loss, .flat = flat, .lr = lr };
+	*ret = (struct step_nodes){ .loss = loss, .flat = flat, .lr = lr, .found = ls.found, .scale = ls.new_scale };
 	return 0;
 }
 

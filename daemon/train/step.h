@@ -45,8 +45,10 @@ struct train_spec {
 	unsigned nstate;
 	struct model_state state[MODEL_MAX_STATE];
 	/* Mixed precision (docs/training.md): the graph's autocast dtype,
-	 * TDP_DTYPE_F32 (off, the default) or TDP_DTYPE_BF16. */
+	 * TDP_DTYPE_F32 (off, the default), TDP_DTYPE_BF16 or TDP_DTYPE_F16;
+	 * f16 scales the loss dynamically with these settings (loss_scale.h). */
 	int precision;
+	struct model_loss_scale loss_scale;
 };
 
 /* Fill *spec from the request's (or model's) loss, params, optimizer (may be
@@ -60,7 +62,13 @@ int train_spec_parse(struct caller *call, const msgpack_object *loss, const msgp
  * td_fail(INVALID_ARGUMENT). */
 int train_spec_precision(struct caller *call, const msgpack_object *precision, struct train_spec *spec);
 
-/* Take model `m`'s state (its batch_norm buffers) and precision into *spec. */
+/* The request's `loss_scale` map (NULL: absent) over spec->loss_scale (the
+ * model's, else GradScaler's defaults). Returns 0, or -1 after
+ * td_fail(INVALID_ARGUMENT). */
+int train_spec_loss_scale(struct caller *call, const msgpack_object *loss_scale, struct train_spec *spec);
+
+/* Take model `m`'s state (its batch_norm buffers), precision and loss_scale
+ * into *spec. */
 void train_spec_model(struct train_spec *spec, const struct model *m);
 
 /* Put model `m`'s state nodes present in `gr` in train (batch statistics)
@@ -84,6 +92,10 @@ struct step_nodes {
 	unsigned loss;                   /* the loss node */
 	int flat;                        /* the node of the gradients' vector (step_input.flat) */
 	double lr;                       /* the step's learning rate (0 without an optimizer) */
+	/* precision f16 (loss_scale.h), else -1: f32 scalar nodes kept for
+	 * reading back, 1 when the step's updates were skipped (-1 also in a
+	 * step that updates nothing), and the scale after the step */
+	int found, scale;
 };
 
 /* Build step `in` into `gr` without running anything: the feeds, the

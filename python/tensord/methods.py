@@ -328,8 +328,9 @@ class _Methods(_ModelRPC):
         ``{"loss", "step", "lr", "outputs": {id: array}, "stored": [names]}``.
         With ``model=NAME`` (and ``data=``) in `options`, `nodes`, `loss` and
         `params` are None: the model's (Model.step is the friendlier form).
-        ``precision="bf16"`` in `options` runs it in mixed precision
-        (docs/training.md)."""
+        ``precision="bf16"`` (or ``"f16"``, with dynamic loss scaling:
+        ``loss_scale={...}``, and "skipped" and "loss_scale" in the result)
+        in `options` runs it in mixed precision (docs/training.md)."""
         req = _graph_req(nodes, loss, params)
         req.update(_omit_none(optimizer=optimizer, step=step, grads=grads))
         if outputs is not None:
@@ -347,7 +348,8 @@ class _Methods(_ModelRPC):
         the other params of train.run (optimizer, epochs or steps, seed,
         shuffle, start_step, progress_every, eval, stop_loss, accumulate_steps,
         pipeline_depth: steps in flight on one device, default 2; precision:
-        "f32" or "bf16", mixed precision).
+        "f32", "bf16" or "f16", mixed precision; loss_scale: f16's scaler
+        settings, the result then with "skipped_steps" and "loss_scale").
 
         `devices` (two or more device ids, the first holding the parameters
         and data) trains data-parallel (docs/devices.md): `batch_size` must

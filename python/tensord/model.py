@@ -139,9 +139,11 @@ def build_definition(*, layers: Any = None, nodes: Optional[Sequence[Mapping[str
     """The model.define params (without name/replace), checked as far as the
     client can: the layer form (`layers`, a tensord.nn module or a list of
     layer maps; `nodes`/`params` then optional extras) or the graph form
-    (`nodes`, `params`, `loss` a node id). `precision`: "f32" (default) or
-    "bf16" (mixed precision: products on bf16 operands, f32 master weights;
-    docs/training.md)."""
+    (`nodes`, `params`, `loss` a node id). `precision`: "f32" (default),
+    "bf16" or "f16" (mixed precision: products on bf16 or f16 operands, f32
+    master weights; f16 with dynamic loss scaling, whose settings are a
+    train.step/train.run option ``loss_scale={"init", "growth_factor",
+    "backoff_factor", "growth_interval"}``; docs/training.md)."""
     d: Dict[str, Any] = {}
     if loss is None:
         raise InvalidArgument("loss is required: a node id, or with layers a map such as "
@@ -188,10 +190,9 @@ def build_definition(*, layers: Any = None, nodes: Optional[Sequence[Mapping[str
 
 
 def _precision(precision: Any) -> str:
-    """A precision setting as the daemon takes it ("f16" it refuses: not
-    supported yet)."""
+    """A precision setting as the daemon takes it."""
     if precision not in ("f32", "bf16", "f16"):
-        raise InvalidArgument("precision must be \"f32\" or \"bf16\", not %r" % (precision,))
+        raise InvalidArgument("precision must be \"f32\", \"bf16\" or \"f16\", not %r" % (precision,))
     return str(precision)
 
 
@@ -458,9 +459,10 @@ class Model:
         (result "metrics"). `drop_last` (True: what train.run does) leaves
         the last partial batch of each epoch out; False is refused unless
         no batch is partial. `verbose` 1 shows a progress bar, 2 a line per
-        epoch. `precision` ("f32" or "bf16") overrides the model's for this
-        run. Other train.run params (stop_loss, progress_every,
-        start_step) go in `options`. Returns the run's result map, or with
+        epoch. `precision` ("f32", "bf16" or "f16") overrides the model's
+        for this run; with "f16" the result also has "skipped_steps" and
+        "loss_scale". Other train.run params (stop_loss, progress_every,
+        start_step, loss_scale) go in `options`. Returns the run's result map, or with
         `detach` a :class:`Job`."""
         if epochs is not None and steps is not None:
             raise InvalidArgument("give epochs or steps, not both")
@@ -533,7 +535,10 @@ class Model:
              precision: Optional[str] = None, **options: Any) -> Any:
         """One train.step on the model with `data` (input -> array or stored
         name): ``{"loss", "step", "lr", "outputs": {id: array}, "stored"}``.
-        `precision` ("f32" or "bf16") overrides the model's for this step."""
+        `precision` ("f32", "bf16" or "f16") overrides the model's for this
+        step; with "f16" the result also has "skipped" (a non-finite
+        gradient: nothing updated) and "loss_scale"; ``loss_scale={...}`` in
+        `options` sets the scaler (docs/training.md)."""
         st = self._stage("in", data, "data", _Stat(self))
         try:
             req: Dict[str, Any] = dict(options)
@@ -696,8 +701,8 @@ class _ModelClient:
         initialised in the daemon from `seed`) or the graph form (`nodes`,
         `params`, `loss` a node id). `inputs`: a list of names or
         ``{"name", "dtype", "shape"}`` maps, or a dict name -> (dtype, shape)
-        or example array. `precision`: "f32" (default) or "bf16", mixed
-        precision for the model's steps, evaluation and prediction
+        or example array. `precision`: "f32" (default), "bf16" or "f16",
+        mixed precision for the model's steps, evaluation and prediction
         (docs/training.md). Returns the :class:`Model`."""
         d = build_definition(layers=layers, nodes=nodes, inputs=inputs, loss=loss, params=params,
                              optimizer=optimizer, outputs=outputs, state=state, seed=seed, input=input,

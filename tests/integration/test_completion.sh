@@ -68,8 +68,9 @@ expect "train --dev" --devices
 expect "train --devices " 
 expect "train --model m --devices 0,1 -" --socket --json --help --version --model --data \
 	--batch-size --epochs --steps --devices --detach --precision
-expect "train --model m --precision " f32 bf16
+expect "train --model m --precision " f32 bf16 f16
 expect "step s.json --precision b" bf16
+expect "model define m f.json --precision f1" f16
 expect "put x --dtype " f32 f16 bf16 i32 u8
 expect "put x --dtype b" bf16
 expect "put x --values " 

@@ -18,7 +18,9 @@ Autocast (mixed precision, docs/training.md): f32 products of a train.step
 with precision "bf16" run on matmul_cm_khr_f32out{,_nt,_tn}.bf16 (bf16
 operands, the f32 accumulators stored as the f32 result) where the daemon
 has KHR bf16 matrices (unless TENSORD_COOPMAT_BF16=0), else on the scalar
-kernels over operands rounded to bf16. The step's loss reads the product
+kernels over operands rounded to bf16; with precision "f16" on the .f16
+modules of the same family wherever the daemon has KHR matrices (all take
+f16), else the scalar kernels over operands rounded to f16. The step's loss reads the product
 and a separate parameter only, so no backward product runs; the product
 comes back through `outputs`, exact for small integers and within f32
 accumulation's error of the bf16-rounded operands' float64 product otherwise.
@@ -76,13 +78,14 @@ def expected(kind, has_bf16, dtype, tile, suffix=""):
     return None
 
 
-def expected_autocast(kind, has_bf16, tile, suffix, narrow=False):
-    """The shader an autocast (bf16) f32 product should run, or None
-    (narrow: the 128x64 modules)."""
-    if not tile or suffix is None or kind != "khr" or not has_bf16 or \
-            os.environ.get("TENSORD_COOPMAT_BF16") == "0":
+def expected_autocast(kind, has_bf16, tile, suffix, narrow=False, prec="bf16"):
+    """The shader an autocast (`prec`: bf16 or f16) f32 product should run,
+    or None (narrow: the 128x64 modules)."""
+    if not tile or suffix is None or kind != "khr":
         return None
-    return "matmul_cm_khr_f32out%s%s.bf16" % ("_n64" if narrow else "", suffix)
+    if prec == "bf16" and (not has_bf16 or os.environ.get("TENSORD_COOPMAT_BF16") == "0"):
+        return None
+    return "matmul_cm_khr_f32out%s%s.%s" % ("_n64" if narrow else "", suffix, prec)
 
 
 def stored(x, transposed):
@@ -107,10 +110,11 @@ class Traced(harness.Traced):
         elif want is not None and want not in ran:
             self.ck.fail("%s %s: ran %s, want %s" % (label, dtype, ran, want))
 
-    def check_autocast(self, a, b, want, label, ta=False, tb=False):
-        """y = matmul(a, b) in a train.step with precision "bf16" (f32
-        operands; the loss also reads a parameter of its own, so no
-        backward product runs), against a @ b on bf16-rounded operands."""
+    def check_autocast(self, a, b, want, label, ta=False, tb=False, prec="bf16"):
+        """y = matmul(a, b) in a train.step with precision `prec` (bf16 or
+        f16; f32 operands; the loss also reads a parameter of its own, so no
+        backward product runs), against a @ b on operands rounded to it."""
+        label = "%s %s" % (prec, label)
         c = self.ck.c
         self.shaders()
         attrs = {"transpose_a": ta, "transpose_b": tb}
@@ -121,18 +125,19 @@ class Traced(harness.Traced):
                  {"id": "s", "op": "sum", "inputs": ["y"]}, {"id": "q", "op": "sum", "inputs": ["ac.p"]},
                  {"id": "loss", "op": "add", "inputs": ["s", "q"]}]
         err, res = c.call("train.step", {"nodes": nodes, "loss": "loss", "params": ["ac.p"], "outputs": ["y"],
-                                         "precision": "bf16"})
+                                         "precision": prec})
         ran = self.shaders()
         self.ck.checks += 1
         if err is not None:
             self.ck.fail("%s autocast: %s" % (label, err))
             return
         y = harness.result_array(res["outputs"]["y"]).astype(np.float64)
-        ra, rb = harness.quantize(a, "bf16"), harness.quantize(b, "bf16")
+        # rounded from the f32 values the daemon holds (no double rounding)
+        ra, rb = (harness.quantize(np.asarray(v, np.float32), prec) for v in (a, b))
         ref_y = ra @ rb
         tol = 8 * 2.0**-24 * (np.abs(ra) @ np.abs(rb))
         if not np.all(np.abs(y - ref_y) <= tol):
-            self.ck.fail("%s autocast: off the bf16 operands' product by %.3g" % (label, np.abs(y - ref_y).max()))
+            self.ck.fail("%s autocast: off the rounded operands' product by %.3g" % (label, np.abs(y - ref_y).max()))
         cm = [s for s in ran if s.startswith("matmul_cm")]
         if want is None and cm:
             self.ck.fail("%s autocast: ran %s, want the scalar kernels" % (label, ran))
@@ -163,24 +168,25 @@ def main():
                 for sa, sb in NOT_TILES:
                     t.check(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), dtype, None,
                             "(%s not tiles %s @ %s)" % (lay, sa, sb), TOL[dtype], ta, tb)
-        for lay, ta, tb, suffix in LAYOUTS:
-            for sa, sb in TILES:
-                want = expected_autocast(kind, has_bf16, True, suffix)
-                t.check_autocast(rng.integers(-1, 2, size=sa).astype(np.float64),
-                                 rng.integers(-1, 2, size=sb).astype(np.float64), want,
-                                 "(%s exact %s @ %s)" % (lay, sa, sb), ta, tb)
-                t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), want,
-                                 "(%s %s @ %s)" % (lay, sa, sb), ta, tb)
-            for sa, sb in TILES_N64:
-                want = expected_autocast(kind, has_bf16, True, suffix, narrow=True)
-                t.check_autocast(rng.integers(-1, 2, size=sa).astype(np.float64),
-                                 rng.integers(-1, 2, size=sb).astype(np.float64), want,
-                                 "(%s exact narrow %s @ %s)" % (lay, sa, sb), ta, tb)
-                t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), want,
-                                 "(%s narrow %s @ %s)" % (lay, sa, sb), ta, tb)
-            for sa, sb in NOT_TILES:
-                t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), None,
-                                 "(%s not tiles %s @ %s)" % (lay, sa, sb), ta, tb)
+        for prec in ("bf16", "f16"):
+            for lay, ta, tb, suffix in LAYOUTS:
+                for sa, sb in TILES:
+                    want = expected_autocast(kind, has_bf16, True, suffix, prec=prec)
+                    t.check_autocast(rng.integers(-1, 2, size=sa).astype(np.float64),
+                                     rng.integers(-1, 2, size=sb).astype(np.float64), want,
+                                     "(%s exact %s @ %s)" % (lay, sa, sb), ta, tb, prec)
+                    t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), want,
+                                     "(%s %s @ %s)" % (lay, sa, sb), ta, tb, prec)
+                for sa, sb in TILES_N64:
+                    want = expected_autocast(kind, has_bf16, True, suffix, narrow=True, prec=prec)
+                    t.check_autocast(rng.integers(-1, 2, size=sa).astype(np.float64),
+                                     rng.integers(-1, 2, size=sb).astype(np.float64), want,
+                                     "(%s exact narrow %s @ %s)" % (lay, sa, sb), ta, tb, prec)
+                    t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), want,
+                                     "(%s narrow %s @ %s)" % (lay, sa, sb), ta, tb, prec)
+                for sa, sb in NOT_TILES:
+                    t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), None,
+                                     "(%s not tiles %s @ %s)" % (lay, sa, sb), ta, tb, prec)
     print("%d checks, %d failed" % (ck.checks, ck.failures))
     raise SystemExit(1 if ck.failures else 0)
 

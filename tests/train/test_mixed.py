@@ -23,7 +23,7 @@ tensor-core kernel where there is one.
 - A few steps of an MLP on digits-shaped data (784-64-10) and of the chars
   transformer (examples/chars, --precision bf16): losses finite and within
   bf16 tolerance of the f32 run's.
-- Errors: "f16" (not supported yet) and unknown values are INVALID_ARGUMENT.
+- Errors: unknown values are INVALID_ARGUMENT ("f16" is test_mixed_f16.py's).
 - tensorctl: model define / step --precision, model stat showing it
   (skipped without $TENSORCTL_BIN).
 
@@ -288,7 +288,7 @@ def errors(c):
     for method, extra in (("train.step", {"data": {"in": "er.w"}}),
                           ("model.define", {"name": "er.m", "inputs": [{"name": "in", "dtype": "f32", "shape": [2, 2]}]}),
                           ("train.run", {"data": {"in": "er.w"}, "batch_size": 1, "steps": 1})):
-        for value, words in (("f16", "not supported yet"), ("fp8", "\"f32\" or \"bf16\""), (3, "")):
+        for value, words in (("fp8", "\"f32\", \"bf16\" or \"f16\""), (3, "")):
             p = dict(extra, nodes=nodes, loss="loss", params=["er.w"], precision=value)
             err, _ = c.call(method, p)
             check(err is not None and err["name"] == "INVALID_ARGUMENT" and words in err["message"],
@@ -367,9 +367,8 @@ def tensorctl(d):
             want = bf16(x) @ bf16(w)
             check(y.shape == want.shape and np.abs(y - want).max() <= 1e-5,
                   "tensorctl step --precision bf16: not the bf16 product")
-        r = run("step", spath, "--precision", "f16")
-        check(r.returncode != 0 and "not supported yet" in r.stderr, "tensorctl step --precision f16: %s"
-              % r.stderr)
+        r = run("step", spath, "--precision", "fp8")
+        check(r.returncode != 0 and "precision" in r.stderr, "tensorctl step --precision fp8: %s" % r.stderr)
     c.call("model.delete", {"name": "ct.m"})
 
 

@@ -123,7 +123,7 @@ _tensorctl_offer() {
     op) compadd -- $_tensorctl_ops ;;
     mode) compadd -- private group-read group-write world-read world-write - ;;
     dtype) compadd -- f32 f16 bf16 i32 u8 ;;
-    precision) compadd -- f32 bf16 ;;
+    precision) compadd -- f32 bf16 f16 ;;
     device) compadd -- ${(f)"$(${words[1]} "$@" --json info 2>/dev/null | grep -o '"id":[0-9]*' | sed 's/^"id"://')"} ;;
     command) compadd -- $_tensorctl_commands ;;
     sub) ;;
@@ -255,7 +255,7 @@ def fish_opt(o, cmd):
         elif kind == "dtype":
             parts.append("-a 'f32 f16 bf16 i32 u8'")
         elif kind == "precision":
-            parts.append("-a 'f32 bf16'")
+            parts.append("-a 'f32 bf16 f16'")
         elif kind in ("tensor", "model", "device"):
             parts.append("-a %s" % q("(__tensorctl_names %s)" % kind))
     return " ".join(parts)

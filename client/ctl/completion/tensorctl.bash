@@ -141,7 +141,7 @@ _tensorctl()
 		COMPREPLY=($(compgen -W "f32 f16 bf16 i32 u8" -- "$cur"))
 		return ;;
 	--precision)
-		COMPREPLY=($(compgen -W "f32 bf16" -- "$cur"))
+		COMPREPLY=($(compgen -W "f32 bf16 f16" -- "$cur"))
 		return ;;
 	--device)
 		COMPREPLY=($(compgen -W "$(_tensorctl_devices "$bin" "${sock[@]}")" -- "$cur"))

@@ -50,14 +50,14 @@ complete -c tensorctl -n '__fish_seen_subcommand_from train' -l epochs -x
 complete -c tensorctl -n '__fish_seen_subcommand_from train' -l steps -x
 complete -c tensorctl -n '__fish_seen_subcommand_from train' -l devices -x
 complete -c tensorctl -n '__fish_seen_subcommand_from train' -l detach
-complete -c tensorctl -n '__fish_seen_subcommand_from train' -l precision -x -a 'f32 bf16'
+complete -c tensorctl -n '__fish_seen_subcommand_from train' -l precision -x -a 'f32 bf16 f16'
 complete -c tensorctl -n '__tensorctl_no_command' -a 'jobs' -d 'list detached training jobs'
 complete -c tensorctl -n '__tensorctl_no_command' -a 'logs' -d 'show or follow a job'
 complete -c tensorctl -n '__fish_seen_subcommand_from logs' -l follow -s f
 complete -c tensorctl -n '__tensorctl_no_command' -a 'cancel' -d 'stop a job'
 complete -c tensorctl -n '__tensorctl_no_command' -a 'drain' -d 'stop new training runs (root)'
 complete -c tensorctl -n '__tensorctl_no_command' -a 'step' -d 'one training step'
-complete -c tensorctl -n '__fish_seen_subcommand_from step' -l precision -x -a 'f32 bf16'
+complete -c tensorctl -n '__fish_seen_subcommand_from step' -l precision -x -a 'f32 bf16 f16'
 complete -c tensorctl -n '__tensorctl_no_command' -a 'save' -d 'save tensors in a file'
 complete -c tensorctl -n '__tensorctl_no_command' -a 'load' -d 'put every tensor of a file'
 complete -c tensorctl -n '__fish_seen_subcommand_from load' -l prefix -x
@@ -65,7 +65,7 @@ complete -c tensorctl -n '__tensorctl_no_command' -a 'model' -d 'define, list, s
 complete -c tensorctl -n '__fish_seen_subcommand_from model' -l replace
 complete -c tensorctl -n '__fish_seen_subcommand_from model' -l tensors
 complete -c tensorctl -n '__fish_seen_subcommand_from model' -l name -x
-complete -c tensorctl -n '__fish_seen_subcommand_from model' -l precision -x -a 'f32 bf16'
+complete -c tensorctl -n '__fish_seen_subcommand_from model' -l precision -x -a 'f32 bf16 f16'
 complete -c tensorctl -n '__tensorctl_no_command' -a 'evaluate' -d 'loss and metrics of a model'
 complete -c tensorctl -n '__fish_seen_subcommand_from evaluate' -l data -x
 complete -c tensorctl -n '__fish_seen_subcommand_from evaluate' -l metric -x
