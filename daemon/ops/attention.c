@@ -48,6 +48,12 @@ static uint64_t attention_tile(unsigned bound)
 	return bound <= 64 ? 64 : 32;
 }
 
+/* Tile rows per block of the inner loop (the shader's KB_N). */
+static uint64_t attention_block(unsigned bound)
+{
+	return bound <= 64 ? 8 : 2;
+}
+
 uint64_t attention_loop_iters(uint64_t hd, uint64_t other)
 {
 	unsigned bound = attention_variant(hd);
@@ -56,8 +62,8 @@ uint64_t attention_loop_iters(uint64_t hd, uint64_t other)
 	if (!bound)
 		return UINT64_MAX;
 	/* Per tile: the tile loop, its loads (bc · bound/4 vec4 over the
-	 * workgroup) and up to bc rows. */
-	return tiles * (1 + bc + bc * (bound / 4) / AT_WG);
+	 * workgroup) and up to bc / KB blocks of rows. */
+	return tiles * (1 + bc / attention_block(bound) + bc * (bound / 4) / AT_WG);
 }
 
 bool attention_supported(uint64_t hd, uint64_t t, uint64_t s)
