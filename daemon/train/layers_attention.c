@@ -18,6 +18,13 @@
 #include "train/layers_priv.h"
 
 #define MAX_DIM (1u << 20)
+/* Without a `fused` key the layers take the fused attention op from this
+ * sequence length on: on an H200 the unfused ops (tensor-core products in
+ * bf16) were faster at T 512 and 1024 (GPT-small f32 113 against 130 ms a
+ * step, bf16 50 against 73), the fused op saving memory (8.3 against 7.3
+ * GiB; at T 1024 14.9 against 10.6), and the T×T tensors the unfused graph
+ * keeps grow with T² (docs/training.md). */
+#define FUSED_FROM_T 2048
 
 /* A sub-layer of l named `name` (its path l.path + "." + name). */
 static int sub_layer(struct lx *x, const struct layer *l, const char *name, const char *type, struct layer *sub)
@@ -154,6 +161,17 @@ static int attend(struct lx *x, const struct layer *l, const char *in, struct sh
 	return lx_alias(x, l->path, o.path, s);
 }
 
+/* The layer's `fused` key (field f), or without one whether T reaches
+ * FUSED_FROM_T. */
+static int fused_key(struct lx *x, const struct layer *l, struct map_field *f, int64_t t, bool *ret)
+{
+	if (!f->value) {
+		*ret = t >= FUSED_FROM_T;
+		return 0;
+	}
+	return lx_bool(x, l, f, true, ret);
+}
+
 /* Check [B, T, dim] with T known. */
 static int check_btd(struct lx *x, const struct layer *l, const struct shp *s, uint64_t dim, uint64_t heads)
 {
@@ -181,7 +199,7 @@ static int layer_attention(struct lx *x, const struct layer *l, const char *in, 
 	if (lx_keys(x, l, f, 6) < 0 || lx_uint(x, l, &f[0], 1, MAX_DIM, 0, &dim) < 0 ||
 	    lx_uint(x, l, &f[1], 1, MAX_DIM, 0, &heads) < 0 || lx_bool(x, l, &f[2], false, &causal) < 0 ||
 	    lx_bool(x, l, &f[3], true, &bias) < 0 || lx_num(x, l, &f[4], 0, 1, 0, &p) < 0 ||
-	    lx_bool(x, l, &f[5], true, &fused) < 0 || check_btd(x, l, s, dim, heads) < 0)
+	    check_btd(x, l, s, dim, heads) < 0 || fused_key(x, l, &f[5], s->d[1], &fused) < 0)
 		return -1;
 	return attend(x, l, in, s, (int64_t)dim, (int64_t)heads, causal, bias, p, fused);
 }
@@ -242,7 +260,7 @@ static int layer_block(struct lx *x, const struct layer *l, const char *in, stru
 	if (lx_keys(x, l, f, 6) < 0 || lx_uint(x, l, &f[0], 1, MAX_DIM, 0, &dim) < 0 ||
 	    lx_uint(x, l, &f[1], 1, MAX_DIM, 0, &heads) < 0 || lx_uint(x, l, &f[2], 1, MAX_DIM, 4 * dim, &hidden) < 0 ||
 	    lx_bool(x, l, &f[3], false, &causal) < 0 || lx_num(x, l, &f[4], 0, 1, 0, &p) < 0 ||
-	    lx_bool(x, l, &f[5], true, &fused) < 0 || check_btd(x, l, s, dim, heads) < 0)
+	    check_btd(x, l, s, dim, heads) < 0 || fused_key(x, l, &f[5], s->d[1], &fused) < 0)
 		return -1;
 	sa = *s;
 	if (sub_norm(x, l, "ln1", in, (int64_t)dim, &ln1) < 0 || sub_layer(x, l, "attn", "attention", &attn) < 0 ||

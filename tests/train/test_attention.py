@@ -128,12 +128,18 @@ def transformer(c, rng):
 
 
 def fallbacks(c):
-    inputs = [{"name": "x", "dtype": "f32", "shape": [1, 4, 260]}, {"name": "y", "dtype": "f32", "shape": [1, 4, 260]}]
-    for k, (what, layer, want) in enumerate( (("dropout", {"type": "attention", "dim": 16, "heads": 2, "dropout": 0.1}, "softmax"),
-                              ("hd 260", {"type": "attention", "dim": 260, "heads": 1, "causal": True}, "softmax"),
-                              ("hd 130", {"type": "transformer_block", "dim": 260, "heads": 2}, "softmax"),
-                              ("hd 65", {"type": "attention", "dim": 260, "heads": 4}, "attention"))):
-        ins = inputs if layer["dim"] == 260 else [dict(i, shape=[1, 4, 16]) for i in inputs]
+    """Which form a layer takes: the fused op only where asked for (or from
+    T 2048 without a `fused` key) and possible."""
+    F = {"fused": True}
+    for k, (what, layer, t, want) in enumerate((
+            ("dropout", dict(F, type="attention", dim=16, heads=2, dropout=0.1), 4, "softmax"),
+            ("hd 260", dict(F, type="attention", dim=260, heads=1, causal=True), 4, "softmax"),
+            ("hd 130", dict(F, type="transformer_block", dim=260, heads=2), 4, "softmax"),
+            ("hd 65", dict(F, type="attention", dim=260, heads=4), 4, "attention"),
+            ("T 4, no key: unfused", {"type": "attention", "dim": 260, "heads": 4}, 4, "softmax"),
+            ("T 2047, no key: unfused", {"type": "attention", "dim": 16, "heads": 2}, 2047, "softmax"),
+            ("T 2048, no key: fused", {"type": "attention", "dim": 16, "heads": 2}, 2048, "attention"))):
+        ins = [{"name": n, "dtype": "f32", "shape": [1, t, layer["dim"]]} for n in ("x", "y")]
         r = c.call("model.define", {"name": "fb%d" % k, "inputs": ins, "layers": [layer],
                                     "loss": {"type": "mse", "target": "y"}, "optimizer": {"type": "sgd", "lr": 0.1}})
         ops = [nd["op"] for nd in r["nodes"]]
@@ -142,7 +148,10 @@ def fallbacks(c):
 
 def main():
     rng = np.random.default_rng(11)
-    with Daemon() as d:
+    # lavapipe compiles the fused kernel at its first dispatch, 2-35 s (head
+    # dims 16-128) with a cold shader cache (a fresh machine), past the
+    # default request_timeout (docs/training.md).
+    with Daemon(config="request_timeout = 300\n") as d:
         c = d.client()
         grads_vs_unfused(c, rng)
         transformer(c, rng)

@@ -366,8 +366,7 @@ def transformer(c, rng, fused):
     put(c, "ty", y)
     inputs = [{"name": "x", "dtype": "i32", "shape": [1, T]}, {"name": "y", "dtype": "i32", "shape": [1, T]}]
     blk = {"type": "transformer_block", "dim": D, "heads": HEADS, "causal": True, "hidden": 16, "name": "blk"}
-    if not fused:
-        blk["fused"] = False
+    blk["fused"] = fused
     layers = [{"type": "embedding", "num_embeddings": V, "embedding_dim": D}, blk,
               {"type": "layer_norm", "normalized_shape": D}, {"type": "linear", "in": D, "out": V, "name": "head"}]
     opt = {"type": "adamw", "lr": 0.01, "weight_decay": 0.01}
@@ -439,7 +438,9 @@ def every_type(c, rng):
 
 def main():
     rng = np.random.default_rng(0)
-    with Daemon() as d:
+    # The transformer's fused kernel compiles at its first dispatch on
+    # lavapipe (a few seconds at head dim 4 with a cold shader cache).
+    with Daemon(config="request_timeout = 120\n") as d:
         c = d.client()
         mlp(c, rng)
         leaky_identity(c, rng)
