@@ -12,8 +12,9 @@ CONFIG is dim,blocks,seq,batch,vocab (default gpt-small: 768,12,512,8,8192);
 Ends with the markdown table bench/compare_torch.py --gpt writes.
 STEPS in the environment sets the steps per train.run (default 10); PRECISION
 "bf16" trains tensord's model with `precision: "bf16"` and PyTorch's under
-torch.autocast(bfloat16) (default f32); FUSED=0 defines the blocks with
-`fused: false` (attention as separate ops, not the fused attention op); TRACE_LOG
+torch.autocast(bfloat16) (default f32); FUSED=0 (1) defines the blocks with
+`fused: false` (true): the attention as separate ops or the fused op; without
+it the layers choose (docs/training.md); TRACE_LOG
 names a file to copy the daemon's log to (with TENSORD_TRACE_DISPATCHES=1, for
 bench/trace_summary.py; the timed run is the second, after a 2-step one). Where
 PyTorch sees a CUDA device, the same model (bench/compare_torch.py's
@@ -35,9 +36,10 @@ from daemon import Daemon  # noqa: E402
 
 def gpt_layers(dim, blocks, vocab):
     heads = max(1, dim // 64)
-    body = [{"type": "transformer_block", "dim": dim, "heads": heads, "causal": True,
-             "fused": os.environ.get("FUSED", "1") != "0"}
-            for _ in range(blocks)]
+    blk = {"type": "transformer_block", "dim": dim, "heads": heads, "causal": True}
+    if os.environ.get("FUSED") in ("0", "1"):
+        blk["fused"] = os.environ["FUSED"] == "1"
+    body = [dict(blk) for _ in range(blocks)]
     return [{"type": "embedding", "num_embeddings": vocab, "embedding_dim": dim, "name": "emb"},
             {"type": "sequential", "name": "blocks", "layers": body},
             {"type": "layer_norm", "normalized_shape": dim, "name": "ln"},

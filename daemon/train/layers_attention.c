@@ -19,11 +19,10 @@
 
 #define MAX_DIM (1u << 20)
 /* Without a `fused` key the layers take the fused attention op from this
- * sequence length on: on an H200 the unfused ops (tensor-core products in
- * bf16) were faster at T 512 and 1024 (GPT-small f32 113 against 130 ms a
- * step, bf16 50 against 73), the fused op saving memory (8.3 against 7.3
- * GiB; at T 1024 14.9 against 10.6), and the T×T tensors the unfused graph
- * keeps grow with T² (docs/training.md). */
+ * sequence length on: on an H200 the unfused ops were faster at every T
+ * tried (128 to 2048; bf16 products on tensor cores), the fused op saving
+ * memory that grows with T² (at T 2048, batch 2, 4 blocks of d768: 3.2
+ * against 5.4 GiB; docs/training.md). */
 #define FUSED_FROM_T 2048
 
 /* A sub-layer of l named `name` (its path l.path + "." + name). */
