@@ -26,18 +26,6 @@ layout(std430, binding = 0) readonly buffer A { SRAW a[]; };
 layout(std430, binding = 1) writeonly buffer O { RAW o[]; };
 layout(push_constant) uniform P { uint n; } pc;
 
-// binary16 bits -> f32, exact (subnormals included) on every device.
-float float_from_f16_bits(uint h)
-{
-	uint sign = (h & 0x8000u) << 16;
-	uint e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-	if (e == 0u)
-		return uintBitsToFloat(sign | floatBitsToUint(float(m) * (1.0 / 16777216.0)));
-	if (e == 31u)
-		return uintBitsToFloat(sign | 0x7f800000u | (m << 13));
-	return uintBitsToFloat(sign | ((e + 112u) << 23) | (m << 13));
-}
-
 void main()
 {
 	uint i = linear_id(256u);

@@ -46,6 +46,18 @@ uint f16_bits_from_float(float f)
 	return sign | h;
 }
 
+// binary16 bits -> f32, exact (subnormals included) on every device.
+float float_from_f16_bits(uint h)
+{
+	uint sign = (h & 0x8000u) << 16;
+	uint e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+	if (e == 0u)
+		return uintBitsToFloat(sign | floatBitsToUint(float(m) * (1.0 / 16777216.0)));
+	if (e == 31u)
+		return uintBitsToFloat(sign | 0x7f800000u | (m << 13));
+	return uintBitsToFloat(sign | ((e + 112u) << 23) | (m << 13));
+}
+
 // Float to a 32-bit integer: NaN is 0, otherwise truncate toward zero and
 // saturate at the int32 range.
 int sat_i32_from_float(float x)

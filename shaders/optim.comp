@@ -13,6 +13,9 @@
 //   sgd_param  a = w, b = g, c = old buf
 //   adam_m/v   a = g, b = m or v, c = w
 //   adam_param a = w, b = m_new, c = v_new
+//   binding 4: with OPT_F_GATE the f32 skip flag (element 0, non-zero: the
+//   result is the old value, opt_old; element 1 with OPT_F_UNSCALE: the
+//   gradient's multiplier), else input 0 again and never read
 #include "common.glsl"
 #include "optim_codes.h"
 #include "optim_math.glsl"
@@ -21,6 +24,7 @@ layout(std430, binding = 0) readonly buffer A { ELEM a[]; };
 layout(std430, binding = 1) readonly buffer B { ELEM b[]; };
 layout(std430, binding = 2) readonly buffer C { ELEM c[]; };
 layout(std430, binding = 3) writeonly buffer O { ELEM o[]; };
+layout(std430, binding = 4) readonly buffer F { float skip[]; };
 
 layout(push_constant) uniform OptimPush {
 	uint n;          // elements
@@ -47,5 +51,12 @@ void main()
 	uint i = linear_id(OPT_WG);
 	if (i >= pc.n)
 		return;
-	o[i] = STORE(opt_update(args(), LOAD(a[i]), LOAD(b[i]), LOAD(c[i])));
+	float x = LOAD(a[i]), y = LOAD(b[i]), z = LOAD(c[i]);
+	if ((pc.flags & OPT_F_GATE) != 0u && skip[0] != 0.0) {
+		o[i] = STORE(opt_old(args(), x, y, z));
+		return;
+	}
+	if ((pc.flags & OPT_F_UNSCALE) != 0u)
+		opt_unscale(args(), x, y, skip[1]);
+	o[i] = STORE(opt_update(args(), x, y, z));
 }

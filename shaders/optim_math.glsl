@@ -80,3 +80,33 @@ float opt_update(OptimArgs p, float a, float b, float c)
 		return 0.0;
 	}
 }
+
+// The gradient among the op's inputs a, b times `inv` (OPT_F_UNSCALE:
+// precision f16's 1 / loss scale, one f32 product, as the `mul` node it
+// replaces rounds it).
+void opt_unscale(OptimArgs p, inout float a, inout float b, float inv)
+{
+	precise float ga = a * inv, gb = b * inv;
+	if ((p.flags & OPT_F_UNSCALE) == 0u)
+		return;
+	if (p.op == OPT_SGD_PARAM)
+		b = gb;
+	else if (p.op != OPT_ADAM_PARAM)
+		a = ga;
+}
+
+// The op's old value, its result when a gated update is skipped (precision
+// f16's found_inf): the weights, the old moment, the old momentum buffer, or
+// zero where there is none (sgd_buf's first step). Inputs as opt_update's.
+float opt_old(OptimArgs p, float a, float b, float c)
+{
+	switch (p.op) {
+	case OPT_SGD_BUF:
+		return (p.flags & OPT_F_BUF) != 0u ? c : 0.0;
+	case OPT_ADAM_M:
+	case OPT_ADAM_V:
+		return b;
+	default:
+		return a;
+	}
+}

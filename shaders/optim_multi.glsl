@@ -10,7 +10,9 @@
 // OPTM_SLOTS windows: each access picks its window with a switch) and
 // optim_multi1.comp (OPTM_ONE_WINDOW: every tensor in window 0, as in a small
 // model whose tensors share one memory block; CPU devices run every case of
-// a switch for every element).
+// a switch for every element). A gated segment (OPT_F_GATE, precision f16)
+// stores the old values when its skip flag (tensor OPTM_SKIP) is non-zero;
+// an OPTM_CHECK segment is found_inf's: no update, a flag set.
 #include "common.glsl"
 #include "optim_codes.h"
 #include "optim_math.glsl"
@@ -101,14 +103,47 @@ void main()
 	uint i = (wg - tab[s + OPTM_WG0]) * OPT_WG + gl_LocalInvocationID.x;
 	if (i >= tab[s + OPTM_N])
 		return;
-	if (tab[s + OPTM_KIND] == OPTM_ADAM) {
-		float g = ld(s, 0u, i), w = ld(s, 3u, i);
+	uint kind = tab[s + OPTM_KIND];
+	if (kind == OPTM_CHECK) {
+		// found_inf: any store is of 1.0 (the flag was zeroed before the
+		// dispatch), so the result does not depend on their order.
+		float x = ld(s, 0u, i);
+		// As the optimizer will read it: times 1 / scale (tensor 2).
+		if ((args(s, 0u).flags & OPT_F_UNSCALE) != 0u) {
+			precise float u = x * ld(s, 2u, 0u);
+			x = u;
+		}
+		bool found = (args(s, 0u).flags & OPT_F_FLAG) != 0u ? x != 0.0 :
+			     (floatBitsToUint(x) & 0x7f800000u) == 0x7f800000u;
+		if (found)
+			st(s, 1u, 0u, 1.0);
+		return;
+	}
+	// A gated update whose flag is set stores the old values (f32 only).
+	bool skip = (args(s, 0u).flags & OPT_F_GATE) != 0u && ld(s, OPTM_SKIP, 0u) != 0.0;
+	if (kind == OPTM_ADAM) {
+		float g = ld(s, 0u, i), w = ld(s, 3u, i), unused = 0.0;
+		if ((args(s, 0u).flags & OPT_F_UNSCALE) != 0u)
+			opt_unscale(args(s, 0u), g, unused, ld(s, OPTM_SKIP, 1u));
+		if (skip) {
+			st(s, 4u, i, ld(s, 1u, i));
+			st(s, 5u, i, ld(s, 2u, i));
+			st(s, 6u, i, w);
+			return;
+		}
 		float m = opt_update(args(s, 0u), g, ld(s, 1u, i), w);
 		float v = opt_update(args(s, 1u), g, ld(s, 2u, i), w);
 		st(s, 4u, i, m);
 		st(s, 5u, i, v);
 		st(s, 6u, i, opt_update(args(s, 2u), w, rounded(m), rounded(v)));
 	} else {
-		st(s, 3u, i, opt_update(args(s, 0u), ld(s, 0u, i), ld(s, 1u, i), ld(s, 2u, i)));
+		float a = ld(s, 0u, i), b = ld(s, 1u, i), c = ld(s, 2u, i);
+		if (skip) {
+			st(s, 3u, i, opt_old(args(s, 0u), a, b, c));
+			return;
+		}
+		if ((args(s, 0u).flags & OPT_F_UNSCALE) != 0u)
+			opt_unscale(args(s, 0u), a, b, ld(s, OPTM_SKIP, 1u));
+		st(s, 3u, i, opt_update(args(s, 0u), a, b, c));
 	}
 }

@@ -612,18 +612,18 @@ static int mm_round_operand(struct op_ctx *ctx, struct gpu_recorder *rec, const 
 		*ret = b[0];
 		return 0;
 	}
-	/* bf16: four elements an invocation where they come in fours (the
-	 * same bits: cast_bf16_vec4.comp); f16: cast.comp (f32_f16, or
-	 * f32_f16_f32 rounded and widened back). */
+	/* Four elements an invocation where they come in fours (the same
+	 * bits: cast_bf16_vec4.comp, cast_f16_vec4.comp), else cast.comp
+	 * (f32_bf16 or f32_f16, or _f32: rounded and widened back). */
 	if (f16) {
-		family = "cast";
+		family = n % 4 == 0 ? "cast_f16_vec4" : "cast";
 		variant = to_16 ? "f32_f16" : "f32_f16_f32";
 	} else {
 		family = n % 4 == 0 ? "cast_bf16_vec4" : "cast";
 		variant = to_16 ? "f32_bf16" : "f32_bf16_f32";
-		if (n % 4 == 0)
-			n /= 4;
 	}
+	if (n % 4 == 0)
+		n /= 4;
 	if (op_scratch_alloc(ctx, bytes, &s) < 0 || op_pipeline(ctx, family, variant, &p) < 0)
 		return -1;
 	b[1] = gpu_rec_bind(ctx->g, s, 0, bytes, true);

@@ -4,7 +4,10 @@
  * the parameter or state it replaces (graph results are stored only after
  * the whole graph ran, so every node reads the old values). Shader:
  * optim.comp; a training step records all its updates as one dispatch
- * (optim_multi.c). */
+ * (optim_multi.c). With `gated` an update takes a skip flag last and then
+ * stores the old value (precision f16's overflow skip), with `unscale` it
+ * multiplies the gradient by 1 / scale as it reads it; found_inf is that
+ * flag's op (recorded by optim_multi.c's kernel). */
 #include <math.h>
 #include <string.h>
 
@@ -19,6 +22,8 @@ static const struct op_attr_spec sgd_buf_attrs[] = {
 	{ "momentum", ATTR_FLOAT, true },
 	{ "dampening", ATTR_FLOAT, false },
 	{ "weight_decay", ATTR_FLOAT, false },
+	{ "gated", ATTR_BOOL, false },
+	{ "unscale", ATTR_BOOL, false },
 	{ NULL, 0, false },
 };
 
@@ -28,6 +33,8 @@ static const struct op_attr_spec sgd_param_attrs[] = {
 	{ "dampening", ATTR_FLOAT, false },
 	{ "weight_decay", ATTR_FLOAT, false },
 	{ "nesterov", ATTR_BOOL, false },
+	{ "gated", ATTR_BOOL, false },
+	{ "unscale", ATTR_BOOL, false },
 	{ NULL, 0, false },
 };
 
@@ -35,6 +42,8 @@ static const struct op_attr_spec adam_m_attrs[] = {
 	{ "beta1", ATTR_FLOAT, false },
 	{ "weight_decay", ATTR_FLOAT, false },
 	{ "decoupled", ATTR_BOOL, false },
+	{ "gated", ATTR_BOOL, false },
+	{ "unscale", ATTR_BOOL, false },
 	{ NULL, 0, false },
 };
 
@@ -42,6 +51,14 @@ static const struct op_attr_spec adam_v_attrs[] = {
 	{ "beta2", ATTR_FLOAT, false },
 	{ "weight_decay", ATTR_FLOAT, false },
 	{ "decoupled", ATTR_BOOL, false },
+	{ "gated", ATTR_BOOL, false },
+	{ "unscale", ATTR_BOOL, false },
+	{ NULL, 0, false },
+};
+
+static const struct op_attr_spec found_inf_attrs[] = {
+	{ "chain", ATTR_BOOL, false },
+	{ "unscale", ATTR_BOOL, false },
 	{ NULL, 0, false },
 };
 
@@ -53,6 +70,8 @@ static const struct op_attr_spec adam_param_attrs[] = {
 	{ "weight_decay", ATTR_FLOAT, false },
 	{ "decoupled", ATTR_BOOL, false },
 	{ "step", ATTR_INT, true },
+	{ "gated", ATTR_BOOL, false },
+	{ "unscale", ATTR_BOOL, false },
 	{ NULL, 0, false },
 };
 
@@ -67,7 +86,9 @@ static const char *input_name(const struct op_ctx *ctx, unsigned k)
 		[OPT_ADAM_PARAM] = { "the weights", "the new first moment", "the new second moment" },
 	};
 
-	return names[ctx->def->code][k];
+	if (ctx->def->code == OPT_FOUND_INF)
+		return "a gradient";
+	return k < optim_update_inputs(ctx) ? names[ctx->def->code][k] : "the skip flag";
 }
 
 /* Attribute `name` as a double, or `dflt` when absent. */
@@ -83,6 +104,11 @@ static bool attr_b(const struct op_ctx *ctx, const char *name)
 	const struct op_attr_value *v = op_attr(ctx, name);
 
 	return v->set && v->i;
+}
+
+unsigned optim_update_inputs(const struct op_ctx *ctx)
+{
+	return ctx->ninputs - (attr_b(ctx, "gated") ? 1u : 0u);
 }
 
 /* Check that attribute `name` (when the op has it) is finite and within
@@ -131,11 +157,21 @@ static int optim_infer(struct op_ctx *ctx)
 {
 	const struct op_tensor *x = &ctx->in[0];
 	uint32_t code = ctx->def->code;
+	unsigned nin = optim_update_inputs(ctx);
 
 	if (!op_dtype_is_float(x->dtype))
 		return op_fail(ctx, TDP_DTYPE_MISMATCH, "input 0 (%s) must be f32, f16 or bf16, not %s",
 			       input_name(ctx, 0), tdp_dtype_name(x->dtype));
-	for (unsigned k = 1; k < ctx->ninputs; k++) {
+	if (nin < ctx->def->min_inputs || nin > 3)
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "takes %u to 3 inputs%s, not %u", ctx->def->min_inputs,
+			       nin < ctx->ninputs ? " before the skip flag" : "", nin);
+	if (attr_b(ctx, "unscale") && nin == ctx->ninputs)
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "'unscale' needs 'gated' (its flag holds 1 / scale)");
+	if (nin < ctx->ninputs && (ctx->in[nin].dtype != TDP_DTYPE_F32 ||
+				   ctx->in[nin].count != (attr_b(ctx, "unscale") ? 2u : 1u)))
+		return op_fail(ctx, TDP_DTYPE_MISMATCH, "the skip flag (the last input when 'gated') must be one "
+			       "f32 element, two with 'unscale' (the flag, 1 / scale)");
+	for (unsigned k = 1; k < nin; k++) {
 		const struct op_tensor *t = &ctx->in[k];
 
 		if (t->dtype != x->dtype)
@@ -148,7 +184,7 @@ static int optim_infer(struct op_ctx *ctx)
 	}
 	if (check_attrs(ctx) < 0)
 		return -1;
-	if ((code == OPT_ADAM_M || code == OPT_ADAM_V) && ctx->ninputs < 3 &&
+	if ((code == OPT_ADAM_M || code == OPT_ADAM_V) && nin < 3 &&
 	    attr_f(ctx, "weight_decay", 0) != 0 && !attr_b(ctx, "decoupled"))
 		return op_fail(ctx, TDP_INVALID_ARGUMENT,
 			       "weight_decay without 'decoupled' (Adam's L2 penalty) needs the weights as input 2");
@@ -167,6 +203,10 @@ void optim_fill_push(const struct op_ctx *ctx, struct optim_push *pc)
 	pc->n = (uint32_t)ctx->out.count;
 	pc->op = ctx->def->code;
 	pc->wd = (float)wd;
+	if (attr_b(ctx, "gated"))
+		pc->flags |= OPT_F_GATE;
+	if (attr_b(ctx, "unscale"))
+		pc->flags |= OPT_F_UNSCALE;
 	if (wd != 0 && !decoupled)
 		pc->flags |= OPT_F_L2;
 	switch (ctx->def->code) {
@@ -180,7 +220,7 @@ void optim_fill_push(const struct op_ctx *ctx, struct optim_push *pc)
 	case OPT_SGD_BUF:
 		pc->beta = (float)attr_f(ctx, "momentum", 0);
 		pc->mix = (float)(1.0 - attr_f(ctx, "dampening", 0));
-		if (ctx->ninputs == 3)
+		if (optim_update_inputs(ctx) == 3)
 			pc->flags |= OPT_F_BUF;
 		break;
 	case OPT_ADAM_M:
@@ -215,8 +255,9 @@ void optim_fill_push(const struct op_ctx *ctx, struct optim_push *pc)
 static int optim_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 {
 	const struct gpu_pipeline *p;
-	struct gpu_binding bind[4];
+	struct gpu_binding bind[5];
 	struct optim_push pc;
+	unsigned nin = optim_update_inputs(ctx);
 
 	if (ctx->out.count > UINT32_MAX)
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "more than 2^32 elements");
@@ -224,11 +265,42 @@ static int optim_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	if (op_pipeline(ctx, "optim", tdp_dtype_name(ctx->out.dtype), &p) < 0)
 		return -1;
 	for (unsigned k = 0; k < 3; k++)
-		if (op_bind(ctx, &ctx->in[k < ctx->ninputs ? k : 0], false, &bind[k]) < 0)
+		if (op_bind(ctx, &ctx->in[k < nin ? k : 0], false, &bind[k]) < 0)
 			return -1;
-	if (op_bind(ctx, &ctx->out, true, &bind[3]) < 0)
+	/* The skip flag; without one input 0 again, never read. */
+	if (op_bind(ctx, &ctx->out, true, &bind[3]) < 0 ||
+	    op_bind(ctx, &ctx->in[nin < ctx->ninputs ? nin : 0], false, &bind[4]) < 0)
 		return -1;
-	return op_dispatch(ctx, rec, p, bind, 4, &pc, sizeof(pc), pc.n, OPT_WG);
+	return op_dispatch(ctx, rec, p, bind, 5, &pc, sizeof(pc), pc.n, OPT_WG);
+}
+
+/* found_inf: f32 inputs of any shape (input 0 an earlier flag, one
+ * element, with `chain`; the last a multiplier of one element, 1 / scale,
+ * with `unscale`: the others are checked as multiplied by it); the result
+ * is an f32 scalar, 1 where any element is inf or NaN (or the earlier flag
+ * is non-zero), else 0. */
+static int found_inf_infer(struct op_ctx *ctx)
+{
+	if (ctx->ninputs < 1u + attr_b(ctx, "chain") + attr_b(ctx, "unscale"))
+		return op_fail(ctx, TDP_INVALID_ARGUMENT, "no tensor to check");
+	if (attr_b(ctx, "unscale") && ctx->in[ctx->ninputs - 1].count != 1)
+		return op_fail(ctx, TDP_SHAPE_MISMATCH, "with 'unscale', the last input is one element");
+	for (unsigned k = 0; k < ctx->ninputs; k++)
+		if (ctx->in[k].dtype != TDP_DTYPE_F32)
+			return op_fail(ctx, TDP_DTYPE_MISMATCH, "input %u is %s; found_inf checks f32 tensors", k,
+				       tdp_dtype_name(ctx->in[k].dtype));
+	if (attr_b(ctx, "chain") && ctx->in[0].count != 1)
+		return op_fail(ctx, TDP_SHAPE_MISMATCH, "with 'chain', input 0 is an earlier flag of one element");
+	ctx->out.dtype = TDP_DTYPE_F32;
+	ctx->out.rank = 0;
+	return 0;
+}
+
+static int found_inf_record(struct op_ctx *ctx, struct gpu_recorder *rec)
+{
+	struct op_ctx *m = ctx;
+
+	return optim_check_record(ctx, &m, 1, rec);
 }
 
 #define OPTIM(n, lo, hi, at, cd) \
@@ -236,10 +308,12 @@ static int optim_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	  .infer = optim_infer, .record = optim_record }
 
 const struct op_def op_defs_optim[] = {
-	OPTIM("sgd_buf", 2, 3, sgd_buf_attrs, OPT_SGD_BUF),
-	OPTIM("sgd_param", 2, 3, sgd_param_attrs, OPT_SGD_PARAM),
-	OPTIM("adam_m", 2, 3, adam_m_attrs, OPT_ADAM_M),
-	OPTIM("adam_v", 2, 3, adam_v_attrs, OPT_ADAM_V),
-	OPTIM("adam_param", 3, 3, adam_param_attrs, OPT_ADAM_PARAM),
+	OPTIM("sgd_buf", 2, 4, sgd_buf_attrs, OPT_SGD_BUF),
+	OPTIM("sgd_param", 2, 4, sgd_param_attrs, OPT_SGD_PARAM),
+	OPTIM("adam_m", 2, 4, adam_m_attrs, OPT_ADAM_M),
+	OPTIM("adam_v", 2, 4, adam_v_attrs, OPT_ADAM_V),
+	OPTIM("adam_param", 3, 4, adam_param_attrs, OPT_ADAM_PARAM),
+	{ .name = "found_inf", .min_inputs = 1, .max_inputs = OP_MAX_INPUTS, .attrs = found_inf_attrs,
+	  .code = OPT_FOUND_INF, .infer = found_inf_infer, .record = found_inf_record },
 	{ .name = NULL },
 };

@@ -8,7 +8,10 @@
  * its tensors has, and its coefficients (optim_fill_push's, the same floats
  * the per-node dispatches get). More windows, another dtype or a full table
  * start another dispatch. The engine calls it for a node group
- * (engine/graph_core.h, graph_group_add) made by train/optimizer.c. */
+ * (engine/graph_core.h, graph_group_add) made by train/optimizer.c. Gated
+ * updates (precision f16) bind their skip flag as one more tensor of the
+ * segment; found_inf's chain (train/loss_scale.c) is recorded by the same
+ * kernel as check segments, one per gradient (optim_check_record). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +49,7 @@ bool optim_multi_member(const struct op_ctx *ctx)
 {
 	for (const struct op_def *d = op_defs_optim; d->name; d++)
 		if (ctx->def == d)
-			return true;
+			return d->code != OPT_FOUND_INF;
 	return false;
 }
 
@@ -60,13 +63,31 @@ static int code(const struct op_ctx *c)
 	return (int)c->def->code;
 }
 
+/* The skip flag of gated optimizer op `c`, or NULL. */
+static const struct op_tensor *skip_flag(const struct op_ctx *c)
+{
+	unsigned nin = optim_update_inputs(c);
+
+	return nin < c->ninputs ? &c->in[nin] : NULL;
+}
+
+/* Whether ops a and b are gated alike: both by the same flag, or neither. */
+static bool same_gate(const struct op_ctx *a, const struct op_ctx *b)
+{
+	const struct op_tensor *fa = skip_flag(a), *fb = skip_flag(b);
+
+	return fa ? fb && same(fa, fb) : !fb;
+}
+
 /* adam_m, adam_v, adam_param of one parameter at m[0..2]? */
 static bool adam_triple(struct op_ctx *const *m, unsigned left)
 {
 	if (left < 3 || code(m[1]) != OPT_ADAM_V || code(m[2]) != OPT_ADAM_PARAM)
 		return false;
-	return m[0]->ninputs == 3 && m[1]->ninputs == 3 && same(&m[0]->in[0], &m[1]->in[0]) &&
-	       same(&m[0]->in[2], &m[1]->in[2]) && same(&m[0]->in[2], &m[2]->in[0]) &&
+	if (!same_gate(m[0], m[1]) || !same_gate(m[0], m[2]))
+		return false;
+	return optim_update_inputs(m[0]) == 3 && optim_update_inputs(m[1]) == 3 &&
+	       same(&m[0]->in[0], &m[1]->in[0]) && same(&m[0]->in[2], &m[1]->in[2]) && same(&m[0]->in[2], &m[2]->in[0]) &&
 	       same(&m[2]->in[1], &m[0]->out) && same(&m[2]->in[2], &m[1]->out);
 }
 
@@ -96,14 +117,17 @@ static int reads_result(const struct seg *segs, unsigned ns)
 	if (!out)
 		return -1;
 	for (unsigned a = 0; a < ns; a++)
-		for (unsigned j = 0; j < OPTM_TENSORS && segs[a].t[j]; j++)
-			if (segs[a].write[j])
+		for (unsigned j = 0; j < OPTM_TENSORS; j++)
+			if (segs[a].t[j] && segs[a].write[j])
 				out[no++] = (struct where){ segs[a].t[j]->alloc->block, segs[a].t[j]->alloc->offset };
 	qsort(out, no, sizeof(*out), where_cmp);
 	for (unsigned a = 0; a < ns && !r; a++)
-		for (unsigned j = 0; j < OPTM_TENSORS && segs[a].t[j] && !r; j++) {
-			struct where key = { segs[a].t[j]->alloc->block, segs[a].t[j]->alloc->offset };
+		for (unsigned j = 0; j < OPTM_TENSORS && !r; j++) {
+			struct where key;
 
+			if (!segs[a].t[j])
+				continue;
+			key = (struct where){ segs[a].t[j]->alloc->block, segs[a].t[j]->alloc->offset };
 			r = !segs[a].write[j] && bsearch(&key, out, no, sizeof(*out), where_cmp) != NULL;
 		}
 	free(out);
@@ -124,6 +148,10 @@ static int plan(struct op_ctx *const *m, unsigned n, struct seg *segs, unsigned 
 		memset(s, 0, sizeof(*s));
 		s->dtype = m[k]->out.dtype;
 		s->n = m[k]->out.count;
+		/* The kernel reads a skip flag as the segment's dtype: f32 only. */
+		s->t[OPTM_SKIP] = skip_flag(m[k]);
+		if (s->t[OPTM_SKIP] && s->dtype != TDP_DTYPE_F32)
+			return -1;
 		if (code(m[k]) == OPT_ADAM_M && adam_triple(&m[k], n - k)) {
 			const struct op_tensor *t[7] = { &m[k]->in[0], &m[k]->in[1], &m[k + 1]->in[1], &m[k]->in[2],
 							 &m[k]->out, &m[k + 1]->out, &m[k + 2]->out };
@@ -140,7 +168,7 @@ static int plan(struct op_ctx *const *m, unsigned n, struct seg *segs, unsigned 
 		}
 		s->kind = OPTM_ONE;
 		for (unsigned j = 0; j < 3; j++)
-			s->t[j] = &m[k]->in[j < m[k]->ninputs ? j : 0];
+			s->t[j] = &m[k]->in[j < optim_update_inputs(m[k]) ? j : 0];
 		s->t[3] = &m[k]->out;
 		s->write[3] = true;
 		optim_fill_push(m[k], &s->p[0]);
@@ -148,8 +176,8 @@ static int plan(struct op_ctx *const *m, unsigned n, struct seg *segs, unsigned 
 	}
 	/* Every input must be written before the dispatch: none is a result. */
 	for (unsigned a = 0; a < ns; a++)
-		for (unsigned j = 0; j < OPTM_TENSORS && segs[a].t[j]; j++)
-			if (!segs[a].t[j]->alloc || !segs[a].t[j]->alloc->block)
+		for (unsigned j = 0; j < OPTM_TENSORS; j++)
+			if (segs[a].t[j] && (!segs[a].t[j]->alloc || !segs[a].t[j]->alloc->block))
 				return -1;
 	r = reads_result(segs, ns);
 	if (r)
@@ -167,11 +195,15 @@ static bool place(struct chunk *c, struct seg *s, uint64_t range, uint64_t align
 	unsigned nw = c->nslot;
 
 	memcpy(w, c->slot, sizeof(w));
-	for (unsigned j = 0; j < OPTM_TENSORS && s->t[j]; j++) {
-		const struct gpu_alloc *a = s->t[j]->alloc;
-		uint64_t lo = a->offset & ~(align - 1), hi = a->offset + s->t[j]->bytes;
+	for (unsigned j = 0; j < OPTM_TENSORS; j++) {
+		const struct gpu_alloc *a = s->t[j] ? s->t[j]->alloc : NULL;
+		uint64_t lo, hi;
 		unsigned k;
 
+		if (!a)
+			continue;
+		lo = a->offset & ~(align - 1);
+		hi = a->offset + s->t[j]->bytes;
 		for (k = 0; k < nw; k++) {
 			uint64_t l = w[k].offset < lo ? w[k].offset : lo;
 			uint64_t h = w[k].offset + w[k].range > hi ? w[k].offset + w[k].range : hi;
@@ -204,7 +236,9 @@ static void fill_seg(const struct chunk *c, const struct seg *s, uint32_t wg0, u
 	t[OPTM_KIND] = s->kind;
 	t[OPTM_N] = (uint32_t)s->n;
 	t[OPTM_WG0] = wg0;
-	for (unsigned j = 0; j < OPTM_TENSORS && s->t[j]; j++) {
+	for (unsigned j = 0; j < OPTM_TENSORS; j++) {
+		if (!s->t[j])
+			continue;
 		t[OPTM_REF + 2 * j] = s->slot[j];
 		t[OPTM_REF + 2 * j + 1] = (uint32_t)((s->t[j]->alloc->offset - c->slot[s->slot[j]].offset) / esize);
 	}
@@ -319,6 +353,68 @@ int optim_multi_record(struct op_ctx *lead, struct op_ctx *const *m, unsigned n,
 		return 0;
 	}
 	r = record_segs(lead, rec, segs, ns);
+	free(segs);
+	return r;
+}
+
+/* Whether found_inf node `c` has its bool attr `name` set. */
+static bool has(const struct op_ctx *c, const char *name)
+{
+	const struct op_attr_value *v = op_attr(c, name);
+
+	return v->set && v->i;
+}
+
+int optim_check_record(struct op_ctx *lead, struct op_ctx *const *m, unsigned n, struct gpu_recorder *rec)
+{
+	static const uint32_t zero = 0;
+	const struct op_tensor *flag = &m[n - 1]->out;
+	struct seg *segs = malloc((size_t)n * OP_MAX_INPUTS * sizeof(*segs));
+	struct gpu_binding z;
+	unsigned ns = 0;
+	int r;
+
+	if (!segs)
+		return op_fail(lead, TDP_INTERNAL, "out of memory");
+	for (unsigned k = 0; k < n; k++) {
+		bool unscale = has(m[k], "unscale");
+		unsigned nin = m[k]->ninputs - unscale;
+
+		for (unsigned j = 0; j < nin; j++) {
+			const struct op_tensor *t = &m[k]->in[j];
+			bool is_flag = j == 0 && has(m[k], "chain");
+			struct seg *s;
+
+			/* The member before's result: this dispatch computes it. */
+			if (is_flag && k > 0 && same(t, &m[k - 1]->out))
+				continue;
+			if (t->count == 0)
+				continue;
+			if (!t->alloc || !t->alloc->block) {
+				free(segs);
+				return op_fail(lead, TDP_INTERNAL, "found_inf: an input has no memory");
+			}
+			s = &segs[ns++];
+			memset(s, 0, sizeof(*s));
+			s->kind = OPTM_CHECK;
+			s->dtype = TDP_DTYPE_F32;
+			s->n = t->count;
+			s->t[0] = t;
+			s->t[1] = flag;
+			s->write[1] = true;
+			s->p[0].op = OPT_FOUND_INF;
+			s->p[0].flags = is_flag ? OPT_F_FLAG : 0;
+			/* Checked as the optimizer reads it: times 1 / scale. */
+			if (unscale && !is_flag) {
+				s->t[2] = &m[k]->in[nin];
+				s->p[0].flags |= OPT_F_UNSCALE;
+			}
+		}
+	}
+	/* Zero first: the kernel only ever stores 1.0. */
+	z = gpu_rec_bind(lead->g, flag->alloc, 0, sizeof(zero), true);
+	gpu_rec_update(rec, &z, &zero);
+	r = ns ? record_segs(lead, rec, segs, ns) : 0;
 	free(segs);
 	return r;
 }

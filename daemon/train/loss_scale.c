@@ -8,12 +8,14 @@
  * over it. */
 #include "train/loss_scale.h"
 
+#include <errno.h>
 #include <float.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "dtype.h"
 #include "engine/graph_core.h"
+#include "ops/optim.h"
 #include "status.h"
 #include "store/lookup.h"
 #include "store/names.h"
@@ -61,7 +63,7 @@ int loss_scale_begin(struct step_ctx *sc, const struct model_loss_scale *cfg, st
 		     struct loss_scale_nodes *ret)
 {
 	char why[TDP_MAX_ERROR_MESSAGE], shown[NAMES_SHOWN_MAX];
-	struct loss_scale_nodes ls = { .ok = -1, .found = -1, .new_scale = -1 };
+	struct loss_scale_nodes ls = { .inv = -1, .ok = -1, .skip = -1, .gate = -1, .found = -1, .new_scale = -1 };
 	struct tensor *st = NULL;
 	int code, refs[2];
 
@@ -92,7 +94,7 @@ int loss_scale_begin(struct step_ctx *sc, const struct model_loss_scale *cfg, st
 	return 0;
 }
 
-int loss_scale_unscale(struct step_ctx *sc, const struct loss_scale_nodes *ls, int *grads, unsigned n)
+int loss_scale_unscale(struct step_ctx *sc, struct loss_scale_nodes *ls, int *grads, unsigned n, bool fold)
 {
 	/* GradScaler multiplies by the f32 reciprocal of the scale. */
 	struct graph_attr rev[2] = { { .name = "scalar", .f = 1.0 }, { .name = "reverse", .b = true } };
@@ -100,7 +102,11 @@ int loss_scale_unscale(struct step_ctx *sc, const struct loss_scale_nodes *ls, i
 
 	if (inv < 0)
 		return -1;
-	for (unsigned k = 0; k < n; k++) {
+	ls->inv = inv;
+	for (unsigned k = 0; fold && k < n; k++)
+		fold = sc->gr->nodes[grads[k]].ctx.out.dtype == TDP_DTYPE_F32;
+	ls->folded = fold;
+	for (unsigned k = 0; !fold && k < n; k++) {
 		int in[2] = { grads[k], inv };
 
 		if ((grads[k] = train_emit(sc, "mul", in, NULL, 2, NULL, 0)) < 0)
@@ -109,12 +115,13 @@ int loss_scale_unscale(struct step_ctx *sc, const struct loss_scale_nodes *ls, i
 	return 0;
 }
 
-int loss_scale_check(struct step_ctx *sc, struct loss_scale_nodes *ls, const int *grads, unsigned n)
+/* max |g| over every gradient (NaN and inf propagate through abs, max and
+ * maximum, and `<= FLT_MAX` is false for both) into ls->ok, and the skip
+ * flag from it: two nodes a gradient, for gradients that are not f32. */
+static int check_by_nodes(struct step_ctx *sc, struct loss_scale_nodes *ls, const int *grads, unsigned n)
 {
-	int total = -1;
+	int total = -1, zero, one;
 
-	/* max |g| over every gradient: NaN and inf propagate through abs, max
-	 * and maximum, and `<= FLT_MAX` is false for both. */
 	for (unsigned k = 0; k < n; k++) {
 		int m = train_emit(sc, "abs", &grads[k], NULL, 1, NULL, 0);
 
@@ -131,79 +138,93 @@ int loss_scale_check(struct step_ctx *sc, struct loss_scale_nodes *ls, const int
 		}
 	}
 	ls->ok = emit_scalar(sc, "le", total, FLT_MAX);
+	zero = ls->ok < 0 ? -1 : emit_const(sc, 0);
+	one = zero < 0 ? -1 : emit_const(sc, 1);
+	ls->skip = one < 0 ? -1 : emit_where(sc, ls->ok, zero, one);
+	ls->gate = ls->skip;
+	return ls->skip < 0 ? -1 : 0;
+}
+
+int loss_scale_check(struct step_ctx *sc, struct loss_scale_nodes *ls, const int *grads, unsigned n)
+{
+	struct graph *gr = sc->gr;
+	unsigned idx[MAX_PARAMS], nn = 0;
+	int flag = -1, r;
+
+	for (unsigned k = 0; k < n; k++)
+		if (gr->nodes[grads[k]].ctx.out.dtype != TDP_DTYPE_F32)
+			return check_by_nodes(sc, ls, grads, n);
+	/* found_inf nodes of up to OP_MAX_INPUTS gradients, each after the
+	 * first taking the one before's flag, recorded as one dispatch. */
+	for (unsigned k = 0; k < n;) {
+		int refs[OP_MAX_INPUTS];
+		unsigned m = 0;
+		struct graph_attr a[2] = { { .name = "chain", .b = flag >= 0 }, { .name = "unscale", .b = ls->folded } };
+
+		if (flag >= 0)
+			refs[m++] = flag;
+		while (m < OP_MAX_INPUTS - (unsigned)ls->folded && k < n)
+			refs[m++] = grads[k++];
+		/* Folded: the gradients checked as the optimizer reads them. */
+		if (ls->folded)
+			refs[m++] = ls->inv;
+		if ((flag = train_emit(sc, "found_inf", refs, NULL, m, a, 2)) < 0)
+			return -1;
+		idx[nn++] = (unsigned)flag;
+	}
+	/* -EINVAL: the nodes record one by one, with the same result. */
+	r = graph_group_add(gr, idx, nn, optim_check_record);
+	if (r == -ENOMEM)
+		return td_fail(&sc->call->err, TDP_INTERNAL, "out of memory");
+	ls->skip = ls->gate = flag;
+	/* Folded: [skip, 1 / scale] in one tensor, one binding. */
+	if (ls->folded) {
+		int refs[2] = { ls->skip, ls->inv };
+
+		if ((ls->gate = train_emit(sc, "stack", refs, NULL, 2, NULL, 0)) < 0)
+			return -1;
+	}
+	ls->ok = emit_scalar(sc, "le", flag, 0);
 	return ls->ok < 0 ? -1 : 0;
 }
 
-/* The value node `i` replaces when the step is skipped: the stored tensor
- * or node an optimizer update reads as its old value (the parameter, the
- * state), or -2 with *ret_t NULL where there is none (SGD's first momentum
- * buffer: zeros then). */
-static int old_value(const struct graph *gr, unsigned i, struct tensor **ret_t)
+/* The index of bool attr `name` of node nd's op, or -1. */
+static int bool_attr(const struct node *nd, const char *name)
 {
-	const struct node *nd = &gr->nodes[i];
-	const char *op = nd->ctx.def->name;
-	unsigned in = 0;
-
-	if (!strcmp(op, "adam_m") || !strcmp(op, "adam_v"))
-		in = 1;
-	else if (!strcmp(op, "sgd_buf"))
-		in = 2;
-	else if (strcmp(op, "sgd_param") && strcmp(op, "adam_param"))
-		return -3;
-	if (in >= nd->ctx.ninputs) {
-		*ret_t = NULL;
-		return -2;
-	}
-	*ret_t = nd->src[in] < 0 ? nd->stored[in] : NULL;
-	return nd->src[in];
+	for (int k = 0; nd->ctx.def->attrs && nd->ctx.def->attrs[k].name; k++)
+		if (!strcmp(nd->ctx.def->attrs[k].name, name))
+			return k;
+	return -1;
 }
 
 int loss_scale_gate(struct step_ctx *sc, const struct loss_scale_nodes *ls, unsigned from)
 {
 	struct graph *gr = sc->gr;
-	unsigned end = gr->n;
+	int flag = ls->gate;
 
-	for (unsigned i = from; i < end; i++) {
-		struct tensor *old_t = NULL;
-		int old, w;
+	for (unsigned i = from; i < gr->n; i++) {
+		struct node *nd = &gr->nodes[i];
+		unsigned n = nd->ctx.ninputs;
+		int k, u;
 
-		if (!gr->nodes[i].has_out || !gr->nodes[i].ctx.def)
+		if (!nd->ctx.def || !optim_multi_member(&nd->ctx))
 			continue;
-		old = old_value(gr, i, &old_t);
-		if (old == -3)
-			continue;
-		if (old == -2) {
-			int64_t dims[TDP_MAX_RANK];
-			const struct op_tensor *o = &gr->nodes[i].ctx.out;
-			struct graph_attr z[2] = { { .name = "shape", .ints = dims, .nints = o->rank },
-						   { .name = "dtype", .s = tdp_dtype_name(o->dtype) } };
-
-			for (unsigned d = 0; d < o->rank; d++)
-				dims[d] = (int64_t)o->shape[d];
-			if ((old = train_emit(sc, "zeros", NULL, NULL, 0, z, 2)) < 0)
-				return -1;
-		}
-		{
-			int refs[3] = { ls->ok, (int)i, old };
-			struct tensor *ts[3] = { NULL, NULL, old_t };
-
-			w = train_emit(sc, "where", refs, ts, 3, NULL, 0);
-		}
-		if (w < 0)
-			return -1;
-		/* The where stores the result instead, under the same terms. */
-		{
-			struct node *u = &gr->nodes[i], *wn = &gr->nodes[w];
-
-			memcpy(wn->out_name, u->out_name, sizeof(wn->out_name));
-			wn->has_out = true;
-			wn->out_like = u->out_like;
-			wn->like_owner = u->like_owner;
-			wn->like_group = u->like_group;
-			wn->like_mode = u->like_mode;
-			u->has_out = false;
-			u->out_like = false;
-		}
+		k = bool_attr(nd, "gated");
+		u = bool_attr(nd, "unscale");
+		if (k < 0 || u < 0 || n >= OP_MAX_INPUTS)
+			return graph_node_fail(gr, i, TDP_INTERNAL, "cannot take a skip flag");
+		/* The flag as the last input: the kernel stores the old values
+		 * when it is set (ops/optim.c, "gated"). */
+		nd->src[n] = flag;
+		nd->stored[n] = NULL;
+		nd->ctx.in[n] = gr->nodes[flag].ctx.out;
+		nd->ctx.ninputs = n + 1;
+		nd->ctx.attr[k].i = 1;
+		nd->ctx.attr[k].set = true;
+		nd->ctx.attr[u].i = ls->folded;
+		nd->ctx.attr[u].set = ls->folded;
+		if (graph_infer_node(gr, i) < 0)
+			return graph_node_fail(gr, i, nd->ctx.err.code, nd->ctx.err.message);
 	}
 	return 0;
 }
@@ -211,7 +232,7 @@ int loss_scale_gate(struct step_ctx *sc, const struct loss_scale_nodes *ls, unsi
 int loss_scale_update(struct step_ctx *sc, const struct model_loss_scale *cfg, struct loss_scale_nodes *ls,
 		      const struct tensor *p0)
 {
-	int g1, grow, zero, one, sg, sgf, up, kept, good_ok, back, ns, ng, st;
+	int g1, grow, zero, sg, sgf, up, kept, good_ok, back, ns, ng, st;
 
 	/* GradScaler's update: found_inf -> scale * backoff, 0 good steps; else
 	 * one more, and at the interval scale * growth (where that is finite)
@@ -219,8 +240,7 @@ int loss_scale_update(struct step_ctx *sc, const struct model_loss_scale *cfg, s
 	g1 = emit_scalar(sc, "add", ls->good, 1);
 	grow = g1 < 0 ? -1 : emit_scalar(sc, "ge", g1, (double)cfg->interval);
 	zero = grow < 0 ? -1 : emit_scalar(sc, "mul", g1, 0);
-	one = zero < 0 ? -1 : emit_scalar(sc, "add", zero, 1);
-	sg = one < 0 ? -1 : emit_scalar(sc, "mul", ls->scale, cfg->growth);
+	sg = zero < 0 ? -1 : emit_scalar(sc, "mul", ls->scale, cfg->growth);
 	sgf = sg < 0 ? -1 : emit_scalar(sc, "le", sg, FLT_MAX);
 	up = sgf < 0 ? -1 : emit_where(sc, sgf, sg, ls->scale);
 	kept = up < 0 ? -1 : emit_where(sc, grow, up, ls->scale);
@@ -228,9 +248,9 @@ int loss_scale_update(struct step_ctx *sc, const struct model_loss_scale *cfg, s
 	back = good_ok < 0 ? -1 : emit_scalar(sc, "mul", ls->scale, cfg->backoff);
 	ns = back < 0 ? -1 : emit_where(sc, ls->ok, kept, back);
 	ng = ns < 0 ? -1 : emit_where(sc, ls->ok, good_ok, zero);
-	ls->found = ng < 0 ? -1 : emit_where(sc, ls->ok, zero, one);
-	if (ls->found < 0)
+	if (ng < 0)
 		return -1;
+	ls->found = ls->skip;
 	{
 		int refs[2] = { ns, ng };
 

@@ -367,11 +367,11 @@ static int emit_updates(struct step_ctx *sc, const struct train_spec *spec, stru
 		if (optimizer_emit_update(sc, o, params[k], grads[k], step, optimizer_lr_at(o, step)) < 0)
 			return -1;
 	}
+	if (ls && loss_scale_gate(sc, ls, from) < 0)
+		return -1;
 	if (optimizer_group_updates(sc, from) < 0)
 		return -1;
-	if (!ls || loss_scale_gate(sc, ls, from) < 0)
-		return ls ? -1 : 0;
-	return loss_scale_update(sc, &spec->loss_scale, ls, params[0]);
+	return ls ? loss_scale_update(sc, &spec->loss_scale, ls, params[0]) : 0;
 }
 
 /* Build one step's graph (feeds, the client's nodes, and with `train` the
@@ -391,7 +391,7 @@ int train_build_step(struct caller *call, const struct step_input *in, struct gr
 	/* precision f16: the loss scaled, the updates kept only when finite */
 	bool scaled = train && spec->precision == TDP_DTYPE_F16;
 	bool update = spec->apply && spec->opt.kind != OPT_NONE;
-	struct loss_scale_nodes ls = { .root = -1, .found = -1, .new_scale = -1 };
+	struct loss_scale_nodes ls = { .root = -1, .inv = -1, .skip = -1, .found = -1, .new_scale = -1 };
 	double lr = 0;
 	int flat = -1;
 
@@ -460,8 +460,11 @@ int train_build_step(struct caller *call, const struct step_input *in, struct gr
 		/* relu's backward into the products that make its gradient */
 		if (spec->fuse != 0)
 			graph_fuse_backward_masks(gr, fwd);
-		/* precision f16: the gradients of the scaled loss times 1/scale */
-		if (scaled && loss_scale_unscale(&sc, &ls, grads, spec->np) < 0)
+		/* precision f16: the gradients of the scaled loss times 1/scale;
+		 * where only the optimizer reads them, inside its kernel. */
+		if (scaled && loss_scale_unscale(&sc, &ls, grads, spec->np,
+						 update && !(spec->opt.clip_norm > 0) && !spec->grads &&
+						 !spec->accumulate && spec->grad_scale == 1) < 0)
 			return -1;
 		/* Data parallel: the gradients meet in one vector, averaged across
 		 * devices between the two halves of the step (train_parallel.h). */

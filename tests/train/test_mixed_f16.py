@@ -12,6 +12,10 @@ rounded to f16 and widened back, then the f32 kernels).
 - Overflow: a scale of 2^60 makes the scaled gradients inf; the step is
   skipped (parameters and Adam state unchanged bit for bit), reported, and
   the scale halved; the loss reported is the unscaled, finite one.
+- A NaN gradient with a finite loss skips too (SGD with momentum, Adam).
+- The unscale folded into the optimizer's kernel gives the parameters and
+  state of the separate multiplies bit for bit; clipping keeps them.
+- The ops: found_inf (inf, NaN, chained, unscale) and `gated` updates.
 - Growth after growth_interval good steps; the state
   (<first param>.loss_scaler, [scale, good steps]) persisted across steps.
 - train.run with an early overflow: skipped_steps >= 1, then it trains;
@@ -254,6 +258,134 @@ def overflow_and_growth(c):
     check(list(get(c, "ov.w.loss_scaler")) == [2048.0, 1.0], "gradients-only step changed the state")
 
 
+def nan_gradient(c):
+    """A NaN gradient with a finite loss (sqrt at 0 times 0) skips the
+    step as an inf does: SGD with momentum (its first buffer then zeros),
+    Adam; the other parameter unchanged too (found_inf covers every
+    gradient, its kernel's flag is not just the last tensor's)."""
+    c.put("nf.a", f32([0.0, 1.0, 4.0, 9.0]), "f32")
+    c.put("nf.r", f32([0.0, 1.0, 1.0, 1.0]), "f32")
+    c.put("nf.b", f32(rng.normal(size=(3, 5))), "f32")
+    nodes = [{"id": "s", "op": "sqrt", "inputs": ["nf.a"]},
+             {"id": "sr", "op": "mul", "inputs": ["s", "nf.r"]},
+             {"id": "l1", "op": "sum", "inputs": ["sr"]},
+             {"id": "bb", "op": "mul", "inputs": ["nf.b", "nf.b"]},
+             {"id": "l2", "op": "sum", "inputs": ["bb"]},
+             {"id": "loss", "op": "add", "inputs": ["l1", "l2"]}]
+    for opt, state in (({"type": "sgd", "lr": 0.1, "momentum": 0.9}, (".momentum_buffer",)),
+                       ({"type": "adam", "lr": 0.1}, (".exp_avg", ".exp_avg_sq"))):
+        for s in (".momentum_buffer", ".exp_avg", ".exp_avg_sq", ".loss_scaler"):
+            c.call("tensor.delete", {"name": "nf.b" + s})
+            c.call("tensor.delete", {"name": "nf.a" + s})
+        before = {n: raw(c, n) for n in ("nf.a", "nf.b")}
+        err, res = c.call("train.step", {"nodes": nodes, "loss": "loss", "params": ["nf.a", "nf.b"],
+                                         "optimizer": opt, "precision": "f16", "loss_scale": {"init": 256}})
+        check(err is None, "NaN gradient (%s): %s" % (opt["type"], err))
+        if err is not None:
+            continue
+        check(res["skipped"] is True and res["loss_scale"] == 128.0, "NaN gradient (%s) not skipped: %s"
+              % (opt["type"], res))
+        for n in ("nf.a", "nf.b"):
+            check(raw(c, n) == before[n], "NaN gradient (%s) changed %s" % (opt["type"], n))
+            for s in state:
+                check(np.all(get(c, n + s) == 0), "NaN gradient (%s): %s%s not zeros" % (opt["type"], n, s))
+
+
+def folded_unscale(c):
+    """The unscale folded into the optimizer's kernel (nothing else reads
+    the gradients) against the separate multiplies (`grads: true` keeps
+    them): the same parameters and Adam state, bit for bit, over 3 steps;
+    and a step with clipping (the multiplies kept) still trains."""
+    n, d, k = 32, 20, 5
+    x = f32(rng.normal(size=(n, d)))
+    labels = rng.integers(0, k, size=n)
+    init = {"fo.w": f32(rng.normal(size=(d, k)) * 0.3), "fo.b": f32(rng.normal(size=k) * 0.1)}
+    c.put("fo.x", x, "f32")
+    c.put("fo.y", labels, "i32")
+    nodes = [{"id": "p", "op": "matmul", "inputs": ["fo.x", "fo.w"]},
+             {"id": "z", "op": "add", "inputs": ["p", "fo.b"]},
+             {"id": "loss", "op": "cross_entropy", "inputs": ["z", "fo.y"]}]
+    state = ["fo.w", "fo.b", "fo.w.exp_avg", "fo.w.exp_avg_sq", "fo.b.exp_avg", "fo.b.exp_avg_sq"]
+    got = {}
+    for grads in (False, True):
+        for name, v in init.items():
+            c.put(name, v, "f32")
+        for s in state[2:] + ["fo.w.loss_scaler"]:
+            c.call("tensor.delete", {"name": s})
+        for i in (1, 2, 3):
+            err, res = c.call("train.step", {"nodes": nodes, "loss": "loss", "params": ["fo.w", "fo.b"],
+                                             "step": i, "grads": grads, "precision": "f16",
+                                             "optimizer": {"type": "adam", "lr": 0.01}})
+            check(err is None and res["skipped"] is False, "folded (grads %s) step %d: %s" % (grads, i, err))
+            if err is not None:
+                return
+        got[grads] = {s: raw(c, s) for s in state}
+    for s in state:
+        check(got[False][s] == got[True][s], "folded unscale: %s differs from the separate multiplies'" % s)
+    err, res = c.call("train.step", {"nodes": nodes, "loss": "loss", "params": ["fo.w", "fo.b"], "step": 4,
+                                     "precision": "f16", "optimizer": {"type": "adam", "lr": 0.01,
+                                                                       "clip_norm": 0.5}})
+    check(err is None and res["skipped"] is False and raw(c, "fo.w") != got[True]["fo.w"],
+          "clipped f16 step: %s %s" % (err, res))
+
+
+def gate_ops(c):
+    """The ops themselves (graph.run records each node by itself): found_inf
+    over several tensors (inf, NaN, chained, unscale), and a `gated` update
+    that keeps the old value when its flag is set and is the plain update
+    when it is not."""
+    big = f32(np.linspace(-3, 3, 1000))
+    c.put("go.ok", big, "f32")
+    for label, bad in (("inf", np.inf), ("nan", np.nan)):
+        v = big.copy()
+        v[777] = bad
+        c.put("go." + label, v, "f32")
+    c.put("go.inv", f32([2.0**-10]), "f32")
+    c.put("go.huge", f32([3e38, 1.0]), "f32")
+    c.put("go.two", f32([2.0]), "f32")
+    cases = ((["go.ok", "go.ok"], {}, 0.0), (["go.ok", "go.inf"], {}, 1.0), (["go.nan", "go.ok"], {}, 1.0),
+             (["go.ok", "go.huge", "go.inv"], {"unscale": True}, 0.0),
+             (["go.huge", "go.two"], {"unscale": True}, 1.0))
+    for inputs, attrs, want in cases:
+        err, res = c.call("graph.run", {"nodes": [{"id": "f", "op": "found_inf", "inputs": inputs, "attrs": attrs}],
+                                        "outputs": ["f"]})
+        check(err is None and harness.result_array(res["outputs"]["f"]).tolist() == want,
+              "found_inf %s %s: %s %s, want %s" % (inputs, attrs, err, res, want))
+    err, res = c.call("graph.run", {"nodes": [{"id": "f0", "op": "found_inf", "inputs": ["go.ok"]},
+                                              {"id": "f1", "op": "found_inf", "inputs": ["f0", "go.nan"],
+                                               "attrs": {"chain": True}},
+                                              {"id": "f2", "op": "found_inf", "inputs": ["f1", "go.ok"],
+                                               "attrs": {"chain": True}}], "outputs": ["f2"]})
+    check(err is None and harness.result_array(res["outputs"]["f2"]).tolist() == 1.0,
+          "found_inf chained: %s %s" % (err, res))
+    w, g = f32(rng.normal(size=50)), f32(rng.normal(size=50))
+    c.put("go.w", w, "f32")
+    c.put("go.g", g, "f32")
+    c.put("go.m", f32(rng.normal(size=50)), "f32")
+    attrs = {"lr": 0.1, "momentum": 0.9}
+    outs = {}
+    for flag, extra in ((None, []), (0.0, ["go.flag"]), (1.0, ["go.flag"])):
+        if flag is not None:
+            c.put("go.flag", f32([flag]), "f32")
+        a = dict(attrs, gated=True) if flag is not None else attrs
+        ab = {k_: v_ for k_, v_ in a.items() if k_ != "lr"}
+        err, res = c.call("graph.run", {"nodes": [{"id": "u", "op": "sgd_param",
+                                                   "inputs": ["go.w", "go.g", "go.m"] + extra, "attrs": a},
+                                                  {"id": "b", "op": "sgd_buf",
+                                                   "inputs": ["go.g", "go.w"] + extra, "attrs": ab}],
+                                        "outputs": ["u", "b"]})
+        check(err is None, "gated sgd (flag %s): %s" % (flag, err))
+        if err is None:
+            outs[flag] = [bytes(res["outputs"][k]["data"]) for k in ("u", "b")]
+    if len(outs) == 3:
+        check(outs[0.0] == outs[None], "gated sgd with flag 0: not the plain update")
+        check(outs[1.0][0] == w.astype(np.float32).tobytes(), "gated sgd_param with flag 1: not the old weights")
+        check(outs[1.0][1] == bytes(200), "gated sgd_buf (no buffer) with flag 1: not zeros")
+    err, _ = c.call("graph.run", {"nodes": [{"id": "u", "op": "sgd_param", "inputs": ["go.w", "go.g", "go.w"],
+                                             "attrs": {"lr": 0.1, "gated": True}}], "outputs": ["u"]})
+    check(err is not None and err["name"] == "DTYPE_MISMATCH", "a skip flag of 50 elements: %r" % (err,))
+
+
 def run_case(c, depth, x, labels):
     """train.run, f16, a scale of 2^40 at first: early steps overflow and
     are skipped, then it trains."""
@@ -418,6 +550,9 @@ def main():
         products(c)
         mlp_step(c)
         overflow_and_growth(c)
+        nan_gradient(c)
+        folded_unscale(c)
+        gate_ops(c)
         runs(c)
         training_curves(c)
         models(c)
