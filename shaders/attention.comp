@@ -7,12 +7,20 @@
 // exact. Scores are kept in base 2: s2 = (q·k) · scale · log2(e), so
 // exp2(s2 - m2) is the softmax numerator and lse = m2 · ln(2) + ln(l).
 //
-// One workgroup of 64 invocations per (n, block of 64 "own" rows); each
-// invocation owns one row and holds its vectors in registers; the "other"
-// side streams through shared memory in tiles of BC rows, read by every
-// invocation (broadcast). A tile is walked in blocks of KB rows: KB scores
-// (and KB g·v products) are summed side by side, KB independent FMA chains
-// instead of one, and the softmax bookkeeping runs once per block.
+// One workgroup of 64 invocations per (n, block of 64 "own" rows). The
+// invocations go in pairs (subgroup lanes 2p, 2p + 1): a pair owns the
+// adjacent rows 2p, 2p + 1 of the block and each of the two holds one half
+// of the head dim (HH vec4) of both rows in registers, so one shared-memory
+// read of a tile element feeds two rows' FMAs (the reads of a pass halve;
+// the registers per invocation stay those of one whole row). A score is the
+// sum of the two halves' partial dots (subgroupShuffleXor 1: both lanes get
+// the same bits, so they take the same branches). The "other" side streams
+// through shared memory in tiles of BC rows, read by every invocation
+// (broadcast; a tile row is padded by one vec4 between its halves so that
+// the two halves a subgroup reads at once fall in different banks). A tile
+// is walked in blocks of KB rows: KB scores (and KB g·v products) are summed
+// side by side, KB independent FMA chains instead of one, and the softmax
+// bookkeeping runs once per block.
 //   AT_FWD  own = query i, tiles of k, v: online softmax (a running max m2
 //           and sum l per row, the accumulator rescaled once per block when
 //           the block's max passes m2); out[n, i, :] = acc / l.
@@ -24,20 +32,27 @@
 //           out = scale · sum_i ds q_i.
 //   AT_DV   own = key j, tiles of q and g (and lse): out = sum_i p g_i.
 // Causal: key j is masked for query i when j > i (torch's is_causal, the
-// top-left diagonal); tiles and KB-blocks wholly masked are skipped, masked
+// top-left diagonal); tiles wholly masked are skipped, and so are the
+// KB-blocks wholly masked for every row of a subgroup (the block loop's
+// bounds are subgroup-uniform: no divergence on the diagonal); masked
 // entries of a block get s2 = -inf (AT_FWD, AT_LSE) or p = 0 (gradients),
 // as do the rows past the end of the last tile.
+// Workgroup order: under a causal mask the blocks that see the most of the
+// other side (the last query blocks, the first key blocks) take the lowest
+// workgroup ids, for every n, so the long ones start first.
 // Loads: when hd % 4 == 0 rows are read as whole vec4 (vec4 views of the
 // same buffers: rows start at multiples of hd floats, bindings at offset
 // 0); otherwise element by element with zeros past hd.
 //
-// Loops: the head dim and the KB rows of a block are unrolled by macros
-// (FOR_HD4, FOR_KB: no loop at all), so an invocation runs, per tile, one
+// Loops: the half head dim and the KB rows of a block are unrolled by
+// macros (FOR_HH, FOR_KB: no loop at all), so an invocation runs, per tile, one
 // loop iteration, BC · HD4 / WG tile loads and up to BC / KB blocks:
 // attention_loop_iters (attention.c, whose attention_tile and
 // attention_block mirror BC and KB_N) keeps the sum within OP_LOOP_BUDGET.
 // Mirrors struct attention_push in daemon/ops/attention.c.
 #define DT_F32 1
+#extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
 
 #define AT_FWD 0u
@@ -48,19 +63,27 @@
 
 #define WG 64u
 #define HD4 (HD / 4)
+#define HH (HD4 / 2) // vec4 of an own row per invocation
+#define STR (HD4 + 1u) // vec4 per tile row: half 0, a pad, half 1
 #if HD <= 64
 #define BC 64u
 #else
 #define BC 32u
 #endif
 // Rows of a tile per block (divides BC; 1, 2, 4, 8 or 16; attention.c's
-// attention_block mirrors it). Fewer at HD 128: x, y and acc already fill
-// the registers, and lavapipe's LLVM time grows with the unrolled block
-// (on a 2-core host, uncached: d64 at 8 about 20 s, d128 at 2 about 37 s,
-// at 8 over 5 minutes).
+// attention_block mirrors it). A block's scores are KB · 2 independent
+// chains (two own rows). Fewer at HD 64: 4 · 2 chains keep the FMA pipes
+// of an NVIDIA GPU fed, and the block's scalars (s, w, dp of two rows)
+// must fit beside x, y and acc (192 registers); fewer still at HD 128,
+// where x, y and acc already fill the registers, and lavapipe's LLVM time
+// grows with the unrolled block (on a 2-core host, uncached: d64 at 4
+// about 6 s, d128 at 2 about 20 s; with one row per invocation d64 at 8
+// took about 20 s, d128 at 2 about 23 s, at 8 over 5 minutes).
 #ifndef KB_N
-#if HD <= 64
+#if HD <= 32
 #define KB_N 8
+#elif HD <= 64
+#define KB_N 4
 #else
 #define KB_N 2
 #endif
@@ -95,33 +118,32 @@ layout(push_constant) uniform P {
 	float scale2; // scale · log2(e)
 } pc;
 
-// Tiles: the other side's rows, BC of them, HD4 vec4 each; in the column
-// modes also their lse · log2(e) and D.
-shared vec4 ta[BC * HD4];
-shared vec4 tb[BC * HD4];
+// Tiles: the other side's rows, BC of them, STR vec4 each (half h of a row
+// at h · (HH + 1)); in the column modes also their lse · log2(e) and D.
+shared vec4 ta[BC * STR];
+shared vec4 tb[BC * STR];
 shared float tl[BC];
 shared float td[BC];
 
-// Repeat X(c) for c = 0 .. HD4-1 (constant indices: registers, no loop).
+// Repeat X(c) for c = 0 .. HH-1 (constant indices: registers, no loop).
 #define R1(X, b) X(b)
 #define R2(X, b) R1(X, b) R1(X, (b) + 1)
 #define R4(X, b) R2(X, b) R2(X, (b) + 2)
 #define R8(X, b) R4(X, b) R4(X, (b) + 4)
 #define R16(X, b) R8(X, b) R8(X, (b) + 8)
-#define R32(X, b) R16(X, b) R16(X, (b) + 16)
 #if HD == 16
-#define FOR_HD4(X) R4(X, 0)
+#define FOR_HH(X) R2(X, 0)
 #elif HD == 32
-#define FOR_HD4(X) R8(X, 0)
+#define FOR_HH(X) R4(X, 0)
 #elif HD == 64
-#define FOR_HD4(X) R16(X, 0)
+#define FOR_HH(X) R8(X, 0)
 #elif HD == 128
-#define FOR_HD4(X) R32(X, 0)
+#define FOR_HH(X) R16(X, 0)
 #else
 #error "HD must be 16, 32, 64 or 128"
 #endif
 
-// Repeat Y(c, u) for u = 0 .. KB-1 (inside FOR_HD4 too: other macros).
+// Repeat Y(c, u) for u = 0 .. KB-1 (inside FOR_HH too: other macros).
 #define U1(Y, c, u) Y(c, u)
 #define U2(Y, c, u) U1(Y, c, u) U1(Y, c, (u) + 1)
 #define U4(Y, c, u) U2(Y, c, u) U2(Y, c, (u) + 2)
@@ -183,7 +205,7 @@ void load_tile(uint n, uint tile, uint rows)
 	uint lid = gl_LocalInvocationID.x;
 	barrier();
 	for (uint e = lid; e < BC * HD4; e += WG) {
-		uint r = tile * BC + e / HD4, c = e % HD4;
+		uint r = tile * BC + e / HD4, c = e % HD4, at = e / HD4 * STR + c + (c >= HH ? 1u : 0u);
 		vec4 a = vec4(0.0), b = vec4(0.0);
 		if (r < rows) {
 			uint row = n * rows + r;
@@ -196,8 +218,8 @@ void load_tile(uint n, uint tile, uint rows)
 				b = ROW4(g, row, c);
 			}
 		}
-		ta[e] = a;
-		tb[e] = b;
+		ta[at] = a;
+		tb[at] = b;
 	}
 	if (!rm && lid < BC) { // BC <= WG: one row each, no loop
 		uint r = tile * BC + lid;
@@ -207,79 +229,114 @@ void load_tile(uint n, uint tile, uint rows)
 	barrier();
 }
 
-// The statements FOR_HD4 and FOR_KB repeat: c is a vec4 of the head dim,
-// u a row of the block (tile row jb / HD4 + u).
-#define TA(c, u) ta[jb + (u) * HD4 + (c)]
-#define TB(c, u) tb[jb + (u) * HD4 + (c)]
-#define ZERO_S(c, u) s[u] = 0.0;
-#define ZERO_DP(c, u) dp[u] = 0.0;
-#define SDOT(c, u) s[u] += dot(x[c], TA(c, u));
-#define DOT_S(c) FOR_KB(SDOT, c)
-#define DPDOT(c, u) dp[u] += dot(y[c], TB(c, u));
-#define DOT_DP(c) FOR_KB(DPDOT, c)
-#define ACCA(c, u) acc[c] += w[u] * TA(c, u);
-#define ACC_A(c) FOR_KB(ACCA, c)
-#define ACCB(c, u) acc[c] += w[u] * TB(c, u);
-#define ACC_B(c) FOR_KB(ACCB, c)
-// Row u of the block is in [lo, hi) (lo <= hi): one unsigned compare, and
-// selects, not branches.
-#define IN_BLOCK(u) (uint(u) - lo < hi - lo)
-#define MASK_S(c, u) s[u] = mix(NEG_INF, s[u], IN_BLOCK(u));
-#define MASK_W(c, u) w[u] = mix(0.0, w[u], IN_BLOCK(u));
-#define SUM_L(c, u) l += w[u];
-#define MAX_S(c, u) bm = max(bm, s[u]);
-#define EXP_W(c, u) w[u] = exp2(s[u] - m2);
-#define P_W(c, u) w[u] = exp2(s[u] - mix(tl[jj + (u)], lse2, rm));
-#define DS_W(c, u) w[u] *= dp[u] - mix(td[jj + (u)], drow, rm);
-#define RESCALE(c) acc[c] *= a;
-#define ZERO(c) acc[c] = vec4(0.0);
-#define LOAD_X(c) x[c] = ROW4(q, row, c) * pc.scale2;
-#define LOAD_XK(c) x[c] = ROW4(k, row, c);
-#define LOAD_YG(c) y[c] = ROW4(g, row, c);
-#define LOAD_YV(c) y[c] = ROW4(v, row, c);
-#define PUT(c) put4(row, c, acc[c] * f);
+// An invocation's state: its half (HH vec4) of the own rows 0 and 1 of its
+// pair: x (q · scale2 or k), y (g or v), acc; per row the online softmax's
+// m2 and l, and (AT_DQ; else 0) its lse · log2(e) and D.
+vec4 x0[HH], x1[HH], y0[HH], y1[HH], acc0[HH], acc1[HH];
+float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.0, l1 = 0.0, ls0 = 0.0, ls1 = 0.0, d0 = 0.0, d1 = 0.0;
 
-// The block of KB tile rows from row jj (vec4 jb), its rows [lo, hi)
-// (lo <= hi; the others masked), for the own row x, y: AT_FWD, AT_LSE into
-// the online softmax (m2, l) and acc (row modes: the first block a row sees
-// has row 0 unmasked, so m2 is finite from then on); the gradient modes
-// into acc, with (AT_DQ) the row's lse · log2(e) and D, else the tile's.
+// The statements FOR_HH and FOR_KB repeat: c is a vec4 of the half head
+// dim, u a row of the block (tile vec4 jb + u · STR).
+#define TA(c, u) ta[jb + (u) * STR + (c)]
+#define TB(c, u) tb[jb + (u) * STR + (c)]
+#define ZERO_S(c, u) s0[u] = 0.0; s1[u] = 0.0;
+#define ZERO_DP(c, u) dp0[u] = 0.0; dp1[u] = 0.0;
+#define SDOT(c, u) { vec4 e = TA(c, u); s0[u] += dot(x0[c], e); s1[u] += dot(x1[c], e); }
+#define DOT_S(c) FOR_KB(SDOT, c)
+#define DPDOT(c, u) { vec4 e = TB(c, u); dp0[u] += dot(y0[c], e); dp1[u] += dot(y1[c], e); }
+#define DOT_DP(c) FOR_KB(DPDOT, c)
+#define ACCA(c, u) { vec4 e = TA(c, u); acc0[c] += w0[u] * e; acc1[c] += w1[u] * e; }
+#define ACC_A(c) FOR_KB(ACCA, c)
+#define ACCB(c, u) { vec4 e = TB(c, u); acc0[c] += w0[u] * e; acc1[c] += w1[u] * e; }
+#define ACC_B(c) FOR_KB(ACCB, c)
+// The other half's partial sums (the pair's lanes differ in bit 0).
+#define PAIR_S(c, u) s0[u] += subgroupShuffleXor(s0[u], 1u); s1[u] += subgroupShuffleXor(s1[u], 1u);
+#define PAIR_DP(c, u) dp0[u] += subgroupShuffleXor(dp0[u], 1u); dp1[u] += subgroupShuffleXor(dp1[u], 1u);
+// Row u of the block is in [lo, hi) of own row 0 or 1 (lo <= hi): one
+// unsigned compare, and selects, not branches.
+#define IN0(u) (uint(u) - sp.x < sp.y - sp.x)
+#define IN1(u) (uint(u) - sp.z < sp.w - sp.z)
+#define MASK_S(c, u) s0[u] = mix(NEG_INF, s0[u], IN0(u)); s1[u] = mix(NEG_INF, s1[u], IN1(u));
+#define MASK_W(c, u) w0[u] = mix(0.0, w0[u], IN0(u)); w1[u] = mix(0.0, w1[u], IN1(u));
+#define SUM_L(c, u) l0 += w0[u]; l1 += w1[u];
+#define MAX_S(c, u) b0 = max(b0, s0[u]); b1 = max(b1, s1[u]);
+#define EXP_W(c, u) w0[u] = exp2(s0[u] - m0); w1[u] = exp2(s1[u] - m1);
+#define LT_ZERO(c, u) lt[u] = 0.0; dt[u] = 0.0;
+#define LT_LOAD(c, u) lt[u] = tl[jj + (u)]; dt[u] = td[jj + (u)];
+#define P_W(c, u) w0[u] = exp2(s0[u] - ls0 - lt[u]); w1[u] = exp2(s1[u] - ls1 - lt[u]);
+#define DS_W(c, u) w0[u] *= dp0[u] - d0 - dt[u]; w1[u] *= dp1[u] - d1 - dt[u];
+#define RESCALE0(c) acc0[c] *= a;
+#define RESCALE1(c) acc1[c] *= a;
+#define ZERO(c) acc0[c] = vec4(0.0); acc1[c] = vec4(0.0);
+#define LOAD_X(c) x0[c] = ROW4(q, row0, hc + (c)) * pc.scale2; x1[c] = ROW4(q, row1, hc + (c)) * pc.scale2;
+#define LOAD_XK(c) x0[c] = ROW4(k, row0, hc + (c)); x1[c] = ROW4(k, row1, hc + (c));
+#define LOAD_YG(c) y0[c] = ROW4(g, row0, hc + (c)); y1[c] = ROW4(g, row1, hc + (c));
+#define LOAD_YV(c) y0[c] = ROW4(v, row0, hc + (c)); y1[c] = ROW4(v, row1, hc + (c));
+#define PUT0(c) put4(row0, hc + (c), acc0[c] * f);
+#define PUT1(c) put4(row1, hc + (c), acc1[c] * f);
+
+// The block of KB tile rows from row jj (this invocation's half at vec4
+// jb), rows [sp.x, sp.y) for own row 0 and [sp.z, sp.w) for own row 1 (the
+// others masked): AT_FWD, AT_LSE into the online softmax (m, l) and acc (row
+// modes: the first block a row sees has row 0 unmasked, so m is finite from
+// then on; a block wholly masked for a row leaves it be); the gradient modes
+// into acc, with (AT_DQ) the rows' lse · log2(e) and D, else the tile's,
+// lt and dt (AT_DQ: 0, so the subtractions stay exact).
 // The scores and one accumulation are shared by the modes (code size: the
 // unrolled block is what lavapipe's compile time grows with).
-void block(uint jj, uint jb, uint lo, uint hi, in vec4 x[HD4], in vec4 y[HD4], inout vec4 acc[HD4],
-	   inout float m2, inout float l, float lse2, float drow)
+void block(uint jj, uint jb, uvec4 sp)
 {
-	float s[KB], w[KB], dp[KB];
-	bool rm = pc.mode == AT_DQ; // lse2 and drow, else the tile's tl and td
+	float s0[KB], s1[KB], w0[KB], w1[KB], dp0[KB], dp1[KB], lt[KB], dt[KB];
 	FOR_KB(ZERO_S, 0)
-	FOR_HD4(DOT_S)
+	FOR_HH(DOT_S)
+	FOR_KB(PAIR_S, 0)
 	if (pc.mode <= AT_LSE) {
 		FOR_KB(MASK_S, 0)
-		float bm = s[0];
+		float b0 = s0[0], b1 = s1[0];
 		FOR_KB(MAX_S, 0)
-		if (bm > m2) {
-			float a = exp2(m2 - bm);
-			l *= a;
+		if (b0 > m0) {
+			float a = exp2(m0 - b0);
+			l0 *= a;
 			if (pc.mode == AT_FWD) {
-				FOR_HD4(RESCALE)
+				FOR_HH(RESCALE0)
 			}
-			m2 = bm;
+			m0 = b0;
+		}
+		if (b1 > m1) {
+			float a = exp2(m1 - b1);
+			l1 *= a;
+			if (pc.mode == AT_FWD) {
+				FOR_HH(RESCALE1)
+			}
+			m1 = b1;
 		}
 		FOR_KB(EXP_W, 0)
 		FOR_KB(MASK_W, 0)
 		FOR_KB(SUM_L, 0)
 	} else {
+		FOR_KB(LT_ZERO, 0)
+		if (pc.mode != AT_DQ) {
+			FOR_KB(LT_LOAD, 0)
+		}
 		FOR_KB(P_W, 0)
 		FOR_KB(MASK_W, 0)
 	}
 	if (pc.mode == AT_FWD || pc.mode == AT_DV) {
-		FOR_HD4(ACC_B)
+		FOR_HH(ACC_B)
 	} else if (pc.mode != AT_LSE) {
 		FOR_KB(ZERO_DP, 0)
-		FOR_HD4(DOT_DP)
+		FOR_HH(DOT_DP)
+		FOR_KB(PAIR_DP, 0)
 		FOR_KB(DS_W, 0)
-		FOR_HD4(ACC_A)
+		FOR_HH(ACC_A)
 	}
+}
+
+// The rows [lo, hi) of a block from jj, within [0, KB], lo <= hi.
+uvec2 span(uint lo_t, uint hi_t, uint jj)
+{
+	uint hi = hi_t > jj ? min(hi_t - jj, KB) : 0u, lo = lo_t > jj ? min(lo_t - jj, KB) : 0u;
+	return uvec2(min(lo, hi), hi);
 }
 
 void main()
@@ -287,27 +344,35 @@ void main()
 	uint wg = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
 	if (wg >= pc.n * pc.nblk)
 		return; // a whole workgroup: no barrier is left waiting
-	uint n = wg / pc.nblk, blk = wg % pc.nblk;
 	bool rm = row_mode();
+	// Rank r of the blocks, n fastest; causal: the longest blocks first.
+	uint n = wg % pc.n, blk = wg / pc.n;
+	if (pc.causal != 0u && rm)
+		blk = pc.nblk - 1u - blk;
 	uint own_rows = rm ? pc.t : pc.s, other = rm ? pc.s : pc.t;
-	uint i = blk * WG + gl_LocalInvocationID.x; // the own row
-	bool live = i < own_rows;
-	uint row = n * own_rows + min(i, own_rows - 1u);
-	vec4 x[HD4], y[HD4], acc[HD4];
-	float m2 = NEG_INF, l = 0.0, lse2 = 0.0, drow = 0.0;
+	// Pairs by subgroup lane, not by local id (the subgroups of a 1D
+	// workgroup are full, WG being a multiple of their size): lane ranks
+	// 0 .. WG-1 alike.
+	uint lane = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+	uint h = lane & 1u, hc = h * HH, hb = h * (HH + 1u);
+	uint i0 = blk * WG + (lane & ~1u), i1 = i0 + 1u; // the own rows
+	bool live = i0 < own_rows; // the pair's, alike for both lanes
+	uint row0 = n * own_rows + min(i0, own_rows - 1u), row1 = n * own_rows + min(i1, own_rows - 1u);
 
-	FOR_HD4(ZERO)
+	FOR_HH(ZERO)
 	if (rm) {
-		FOR_HD4(LOAD_X)
+		FOR_HH(LOAD_X)
 		if (pc.mode == AT_DQ) {
-			FOR_HD4(LOAD_YG)
-			lse2 = lse[row] * LOG2E;
-			drow = dd[row];
+			FOR_HH(LOAD_YG)
+			ls0 = lse[row0] * LOG2E;
+			ls1 = lse[row1] * LOG2E;
+			d0 = dd[row0];
+			d1 = dd[row1];
 		}
 	} else {
-		FOR_HD4(LOAD_XK)
+		FOR_HH(LOAD_XK)
 		if (pc.mode == AT_DK) {
-			FOR_HD4(LOAD_YV)
+			FOR_HH(LOAD_YV)
 		}
 	}
 
@@ -324,28 +389,42 @@ void main()
 		load_tile(n, tile, other);
 		if (!live)
 			continue;
-		// The tile rows [lo_t, hi_t) this row sees: causal row modes see
+		// The tile rows [lo, hi) each own row sees: causal row modes see
 		// keys up to i, causal column modes queries from i on.
-		uint t0 = tile * BC, nj = min(BC, other - t0), lo_t = 0u, hi_t = nj;
+		uint t0 = tile * BC, nj = min(BC, other - t0);
+		uvec4 rng = uvec4(0u, nj, 0u, nj); // row 0's [lo, hi), row 1's
 		if (pc.causal != 0u) {
-			if (rm)
-				hi_t = i + 1u > t0 ? min(nj, i + 1u - t0) : 0u;
-			else
-				lo_t = i > t0 ? min(nj, i - t0) : 0u;
+			if (rm) {
+				rng.y = i0 + 1u > t0 ? min(nj, i0 + 1u - t0) : 0u;
+				rng.w = i1 + 1u > t0 ? min(nj, i1 + 1u - t0) : 0u;
+			} else {
+				rng.x = i0 > t0 ? min(nj, i0 - t0) : 0u;
+				rng.z = i1 > t0 ? min(nj, i1 - t0) : 0u;
+			}
 		}
-		for (uint jj = lo_t - lo_t % KB; jj < hi_t; jj += KB) {
-			uint lo = lo_t > jj ? lo_t - jj : 0u, hi = min(hi_t - jj, KB);
-			block(jj, jj * HD4, lo, hi, x, y, acc, m2, l, lse2, drow);
-		}
+		// The blocks any live row of the subgroup sees (row 0 starts
+		// first, row 1 ends last): uniform bounds, the rest masked.
+		uint lo_t = subgroupMin(rng.x), hi_t = subgroupMax(rng.w);
+		for (uint jj = lo_t - lo_t % KB; jj < hi_t; jj += KB)
+			block(jj, jj * STR + hb, uvec4(span(rng.x, rng.y, jj), span(rng.z, rng.w, jj)));
 	}
 	if (!live)
 		return;
 	if (pc.mode == AT_LSE) {
-		o[n * pc.t + i] = (m2 + log2(l)) / LOG2E;
+		if (h == 0u) {
+			o[n * pc.t + i0] = (m0 + log2(l0)) / LOG2E;
+			if (i1 < own_rows)
+				o[n * pc.t + i1] = (m1 + log2(l1)) / LOG2E;
+		}
 		return;
 	}
 	// AT_DQ: acc holds sum ds k, times scale; AT_DK: sum ds q·scale2, over
 	// log2(e); AT_FWD: over l.
-	float f = pc.mode == AT_FWD ? 1.0 / l : pc.mode == AT_DQ ? pc.scale : pc.mode == AT_DK ? 1.0 / LOG2E : 1.0;
-	FOR_HD4(PUT)
+	float f = pc.mode == AT_FWD ? 1.0 / l0 : pc.mode == AT_DQ ? pc.scale : pc.mode == AT_DK ? 1.0 / LOG2E : 1.0;
+	FOR_HH(PUT0)
+	if (i1 < own_rows) {
+		if (pc.mode == AT_FWD)
+			f = 1.0 / l1;
+		FOR_HH(PUT1)
+	}
 }

@@ -51,7 +51,7 @@ static uint64_t attention_tile(unsigned bound)
 /* Tile rows per block of the inner loop (the shader's KB_N). */
 static uint64_t attention_block(unsigned bound)
 {
-	return bound <= 64 ? 8 : 2;
+	return bound <= 32 ? 8 : bound <= 64 ? 4 : 2;
 }
 
 uint64_t attention_loop_iters(uint64_t hd, uint64_t other)

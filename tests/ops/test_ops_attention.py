@@ -84,6 +84,11 @@ def run(ck):
     ck.c.put("q128", rng.normal(size=(1, 2, 128)), "f32")
     ck.c.put("k58177", rng.normal(size=(1, 58177, 128)), "f32")
     ck.expect_error("attention", ["q128", "k58177", "k58177"], None, "RESOURCE_EXHAUSTED", " 58177 keys")
+    # the same at hd 64 (1818 tiles of 64, each 1 + 64/4 blocks + 16 loads)
+    case(ck, 1, 2, 116352, 64, False, grads=False)
+    ck.c.put("q64", rng.normal(size=(1, 2, 64)), "f32")
+    ck.c.put("k116353", rng.normal(size=(1, 116353, 64)), "f32")
+    ck.expect_error("attention", ["q64", "k116353", "k116353"], None, "RESOURCE_EXHAUSTED", " 116353 keys")
     # empty
     case(ck, 2, 0, 5, 16, False, grads=False)
     error_cases(ck)
