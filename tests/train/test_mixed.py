@@ -41,6 +41,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "ops"))
 import numpy as np  # noqa: E402
 
 import harness  # noqa: E402
+from mixed_common import curves, f32, get, mlp_graph  # noqa: E402
 
 rng = np.random.default_rng(20261129)
 CHARS = os.path.join(HERE, "..", "..", "examples", "chars", "train.py")
@@ -60,16 +61,6 @@ def check(ok, what):
 def bf16(a):
     """a (f32 values) rounded to bf16 (nearest even), as float64."""
     return harness.quantize(np.asarray(a, np.float32), "bf16")
-
-
-def f32(a):
-    return np.asarray(a, np.float32).astype(np.float64)
-
-
-def get(c, name):
-    err, res = c.call("tensor.get", {"name": name})
-    assert err is None, (name, err)
-    return harness.result_array(res).astype(np.float64)
 
 
 def close_to(got, want, a, b, what):
@@ -164,18 +155,6 @@ def products(c):
     product_case(c, "bmm 3x32x40 @ 3x40x24", (3, 32, 40), (3, 40, 24))
     product_case(c, "NN 5x7 @ 7x3 (small)", (5, 7), (7, 3))
     product_case(c, "bias+relu epilogue 64x96 @ 96x80", (64, 96), (96, 80), epilogue=True)
-
-
-def mlp_graph(p):
-    """The parameters' names and the nodes of linear-relu-linear-cross_entropy
-    over stored tensors <p>x and <p>y."""
-    names = [p + "w1", p + "b1", p + "w2", p + "b2"]
-    return names, [{"id": "p1", "op": "matmul", "inputs": [p + "x", p + "w1"]},
-                   {"id": "z1", "op": "add", "inputs": ["p1", p + "b1"]},
-                   {"id": "h", "op": "relu", "inputs": ["z1"]},
-                   {"id": "p2", "op": "matmul", "inputs": ["h", p + "w2"]},
-                   {"id": "z", "op": "add", "inputs": ["p2", p + "b2"]},
-                   {"id": "loss", "op": "cross_entropy", "inputs": ["z", p + "y"]}]
 
 
 def mlp_ref(x, labels, params, lr, cast):
@@ -295,41 +274,6 @@ def errors(c):
                   "%s precision %r: %r" % (method, value, err))
 
 
-def training_curves(c):
-    """A few SGD steps of a 784-64-10 MLP on digits-shaped data, f32 and bf16:
-    losses finite and close; parameters stay f32."""
-    n, d, hdim, k = 256, 784, 64, 10
-    centers = rng.normal(size=(k, d))
-    labels = rng.integers(0, k, size=n)
-    x = f32(centers[labels] + rng.normal(size=(n, d)))
-    init = [f32(rng.normal(size=(d, hdim)) / np.sqrt(d)), np.zeros(hdim),
-            f32(rng.normal(size=(hdim, k)) / np.sqrt(hdim)), np.zeros(k)]
-    names, nodes = mlp_graph("tc.")
-    c.put("tc.x", x, "f32")
-    c.put("tc.y", labels, "i32")
-    curves = {}
-    for prec in ("f32", "bf16"):
-        for name, v in zip(names, init):
-            c.put(name, v, "f32")
-        losses = []
-        for step in range(1, 9):
-            err, res = c.call("train.step", {"nodes": nodes, "loss": "loss", "params": names, "step": step,
-                                             "optimizer": {"type": "sgd", "lr": 0.05}, "precision": prec})
-            check(err is None, "curve %s step %d: %s" % (prec, step, err))
-            if err is not None:
-                return
-            losses.append(res["loss"])
-        curves[prec] = np.array(losses)
-        for name in names:
-            check(c.call("tensor.stat", {"name": name})[1]["dtype"] == "f32", "%s not f32" % name)
-    f, b = curves["f32"], curves["bf16"]
-    print("digits-shaped MLP losses f32 %s\n                        bf16 %s" % (np.round(f, 4), np.round(b, 4)))
-    check(np.all(np.isfinite(b)), "bf16 losses not finite: %s" % b)
-    check(b[-1] < b[0], "bf16 loss did not fall: %s" % b)
-    check(np.all(np.abs(b - f) <= 2e-2 * np.abs(f) + 1e-3), "bf16 losses %s off the f32 run's %s" % (b, f))
-    check(np.any(b != f), "bf16 losses equal the f32 run's bit for bit: no rounding?")
-
-
 def tensorctl(d):
     """tensorctl model define / step --precision; model stat shows it."""
     ctl = os.environ.get("TENSORCTL_BIN")
@@ -395,6 +339,11 @@ def chars(c):
     for key in ("initial_loss", "eval_loss"):
         check(np.isfinite(b[key]) and abs(b[key] - f[key]) <= 2e-2 * abs(f[key]),
               "chars %s: bf16 %.5f, f32 %.5f" % (key, b[key], f[key]))
+
+def training_curves(c):
+    """8 SGD steps of a 784-64-10 MLP on digits-shaped data, f32 and bf16:
+    losses finite and close; parameters stay f32 (mixed_common.curves)."""
+    curves(c, rng, "bf16", check)
 
 
 def main():

@@ -41,6 +41,7 @@ import msgpack  # noqa: E402
 import numpy as np  # noqa: E402
 
 import harness  # noqa: E402
+from mixed_common import curves, f32, get, mlp_graph  # noqa: E402
 
 rng = np.random.default_rng(20261129)
 failures = []
@@ -58,16 +59,6 @@ def check(ok, what):
 def f16(a):
     """a (f32 values) rounded to f16 (nearest even, overflow to inf), as float64."""
     return np.asarray(a, np.float32).astype(np.float16).astype(np.float64)
-
-
-def f32(a):
-    return np.asarray(a, np.float32).astype(np.float64)
-
-
-def get(c, name):
-    err, res = c.call("tensor.get", {"name": name})
-    assert err is None, (name, err)
-    return harness.result_array(res).astype(np.float64)
 
 
 def raw(c, name):
@@ -128,16 +119,6 @@ def products(c):
             check(np.all(np.abs(got - want_g) <= tol_g), "%s: %s off by %.3g (tol %.3g)"
                   % (label, what, np.abs(got - want_g).max(), tol_g.max()))
             check(np.abs(plain - want_g).max() > 20 * tol_g.max(), "%s: %s not discriminating" % (label, what))
-
-
-def mlp_graph(p):
-    names = [p + "w1", p + "b1", p + "w2", p + "b2"]
-    return names, [{"id": "p1", "op": "matmul", "inputs": [p + "x", p + "w1"]},
-                   {"id": "z1", "op": "add", "inputs": ["p1", p + "b1"]},
-                   {"id": "h", "op": "relu", "inputs": ["z1"]},
-                   {"id": "p2", "op": "matmul", "inputs": ["h", p + "w2"]},
-                   {"id": "z", "op": "add", "inputs": ["p2", p + "b2"]},
-                   {"id": "loss", "op": "cross_entropy", "inputs": ["z", p + "y"]}]
 
 
 def mlp_ref(x, labels, params, lr, s, cast=f16):
@@ -426,38 +407,6 @@ def runs(c):
               "pipelined run differs: %s / %s" % (r1, r2))
 
 
-def training_curves(c):
-    """8 SGD steps of a 784-64-10 MLP on digits-shaped data, f32 and f16."""
-    n, d, hdim, k = 256, 784, 64, 10
-    centers = rng.normal(size=(k, d))
-    labels = rng.integers(0, k, size=n)
-    x = f32(centers[labels] + rng.normal(size=(n, d)))
-    init = [f32(rng.normal(size=(d, hdim)) / np.sqrt(d)), np.zeros(hdim),
-            f32(rng.normal(size=(hdim, k)) / np.sqrt(hdim)), np.zeros(k)]
-    names, nodes = mlp_graph("tc.")
-    c.put("tc.x", x, "f32")
-    c.put("tc.y", labels, "i32")
-    curves = {}
-    for prec in ("f32", "f16"):
-        for name, v in zip(names, init):
-            c.put(name, v, "f32")
-        losses = []
-        for step in range(1, 9):
-            err, res = c.call("train.step", {"nodes": nodes, "loss": "loss", "params": names, "step": step,
-                                             "optimizer": {"type": "sgd", "lr": 0.05}, "precision": prec})
-            check(err is None, "curve %s step %d: %s" % (prec, step, err))
-            if err is not None:
-                return
-            losses.append(res["loss"])
-            check(prec == "f32" or res["skipped"] is False, "curve step %d skipped" % step)
-        curves[prec] = np.array(losses)
-    f, h = curves["f32"], curves["f16"]
-    print("digits-shaped MLP losses f32 %s\n                         f16 %s" % (np.round(f, 4), np.round(h, 4)))
-    check(h[-1] < h[0], "f16 loss did not fall: %s" % h)
-    check(np.all(np.abs(h - f) <= 2e-2 * np.abs(f) + 1e-3), "f16 losses %s off the f32 run's %s" % (h, f))
-    check(np.any(h != f), "f16 losses equal the f32 run's bit for bit: no rounding?")
-
-
 def models(c):
     x = f32(rng.uniform(-1, 1, size=(16, 24)))
     c.put("md.x", x, "f32")
@@ -542,6 +491,12 @@ def tensorctl(d):
             y = np.array(ys["data"], dtype=np.float64).reshape(ys["shape"])
             check(np.abs(y - f16(x) @ f16(w)).max() <= 1e-5, "tensorctl step --precision f16: not the f16 product")
             check(out.get("loss_scale") == 65536.0, "tensorctl step: loss_scale %r" % out.get("loss_scale"))
+
+def training_curves(c):
+    """8 SGD steps of a 784-64-10 MLP on digits-shaped data, f32 and f16:
+    no f16 step skipped, the losses close (mixed_common.curves)."""
+    curves(c, rng, "f16", check,
+           lambda p, step, res: check(p == "f32" or res["skipped"] is False, "curve step %d skipped" % step))
 
 
 def main():
