@@ -726,7 +726,9 @@ static bool set_attr(struct op_attr_value *v, enum op_attr_type type, const stru
 	case ATTR_INTS:
 		if (a->nints > OP_MAX_INTS)
 			return false;
-		memcpy(v->ints, a->ints, a->nints * sizeof(*a->ints));
+		/* An empty list (a scalar's shape) may come as NULL. */
+		if (a->nints)
+			memcpy(v->ints, a->ints, a->nints * sizeof(*a->ints));
 		v->nints = a->nints;
 		return true;
 	}
