@@ -8,6 +8,9 @@ from $TENSORD_BIN (tests/daemon.py). Prints JSON.
   SWEEP_NEW=1   the daemon has the transpose/split_k attrs (else only the
                 NN products run: for a tensord from before them)
   SWEEP_DIV=n   divide M, K, N by n (lavapipe)
+  SWEEP_SHAPES=mlp  the products of the 784-512-512-10 MLP's step at
+                SWEEP_ROWS=n rows (default 2048: a data-parallel shard of
+                batch 4096) with split_k 0, 1, 2, 3, 4
   SWEEP_SHAPES=gpt  the products of a GPT-small step (d768, MLP 3072, batch 8
                 x seq 512 = 4096 rows, SWEEP_ROWS=n for n rows: forward NN, input gradients NT,
                 weight gradients TN) with split_k 0 (the heuristic), 1, 2,
@@ -62,13 +65,21 @@ with harness.Daemon() as d:
                   ("nn_%dx768_k768" % r, r, 768, 768, False, False),
                   ("nt_%dx3072_k768" % r, r, 768, 3072, False, True),
                   ("nn_%dx3072_k768" % r, r, 768, 3072, False, False)]
+    mlp = os.environ.get("SWEEP_SHAPES") == "mlp"
+    if mlp:
+        r = int(os.environ.get("SWEEP_ROWS", "2048"))
+        shapes = [("nn_%dx512_k784" % r, r, 784, 512, False, False),
+                  ("nn_%dx512_k512" % r, r, 512, 512, False, False),
+                  ("nt_%dx512_k512" % r, r, 512, 512, False, True),
+                  ("tn_784x512_k%d" % r, 784, r, 512, True, False),
+                  ("tn_512x512_k%d" % r, 512, r, 512, True, False)]
     div = int(os.environ.get("SWEEP_DIV", "1"))
     for name, m, k, n, ta, tb in shapes:
         m, k, n = max(1, m // div), max(1, k // div), max(1, n // div)
         a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
         b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
         c.put("a", a, "f32"); c.put("b", b, "f32")
-        splits = [0, 1, 2, 3, 4, 6, 8] if gpt else [0, 1, 4, 8, 12, 16, 24, 32] if (new and m * n < 1e6) else [0]
+        splits = [0, 1, 2, 3, 4] if mlp else [0, 1, 2, 3, 4, 6, 8] if gpt else [0, 1, 4, 8, 12, 16, 24, 32] if (new and m * n < 1e6) else [0]
         for s in splits:
             attrs = {}
             if ta: attrs["transpose_a"] = True

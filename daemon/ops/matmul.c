@@ -356,13 +356,32 @@ static uint64_t mm_split_wave(const struct mm_push *pc, uint64_t tiles, uint64_t
 	return (pc->flags & MM_TA) || pc->k >= 4 * MM_SPLIT_MIN_K ? want : 1;
 }
 
+/* Chunks for an NN or NT product of an eighth to half a wave of 128x128
+ * tiles on a large GPU (`v4`: one the vectorised kernels take): enough to
+ * fill about one wave, each of at least 128 terms. On the H200 (132 SMs) a
+ * data-parallel MLP shard's products (bench/gemm_sweep.py SWEEP_SHAPES=mlp):
+ * NN 2048x512 from K 784 (64 tiles) 82.1 us on the 64-wide tiles, 63.4 in 2
+ * chunks; NT 2048x512 from K 512 62.2 -> 48.9; NN 1024x512 from K 784
+ * (32 tiles) 51.5 -> 41.6 in 4; at 512 rows (16 tiles) splitting lost. */
+static uint64_t mm_split_fill(const struct mm_push *pc, uint64_t tiles, uint64_t cu, bool v4)
+{
+	uint64_t want = 1;
+
+	if (!v4 || (pc->flags & MM_TA) || cu < MM_SMALL_SPLIT_CU || tiles * 8 < cu || 2 * tiles >= cu)
+		return 1;
+	while (tiles * want * 2 <= cu && pc->k / (want * 2) >= 128)
+		want *= 2;
+	return want;
+}
+
 /* Split-K: set pc->splits and pc->kchunk. `split_attr` chunks when the
  * caller asked (1: never), else the heuristic: when the 128x128 output
  * tiles are fewer than the device runs at once, a power of two of chunks of
  * at least MM_SPLIT_MIN_K terms for about eight workgroups per compute
- * unit. Either way
+ * unit (mm_split_wave and mm_split_fill for other sizes; `v4`: the
+ * vectorised kernels take the product). Either way
  * at least as many chunks as the loop budget needs (unless 1 was asked). */
-static void mm_split(const struct op_ctx *ctx, struct mm_push *pc, int64_t split_attr)
+static void mm_split(const struct op_ctx *ctx, struct mm_push *pc, int64_t split_attr, bool v4)
 {
 	uint64_t k = pc->k, want = 1, need = (k + MM_MAX_K - 1) / MM_MAX_K, chunk;
 	uint64_t tiles = ((pc->m + 127ull) / 128) * ((pc->n + 127ull) / 128) * pc->batches;
@@ -402,6 +421,8 @@ static void mm_split(const struct op_ctx *ctx, struct mm_push *pc, int64_t split
 	}
 	if (want == 1 && split_attr != 1)
 		want = mm_split_wave(pc, tiles, cu);
+	if (want == 1 && split_attr != 1)
+		want = mm_split_fill(pc, tiles, cu, v4);
 	if (want < need)
 		want = need;
 	if (want <= 1)
@@ -542,14 +563,14 @@ static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struc
 	case MATMUL_SMALL_NONE:
 		break;
 	}
-	mm_split(ctx, pc, split_attr);
+	/* vec4 loads along each operand's stored rows and vec4 stores. */
+	v4 = dtype == TDP_DTYPE_F32 && pc->n % 4 == 0 && (ta ? pc->m : pc->k) % 4 == 0 &&
+	     (tb ? pc->k : pc->n) % 4 == 0;
+	mm_split(ctx, pc, split_attr, v4);
 	if (pc->kchunk > MM_MAX_K)
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED,
 			       "a product of %u terms unsplit (split_k 1, or conv2d): at most %llu are summed",
 			       pc->kchunk, MM_MAX_K);
-	/* vec4 loads along each operand's stored rows and vec4 stores. */
-	v4 = dtype == TDP_DTYPE_F32 && pc->n % 4 == 0 && (ta ? pc->m : pc->k) % 4 == 0 &&
-	     (tb ? pc->k : pc->n) % 4 == 0;
 	big = ((uint64_t)(pc->m + 127) / 128) * ((pc->n + 127) / 128) * pc->batches * pc->splits;
 	/* The vectorised 128-tile kernels also from half a wave of tiles on a
 	 * large GPU: on the H200 (132 SMs) a data-parallel GPT-small shard's

@@ -162,7 +162,7 @@ static bool job_step(struct train_job *job, bool hold)
 /* Whether what `job` has in flight landed (all: every step of it). */
 static bool job_landed(const struct train_job *job, bool all)
 {
-	return job->dp ? dp_landed(job) : pipe_landed(job, all);
+	return job->dp ? dp_landed(job, all) : pipe_landed(job, all);
 }
 
 bool job_after_step(struct train_job *job, int64_t step)
@@ -446,8 +446,9 @@ static int start_replicas(struct caller *call, struct train_job *job)
 				copy[ncopy++] = t;
 		}
 	if (r == 0) {
+		job->depth = job_default_depth(job, DP_MAX_DEPTH);
 		r = dp_start(call->d, job->p.devs, job->p.ndev, copy, ncopy, job->p.shard,
-			     gr.nodes[sn.flat].ctx.out.count, &job->dp);
+			     gr.nodes[sn.flat].ctx.out.count, job->depth, &job->dp);
 		if (r < 0)
 			r = td_fail(&call->err, r == -ENODEV ? TDP_DEVICE_LOST : TDP_RESOURCE_EXHAUSTED,
 					 "copying the parameters and data to the other devices failed (%s)",

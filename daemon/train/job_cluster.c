@@ -216,7 +216,7 @@ int group_begin(struct caller *call, struct train_job *job)
 	graph_free(&gr);
 	if (r < 0 || params_of(job, ts, &g->param_bytes) < 0)
 		return -1;
-	r = dp_start(call->d, &job->p.device, 1, NULL, 0, job->p.shard, g->flat_count, &g->x);
+	r = dp_start(call->d, &job->p.device, 1, NULL, 0, job->p.shard, g->flat_count, 1, &g->x);
 	if (r < 0)
 		return td_fail(&call->err, TDP_RESOURCE_EXHAUSTED, "no memory for the exchange buffer (%s)",
 			       strerror(-r));

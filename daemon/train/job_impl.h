@@ -44,7 +44,7 @@ struct train_job {
 	const msgpack_object *nodes;
 	struct tensor index;       /* the minibatch's row numbers, not in the store */
 	struct dp *dp;             /* the replicas (train_parallel.h), NULL on one device */
-	struct dp_step *dps;       /* data parallel: the step in flight (job_parallel.c) */
+	struct dp_step *dps;       /* data parallel: DP_MAX_DEPTH steps' room (job_parallel.c) */
 	uint32_t *perm;
 	uint64_t done;
 	double last_loss, lr;
@@ -61,6 +61,7 @@ struct train_job {
 	 * loss is read and finite. While they run the loop serves others. */
 	struct gpu_host_buffer xfer;
 	struct pipe_slot pipe[TRAIN_MAX_DEPTH];
+	/* Data parallel uses depth (1 or 2), head and nfly too, for dps[]. */
 	unsigned depth, head, nfly;
 	unsigned nodes_hint;            /* the last step's graph size (graph_reserve) */
 	uint64_t next_unit;        /* the next micro-batch to submit, of the run */
@@ -85,18 +86,39 @@ bool pipe_turn(struct train_job *job, bool hold);
 /* Whether the oldest micro-batch in flight landed (all: every one). */
 bool pipe_landed(const struct train_job *job, bool all);
 
+/* Data parallel keeps at most this many steps in flight: one step's
+ * updates and the next one's forward and backward, behind them on each
+ * device's queue. */
+#define DP_MAX_DEPTH 2
+
+/* The steps a job keeps in flight, at most `max`: train.run's
+ * pipeline_depth, else TRAIN_DEFAULT_DEPTH on a GPU and 1 on a CPU device. */
+unsigned job_default_depth(const struct train_job *job, unsigned max);
+
 /* Data parallel: the job's turn (job_parallel.c), as pipe_turn: go on with
- * the step in flight once its half landed (the exchange and the updates;
- * then commit it, job_after_step), else unless `hold` submit the next
- * step's first half. job->nfly is 1 while a step is in flight. */
+ * the oldest step in flight once its half landed (the exchange and the
+ * updates, then, pipelined, the next step's first half behind them; or
+ * commit it, job_after_step), else unless `hold` submit the next step's
+ * first half. job->nfly counts the steps in flight. */
 bool dp_turn(struct train_job *job, bool hold);
 
-/* Whether the data-parallel step in flight has nothing running. */
-bool dp_landed(const struct train_job *job);
+/* Whether the oldest data-parallel step in flight (all: every one) has
+ * nothing running. */
+bool dp_landed(const struct train_job *job, bool all);
 
 /* Free the data-parallel step in flight (waiting for its work), not
  * applied. */
 void dp_discard(struct train_job *job);
+
+/* The steps `job` may have in flight now: job->depth, or one while clients
+ * are sending requests that use the GPU (job_pipe.c). */
+unsigned job_depth_now(const struct train_job *job);
+
+/* *ov (zeroed) := the results graphs grs[0..n) will store, in flight and
+ * not committed yet, the newest of each name, as the tensors graph_commit
+ * will store (a step built now reads them through call->overlay). Returns
+ * 0 or -1 after td_fail; ov->tensors is the caller's to free. */
+int job_overlay(struct caller *call, const struct graph *const *grs, unsigned n, struct lookup_overlay *ov);
 
 /* Create job->xfer for job->depth slots. Returns 0 or -1 after td_fail. */
 int pipe_start(struct caller *call, struct train_job *job);

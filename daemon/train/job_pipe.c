@@ -53,19 +53,24 @@ static uint64_t slot_offset(const struct train_job *job, const struct pipe_slot 
 	return (uint64_t)(s - job->pipe) * slot_bytes(job);
 }
 
+unsigned job_default_depth(const struct train_job *job, unsigned max)
+{
+	unsigned depth = TRAIN_DEFAULT_DEPTH;
+
+	/* On a CPU device the steps' work and the host's share the cores: the
+	 * overlap gains little, and every step in flight lengthens a shutdown. */
+	if (devices_of(job->call.d, &job->index)->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU)
+		depth = 1;
+	if (job->p.depth)
+		depth = job->p.depth;
+	return depth < max ? depth : max;
+}
+
 int pipe_start(struct caller *call, struct train_job *job)
 {
 	struct gpu_device *g = devices_of(call->d, &job->index);
 
-	/* On a CPU device the steps' work and the host's share the cores: the
-	 * overlap gains little, and every step in flight lengthens a shutdown. */
-	job->depth = TRAIN_DEFAULT_DEPTH;
-	if (g->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU)
-		job->depth = 1;
-	if (job->p.depth)
-		job->depth = job->p.depth;
-	if (job->depth > TRAIN_MAX_DEPTH)
-		job->depth = TRAIN_MAX_DEPTH;
+	job->depth = job_default_depth(job, TRAIN_MAX_DEPTH);
 	for (unsigned k = 0; k < TRAIN_MAX_DEPTH; k++)
 		job->pipe[k].job = job;
 	if (gpu_host_buffer_create(g, job->depth * slot_bytes(job), &job->xfer) < 0)
@@ -129,39 +134,45 @@ static void overlay_entry(struct caller *call, const struct graph *gr, unsigned 
 	}
 }
 
-/* Slot `s`'s overlay: what the slots in flight before it store, the newest
- * of each name. Returns 0 or -1 after td_fail. */
-static int build_overlay(struct train_job *job, struct pipe_slot *s)
+int job_overlay(struct caller *call, const struct graph *const *grs, unsigned n, struct lookup_overlay *ov)
 {
 	unsigned cap = 0;
 
-	for (unsigned j = 0; j < job->nfly; j++) {
-		const struct graph *gr = &slot_at(job, j)->gr;
-
-		for (unsigned i = 0; i < gr->n; i++)
-			cap += gr->nodes[i].has_out;
-	}
+	for (unsigned j = 0; j < n; j++)
+		for (unsigned i = 0; i < grs[j]->n; i++)
+			cap += grs[j]->nodes[i].has_out;
 	if (!cap)
 		return 0;
-	s->ov.tensors = calloc(cap, sizeof(*s->ov.tensors));
-	if (!s->ov.tensors)
-		return td_fail(&job->call.err, TDP_INTERNAL, "out of memory");
-	for (unsigned j = 0; j < job->nfly; j++) {
-		const struct graph *gr = &slot_at(job, j)->gr;
+	ov->tensors = calloc(cap, sizeof(*ov->tensors));
+	if (!ov->tensors)
+		return td_fail(&call->err, TDP_INTERNAL, "out of memory");
+	for (unsigned j = 0; j < n; j++) {
+		const struct graph *gr = grs[j];
 
 		for (unsigned i = 0; i < gr->n; i++) {
 			unsigned k;
 
 			if (!gr->nodes[i].has_out)
 				continue;
-			for (k = 0; k < s->ov.n && strcmp(s->ov.tensors[k].name, gr->nodes[i].out_name); k++)
+			for (k = 0; k < ov->n && strcmp(ov->tensors[k].name, gr->nodes[i].out_name); k++)
 				;
-			overlay_entry(&job->call, gr, i, &s->ov.tensors[k]);
-			if (k == s->ov.n)
-				s->ov.n++;
+			overlay_entry(call, gr, i, &ov->tensors[k]);
+			if (k == ov->n)
+				ov->n++;
 		}
 	}
 	return 0;
+}
+
+/* Slot `s`'s overlay: what the slots in flight before it store, the newest
+ * of each name. Returns 0 or -1 after td_fail. */
+static int build_overlay(struct train_job *job, struct pipe_slot *s)
+{
+	const struct graph *grs[TRAIN_MAX_DEPTH];
+
+	for (unsigned j = 0; j < job->nfly; j++)
+		grs[j] = &slot_at(job, j)->gr;
+	return job_overlay(&job->call, grs, job->nfly, &s->ov);
 }
 
 /* Slot `s`'s submission completed: the loop goes on with the job. */
@@ -281,9 +292,7 @@ static int pipe_submit(struct train_job *job)
  * not pipeline_depth of them; pings and info change nothing). */
 #define INTERACTIVE_NS (100 * 1000 * 1000)
 
-/* The steps `job` may have in flight now: its depth, or one while clients
- * are sending requests. */
-static unsigned depth_now(const struct train_job *job)
+unsigned job_depth_now(const struct train_job *job)
 {
 	return daemon_now_ns(CLOCK_MONOTONIC) - job->call.d->request_ns < INTERACTIVE_NS ? 1 : job->depth;
 }
@@ -369,7 +378,7 @@ bool pipe_turn(struct train_job *job, bool hold)
 	}
 	if (hold || job->detached || !job->sink->ready(job->sink_data))
 		return true;
-	while (job->nfly < depth_now(job) && job->next_unit < units) {
+	while (job->nfly < job_depth_now(job) && job->next_unit < units) {
 		td_error_clear(&job->call.err);
 		if (pipe_submit(job) < 0) {
 			/* As at depth 1, the steps before it are applied first:

@@ -119,7 +119,7 @@ static int exchange_start(struct dp *dp, unsigned n)
 	}
 	why = env && !strcmp(env, "host") ? "TENSORD_DP_EXCHANGE=host" : no_gpu_mean(dp, n, &align);
 	if (!why) {
-		dp->slots_size = dp->stride * n;
+		dp->slots_size = dp->stride * n * dp->parities;
 		dp->slots = aligned_alloc(align, dp->slots_size);
 		if (!dp->slots)
 			return -ENOMEM;
@@ -144,7 +144,7 @@ static int exchange_start(struct dp *dp, unsigned n)
 }
 
 int dp_start(struct daemon *d, const uint32_t *devices, unsigned ndev, struct tensor *const *copy,
-	     unsigned ncopy, uint64_t shard, uint64_t flat_count, struct dp **ret)
+	     unsigned ncopy, uint64_t shard, uint64_t flat_count, unsigned depth, struct dp **ret)
 {
 	struct tensor index = { .name = "#index", .name_len = 6, .dtype = TDP_DTYPE_I32, .rank = 1,
 				.shape = { shard }, .count = shard, .bytes = shard * 4 };
@@ -155,6 +155,7 @@ int dp_start(struct daemon *d, const uint32_t *devices, unsigned ndev, struct te
 		return -ENOMEM;
 	dp->d = d;
 	dp->flat_count = flat_count;
+	dp->parities = depth > 1 ? 2 : 1;
 	dp->at.loss = align_up(flat_count * 4);
 	dp->at.index = align_up(dp->at.loss + 4);
 	dp->at.size = dp->at.index + shard * 4;
@@ -194,6 +195,18 @@ int dp_start(struct daemon *d, const uint32_t *devices, unsigned ndev, struct te
 	return 0;
 }
 
+/* The owner of a replica's new copy named t->name, stored by node `nd`:
+ * a derived out's owner, else the one its name says (0 for none). */
+static uint32_t result_owner(const struct node *nd, const struct tensor *t)
+{
+	uint32_t owner;
+	size_t off;
+
+	if (nd->out_like)
+		return nd->like_owner;
+	return names_key_split(t->name, t->name_len, &owner, &off) < 0 ? 0 : owner;
+}
+
 int dp_commit(struct dp *dp, struct dp_replica *r, struct graph *gr)
 {
 	for (unsigned i = 0; i < gr->n; i++) {
@@ -214,14 +227,7 @@ int dp_commit(struct dp *dp, struct dp_replica *r, struct graph *gr)
 			t->name_len = strlen(nd->out_name);
 			memcpy(t->name, nd->out_name, t->name_len + 1);
 			t->device = r->device;
-			if (nd->out_like) {
-				t->owner = nd->like_owner;
-			} else {
-				size_t off;
-
-				if (names_key_split(t->name, t->name_len, &t->owner, &off) < 0)
-					t->owner = 0;
-			}
+			t->owner = result_owner(nd, t);
 		}
 		gpu_memory_free(dp->d->gpus[r->device], &t->alloc);
 		t->dtype = nd->ctx.out.dtype;
@@ -233,6 +239,56 @@ int dp_commit(struct dp *dp, struct dp_replica *r, struct graph *gr)
 		nd->alloc = (struct gpu_alloc){ 0 };
 	}
 	return 0;
+}
+
+int dp_view_after(const struct dp_replica *r, const struct graph *prev, struct dp_view *ret)
+{
+	struct dp_view v = { 0 };
+	unsigned nout = 0, n = r->n;
+
+	for (unsigned i = 0; i < prev->n; i++)
+		nout += prev->nodes[i].has_out;
+	v.list = calloc(r->n + nout + 1, sizeof(*v.list));
+	v.results = calloc(nout + 1, sizeof(*v.results));
+	if (!v.list || !v.results) {
+		dp_view_free(&v);
+		return -ENOMEM;
+	}
+	memcpy(v.list, r->tensors, r->n * sizeof(*v.list));
+	nout = 0;
+	for (unsigned i = 0; i < prev->n; i++) {
+		const struct node *nd = &prev->nodes[i];
+		struct tensor *t;
+		unsigned k;
+
+		if (!nd->has_out)
+			continue;
+		t = &v.results[nout++];
+		graph_out_meta(prev, i, t);
+		t->device = r->device;
+		t->alloc = nd->alloc;
+		for (k = 0; k < n && strcmp(v.list[k]->name, t->name); k++)
+			;
+		if (k < n) {
+			t->owner = v.list[k]->owner;
+			t->group = v.list[k]->group;
+			t->mode = v.list[k]->mode;
+		} else {
+			t->owner = result_owner(nd, t);
+			n++;
+		}
+		v.list[k] = t;
+	}
+	v.view = (struct graph_replica){ .device = r->device, .tensors = v.list, .n = n };
+	*ret = v;
+	return 0;
+}
+
+void dp_view_free(struct dp_view *v)
+{
+	free(v->list);
+	free(v->results);
+	*v = (struct dp_view){ 0 };
 }
 
 /* Room for `n` floats in each host buffer. */
@@ -259,12 +315,19 @@ struct gpu_host_buffer *dp_xfer(struct dp *dp, unsigned i)
 	return &dp->xfer[i];
 }
 
-unsigned dp_grad_out(struct dp *dp, unsigned i, int flat, struct graph_copy *ret)
+/* Where step number `step`'s slots begin in the DP_GPU region. */
+static uint64_t slots_at(const struct dp *dp, int64_t step)
+{
+	return (uint64_t)step % dp->parities * (dp->n + 1) * dp->stride;
+}
+
+unsigned dp_grad_out(struct dp *dp, unsigned i, int64_t step, int flat, struct graph_copy *ret)
 {
 	if (dp->exchange == DP_NONE)
 		return 0;
 	if (dp->exchange == DP_GPU)
-		*ret = (struct graph_copy){ .node = flat, .host = dp->imp[i].buffer, .offset = i * dp->stride };
+		*ret = (struct graph_copy){ .node = flat, .host = dp->imp[i].buffer,
+					    .offset = slots_at(dp, step) + i * dp->stride };
 	else
 		*ret = (struct graph_copy){ .node = flat, .host = dp->xfer[i].buffer, .offset = 0 };
 	return 1;
@@ -312,12 +375,13 @@ unsigned dp_flat_buckets(const struct graph *gr, int flat, uint64_t flat_count, 
 	return n;
 }
 
-unsigned dp_grad_buckets(struct dp *dp, const struct graph *gr, unsigned i, int flat, struct graph_copy *ret,
-			 unsigned max)
+unsigned dp_grad_buckets(struct dp *dp, const struct graph *gr, unsigned i, int64_t step, int flat,
+			 struct graph_copy *ret, unsigned max)
 {
 	if (dp->exchange != DP_GPU)
 		return 0;
-	return dp_flat_buckets(gr, flat, dp->flat_count, dp->imp[i].buffer, i * dp->stride, ret, max);
+	return dp_flat_buckets(gr, flat, dp->flat_count, dp->imp[i].buffer, slots_at(dp, step) + i * dp->stride,
+			       ret, max);
 }
 
 void dp_exchange(struct dp *dp)
@@ -326,13 +390,13 @@ void dp_exchange(struct dp *dp)
 		dp_average(dp);
 }
 
-unsigned dp_grad_in(struct dp *dp, unsigned i, int flat, struct graph_copy *ret)
+unsigned dp_grad_in(struct dp *dp, unsigned i, int64_t step, int flat, struct graph_copy *ret)
 {
 	if (dp->exchange == DP_NONE)
 		return 0;
 	if (dp->exchange == DP_GPU)
-		*ret = (struct graph_copy){ .node = flat, .host = dp->imp[i].buffer, .mean = dp->n + 1,
-					    .self = i, .stride = dp->stride };
+		*ret = (struct graph_copy){ .node = flat, .host = dp->imp[i].buffer, .offset = slots_at(dp, step),
+					    .mean = dp->n + 1, .self = i, .stride = dp->stride };
 	else
 		*ret = (struct graph_copy){ .node = flat, .host = dp->xfer[i].buffer, .offset = 0 };
 	return 1;

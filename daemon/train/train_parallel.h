@@ -48,8 +48,13 @@ struct dp {
 	uint32_t devs[GPU_MAX_DEVICES];  /* the run's devices, the first one first */
 	struct gpu_host_buffer xfer[GPU_MAX_DEVICES]; /* one per entry of devs */
 	enum dp_exchange exchange;
-	void *slots;               /* DP_GPU: device i's gradients at i * stride, */
+	/* DP_GPU: device i's gradients of a step of parity p (its number's
+	 * lowest bit) at (p * n + i) * stride, where n counts the devices:
+	 * with two steps in flight the next one's backward writes the other
+	 * parity's slots while the devices' updates still read this one's. */
+	void *slots;
 	uint64_t stride, slots_size;
+	unsigned parities;         /* 1, or 2 when steps are pipelined */
 	struct gpu_host_import imp[GPU_MAX_DEVICES]; /* imported into each device */
 	float *sum;                /* host buffers for dp_max_diff */
 	float *one;
@@ -59,10 +64,30 @@ struct dp {
 /* Replicas on `devices[1..ndev)` of the `ncopy` stored tensors `copy` (the
  * tensors the first step's graph reads) with a `shard`-row index each, and
  * on every device an exchange buffer for `flat_count` f32 gradients, the
- * loss and the row numbers. Returns 0 or -errno (-ENOMEM, -EFBIG/-ENOMEM for
- * device memory, -ENODEV); *ret is freed with dp_free. */
+ * loss and the row numbers; gradient slots for `depth` (1 or 2) steps in
+ * flight. Returns 0 or -errno (-ENOMEM, -EFBIG/-ENOMEM for device memory,
+ * -ENODEV); *ret is freed with dp_free. */
 int dp_start(struct daemon *d, const uint32_t *devices, unsigned ndev, struct tensor *const *copy,
-	     unsigned ncopy, uint64_t shard, uint64_t flat_count, struct dp **ret);
+	     unsigned ncopy, uint64_t shard, uint64_t flat_count, unsigned depth, struct dp **ret);
+
+/* A replica's view for a step built while the step before it is still in
+ * flight (pipelined): the replica's copies, each one that graph `prev` (the
+ * step before, on the replica's device) stores replaced by its result there,
+ * and its new names added. `view` is what the step's graph uses. */
+struct dp_view {
+	struct graph_replica view;
+	struct tensor **list;
+	struct tensor *results;
+};
+
+/* Fill *ret for replica `r` from `prev`, whose results' memory must outlive
+ * the view's use (it does: committed into the replica, they are freed only
+ * when the step after replaces them). Returns 0 or -ENOMEM; *ret is freed
+ * with dp_view_free. */
+int dp_view_after(const struct dp_replica *r, const struct graph *prev, struct dp_view *ret);
+
+/* Free what dp_view_after made; a zeroed view is accepted. */
+void dp_view_free(struct dp_view *v);
 
 /* The exchange buffer of device `i` of the run (0: the first). */
 struct gpu_host_buffer *dp_xfer(struct dp *dp, unsigned i);
@@ -72,9 +97,10 @@ struct gpu_host_buffer *dp_xfer(struct dp *dp, unsigned i);
  * the first step) becomes a new copy. Returns 0 or -ENOMEM. */
 int dp_commit(struct dp *dp, struct dp_replica *r, struct graph *gr);
 
-/* The copy that leaves device `i`'s flat gradient (node `flat`) where the
- * exchange reads it, in *ret: returns 1, or 0 when there is none (DP_NONE). */
-unsigned dp_grad_out(struct dp *dp, unsigned i, int flat, struct graph_copy *ret);
+/* The copy that leaves device `i`'s flat gradient (node `flat`) of step
+ * number `step` where the exchange reads it, in *ret: returns 1, or 0 when
+ * there is none (DP_NONE). */
+unsigned dp_grad_out(struct dp *dp, unsigned i, int64_t step, int flat, struct graph_copy *ret);
 
 /* DP_GPU's bucketed copy out: instead of dp_grad_out's one copy of the flat
  * gradient at the end of the backward, a copy of each parameter's gradient
@@ -83,9 +109,10 @@ unsigned dp_grad_out(struct dp *dp, unsigned i, int flat, struct graph_copy *ret
  * run while the backward of the first ones does. Fills ret (room for `max`)
  * from graph `gr`'s flat node `flat` (train/step.c's concatenation of the
  * reshaped gradients) and returns how many, or 0 when the exchange is not
- * DP_GPU or the graph is not shaped so (then dp_grad_out applies). */
-unsigned dp_grad_buckets(struct dp *dp, const struct graph *gr, unsigned i, int flat, struct graph_copy *ret,
-			 unsigned max);
+ * DP_GPU or the graph is not shaped so (then dp_grad_out applies). `step`
+ * chooses the slots' parity. */
+unsigned dp_grad_buckets(struct dp *dp, const struct graph *gr, unsigned i, int64_t step, int flat,
+			 struct graph_copy *ret, unsigned max);
 
 /* The bucketed copy out of graph `gr`'s flat gradient (node `flat`, of
  * `flat_count` f32) into host buffer `host` at offset `at`: one copy per
@@ -100,9 +127,9 @@ unsigned dp_flat_buckets(const struct graph *gr, int flat, uint64_t flat_count, 
 void dp_exchange(struct dp *dp);
 
 /* The copy (DP_HOST) or the mean kernel (DP_GPU) that puts the mean gradient
- * into device `i`'s node `flat` before its update, in *ret: returns 1, or 0
- * when there is none (DP_NONE). */
-unsigned dp_grad_in(struct dp *dp, unsigned i, int flat, struct graph_copy *ret);
+ * into device `i`'s node `flat` before the update of step number `step`, in
+ * *ret: returns 1, or 0 when there is none (DP_NONE). */
+unsigned dp_grad_in(struct dp *dp, unsigned i, int64_t step, int flat, struct graph_copy *ret);
 
 /* "gpu", "host" or "none": the run's exchange (train.run's result). */
 const char *dp_exchange_name(const struct dp *dp);

@@ -13,6 +13,7 @@ garbage for every new parameter."""
 import os
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -265,12 +266,31 @@ def test_dp_serves_others(d, c):
           "pings answered during a %.2f s data-parallel step: %d, the slowest %.3f s" % (step, len(lat), worst))
 
 
-def dp_run(c, devices, dims=(12, 300, 5), steps=6):
-    """A data-parallel SGD run over `devices` of an MLP of layer sizes `dims`
-    from fixed parameters: its result and the parameters after it."""
+def run_losses(c, params):
+    """train.run to its end with progress at every step: (error, result,
+    the progress losses)."""
+    msgid = c.request("train.run", dict(params, progress_every=1))
+    losses = []
+    while True:
+        m = c.recv()
+        if m is None:
+            raise ConnectionError("closed")
+        if m[0] == 2 and m[1] == "train.progress":
+            losses.append(m[2][0]["loss"])
+        elif m[0] == 1 and m[1] == msgid:
+            return m[2], m[3], losses
+
+
+def dp_run(c, devices, dims=(12, 300, 5), steps=6, depth=None, adam=False, rows=96, nan_row=None,
+           want_error=False):
+    """A data-parallel run over `devices` of an MLP of layer sizes `dims`
+    from fixed parameters (SGD with momentum, or Adam), at `depth` steps in
+    flight, on `rows` rows, with a NaN in row `nan_row` of x (then without
+    shuffling): (result or error, the parameters and optimizer state after
+    it, the progress losses)."""
     rng = np.random.default_rng(11)
-    x = rng.standard_normal((96, dims[0])).astype(np.float32)
-    y = rng.integers(0, dims[-1], 96).astype(np.int32)
+    x = rng.standard_normal((rows, dims[0])).astype(np.float32)
+    y = rng.integers(0, dims[-1], rows).astype(np.int32)
     params, nodes, h = {}, [], "xb"
     for i in range(len(dims) - 1):
         params["w%d" % i] = rng.standard_normal(dims[i:i + 2]).astype(np.float32) * 0.3
@@ -281,27 +301,78 @@ def dp_run(c, devices, dims=(12, 300, 5), steps=6):
         if i + 2 < len(dims):
             nodes.append({"id": "r%d" % i, "op": "relu", "inputs": [h]})
             h = "r%d" % i
+    data = {"xb": "ex/x", "yb": "ex/y"}
+    if nan_row is not None:  # a NaN logit in that row (relu would drop a NaN input)
+        scale = np.ones((rows, 1), np.float32)
+        scale[nan_row] = np.nan
+        put(c, "ex/s", scale, device=0)
+        data["sb"] = "ex/s"
+        nodes.append({"id": "zs", "op": "mul", "inputs": [h, "sb"]})
+        h = "zs"
     nodes.append({"id": "L", "op": "cross_entropy", "inputs": [h, "yb"]})
     put(c, "ex/x", x, device=0)
     put(c, "ex/y", y, device=0)
+    states = (".exp_avg", ".exp_avg_sq") if adam else (".momentum_buffer",)
     for k, v in params.items():
         put(c, k, v, device=0)
-        c.call_full("tensor.delete", {"name": k + ".momentum_buffer"})
-    p = {"nodes": nodes, "loss": "L", "params": list(params), "data": {"xb": "ex/x", "yb": "ex/y"},
-         "batch_size": 48, "steps": steps, "seed": 5, "devices": list(devices),
-         "optimizer": {"type": "sgd", "lr": 0.05, "momentum": 0.9}}
-    e, r = run_train(c, p)
-    check(e is None, "train.run on %r: %r" % (devices, e))
-    check(not np.array_equal(get(c, "w0"), params["w0"]), "w0 was trained")
-    return r, {k: get(c, k).copy() for k in params}
+        for st in (".momentum_buffer", ".exp_avg", ".exp_avg_sq"):
+            c.call_full("tensor.delete", {"name": k + st})
+    opt = {"type": "adam", "lr": 0.01, "clip_norm": 1.0} if adam else {"type": "sgd", "lr": 0.05, "momentum": 0.9}
+    p = {"nodes": nodes, "loss": "L", "params": list(params), "data": data,
+         "batch_size": 48, "steps": steps, "seed": 5, "devices": list(devices), "optimizer": opt}
+    if depth:
+        p["pipeline_depth"] = depth
+        # Jobs keep one step in flight for 100 ms after a request that uses
+        # the GPU (the puts above): past it, depth 2 pipelines from the start.
+        time.sleep(0.15)
+    if nan_row is not None:
+        p["shuffle"] = False
+    e, r, losses = run_losses(c, p)
+    check((e is not None) == want_error, "train.run on %r at depth %r: %r" % (devices, depth, e))
+    got = {k: get(c, k).copy() for k in params}
+    for k in params:
+        for st in states:
+            if c.call_full("tensor.stat", {"name": k + st})[0] is None:
+                got[k + st] = get(c, k + st).copy()
+    if not want_error:
+        check(not np.array_equal(got["w0"], params["w0"]), "w0 was trained")
+    return (e if want_error else r), got, losses
+
+
+def test_dp_pipelined(c):
+    """Data parallel at pipeline_depth 2 (each step's forward and backward
+    submitted behind the updates of the step before, reading its results
+    before they are committed; the gradient slots double-buffered) against
+    depth 1: every progress loss, parameter and Adam moment bit-identical,
+    over 4 epochs with a shuffle; a NaN in the third step's batch fails at
+    step 3 with everything as after step 2 (the step in flight behind it is
+    not applied)."""
+    ref = dp_run(c, (0, 1), steps=8, depth=1, adam=True)
+    got = dp_run(c, (0, 1), steps=8, depth=2, adam=True)
+    check(ref[0].get("replica_max_diff") == 0.0 and got[0].get("replica_max_diff") == 0.0,
+          "pipelined: replicas identical: %r" % got[0].get("replica_max_diff"))
+    check(len(ref[2]) == 8 and len(set(ref[2])) > 4, "the losses move: %r" % (ref[2],))
+    check(got[2] == ref[2], "pipelined: the same losses as depth 1:\n%r\n%r" % (got[2], ref[2]))
+    check(set(got[1]) == set(ref[1]) and len(ref[1]) == 12, "Adam state kept: %r" % sorted(got[1]))
+    for k in ref[1]:
+        check(np.array_equal(got[1][k], ref[1][k]), "pipelined: '%s' equals depth 1's bit for bit" % k)
+    # Batches in row order, 4 a epoch: row 100 is in the third (step 3).
+    after2 = dp_run(c, (0, 1), steps=2, depth=1, rows=192, nan_row=100)
+    for depth in (1, 2):
+        e, st, losses = dp_run(c, (0, 1), steps=4, depth=depth, rows=192, nan_row=100, want_error=True)
+        check(e is not None and "at step 3;" in e.get("message", ""), "depth %d: a NaN loss at step 3: %r" % (depth, e))
+        check(len(losses) == 2, "depth %d: the progress of the two steps before: %r" % (depth, losses))
+        for k in after2[1]:
+            check(np.array_equal(st[k], after2[1][k]), "depth %d: '%s' is as after step 2" % (depth, k))
 
 
 def test_exchange_fallback():
     """TENSORD_DP_EXCHANGE=host averages on the host as before the GPU
     exchange: the same bits (three devices' floats summed in device order,
     divided by 3, on lavapipe's IEEE arithmetic; a deeper MLP's 12 gradients
-    copied as 12 buckets), and =none (timing only) leaves each replica
-    with its own gradient."""
+    copied as 12 buckets), also pipelined (pipeline_depth 2: the slots
+    double-buffered, the host's buffers reused behind the updates), and
+    =none (timing only) leaves each replica with its own gradient."""
     got = {}
     for mode in ("gpu", "host", "none"):
         if mode != "gpu":
@@ -311,12 +382,18 @@ def test_exchange_fallback():
                 with d.client() as c:
                     got[mode] = dp_run(c, (0, 1, 2))
                     got["deep-" + mode] = dp_run(c, (0, 1, 2), dims=(8, 16, 12, 16, 12, 16, 5))
+                    if mode != "none":
+                        got["pipe-" + mode] = dp_run(c, (0, 1, 2), depth=2)
         finally:
             os.environ.pop("TENSORD_DP_EXCHANGE", None)
-    for mode, (r, _) in got.items():
-        want = mode.replace("deep-", "")
+    for mode, (r, _, _) in got.items():
+        want = mode.replace("deep-", "").replace("pipe-", "")
         check(r.get("exchange") == want, "exchange %s reported: %r" % (mode, r.get("exchange")))
-    for pre in ("", "deep-"):
+    for mode in ("gpu", "host"):
+        one, two = got[mode], got["pipe-" + mode]
+        check(one[2] == two[2] and all(np.array_equal(one[1][k], two[1][k]) for k in one[1]),
+              "%s exchange: depth 2 gives depth 1's losses, parameters and momenta bit for bit" % mode)
+    for pre in ("", "deep-", "pipe-"):
         gpu, host = got[pre + "gpu"], got[pre + "host"]
         check(gpu[0]["replica_max_diff"] == 0.0 and host[0]["replica_max_diff"] == 0.0,
               "%sreplicas identical with either exchange" % pre)
@@ -398,6 +475,7 @@ def main():
             test_graph_two_devices(c, rng)
             test_data_parallel(c, rng)
             test_dp_serves_others(d, c)
+            test_dp_pipelined(c)
             test_kernels(c, rng)
             test_garbage(c)
     os.unlink(conf.name)
