@@ -287,14 +287,26 @@ static void note_peak(struct graph *gr)
 		gr->peak_bytes = used;
 }
 
+/* Record gr->after's commands after node `i`, on its device. */
+static int record_after(struct graph *gr, unsigned i, int (*fn)(struct graph *, struct gpu_recorder *, void *))
+{
+	struct gpu_recorder *rec;
+	int r = 0;
+
+	rec = recorder(gr, gr->nodes[i].device, &r);
+	return rec ? fn(gr, rec, gr->after_data) : r;
+}
+
 int graph_submit_part(struct graph *gr, unsigned first, unsigned last)
 {
 	const struct graph_copy *before = gr->copies_before, *after = gr->copies_after, *at = gr->copies_at;
 	unsigned nbefore = gr->ncopies_before, nafter = gr->ncopies_after, nat = gr->ncopies_at;
+	int (*after_fn)(struct graph *, struct gpu_recorder *, void *) = gr->after;
 	int r = 0;
 
 	gr->copies_before = gr->copies_after = gr->copies_at = NULL;
 	gr->ncopies_before = gr->ncopies_after = gr->ncopies_at = 0;
+	gr->after = NULL;
 	if (gr->fuse && first == 0 && graph_fuse_plan(gr) < 0)
 		return td_fail(&gr->call->err, TDP_INTERNAL, "out of memory");
 	if (gr->plan_memory && graph_plan_part(gr, first, last) < 0)
@@ -312,7 +324,8 @@ int graph_submit_part(struct graph *gr, unsigned first, unsigned last)
 
 		nd->ctx.autocast = gr->autocast;
 		if (nd->dead || nd->ctx.out.count == 0 || nd->aliased) {
-			if (nat && (r = record_copies_at(gr, i, at, nat)) < 0) {
+			if ((nat && (r = record_copies_at(gr, i, at, nat)) < 0) ||
+			    (after_fn && i == gr->after_node && (r = record_after(gr, i, after_fn)) < 0)) {
 				abort_recordings(gr);
 				return device_fail(gr, r);
 			}
@@ -332,7 +345,8 @@ int graph_submit_part(struct graph *gr, unsigned first, unsigned last)
 			abort_recordings(gr);
 			return graph_node_fail(gr, i, nd->ctx.err.code, nd->ctx.err.message);
 		}
-		if (nat && (r = record_copies_at(gr, i, at, nat)) < 0) {
+		if ((nat && (r = record_copies_at(gr, i, at, nat)) < 0) ||
+		    (after_fn && i == gr->after_node && (r = record_after(gr, i, after_fn)) < 0)) {
 			abort_recordings(gr);
 			return device_fail(gr, r);
 		}

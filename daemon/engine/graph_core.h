@@ -80,6 +80,14 @@ struct graph {
 	 * while it copies: data parallel's bucketed exchange); it clears them. */
 	const struct graph_copy *copies_at;
 	unsigned ncopies_at;
+	/* Commands the next graph_submit_part records right after node
+	 * `after_node` (and its copies_at) on that node's device: `after(gr,
+	 * rec, after_data)` records them, returning 0 or -errno (data
+	 * parallel: the signal that the gradients are out, the wait for the
+	 * host's word, the mean); it clears them. */
+	int (*after)(struct graph *gr, struct gpu_recorder *rec, void *data);
+	void *after_data;
+	unsigned after_node;
 	/* graph_execute_async: called once every device's part completed. */
 	void (*done)(struct graph *gr, void *data);
 	void *done_data;

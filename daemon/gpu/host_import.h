@@ -55,3 +55,26 @@ int gpu_host_import_free(struct gpu_device *g, struct gpu_host_import *h);
  * -EINVAL for a bad shape, -E2BIG past the device's binding range, or -errno. */
 int gpu_rec_host_mean(struct gpu_recorder *rec, VkBuffer host, uint64_t base, uint64_t stride, unsigned n,
 		      unsigned self, const struct gpu_alloc *out);
+
+/* Record writing `value` into the 4 bytes at `offset` of the host-visible
+ * buffer `host`, after everything recorded before it (a barrier on either
+ * side): a submission's signal to the host that what it wrote before is
+ * out, read while the submission runs on (data parallel: the gradients). */
+void gpu_rec_host_signal(struct gpu_recorder *rec, VkBuffer host, uint64_t offset, uint32_t value);
+
+/* Record a wait until the host sets `event` (gpu_event_set), the writes the
+ * host saw complete made visible to what follows (a barrier after it): the
+ * rest of the submission waits for the host's word. */
+void gpu_rec_wait_host_event(struct gpu_recorder *rec, VkEvent event);
+
+/* Create an event (unset) on `g` for gpu_rec_wait_host_event. Returns 0,
+ * -ENOMEM or -ENODEV. */
+int gpu_event_create(struct gpu_device *g, VkEvent *ret);
+
+/* Destroy an event no submission waits on any more; VK_NULL_HANDLE is
+ * accepted. */
+void gpu_event_destroy(struct gpu_device *g, VkEvent event);
+
+/* Set (`set`) or reset `event` from the host. Reset only an event no
+ * submission in flight waits on. Returns 0 or -errno (-ENODEV). */
+int gpu_event_set(struct gpu_device *g, VkEvent event, bool set);

@@ -40,3 +40,46 @@ int gpu_rec_host_mean(struct gpu_recorder *rec, VkBuffer host, uint64_t base, ui
 	gpu_rec_barrier(rec);
 	return r;
 }
+
+void gpu_rec_host_signal(struct gpu_recorder *rec, VkBuffer host, uint64_t offset, uint32_t value)
+{
+	gpu_rec_barrier(rec);
+	vkCmdFillBuffer(rec->cb, host, offset, 4, value);
+	gpu_rec_barrier(rec);
+}
+
+void gpu_rec_wait_host_event(struct gpu_recorder *rec, VkEvent event)
+{
+	VkMemoryBarrier mb = {
+		.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+		.srcAccessMask = VK_ACCESS_HOST_WRITE_BIT,
+		.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+				 VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+	};
+
+	vkCmdWaitEvents(rec->cb, 1, &event, VK_PIPELINE_STAGE_HOST_BIT,
+			VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 1, &mb, 0, NULL, 0,
+			NULL);
+	gpu_rec_barrier(rec);
+}
+
+int gpu_event_create(struct gpu_device *g, VkEvent *ret)
+{
+	VkEventCreateInfo ci = { .sType = VK_STRUCTURE_TYPE_EVENT_CREATE_INFO };
+	VkResult vr = vkCreateEvent(g->dev, &ci, NULL, ret);
+
+	return vr == VK_SUCCESS ? 0 : vr == VK_ERROR_DEVICE_LOST ? gpu_result_errno(g, vr) : -ENOMEM;
+}
+
+void gpu_event_destroy(struct gpu_device *g, VkEvent event)
+{
+	if (event != VK_NULL_HANDLE)
+		vkDestroyEvent(g->dev, event, NULL);
+}
+
+int gpu_event_set(struct gpu_device *g, VkEvent event, bool set)
+{
+	VkResult vr = set ? vkSetEvent(g->dev, event) : vkResetEvent(g->dev, event);
+
+	return vr == VK_SUCCESS ? 0 : gpu_result_errno(g, vr);
+}

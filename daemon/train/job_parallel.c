@@ -1,12 +1,15 @@
 /* A data-parallel train.run's steps (docs/devices.md): each device its shard
  * of the batch, forward and backward at once on all, the gradients averaged
  * (train_parallel.h: on the GPU from host memory every device imported, or
- * on the host), then each device's update, at once on all. The shard's row
+ * on the host), then each device's update, at once on all. A step is one
+ * submission per device: between the halves the devices wait for each
+ * other's gradients through dp_sync.h, without the loop. The shard's row
  * numbers, the gradients and the loss travel through each device's exchange
- * buffer inside the step's two submissions (no round trips of their own).
- * Neither half is waited for on the loop: each device's submission wakes the
- * loop when it completes (graph_submit_part_async), and the loop serves
- * other clients meanwhile. */
+ * buffer inside the submission. Up to job->depth steps are in flight: the
+ * next is built and submitted behind the one running, reading its results
+ * before they are committed. Each device's submission wakes the loop when it
+ * completes (graph_execute_async), and the loop serves other clients
+ * meanwhile. */
 #include "train/job_impl.h"
 
 #include <math.h>
@@ -18,22 +21,31 @@
 #include "engine/forward.h"
 #include "engine/graph_core.h"
 #include "gpu/device.h"
+#include "train/dp_sync.h"
 #include "status.h"
 
-/* A data-parallel step in flight: one graph per device, its two halves
- * submitted in turn. Pipelined (job->depth 2), a step is built and its
- * first half submitted right behind the updates of the step before it,
- * reading that step's results before they are committed: on the first
- * device through the caller's lookup overlay `ov`, on the others through
- * `views` (train_parallel.h); each device's queue runs the two in order. */
+/* Device i's part of a step: what the exchange after its flat gradient
+ * records (graph.after). */
+struct dp_part {
+	struct train_job *job;
+	unsigned i;
+	bool bucketed;
+};
+
+/* A data-parallel step in flight: one graph per device, each one
+ * submission. Built while the step before it is in flight, it reads that
+ * step's results before they are committed: on the first device through
+ * the caller's lookup overlay `ov`, on the others through `views`
+ * (train_parallel.h); each device's queue runs the two in order. */
 struct dp_step {
 	struct train_job *job;
 	struct graph gr[GPU_MAX_DEVICES];
+	struct dp_part part[GPU_MAX_DEVICES];
 	unsigned loss[GPU_MAX_DEVICES];
 	int flat[GPU_MAX_DEVICES];
 	int64_t step;
-	unsigned half;             /* 1: forward and backward in flight, 2: the update */
-	unsigned pending;          /* devices whose half has not completed */
+	unsigned pending;          /* devices whose submission has not completed */
+	bool armed;                /* dp_sync_arm'ed: its devices wait for each other */
 	struct lookup_overlay ov;
 	struct dp_view views[GPU_MAX_DEVICES - 1];
 };
@@ -44,41 +56,24 @@ static struct dp_step *step_at(struct train_job *job, unsigned j)
 	return &job->dps[(job->head + j) % DP_MAX_DEPTH];
 }
 
-/* One device's half completed. */
-static void half_landed(struct graph *gr, void *data)
+/* Let steps from `s` on through without their exchange: they fail, and no
+ * device may wait for a signal that never comes. */
+static void release_from(struct train_job *job, const struct dp_step *s)
+{
+	if (job->dp->sync && s->armed)
+		dp_sync_release_from(job->dp->sync, s->step);
+}
+
+/* One device's submission completed. A failed one lets the other devices
+ * through at once (they would wait for its signal). */
+static void part_landed(struct graph *gr, void *data)
 {
 	struct dp_step *s = data;
 
-	(void)gr;
+	if (graph_wait(gr) < 0)
+		release_from(s->job, s);
 	if (s->pending && --s->pending == 0)
 		loop_wake_idle(s->job->call.d->loop);
-}
-
-/* Submit nodes [first, last) of device i's graph, watched; a submission that
- * finished at once counts as landed. The last device's first half is polled
- * for up to GRAPH_SPIN_NS first (a short half is then answered without the
- * completion thread's hand-off), unless it is a CPU device (polling would
- * take a core from its own threads); so is its update, unless the next step
- * goes behind it. The others not at all (the next device's half is built
- * meanwhile). Returns 0 or -1 after td_fail. */
-static int submit_half(struct dp_step *s, unsigned i, unsigned first, unsigned last)
-{
-	struct train_job *job = s->job;
-	struct gpu_device *g = job->call.d->gpus[job->p.devs[i]];
-	bool poll = i + 1 == job->p.ndev && g->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU &&
-		    (s->half == 1 || job->depth == 1);
-	int r;
-
-	s->pending++;
-	s->gr[i].spin_ns = poll ? 0 : 1;
-	r = graph_submit_part_async(&s->gr[i], first, last, half_landed, s);
-	if (r < 0) {
-		s->pending--;
-		return -1;
-	}
-	if (r == 1)
-		s->pending--;
-	return 0;
 }
 
 /* Free step `s`'s graphs (waiting for their work), nothing applied. */
@@ -92,10 +87,13 @@ static void step_free(struct dp_step *s)
 	free(s->ov.tensors);
 	s->ov = (struct lookup_overlay){ 0 };
 	s->pending = 0;
+	s->armed = false;
 }
 
 void dp_discard(struct train_job *job)
 {
+	if (job->dps && job->nfly)
+		release_from(job, step_at(job, 0));
 	/* The newest first: it reads the memory of the one before it. */
 	while (job->dps && job->nfly)
 		step_free(step_at(job, --job->nfly));
@@ -143,8 +141,8 @@ static int build(struct train_job *job, struct dp_step *s, unsigned i, uint64_t 
 	*gr = (struct graph){ .call = &job->call };
 	if (i > 0)
 		gr->replica = behind ? &s->views[i - 1].view : &job->dp->r[i - 1].view;
-	memcpy((uint8_t *)x->map + job->dp->at.index, job->perm + in_epoch * job->p.batch + i * job->p.shard,
-	       job->p.shard * 4);
+	memcpy((uint8_t *)x->map + dp_index_at(job->dp, s->step),
+	       job->perm + in_epoch * job->p.batch + i * job->p.shard, job->p.shard * 4);
 	job->call.overlay = s->ov.n ? &s->ov : NULL;
 	r = train_build_step(&job->call, &(struct step_input){ .spec = &job->p.spec, .nodes = job->nodes,
 							     .feeds = &job->p.train, .step = s->step,
@@ -156,112 +154,122 @@ static int build(struct train_job *job, struct dp_step *s, unsigned i, uint64_t 
 	s->loss[i] = sn.loss;
 	s->flat[i] = sn.flat;
 	job->lr = sn.lr;
-	gr->fuse = false; /* a fused kernel could span the two halves */
 	gr->arena_cache = &job->arenas; /* one queue per device runs the steps in turn */
 	if (gr->nodes[s->flat[i]].ctx.out.count != job->dp->flat_count)
 		return td_fail(&job->call.err, TDP_INTERNAL, "the gradients changed size during the run");
 	return 0;
 }
 
-/* Build every device's graph of the next step and submit its forward and
- * backward, the gradients leaving bucket by bucket (or at the end): device
- * by device, so the first ones run while the next are built. Behind a step
- * in flight (its updates submitted), it reads what that one will store.
- * Returns 0 or -1 after td_fail (the new step freed). */
-static int first_half(struct train_job *job)
+/* graph.after of device part `data`: the exchange right after the flat
+ * gradient. */
+static int record_exchange(struct graph *gr, struct gpu_recorder *rec, void *data)
 {
-	uint64_t in_epoch = (job->done + job->nfly) % job->p.per_epoch;
-	struct dp_step *prev = job->nfly ? step_at(job, job->nfly - 1) : NULL, *s = step_at(job, job->nfly);
+	struct dp_part *pt = data;
+	struct dp_step *s = (struct dp_step *)((uint8_t *)(pt - pt->i) - offsetof(struct dp_step, part));
+
+	return dp_record_exchange(pt->job->dp, rec, pt->i, s->step, gr->nodes[s->flat[pt->i]].result,
+				  pt->bucketed);
+}
+
+/* Submit device i's graph of step `s`, watched: its rows in, the gradients
+ * out bucket by bucket where the graph allows, the exchange after the flat
+ * gradient, the loss out. The last device's is polled for up to
+ * GRAPH_SPIN_NS at depth 1 on a GPU. Returns 0 or -1 after td_fail. */
+static int submit_part(struct train_job *job, struct dp_step *s, unsigned i)
+{
+	struct graph *gr = &s->gr[i];
+	struct tensor *ix = i == 0 ? &job->index : job->dp->r[i - 1].index;
+	struct gpu_device *g = job->call.d->gpus[job->p.devs[i]];
 	struct graph_copy cin, cout, bucket[MAX_PARAMS];
+	bool poll = i + 1 == job->p.ndev && job->depth == 1 && g->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
+	int r;
+
+	cin = (struct graph_copy){ .node = -1, .alloc = &ix->alloc, .host = dp_xfer(job->dp, i)->buffer,
+				   .offset = dp_index_at(job->dp, s->step) };
+	cout = (struct graph_copy){ .node = (int)s->loss[i], .host = dp_xfer(job->dp, i)->buffer,
+				    .offset = dp_loss_at(job->dp, s->step) };
+	gr->copies_before = &cin;
+	gr->ncopies_before = 1;
+	gr->copies_after = &cout;
+	gr->ncopies_after = 1;
+	/* Each gradient on its way as soon as it is made, or the whole at the end. */
+	gr->copies_at = bucket;
+	gr->ncopies_at = dp_grad_buckets(job->dp, gr, i, s->step, s->flat[i], bucket, MAX_PARAMS);
+	s->part[i] = (struct dp_part){ .job = job, .i = i, .bucketed = gr->ncopies_at > 0 };
+	gr->after = record_exchange;
+	gr->after_data = &s->part[i];
+	gr->after_node = (unsigned)s->flat[i];
+	gr->spin_ns = poll ? 0 : 1;
+	s->pending++;
+	r = graph_execute_async(gr, part_landed, s);
+	if (r < 0) {
+		s->pending--;
+		return -1;
+	}
+	if (r == 1)
+		s->pending--;
+	return 0;
+}
+
+/* Build the next step's graph on every device, then arm the exchange and
+ * submit them: device by device, so the first ones run while the next are
+ * submitted. Behind a step in flight, it reads what that one will store.
+ * Returns 0 or -1 after td_fail (the new step freed, its devices let
+ * through). */
+static int submit_step(struct train_job *job)
+{
+	uint64_t k = job->done + job->nfly, in_epoch = k % job->p.per_epoch;
+	struct dp_step *prev = job->nfly ? step_at(job, job->nfly - 1) : NULL, *s = step_at(job, job->nfly);
+	int r;
 
 	if (in_epoch == 0)
-		job_shuffle_epoch(job, (job->done + job->nfly) / job->p.per_epoch);
+		job_shuffle_epoch(job, k / job->p.per_epoch);
+	memset(s, 0, sizeof(*s));
 	s->job = job;
-	s->step = job->p.start_step + (int64_t)(job->done + job->nfly);
-	s->half = 1;
-	s->pending = 0;
+	s->step = job->p.start_step + (int64_t)k;
 	job->nfly++;
 	if (step_views(job, s, prev) < 0)
 		goto fail;
-	for (unsigned i = 0; i < job->p.ndev; i++) {
-		struct graph *gr = &s->gr[i];
-		struct tensor *ix = i == 0 ? &job->index : job->dp->r[i - 1].index;
-
+	for (unsigned i = 0; i < job->p.ndev; i++)
 		if (build(job, s, i, in_epoch, prev != NULL) < 0)
 			goto fail;
-		cin = (struct graph_copy){ .node = -1, .alloc = &ix->alloc, .host = dp_xfer(job->dp, i)->buffer,
-					   .offset = job->dp->at.index };
-		gr->copies_before = &cin;
-		gr->ncopies_before = 1;
-		/* Each gradient on its way as soon as it is made, or the whole at the end. */
-		gr->copies_at = bucket;
-		gr->ncopies_at = dp_grad_buckets(job->dp, gr, i, s->step, s->flat[i], bucket, MAX_PARAMS);
-		gr->copies_after = &cout;
-		gr->ncopies_after = gr->ncopies_at ? 0 : dp_grad_out(job->dp, i, s->step, s->flat[i], &cout);
-		if (submit_half(s, i, 0, (unsigned)s->flat[i] + 1) < 0)
+	if (job->dp->sync) {
+		if ((r = dp_sync_arm(job->dp->sync, s->step)) < 0) {
+			td_fail(&job->call.err, TDP_DEVICE_LOST, "data parallel: %s", strerror(-r));
 			goto fail;
+		}
+		s->armed = true;
 	}
+	for (unsigned i = 0; i < job->p.ndev; i++)
+		if (submit_part(job, s, i) < 0)
+			goto fail;
 	return 0;
 fail:
+	release_from(job, s);
 	step_free(s);
 	job->nfly--;
 	return -1;
 }
 
-/* The outcome of every device's half of `s` (landed: graph_wait returns at
- * once). Returns 0 or -1 after td_fail. */
-static int wait_all(struct train_job *job, struct dp_step *s)
-{
-	int r = 0;
-
-	for (unsigned i = 0; i < job->p.ndev; i++)
-		if (graph_wait(&s->gr[i]) < 0)
-			r = -1;
-	return r;
-}
-
-/* Every device's gradients of `s` are out: the mean (on the host, or each
- * device's update starts with it), then every device's update (mean in,
- * loss out). */
-static int second_half(struct train_job *job, struct dp_step *s)
-{
-	struct graph_copy cin[GPU_MAX_DEVICES], cout[GPU_MAX_DEVICES];
-	unsigned n = job->p.ndev;
-
-	if (wait_all(job, s) < 0)
-		return -1;
-	dp_exchange(job->dp);
-	s->half = 2;
-	for (unsigned i = 0; i < n; i++) {
-		struct graph *gr = &s->gr[i];
-
-		cout[i] = (struct graph_copy){ .node = (int)s->loss[i], .host = dp_xfer(job->dp, i)->buffer,
-					       .offset = job->dp->at.loss };
-		gr->copies_before = &cin[i];
-		gr->ncopies_before = dp_grad_in(job->dp, i, s->step, s->flat[i], &cin[i]);
-		gr->copies_after = &cout[i];
-		gr->ncopies_after = 1;
-		if (submit_half(s, i, (unsigned)s->flat[i] + 1, gr->n) < 0)
-			return -1;
-	}
-	return 0;
-}
-
-/* Every update of `s` is done: the mean loss, then the results into the
- * store (the first device's) and the replicas. Returns 0 or -1. */
+/* Every device's submission of `s` is done: the mean loss, then the results
+ * into the store (the first device's) and the replicas. Returns 0 or -1. */
 static int finish(struct train_job *job, struct dp_step *s)
 {
 	unsigned n = job->p.ndev;
 	uint64_t gpu_ns = 0;
 	double sum = 0;
+	int r = 0;
 
-	if (wait_all(job, s) < 0)
+	for (unsigned i = 0; i < n; i++)
+		if (graph_wait(&s->gr[i]) < 0)
+			r = -1;
+	if (r < 0)
 		return -1;
 	for (unsigned i = 0; i < n; i++) {
 		struct graph *gr = &s->gr[i];
 
 		sum += forward_scalar_value(gr->nodes[s->loss[i]].ctx.out.dtype,
-					    (uint8_t *)dp_xfer(job->dp, i)->map + job->dp->at.loss);
+					    (uint8_t *)dp_xfer(job->dp, i)->map + dp_loss_at(job->dp, s->step));
 		gpu_ns = gr->gpu_ns > gpu_ns ? gr->gpu_ns : gpu_ns;
 	}
 	/* profile: the slowest device's time, the first device's kernels and peak */
@@ -289,18 +297,6 @@ static bool may_submit(struct train_job *job, bool hold)
 	       job->done + job->nfly < job->p.total && job->sink->ready(job->sink_data);
 }
 
-/* The next step's first half behind the updates just submitted; a failure
- * is reported once the steps before it landed and were applied (as at
- * depth 1). */
-static void submit_behind(struct train_job *job, bool hold)
-{
-	td_error_clear(&job->call.err);
-	if (!may_submit(job, hold) || first_half(job) == 0)
-		return;
-	job->failing = true;
-	job->fail_err = job->call.err;
-}
-
 bool dp_turn(struct train_job *job, bool hold)
 {
 	if (!job->dps && !(job->dps = calloc(DP_MAX_DEPTH, sizeof(*job->dps)))) {
@@ -312,12 +308,6 @@ bool dp_turn(struct train_job *job, bool hold)
 		struct dp_step *s = step_at(job, 0);
 		int64_t step = s->step;
 
-		if (s->half == 1) {
-			if (second_half(job, s) < 0)
-				goto failed;
-			submit_behind(job, hold);
-			return true;
-		}
 		if (finish(job, s) < 0)
 			goto failed;
 		step_free(s);
@@ -328,18 +318,26 @@ bool dp_turn(struct train_job *job, bool hold)
 		if (!job_after_step(job, step))
 			return false;
 	}
-	if (job->nfly)
-		return true;
-	if (job->failing) {
+	if (job->failing && !job->nfly) {
 		job->sink->fail(job->sink_data, &job->fail_err);
 		return false;
 	}
-	if (job->cancelled) {
+	if (job->cancelled && !job->nfly) {
 		job_finish(job, job->stop_reason ? job->stop_reason : "cancelled");
 		return false;
 	}
-	if (!may_submit(job, hold) || first_half(job) == 0)
-		return true;
+	while (may_submit(job, hold)) {
+		td_error_clear(&job->call.err);
+		if (submit_step(job) == 0)
+			continue;
+		if (!job->nfly)
+			goto failed;
+		/* As at depth 1, the steps before it are applied first: the
+		 * failure is reported once they landed. */
+		job->failing = true;
+		job->fail_err = job->call.err;
+	}
+	return true;
 failed:
 	dp_discard(job);
 	job->sink->fail(job->sink_data, &job->call.err);

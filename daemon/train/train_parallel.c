@@ -14,6 +14,7 @@
 #include "gpu/pipeline.h"
 #include "gpu/transfer.h"
 #include "base/log.h"
+#include "train/dp_sync.h"
 
 /* Add `t` (heap-allocated, memory on r->device) to r's copies. */
 static int add_copy(struct dp_replica *r, struct tensor *t)
@@ -157,14 +158,21 @@ int dp_start(struct daemon *d, const uint32_t *devices, unsigned ndev, struct te
 	dp->flat_count = flat_count;
 	dp->parities = depth > 1 ? 2 : 1;
 	dp->at.loss = align_up(flat_count * 4);
-	dp->at.index = align_up(dp->at.loss + 4);
-	dp->at.size = dp->at.index + shard * 4;
+	dp->at.flag = dp->at.loss + 16;
+	dp->at.index = align_up(dp->at.flag + 4);
+	dp->at.index_stride = align_up(shard * 4);
+	dp->at.mean = align_up(dp->at.index + 2 * dp->at.index_stride);
+	dp->at.size = dp->at.mean + align_up(flat_count * 4);
 	for (unsigned i = 0; r == 0 && i < ndev && i < GPU_MAX_DEVICES; i++) {
 		dp->devs[i] = devices[i];
 		r = gpu_host_buffer_create(d->gpus[devices[i]], dp->at.size, &dp->xfer[i]);
+		if (r == 0)
+			memset(dp->xfer[i].map, 0, dp->at.size); /* no signal yet */
 	}
 	if (r == 0 && ndev > 1 && ndev <= GPU_MAX_DEVICES)
 		r = exchange_start(dp, ndev);
+	if (r == 0 && ndev > 1 && ndev <= GPU_MAX_DEVICES && dp->exchange != DP_NONE)
+		r = dp_sync_start(dp, ndev, &dp->sync);
 	for (unsigned i = 1; r == 0 && i < ndev && i < GPU_MAX_DEVICES; i++) {
 		struct dp_replica *rep = &dp->r[dp->n++];
 		struct tensor *t;
@@ -321,18 +329,6 @@ static uint64_t slots_at(const struct dp *dp, int64_t step)
 	return (uint64_t)step % dp->parities * (dp->n + 1) * dp->stride;
 }
 
-unsigned dp_grad_out(struct dp *dp, unsigned i, int64_t step, int flat, struct graph_copy *ret)
-{
-	if (dp->exchange == DP_NONE)
-		return 0;
-	if (dp->exchange == DP_GPU)
-		*ret = (struct graph_copy){ .node = flat, .host = dp->imp[i].buffer,
-					    .offset = slots_at(dp, step) + i * dp->stride };
-	else
-		*ret = (struct graph_copy){ .node = flat, .host = dp->xfer[i].buffer, .offset = 0 };
-	return 1;
-}
-
 /* Append the gradients under node `j` of the flat tree to ret: a concat's
  * inputs in order, a copy's input, else `j` is the reshape of one gradient.
  * Returns false when the tree is not what step.c builds or ret is full. */
@@ -384,22 +380,37 @@ unsigned dp_grad_buckets(struct dp *dp, const struct graph *gr, unsigned i, int6
 			       ret, max);
 }
 
-void dp_exchange(struct dp *dp)
+uint64_t dp_loss_at(const struct dp *dp, int64_t step)
 {
-	if (dp->exchange == DP_HOST)
-		dp_average(dp);
+	return dp->at.loss + 8 * ((uint64_t)step & 1);
 }
 
-unsigned dp_grad_in(struct dp *dp, unsigned i, int64_t step, int flat, struct graph_copy *ret)
+uint64_t dp_index_at(const struct dp *dp, int64_t step)
 {
+	return dp->at.index + dp->at.index_stride * ((uint64_t)step & 1);
+}
+
+int dp_record_exchange(struct dp *dp, struct gpu_recorder *rec, unsigned i, int64_t step,
+		       const struct gpu_alloc *grad, bool bucketed)
+{
+	VkBuffer out;
+	uint64_t at;
+	int r;
+
 	if (dp->exchange == DP_NONE)
 		return 0;
-	if (dp->exchange == DP_GPU)
-		*ret = (struct graph_copy){ .node = flat, .host = dp->imp[i].buffer, .offset = slots_at(dp, step),
-					    .mean = dp->n + 1, .self = i, .stride = dp->stride };
-	else
-		*ret = (struct graph_copy){ .node = flat, .host = dp->xfer[i].buffer, .offset = 0 };
-	return 1;
+	out = dp->exchange == DP_GPU ? dp->imp[i].buffer : dp->xfer[i].buffer;
+	at = dp->exchange == DP_GPU ? slots_at(dp, step) + i * dp->stride : 0;
+	if (!bucketed)
+		gpu_rec_host_copy(rec, grad, out, at, false);
+	gpu_rec_host_signal(rec, dp->xfer[i].buffer, dp->at.flag, dp_sync_tag(step));
+	gpu_rec_wait_host_event(rec, dp_sync_event(dp->sync, step, i));
+	if (dp->exchange == DP_HOST) {
+		gpu_rec_host_copy(rec, grad, dp->xfer[i].buffer, dp->at.mean, true);
+		return 0;
+	}
+	r = gpu_rec_host_mean(rec, dp->imp[i].buffer, slots_at(dp, step), dp->stride, dp->n + 1, i, grad);
+	return r;
 }
 
 const char *dp_exchange_name(const struct dp *dp)
@@ -409,10 +420,12 @@ const char *dp_exchange_name(const struct dp *dp)
 
 void dp_average(struct dp *dp)
 {
-	float *mean = dp->xfer[0].map;
+	float *mean = (float *)((uint8_t *)dp->xfer[0].map + dp->at.mean);
+	const float *first = dp->xfer[0].map;
 	unsigned n = dp->n + 1;
 
 	/* In device order, so every run sums the same way. */
+	memcpy(mean, first, dp->flat_count * sizeof(float));
 	for (unsigned g = 1; g < n; g++) {
 		const float *one = dp->xfer[g].map;
 
@@ -422,7 +435,7 @@ void dp_average(struct dp *dp)
 	for (uint64_t i = 0; i < dp->flat_count; i++)
 		mean[i] /= (float)n;
 	for (unsigned g = 1; g < n; g++)
-		memcpy(dp->xfer[g].map, mean, dp->flat_count * sizeof(float));
+		memcpy((uint8_t *)dp->xfer[g].map + dp->at.mean, mean, dp->flat_count * sizeof(float));
 }
 
 double dp_max_diff(struct dp *dp, struct tensor *const *stored, unsigned n)
@@ -459,6 +472,7 @@ void dp_free(struct dp *dp)
 {
 	if (!dp)
 		return;
+	dp_sync_free(dp->sync);
 	for (unsigned i = 0; i < GPU_MAX_DEVICES; i++) {
 		if (dp->xfer[i].map)
 			gpu_host_buffer_free(dp->d->gpus[dp->devs[i]], &dp->xfer[i]);

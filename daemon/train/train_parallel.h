@@ -25,10 +25,15 @@ struct dp_replica {
 };
 
 /* Where a step's transfers sit in each device's exchange buffer (`xfer`):
- * the flat gradient at 0, the loss at `loss`, the shard's row numbers at
- * `index`. The step's submissions copy them in and out themselves. */
+ * the flat gradient at 0 and the mean the host made of them at `mean`
+ * (DP_HOST: apart, so the device never reads back bytes it wrote while the
+ * submission runs), the loss at `loss` and the shard's row numbers at
+ * `index`, each twice (steps of odd numbers at the second: two steps are
+ * in flight, dp_loss_at, dp_index_at), the device's signal that its
+ * gradients are out at `flag` (dp_sync.h). The step's submissions copy
+ * them in and out themselves. */
 struct dp_layout {
-	uint64_t loss, index, size;
+	uint64_t loss, flag, index, index_stride, mean, size;
 };
 
 /* How the gradients are averaged (docs/devices.md): DP_GPU, each device's
@@ -56,6 +61,7 @@ struct dp {
 	uint64_t stride, slots_size;
 	unsigned parities;         /* 1, or 2 when steps are pipelined */
 	struct gpu_host_import imp[GPU_MAX_DEVICES]; /* imported into each device */
+	struct dp_sync *sync;      /* the word between a step's halves (not DP_NONE) */
 	float *sum;                /* host buffers for dp_max_diff */
 	float *one;
 	uint64_t cap;              /* elements each holds */
@@ -97,11 +103,6 @@ struct gpu_host_buffer *dp_xfer(struct dp *dp, unsigned i);
  * the first step) becomes a new copy. Returns 0 or -ENOMEM. */
 int dp_commit(struct dp *dp, struct dp_replica *r, struct graph *gr);
 
-/* The copy that leaves device `i`'s flat gradient (node `flat`) of step
- * number `step` where the exchange reads it, in *ret: returns 1, or 0 when
- * there is none (DP_NONE). */
-unsigned dp_grad_out(struct dp *dp, unsigned i, int64_t step, int flat, struct graph_copy *ret);
-
 /* DP_GPU's bucketed copy out: instead of dp_grad_out's one copy of the flat
  * gradient at the end of the backward, a copy of each parameter's gradient
  * into its place in device `i`'s slot, recorded right after the node that
@@ -122,20 +123,26 @@ unsigned dp_grad_buckets(struct dp *dp, const struct graph *gr, unsigned i, int6
 unsigned dp_flat_buckets(const struct graph *gr, int flat, uint64_t flat_count, VkBuffer host, uint64_t at,
 			 struct graph_copy *ret, unsigned max);
 
-/* Between the two halves of a step, once every device's first half is done:
- * the host's part of the exchange (dp_average for DP_HOST, else nothing). */
-void dp_exchange(struct dp *dp);
+/* Record on device `i`, after node `flat` of step number `step` made the
+ * device's flat gradient `grad` (with `bucketed`, already on its way to the
+ * slot bucket by bucket: dp_grad_buckets), the exchange: the gradient out
+ * (when not bucketed), the signal that it is out, the wait for every
+ * device's (dp_sync.h), then the mean into `grad` (DP_GPU: the mean kernel
+ * over the slots; DP_HOST: the host's mean copied in). Nothing for DP_NONE.
+ * Returns 0 or -errno. */
+int dp_record_exchange(struct dp *dp, struct gpu_recorder *rec, unsigned i, int64_t step,
+		       const struct gpu_alloc *grad, bool bucketed);
 
-/* The copy (DP_HOST) or the mean kernel (DP_GPU) that puts the mean gradient
- * into device `i`'s node `flat` before the update of step number `step`, in
- * *ret: returns 1, or 0 when there is none (DP_NONE). */
-unsigned dp_grad_in(struct dp *dp, unsigned i, int64_t step, int flat, struct graph_copy *ret);
+/* Offsets in the exchange buffers of step number `step`'s loss and rows. */
+uint64_t dp_loss_at(const struct dp *dp, int64_t step);
+uint64_t dp_index_at(const struct dp *dp, int64_t step);
 
 /* "gpu", "host" or "none": the run's exchange (train.run's result). */
 const char *dp_exchange_name(const struct dp *dp);
 
 /* Average the gradients every device's step left at offset 0 of its
- * exchange buffer, in device order, and write the mean back into each. */
+ * exchange buffer, in device order, and write the mean into each at
+ * at.mean. */
 void dp_average(struct dp *dp);
 
 /* The largest |difference| between each replica's copy of a tensor named in

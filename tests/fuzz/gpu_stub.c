@@ -473,6 +473,47 @@ int gpu_rec_host_mean(struct gpu_recorder *rec, VkBuffer host, uint64_t base, ui
 	return -EOPNOTSUPP;
 }
 
+/* Data parallel's signal and wait (dp_sync.h): written at once; the stub
+ * has one device, so no step waits for another's. */
+void gpu_rec_host_signal(struct gpu_recorder *rec, VkBuffer host, uint64_t offset, uint32_t value)
+{
+	struct stub_host *h = (struct stub_host *)(uintptr_t)host;
+
+	(void)rec;
+	if (offset > h->size || h->size - offset < 4)
+		stub_bug("a host signal outside its buffer");
+	memcpy(h->data + offset, &value, 4);
+}
+
+void gpu_rec_wait_host_event(struct gpu_recorder *rec, VkEvent event)
+{
+	(void)rec;
+	(void)event;
+}
+
+int gpu_event_create(struct gpu_device *g, VkEvent *ret)
+{
+	static int token;
+
+	(void)g;
+	*ret = (VkEvent)(uintptr_t)&token;
+	return 0;
+}
+
+void gpu_event_destroy(struct gpu_device *g, VkEvent event)
+{
+	(void)g;
+	(void)event;
+}
+
+int gpu_event_set(struct gpu_device *g, VkEvent event, bool set)
+{
+	(void)g;
+	(void)event;
+	(void)set;
+	return 0;
+}
+
 /* A kernel node's copy of a writable binding: checked like a dispatch's. */
 void gpu_rec_copy(struct gpu_recorder *rec, const struct gpu_binding *src,
 		  const struct gpu_binding *dst)
