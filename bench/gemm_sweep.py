@@ -72,7 +72,8 @@ with harness.Daemon() as d:
                   ("nn_%dx512_k512" % r, r, 512, 512, False, False),
                   ("nt_%dx512_k512" % r, r, 512, 512, False, True),
                   ("tn_784x512_k%d" % r, 784, r, 512, True, False),
-                  ("tn_512x512_k%d" % r, 512, r, 512, True, False)]
+                  ("tn_512x512_k%d" % r, 512, r, 512, True, False),
+                  ("nn_%dx10_k512" % r, r, 512, 10, False, False)]
     div = int(os.environ.get("SWEEP_DIV", "1"))
     for name, m, k, n, ta, tb in shapes:
         m, k, n = max(1, m // div), max(1, k // div), max(1, n // div)

@@ -563,6 +563,13 @@ static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struc
 	case MATMUL_SMALL_NONE:
 		break;
 	}
+	/* Narrow NN products take the skinny kernel, split or not: on the H200
+	 * a data-parallel MLP shard's classifier (2048x512 @ 512x10) split 8
+	 * ways onto 128-wide tiles took 146 us (bench/trace_summary.py). */
+	pc->splits = 1;
+	pc->kchunk = pc->k;
+	if (split_attr == 0 && pc->k <= MM_MAX_K && matmul_skinny_fits(pc))
+		return matmul_partials(ctx, pc, false, &b[3]) < 0 ? -1 : matmul_record_skinny(ctx, rec, b, dtype, pc);
 	/* vec4 loads along each operand's stored rows and vec4 stores. */
 	v4 = dtype == TDP_DTYPE_F32 && pc->n % 4 == 0 && (ta ? pc->m : pc->k) % 4 == 0 &&
 	     (tb ? pc->k : pc->n) % 4 == 0;
