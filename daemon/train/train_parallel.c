@@ -144,6 +144,21 @@ static int exchange_start(struct dp *dp, unsigned n)
 	return 0;
 }
 
+/* dp->at for `ndev` devices (the exchange chosen) and `shard` rows: the
+ * flat gradient at 0 only where the host reads it (DP_HOST, or a group
+ * member's buffer: ndev 1), the host's mean only for DP_HOST. */
+static void layout(struct dp *dp, unsigned ndev, uint64_t shard)
+{
+	bool host = ndev == 1 || dp->exchange == DP_HOST;
+
+	dp->at.loss = host ? align_up(dp->flat_count * 4) : 0;
+	dp->at.flag = dp->at.loss + 16;
+	dp->at.index = align_up(dp->at.flag + 4);
+	dp->at.index_stride = align_up(shard * 4);
+	dp->at.mean = align_up(dp->at.index + 2 * dp->at.index_stride);
+	dp->at.size = dp->at.mean + (host && ndev > 1 ? align_up(dp->flat_count * 4) : 0);
+}
+
 int dp_start(struct daemon *d, const uint32_t *devices, unsigned ndev, struct tensor *const *copy,
 	     unsigned ncopy, uint64_t shard, uint64_t flat_count, unsigned depth, struct dp **ret)
 {
@@ -157,20 +172,16 @@ int dp_start(struct daemon *d, const uint32_t *devices, unsigned ndev, struct te
 	dp->d = d;
 	dp->flat_count = flat_count;
 	dp->parities = depth > 1 ? 2 : 1;
-	dp->at.loss = align_up(flat_count * 4);
-	dp->at.flag = dp->at.loss + 16;
-	dp->at.index = align_up(dp->at.flag + 4);
-	dp->at.index_stride = align_up(shard * 4);
-	dp->at.mean = align_up(dp->at.index + 2 * dp->at.index_stride);
-	dp->at.size = dp->at.mean + align_up(flat_count * 4);
-	for (unsigned i = 0; r == 0 && i < ndev && i < GPU_MAX_DEVICES; i++) {
+	for (unsigned i = 0; i < ndev && i < GPU_MAX_DEVICES; i++)
 		dp->devs[i] = devices[i];
+	if (ndev > 1 && ndev <= GPU_MAX_DEVICES)
+		r = exchange_start(dp, ndev);
+	layout(dp, ndev, shard);
+	for (unsigned i = 0; r == 0 && i < ndev && i < GPU_MAX_DEVICES; i++) {
 		r = gpu_host_buffer_create(d->gpus[devices[i]], dp->at.size, &dp->xfer[i]);
 		if (r == 0)
-			memset(dp->xfer[i].map, 0, dp->at.size); /* no signal yet */
+			memset((uint8_t *)dp->xfer[i].map + dp->at.flag, 0, 4); /* no signal yet */
 	}
-	if (r == 0 && ndev > 1 && ndev <= GPU_MAX_DEVICES)
-		r = exchange_start(dp, ndev);
 	if (r == 0 && ndev > 1 && ndev <= GPU_MAX_DEVICES && dp->exchange != DP_NONE)
 		r = dp_sync_start(dp, ndev, &dp->sync);
 	for (unsigned i = 1; r == 0 && i < ndev && i < GPU_MAX_DEVICES; i++) {

@@ -26,8 +26,8 @@ struct dp_replica {
 
 /* Where a step's transfers sit in each device's exchange buffer (`xfer`):
  * the flat gradient at 0 and the mean the host made of them at `mean`
- * (DP_HOST: apart, so the device never reads back bytes it wrote while the
- * submission runs), the loss at `loss` and the shard's row numbers at
+ * (only for DP_HOST, and the gradient for a group member's buffer; apart,
+ * so the device never reads back bytes it wrote while the submission runs), the loss at `loss` and the shard's row numbers at
  * `index`, each twice (steps of odd numbers at the second: two steps are
  * in flight, dp_loss_at, dp_index_at), the device's signal that its
  * gradients are out at `flag` (dp_sync.h). The step's submissions copy
