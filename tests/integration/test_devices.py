@@ -266,21 +266,6 @@ def test_dp_serves_others(d, c):
           "pings answered during a %.2f s data-parallel step: %d, the slowest %.3f s" % (step, len(lat), worst))
 
 
-def run_losses(c, params):
-    """train.run to its end with progress at every step: (error, result,
-    the progress losses)."""
-    msgid = c.request("train.run", dict(params, progress_every=1))
-    losses = []
-    while True:
-        m = c.recv()
-        if m is None:
-            raise ConnectionError("closed")
-        if m[0] == 2 and m[1] == "train.progress":
-            losses.append(m[2][0]["loss"])
-        elif m[0] == 1 and m[1] == msgid:
-            return m[2], m[3], losses
-
-
 def dp_run(c, devices, dims=(12, 300, 5), steps=6, depth=None, adam=False, rows=96, nan_row=None,
            want_error=False):
     """A data-parallel run over `devices` of an MLP of layer sizes `dims`
@@ -327,7 +312,7 @@ def dp_run(c, devices, dims=(12, 300, 5), steps=6, depth=None, adam=False, rows=
         time.sleep(0.15)
     if nan_row is not None:
         p["shuffle"] = False
-    e, r, losses = run_losses(c, p)
+    e, r, losses = c.train_run_losses(dict(p, progress_every=1))
     check((e is not None) == want_error, "train.run on %r at depth %r: %r" % (devices, depth, e))
     got = {k: get(c, k).copy() for k in params}
     for k in params:

@@ -252,6 +252,20 @@ class Client:
         """(error, result) of one call."""
         return self.response(self.request(method, params))
 
+    def train_run_losses(self, params):
+        """train.run to its end: (error, result, the loss of every
+        train.progress notification, in order)."""
+        msgid = self.request("train.run", params)
+        losses = []
+        while True:
+            m = self.recv()
+            if m is None:
+                raise ConnectionError("closed")
+            if m[0] == 2 and m[1] == "train.progress":
+                losses.append(m[2][0]["loss"])
+            elif m[0] == 1 and m[1] == msgid:
+                return m[2], m[3], losses
+
     def call_past_notifications(self, method, params=None):
         """(error, result) of a call whose answer may follow notifications
         (train.run's progress and eval), which are skipped."""

@@ -86,16 +86,7 @@ def run(c, pre, **kw):
     p = {"model": pre + "m", "data": {"x": pre + "X", "y": pre + "Y", "s": pre + "S"}, "batch_size": BATCH,
          "seed": 3, "shuffle": False, "progress_every": 1}
     p.update(kw)
-    msgid = c.request("train.run", p)
-    losses = []
-    while True:
-        m = c.recv()
-        if m is None:
-            raise ConnectionError("closed")
-        if m[0] == 2 and m[1] == "train.progress":
-            losses.append(m[2][0]["loss"])
-        elif m[0] == 1 and m[1] == msgid:
-            return m[2], m[3], losses
+    return c.train_run_losses(p)
 
 
 def data(rng):
