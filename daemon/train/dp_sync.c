@@ -32,6 +32,9 @@ struct dp_sync {
 	int64_t next, last;
 	int64_t release_from;     /* steps from this one on pass without signals */
 	bool releasing;
+	uint64_t limit_ns;        /* how long a step waits for the signals */
+	int64_t late;             /* the first step let through for want of them */
+	bool any_late;
 	bool stop;
 	bool spin;
 };
@@ -67,6 +70,7 @@ static bool wait_signals(struct dp_sync *s, int64_t step)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		unsigned got = 0;
+		int64_t waited;
 
 		for (unsigned i = 0; i < s->n; i++) {
 			const volatile uint32_t *flag =
@@ -78,12 +82,25 @@ static bool wait_signals(struct dp_sync *s, int64_t step)
 			return true;
 		if (released(s, step))
 			return false;
-		if (spin) {
-			clock_gettime(CLOCK_MONOTONIC, &now);
-			spin = (now.tv_sec - t0.tv_sec) * 1000000000ll + (now.tv_nsec - t0.tv_nsec) < SYNC_SPIN_NS;
-		} else {
-			nanosleep(&(struct timespec){ 0, SYNC_NAP_NS }, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		waited = (now.tv_sec - t0.tv_sec) * 1000000000ll + (now.tv_nsec - t0.tv_nsec);
+		if ((uint64_t)waited >= s->limit_ns) {
+			/* A device's queue held other work this long: the step goes
+			 * through unaveraged and fails (dp_sync_late), before the
+			 * waiting devices' submissions run past request_timeout. */
+			log_warning("data parallel: step %lld: %u of %u devices' gradients not out after %.1f s",
+				    (long long)step, s->n - got, s->n, (double)waited / 1e9);
+			pthread_mutex_lock(&s->mu);
+			if (!s->any_late || step < s->late)
+				s->late = step;
+			s->any_late = true;
+			pthread_mutex_unlock(&s->mu);
+			return false;
 		}
+		if (spin)
+			spin = waited < SYNC_SPIN_NS;
+		else
+			nanosleep(&(struct timespec){ 0, SYNC_NAP_NS }, NULL);
 	}
 }
 
@@ -118,7 +135,7 @@ static void *sync_main(void *arg)
 	return NULL;
 }
 
-int dp_sync_start(struct dp *dp, unsigned ndev, struct dp_sync **ret)
+int dp_sync_start(struct dp *dp, unsigned ndev, uint64_t limit_ns, struct dp_sync **ret)
 {
 	struct dp_sync *s = calloc(1, sizeof(*s));
 	int r = 0;
@@ -126,6 +143,7 @@ int dp_sync_start(struct dp *dp, unsigned ndev, struct dp_sync **ret)
 	if (!s)
 		return -ENOMEM;
 	s->dp = dp;
+	s->limit_ns = limit_ns;
 	s->n = ndev;
 	s->spin = true;
 	for (unsigned i = 0; i < s->n; i++) {
@@ -175,6 +193,16 @@ void dp_sync_release_from(struct dp_sync *s, int64_t from)
 	s->releasing = true;
 	pthread_cond_signal(&s->cv);
 	pthread_mutex_unlock(&s->mu);
+}
+
+bool dp_sync_late(struct dp_sync *s, int64_t step)
+{
+	bool late;
+
+	pthread_mutex_lock(&s->mu);
+	late = s->any_late && step >= s->late;
+	pthread_mutex_unlock(&s->mu);
+	return late;
 }
 
 void dp_sync_free(struct dp_sync *s)

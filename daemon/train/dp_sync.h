@@ -8,6 +8,7 @@
  * without the event loop, a recording or a submission between the halves. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <vulkan/vulkan.h>
 
@@ -15,9 +16,10 @@ struct dp;
 struct dp_sync;
 
 /* Events for the `ndev` devices of `dp` (two per device, one per step
- * parity) and the thread. Returns 0 or -errno (-ENOMEM, -ENODEV, -EAGAIN);
- * *ret is freed with dp_sync_free. */
-int dp_sync_start(struct dp *dp, unsigned ndev, struct dp_sync **ret);
+ * parity) and the thread, which lets a step through unaveraged when its
+ * signals are not all there after `limit_ns` (dp_sync_late). Returns 0 or
+ * -errno (-ENOMEM, -ENODEV, -EAGAIN); *ret is freed with dp_sync_free. */
+int dp_sync_start(struct dp *dp, unsigned ndev, uint64_t limit_ns, struct dp_sync **ret);
 
 /* The value a device's signal for step number `step` carries: never 0 (the
  * signals' start) and never that of the step before it. */
@@ -36,6 +38,11 @@ int dp_sync_arm(struct dp_sync *s, int64_t step);
  * without their signals (their results are thrown away), so no device
  * waits for one that never comes; the steps before keep their exchange. */
 void dp_sync_release_from(struct dp_sync *s, int64_t from);
+
+/* Whether step number `step` (or one before it) went through unaveraged
+ * because a device's signal did not come within the limit: its results,
+ * and those of every later step, must not be applied. */
+bool dp_sync_late(struct dp_sync *s, int64_t step);
 
 /* Stop the thread and destroy the events, once no submission waits on them;
  * NULL is accepted. */

@@ -265,6 +265,11 @@ static int finish(struct train_job *job, struct dp_step *s)
 			r = -1;
 	if (r < 0)
 		return -1;
+	if (job->dp->sync && dp_sync_late(job->dp->sync, s->step))
+		return td_fail(&job->call.err, TDP_DEADLINE_EXCEEDED,
+			       "data parallel: at step %lld a device's gradients were not out within half of "
+			       "request_timeout (its queue held other work); parameters and state are as after "
+			       "the step before", (long long)s->step);
 	for (unsigned i = 0; i < n; i++) {
 		struct graph *gr = &s->gr[i];
 

@@ -144,6 +144,29 @@ static int exchange_start(struct dp *dp, unsigned n)
 	return 0;
 }
 
+/* How long a step's devices wait for each other's gradients: half of
+ * request_timeout (the rest for the step's own work), so that a device
+ * whose queue holds other work makes the run fail, not the waiting
+ * devices' submissions run past request_timeout and the devices be marked
+ * lost; TENSORD_DP_WAIT_MS sets it (tests). */
+static uint64_t sync_limit_ns(const struct daemon *d)
+{
+	const char *env = getenv("TENSORD_DP_WAIT_MS");
+
+	if (env && *env)
+		return strtoull(env, NULL, 10) * 1000000ull;
+	return d->cfg.request_timeout_ms * 500000ull;
+}
+
+/* TENSORD_FAULT_DP_SILENT (tensord(8), tests): the run's device of that
+ * index never signals that its gradients are out; -1 when unset. */
+static int fault_silent_device(void)
+{
+	const char *env = getenv("TENSORD_FAULT_DP_SILENT");
+
+	return env && *env ? atoi(env) : -1;
+}
+
 /* dp->at for `ndev` devices (the exchange chosen) and `shard` rows: the
  * flat gradient at 0 only where the host reads it (DP_HOST, or a group
  * member's buffer: ndev 1), the host's mean only for DP_HOST. */
@@ -172,6 +195,7 @@ int dp_start(struct daemon *d, const uint32_t *devices, unsigned ndev, struct te
 	dp->d = d;
 	dp->flat_count = flat_count;
 	dp->parities = depth > 1 ? 2 : 1;
+	dp->silent = fault_silent_device();
 	for (unsigned i = 0; i < ndev && i < GPU_MAX_DEVICES; i++)
 		dp->devs[i] = devices[i];
 	if (ndev > 1 && ndev <= GPU_MAX_DEVICES)
@@ -183,7 +207,7 @@ int dp_start(struct daemon *d, const uint32_t *devices, unsigned ndev, struct te
 			memset((uint8_t *)dp->xfer[i].map + dp->at.flag, 0, 4); /* no signal yet */
 	}
 	if (r == 0 && ndev > 1 && ndev <= GPU_MAX_DEVICES && dp->exchange != DP_NONE)
-		r = dp_sync_start(dp, ndev, &dp->sync);
+		r = dp_sync_start(dp, ndev, sync_limit_ns(d), &dp->sync);
 	for (unsigned i = 1; r == 0 && i < ndev && i < GPU_MAX_DEVICES; i++) {
 		struct dp_replica *rep = &dp->r[dp->n++];
 		struct tensor *t;
@@ -414,7 +438,8 @@ int dp_record_exchange(struct dp *dp, struct gpu_recorder *rec, unsigned i, int6
 	at = dp->exchange == DP_GPU ? slots_at(dp, step) + i * dp->stride : 0;
 	if (!bucketed)
 		gpu_rec_host_copy(rec, grad, out, at, false);
-	gpu_rec_host_signal(rec, dp->xfer[i].buffer, dp->at.flag, dp_sync_tag(step));
+	if ((int)i != dp->silent)
+		gpu_rec_host_signal(rec, dp->xfer[i].buffer, dp->at.flag, dp_sync_tag(step));
 	gpu_rec_wait_host_event(rec, dp_sync_event(dp->sync, step, i));
 	if (dp->exchange == DP_HOST) {
 		gpu_rec_host_copy(rec, grad, dp->xfer[i].buffer, dp->at.mean, true);

@@ -62,6 +62,7 @@ struct dp {
 	unsigned parities;         /* 1, or 2 when steps are pipelined */
 	struct gpu_host_import imp[GPU_MAX_DEVICES]; /* imported into each device */
 	struct dp_sync *sync;      /* the word between a step's halves (not DP_NONE) */
+	int silent;                /* TENSORD_FAULT_DP_SILENT: this device never signals; -1 */
 	float *sum;                /* host buffers for dp_max_diff */
 	float *one;
 	uint64_t cap;              /* elements each holds */

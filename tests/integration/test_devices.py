@@ -389,6 +389,39 @@ def test_exchange_fallback():
     check(got["none"][0]["replica_max_diff"] > 0, "no exchange: the replicas drift apart (timing only)")
 
 
+def test_dp_wait_bounded():
+    """A device whose gradients do not come out within the limit
+    (TENSORD_DP_WAIT_MS here, half of request_timeout by default; as when its
+    queue holds another client's long work): the data-parallel run fails
+    with DEADLINE_EXCEEDED saying why and nothing of that step applied,
+    instead of the waiting devices' submissions running past request_timeout
+    and the devices being marked lost. The silent device is simulated with
+    TENSORD_FAULT_DP_SILENT."""
+    os.environ["TENSORD_DP_WAIT_MS"] = "1000"
+    os.environ["TENSORD_FAULT_DP_SILENT"] = "1"
+    try:
+        with Daemon(["--device", "0,0"]) as d:
+            with d.client() as c:
+                t0 = time.monotonic()
+                e, st, losses = dp_run(c, (0, 1), steps=3, want_error=True)
+                took = time.monotonic() - t0
+                check(e is not None and e.get("name") == "DEADLINE_EXCEEDED" and
+                      "not out within half of request_timeout" in e.get("message", ""),
+                      "a device that never signals: the run fails with the reason: %r" % (e,))
+                check(losses == [], "no step applied: %r" % (losses,))
+                check(took < 30, "failed after the limit, not request_timeout: %.1f s" % took)
+                resets = c.call("info").get("device_resets")
+                check(resets == 0, "no device lost and re-created: device_resets %r" % resets)
+                rng = np.random.default_rng(11)  # dp_run's draws: x, y, then w0
+                rng.standard_normal((96, 12))
+                rng.integers(0, 5, 96)
+                w0 = rng.standard_normal((12, 300)).astype(np.float32) * 0.3
+                check(np.array_equal(st["w0"], w0), "w0 as before the failed run")
+    finally:
+        os.environ.pop("TENSORD_DP_WAIT_MS", None)
+        os.environ.pop("TENSORD_FAULT_DP_SILENT", None)
+
+
 SCALE = """#version 450
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer In { float x[]; };
@@ -465,6 +498,7 @@ def main():
             test_garbage(c)
     os.unlink(conf.name)
     test_exchange_fallback()
+    test_dp_wait_bounded()
     # No room where the caller's tensors are: the device with the most free
     # memory. A first tensor: the most free memory too (ties to device 0).
     conf = tempfile.NamedTemporaryFile("w", suffix=".conf", dir="/tmp", delete=False)
