@@ -11,7 +11,6 @@
 #include "daemon.h"
 #include "gpu/device.h"
 #include "gpu/host_import.h"
-#include "train/train_parallel.h"
 
 /* How long the thread polls the signals before it sleeps between looks:
  * a step's second half waits for the last signal plus this thread's
@@ -20,9 +19,12 @@
 #define SYNC_NAP_NS (20 * 1000)
 
 struct dp_sync {
-	struct dp *dp;
-	unsigned n;
+	unsigned nsig;
+	const volatile uint32_t **sig;
+	unsigned n;               /* local devices */
 	struct gpu_device *g[GPU_MAX_DEVICES];
+	void (*average)(void *data);
+	void *data;
 	VkEvent ev[2][GPU_MAX_DEVICES];
 	pthread_t thread;
 	bool running;
@@ -72,13 +74,9 @@ static bool wait_signals(struct dp_sync *s, int64_t step)
 		unsigned got = 0;
 		int64_t waited;
 
-		for (unsigned i = 0; i < s->n; i++) {
-			const volatile uint32_t *flag =
-				(const volatile uint32_t *)((const uint8_t *)dp_xfer(s->dp, i)->map + s->dp->at.flag);
-
-			got += __atomic_load_n(flag, __ATOMIC_ACQUIRE) == tag;
-		}
-		if (got == s->n)
+		for (unsigned i = 0; i < s->nsig; i++)
+			got += __atomic_load_n(s->sig[i], __ATOMIC_ACQUIRE) == tag;
+		if (got == s->nsig)
 			return true;
 		if (released(s, step))
 			return false;
@@ -88,8 +86,8 @@ static bool wait_signals(struct dp_sync *s, int64_t step)
 			/* A device's queue held other work this long: the step goes
 			 * through unaveraged and fails (dp_sync_late), before the
 			 * waiting devices' submissions run past request_timeout. */
-			log_warning("data parallel: step %lld: %u of %u devices' gradients not out after %.1f s",
-				    (long long)step, s->n - got, s->n, (double)waited / 1e9);
+			log_warning("data parallel: step %lld: %u of %u parties' gradients not out after %.1f s",
+				    (long long)step, s->nsig - got, s->nsig, (double)waited / 1e9);
 			pthread_mutex_lock(&s->mu);
 			if (!s->any_late || step < s->late)
 				s->late = step;
@@ -121,33 +119,40 @@ static void *sync_main(void *arg)
 		pthread_mutex_unlock(&s->mu);
 		all = wait_signals(s, step);
 		/* Every device's gradients are in its buffer: the mean into each. */
-		if (all && s->dp->exchange == DP_HOST)
-			dp_average(s->dp);
+		if (all && s->average)
+			s->average(s->data);
 		/* The mean's bytes out of the store buffers before the word. */
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 		pthread_mutex_lock(&s->mu);
 		for (unsigned i = 0; i < s->n; i++)
 			if (gpu_event_set(s->g[i], dp_sync_event(s, step, i), true) < 0)
-				log_warning("data parallel: device %u's event could not be set", s->dp->devs[i]);
+				log_warning("data parallel: device %u's event could not be set", s->g[i]->id);
 		s->next = step + 1;
 	}
 	pthread_mutex_unlock(&s->mu);
 	return NULL;
 }
 
-int dp_sync_start(struct dp *dp, unsigned ndev, uint64_t limit_ns, struct dp_sync **ret)
+int dp_sync_start(const struct dp_sync_spec *spec, struct dp_sync **ret)
 {
 	struct dp_sync *s = calloc(1, sizeof(*s));
 	int r = 0;
 
 	if (!s)
 		return -ENOMEM;
-	s->dp = dp;
-	s->limit_ns = limit_ns;
-	s->n = ndev;
+	s->limit_ns = spec->limit_ns;
+	s->average = spec->average;
+	s->data = spec->data;
 	s->spin = true;
+	s->nsig = spec->nsignals;
+	s->sig = calloc(spec->nsignals + 1, sizeof(*s->sig));
+	if (!s->sig)
+		r = -ENOMEM;
+	for (unsigned k = 0; r == 0 && k < spec->nsignals; k++)
+		s->sig[k] = spec->signals[k];
+	s->n = spec->ndev < GPU_MAX_DEVICES ? spec->ndev : GPU_MAX_DEVICES;
 	for (unsigned i = 0; i < s->n; i++) {
-		s->g[i] = dp->d->gpus[dp->devs[i]];
+		s->g[i] = spec->g[i];
 		if (s->g[i]->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU)
 			s->spin = false;
 		for (unsigned p = 0; p < 2 && r == 0; p++)
@@ -221,5 +226,6 @@ void dp_sync_free(struct dp_sync *s)
 			gpu_event_destroy(s->g[i], s->ev[p][i]);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
+	free(s->sig);
 	free(s);
 }

@@ -1,25 +1,41 @@
 /* Data parallel's word between the two halves of a step (docs/devices.md,
- * "The gradient exchange"): each device's step is one submission that
- * signals in host memory once its gradients are out (gpu_rec_host_signal)
- * and then waits for an event (gpu_rec_wait_host_event). A thread of the
- * run's own watches every device's signal of the oldest step armed and,
- * once all are there, averages on the host when the exchange is DP_HOST and
- * sets every device's event: the devices go on with the mean and the update
- * without the event loop, a recording or a submission between the halves. */
+ * "The gradient exchange"; a group's on one host too, docs/cluster.md):
+ * each device's step is one submission that signals in host memory once its
+ * gradients are out (gpu_rec_host_signal) and then waits for an event
+ * (gpu_rec_wait_host_event). A thread of the run's own watches every
+ * party's signal of the oldest step armed and, once all are there, does the
+ * host's part (DP_HOST's average) and sets every local device's event: the
+ * devices go on with the mean and the update without the event loop, a
+ * recording or a submission between the halves. */
 #pragma once
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <vulkan/vulkan.h>
 
-struct dp;
 struct dp_sync;
+struct gpu_device;
 
-/* Events for the `ndev` devices of `dp` (two per device, one per step
- * parity) and the thread, which lets a step through unaveraged when its
- * signals are not all there after `limit_ns` (dp_sync_late). Returns 0 or
- * -errno (-ENOMEM, -ENODEV, -EAGAIN); *ret is freed with dp_sync_free. */
-int dp_sync_start(struct dp *dp, unsigned ndev, uint64_t limit_ns, struct dp_sync **ret);
+/* What a dp_sync watches and whom it lets go: the 32-bit signal words of
+ * every party of the exchange (each written when that party's gradients are
+ * out: a local device's in its exchange buffer, a group member's in the
+ * shared region), the local devices waiting on its events, the host's part
+ * once all signalled (DP_HOST's average, or NULL), and how long a step
+ * waits for the signals before it goes through unaveraged (dp_sync_late). */
+struct dp_sync_spec {
+	unsigned nsignals;
+	const volatile uint32_t *const *signals;
+	unsigned ndev;
+	struct gpu_device *const *g;
+	void (*average)(void *data);
+	void *data;
+	uint64_t limit_ns;
+};
+
+/* Events for the spec's devices (two per device, one per step parity) and
+ * the thread; the spec's arrays are copied. Returns 0 or -errno (-ENOMEM,
+ * -ENODEV, -EAGAIN); *ret is freed with dp_sync_free. */
+int dp_sync_start(const struct dp_sync_spec *spec, struct dp_sync **ret);
 
 /* The value a device's signal for step number `step` carries: never 0 (the
  * signals' start) and never that of the step before it. */

@@ -144,12 +144,7 @@ static int exchange_start(struct dp *dp, unsigned n)
 	return 0;
 }
 
-/* How long a step's devices wait for each other's gradients: half of
- * request_timeout (the rest for the step's own work), so that a device
- * whose queue holds other work makes the run fail, not the waiting
- * devices' submissions run past request_timeout and the devices be marked
- * lost; TENSORD_DP_WAIT_MS sets it (tests). */
-static uint64_t sync_limit_ns(const struct daemon *d)
+uint64_t dp_sync_limit_ns(const struct daemon *d)
 {
 	const char *env = getenv("TENSORD_DP_WAIT_MS");
 
@@ -165,6 +160,27 @@ static int fault_silent_device(void)
 	const char *env = getenv("TENSORD_FAULT_DP_SILENT");
 
 	return env && *env ? atoi(env) : -1;
+}
+
+static void average(void *data)
+{
+	dp_average(data);
+}
+
+/* dp->sync over the `ndev` devices' signals in their exchange buffers. */
+static int sync_start(struct dp *dp, unsigned ndev)
+{
+	const volatile uint32_t *sig[GPU_MAX_DEVICES];
+	struct gpu_device *g[GPU_MAX_DEVICES];
+
+	for (unsigned i = 0; i < ndev; i++) {
+		sig[i] = (const volatile uint32_t *)((const uint8_t *)dp->xfer[i].map + dp->at.flag);
+		g[i] = dp->d->gpus[dp->devs[i]];
+	}
+	return dp_sync_start(&(struct dp_sync_spec){ .nsignals = ndev, .signals = sig, .ndev = ndev, .g = g,
+						     .average = dp->exchange == DP_HOST ? average : NULL, .data = dp,
+						     .limit_ns = dp_sync_limit_ns(dp->d) },
+			     &dp->sync);
 }
 
 /* dp->at for `ndev` devices (the exchange chosen) and `shard` rows: the
@@ -207,7 +223,7 @@ int dp_start(struct daemon *d, const uint32_t *devices, unsigned ndev, struct te
 			memset((uint8_t *)dp->xfer[i].map + dp->at.flag, 0, 4); /* no signal yet */
 	}
 	if (r == 0 && ndev > 1 && ndev <= GPU_MAX_DEVICES && dp->exchange != DP_NONE)
-		r = dp_sync_start(dp, ndev, sync_limit_ns(d), &dp->sync);
+		r = sync_start(dp, ndev);
 	for (unsigned i = 1; r == 0 && i < ndev && i < GPU_MAX_DEVICES; i++) {
 		struct dp_replica *rep = &dp->r[dp->n++];
 		struct tensor *t;

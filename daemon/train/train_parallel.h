@@ -151,5 +151,12 @@ void dp_average(struct dp *dp);
  * device. Returns it, or a negative value when they cannot be read. */
 double dp_max_diff(struct dp *dp, struct tensor *const *stored, unsigned n);
 
+/* How long a step's devices wait for each other's gradients (dp_sync.h):
+ * half of request_timeout (the rest for the step's own work), so that a
+ * device whose queue holds other work makes the run fail, not the waiting
+ * devices' submissions run past request_timeout and the devices be marked
+ * lost; TENSORD_DP_WAIT_MS sets it (tests). */
+uint64_t dp_sync_limit_ns(const struct daemon *d);
+
 /* Free every copy and the replicas; NULL is accepted. */
 void dp_free(struct dp *dp);
