@@ -101,6 +101,8 @@ static void set_broken(struct cluster *c, const char *fmt, ...)
 {
 	va_list ap;
 
+	bool now = false;
+
 	pthread_mutex_lock(&c->mu);
 	if (!atomic_load(&c->broken)) {
 		va_start(ap, fmt);
@@ -108,8 +110,13 @@ static void set_broken(struct cluster *c, const char *fmt, ...)
 		va_end(ap);
 		atomic_store(&c->broken, true);
 		log_error("cluster: the group is broken: %s", c->why);
+		now = true;
 	}
 	pthread_mutex_unlock(&c->mu);
+	/* A group step's device may wait for a member that is gone: the loop
+	 * lets it through (job_cluster.c). */
+	if (now)
+		wake(c);
 }
 
 void cluster_break(struct cluster *c, const char *why)

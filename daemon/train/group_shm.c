@@ -88,7 +88,8 @@ int group_shm_open(struct gpu_device *g, uint64_t token, bool create, unsigned n
 		return -ENOMEM;
 	*s = (struct group_shm){ .g = g, .flat_count = flat_count, .n = n, .self = self };
 	s->stride = (bytes + align - 1) & ~(align - 1);
-	s->size = 2 * n * s->stride;
+	s->flags = 2 * n * s->stride;
+	s->size = s->flags + ((n * 4 + align - 1) & ~(align - 1));
 	shm_name(token, name, sizeof(name));
 	fd = shm_open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT | O_EXCL : 0), 0600);
 	if (fd < 0) {
@@ -125,6 +126,28 @@ unsigned group_shm_out(const struct group_shm *s, int64_t step, const struct gra
 
 	*whole = (struct graph_copy){ .node = flat, .host = s->imp.buffer, .offset = at };
 	return dp_flat_buckets(gr, flat, s->flat_count, s->imp.buffer, at, ret, max);
+}
+
+const volatile uint32_t *group_shm_signal(const struct group_shm *s, unsigned k)
+{
+	return (const volatile uint32_t *)((const uint8_t *)s->map + s->flags + 4 * (uint64_t)k);
+}
+
+void group_shm_signal_host(const struct group_shm *s, uint32_t value)
+{
+	volatile uint32_t *own = (volatile uint32_t *)((uint8_t *)s->map + s->flags + 4 * (uint64_t)s->self);
+
+	__atomic_store_n(own, value, __ATOMIC_RELEASE);
+}
+
+int group_shm_record_exchange(const struct group_shm *s, struct gpu_recorder *rec, int64_t step,
+			      const struct gpu_alloc *grad, bool bucketed, uint32_t tag, VkEvent event)
+{
+	if (!bucketed)
+		gpu_rec_host_copy(rec, grad, s->imp.buffer, slot_at(s, step, s->self), false);
+	gpu_rec_host_signal(rec, s->imp.buffer, s->flags + 4 * (uint64_t)s->self, tag);
+	gpu_rec_wait_host_event(rec, event);
+	return gpu_rec_host_mean(rec, s->imp.buffer, slot_at(s, step, 0), s->stride, s->n, s->self, grad);
 }
 
 struct graph_copy group_shm_in(const struct group_shm *s, int64_t step, int flat)

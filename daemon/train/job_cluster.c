@@ -28,6 +28,7 @@
 #include "status.h"
 #include "store/store.h"
 #include "train/cluster.h"
+#include "train/dp_sync.h"
 #include "train/group_shm.h"
 #include "train/job_impl.h"
 
@@ -58,6 +59,8 @@ struct group_run {
 	struct td_error local;     /* this member's failure in the step, for the report */
 	bool gpu_busy;             /* a half of the step runs on the device (G_LOCAL, G_APPLY) */
 	struct group_shm *shm;     /* the members' shared gradients, once all agreed */
+	struct dp_sync *sync;      /* with shm: the word between a step's halves */
+	bool bucketed;             /* the step's gradients go out bucket by bucket */
 	uint64_t shm_token;        /* rank 0: the region it created, to unlink */
 	bool shm_agreed;
 };
@@ -245,8 +248,12 @@ void group_end(struct train_job *job)
 
 	if (!g)
 		return;
+	/* A step in flight waits for the others' signals: let it through. */
+	if (g->sync)
+		dp_sync_release_from(g->sync, g->step);
 	graph_free(&g->gr);
 	g->gr = (struct graph){ 0 };
+	dp_sync_free(g->sync);
 	drop_op(g);
 	cluster_op_free(g->c, g->xop);
 	dp_free(g->x);
@@ -345,9 +352,29 @@ static int shm_agree(struct train_job *job)
 	return 0;
 }
 
+/* The members' signals in the region, this member's device waiting. */
+static int shm_sync_start(struct train_job *job)
+{
+	struct group_run *g = job->g;
+	struct gpu_device *dev = job->call.d->gpus[job->p.device];
+	const volatile uint32_t **sig = calloc(g->shm->n, sizeof(*sig));
+	int r;
+
+	if (!sig)
+		return -ENOMEM;
+	for (unsigned k = 0; k < g->shm->n; k++)
+		sig[k] = group_shm_signal(g->shm, k);
+	r = dp_sync_start(&(struct dp_sync_spec){ .nsignals = g->shm->n, .signals = sig, .ndev = 1, .g = &dev,
+						  .limit_ns = dp_sync_limit_ns(job->call.d) },
+			  &g->sync);
+	free(sig);
+	return r;
+}
+
 /* The agreement came back: all use the region, or none (and rank 0's name
- * goes: every member has opened it or given up). */
-static void shm_done(struct train_job *job)
+ * goes: every member has opened it or given up); with it, the signals'
+ * thread. Returns 0 or -1 after td_fail (the group broken). */
+static int shm_done(struct train_job *job)
 {
 	struct group_run *g = job->g;
 
@@ -360,6 +387,14 @@ static void shm_done(struct train_job *job)
 	g->shm_token = 0;
 	drop_op(g);
 	g->phase = G_READY;
+	if (g->shm && shm_sync_start(job) < 0) {
+		/* The others signal and wait as this member would: the group
+		 * cannot go on without it. */
+		cluster_break(g->c, "a member could not start its exchange thread");
+		fail_broken(job);
+		return -1;
+	}
+	return 0;
 }
 
 /* A half of the step landed on this member's device: the loop goes on. */
@@ -385,6 +420,37 @@ static int submit_half(struct train_job *job, unsigned first, unsigned last)
 	if (r != 0)
 		g->gpu_busy = false;
 	return r < 0 ? -1 : 0;
+}
+
+/* graph.after with shm: the exchange right after the flat gradient. */
+static int record_exchange(struct graph *gr, struct gpu_recorder *rec, void *data)
+{
+	struct train_job *job = data;
+	struct group_run *g = job->g;
+
+	return group_shm_record_exchange(g->shm, rec, g->step, gr->nodes[g->flat].result, g->bucketed,
+					 dp_sync_tag(g->step), dp_sync_event(g->sync, g->step, 0));
+}
+
+/* With shm, the whole step is one submission (dp_sync.h): the gradients
+ * into this member's slot (bucket by bucket when the graph allows, into
+ * `bucket`), the signal, the wait for every member's, the mean, the
+ * update, the loss out. Returns 0 or -1 after td_fail. */
+static int shm_step(struct train_job *job, struct graph_copy *bucket)
+{
+	struct group_run *g = job->g;
+	struct graph_copy whole;
+	int r;
+
+	g->gr.ncopies_at = group_shm_out(g->shm, g->step, &g->gr, g->flat, bucket, MAX_PARAMS, &whole);
+	g->gr.ncopies_after = 1;
+	g->bucketed = g->gr.ncopies_at > 0;
+	g->gr.after = record_exchange;
+	g->gr.after_data = job;
+	g->gr.after_node = (unsigned)g->flat;
+	if ((r = dp_sync_arm(g->sync, g->step)) < 0)
+		return td_fail(&job->call.err, TDP_DEVICE_LOST, "the group exchange: %s", strerror(-r));
+	return submit_half(job, 0, g->gr.n);
 }
 
 /* Forward and backward on this member's shard: the loss lands in the
@@ -423,8 +489,10 @@ static int local_half(struct train_job *job, uint64_t in_epoch, double *ret_lr)
 	g->gr.copies_after = cout;
 	g->gr.copies_at = bucket;
 	g->gr.ncopies_before = 1;
-	g->gr.ncopies_at = g->shm ? group_shm_out(g->shm, g->step, &g->gr, g->flat, bucket, MAX_PARAMS, &cout[1]) : 0;
-	g->gr.ncopies_after = g->gr.ncopies_at ? 1 : 2;
+	if (g->shm)
+		return shm_step(job, bucket);
+	g->gr.ncopies_at = 0;
+	g->gr.ncopies_after = 2;
 	return submit_half(job, 0, (unsigned)g->flat + 1);
 }
 
@@ -439,8 +507,16 @@ static int send_sums(struct train_job *job, bool ok)
 
 	if (ok && graph_wait(&g->gr) < 0)
 		ok = false;
+	if (ok && g->sync && dp_sync_late(g->sync, g->step)) {
+		td_fail(&job->call.err, TDP_DEADLINE_EXCEEDED, "at step %lld a member's gradients were not out "
+			"within half of request_timeout", (long long)g->step);
+		ok = false;
+	}
 	if (!ok)
 		g->local = job->call.err;
+	/* The others' devices wait for this member's signal. */
+	if (!ok && g->shm)
+		group_shm_signal_host(g->shm, dp_sync_tag(g->step));
 	if (!g->xop && !(g->xop = cluster_op_new((n + 3) * sizeof(float)))) {
 		cluster_break(g->c, "out of memory for the gradient exchange");
 		return td_fail(&job->call.err, TDP_INTERNAL, "out of memory for the gradient exchange");
@@ -481,9 +557,26 @@ static int submit_step(struct train_job *job)
 	return 0;
 }
 
+/* The update landed: its results into the store. Returns 1, or -1 (the
+ * group is broken: the others applied theirs). */
+static int apply_done(struct train_job *job)
+{
+	struct group_run *g = job->g;
+
+	g->phase = G_READY;
+	if (graph_wait(&g->gr) < 0 || graph_commit_all(&g->gr) < 0) {
+		cluster_break(g->c, "a member failed to apply an update");
+		return -1;
+	}
+	graph_free(&g->gr);
+	g->gr = (struct graph){ 0 };
+	return 1;
+}
+
 /* The sums came back: submit the update (or stop as the group decided).
- * Returns 3 when the update runs, 2 when the members' reports follow, 0 when
- * the job ends now (reported), -1 on failure. */
+ * Returns 3 when the update runs, 4 when it ran and is committed (shared
+ * memory: the step was one submission), 2 when the members' reports
+ * follow, 0 when the job ends now (reported), -1 on failure. */
 static int exchange_done(struct train_job *job)
 {
 	struct group_run *g = job->g;
@@ -518,8 +611,10 @@ static int exchange_done(struct train_job *job)
 		return td_fail(&job->call.err, TDP_FAILED_PRECONDITION,
 			       "the loss is %s at step %lld; parameters and state are unchanged",
 			       isnan(job->last_loss) ? "NaN" : "infinite", (long long)g->step);
-	cin = g->shm ? group_shm_in(g->shm, g->step, g->flat)
-		     : (struct graph_copy){ .node = g->flat, .host = x->buffer, .offset = 0 };
+	/* Shared memory: the update ran in the step's one submission. */
+	if (g->shm)
+		return apply_done(job) < 0 ? -1 : 4;
+	cin = (struct graph_copy){ .node = g->flat, .host = x->buffer, .offset = 0 };
 	g->gr.copies_before = &cin;
 	g->gr.copies_after = NULL;
 	g->gr.ncopies_before = 1;
@@ -532,22 +627,6 @@ static int exchange_done(struct train_job *job)
 	}
 	g->phase = G_APPLY;
 	return 3;
-}
-
-/* The update landed: its results into the store. Returns 1, or -1 (the
- * group is broken: the others applied theirs). */
-static int apply_done(struct train_job *job)
-{
-	struct group_run *g = job->g;
-
-	g->phase = G_READY;
-	if (graph_wait(&g->gr) < 0 || graph_commit_all(&g->gr) < 0) {
-		cluster_break(g->c, "a member failed to apply an update");
-		return -1;
-	}
-	graph_free(&g->gr);
-	g->gr = (struct graph){ 0 };
-	return 1;
 }
 
 /* The failure reports after a step: the first failed member's reason. */
@@ -570,6 +649,34 @@ static bool last_step(const struct train_job *job)
 	return job->done + 1 == job->p.total || (job->p.has_stop && job->last_loss <= job->p.stop_loss);
 }
 
+/* The step's update is committed: one more exchange after the last step,
+ * else the step's reports, evaluation and end (job_after_step). Returns 1
+ * while the job goes on, 0 when it ended (reported), -1 after td_fail. */
+static int after_apply(struct train_job *job)
+{
+	struct group_run *g = job->g;
+	bool more;
+
+	if (last_step(job)) {
+		/* One more exchange before the end: when member 0 answers,
+		 * every member has applied the last update. */
+		if (!(g->op = cluster_op_new(sizeof(float)))) {
+			cluster_break(g->c, "out of memory for the last exchange");
+			return td_fail(&job->call.err, TDP_INTERNAL, "out of memory");
+		}
+		*(float *)cluster_op_data(g->op) = 1.0f;
+		cluster_allreduce_f32(g->c, g->op, 1);
+		g->phase = G_FINAL;
+		return 1;
+	}
+	more = job_after_step(job, g->step);
+	/* Evaluation, member 0's alone, failed: the others wait for an
+	 * exchange that will not come. */
+	if (!more && td_failed(&job->call.err))
+		cluster_break(g->c, "member 0's evaluation failed during a group run");
+	return more ? 1 : 0;
+}
+
 bool group_step(struct train_job *job)
 {
 	struct group_run *g = job->g;
@@ -590,7 +697,8 @@ bool group_step(struct train_job *job)
 			r = shm_agree(job);
 		break;
 	case G_SHM:
-		shm_done(job);
+		if (shm_done(job) < 0)
+			goto failed;
 		/* The run's pace (samples_per_s) counts from its first step, as
 		 * a data-parallel run's does from after its replicas. */
 		job->start_ns = daemon_now_ns(CLOCK_MONOTONIC);
@@ -600,6 +708,9 @@ bool group_step(struct train_job *job)
 		r = submit_step(job);
 		break;
 	case G_LOCAL:
+		/* A member gone: this one's device may wait for its signal. */
+		if (g->gpu_busy && g->sync && cluster_state(g->c).broken)
+			dp_sync_release_from(g->sync, g->step);
 		if (g->gpu_busy)
 			return true;
 		r = send_sums(job, true);
@@ -612,33 +723,14 @@ bool group_step(struct train_job *job)
 			return false;
 		if (r == 2)
 			r = 0;
+		if (r == 4 && (r = after_apply(job)) >= 0)
+			return r == 1;
 		break;
 	case G_APPLY:
 		if (g->gpu_busy)
 			return true;
-		r = apply_done(job);
-		if (r == 1 && last_step(job)) {
-			/* One more exchange before the end: when member 0 answers,
-			 * every member has applied the last update. */
-			if (!(g->op = cluster_op_new(sizeof(float)))) {
-				cluster_break(g->c, "out of memory for the last exchange");
-				r = td_fail(&job->call.err, TDP_INTERNAL, "out of memory");
-				break;
-			}
-			*(float *)cluster_op_data(g->op) = 1.0f;
-			cluster_allreduce_f32(g->c, g->op, 1);
-			g->phase = G_FINAL;
-			return true;
-		}
-		if (r == 1) {
-			bool more = job_after_step(job, g->step);
-
-			/* Evaluation, member 0's alone, failed: the others wait for
-			 * an exchange that will not come. */
-			if (!more && td_failed(&job->call.err))
-				cluster_break(g->c, "member 0's evaluation failed during a group run");
-			return more;
-		}
+		if ((r = apply_done(job)) == 1 && (r = after_apply(job)) >= 0)
+			return r == 1;
 		break;
 	case G_REPORT:
 		r = report_done(job);
