@@ -73,7 +73,8 @@ def bob_plants(sock, alice):
     ww = {"mode": "world-write"}
     with Client(sock) as c:
         out = {}
-        for name in ("data/x", "w.momentum_buffer", "w2.exp_avg", "w2.exp_avg_sq", "w3.grad", "clf/w"):
+        for name in ("data/x", "w.momentum_buffer", "w2.exp_avg", "w2.exp_avg_sq", "w3.grad", "w4.loss_scaler",
+                     "clf/w"):
             out["own " + name] = put(c, name, [1000.0, 1000.0], **ww)
             out["hers " + name] = put(c, q + name, [1000.0, 1000.0], **ww)
         out["hers by uid"] = put(c, "~%d/data/y" % alice, [1.0], **ww)
@@ -109,6 +110,11 @@ def alice_works(sock):
         c.call("tensor.put", {"name": "w3", "dtype": "f32", "shape": [2], "data": f32(1, 2)})
         out["grads"] = sum_step(c, "w3", None, grads=True)
         out["grad"] = c.call("tensor.get", {"name": "w3.grad"})
+        # f16 with loss scaling: the scaler state is hers too
+        c.call("tensor.put", {"name": "w4", "dtype": "f32", "shape": [2], "data": f32(1, 2)})
+        out["f16"] = sum_step(c, "w4", {"type": "sgd", "lr": 0.1}, precision="f16")
+        out["w4"] = unf32(c.call("tensor.get", {"name": "w4"})["data"])
+        out["scaler"] = c.call("tensor.get", {"name": "w4.loss_scaler"})
         # her own model of the name bob took first
         c.call("tensor.put", {"name": "x", "dtype": "f32", "shape": [2], "data": f32(5, 6)})
         out["model run"] = err_of(c, "train.step", {"model": "clf", "data": {"x": "x"}})
@@ -129,7 +135,7 @@ def bob_after(sock, alice):
     q = "~%s/" % USERS[0]
     with Client(sock) as c:
         out = {}
-        for name in ("data/x", "w.momentum_buffer", "w2.exp_avg", "w3.grad"):
+        for name in ("data/x", "w.momentum_buffer", "w2.exp_avg", "w3.grad", "w4.loss_scaler"):
             out["read hers " + name] = err_of(c, "tensor.get", {"name": q + name})
             out["own " + name] = unf32(c.call("tensor.get", {"name": name})["data"])
         out["clf/w"] = unf32(c.call("tensor.get", {"name": "clf/w"})["data"])
@@ -162,7 +168,8 @@ def bob_after(sock, alice):
 def test_attacks(d, uids):
     alice, bob, carol = uids
     planted = as_user(bob, lambda: bob_plants(d.sock, alice))
-    for name in ("data/x", "w.momentum_buffer", "w2.exp_avg", "w2.exp_avg_sq", "w3.grad", "clf/w"):
+    for name in ("data/x", "w.momentum_buffer", "w2.exp_avg", "w2.exp_avg_sq", "w3.grad", "w4.loss_scaler",
+                 "clf/w"):
         check(planted["own " + name][0] is None, "bob stores %s in his namespace: %r"
               % (name, planted["own " + name]))
         e = planted["hers " + name]
@@ -187,16 +194,21 @@ def test_attacks(d, uids):
     check(out["m"]["owner"] == alice and out["m"]["mode"] == "private", "exp_avg is hers: %r" % out["m"])
     check(out["grads"][0] is None and out["grad"]["owner"] == alice and out["grad"]["mode"] == "private"
           and unf32(out["grad"]["data"]) == [1.0, 1.0], "alice's gradient is hers: %r" % out["grad"])
+    # f16, first step: the scale starts at 65536 (not bob's 1000), one good step
+    sc = out["scaler"]
+    check(out["f16"][0] is None and close(out["w4"], [0.9, 1.9]) and unf32(sc["data"]) == [65536.0, 1.0]
+          and sc["owner"] == alice and sc["mode"] == "private",
+          "bob's loss scaler does not steer alice's f16 step; hers is hers: %r %r %r" % (out["f16"], out["w4"], sc))
     e = out["model run"]
     check(e[0] == "NOT_FOUND", "alice's train.step model=clf does not run bob's model: %r" % (e,))
     check(out["model define"][0] is None and out["models"] == ["clf"],
           "alice defines her own clf: %r %r" % (out["model define"], out["models"]))
     check(out["list"] == ["data/x", "shared/r", "shared/w", "w", "w.momentum_buffer", "w2", "w2.exp_avg",
-                          "w2.exp_avg_sq", "w3", "w3.grad", "x"],
+                          "w2.exp_avg_sq", "w3", "w3.grad", "w4", "w4.loss_scaler", "x"],
           "alice lists her namespace, plain names: %r" % out["list"])
 
     after = as_user(bob, lambda: bob_after(d.sock, alice))
-    for name in ("data/x", "w.momentum_buffer", "w2.exp_avg", "w3.grad"):
+    for name in ("data/x", "w.momentum_buffer", "w2.exp_avg", "w3.grad", "w4.loss_scaler"):
         e = after["read hers " + name]
         check(e[0] == "PERMISSION_DENIED", "bob cannot read alice's %s: %r" % (name, e))
         check(after["own " + name] == [1000.0, 1000.0], "bob's own %s is untouched: %r"
@@ -240,7 +252,8 @@ def test_attacks(d, uids):
     shared, bobs, mine = as_user(carol, carol_looks)
     check(shared[0] is None and shared[1]["data"] == f32(7), "carol reads ~alice/shared/r")
     check(sorted(bobs) == ["~%s/%s" % (USERS[1], n) for n in
-                           ("clf/w", "data/x", "w.momentum_buffer", "w2.exp_avg", "w2.exp_avg_sq", "w3.grad")],
+                           ("clf/w", "data/x", "w.momentum_buffer", "w2.exp_avg", "w2.exp_avg_sq", "w3.grad",
+                            "w4.loss_scaler")],
           "carol sees bob's world-writable tensors, qualified: %r" % bobs)
     check(mine == [], "carol's namespace is empty: %r" % mine)
 
