@@ -24,10 +24,12 @@
 #include "train/dp_sync.h"
 #include "status.h"
 
-/* Device i's part of a step: what the exchange after its flat gradient
+struct dp_step;
+
+/* Device i's part of step `s`: what the exchange after its flat gradient
  * records (graph.after). */
 struct dp_part {
-	struct train_job *job;
+	struct dp_step *s;
 	unsigned i;
 	bool bucketed;
 };
@@ -165,9 +167,9 @@ static int build(struct train_job *job, struct dp_step *s, unsigned i, uint64_t 
 static int record_exchange(struct graph *gr, struct gpu_recorder *rec, void *data)
 {
 	struct dp_part *pt = data;
-	struct dp_step *s = (struct dp_step *)((uint8_t *)(pt - pt->i) - offsetof(struct dp_step, part));
+	struct dp_step *s = pt->s;
 
-	return dp_record_exchange(pt->job->dp, rec, pt->i, s->step, gr->nodes[s->flat[pt->i]].result,
+	return dp_record_exchange(s->job->dp, rec, pt->i, s->step, gr->nodes[s->flat[pt->i]].result,
 				  pt->bucketed);
 }
 
@@ -195,7 +197,7 @@ static int submit_part(struct train_job *job, struct dp_step *s, unsigned i)
 	/* Each gradient on its way as soon as it is made, or the whole at the end. */
 	gr->copies_at = bucket;
 	gr->ncopies_at = dp_grad_buckets(job->dp, gr, i, s->step, s->flat[i], bucket, MAX_PARAMS);
-	s->part[i] = (struct dp_part){ .job = job, .i = i, .bucketed = gr->ncopies_at > 0 };
+	s->part[i] = (struct dp_part){ .s = s, .i = i, .bucketed = gr->ncopies_at > 0 };
 	gr->after = record_exchange;
 	gr->after_data = &s->part[i];
 	gr->after_node = (unsigned)s->flat[i];
