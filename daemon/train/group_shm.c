@@ -150,12 +150,6 @@ int group_shm_record_exchange(const struct group_shm *s, struct gpu_recorder *re
 	return gpu_rec_host_mean(rec, s->imp.buffer, slot_at(s, step, 0), s->stride, s->n, s->self, grad);
 }
 
-struct graph_copy group_shm_in(const struct group_shm *s, int64_t step, int flat)
-{
-	return (struct graph_copy){ .node = flat, .host = s->imp.buffer, .offset = slot_at(s, step, 0),
-				    .mean = s->n, .self = s->self, .stride = s->stride };
-}
-
 void group_shm_free(struct group_shm *s)
 {
 	if (!s)

@@ -57,10 +57,6 @@ void group_shm_unlink(uint64_t token);
 unsigned group_shm_out(const struct group_shm *s, int64_t step, const struct graph *gr, int flat,
 		       struct graph_copy *ret, unsigned max, struct graph_copy *whole);
 
-/* The mean kernel over every member's slot of the step's parity into node
- * `flat` (a copy before the update part). */
-struct graph_copy group_shm_in(const struct group_shm *s, int64_t step, int flat);
-
 /* Member k's signal word (dp_sync.h): the tag of the last step whose
  * gradients it has in its slot. */
 const volatile uint32_t *group_shm_signal(const struct group_shm *s, unsigned k);

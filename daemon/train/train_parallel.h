@@ -104,14 +104,15 @@ struct gpu_host_buffer *dp_xfer(struct dp *dp, unsigned i);
  * the first step) becomes a new copy. Returns 0 or -ENOMEM. */
 int dp_commit(struct dp *dp, struct dp_replica *r, struct graph *gr);
 
-/* DP_GPU's bucketed copy out: instead of dp_grad_out's one copy of the flat
- * gradient at the end of the backward, a copy of each parameter's gradient
+/* DP_GPU's bucketed copy out: instead of one copy of the flat gradient at
+ * the end of the backward (dp_record_exchange's), a copy of each parameter's gradient
  * into its place in device `i`'s slot, recorded right after the node that
  * made it (graph.copies_at), so the copies of the last layers' gradients
  * run while the backward of the first ones does. Fills ret (room for `max`)
  * from graph `gr`'s flat node `flat` (train/step.c's concatenation of the
  * reshaped gradients) and returns how many, or 0 when the exchange is not
- * DP_GPU or the graph is not shaped so (then dp_grad_out applies). `step`
+ * DP_GPU or the graph is not shaped so (then dp_record_exchange copies
+ * the whole, `bucketed` false). `step`
  * chooses the slots' parity. */
 unsigned dp_grad_buckets(struct dp *dp, const struct graph *gr, unsigned i, int64_t step, int flat,
 			 struct graph_copy *ret, unsigned max);
