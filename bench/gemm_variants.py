@@ -39,8 +39,8 @@ DEFAULT_SIZES = ["4096x4096x4096:NN", "8192x8192x8192:NN", "4096x768x3072:NT",
 CM_BASE = {"BM": 128, "BN": 128, "BK": 32, "WARPS_M": 2, "WARPS_N": 2, "FM": 4, "FN": 4}
 LAYOUT_DEFS = {"NN": [], "NT": ["-DCM_TB"], "TN": ["-DCM_TA"]}
 V4_SRC = {"NN": "matmul_nnp_v4.comp", "NT": "matmul_nt_v4.comp", "TN": "matmul_tn_v4.comp"}
-# Knob names in variant names: db CM_DBUF, rG CM_RASTER=G, fp CM_FRAG_PF, pN CM_PAD=N.
-KNOBS = {"db": ("CM_DBUF", None), "fp": ("CM_FRAG_PF", None)}
+# Knob names in variant names: db CM_DBUF, rG CM_RASTER=G, fp CM_FRAG_PF, dir CM_DIRECT, pN CM_PAD=N.
+KNOBS = {"db": ("CM_DBUF", None), "fp": ("CM_FRAG_PF", None), "dir": ("CM_DIRECT", None)}
 
 
 def cm(operand, layout, out16=True, tile=None, knobs=()):
@@ -67,14 +67,28 @@ def cm(operand, layout, out16=True, tile=None, knobs=()):
             "layout": layout, "tile": t, "defs": defs, "src": "matmul_cm_khr.comp"}
 
 
-def v4(layout, raster=0):
-    """One matmul_v4.glsl variant (128x128 tile, K step 16, 256 invocations)."""
+def v4(layout, raster=0, thr=(8, 8), wmap=False, spad=False):
+    """One matmul_v4.glsl variant (128x128 tile, K step 16): thr is the
+    results per invocation (8x8: 256 invocations; 8x16 or 16x8: 128), wmap
+    and spad its MM_WMAP and MM_SPAD knobs."""
     defs = {"DT_F32": None}
+    name = "v4_%s" % layout.lower()
     if raster:
         defs["MM_RASTER"] = raster
-    return {"name": "v4_%s%s" % (layout.lower(), "_r%d" % raster if raster else ""), "family": "v4",
-            "operand": "f32", "out": "f32", "layout": layout, "defs": defs, "src": V4_SRC[layout],
-            "tile": {"BM": 128, "BN": 128, "BK": 16}, "wg": 256, "shared": 2 * 2 * 16 * 128 * 4}
+        name += "_r%d" % raster
+    wg = 128 * 128 // (thr[0] * thr[1])
+    if thr != (8, 8):
+        defs.update(MM_WG=wg, MM_THR_M=thr[0], MM_THR_N=thr[1])
+        name += "_t%dx%d" % thr
+    if wmap:
+        defs["MM_WMAP"] = None
+        name += "_wm"
+    if spad:
+        defs["MM_SPAD"] = 1
+        name += "_sp"
+    return {"name": name, "family": "v4", "operand": "f32", "out": "f32", "layout": layout, "defs": defs,
+            "src": V4_SRC[layout], "tile": {"BM": 128, "BN": 128, "BK": 16}, "wg": wg,
+            "shared": 2 * 2 * 16 * (128 + (4 if spad else 0)) * 4}
 
 
 def grid(which):
@@ -95,10 +109,25 @@ def grid(which):
     g += [cm("bf16", "NN", tile={"WARPS_M": 4, "FM": 2}, knobs=())]
     g += [cm("f16", "NN", knobs=k) for k in [(), ("db", "r8", "fp")]]
     g += [cm("bf16", "NN", out16=False, knobs=k) for k in [(), ("db", "r8", "fp")]]
+    g += [cm("bf16", "NN", knobs=("dir",)), cm("bf16", "NN", tile={"BK": 64}, knobs=("dir",)),
+          cm("bf16", "NN", tile=w256, knobs=("dir",)), cm("bf16", "NN", tile={"WARPS_M": 4, "FM": 2}, knobs=("dir",)),
+          cm("bf16", "NN", out16=False, knobs=("dir",))]
     for lay in ("NT", "TN"):
-        g += [cm("bf16", lay)]
+        g += [cm("bf16", lay), cm("bf16", lay, out16=False, knobs=("dir",))]
         g += [cm("bf16", lay, out16=False, knobs=k) for k in [(), ("db",), ("r8",), ("db", "r8", "fp")]]
     g += [v4("NN"), v4("NN", 4), v4("NN", 8), v4("NN", 16), v4("NT"), v4("TN")]
+    return g + grid_v4()
+
+
+def grid_v4():
+    """The f32 variants: invocation grids, subgroup shapes and padding around
+    the shipped 8x8-per-invocation tile, in every layout."""
+    g = []
+    for lay in ("NN", "NT", "TN"):
+        for thr in ((8, 8), (8, 16), (16, 8)):
+            for wmap, spad in ((False, False), (True, False), (False, True), (True, True)):
+                if (thr, wmap, spad) != ((8, 8), False, False):   # the shipped ones: grid()'s
+                    g.append(v4(lay, thr=thr, wmap=wmap, spad=spad))
     return g
 
 
@@ -110,7 +139,7 @@ def cm_shape(v):
     pad = d.get("CM_PAD", 8)
     a_in, a_out = (t["BM"], t["BK"]) if v["layout"] == "TN" else (t["BK"], t["BM"])
     b_in, b_out = (t["BK"], t["BN"]) if v["layout"] == "NT" else (t["BN"], t["BK"])
-    nbuf = 2 if "CM_DBUF" in d else 1
+    nbuf = 0 if "CM_DIRECT" in d else 2 if "CM_DBUF" in d else 1
     shared = nbuf * (a_out * (a_in // 8 + pad // 8) + b_out * (b_in // 8 + pad // 8)) * 16
     rules = [(t["BM"] == t["WARPS_M"] * t["FM"] * 16 and t["BN"] == t["WARPS_N"] * t["FN"] * 16, "BM/BN"),
              (t["BK"] % 16 == 0 and pad % 8 == 0, "BK or CM_PAD"),

@@ -31,7 +31,8 @@
 // (twice the shared memory); CM_RASTER=G, workgroups walk the tiles in
 // groups of G tile rows, column-major inside a group (L2 reuse of B);
 // CM_FRAG_PF, the A/B fragments of step kk + 16 loaded before the MulAdds
-// of step kk. The K loop of CM_DBUF and CM_FRAG_PF is matmul_cm_var.glsl's.
+// of step kk; CM_DIRECT, fragments loaded from global memory, no shared
+// memory. The K loop of these variants is matmul_cm_var.glsl's.
 //
 // CM_OUT_F32 (the KHR modules matmul_cm_khr_f32out{,_nt,_tn}, for autocast:
 // f32 operands rounded to 16 bits beforehand, an f32 result) stores the f32
@@ -92,8 +93,10 @@ layout(push_constant) uniform MmCmPush {
 #else
 #define CM_NBUF 1
 #endif
+#ifndef CM_DIRECT
 shared uvec4 As[CM_NBUF * A_OUT * ASTR];
 shared uvec4 Bs[CM_NBUF * B_OUT * BSTR];
+#endif
 
 #define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
 #define HALF fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
@@ -156,7 +159,7 @@ void main()
 		[[unroll]] for (int j = 0; j < FN; j++)
 			acc[i][j] = ACC(0.0);
 
-#if defined(CM_DBUF) || defined(CM_FRAG_PF)
+#if defined(CM_DBUF) || defined(CM_FRAG_PF) || defined(CM_DIRECT)
 #include "matmul_cm_var.glsl"
 #else
 	for (uint k0 = 0u; k0 < pc.k; k0 += BK) {

@@ -29,6 +29,32 @@
 #else
 #define CM_LOAD_B(f, kk) coopMatLoadNV(f, Bs, bo + (kk) * BSTR + N0 / 8u, BSTR, false)
 #endif
+#ifdef CM_DIRECT
+	// CM_DIRECT: no shared memory; each subgroup loads its fragments from
+	// the operands in global memory (their reuse across subgroups left to
+	// the caches). ga and gb's tile starts, in uvec4.
+	uint ta0 = (batch * pc.astride + A_TILE) / 8u, tb0 = (batch * pc.bstride + B_TILE) / 8u;
+	for (uint k0 = 0u; k0 < pc.k; k0 += BK) {
+		[[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
+			HALF fa[FM], fb[FN];
+			[[unroll]] for (int i = 0; i < FM; i++)
+#ifdef CM_TA
+				coopMatLoadNV(fa[i], a, ta0 + (k0 + kk) * alen8 + M0 / 8u, alen8, true);
+#else
+				coopMatLoadNV(fa[i], a, ta0 + M0 * alen8 + (k0 + kk) / 8u, alen8, false);
+#endif
+			[[unroll]] for (int j = 0; j < FN; j++)
+#ifdef CM_TB
+				coopMatLoadNV(fb[j], b, tb0 + N0 * blen8 + (k0 + kk) / 8u, blen8, true);
+#else
+				coopMatLoadNV(fb[j], b, tb0 + (k0 + kk) * blen8 + N0 / 8u, blen8, false);
+#endif
+			[[unroll]] for (int i = 0; i < FM; i++)
+				[[unroll]] for (int j = 0; j < FN; j++)
+					acc[i][j] = coopMatMulAddNV(fa[i], fb[j], acc[i][j]);
+		}
+	}
+#else
 #ifdef CM_DBUF
 	CM_STORE(0u, 0u)
 	barrier();
@@ -93,3 +119,4 @@
 #endif
 		barrier();
 	}
+#endif

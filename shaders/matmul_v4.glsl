@@ -16,11 +16,36 @@
 // are matmul.glsl's. Global loads
 // are vec4 along each operand's stored rows: the host picks this kernel only
 // when those rows (K or M for A, N or K for B), N and the chunk are whole vec4s.
+//
+// Variant knobs for bench/gemm_variants.py (the defaults are the shipped
+// code): MM_WG invocations (256 or 128) and MM_THR_M x MM_THR_N results per
+// invocation (8x8; 8x16 or 16x8 with 128), so MM_WG * MM_THR_M * MM_THR_N =
+// 128 * 128; MM_WMAP, a subgroup's 32 invocations cover 8 x 4 of the
+// invocation grid instead of 16 x 2 (fewer distinct B vectors a read);
+// MM_SPAD, shared rows padded by one vec4 (the transposing scalar stores of
+// A in NN and B in NT spread over the banks).
 #define TM 128
 #define TN 128
 #define TK 16
+#ifndef MM_WG
+#define MM_WG 256
+#endif
+#ifndef MM_THR_M
+#define MM_THR_M 8
+#endif
+#ifndef MM_THR_N
+#define MM_THR_N 8
+#endif
+#ifndef MM_SPAD
+#define MM_SPAD 0
+#endif
+#define NTX (TN / MM_THR_N)           // invocations across the tile's columns
+#define NTY (TM / MM_THR_M)           // and down its rows
+#define LOADS (TM * TK / 4 / MM_WG)   // vec4 of each operand an invocation loads a K-step
+#define AROWS (MM_WG / 4)             // rows (or columns) of four vec4 one loader pass covers
+#define KROWS (MM_WG / 32)            // k rows of 32 vec4 one loader pass covers
 
-layout(local_size_x = 256) in;
+layout(local_size_x = MM_WG) in;
 layout(std430, binding = 0) readonly buffer A { vec4 a[]; };
 layout(std430, binding = 1) readonly buffer B { vec4 b[]; };
 layout(std430, binding = 2) writeonly buffer O { vec4 o[]; };
@@ -65,48 +90,48 @@ vec4 mm_epilogue4(vec4 v, uint c, uint q)
 	return v;
 }
 
-shared vec4 As[2][TK][TM / 4];
-shared vec4 Bs[2][TK][TN / 4];
+shared vec4 As[2][TK][TM / 4 + MM_SPAD];
+shared vec4 Bs[2][TK][TN / 4 + MM_SPAD];
 
 // The K-step at k0 of both operands into registers (zeros past M, N, kend).
 void load_tiles(uint k0, uint gr, uint gc, uint ar, uint ak, uint bk, uint bc, uint aoff, uint boff,
-		uint kend, bool ta, bool tb, out vec4 va[2], out vec4 vb[2])
+		uint kend, bool ta, bool tb, out vec4 va[LOADS], out vec4 vb[LOADS])
 {
-	[[unroll]] for (uint p = 0u; p < 2u; p++) {
+	[[unroll]] for (uint p = 0u; p < LOADS; p++) {
 		if (ta) {
-			uint k = k0 + ak + 8u * p;
+			uint k = k0 + ak + KROWS * p;
 			va[p] = (gr < pc.m && k < kend) ? a[(aoff + k * pc.m + gr) / 4u] : vec4(0.0);
 		} else {
-			uint r = gr + 64u * p, k = k0 + ak;
+			uint r = gr + AROWS * p, k = k0 + ak;
 			va[p] = (r < pc.m && k < kend) ? a[(aoff + r * pc.k + k) / 4u] : vec4(0.0);
 		}
 		if (tb) {
-			uint c = gc + 64u * p, k = k0 + bk;
+			uint c = gc + AROWS * p, k = k0 + bk;
 			vb[p] = (c < pc.n && k < kend) ? b[(boff + c * pc.k + k) / 4u] : vec4(0.0);
 		} else {
-			uint k = k0 + bk + 8u * p;
+			uint k = k0 + bk + KROWS * p;
 			vb[p] = (k < kend && gc < pc.n) ? b[(boff + k * pc.n + gc) / 4u] : vec4(0.0);
 		}
 	}
 }
 
 // Registers into shared buffer `buf`: As[k][row / 4], Bs[k][column / 4].
-void store_tiles(uint buf, uint ar, uint ak, uint bk, uint bc, bool ta, bool tb, vec4 va[2], vec4 vb[2])
+void store_tiles(uint buf, uint ar, uint ak, uint bk, uint bc, bool ta, bool tb, vec4 va[LOADS], vec4 vb[LOADS])
 {
-	[[unroll]] for (uint p = 0u; p < 2u; p++) {
+	[[unroll]] for (uint p = 0u; p < LOADS; p++) {
 		if (ta) {
-			As[buf][ak + 8u * p][ar >> 2] = va[p];
+			As[buf][ak + KROWS * p][ar >> 2] = va[p];
 		} else {
-			uint r = ar + 64u * p;
+			uint r = ar + AROWS * p;
 			[[unroll]] for (uint c = 0u; c < 4u; c++)
 				As[buf][ak + c][r >> 2][r & 3u] = va[p][c];
 		}
 		if (tb) {
-			uint col = bc + 64u * p;
+			uint col = bc + AROWS * p;
 			[[unroll]] for (uint c = 0u; c < 4u; c++)
 				Bs[buf][bk + c][col >> 2][col & 3u] = vb[p][c];
 		} else {
-			Bs[buf][bk + 8u * p][bc >> 2] = vb[p];
+			Bs[buf][bk + KROWS * p][bc >> 2] = vb[p];
 		}
 	}
 }
@@ -142,7 +167,12 @@ void main()
 	uint ooff = batch * pc.m * pc.n;
 
 	uint tid = gl_LocalInvocationID.x;
-	uint tx = tid % 16u, ty = tid / 16u;
+#ifdef MM_WMAP
+	uint lane = tid & 31u, warp = tid >> 5;
+	uint tx = (warp % (NTX / 8u)) * 8u + (lane & 7u), ty = (warp / (NTX / 8u)) * 4u + (lane >> 3);
+#else
+	uint tx = tid % NTX, ty = tid / NTX;
+#endif
 #ifdef MM_FIXED_LAYOUT
 	// matmul_tn_v4.comp, matmul_nt_v4.comp: the layout is a constant, so
 	// the loaders' branches on it compile away.
@@ -160,13 +190,13 @@ void main()
 	uint bk = tb ? (tid & 3u) * 4u : tid >> 5, bc = tb ? tid >> 2 : (tid & 31u) * 4u;
 	uint gr = row0 + ar, gc = col0 + bc;
 
-	float acc[8][8];
-	[[unroll]] for (int i = 0; i < 8; i++)
-		[[unroll]] for (int j = 0; j < 8; j++)
+	float acc[MM_THR_M][MM_THR_N];
+	[[unroll]] for (int i = 0; i < MM_THR_M; i++)
+		[[unroll]] for (int j = 0; j < MM_THR_N; j++)
 			acc[i][j] = 0.0;
 
 	uint ntiles = (kend - kbeg + TK - 1u) / TK;
-	vec4 va[2], vb[2];
+	vec4 va[LOADS], vb[LOADS];
 	load_tiles(kbeg, gr, gc, ar, ak, bk, bc, aoff, boff, kend, ta, tb, va, vb);
 	store_tiles(0u, ar, ak, bk, bc, ta, tb, va, vb);
 	barrier();
@@ -177,12 +207,18 @@ void main()
 		if (more)
 			load_tiles(kbeg + (t + 1u) * TK, gr, gc, ar, ak, bk, bc, aoff, boff, kend, ta, tb, va, vb);
 		[[unroll]] for (uint kk = 0u; kk < TK; kk++) {
-			vec4 a0 = As[cur][kk][ty], a1 = As[cur][kk][16u + ty];
-			vec4 b0 = Bs[cur][kk][tx], b1 = Bs[cur][kk][16u + tx];
-			float av[8] = float[8](a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w);
-			float bv[8] = float[8](b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w);
-			[[unroll]] for (int i = 0; i < 8; i++)
-				[[unroll]] for (int j = 0; j < 8; j++)
+			// Rows ty*4 + NTY*4*g and columns tx*4 + NTX*4*g, a vec4 each.
+			float av[MM_THR_M], bv[MM_THR_N];
+			[[unroll]] for (uint g = 0u; g < MM_THR_M / 4u; g++) {
+				vec4 v = As[cur][kk][NTY * g + ty];
+				av[4u * g] = v.x; av[4u * g + 1u] = v.y; av[4u * g + 2u] = v.z; av[4u * g + 3u] = v.w;
+			}
+			[[unroll]] for (uint g = 0u; g < MM_THR_N / 4u; g++) {
+				vec4 v = Bs[cur][kk][NTX * g + tx];
+				bv[4u * g] = v.x; bv[4u * g + 1u] = v.y; bv[4u * g + 2u] = v.z; bv[4u * g + 3u] = v.w;
+			}
+			[[unroll]] for (int i = 0; i < MM_THR_M; i++)
+				[[unroll]] for (int j = 0; j < MM_THR_N; j++)
 					acc[i][j] += av[i] * bv[j];
 		}
 		if (more)
@@ -192,23 +228,19 @@ void main()
 
 	bool to_part = (pc.flags & MM_PART) != 0u;
 	uint pbase = split * pc.batches * pc.m * pc.n;
-	[[unroll]] for (int i = 0; i < 8; i++) {
-		uint r = row0 + (i < 4 ? ty * 4u + uint(i) : 64u + ty * 4u + uint(i - 4));
+	[[unroll]] for (int i = 0; i < MM_THR_M; i++) {
+		uint r = row0 + NTY * 4u * uint(i / 4) + ty * 4u + uint(i % 4);
 		if (r >= pc.m)
 			continue;
-		uint c0 = col0 + tx * 4u, c1 = col0 + 64u + tx * 4u;
-		vec4 v0 = vec4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
-		vec4 v1 = vec4(acc[i][4], acc[i][5], acc[i][6], acc[i][7]);
-		if (to_part) {
-			if (c0 < pc.n)
-				part[(pbase + ooff + r * pc.n + c0) / 4u] = v0;
-			if (c1 < pc.n)
-				part[(pbase + ooff + r * pc.n + c1) / 4u] = v1;
-		} else {
-			if (c0 < pc.n)
-				o[(ooff + r * pc.n + c0) / 4u] = mm_epilogue4(v0, c0, (ooff + r * pc.n + c0) / 4u);
-			if (c1 < pc.n)
-				o[(ooff + r * pc.n + c1) / 4u] = mm_epilogue4(v1, c1, (ooff + r * pc.n + c1) / 4u);
+		[[unroll]] for (int g = 0; g < MM_THR_N / 4; g++) {
+			uint c = col0 + NTX * 4u * uint(g) + tx * 4u;
+			vec4 v = vec4(acc[i][4 * g], acc[i][4 * g + 1], acc[i][4 * g + 2], acc[i][4 * g + 3]);
+			if (c >= pc.n)
+				continue;
+			if (to_part)
+				part[(pbase + ooff + r * pc.n + c) / 4u] = v;
+			else
+				o[(ooff + r * pc.n + c) / 4u] = mm_epilogue4(v, c, (ooff + r * pc.n + c) / 4u);
 		}
 	}
 }

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "base/log.h"
@@ -12,10 +13,15 @@
 #include "gpu/device.h"
 #include "gpu/host_import.h"
 
-/* How long the thread polls the signals before it sleeps between looks:
- * a step's second half waits for the last signal plus this thread's
- * wake-up; on CPU devices (lavapipe) it never spins, the cores are theirs. */
+/* How the thread looks at the signals: a step's second half waits for the
+ * last signal plus this thread's noticing it. It polls for SYNC_SPIN_NS
+ * after it starts waiting for a step and again from SYNC_EARLY_NS before the
+ * time the last step's signals took until SYNC_SPIN_NS past it; in between
+ * it naps SYNC_NAP_NS at a time (its timer slack set to 1 us, so a nap is
+ * that long, not the default 50 us more). On CPU devices (lavapipe) it
+ * never spins and keeps the default slack: the cores are theirs. */
 #define SYNC_SPIN_NS (200 * 1000)
+#define SYNC_EARLY_NS (100 * 1000)
 #define SYNC_NAP_NS (20 * 1000)
 
 struct dp_sync {
@@ -39,6 +45,7 @@ struct dp_sync {
 	bool any_late;
 	bool stop;
 	bool spin;
+	int64_t expect_ns;        /* how long the last step's signals took */
 };
 
 uint32_t dp_sync_tag(int64_t step)
@@ -67,7 +74,6 @@ static bool wait_signals(struct dp_sync *s, int64_t step)
 {
 	uint32_t tag = dp_sync_tag(step);
 	struct timespec t0, now;
-	bool spin = s->spin;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
@@ -76,12 +82,14 @@ static bool wait_signals(struct dp_sync *s, int64_t step)
 
 		for (unsigned i = 0; i < s->nsig; i++)
 			got += __atomic_load_n(s->sig[i], __ATOMIC_ACQUIRE) == tag;
-		if (got == s->nsig)
-			return true;
-		if (released(s, step))
-			return false;
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		waited = (now.tv_sec - t0.tv_sec) * 1000000000ll + (now.tv_nsec - t0.tv_nsec);
+		if (got == s->nsig) {
+			s->expect_ns = waited;
+			return true;
+		}
+		if (released(s, step))
+			return false;
 		if ((uint64_t)waited >= s->limit_ns) {
 			/* A device's queue held other work this long: the step goes
 			 * through unaveraged and fails (dp_sync_late), before the
@@ -95,9 +103,8 @@ static bool wait_signals(struct dp_sync *s, int64_t step)
 			pthread_mutex_unlock(&s->mu);
 			return false;
 		}
-		if (spin)
-			spin = waited < SYNC_SPIN_NS;
-		else
+		if (!s->spin || !(waited < SYNC_SPIN_NS || (waited + SYNC_EARLY_NS >= s->expect_ns &&
+							   waited < s->expect_ns + SYNC_SPIN_NS)))
 			nanosleep(&(struct timespec){ 0, SYNC_NAP_NS }, NULL);
 	}
 }
@@ -106,6 +113,10 @@ static void *sync_main(void *arg)
 {
 	struct dp_sync *s = arg;
 
+	/* On GPUs, naps of SYNC_NAP_NS, not the default 50 us more (a failure
+	 * leaves them longer); CPU devices need the cores more than the latency. */
+	if (s->spin)
+		(void)prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
 		int64_t step;
