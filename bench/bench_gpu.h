@@ -16,7 +16,7 @@
 struct bench_result {
 	char name[48];       /* e.g. "matmul_f32_4096": the op, dtype and size */
 	const char *group;   /* "matmul", "elementwise", ..., for the reader */
-	char desc[192];      /* what ran, with sizes */
+	char desc[256];      /* what ran, with sizes */
 	char params[512];    /* a JSON object with "kind" and the sizes, for compare_torch.py */
 	const char *unit;    /* of kernel/e2e: "TFLOP/s", "GB/s", "us", "us/step", "ops/s" */
 	bool lower_better;   /* latency-like units */
@@ -141,12 +141,14 @@ int make_randn(struct bench *b, struct bench_result *res, const char *name, unsi
 
 /* The MLPs through train.run on graph nodes. arg: 0 = 784-512-512-10 at
  * sz->batch, 1 = 64-128-10 (the digits MLP) at sz->batch, 2 and 3 =
- * 784-512-512-10 at sz->mlp_batches[0] and [1]. With b->dry only the name,
+ * 784-512-512-10 at sz->mlp_batches[0] and [1], 4 and 5 = the same with
+ * train.run's precision "bf16" (names end _bf16). With b->dry only the name,
  * description and params are filled in. 0, or -1 with `res` failed. */
 int wl_train_mlp(struct bench *b, struct bench_result *res, int arg);
 
-/* The digits CNN (arg 0) or the char transformer (arg 1), defined with
- * model.define's layer form and trained with train.run; as wl_train_mlp. */
+/* The digits CNN (arg 0) or the char transformer (arg 1; 2: precision
+ * "bf16"), defined with model.define's layer form and trained with
+ * train.run; as wl_train_mlp. */
 int wl_train_model(struct bench *b, struct bench_result *res, int arg);
 
 /* Deletes every model named under PFX with its tensors; errors are ignored. */

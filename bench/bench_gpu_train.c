@@ -30,7 +30,23 @@ struct run_spec {
 	const struct mlp *mlp;  /* NULL: `model` */
 	const char *model;
 	unsigned batch;
+	const char *precision;  /* train.run's `precision`; NULL: none given (f32) */
 };
+
+/* " (bf16)"-style suffixes of a row: the name's and the params' precision entry. */
+static void precision_suffix(struct bench_result *res, const char *precision)
+{
+	size_t n = strlen(res->params);
+
+	if (!precision)
+		return;
+	snprintf(res->name + strlen(res->name), sizeof(res->name) - strlen(res->name), "_%s", precision);
+	snprintf(res->desc + strlen(res->desc), sizeof(res->desc) - strlen(res->desc),
+		 "; precision %s, f32 master weights", precision);
+	if (n > 0 && res->params[n - 1] == '}')
+		snprintf(res->params + n - 1, sizeof(res->params) - (n - 1), ", \"precision\": \"%s\"}",
+			 precision);
+}
 
 /* `name` = i32 labels of `shape` uniform in [0, classes): rand * classes,
  * cast (truncating), clamped. */
@@ -132,10 +148,10 @@ static int pack_run(struct bench *b, const struct run_spec *spec, unsigned steps
 	int e;
 
 	if (spec->mlp) {
-		e = msgpack_pack_map(pk, 10) || mlp_pack_model(pk, spec->mlp) < 0 ||
+		e = msgpack_pack_map(pk, 10 + !!spec->precision) || mlp_pack_model(pk, spec->mlp) < 0 ||
 		    bench_pack_str(pk, "start_step") < 0 || msgpack_pack_uint32(pk, start_step);
 	} else {
-		e = msgpack_pack_map(pk, 6) || bench_pack_str(pk, "model") < 0 ||
+		e = msgpack_pack_map(pk, 6 + !!spec->precision) || bench_pack_str(pk, "model") < 0 ||
 		    bench_pack_str(pk, spec->model) < 0 ||
 		    bench_pack_str(pk, "data") < 0 || msgpack_pack_map(pk, 2) ||
 		    bench_pack_str(pk, "x") < 0 || bench_pack_str(pk, PFX "x") < 0 ||
@@ -145,6 +161,8 @@ static int pack_run(struct bench *b, const struct run_spec *spec, unsigned steps
 	e = e || bench_pack_str(pk, "steps") < 0 || msgpack_pack_uint32(pk, steps);
 	e = e || bench_pack_str(pk, "seed") < 0 || msgpack_pack_uint32(pk, 1);
 	e = e || bench_pack_str(pk, "progress_every") < 0 || msgpack_pack_uint32(pk, steps);
+	if (spec->precision)
+		e = e || bench_pack_str(pk, "precision") < 0 || bench_pack_str(pk, spec->precision) < 0;
 	return e ? -ENOMEM : 0;
 }
 
@@ -214,12 +232,12 @@ int wl_train_mlp(struct bench *b, struct bench_result *res, int arg)
 	static const uint64_t big[] = { 784, 512, 512, 10 }, digits[] = { 64, 128, 10 };
 	const struct sizes *sz = b->sz;
 	struct mlp m = { .ndims = arg == 1 ? 3 : 4 };
-	struct run_spec spec = { .mlp = &m };
+	struct run_spec spec = { .mlp = &m, .precision = arg >= 4 ? "bf16" : NULL };
 	unsigned rows;
 	char arch[64] = "";
 
 	memcpy(m.dims, arg == 1 ? digits : big, m.ndims * sizeof(m.dims[0]));
-	m.batch = arg < 2 ? sz->batch : sz->mlp_batches[arg - 2];
+	m.batch = arg < 2 ? sz->batch : sz->mlp_batches[(arg - 2) % 2];
 	rows = arg < 2 ? sz->train_rows : 2 * m.batch; /* x of b16384 under 128 MiB */
 	spec.batch = m.batch;
 	for (unsigned i = 0; i < m.ndims; i++)
@@ -240,6 +258,7 @@ int wl_train_mlp(struct bench *b, struct bench_result *res, int arg)
 	for (char *p = strstr(res->params, "["); p && *p != ']'; p++)
 		if (*p == '-')
 			*p = ',';
+	precision_suffix(res, spec.precision);
 	train_row(res);
 	if (b->dry)
 		return 0;
@@ -319,12 +338,14 @@ static int define_model(struct bench *b, struct bench_result *res, const char *n
 	return call(b, res, "model.define", "model.define", NULL, NULL, NULL);
 }
 
-/* arg 0: the digits CNN; 1: the char transformer. */
+/* arg 0: the digits CNN; 1: the char transformer; 2: the char transformer
+ * with precision bf16. */
 int wl_train_model(struct bench *b, struct bench_result *res, int arg)
 {
 	const struct sizes *sz = b->sz;
 	const char *model = arg ? PFX "chars" : PFX "cnn";
-	struct run_spec spec = { .model = model, .batch = arg ? sz->tf_batch : sz->cnn_batch };
+	struct run_spec spec = { .model = model, .batch = arg ? sz->tf_batch : sz->cnn_batch,
+				 .precision = arg == 2 ? "bf16" : NULL };
 	unsigned rows = arg ? sz->tf_rows : sz->cnn_rows;
 	char layers[3072];
 	size_t at = 0;
@@ -355,6 +376,7 @@ int wl_train_model(struct bench *b, struct bench_result *res, int arg)
 			 "\"runs\": %u, \"lr\": 0.001}",
 			 sz->cnn_batch, rows, sz->train_steps, sz->train_warmup, sz->train_reps);
 	}
+	precision_suffix(res, spec.precision);
 	train_row(res);
 	if (b->dry)
 		return 0;

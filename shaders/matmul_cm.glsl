@@ -86,6 +86,7 @@ layout(push_constant) uniform MmCmPush {
 	uint m, n, k;
 	uint tiles_n, tiles_mn, batches;
 	uint astride, bstride;   // elements between batch matrices (0: broadcast)
+	uint mstore;             // rows stored: m, or fewer where A was padded (a multiple of 16)
 } pc;
 
 #ifdef CM_DBUF
@@ -201,10 +202,12 @@ void main()
 	}
 #endif
 
-	uint obase = batch * pc.m * pc.n;
+	uint obase = batch * pc.mstore * pc.n;
 	[[unroll]] for (int i = 0; i < FM; i++)
 		[[unroll]] for (int j = 0; j < FN; j++) {
 			uint r = row0 + wm * (FM * 16u) + uint(i) * 16u, c = col0 + wn * (FN * 16u) + uint(j) * 16u;
+			if (r >= pc.mstore)
+				continue;
 #ifdef CM_OUT_F32
 			coopMatStoreNV(acc[i][j], o, obase + r * pc.n + c, pc.n, false);
 #else

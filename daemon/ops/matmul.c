@@ -23,7 +23,7 @@
  *
  * Autocast (ctx->autocast bf16 or f16, set from a training step's
  * `precision`): an f32 product multiplies its operands rounded to that
- * dtype and accumulates in f32 (mm_record_autocast), as torch.autocast
+ * dtype and accumulates in f32 (matmul_autocast.c), as torch.autocast
  * does. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,13 +65,9 @@ struct mm_cm_push {
 	uint32_t m, n, k;
 	uint32_t tiles_n, tiles_mn, batches;
 	uint32_t astride, bstride;
+	uint32_t mstore;
 };
 
-/* matmul_cm.comp's tile: M and N multiples of 128, K of 32. */
-#define MM_CM_TILE 128
-/* The autocast modules' narrow tile (matmul_cm_khr_f32out_n64): 128x64. */
-#define MM_CM_TILE_N64 64
-#define MM_CM_K 32
 /* The NT modules' shared memory: both tiles 128 rows of 32 + 8 halves
  * (matmul_cm.glsl), over the 18.5 KiB gpu/coopmat.c asks of a device for
  * the NN one (TN takes 17 KiB). */
@@ -242,7 +238,7 @@ static int mm_batch_setup(struct op_ctx *ctx, const struct mm_plan *pl, struct m
  * product of batches * m rows (the output, [batches, m, n], is the same
  * bytes). A transformer's projections, [32, 128, 256] @ [256, 256], took
  * the small-tile kernel as 32 products of 128 rows (35 us on the H100). */
-static void mm_fold_batches(struct mm_push *pc)
+void matmul_fold_batches(struct mm_push *pc)
 {
 	if (pc->nbdims != 1 || pc->bstride[0] != 0 || (pc->flags & MM_TA) ||
 	    pc->astride[0] != pc->m * pc->k || (uint64_t)pc->m * pc->batches > UINT32_MAX)
@@ -267,7 +263,7 @@ static bool mm_bf16_coopmat(void)
 /* Whether the product runs autocast: bf16 or f16 operands, f32
  * accumulation and result (f32 inputs: matmul_infer makes both the
  * result's dtype). */
-static bool mm_autocast(const struct op_ctx *ctx)
+bool matmul_autocast(const struct op_ctx *ctx)
 {
 	return (ctx->autocast == TDP_DTYPE_BF16 || ctx->autocast == TDP_DTYPE_F16) &&
 	       ctx->out.dtype == TDP_DTYPE_F32;
@@ -279,7 +275,7 @@ static bool mm_autocast(const struct op_ctx *ctx)
  * NV matrices have no f32-result module). */
 static bool mm_cm_kernel(const struct op_ctx *ctx, struct gpu_coopmat_gemm *ret)
 {
-	bool ac = mm_autocast(ctx);
+	bool ac = matmul_autocast(ctx);
 	bool bf16 = ctx->out.dtype == TDP_DTYPE_BF16 || (ac && ctx->autocast == TDP_DTYPE_BF16);
 	bool f16 = ac ? !bf16 : ctx->out.dtype == TDP_DTYPE_F16;
 
@@ -316,19 +312,19 @@ static const char *mm_cm_family(const char *family, uint32_t layout, uint32_t ti
  * is a multiple of it, else for an autocast product MM_CM_TILE_N64 where N
  * is a multiple of that (an attention's products over heads of 64: the
  * matmul_cm_khr_f32out_n64 modules, two subgroups), else 0: none. */
-static uint32_t mm_cm_tile_n(const struct op_ctx *ctx, const struct mm_plan *pl)
+uint32_t matmul_cm_tile_n(const struct op_ctx *ctx, const struct mm_plan *pl)
 {
 	if (pl->n % MM_CM_TILE == 0)
 		return MM_CM_TILE;
-	return mm_autocast(ctx) && pl->n % MM_CM_TILE_N64 == 0 ? MM_CM_TILE_N64 : 0;
+	return matmul_autocast(ctx) && pl->n % MM_CM_TILE_N64 == 0 ? MM_CM_TILE_N64 : 0;
 }
 
 /* Whole tiles in layout NN, NT (B transposed) or TN (A transposed); not
  * both transposed. */
-static bool matmul_use_cm(const struct op_ctx *ctx, const struct mm_plan *pl, const struct mm_push *pc)
+bool matmul_use_cm(const struct op_ctx *ctx, const struct mm_plan *pl, const struct mm_push *pc)
 {
 	struct gpu_coopmat_gemm cm;
-	uint32_t tn = mm_cm_tile_n(ctx, pl);
+	uint32_t tn = matmul_cm_tile_n(ctx, pl);
 
 	return mm_cm_kernel(ctx, &cm) && pl->flags != (MM_TA | MM_TB) &&
 	       (pl->flags != MM_TB || ctx->g->props.limits.maxComputeSharedMemorySize >= MM_CM_NT_SHARED) &&
@@ -487,7 +483,7 @@ int matmul_reduce(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu
  * the bits of the unfused add/relu/relu_grad nodes after that same product.
  * Also after an autocast product's f32 tensor-core kernel, which has no
  * epilogue (variant f32). */
-static int mm_epilogue_after(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding *bias,
+int matmul_epilogue_after(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding *bias,
 			     uint32_t n, uint32_t epi)
 {
 	const struct gpu_pipeline *p;
@@ -507,22 +503,23 @@ static int mm_epilogue_after(struct op_ctx *ctx, struct gpu_recorder *rec, const
  * layout), and at most one batch dimension left after collapsing. `ab`:
  * the operands' bindings (an autocast product's bf16 copies), or NULL for
  * the inputs themselves. */
-static int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
+int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
 			    const struct mm_plan *pl, struct mm_push *mp, const struct gpu_binding *ab)
 {
 	const struct gpu_pipeline *p;
 	struct gpu_coopmat_gemm cm;
 	struct gpu_binding bind[3];
-	uint32_t tn = mm_cm_tile_n(ctx, pl), wg;
+	uint32_t tn = matmul_cm_tile_n(ctx, pl), wg;
 	struct mm_cm_push pc = {
 		.m = mp->m, .n = mp->n, .k = mp->k, .batches = mp->batches,
 		.tiles_n = tn ? (uint32_t)(pl->n / tn) : 0,
 		.astride = mp->nbdims ? mp->astride[0] : 0,
 		.bstride = mp->nbdims ? mp->bstride[0] : 0,
+		.mstore = (uint32_t)pl->m,
 	};
 	uint64_t groups;
 
-	pc.tiles_mn = (uint32_t)(pl->m / MM_CM_TILE) * pc.tiles_n;
+	pc.tiles_mn = (uint32_t)(mp->m / MM_CM_TILE) * pc.tiles_n;
 	groups = (uint64_t)pc.tiles_mn * pc.batches;
 	if (!mm_cm_kernel(ctx, &cm) || !tn)
 		return op_fail(ctx, TDP_INTERNAL, "no cooperative-matrix kernel for %s", tdp_dtype_name(ctx->out.dtype));
@@ -544,7 +541,7 @@ static int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
  * k, flags -- layout and epilogue -- and the batch fields set), fill in its
  * tile counts and record it (and the reduction of a split product). bind[3]
  * is the epilogue's bias (the dummy when MM_BIAS is clear). */
-static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding bind[4],
+int matmul_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding bind[4],
 		       int dtype, struct mm_push *pc, int64_t split_attr)
 {
 	const struct gpu_pipeline *p;
@@ -619,80 +616,6 @@ static int mm_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struc
 	return (pc->flags & MM_PART) ? matmul_reduce(ctx, rec, &b[3], &b[2], &b[4], dtype, pc) : 0;
 }
 
-/* Operand `t` (f32) rounded for an autocast product into scratch, bound
- * read-only as *ret: cast to the autocast dtype (bf16 or f16) for the
- * tensor cores (`to_16`), else rounded to it and widened back to f32 for
- * the scalar kernels. */
-static int mm_round_operand(struct op_ctx *ctx, struct gpu_recorder *rec, const struct op_tensor *t, bool to_16,
-			    struct gpu_binding *ret)
-{
-	bool f16 = ctx->autocast == TDP_DTYPE_F16;
-	uint32_t n = (uint32_t)t->count;
-	uint64_t bytes = t->count * (to_16 ? 2u : 4u);
-	const char *family, *variant;
-	const struct gpu_pipeline *p;
-	struct gpu_binding b[2];
-	struct gpu_alloc *s;
-
-	if (op_bind(ctx, t, false, &b[0]) < 0)
-		return -1;
-	if (n == 0) {
-		*ret = b[0];
-		return 0;
-	}
-	/* Four elements an invocation where they come in fours (the same
-	 * bits: cast_bf16_vec4.comp, cast_f16_vec4.comp), else cast.comp
-	 * (f32_bf16 or f32_f16, or _f32: rounded and widened back). */
-	if (f16) {
-		family = n % 4 == 0 ? "cast_f16_vec4" : "cast";
-		variant = to_16 ? "f32_f16" : "f32_f16_f32";
-	} else {
-		family = n % 4 == 0 ? "cast_bf16_vec4" : "cast";
-		variant = to_16 ? "f32_bf16" : "f32_bf16_f32";
-	}
-	if (n % 4 == 0)
-		n /= 4;
-	if (op_scratch_alloc(ctx, bytes, &s) < 0 || op_pipeline(ctx, family, variant, &p) < 0)
-		return -1;
-	b[1] = gpu_rec_bind(ctx->g, s, 0, bytes, true);
-	if (op_dispatch(ctx, rec, p, b, 2, &n, sizeof(n), n, 256) < 0)
-		return -1;
-	*ret = b[1];
-	ret->write = false;
-	return 0;
-}
-
-/* An autocast product: the operands rounded to bf16 (f16 likewise, with the
- * .f16 modules), f32 accumulation, an f32 result. On a device whose KHR
- * cooperative matrices take bf16, for the
- * products matmul_use_cm takes, the operands are cast to bf16 and
- * matmul_cm_khr_f32out stores its f32 accumulators, the epilogue applied
- * after it in f32; elsewhere (lavapipe, other shapes, NV matrices) the
- * operands are rounded to bf16 and widened back to f32, then the f32
- * kernels run with the epilogue in their stores. A product of two bf16
- * (or f16) values is exact in f32, so both compute the same terms and differ only
- * in the order of the sums. */
-static int mm_record_autocast(struct op_ctx *ctx, struct gpu_recorder *rec, const struct mm_plan *pl,
-			      struct mm_push *pc, struct gpu_binding bind[4])
-{
-	bool cm = matmul_use_cm(ctx, pl, pc) && pl->k <= MM_MAX_K;
-	int r;
-
-	if (mm_round_operand(ctx, rec, &ctx->in[0], cm, &bind[0]) < 0 ||
-	    mm_round_operand(ctx, rec, &ctx->in[1], cm, &bind[1]) < 0)
-		return -1;
-	if (!cm) {
-		if (op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
-			return -1;
-		mm_fold_batches(pc);
-		return mm_dispatch(ctx, rec, bind, TDP_DTYPE_F32, pc, pl->split_k);
-	}
-	r = matmul_record_cm(ctx, rec, pl, pc, bind);
-	if (r < 0 || !pl->epi)
-		return r;
-	return mm_epilogue_after(ctx, rec, &bind[3], (uint32_t)pl->n, pl->epi);
-}
-
 static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 {
 	const struct mm_plan *pl = &ctx->priv.matmul;
@@ -723,20 +646,20 @@ static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 		bind[3] = mm_no_bias(ctx);
 	else if (op_bind(ctx, &ctx->in[2], false, &bind[3]) < 0)
 		return -1;
-	if (mm_autocast(ctx)) {
-		r = mm_record_autocast(ctx, rec, pl, &pc, bind);
+	if (matmul_autocast(ctx)) {
+		r = matmul_record_autocast(ctx, rec, pl, &pc, bind);
 	} else if (matmul_use_cm(ctx, pl, &pc) && pl->k <= MM_MAX_K) {
 		r = matmul_record_cm(ctx, rec, pl, &pc, NULL);
 	} else {
 		if (op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
 		    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
 			return -1;
-		mm_fold_batches(&pc);
-		r = mm_dispatch(ctx, rec, bind, ctx->out.dtype, &pc, pl->split_k);
+		matmul_fold_batches(&pc);
+		r = matmul_dispatch(ctx, rec, bind, ctx->out.dtype, &pc, pl->split_k);
 	}
 	if (r < 0 || !epi_after)
 		return r;
-	return mm_epilogue_after(ctx, rec, &bind[3], (uint32_t)pl->n, epi_after);
+	return matmul_epilogue_after(ctx, rec, &bind[3], (uint32_t)pl->n, epi_after);
 }
 
 int matmul_record_bound(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding bind[3],
@@ -753,7 +676,7 @@ int matmul_record_bound(struct op_ctx *ctx, struct gpu_recorder *rec, const stru
 		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "a product over 2^31 terms");
 	/* Unsplit: the callers' products fill the device, and their scratch
 	 * slots are their own. */
-	return mm_dispatch(ctx, rec, b4, dtype, &pc, 1);
+	return matmul_dispatch(ctx, rec, b4, dtype, &pc, 1);
 }
 
 static const struct op_attr_spec matmul_attrs[] = {

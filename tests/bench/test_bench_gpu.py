@@ -46,9 +46,10 @@ def check_report(report, listed):
     assert report["tensord"]["version"] and report["tensord"]["device"], report["tensord"]
     names = [w["name"] for w in report["workloads"]]
     assert names == listed, "ran %s, --list says %s" % (names, listed)
-    assert len(names) == len(set(names)) == 30, names
+    assert len(names) == len(set(names)) == 33, names
     for want in ("train_mlp_784", "train_mlp_64", "train_mlp_784_b32", "train_mlp_784_b64",
-                 "train_cnn_b16", "train_transformer_d32"):
+                 "train_mlp_784_b32_bf16", "train_mlp_784_b64_bf16", "train_cnn_b16",
+                 "train_transformer_d32", "train_transformer_d32_bf16"):
         assert want in names, (want, names)
     assert {w["group"] for w in report["workloads"]} == GROUPS, report["workloads"]
     for w in report["workloads"]:
@@ -151,7 +152,8 @@ def test_compare_torch_without_torch(d, tmp):
     for name, goal in (("matmul_f32_48", "kernel \u2265 0.85x"), ("matmul_f16_64", "kernel \u2265 0.50x"),
                        ("gemm_tn_49x32_k1024", "kernel \u2265 0.80x"), ("conv2d_f32_8x8", "kernel \u2265 0.80x"),
                        ("train_mlp_784", "graph \u2265 1.00x"), ("train_cnn_b16", "graph \u2265 0.70x"),
-                       ("train_transformer_d32", "graph \u2265 0.70x")):
+                       ("train_transformer_d32", "graph \u2265 0.70x"),
+                       ("train_transformer_d32_bf16", "graph \u2265 0.70x")):
         assert rows[name]["goal"] == goal and rows[name]["met"] is None, rows[name]
     for name in ("matmul_bf16_64", "bmm_f32_4x32", "gemm_nn_49x32_k1024", "add_f32_64K", "train_mlp_64"):
         assert rows[name]["goal"] is None, rows[name]
@@ -159,7 +161,8 @@ def test_compare_torch_without_torch(d, tmp):
         text = f.read()
     assert "| workload | unit | tensord kernel |" in text and "`train_mlp_784`" in text, text
     assert "| workload | batch | tensord kernel | tensord e2e | PyTorch eager | PyTorch graph |" in text, text
-    for name in ("train_mlp_784_b64", "train_cnn_b16", "train_transformer_d32"):
+    for name in ("train_mlp_784_b64", "train_mlp_784_b64_bf16", "train_cnn_b16", "train_transformer_d32",
+                 "train_transformer_d32_bf16"):
         assert text.count("`%s`" % name) == 3, (name, text)  # main table, step table, description
 
     # its own daemon, and a daemon that cannot start: listed errors, no crash
@@ -172,7 +175,7 @@ def test_compare_torch_without_torch(d, tmp):
                         "--bench-gpu", BENCH_GPU, "--size", "smoke", "--no-torch", "--json"])
     assert rc == 3, (rc, err)
     res = json.loads(out)
-    assert len(res["rows"]) == 30 and all(r["tensord_error"] for r in res["rows"]), res["rows"]
+    assert len(res["rows"]) == 33 and all(r["tensord_error"] for r in res["rows"]), res["rows"]
 
 
 class FakeTorch:

@@ -16,7 +16,8 @@ TN its _tn module; both operands transposed (TT) take the scalar kernels.
 
 Autocast (mixed precision, docs/training.md): f32 products of a train.step
 with precision "bf16" run on matmul_cm_khr_f32out{,_nt,_tn}.bf16 (bf16
-operands, the f32 accumulators stored as the f32 result) where the daemon
+operands, the f32 accumulators stored as the f32 result; shapes short of
+whole tiles over operands padded with zeros by cast_pad.f32_bf16) where the daemon
 has KHR bf16 matrices (unless TENSORD_COOPMAT_BF16=0), else on the scalar
 kernels over operands rounded to bf16; with precision "f16" on the .f16
 modules of the same family wherever the daemon has KHR matrices (all take
@@ -49,6 +50,10 @@ NOT_TILES = [((130, 32), (32, 128)), ((128, 40), (40, 128))]
 # Autocast products whose N is a multiple of 64 but not of 128 (an
 # attention's P @ V over heads of 64): the narrow 128x64 modules.
 TILES_N64 = [((128, 32), (32, 64)), ((3, 256, 512), (3, 512, 64)), ((256, 96), (96, 192))]
+# Autocast products that zeros make whole tiles at little cost (M a multiple
+# of 16 padded to 128, K padded to 32, at most 1.3x the work: the 784-input
+# MLP's first layer): the same modules over padded copies (cast_pad.comp).
+TILES_PAD = [((784, 64), (64, 128)), ((256, 200), (200, 128)), ((784, 784), (784, 256))]
 # (name, transpose_a, transpose_b, the module suffix; None: scalar only).
 LAYOUTS = [("NN", False, False, ""), ("NT", False, True, "_nt"), ("TN", True, False, "_tn"),
            ("TT", True, True, None)]
@@ -110,7 +115,7 @@ class Traced(harness.Traced):
         elif want is not None and want not in ran:
             self.ck.fail("%s %s: ran %s, want %s" % (label, dtype, ran, want))
 
-    def check_autocast(self, a, b, want, label, ta=False, tb=False, prec="bf16"):
+    def check_autocast(self, a, b, want, label, ta=False, tb=False, prec="bf16", padded=False):
         """y = matmul(a, b) in a train.step with precision `prec` (bf16 or
         f16; f32 operands; the loss also reads a parameter of its own, so no
         backward product runs), against a @ b on operands rounded to it."""
@@ -143,6 +148,8 @@ class Traced(harness.Traced):
             self.ck.fail("%s autocast: ran %s, want the scalar kernels" % (label, ran))
         elif want is not None and want not in ran:
             self.ck.fail("%s autocast: ran %s, want %s" % (label, ran, want))
+        elif want is not None and padded != ("cast_pad.f32_%s" % prec in ran):
+            self.ck.fail("%s autocast: ran %s, want padded operands %s" % (label, ran, padded))
 
 
 def main():
@@ -184,6 +191,13 @@ def main():
                                      "(%s exact narrow %s @ %s)" % (lay, sa, sb), ta, tb, prec)
                     t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), want,
                                      "(%s narrow %s @ %s)" % (lay, sa, sb), ta, tb, prec)
+                for sa, sb in TILES_PAD:
+                    want = expected_autocast(kind, has_bf16, True, suffix, prec=prec)
+                    t.check_autocast(rng.integers(-1, 2, size=sa).astype(np.float64),
+                                     rng.integers(-1, 2, size=sb).astype(np.float64), want,
+                                     "(%s exact padded %s @ %s)" % (lay, sa, sb), ta, tb, prec, True)
+                    t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), want,
+                                     "(%s padded %s @ %s)" % (lay, sa, sb), ta, tb, prec, True)
                 for sa, sb in NOT_TILES:
                     t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), None,
                                      "(%s not tiles %s @ %s)" % (lay, sa, sb), ta, tb, prec)

@@ -1,0 +1,176 @@
+/* Autocast products (docs/training.md, "Mixed precision"): an f32 matmul
+ * of a training step with precision "bf16" or "f16" multiplies its operands
+ * rounded to that dtype and accumulates in f32, as torch.autocast does. On
+ * a device whose KHR cooperative matrices take the dtype, products of whole
+ * tiles, or of shapes that zeros make whole at little cost, run on the
+ * tensor cores; the others on the f32 kernels over operands rounded and
+ * widened back (matmul.c holds both kernels' recording). */
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dtype.h"
+#include "gpu/device.h"
+#include "ops/matmul.h"
+#include "ops/op.h"
+#include "status.h"
+
+/* A padded product does at most this much more work than its own: the
+ * 784-512-512-10 MLP's first layer pads K 784 -> 800 forward (1.02x) and M
+ * 784 -> 896 for its weight gradient (1.14x). */
+#define MM_PAD_MAX_WORK 1.3
+
+/* Mirrors the push constants of shaders/cast_pad.comp. */
+struct cast_pad_push {
+	uint32_t rows, cols, cols_p, pairs;
+};
+
+static uint64_t round_up(uint64_t v, uint64_t to)
+{
+	return (v + to - 1) / to * to;
+}
+
+/* Operand `t` (f32) rounded for an autocast product into scratch, bound
+ * read-only as *ret: cast to the autocast dtype (bf16 or f16) for the
+ * tensor cores (`to_16`), else rounded to it and widened back to f32 for
+ * the scalar kernels. */
+static int mm_round_operand(struct op_ctx *ctx, struct gpu_recorder *rec, const struct op_tensor *t, bool to_16,
+			    struct gpu_binding *ret)
+{
+	bool f16 = ctx->autocast == TDP_DTYPE_F16;
+	uint32_t n = (uint32_t)t->count;
+	uint64_t bytes = t->count * (to_16 ? 2u : 4u);
+	const char *family, *variant;
+	const struct gpu_pipeline *p;
+	struct gpu_binding b[2];
+	struct gpu_alloc *s;
+
+	if (op_bind(ctx, t, false, &b[0]) < 0)
+		return -1;
+	if (n == 0) {
+		*ret = b[0];
+		return 0;
+	}
+	/* Four elements an invocation where they come in fours (the same
+	 * bits: cast_bf16_vec4.comp, cast_f16_vec4.comp), else cast.comp
+	 * (f32_bf16 or f32_f16, or _f32: rounded and widened back). */
+	if (f16) {
+		family = n % 4 == 0 ? "cast_f16_vec4" : "cast";
+		variant = to_16 ? "f32_f16" : "f32_f16_f32";
+	} else {
+		family = n % 4 == 0 ? "cast_bf16_vec4" : "cast";
+		variant = to_16 ? "f32_bf16" : "f32_bf16_f32";
+	}
+	if (n % 4 == 0)
+		n /= 4;
+	if (op_scratch_alloc(ctx, bytes, &s) < 0 || op_pipeline(ctx, family, variant, &p) < 0)
+		return -1;
+	b[1] = gpu_rec_bind(ctx->g, s, 0, bytes, true);
+	if (op_dispatch(ctx, rec, p, b, 2, &n, sizeof(n), n, 256) < 0)
+		return -1;
+	*ret = b[1];
+	ret->write = false;
+	return 0;
+}
+
+/* Whether an autocast product that is not whole tiles runs on the tensor
+ * cores over operands padded with zeros to M a multiple of 128 (*ret_m)
+ * and K of 32 (*ret_k): one matrix (no batch dims), N already whole tiles,
+ * M a multiple of 16 (the kernel stores 16-row fragments and skips those
+ * past M; zeros past K add nothing), at most MM_PAD_MAX_WORK of the
+ * product's work, and the padded product one matmul_use_cm takes. */
+static bool mm_cm_padded(const struct op_ctx *ctx, const struct mm_plan *pl, const struct mm_push *pc,
+			 uint64_t *ret_m, uint64_t *ret_k)
+{
+	struct mm_plan padded = *pl;
+
+	padded.m = round_up(pl->m, MM_CM_TILE);
+	padded.k = round_up(pl->k, MM_CM_K);
+	if (pc->nbdims != 0 || pc->batches != 1 || pl->m % 16 || pl->m == 0 || pl->k == 0 ||
+	    padded.k > MM_MAX_K || (double)padded.m * (double)padded.k > MM_PAD_MAX_WORK * (double)pl->m * (double)pl->k ||
+	    !matmul_use_cm(ctx, &padded, pc))
+		return false;
+	*ret_m = padded.m;
+	*ret_k = padded.k;
+	return true;
+}
+
+/* Operand `t` (f32, `rows` x `cols` as stored) rounded to the autocast
+ * dtype into scratch of `rows_p` x `cols_p`, zeros around it
+ * (cast_pad.comp), bound read-only as *ret. */
+static int mm_cast_padded(struct op_ctx *ctx, struct gpu_recorder *rec, const struct op_tensor *t, uint64_t rows,
+			  uint64_t cols, uint64_t rows_p, uint64_t cols_p, struct gpu_binding *ret)
+{
+	uint64_t pairs = rows_p * cols_p / 2;
+	struct cast_pad_push pp = { (uint32_t)rows, (uint32_t)cols, (uint32_t)cols_p, (uint32_t)pairs };
+	const struct gpu_pipeline *p;
+	struct gpu_binding b[2];
+	struct gpu_alloc *s;
+
+	if (pairs > UINT32_MAX || rows_p > UINT32_MAX || cols_p > UINT32_MAX || cols_p % 2)
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "a padded operand of more than 2^32 elements");
+	if (op_bind(ctx, t, false, &b[0]) < 0 || op_scratch_alloc(ctx, pairs * 4, &s) < 0 ||
+	    op_pipeline(ctx, "cast_pad", ctx->autocast == TDP_DTYPE_F16 ? "f32_f16" : "f32_bf16", &p) < 0)
+		return -1;
+	b[1] = gpu_rec_bind(ctx->g, s, 0, pairs * 4, true);
+	if (op_dispatch(ctx, rec, p, b, 2, &pp, sizeof(pp), pairs, 256) < 0)
+		return -1;
+	*ret = b[1];
+	ret->write = false;
+	return 0;
+}
+
+/* The product on the tensor cores over operands padded to M `mp` and K
+ * `kp` (mm_cm_padded): A as stored [M, K] (TA: [K, M]) and B [K, N] (TB:
+ * [N, K]) each cast into its padded copy, then the kernel over mp rows
+ * storing the first M. */
+static int mm_record_padded(struct op_ctx *ctx, struct gpu_recorder *rec, const struct mm_plan *pl,
+			    struct mm_push *pc, struct gpu_binding bind[4], uint64_t mp, uint64_t kp)
+{
+	bool ta = pl->flags & MM_TA, tb = pl->flags & MM_TB;
+
+	if ((ta ? mm_cast_padded(ctx, rec, &ctx->in[0], pl->k, pl->m, kp, mp, &bind[0])
+		: mm_cast_padded(ctx, rec, &ctx->in[0], pl->m, pl->k, mp, kp, &bind[0])) < 0 ||
+	    (tb ? mm_cast_padded(ctx, rec, &ctx->in[1], pl->n, pl->k, pl->n, kp, &bind[1])
+		: mm_cast_padded(ctx, rec, &ctx->in[1], pl->k, pl->n, kp, pl->n, &bind[1])) < 0)
+		return -1;
+	pc->m = (uint32_t)mp;
+	pc->k = (uint32_t)kp;
+	return matmul_record_cm(ctx, rec, pl, pc, bind);
+}
+
+/* An autocast product: the operands rounded to bf16 (f16 likewise, with the
+ * .f16 modules), f32 accumulation, an f32 result. On a device whose KHR
+ * cooperative matrices take bf16, for the
+ * products matmul_use_cm takes, the operands are cast to bf16 (into whole
+ * tiles padded with zeros where mm_cm_padded says so) and
+ * matmul_cm_khr_f32out stores its f32 accumulators, the epilogue applied
+ * after it in f32; elsewhere (lavapipe, other shapes, NV matrices) the
+ * operands are rounded to bf16 and widened back to f32, then the f32
+ * kernels run with the epilogue in their stores. A product of two bf16
+ * (or f16) values is exact in f32, so both compute the same terms and differ only
+ * in the order of the sums. */
+int matmul_record_autocast(struct op_ctx *ctx, struct gpu_recorder *rec, const struct mm_plan *pl,
+			   struct mm_push *pc, struct gpu_binding bind[4])
+{
+	bool cm = matmul_use_cm(ctx, pl, pc) && pl->k <= MM_MAX_K;
+	uint64_t mp = 0, kp = 0;
+	int r;
+
+	if (!cm && mm_cm_padded(ctx, pl, pc, &mp, &kp)) {
+		r = mm_record_padded(ctx, rec, pl, pc, bind, mp, kp);
+	} else {
+		if (mm_round_operand(ctx, rec, &ctx->in[0], cm, &bind[0]) < 0 ||
+		    mm_round_operand(ctx, rec, &ctx->in[1], cm, &bind[1]) < 0)
+			return -1;
+		if (!cm) {
+			if (op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
+				return -1;
+			matmul_fold_batches(pc);
+			return matmul_dispatch(ctx, rec, bind, TDP_DTYPE_F32, pc, pl->split_k);
+		}
+		r = matmul_record_cm(ctx, rec, pl, pc, bind);
+	}
+	if (r < 0 || !pl->epi)
+		return r;
+	return matmul_epilogue_after(ctx, rec, &bind[3], (uint32_t)pl->n, pl->epi);
+}
