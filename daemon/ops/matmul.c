@@ -503,8 +503,8 @@ int matmul_epilogue_after(struct op_ctx *ctx, struct gpu_recorder *rec, const st
  * layout), and at most one batch dimension left after collapsing. `ab`:
  * the operands' bindings (an autocast product's bf16 copies), or NULL for
  * the inputs themselves. */
-int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
-			    const struct mm_plan *pl, struct mm_push *mp, const struct gpu_binding *ab)
+int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec, const struct mm_plan *pl, struct mm_push *mp,
+		     const struct gpu_binding *ab, const struct gpu_binding *out)
 {
 	const struct gpu_pipeline *p;
 	struct gpu_coopmat_gemm cm;
@@ -532,8 +532,10 @@ int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec,
 	if (op_pipeline(ctx, mm_cm_family(cm.family, pl->flags & MM_LAYOUT, tn), cm.variant, &p) < 0 ||
 	    (!ab && (op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 ||
 		     op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0)) ||
-	    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
+	    (!out && op_bind(ctx, &ctx->out, true, &bind[2]) < 0))
 		return -1;
+	if (out)
+		bind[2] = *out;
 	return op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), groups * wg, wg);
 }
 
@@ -649,7 +651,7 @@ static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	if (matmul_autocast(ctx)) {
 		r = matmul_record_autocast(ctx, rec, pl, &pc, bind);
 	} else if (matmul_use_cm(ctx, pl, &pc) && pl->k <= MM_MAX_K) {
-		r = matmul_record_cm(ctx, rec, pl, &pc, NULL);
+		r = matmul_record_cm(ctx, rec, pl, &pc, NULL, NULL);
 	} else {
 		if (op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
 		    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)

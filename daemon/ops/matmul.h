@@ -50,10 +50,11 @@ uint32_t matmul_cm_tile_n(const struct op_ctx *ctx, const struct mm_plan *pl);
 bool matmul_use_cm(const struct op_ctx *ctx, const struct mm_plan *pl, const struct mm_push *pc);
 
 /* Record product `pl` on the tensor cores: mp's m and k (pl's, or padded
- * ones: the operands' rows as bound) tile it and the first pl->m rows are
- * stored; `ab` the operands' bindings (NULL: the inputs). 0 or op_fail(). */
+ * ones: the operands' rows as bound) tile it, and the first pl->m rows of
+ * each of mp's batches are stored; `ab` the operands' bindings (NULL: the
+ * inputs), `out` the result's (NULL: ctx->out). 0 or op_fail(). */
 int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec, const struct mm_plan *pl, struct mm_push *mp,
-		     const struct gpu_binding *ab);
+		     const struct gpu_binding *ab, const struct gpu_binding *out);
 
 /* Record the scalar kernels' product `pc` (bind: A, B, C, the epilogue's
  * bias or the dummy), choosing tile and split-K (`split_attr`: matmul's

@@ -14,6 +14,16 @@
 #include "ops/op.h"
 #include "status.h"
 
+/* Split-K of a weight gradient (TN) on the tensor cores: on devices of at
+ * least MM_CM_SPLIT_CU compute units, a product of fewer tiles than compute
+ * units runs in up to MM_CM_MAX_SPLITS chunks of K, each at least
+ * MM_CM_SPLIT_MIN_K terms. On the H200 the 784-512-512-10 MLP's weight
+ * gradients at batch 16384 (28 and 16 tiles from K 16384) took 358 and
+ * 348 us unsplit. */
+#define MM_CM_SPLIT_CU 16u
+#define MM_CM_MAX_SPLITS 16u
+#define MM_CM_SPLIT_MIN_K 256u
+
 /* A padded product does at most this much more work than its own: the
  * 784-512-512-10 MLP's first layer pads K 784 -> 800 forward (1.02x) and M
  * 784 -> 896 for its weight gradient (1.14x). */
@@ -94,6 +104,58 @@ static bool mm_cm_padded(const struct op_ctx *ctx, const struct mm_plan *pl, con
 	return true;
 }
 
+/* How many chunks of K an autocast product of `mp` rows and `kp` terms
+ * (padded or not) on the tensor cores runs in: 1, or for a product with A
+ * transposed (TN: each chunk's A and B are whole rows of the stored
+ * operands), one matrix, of fewer tiles than the device has compute units,
+ * about two tiles a compute unit (MM_CM_* above). matmul's split_k 1
+ * keeps it whole. */
+static uint32_t mm_cm_splits(const struct op_ctx *ctx, const struct mm_plan *pl, const struct mm_push *pc,
+			     uint64_t mp, uint64_t kp)
+{
+	uint64_t cu = ctx->g->compute_units, tn = matmul_cm_tile_n(ctx, pl), tiles, s;
+
+	if (pl->flags != MM_TA || pc->nbdims != 0 || pc->batches != 1 || pl->split_k == 1 ||
+	    cu < MM_CM_SPLIT_CU || !tn)
+		return 1;
+	tiles = (mp / MM_CM_TILE) * (pl->n / tn);
+	if (tiles == 0 || tiles >= cu)
+		return 1;
+	s = (2 * cu + tiles - 1) / tiles;
+	if (s > MM_CM_MAX_SPLITS)
+		s = MM_CM_MAX_SPLITS;
+	while (s > 1 && kp / s < MM_CM_SPLIT_MIN_K)
+		s--;
+	return (uint32_t)s;
+}
+
+/* The split product: chunk j of K (`kc` terms, A's rows j*kc.. of [Kp, mp]
+ * and B's of [Kp, N]) as batch j of the kernel into f32 partials [splits,
+ * M, N], then their fixed-order sum into the result with the epilogue
+ * (matmul_reduce). */
+static int mm_record_split(struct op_ctx *ctx, struct gpu_recorder *rec, const struct mm_plan *pl,
+			   struct mm_push *pc, struct gpu_binding bind[4], uint64_t mp, uint64_t kc, uint32_t splits)
+{
+	struct mm_push sum = *pc;
+	struct gpu_binding part, out;
+
+	sum.m = (uint32_t)pl->m;
+	sum.n = (uint32_t)pl->n;
+	sum.batches = 1;
+	sum.splits = splits;
+	if (matmul_partials(ctx, &sum, false, &part) < 0 || op_bind(ctx, &ctx->out, true, &out) < 0)
+		return -1;
+	pc->m = (uint32_t)mp;
+	pc->k = (uint32_t)kc;
+	pc->batches = splits;
+	pc->nbdims = 1;
+	pc->astride[0] = (uint32_t)(kc * mp);
+	pc->bstride[0] = (uint32_t)(kc * pl->n);
+	if (matmul_record_cm(ctx, rec, pl, pc, bind, &part) < 0)
+		return -1;
+	return matmul_reduce(ctx, rec, &part, &out, &bind[3], TDP_DTYPE_F32, &sum);
+}
+
 /* Operand `t` (f32, `rows` x `cols` as stored) rounded to the autocast
  * dtype into scratch of `rows_p` x `cols_p`, zeros around it
  * (cast_pad.comp), bound read-only as *ret. */
@@ -119,12 +181,11 @@ static int mm_cast_padded(struct op_ctx *ctx, struct gpu_recorder *rec, const st
 	return 0;
 }
 
-/* The product on the tensor cores over operands padded to M `mp` and K
- * `kp` (mm_cm_padded): A as stored [M, K] (TA: [K, M]) and B [K, N] (TB:
- * [N, K]) each cast into its padded copy, then the kernel over mp rows
- * storing the first M. */
-static int mm_record_padded(struct op_ctx *ctx, struct gpu_recorder *rec, const struct mm_plan *pl,
-			    struct mm_push *pc, struct gpu_binding bind[4], uint64_t mp, uint64_t kp)
+/* The operands cast for the tensor cores into copies padded to M `mp` and
+ * K `kp` (mm_cm_padded, mm_cm_splits): A as stored [M, K] (TA: [K, M]) and
+ * B [K, N] (TB: [N, K]), into bind[0] and bind[1]. */
+static int mm_cast_operands_padded(struct op_ctx *ctx, struct gpu_recorder *rec, const struct mm_plan *pl,
+				   struct gpu_binding bind[4], uint64_t mp, uint64_t kp)
 {
 	bool ta = pl->flags & MM_TA, tb = pl->flags & MM_TB;
 
@@ -133,9 +194,7 @@ static int mm_record_padded(struct op_ctx *ctx, struct gpu_recorder *rec, const 
 	    (tb ? mm_cast_padded(ctx, rec, &ctx->in[1], pl->n, pl->k, pl->n, kp, &bind[1])
 		: mm_cast_padded(ctx, rec, &ctx->in[1], pl->k, pl->n, kp, pl->n, &bind[1])) < 0)
 		return -1;
-	pc->m = (uint32_t)mp;
-	pc->k = (uint32_t)kp;
-	return matmul_record_cm(ctx, rec, pl, pc, bind);
+	return 0;
 }
 
 /* An autocast product: the operands rounded to bf16 (f16 likewise, with the
@@ -153,23 +212,33 @@ int matmul_record_autocast(struct op_ctx *ctx, struct gpu_recorder *rec, const s
 			   struct mm_push *pc, struct gpu_binding bind[4])
 {
 	bool cm = matmul_use_cm(ctx, pl, pc) && pl->k <= MM_MAX_K;
-	uint64_t mp = 0, kp = 0;
+	uint64_t mp = pl->m, kp = pl->k;
+	bool pad = !cm && mm_cm_padded(ctx, pl, pc, &mp, &kp);
+	uint32_t splits = cm || pad ? mm_cm_splits(ctx, pl, pc, mp, kp) : 1;
 	int r;
 
-	if (!cm && mm_cm_padded(ctx, pl, pc, &mp, &kp)) {
-		r = mm_record_padded(ctx, rec, pl, pc, bind, mp, kp);
-	} else {
-		if (mm_round_operand(ctx, rec, &ctx->in[0], cm, &bind[0]) < 0 ||
-		    mm_round_operand(ctx, rec, &ctx->in[1], cm, &bind[1]) < 0)
+	if (!cm && !pad) {
+		if (mm_round_operand(ctx, rec, &ctx->in[0], false, &bind[0]) < 0 ||
+		    mm_round_operand(ctx, rec, &ctx->in[1], false, &bind[1]) < 0 ||
+		    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
 			return -1;
-		if (!cm) {
-			if (op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
-				return -1;
-			matmul_fold_batches(pc);
-			return matmul_dispatch(ctx, rec, bind, TDP_DTYPE_F32, pc, pl->split_k);
-		}
-		r = matmul_record_cm(ctx, rec, pl, pc, bind);
+		matmul_fold_batches(pc);
+		return matmul_dispatch(ctx, rec, bind, TDP_DTYPE_F32, pc, pl->split_k);
 	}
+	/* K padded with zeros to whole chunks of whole K steps. */
+	if (splits > 1) {
+		kp = round_up((kp + splits - 1) / splits, MM_CM_K) * splits;
+		pad = pad || kp != pl->k;
+	}
+	if (pad ? mm_cast_operands_padded(ctx, rec, pl, bind, mp, kp) < 0
+		: (mm_round_operand(ctx, rec, &ctx->in[0], true, &bind[0]) < 0 ||
+		   mm_round_operand(ctx, rec, &ctx->in[1], true, &bind[1]) < 0))
+		return -1;
+	if (splits > 1)
+		return mm_record_split(ctx, rec, pl, pc, bind, mp, kp / splits, splits);
+	pc->m = (uint32_t)mp;
+	pc->k = (uint32_t)kp;
+	r = matmul_record_cm(ctx, rec, pl, pc, bind, NULL);
 	if (r < 0 || !pl->epi)
 		return r;
 	return matmul_epilogue_after(ctx, rec, &bind[3], (uint32_t)pl->n, pl->epi);

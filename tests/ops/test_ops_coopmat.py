@@ -54,6 +54,10 @@ TILES_N64 = [((128, 32), (32, 64)), ((3, 256, 512), (3, 512, 64)), ((256, 96), (
 # of 16 padded to 128, K padded to 32, at most 1.3x the work: the 784-input
 # MLP's first layer): the same modules over padded copies (cast_pad.comp).
 TILES_PAD = [((784, 64), (64, 128)), ((256, 200), (200, 128)), ((784, 784), (784, 256))]
+# Weight-gradient-shaped products (TN) of few tiles and many terms: split K
+# on a GPU of 16 or more compute units (partials summed by matmul_reduce),
+# whole tiles or padded.
+TILES_SPLIT = [((256, 4096), (4096, 128)), ((784, 2000), (2000, 128))]
 # (name, transpose_a, transpose_b, the module suffix; None: scalar only).
 LAYOUTS = [("NN", False, False, ""), ("NT", False, True, "_nt"), ("TN", True, False, "_tn"),
            ("TT", True, True, None)]
@@ -115,7 +119,7 @@ class Traced(harness.Traced):
         elif want is not None and want not in ran:
             self.ck.fail("%s %s: ran %s, want %s" % (label, dtype, ran, want))
 
-    def check_autocast(self, a, b, want, label, ta=False, tb=False, prec="bf16", padded=False):
+    def check_autocast(self, a, b, want, label, ta=False, tb=False, prec="bf16", padded=False, split=False):
         """y = matmul(a, b) in a train.step with precision `prec` (bf16 or
         f16; f32 operands; the loss also reads a parameter of its own, so no
         backward product runs), against a @ b on operands rounded to it."""
@@ -150,6 +154,8 @@ class Traced(harness.Traced):
             self.ck.fail("%s autocast: ran %s, want %s" % (label, ran, want))
         elif want is not None and padded != ("cast_pad.f32_%s" % prec in ran):
             self.ck.fail("%s autocast: ran %s, want padded operands %s" % (label, ran, padded))
+        elif want is not None and split and "matmul_reduce.f32" not in ran:
+            self.ck.fail("%s autocast: ran %s, want K split (matmul_reduce.f32)" % (label, ran))
 
 
 def main():
@@ -198,6 +204,17 @@ def main():
                                      "(%s exact padded %s @ %s)" % (lay, sa, sb), ta, tb, prec, True)
                     t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), want,
                                      "(%s padded %s @ %s)" % (lay, sa, sb), ta, tb, prec, True)
+            for sa, sb in TILES_SPLIT:
+                # TN only (NN and NT are not split); every GPU with KHR
+                # matrices has the 16 compute units that splitting needs
+                want = expected_autocast(kind, has_bf16, True, "_tn", prec=prec)
+                padded, split = sa[0] % 128 != 0, want is not None
+                t.check_autocast(rng.integers(-1, 2, size=sa).astype(np.float64),
+                                 rng.integers(-1, 2, size=sb).astype(np.float64), want,
+                                 "(TN exact split %s @ %s)" % (sa, sb), True, False, prec, padded, split)
+                t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), want,
+                                 "(TN split %s @ %s)" % (sa, sb), True, False, prec, padded, split)
+            for lay, ta, tb, suffix in LAYOUTS:
                 for sa, sb in NOT_TILES:
                     t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), None,
                                      "(%s not tiles %s @ %s)" % (lay, sa, sb), ta, tb, prec)
