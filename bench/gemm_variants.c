@@ -413,12 +413,12 @@ static uint32_t make_push(const struct gv_variant *v, const struct gv_size *z, u
 	push[2] = z->k;
 	*ret_groups = (uint64_t)tm * tn;
 	if (!strcmp(v->family, "cm")) {
-		/* struct mm_cm_push: tiles_n, tiles_mn, batches, astride, bstride, mstore */
+		/* struct mm_cm_push: tiles_n, tiles_mn, batches, astride, bstride, mstore, flags */
 		push[3] = tn;
 		push[4] = tm * tn;
 		push[5] = 1;
 		push[8] = z->m;
-		return 9 * sizeof(uint32_t);
+		return 10 * sizeof(uint32_t);
 	}
 	/* struct mm_push: batches, tiles_n, tiles_mn, nbdims, bshape[6],
 	 * astride[6], bstride[6], flags (MM_TA 1, MM_TB 2), splits, kchunk */

@@ -36,7 +36,13 @@
 //
 // CM_OUT_F32 (the KHR modules matmul_cm_khr_f32out{,_nt,_tn}, for autocast:
 // f32 operands rounded to 16 bits beforehand, an f32 result) stores the f32
-// accumulators as they are into a float buffer: no conversion, no rounding.
+// accumulators as they are into a float buffer: no conversion, no rounding;
+// with CM_EPI too (matmul_cm_khr_f32out_epi*), the epilogue in `flags`
+// applied to them first, in f32, as
+// matmul_epi_apply.comp would after the store (the same bits): MM_BIAS adds
+// bias[column] (binding 3, loaded as a matrix of 16 equal rows: stride 0),
+// MM_RELU takes max(v, 0), MM_MASK (binding 3 a mask of the result's shape)
+// keeps v where the mask is > 0, else 0.
 #extension GL_NV_cooperative_matrix : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
@@ -87,7 +93,20 @@ layout(push_constant) uniform MmCmPush {
 	uint tiles_n, tiles_mn, batches;
 	uint astride, bstride;   // elements between batch matrices (0: broadcast)
 	uint mstore;             // rows stored: m, or fewer where A was padded (a multiple of 16)
+	uint flags;              // CM_OUT_F32: the epilogue (MM_BIAS, MM_RELU, MM_MASK)
 } pc;
+#if defined(CM_OUT_F32) && defined(CM_EPI)
+#define MM_BIAS 8u
+#define MM_RELU 16u
+#define MM_MASK 32u
+// An accumulator's elements in one invocation: 16 x 16 over the subgroup of
+// 32 that daemon/gpu/coopmat.c requires. A constant: the NVIDIA driver
+// (580.159.04) crashed the process creating the pipeline when the loops
+// were bounded by length() (OpCooperativeMatrixLengthKHR after the rewrite;
+// bench/gemm_variants.py, 2026-11-29).
+#define CM_ACC_LEN 8
+layout(std430, binding = 3) readonly buffer Epi { float epi[]; };
+#endif
 
 #ifdef CM_DBUF
 #define CM_NBUF 2
@@ -208,7 +227,24 @@ void main()
 			uint r = row0 + wm * (FM * 16u) + uint(i) * 16u, c = col0 + wn * (FN * 16u) + uint(j) * 16u;
 			if (r >= pc.mstore)
 				continue;
-#ifdef CM_OUT_F32
+#if defined(CM_OUT_F32) && defined(CM_EPI)
+			ACC v = acc[i][j];
+			if ((pc.flags & MM_MASK) != 0u) {
+				ACC mk;
+				coopMatLoadNV(mk, epi, obase + r * pc.n + c, pc.n, false);
+				[[unroll]] for (int e = 0; e < CM_ACC_LEN; e++)
+					v[e] = mk[e] > 0.0 ? v[e] : 0.0;
+			}
+			if ((pc.flags & MM_BIAS) != 0u) {
+				ACC bf;
+				coopMatLoadNV(bf, epi, c, 0u, false);
+				v = v + bf;
+			}
+			if ((pc.flags & MM_RELU) != 0u)
+				[[unroll]] for (int e = 0; e < CM_ACC_LEN; e++)
+					v[e] = max(v[e], 0.0);
+			coopMatStoreNV(v, o, obase + r * pc.n + c, pc.n, false);
+#elif defined(CM_OUT_F32)
 			coopMatStoreNV(acc[i][j], o, obase + r * pc.n + c, pc.n, false);
 #else
 			HALF h = HALF(acc[i][j]);

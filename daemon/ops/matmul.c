@@ -65,7 +65,7 @@ struct mm_cm_push {
 	uint32_t m, n, k;
 	uint32_t tiles_n, tiles_mn, batches;
 	uint32_t astride, bstride;
-	uint32_t mstore;
+	uint32_t mstore, flags;
 };
 
 /* The NT modules' shared memory: both tiles 128 rows of 32 + 8 halves
@@ -294,17 +294,19 @@ static bool mm_cm_kernel(const struct op_ctx *ctx, struct gpu_coopmat_gemm *ret)
 /* The cooperative-matrix family for a layout (0, MM_TA or MM_TB) of the
  * NN family `family` names: matmul_cm.glsl built with the layout constant
  * (shaders/meson.build). */
-static const char *mm_cm_family(const char *family, uint32_t layout, uint32_t tile_n)
+static const char *mm_cm_family(const char *family, uint32_t layout, uint32_t tile_n, bool epi)
 {
 	static const char *const khr[] = { "matmul_cm_khr", "matmul_cm_khr_tn", "matmul_cm_khr_nt" };
 	static const char *const khr32[] = { "matmul_cm_khr_f32out", "matmul_cm_khr_f32out_tn",
 					     "matmul_cm_khr_f32out_nt" };
 	static const char *const khr32_n64[] = { "matmul_cm_khr_f32out_n64", "matmul_cm_khr_f32out_n64_tn",
 						 "matmul_cm_khr_f32out_n64_nt" };
+	static const char *const khr32_epi[] = { "matmul_cm_khr_f32out_epi", "matmul_cm_khr_f32out_epi_tn",
+						 "matmul_cm_khr_f32out_epi_nt" };
 	static const char *const nv[] = { "matmul_cm", "matmul_cm_tn", "matmul_cm_nt" };
 
 	if (strcmp(family, "matmul_cm_khr_f32out") == 0)
-		return (tile_n == MM_CM_TILE ? khr32 : khr32_n64)[layout];
+		return (tile_n != MM_CM_TILE ? khr32_n64 : epi ? khr32_epi : khr32)[layout];
 	return (strcmp(family, "matmul_cm_khr") == 0 ? khr : nv)[layout];
 }
 
@@ -504,11 +506,11 @@ int matmul_epilogue_after(struct op_ctx *ctx, struct gpu_recorder *rec, const st
  * the operands' bindings (an autocast product's bf16 copies), or NULL for
  * the inputs themselves. */
 int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec, const struct mm_plan *pl, struct mm_push *mp,
-		     const struct gpu_binding *ab, const struct gpu_binding *out)
+		     const struct gpu_binding *ab, const struct gpu_binding *out, const struct gpu_binding *epi)
 {
 	const struct gpu_pipeline *p;
 	struct gpu_coopmat_gemm cm;
-	struct gpu_binding bind[3];
+	struct gpu_binding bind[4];
 	uint32_t tn = matmul_cm_tile_n(ctx, pl), wg;
 	struct mm_cm_push pc = {
 		.m = mp->m, .n = mp->n, .k = mp->k, .batches = mp->batches,
@@ -516,6 +518,7 @@ int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec, const struct 
 		.astride = mp->nbdims ? mp->astride[0] : 0,
 		.bstride = mp->nbdims ? mp->bstride[0] : 0,
 		.mstore = (uint32_t)pl->m,
+		.flags = epi ? pl->epi : 0,
 	};
 	uint64_t groups;
 
@@ -529,14 +532,15 @@ int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec, const struct 
 		bind[0] = ab[0];
 		bind[1] = ab[1];
 	}
-	if (op_pipeline(ctx, mm_cm_family(cm.family, pl->flags & MM_LAYOUT, tn), cm.variant, &p) < 0 ||
+	if (op_pipeline(ctx, mm_cm_family(cm.family, pl->flags & MM_LAYOUT, tn, epi != NULL), cm.variant, &p) < 0 ||
 	    (!ab && (op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 ||
 		     op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0)) ||
 	    (!out && op_bind(ctx, &ctx->out, true, &bind[2]) < 0))
 		return -1;
 	if (out)
 		bind[2] = *out;
-	return op_dispatch(ctx, rec, p, bind, 3, &pc, sizeof(pc), groups * wg, wg);
+	bind[3] = epi ? *epi : mm_no_bias(ctx);
+	return op_dispatch(ctx, rec, p, bind, 4, &pc, sizeof(pc), groups * wg, wg);
 }
 
 /* Pick the tiled kernel and split-K for the product `pc` describes (m, n,
@@ -651,7 +655,7 @@ static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	if (matmul_autocast(ctx)) {
 		r = matmul_record_autocast(ctx, rec, pl, &pc, bind);
 	} else if (matmul_use_cm(ctx, pl, &pc) && pl->k <= MM_MAX_K) {
-		r = matmul_record_cm(ctx, rec, pl, &pc, NULL, NULL);
+		r = matmul_record_cm(ctx, rec, pl, &pc, NULL, NULL, NULL);
 	} else {
 		if (op_bind(ctx, &ctx->in[0], false, &bind[0]) < 0 || op_bind(ctx, &ctx->in[1], false, &bind[1]) < 0 ||
 		    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)

@@ -52,9 +52,11 @@ bool matmul_use_cm(const struct op_ctx *ctx, const struct mm_plan *pl, const str
 /* Record product `pl` on the tensor cores: mp's m and k (pl's, or padded
  * ones: the operands' rows as bound) tile it, and the first pl->m rows of
  * each of mp's batches are stored; `ab` the operands' bindings (NULL: the
- * inputs), `out` the result's (NULL: ctx->out). 0 or op_fail(). */
+ * inputs), `out` the result's (NULL: ctx->out); `epi` (an autocast product
+ * on 128-wide tiles only) pl->epi's bias or mask, applied in the kernel
+ * (matmul_cm_khr_f32out_epi*; NULL: no epilogue). 0 or op_fail(). */
 int matmul_record_cm(struct op_ctx *ctx, struct gpu_recorder *rec, const struct mm_plan *pl, struct mm_push *mp,
-		     const struct gpu_binding *ab, const struct gpu_binding *out);
+		     const struct gpu_binding *ab, const struct gpu_binding *out, const struct gpu_binding *epi);
 
 /* Record the scalar kernels' product `pc` (bind: A, B, C, the epilogue's
  * bias or the dummy), choosing tile and split-K (`split_attr`: matmul's

@@ -46,14 +46,16 @@ TOL = {"f16": (5e-3, 5e-3), "bf16": (3e-2, 3e-2)}
 # multiple of 128, K of 32).
 TILES = [((128, 32), (32, 128)), ((256, 96), (96, 384)), ((512, 256), (256, 128)),
          ((3, 128, 64), (3, 64, 256)), ((2, 128, 32), (32, 128)), ((128, 32), (4, 32, 128))]
-NOT_TILES = [((130, 32), (32, 128)), ((128, 40), (40, 128))]
+NOT_TILES = [((130, 32), (32, 128)), ((128, 40), (40, 128)), ((128, 48), (48, 96))]
 # Autocast products whose N is a multiple of 64 but not of 128 (an
 # attention's P @ V over heads of 64): the narrow 128x64 modules.
 TILES_N64 = [((128, 32), (32, 64)), ((3, 256, 512), (3, 512, 64)), ((256, 96), (96, 192))]
 # Autocast products that zeros make whole tiles at little cost (M a multiple
-# of 16 padded to 128, K padded to 32, at most 1.3x the work: the 784-input
-# MLP's first layer): the same modules over padded copies (cast_pad.comp).
-TILES_PAD = [((784, 64), (64, 128)), ((256, 200), (200, 128)), ((784, 784), (784, 256))]
+# of 16 padded to 128, K padded to 32, at most 1.3x the work, or K within
+# one K step: the 784-input MLP's first layer, a classifier's input
+# gradient): the same modules over padded copies (cast_pad.comp).
+TILES_PAD = [((784, 64), (64, 128)), ((256, 200), (200, 128)), ((784, 784), (784, 256)),
+             ((256, 10), (10, 128))]
 # Weight-gradient-shaped products (TN) of few tiles and many terms: split K
 # on a GPU of 16 or more compute units (partials summed by matmul_reduce),
 # whole tiles or padded.
@@ -87,14 +89,15 @@ def expected(kind, has_bf16, dtype, tile, suffix=""):
     return None
 
 
-def expected_autocast(kind, has_bf16, tile, suffix, narrow=False, prec="bf16"):
+def expected_autocast(kind, has_bf16, tile, suffix, narrow=False, prec="bf16", epi=False):
     """The shader an autocast (`prec`: bf16 or f16) f32 product should run,
-    or None (narrow: the 128x64 modules)."""
+    or None (narrow: the 128x64 modules; epi: a product with an epilogue,
+    on the 128-wide modules that apply it)."""
     if not tile or suffix is None or kind != "khr":
         return None
     if prec == "bf16" and (not has_bf16 or os.environ.get("TENSORD_COOPMAT_BF16") == "0"):
         return None
-    return "matmul_cm_khr_f32out%s%s.%s" % ("_n64" if narrow else "", suffix, prec)
+    return "matmul_cm_khr_f32out%s%s.%s" % ("_n64" if narrow else "_epi" if epi else "", suffix, prec)
 
 
 def stored(x, transposed):
@@ -119,18 +122,31 @@ class Traced(harness.Traced):
         elif want is not None and want not in ran:
             self.ck.fail("%s %s: ran %s, want %s" % (label, dtype, ran, want))
 
-    def check_autocast(self, a, b, want, label, ta=False, tb=False, prec="bf16", padded=False, split=False):
+    def check_autocast(self, a, b, want, label, ta=False, tb=False, prec="bf16", padded=False, split=False,
+                       act=None):
         """y = matmul(a, b) in a train.step with precision `prec` (bf16 or
         f16; f32 operands; the loss also reads a parameter of its own, so no
-        backward product runs), against a @ b on operands rounded to it."""
-        label = "%s %s" % (prec, label)
+        backward product runs), against a @ b on operands rounded to it;
+        with `act` "relu" plus a bias and relu, "relu_grad" kept where a
+        mask is > 0 (the epilogue: in the 128-wide tensor-core kernel's
+        stores, matmul_cm_khr_f32out_epi*, or in a split product's sum;
+        after the narrow kernels by matmul_epi_apply)."""
+        label = "%s %s%s" % (prec, label, " " + act if act else "")
         c = self.ck.c
         self.shaders()
         attrs = {"transpose_a": ta, "transpose_b": tb}
         c.put("ac.a", stored(a, ta), "f32")
         c.put("ac.b", stored(b, tb), "f32")
         c.put("ac.p", np.zeros(1), "f32")
-        nodes = [{"id": "y", "op": "matmul", "inputs": ["ac.a", "ac.b"], "attrs": attrs},
+        inputs = ["ac.a", "ac.b"]
+        extra = None
+        if act:
+            shape = (a.shape[-2], b.shape[-1]) if act == "relu_grad" else (b.shape[-1],)
+            extra = rng.uniform(-1, 1, size=shape).astype(np.float32)
+            c.put("ac.e", extra, "f32")
+            inputs.append("ac.e")
+            attrs["activation"] = act
+        nodes = [{"id": "y", "op": "matmul", "inputs": inputs, "attrs": attrs},
                  {"id": "s", "op": "sum", "inputs": ["y"]}, {"id": "q", "op": "sum", "inputs": ["ac.p"]},
                  {"id": "loss", "op": "add", "inputs": ["s", "q"]}]
         err, res = c.call("train.step", {"nodes": nodes, "loss": "loss", "params": ["ac.p"], "outputs": ["y"],
@@ -145,6 +161,11 @@ class Traced(harness.Traced):
         ra, rb = (harness.quantize(np.asarray(v, np.float32), prec) for v in (a, b))
         ref_y = ra @ rb
         tol = 8 * 2.0**-24 * (np.abs(ra) @ np.abs(rb))
+        if act == "relu":
+            ref_y = np.maximum(ref_y + extra.astype(np.float64), 0)
+            tol = tol + 2.0**-24 * np.abs(ref_y)
+        elif act == "relu_grad":
+            ref_y = np.where(extra > 0, ref_y, 0)
         if not np.all(np.abs(y - ref_y) <= tol):
             self.ck.fail("%s autocast: off the rounded operands' product by %.3g" % (label, np.abs(y - ref_y).max()))
         cm = [s for s in ran if s.startswith("matmul_cm")]
@@ -156,6 +177,9 @@ class Traced(harness.Traced):
             self.ck.fail("%s autocast: ran %s, want padded operands %s" % (label, ran, padded))
         elif want is not None and split and "matmul_reduce.f32" not in ran:
             self.ck.fail("%s autocast: ran %s, want K split (matmul_reduce.f32)" % (label, ran))
+        elif want is not None and act and ("matmul_epi_apply.f32" in ran) != ("_n64" in want):
+            self.ck.fail("%s autocast: ran %s, want the epilogue %s" % (
+                label, ran, "after the narrow kernel" if "_n64" in want else "in the kernel or the split's sum"))
 
 
 def main():
@@ -190,6 +214,10 @@ def main():
                                      "(%s exact %s @ %s)" % (lay, sa, sb), ta, tb, prec)
                     t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), want,
                                      "(%s %s @ %s)" % (lay, sa, sb), ta, tb, prec)
+                    want_epi = expected_autocast(kind, has_bf16, True, suffix, prec=prec, epi=True)
+                    for act in ("relu", "relu_grad") if len(sa) == len(sb) == 2 else ():
+                        t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), want_epi,
+                                         "(%s %s @ %s)" % (lay, sa, sb), ta, tb, prec, act=act)
                 for sa, sb in TILES_N64:
                     want = expected_autocast(kind, has_bf16, True, suffix, narrow=True, prec=prec)
                     t.check_autocast(rng.integers(-1, 2, size=sa).astype(np.float64),
@@ -197,6 +225,9 @@ def main():
                                      "(%s exact narrow %s @ %s)" % (lay, sa, sb), ta, tb, prec)
                     t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), want,
                                      "(%s narrow %s @ %s)" % (lay, sa, sb), ta, tb, prec)
+                    for act in ("relu", "relu_grad") if len(sa) == len(sb) == 2 else ():
+                        t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), want,
+                                         "(%s narrow %s @ %s)" % (lay, sa, sb), ta, tb, prec, act=act)
                 for sa, sb in TILES_PAD:
                     want = expected_autocast(kind, has_bf16, True, suffix, prec=prec)
                     t.check_autocast(rng.integers(-1, 2, size=sa).astype(np.float64),
@@ -204,6 +235,12 @@ def main():
                                      "(%s exact padded %s @ %s)" % (lay, sa, sb), ta, tb, prec, True)
                     t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), want,
                                      "(%s padded %s @ %s)" % (lay, sa, sb), ta, tb, prec, True)
+                    # (TN 784x784 @ 784x256 splits K on a GPU: its epilogue is
+                    # the sum's, as TILES_SPLIT checks)
+                    want_epi = expected_autocast(kind, has_bf16, True, suffix, prec=prec, epi=True)
+                    for act in ("relu", "relu_grad") if (lay, sa) != ("TN", (784, 784)) else ():
+                        t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), want_epi,
+                                         "(%s padded %s @ %s)" % (lay, sa, sb), ta, tb, prec, True, act=act)
             for sa, sb in TILES_SPLIT:
                 # TN only (NN and NT are not split); every GPU with KHR
                 # matrices has the 16 compute units that splitting needs
@@ -214,6 +251,8 @@ def main():
                                  "(TN exact split %s @ %s)" % (sa, sb), True, False, prec, padded, split)
                 t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), want,
                                  "(TN split %s @ %s)" % (sa, sb), True, False, prec, padded, split)
+                t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), want,
+                                 "(TN split %s @ %s)" % (sa, sb), True, False, prec, padded, split, act="relu")
             for lay, ta, tb, suffix in LAYOUTS:
                 for sa, sb in NOT_TILES:
                     t.check_autocast(rng.uniform(-1, 1, size=sa), rng.uniform(-1, 1, size=sb), None,

@@ -29,7 +29,7 @@ BUILT = []
 # ---- a small SPIR-V reader ---------------------------------------------------
 
 NV_OPS = range(5358, 5363)
-KHR_TYPE, KHR_LOAD, KHR_STORE, KHR_MULADD = 4456, 4457, 4458, 4459
+KHR_TYPE, KHR_LOAD, KHR_STORE, KHR_MULADD, KHR_LENGTH = 4456, 4457, 4458, 4459, 4460
 # Opcodes with a result type and id (the rest of those these modules hold
 # have a result id only, or none).
 TYPED = ({1, 12, 54, 55, 57, 59, 61, 65, 66, 67, 68, 245, 400} | set(range(41, 53)) |
@@ -717,6 +717,22 @@ class Built(Case):
                                      'a matrix is converted')
                     encoding = [[16, 0]] if v == 'bf16' else [[16]]
                     self.assertEqual([a[1:] for a in m.ops(22) if a[1] == 16], encoding)
+                    self.run_pass(path, '--check', *(['--bf16'] if v == 'bf16' else []))
+
+    # The f32-output modules with the epilogue in their stores
+    # (matmul_cm_khr_f32out_epi*): the same, plus the bias and mask loaded
+    # as f32 accumulators (row-major), and no OpCooperativeMatrixLengthKHR
+    # (the driver crashed creating a pipeline whose loops it bounded).
+    def test_khr_f32_output_epilogue(self):
+        for lay, loads in self.LAYOUTS.items():
+            for v in ('f16', 'bf16'):
+                with self.subTest(layout=lay, variant=v):
+                    path, m = self.built('matmul_cm_khr_f32out_epi%s.%s.spv' % (lay, v))
+                    check_khr(self, m)
+                    self.assertEqual(self.local_size(m), 128)
+                    self.assertEqual(self.load_layouts(m), loads | {(2, 0)})
+                    self.assertFalse(m.ops(KHR_LENGTH))
+                    self.assertEqual({m.use(m.type_of(a[1])) for a in m.ops(KHR_STORE)}, {2})
                     self.run_pass(path, '--check', *(['--bf16'] if v == 'bf16' else []))
 
     def test_nv_layouts(self):
