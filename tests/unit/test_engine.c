@@ -489,6 +489,31 @@ static void test_outputs_quota(void **state)
 	assert_int_equal(check_outputs(&call, "y", "z"), 0);
 }
 
+/* Outputs q, p, s, p, q: the first node storing a name stored before is
+ * node 3 (p), not node 4 (q) whose name sorts first. */
+static void test_outputs_repeated_first(void **state)
+{
+	static const char *const outs[] = { "q", "p", "s", "p", "q" };
+	struct stub_daemon *sd = *state;
+	struct caller call = stub_caller(sd, 1000);
+	struct graph gr;
+	struct mp m;
+	char id[8];
+
+	mp_begin(&m);
+	msgpack_pack_array(&m.pk, 5);
+	for (unsigned i = 0; i < 5; i++) {
+		snprintf(id, sizeof(id), "n%u", i);
+		mp_node(&m, id, "relu", STRS("~1000/x"), outs[i], NULL);
+	}
+	assert_int_equal(parse(&gr, &call, &m, NULL), 0);
+	assert_int_equal(graph_check_outputs(&gr), -1);
+	assert_int_equal(call.err.code, TDP_INVALID_ARGUMENT);
+	assert_string_equal(call.err.message, "node 3 'n3' (relu): two nodes store the same name");
+	graph_free(&gr);
+	mp_end(&m);
+}
+
 static void test_outputs_refused(void **state)
 {
 	struct stub_daemon *sd = *state;
@@ -732,6 +757,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_commit_rechecks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_outputs_max_tensors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_outputs_quota, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_outputs_repeated_first, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_outputs_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fusion, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_graph_free, setup, teardown),
