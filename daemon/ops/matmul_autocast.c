@@ -204,15 +204,15 @@ static int mm_cast_operands_padded(struct op_ctx *ctx, struct gpu_recorder *rec,
 
 /* An autocast product: the operands rounded to bf16 (f16 likewise, with the
  * .f16 modules), f32 accumulation, an f32 result. On a device whose KHR
- * cooperative matrices take bf16, for the
- * products matmul_use_cm takes, the operands are cast to bf16 (into whole
- * tiles padded with zeros where mm_cm_padded says so) and
- * matmul_cm_khr_f32out stores its f32 accumulators, the epilogue applied
- * after it in f32; elsewhere (lavapipe, other shapes, NV matrices) the
- * operands are rounded to bf16 and widened back to f32, then the f32
- * kernels run with the epilogue in their stores. A product of two bf16
- * (or f16) values is exact in f32, so both compute the same terms and differ only
- * in the order of the sums. */
+ * cooperative matrices take bf16, for the products matmul_use_cm takes
+ * (or, padded with zeros, mm_cm_padded), the operands are cast to bf16 and
+ * matmul_cm_khr_f32out stores its f32 accumulators: the epilogue applied
+ * in f32 in the stores of the 128-wide modules (_epi), after the narrow
+ * ones, or in the sum of a split product (mm_cm_splits); elsewhere
+ * (lavapipe, other shapes, NV matrices) the operands are rounded to bf16
+ * and widened back to f32, then the f32 kernels run with the epilogue in
+ * their stores. A product of two bf16 (or f16) values is exact in f32, so
+ * both compute the same terms and differ only in the order of the sums. */
 int matmul_record_autocast(struct op_ctx *ctx, struct gpu_recorder *rec, const struct mm_plan *pl,
 			   struct mm_push *pc, struct gpu_binding bind[4])
 {
