@@ -468,7 +468,9 @@ for a, b in zip(lines, lines[1:]):
     # each user's share of the GPU between the samples (tensorctl top)
     assert all(0 <= p <= 100 * len(b["devices"]) for p in b["rates"]["users_gpu_percent"].values()), b["rates"]
     assert b["requests"]["total"] > a["requests"]["total"], (a["requests"], b["requests"])
-    assert 0.05 < b["time"] - a["time"] < 5, (a["time"], b["time"])
+    # Samples keep a fixed cadence (start + k * interval), so a late reply
+    # makes the next sample come sooner: only the order and a bound hold.
+    assert 0 < b["time"] - a["time"] < 5, (a["time"], b["time"])
 PYEOF
 # Rates count the requests of other clients between two samples.
 ctl --json info --watch --count 2 --interval 3 >"$DIR/rate.json" &
