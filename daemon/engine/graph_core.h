@@ -47,6 +47,7 @@ struct node {
 struct fuse_kernel;
 struct gpu_recorder;
 struct graph_replica;
+struct graph_id;
 
 struct graph {
 	struct caller *call;
@@ -97,6 +98,10 @@ struct graph {
 	/* Plan the memory of results that die inside a part (graph_plan.c):
 	 * training steps do. */
 	bool plan_memory;
+	/* graph_parse's index of the node ids, sorted (graph_parse.c); NULL
+	 * outside graph_parse. */
+	struct graph_id *ids;
+	unsigned nids;
 	struct graph_arena *arenas;      /* the plans' memory, one per part and device */
 	unsigned narenas;
 	/* Arenas to take before allocating (a train.run job's, shared by its

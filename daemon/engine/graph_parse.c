@@ -7,6 +7,7 @@
  * the request around it (docs/architecture.md). */
 #include "engine/graph_parse.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/map_check.h"
@@ -19,6 +20,71 @@
 #include "status.h"
 #include "store/lookup.h"
 #include "store/names.h"
+
+/* A node's id and index: graph->ids, sorted by id then index, lets a graph
+ * of thousands of nodes find a name in log time. */
+struct graph_id {
+	const char *id;
+	unsigned node;
+};
+
+static int graph_id_cmp(const void *pa, const void *pb)
+{
+	const struct graph_id *a = pa, *b = pb;
+	int c = strcmp(a->id, b->id);
+
+	return c ? c : (a->node > b->node) - (a->node < b->node);
+}
+
+/* gr->ids := every node with an id, sorted (pointing into gr->nodes, which
+ * graph_parse does not grow once it has begun). Returns 0 or -1 after td_fail. */
+static int ids_build(struct graph *gr)
+{
+	gr->ids = malloc((gr->n ? gr->n : 1) * sizeof(*gr->ids));
+	if (!gr->ids)
+		return td_fail(&gr->call->err, TDP_RESOURCE_EXHAUSTED, "out of memory for the graph");
+	gr->nids = 0;
+	for (unsigned i = 0; i < gr->n; i++)
+		if (gr->nodes[i].id[0])
+			gr->ids[gr->nids++] = (struct graph_id){ .id = gr->nodes[i].id, .node = i };
+	qsort(gr->ids, gr->nids, sizeof(*gr->ids), graph_id_cmp);
+	return 0;
+}
+
+/* The nodes named `name` nearest node i: *before the last one before it,
+ * *after the first one after it, each -1 if none. Without gr->ids (op.run's
+ * one node), a scan. */
+static void ids_around(const struct graph *gr, const char *name, unsigned i, int *before, int *after)
+{
+	unsigned lo = 0, hi = gr->nids;
+
+	*before = *after = -1;
+	if (!gr->ids) {
+		for (unsigned j = 0; j < gr->n; j++)
+			if (j != i && gr->nodes[j].id[0] && !strcmp(gr->nodes[j].id, name)) {
+				if (j < i)
+					*before = (int)j;
+				else if (*after < 0)
+					*after = (int)j;
+			}
+		return;
+	}
+	/* The first entry not below (name, i). */
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+
+		if (graph_id_cmp(&gr->ids[mid], &(struct graph_id){ .id = name, .node = i }) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo > 0 && !strcmp(gr->ids[lo - 1].id, name))
+		*before = (int)gr->ids[lo - 1].node;
+	if (lo < gr->nids && gr->ids[lo].node == i && !strcmp(gr->ids[lo].id, name))
+		lo++;
+	if (lo < gr->nids && !strcmp(gr->ids[lo].id, name))
+		*after = (int)gr->ids[lo].node;
+}
 
 static int parse_attr(struct op_ctx *ctx, const struct op_attr_spec *spec,
 		      const msgpack_object *v, struct op_attr_value *out)
@@ -103,24 +169,22 @@ static int resolve_input(struct graph *gr, unsigned i, unsigned k, const msgpack
 	struct op_ctx *ctx = &gr->nodes[i].ctx;
 	char name[NAMES_SHOWN_MAX], key[TDP_MAX_NAME_LEN + 1], why[TDP_MAX_ERROR_MESSAGE];
 	struct tensor *t;
-	int code;
+	int code, before, after;
 
 	if (tdp_obj_strcpy(ref, name, sizeof(name)) < 0)
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "input %u must be a name of up to %d bytes", k,
 			       TDP_MAX_NAME_LEN);
 	gr->nodes[i].src[k] = -1;
-	for (unsigned j = i; j-- > 0;) {
-		if (gr->nodes[j].id[0] && !strcmp(gr->nodes[j].id, name)) {
-			ctx->in[k] = gr->nodes[j].ctx.out;
-			gr->nodes[i].src[k] = (int)j;
-			return 0;
-		}
+	ids_around(gr, name, i, &before, &after);
+	if (before >= 0) {
+		ctx->in[k] = gr->nodes[before].ctx.out;
+		gr->nodes[i].src[k] = before;
+		return 0;
 	}
-	for (unsigned j = i + 1; j < gr->n; j++)
-		if (gr->nodes[j].id[0] && !strcmp(gr->nodes[j].id, name))
-			return op_fail(ctx, TDP_INVALID_ARGUMENT,
-				       "input %u '%s' is node %u, which comes later (nodes must be in order; "
-				       "cycles are not allowed)", k, name, j);
+	if (after >= 0)
+		return op_fail(ctx, TDP_INVALID_ARGUMENT,
+			       "input %u '%s' is node %d, which comes later (nodes must be in order; "
+			       "cycles are not allowed)", k, name, after);
 	if (names_qualify(gr->call->cred.uid, name, strlen(name), key, NULL) < 0)
 		return op_fail(ctx, TDP_INVALID_ARGUMENT, "input %u is neither an earlier node nor a valid "
 			       "tensor name", k);
@@ -306,9 +370,11 @@ static int check_node(struct graph *gr, unsigned i, const msgpack_object *map, s
 	if (nf->f[F_ID].value) {
 		if (nf->f[F_ID].value->via.str.size == 0 || nf->f[F_ID].value->via.str.size > TDP_MAX_NAME_LEN)
 			return graph_node_fail(gr, i, TDP_INVALID_ARGUMENT, "id must be 1-255 bytes");
-		for (unsigned j = 0; j < i; j++)
-			if (!strcmp(gr->nodes[j].id, gr->nodes[i].id))
-				return graph_node_fail(gr, i, TDP_INVALID_ARGUMENT, "id used by an earlier node");
+		int before, after;
+
+		ids_around(gr, gr->nodes[i].id, i, &before, &after);
+		if (before >= 0)
+			return graph_node_fail(gr, i, TDP_INVALID_ARGUMENT, "id used by an earlier node");
 	}
 	return node_kind_fail(gr, i, nf->f);
 }
@@ -335,22 +401,10 @@ static int parse_node(struct graph *gr, unsigned i, const struct map_field *f)
 	return 0;
 }
 
-int graph_parse(struct graph *gr, const msgpack_object *nodes, const msgpack_object *outs)
+/* graph_parse with gr->ids built. */
+static int parse_indexed(struct graph *gr, unsigned base, const msgpack_object *nodes,
+			 const msgpack_object *outs)
 {
-	unsigned base = gr->n;
-
-	gr->base = base;
-	if (graph_alloc_nodes(gr, nodes->via.array.size) < 0)
-		return -1;
-	/* Every id first, so that a reference to a later node is recognised as
-	 * one (and refused) rather than read as a stored tensor's name. */
-	for (unsigned i = base; i < gr->n; i++) {
-		const msgpack_object *id = nodes->via.array.ptr[i - base].type == MSGPACK_OBJECT_MAP ?
-					   tdp_map_find(&nodes->via.array.ptr[i - base], "id") : NULL;
-
-		if (id && id->type == MSGPACK_OBJECT_STR && id->via.str.size <= TDP_MAX_NAME_LEN)
-			memcpy(gr->nodes[i].id, id->via.str.ptr, id->via.str.size);
-	}
 	for (unsigned i = base; i < gr->n; i++) {
 		struct node_fields nf;
 
@@ -369,6 +423,32 @@ int graph_parse(struct graph *gr, const msgpack_object *nodes, const msgpack_obj
 		gr->nodes[i].inline_out = true;
 	}
 	return 0;
+}
+
+int graph_parse(struct graph *gr, const msgpack_object *nodes, const msgpack_object *outs)
+{
+	unsigned base = gr->n;
+	int r;
+
+	gr->base = base;
+	if (graph_alloc_nodes(gr, nodes->via.array.size) < 0)
+		return -1;
+	/* Every id first, so that a reference to a later node is recognised as
+	 * one (and refused) rather than read as a stored tensor's name. */
+	for (unsigned i = base; i < gr->n; i++) {
+		const msgpack_object *id = nodes->via.array.ptr[i - base].type == MSGPACK_OBJECT_MAP ?
+					   tdp_map_find(&nodes->via.array.ptr[i - base], "id") : NULL;
+
+		if (id && id->type == MSGPACK_OBJECT_STR && id->via.str.size <= TDP_MAX_NAME_LEN)
+			memcpy(gr->nodes[i].id, id->via.str.ptr, id->via.str.size);
+	}
+	if (ids_build(gr) < 0)
+		return -1;
+	r = parse_indexed(gr, base, nodes, outs);
+	free(gr->ids);
+	gr->ids = NULL;
+	gr->nids = 0;
+	return r;
 }
 
 int graph_parse_op(struct graph *gr, const msgpack_object *op, const msgpack_object *inputs,

@@ -16,7 +16,8 @@ struct tensor;
 /* Tensors a caller's lookups see in place of the stored ones of the same
  * name, or besides them: the results of a pipelined train.run's steps still
  * in flight, which the next step reads before they are committed
- * (train/job_pipe.c). Lookups check access on them as on stored tensors. */
+ * (train/job_pipe.c), sorted by name (strcmp), one of each. Lookups check
+ * access on them as on stored tensors. */
 struct lookup_overlay {
 	struct tensor *tensors;
 	unsigned n;

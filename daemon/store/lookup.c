@@ -11,12 +11,22 @@
 #include "status.h"
 #include "store/names.h"
 
-/* `name` in the caller's overlay (caller.h), or NULL. */
+/* `name` in the caller's overlay (caller.h: sorted by name), or NULL. */
 static struct tensor *overlay_find(const struct caller *c, const char *name)
 {
-	for (unsigned k = 0; c->overlay && k < c->overlay->n; k++)
-		if (!strcmp(c->overlay->tensors[k].name, name))
-			return &c->overlay->tensors[k];
+	unsigned lo = 0, hi = c->overlay ? c->overlay->n : 0;
+
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+		int cmp = strcmp(c->overlay->tensors[mid].name, name);
+
+		if (!cmp)
+			return &c->overlay->tensors[mid];
+		if (cmp < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
 	return NULL;
 }
 

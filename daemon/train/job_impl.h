@@ -116,8 +116,9 @@ unsigned job_depth_now(const struct train_job *job);
 
 /* *ov (zeroed) := the results graphs grs[0..n) will store, in flight and
  * not committed yet, the newest of each name, as the tensors graph_commit
- * will store (a step built now reads them through call->overlay). Returns
- * 0 or -1 after td_fail; ov->tensors is the caller's to free. */
+ * will store, sorted by name (a step built now reads them through
+ * call->overlay). Returns 0 or -1 after td_fail; ov->tensors is the
+ * caller's to free. */
 int job_overlay(struct caller *call, const struct graph *const *grs, unsigned n, struct lookup_overlay *ov);
 
 /* Create job->xfer for job->depth slots. Returns 0 or -1 after td_fail. */

@@ -134,33 +134,49 @@ static void overlay_entry(struct caller *call, const struct graph *gr, unsigned 
 	}
 }
 
+/* One result of the slots in flight: its name, and the slot and node that
+ * make it (ordered so that the newest of a name sorts last). */
+struct overlay_src {
+	const char *name;
+	unsigned slot, node;
+};
+
+static int overlay_src_cmp(const void *pa, const void *pb)
+{
+	const struct overlay_src *a = pa, *b = pb;
+	int c = strcmp(a->name, b->name);
+
+	if (c)
+		return c;
+	return a->slot != b->slot ? (a->slot < b->slot ? -1 : 1) : (a->node > b->node) - (a->node < b->node);
+}
+
 int job_overlay(struct caller *call, const struct graph *const *grs, unsigned n, struct lookup_overlay *ov)
 {
-	unsigned cap = 0;
+	struct overlay_src *src;
+	unsigned cap = 0, m = 0;
 
 	for (unsigned j = 0; j < n; j++)
 		for (unsigned i = 0; i < grs[j]->n; i++)
 			cap += grs[j]->nodes[i].has_out;
 	if (!cap)
 		return 0;
+	src = malloc(cap * sizeof(*src));
 	ov->tensors = calloc(cap, sizeof(*ov->tensors));
-	if (!ov->tensors)
+	if (!src || !ov->tensors) {
+		free(src);
 		return td_fail(&call->err, TDP_INTERNAL, "out of memory");
-	for (unsigned j = 0; j < n; j++) {
-		const struct graph *gr = grs[j];
-
-		for (unsigned i = 0; i < gr->n; i++) {
-			unsigned k;
-
-			if (!gr->nodes[i].has_out)
-				continue;
-			for (k = 0; k < ov->n && strcmp(ov->tensors[k].name, gr->nodes[i].out_name); k++)
-				;
-			overlay_entry(call, gr, i, &ov->tensors[k]);
-			if (k == ov->n)
-				ov->n++;
-		}
 	}
+	for (unsigned j = 0; j < n; j++)
+		for (unsigned i = 0; i < grs[j]->n; i++)
+			if (grs[j]->nodes[i].has_out)
+				src[m++] = (struct overlay_src){ .name = grs[j]->nodes[i].out_name, .slot = j, .node = i };
+	/* Sorted by name, as overlay_find searches it; the newest of each. */
+	qsort(src, m, sizeof(*src), overlay_src_cmp);
+	for (unsigned k = 0; k < m; k++)
+		if (k + 1 == m || strcmp(src[k].name, src[k + 1].name))
+			overlay_entry(call, grs[src[k].slot], src[k].node, &ov->tensors[ov->n++]);
+	free(src);
 	return 0;
 }
 
