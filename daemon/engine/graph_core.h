@@ -102,6 +102,10 @@ struct graph {
 	 * outside graph_parse. */
 	struct graph_id *ids;
 	unsigned nids;
+	/* The plan's shared autocast copies (graph_casts.c), placed in its
+	 * arenas. */
+	struct op_cast *casts;
+	unsigned ncasts;
 	struct graph_arena *arenas;      /* the plans' memory, one per part and device */
 	unsigned narenas;
 	/* Arenas to take before allocating (a train.run job's, shared by its

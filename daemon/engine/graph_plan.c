@@ -7,6 +7,7 @@
 
 #include "base/log.h"
 #include "daemon.h"
+#include "engine/graph_casts.h"
 #include "engine/graph_fuse.h"
 #include "gpu/device.h"
 #include "gpu/memory.h"
@@ -16,15 +17,20 @@
  * allocates at once). */
 #define PLAN_MAX_BINS 8
 
+/* The items placed: the nodes' results (0 .. n-1), then the shared
+ * autocast copies (n + c for gr->casts[c], graph_casts.c), each alive from
+ * its first reader to its last. */
 struct plan {
 	struct graph *gr;
 	unsigned first, last;
+	unsigned nitems;     /* gr->n + gr->ncasts */
 	int *owner;          /* per node: the node whose memory its result is, -1: none planned here */
-	unsigned *end;       /* per owner: the last node recorded that reads it */
-	bool *eligible;      /* per node: its result may be planned */
-	uint64_t *offset;    /* per eligible node: its place in its arena */
-	unsigned *bin;       /* per eligible node: which of the device's arenas */
-	unsigned *by_end;    /* the eligible nodes, by `end` */
+	unsigned *end;       /* per owner or copy: the last node recorded that reads it */
+	bool *eligible;      /* per item: it may be planned */
+	uint64_t *offset;    /* per eligible item: its place in its arena */
+	unsigned *bin;       /* per eligible item: which of the device's arenas */
+	unsigned *by_end;    /* the eligible items, by `end` */
+	unsigned *by_first;  /* the copies, by their first reader */
 };
 
 /* The node whose recording does node `i`'s work: its fused kernel's or its
@@ -109,6 +115,29 @@ static uint64_t slot_bytes(const struct node *nd, uint64_t align)
 	return (nd->ctx.out.bytes + align - 1) & ~(align - 1);
 }
 
+/* Item j's place (struct plan), aligned likewise, and its device. */
+static uint64_t item_bytes(const struct plan *p, unsigned j, uint64_t align)
+{
+	if (j < p->gr->n)
+		return slot_bytes(&p->gr->nodes[j], align);
+	return (p->gr->casts[j - p->gr->n].bytes + align - 1) & ~(align - 1);
+}
+
+static uint32_t item_device(const struct plan *p, unsigned j)
+{
+	return j < p->gr->n ? p->gr->nodes[j].device : p->gr->casts[j - p->gr->n].device;
+}
+
+/* The copies may be planned, each up to its last reader. */
+static void mark_casts(struct plan *p)
+{
+	for (unsigned c = 0; c < p->gr->ncasts; c++) {
+		p->eligible[p->gr->n + c] = p->gr->casts[c].bytes > 0;
+		p->end[p->gr->n + c] = p->gr->casts[c].last;
+		p->by_first[c] = c;
+	}
+}
+
 static const unsigned *sort_end;
 
 static int cmp_end(const void *a, const void *b)
@@ -116,6 +145,44 @@ static int cmp_end(const void *a, const void *b)
 	unsigned x = sort_end[*(const unsigned *)a], y = sort_end[*(const unsigned *)b];
 
 	return x < y ? -1 : x > y;
+}
+
+static const struct op_cast *sort_casts;
+
+static int cmp_first(const void *a, const void *b)
+{
+	unsigned x = sort_casts[*(const unsigned *)a].first, y = sort_casts[*(const unsigned *)b].first;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Take item j's place in the first of the `*nbins` bins (up to `cap` bytes
+ * each) it fits, opening a bin if none has room. Returns 0, 1 when it gets
+ * no place (memory of its own), or -ENOMEM. */
+static int take_place(struct plan *p, unsigned j, struct range_alloc *ra, unsigned *nbins, uint64_t align,
+		      uint64_t cap, uint64_t *tops)
+{
+	uint64_t bytes = item_bytes(p, j, align);
+	unsigned b;
+
+	for (b = 0; b < *nbins; b++)
+		if (range_alloc_take(&ra[b], bytes, align, &p->offset[j]) == 0)
+			break;
+	if (b == *nbins && bytes <= cap && *nbins < PLAN_MAX_BINS) {
+		if (range_alloc_init(&ra[*nbins], cap) < 0)
+			return -ENOMEM;
+		tops[(*nbins)++] = 0;
+		if (range_alloc_take(&ra[b], bytes, align, &p->offset[j]) < 0)
+			b = *nbins; /* cannot happen: the bin is empty and large enough */
+	}
+	if (b == *nbins) {
+		p->eligible[j] = false; /* gets memory of its own */
+		return 1;
+	}
+	p->bin[j] = b;
+	if (p->offset[j] + bytes > tops[b])
+		tops[b] = p->offset[j] + bytes;
+	return 0;
 }
 
 #define PEAK_KINDS 16
@@ -156,63 +223,50 @@ static void log_peak(const struct plan *p, uint32_t dev, unsigned at, uint64_t l
 	log_debug("%s", line);
 }
 
-/* Lay out device `dev`'s eligible results in time order, first fit, each
+/* Lay out device `dev`'s eligible items in time order, first fit, each
  * range given back once its last reader is recorded, into bins of at most
- * `cap` bytes (what the device allocates at once): a result goes to the
+ * `cap` bytes (what the device allocates at once): an item goes to the
  * first bin it fits; one larger than a bin, or past PLAN_MAX_BINS, is not
- * planned. Sets tops[b], each bin's size. Returns the bins used or -ENOMEM. */
+ * planned. A node's result is placed at its node, a shared copy at its
+ * first reader. Sets tops[b], each bin's size. Returns the bins used or
+ * -ENOMEM. */
 static int lay_out(struct plan *p, uint32_t dev, uint64_t align, uint64_t cap, uint64_t *tops)
 {
 	struct graph *gr = p->gr;
 	struct range_alloc ra[PLAN_MAX_BINS];
-	unsigned nby = 0, freed = 0, nbins = 0, peak_at = 0;
+	unsigned nby = 0, freed = 0, nbins = 0, peak_at = 0, nextc = 0;
 	uint64_t live = 0, peak = 0;
 	int r = 0;
 
-	for (unsigned i = p->first; i < p->last; i++)
-		if (p->eligible[i] && gr->nodes[i].device == dev)
-			p->by_end[nby++] = i;
+	for (unsigned j = 0; j < p->nitems; j++)
+		if (p->eligible[j] && item_device(p, j) == dev && (j >= gr->n || (j >= p->first && j < p->last)))
+			p->by_end[nby++] = j;
 	if (!nby)
 		return 0;
 	sort_end = p->end;
 	qsort(p->by_end, nby, sizeof(*p->by_end), cmp_end);
 	for (unsigned i = p->first; i < p->last && r == 0; i++) {
-		uint64_t bytes = slot_bytes(&gr->nodes[i], align);
-		unsigned b;
-
-		if (!p->eligible[i] || gr->nodes[i].device != dev)
-			continue;
-		/* A range read last by node e is free for a result made after e. */
+		/* A range read last by node e is free for an item made after e. */
 		for (; freed < nby && p->end[p->by_end[freed]] < i; freed++) {
 			unsigned j = p->by_end[freed];
 
 			if (p->eligible[j]) {
-				range_alloc_give(&ra[p->bin[j]], p->offset[j], slot_bytes(&gr->nodes[j], align));
-				live -= slot_bytes(&gr->nodes[j], align);
+				range_alloc_give(&ra[p->bin[j]], p->offset[j], item_bytes(p, j, align));
+				live -= item_bytes(p, j, align);
 			}
 		}
-		for (b = 0; b < nbins; b++)
-			if (range_alloc_take(&ra[b], bytes, align, &p->offset[i]) == 0)
-				break;
-		if (b == nbins && bytes <= cap && nbins < PLAN_MAX_BINS) {
-			if (range_alloc_init(&ra[nbins], cap) < 0) {
-				r = -ENOMEM;
-				break;
-			}
-			tops[nbins++] = 0;
-			if (range_alloc_take(&ra[b], bytes, align, &p->offset[i]) < 0)
-				b = nbins; /* cannot happen: the bin is empty and large enough */
+		if (p->eligible[i] && gr->nodes[i].device == dev && (r = take_place(p, i, ra, &nbins, align, cap, tops)) == 0)
+			live += item_bytes(p, i, align);
+		for (; r >= 0 && nextc < gr->ncasts && gr->casts[p->by_first[nextc]].first <= i; nextc++) {
+			unsigned j = gr->n + p->by_first[nextc];
+
+			if (p->eligible[j] && item_device(p, j) == dev &&
+			    (r = take_place(p, j, ra, &nbins, align, cap, tops)) == 0)
+				live += item_bytes(p, j, align);
 		}
-		if (b == nbins) {
-			p->eligible[i] = false; /* gets memory of its own */
-			continue;
-		}
-		p->bin[i] = b;
-		live += bytes;
+		r = r < 0 ? r : 0;
 		if (live > peak)
 			peak = live, peak_at = i;
-		if (p->offset[i] + bytes > tops[b])
-			tops[b] = p->offset[i] + bytes;
 	}
 	for (unsigned b = 0; b < nbins; b++)
 		range_alloc_fini(&ra[b]);
@@ -279,7 +333,8 @@ static int place(struct plan *p, uint32_t dev)
 	int nbins;
 
 	for (unsigned i = p->first; i < p->last && !g; i++)
-		if (p->eligible[i] && gr->nodes[i].device == dev)
+		if ((p->eligible[i] || gr->nodes[i].ctx.cast[0] || gr->nodes[i].ctx.cast[1]) &&
+		    gr->nodes[i].device == dev)
 			g = gr->nodes[i].ctx.g;
 	if (!g)
 		return 0;
@@ -309,6 +364,16 @@ static int place(struct plan *p, uint32_t dev)
 						.size = nd->ctx.out.bytes, .reserved = slot_bytes(nd, g->mem.align) };
 		nd->planned = true;
 	}
+	for (unsigned c = 0; c < gr->ncasts; c++) {
+		unsigned j = gr->n + c;
+		const struct gpu_alloc *bin = &got[p->bin[j]];
+
+		if (p->eligible[j] && gr->casts[c].device == dev && bin->block)
+			gr->casts[c].alloc = (struct gpu_alloc){ .block = bin->block,
+								 .offset = bin->offset + p->offset[j],
+								 .size = gr->casts[c].bytes,
+								 .reserved = item_bytes(p, j, g->mem.align) };
+	}
 	return 0;
 }
 
@@ -321,15 +386,23 @@ int graph_plan_part(struct graph *gr, unsigned first, unsigned last)
 		return 0;
 	if (gr->arena_cache && gr->arena_cache->scratch_hint > gr->scratch_pool.hint)
 		gr->scratch_pool.hint = gr->arena_cache->scratch_hint;
+	/* Out of memory for the copies' plan, products cast into scratch. */
+	if (graph_casts_plan(gr, first, last) < 0)
+		graph_casts_free(gr);
+	p.nitems = gr->n + gr->ncasts;
 	p.owner = calloc(gr->n, sizeof(*p.owner));
-	p.end = calloc(gr->n, sizeof(*p.end));
-	p.eligible = calloc(gr->n, sizeof(*p.eligible));
-	p.offset = calloc(gr->n, sizeof(*p.offset));
-	p.by_end = calloc(gr->n, sizeof(*p.by_end));
-	p.bin = calloc(gr->n, sizeof(*p.bin));
-	if (!p.owner || !p.end || !p.eligible || !p.offset || !p.by_end || !p.bin)
+	p.end = calloc(p.nitems, sizeof(*p.end));
+	p.eligible = calloc(p.nitems, sizeof(*p.eligible));
+	p.offset = calloc(p.nitems, sizeof(*p.offset));
+	p.by_end = calloc(p.nitems, sizeof(*p.by_end));
+	p.bin = calloc(p.nitems, sizeof(*p.bin));
+	p.by_first = calloc(gr->ncasts + 1, sizeof(*p.by_first));
+	if (!p.owner || !p.end || !p.eligible || !p.offset || !p.by_end || !p.bin || !p.by_first)
 		goto out;
 	mark_owners(&p);
+	mark_casts(&p);
+	sort_casts = gr->casts;
+	qsort(p.by_first, gr->ncasts, sizeof(*p.by_first), cmp_first);
 	drop_copied(&p, gr->copies_before, gr->ncopies_before);
 	drop_copied(&p, gr->copies_after, gr->ncopies_after);
 	drop_copied(&p, gr->copies_at, gr->ncopies_at);
@@ -338,6 +411,9 @@ int graph_plan_part(struct graph *gr, unsigned first, unsigned last)
 	for (uint32_t dev = 0; dev < gr->call->d->ngpus && r == 0; dev++)
 		r = place(&p, dev);
 out:
+	if (r < 0)
+		graph_casts_free(gr);
+	free(p.by_first);
 	free(p.owner);
 	free(p.end);
 	free(p.eligible);
@@ -351,6 +427,7 @@ void graph_plan_free(struct graph *gr)
 {
 	struct op_scratch_pool *sp = &gr->scratch_pool;
 
+	graph_casts_free(gr);
 	if (gr->arena_cache && sp->want > gr->arena_cache->scratch_hint)
 		gr->arena_cache->scratch_hint = sp->want;
 	if (sp->mem.block)

@@ -622,6 +622,45 @@ int matmul_dispatch(struct op_ctx *ctx, struct gpu_recorder *rec, const struct g
 	return (pc->flags & MM_PART) ? matmul_reduce(ctx, rec, &b[3], &b[2], &b[4], dtype, pc) : 0;
 }
 
+/* The product's push constants before a kernel is chosen (*pc), and the
+ * epilogue that runs after it (*ret_epi_after). Returns 0 or op_fail(). */
+static int mm_push_setup(struct op_ctx *ctx, struct mm_push *pc, uint32_t *ret_epi_after)
+{
+	const struct mm_plan *pl = &ctx->priv.matmul;
+	uint32_t epi_after;
+
+	/* The shader indexes in 32-bit elements (operands are bound whole, so
+	 * they fit when the device binds them); keep K clear of the loop's
+	 * wrap-around too. */
+	if (ctx->in[0].count > UINT32_MAX || ctx->in[1].count > UINT32_MAX ||
+	    ctx->out.count > UINT32_MAX || pl->k > (1ull << 31))
+		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "an operand of more than 2^32 elements");
+	memset(pc, 0, sizeof(*pc));
+	pc->m = (uint32_t)pl->m;
+	pc->n = (uint32_t)pl->n;
+	pc->k = (uint32_t)pl->k;
+	/* A 16-bit product's epilogue comes after it, in place: the product
+	 * takes the plain matmul node's kernel, so the fused op gives the
+	 * unfused chain's bits whichever kernel that is (the 16-bit kernels
+	 * have none in their stores: matmul_epi_store.glsl says why). */
+	epi_after = ctx->out.dtype == TDP_DTYPE_F32 ? 0 : pl->epi;
+	pc->flags = pl->flags | (pl->epi & ~epi_after);
+	*ret_epi_after = epi_after;
+	return mm_batch_setup(ctx, pl, pc);
+}
+
+/* op_def.casts_whole of matmul and bmm. */
+static bool matmul_casts_whole(struct op_ctx *ctx, bool *ret_to_16)
+{
+	struct op_ctx probe = *ctx;
+	struct mm_push pc;
+	uint32_t epi_after;
+
+	/* A failure here is the recording's to report. */
+	return matmul_autocast(ctx) && mm_push_setup(&probe, &pc, &epi_after) == 0 &&
+	       matmul_autocast_whole(ctx, &ctx->priv.matmul, &pc, ret_to_16);
+}
+
 static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 {
 	const struct mm_plan *pl = &ctx->priv.matmul;
@@ -630,23 +669,7 @@ static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
 	uint32_t epi_after;
 	int r;
 
-	/* The shader indexes in 32-bit elements (operands are bound whole, so
-	 * they fit when the device binds them); keep K clear of the loop's
-	 * wrap-around too. */
-	if (ctx->in[0].count > UINT32_MAX || ctx->in[1].count > UINT32_MAX ||
-	    ctx->out.count > UINT32_MAX || pl->k > (1ull << 31))
-		return op_fail(ctx, TDP_RESOURCE_EXHAUSTED, "an operand of more than 2^32 elements");
-	memset(&pc, 0, sizeof(pc));
-	pc.m = (uint32_t)pl->m;
-	pc.n = (uint32_t)pl->n;
-	pc.k = (uint32_t)pl->k;
-	/* A 16-bit product's epilogue comes after it, in place: the product
-	 * takes the plain matmul node's kernel, so the fused op gives the
-	 * unfused chain's bits whichever kernel that is (the 16-bit kernels
-	 * have none in their stores: matmul_epi_store.glsl says why). */
-	epi_after = ctx->out.dtype == TDP_DTYPE_F32 ? 0 : pl->epi;
-	pc.flags = pl->flags | (pl->epi & ~epi_after);
-	if (mm_batch_setup(ctx, pl, &pc) < 0)
+	if (mm_push_setup(ctx, &pc, &epi_after) < 0)
 		return -1;
 	if (!(pl->epi & (MM_BIAS | MM_MASK)))
 		bind[3] = mm_no_bias(ctx);
@@ -709,8 +732,8 @@ static int bmm_infer(struct op_ctx *ctx)
 
 const struct op_def op_defs_linalg[] = {
 	{ .name = "matmul", .min_inputs = 2, .max_inputs = 3, .attrs = matmul_attrs, .infer = matmul_infer,
-	  .record = matmul_record, .backward = grad_matmul },
+	  .record = matmul_record, .backward = grad_matmul, .casts_whole = matmul_casts_whole },
 	{ .name = "bmm", .min_inputs = 2, .max_inputs = 3, .attrs = matmul_attrs, .infer = bmm_infer,
-	  .record = matmul_record, .backward = grad_matmul },
+	  .record = matmul_record, .backward = grad_matmul, .casts_whole = matmul_casts_whole },
 	{ .name = NULL },
 };

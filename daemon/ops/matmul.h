@@ -72,6 +72,13 @@ void matmul_fold_batches(struct mm_push *pc);
 int matmul_epilogue_after(struct op_ctx *ctx, struct gpu_recorder *rec, const struct gpu_binding *bias, uint32_t n,
 			  uint32_t epi);
 
+/* Whether autocast product `pl` (batch fields of `pc` set) casts both
+ * operands whole, unpadded (*ret_to_16: to the 16-bit dtype for the tensor
+ * cores, else rounded to it and back to f32), as matmul_record_autocast
+ * would record it. */
+bool matmul_autocast_whole(const struct op_ctx *ctx, const struct mm_plan *pl, const struct mm_push *pc,
+			   bool *ret_to_16);
+
 /* Record an autocast product (matmul_autocast.c): bind[3] the epilogue's
  * bias or the dummy; bind[0..2] are filled in. 0 or op_fail(). */
 int matmul_record_autocast(struct op_ctx *ctx, struct gpu_recorder *rec, const struct mm_plan *pl,

@@ -39,21 +39,36 @@ static uint64_t round_up(uint64_t v, uint64_t to)
 	return (v + to - 1) / to * to;
 }
 
-/* Operand `t` (f32) rounded for an autocast product into scratch, bound
- * read-only as *ret: cast to the autocast dtype (bf16 or f16) for the
- * tensor cores (`to_16`), else rounded to it and widened back to f32 for
- * the scalar kernels. */
-static int mm_round_operand(struct op_ctx *ctx, struct gpu_recorder *rec, const struct op_tensor *t, bool to_16,
+uint64_t op_cast_bytes(const struct op_tensor *t, bool to_16)
+{
+	return t->count * (to_16 ? 2u : 4u);
+}
+
+/* Input `k` (f32) rounded for an autocast product, bound read-only as
+ * *ret: cast to the autocast dtype (bf16 or f16) for the tensor cores
+ * (`to_16`), else rounded to it and widened back to f32 for the scalar
+ * kernels; into the step's shared copy (ctx->cast[k], recorded by its
+ * first reader) where the plan gave one, else into scratch. */
+static int mm_round_operand(struct op_ctx *ctx, struct gpu_recorder *rec, unsigned k, bool to_16,
 			    struct gpu_binding *ret)
 {
+	const struct op_tensor *t = &ctx->in[k];
+	struct op_cast *shared = ctx->cast[k];
 	bool f16 = ctx->autocast == TDP_DTYPE_F16;
 	uint32_t n = (uint32_t)t->count;
-	uint64_t bytes = t->count * (to_16 ? 2u : 4u);
+	uint64_t bytes = op_cast_bytes(t, to_16);
 	const char *family, *variant;
 	const struct gpu_pipeline *p;
 	struct gpu_binding b[2];
 	struct gpu_alloc *s;
 
+	/* A copy the plan placed, of the kind this product reads. */
+	if (shared && (!shared->alloc.block || shared->to_16 != to_16 || shared->bytes != bytes))
+		shared = NULL;
+	if (shared && shared->recorded) {
+		*ret = gpu_rec_bind(ctx->g, &shared->alloc, 0, bytes, false);
+		return 0;
+	}
 	if (op_bind(ctx, t, false, &b[0]) < 0)
 		return -1;
 	if (n == 0) {
@@ -72,11 +87,14 @@ static int mm_round_operand(struct op_ctx *ctx, struct gpu_recorder *rec, const 
 	}
 	if (n % 4 == 0)
 		n /= 4;
-	if (op_scratch_alloc(ctx, bytes, &s) < 0 || op_pipeline(ctx, family, variant, &p) < 0)
+	if ((shared ? (s = &shared->alloc, 0) : op_scratch_alloc(ctx, bytes, &s)) < 0 ||
+	    op_pipeline(ctx, family, variant, &p) < 0)
 		return -1;
 	b[1] = gpu_rec_bind(ctx->g, s, 0, bytes, true);
 	if (op_dispatch(ctx, rec, p, b, 2, &n, sizeof(n), n, 256) < 0)
 		return -1;
+	if (shared)
+		shared->recorded = true;
 	*ret = b[1];
 	ret->write = false;
 	return 0;
@@ -213,31 +231,65 @@ static int mm_cast_operands_padded(struct op_ctx *ctx, struct gpu_recorder *rec,
  * and widened back to f32, then the f32 kernels run with the epilogue in
  * their stores. A product of two bf16 (or f16) values is exact in f32, so
  * both compute the same terms and differ only in the order of the sums. */
+/* How autocast product `pl` runs: on the tensor cores or not (*ret->cm),
+ * over zero-padded copies of M `mp` rows and K `kp` terms or copies of the
+ * operands whole (pad), in `splits` chunks of K. */
+struct mm_autocast_way {
+	bool cm, pad;
+	uint32_t splits;
+	uint64_t mp, kp;
+};
+
+static void mm_autocast_choose(const struct op_ctx *ctx, const struct mm_plan *pl, const struct mm_push *pc,
+			       struct mm_autocast_way *ret)
+{
+	struct mm_autocast_way w = { .cm = matmul_use_cm(ctx, pl, pc) && pl->k <= MM_MAX_K, .mp = pl->m, .kp = pl->k };
+
+	w.pad = !w.cm && mm_cm_padded(ctx, pl, pc, &w.mp, &w.kp);
+	w.splits = w.cm || w.pad ? mm_cm_splits(ctx, pl, pc, w.mp, w.kp) : 1;
+	/* K padded with zeros to whole chunks of whole K steps. */
+	if (w.splits > 1) {
+		w.kp = round_up((w.kp + w.splits - 1) / w.splits, MM_CM_K) * w.splits;
+		w.pad = w.pad || w.kp != pl->k;
+	}
+	*ret = w;
+}
+
+bool matmul_autocast_whole(const struct op_ctx *ctx, const struct mm_plan *pl, const struct mm_push *pc,
+			   bool *ret_to_16)
+{
+	struct mm_autocast_way w;
+
+	mm_autocast_choose(ctx, pl, pc, &w);
+	if (w.pad)
+		return false;
+	*ret_to_16 = w.cm;
+	return true;
+}
+
 int matmul_record_autocast(struct op_ctx *ctx, struct gpu_recorder *rec, const struct mm_plan *pl,
 			   struct mm_push *pc, struct gpu_binding bind[4])
 {
-	bool cm = matmul_use_cm(ctx, pl, pc) && pl->k <= MM_MAX_K;
-	uint64_t mp = pl->m, kp = pl->k;
-	bool pad = !cm && mm_cm_padded(ctx, pl, pc, &mp, &kp);
-	uint32_t splits = cm || pad ? mm_cm_splits(ctx, pl, pc, mp, kp) : 1;
+	struct mm_autocast_way w;
+	uint64_t mp, kp;
+	uint32_t splits;
 	bool fold;
 
-	if (!cm && !pad) {
-		if (mm_round_operand(ctx, rec, &ctx->in[0], false, &bind[0]) < 0 ||
-		    mm_round_operand(ctx, rec, &ctx->in[1], false, &bind[1]) < 0 ||
+	mm_autocast_choose(ctx, pl, pc, &w);
+	mp = w.mp;
+	kp = w.kp;
+	splits = w.splits;
+	if (!w.cm && !w.pad) {
+		if (mm_round_operand(ctx, rec, 0, false, &bind[0]) < 0 ||
+		    mm_round_operand(ctx, rec, 1, false, &bind[1]) < 0 ||
 		    op_bind(ctx, &ctx->out, true, &bind[2]) < 0)
 			return -1;
 		matmul_fold_batches(pc);
 		return matmul_dispatch(ctx, rec, bind, TDP_DTYPE_F32, pc, pl->split_k);
 	}
-	/* K padded with zeros to whole chunks of whole K steps. */
-	if (splits > 1) {
-		kp = round_up((kp + splits - 1) / splits, MM_CM_K) * splits;
-		pad = pad || kp != pl->k;
-	}
-	if (pad ? mm_cast_operands_padded(ctx, rec, pl, bind, mp, kp) < 0
-		: (mm_round_operand(ctx, rec, &ctx->in[0], true, &bind[0]) < 0 ||
-		   mm_round_operand(ctx, rec, &ctx->in[1], true, &bind[1]) < 0))
+	if (w.pad ? mm_cast_operands_padded(ctx, rec, pl, bind, mp, kp) < 0
+		: (mm_round_operand(ctx, rec, 0, true, &bind[0]) < 0 ||
+		   mm_round_operand(ctx, rec, 1, true, &bind[1]) < 0))
 		return -1;
 	if (splits > 1)
 		return mm_record_split(ctx, rec, pl, pc, bind, mp, kp / splits, splits);

@@ -120,7 +120,29 @@ struct op_def {
 	 * with no gradient for any input (comparisons). */
 	op_backward_fn backward;
 	struct op_fusion fusion;
+	/* Autocast products (matmul, bmm): whether record would cast inputs 0
+	 * and 1 whole, each into a copy of op_cast_bytes (*ret_to_16: to the
+	 * 16-bit dtype for the tensor cores, else rounded and widened back to
+	 * f32), which a training step's plan may then share between the
+	 * products that read the same operand (engine/graph_casts.c). NULL:
+	 * never. */
+	bool (*casts_whole)(struct op_ctx *ctx, bool *ret_to_16);
 };
+
+/* An operand's autocast copy shared by the products of a step that read
+ * it (engine/graph_casts.c): the first to record writes it, the others
+ * bind it. */
+struct op_cast {
+	struct gpu_alloc alloc;        /* its place in the step's arena */
+	uint64_t bytes;
+	uint32_t device;
+	bool to_16;
+	bool recorded;                 /* written by an earlier reader's recording */
+	unsigned first, last;          /* its first and last reader (node indices) */
+};
+
+/* The bytes of input `t`'s autocast copy (op_def.casts_whole). */
+uint64_t op_cast_bytes(const struct op_tensor *t, bool to_16);
 
 /* How many outgrown blocks a scratch pool keeps until its graph ends. */
 #define OP_SCRATCH_OUTGROWN 8
@@ -167,6 +189,9 @@ struct op_ctx {
 	 * (matmul, bmm) multiply their operands rounded to bf16, accumulating
 	 * in f32 (ops/matmul.c). Only products read it. */
 	int autocast;
+	/* Shared autocast copies of inputs 0 and 1 (struct op_cast), set by a
+	 * training step's plan before the node records; NULL: its own. */
+	struct op_cast *cast[2];
 	struct op_scratch scratch;
 	union op_priv priv;                         /* infer's notes for record */
 	struct td_error err;                        /* set by op_fail */
