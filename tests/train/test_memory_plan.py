@@ -156,7 +156,8 @@ def main():
               "gpt16: the products did not share their rounded operands (%d vs %d dispatches)" % (
                   a["dispatches"], b["dispatches"]))
     for name, a, b in [(n, planned.get(n), plain.get(n)) for n in ("gpt", "gpt16", "mlp", "split")] + \
-                      [("gpt in 64 KiB arenas", binned.get("gpt"), plain.get("gpt"))]:
+                      [("gpt in 64 KiB arenas", binned.get("gpt"), plain.get("gpt")),
+                       ("gpt16 in 64 KiB arenas", binned.get("gpt16"), plain.get("gpt16"))]:
         if not a or not b:
             check(False, "%s: trained on both daemons" % name)
             continue
