@@ -652,13 +652,17 @@ static int mm_push_setup(struct op_ctx *ctx, struct mm_push *pc, uint32_t *ret_e
 /* op_def.casts_whole of matmul and bmm. */
 static bool matmul_casts_whole(struct op_ctx *ctx, bool *ret_to_16)
 {
-	struct op_ctx probe = *ctx;
 	struct mm_push pc;
 	uint32_t epi_after;
 
-	/* A failure here is the recording's to report. */
-	return matmul_autocast(ctx) && mm_push_setup(&probe, &pc, &epi_after) == 0 &&
-	       matmul_autocast_whole(ctx, &ctx->priv.matmul, &pc, ret_to_16);
+	if (!matmul_autocast(ctx))
+		return false;
+	if (mm_push_setup(ctx, &pc, &epi_after) < 0) {
+		/* The recording's to report (nothing failed before it). */
+		td_error_clear(&ctx->err);
+		return false;
+	}
+	return matmul_autocast_whole(ctx, &ctx->priv.matmul, &pc, ret_to_16);
 }
 
 static int matmul_record(struct op_ctx *ctx, struct gpu_recorder *rec)
