@@ -120,8 +120,12 @@ int graph_casts_plan(struct graph *gr, unsigned first, unsigned last)
 	int n;
 
 	graph_casts_free(gr);
-	if (!gr->autocast || (n = collect_uses(gr, first, last, &u)) < 0)
-		return gr->autocast ? -1 : 0;
+	if (!gr->autocast)
+		return 0;
+	if ((n = collect_uses(gr, first, last, &u)) <= 0) {
+		free(u);
+		return n;
+	}
 	qsort(u, (size_t)n, sizeof(*u), use_cmp);
 	/* A run of two or more uses of one copy is one shared copy. */
 	for (int j = 0, e; j < n; j = e) {
